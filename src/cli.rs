@@ -1,0 +1,176 @@
+//! The command line (DESIGN §3). This is the binary's edge: `anyhow` stops here, and
+//! every subcommand maps its outcome to a kubectl-style exit code.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+use crate::cluster::Selection;
+
+/// Exit codes shared by every subcommand (kubectl's where one exists).
+pub mod exit {
+    pub const OK: u8 = 0;
+    /// `diff`: differences found; `apply --wait`: not ready in time.
+    pub const DIFFERENCES: u8 = 1;
+    /// Invalid input, a usage error, or something not built yet.
+    pub const ERROR: u8 = 2;
+}
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "driftless",
+    version,
+    about = "GitOps sync daemon for Kubernetes: TOML specs in git or a directory, server-side apply, safe prune, readiness",
+    propagate_version = true
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct GlobalArgs {
+    /// Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use (default: its current-context).
+    #[arg(long, global = true, value_name = "NAME")]
+    pub context: Option<String>,
+    /// Log format on stderr; the level comes from RUST_LOG (default: info).
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Check a spec tree; print every error as file:line:col: message (exit 2 when invalid).
+    Validate(PathArg),
+    /// Print the Kubernetes objects a spec tree renders to, as multi-document YAML.
+    Render(PathArg),
+    /// Show what apply would change: live vs desired, including what prune would delete
+    /// (exit 0: no difference, 1: differences, 2: error).
+    Diff(PathArg),
+    /// Sync a spec tree once (apply, prune), then exit.
+    Apply(ApplyArgs),
+    /// Run the daemon: keep the cluster in sync with a directory or a git repository.
+    Run(RunArgs),
+    /// Show the daemon's status file as a table.
+    Status(StatusArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct PathArg {
+    /// Root of the spec tree (every *.toml under it).
+    #[arg(default_value = ".")]
+    pub path: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct ApplyArgs {
+    /// Root of the spec tree (every *.toml under it).
+    #[arg(default_value = ".")]
+    pub path: PathBuf,
+    /// Delete objects that left the specs (the default).
+    #[arg(long, overrides_with = "no_prune")]
+    pub prune: bool,
+    /// Do not delete objects that left the specs.
+    #[arg(long)]
+    pub no_prune: bool,
+    /// Wait until every spec is ready (or failed) before exiting.
+    #[arg(long)]
+    pub wait: bool,
+    /// How long --wait waits, e.g. 90s, 5m.
+    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+}
+
+#[derive(Args, Debug)]
+#[command(group = clap::ArgGroup::new("source").required(true).args(["dir", "git"]))]
+pub struct RunArgs {
+    /// Watch this directory of specs.
+    #[arg(long, value_name = "PATH")]
+    pub dir: Option<PathBuf>,
+    /// Sync from this git repository.
+    #[arg(long, value_name = "URL")]
+    pub git: Option<String>,
+    /// Branch to follow with --git.
+    #[arg(long, default_value = "main", requires = "git")]
+    pub branch: String,
+    /// Subdirectory of the repository that holds the specs.
+    #[arg(long, value_name = "SUBDIR", requires = "git")]
+    pub path: Option<PathBuf>,
+    /// Where to write the status file (JSON).
+    #[arg(long, value_name = "FILE")]
+    pub status_file: Option<PathBuf>,
+    /// Address for /metrics, /healthz and /readyz.
+    #[arg(long, default_value = "127.0.0.1:9477")]
+    pub metrics_addr: std::net::SocketAddr,
+}
+
+#[derive(Args, Debug)]
+pub struct StatusArgs {
+    /// The daemon's status file.
+    #[arg(long, value_name = "FILE", default_value = "driftless-status.json")]
+    pub status_file: PathBuf,
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing(cli.global.log_format);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("driftless: starting the async runtime: {e}");
+            return ExitCode::from(exit::ERROR);
+        }
+    };
+    match runtime.block_on(dispatch(cli)) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("driftless: {e:#}");
+            ExitCode::from(exit::ERROR)
+        }
+    }
+}
+
+async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
+    let _selection = Selection {
+        kubeconfig: cli.global.kubeconfig.clone(),
+        context: cli.global.context.clone(),
+    };
+    let name = match &cli.command {
+        Command::Validate(_) => "validate",
+        Command::Render(_) => "render",
+        Command::Diff(_) => "diff",
+        Command::Apply(_) => "apply",
+        Command::Run(_) => "run",
+        Command::Status(_) => "status",
+    };
+    eprintln!("driftless {name}: not implemented yet");
+    Ok(exit::ERROR)
+}
+
+fn init_tracing(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}

@@ -1,0 +1,59 @@
+//! Cluster selection as kubectl does it: `--kubeconfig`, then `KUBECONFIG`, then
+//! `~/.kube/config`, then the in-cluster service account; `--context` picks a context.
+
+use std::path::{Path, PathBuf};
+
+use kube::Client;
+use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    #[error("reading kubeconfig {path}: {source}")]
+    ReadKubeconfig {
+        path: PathBuf,
+        source: KubeconfigError,
+    },
+    #[error("kubeconfig: {0}")]
+    Kubeconfig(#[from] KubeconfigError),
+    #[error(
+        "no cluster configuration found (no --kubeconfig, KUBECONFIG, ~/.kube/config or in-cluster service account): {0}"
+    )]
+    Infer(#[from] kube::config::InferConfigError),
+    #[error("creating the Kubernetes client: {0}")]
+    Client(#[from] kube::Error),
+}
+
+/// Where to find the cluster; the global CLI flags.
+#[derive(Debug, Clone, Default)]
+pub struct Selection {
+    pub kubeconfig: Option<PathBuf>,
+    pub context: Option<String>,
+}
+
+impl Selection {
+    pub async fn config(&self) -> Result<kube::Config, ClusterError> {
+        let options = KubeConfigOptions {
+            context: self.context.clone(),
+            ..KubeConfigOptions::default()
+        };
+        match (&self.kubeconfig, &self.context) {
+            (Some(path), _) => from_file(path, &options).await,
+            // A context only makes sense against a kubeconfig (KUBECONFIG or ~/.kube/config).
+            (None, Some(_)) => Ok(kube::Config::from_kubeconfig(&options).await?),
+            (None, None) => Ok(kube::Config::infer().await?),
+        }
+    }
+
+    pub async fn client(&self) -> Result<Client, ClusterError> {
+        Ok(Client::try_from(self.config().await?)?)
+    }
+}
+
+async fn from_file(path: &Path, options: &KubeConfigOptions) -> Result<kube::Config, ClusterError> {
+    let kubeconfig =
+        Kubeconfig::read_from(path).map_err(|source| ClusterError::ReadKubeconfig {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    Ok(kube::Config::from_custom_kubeconfig(kubeconfig, options).await?)
+}

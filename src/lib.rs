@@ -1,0 +1,9 @@
+//! driftless: a GitOps sync daemon for Kubernetes.
+//!
+//! The pipeline, one module a stage: `spec` (TOML model, validation) → `render` (pure:
+//! specs → objects) → `apply` / `diff` / `prune` (cluster I/O) → `health` (pure: objects →
+//! readiness) → `report` (status file, metrics, HTTP), fed by `source` (dir watch, git)
+//! and driven by the daemon loop. `cluster` is the one place a client is made.
+
+pub mod cli;
+pub mod cluster;

@@ -1,0 +1,205 @@
+#!/usr/bin/env bash
+# The local Kubernetes control plane for driftless's tests and demo (DESIGN §4):
+# etcd, kube-apiserver, kube-controller-manager, kube-scheduler, all on loopback with
+# free ports, plus `driftless-testbed` (fake Nodes, kubelet and volume-provisioner
+# stand-ins).
+#
+#   testbed/cluster.sh up      boot it; prints the env file to source
+#   testbed/cluster.sh down    stop every process it started (by PID) and clean up
+#   testbed/cluster.sh status  say whether it is up
+#   testbed/cluster.sh env     print the env file's path
+#
+# State lives in $DRIFTLESS_TESTBED_DIR (default <repo>/.testbed). Binaries come from
+# testbed/install.sh.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+STATE="${DRIFTLESS_TESTBED_DIR:-$ROOT/.testbed}"
+CACHE="${DRIFTLESS_CACHE:-$HOME/.cache/driftless}"
+K8S_BIN="$CACHE/k8s-v1.20.2"
+NODES="${DRIFTLESS_TESTBED_NODES:-3}"
+TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
+
+log() { printf '[cluster] %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+}
+
+# Start a process in the background, in its own process group, and record its PID.
+start() {
+  local name=$1; shift
+  log "starting $name"
+  setsid "$@" >"$STATE/logs/$name.log" 2>&1 < /dev/null &
+  echo $! >"$STATE/pids/$name.pid"
+}
+
+alive() { [ -f "$STATE/pids/$1.pid" ] && kill -0 "$(cat "$STATE/pids/$1.pid")" 2>/dev/null; }
+
+stop_one() {
+  local f=$1 pid name
+  name=$(basename "$f" .pid)
+  pid=$(cat "$f")
+  if kill -0 "$pid" 2>/dev/null; then
+    # setsid made each process a group leader: signal the group so children go too.
+    kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$pid" 2>/dev/null; then
+      log "$name ($pid) ignored SIGTERM; killing"
+      kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
+    fi
+  fi
+  rm -f "$f"
+}
+
+down() {
+  [ -d "$STATE/pids" ] || { log "not running"; return 0; }
+  # Reverse start order: clients before the apiserver, etcd last.
+  local n
+  for n in testbed kube-scheduler kube-controller-manager kube-apiserver etcd; do
+    [ -f "$STATE/pids/$n.pid" ] && stop_one "$STATE/pids/$n.pid"
+  done
+  local f
+  for f in "$STATE"/pids/*.pid; do [ -e "$f" ] && stop_one "$f"; done
+  if [ -f "$STATE/etcd-data-dir" ]; then
+    rm -rf "$(cat "$STATE/etcd-data-dir")"
+  fi
+  rm -rf "$STATE"
+  log "stopped"
+}
+
+wait_for() {
+  local what=$1 tries=$2; shift 2
+  for _ in $(seq "$tries"); do
+    if "$@" >/dev/null 2>&1; then return 0; fi
+    sleep 0.2
+  done
+  die "$what did not come up; see $STATE/logs/"
+}
+
+up() {
+  if [ -d "$STATE/pids" ] && alive kube-apiserver; then
+    log "already up"
+    echo "$STATE/env"
+    return 0
+  fi
+  [ -d "$STATE" ] && down
+  for b in kube-apiserver kube-controller-manager kube-scheduler; do
+    [ -x "$K8S_BIN/$b" ] || die "$K8S_BIN/$b missing: run testbed/install.sh"
+  done
+  command -v etcd >/dev/null || die "etcd missing: run testbed/install.sh"
+
+  mkdir -p "$STATE"/{pids,logs,certs,pv}
+  trap 'log "boot failed; stopping what started"; down' ERR
+
+  # Build the stand-in first: with a cold target dir this is the slow part, and the
+  # control plane should not sit idle meanwhile.
+  log "building driftless-testbed"
+  (cd "$ROOT" && cargo build -q -p driftless-testbed) || die "cargo build -p driftless-testbed failed"
+
+  local etcd_port peer_port api_port token etcd_dir
+  etcd_port=$(free_port); peer_port=$(free_port); api_port=$(free_port)
+  token=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
+
+  # etcd 3.4 has no --unsafe-no-fsync: tmpfs gives the same speed for a throwaway cluster.
+  if [ -d /dev/shm ] && [ -w /dev/shm ]; then
+    etcd_dir=$(mktemp -d /dev/shm/driftless-etcd.XXXXXX)
+  else
+    etcd_dir="$STATE/etcd"
+  fi
+  echo "$etcd_dir" >"$STATE/etcd-data-dir"
+  start etcd etcd --name default --data-dir "$etcd_dir" \
+    --listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
+    --listen-peer-urls "http://127.0.0.1:$peer_port" --initial-advertise-peer-urls "http://127.0.0.1:$peer_port" \
+    --initial-cluster "default=http://127.0.0.1:$peer_port" \
+    --quota-backend-bytes 4294967296 --log-level warn
+  wait_for etcd 100 curl -sf "http://127.0.0.1:$etcd_port/health"
+
+  openssl genrsa -out "$STATE/certs/sa.key" 2048 2>/dev/null
+  printf '%s,admin,admin,"system:masters"\n' "$token" >"$STATE/certs/tokens.csv"
+
+  start kube-apiserver "$K8S_BIN/kube-apiserver" \
+    --etcd-servers "http://127.0.0.1:$etcd_port" \
+    --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
+    --cert-dir "$STATE/certs" \
+    --token-auth-file "$STATE/certs/tokens.csv" \
+    --authorization-mode RBAC \
+    --service-account-key-file "$STATE/certs/sa.key" \
+    --service-account-signing-key-file "$STATE/certs/sa.key" \
+    --service-account-issuer https://kubernetes.default.svc.cluster.local \
+    --service-cluster-ip-range 10.96.0.0/16 \
+    --disable-admission-plugins ServiceAccount \
+    --endpoint-reconciler-type none \
+    --allow-privileged=true \
+    --v 1
+  # The apiserver writes its self-signed serving cert + CA on start.
+  wait_for "kube-apiserver" 300 curl -sfk -H "Authorization: Bearer $token" "https://127.0.0.1:$api_port/readyz"
+
+  local ca_data
+  ca_data=$(base64 -w0 <"$STATE/certs/apiserver.crt")
+  cat >"$STATE/kubeconfig" <<KC
+apiVersion: v1
+kind: Config
+clusters:
+- name: driftless-testbed
+  cluster:
+    server: https://127.0.0.1:$api_port
+    certificate-authority-data: $ca_data
+users:
+- name: admin
+  user:
+    token: $token
+contexts:
+- name: driftless-testbed
+  context:
+    cluster: driftless-testbed
+    user: admin
+current-context: driftless-testbed
+KC
+  chmod 600 "$STATE/kubeconfig"
+
+  start kube-controller-manager "$K8S_BIN/kube-controller-manager" \
+    --kubeconfig "$STATE/kubeconfig" \
+    --controllers '*,-nodelifecycle' --leader-elect=false --port=0 --secure-port=0 \
+    --service-account-private-key-file "$STATE/certs/sa.key" \
+    --root-ca-file "$STATE/certs/apiserver.crt" \
+    --concurrent-deployment-syncs 10 --concurrent-replicaset-syncs 10 \
+    --concurrent-endpoint-syncs 10 --concurrent-service-endpoint-syncs 10 \
+    --kube-api-qps 500 --kube-api-burst 1000 \
+    --v 1
+  start kube-scheduler "$K8S_BIN/kube-scheduler" \
+    --kubeconfig "$STATE/kubeconfig" --leader-elect=false --port=0 --secure-port=0 \
+    --kube-api-qps 500 --kube-api-burst 1000 \
+    --v 1
+
+  start testbed env RUST_LOG="${RUST_LOG:-info}" "$TARGET_DIR/debug/driftless-testbed" \
+    --kubeconfig "$STATE/kubeconfig" --nodes "$NODES" --pv-dir "$STATE/pv" \
+    --ready-file "$STATE/testbed.ready"
+  wait_for "driftless-testbed (fake nodes)" 300 test -f "$STATE/testbed.ready"
+
+  cat >"$STATE/env" <<ENVF
+export KUBECONFIG=$STATE/kubeconfig
+export DRIFTLESS_TEST_KUBECONFIG=$STATE/kubeconfig
+ENVF
+  trap - ERR
+  log "up: apiserver https://127.0.0.1:$api_port, $NODES fake nodes, logs in $STATE/logs"
+  log "use it with: source $STATE/env"
+  echo "$STATE/env"
+}
+
+status() {
+  local n ok=0
+  for n in etcd kube-apiserver kube-controller-manager kube-scheduler testbed; do
+    if alive "$n"; then echo "$n: running (pid $(cat "$STATE/pids/$n.pid"))"; else echo "$n: down"; ok=1; fi
+  done
+  return $ok
+}
+
+case "${1:-}" in
+  up) up ;;
+  down) down ;;
+  status) status ;;
+  env) echo "$STATE/env" ;;
+  *) echo "usage: $0 up|down|status|env" >&2; exit 2 ;;
+esac

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# Installs everything the local test cluster and the build need, on a fresh Debian
+# bookworm machine. Idempotent: a second run with everything present does nothing.
+#
+#   - apt packages: etcd-server, Go (to build Kubernetes 1.20 from Debian's source),
+#     libssl-dev + pkg-config (git2's https), rsync (the Kubernetes build).
+#   - kube-apiserver, kube-controller-manager, kube-scheduler v1.20.2 built from Debian's
+#     `kubernetes` source package, cached under $DRIFTLESS_CACHE (default
+#     ~/.cache/driftless) so later runs reuse them.
+set -euo pipefail
+
+K8S_VERSION=v1.20.2
+CACHE="${DRIFTLESS_CACHE:-$HOME/.cache/driftless}"
+BIN_DIR="$CACHE/k8s-$K8S_VERSION"
+APT_PKGS=(etcd-server golang-go rsync golang-github-modern-go-reflect2-dev libssl-dev pkg-config zlib1g-dev)
+
+log() { printf '[install] %s\n' "$*" >&2; }
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+
+missing_pkgs() {
+  local p
+  for p in "${APT_PKGS[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || echo "$p"
+  done
+}
+
+apt_updated=0
+apt_update() {
+  if [ "$apt_updated" -eq 0 ]; then
+    log "apt-get update"
+    $SUDO apt-get update -qq
+    apt_updated=1
+  fi
+}
+
+mapfile -t missing < <(missing_pkgs)
+if [ "${#missing[@]}" -gt 0 ]; then
+  apt_update
+  log "apt-get install ${missing[*]}"
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+have_bins() {
+  [ -x "$BIN_DIR/kube-apiserver" ] && [ -x "$BIN_DIR/kube-controller-manager" ] && [ -x "$BIN_DIR/kube-scheduler" ]
+}
+
+if have_bins; then
+  log "Kubernetes $K8S_VERSION binaries cached in $BIN_DIR"
+  exit 0
+fi
+
+# Debian's source package carries the full Kubernetes tree with vendor/; kind, k3d and
+# envtest downloads are not reachable here.
+SRC_LIST=/etc/apt/sources.list.d/driftless-deb-src.sources
+if ! grep -rqs "deb-src" /etc/apt/sources.list /etc/apt/sources.list.d/; then
+  mirror=$(grep -rhs '^URIs:' /etc/apt/sources.list.d/debian.sources | head -n1 | awk '{print $2}')
+  mirror="${mirror:-http://deb.debian.org/debian}"
+  log "enabling deb-src for bookworm main on $mirror"
+  printf 'Types: deb-src\nURIs: %s\nSuites: bookworm\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
+    "$mirror" | $SUDO tee "$SRC_LIST" >/dev/null
+  apt_updated=0
+fi
+apt_update
+
+WORK="$CACHE/build"
+mkdir -p "$WORK"
+cd "$WORK"
+if ! ls kubernetes_*.orig.tar.gz >/dev/null 2>&1; then
+  log "apt-get source --download-only kubernetes"
+  apt-get source --download-only kubernetes >/dev/null
+fi
+orig=$(ls kubernetes_*.orig.tar.gz | head -n1)
+rm -rf tree && mkdir tree
+log "unpacking $orig"
+tar -xzf "$orig" -C tree --strip-components=1
+
+# Kubernetes 1.20 vendors reflect2 1.0.1, whose map iteration faults under Go >= 1.18
+# ("fatal error: fault" in UnsafeMapType.UnsafeIterate); Debian's copy is fixed.
+log "replacing vendored reflect2 with Debian's"
+rm -rf tree/vendor/github.com/modern-go/reflect2
+cp -r /usr/share/gocode/src/github.com/modern-go/reflect2 tree/vendor/github.com/modern-go/reflect2
+find tree/vendor/github.com/modern-go/reflect2 -name '*_test.go' -delete
+
+log "building kube-apiserver, kube-controller-manager, kube-scheduler (a few minutes)"
+mkdir -p "$WORK/home"
+(cd tree && CGO_ENABLED=0 HOME="$WORK/home" GOFLAGS=-mod=vendor GOCACHE="$WORK/gocache" \
+  make WHAT="cmd/kube-apiserver cmd/kube-controller-manager cmd/kube-scheduler" >"$WORK/make.log" 2>&1) || {
+  tail -n 40 "$WORK/make.log" >&2
+  exit 1
+}
+mkdir -p "$BIN_DIR"
+for b in kube-apiserver kube-controller-manager kube-scheduler; do
+  install -m 0755 "tree/_output/bin/$b" "$BIN_DIR/$b"
+done
+# The tree and Go cache are large and only needed to build once.
+rm -rf "$WORK/tree" "$WORK/gocache"
+log "installed into $BIN_DIR"

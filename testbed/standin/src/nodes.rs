@@ -1,0 +1,178 @@
+//! Fake Nodes: created with the labels a real kubelet sets, then kept Ready and free of
+//! the not-ready taint that the apiserver's admission adds at creation.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+
+/// Nodes labelled with this are the testbed's: it keeps them Ready and runs their Pods.
+pub const FAKE_NODE_LABEL: &str = "testbed.driftless.dev/fake-node";
+const MANAGER: &str = "driftless-testbed";
+const ZONES: [&str; 3] = ["a", "b", "c"];
+
+/// The fake Nodes known so far, with the InternalIP each was given.
+#[derive(Clone, Default)]
+pub struct Registry(Arc<RwLock<BTreeMap<String, String>>>);
+
+impl Registry {
+    pub fn ip_of(&self, node: &str) -> Option<String> {
+        self.0.read().ok()?.get(node).cloned()
+    }
+
+    fn insert(&self, node: &str, ip: String) {
+        if let Ok(mut m) = self.0.write() {
+            m.insert(node.to_string(), ip);
+        }
+    }
+
+    fn remove(&self, node: &str) {
+        if let Ok(mut m) = self.0.write() {
+            m.remove(node);
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.0.read().map(|m| m.len()).unwrap_or(0)
+    }
+}
+
+pub async fn create_initial(
+    client: &Client,
+    count: u32,
+    registry: &Registry,
+) -> anyhow::Result<()> {
+    let api: Api<Node> = Api::all(client.clone());
+    for i in 1..=count {
+        let name = format!("node-{i}");
+        let zone = ZONES[(i as usize - 1) % ZONES.len()];
+        let node = json!({
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": name,
+                "labels": {
+                    FAKE_NODE_LABEL: "true",
+                    "kubernetes.io/hostname": name,
+                    "kubernetes.io/os": "linux",
+                    "kubernetes.io/arch": "amd64",
+                    "topology.kubernetes.io/zone": zone,
+                },
+            },
+        });
+        api.patch(
+            &name,
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(&node),
+        )
+        .await?;
+        let live = api.get(&name).await?;
+        make_ready(&api, &live, registry).await?;
+    }
+    Ok(())
+}
+
+pub async fn run(client: Client, registry: Registry) -> anyhow::Result<()> {
+    let api: Api<Node> = Api::all(client);
+    let cfg = watcher::Config::default().labels(&format!("{FAKE_NODE_LABEL}=true"));
+    let mut events = watcher(api.clone(), cfg).default_backoff().boxed();
+    while let Some(ev) = events.try_next().await? {
+        match ev {
+            watcher::Event::Apply(node) | watcher::Event::InitApply(node) => {
+                if let Err(e) = make_ready(&api, &node, &registry).await {
+                    tracing::warn!(node = %node.name_any(), error = %e, "could not make node ready");
+                }
+            }
+            watcher::Event::Delete(node) => registry.remove(&node.name_any()),
+            watcher::Event::Init | watcher::Event::InitDone => {}
+        }
+    }
+    anyhow::bail!("node watch ended")
+}
+
+/// Writes Ready status and removes startup taints, only where the Node lacks them, so a
+/// Ready node sees no writes.
+async fn make_ready(api: &Api<Node>, node: &Node, registry: &Registry) -> anyhow::Result<()> {
+    let name = node.name_any();
+    let existing_ip = node
+        .status
+        .as_ref()
+        .and_then(|s| s.addresses.as_ref())
+        .and_then(|a| a.iter().find(|a| a.type_ == "InternalIP"))
+        .map(|a| a.address.clone());
+    let ip = match existing_ip.or_else(|| registry.ip_of(&name)) {
+        Some(ip) => ip,
+        // Documentation range: never routed, never contacted; only shown in status.
+        None => format!("192.0.2.{}", (registry.len() % 250) + 10),
+    };
+    registry.insert(&name, ip.clone());
+
+    let taints = node
+        .spec
+        .as_ref()
+        .and_then(|s| s.taints.clone())
+        .unwrap_or_default();
+    let kept: Vec<_> = taints
+        .iter()
+        .filter(|t| !t.key.starts_with("node.kubernetes.io/"))
+        .cloned()
+        .collect();
+    if kept.len() != taints.len() {
+        api.patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"taints": kept}})),
+        )
+        .await?;
+    }
+
+    let ready = node
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+    let has_capacity = node
+        .status
+        .as_ref()
+        .and_then(|s| s.allocatable.as_ref())
+        .is_some();
+    if !ready || !has_capacity {
+        let now = chrono_now();
+        let resources =
+            json!({"cpu": "64", "memory": "256Gi", "pods": "1000", "ephemeral-storage": "1Ti"});
+        let cond = |type_: &str, status: &str, reason: &str| {
+            json!({"type": type_, "status": status, "reason": reason, "message": "driftless-testbed",
+                   "lastHeartbeatTime": now, "lastTransitionTime": now})
+        };
+        let status = json!({"status": {
+            "capacity": resources,
+            "allocatable": resources,
+            "addresses": [{"type": "InternalIP", "address": ip}, {"type": "Hostname", "address": name}],
+            "conditions": [
+                cond("Ready", "True", "KubeletReady"),
+                cond("MemoryPressure", "False", "KubeletHasSufficientMemory"),
+                cond("DiskPressure", "False", "KubeletHasNoDiskPressure"),
+                cond("PIDPressure", "False", "KubeletHasSufficientPID"),
+            ],
+            "nodeInfo": {
+                "machineID": name, "systemUUID": name, "bootID": name,
+                "kernelVersion": "testbed", "osImage": "driftless-testbed",
+                "containerRuntimeVersion": "testbed://1", "kubeletVersion": "v1.20.2",
+                "kubeProxyVersion": "v1.20.2", "operatingSystem": "linux", "architecture": "amd64",
+            },
+        }});
+        api.patch_status(&name, &PatchParams::default(), &Patch::Merge(status))
+            .await?;
+        tracing::info!(node = %name, %ip, "node ready");
+    }
+    Ok(())
+}
+
+pub fn chrono_now() -> k8s_openapi::apimachinery::pkg::apis::meta::v1::Time {
+    k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now())
+}

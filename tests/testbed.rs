@@ -1,0 +1,376 @@
+//! The local cluster itself: these prove that the bed every other cluster test stands on
+//! behaves like a Kubernetes cluster with worker nodes.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Endpoints, Node, PersistentVolumeClaim, Pod, Service};
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
+
+const WAIT: Duration = Duration::from_secs(90);
+
+#[tokio::test]
+async fn fake_nodes_are_ready_untainted_and_zoned() {
+    let client = common::client().await;
+    let nodes: Api<Node> = Api::all(client);
+    let list = nodes
+        .list(&ListParams::default().labels("testbed.driftless.dev/fake-node=true"))
+        .await
+        .unwrap();
+    let names: BTreeSet<_> = list.items.iter().map(|n| n.name_any()).collect();
+    for want in ["node-1", "node-2", "node-3"] {
+        assert!(names.contains(want), "missing {want} in {names:?}");
+    }
+    for n in list
+        .items
+        .iter()
+        .filter(|n| n.name_any().starts_with("node-"))
+    {
+        let ready = n
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .into_iter()
+            .flatten();
+        assert!(
+            ready
+                .clone()
+                .any(|c| c.type_ == "Ready" && c.status == "True"),
+            "{} not Ready",
+            n.name_any()
+        );
+        let taints = n
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.clone())
+            .unwrap_or_default();
+        assert!(
+            taints.is_empty(),
+            "{} still tainted: {taints:?}",
+            n.name_any()
+        );
+        assert!(n.labels().contains_key("topology.kubernetes.io/zone"));
+        assert_eq!(
+            n.labels().get("kubernetes.io/hostname"),
+            Some(&n.name_any())
+        );
+    }
+}
+
+#[tokio::test]
+async fn ssa_deployment_becomes_available_and_its_endpoints_list_the_pods() {
+    let client = common::client().await;
+    let ns = common::namespace(&client, "bed-deploy").await;
+    let pp = PatchParams::apply("driftless-test").force();
+    let labels = json!({"app": "web"});
+    let deploy = json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "web", "namespace": ns},
+        "spec": {
+            "replicas": 2,
+            "selector": {"matchLabels": labels},
+            "template": {
+                "metadata": {"labels": labels},
+                "spec": {"containers": [{"name": "web", "image": "nginx:1.17.1",
+                    "ports": [{"name": "http", "containerPort": 8080, "protocol": "TCP"}]}]},
+            },
+        },
+    });
+    let svc = json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "web", "namespace": ns},
+        "spec": {"selector": labels, "ports": [{"name": "http", "port": 80, "targetPort": 8080, "protocol": "TCP"}]},
+    });
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    let services: Api<Service> = Api::namespaced(client.clone(), &ns);
+    deployments
+        .patch("web", &pp, &Patch::Apply(&deploy))
+        .await
+        .unwrap();
+    services
+        .patch("web", &pp, &Patch::Apply(&svc))
+        .await
+        .unwrap();
+
+    common::eventually("Deployment web Available with 2 replicas", WAIT, || {
+        let deployments = deployments.clone();
+        async move {
+            let d = deployments.get("web").await.map_err(|e| e.to_string())?;
+            let st = d.status.clone().unwrap_or_default();
+            let available = st
+                .conditions
+                .unwrap_or_default()
+                .iter()
+                .any(|c| c.type_ == "Available" && c.status == "True");
+            if available && st.available_replicas == Some(2) {
+                Ok(())
+            } else {
+                Err(format!("{:?}", d.status))
+            }
+        }
+    })
+    .await;
+
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let pod_names: BTreeSet<String> = pods
+        .list(&ListParams::default().labels("app=web"))
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|p| p.name_any())
+        .collect();
+    assert_eq!(pod_names.len(), 2, "{pod_names:?}");
+
+    let endpoints: Api<Endpoints> = Api::namespaced(client.clone(), &ns);
+    common::eventually("Endpoints web to list both Pods", WAIT, || {
+        let endpoints = endpoints.clone();
+        let pod_names = pod_names.clone();
+        async move {
+            let ep = endpoints.get_opt("web").await.map_err(|e| e.to_string())?;
+            let targets: BTreeSet<String> = ep
+                .iter()
+                .flat_map(|e| e.subsets.clone().unwrap_or_default())
+                .flat_map(|s| s.addresses.unwrap_or_default())
+                .filter_map(|a| a.target_ref.and_then(|r| r.name))
+                .collect();
+            if targets == pod_names {
+                Ok(())
+            } else {
+                Err(format!("{targets:?}"))
+            }
+        }
+    })
+    .await;
+}
+
+async fn wait_for_container_waiting(pods: &Api<Pod>, name: &str, reason: &str) -> Pod {
+    common::eventually(&format!("Pod {name} waiting with {reason}"), WAIT, || {
+        let pods = pods.clone();
+        let name = name.to_string();
+        let reason = reason.to_string();
+        async move {
+            let p = pods.get(&name).await.map_err(|e| e.to_string())?;
+            let waiting = p
+                .status
+                .as_ref()
+                .and_then(|s| s.container_statuses.as_ref())
+                .and_then(|cs| cs.first())
+                .and_then(|c| c.state.as_ref())
+                .and_then(|s| s.waiting.as_ref())
+                .and_then(|w| w.reason.clone());
+            if waiting.as_deref() == Some(reason.as_str()) {
+                Ok(p)
+            } else {
+                Err(format!("{:?}", p.status))
+            }
+        }
+    })
+    .await
+}
+
+fn pod(name: &str, image: &str, annotations: serde_json::Value) -> Pod {
+    serde_json::from_value(json!({
+        "metadata": {"name": name, "annotations": annotations},
+        "spec": {"containers": [{"name": "main", "image": image}]},
+    }))
+    .unwrap()
+}
+
+fn is_ready(p: &Pod) -> bool {
+    p.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+#[tokio::test]
+async fn simulated_crashloop_is_visible_in_pod_status() {
+    let client = common::client().await;
+    let ns = common::namespace(&client, "bed-crash").await;
+    let pods: Api<Pod> = Api::namespaced(client, &ns);
+    pods.create(
+        &PostParams::default(),
+        &pod("crasher", "example.com/crashloop:1", json!({})),
+    )
+    .await
+    .unwrap();
+    let p = wait_for_container_waiting(&pods, "crasher", "CrashLoopBackOff").await;
+    let st = p.status.unwrap();
+    assert_eq!(st.phase.as_deref(), Some("Running"));
+    let cs = &st.container_statuses.unwrap()[0];
+    assert!(!cs.ready);
+    assert!(cs.restart_count > 0);
+    assert!(
+        !st.conditions
+            .unwrap()
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True")
+    );
+}
+
+#[tokio::test]
+async fn simulated_image_pull_failure_keeps_pod_pending() {
+    let client = common::client().await;
+    let ns = common::namespace(&client, "bed-pull").await;
+    let pods: Api<Pod> = Api::namespaced(client, &ns);
+    pods.create(
+        &PostParams::default(),
+        &pod("nopull", "example.com/unpullable:1", json!({})),
+    )
+    .await
+    .unwrap();
+    let p = wait_for_container_waiting(&pods, "nopull", "ImagePullBackOff").await;
+    assert_eq!(p.status.unwrap().phase.as_deref(), Some("Pending"));
+}
+
+#[tokio::test]
+async fn readiness_delay_holds_ready_back_then_releases_it() {
+    let client = common::client().await;
+    let ns = common::namespace(&client, "bed-delay").await;
+    let pods: Api<Pod> = Api::namespaced(client, &ns);
+    let ann = json!({"testbed.driftless.dev/ready-delay-seconds": "3"});
+    pods.create(&PostParams::default(), &pod("slow", "nginx", ann))
+        .await
+        .unwrap();
+    let running = common::eventually("Pod slow Running", WAIT, || {
+        let pods = pods.clone();
+        async move {
+            let p = pods.get("slow").await.map_err(|e| e.to_string())?;
+            let phase = p.status.as_ref().and_then(|s| s.phase.clone());
+            if phase.as_deref() == Some("Running") {
+                Ok(p)
+            } else {
+                Err(format!("{phase:?}"))
+            }
+        }
+    })
+    .await;
+    let started = running
+        .status
+        .as_ref()
+        .and_then(|s| s.start_time.clone())
+        .unwrap()
+        .0;
+    let ready = common::eventually("Pod slow Ready", WAIT, || {
+        let pods = pods.clone();
+        async move {
+            let p = pods.get("slow").await.map_err(|e| e.to_string())?;
+            if is_ready(&p) {
+                Ok(p)
+            } else {
+                Err(format!("{:?}", p.status))
+            }
+        }
+    })
+    .await;
+    let became_ready = ready
+        .status
+        .unwrap()
+        .conditions
+        .unwrap()
+        .into_iter()
+        .find(|c| c.type_ == "Ready")
+        .and_then(|c| c.last_transition_time)
+        .unwrap()
+        .0;
+    // Order, not speed: Ready is only granted once the delay has passed.
+    assert!(
+        became_ready.duration_since(started).as_secs_f64() >= 2.9,
+        "ready at {became_ready}, started {started}"
+    );
+}
+
+#[tokio::test]
+async fn pvc_is_bound_and_its_pod_runs() {
+    let client = common::client().await;
+    let ns = common::namespace(&client, "bed-pvc").await;
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
+    let pvc: PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": "data"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "storageClassName": "nfs-csi",
+                 "resources": {"requests": {"storage": "8Gi"}}},
+    }))
+    .unwrap();
+    pvcs.create(&PostParams::default(), &pvc).await.unwrap();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let with_volume: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "ide"},
+        "spec": {
+            "containers": [{"name": "main", "image": "code-server",
+                "volumeMounts": [{"name": "data", "mountPath": "/user_data"}]}],
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}],
+        },
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &with_volume)
+        .await
+        .unwrap();
+    common::eventually("PVC data Bound", WAIT, || {
+        let pvcs = pvcs.clone();
+        async move {
+            let p = pvcs.get("data").await.map_err(|e| e.to_string())?;
+            let phase = p.status.and_then(|s| s.phase);
+            if phase.as_deref() == Some("Bound") {
+                Ok(())
+            } else {
+                Err(format!("{phase:?}"))
+            }
+        }
+    })
+    .await;
+    common::eventually("Pod ide Ready", WAIT, || {
+        let pods = pods.clone();
+        async move {
+            let p = pods.get("ide").await.map_err(|e| e.to_string())?;
+            if is_ready(&p) {
+                Ok(())
+            } else {
+                Err(format!("{:?}", p.status))
+            }
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn pod_delete_completes_without_a_kubelet() {
+    let client = common::client().await;
+    let ns = common::namespace(&client, "bed-delete").await;
+    let pods: Api<Pod> = Api::namespaced(client, &ns);
+    pods.create(&PostParams::default(), &pod("gone", "nginx", json!({})))
+        .await
+        .unwrap();
+    common::eventually("Pod gone Ready", WAIT, || {
+        let pods = pods.clone();
+        async move {
+            let p = pods.get("gone").await.map_err(|e| e.to_string())?;
+            if is_ready(&p) {
+                Ok(())
+            } else {
+                Err(format!("{:?}", p.status))
+            }
+        }
+    })
+    .await;
+    // A default (graceful) delete: only a kubelet, or its stand-in, finishes it.
+    pods.delete("gone", &DeleteParams::default()).await.unwrap();
+    common::eventually("Pod gone deleted", WAIT, || {
+        let pods = pods.clone();
+        async move {
+            match pods.get_opt("gone").await.map_err(|e| e.to_string())? {
+                None => Ok(()),
+                Some(p) => Err(format!(
+                    "still there, deletionTimestamp {:?}",
+                    p.metadata.deletion_timestamp
+                )),
+            }
+        }
+    })
+    .await;
+}
