@@ -5,9 +5,14 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use std::io::Write as _;
+
+use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::cluster::Selection;
+use crate::render::{Facts, NodeFacts};
+use crate::spec::{LoadError, SpecTree};
 
 /// Exit codes shared by every subcommand (kubectl's where one exists).
 pub mod exit {
@@ -43,6 +48,18 @@ pub struct GlobalArgs {
     /// Log format on stderr; the level comes from RUST_LOG (default: info).
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+    /// Name of this driftless instance: instances sharing a cluster never touch each
+    /// other's objects.
+    #[arg(long, global = true, env = "DRIFTLESS_INSTANCE", default_value = crate::render::ownership::DEFAULT_INSTANCE,
+          value_parser = parse_instance)]
+    pub instance: String,
+}
+
+fn parse_instance(s: &str) -> Result<String, String> {
+    if s.is_empty() {
+        return Err("must not be empty".into());
+    }
+    crate::spec::names::label_value(s).map(|()| s.to_string())
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,7 +73,7 @@ pub enum Command {
     /// Check a spec tree; print every error as file:line:col: message (exit 2 when invalid).
     Validate(PathArg),
     /// Print the Kubernetes objects a spec tree renders to, as multi-document YAML.
-    Render(PathArg),
+    Render(RenderArgs),
     /// Show what apply would change: live vs desired, including what prune would delete
     /// (exit 0: no difference, 1: differences, 2: error).
     Diff(PathArg),
@@ -66,6 +83,20 @@ pub enum Command {
     Run(RunArgs),
     /// Show the daemon's status file as a table.
     Status(StatusArgs),
+    /// Print the JSON Schema (Draft 7) of spec files, for editors.
+    #[command(hide = true)]
+    Schema,
+}
+
+#[derive(Args, Debug)]
+pub struct RenderArgs {
+    /// Root of the spec tree (every *.toml under it).
+    #[arg(default_value = ".")]
+    pub path: PathBuf,
+    /// Node names for `localservice` specs, instead of asking the cluster. Such nodes
+    /// carry no labels, so only an empty node-selector matches them.
+    #[arg(long, value_delimiter = ',', value_name = "NODE,...")]
+    pub nodes: Option<Vec<String>>,
 }
 
 #[derive(Args, Debug)]
@@ -147,20 +178,116 @@ pub fn main() -> ExitCode {
 }
 
 async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
-    let _selection = Selection {
+    let selection = Selection {
         kubeconfig: cli.global.kubeconfig.clone(),
         context: cli.global.context.clone(),
     };
-    let name = match &cli.command {
-        Command::Validate(_) => "validate",
-        Command::Render(_) => "render",
-        Command::Diff(_) => "diff",
-        Command::Apply(_) => "apply",
-        Command::Run(_) => "run",
-        Command::Status(_) => "status",
-    };
+    match &cli.command {
+        Command::Validate(args) => validate(&args.path),
+        Command::Render(args) => render(args, &cli.global, &selection).await,
+        Command::Schema => {
+            print!("{}", crate::spec::schema::generate()?);
+            Ok(exit::OK)
+        }
+        Command::Diff(_) => not_built("diff"),
+        Command::Apply(_) => not_built("apply"),
+        Command::Run(_) => not_built("run"),
+        Command::Status(_) => not_built("status"),
+    }
+}
+
+fn not_built(name: &str) -> anyhow::Result<u8> {
     eprintln!("driftless {name}: not implemented yet");
     Ok(exit::ERROR)
+}
+
+/// Loads a tree, printing every error; `None` when it is invalid.
+fn load(path: &std::path::Path) -> anyhow::Result<Option<SpecTree>> {
+    match crate::spec::load_dir(path) {
+        Ok(tree) => Ok(Some(tree)),
+        Err(LoadError::Invalid(errors)) => {
+            let mut err = std::io::stderr().lock();
+            for e in &errors.0 {
+                writeln!(err, "{e}")?;
+            }
+            let n = errors.0.len();
+            writeln!(err, "{n} error{}", if n == 1 { "" } else { "s" })?;
+            Ok(None)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn validate(path: &std::path::Path) -> anyhow::Result<u8> {
+    let Some(tree) = load(path)? else {
+        return Ok(exit::ERROR);
+    };
+    let mut out = std::io::stdout().lock();
+    let counts = tree.count_by_kind();
+    for kind in crate::spec::Kind::ALL {
+        let ids: Vec<String> = tree
+            .specs
+            .iter()
+            .filter(|s| s.id.kind == kind)
+            .map(|s| match s.id.namespace.as_str() {
+                "" => s.id.name.clone(),
+                ns => format!("{ns}/{}", s.id.name),
+            })
+            .collect();
+        let n = counts.get(&kind).copied().unwrap_or(0);
+        let shown: Vec<&str> = ids.iter().take(5).map(String::as_str).collect();
+        let more = if ids.len() > 5 {
+            format!(", and {} more", ids.len() - 5)
+        } else {
+            String::new()
+        };
+        writeln!(out, "{kind:<13} {n:>4}  {}{more}", shown.join(", "))?;
+    }
+    writeln!(out, "valid: {} specs", tree.specs.len())?;
+    Ok(exit::OK)
+}
+
+async fn render(
+    args: &RenderArgs,
+    global: &GlobalArgs,
+    selection: &Selection,
+) -> anyhow::Result<u8> {
+    let Some(tree) = load(&args.path)? else {
+        return Ok(exit::ERROR);
+    };
+    let needs_nodes = tree
+        .specs
+        .iter()
+        .any(|s| s.id.kind == crate::spec::Kind::LocalService);
+    let nodes = match &args.nodes {
+        Some(names) => names
+            .iter()
+            .filter(|n| !n.is_empty())
+            .map(|n| NodeFacts {
+                name: n.clone(),
+                labels: Default::default(),
+            })
+            .collect(),
+        None if needs_nodes => {
+            let client = selection
+                .client()
+                .await
+                .context("localservice specs need the cluster's nodes (or pass --nodes)")?;
+            crate::cluster::node_facts(&client)
+                .await
+                .context("listing nodes")?
+        }
+        None => Vec::new(),
+    };
+    let facts = Facts {
+        instance: global.instance.clone(),
+        nodes,
+    };
+    let objects = crate::render::render(&tree, &facts)?;
+    std::io::stdout()
+        .lock()
+        .write_all(crate::render::to_yaml(&objects)?.as_bytes())?;
+    Ok(exit::OK)
 }
 
 fn init_tracing(format: LogFormat) {

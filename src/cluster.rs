@@ -57,3 +57,19 @@ async fn from_file(path: &Path, options: &KubeConfigOptions) -> Result<kube::Con
         })?;
     Ok(kube::Config::from_custom_kubeconfig(kubeconfig, options).await?)
 }
+
+/// The cluster's Nodes as rendering sees them (name and labels).
+pub async fn node_facts(client: &Client) -> Result<Vec<crate::render::NodeFacts>, kube::Error> {
+    use k8s_openapi::api::core::v1::Node;
+    use kube::ResourceExt;
+    let nodes: kube::Api<Node> = kube::Api::all(client.clone());
+    let list = nodes.list(&kube::api::ListParams::default()).await?;
+    Ok(list
+        .items
+        .iter()
+        .map(|n| crate::render::NodeFacts {
+            name: n.name_any(),
+            labels: n.labels().clone(),
+        })
+        .collect())
+}

@@ -7,3 +7,5 @@
 
 pub mod cli;
 pub mod cluster;
+pub mod render;
+pub mod spec;

@@ -1,0 +1,119 @@
+//! Rendering: pure, deterministic, specs + cluster facts → Kubernetes objects.
+
+mod kinds;
+pub mod ownership;
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::spec::{SpecBody, SpecId, SpecTree};
+
+/// What rendering needs to know about the cluster; everything else comes from specs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Facts {
+    /// This driftless instance (`--instance`): several can share a cluster.
+    pub instance: String,
+    /// Nodes, for `localservice`.
+    pub nodes: Vec<NodeFacts>,
+}
+
+impl Default for Facts {
+    fn default() -> Self {
+        Facts {
+            instance: ownership::DEFAULT_INSTANCE.to_string(),
+            nodes: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeFacts {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+}
+
+/// One rendered object and the spec it came from.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Object {
+    pub spec: SpecId,
+    pub api_version: String,
+    pub kind: String,
+    /// `None` for cluster-scoped objects.
+    pub namespace: Option<String>,
+    pub name: String,
+    /// The full object as the apiserver takes it (apiVersion, kind, metadata, ...).
+    pub body: Value,
+}
+
+impl Object {
+    /// The API group ("" for core).
+    pub fn group(&self) -> &str {
+        self.api_version
+            .rsplit_once('/')
+            .map(|(g, _)| g)
+            .unwrap_or("")
+    }
+
+    /// `Kind[.group] namespace/name`, for messages.
+    pub fn display_ref(&self) -> String {
+        let kind = if self.group().is_empty() {
+            self.kind.clone()
+        } else {
+            format!("{}.{}", self.kind, self.group())
+        };
+        match &self.namespace {
+            Some(ns) => format!("{kind} {ns}/{}", self.name),
+            None => format!("{kind} {}", self.name),
+        }
+    }
+
+    /// Namespaces first, then CRDs, then everything else: what later objects need exists.
+    pub fn apply_phase(&self) -> u8 {
+        match (self.group(), self.kind.as_str()) {
+            ("", "Namespace") => 0,
+            ("apiextensions.k8s.io", "CustomResourceDefinition") => 1,
+            _ => 2,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum RenderError {
+    #[error("{spec}: serialising {what}: {source}")]
+    Serialize {
+        spec: SpecId,
+        what: &'static str,
+        source: serde_json::Error,
+    },
+    #[error("writing YAML: {0}")]
+    Yaml(#[from] serde_saphyr::SerializeError),
+}
+
+/// All objects of a tree, in apply order (stable: spec order within a phase).
+pub fn render(tree: &SpecTree, facts: &Facts) -> Result<Vec<Object>, RenderError> {
+    let mut objects = Vec::new();
+    for spec in &tree.specs {
+        let rendered = match &spec.body {
+            SpecBody::Workspace(w) => kinds::workspace(&spec.id, w, facts),
+            SpecBody::ElasticWeb(e) => kinds::elasticweb(&spec.id, e, facts),
+            SpecBody::LocalService(l) => kinds::localservice(&spec.id, l, facts),
+            SpecBody::Manifest(m) => Ok(vec![kinds::manifest(&spec.id, m, facts)]),
+        }?;
+        objects.extend(rendered);
+    }
+    objects.sort_by_key(Object::apply_phase);
+    Ok(objects)
+}
+
+/// Multi-document YAML of the objects, in the order given.
+pub fn to_yaml(objects: &[Object]) -> Result<String, RenderError> {
+    let bodies: Vec<&Value> = objects.iter().map(|o| &o.body).collect();
+    // Multi-line strings stay literal blocks (`|`), but a long single-line value (an
+    // annotation, an image reference) is never folded: kubectl users read these raw.
+    let mut options = serde_saphyr::SerializerOptions::default();
+    options.folded_wrap_chars = usize::MAX;
+    Ok(serde_saphyr::to_string_multiple_with_options(
+        &bodies, options,
+    )?)
+}

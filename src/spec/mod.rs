@@ -1,0 +1,196 @@
+//! Specs: the TOML model, loading a tree of files, and validation that reports every
+//! error of the tree as `file:line:col: message`.
+
+mod extract;
+mod load;
+pub mod model;
+pub mod names;
+pub mod schema;
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+pub use load::{LoadError, MAX_FILE_BYTES, SourceFile, load_dir, parse_files, read_dir};
+pub use model::{ElasticWeb, LocalService, Manifest, Workspace};
+
+/// The kinds of spec a file may hold, in the order they are documented.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    Workspace,
+    ElasticWeb,
+    LocalService,
+    Manifest,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 4] = [
+        Kind::Workspace,
+        Kind::ElasticWeb,
+        Kind::LocalService,
+        Kind::Manifest,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Workspace => "workspace",
+            Kind::ElasticWeb => "elasticweb",
+            Kind::LocalService => "localservice",
+            Kind::Manifest => "manifest",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+/// A spec's identity, `kind/namespace/name`: unique across the tree. A `manifest`'s
+/// name is `Kind.group/name` (`Kind/name` for the core group), since several objects of
+/// different kinds may share a name; a cluster-scoped one has an empty namespace.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct SpecId {
+    pub kind: Kind,
+    pub namespace: String,
+    pub name: String,
+}
+
+impl fmt::Display for SpecId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}/{}", self.kind, self.namespace, self.name)
+    }
+}
+
+/// A place in the spec tree; `file` is relative to the tree's root.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Location {
+    pub file: String,
+    pub line: usize,
+    pub column: usize,
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}:{}", self.file, self.line, self.column)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum SpecBody {
+    Workspace(Workspace),
+    ElasticWeb(ElasticWeb),
+    LocalService(LocalService),
+    Manifest(Manifest),
+}
+
+/// One validated spec, with its resolved namespace in `id`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Spec {
+    pub id: SpecId,
+    pub at: Location,
+    pub body: SpecBody,
+}
+
+/// A valid spec tree: every spec of every file, in file order.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SpecTree {
+    pub specs: Vec<Spec>,
+}
+
+impl SpecTree {
+    /// How many specs of each kind, for `validate`'s summary.
+    pub fn count_by_kind(&self) -> BTreeMap<Kind, usize> {
+        let mut counts = BTreeMap::new();
+        for s in &self.specs {
+            *counts.entry(s.id.kind).or_insert(0) += 1;
+        }
+        counts
+    }
+}
+
+/// One problem in a spec tree, at its exact place.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, thiserror::Error)]
+#[error("{at}: {message}")]
+pub struct SpecError {
+    pub at: Location,
+    pub message: String,
+}
+
+/// Every problem of a spec tree, in file order.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub struct SpecErrors(pub Vec<SpecError>);
+
+impl fmt::Display for SpecErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, e) in self.0.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{e}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Built-in kinds that are not namespaced, as `(group, kind)`. A custom kind is
+/// cluster-scoped when its CRD in the same tree says so; otherwise it is taken as
+/// namespaced (apply corrects this through discovery).
+pub const CLUSTER_SCOPED: &[(&str, &str)] = &[
+    ("", "Namespace"),
+    ("", "Node"),
+    ("", "PersistentVolume"),
+    ("apiextensions.k8s.io", "CustomResourceDefinition"),
+    ("apiregistration.k8s.io", "APIService"),
+    (
+        "admissionregistration.k8s.io",
+        "MutatingWebhookConfiguration",
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "ValidatingWebhookConfiguration",
+    ),
+    ("certificates.k8s.io", "CertificateSigningRequest"),
+    ("flowcontrol.apiserver.k8s.io", "FlowSchema"),
+    ("flowcontrol.apiserver.k8s.io", "PriorityLevelConfiguration"),
+    ("networking.k8s.io", "IngressClass"),
+    ("node.k8s.io", "RuntimeClass"),
+    ("policy", "PodSecurityPolicy"),
+    ("rbac.authorization.k8s.io", "ClusterRole"),
+    ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
+    ("scheduling.k8s.io", "PriorityClass"),
+    ("storage.k8s.io", "CSIDriver"),
+    ("storage.k8s.io", "CSINode"),
+    ("storage.k8s.io", "StorageClass"),
+    ("storage.k8s.io", "VolumeAttachment"),
+];
+
+/// A manifest's namespace (empty when cluster-scoped) and its identity's name part.
+fn defaults_for_manifest(
+    m: &Manifest,
+    file_ns: Option<&str>,
+    crd_cluster_scoped: &std::collections::BTreeSet<(String, String)>,
+) -> (String, String) {
+    let group = m.group();
+    let cluster_scoped = CLUSTER_SCOPED.contains(&(group, m.kind.as_str()))
+        || crd_cluster_scoped.contains(&(group.to_string(), m.kind.clone()));
+    let namespace = if cluster_scoped {
+        String::new()
+    } else {
+        m.metadata
+            .namespace
+            .clone()
+            .or_else(|| file_ns.map(str::to_string))
+            .unwrap_or_else(|| model::defaults::NAMESPACE.to_string())
+    };
+    let name = if group.is_empty() {
+        format!("{}/{}", m.kind, m.metadata.name)
+    } else {
+        format!("{}.{group}/{}", m.kind, m.metadata.name)
+    };
+    (namespace, name)
+}

@@ -1,0 +1,304 @@
+//! The typed form of a spec file. These types are the single description of what a file
+//! may hold: the JSON Schema is generated from them, and the loader's output is checked
+//! against their serde form in tests.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// A whole spec file, as an editor sees it (the root of the JSON Schema).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[schemars(title = "driftless spec file")]
+pub struct SpecFile {
+    /// Default namespace for the specs of this file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// Cloud IDE workspaces (code-server), keyed by name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub workspace: BTreeMap<String, Workspace>,
+    /// Web apps scaled from QPS figures, keyed by name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub elasticweb: BTreeMap<String, ElasticWeb>,
+    /// One Service per node, keyed by name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub localservice: BTreeMap<String, LocalService>,
+    /// Any other Kubernetes object, custom resources and CRDs included.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub manifest: Vec<Manifest>,
+}
+
+/// A cloud IDE workspace: a Pod running the image, a ClusterIP Service, and a PVC when
+/// `storage` is set.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Workspace {
+    /// Namespace (default: the file's `namespace`, else "cloud-ide").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// Container image.
+    pub image: String,
+    /// Port the IDE listens on (TCP).
+    #[serde(default = "defaults::workspace_port")]
+    #[schemars(range(min = 1, max = 65535))]
+    pub port: u16,
+    /// CPU limit; the request equals it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu: Option<String>,
+    /// Memory limit; the request equals it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<String>,
+    /// Size of the PersistentVolumeClaim; omit for no volume.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage: Option<String>,
+    /// StorageClass of the claim (default: the cluster's default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_class: Option<String>,
+    /// Access mode of the claim.
+    #[serde(default)]
+    pub access_mode: AccessMode,
+    /// Where the volume is mounted in the container.
+    #[serde(default = "defaults::mount_path")]
+    pub mount_path: String,
+    /// "stopped" removes the Pod and keeps the volume and the Service.
+    #[serde(default)]
+    pub state: WorkspaceState,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum AccessMode {
+    #[default]
+    ReadWriteOnce,
+    ReadOnlyMany,
+    ReadWriteMany,
+    ReadWriteOncePod,
+}
+
+impl AccessMode {
+    pub const ALL: [(&'static str, AccessMode); 4] = [
+        ("ReadWriteOnce", AccessMode::ReadWriteOnce),
+        ("ReadOnlyMany", AccessMode::ReadOnlyMany),
+        ("ReadWriteMany", AccessMode::ReadWriteMany),
+        ("ReadWriteOncePod", AccessMode::ReadWriteOncePod),
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(_, m)| *m == self)
+            .map(|(s, _)| *s)
+            .unwrap_or("ReadWriteOnce")
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum WorkspaceState {
+    #[default]
+    Running,
+    Stopped,
+}
+
+/// A web app whose replica count follows `ceil(total-qps / single-pod-qps)`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct ElasticWeb {
+    /// Namespace (default: the file's `namespace`, else "default").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// Container image.
+    pub image: String,
+    /// NodePort of the Service (30000-32767); omit for a ClusterIP Service.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 30000, max = 32767))]
+    pub port: Option<u16>,
+    /// Port the container listens on (TCP).
+    #[serde(default = "defaults::container_port")]
+    #[schemars(range(min = 1, max = 65535))]
+    pub container_port: u16,
+    /// Queries per second one Pod handles.
+    #[schemars(range(min = 1))]
+    pub single_pod_qps: u64,
+    /// Queries per second the app must handle.
+    #[schemars(range(min = 0))]
+    pub total_qps: u64,
+    /// CPU request and limit of each Pod.
+    #[serde(default = "defaults::elasticweb_cpu")]
+    pub cpu: String,
+    /// Memory request and limit of each Pod.
+    #[serde(default = "defaults::elasticweb_memory")]
+    pub memory: String,
+}
+
+impl ElasticWeb {
+    /// `ceil(total / single)`; 0 when no traffic is expected.
+    pub fn replicas(&self) -> u64 {
+        if self.single_pod_qps == 0 {
+            return 0;
+        }
+        self.total_qps.div_ceil(self.single_pod_qps)
+    }
+}
+
+/// One Service per matching Node, each reaching only the Pods on that node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct LocalService {
+    /// Namespace (default: the file's `namespace`, else "default").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// Labels of the Pods to reach (not empty).
+    pub selector: BTreeMap<String, String>,
+    /// Labels a Node must carry to get a Service (default: every node).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_selector: BTreeMap<String, String>,
+    /// Service type.
+    #[serde(default, rename = "type")]
+    pub type_: ServiceType,
+    /// Ports of each Service (at least one).
+    pub ports: Vec<ServicePort>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum ServiceType {
+    #[default]
+    ClusterIP,
+    NodePort,
+    LoadBalancer,
+}
+
+impl ServiceType {
+    pub const ALL: [(&'static str, ServiceType); 3] = [
+        ("ClusterIP", ServiceType::ClusterIP),
+        ("NodePort", ServiceType::NodePort),
+        ("LoadBalancer", ServiceType::LoadBalancer),
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(_, t)| *t == self)
+            .map(|(s, _)| *s)
+            .unwrap_or("ClusterIP")
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct ServicePort {
+    /// Port name (required when there are several ports).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Port of the Service.
+    #[schemars(range(min = 1, max = 65535))]
+    pub port: u16,
+    /// Port (number or name) on the Pods (default: `port`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_port: Option<TargetPort>,
+    /// Protocol.
+    #[serde(default)]
+    pub protocol: Protocol,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(untagged)]
+pub enum TargetPort {
+    Number(#[schemars(range(min = 1, max = 65535))] u16),
+    Name(String),
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub enum Protocol {
+    #[default]
+    TCP,
+    UDP,
+    SCTP,
+}
+
+impl Protocol {
+    pub const ALL: [(&'static str, Protocol); 3] = [
+        ("TCP", Protocol::TCP),
+        ("UDP", Protocol::UDP),
+        ("SCTP", Protocol::SCTP),
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(_, p)| *p == self)
+            .map(|(s, _)| *s)
+            .unwrap_or("TCP")
+    }
+}
+
+/// Any Kubernetes object, passed through with ownership labels added.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct Manifest {
+    #[serde(rename = "apiVersion")]
+    pub api_version: String,
+    pub kind: String,
+    pub metadata: ManifestMetadata,
+    #[serde(flatten)]
+    pub rest: BTreeMap<String, serde_json::Value>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ManifestMetadata {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    #[serde(flatten)]
+    pub rest: BTreeMap<String, serde_json::Value>,
+}
+
+impl Manifest {
+    /// The API group ("" for the core group).
+    pub fn group(&self) -> &str {
+        self.api_version
+            .rsplit_once('/')
+            .map(|(g, _)| g)
+            .unwrap_or("")
+    }
+
+    /// The whole object as JSON, as the apiserver takes it.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut obj = serde_json::Map::new();
+        for (k, v) in &self.rest {
+            obj.insert(k.clone(), v.clone());
+        }
+        let mut meta = serde_json::Map::new();
+        for (k, v) in &self.metadata.rest {
+            meta.insert(k.clone(), v.clone());
+        }
+        meta.insert("name".into(), self.metadata.name.clone().into());
+        if let Some(ns) = &self.metadata.namespace {
+            meta.insert("namespace".into(), ns.clone().into());
+        }
+        obj.insert("apiVersion".into(), self.api_version.clone().into());
+        obj.insert("kind".into(), self.kind.clone().into());
+        obj.insert("metadata".into(), meta.into());
+        obj.into()
+    }
+}
+
+pub mod defaults {
+    pub const WORKSPACE_NAMESPACE: &str = "cloud-ide";
+    pub const NAMESPACE: &str = "default";
+
+    pub fn workspace_port() -> u16 {
+        9999
+    }
+    pub fn mount_path() -> String {
+        "/user_data".to_string()
+    }
+    pub fn container_port() -> u16 {
+        8080
+    }
+    pub fn elasticweb_cpu() -> String {
+        "100m".to_string()
+    }
+    pub fn elasticweb_memory() -> String {
+        "512Mi".to_string()
+    }
+}
