@@ -45,7 +45,7 @@ pub struct GlobalArgs {
     /// The kubeconfig context to use (default: its current-context).
     #[arg(long, global = true, value_name = "NAME")]
     pub context: Option<String>,
-    /// Log format on stderr; the level comes from RUST_LOG (default: info).
+    /// Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise).
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
     /// Name of this driftless instance: instances sharing a cluster never touch each
@@ -76,7 +76,7 @@ pub enum Command {
     Render(RenderArgs),
     /// Show what apply would change: live vs desired, including what prune would delete
     /// (exit 0: no difference, 1: differences, 2: error).
-    Diff(PathArg),
+    Diff(DiffArgs),
     /// Sync a spec tree once (apply, prune), then exit.
     Apply(ApplyArgs),
     /// Run the daemon: keep the cluster in sync with a directory or a git repository.
@@ -106,23 +106,83 @@ pub struct PathArg {
     pub path: PathBuf,
 }
 
+/// How objects are applied and pruned; shared by `apply`, `diff` and `run`.
+#[derive(Args, Debug, Clone)]
+pub struct EngineArgs {
+    /// Field manager for server-side apply.
+    #[arg(long, default_value = crate::render::ownership::MANAGER)]
+    pub field_manager: String,
+    /// Take fields that other field managers own instead of reporting a conflict.
+    #[arg(long)]
+    pub force_conflicts: bool,
+    /// Take over existing objects driftless did not create (per spec: `adopt = true`).
+    #[arg(long)]
+    pub adopt: bool,
+    /// Do not delete objects that left the specs.
+    #[arg(long)]
+    pub no_prune: bool,
+    /// Refuse a revision that would prune more than this share of the inventory.
+    #[arg(long, default_value_t = 0.5, value_parser = parse_ratio)]
+    pub max_prune_ratio: f64,
+    /// Allow pruning everything, or more than --max-prune-ratio.
+    #[arg(long)]
+    pub allow_mass_prune: bool,
+    /// Objects applied (or dry-run) at once.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub concurrency: u16,
+    /// Namespace of the inventory ConfigMaps.
+    #[arg(long, default_value = crate::apply::inventory::DEFAULT_NAMESPACE)]
+    pub inventory_namespace: String,
+}
+
+fn parse_ratio(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(r) if (0.0..=1.0).contains(&r) => Ok(r),
+        _ => Err("must be a number between 0 and 1".into()),
+    }
+}
+
+impl EngineArgs {
+    pub fn options(&self, instance: &str) -> crate::apply::Options {
+        crate::apply::Options {
+            instance: instance.to_string(),
+            field_manager: self.field_manager.clone(),
+            inventory_namespace: self.inventory_namespace.clone(),
+            concurrency: usize::from(self.concurrency),
+            force_conflicts: self.force_conflicts,
+            adopt: self.adopt,
+            prune: crate::prune::Options {
+                enabled: !self.no_prune,
+                max_ratio: self.max_prune_ratio,
+                allow_mass: self.allow_mass_prune,
+            },
+            ..crate::apply::Options::default()
+        }
+    }
+}
+
 #[derive(Args, Debug)]
 pub struct ApplyArgs {
     /// Root of the spec tree (every *.toml under it).
     #[arg(default_value = ".")]
     pub path: PathBuf,
-    /// Delete objects that left the specs (the default).
-    #[arg(long, overrides_with = "no_prune")]
-    pub prune: bool,
-    /// Do not delete objects that left the specs.
-    #[arg(long)]
-    pub no_prune: bool,
+    #[command(flatten)]
+    pub engine: EngineArgs,
     /// Wait until every spec is ready (or failed) before exiting.
     #[arg(long)]
     pub wait: bool,
     /// How long --wait waits, e.g. 90s, 5m.
     #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
     pub timeout: Duration,
+}
+
+#[derive(Args, Debug)]
+pub struct DiffArgs {
+    /// Root of the spec tree (every *.toml under it).
+    #[arg(default_value = ".")]
+    pub path: PathBuf,
+    #[command(flatten)]
+    pub engine: EngineArgs,
 }
 
 #[derive(Args, Debug)]
@@ -157,7 +217,13 @@ pub struct StatusArgs {
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing(cli.global.log_format);
+    // The daemon logs what it does; one-shot commands print results and log only trouble.
+    let default_level = if matches!(cli.command, Command::Run(_)) {
+        "info"
+    } else {
+        "warn"
+    };
+    init_tracing(cli.global.log_format, default_level);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -189,8 +255,8 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
             print!("{}", crate::spec::schema::generate()?);
             Ok(exit::OK)
         }
-        Command::Diff(_) => not_built("diff"),
-        Command::Apply(_) => not_built("apply"),
+        Command::Diff(args) => crate::cli_sync::diff(args, &cli.global, &selection).await,
+        Command::Apply(args) => crate::cli_sync::apply(args, &cli.global, &selection).await,
         Command::Run(_) => not_built("run"),
         Command::Status(_) => not_built("status"),
     }
@@ -202,7 +268,7 @@ fn not_built(name: &str) -> anyhow::Result<u8> {
 }
 
 /// Loads a tree, printing every error; `None` when it is invalid.
-fn load(path: &std::path::Path) -> anyhow::Result<Option<SpecTree>> {
+pub(crate) fn load(path: &std::path::Path) -> anyhow::Result<Option<SpecTree>> {
     match crate::spec::load_dir(path) {
         Ok(tree) => Ok(Some(tree)),
         Err(LoadError::Invalid(errors)) => {
@@ -290,9 +356,9 @@ async fn render(
     Ok(exit::OK)
 }
 
-fn init_tracing(format: LogFormat) {
+fn init_tracing(format: LogFormat, default_level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

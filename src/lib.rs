@@ -5,7 +5,12 @@
 //! readiness) → `report` (status file, metrics, HTTP), fed by `source` (dir watch, git)
 //! and driven by the daemon loop. `cluster` is the one place a client is made.
 
+pub mod apply;
 pub mod cli;
+mod cli_sync;
 pub mod cluster;
+pub mod diff;
+pub mod health;
+pub mod prune;
 pub mod render;
 pub mod spec;

@@ -218,6 +218,17 @@ impl<'t, 'i> Fields<'t, 'i> {
         }
     }
 
+    fn boolean(&mut self, ctx: &mut FileCtx, key: &'static str) -> Option<bool> {
+        let v = self.get(key)?;
+        match v.get_ref() {
+            DeValue::Boolean(b) => Some(*b),
+            _ => {
+                Self::type_error(ctx, key, "a boolean", v);
+                None
+            }
+        }
+    }
+
     fn choice<T: Copy>(
         &mut self,
         ctx: &mut FileCtx,
@@ -507,6 +518,8 @@ fn workspace(ctx: &mut FileCtx, f: &mut Fields) -> Option<Workspace> {
             ],
         )
         .unwrap_or_default();
+    // Every field is read before any early return, so none is misreported as unknown.
+    let adopt = f.boolean(ctx, "adopt").unwrap_or(false);
     Some(Workspace {
         namespace: None,
         image: image?.into_inner(),
@@ -518,6 +531,7 @@ fn workspace(ctx: &mut FileCtx, f: &mut Fields) -> Option<Workspace> {
         access_mode,
         mount_path: mount_path?,
         state,
+        adopt,
     })
 }
 
@@ -555,6 +569,7 @@ fn elasticweb(ctx: &mut FileCtx, f: &mut Fields) -> Option<ElasticWeb> {
     let memory = f
         .quantity(ctx, "memory")
         .unwrap_or_else(defaults::elasticweb_memory);
+    let adopt = f.boolean(ctx, "adopt").unwrap_or(false);
     let web = ElasticWeb {
         namespace: None,
         image: image?.into_inner(),
@@ -564,6 +579,7 @@ fn elasticweb(ctx: &mut FileCtx, f: &mut Fields) -> Option<ElasticWeb> {
         total_qps: u64::try_from(total?).ok()?,
         cpu,
         memory,
+        adopt,
     };
     if web.replicas() > i32::MAX as u64 {
         let span = f.get("total-qps").map(|v| v.span()).unwrap_or_default();
@@ -612,12 +628,14 @@ fn localservice(ctx: &mut FileCtx, f: &mut Fields) -> Option<LocalService> {
         }
         Some(v) => ports(ctx, &f.what, v),
     };
+    let adopt = f.boolean(ctx, "adopt").unwrap_or(false);
     Some(LocalService {
         namespace: None,
         selector: selector?,
         node_selector,
         type_,
         ports: ports?,
+        adopt,
     })
 }
 

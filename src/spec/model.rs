@@ -64,6 +64,10 @@ pub struct Workspace {
     /// "stopped" removes the Pod and keeps the volume and the Service.
     #[serde(default)]
     pub state: WorkspaceState,
+    /// Take over existing objects of the same names that driftless did not create
+    /// (otherwise they are reported as conflicts and left alone).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub adopt: bool,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -129,6 +133,10 @@ pub struct ElasticWeb {
     /// Memory request and limit of each Pod.
     #[serde(default = "defaults::elasticweb_memory")]
     pub memory: String,
+    /// Take over existing objects of the same names that driftless did not create
+    /// (otherwise they are reported as conflicts and left alone).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub adopt: bool,
 }
 
 impl ElasticWeb {
@@ -158,6 +166,10 @@ pub struct LocalService {
     pub type_: ServiceType,
     /// Ports of each Service (at least one).
     pub ports: Vec<ServicePort>,
+    /// Take over existing objects of the same names that driftless did not create
+    /// (otherwise they are reported as conflicts and left alone).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub adopt: bool,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

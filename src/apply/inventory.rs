@@ -1,0 +1,316 @@
+//! The inventory: what an instance has applied, kept in the cluster so that any process
+//! (a restarted daemon, a one-shot `apply`) knows what it may prune.
+//!
+//! Stored as ConfigMaps `driftless-inventory-<instance>-<n>` in the inventory namespace,
+//! each holding up to `SHARD_SIZE` entries as JSON (a ConfigMap holds at most 1 MiB).
+//! Entries are written before an object is first applied (`uid: None`, "pending") and
+//! confirmed after, so a crash in between never orphans an object: a pending entry is
+//! matched to the live object by its ownership labels.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde::{Deserialize, Serialize};
+
+use super::{ApplyError, Writes};
+use crate::render::ownership;
+
+pub const DEFAULT_NAMESPACE: &str = "driftless-system";
+const SHARD_SIZE: usize = 2000;
+const DATA_KEY: &str = "entries.json";
+/// Label on inventory ConfigMaps: the instance they belong to.
+const INVENTORY_OF: &str = "driftless.dev/inventory-of";
+
+/// Identity of an object across versions: group, kind, namespace, name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct ObjKey {
+    pub group: String,
+    pub kind: String,
+    #[serde(default)]
+    pub namespace: String,
+    pub name: String,
+}
+
+impl ObjKey {
+    /// The key of a rendered object (its namespace as rendered).
+    pub fn of(obj: &crate::render::Object) -> ObjKey {
+        ObjKey {
+            group: obj.group().to_string(),
+            kind: obj.kind.clone(),
+            namespace: obj.namespace.clone().unwrap_or_default(),
+            name: obj.name.clone(),
+        }
+    }
+}
+
+impl std::fmt::Display for ObjKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = if self.group.is_empty() {
+            self.kind.clone()
+        } else {
+            format!("{}.{}", self.kind, self.group)
+        };
+        if self.namespace.is_empty() {
+            write!(f, "{kind} {}", self.name)
+        } else {
+            write!(f, "{kind} {}/{}", self.namespace, self.name)
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Entry {
+    #[serde(flatten)]
+    pub key: ObjKey,
+    pub version: String,
+    /// The spec identity the object came from.
+    pub spec: String,
+    /// `None` until the object's first apply is confirmed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+    /// Hash of the whole object as last applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied: Option<String>,
+    /// Hash of the object minus metadata as last applied: a Pod whose shape changes is
+    /// replaced, as most of a Pod cannot change in place.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shape: Option<String>,
+    /// Hash of the fields our field manager owned right after that apply. When someone
+    /// else changes one of them, ownership moves and this no longer matches: drift.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fields: Option<String>,
+}
+
+impl Entry {
+    pub fn api_version(&self) -> String {
+        if self.key.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.key.group, self.version)
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Inventory {
+    pub entries: BTreeMap<ObjKey, Entry>,
+}
+
+impl Inventory {
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    fn shards(&self) -> Vec<String> {
+        let entries: Vec<&Entry> = self.entries.values().collect();
+        entries
+            .chunks(SHARD_SIZE)
+            .map(|chunk| serde_json::to_string(chunk).unwrap_or_else(|_| "[]".to_string()))
+            .collect()
+    }
+}
+
+/// Where an instance's inventory lives.
+#[derive(Debug, Clone)]
+pub struct Store {
+    pub namespace: String,
+    pub instance: String,
+    pub field_manager: String,
+}
+
+impl Store {
+    fn shard_name(&self, n: usize) -> String {
+        format!("driftless-inventory-{}-{n}", self.instance)
+    }
+
+    fn selector(&self) -> String {
+        format!("{INVENTORY_OF}={}", self.instance)
+    }
+
+    pub async fn load(&self, client: &Client) -> Result<Inventory, ApplyError> {
+        let api: Api<ConfigMap> = Api::namespaced(client.clone(), &self.namespace);
+        let list = match api
+            .list(&ListParams::default().labels(&self.selector()))
+            .await
+        {
+            Ok(l) => l,
+            // No inventory namespace yet: nothing was ever applied.
+            Err(kube::Error::Api(e)) if e.code == 404 => return Ok(Inventory::default()),
+            Err(e) => return Err(ApplyError::Inventory(e.to_string())),
+        };
+        let mut inv = Inventory::default();
+        for cm in list.items {
+            let Some(text) = cm.data.as_ref().and_then(|d| d.get(DATA_KEY)) else {
+                continue;
+            };
+            let entries: Vec<Entry> = serde_json::from_str(text).map_err(|e| {
+                ApplyError::Inventory(format!(
+                    "{}/{} is corrupt: {e}",
+                    self.namespace,
+                    cm.name_any()
+                ))
+            })?;
+            for e in entries {
+                inv.entries.insert(e.key.clone(), e);
+            }
+        }
+        Ok(inv)
+    }
+
+    /// Writes `next` where it differs from `prev`: no write when nothing changed.
+    pub async fn save(
+        &self,
+        client: &Client,
+        prev: &Inventory,
+        next: &Inventory,
+        writes: &Writes,
+    ) -> Result<(), ApplyError> {
+        if prev == next {
+            return Ok(());
+        }
+        self.ensure_namespace(client, writes).await?;
+        let api: Api<ConfigMap> = Api::namespaced(client.clone(), &self.namespace);
+        let (old, new) = (prev.shards(), next.shards());
+        let pp = PatchParams::apply(&self.field_manager).force();
+        for (n, data) in new.iter().enumerate() {
+            if old.get(n) == Some(data) {
+                continue;
+            }
+            let cm = ConfigMap {
+                metadata: ObjectMeta {
+                    name: Some(self.shard_name(n)),
+                    namespace: Some(self.namespace.clone()),
+                    labels: Some(BTreeMap::from([
+                        (INVENTORY_OF.to_string(), self.instance.clone()),
+                        (
+                            ownership::MANAGED_BY.to_string(),
+                            ownership::MANAGER.to_string(),
+                        ),
+                        (ownership::INSTANCE.to_string(), self.instance.clone()),
+                    ])),
+                    ..ObjectMeta::default()
+                },
+                data: Some(BTreeMap::from([(DATA_KEY.to_string(), data.clone())])),
+                ..ConfigMap::default()
+            };
+            writes.count(super::Verb::Patch);
+            api.patch(&self.shard_name(n), &pp, &Patch::Apply(&cm))
+                .await
+                .map_err(|e| {
+                    ApplyError::Inventory(format!("writing {}: {e}", self.shard_name(n)))
+                })?;
+        }
+        for n in new.len()..old.len().max(new.len()) {
+            writes.count(super::Verb::Delete);
+            match api
+                .delete(&self.shard_name(n), &DeleteParams::default())
+                .await
+            {
+                Ok(_) => {}
+                Err(kube::Error::Api(e)) if e.code == 404 => {}
+                Err(e) => {
+                    return Err(ApplyError::Inventory(format!(
+                        "deleting {}: {e}",
+                        self.shard_name(n)
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn ensure_namespace(&self, client: &Client, writes: &Writes) -> Result<(), ApplyError> {
+        let api: Api<Namespace> = Api::all(client.clone());
+        if api
+            .get_opt(&self.namespace)
+            .await
+            .map_err(|e| ApplyError::Inventory(e.to_string()))?
+            .is_some()
+        {
+            return Ok(());
+        }
+        let ns = Namespace {
+            metadata: ObjectMeta {
+                name: Some(self.namespace.clone()),
+                labels: Some(BTreeMap::from([(
+                    ownership::MANAGED_BY.to_string(),
+                    ownership::MANAGER.to_string(),
+                )])),
+                ..ObjectMeta::default()
+            },
+            ..Namespace::default()
+        };
+        writes.count(super::Verb::Create);
+        match api.create(&PostParams::default(), &ns).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
+            Err(e) => Err(ApplyError::Inventory(format!(
+                "creating namespace {}: {e}",
+                self.namespace
+            ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(i: usize) -> Entry {
+        Entry {
+            key: ObjKey {
+                group: String::new(),
+                kind: "Service".into(),
+                namespace: "ns".into(),
+                name: format!("s{i:05}"),
+            },
+            version: "v1".into(),
+            spec: "localservice/ns/s".into(),
+            uid: Some(format!("uid-{i}")),
+            applied: Some("h".into()),
+            shape: None,
+            fields: Some("f".into()),
+        }
+    }
+
+    #[test]
+    fn shards_split_at_the_shard_size_and_round_trip() {
+        let mut inv = Inventory::default();
+        for i in 0..(SHARD_SIZE * 2 + 5) {
+            let e = entry(i);
+            inv.entries.insert(e.key.clone(), e);
+        }
+        let shards = inv.shards();
+        assert_eq!(shards.len(), 3);
+        // Well under a ConfigMap's 1 MiB.
+        assert!(
+            shards.iter().all(|s| s.len() < 700 * 1024),
+            "{}",
+            shards[0].len()
+        );
+        let mut back = Inventory::default();
+        for s in &shards {
+            for e in serde_json::from_str::<Vec<Entry>>(s).unwrap() {
+                back.entries.insert(e.key.clone(), e);
+            }
+        }
+        assert_eq!(back, inv);
+    }
+
+    #[test]
+    fn pending_entries_omit_uid_and_hashes() {
+        let mut e = entry(1);
+        e.uid = None;
+        e.applied = None;
+        e.fields = None;
+        let json = serde_json::to_string(&e).unwrap();
+        assert!(!json.contains("uid") && !json.contains("applied"), "{json}");
+        assert_eq!(serde_json::from_str::<Entry>(&json).unwrap(), e);
+    }
+}

@@ -1,0 +1,930 @@
+//! Apply: server-side apply of rendered objects, with ownership checks, no write when
+//! nothing changed, and the inventory that prune relies on.
+//!
+//! "Nothing changed" is decided without comparing desired and live values (the
+//! apiserver normalises quantities and defaults fields, so such a comparison writes on
+//! every sync or loops): an object is unchanged when the hash of what we would send
+//! equals the hash of what we last sent (inventory), and the fields our manager owns
+//! are still the ones it owned right after that apply. Anyone changing one of our
+//! fields moves its ownership, which shows up as drift.
+
+pub mod inventory;
+pub mod resolve;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::Client;
+use kube::api::{
+    Api, DeleteParams, DynamicObject, ListParams, ObjectMeta, Patch, PatchParams, PostParams,
+    Preconditions,
+};
+use serde_json::Value;
+
+pub use inventory::{Entry, Inventory, ObjKey, Store};
+pub use resolve::{Resolved, Resolver};
+
+use crate::render::{Object, ownership};
+use crate::spec::SpecId;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verb {
+    Patch,
+    Create,
+    Delete,
+}
+
+impl Verb {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verb::Patch => "patch",
+            Verb::Create => "create",
+            Verb::Delete => "delete",
+        }
+    }
+}
+
+/// Every write sent to the apiserver, by verb: the metric, and what tests assert "0 writes" on.
+#[derive(Debug, Default)]
+pub struct Writes {
+    patch: AtomicU64,
+    create: AtomicU64,
+    delete: AtomicU64,
+}
+
+impl Writes {
+    pub fn count(&self, verb: Verb) {
+        self.counter(verb).fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn counter(&self, verb: Verb) -> &AtomicU64 {
+        match verb {
+            Verb::Patch => &self.patch,
+            Verb::Create => &self.create,
+            Verb::Delete => &self.delete,
+        }
+    }
+
+    pub fn get(&self, verb: Verb) -> u64 {
+        self.counter(verb).load(Ordering::Relaxed)
+    }
+
+    pub fn total(&self) -> u64 {
+        [Verb::Patch, Verb::Create, Verb::Delete]
+            .into_iter()
+            .map(|v| self.get(v))
+            .sum()
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApplyError {
+    #[error("inventory: {0}")]
+    Inventory(String),
+    #[error("listing {what}: {source}")]
+    List { what: String, source: kube::Error },
+    #[error("namespace {name}: {source}")]
+    Namespace { name: String, source: kube::Error },
+}
+
+impl ApplyError {
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            ApplyError::Inventory(_) => "inventory",
+            ApplyError::List { .. } => "list",
+            ApplyError::Namespace { .. } => "namespace",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub instance: String,
+    pub field_manager: String,
+    pub inventory_namespace: String,
+    /// Objects applied at once.
+    pub concurrency: usize,
+    /// Take fields other managers own (`--force-conflicts`).
+    pub force_conflicts: bool,
+    /// Take over objects driftless did not create, for every spec (`--adopt`).
+    pub adopt: bool,
+    pub prune: prune::Options,
+    /// How long a custom resource waits for its CRD to be Established.
+    pub crd_wait: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            instance: ownership::DEFAULT_INSTANCE.to_string(),
+            field_manager: ownership::MANAGER.to_string(),
+            inventory_namespace: inventory::DEFAULT_NAMESPACE.to_string(),
+            concurrency: 8,
+            force_conflicts: false,
+            adopt: false,
+            prune: prune::Options::default(),
+            crd_wait: Duration::from_secs(60),
+        }
+    }
+}
+
+pub use crate::prune;
+
+/// What happened to one object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    Unchanged,
+    Created,
+    Configured,
+    /// Deleted and created again: the change could not be made in place.
+    Replaced,
+    /// Not ours (or another manager's fields): left alone, reported.
+    Conflict(String),
+    Failed(String),
+}
+
+impl Action {
+    pub fn is_error(&self) -> bool {
+        matches!(self, Action::Conflict(_) | Action::Failed(_))
+    }
+
+    pub fn is_write(&self) -> bool {
+        matches!(
+            self,
+            Action::Created | Action::Configured | Action::Replaced
+        )
+    }
+
+    pub fn label(&self) -> &'static str {
+        match self {
+            Action::Unchanged => "unchanged",
+            Action::Created => "created",
+            Action::Configured => "configured",
+            Action::Replaced => "replaced",
+            Action::Conflict(_) => "conflict",
+            Action::Failed(_) => "failed",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct ObjectResult {
+    pub key: ObjKey,
+    pub spec: SpecId,
+    pub action: Action,
+    /// The object as the apiserver last returned it.
+    pub live: Option<Value>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct SyncReport {
+    pub objects: Vec<ObjectResult>,
+    pub prune: prune::Report,
+}
+
+impl SyncReport {
+    pub fn ok(&self) -> bool {
+        !self.objects.iter().any(|o| o.action.is_error()) && self.prune.ok()
+    }
+}
+
+/// Whose an object is, by its labels.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Owner {
+    Us,
+    OtherInstance(String),
+    Foreign,
+}
+
+pub fn owner_of(obj: &Value, instance: &str) -> Owner {
+    let labels = &obj["metadata"]["labels"];
+    if labels[ownership::MANAGED_BY].as_str() != Some(ownership::MANAGER) {
+        return Owner::Foreign;
+    }
+    match labels[ownership::INSTANCE].as_str() {
+        Some(i) if i == instance => Owner::Us,
+        Some(i) => Owner::OtherInstance(i.to_string()),
+        None => Owner::Foreign,
+    }
+}
+
+/// A stable 64-bit FNV-1a hash, hex: stored in the inventory across releases.
+pub fn hash_value(v: &Value) -> String {
+    let text = serde_json::to_string(v).unwrap_or_default();
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in text.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+pub(crate) fn shape_hash(body: &Value) -> String {
+    let mut shape = body.clone();
+    if let Some(o) = shape.as_object_mut() {
+        o.remove("metadata");
+    }
+    hash_value(&shape)
+}
+
+/// The fields `manager` owns through apply, as the server recorded them.
+pub fn owned_fields_hash(live: &Value, manager: &str) -> String {
+    let owned: Vec<&Value> = live["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|m| {
+            m["manager"].as_str() == Some(manager) && m["operation"].as_str() == Some("Apply")
+        })
+        .map(|m| &m["fieldsV1"])
+        .collect();
+    hash_value(&Value::from(owned.into_iter().cloned().collect::<Vec<_>>()))
+}
+
+fn to_value(obj: &DynamicObject) -> Value {
+    serde_json::to_value(obj).unwrap_or(Value::Null)
+}
+
+/// An object ready to apply: its API resolved (or the reason it is not).
+#[derive(Clone)]
+struct Planned<'a> {
+    obj: &'a Object,
+    key: ObjKey,
+    body: Value,
+    resolved: Result<Resolved, String>,
+    adopt: bool,
+}
+
+pub struct Engine {
+    pub client: Client,
+    pub resolver: Resolver,
+    pub opts: Options,
+    pub writes: Arc<Writes>,
+}
+
+impl Engine {
+    pub fn new(client: Client, opts: Options) -> Self {
+        Engine {
+            resolver: Resolver::new(client.clone()),
+            client,
+            opts,
+            writes: Arc::new(Writes::default()),
+        }
+    }
+
+    pub fn store(&self) -> Store {
+        Store {
+            namespace: self.opts.inventory_namespace.clone(),
+            instance: self.opts.instance.clone(),
+            field_manager: self.opts.field_manager.clone(),
+        }
+    }
+
+    /// The key, namespace-corrected body and API of each object. A kind not served yet
+    /// (its CRD is in this revision) keeps its error for now.
+    async fn plan<'a>(
+        &self,
+        objects: &'a [Object],
+        adopt_specs: &BTreeSet<SpecId>,
+    ) -> Vec<Planned<'a>> {
+        let mut out = Vec::with_capacity(objects.len());
+        for obj in objects {
+            let resolved = self
+                .resolver
+                .resolve(&obj.api_version, &obj.kind)
+                .await
+                .map_err(|e| {
+                    format!(
+                        "{} {} is not served by the cluster: {e}",
+                        obj.api_version, obj.kind
+                    )
+                });
+            let (body, namespace) = fix_namespace(obj, resolved.as_ref().ok());
+            out.push(Planned {
+                key: ObjKey {
+                    group: obj.group().to_string(),
+                    kind: obj.kind.clone(),
+                    namespace: namespace.unwrap_or_default(),
+                    name: obj.name.clone(),
+                },
+                body,
+                resolved,
+                adopt: self.opts.adopt || adopt_specs.contains(&obj.spec),
+                obj,
+            });
+        }
+        out
+    }
+
+    /// One sync: apply every object (Namespaces, then CRDs, then the rest), then prune
+    /// what left the specs. `objects` come from `render` (already in apply order).
+    pub async fn sync(
+        &self,
+        objects: &[Object],
+        adopt_specs: &BTreeSet<SpecId>,
+    ) -> Result<SyncReport, ApplyError> {
+        let store = self.store();
+        let loaded = store.load(&self.client).await?;
+        let planned = self.plan(objects, adopt_specs).await;
+        let desired: BTreeSet<ObjKey> = planned.iter().map(|p| p.key.clone()).collect();
+        let prune_plan = prune::plan(&loaded, &desired, &self.opts.prune);
+
+        // Record before apply: a crash after the apply must leave the object findable.
+        let mut inv = loaded.clone();
+        for p in &planned {
+            inv.entries.entry(p.key.clone()).or_insert_with(|| Entry {
+                key: p.key.clone(),
+                version: resolve::split_api_version(&p.obj.api_version).1.to_string(),
+                spec: p.obj.spec.to_string(),
+                uid: None,
+                applied: None,
+                shape: None,
+                fields: None,
+            });
+        }
+        store
+            .save(&self.client, &loaded, &inv, &self.writes)
+            .await?;
+        let saved = inv.clone();
+
+        let live = self.list_owned(&planned).await?;
+        let mut results: Vec<ObjectResult> = Vec::with_capacity(planned.len());
+        for phase in 0..=2u8 {
+            if phase == 1 {
+                // After Namespace manifests, so only namespaces nobody declared get created.
+                self.ensure_namespaces(&planned).await?;
+            }
+            let batch: Vec<Planned> = planned
+                .iter()
+                .filter(|p| p.obj.apply_phase() == phase)
+                .cloned()
+                .collect();
+            let batch = if phase == 2 {
+                self.resolve_deferred(batch, &results).await
+            } else {
+                batch
+            };
+            let outcomes: Vec<(usize, ObjectResult, Option<Entry>)> =
+                futures::stream::iter(batch.iter().enumerate())
+                    .map(|(i, p)| {
+                        let live = live.get(&p.key).cloned();
+                        let entry = inv.entries.get(&p.key).cloned();
+                        async move {
+                            let (r, e) = self.apply_one(p, live, entry).await;
+                            (i, r, e)
+                        }
+                    })
+                    .buffer_unordered(self.opts.concurrency.max(1))
+                    .collect()
+                    .await;
+            let mut outcomes = outcomes;
+            outcomes.sort_by_key(|(i, _, _)| *i);
+            for (_, result, entry) in outcomes {
+                match entry {
+                    Some(e) => {
+                        inv.entries.insert(e.key.clone(), e);
+                    }
+                    // Never ours: no pending record may make it look prunable later.
+                    None => {
+                        if inv
+                            .entries
+                            .get(&result.key)
+                            .is_some_and(|e| e.uid.is_none())
+                        {
+                            inv.entries.remove(&result.key);
+                        }
+                    }
+                }
+                results.push(result);
+            }
+        }
+        store.save(&self.client, &saved, &inv, &self.writes).await?;
+
+        let before_prune = inv.clone();
+        let prune_report = if self.opts.prune.enabled {
+            prune::execute(self, &prune_plan, &mut inv).await
+        } else {
+            prune::Report {
+                refused: None,
+                objects: Vec::new(),
+                disabled: true,
+            }
+        };
+        store
+            .save(&self.client, &before_prune, &inv, &self.writes)
+            .await?;
+        Ok(SyncReport {
+            objects: results,
+            prune: prune_report,
+        })
+    }
+
+    /// Everything this instance owns among the kinds of `planned`, by key: one list call
+    /// per kind, not one GET per object.
+    async fn list_owned(
+        &self,
+        planned: &[Planned<'_>],
+    ) -> Result<HashMap<ObjKey, Value>, ApplyError> {
+        let mut kinds: BTreeMap<String, &Resolved> = BTreeMap::new();
+        for p in planned {
+            if let Ok(r) = &p.resolved {
+                kinds.insert(
+                    format!(
+                        "{}/{}/{}",
+                        r.resource.group, r.resource.version, r.resource.plural
+                    ),
+                    r,
+                );
+            }
+        }
+        let selector = format!("{}={}", ownership::INSTANCE, self.opts.instance);
+        let mut out = HashMap::new();
+        for (what, r) in kinds {
+            let api = r.api_all(&self.client);
+            for mut obj in list_all(&api, &selector)
+                .await
+                .map_err(|source| ApplyError::List { what, source })?
+            {
+                // List items carry no apiVersion/kind of their own.
+                obj.types = Some(kube::core::TypeMeta {
+                    api_version: r.resource.api_version.clone(),
+                    kind: r.resource.kind.clone(),
+                });
+                let v = to_value(&obj);
+                let key = ObjKey {
+                    group: r.resource.group.clone(),
+                    kind: r.resource.kind.clone(),
+                    namespace: obj.metadata.namespace.clone().unwrap_or_default(),
+                    name: obj.metadata.name.clone().unwrap_or_default(),
+                };
+                out.insert(key, v);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Creates the namespaces specs need that do not exist, labelled as driftless's.
+    /// They never enter the inventory: a namespace is never pruned.
+    async fn ensure_namespaces(&self, planned: &[Planned<'_>]) -> Result<(), ApplyError> {
+        let needed: BTreeSet<&str> = planned
+            .iter()
+            .filter(|p| p.resolved.as_ref().is_ok_and(|r| r.namespaced))
+            .map(|p| p.key.namespace.as_str())
+            .filter(|ns| !ns.is_empty())
+            .collect();
+        let api: Api<Namespace> = Api::all(self.client.clone());
+        for name in needed {
+            let err = |source| ApplyError::Namespace {
+                name: name.to_string(),
+                source,
+            };
+            if api.get_opt(name).await.map_err(err)?.is_some() {
+                continue;
+            }
+            let ns = Namespace {
+                metadata: ObjectMeta {
+                    name: Some(name.to_string()),
+                    labels: Some(BTreeMap::from([
+                        (
+                            ownership::MANAGED_BY.to_string(),
+                            ownership::MANAGER.to_string(),
+                        ),
+                        (ownership::INSTANCE.to_string(), self.opts.instance.clone()),
+                    ])),
+                    ..ObjectMeta::default()
+                },
+                ..Namespace::default()
+            };
+            self.writes.count(Verb::Create);
+            match api.create(&PostParams::default(), &ns).await {
+                Ok(_) => tracing::info!(namespace = name, "created namespace"),
+                Err(kube::Error::Api(e)) if e.code == 409 => {}
+                Err(e) => return Err(err(e)),
+            }
+        }
+        Ok(())
+    }
+
+    /// Custom resources whose kind was not served at planning time: wait (bounded) for
+    /// their CRD, applied in phase 1, to be Established, then resolve again.
+    async fn resolve_deferred<'a>(
+        &self,
+        batch: Vec<Planned<'a>>,
+        applied: &[ObjectResult],
+    ) -> Vec<Planned<'a>> {
+        let mut out = Vec::with_capacity(batch.len());
+        for mut p in batch {
+            if p.resolved.is_err() {
+                let crd = applied.iter().find(|r| {
+                    r.key.kind == "CustomResourceDefinition"
+                        && r.live.as_ref().is_some_and(|crd| {
+                            crd["spec"]["group"].as_str() == Some(p.key.group.as_str())
+                                && crd["spec"]["names"]["kind"].as_str()
+                                    == Some(p.key.kind.as_str())
+                        })
+                });
+                if let Some(crd) = crd {
+                    let deadline = tokio::time::Instant::now() + self.opts.crd_wait;
+                    loop {
+                        if let Ok(r) = self.resolver.resolve(&p.obj.api_version, &p.obj.kind).await
+                        {
+                            let (body, namespace) = fix_namespace(p.obj, Some(&r));
+                            p.body = body;
+                            p.key.namespace = namespace.unwrap_or_default();
+                            p.resolved = Ok(r);
+                            break;
+                        }
+                        if tokio::time::Instant::now() >= deadline {
+                            p.resolved = Err(format!(
+                                "its CustomResourceDefinition {} was not Established within {:?}",
+                                crd.key.name, self.opts.crd_wait
+                            ));
+                            break;
+                        }
+                        tokio::time::sleep(Duration::from_millis(250)).await;
+                    }
+                }
+            }
+            out.push(p);
+        }
+        out
+    }
+
+    async fn apply_one(
+        &self,
+        p: &Planned<'_>,
+        live: Option<Value>,
+        entry: Option<Entry>,
+    ) -> (ObjectResult, Option<Entry>) {
+        use tracing::Instrument as _;
+        let span = tracing::info_span!("apply", spec = %p.obj.spec, object = %p.key);
+        self.apply_one_inner(p, live, entry).instrument(span).await
+    }
+
+    async fn apply_one_inner(
+        &self,
+        p: &Planned<'_>,
+        live: Option<Value>,
+        entry: Option<Entry>,
+    ) -> (ObjectResult, Option<Entry>) {
+        let result = |action: Action, live: Option<Value>| ObjectResult {
+            key: p.key.clone(),
+            spec: p.obj.spec.clone(),
+            action,
+            live,
+        };
+        let resolved = match &p.resolved {
+            Ok(r) => r,
+            Err(e) => return (result(Action::Failed(e.clone()), None), entry),
+        };
+        let api = resolved.api(
+            &self.client,
+            (!p.key.namespace.is_empty()).then_some(p.key.namespace.as_str()),
+        );
+        // Not in the list of what we own: it may still exist, as someone else's.
+        let live = match live {
+            Some(v) => Some(v),
+            None => match api.get_opt(&p.key.name).await {
+                Ok(o) => o.as_ref().map(to_value),
+                Err(e) => {
+                    return (
+                        result(Action::Failed(format!("reading it: {e}")), None),
+                        entry,
+                    );
+                }
+            },
+        };
+        let applied = hash_value(&p.body);
+        let shape = shape_hash(&p.body);
+        let mut force = self.opts.force_conflicts;
+        let mut replace = false;
+        if let Some(live) = &live {
+            match owner_of(live, &self.opts.instance) {
+                Owner::Us => {}
+                Owner::OtherInstance(other) => {
+                    let msg = format!(
+                        "owned by driftless instance {other:?}; instances never touch each other's objects"
+                    );
+                    return (
+                        result(Action::Conflict(msg), Some(live.clone())),
+                        entry.filter(|e| e.uid.is_some()),
+                    );
+                }
+                Owner::Foreign if !p.adopt => {
+                    let msg = "exists and was not created by driftless; set `adopt = true` on the spec or pass --adopt to take it over".to_string();
+                    return (
+                        result(Action::Conflict(msg), Some(live.clone())),
+                        entry.filter(|e| e.uid.is_some()),
+                    );
+                }
+                Owner::Foreign => force = true,
+            }
+            let uid = live["metadata"]["uid"].as_str();
+            if let Some(e) = &entry
+                && e.uid.as_deref() == uid
+                && uid.is_some()
+            {
+                if e.applied.as_deref() == Some(applied.as_str())
+                    && e.fields.as_deref()
+                        == Some(owned_fields_hash(live, &self.opts.field_manager).as_str())
+                {
+                    return (
+                        result(Action::Unchanged, Some(live.clone())),
+                        Some(e.clone()),
+                    );
+                }
+                replace = is_pod(&p.key) && e.shape.as_deref().is_some_and(|s| s != shape);
+            }
+        }
+
+        if replace && let Some(live) = &live {
+            return self.replace(p, &api, live, applied, shape).await;
+        }
+        let pp = PatchParams {
+            force,
+            ..PatchParams::apply(&self.opts.field_manager)
+        };
+        self.writes.count(Verb::Patch);
+        match api.patch(&p.key.name, &pp, &Patch::Apply(&p.body)).await {
+            Ok(obj) => {
+                let v = to_value(&obj);
+                let action = if live.is_some() {
+                    Action::Configured
+                } else {
+                    Action::Created
+                };
+                tracing::info!(action = action.label(), "applied");
+                let e = self.entry_for(p, &v, applied, shape);
+                (result(action, Some(v)), Some(e))
+            }
+            Err(kube::Error::Api(e)) if e.code == 409 => {
+                let msg = format!(
+                    "field conflict with another manager (pass --force-conflicts to take the fields): {}",
+                    e.message
+                );
+                (result(Action::Conflict(msg), live), entry)
+            }
+            // Most of a Pod's spec cannot change in place.
+            Err(kube::Error::Api(e)) if e.code == 422 && is_pod(&p.key) && live.is_some() => {
+                match &live {
+                    Some(l) => self.replace(p, &api, l, applied, shape).await,
+                    None => (result(Action::Failed(e.message.clone()), None), entry),
+                }
+            }
+            Err(e) => (result(Action::Failed(e.to_string()), live), entry),
+        }
+    }
+
+    fn entry_for(&self, p: &Planned<'_>, live: &Value, applied: String, shape: String) -> Entry {
+        Entry {
+            key: p.key.clone(),
+            version: resolve::split_api_version(&p.obj.api_version).1.to_string(),
+            spec: p.obj.spec.to_string(),
+            uid: live["metadata"]["uid"].as_str().map(str::to_string),
+            applied: Some(applied),
+            shape: Some(shape),
+            fields: Some(owned_fields_hash(live, &self.opts.field_manager)),
+        }
+    }
+
+    /// Delete, wait until gone, create: for changes the object cannot take in place.
+    async fn replace(
+        &self,
+        p: &Planned<'_>,
+        api: &Api<DynamicObject>,
+        live: &Value,
+        applied: String,
+        shape: String,
+    ) -> (ObjectResult, Option<Entry>) {
+        let result = |action: Action, live: Option<Value>| ObjectResult {
+            key: p.key.clone(),
+            spec: p.obj.spec.clone(),
+            action,
+            live,
+        };
+        let uid = live["metadata"]["uid"].as_str().map(str::to_string);
+        let dp = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: uid.clone(),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        self.writes.count(Verb::Delete);
+        match api.delete(&p.key.name, &dp).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => {
+                return (
+                    result(
+                        Action::Failed(format!("replacing: delete failed: {e}")),
+                        Some(live.clone()),
+                    ),
+                    None,
+                );
+            }
+        }
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+        loop {
+            match api.get_opt(&p.key.name).await {
+                Ok(None) => break,
+                Ok(Some(o)) if o.metadata.uid != uid => break,
+                Ok(Some(_)) | Err(_) if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                _ => {
+                    return (
+                        result(
+                            Action::Failed("replacing: the old object did not go away".into()),
+                            None,
+                        ),
+                        None,
+                    );
+                }
+            }
+        }
+        self.writes.count(Verb::Patch);
+        match api
+            .patch(
+                &p.key.name,
+                &PatchParams::apply(&self.opts.field_manager),
+                &Patch::Apply(&p.body),
+            )
+            .await
+        {
+            Ok(obj) => {
+                let v = to_value(&obj);
+                tracing::info!("replaced");
+                let e = self.entry_for(p, &v, applied, shape);
+                (result(Action::Replaced, Some(v)), Some(e))
+            }
+            Err(e) => (
+                result(
+                    Action::Failed(format!("replacing: create failed: {e}")),
+                    None,
+                ),
+                None,
+            ),
+        }
+    }
+
+    /// The live state of `objects` (by key; absent = not found) and, for Services, their
+    /// Endpoints: what readiness is computed from.
+    pub async fn observe(&self, objects: &[Object]) -> Result<Observed, ApplyError> {
+        let planned = self.plan(objects, &BTreeSet::new()).await;
+        let mut live = self.list_owned(&planned).await?;
+        live.retain(|k, _| planned.iter().any(|p| &p.key == k));
+        let mut endpoints = HashMap::new();
+        for p in planned
+            .iter()
+            .filter(|p| p.key.group.is_empty() && p.key.kind == "Service")
+        {
+            if !live.contains_key(&p.key) {
+                continue;
+            }
+            let api: Api<k8s_openapi::api::core::v1::Endpoints> =
+                Api::namespaced(self.client.clone(), &p.key.namespace);
+            if let Ok(Some(ep)) = api.get_opt(&p.key.name).await {
+                endpoints.insert(
+                    (p.key.namespace.clone(), p.key.name.clone()),
+                    serde_json::to_value(ep).unwrap_or(Value::Null),
+                );
+            }
+        }
+        Ok(Observed {
+            objects: live,
+            endpoints,
+        })
+    }
+}
+
+/// Live objects by key, and Endpoints by (namespace, name).
+#[derive(Debug, Clone, Default)]
+pub struct Observed {
+    pub objects: HashMap<ObjKey, Value>,
+    pub endpoints: HashMap<(String, String), Value>,
+}
+
+fn is_pod(key: &ObjKey) -> bool {
+    key.group.is_empty() && key.kind == "Pod"
+}
+
+/// Discovery knows the scope for certain: a cluster-scoped object loses any namespace, a
+/// namespaced one without a namespace gets "default".
+pub(crate) fn fix_namespace(obj: &Object, resolved: Option<&Resolved>) -> (Value, Option<String>) {
+    let mut body = obj.body.clone();
+    let namespace = match resolved.map(|r| r.namespaced) {
+        Some(false) => None,
+        Some(true) => Some(
+            obj.namespace
+                .clone()
+                .unwrap_or_else(|| "default".to_string()),
+        ),
+        None => obj.namespace.clone(),
+    };
+    if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut) {
+        match &namespace {
+            Some(ns) => {
+                meta.insert("namespace".into(), ns.clone().into());
+            }
+            None => {
+                meta.remove("namespace");
+            }
+        }
+    }
+    (body, namespace)
+}
+
+/// A full list, page by page.
+pub async fn list_all(
+    api: &Api<DynamicObject>,
+    selector: &str,
+) -> Result<Vec<DynamicObject>, kube::Error> {
+    let mut out = Vec::new();
+    let mut lp = ListParams::default().labels(selector).limit(500);
+    loop {
+        let page = api.list(&lp).await?;
+        out.extend(page.items);
+        match page.metadata.continue_ {
+            Some(token) if !token.is_empty() => lp = lp.continue_token(&token),
+            _ => break,
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn ownership_is_read_from_labels() {
+        let obj = |labels: Value| json!({"metadata": {"labels": labels}});
+        assert_eq!(
+            owner_of(
+                &obj(json!({ownership::MANAGED_BY: "driftless", ownership::INSTANCE: "a"})),
+                "a"
+            ),
+            Owner::Us
+        );
+        assert_eq!(
+            owner_of(
+                &obj(json!({ownership::MANAGED_BY: "driftless", ownership::INSTANCE: "b"})),
+                "a"
+            ),
+            Owner::OtherInstance("b".into())
+        );
+        assert_eq!(
+            owner_of(&obj(json!({ownership::MANAGED_BY: "helm"})), "a"),
+            Owner::Foreign
+        );
+        assert_eq!(owner_of(&json!({}), "a"), Owner::Foreign);
+    }
+
+    #[test]
+    fn owned_fields_hash_sees_only_our_apply_entries() {
+        let live = |ours: Value, theirs: Value| {
+            json!({"metadata": {"managedFields": [
+                {"manager": "driftless", "operation": "Apply", "fieldsV1": ours},
+                {"manager": "kubectl-edit", "operation": "Update", "fieldsV1": theirs},
+                {"manager": "driftless", "operation": "Update", "fieldsV1": {"f:x": {}}},
+            ]}})
+        };
+        let base = owned_fields_hash(
+            &live(json!({"f:spec": {"f:replicas": {}}}), json!({})),
+            "driftless",
+        );
+        // Someone else's fields changing is not our drift...
+        assert_eq!(
+            base,
+            owned_fields_hash(
+                &live(json!({"f:spec": {"f:replicas": {}}}), json!({"f:a": {}})),
+                "driftless"
+            )
+        );
+        // ...losing one of ours is.
+        assert_ne!(
+            base,
+            owned_fields_hash(
+                &live(json!({"f:spec": {}}), json!({"f:spec": {"f:replicas": {}}})),
+                "driftless"
+            )
+        );
+    }
+
+    #[test]
+    fn hashes_are_stable_and_shape_ignores_metadata() {
+        let a = json!({"metadata": {"labels": {"x": "1"}}, "spec": {"image": "a"}});
+        let b = json!({"metadata": {"labels": {"x": "2"}}, "spec": {"image": "a"}});
+        assert_eq!(hash_value(&a), hash_value(&a.clone()));
+        assert_ne!(hash_value(&a), hash_value(&b));
+        assert_eq!(shape_hash(&a), shape_hash(&b));
+        // Fixed across releases: the inventory stores it (FNV-1a 64 of `{"a":1}`).
+        assert_eq!(hash_value(&json!({"a": 1})), "9c3e82dd6fcae8b1");
+    }
+}

@@ -1,0 +1,80 @@
+//! API discovery, cached per kind: which resource serves `apiVersion`/`kind`, and
+//! whether it is namespaced. A kind that is not served yet (its CRD was just applied)
+//! is not cached, so a later call sees it once it is Established.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use kube::Client;
+use kube::api::{Api, DynamicObject};
+use kube::core::GroupVersionKind;
+use kube::discovery::{ApiResource, Scope, pinned_kind};
+
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    pub resource: ApiResource,
+    pub namespaced: bool,
+}
+
+impl Resolved {
+    /// The API for one object: namespaced ones in `namespace`, the rest cluster-wide.
+    pub fn api(&self, client: &Client, namespace: Option<&str>) -> Api<DynamicObject> {
+        match (self.namespaced, namespace) {
+            (true, Some(ns)) => Api::namespaced_with(client.clone(), ns, &self.resource),
+            _ => Api::all_with(client.clone(), &self.resource),
+        }
+    }
+
+    /// Across all namespaces (for listing what this instance owns).
+    pub fn api_all(&self, client: &Client) -> Api<DynamicObject> {
+        Api::all_with(client.clone(), &self.resource)
+    }
+}
+
+pub fn split_api_version(api_version: &str) -> (&str, &str) {
+    match api_version.split_once('/') {
+        Some((g, v)) => (g, v),
+        None => ("", api_version),
+    }
+}
+
+pub struct Resolver {
+    client: Client,
+    cache: Mutex<HashMap<(String, String), Resolved>>,
+}
+
+impl Resolver {
+    pub fn new(client: Client) -> Self {
+        Resolver {
+            client,
+            cache: Mutex::new(HashMap::new()),
+        }
+    }
+
+    pub async fn resolve(&self, api_version: &str, kind: &str) -> Result<Resolved, kube::Error> {
+        let key = (api_version.to_string(), kind.to_string());
+        if let Some(hit) = self.cache.lock().ok().and_then(|c| c.get(&key).cloned()) {
+            return Ok(hit);
+        }
+        let (group, version) = split_api_version(api_version);
+        let gvk = GroupVersionKind::gvk(group, version, kind);
+        let (resource, caps) = pinned_kind(&self.client, &gvk).await?;
+        let resolved = Resolved {
+            resource,
+            namespaced: caps.scope == Scope::Namespaced,
+        };
+        if let Ok(mut c) = self.cache.lock() {
+            c.insert(key, resolved.clone());
+        }
+        Ok(resolved)
+    }
+}
+
+/// Discovery's "this kind is not served (yet)", as opposed to a transport failure.
+pub fn is_not_served(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Discovery(_) => true,
+        kube::Error::Api(s) => s.code == 404,
+        _ => false,
+    }
+}

@@ -1,0 +1,215 @@
+//! `driftless apply` and `driftless diff`: the one-shot sync commands (binary edge).
+
+use std::collections::BTreeSet;
+use std::io::{IsTerminal, Write as _};
+use std::time::Duration;
+
+use anyhow::Context as _;
+
+use crate::apply::{Action, Engine, SyncReport};
+use crate::cli::{ApplyArgs, DiffArgs, GlobalArgs, exit, load};
+use crate::cluster::Selection;
+use crate::health::{SpecHealth, Status};
+use crate::prune;
+use crate::render::{Facts, Object};
+use crate::spec::{SpecBody, SpecId, SpecTree};
+
+/// Specs that say `adopt = true`.
+pub fn adopt_specs(tree: &SpecTree) -> BTreeSet<SpecId> {
+    tree.specs
+        .iter()
+        .filter(|s| match &s.body {
+            SpecBody::Workspace(w) => w.adopt,
+            SpecBody::ElasticWeb(e) => e.adopt,
+            SpecBody::LocalService(l) => l.adopt,
+            SpecBody::Manifest(_) => false,
+        })
+        .map(|s| s.id.clone())
+        .collect()
+}
+
+async fn prepare(
+    path: &std::path::Path,
+    global: &GlobalArgs,
+    selection: &Selection,
+) -> anyhow::Result<Option<(SpecTree, kube::Client, Vec<Object>)>> {
+    let Some(tree) = load(path)? else {
+        return Ok(None);
+    };
+    let client = selection
+        .client()
+        .await
+        .context("connecting to the cluster")?;
+    let nodes = if tree
+        .specs
+        .iter()
+        .any(|s| s.id.kind == crate::spec::Kind::LocalService)
+    {
+        crate::cluster::node_facts(&client)
+            .await
+            .context("listing nodes")?
+    } else {
+        Vec::new()
+    };
+    let objects = crate::render::render(
+        &tree,
+        &Facts {
+            instance: global.instance.clone(),
+            nodes,
+        },
+    )?;
+    Ok(Some((tree, client, objects)))
+}
+
+pub async fn apply(
+    args: &ApplyArgs,
+    global: &GlobalArgs,
+    selection: &Selection,
+) -> anyhow::Result<u8> {
+    // An invalid tree applies nothing and prunes nothing.
+    let Some((tree, client, objects)) = prepare(&args.path, global, selection).await? else {
+        return Ok(exit::ERROR);
+    };
+    let engine = Engine::new(client, args.engine.options(&global.instance));
+    let report = engine.sync(&objects, &adopt_specs(&tree)).await?;
+    print_sync(&tree, &report)?;
+    let mut code = if report.ok() {
+        exit::OK
+    } else {
+        exit::DIFFERENCES
+    };
+    if args.wait {
+        let health = wait(&engine, &tree, &objects, args.timeout).await?;
+        let mut out = std::io::stdout().lock();
+        for h in &health {
+            let mark = match h.status {
+                Status::Current => "ready",
+                Status::Failed => "FAILED",
+                _ => "not ready",
+            };
+            let reason = h
+                .reason
+                .as_deref()
+                .map(|r| format!(" [{r}]"))
+                .unwrap_or_default();
+            writeln!(out, "{:<60} {mark}{reason}: {}", h.id, h.message)?;
+        }
+        if health.iter().any(|h| !h.ready) {
+            code = exit::DIFFERENCES;
+        }
+    }
+    eprintln!("{} API writes", engine.writes.total());
+    Ok(code)
+}
+
+fn print_sync(tree: &SpecTree, report: &SyncReport) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    for spec in &tree.specs {
+        let mine: Vec<_> = report
+            .objects
+            .iter()
+            .filter(|o| o.spec == spec.id)
+            .collect();
+        let mut counts: Vec<(&str, usize)> = Vec::new();
+        for o in &mine {
+            match counts.iter_mut().find(|(l, _)| *l == o.action.label()) {
+                Some((_, n)) => *n += 1,
+                None => counts.push((o.action.label(), 1)),
+            }
+        }
+        let summary: Vec<String> = counts.iter().map(|(l, n)| format!("{n} {l}")).collect();
+        let summary = if summary.is_empty() {
+            "no objects".to_string()
+        } else {
+            summary.join(", ")
+        };
+        writeln!(out, "{:<60} {summary}", spec.id.to_string())?;
+        for o in mine {
+            if let Action::Conflict(m) | Action::Failed(m) = &o.action {
+                writeln!(out, "  {} {}: {m}", o.action.label(), o.key)?;
+            }
+        }
+    }
+    if let Some(why) = &report.prune.refused {
+        writeln!(out, "prune refused: {why}")?;
+    }
+    for p in &report.prune.objects {
+        let what = match &p.action {
+            prune::Action::Pruned => "pruned".to_string(),
+            prune::Action::AlreadyGone => "already gone".to_string(),
+            prune::Action::KeptNamespace => "kept (namespaces are never pruned)".to_string(),
+            prune::Action::LeftAlone(why) => format!("left alone: {why}"),
+            prune::Action::Failed(e) => format!("prune failed: {e}"),
+        };
+        writeln!(out, "{} ({}): {what}", p.key, p.spec)?;
+    }
+    Ok(())
+}
+
+/// Polls until every spec is ready or failed, or `timeout` passes; the last health.
+async fn wait(
+    engine: &Engine,
+    tree: &SpecTree,
+    objects: &[Object],
+    timeout: Duration,
+) -> anyhow::Result<Vec<SpecHealth>> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let tty = std::io::stderr().is_terminal();
+    loop {
+        let observed = engine.observe(objects).await?;
+        let health = crate::health::tree_health(
+            &tree.specs,
+            objects,
+            &observed,
+            k8s_openapi::jiff::Timestamp::now(),
+        );
+        let ready = health.iter().filter(|h| h.ready).count();
+        let settled = health.iter().all(|h| h.status != Status::InProgress);
+        if tty {
+            eprint!("\r\x1b[2Kwaiting: {ready}/{} specs ready", health.len());
+        }
+        if settled || tokio::time::Instant::now() >= deadline {
+            if tty {
+                eprintln!();
+            }
+            if !settled {
+                eprintln!(
+                    "timed out after {} waiting for readiness",
+                    humantime::format_duration(timeout)
+                );
+            }
+            return Ok(health);
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+pub async fn diff(
+    args: &DiffArgs,
+    global: &GlobalArgs,
+    selection: &Selection,
+) -> anyhow::Result<u8> {
+    let Some((tree, client, objects)) = prepare(&args.path, global, selection).await? else {
+        return Ok(exit::ERROR);
+    };
+    let engine = Engine::new(client, args.engine.options(&global.instance));
+    let diffs = engine.diff(&objects, &adopt_specs(&tree)).await?;
+    let color = std::io::stdout().is_terminal();
+    let mut out = std::io::stdout().lock();
+    let (mut changed, mut errors) = (false, false);
+    for d in &diffs {
+        match d.change {
+            crate::diff::Change::Unchanged => continue,
+            crate::diff::Change::Error(_) => errors = true,
+            _ => changed = true,
+        }
+        out.write_all(crate::diff::render_change(d, color).as_bytes())?;
+    }
+    Ok(if errors {
+        exit::ERROR
+    } else if changed {
+        exit::DIFFERENCES
+    } else {
+        exit::OK
+    })
+}

@@ -1,0 +1,201 @@
+//! Readiness, pure: live objects → per-object status (kstatus rules) → per-spec status
+//! and the figures each kind reports.
+
+pub mod kstatus;
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::jiff::Timestamp;
+use serde::Serialize;
+use serde_json::Value;
+
+pub use kstatus::{ObjectStatus, Status};
+
+use crate::apply::{ObjKey, Observed};
+use crate::render::{Object, ownership};
+use crate::spec::{Spec, SpecBody};
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ObjectHealth {
+    pub object: String,
+    #[serde(flatten)]
+    pub status: ObjectStatus,
+}
+
+/// What each kind reports beyond readiness (DESIGN §1).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Figures {
+    Workspace {
+        state: String,
+        phase: Option<String>,
+        node: Option<String>,
+        pod_ip: Option<String>,
+        port: u16,
+        url: String,
+    },
+    #[serde(rename = "elasticweb")]
+    ElasticWeb {
+        desired_replicas: u64,
+        available_replicas: u64,
+        /// Observed: available replicas × single-pod-qps.
+        real_qps: u64,
+    },
+    #[serde(rename = "localservice")]
+    LocalService {
+        nodes: Vec<String>,
+        ready_endpoints: BTreeMap<String, usize>,
+    },
+    Manifest {},
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SpecHealth {
+    pub id: String,
+    /// Current (ready), InProgress or Failed.
+    pub status: Status,
+    pub ready: bool,
+    /// The first failing (or waiting) object's reason: CrashLoopBackOff, Unschedulable...
+    pub reason: Option<String>,
+    pub message: String,
+    pub figures: Figures,
+    pub objects: Vec<ObjectHealth>,
+}
+
+fn key_of(obj: &Object) -> ObjKey {
+    ObjKey::of(obj)
+}
+
+/// The health of one spec from the live state of its objects.
+pub fn spec_health(
+    spec: &Spec,
+    objects: &[&Object],
+    observed: &Observed,
+    now: Timestamp,
+) -> SpecHealth {
+    let lives: Vec<(&Object, Option<&Value>)> = objects
+        .iter()
+        .map(|o| (*o, observed.objects.get(&key_of(o))))
+        .collect();
+    let statuses: Vec<ObjectHealth> = lives
+        .iter()
+        .map(|(o, live)| ObjectHealth {
+            object: o.display_ref(),
+            status: kstatus::compute(*live, now),
+        })
+        .collect();
+
+    let failed = statuses.iter().find(|s| s.status.status == Status::Failed);
+    let waiting = statuses.iter().find(|s| s.status.status != Status::Current);
+    let (status, reason, message) = match (failed, waiting) {
+        (Some(f), _) => (
+            Status::Failed,
+            f.status.reason.clone(),
+            format!("{}: {}", f.object, f.status.message),
+        ),
+        (None, Some(w)) => (
+            Status::InProgress,
+            w.status.reason.clone(),
+            format!("{}: {}", w.object, w.status.message),
+        ),
+        (None, None) if statuses.is_empty() => {
+            (Status::Current, None, "no objects to run".to_string())
+        }
+        (None, None) => (Status::Current, None, "ready".to_string()),
+    };
+
+    let figures = match &spec.body {
+        SpecBody::Workspace(w) => {
+            let pod = lives
+                .iter()
+                .find(|(o, _)| o.kind == "Pod")
+                .and_then(|(_, l)| *l);
+            let text = |v: Option<&Value>, ptr: &str| {
+                v.and_then(|p| p.pointer(ptr))
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            };
+            Figures::Workspace {
+                state: format!("{:?}", w.state).to_lowercase(),
+                phase: text(pod, "/status/phase"),
+                node: text(pod, "/spec/nodeName"),
+                pod_ip: text(pod, "/status/podIP"),
+                port: w.port,
+                url: format!(
+                    "http://{}.{}.svc.cluster.local:{}",
+                    spec.id.name, spec.id.namespace, w.port
+                ),
+            }
+        }
+        SpecBody::ElasticWeb(e) => {
+            let available = lives
+                .iter()
+                .find(|(o, _)| o.kind == "Deployment")
+                .and_then(|(_, l)| {
+                    l.and_then(|d| d.pointer("/status/availableReplicas"))
+                        .and_then(Value::as_u64)
+                })
+                .unwrap_or(0);
+            Figures::ElasticWeb {
+                desired_replicas: e.replicas(),
+                available_replicas: available,
+                real_qps: available.saturating_mul(e.single_pod_qps),
+            }
+        }
+        SpecBody::LocalService(_) => {
+            let mut nodes = Vec::new();
+            let mut ready_endpoints = BTreeMap::new();
+            for (o, _) in lives.iter().filter(|(o, _)| o.kind == "Service") {
+                let node = o.body["metadata"]["annotations"][ownership::NODE_NAME]
+                    .as_str()
+                    .unwrap_or(&o.name)
+                    .to_string();
+                let ns = o.namespace.clone().unwrap_or_default();
+                let ready = observed
+                    .endpoints
+                    .get(&(ns, o.name.clone()))
+                    .and_then(|ep| ep["subsets"].as_array())
+                    .map(|subsets| {
+                        subsets
+                            .iter()
+                            .map(|s| s["addresses"].as_array().map_or(0, Vec::len))
+                            .sum()
+                    })
+                    .unwrap_or(0);
+                ready_endpoints.insert(node.clone(), ready);
+                nodes.push(node);
+            }
+            Figures::LocalService {
+                nodes,
+                ready_endpoints,
+            }
+        }
+        SpecBody::Manifest(_) => Figures::Manifest {},
+    };
+
+    SpecHealth {
+        id: spec.id.to_string(),
+        ready: status == Status::Current,
+        status,
+        reason,
+        message,
+        figures,
+        objects: statuses,
+    }
+}
+
+/// Every spec's health, in tree order.
+pub fn tree_health(
+    specs: &[Spec],
+    objects: &[Object],
+    observed: &Observed,
+    now: Timestamp,
+) -> Vec<SpecHealth> {
+    specs
+        .iter()
+        .map(|spec| {
+            let mine: Vec<&Object> = objects.iter().filter(|o| o.spec == spec.id).collect();
+            spec_health(spec, &mine, observed, now)
+        })
+        .collect()
+}

@@ -1,0 +1,361 @@
+//! Prune: delete what left the specs, only while it is provably ours.
+//!
+//! `plan` is pure (inventory + desired set → candidates, or a refusal); `execute` does
+//! the I/O. An object is deleted only if it still carries this instance's ownership
+//! labels and its UID is the one recorded (a pending record matches by labels alone);
+//! the delete itself is preconditioned on that UID. Namespaces are never deleted.
+
+use std::collections::BTreeSet;
+
+use kube::api::{DeleteParams, Preconditions};
+use serde_json::Value;
+
+use crate::apply::{Engine, Entry, Inventory, ObjKey, Owner, Verb, owner_of};
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub enabled: bool,
+    /// Refuse a revision that would delete more than this share of the inventory.
+    pub max_ratio: f64,
+    /// Lift both guards (`--allow-mass-prune`).
+    pub allow_mass: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            enabled: true,
+            max_ratio: 0.5,
+            allow_mass: false,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Plan {
+    /// Inventory entries no longer desired, in delete order (reverse apply order).
+    pub candidates: Vec<Entry>,
+    /// Why nothing will be pruned, when a guard trips.
+    pub refused: Option<String>,
+}
+
+fn phase(key: &ObjKey) -> u8 {
+    match (key.group.as_str(), key.kind.as_str()) {
+        ("", "Namespace") => 0,
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => 1,
+        _ => 2,
+    }
+}
+
+pub fn plan(inventory: &Inventory, desired: &BTreeSet<ObjKey>, opts: &Options) -> Plan {
+    let mut candidates: Vec<Entry> = inventory
+        .entries
+        .values()
+        .filter(|e| !desired.contains(&e.key))
+        .cloned()
+        .collect();
+    // Custom resources before their CRDs, everything before namespaces.
+    candidates.sort_by_key(|e| std::cmp::Reverse(phase(&e.key)));
+    let total = inventory.len();
+    let refused = if opts.allow_mass || candidates.is_empty() {
+        None
+    } else if desired.is_empty() {
+        Some(format!(
+            "the revision has no objects while the inventory lists {total}: refusing to prune everything \
+             (an emptied or mis-pointed source?); pass --allow-mass-prune if this is intended"
+        ))
+    } else if candidates.len() as f64 > opts.max_ratio * total as f64 {
+        Some(format!(
+            "the revision would prune {} of {total} inventoried objects, more than {:.0}%; \
+             pass --allow-mass-prune (or raise --max-prune-ratio) if this is intended",
+            candidates.len(),
+            opts.max_ratio * 100.0
+        ))
+    } else {
+        None
+    };
+    Plan {
+        candidates,
+        refused,
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    Pruned,
+    AlreadyGone,
+    /// Namespaces are never pruned: deleting one deletes everything in it.
+    KeptNamespace,
+    /// No longer ours (labels or UID changed): forgotten, not deleted.
+    LeftAlone(String),
+    Failed(String),
+}
+
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub key: ObjKey,
+    pub spec: String,
+    pub action: Action,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct Report {
+    pub refused: Option<String>,
+    pub objects: Vec<Outcome>,
+    /// `--no-prune`.
+    pub disabled: bool,
+}
+
+impl Report {
+    pub fn ok(&self) -> bool {
+        self.refused.is_none()
+            && !self
+                .objects
+                .iter()
+                .any(|o| matches!(o.action, Action::Failed(_)))
+    }
+
+    pub fn pruned(&self) -> usize {
+        self.objects
+            .iter()
+            .filter(|o| o.action == Action::Pruned)
+            .count()
+    }
+}
+
+/// Deletes the plan's candidates, removing from `inv` every entry that is settled.
+pub async fn execute(engine: &Engine, plan: &Plan, inv: &mut Inventory) -> Report {
+    if let Some(why) = &plan.refused {
+        tracing::warn!(reason = %why, "prune refused");
+        return Report {
+            refused: Some(why.clone()),
+            objects: Vec::new(),
+            disabled: false,
+        };
+    }
+    let mut objects = Vec::with_capacity(plan.candidates.len());
+    for entry in &plan.candidates {
+        let action = prune_one(engine, entry).await;
+        if !matches!(action, Action::Failed(_)) {
+            inv.entries.remove(&entry.key);
+        }
+        match &action {
+            Action::Pruned => tracing::info!(object = %entry.key, spec = %entry.spec, "pruned"),
+            Action::Failed(e) => tracing::warn!(object = %entry.key, error = %e, "prune failed"),
+            other => tracing::info!(object = %entry.key, outcome = ?other, "not pruned"),
+        }
+        objects.push(Outcome {
+            key: entry.key.clone(),
+            spec: entry.spec.clone(),
+            action,
+        });
+    }
+    Report {
+        refused: None,
+        objects,
+        disabled: false,
+    }
+}
+
+async fn prune_one(engine: &Engine, entry: &Entry) -> Action {
+    if phase(&entry.key) == 0 {
+        return Action::KeptNamespace;
+    }
+    let resolved = match engine
+        .resolver
+        .resolve(&entry.api_version(), &entry.key.kind)
+        .await
+    {
+        Ok(r) => r,
+        // The kind is gone (its CRD was deleted), and with it every object of it.
+        Err(e) if crate::apply::resolve::is_not_served(&e) => return Action::AlreadyGone,
+        Err(e) => return Action::Failed(e.to_string()),
+    };
+    let ns = (!entry.key.namespace.is_empty()).then_some(entry.key.namespace.as_str());
+    let api = resolved.api(&engine.client, ns);
+    let live = match api.get_opt(&entry.key.name).await {
+        Ok(Some(o)) => serde_json::to_value(o).unwrap_or(Value::Null),
+        Ok(None) => return Action::AlreadyGone,
+        Err(e) => return Action::Failed(e.to_string()),
+    };
+    if let Some(why) = not_ours(entry, &live, &engine.opts.instance) {
+        return Action::LeftAlone(why);
+    }
+    let dp = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: live["metadata"]["uid"].as_str().map(str::to_string),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    engine.writes.count(Verb::Delete);
+    match api.delete(&entry.key.name, &dp).await {
+        Ok(_) => Action::Pruned,
+        Err(kube::Error::Api(e)) if e.code == 404 => Action::AlreadyGone,
+        // The UID precondition failed: it was replaced by someone else's object.
+        Err(kube::Error::Api(e)) if e.code == 409 => {
+            Action::LeftAlone(format!("replaced meanwhile: {}", e.message))
+        }
+        Err(e) => Action::Failed(e.to_string()),
+    }
+}
+
+/// Why `live` must not be deleted on the strength of `entry`, if so.
+pub fn not_ours(entry: &Entry, live: &Value, instance: &str) -> Option<String> {
+    match owner_of(live, instance) {
+        Owner::Us => {}
+        Owner::OtherInstance(i) => return Some(format!("now owned by driftless instance {i:?}")),
+        Owner::Foreign => return Some("no longer carries driftless's ownership labels".into()),
+    }
+    let uid = live["metadata"]["uid"].as_str();
+    match (&entry.uid, uid) {
+        (Some(recorded), Some(live_uid)) if recorded != live_uid => Some(format!(
+            "UID {live_uid} is not the recorded {recorded}: a different object of the same name"
+        )),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn key(kind: &str, name: &str) -> ObjKey {
+        let group = if kind == "CustomResourceDefinition" {
+            "apiextensions.k8s.io"
+        } else {
+            ""
+        };
+        ObjKey {
+            group: group.into(),
+            kind: kind.into(),
+            namespace: "ns".into(),
+            name: name.into(),
+        }
+    }
+
+    fn inventory(keys: &[ObjKey]) -> Inventory {
+        let mut inv = Inventory::default();
+        for k in keys {
+            inv.entries.insert(
+                k.clone(),
+                Entry {
+                    key: k.clone(),
+                    version: "v1".into(),
+                    spec: "s".into(),
+                    uid: Some(format!("uid-{}", k.name)),
+                    applied: None,
+                    shape: None,
+                    fields: None,
+                },
+            );
+        }
+        inv
+    }
+
+    #[test]
+    fn candidates_are_what_left_the_specs_in_reverse_apply_order() {
+        let all = [
+            key("Namespace", "a"),
+            key("CustomResourceDefinition", "b"),
+            key("Service", "c"),
+            key("Pod", "d"),
+        ];
+        let inv = inventory(&all);
+        let desired: BTreeSet<ObjKey> = [key("Pod", "d")].into_iter().collect();
+        let p = plan(
+            &inv,
+            &desired,
+            &Options {
+                max_ratio: 1.0,
+                ..Options::default()
+            },
+        );
+        assert!(p.refused.is_none());
+        let order: Vec<&str> = p.candidates.iter().map(|e| e.key.kind.as_str()).collect();
+        assert_eq!(order, ["Service", "CustomResourceDefinition", "Namespace"]);
+    }
+
+    #[test]
+    fn empty_revision_is_refused_unless_allowed() {
+        let inv = inventory(&[key("Service", "a")]);
+        let p = plan(&inv, &BTreeSet::new(), &Options::default());
+        assert!(
+            p.refused
+                .as_deref()
+                .is_some_and(|r| r.contains("no objects")),
+            "{:?}",
+            p.refused
+        );
+        let p = plan(
+            &inv,
+            &BTreeSet::new(),
+            &Options {
+                allow_mass: true,
+                ..Options::default()
+            },
+        );
+        assert!(p.refused.is_none());
+        assert_eq!(p.candidates.len(), 1);
+    }
+
+    #[test]
+    fn pruning_more_than_the_ratio_is_refused() {
+        let keys: Vec<ObjKey> = (0..10).map(|i| key("Service", &format!("s{i}"))).collect();
+        let inv = inventory(&keys);
+        let keep = |n: usize| keys[..n].iter().cloned().collect::<BTreeSet<_>>();
+        // 5 of 10 = 50%: allowed at the default 0.5.
+        assert!(plan(&inv, &keep(5), &Options::default()).refused.is_none());
+        // 6 of 10: refused.
+        let p = plan(&inv, &keep(4), &Options::default());
+        assert!(
+            p.refused.as_deref().is_some_and(|r| r.contains("6 of 10")),
+            "{:?}",
+            p.refused
+        );
+        assert!(
+            plan(
+                &inv,
+                &keep(4),
+                &Options {
+                    max_ratio: 0.7,
+                    ..Options::default()
+                }
+            )
+            .refused
+            .is_none()
+        );
+    }
+
+    #[test]
+    fn nothing_to_prune_is_never_refused() {
+        let inv = Inventory::default();
+        assert!(
+            plan(&inv, &BTreeSet::new(), &Options::default())
+                .refused
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn only_objects_still_ours_with_the_recorded_uid_may_go() {
+        let entry = inventory(&[key("Service", "a")])
+            .entries
+            .into_values()
+            .next()
+            .unwrap();
+        let live = |labels: serde_json::Value, uid: &str| json!({"metadata": {"labels": labels, "uid": uid}});
+        let ours = json!({"app.kubernetes.io/managed-by": "driftless", "driftless.dev/instance": "default"});
+        assert_eq!(
+            not_ours(&entry, &live(ours.clone(), "uid-a"), "default"),
+            None
+        );
+        assert!(not_ours(&entry, &live(ours.clone(), "uid-other"), "default").is_some());
+        assert!(not_ours(&entry, &live(json!({}), "uid-a"), "default").is_some());
+        assert!(not_ours(&entry, &live(ours.clone(), "uid-a"), "other").is_some());
+        // A pending record (crash between apply and confirm) matches by labels alone.
+        let pending = Entry { uid: None, ..entry };
+        assert_eq!(not_ours(&pending, &live(ours, "anything"), "default"), None);
+    }
+}
