@@ -333,9 +333,28 @@ impl Engine {
         let desired: BTreeSet<ObjKey> = planned.iter().map(|p| p.key.clone()).collect();
         let prune_plan = prune::plan(&loaded, &desired, &self.opts.prune);
 
+        // What exists of the desired objects: ours by one list per kind, then the rest read
+        // directly, so nothing is recorded (or written) for an object we may not take.
+        let mut live = self.list_owned(&planned).await?;
+        let mut known: BTreeSet<ObjKey> = live.keys().cloned().collect();
+        for (key, found) in self.read_unlisted(&planned, &live).await {
+            if let Some(v) = found {
+                live.insert(key.clone(), v);
+            }
+            known.insert(key);
+        }
+
         // Record before apply: a crash after the apply must leave the object findable.
         let mut inv = loaded.clone();
         for p in &planned {
+            let takeable = match live.get(&p.key).map(|l| owner_of(l, &self.opts.instance)) {
+                None | Some(Owner::Us) => true,
+                Some(Owner::Foreign) => p.adopt,
+                Some(Owner::OtherInstance(_)) => false,
+            };
+            if !takeable {
+                continue;
+            }
             inv.entries.entry(p.key.clone()).or_insert_with(|| Entry {
                 key: p.key.clone(),
                 version: resolve::split_api_version(&p.obj.api_version).1.to_string(),
@@ -351,7 +370,6 @@ impl Engine {
             .await?;
         let saved = inv.clone();
 
-        let live = self.list_owned(&planned).await?;
         let mut results: Vec<ObjectResult> = Vec::with_capacity(planned.len());
         for phase in 0..=2u8 {
             if phase == 1 {
@@ -371,7 +389,8 @@ impl Engine {
             let outcomes: Vec<(usize, ObjectResult, Option<Entry>)> =
                 futures::stream::iter(batch.iter().enumerate())
                     .map(|(i, p)| {
-                        let live = live.get(&p.key).cloned();
+                        // Known absent, known present, or (a kind served only now) unknown.
+                        let live = known.contains(&p.key).then(|| live.get(&p.key).cloned());
                         let entry = inv.entries.get(&p.key).cloned();
                         async move {
                             let (r, e) = self.apply_one(p, live, entry).await;
@@ -467,6 +486,69 @@ impl Engine {
         Ok(out)
     }
 
+    /// Reads the desired objects that are not among ours: absent, or someone else's. A
+    /// group of many in one namespace is listed once; a few are read one by one.
+    async fn read_unlisted(
+        &self,
+        planned: &[Planned<'_>],
+        ours: &HashMap<ObjKey, Value>,
+    ) -> Vec<(ObjKey, Option<Value>)> {
+        const LIST_FROM: usize = 8;
+        let mut groups: BTreeMap<(String, String), Vec<&Planned<'_>>> = BTreeMap::new();
+        for p in planned.iter().filter(|p| !ours.contains_key(&p.key)) {
+            if let Ok(r) = &p.resolved {
+                let kind = format!(
+                    "{}/{}/{}",
+                    r.resource.group, r.resource.version, r.resource.plural
+                );
+                groups
+                    .entry((kind, p.key.namespace.clone()))
+                    .or_default()
+                    .push(p);
+            }
+        }
+        let mut out = Vec::new();
+        for ((_, namespace), members) in groups {
+            let Some(Ok(resolved)) = members.first().map(|p| &p.resolved) else {
+                continue;
+            };
+            if members.len() >= LIST_FROM {
+                let api = resolved.api(
+                    &self.client,
+                    (!namespace.is_empty()).then_some(namespace.as_str()),
+                );
+                // A failed list leaves them unread; apply_one reads them itself.
+                if let Ok(items) = list_all(&api, "").await {
+                    let existing: HashMap<String, Value> = items
+                        .iter()
+                        .map(|o| (o.metadata.name.clone().unwrap_or_default(), to_value(o)))
+                        .collect();
+                    out.extend(
+                        members
+                            .iter()
+                            .map(|p| (p.key.clone(), existing.get(&p.key.name).cloned())),
+                    );
+                }
+                continue;
+            }
+            let reads: Vec<(ObjKey, Option<Value>)> = futures::stream::iter(members)
+                .map(|p| async move {
+                    let ns = (!p.key.namespace.is_empty()).then_some(p.key.namespace.as_str());
+                    let r = match &p.resolved {
+                        Ok(r) => r.api(&self.client, ns).get_opt(&p.key.name).await.ok(),
+                        Err(_) => None,
+                    };
+                    (p.key.clone(), r)
+                })
+                .buffer_unordered(self.opts.concurrency.max(1))
+                .filter_map(|(k, r)| async move { r.map(|o| (k, o.as_ref().map(to_value))) })
+                .collect()
+                .await;
+            out.extend(reads);
+        }
+        out
+    }
+
     /// Creates the namespaces specs need that do not exist, labelled as driftless's.
     /// They never enter the inventory: a namespace is never pruned.
     async fn ensure_namespaces(&self, planned: &[Planned<'_>]) -> Result<(), ApplyError> {
@@ -557,7 +639,7 @@ impl Engine {
     async fn apply_one(
         &self,
         p: &Planned<'_>,
-        live: Option<Value>,
+        live: Option<Option<Value>>,
         entry: Option<Entry>,
     ) -> (ObjectResult, Option<Entry>) {
         use tracing::Instrument as _;
@@ -568,7 +650,7 @@ impl Engine {
     async fn apply_one_inner(
         &self,
         p: &Planned<'_>,
-        live: Option<Value>,
+        live: Option<Option<Value>>,
         entry: Option<Entry>,
     ) -> (ObjectResult, Option<Entry>) {
         let result = |action: Action, live: Option<Value>| ObjectResult {
@@ -585,9 +667,9 @@ impl Engine {
             &self.client,
             (!p.key.namespace.is_empty()).then_some(p.key.namespace.as_str()),
         );
-        // Not in the list of what we own: it may still exist, as someone else's.
+        // Not read yet (its kind was served only after planning): read it now.
         let live = match live {
-            Some(v) => Some(v),
+            Some(v) => v,
             None => match api.get_opt(&p.key.name).await {
                 Ok(o) => o.as_ref().map(to_value),
                 Err(e) => {
@@ -638,6 +720,12 @@ impl Engine {
                     );
                 }
                 replace = is_pod(&p.key) && e.shape.as_deref().is_some_and(|s| s != shape);
+                // Our intent is what we last applied, so only someone else's edit moved our
+                // fields: that is drift, and we take them back. A change of *our* intent that
+                // collides with another manager's fields is a conflict to report instead.
+                if e.applied.as_deref() == Some(applied.as_str()) {
+                    force = true;
+                }
             }
         }
 
@@ -778,6 +866,35 @@ impl Engine {
         let planned = self.plan(objects, &BTreeSet::new()).await;
         let mut live = self.list_owned(&planned).await?;
         live.retain(|k, _| planned.iter().any(|p| &p.key == k));
+        let mut pods = HashMap::new();
+        for p in planned
+            .iter()
+            .filter(|p| p.key.group == "apps" && p.key.kind == "Deployment")
+        {
+            let Some(deployment) = live.get(&p.key) else {
+                continue;
+            };
+            let Some(labels) = deployment["spec"]["selector"]["matchLabels"].as_object() else {
+                continue;
+            };
+            let selector: Vec<String> = labels
+                .iter()
+                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+                .collect();
+            let api: Api<k8s_openapi::api::core::v1::Pod> =
+                Api::namespaced(self.client.clone(), &p.key.namespace);
+            if let Ok(list) = api
+                .list(&ListParams::default().labels(&selector.join(",")))
+                .await
+            {
+                let items = list
+                    .items
+                    .iter()
+                    .map(|pod| serde_json::to_value(pod).unwrap_or(Value::Null))
+                    .collect();
+                pods.insert(p.key.clone(), items);
+            }
+        }
         let mut endpoints = HashMap::new();
         for p in planned
             .iter()
@@ -798,15 +915,18 @@ impl Engine {
         Ok(Observed {
             objects: live,
             endpoints,
+            pods,
         })
     }
 }
 
-/// Live objects by key, and Endpoints by (namespace, name).
+/// Live objects by key, Endpoints by (namespace, name), and the Pods of each Deployment
+/// (a Deployment never says why its Pods fail; they do).
 #[derive(Debug, Clone, Default)]
 pub struct Observed {
     pub objects: HashMap<ObjKey, Value>,
     pub endpoints: HashMap<(String, String), Value>,
+    pub pods: HashMap<ObjKey, Vec<Value>>,
 }
 
 fn is_pod(key: &ObjKey) -> bool {

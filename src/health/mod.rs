@@ -85,7 +85,27 @@ pub fn spec_health(
         })
         .collect();
 
-    let failed = statuses.iter().find(|s| s.status.status == Status::Failed);
+    // A workload's Pods say why it is not progressing (CrashLoopBackOff, ImagePullBackOff,
+    // Unschedulable); the Deployment itself only says "Available: 0/3".
+    let pod_failures: Vec<ObjectHealth> = lives
+        .iter()
+        .filter(|(o, _)| o.kind == "Deployment")
+        .flat_map(|(o, _)| observed.pods.get(&key_of(o)).into_iter().flatten())
+        .map(|pod| ObjectHealth {
+            object: format!(
+                "Pod {}/{}",
+                pod["metadata"]["namespace"].as_str().unwrap_or_default(),
+                pod["metadata"]["name"].as_str().unwrap_or_default()
+            ),
+            status: kstatus::compute(Some(pod), now),
+        })
+        .filter(|h| h.status.status == Status::Failed)
+        .collect();
+    let workload_current = statuses.iter().all(|s| s.status.status == Status::Current);
+    let failed = statuses
+        .iter()
+        .find(|s| s.status.status == Status::Failed)
+        .or_else(|| pod_failures.first().filter(|_| !workload_current));
     let waiting = statuses.iter().find(|s| s.status.status != Status::Current);
     let (status, reason, message) = match (failed, waiting) {
         (Some(f), _) => (

@@ -2,6 +2,7 @@
 //! `scripts/test`), one namespace per test.
 #![allow(dead_code)]
 
+use std::collections::BTreeSet;
 use std::future::Future;
 use std::time::Duration;
 
@@ -75,4 +76,77 @@ where
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// A spec tree from `(path, text)` pairs; panics on invalid specs (a test bug).
+pub fn tree(files: &[(&str, &str)]) -> driftless::spec::SpecTree {
+    let files: Vec<driftless::spec::SourceFile> = files
+        .iter()
+        .map(|(p, t)| driftless::spec::SourceFile {
+            path: p.to_string(),
+            contents: t.as_bytes().to_vec(),
+        })
+        .collect();
+    driftless::spec::parse_files(&files).unwrap_or_else(|e| panic!("test specs invalid:\n{e}"))
+}
+
+/// An engine for one test: its own instance (so its own inventory), default options.
+pub fn engine(client: &Client, instance: &str) -> driftless::apply::Engine {
+    let opts = driftless::apply::Options {
+        instance: instance.to_string(),
+        ..Default::default()
+    };
+    driftless::apply::Engine::new(client.clone(), opts)
+}
+
+/// Renders `tree` against the cluster's nodes.
+pub async fn render(
+    client: &Client,
+    instance: &str,
+    tree: &driftless::spec::SpecTree,
+) -> Vec<driftless::render::Object> {
+    let nodes = driftless::cluster::node_facts(client)
+        .await
+        .expect("list nodes");
+    let facts = driftless::render::Facts {
+        instance: instance.to_string(),
+        nodes,
+    };
+    driftless::render::render(tree, &facts).expect("render")
+}
+
+/// Renders and syncs `tree` with `engine`.
+pub async fn sync(
+    engine: &driftless::apply::Engine,
+    tree: &driftless::spec::SpecTree,
+) -> (Vec<driftless::render::Object>, driftless::apply::SyncReport) {
+    let objects = render(&engine.client, &engine.opts.instance, tree).await;
+    let adopt = BTreeSet::new();
+    let report = engine.sync(&objects, &adopt).await.expect("sync");
+    (objects, report)
+}
+
+/// Polls readiness until `done` says so (bounded), returning the last health.
+pub async fn health_until(
+    engine: &driftless::apply::Engine,
+    tree: &driftless::spec::SpecTree,
+    objects: &[driftless::render::Object],
+    what: &str,
+    done: impl Fn(&[driftless::health::SpecHealth]) -> bool,
+) -> Vec<driftless::health::SpecHealth> {
+    eventually(what, Duration::from_secs(90), || async {
+        let observed = engine.observe(objects).await.map_err(|e| e.to_string())?;
+        let h = driftless::health::tree_health(
+            &tree.specs,
+            objects,
+            &observed,
+            k8s_openapi::jiff::Timestamp::now(),
+        );
+        if done(&h) {
+            Ok(h)
+        } else {
+            Err(format!("{h:#?}"))
+        }
+    })
+    .await
 }

@@ -1,0 +1,831 @@
+//! The sync engine against the real local cluster: apply, no-op resync, diff, prune and
+//! its guards, ownership, replacement, interrupted syncs, readiness failures, CRDs.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use driftless::apply::{Action, Engine, Verb};
+use driftless::diff::Change;
+use driftless::health::{Figures, Status};
+use driftless::prune;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::{Client, ResourceExt};
+use serde_json::json;
+
+fn webs(ns: &str, names: &[&str], total_qps: u32) -> String {
+    let mut text = format!("namespace = \"{ns}\"\n");
+    for n in names {
+        text.push_str(&format!(
+            "\n[elasticweb.{n}]\nimage = \"nginx:1.17.1\"\nsingle-pod-qps = 100\ntotal-qps = {total_qps}\n"
+        ));
+    }
+    text
+}
+
+/// resourceVersion of every object this instance owns in `ns`.
+async fn versions(client: &Client, ns: &str, instance: &str) -> BTreeMap<String, String> {
+    let lp = ListParams::default().labels(&format!("driftless.dev/instance={instance}"));
+    let mut out = BTreeMap::new();
+    for d in Api::<Deployment>::namespaced(client.clone(), ns)
+        .list(&lp)
+        .await
+        .unwrap()
+    {
+        out.insert(
+            format!("Deployment/{}", d.name_any()),
+            d.resource_version().unwrap_or_default(),
+        );
+    }
+    for s in Api::<Service>::namespaced(client.clone(), ns)
+        .list(&lp)
+        .await
+        .unwrap()
+    {
+        out.insert(
+            format!("Service/{}", s.name_any()),
+            s.resource_version().unwrap_or_default(),
+        );
+    }
+    for p in Api::<Pod>::namespaced(client.clone(), ns)
+        .list(&lp)
+        .await
+        .unwrap()
+    {
+        out.insert(
+            format!("Pod/{}", p.name_any()),
+            p.resource_version().unwrap_or_default(),
+        );
+    }
+    out
+}
+
+#[tokio::test]
+async fn each_kind_applies_and_becomes_ready_with_its_figures() {
+    let client = common::client().await;
+    let ns = common::namespace(&client, "sync-kinds").await;
+    let text = format!(
+        r#"
+namespace = "{ns}"
+
+[workspace.ide]
+image = "codercom/code-server:4"
+cpu = "1"
+memory = "1Gi"
+storage = "1Gi"
+
+[elasticweb.shop]
+image = "nginx:1.17.1"
+single-pod-qps = 100
+total-qps = 250
+
+[localservice.local]
+selector = {{ app = "local" }}
+ports = [{{ name = "http", port = 80, target-port = 8080 }}]
+"#
+    );
+    let tree = common::tree(&[("all.toml", &text)]);
+    let engine = common::engine(&client, &ns);
+    let (objects, report) = common::sync(&engine, &tree).await;
+    assert!(report.ok(), "{report:#?}");
+    assert!(
+        report.objects.iter().all(|o| o.action == Action::Created),
+        "{report:#?}"
+    );
+
+    let health = common::health_until(&engine, &tree, &objects, "every spec ready", |h| {
+        h.iter().all(|s| s.ready)
+    })
+    .await;
+    let by_kind = |k: &str| {
+        health
+            .iter()
+            .find(|h| h.id.starts_with(k))
+            .unwrap()
+            .figures
+            .clone()
+    };
+    match by_kind("workspace") {
+        Figures::Workspace {
+            phase,
+            node,
+            pod_ip,
+            url,
+            ..
+        } => {
+            assert_eq!(phase.as_deref(), Some("Running"));
+            assert!(node.is_some_and(|n| n.starts_with("node-")));
+            assert!(pod_ip.is_some());
+            assert_eq!(url, format!("http://ide.{ns}.svc.cluster.local:9999"));
+        }
+        other => panic!("{other:?}"),
+    }
+    match by_kind("elasticweb") {
+        Figures::ElasticWeb {
+            desired_replicas,
+            available_replicas,
+            real_qps,
+        } => {
+            assert_eq!(
+                (desired_replicas, available_replicas, real_qps),
+                (3, 3, 300)
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    match by_kind("localservice") {
+        Figures::LocalService { nodes, .. } => {
+            for n in ["node-1", "node-2", "node-3"] {
+                assert!(nodes.contains(&n.to_string()), "{nodes:?}");
+            }
+        }
+        other => panic!("{other:?}"),
+    }
+    let services = Api::<Service>::namespaced(client.clone(), &ns);
+    for n in ["local-node-1", "local-node-2", "local-node-3"] {
+        let svc = services.get(n).await.unwrap();
+        let selector = svc.spec.unwrap().selector.unwrap();
+        assert_eq!(
+            selector
+                .get("localservice.driftless.dev/node")
+                .map(String::as_str),
+            Some(&n["local-".len()..])
+        );
+    }
+}
+
+#[tokio::test]
+async fn reapplying_an_unchanged_tree_sends_no_writes() {
+    let client = common::client().await;
+    let ns = common::namespace(&client, "sync-noop").await;
+    let text = format!(
+        "{}\n[workspace.ide]\nimage = \"codercom/code-server:4\"\ncpu = \"500m\"\nmemory = \"1Gi\"\n",
+        webs(&ns, &["a", "b"], 150)
+    );
+    let tree = common::tree(&[("t.toml", &text)]);
+    let first = common::engine(&client, &ns);
+    let (objects, report) = common::sync(&first, &tree).await;
+    assert!(report.ok(), "{report:#?}");
+    // Let controllers finish their own updates before snapshotting.
+    common::health_until(&first, &tree, &objects, "ready", |h| {
+        h.iter().all(|s| s.ready)
+    })
+    .await;
+    let before = versions(&client, &ns, &ns).await;
+    assert_eq!(before.len(), 6, "{before:?}");
+
+    // A new process: nothing in memory, only the cluster and its inventory.
+    let second = common::engine(&client, &ns);
+    let (_, report) = common::sync(&second, &tree).await;
+    assert!(
+        report.objects.iter().all(|o| o.action == Action::Unchanged),
+        "{report:#?}"
+    );
+    assert_eq!(
+        second.writes.total(),
+        0,
+        "patch {} create {} delete {}",
+        second.writes.get(Verb::Patch),
+        second.writes.get(Verb::Create),
+        second.writes.get(Verb::Delete)
+    );
+    assert_eq!(versions(&client, &ns, &ns).await, before);
+    // And diff agrees: nothing to show.
+    let diffs = second.diff(&objects, &BTreeSet::new()).await.unwrap();
+    assert!(
+        diffs.iter().all(|d| d.change == Change::Unchanged),
+        "{diffs:#?}"
+    );
+}
+
+#[tokio::test]
+async fn one_changed_field_shows_in_diff_and_only_its_object_is_written() {
+    let client = common::client().await;
+    let ns = common::namespace(&client, "sync-change").await;
+    let engine = common::engine(&client, &ns);
+    let (_, report) = common::sync(
+        &engine,
+        &common::tree(&[("t.toml", &webs(&ns, &["a", "b"], 300))]),
+    )
+    .await;
+    assert!(report.ok());
+
+    let mut changed = webs(&ns, &["a"], 300);
+    changed.push_str(
+        "\n[elasticweb.b]\nimage = \"nginx:1.17.1\"\nsingle-pod-qps = 100\ntotal-qps = 500\n",
+    );
+    let tree = common::tree(&[("t.toml", &changed)]);
+    let objects = common::render(&client, &ns, &tree).await;
+    let diffs = engine.diff(&objects, &BTreeSet::new()).await.unwrap();
+    let changes: Vec<_> = diffs
+        .iter()
+        .filter(|d| d.change != Change::Unchanged)
+        .collect();
+    assert_eq!(changes.len(), 1, "{diffs:#?}");
+    assert_eq!(
+        (changes[0].key.kind.as_str(), changes[0].key.name.as_str()),
+        ("Deployment", "b")
+    );
+    let text = driftless::diff::render_change(changes[0], false);
+    let lines: Vec<&str> = text
+        .lines()
+        .filter(|l| {
+            (l.starts_with('+') || l.starts_with('-'))
+                && !l.starts_with("+++")
+                && !l.starts_with("---")
+        })
+        .collect();
+    assert_eq!(lines, ["-  replicas: 3", "+  replicas: 5"], "{text}");
+
+    let writes_before = engine.writes.total();
+    let report = engine.sync(&objects, &BTreeSet::new()).await.unwrap();
+    let written: Vec<_> = report
+        .objects
+        .iter()
+        .filter(|o| o.action != Action::Unchanged)
+        .collect();
+    assert_eq!(written.len(), 1, "{report:#?}");
+    assert_eq!(written[0].action, Action::Configured);
+    assert_eq!(written[0].key.name, "b");
+    // The Deployment, and the inventory record of its new hash.
+    assert_eq!(engine.writes.total() - writes_before, 2);
+    let d = Api::<Deployment>::namespaced(client, &ns)
+        .get("b")
+        .await
+        .unwrap();
+    assert_eq!(d.spec.unwrap().replicas, Some(5));
+}
+
+#[tokio::test]
+async fn prune_removes_only_what_left_and_is_ours_and_guards_hold() {
+    let client = common::client().await;
+    let ns = common::namespace(&client, "sync-prune").await;
+    // Someone else's Service with the name a spec will want.
+    let services = Api::<Service>::namespaced(client.clone(), &ns);
+    let foreign: Service = serde_json::from_value(json!({
+        "metadata": {"name": "d", "labels": {"owner": "someone-else"}},
+        "spec": {"ports": [{"port": 80, "protocol": "TCP"}]},
+    }))
+    .unwrap();
+    services
+        .create(&PostParams::default(), &foreign)
+        .await
+        .unwrap();
+
+    let engine = common::engine(&client, &ns);
+    let (_, report) = common::sync(
+        &engine,
+        &common::tree(&[("t.toml", &webs(&ns, &["a", "b", "c", "d"], 0))]),
+    )
+    .await;
+    // The foreign Service is reported, not taken; everything else applies.
+    let conflicts: Vec<_> = report
+        .objects
+        .iter()
+        .filter(|o| matches!(o.action, Action::Conflict(_)))
+        .collect();
+    assert_eq!(conflicts.len(), 1, "{report:#?}");
+    assert_eq!(
+        (
+            conflicts[0].key.kind.as_str(),
+            conflicts[0].key.name.as_str()
+        ),
+        ("Service", "d")
+    );
+    assert!(!report.ok());
+    let untouched = services.get("d").await.unwrap();
+    assert_eq!(
+        untouched.labels().get("owner").map(String::as_str),
+        Some("someone-else")
+    );
+    assert!(!untouched.labels().contains_key("driftless.dev/instance"));
+    assert!(
+        untouched
+            .managed_fields()
+            .iter()
+            .all(|m| m.manager.as_deref() != Some("driftless"))
+    );
+
+    // c and d leave: c's Deployment + Service and d's Deployment go; the foreign Service stays.
+    let (_, report) = common::sync(
+        &engine,
+        &common::tree(&[("t.toml", &webs(&ns, &["a", "b"], 0))]),
+    )
+    .await;
+    assert!(report.prune.refused.is_none(), "{:?}", report.prune);
+    let mut pruned: Vec<String> = report
+        .prune
+        .objects
+        .iter()
+        .filter(|o| o.action == prune::Action::Pruned)
+        .map(|o| format!("{}/{}", o.key.kind, o.key.name))
+        .collect();
+    pruned.sort();
+    assert_eq!(
+        pruned,
+        ["Deployment/c", "Deployment/d", "Service/c"],
+        "{:#?}",
+        report.prune
+    );
+    let deployments = Api::<Deployment>::namespaced(client.clone(), &ns);
+    assert!(deployments.get_opt("c").await.unwrap().is_none());
+    assert!(deployments.get_opt("a").await.unwrap().is_some());
+    assert!(
+        services.get_opt("d").await.unwrap().is_some(),
+        "someone else's Service was deleted"
+    );
+
+    // An empty revision would prune everything: refused, nothing deleted.
+    let (_, report) = common::sync(&engine, &common::tree(&[])).await;
+    assert!(
+        report
+            .prune
+            .refused
+            .as_deref()
+            .is_some_and(|r| r.contains("no objects")),
+        "{:?}",
+        report.prune
+    );
+    assert!(deployments.get_opt("a").await.unwrap().is_some());
+    // As is one that would prune more than half of the inventory (all 4 of a's and b's
+    // objects, while adding x's)...
+    let (_, report) =
+        common::sync(&engine, &common::tree(&[("t.toml", &webs(&ns, &["x"], 0))])).await;
+    assert!(
+        report
+            .prune
+            .refused
+            .as_deref()
+            .is_some_and(|r| r.contains("4 of 4")),
+        "{:?}",
+        report.prune
+    );
+    assert!(deployments.get_opt("b").await.unwrap().is_some());
+    // ...unless explicitly allowed.
+    let allowed = Engine::new(
+        client.clone(),
+        driftless::apply::Options {
+            instance: ns.clone(),
+            prune: prune::Options {
+                allow_mass: true,
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+    );
+    let (_, report) = common::sync(&allowed, &common::tree(&[])).await;
+    assert_eq!(report.prune.pruned(), 6, "{:#?}", report.prune);
+    assert!(deployments.get_opt("a").await.unwrap().is_none());
+    assert!(
+        services.get_opt("d").await.unwrap().is_some(),
+        "someone else's Service was deleted"
+    );
+}
+
+#[tokio::test]
+async fn an_invalid_tree_applies_nothing_and_prunes_nothing() {
+    let client = common::client().await;
+    let ns = common::namespace(&client, "sync-invalid").await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("web.toml"), webs(&ns, &["a", "b"], 100)).unwrap();
+    let run = |dir: &std::path::Path| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_driftless"))
+            .args(["apply", &dir.to_string_lossy(), "--instance", &ns])
+            .env("KUBECONFIG", std::env::var_os(common::CLUSTER_ENV).unwrap())
+            .output()
+            .unwrap()
+    };
+    let out = run(dir.path());
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let deployments = Api::<Deployment>::namespaced(client.clone(), &ns);
+    let generation = |d: &Deployment| d.metadata.generation;
+    let (a, b) = (
+        deployments.get("a").await.unwrap(),
+        deployments.get("b").await.unwrap(),
+    );
+
+    // One spec changed, one removed, and one broken file: none of it may take effect.
+    std::fs::write(dir.path().join("web.toml"), webs(&ns, &["a"], 900)).unwrap();
+    std::fs::write(
+        dir.path().join("broken.toml"),
+        "[elasticweb.c]\nimage = 1\n",
+    )
+    .unwrap();
+    let out = run(dir.path());
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("broken.toml:2:9: `image` must be a string, found an integer"),
+        "{stderr}"
+    );
+    let a_after = deployments.get("a").await.unwrap();
+    assert_eq!(
+        generation(&a_after),
+        generation(&a),
+        "the changed spec was applied"
+    );
+    assert_eq!(a_after.spec.unwrap().replicas, Some(1));
+    let b_after = deployments
+        .get_opt("b")
+        .await
+        .unwrap()
+        .expect("the removed spec's Deployment was pruned");
+    assert_eq!(generation(&b_after), generation(&b));
+    assert!(deployments.get_opt("c").await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn an_interrupted_sync_leaves_no_orphans_and_the_next_converges() {
+    let client = common::client().await;
+    let ns = common::namespace(&client, "sync-kill").await;
+    let names: Vec<String> = (0..60).map(|i| format!("w{i}")).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    let tree = common::tree(&[("t.toml", &webs(&ns, &refs, 0))]);
+    let objects = common::render(&client, &ns, &tree).await;
+
+    let engine = common::engine(&client, &ns);
+    let no_adopt = BTreeSet::new();
+    let sync = engine.sync(&objects, &no_adopt);
+    let midway = async {
+        while engine.writes.total() < 15 {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    };
+    tokio::select! {
+        _ = sync => panic!("the sync finished before it could be interrupted"),
+        _ = midway => {} // the sync future is dropped here, mid-apply
+    }
+
+    let fresh = common::engine(&client, &ns);
+    let report = fresh.sync(&objects, &BTreeSet::new()).await.unwrap();
+    assert!(report.ok(), "{report:#?}");
+    // Every object labelled ours is desired and inventoried with its UID.
+    let live = versions(&client, &ns, &ns).await;
+    assert_eq!(live.len(), 120);
+    let inventory = fresh.store().load(&client).await.unwrap();
+    assert_eq!(inventory.len(), 120);
+    assert!(
+        inventory.entries.values().all(|e| e.uid.is_some()),
+        "pending entries left"
+    );
+
+    // Which also means all of it can be pruned: nothing orphaned.
+    let cleanup = Engine::new(
+        client.clone(),
+        driftless::apply::Options {
+            instance: ns.clone(),
+            prune: prune::Options {
+                allow_mass: true,
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+    );
+    let report = cleanup.sync(&[], &BTreeSet::new()).await.unwrap();
+    assert_eq!(report.prune.pruned(), 120);
+    assert!(versions(&client, &ns, &ns).await.is_empty());
+}
+
+#[tokio::test]
+async fn simulated_failures_fail_their_spec_with_the_reason() {
+    let client = common::client().await;
+    let ns = common::namespace(&client, "sync-fail").await;
+    let text = format!(
+        r#"
+namespace = "{ns}"
+
+[workspace.crashing]
+image = "example.com/crashloop:1"
+
+[workspace.nopull]
+image = "example.com/unpullable:1"
+
+[workspace.toobig]
+image = "codercom/code-server:4"
+cpu = "1000"
+
+[elasticweb.webcrash]
+image = "example.com/crashloop:2"
+single-pod-qps = 1
+total-qps = 1
+
+[workspace.fine]
+image = "codercom/code-server:4"
+"#
+    );
+    let tree = common::tree(&[("t.toml", &text)]);
+    let engine = common::engine(&client, &ns);
+    let (objects, report) = common::sync(&engine, &tree).await;
+    assert!(report.ok(), "{report:#?}");
+    // Unschedulable only counts as failed after 15 s: wait for every spec to settle.
+    let health = common::health_until(
+        &engine,
+        &tree,
+        &objects,
+        "every spec ready or failed",
+        |h| h.iter().all(|s| s.status != Status::InProgress),
+    )
+    .await;
+    let reason = |name: &str| {
+        let h = health
+            .iter()
+            .find(|h| h.id.ends_with(&format!("/{name}")))
+            .unwrap();
+        (h.status, h.reason.clone().unwrap_or_default())
+    };
+    assert_eq!(
+        reason("crashing"),
+        (Status::Failed, "CrashLoopBackOff".into())
+    );
+    assert_eq!(
+        reason("nopull"),
+        (Status::Failed, "ImagePullBackOff".into())
+    );
+    assert_eq!(reason("toobig"), (Status::Failed, "Unschedulable".into()));
+    assert_eq!(
+        reason("webcrash"),
+        (Status::Failed, "CrashLoopBackOff".into())
+    );
+    assert_eq!(reason("fine").0, Status::Current);
+
+    // The CLI's --wait exits non-zero naming the reason.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("t.toml"), &text).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_driftless"))
+        .args([
+            "apply",
+            &dir.path().to_string_lossy(),
+            "--instance",
+            &ns,
+            "--wait",
+            "--timeout",
+            "60s",
+        ])
+        .env("KUBECONFIG", std::env::var_os(common::CLUSTER_ENV).unwrap())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(
+        stdout.contains(&format!("workspace/{ns}/crashing"))
+            && stdout.contains("FAILED [CrashLoopBackOff]"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("FAILED [ImagePullBackOff]") && stdout.contains("FAILED [Unschedulable]"),
+        "{stdout}"
+    );
+}
+
+#[tokio::test]
+async fn a_crd_and_its_custom_resource_apply_in_one_revision() {
+    let client = common::client().await;
+    let ns = common::namespace(&client, "sync-crd").await;
+    let group = format!("{ns}.driftless.test");
+    let text = format!(
+        r#"
+namespace = "{ns}"
+
+[[manifest]]
+apiVersion = "{group}/v1"
+kind = "VirtulMachine"
+metadata = {{ name = "vm-sample" }}
+spec = {{ cpu = "1", memory = "2G" }}
+
+[[manifest]]
+apiVersion = "apiextensions.k8s.io/v1"
+kind = "CustomResourceDefinition"
+metadata = {{ name = "virtulmachines.{group}" }}
+spec = {{ group = "{group}", scope = "Namespaced", names = {{ kind = "VirtulMachine", plural = "virtulmachines", singular = "virtulmachine", listKind = "VirtulMachineList" }}, versions = [{{ name = "v1", served = true, storage = true, schema = {{ openAPIV3Schema = {{ type = "object", x-kubernetes-preserve-unknown-fields = true }} }} }}] }}
+"#
+    );
+    let tree = common::tree(&[("crd.toml", &text)]);
+    let engine = common::engine(&client, &ns);
+    let (objects, report) = common::sync(&engine, &tree).await;
+    assert!(report.ok(), "{report:#?}");
+    let kinds: Vec<(&str, &Action)> = report
+        .objects
+        .iter()
+        .map(|o| (o.key.kind.as_str(), &o.action))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            ("CustomResourceDefinition", &Action::Created),
+            ("VirtulMachine", &Action::Created)
+        ]
+    );
+    let health = common::health_until(&engine, &tree, &objects, "CRD and CR ready", |h| {
+        h.iter().all(|s| s.ready)
+    })
+    .await;
+    assert_eq!(health.len(), 2);
+
+    // Pruning both removes the resource first, then its CRD.
+    let cleanup = Engine::new(
+        client.clone(),
+        driftless::apply::Options {
+            instance: ns.clone(),
+            prune: prune::Options {
+                allow_mass: true,
+                ..Default::default()
+            },
+            ..Default::default()
+        },
+    );
+    let report = cleanup.sync(&[], &BTreeSet::new()).await.unwrap();
+    let order: Vec<&str> = report
+        .prune
+        .objects
+        .iter()
+        .map(|o| o.key.kind.as_str())
+        .collect();
+    assert_eq!(order, ["VirtulMachine", "CustomResourceDefinition"]);
+    assert!(report.prune.ok(), "{:#?}", report.prune);
+}
+
+#[tokio::test]
+async fn a_workspace_image_change_replaces_its_pod_and_diff_says_so() {
+    let client = common::client().await;
+    let ns = common::namespace(&client, "sync-replace").await;
+    let spec = |image: &str| {
+        format!("namespace = \"{ns}\"\n[workspace.ide]\nimage = \"{image}\"\ncpu = \"1\"\n")
+    };
+    let engine = common::engine(&client, &ns);
+    let (objects, _) = common::sync(
+        &engine,
+        &common::tree(&[("w.toml", &spec("code-server:1"))]),
+    )
+    .await;
+    let tree = common::tree(&[("w.toml", &spec("code-server:1"))]);
+    common::health_until(&engine, &tree, &objects, "ready", |h| {
+        h.iter().all(|s| s.ready)
+    })
+    .await;
+    let pods = Api::<Pod>::namespaced(client.clone(), &ns);
+    let old_uid = pods.get("ide").await.unwrap().uid();
+
+    let tree = common::tree(&[("w.toml", &spec("code-server:2"))]);
+    let objects = common::render(&client, &ns, &tree).await;
+    let diffs = engine.diff(&objects, &BTreeSet::new()).await.unwrap();
+    let pod_diff = diffs.iter().find(|d| d.key.kind == "Pod").unwrap();
+    assert!(
+        matches!(pod_diff.change, Change::Replace { .. }),
+        "{pod_diff:#?}"
+    );
+    assert!(driftless::diff::render_change(pod_diff, false).starts_with("# replace:"));
+
+    let report = engine.sync(&objects, &BTreeSet::new()).await.unwrap();
+    let pod = report.objects.iter().find(|o| o.key.kind == "Pod").unwrap();
+    assert_eq!(pod.action, Action::Replaced, "{report:#?}");
+    let new = pods.get("ide").await.unwrap();
+    assert_ne!(new.uid(), old_uid);
+    assert_eq!(
+        new.spec.unwrap().containers[0].image.as_deref(),
+        Some("code-server:2")
+    );
+    common::health_until(&engine, &tree, &objects, "ready after replace", |h| {
+        h.iter().all(|s| s.ready)
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn instances_never_touch_each_others_objects_and_adopt_takes_over_foreign_ones() {
+    let client = common::client().await;
+    let ns = common::namespace(&client, "sync-owners").await;
+    let alpha = common::engine(&client, &format!("{ns}-alpha"));
+    let beta = common::engine(&client, &format!("{ns}-beta"));
+    let tree = common::tree(&[("t.toml", &webs(&ns, &["shared"], 100))]);
+    let (_, report) = common::sync(&alpha, &tree).await;
+    assert!(report.ok());
+    let before = Api::<Deployment>::namespaced(client.clone(), &ns)
+        .get("shared")
+        .await
+        .unwrap();
+
+    let (_, report) = common::sync(&beta, &tree).await;
+    assert_eq!(report.objects.len(), 2);
+    for o in &report.objects {
+        assert!(
+            matches!(&o.action, Action::Conflict(m) if m.contains("alpha")),
+            "{o:#?}"
+        );
+    }
+    // Not even its own inventory: it has nothing it may own.
+    assert_eq!(beta.writes.total(), 0, "beta wrote");
+    let after = Api::<Deployment>::namespaced(client.clone(), &ns)
+        .get("shared")
+        .await
+        .unwrap();
+    // (resourceVersion moves with the controller's status updates; generation only with spec.)
+    assert_eq!(before.metadata.generation, after.metadata.generation);
+    assert_eq!(
+        after.labels().get("driftless.dev/instance"),
+        Some(&format!("{ns}-alpha"))
+    );
+    // Beta's empty-handed prune cannot reach alpha's objects either.
+    assert!(beta.store().load(&client).await.unwrap().is_empty());
+
+    // A foreign ConfigMap, adopted through --adopt.
+    let cms = Api::<ConfigMap>::namespaced(client.clone(), &ns);
+    let foreign: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "settings"}, "data": {"mode": "old"}}))
+            .unwrap();
+    cms.create(&PostParams::default(), &foreign).await.unwrap();
+    let manifest = format!(
+        "namespace = \"{ns}\"\n[[manifest]]\napiVersion = \"v1\"\nkind = \"ConfigMap\"\nmetadata = {{ name = \"settings\" }}\ndata = {{ mode = \"new\" }}\n"
+    );
+    let tree = common::tree(&[("cm.toml", &manifest)]);
+    let gamma = common::engine(&client, &format!("{ns}-gamma"));
+    let (_, report) = common::sync(&gamma, &tree).await;
+    assert!(
+        matches!(report.objects[0].action, Action::Conflict(_)),
+        "{report:#?}"
+    );
+    assert_eq!(
+        cms.get("settings").await.unwrap().data.unwrap()["mode"],
+        "old"
+    );
+    let adopting = Engine::new(
+        client.clone(),
+        driftless::apply::Options {
+            instance: format!("{ns}-gamma"),
+            adopt: true,
+            ..Default::default()
+        },
+    );
+    let (_, report) = common::sync(&adopting, &tree).await;
+    assert_eq!(report.objects[0].action, Action::Configured, "{report:#?}");
+    let adopted = cms.get("settings").await.unwrap();
+    assert_eq!(adopted.data.as_ref().unwrap()["mode"], "new");
+    assert_eq!(
+        adopted
+            .labels()
+            .get("driftless.dev/instance")
+            .map(String::as_str),
+        Some(format!("{ns}-gamma").as_str())
+    );
+}
+
+#[tokio::test]
+async fn drift_is_taken_back_but_a_new_collision_is_a_reported_conflict() {
+    let client = common::client().await;
+    let ns = common::namespace(&client, "sync-drift").await;
+    let cm = |data: &str| {
+        format!(
+            "namespace = \"{ns}\"\n[[manifest]]\napiVersion = \"v1\"\nkind = \"ConfigMap\"\nmetadata = {{ name = \"cfg\" }}\ndata = {{ {data} }}\n"
+        )
+    };
+    let engine = common::engine(&client, &ns);
+    let (_, report) =
+        common::sync(&engine, &common::tree(&[("c.toml", &cm("a = \"ours\""))])).await;
+    assert!(report.ok());
+    let cms = Api::<ConfigMap>::namespaced(client.clone(), &ns);
+
+    // Another manager takes our field, and sets one of its own.
+    let theirs = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cfg"}, "data": {"a": "theirs", "b": "theirs"}});
+    cms.patch(
+        "cfg",
+        &PatchParams::apply("someone").force(),
+        &Patch::Apply(&theirs),
+    )
+    .await
+    .unwrap();
+
+    // Unchanged specs: that was drift, and the next sync takes `a` back.
+    let (_, report) =
+        common::sync(&engine, &common::tree(&[("c.toml", &cm("a = \"ours\""))])).await;
+    assert_eq!(report.objects[0].action, Action::Configured, "{report:#?}");
+    let data = cms.get("cfg").await.unwrap().data.unwrap();
+    assert_eq!((data["a"].as_str(), data["b"].as_str()), ("ours", "theirs"));
+
+    // Our spec now wants `b`, which another manager owns: a conflict, reported.
+    let tree = common::tree(&[("c.toml", &cm("a = \"ours\", b = \"ours\""))]);
+    let (_, report) = common::sync(&engine, &tree).await;
+    assert!(
+        matches!(&report.objects[0].action, Action::Conflict(m) if m.contains("--force-conflicts")),
+        "{report:#?}"
+    );
+    assert_eq!(cms.get("cfg").await.unwrap().data.unwrap()["b"], "theirs");
+    // --force-conflicts takes it.
+    let forcing = Engine::new(
+        client.clone(),
+        driftless::apply::Options {
+            instance: ns.clone(),
+            force_conflicts: true,
+            ..Default::default()
+        },
+    );
+    let (_, report) = common::sync(&forcing, &tree).await;
+    assert_eq!(report.objects[0].action, Action::Configured);
+    assert_eq!(cms.get("cfg").await.unwrap().data.unwrap()["b"], "ours");
+}
