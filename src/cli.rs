@@ -209,10 +209,23 @@ pub struct RunArgs {
 }
 
 #[derive(Args, Debug)]
+#[command(
+    after_help = "Exit status: 0 when the daemon has converged (the newest revision is valid \
+and synced, every spec ready), 1 when the status file says otherwise, 2 when it cannot be read."
+)]
 pub struct StatusArgs {
     /// The daemon's status file.
     #[arg(long, value_name = "FILE", default_value = "driftless-status.json")]
     pub status_file: PathBuf,
+    /// How to print it.
+    #[arg(long, short = 'o', value_enum, default_value_t = StatusOutput::Table)]
+    pub output: StatusOutput,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatusOutput {
+    Table,
+    Json,
 }
 
 pub fn main() -> ExitCode {
@@ -258,13 +271,33 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Diff(args) => crate::cli_sync::diff(args, &cli.global, &selection).await,
         Command::Apply(args) => crate::cli_sync::apply(args, &cli.global, &selection).await,
         Command::Run(_) => not_built("run"),
-        Command::Status(_) => not_built("status"),
+        Command::Status(args) => status(args),
     }
 }
 
 fn not_built(name: &str) -> anyhow::Result<u8> {
     eprintln!("driftless {name}: not implemented yet");
     Ok(exit::ERROR)
+}
+
+fn status(args: &StatusArgs) -> anyhow::Result<u8> {
+    let file = match crate::report::status::StatusFile::read(&args.status_file) {
+        Ok(file) => file,
+        Err(e) => {
+            eprintln!("driftless status: {e}");
+            return Ok(exit::ERROR);
+        }
+    };
+    let text = match args.output {
+        StatusOutput::Table => file.table(),
+        StatusOutput::Json => serde_json::to_string_pretty(&file)? + "\n",
+    };
+    std::io::stdout().lock().write_all(text.as_bytes())?;
+    Ok(if file.converged() {
+        exit::OK
+    } else {
+        exit::DIFFERENCES
+    })
 }
 
 /// Loads a tree, printing every error; `None` when it is invalid.

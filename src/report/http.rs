@@ -1,0 +1,281 @@
+//! The HTTP side of the daemon: `/metrics`, `/healthz`, `/readyz` and `POST /hooks/git`.
+
+use std::fmt;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, FromRequest, Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use hmac::{Hmac, KeyInit, Mac};
+use sha2::Sha256;
+use tokio::net::TcpListener;
+use tokio::sync::mpsc;
+
+use super::metrics::{self, Metrics};
+
+/// Largest hook request body accepted. Push events of big pushes reach a few hundred KiB;
+/// anything past this is not a forge talking.
+pub const HOOK_BODY_LIMIT: usize = 1024 * 1024;
+
+/// The signature header GitHub and Gitea send: `sha256=<hex HMAC-SHA256 of the body>`.
+pub const SIGNATURE_HEADER: &str = "x-hub-signature-256";
+
+pub struct HttpState {
+    pub metrics: Arc<Metrics>,
+    /// `/readyz` answers 200 once this is true (after the first completed sync), else 503.
+    pub ready: Arc<AtomicBool>,
+    /// `POST /hooks/git` sends `()` here; `None` disables the hook (404).
+    pub hook: Option<mpsc::Sender<()>>,
+    /// When set, a hook request needs a valid `X-Hub-Signature-256`; 401 otherwise.
+    pub hook_secret: Option<Vec<u8>>,
+}
+
+// By hand, so the secret never reaches a log line.
+impl fmt::Debug for HttpState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HttpState")
+            .field("ready", &self.ready.load(Ordering::Relaxed))
+            .field("hook", &self.hook.is_some())
+            .field(
+                "hook_secret",
+                &self.hook_secret.as_ref().map(|_| "<redacted>"),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+/// Binds `addr`; an address in use is an error (the caller decides whether that is fatal).
+pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|e| std::io::Error::new(e.kind(), format!("binding {addr}: {e}")))
+}
+
+/// Binds `addr` and serves until `shutdown` resolves.
+pub async fn serve(
+    addr: SocketAddr,
+    state: HttpState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    serve_on(bind(addr).await?, state, shutdown).await
+}
+
+/// Serves on an already bound listener until `shutdown` resolves, then lets requests in
+/// flight finish.
+pub async fn serve_on(
+    listener: TcpListener,
+    state: HttpState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    // An empty key makes every signature trivially forgeable by anyone who guesses that
+    // the secret is empty; refuse rather than pretend the hook is protected.
+    if state.hook_secret.as_ref().is_some_and(Vec::is_empty) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "the git hook secret is empty",
+        ));
+    }
+    if let Ok(addr) = listener.local_addr() {
+        tracing::info!(%addr, hook = state.hook.is_some(), "serving /metrics, /healthz, /readyz");
+    }
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+/// The routes, for callers that serve them their own way.
+pub fn router(state: HttpState) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics_page))
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route(
+            "/hooks/git",
+            post(git_hook).layer(DefaultBodyLimit::max(HOOK_BODY_LIMIT)),
+        )
+        .with_state(Arc::new(state))
+}
+
+async fn metrics_page(State(state): State<Arc<HttpState>>) -> Response {
+    (
+        [(header::CONTENT_TYPE, metrics::CONTENT_TYPE)],
+        state.metrics.encode(),
+    )
+        .into_response()
+}
+
+async fn healthz() -> &'static str {
+    "ok"
+}
+
+async fn readyz(State(state): State<Arc<HttpState>>) -> (StatusCode, &'static str) {
+    if state.ready.load(Ordering::Acquire) {
+        (StatusCode::OK, "ready")
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not ready: no sync completed yet",
+        )
+    }
+}
+
+async fn git_hook(State(state): State<Arc<HttpState>>, request: Request) -> Response {
+    let Some(hook) = &state.hook else {
+        return (StatusCode::NOT_FOUND, "the git hook is not enabled").into_response();
+    };
+    // Judging the declared length before reading means a client that waits for
+    // `100 Continue` never sends an oversized body at all.
+    if declared_length(request.headers()).is_some_and(|n| n > HOOK_BODY_LIMIT as u64) {
+        return too_large();
+    }
+    let headers = request.headers().clone();
+    // Bytes honours the DefaultBodyLimit layer and answers 413 (or 400 for a broken
+    // body) by itself.
+    let body = match Bytes::from_request(request, &()).await {
+        Ok(body) => body,
+        Err(rejection) => return rejection.into_response(),
+    };
+    if let Some(secret) = &state.hook_secret
+        && !signature_valid(secret, &headers, &body)
+    {
+        tracing::warn!("git hook: rejected a request without a valid {SIGNATURE_HEADER}");
+        return (
+            StatusCode::UNAUTHORIZED,
+            "missing or invalid X-Hub-Signature-256",
+        )
+            .into_response();
+    }
+    match hook.try_send(()) {
+        // Full: a fetch is already pending and will see this push too.
+        Ok(()) | Err(mpsc::error::TrySendError::Full(())) => {
+            tracing::info!("git hook: fetch requested");
+            (StatusCode::ACCEPTED, "fetch scheduled").into_response()
+        }
+        Err(mpsc::error::TrySendError::Closed(())) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the fetcher is not running",
+        )
+            .into_response(),
+    }
+}
+
+fn too_large() -> Response {
+    (
+        StatusCode::PAYLOAD_TOO_LARGE,
+        format!("the hook body is limited to {HOOK_BODY_LIMIT} bytes"),
+    )
+        .into_response()
+}
+
+fn declared_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// HMAC-SHA256 of the body under `secret`, compared in constant time with the header's.
+fn signature_valid(secret: &[u8], headers: &HeaderMap, body: &[u8]) -> bool {
+    let Some(given) = headers
+        .get(SIGNATURE_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().strip_prefix("sha256="))
+        .and_then(decode_hex)
+    else {
+        return false;
+    };
+    let Ok(mut mac) = <Hmac<Sha256> as KeyInit>::new_from_slice(secret) else {
+        return false;
+    };
+    mac.update(body);
+    mac.verify_slice(&given).is_ok()
+}
+
+fn decode_hex(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) {
+        return None;
+    }
+    text.as_bytes()
+        .chunks(2)
+        .map(|pair| {
+            let digit = |c: u8| (c as char).to_digit(16);
+            Some((digit(pair[0])? * 16 + digit(pair[1])?) as u8)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sign(secret: &[u8], body: &[u8]) -> String {
+        let Ok(mut mac) = <Hmac<Sha256> as KeyInit>::new_from_slice(secret) else {
+            return String::new();
+        };
+        mac.update(body);
+        let tag = mac.finalize().into_bytes();
+        let hex: String = tag.iter().map(|b| format!("{b:02x}")).collect();
+        format!("sha256={hex}")
+    }
+
+    fn headers(signature: &str) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        if let Ok(v) = signature.parse() {
+            h.insert(SIGNATURE_HEADER, v);
+        }
+        h
+    }
+
+    #[test]
+    fn hex() {
+        assert_eq!(decode_hex("00ff7A"), Some(vec![0, 255, 122]));
+        assert_eq!(decode_hex(""), Some(vec![]));
+        assert_eq!(decode_hex("abc"), None);
+        assert_eq!(decode_hex("zz"), None);
+        assert_eq!(decode_hex("+1"), None);
+    }
+
+    #[test]
+    fn signatures() {
+        let body = br#"{"ref":"refs/heads/main"}"#;
+        // GitHub's documented example: secret "It's a Secret to Everybody", body "Hello, World!".
+        assert_eq!(
+            sign(b"It's a Secret to Everybody", b"Hello, World!"),
+            "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17"
+        );
+        let good = sign(b"s3cret", body);
+        assert!(signature_valid(b"s3cret", &headers(&good), body));
+        assert!(!signature_valid(b"other", &headers(&good), body));
+        assert!(!signature_valid(b"s3cret", &headers(&good), b"tampered"));
+        assert!(!signature_valid(b"s3cret", &HeaderMap::new(), body));
+        assert!(!signature_valid(
+            b"s3cret",
+            &headers(good.trim_start_matches("sha256=")),
+            body
+        ));
+        // A truncated tag must not pass as a prefix match.
+        assert!(!signature_valid(b"s3cret", &headers(&good[..40]), body));
+        assert!(!signature_valid(b"s3cret", &headers("sha256="), body));
+    }
+
+    #[test]
+    fn debug_hides_the_secret() {
+        let state = HttpState {
+            metrics: Arc::new(Metrics::new()),
+            ready: Arc::default(),
+            hook: None,
+            hook_secret: Some(b"hunter2".to_vec()),
+        };
+        let text = format!("{state:?}");
+        assert!(!text.contains("hunter2") && !text.contains("104"), "{text}");
+    }
+}

@@ -1,0 +1,436 @@
+//! The daemon's Prometheus metrics, encoded as OpenMetrics text.
+//!
+//! OpenMetrics names a counter's family without `_total` (`# TYPE driftless_sync counter`)
+//! and its sample with it (`driftless_sync_total{result="success"} 3`); an info metric's
+//! family likewise drops `_info`. Units are part of the name (`_seconds`).
+
+use std::sync::atomic::AtomicU64;
+use std::sync::{PoisonError, RwLock};
+
+use prometheus_client::encoding::{EncodeLabelSet, EncodeMetric, MetricEncoder};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Registry, Unit};
+
+/// The OpenMetrics text format's media type, for `/metrics`.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// The results a sync ends with; their counters exist from the start so that `rate()` and
+/// `increase()` see the first failure.
+pub const SYNC_RESULTS: [&str; 3] = ["success", "failed", "refused"];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabels {
+    pub result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SpecLabels {
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct VerbLabels {
+    pub verb: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ObjectLabels {
+    pub namespace: String,
+    pub name: String,
+}
+
+/// An info metric whose one series can change: prometheus-client's `Info` is fixed at
+/// registration, but the source revision moves with every commit, and only the current
+/// one may be exposed (a stale series would read as "still running that revision").
+#[derive(Debug, Default)]
+pub struct RevisionInfo {
+    revision: RwLock<Option<String>>,
+}
+
+impl RevisionInfo {
+    pub fn set(&self, revision: &str) {
+        *self
+            .revision
+            .write()
+            .unwrap_or_else(PoisonError::into_inner) = Some(revision.to_string());
+    }
+
+    pub fn get(&self) -> Option<String> {
+        self.revision
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+impl EncodeMetric for RevisionInfo {
+    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        match self.get() {
+            Some(revision) => encoder.encode_info(&[("revision", revision.as_str())]),
+            None => Ok(()),
+        }
+    }
+
+    fn metric_type(&self) -> MetricType {
+        MetricType::Info
+    }
+
+    fn is_empty(&self) -> bool {
+        self.get().is_none()
+    }
+}
+
+/// The registry and a handle on every metric in it; share it behind an `Arc`.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    pub sync_total: Family<ResultLabels, Counter>,
+    pub sync_duration_seconds: Histogram,
+    pub last_sync_timestamp_seconds: Gauge<f64, AtomicU64>,
+    pub spec_ready: Family<SpecLabels, Gauge>,
+    pub api_writes_total: Family<VerbLabels, Counter>,
+    pub drift_corrections_total: Counter,
+    pub pruned_objects_total: Counter,
+    pub source_revision: std::sync::Arc<RevisionInfo>,
+    pub elasticweb_real_qps: Family<ObjectLabels, Gauge<f64, AtomicU64>>,
+    pub change_to_ready_seconds: Histogram,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("driftless");
+        let sync_total = Family::<ResultLabels, Counter>::default();
+        for result in SYNC_RESULTS {
+            // Creating the series is the point; the guard is dropped at once.
+            drop(sync_total.get_or_create(&ResultLabels {
+                result: result.to_string(),
+            }));
+        }
+        // A no-op resync takes well under a second; a sync that waits on a big apply or a
+        // slow apiserver takes minutes.
+        let sync_duration_seconds = Histogram::new([
+            0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0,
+        ]);
+        // From a commit or a save to every spec ready: image pulls and rollouts make this
+        // seconds to minutes.
+        let change_to_ready_seconds = Histogram::new([
+            0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0, 600.0,
+        ]);
+        let m = Metrics {
+            sync_total,
+            sync_duration_seconds,
+            last_sync_timestamp_seconds: Gauge::default(),
+            spec_ready: Family::default(),
+            api_writes_total: Family::default(),
+            drift_corrections_total: Counter::default(),
+            pruned_objects_total: Counter::default(),
+            source_revision: Default::default(),
+            elasticweb_real_qps: Family::default(),
+            change_to_ready_seconds,
+            registry: Registry::default(),
+        };
+        registry.register(
+            "sync",
+            "Syncs finished, by result (success, failed, refused)",
+            m.sync_total.clone(),
+        );
+        registry.register_with_unit(
+            "sync_duration",
+            "How long a sync took",
+            Unit::Seconds,
+            m.sync_duration_seconds.clone(),
+        );
+        registry.register_with_unit(
+            "last_sync_timestamp",
+            "When the last sync finished, in seconds since the Unix epoch",
+            Unit::Seconds,
+            m.last_sync_timestamp_seconds.clone(),
+        );
+        registry.register(
+            "spec_ready",
+            "Whether a spec is ready (1) or not (0)",
+            m.spec_ready.clone(),
+        );
+        registry.register(
+            "api_writes",
+            "Writes sent to the Kubernetes API, by verb",
+            m.api_writes_total.clone(),
+        );
+        registry.register(
+            "drift_corrections",
+            "Objects changed in the cluster outside driftless and set back",
+            m.drift_corrections_total.clone(),
+        );
+        registry.register(
+            "pruned_objects",
+            "Objects deleted because they left the specs",
+            m.pruned_objects_total.clone(),
+        );
+        registry.register(
+            "source_revision",
+            "The source revision last applied",
+            SharedRevision(m.source_revision.clone()),
+        );
+        registry.register(
+            "elasticweb_real_qps",
+            "Queries per second an elasticweb spec can serve: available replicas times single-pod QPS",
+            m.elasticweb_real_qps.clone(),
+        );
+        registry.register_with_unit(
+            "change_to_ready",
+            "From a commit or a saved file to every spec ready",
+            Unit::Seconds,
+            m.change_to_ready_seconds.clone(),
+        );
+        Metrics { registry, ..m }
+    }
+
+    /// The OpenMetrics text exposition, ending in `# EOF`.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing into a String cannot fail; an error could only come from a metric's own
+        // encoder, and a partial page is still more useful than none.
+        if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
+            tracing::error!("encoding metrics: {e}");
+        }
+        out
+    }
+
+    pub fn sync_finished(&self, result: &str, duration: std::time::Duration, at_unix_seconds: f64) {
+        self.sync_total
+            .get_or_create(&ResultLabels {
+                result: result.to_string(),
+            })
+            .inc();
+        self.sync_duration_seconds.observe(duration.as_secs_f64());
+        self.last_sync_timestamp_seconds.set(at_unix_seconds);
+    }
+
+    pub fn set_spec_ready(&self, kind: &str, namespace: &str, name: &str, ready: bool) {
+        self.spec_ready
+            .get_or_create(&spec_labels(kind, namespace, name))
+            .set(i64::from(ready));
+    }
+
+    /// A spec left the tree: its series goes, rather than reading "not ready" forever.
+    pub fn forget_spec(&self, kind: &str, namespace: &str, name: &str) {
+        self.spec_ready.remove(&spec_labels(kind, namespace, name));
+    }
+
+    pub fn add_api_writes(&self, verb: &str, n: u64) {
+        self.api_writes_total
+            .get_or_create(&VerbLabels {
+                verb: verb.to_string(),
+            })
+            .inc_by(n);
+    }
+
+    pub fn add_drift_corrections(&self, n: u64) {
+        self.drift_corrections_total.inc_by(n);
+    }
+
+    pub fn add_pruned(&self, n: u64) {
+        self.pruned_objects_total.inc_by(n);
+    }
+
+    /// Only the current revision's series exists afterwards.
+    pub fn set_revision(&self, revision: &str) {
+        self.source_revision.set(revision);
+    }
+
+    pub fn set_real_qps(&self, namespace: &str, name: &str, qps: f64) {
+        self.elasticweb_real_qps
+            .get_or_create(&object_labels(namespace, name))
+            .set(qps);
+    }
+
+    pub fn forget_real_qps(&self, namespace: &str, name: &str) {
+        self.elasticweb_real_qps
+            .remove(&object_labels(namespace, name));
+    }
+
+    pub fn observe_change_to_ready(&self, seconds: f64) {
+        self.change_to_ready_seconds.observe(seconds);
+    }
+}
+
+fn spec_labels(kind: &str, namespace: &str, name: &str) -> SpecLabels {
+    SpecLabels {
+        kind: kind.to_string(),
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+    }
+}
+
+fn object_labels(namespace: &str, name: &str) -> ObjectLabels {
+    ObjectLabels {
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+    }
+}
+
+/// The registry owns what it is given; the `Metrics` handle must keep changing the same
+/// revision, so both hold an `Arc`.
+#[derive(Debug)]
+struct SharedRevision(std::sync::Arc<RevisionInfo>);
+
+impl EncodeMetric for SharedRevision {
+    fn encode(&self, encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
+        self.0.encode(encoder)
+    }
+
+    fn metric_type(&self) -> MetricType {
+        self.0.metric_type()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn samples<'a>(text: &'a str, name: &str) -> Vec<&'a str> {
+        text.lines()
+            .filter(|l| {
+                l.strip_prefix(name)
+                    .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
+            })
+            .collect()
+    }
+
+    fn populated() -> Metrics {
+        let m = Metrics::new();
+        m.sync_finished("success", std::time::Duration::from_millis(1500), 1.7e9);
+        m.set_spec_ready("elasticweb", "shop", "web", true);
+        m.add_api_writes("apply", 3);
+        m.add_drift_corrections(2);
+        m.add_pruned(1);
+        m.set_revision("0123abcd");
+        m.set_real_qps("shop", "web", 2400.0);
+        m.observe_change_to_ready(4.2);
+        m
+    }
+
+    #[test]
+    fn every_family_with_its_type() {
+        let text = populated().encode();
+        for (family, kind) in [
+            ("driftless_sync", "counter"),
+            ("driftless_sync_duration_seconds", "histogram"),
+            ("driftless_last_sync_timestamp_seconds", "gauge"),
+            ("driftless_spec_ready", "gauge"),
+            ("driftless_api_writes", "counter"),
+            ("driftless_drift_corrections", "counter"),
+            ("driftless_pruned_objects", "counter"),
+            ("driftless_source_revision", "info"),
+            ("driftless_elasticweb_real_qps", "gauge"),
+            ("driftless_change_to_ready_seconds", "histogram"),
+        ] {
+            assert!(
+                text.contains(&format!("\n# TYPE {family} {kind}\n")),
+                "{family} {kind}:\n{text}"
+            );
+            assert!(text.contains(&format!("# HELP {family} ")), "{family}");
+        }
+        assert!(text.contains("# UNIT driftless_sync_duration_seconds seconds\n"));
+        assert!(text.ends_with("# EOF\n"), "{text}");
+    }
+
+    #[test]
+    fn samples_carry_the_specified_labels() {
+        let text = populated().encode();
+        // success was counted once; the others exist at zero from the start.
+        assert_eq!(samples(&text, "driftless_sync_total").len(), 3, "{text}");
+        assert!(text.contains("driftless_sync_total{result=\"success\"} 1\n"));
+        assert!(text.contains("driftless_sync_total{result=\"failed\"} 0\n"));
+        assert!(text.contains("driftless_sync_total{result=\"refused\"} 0\n"));
+        assert!(
+            text.contains("driftless_sync_duration_seconds_count 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("driftless_sync_duration_seconds_sum 1.5\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("driftless_last_sync_timestamp_seconds 1700000000.0\n"),
+            "{text}"
+        );
+        assert!(text.contains(
+            "driftless_spec_ready{kind=\"elasticweb\",namespace=\"shop\",name=\"web\"} 1\n"
+        ));
+        assert!(text.contains("driftless_api_writes_total{verb=\"apply\"} 3\n"));
+        assert!(text.contains("driftless_drift_corrections_total 2\n"));
+        assert!(text.contains("driftless_pruned_objects_total 1\n"));
+        assert!(text.contains("driftless_source_revision_info{revision=\"0123abcd\"} 1\n"));
+        assert!(
+            text.contains(
+                "driftless_elasticweb_real_qps{namespace=\"shop\",name=\"web\"} 2400.0\n"
+            )
+        );
+        assert!(
+            text.contains("driftless_change_to_ready_seconds_bucket{le=\"5.0\"} 1\n"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn one_revision_series_at_a_time() {
+        let m = Metrics::new();
+        assert!(samples(&m.encode(), "driftless_source_revision_info").is_empty());
+        m.set_revision("aaa");
+        m.set_revision("bbb");
+        let text = m.encode();
+        assert_eq!(
+            samples(&text, "driftless_source_revision_info"),
+            ["driftless_source_revision_info{revision=\"bbb\"} 1"]
+        );
+    }
+
+    #[test]
+    fn forgotten_series_go() {
+        let m = populated();
+        m.set_spec_ready("workspace", "dev", "alice", false);
+        let text = m.encode();
+        assert_eq!(samples(&text, "driftless_spec_ready").len(), 2, "{text}");
+        assert!(text.contains(
+            "driftless_spec_ready{kind=\"workspace\",namespace=\"dev\",name=\"alice\"} 0\n"
+        ));
+        m.forget_spec("elasticweb", "shop", "web");
+        m.forget_real_qps("shop", "web");
+        let text = m.encode();
+        assert_eq!(
+            samples(&text, "driftless_spec_ready"),
+            ["driftless_spec_ready{kind=\"workspace\",namespace=\"dev\",name=\"alice\"} 0"]
+        );
+        assert!(
+            samples(&text, "driftless_elasticweb_real_qps").is_empty(),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn label_values_are_escaped() {
+        let m = Metrics::new();
+        m.set_revision("a\"b\\c\nd");
+        assert!(
+            m.encode()
+                .contains(r#"driftless_source_revision_info{revision="a\"b\\c\nd"} 1"#)
+        );
+    }
+}

@@ -1,0 +1,7 @@
+//! What the daemon tells the outside world: the status file (`status`), Prometheus metrics
+//! (`metrics`) and the HTTP server that exposes them with health probes and the git hook
+//! (`http`). Nothing here talks to the cluster; the daemon feeds these.
+
+pub mod http;
+pub mod metrics;
+pub mod status;
