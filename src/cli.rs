@@ -191,21 +191,54 @@ pub struct RunArgs {
     /// Watch this directory of specs.
     #[arg(long, value_name = "PATH")]
     pub dir: Option<PathBuf>,
-    /// Sync from this git repository.
+    /// Sync from this git repository (credentials come from the environment, never argv).
     #[arg(long, value_name = "URL")]
     pub git: Option<String>,
-    /// Branch to follow with --git.
-    #[arg(long, default_value = "main", requires = "git")]
-    pub branch: String,
+    /// Branch to follow with --git (default: main).
+    #[arg(long, requires = "git", conflicts_with_all = ["tag", "commit"])]
+    pub branch: Option<String>,
+    /// Tag to follow with --git.
+    #[arg(long, requires = "git", conflicts_with = "commit")]
+    pub tag: Option<String>,
+    /// Commit to pin with --git.
+    #[arg(long, requires = "git")]
+    pub commit: Option<String>,
     /// Subdirectory of the repository that holds the specs.
     #[arg(long, value_name = "SUBDIR", requires = "git")]
-    pub path: Option<PathBuf>,
-    /// Where to write the status file (JSON).
+    pub path: Option<String>,
+    /// How often to fetch with --git (POST /hooks/git fetches at once).
+    #[arg(long, default_value = "1m", value_parser = humantime::parse_duration)]
+    pub interval: Duration,
+    /// Full resync (and directory rescan) period.
+    #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
+    pub resync: Duration,
+    /// Where to keep the git clone (default: $CACHE_DIRECTORY from systemd, else
+    /// ~/.cache/driftless).
+    #[arg(long, value_name = "DIR", env = "DRIFTLESS_CACHE_DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// Where to write the status file (JSON, replaced atomically).
     #[arg(long, value_name = "FILE")]
     pub status_file: Option<PathBuf>,
-    /// Address for /metrics, /healthz and /readyz.
+    /// Address for /metrics, /healthz, /readyz and /hooks/git.
     #[arg(long, default_value = "127.0.0.1:9477")]
     pub metrics_addr: std::net::SocketAddr,
+    /// File holding the HMAC secret the git hook must sign with (X-Hub-Signature-256).
+    #[arg(long, value_name = "FILE")]
+    pub hook_secret_file: Option<PathBuf>,
+    /// Only the replica holding the Lease writes; the others keep caches warm.
+    #[arg(long)]
+    pub leader_elect: bool,
+    /// Namespace of the leader-election Lease.
+    #[arg(long, default_value = crate::apply::inventory::DEFAULT_NAMESPACE)]
+    pub lease_namespace: String,
+    /// Name of the Lease (default: driftless-<instance>).
+    #[arg(long)]
+    pub lease_name: Option<String>,
+    /// A spec not ready this long after its revision was applied is reported failed.
+    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+    pub ready_timeout: Duration,
+    #[command(flatten)]
+    pub engine: EngineArgs,
 }
 
 #[derive(Args, Debug)]
@@ -270,14 +303,9 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         }
         Command::Diff(args) => crate::cli_sync::diff(args, &cli.global, &selection).await,
         Command::Apply(args) => crate::cli_sync::apply(args, &cli.global, &selection).await,
-        Command::Run(_) => not_built("run"),
+        Command::Run(args) => crate::cli_run::run(args, &cli.global, &selection).await,
         Command::Status(args) => status(args),
     }
-}
-
-fn not_built(name: &str) -> anyhow::Result<u8> {
-    eprintln!("driftless {name}: not implemented yet");
-    Ok(exit::ERROR)
 }
 
 fn status(args: &StatusArgs) -> anyhow::Result<u8> {

@@ -14,4 +14,5 @@ pub mod health;
 pub mod prune;
 pub mod render;
 pub mod report;
+pub mod source;
 pub mod spec;

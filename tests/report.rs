@@ -541,8 +541,8 @@ fn status_command_without_a_readable_file_exits_2() -> TestResult {
 }
 
 /// The strictest OpenMetrics parser at hand is the Python client's (Debian:
-/// python3-prometheus-client); `promtool check metrics` only knows the older Prometheus text
-/// format. Skipped where the parser is not installed.
+/// python3-prometheus-client, installed by testbed/install.sh); `promtool check metrics`
+/// (in tests/daemon.rs) checks the same page as Prometheus text.
 #[tokio::test]
 async fn metrics_parse_as_openmetrics() -> TestResult {
     let python = "/usr/bin/python3";
@@ -554,10 +554,10 @@ async fn metrics_parse_as_openmetrics() -> TestResult {
         .args(["-c", "import prometheus_client.openmetrics.parser"])
         .output()
         .is_ok_and(|o| o.status.success());
-    if !available {
-        eprintln!("skipped: no {python} with prometheus_client");
-        return Ok(());
-    }
+    assert!(
+        available,
+        "{python} has no prometheus_client: run testbed/install.sh (installs python3-prometheus-client)"
+    );
     let server = Server::start(None, None).await?;
     let m = &server.metrics;
     m.sync_finished("failed", Duration::from_millis(20), 1.7e9);

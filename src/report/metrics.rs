@@ -5,10 +5,8 @@
 //! family likewise drops `_info`. Units are part of the name (`_seconds`).
 
 use std::sync::atomic::AtomicU64;
-use std::sync::{PoisonError, RwLock};
 
-use prometheus_client::encoding::{EncodeLabelSet, EncodeMetric, MetricEncoder};
-use prometheus_client::metrics::MetricType;
+use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -45,45 +43,9 @@ pub struct ObjectLabels {
     pub name: String,
 }
 
-/// An info metric whose one series can change: prometheus-client's `Info` is fixed at
-/// registration, but the source revision moves with every commit, and only the current
-/// one may be exposed (a stale series would read as "still running that revision").
-#[derive(Debug, Default)]
-pub struct RevisionInfo {
-    revision: RwLock<Option<String>>,
-}
-
-impl RevisionInfo {
-    pub fn set(&self, revision: &str) {
-        *self
-            .revision
-            .write()
-            .unwrap_or_else(PoisonError::into_inner) = Some(revision.to_string());
-    }
-
-    pub fn get(&self) -> Option<String> {
-        self.revision
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-    }
-}
-
-impl EncodeMetric for RevisionInfo {
-    fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
-        match self.get() {
-            Some(revision) => encoder.encode_info(&[("revision", revision.as_str())]),
-            None => Ok(()),
-        }
-    }
-
-    fn metric_type(&self) -> MetricType {
-        MetricType::Info
-    }
-
-    fn is_empty(&self) -> bool {
-        self.get().is_none()
-    }
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RevisionLabels {
+    pub revision: String,
 }
 
 /// The registry and a handle on every metric in it; share it behind an `Arc`.
@@ -97,7 +59,9 @@ pub struct Metrics {
     pub api_writes_total: Family<VerbLabels, Counter>,
     pub drift_corrections_total: Counter,
     pub pruned_objects_total: Counter,
-    pub source_revision: std::sync::Arc<RevisionInfo>,
+    /// A gauge, not an OpenMetrics `info`: promtool (Prometheus text format) and
+    /// OpenMetrics parsers both read it, and `*_info` gauges are the common convention.
+    pub source_revision_info: Family<RevisionLabels, Gauge>,
     pub elasticweb_real_qps: Family<ObjectLabels, Gauge<f64, AtomicU64>>,
     pub change_to_ready_seconds: Histogram,
 }
@@ -136,7 +100,7 @@ impl Metrics {
             api_writes_total: Family::default(),
             drift_corrections_total: Counter::default(),
             pruned_objects_total: Counter::default(),
-            source_revision: Default::default(),
+            source_revision_info: Family::default(),
             elasticweb_real_qps: Family::default(),
             change_to_ready_seconds,
             registry: Registry::default(),
@@ -179,9 +143,9 @@ impl Metrics {
             m.pruned_objects_total.clone(),
         );
         registry.register(
-            "source_revision",
-            "The source revision last applied",
-            SharedRevision(m.source_revision.clone()),
+            "source_revision_info",
+            "The source revision last applied (always 1)",
+            m.source_revision_info.clone(),
         );
         registry.register(
             "elasticweb_real_qps",
@@ -245,9 +209,13 @@ impl Metrics {
         self.pruned_objects_total.inc_by(n);
     }
 
-    /// Only the current revision's series exists afterwards.
+    /// Only the current revision's series exists afterwards: a stale one would read as
+    /// "still running that revision".
     pub fn set_revision(&self, revision: &str) {
-        self.source_revision.set(revision);
+        self.source_revision_info.clear();
+        self.source_revision_info
+            .get_or_create(&RevisionLabels { revision: revision.to_string() })
+            .set(1);
     }
 
     pub fn set_real_qps(&self, namespace: &str, name: &str, qps: f64) {
@@ -281,24 +249,6 @@ fn object_labels(namespace: &str, name: &str) -> ObjectLabels {
     }
 }
 
-/// The registry owns what it is given; the `Metrics` handle must keep changing the same
-/// revision, so both hold an `Arc`.
-#[derive(Debug)]
-struct SharedRevision(std::sync::Arc<RevisionInfo>);
-
-impl EncodeMetric for SharedRevision {
-    fn encode(&self, encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
-        self.0.encode(encoder)
-    }
-
-    fn metric_type(&self) -> MetricType {
-        self.0.metric_type()
-    }
-
-    fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-}
 
 #[cfg(test)]
 mod tests {
@@ -337,7 +287,7 @@ mod tests {
             ("driftless_api_writes", "counter"),
             ("driftless_drift_corrections", "counter"),
             ("driftless_pruned_objects", "counter"),
-            ("driftless_source_revision", "info"),
+            ("driftless_source_revision_info", "gauge"),
             ("driftless_elasticweb_real_qps", "gauge"),
             ("driftless_change_to_ready_seconds", "histogram"),
         ] {

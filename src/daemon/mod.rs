@@ -1,0 +1,694 @@
+//! The daemon: a source (directory or git) feeds revisions; one loop owns the state and
+//! a keyed queue; watches report drift, node changes and live state; syncs are applied
+//! by the engine; readiness flows into the status file and metrics.
+//!
+//! One sync runs at a time (objects within it in parallel, bounded), so the inventory
+//! has a single writer. Keys are deduplicated; a failing spec backs off on its own.
+
+pub mod labeller;
+pub mod queue;
+pub mod watch;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+use kube::Client;
+use serde_json::Value;
+use tokio::sync::{mpsc, watch as tokio_watch};
+use tokio::time::Instant;
+
+use crate::apply::{self, Action, Engine, ObjKey, Observed, Verb};
+use crate::health::{self, SpecHealth, Status};
+use crate::render::{self, NodeFacts, Object};
+use crate::report::{http, metrics::Metrics, status};
+use crate::source;
+use crate::spec::{SourceFile, SpecBody, SpecId, SpecTree};
+use queue::{Key, Queue};
+
+pub enum SourceConfig {
+    Dir(PathBuf),
+    Git { config: source::git::GitConfig, interval: Duration },
+}
+
+#[derive(Debug, Clone)]
+pub struct LeaseConfig {
+    pub namespace: String,
+    pub name: String,
+    pub identity: String,
+}
+
+pub struct Config {
+    pub source: SourceConfig,
+    pub resync: Duration,
+    pub status_file: Option<PathBuf>,
+    pub metrics_addr: SocketAddr,
+    pub hook_secret: Option<Vec<u8>>,
+    pub leader_elect: Option<LeaseConfig>,
+    /// A spec not ready this long after its revision was applied is reported failed.
+    pub ready_timeout: Duration,
+    pub engine: apply::Options,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("serving HTTP on {addr}: {source}")]
+    Http { addr: SocketAddr, source: std::io::Error },
+    #[error("watching the spec directory: {0}")]
+    Dir(#[from] source::dir::DirError),
+    #[error("opening the git source: {0}")]
+    Git(#[from] source::git::GitError),
+    #[error("leader election: {0}")]
+    Lease(String),
+}
+
+/// What the source produced: a revision's files, or why there is none.
+enum SourceUpdate {
+    Revision { id: String, files: Vec<SourceFile> },
+    Failed { message: String },
+}
+
+/// Everything the loop knows.
+struct State {
+    source_name: String,
+    tree: Option<SpecTree>,
+    objects: Vec<Object>,
+    /// The revision `tree` came from, once synced.
+    revision_applied: Option<String>,
+    /// The revision `tree` came from (synced or not yet).
+    revision_current: Option<String>,
+    revision_seen: Option<String>,
+    seen_at: Option<Instant>,
+    /// When the current revision was first synced, for --ready-timeout and latency.
+    applied_at: Option<Instant>,
+    latency_observed: bool,
+    errors: Vec<status::SourceError>,
+    nodes: Vec<NodeFacts>,
+    /// Per owned object: its spec and the fields our manager owned after our last write.
+    recorded: HashMap<ObjKey, (SpecId, String)>,
+    actions: HashMap<ObjKey, String>,
+    /// Live state of owned objects, from the watches.
+    live: Observed,
+    last_sync: Option<status::LastSync>,
+    health: Vec<SpecHealth>,
+    health_dirty: bool,
+    active: bool,
+}
+
+fn spec_of(live: &Value) -> Option<SpecId> {
+    let id = live["metadata"]["annotations"][render::ownership::SPEC].as_str()?;
+    let mut parts = id.splitn(3, '/');
+    let kind = crate::spec::Kind::parse(parts.next()?)?;
+    Some(SpecId { kind, namespace: parts.next()?.to_string(), name: parts.next()?.to_string() })
+}
+
+pub async fn run(mut cfg: Config, client: Client, shutdown: impl std::future::Future<Output = ()> + Send + 'static) -> Result<(), DaemonError> {
+    let (stop_tx, stop_rx) = tokio_watch::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = stop_tx.send(true);
+    });
+
+    let metrics = Arc::new(Metrics::new());
+    let ready = Arc::new(AtomicBool::new(false));
+    let (hook_tx, hook_rx) = mpsc::channel::<()>(1);
+    let is_git = matches!(cfg.source, SourceConfig::Git { .. });
+    let http_state = http::HttpState {
+        metrics: metrics.clone(),
+        ready: ready.clone(),
+        hook: is_git.then_some(hook_tx),
+        hook_secret: cfg.hook_secret.clone(),
+    };
+    let listener = http::bind(cfg.metrics_addr)
+        .await
+        .map_err(|source| DaemonError::Http { addr: cfg.metrics_addr, source })?;
+    let mut http_stop = stop_rx.clone();
+    tokio::spawn(async move {
+        let stopped = async move {
+            let _ = http_stop.wait_for(|s| *s).await;
+        };
+        if let Err(e) = http::serve_on(listener, http_state, stopped).await {
+            tracing::error!(error = %e, "HTTP server failed");
+        }
+    });
+
+    // Leadership: without --leader-elect this replica always writes.
+    let (active_tx, mut active_rx) = tokio_watch::channel(cfg.leader_elect.is_none());
+    if let Some(lease) = &cfg.leader_elect {
+        let manager = kube_lease_manager::LeaseManagerBuilder::new(client.clone(), &lease.name)
+            .with_namespace(&lease.namespace)
+            .with_identity(&lease.identity)
+            .with_duration(15)
+            .with_grace(5)
+            .build()
+            .await
+            .map_err(|e| DaemonError::Lease(e.to_string()))?;
+        let (mut leader_rx, _task) = manager.watch().await;
+        tokio::spawn(async move {
+            loop {
+                let is_leader = *leader_rx.borrow_and_update();
+                if active_tx.send(is_leader).is_err() {
+                    return;
+                }
+                if leader_rx.changed().await.is_err() {
+                    let _ = active_tx.send(false);
+                    return;
+                }
+            }
+        });
+    }
+
+    let (src_tx, mut src_rx) = mpsc::channel::<SourceUpdate>(4);
+    let (rescan_tx, rescan_rx) = mpsc::channel::<()>(1);
+    let source_cfg = std::mem::replace(&mut cfg.source, SourceConfig::Dir(PathBuf::new()));
+    let source_name = start_source(source_cfg, src_tx, rescan_rx, hook_rx, stop_rx.clone())?;
+
+    let (ev_tx, mut ev_rx) = mpsc::channel::<watch::Event>(1024);
+    tokio::spawn(watch::watch_nodes(client.clone(), ev_tx.clone()));
+    let mut owned = watch::OwnedWatches::new(client.clone(), &cfg.engine.instance, ev_tx);
+    let (selectors_tx, selectors_rx) = tokio_watch::channel(labeller::Selectors::new());
+
+    let engine = Engine::new(client.clone(), cfg.engine.clone());
+    tokio::spawn(labeller::run(client.clone(), selectors_rx, engine.writes.clone(), active_rx.clone()));
+
+    let mut state = State {
+        source_name,
+        tree: None,
+        objects: Vec::new(),
+        revision_applied: None,
+        revision_current: None,
+        revision_seen: None,
+        seen_at: None,
+        applied_at: None,
+        latency_observed: false,
+        errors: Vec::new(),
+        nodes: Vec::new(),
+        recorded: HashMap::new(),
+        actions: HashMap::new(),
+        live: Observed::default(),
+        last_sync: None,
+        health: Vec::new(),
+        health_dirty: true,
+        active: *active_rx.borrow(),
+    };
+    let mut queue = Queue::default();
+    let mut resync = tokio::time::interval_at(Instant::now() + cfg.resync, cfg.resync);
+    let mut refresh = tokio::time::interval(Duration::from_secs(1));
+    let mut writes_seen: BTreeMap<&'static str, u64> = BTreeMap::new();
+    let mut stop = stop_rx.clone();
+
+    loop {
+        let next = queue.next_due().unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
+        tokio::select! {
+            _ = stop.wait_for(|s| *s) => break,
+            Some(update) = src_rx.recv() => {
+                if on_source(&mut state, update, &metrics) {
+                    queue.push(Key::Full, Instant::now());
+                }
+                // A standby is ready once warm: it serves metrics and waits to lead.
+                if !state.active && state.revision_seen.is_some() {
+                    ready.store(true, Ordering::Relaxed);
+                }
+                write_status(&cfg, &state);
+            }
+            Some(ev) = ev_rx.recv() => {
+                if let Some(key) = on_event(&mut state, ev, &engine.opts.field_manager) {
+                    // A short delay batches a burst of events into one sync.
+                    queue.push(key, Instant::now() + Duration::from_millis(100));
+                }
+            }
+            _ = tokio::time::sleep_until(next) => {
+                let keys = queue.take_due(Instant::now());
+                if !state.active || state.tree.is_none() {
+                    continue;
+                }
+                let outcome = sync(&engine, &mut state, &keys, &metrics, stop_rx.clone()).await;
+                for (key, ok) in outcome {
+                    if ok { queue.succeeded(&key); } else {
+                        let delay = queue.failed(key.clone(), Instant::now());
+                        tracing::info!(key = ?key, retry_in = ?delay, "sync failed; backing off");
+                    }
+                }
+                for verb in [Verb::Patch, Verb::Create, Verb::Delete] {
+                    let total = engine.writes.get(verb);
+                    let seen = writes_seen.entry(verb.as_str()).or_insert(0);
+                    metrics.add_api_writes(verb.as_str(), total - *seen);
+                    *seen = total;
+                }
+                owned.set(&engine.resolved_kinds(&state.objects).await);
+                let _ = selectors_tx.send(localservice_selectors(state.tree.as_ref()));
+                ready.store(true, Ordering::Relaxed);
+                write_status(&cfg, &state);
+            }
+            _ = resync.tick() => {
+                // The directory is re-read too: a safety net for missed watch events.
+                let _ = rescan_tx.try_send(());
+                queue.push(Key::Full, Instant::now());
+            }
+            _ = refresh.tick() => {
+                if state.health_dirty {
+                    refresh_health(&engine, &mut state, &metrics, cfg.ready_timeout).await;
+                    write_status(&cfg, &state);
+                }
+            }
+            Ok(()) = active_rx.changed() => {
+                let now_active = *active_rx.borrow_and_update();
+                if now_active && !state.active {
+                    tracing::info!("became leader: syncing");
+                    queue.push(Key::Full, Instant::now());
+                } else if !now_active && state.active {
+                    tracing::info!("lost leadership: standing by");
+                }
+                state.active = now_active;
+                write_status(&cfg, &state);
+            }
+        }
+    }
+    tracing::info!("shutting down");
+    refresh_health(&engine, &mut state, &metrics, cfg.ready_timeout).await;
+    write_status(&cfg, &state);
+    Ok(())
+}
+
+/// Starts the source task; returns the source's display name.
+fn start_source(
+    cfg: SourceConfig,
+    tx: mpsc::Sender<SourceUpdate>,
+    mut rescan: mpsc::Receiver<()>,
+    mut hook: mpsc::Receiver<()>,
+    mut stop: tokio_watch::Receiver<bool>,
+) -> Result<String, DaemonError> {
+    match cfg {
+        SourceConfig::Dir(root) => {
+            let (watch, mut changes) = source::dir::watch(&root, Duration::from_millis(200))?;
+            let name = format!("dir:{}", root.display());
+            tokio::spawn(async move {
+                let _watch = watch;
+                let mut last: Option<String> = None;
+                loop {
+                    let update = match source::dir::read(&root) {
+                        Ok((id, files)) => (last.as_ref() != Some(&id)).then(|| {
+                            last = Some(id.clone());
+                            SourceUpdate::Revision { id, files }
+                        }),
+                        Err(crate::spec::LoadError::Invalid(errors)) => {
+                            last = None;
+                            Some(SourceUpdate::Failed { message: errors.to_string() })
+                        }
+                        Err(e) => {
+                            last = None;
+                            Some(SourceUpdate::Failed { message: e.to_string() })
+                        }
+                    };
+                    if let Some(u) = update
+                        && tx.send(u).await.is_err()
+                    {
+                        return;
+                    }
+                    tokio::select! {
+                        Some(()) = changes.recv() => {}
+                        Some(()) = rescan.recv() => {}
+                        _ = stop.wait_for(|s| *s) => return,
+                    }
+                }
+            });
+            Ok(name)
+        }
+        SourceConfig::Git { config, interval } => {
+            let source = Arc::new(source::git::GitSource::open(config)?);
+            let name = source.display_url();
+            tokio::spawn(async move {
+                let mut ticker = tokio::time::interval(interval);
+                let mut last: Option<String> = None;
+                loop {
+                    tokio::select! {
+                        _ = ticker.tick() => {}
+                        Some(()) = hook.recv() => tracing::info!("fetch requested by the git hook"),
+                        Some(()) = rescan.recv() => {}
+                        _ = stop.wait_for(|s| *s) => return,
+                    }
+                    let update = match source::git::fetch(source.clone()).await {
+                        Ok(rev) => (last.as_ref() != Some(&rev.commit)).then(|| {
+                            last = Some(rev.commit.clone());
+                            SourceUpdate::Revision { id: rev.commit, files: rev.files }
+                        }),
+                        Err(e) => Some(SourceUpdate::Failed { message: e.to_string() }),
+                    };
+                    if let Some(u) = update
+                        && tx.send(u).await.is_err()
+                    {
+                        return;
+                    }
+                }
+            });
+            Ok(name)
+        }
+    }
+}
+
+/// Takes a new revision: valid → it becomes current (returns true: sync it); invalid →
+/// its errors are reported and the last good revision stays in force.
+fn on_source(state: &mut State, update: SourceUpdate, metrics: &Metrics) -> bool {
+    match update {
+        SourceUpdate::Failed { message } => {
+            tracing::warn!(error = %message, "source error; the last good revision stays in force");
+            state.errors = vec![status::SourceError { file: None, line: None, column: None, message }];
+            false
+        }
+        SourceUpdate::Revision { id, files } => {
+            state.revision_seen = Some(id.clone());
+            state.seen_at = Some(Instant::now());
+            match crate::spec::parse_files(&files) {
+                Ok(tree) => {
+                    tracing::info!(revision = %id, specs = tree.specs.len(), "new revision");
+                    state.errors.clear();
+                    state.tree = Some(tree);
+                    state.revision_current = Some(id);
+                    state.latency_observed = false;
+                    true
+                }
+                Err(errors) => {
+                    tracing::warn!(revision = %id, errors = errors.0.len(), "invalid revision; nothing applied");
+                    state.errors = errors
+                        .0
+                        .iter()
+                        .map(|e| status::SourceError {
+                            file: Some(e.at.file.clone()),
+                            line: Some(e.at.line),
+                            column: Some(e.at.column),
+                            message: e.message.clone(),
+                        })
+                        .collect();
+                    metrics.sync_finished("invalid", Duration::ZERO, Timestamp::now().as_millisecond() as f64 / 1000.0);
+                    false
+                }
+            }
+        }
+    }
+}
+
+/// Folds a watch event into the state; returns a key to sync when it is drift or a
+/// node change that matters.
+fn on_event(state: &mut State, ev: watch::Event, manager: &str) -> Option<Key> {
+    match ev {
+        watch::Event::Nodes(nodes) => {
+            state.nodes = nodes;
+            let has_local = state
+                .tree
+                .as_ref()
+                .is_some_and(|t| t.specs.iter().any(|s| matches!(s.body, SpecBody::LocalService(_))));
+            has_local.then_some(Key::Full)
+        }
+        watch::Event::Object(key, live) => {
+            state.health_dirty = true;
+            if key.group.is_empty() && key.kind == "Endpoints" {
+                let k = (key.namespace.clone(), key.name.clone());
+                match live {
+                    Some(v) => state.live.endpoints.insert(k, v),
+                    None => state.live.endpoints.remove(&k),
+                };
+                return None;
+            }
+            let recorded = state.recorded.get(&key).cloned();
+            let drift = match (&live, &recorded) {
+                (None, Some(_)) => true,
+                (Some(v), Some((_, fields))) => &apply::owned_fields_hash(v, manager) != fields,
+                _ => false,
+            };
+            let spec = recorded.map(|(s, _)| s).or_else(|| live.as_ref().and_then(spec_of));
+            match live {
+                Some(v) => state.live.objects.insert(key.clone(), v),
+                None => state.live.objects.remove(&key),
+            };
+            if drift {
+                tracing::info!(object = %key, "drift detected");
+            }
+            drift.then_some(spec.map(Key::Spec).unwrap_or(Key::Full))
+        }
+    }
+}
+
+/// Runs the due keys as one sync; returns each key's success.
+async fn sync(engine: &Engine, state: &mut State, keys: &[Key], metrics: &Metrics, mut stop: tokio_watch::Receiver<bool>) -> Vec<(Key, bool)> {
+    let Some(tree) = state.tree.clone() else { return Vec::new() };
+    let full = keys.contains(&Key::Full);
+    let facts = render::Facts { instance: engine.opts.instance.clone(), nodes: state.nodes.clone() };
+    let objects = match render::render(&tree, &facts) {
+        Ok(o) => o,
+        Err(e) => {
+            tracing::error!(error = %e, "render failed");
+            return keys.iter().map(|k| (k.clone(), false)).collect();
+        }
+    };
+    let specs: BTreeSet<SpecId> = keys
+        .iter()
+        .filter_map(|k| match k {
+            Key::Spec(s) => Some(s.clone()),
+            Key::Full => None,
+        })
+        .collect();
+    let subset: Vec<Object> = if full { objects.clone() } else { objects.iter().filter(|o| specs.contains(&o.spec)).cloned().collect() };
+    let adopt = crate::cli_sync::adopt_specs(&tree);
+    let started = Instant::now();
+    let run = async {
+        if full { engine.sync(&subset, &adopt).await } else { engine.sync_subset(&subset, &adopt).await }
+    };
+    // On shutdown an in-flight sync gets a few seconds to finish, then is abandoned
+    // (the inventory's record-before-apply keeps that safe).
+    let abandon = async {
+        let _ = stop.wait_for(|s| *s).await;
+        tokio::time::sleep(Duration::from_secs(7)).await;
+    };
+    let result = tokio::select! {
+        r = run => Some(r),
+        _ = abandon => None,
+    };
+    let elapsed = started.elapsed();
+    let now_ts = Timestamp::now();
+    let unix = now_ts.as_millisecond() as f64 / 1000.0;
+    let Some(result) = result else {
+        tracing::warn!("in-flight sync abandoned at shutdown");
+        return Vec::new();
+    };
+    let report = match result {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!(error = %e, "sync failed");
+            metrics.sync_finished("failed", elapsed, unix);
+            state.last_sync = Some(status::LastSync {
+                time: now_ts.to_string(),
+                result: "failed".into(),
+                duration_seconds: elapsed.as_secs_f64(),
+                message: Some(e.to_string()),
+                applied: 0,
+                unchanged: 0,
+                pruned: 0,
+                failed: 0,
+            });
+            return keys.iter().map(|k| (k.clone(), false)).collect();
+        }
+    };
+
+    let mut failed_specs: BTreeSet<SpecId> = BTreeSet::new();
+    let (mut applied, mut unchanged, mut failed) = (0u64, 0u64, 0u64);
+    for o in &report.objects {
+        match &o.action {
+            Action::Unchanged => unchanged += 1,
+            a if a.is_write() => applied += 1,
+            _ => {
+                failed += 1;
+                failed_specs.insert(o.spec.clone());
+            }
+        }
+        state.actions.insert(o.key.clone(), o.action.label().to_string());
+        if let Some(live) = &o.live
+            && !o.action.is_error()
+        {
+            state.recorded.insert(o.key.clone(), (o.spec.clone(), apply::owned_fields_hash(live, &engine.opts.field_manager)));
+            state.live.objects.insert(o.key.clone(), live.clone());
+        }
+    }
+    if !full {
+        metrics.add_drift_corrections(applied);
+    }
+    let pruned = report.prune.pruned() as u64;
+    metrics.add_pruned(pruned);
+    for p in &report.prune.objects {
+        state.recorded.remove(&p.key);
+        state.live.objects.remove(&p.key);
+    }
+    let result_label = if report.prune.refused.is_some() {
+        "refused"
+    } else if report.ok() {
+        "success"
+    } else {
+        "failed"
+    };
+    metrics.sync_finished(result_label, elapsed, unix);
+    state.last_sync = Some(status::LastSync {
+        time: now_ts.to_string(),
+        result: result_label.into(),
+        duration_seconds: elapsed.as_secs_f64(),
+        message: report.prune.refused.clone(),
+        applied,
+        unchanged,
+        pruned,
+        failed,
+    });
+    if full {
+        state.objects = objects;
+        if state.revision_applied != state.revision_current {
+            state.revision_applied = state.revision_current.clone();
+            state.applied_at = Some(Instant::now());
+            if let Some(rev) = &state.revision_applied {
+                metrics.set_revision(rev);
+            }
+        }
+    }
+    state.health_dirty = true;
+    keys.iter()
+        .map(|k| {
+            let ok = match k {
+                Key::Full => report.prune.refused.is_none() && failed_specs.is_empty(),
+                Key::Spec(s) => !failed_specs.contains(s),
+            };
+            (k.clone(), ok)
+        })
+        .collect()
+}
+
+async fn refresh_health(engine: &Engine, state: &mut State, metrics: &Metrics, ready_timeout: Duration) {
+    state.health_dirty = false;
+    let Some(tree) = &state.tree else { return };
+    // Pods are read only for Deployments that are not ready: their reasons are the news.
+    let mut observed = state.live.clone();
+    observed.pods.clear();
+    for o in state.objects.iter().filter(|o| o.kind == "Deployment") {
+        let key = ObjKey::of(o);
+        let not_ready = observed
+            .objects
+            .get(&key)
+            .is_some_and(|d| health::kstatus::compute(Some(d), Timestamp::now()).status != Status::Current);
+        if not_ready && let Ok(pods) = engine.pods_of(&key, &observed).await {
+            observed.pods.insert(key, pods);
+        }
+    }
+    let mut healths = health::tree_health(&tree.specs, &state.objects, &observed, Timestamp::now());
+    let overdue = state.applied_at.is_some_and(|t| t.elapsed() > ready_timeout);
+    for h in healths.iter_mut() {
+        if overdue && h.status == Status::InProgress {
+            h.status = Status::Failed;
+            h.message = format!("not ready {}s after the revision was applied: {}", ready_timeout.as_secs(), h.message);
+            if h.reason.is_none() {
+                h.reason = Some("ReadyTimeout".into());
+            }
+        }
+    }
+    // Metrics follow the specs: removed specs lose their series.
+    let before: BTreeSet<String> = state.health.iter().map(|h| h.id.clone()).collect();
+    for spec in &tree.specs {
+        if let Some(h) = healths.iter().find(|h| h.id == spec.id.to_string()) {
+            metrics.set_spec_ready(spec.id.kind.as_str(), &spec.id.namespace, &spec.id.name, h.ready);
+            if let health::Figures::ElasticWeb { real_qps, .. } = &h.figures {
+                metrics.set_real_qps(&spec.id.namespace, &spec.id.name, *real_qps as f64);
+            }
+        }
+    }
+    for gone in before.difference(&healths.iter().map(|h| h.id.clone()).collect()) {
+        let mut parts = gone.splitn(3, '/');
+        if let (Some(kind), Some(ns), Some(name)) = (parts.next(), parts.next(), parts.next()) {
+            metrics.forget_spec(kind, ns, name);
+            if kind == "elasticweb" {
+                metrics.forget_real_qps(ns, name);
+            }
+        }
+    }
+    if !state.latency_observed
+        && state.revision_applied == state.revision_current
+        && !healths.is_empty()
+        && healths.iter().all(|h| h.ready)
+        && let Some(seen) = state.seen_at
+    {
+        metrics.observe_change_to_ready(seen.elapsed().as_secs_f64());
+        state.latency_observed = true;
+    }
+    state.health = healths;
+}
+
+fn localservice_selectors(tree: Option<&SpecTree>) -> labeller::Selectors {
+    let mut out = labeller::Selectors::new();
+    for s in tree.map(|t| t.specs.as_slice()).unwrap_or_default() {
+        if let SpecBody::LocalService(l) = &s.body {
+            out.entry(s.id.namespace.clone()).or_default().push(l.selector.clone());
+        }
+    }
+    out
+}
+
+fn status_of(state: &State) -> status::StatusFile {
+    let specs = state
+        .tree
+        .as_ref()
+        .map(|t| {
+            t.specs
+                .iter()
+                .map(|spec| {
+                    let id = spec.id.to_string();
+                    let h = state.health.iter().find(|h| h.id == id);
+                    status::SpecStatus {
+                        id: id.clone(),
+                        kind: spec.id.kind.as_str().to_string(),
+                        namespace: spec.id.namespace.clone(),
+                        name: spec.id.name.clone(),
+                        file: spec.at.file.clone(),
+                        line: spec.at.line,
+                        ready: h.is_some_and(|h| h.ready),
+                        status: h.map(|h| format!("{:?}", h.status)).unwrap_or_else(|| "Unknown".into()),
+                        reason: h.and_then(|h| h.reason.clone()),
+                        message: h.map(|h| h.message.clone()).unwrap_or_else(|| "not synced yet".into()),
+                        figures: h.and_then(|h| serde_json::to_value(&h.figures).ok()).unwrap_or(Value::Null),
+                        objects: h
+                            .map(|h| {
+                                h.objects
+                                    .iter()
+                                    .map(|o| status::ObjectState {
+                                        object: o.object.clone(),
+                                        status: format!("{:?}", o.status.status),
+                                        reason: o.status.reason.clone(),
+                                        message: o.status.message.clone(),
+                                        action: state
+                                            .objects
+                                            .iter()
+                                            .find(|obj| obj.display_ref() == o.object)
+                                            .and_then(|obj| state.actions.get(&ObjKey::of(obj)).cloned()),
+                                    })
+                                    .collect()
+                            })
+                            .unwrap_or_default(),
+                    }
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    status::StatusFile {
+        version: 1,
+        source: state.source_name.clone(),
+        revision_seen: state.revision_seen.clone(),
+        revision_applied: state.revision_applied.clone(),
+        last_sync: state.last_sync.clone(),
+        errors: state.errors.clone(),
+        specs,
+        leader: Some(state.active),
+    }
+}
+
+fn write_status(cfg: &Config, state: &State) {
+    let Some(path) = &cfg.status_file else { return };
+    if let Err(e) = status::write_atomic(path, &status_of(state)) {
+        tracing::warn!(path = %path.display(), error = %e, "could not write the status file");
+    }
+}

@@ -1,0 +1,151 @@
+//! Watches that feed the daemon loop: every kind of object this instance owns (drift,
+//! and the live state readiness is computed from, with no polling), and Nodes (for
+//! `localservice`).
+
+use std::collections::{BTreeMap, HashMap};
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, DynamicObject};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, ResourceExt};
+use serde_json::Value;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use crate::apply::{ObjKey, Resolved};
+use crate::render::{NodeFacts, ownership};
+
+#[derive(Debug)]
+pub enum Event {
+    /// An owned object changed (`Some`) or went away (`None`).
+    Object(ObjKey, Option<Value>),
+    /// The set of Nodes (names and labels) changed.
+    Nodes(Vec<NodeFacts>),
+}
+
+/// One watch task per owned kind, replaced as the set of kinds changes.
+pub struct OwnedWatches {
+    client: Client,
+    selector: String,
+    tx: mpsc::Sender<Event>,
+    tasks: HashMap<String, JoinHandle<()>>,
+}
+
+fn resource_id(r: &Resolved) -> String {
+    format!("{}/{}/{}", r.resource.group, r.resource.version, r.resource.plural)
+}
+
+impl OwnedWatches {
+    pub fn new(client: Client, instance: &str, tx: mpsc::Sender<Event>) -> Self {
+        OwnedWatches { client, selector: format!("{}={instance}", ownership::INSTANCE), tx, tasks: HashMap::new() }
+    }
+
+    /// Watches exactly `kinds` from now on.
+    pub fn set(&mut self, kinds: &[Resolved]) {
+        let wanted: BTreeMap<String, &Resolved> = kinds.iter().map(|r| (resource_id(r), r)).collect();
+        self.tasks.retain(|id, handle| {
+            let keep = wanted.contains_key(id);
+            if !keep {
+                handle.abort();
+            }
+            keep
+        });
+        for (id, r) in wanted {
+            if self.tasks.contains_key(&id) {
+                continue;
+            }
+            let task = watch_kind(self.client.clone(), r.clone(), self.selector.clone(), self.tx.clone());
+            self.tasks.insert(id, tokio::spawn(task));
+        }
+    }
+}
+
+impl Drop for OwnedWatches {
+    fn drop(&mut self) {
+        for (_, h) in self.tasks.drain() {
+            h.abort();
+        }
+    }
+}
+
+fn key_of(r: &Resolved, obj: &DynamicObject) -> ObjKey {
+    ObjKey {
+        group: r.resource.group.clone(),
+        kind: r.resource.kind.clone(),
+        namespace: obj.namespace().unwrap_or_default(),
+        name: obj.name_any(),
+    }
+}
+
+async fn watch_kind(client: Client, r: Resolved, selector: String, tx: mpsc::Sender<Event>) {
+    let api: Api<DynamicObject> = r.api_all(&client);
+    let mut events = watcher(api, watcher::Config::default().labels(&selector)).default_backoff().boxed();
+    loop {
+        let ev = match events.try_next().await {
+            Ok(Some(ev)) => ev,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!(kind = %r.resource.kind, error = %e, "watch error");
+                continue;
+            }
+        };
+        let out = match ev {
+            watcher::Event::Apply(mut obj) | watcher::Event::InitApply(mut obj) => {
+                obj.types = Some(kube::core::TypeMeta {
+                    api_version: r.resource.api_version.clone(),
+                    kind: r.resource.kind.clone(),
+                });
+                let key = key_of(&r, &obj);
+                Event::Object(key, serde_json::to_value(&obj).ok())
+            }
+            watcher::Event::Delete(obj) => Event::Object(key_of(&r, &obj), None),
+            watcher::Event::Init | watcher::Event::InitDone => continue,
+        };
+        // Backpressure rather than an unbounded queue: the loop drains this fast.
+        if tx.send(out).await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Sends the node set whenever a Node's name or labels change (not on heartbeats).
+pub async fn watch_nodes(client: Client, tx: mpsc::Sender<Event>) {
+    let api: Api<Node> = Api::all(client);
+    let mut events = watcher(api, watcher::Config::default()).default_backoff().boxed();
+    let mut nodes: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
+    let mut listing: Option<BTreeMap<String, BTreeMap<String, String>>> = None;
+    let mut sent: Option<BTreeMap<String, BTreeMap<String, String>>> = None;
+    loop {
+        let ev = match events.try_next().await {
+            Ok(Some(ev)) => ev,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!(error = %e, "node watch error");
+                continue;
+            }
+        };
+        match ev {
+            watcher::Event::Init => listing = Some(BTreeMap::new()),
+            watcher::Event::InitApply(n) => {
+                if let Some(l) = listing.as_mut() {
+                    l.insert(n.name_any(), n.labels().clone());
+                }
+            }
+            watcher::Event::InitDone => nodes = listing.take().unwrap_or_default(),
+            watcher::Event::Apply(n) => {
+                nodes.insert(n.name_any(), n.labels().clone());
+            }
+            watcher::Event::Delete(n) => {
+                nodes.remove(&n.name_any());
+            }
+        }
+        if listing.is_none() && sent.as_ref() != Some(&nodes) {
+            let facts = nodes.iter().map(|(name, labels)| NodeFacts { name: name.clone(), labels: labels.clone() }).collect();
+            if tx.send(Event::Nodes(facts)).await.is_err() {
+                return;
+            }
+            sent = Some(nodes.clone());
+        }
+    }
+}

@@ -1,0 +1,115 @@
+//! The directory source: a spec tree on disk, watched.
+//!
+//! The directory itself is watched (recursively), not its files: editors replace files
+//! by rename, and a ConfigMap mount swaps a `..data` symlink, neither of which a watch
+//! on the old file would see. Events are debounced; a periodic full rescan (the caller's
+//! resync) covers anything a watch misses.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use notify::RecursiveMode;
+use notify_debouncer_full::{DebounceEventResult, Debouncer, RecommendedCache, new_debouncer};
+use tokio::sync::mpsc;
+
+use crate::spec::{LoadError, SourceFile, read_dir};
+
+#[derive(Debug, thiserror::Error)]
+pub enum DirError {
+    #[error("watching {path}: {source}")]
+    Watch { path: PathBuf, source: notify::Error },
+}
+
+/// Keeps the watch alive; dropping it stops the events.
+pub struct DirWatch {
+    _debouncer: Debouncer<notify::RecommendedWatcher, RecommendedCache>,
+}
+
+/// Watches `root`; every debounced batch of changes sends one `()`.
+pub fn watch(root: &Path, debounce: Duration) -> Result<(DirWatch, mpsc::Receiver<()>), DirError> {
+    let (tx, rx) = mpsc::channel(1);
+    let mut debouncer = new_debouncer(debounce, None, move |res: DebounceEventResult| {
+        match res {
+            // A full channel means a reload is already pending: nothing is lost.
+            Ok(events) if !events.is_empty() => {
+                let _ = tx.try_send(());
+            }
+            Ok(_) => {}
+            Err(errors) => {
+                for e in errors {
+                    tracing::warn!(error = %e, "directory watch error");
+                }
+                let _ = tx.try_send(());
+            }
+        }
+    })
+    .map_err(|source| DirError::Watch { path: root.to_path_buf(), source })?;
+    debouncer
+        .watch(root, RecursiveMode::Recursive)
+        .map_err(|source| DirError::Watch { path: root.to_path_buf(), source })?;
+    Ok((DirWatch { _debouncer: debouncer }, rx))
+}
+
+/// A revision of a directory: its files and a content hash naming it.
+pub fn read(root: &Path) -> Result<(String, Vec<SourceFile>), LoadError> {
+    let files = read_dir(root)?;
+    Ok((revision_of(&files), files))
+}
+
+/// `dir:` + a hash of every path and content: the same tree is the same revision.
+pub fn revision_of(files: &[SourceFile]) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for f in files {
+        for b in f.path.bytes().chain([0]).chain(f.contents.iter().copied()).chain([0]) {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    format!("dir:{h:016x}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn revision_follows_content_and_paths() {
+        let f = |p: &str, c: &str| SourceFile { path: p.into(), contents: c.as_bytes().to_vec() };
+        let a = revision_of(&[f("a.toml", "x")]);
+        assert_eq!(a, revision_of(&[f("a.toml", "x")]));
+        assert_ne!(a, revision_of(&[f("a.toml", "y")]));
+        assert_ne!(a, revision_of(&[f("b.toml", "x")]));
+        // The separator keeps ("ab","") and ("a","b") apart.
+        assert_ne!(revision_of(&[f("ab", "")]), revision_of(&[f("a", "b")]));
+    }
+
+    #[tokio::test]
+    async fn a_save_and_a_configmap_style_symlink_swap_are_both_seen() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir(root.join("..v1")).unwrap();
+        std::fs::write(root.join("..v1/a.toml"), "[workspace.a]\nimage = \"x\"\n").unwrap();
+        std::os::unix::fs::symlink("..v1", root.join("..data")).unwrap();
+        std::os::unix::fs::symlink("..data/a.toml", root.join("a.toml")).unwrap();
+        let (_w, mut rx) = watch(root, Duration::from_millis(100)).unwrap();
+        let (rev1, _) = read(root).unwrap();
+
+        // The kubelet's update: new data dir, new symlink renamed over `..data`.
+        std::fs::create_dir(root.join("..v2")).unwrap();
+        std::fs::write(root.join("..v2/a.toml"), "[workspace.a]\nimage = \"y\"\n").unwrap();
+        std::os::unix::fs::symlink("..v2", root.join("..data_tmp")).unwrap();
+        std::fs::rename(root.join("..data_tmp"), root.join("..data")).unwrap();
+        tokio::time::timeout(Duration::from_secs(10), rx.recv()).await.expect("no event for the symlink swap");
+        let (rev2, files) = read(root).unwrap();
+        assert_ne!(rev1, rev2);
+        assert!(String::from_utf8_lossy(&files[0].contents).contains("\"y\""));
+
+        // A plain save in a subdirectory.
+        std::fs::create_dir(root.join("team")).unwrap();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        while rx.try_recv().is_ok() {}
+        std::fs::write(root.join("team/b.toml"), "[workspace.b]\nimage = \"z\"\n").unwrap();
+        tokio::time::timeout(Duration::from_secs(10), rx.recv()).await.expect("no event for the save");
+        assert_eq!(read(root).unwrap().1.len(), 2);
+    }
+}

@@ -1,0 +1,3 @@
+//! Where revisions come from: a watched directory, or a git repository.
+
+pub mod dir;
