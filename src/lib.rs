@@ -13,4 +13,5 @@ pub mod diff;
 pub mod health;
 pub mod prune;
 pub mod render;
+pub mod source;
 pub mod spec;
