@@ -366,9 +366,14 @@ impl GitDaemon {
         let base = TempDir::new().unwrap();
         for _ in 0..5 {
             let port = free_port();
-            let mut child = git_cmd(base.path())
+            // The daemon binary itself: `git daemon` would run it as a child of its own,
+            // which killing `git` leaves running.
+            let exec_path = PathBuf::from(git(base.path(), &["--exec-path"]));
+            let mut child = Command::new(exec_path.join("git-daemon"))
+                .current_dir(base.path())
+                .env("GIT_CONFIG_GLOBAL", "/dev/null")
+                .env("GIT_CONFIG_NOSYSTEM", "1")
                 .args([
-                    "daemon",
                     "--reuseaddr",
                     "--export-all",
                     "--informative-errors",
