@@ -7,8 +7,10 @@
 
 pub mod apply;
 pub mod cli;
+mod cli_run;
 mod cli_sync;
 pub mod cluster;
+pub mod daemon;
 pub mod diff;
 pub mod health;
 pub mod prune;

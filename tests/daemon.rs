@@ -372,8 +372,12 @@ struct GitServer(Child, u16);
 impl GitServer {
     fn start(base: &Path) -> GitServer {
         let port = free_port();
-        let child = Command::new("git")
-            .args(["daemon", "--reuseaddr", "--export-all", "--enable=receive-pack", "--listen=127.0.0.1"])
+        // The git-daemon binary itself: `git daemon` would fork it as a child that a kill
+        // of the parent leaves running.
+        let exec_path = Command::new("git").arg("--exec-path").output().unwrap().stdout;
+        let exec_path = String::from_utf8(exec_path).unwrap();
+        let child = Command::new(Path::new(exec_path.trim()).join("git-daemon"))
+            .args(["--reuseaddr", "--export-all", "--enable=receive-pack", "--listen=127.0.0.1"])
             .arg(format!("--port={port}"))
             .arg(format!("--base-path={}", base.display()))
             .arg(base)
