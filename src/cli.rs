@@ -68,6 +68,8 @@ pub enum LogFormat {
     Json,
 }
 
+// Parsed once per process; boxing the daemon's many flags would buy nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Check a spec tree; print every error as file:line:col: message (exit 2 when invalid).

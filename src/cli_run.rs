@@ -33,8 +33,17 @@ pub async fn run(args: &RunArgs, global: &GlobalArgs, selection: &Selection) -> 
                 (_, _, b) => GitRef::Branch(b.clone().unwrap_or_else(|| "main".to_string())),
             };
             let auth = GitAuth::from_env(|k| std::env::var(k).ok()).context("git credentials")?;
-            let config = GitConfig { url: url.clone(), reference, path: args.path.clone(), cache_dir: cache_dir(args), auth };
-            SourceConfig::Git { config, interval: args.interval }
+            let config = GitConfig {
+                url: url.clone(),
+                reference,
+                path: args.path.clone(),
+                cache_dir: cache_dir(args),
+                auth,
+            };
+            SourceConfig::Git {
+                config,
+                interval: args.interval,
+            }
         }
         (None, None) => anyhow::bail!("one of --dir or --git is required"),
     };
@@ -49,7 +58,10 @@ pub async fn run(args: &RunArgs, global: &GlobalArgs, selection: &Selection) -> 
     };
     let leader_elect = args.leader_elect.then(|| LeaseConfig {
         namespace: args.lease_namespace.clone(),
-        name: args.lease_name.clone().unwrap_or_else(|| format!("driftless-{}", global.instance)),
+        name: args
+            .lease_name
+            .clone()
+            .unwrap_or_else(|| format!("driftless-{}", global.instance)),
         identity: std::env::var("POD_NAME")
             .or_else(|_| std::env::var("HOSTNAME"))
             .map(|h| format!("{h}-{}", std::process::id()))
@@ -65,7 +77,10 @@ pub async fn run(args: &RunArgs, global: &GlobalArgs, selection: &Selection) -> 
         ready_timeout: args.ready_timeout,
         engine: args.engine.options(&global.instance),
     };
-    let client = selection.client().await.context("connecting to the cluster")?;
+    let client = selection
+        .client()
+        .await
+        .context("connecting to the cluster")?;
     daemon::run(cfg, client, shutdown_signal()).await?;
     Ok(exit::OK)
 }

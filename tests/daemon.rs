@@ -17,7 +17,11 @@ use serde_json::{Value, json};
 const WAIT: Duration = Duration::from_secs(90);
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// A running `driftless run`; killed on drop if the test did not stop it.
@@ -35,7 +39,12 @@ impl Daemon {
         let child = Command::new(env!("CARGO_BIN_EXE_driftless"))
             .arg("run")
             .args(args)
-            .args(["--instance", instance, "--metrics-addr", &metrics.to_string()])
+            .args([
+                "--instance",
+                instance,
+                "--metrics-addr",
+                &metrics.to_string(),
+            ])
             .arg("--status-file")
             .arg(state.path().join("status.json"))
             .arg("--cache-dir")
@@ -46,7 +55,11 @@ impl Daemon {
             .stderr(log)
             .spawn()
             .unwrap();
-        Daemon { child: Some(child), state, metrics }
+        Daemon {
+            child: Some(child),
+            state,
+            metrics,
+        }
     }
 
     fn log(&self) -> String {
@@ -54,7 +67,8 @@ impl Daemon {
     }
 
     fn status(&self) -> Result<Value, String> {
-        let text = std::fs::read_to_string(self.state.path().join("status.json")).map_err(|e| e.to_string())?;
+        let text = std::fs::read_to_string(self.state.path().join("status.json"))
+            .map_err(|e| e.to_string())?;
         // Written atomically: whenever it exists, it parses.
         serde_json::from_str(&text).map_err(|e| panic!("torn or invalid status file: {e}\n{text}"))
     }
@@ -68,7 +82,11 @@ impl Daemon {
                 return s;
             }
             if tokio::time::Instant::now() > deadline {
-                panic!("timed out waiting for {what}; status: {:?}\nlog:\n{}", self.status(), self.log());
+                panic!(
+                    "timed out waiting for {what}; status: {:?}\nlog:\n{}",
+                    self.status(),
+                    self.log()
+                );
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
@@ -81,7 +99,10 @@ impl Daemon {
     /// SIGTERM; returns the exit code.
     fn stop(&mut self) -> Option<i32> {
         let mut child = self.child.take()?;
-        Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+        Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()
+            .unwrap();
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         loop {
             if let Some(status) = child.try_wait().unwrap() {
@@ -89,7 +110,10 @@ impl Daemon {
             }
             if std::time::Instant::now() > deadline {
                 let _ = child.kill();
-                panic!("driftless did not exit within 10 s of SIGTERM\n{}", self.log());
+                panic!(
+                    "driftless did not exit within 10 s of SIGTERM\n{}",
+                    self.log()
+                );
             }
             std::thread::sleep(Duration::from_millis(50));
         }
@@ -106,17 +130,28 @@ impl Drop for Daemon {
 }
 
 /// A minimal HTTP/1.1 client over loopback (no client crate needed for three endpoints).
-async fn http(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)], body: &[u8]) -> (u16, String) {
+async fn http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &[u8],
+) -> (u16, String) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let deadline = tokio::time::Instant::now() + WAIT;
     let mut stream = loop {
         match tokio::net::TcpStream::connect(addr).await {
             Ok(s) => break s,
-            Err(_) if tokio::time::Instant::now() < deadline => tokio::time::sleep(Duration::from_millis(100)).await,
+            Err(_) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await
+            }
             Err(e) => panic!("connect {addr}: {e}"),
         }
     };
-    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n", body.len());
+    let mut req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
     for (k, v) in headers {
         req.push_str(&format!("{k}: {v}\r\n"));
     }
@@ -126,31 +161,52 @@ async fn http(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str
     let mut raw = Vec::new();
     stream.read_to_end(&mut raw).await.unwrap();
     let text = String::from_utf8_lossy(&raw).into_owned();
-    let code = text.split_whitespace().nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string()).unwrap_or_default();
+    let code = text
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = text
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
     (code, body)
 }
 
 fn spec_ready(status: &Value, id: &str) -> bool {
-    status["specs"].as_array().into_iter().flatten().any(|s| s["id"] == id && s["ready"] == true)
+    status["specs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|s| s["id"] == id && s["ready"] == true)
 }
 
 fn web(name: &str, total_qps: u32) -> String {
-    format!("[elasticweb.{name}]\nimage = \"nginx:1.17.1\"\nsingle-pod-qps = 100\ntotal-qps = {total_qps}\n")
+    format!(
+        "[elasticweb.{name}]\nimage = \"nginx:1.17.1\"\nsingle-pod-qps = 100\ntotal-qps = {total_qps}\n"
+    )
 }
 
 async fn replicas(client: &Client, ns: &str, name: &str) -> Result<i32, String> {
-    let d = Api::<Deployment>::namespaced(client.clone(), ns).get_opt(name).await.map_err(|e| e.to_string())?;
-    d.and_then(|d| d.spec.and_then(|s| s.replicas)).ok_or_else(|| format!("no Deployment {name}"))
+    let d = Api::<Deployment>::namespaced(client.clone(), ns)
+        .get_opt(name)
+        .await
+        .map_err(|e| e.to_string())?;
+    d.and_then(|d| d.spec.and_then(|s| s.replicas))
+        .ok_or_else(|| format!("no Deployment {name}"))
 }
 
 async fn wait_replicas(client: &Client, ns: &str, name: &str, want: i32) {
-    common::eventually(&format!("Deployment {name} with {want} replicas"), WAIT, || async {
-        match replicas(client, ns, name).await {
-            Ok(n) if n == want => Ok(()),
-            other => Err(format!("{other:?}")),
-        }
-    })
+    common::eventually(
+        &format!("Deployment {name} with {want} replicas"),
+        WAIT,
+        || async {
+            match replicas(client, ns, name).await {
+                Ok(n) if n == want => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
     .await;
 }
 
@@ -176,7 +232,12 @@ fn promtool_check(text: &str) {
         .stderr(Stdio::piped())
         .spawn()
         .expect("promtool (Debian's prometheus package; testbed/install.sh installs it)");
-    child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
     let out = child.wait_with_output().unwrap();
     // promtool exits 3 for lint warnings (e.g. help text style); 1 for a broken exposition.
     assert!(
@@ -188,7 +249,10 @@ fn promtool_check(text: &str) {
 }
 
 fn metric(text: &str, series: &str) -> Option<f64> {
-    text.lines().find(|l| l.starts_with(series)).and_then(|l| l.rsplit(' ').next()).and_then(|v| v.parse().ok())
+    text.lines()
+        .find(|l| l.starts_with(series))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
 }
 
 #[tokio::test]
@@ -197,20 +261,34 @@ async fn dir_mode_applies_saves_prunes_and_keeps_the_last_good_revision() {
     let ns = common::namespace(&client, "run-dir").await;
     let dir = tempfile::tempdir().unwrap();
     let specs = dir.path();
-    std::fs::write(specs.join("web.toml"), format!("namespace = \"{ns}\"\n{}{}", web("a", 100), web("b", 100))).unwrap();
-    std::fs::write(specs.join("c.toml"), format!("namespace = \"{ns}\"\n{}", web("c", 100))).unwrap();
+    std::fs::write(
+        specs.join("web.toml"),
+        format!("namespace = \"{ns}\"\n{}{}", web("a", 100), web("b", 100)),
+    )
+    .unwrap();
+    std::fs::write(
+        specs.join("c.toml"),
+        format!("namespace = \"{ns}\"\n{}", web("c", 100)),
+    )
+    .unwrap();
     // A resync far away: every change below must come from the watch.
     let mut daemon = Daemon::start(&ns, &["--dir", &specs.to_string_lossy(), "--resync", "1h"]);
 
     let id = |n: &str| format!("elasticweb/{ns}/{n}");
     let status = daemon
-        .wait_status("all three specs ready", |s| ["a", "b", "c"].iter().all(|n| spec_ready(s, &id(n))))
+        .wait_status("all three specs ready", |s| {
+            ["a", "b", "c"].iter().all(|n| spec_ready(s, &id(n)))
+        })
         .await;
     let first_revision = status["revision_applied"].as_str().unwrap().to_string();
     assert_eq!(daemon.get("/readyz").await.0, 200);
 
     // Save: applied without waiting for a resync.
-    std::fs::write(specs.join("web.toml"), format!("namespace = \"{ns}\"\n{}{}", web("a", 300), web("b", 100))).unwrap();
+    std::fs::write(
+        specs.join("web.toml"),
+        format!("namespace = \"{ns}\"\n{}{}", web("a", 300), web("b", 100)),
+    )
+    .unwrap();
     wait_replicas(&client, &ns, "a", 3).await;
 
     // Delete a file: its spec's objects are pruned.
@@ -218,31 +296,74 @@ async fn dir_mode_applies_saves_prunes_and_keeps_the_last_good_revision() {
     wait_gone(&Api::<Deployment>::namespaced(client.clone(), &ns), "c").await;
 
     // A broken file: reported with its position; nothing of that revision applies.
-    std::fs::write(specs.join("web.toml"), format!("namespace = \"{ns}\"\n{}{}", web("a", 500), web("b", 100))).unwrap();
-    std::fs::write(specs.join("broken.toml"), "[elasticweb.x]\nimage = \"nginx\"\nsingle-pod-qps = 0\ntotal-qps = 1\n").unwrap();
+    std::fs::write(
+        specs.join("web.toml"),
+        format!("namespace = \"{ns}\"\n{}{}", web("a", 500), web("b", 100)),
+    )
+    .unwrap();
+    std::fs::write(
+        specs.join("broken.toml"),
+        "[elasticweb.x]\nimage = \"nginx\"\nsingle-pod-qps = 0\ntotal-qps = 1\n",
+    )
+    .unwrap();
     let status = daemon
-        .wait_status("the error reported", |s| s["errors"].as_array().is_some_and(|e| !e.is_empty()))
+        .wait_status("the error reported", |s| {
+            s["errors"].as_array().is_some_and(|e| !e.is_empty())
+        })
         .await;
     let err = &status["errors"][0];
-    assert_eq!((err["file"].as_str(), err["line"].as_u64(), err["column"].as_u64()), (Some("broken.toml"), Some(3), Some(18)), "{err}");
+    assert_eq!(
+        (
+            err["file"].as_str(),
+            err["line"].as_u64(),
+            err["column"].as_u64()
+        ),
+        (Some("broken.toml"), Some(3), Some(18)),
+        "{err}"
+    );
     assert_ne!(status["revision_seen"], status["revision_applied"]);
     tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(replicas(&client, &ns, "a").await, Ok(3), "a change from an invalid revision was applied");
+    assert_eq!(
+        replicas(&client, &ns, "a").await,
+        Ok(3),
+        "a change from an invalid revision was applied"
+    );
 
     // Fixed: the whole revision converges.
     std::fs::remove_file(specs.join("broken.toml")).unwrap();
     wait_replicas(&client, &ns, "a", 5).await;
-    let status = daemon.wait_status("errors cleared", |s| s["errors"].as_array().is_some_and(|e| e.is_empty())).await;
-    assert_ne!(status["revision_applied"].as_str(), Some(first_revision.as_str()));
+    let status = daemon
+        .wait_status("errors cleared", |s| {
+            s["errors"].as_array().is_some_and(|e| e.is_empty())
+        })
+        .await;
+    assert_ne!(
+        status["revision_applied"].as_str(),
+        Some(first_revision.as_str())
+    );
 
     // Metrics: a valid exposition, and the counters moved.
     let (code, text) = daemon.get("/metrics").await;
     assert_eq!(code, 200);
     promtool_check(&text);
-    assert!(metric(&text, "driftless_sync_total{result=\"success\"}").unwrap_or(0.0) >= 3.0, "{text}");
-    assert!(metric(&text, "driftless_pruned_objects_total").unwrap_or(0.0) >= 2.0, "{text}");
-    assert!(metric(&text, "driftless_api_writes_total{verb=\"patch\"}").unwrap_or(0.0) >= 6.0, "{text}");
-    assert!(text.contains(&format!("driftless_spec_ready{{kind=\"elasticweb\",namespace=\"{ns}\",name=\"a\"}}")), "{text}");
+    assert!(
+        metric(&text, "driftless_sync_total{result=\"success\"}").unwrap_or(0.0) >= 3.0,
+        "{text}"
+    );
+    assert!(
+        metric(&text, "driftless_pruned_objects_total").unwrap_or(0.0) >= 2.0,
+        "{text}"
+    );
+    assert!(
+        metric(&text, "driftless_api_writes_total{verb=\"patch\"}").unwrap_or(0.0) >= 6.0,
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!(
+            "driftless_spec_ready{{kind=\"elasticweb\",namespace=\"{ns}\",name=\"a\"}}"
+        )),
+        "{text}"
+    );
 
     // SIGTERM: exit 0, and the final status file is whole.
     assert_eq!(daemon.stop(), Some(0));
@@ -255,8 +376,15 @@ async fn drift_is_corrected_and_deleted_objects_recreated() {
     let client = common::client().await;
     let ns = common::namespace(&client, "run-drift").await;
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("w.toml"), format!("namespace = \"{ns}\"\n{}{}", web("x", 200), web("y", 100))).unwrap();
-    let mut daemon = Daemon::start(&ns, &["--dir", &dir.path().to_string_lossy(), "--resync", "1h"]);
+    std::fs::write(
+        dir.path().join("w.toml"),
+        format!("namespace = \"{ns}\"\n{}{}", web("x", 200), web("y", 100)),
+    )
+    .unwrap();
+    let mut daemon = Daemon::start(
+        &ns,
+        &["--dir", &dir.path().to_string_lossy(), "--resync", "1h"],
+    );
     daemon
         .wait_status("x ready", |s| spec_ready(s, &format!("elasticweb/{ns}/x")))
         .await;
@@ -264,13 +392,23 @@ async fn drift_is_corrected_and_deleted_objects_recreated() {
     // Someone else takes our field.
     let deployments = Api::<Deployment>::namespaced(client.clone(), &ns);
     let theirs = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "x"}, "spec": {"replicas": 7}});
-    deployments.patch("x", &PatchParams::apply("someone").force(), &Patch::Apply(&theirs)).await.unwrap();
+    deployments
+        .patch(
+            "x",
+            &PatchParams::apply("someone").force(),
+            &Patch::Apply(&theirs),
+        )
+        .await
+        .unwrap();
     wait_replicas(&client, &ns, "x", 2).await;
 
     // Someone deletes an owned object.
     let services = Api::<Service>::namespaced(client.clone(), &ns);
     let old_uid = services.get("y").await.unwrap().uid();
-    services.delete("y", &DeleteParams::default()).await.unwrap();
+    services
+        .delete("y", &DeleteParams::default())
+        .await
+        .unwrap();
     common::eventually("Service y recreated", WAIT, || async {
         match services.get_opt("y").await.map_err(|e| e.to_string())? {
             Some(s) if s.uid() != old_uid => Ok(()),
@@ -278,8 +416,15 @@ async fn drift_is_corrected_and_deleted_objects_recreated() {
         }
     })
     .await;
-    let (_, text) = daemon.get("/metrics").await;
-    assert!(metric(&text, "driftless_drift_corrections_total").unwrap_or(0.0) >= 2.0, "{text}");
+    // Counted when the correcting sync returns, a moment after the object is back.
+    common::eventually("two drift corrections counted", WAIT, || async {
+        let (_, text) = daemon.get("/metrics").await;
+        match metric(&text, "driftless_drift_corrections_total") {
+            Some(n) if n >= 2.0 => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
     assert_eq!(daemon.stop(), Some(0));
 }
 
@@ -297,7 +442,10 @@ async fn localservice_follows_nodes_and_labels_pods() {
                               "spec": {"containers": [{"name": "c", "image": "nginx"}]}}},
     }))
     .unwrap();
-    deployments.create(&PostParams::default(), &d).await.unwrap();
+    deployments
+        .create(&PostParams::default(), &d)
+        .await
+        .unwrap();
 
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
@@ -305,11 +453,19 @@ async fn localservice_follows_nodes_and_labels_pods() {
         format!("namespace = \"{ns}\"\n[localservice.ls]\nselector = {{ app = \"{app}\" }}\nports = [{{ name = \"http\", port = 80, target-port = 8080 }}]\n"),
     )
     .unwrap();
-    let mut daemon = Daemon::start(&ns, &["--dir", &dir.path().to_string_lossy(), "--resync", "1h"]);
+    let mut daemon = Daemon::start(
+        &ns,
+        &["--dir", &dir.path().to_string_lossy(), "--resync", "1h"],
+    );
     let services = Api::<Service>::namespaced(client.clone(), &ns);
     for n in ["ls-node-1", "ls-node-2", "ls-node-3"] {
         common::eventually(&format!("Service {n}"), WAIT, || async {
-            services.get_opt(n).await.map_err(|e| e.to_string())?.map(|_| ()).ok_or_else(|| "absent".to_string())
+            services
+                .get_opt(n)
+                .await
+                .map_err(|e| e.to_string())?
+                .map(|_| ())
+                .ok_or_else(|| "absent".to_string())
         })
         .await;
     }
@@ -317,7 +473,10 @@ async fn localservice_follows_nodes_and_labels_pods() {
     // Every selected Pod carries its node, so `ls-<node>` reaches only Pods on that node.
     let pods = Api::<Pod>::namespaced(client.clone(), &ns);
     common::eventually("pods labelled with their node", WAIT, || async {
-        let list = pods.list(&ListParams::default().labels(&format!("app={app}"))).await.map_err(|e| e.to_string())?;
+        let list = pods
+            .list(&ListParams::default().labels(&format!("app={app}")))
+            .await
+            .map_err(|e| e.to_string())?;
         let wrong: Vec<String> = list
             .items
             .iter()
@@ -327,7 +486,11 @@ async fn localservice_follows_nodes_and_labels_pods() {
             })
             .map(|p| p.name_any())
             .collect();
-        if list.items.len() == 3 && wrong.is_empty() { Ok(()) } else { Err(format!("{} pods, unlabelled {wrong:?}", list.items.len())) }
+        if list.items.len() == 3 && wrong.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("{} pods, unlabelled {wrong:?}", list.items.len()))
+        }
     })
     .await;
 
@@ -341,16 +504,27 @@ async fn localservice_follows_nodes_and_labels_pods() {
     .unwrap();
     nodes.create(&PostParams::default(), &node).await.unwrap();
     let joined = common::eventually("a Service for the new node", WAIT, || async {
-        let list = services.list(&ListParams::default()).await.map_err(|e| e.to_string())?;
+        let list = services
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| e.to_string())?;
         list.items
             .into_iter()
-            .find(|s| s.annotations().get("localservice.driftless.dev/node-name") == Some(&node_name))
+            .find(|s| {
+                s.annotations().get("localservice.driftless.dev/node-name") == Some(&node_name)
+            })
             .map(|s| s.name_any())
             .ok_or_else(|| "not yet".to_string())
     })
     .await;
-    assert!(joined.starts_with(&format!("ls-extra-{suffix}-example-")) && joined.len() <= 63, "{joined}");
-    nodes.delete(&node_name, &DeleteParams::default()).await.unwrap();
+    assert!(
+        joined.starts_with(&format!("ls-extra-{suffix}-example-")) && joined.len() <= 63,
+        "{joined}"
+    );
+    nodes
+        .delete(&node_name, &DeleteParams::default())
+        .await
+        .unwrap();
     wait_gone(&services, &joined).await;
     assert!(services.get_opt("ls-node-1").await.unwrap().is_some());
     assert_eq!(daemon.stop(), Some(0));
@@ -358,12 +532,23 @@ async fn localservice_follows_nodes_and_labels_pods() {
 
 fn git(dir: &Path, args: &[&str]) {
     let out = Command::new("git")
-        .args(["-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "init.defaultBranch=main"])
+        .args([
+            "-c",
+            "user.name=t",
+            "-c",
+            "user.email=t@example.com",
+            "-c",
+            "init.defaultBranch=main",
+        ])
         .args(args)
         .current_dir(dir)
         .output()
         .unwrap();
-    assert!(out.status.success(), "git {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// `git daemon` serving a base path on loopback; killed on drop.
@@ -374,10 +559,19 @@ impl GitServer {
         let port = free_port();
         // The git-daemon binary itself: `git daemon` would fork it as a child that a kill
         // of the parent leaves running.
-        let exec_path = Command::new("git").arg("--exec-path").output().unwrap().stdout;
+        let exec_path = Command::new("git")
+            .arg("--exec-path")
+            .output()
+            .unwrap()
+            .stdout;
         let exec_path = String::from_utf8(exec_path).unwrap();
         let child = Command::new(Path::new(exec_path.trim()).join("git-daemon"))
-            .args(["--reuseaddr", "--export-all", "--enable=receive-pack", "--listen=127.0.0.1"])
+            .args([
+                "--reuseaddr",
+                "--export-all",
+                "--enable=receive-pack",
+                "--listen=127.0.0.1",
+            ])
             .arg(format!("--port={port}"))
             .arg(format!("--base-path={}", base.display()))
             .arg(base)
@@ -414,25 +608,68 @@ async fn git_mode_follows_commits_through_the_hook_and_survives_a_broken_push() 
         git(w, &["commit", "-q", "-m", msg]);
         git(w, &["push", "-q", "origin", "HEAD:main"]);
     };
-    std::fs::write(w.join("clusters/web.toml"), format!("namespace = \"{ns}\"\n{}{}", web("a", 100), web("b", 100))).unwrap();
-    std::fs::write(w.join("clusters/c.toml"), format!("namespace = \"{ns}\"\n{}", web("c", 100))).unwrap();
+    std::fs::write(
+        w.join("clusters/web.toml"),
+        format!("namespace = \"{ns}\"\n{}{}", web("a", 100), web("b", 100)),
+    )
+    .unwrap();
+    std::fs::write(
+        w.join("clusters/c.toml"),
+        format!("namespace = \"{ns}\"\n{}", web("c", 100)),
+    )
+    .unwrap();
     std::fs::write(w.join("README.md"), "not a spec").unwrap();
     commit("first");
 
     let server = GitServer::start(base.path());
     let url = format!("git://127.0.0.1:{}/config.git", server.1);
     // A long interval: every update below arrives through the hook.
-    let mut daemon = Daemon::start(&ns, &["--git", &url, "--branch", "main", "--path", "clusters", "--interval", "1h"]);
+    let mut daemon = Daemon::start(
+        &ns,
+        &[
+            "--git",
+            &url,
+            "--branch",
+            "main",
+            "--path",
+            "clusters",
+            "--interval",
+            "1h",
+        ],
+    );
     let hook = |d: &Daemon| {
         let addr = d.metrics;
-        async move { http(addr, "POST", "/hooks/git", &[("Content-Type", "application/json")], b"{}").await.0 }
+        async move {
+            http(
+                addr,
+                "POST",
+                "/hooks/git",
+                &[("Content-Type", "application/json")],
+                b"{}",
+            )
+            .await
+            .0
+        }
     };
     let id = |n: &str| format!("elasticweb/{ns}/{n}");
-    let status = daemon.wait_status("specs ready", |s| ["a", "b", "c"].iter().all(|n| spec_ready(s, &id(n)))).await;
-    assert!(status["source"].as_str().is_some_and(|s| s.contains("config.git")), "{status}");
+    let status = daemon
+        .wait_status("specs ready", |s| {
+            ["a", "b", "c"].iter().all(|n| spec_ready(s, &id(n)))
+        })
+        .await;
+    assert!(
+        status["source"]
+            .as_str()
+            .is_some_and(|s| s.contains("config.git")),
+        "{status}"
+    );
 
     // A change.
-    std::fs::write(w.join("clusters/web.toml"), format!("namespace = \"{ns}\"\n{}{}", web("a", 400), web("b", 100))).unwrap();
+    std::fs::write(
+        w.join("clusters/web.toml"),
+        format!("namespace = \"{ns}\"\n{}{}", web("a", 400), web("b", 100)),
+    )
+    .unwrap();
     commit("scale a");
     assert_eq!(hook(&daemon).await, 202);
     wait_replicas(&client, &ns, "a", 4).await;
@@ -444,13 +681,29 @@ async fn git_mode_follows_commits_through_the_hook_and_survives_a_broken_push() 
     wait_gone(&Api::<Deployment>::namespaced(client.clone(), &ns), "c").await;
 
     // A broken push: nothing applied, the error in the status file with its position.
-    std::fs::write(w.join("clusters/web.toml"), format!("namespace = \"{ns}\"\n{}{}", web("a", 900), web("b", 100))).unwrap();
+    std::fs::write(
+        w.join("clusters/web.toml"),
+        format!("namespace = \"{ns}\"\n{}{}", web("a", 900), web("b", 100)),
+    )
+    .unwrap();
     std::fs::write(w.join("clusters/bad.toml"), "[workspace.ide]\nimage = 42\n").unwrap();
     commit("broken");
     assert_eq!(hook(&daemon).await, 202);
-    let status = daemon.wait_status("the error reported", |s| s["errors"].as_array().is_some_and(|e| !e.is_empty())).await;
+    let status = daemon
+        .wait_status("the error reported", |s| {
+            s["errors"].as_array().is_some_and(|e| !e.is_empty())
+        })
+        .await;
     let err = &status["errors"][0];
-    assert_eq!((err["file"].as_str(), err["line"].as_u64(), err["column"].as_u64()), (Some("bad.toml"), Some(2), Some(9)), "{err}");
+    assert_eq!(
+        (
+            err["file"].as_str(),
+            err["line"].as_u64(),
+            err["column"].as_u64()
+        ),
+        (Some("bad.toml"), Some(2), Some(9)),
+        "{err}"
+    );
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(replicas(&client, &ns, "a").await, Ok(4));
 
@@ -459,8 +712,20 @@ async fn git_mode_follows_commits_through_the_hook_and_survives_a_broken_push() 
     commit("fix");
     assert_eq!(hook(&daemon).await, 202);
     wait_replicas(&client, &ns, "a", 9).await;
-    let head = String::from_utf8(Command::new("git").args(["rev-parse", "HEAD"]).current_dir(w).output().unwrap().stdout).unwrap();
-    daemon.wait_status("revision applied is HEAD", |s| s["revision_applied"].as_str() == Some(head.trim())).await;
+    let head = String::from_utf8(
+        Command::new("git")
+            .args(["rev-parse", "HEAD"])
+            .current_dir(w)
+            .output()
+            .unwrap()
+            .stdout,
+    )
+    .unwrap();
+    daemon
+        .wait_status("revision applied is HEAD", |s| {
+            s["revision_applied"].as_str() == Some(head.trim())
+        })
+        .await;
     assert_eq!(daemon.stop(), Some(0));
     drop(server);
 }
@@ -470,28 +735,58 @@ async fn with_leader_election_only_the_leader_writes_and_a_standby_takes_over() 
     let client = common::client().await;
     let ns = common::namespace(&client, "run-ha").await;
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("w.toml"), format!("namespace = \"{ns}\"\n{}", web("x", 100))).unwrap();
+    std::fs::write(
+        dir.path().join("w.toml"),
+        format!("namespace = \"{ns}\"\n{}", web("x", 100)),
+    )
+    .unwrap();
     let args = |lease: &str| -> Vec<String> {
-        ["--dir", &dir.path().to_string_lossy(), "--leader-elect", "--lease-namespace", &ns, "--lease-name", lease]
-            .iter()
-            .map(|s| s.to_string())
-            .collect()
+        [
+            "--dir",
+            &dir.path().to_string_lossy(),
+            "--leader-elect",
+            "--lease-namespace",
+            &ns,
+            "--lease-name",
+            lease,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
     };
     let a_args = args("lease");
     let a_refs: Vec<&str> = a_args.iter().map(String::as_str).collect();
     let mut first = Daemon::start(&ns, &a_refs);
-    first.wait_status("first is leader and synced", |s| s["leader"] == true && s["revision_applied"].is_string()).await;
+    first
+        .wait_status("first is leader and synced", |s| {
+            s["leader"] == true && s["revision_applied"].is_string()
+        })
+        .await;
     let mut second = Daemon::start(&ns, &a_refs);
-    second.wait_status("second stands by", |s| s["leader"] == false && s["revision_seen"].is_string()).await;
+    second
+        .wait_status("second stands by", |s| {
+            s["leader"] == false && s["revision_seen"].is_string()
+        })
+        .await;
     let (_, text) = second.get("/metrics").await;
-    assert_eq!(metric(&text, "driftless_api_writes_total{verb=\"patch\"}").unwrap_or(0.0), 0.0, "the standby wrote: {text}");
+    assert_eq!(
+        metric(&text, "driftless_api_writes_total{verb=\"patch\"}").unwrap_or(0.0),
+        0.0,
+        "the standby wrote: {text}"
+    );
 
     assert_eq!(first.stop(), Some(0));
     // The lease expires (15 s) and the standby takes over and syncs.
     second
-        .wait_status("second took over", |s| s["leader"] == true && s["revision_applied"].is_string())
+        .wait_status("second took over", |s| {
+            s["leader"] == true && s["revision_applied"].is_string()
+        })
         .await;
-    std::fs::write(dir.path().join("w.toml"), format!("namespace = \"{ns}\"\n{}", web("x", 300))).unwrap();
+    std::fs::write(
+        dir.path().join("w.toml"),
+        format!("namespace = \"{ns}\"\n{}", web("x", 300)),
+    )
+    .unwrap();
     wait_replicas(&client, &ns, "x", 3).await;
     assert_eq!(second.stop(), Some(0));
 }

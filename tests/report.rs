@@ -597,7 +597,7 @@ async fn metrics_parse_as_openmetrics() -> TestResult {
         "driftless_api_writes counter 2",
         "driftless_drift_corrections counter 1",
         "driftless_pruned_objects counter 1",
-        "driftless_source_revision info 1",
+        "driftless_source_revision_info gauge 1",
         "driftless_elasticweb_real_qps gauge 1",
         "driftless_change_to_ready_seconds histogram",
     ] {

@@ -322,17 +322,31 @@ impl Engine {
 
     /// One sync: apply every object (Namespaces, then CRDs, then the rest), then prune
     /// what left the specs. `objects` come from `render` (already in apply order).
-    pub async fn sync(&self, objects: &[Object], adopt_specs: &BTreeSet<SpecId>) -> Result<SyncReport, ApplyError> {
-        self.sync_inner(objects, adopt_specs, self.opts.prune.enabled).await
+    pub async fn sync(
+        &self,
+        objects: &[Object],
+        adopt_specs: &BTreeSet<SpecId>,
+    ) -> Result<SyncReport, ApplyError> {
+        self.sync_inner(objects, adopt_specs, self.opts.prune.enabled)
+            .await
     }
 
     /// Applies some objects (one spec's, after drift) and prunes nothing: the rest of the
     /// revision is not in `objects`, so nothing may be concluded about it.
-    pub async fn sync_subset(&self, objects: &[Object], adopt_specs: &BTreeSet<SpecId>) -> Result<SyncReport, ApplyError> {
+    pub async fn sync_subset(
+        &self,
+        objects: &[Object],
+        adopt_specs: &BTreeSet<SpecId>,
+    ) -> Result<SyncReport, ApplyError> {
         self.sync_inner(objects, adopt_specs, false).await
     }
 
-    async fn sync_inner(&self, objects: &[Object], adopt_specs: &BTreeSet<SpecId>, prune: bool) -> Result<SyncReport, ApplyError> {
+    async fn sync_inner(
+        &self,
+        objects: &[Object],
+        adopt_specs: &BTreeSet<SpecId>,
+        prune: bool,
+    ) -> Result<SyncReport, ApplyError> {
         let store = self.store();
         let loaded = store.load(&self.client).await?;
         let planned = self.plan(objects, adopt_specs).await;
@@ -871,8 +885,14 @@ impl Engine {
     pub async fn resolved_kinds(&self, objects: &[Object]) -> Vec<Resolved> {
         let mut seen = BTreeSet::new();
         let mut out = Vec::new();
-        let endpoints = objects.iter().any(|o| o.group().is_empty() && o.kind == "Service").then_some(("v1", "Endpoints"));
-        let kinds = objects.iter().map(|o| (o.api_version.as_str(), o.kind.as_str())).chain(endpoints);
+        let endpoints = objects
+            .iter()
+            .any(|o| o.group().is_empty() && o.kind == "Service")
+            .then_some(("v1", "Endpoints"));
+        let kinds = objects
+            .iter()
+            .map(|o| (o.api_version.as_str(), o.kind.as_str()))
+            .chain(endpoints);
         for (api_version, kind) in kinds {
             if !seen.insert((api_version.to_string(), kind.to_string())) {
                 continue;
@@ -885,14 +905,32 @@ impl Engine {
     }
 
     /// The Pods a Deployment's selector matches.
-    pub async fn pods_of(&self, deployment: &ObjKey, observed: &Observed) -> Result<Vec<Value>, kube::Error> {
-        let Some(labels) = observed.objects.get(deployment).and_then(|d| d["spec"]["selector"]["matchLabels"].as_object()) else {
+    pub async fn pods_of(
+        &self,
+        deployment: &ObjKey,
+        observed: &Observed,
+    ) -> Result<Vec<Value>, kube::Error> {
+        let Some(labels) = observed
+            .objects
+            .get(deployment)
+            .and_then(|d| d["spec"]["selector"]["matchLabels"].as_object())
+        else {
             return Ok(Vec::new());
         };
-        let selector: Vec<String> = labels.iter().map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default())).collect();
-        let api: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(self.client.clone(), &deployment.namespace);
-        let list = api.list(&ListParams::default().labels(&selector.join(","))).await?;
-        Ok(list.items.iter().map(|p| serde_json::to_value(p).unwrap_or(Value::Null)).collect())
+        let selector: Vec<String> = labels
+            .iter()
+            .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+            .collect();
+        let api: Api<k8s_openapi::api::core::v1::Pod> =
+            Api::namespaced(self.client.clone(), &deployment.namespace);
+        let list = api
+            .list(&ListParams::default().labels(&selector.join(",")))
+            .await?;
+        Ok(list
+            .items
+            .iter()
+            .map(|p| serde_json::to_value(p).unwrap_or(Value::Null))
+            .collect())
     }
 
     /// The live state of `objects` (by key; absent = not found) and, for Services, their

@@ -21,8 +21,10 @@ use crate::spec::names;
 
 pub const FIELD_MANAGER: &str = "driftless-localservice";
 
+type Selector = BTreeMap<String, String>;
+
 /// Selectors of the localservices, by namespace.
-pub type Selectors = BTreeMap<String, Vec<BTreeMap<String, String>>>;
+pub type Selectors = BTreeMap<String, Vec<Selector>>;
 
 /// The label value `pod` should carry and does not, if any.
 pub fn wanted_label(pod: &Pod, selectors: &[BTreeMap<String, String>]) -> Option<String> {
@@ -43,8 +45,13 @@ pub fn wanted_label(pod: &Pod, selectors: &[BTreeMap<String, String>]) -> Option
 
 /// Keeps one watch task per namespace in `selectors`, restarting a namespace's task when
 /// its selectors change (its initial list then re-labels every Pod).
-pub async fn run(client: Client, mut selectors: watch::Receiver<Selectors>, writes: Arc<Writes>, active: watch::Receiver<bool>) {
-    let mut tasks: HashMap<String, (Vec<BTreeMap<String, String>>, JoinHandle<()>)> = HashMap::new();
+pub async fn run(
+    client: Client,
+    mut selectors: watch::Receiver<Selectors>,
+    writes: Arc<Writes>,
+    active: watch::Receiver<bool>,
+) {
+    let mut tasks: HashMap<String, (Vec<Selector>, JoinHandle<()>)> = HashMap::new();
     loop {
         let current = selectors.borrow_and_update().clone();
         tasks.retain(|ns, (sel, handle)| {
@@ -58,7 +65,13 @@ pub async fn run(client: Client, mut selectors: watch::Receiver<Selectors>, writ
             if tasks.contains_key(ns) {
                 continue;
             }
-            let handle = tokio::spawn(watch_namespace(client.clone(), ns.clone(), sel.clone(), writes.clone(), active.clone()));
+            let handle = tokio::spawn(watch_namespace(
+                client.clone(),
+                ns.clone(),
+                sel.clone(),
+                writes.clone(),
+                active.clone(),
+            ));
             tasks.insert(ns.clone(), (sel.clone(), handle));
         }
         if selectors.changed().await.is_err() {
@@ -95,7 +108,9 @@ async fn watch_namespace(
         if !*active.borrow() {
             continue;
         }
-        let Some(value) = wanted_label(&pod, &selectors) else { continue };
+        let Some(value) = wanted_label(&pod, &selectors) else {
+            continue;
+        };
         let patch = json!({
             "apiVersion": "v1",
             "kind": "Pod",
@@ -103,12 +118,20 @@ async fn watch_namespace(
         });
         writes.count(Verb::Patch);
         match api
-            .patch(&pod.name_any(), &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&patch))
+            .patch(
+                &pod.name_any(),
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(&patch),
+            )
             .await
         {
-            Ok(_) => tracing::debug!(namespace, pod = %pod.name_any(), node = %value, "labelled pod with its node"),
+            Ok(_) => {
+                tracing::debug!(namespace, pod = %pod.name_any(), node = %value, "labelled pod with its node")
+            }
             Err(kube::Error::Api(e)) if e.code == 404 => {}
-            Err(e) => tracing::warn!(namespace, pod = %pod.name_any(), error = %e, "could not label pod"),
+            Err(e) => {
+                tracing::warn!(namespace, pod = %pod.name_any(), error = %e, "could not label pod")
+            }
         }
     }
 }
@@ -126,24 +149,53 @@ mod tests {
     }
 
     fn sel(pairs: &[(&str, &str)]) -> Vec<BTreeMap<String, String>> {
-        vec![pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()]
+        vec![
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        ]
     }
 
     #[test]
     fn selected_scheduled_pods_get_their_node_once() {
         let s = sel(&[("app", "x")]);
-        assert_eq!(wanted_label(&pod(json!({"app": "x"}), Some("node-1")), &s), Some("node-1".into()));
+        assert_eq!(
+            wanted_label(&pod(json!({"app": "x"}), Some("node-1")), &s),
+            Some("node-1".into())
+        );
         // Already right: no write.
-        assert_eq!(wanted_label(&pod(json!({"app": "x", ownership::NODE: "node-1"}), Some("node-1")), &s), None);
+        assert_eq!(
+            wanted_label(
+                &pod(
+                    json!({"app": "x", ownership::NODE: "node-1"}),
+                    Some("node-1")
+                ),
+                &s
+            ),
+            None
+        );
         // Wrong (a reused name on another node): fixed.
         assert_eq!(
-            wanted_label(&pod(json!({"app": "x", ownership::NODE: "node-2"}), Some("node-1")), &s),
+            wanted_label(
+                &pod(
+                    json!({"app": "x", ownership::NODE: "node-2"}),
+                    Some("node-1")
+                ),
+                &s
+            ),
             Some("node-1".into())
         );
         // Not selected, not scheduled, or an empty selector: left alone.
-        assert_eq!(wanted_label(&pod(json!({"app": "y"}), Some("node-1")), &s), None);
+        assert_eq!(
+            wanted_label(&pod(json!({"app": "y"}), Some("node-1")), &s),
+            None
+        );
         assert_eq!(wanted_label(&pod(json!({"app": "x"}), None), &s), None);
-        assert_eq!(wanted_label(&pod(json!({"app": "x"}), Some("node-1")), &sel(&[])), None);
+        assert_eq!(
+            wanted_label(&pod(json!({"app": "x"}), Some("node-1")), &sel(&[])),
+            None
+        );
         assert_eq!(wanted_label(&pod(json!(null), Some("node-1")), &s), None);
     }
 

@@ -32,7 +32,10 @@ use queue::{Key, Queue};
 
 pub enum SourceConfig {
     Dir(PathBuf),
-    Git { config: source::git::GitConfig, interval: Duration },
+    Git {
+        config: source::git::GitConfig,
+        interval: Duration,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -57,7 +60,10 @@ pub struct Config {
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
     #[error("serving HTTP on {addr}: {source}")]
-    Http { addr: SocketAddr, source: std::io::Error },
+    Http {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
     #[error("watching the spec directory: {0}")]
     Dir(#[from] source::dir::DirError),
     #[error("opening the git source: {0}")]
@@ -103,10 +109,18 @@ fn spec_of(live: &Value) -> Option<SpecId> {
     let id = live["metadata"]["annotations"][render::ownership::SPEC].as_str()?;
     let mut parts = id.splitn(3, '/');
     let kind = crate::spec::Kind::parse(parts.next()?)?;
-    Some(SpecId { kind, namespace: parts.next()?.to_string(), name: parts.next()?.to_string() })
+    Some(SpecId {
+        kind,
+        namespace: parts.next()?.to_string(),
+        name: parts.next()?.to_string(),
+    })
 }
 
-pub async fn run(mut cfg: Config, client: Client, shutdown: impl std::future::Future<Output = ()> + Send + 'static) -> Result<(), DaemonError> {
+pub async fn run(
+    mut cfg: Config,
+    client: Client,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), DaemonError> {
     let (stop_tx, stop_rx) = tokio_watch::channel(false);
     tokio::spawn(async move {
         shutdown.await;
@@ -125,7 +139,10 @@ pub async fn run(mut cfg: Config, client: Client, shutdown: impl std::future::Fu
     };
     let listener = http::bind(cfg.metrics_addr)
         .await
-        .map_err(|source| DaemonError::Http { addr: cfg.metrics_addr, source })?;
+        .map_err(|source| DaemonError::Http {
+            addr: cfg.metrics_addr,
+            source,
+        })?;
     let mut http_stop = stop_rx.clone();
     tokio::spawn(async move {
         let stopped = async move {
@@ -173,7 +190,12 @@ pub async fn run(mut cfg: Config, client: Client, shutdown: impl std::future::Fu
     let (selectors_tx, selectors_rx) = tokio_watch::channel(labeller::Selectors::new());
 
     let engine = Engine::new(client.clone(), cfg.engine.clone());
-    tokio::spawn(labeller::run(client.clone(), selectors_rx, engine.writes.clone(), active_rx.clone()));
+    tokio::spawn(labeller::run(
+        client.clone(),
+        selectors_rx,
+        engine.writes.clone(),
+        active_rx.clone(),
+    ));
 
     let mut state = State {
         source_name,
@@ -202,7 +224,9 @@ pub async fn run(mut cfg: Config, client: Client, shutdown: impl std::future::Fu
     let mut stop = stop_rx.clone();
 
     loop {
-        let next = queue.next_due().unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
+        let next = queue
+            .next_due()
+            .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
         tokio::select! {
             _ = stop.wait_for(|s| *s) => break,
             Some(update) = src_rx.recv() => {
@@ -297,11 +321,15 @@ fn start_source(
                         }),
                         Err(crate::spec::LoadError::Invalid(errors)) => {
                             last = None;
-                            Some(SourceUpdate::Failed { message: errors.to_string() })
+                            Some(SourceUpdate::Failed {
+                                message: errors.to_string(),
+                            })
                         }
                         Err(e) => {
                             last = None;
-                            Some(SourceUpdate::Failed { message: e.to_string() })
+                            Some(SourceUpdate::Failed {
+                                message: e.to_string(),
+                            })
                         }
                     };
                     if let Some(u) = update
@@ -334,9 +362,14 @@ fn start_source(
                     let update = match source::git::fetch(source.clone()).await {
                         Ok(rev) => (last.as_ref() != Some(&rev.commit)).then(|| {
                             last = Some(rev.commit.clone());
-                            SourceUpdate::Revision { id: rev.commit, files: rev.files }
+                            SourceUpdate::Revision {
+                                id: rev.commit,
+                                files: rev.files,
+                            }
                         }),
-                        Err(e) => Some(SourceUpdate::Failed { message: e.to_string() }),
+                        Err(e) => Some(SourceUpdate::Failed {
+                            message: e.to_string(),
+                        }),
                     };
                     if let Some(u) = update
                         && tx.send(u).await.is_err()
@@ -356,7 +389,12 @@ fn on_source(state: &mut State, update: SourceUpdate, metrics: &Metrics) -> bool
     match update {
         SourceUpdate::Failed { message } => {
             tracing::warn!(error = %message, "source error; the last good revision stays in force");
-            state.errors = vec![status::SourceError { file: None, line: None, column: None, message }];
+            state.errors = vec![status::SourceError {
+                file: None,
+                line: None,
+                column: None,
+                message,
+            }];
             false
         }
         SourceUpdate::Revision { id, files } => {
@@ -383,7 +421,11 @@ fn on_source(state: &mut State, update: SourceUpdate, metrics: &Metrics) -> bool
                             message: e.message.clone(),
                         })
                         .collect();
-                    metrics.sync_finished("invalid", Duration::ZERO, Timestamp::now().as_millisecond() as f64 / 1000.0);
+                    metrics.sync_finished(
+                        "invalid",
+                        Duration::ZERO,
+                        Timestamp::now().as_millisecond() as f64 / 1000.0,
+                    );
                     false
                 }
             }
@@ -397,10 +439,11 @@ fn on_event(state: &mut State, ev: watch::Event, manager: &str) -> Option<Key> {
     match ev {
         watch::Event::Nodes(nodes) => {
             state.nodes = nodes;
-            let has_local = state
-                .tree
-                .as_ref()
-                .is_some_and(|t| t.specs.iter().any(|s| matches!(s.body, SpecBody::LocalService(_))));
+            let has_local = state.tree.as_ref().is_some_and(|t| {
+                t.specs
+                    .iter()
+                    .any(|s| matches!(s.body, SpecBody::LocalService(_)))
+            });
             has_local.then_some(Key::Full)
         }
         watch::Event::Object(key, live) => {
@@ -419,7 +462,9 @@ fn on_event(state: &mut State, ev: watch::Event, manager: &str) -> Option<Key> {
                 (Some(v), Some((_, fields))) => &apply::owned_fields_hash(v, manager) != fields,
                 _ => false,
             };
-            let spec = recorded.map(|(s, _)| s).or_else(|| live.as_ref().and_then(spec_of));
+            let spec = recorded
+                .map(|(s, _)| s)
+                .or_else(|| live.as_ref().and_then(spec_of));
             match live {
                 Some(v) => state.live.objects.insert(key.clone(), v),
                 None => state.live.objects.remove(&key),
@@ -433,10 +478,21 @@ fn on_event(state: &mut State, ev: watch::Event, manager: &str) -> Option<Key> {
 }
 
 /// Runs the due keys as one sync; returns each key's success.
-async fn sync(engine: &Engine, state: &mut State, keys: &[Key], metrics: &Metrics, mut stop: tokio_watch::Receiver<bool>) -> Vec<(Key, bool)> {
-    let Some(tree) = state.tree.clone() else { return Vec::new() };
+async fn sync(
+    engine: &Engine,
+    state: &mut State,
+    keys: &[Key],
+    metrics: &Metrics,
+    mut stop: tokio_watch::Receiver<bool>,
+) -> Vec<(Key, bool)> {
+    let Some(tree) = state.tree.clone() else {
+        return Vec::new();
+    };
     let full = keys.contains(&Key::Full);
-    let facts = render::Facts { instance: engine.opts.instance.clone(), nodes: state.nodes.clone() };
+    let facts = render::Facts {
+        instance: engine.opts.instance.clone(),
+        nodes: state.nodes.clone(),
+    };
     let objects = match render::render(&tree, &facts) {
         Ok(o) => o,
         Err(e) => {
@@ -451,11 +507,23 @@ async fn sync(engine: &Engine, state: &mut State, keys: &[Key], metrics: &Metric
             Key::Full => None,
         })
         .collect();
-    let subset: Vec<Object> = if full { objects.clone() } else { objects.iter().filter(|o| specs.contains(&o.spec)).cloned().collect() };
+    let subset: Vec<Object> = if full {
+        objects.clone()
+    } else {
+        objects
+            .iter()
+            .filter(|o| specs.contains(&o.spec))
+            .cloned()
+            .collect()
+    };
     let adopt = crate::cli_sync::adopt_specs(&tree);
     let started = Instant::now();
     let run = async {
-        if full { engine.sync(&subset, &adopt).await } else { engine.sync_subset(&subset, &adopt).await }
+        if full {
+            engine.sync(&subset, &adopt).await
+        } else {
+            engine.sync_subset(&subset, &adopt).await
+        }
     };
     // On shutdown an in-flight sync gets a few seconds to finish, then is abandoned
     // (the inventory's record-before-apply keeps that safe).
@@ -504,11 +572,19 @@ async fn sync(engine: &Engine, state: &mut State, keys: &[Key], metrics: &Metric
                 failed_specs.insert(o.spec.clone());
             }
         }
-        state.actions.insert(o.key.clone(), o.action.label().to_string());
+        state
+            .actions
+            .insert(o.key.clone(), o.action.label().to_string());
         if let Some(live) = &o.live
             && !o.action.is_error()
         {
-            state.recorded.insert(o.key.clone(), (o.spec.clone(), apply::owned_fields_hash(live, &engine.opts.field_manager)));
+            state.recorded.insert(
+                o.key.clone(),
+                (
+                    o.spec.clone(),
+                    apply::owned_fields_hash(live, &engine.opts.field_manager),
+                ),
+            );
             state.live.objects.insert(o.key.clone(), live.clone());
         }
     }
@@ -561,7 +637,12 @@ async fn sync(engine: &Engine, state: &mut State, keys: &[Key], metrics: &Metric
         .collect()
 }
 
-async fn refresh_health(engine: &Engine, state: &mut State, metrics: &Metrics, ready_timeout: Duration) {
+async fn refresh_health(
+    engine: &Engine,
+    state: &mut State,
+    metrics: &Metrics,
+    ready_timeout: Duration,
+) {
     state.health_dirty = false;
     let Some(tree) = &state.tree else { return };
     // Pods are read only for Deployments that are not ready: their reasons are the news.
@@ -569,20 +650,25 @@ async fn refresh_health(engine: &Engine, state: &mut State, metrics: &Metrics, r
     observed.pods.clear();
     for o in state.objects.iter().filter(|o| o.kind == "Deployment") {
         let key = ObjKey::of(o);
-        let not_ready = observed
-            .objects
-            .get(&key)
-            .is_some_and(|d| health::kstatus::compute(Some(d), Timestamp::now()).status != Status::Current);
+        let not_ready = observed.objects.get(&key).is_some_and(|d| {
+            health::kstatus::compute(Some(d), Timestamp::now()).status != Status::Current
+        });
         if not_ready && let Ok(pods) = engine.pods_of(&key, &observed).await {
             observed.pods.insert(key, pods);
         }
     }
     let mut healths = health::tree_health(&tree.specs, &state.objects, &observed, Timestamp::now());
-    let overdue = state.applied_at.is_some_and(|t| t.elapsed() > ready_timeout);
+    let overdue = state
+        .applied_at
+        .is_some_and(|t| t.elapsed() > ready_timeout);
     for h in healths.iter_mut() {
         if overdue && h.status == Status::InProgress {
             h.status = Status::Failed;
-            h.message = format!("not ready {}s after the revision was applied: {}", ready_timeout.as_secs(), h.message);
+            h.message = format!(
+                "not ready {}s after the revision was applied: {}",
+                ready_timeout.as_secs(),
+                h.message
+            );
             if h.reason.is_none() {
                 h.reason = Some("ReadyTimeout".into());
             }
@@ -592,7 +678,12 @@ async fn refresh_health(engine: &Engine, state: &mut State, metrics: &Metrics, r
     let before: BTreeSet<String> = state.health.iter().map(|h| h.id.clone()).collect();
     for spec in &tree.specs {
         if let Some(h) = healths.iter().find(|h| h.id == spec.id.to_string()) {
-            metrics.set_spec_ready(spec.id.kind.as_str(), &spec.id.namespace, &spec.id.name, h.ready);
+            metrics.set_spec_ready(
+                spec.id.kind.as_str(),
+                &spec.id.namespace,
+                &spec.id.name,
+                h.ready,
+            );
             if let health::Figures::ElasticWeb { real_qps, .. } = &h.figures {
                 metrics.set_real_qps(&spec.id.namespace, &spec.id.name, *real_qps as f64);
             }
@@ -623,7 +714,9 @@ fn localservice_selectors(tree: Option<&SpecTree>) -> labeller::Selectors {
     let mut out = labeller::Selectors::new();
     for s in tree.map(|t| t.specs.as_slice()).unwrap_or_default() {
         if let SpecBody::LocalService(l) = &s.body {
-            out.entry(s.id.namespace.clone()).or_default().push(l.selector.clone());
+            out.entry(s.id.namespace.clone())
+                .or_default()
+                .push(l.selector.clone());
         }
     }
     out
@@ -647,10 +740,16 @@ fn status_of(state: &State) -> status::StatusFile {
                         file: spec.at.file.clone(),
                         line: spec.at.line,
                         ready: h.is_some_and(|h| h.ready),
-                        status: h.map(|h| format!("{:?}", h.status)).unwrap_or_else(|| "Unknown".into()),
+                        status: h
+                            .map(|h| format!("{:?}", h.status))
+                            .unwrap_or_else(|| "Unknown".into()),
                         reason: h.and_then(|h| h.reason.clone()),
-                        message: h.map(|h| h.message.clone()).unwrap_or_else(|| "not synced yet".into()),
-                        figures: h.and_then(|h| serde_json::to_value(&h.figures).ok()).unwrap_or(Value::Null),
+                        message: h
+                            .map(|h| h.message.clone())
+                            .unwrap_or_else(|| "not synced yet".into()),
+                        figures: h
+                            .and_then(|h| serde_json::to_value(&h.figures).ok())
+                            .unwrap_or(Value::Null),
                         objects: h
                             .map(|h| {
                                 h.objects
@@ -664,7 +763,9 @@ fn status_of(state: &State) -> status::StatusFile {
                                             .objects
                                             .iter()
                                             .find(|obj| obj.display_ref() == o.object)
-                                            .and_then(|obj| state.actions.get(&ObjKey::of(obj)).cloned()),
+                                            .and_then(|obj| {
+                                                state.actions.get(&ObjKey::of(obj)).cloned()
+                                            }),
                                     })
                                     .collect()
                             })

@@ -27,7 +27,10 @@ pub struct Backoff {
 
 impl Default for Backoff {
     fn default() -> Self {
-        Backoff { base: Duration::from_secs(1), cap: Duration::from_secs(300) }
+        Backoff {
+            base: Duration::from_secs(1),
+            cap: Duration::from_secs(300),
+        }
     }
 }
 
@@ -35,7 +38,10 @@ impl Backoff {
     /// The delay before retry `attempt` (1-based): base·2^(attempt-1), capped, ±20 % jitter
     /// so many failing keys do not retry in lockstep.
     pub fn delay(&self, attempt: u32, jitter_seed: u64) -> Duration {
-        let exp = self.base.saturating_mul(1u32.checked_shl(attempt.saturating_sub(1).min(20)).unwrap_or(u32::MAX));
+        let exp = self.base.saturating_mul(
+            1u32.checked_shl(attempt.saturating_sub(1).min(20))
+                .unwrap_or(u32::MAX),
+        );
         let capped = exp.min(self.cap);
         // jitter in [0.8, 1.2)
         let unit = (jitter_seed % 10_000) as f64 / 10_000.0;
@@ -53,7 +59,10 @@ pub struct Queue {
 
 impl Queue {
     pub fn new(backoff: Backoff) -> Self {
-        Queue { backoff, ..Queue::default() }
+        Queue {
+            backoff,
+            ..Queue::default()
+        }
     }
 
     pub fn push(&mut self, key: Key, at: Instant) {
@@ -77,7 +86,12 @@ impl Queue {
 
     /// Removes and returns every key due at `now`.
     pub fn take_due(&mut self, now: Instant) -> Vec<Key> {
-        let ready: Vec<Key> = self.due.iter().filter(|(_, at)| **at <= now).map(|(k, _)| k.clone()).collect();
+        let ready: Vec<Key> = self
+            .due
+            .iter()
+            .filter(|(_, at)| **at <= now)
+            .map(|(k, _)| k.clone())
+            .collect();
         for k in &ready {
             self.due.remove(k);
         }
@@ -109,7 +123,11 @@ mod tests {
     use crate::spec::Kind;
 
     fn spec(name: &str) -> Key {
-        Key::Spec(SpecId { kind: Kind::ElasticWeb, namespace: "ns".into(), name: name.into() })
+        Key::Spec(SpecId {
+            kind: Kind::ElasticWeb,
+            namespace: "ns".into(),
+            name: name.into(),
+        })
     }
 
     #[test]
@@ -129,7 +147,10 @@ mod tests {
 
     #[test]
     fn failures_back_off_exponentially_to_the_cap_and_reset_on_success() {
-        let b = Backoff { base: Duration::from_secs(1), cap: Duration::from_secs(60) };
+        let b = Backoff {
+            base: Duration::from_secs(1),
+            cap: Duration::from_secs(60),
+        };
         let mid = 5_000; // jitter factor exactly 1.0
         assert_eq!(b.delay(1, mid), Duration::from_secs(1));
         assert_eq!(b.delay(2, mid), Duration::from_secs(2));

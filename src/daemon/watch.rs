@@ -33,17 +33,26 @@ pub struct OwnedWatches {
 }
 
 fn resource_id(r: &Resolved) -> String {
-    format!("{}/{}/{}", r.resource.group, r.resource.version, r.resource.plural)
+    format!(
+        "{}/{}/{}",
+        r.resource.group, r.resource.version, r.resource.plural
+    )
 }
 
 impl OwnedWatches {
     pub fn new(client: Client, instance: &str, tx: mpsc::Sender<Event>) -> Self {
-        OwnedWatches { client, selector: format!("{}={instance}", ownership::INSTANCE), tx, tasks: HashMap::new() }
+        OwnedWatches {
+            client,
+            selector: format!("{}={instance}", ownership::INSTANCE),
+            tx,
+            tasks: HashMap::new(),
+        }
     }
 
     /// Watches exactly `kinds` from now on.
     pub fn set(&mut self, kinds: &[Resolved]) {
-        let wanted: BTreeMap<String, &Resolved> = kinds.iter().map(|r| (resource_id(r), r)).collect();
+        let wanted: BTreeMap<String, &Resolved> =
+            kinds.iter().map(|r| (resource_id(r), r)).collect();
         self.tasks.retain(|id, handle| {
             let keep = wanted.contains_key(id);
             if !keep {
@@ -55,7 +64,12 @@ impl OwnedWatches {
             if self.tasks.contains_key(&id) {
                 continue;
             }
-            let task = watch_kind(self.client.clone(), r.clone(), self.selector.clone(), self.tx.clone());
+            let task = watch_kind(
+                self.client.clone(),
+                r.clone(),
+                self.selector.clone(),
+                self.tx.clone(),
+            );
             self.tasks.insert(id, tokio::spawn(task));
         }
     }
@@ -80,7 +94,9 @@ fn key_of(r: &Resolved, obj: &DynamicObject) -> ObjKey {
 
 async fn watch_kind(client: Client, r: Resolved, selector: String, tx: mpsc::Sender<Event>) {
     let api: Api<DynamicObject> = r.api_all(&client);
-    let mut events = watcher(api, watcher::Config::default().labels(&selector)).default_backoff().boxed();
+    let mut events = watcher(api, watcher::Config::default().labels(&selector))
+        .default_backoff()
+        .boxed();
     loop {
         let ev = match events.try_next().await {
             Ok(Some(ev)) => ev,
@@ -112,7 +128,9 @@ async fn watch_kind(client: Client, r: Resolved, selector: String, tx: mpsc::Sen
 /// Sends the node set whenever a Node's name or labels change (not on heartbeats).
 pub async fn watch_nodes(client: Client, tx: mpsc::Sender<Event>) {
     let api: Api<Node> = Api::all(client);
-    let mut events = watcher(api, watcher::Config::default()).default_backoff().boxed();
+    let mut events = watcher(api, watcher::Config::default())
+        .default_backoff()
+        .boxed();
     let mut nodes: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
     let mut listing: Option<BTreeMap<String, BTreeMap<String, String>>> = None;
     let mut sent: Option<BTreeMap<String, BTreeMap<String, String>>> = None;
@@ -141,7 +159,13 @@ pub async fn watch_nodes(client: Client, tx: mpsc::Sender<Event>) {
             }
         }
         if listing.is_none() && sent.as_ref() != Some(&nodes) {
-            let facts = nodes.iter().map(|(name, labels)| NodeFacts { name: name.clone(), labels: labels.clone() }).collect();
+            let facts = nodes
+                .iter()
+                .map(|(name, labels)| NodeFacts {
+                    name: name.clone(),
+                    labels: labels.clone(),
+                })
+                .collect();
             if tx.send(Event::Nodes(facts)).await.is_err() {
                 return;
             }

@@ -214,7 +214,9 @@ impl Metrics {
     pub fn set_revision(&self, revision: &str) {
         self.source_revision_info.clear();
         self.source_revision_info
-            .get_or_create(&RevisionLabels { revision: revision.to_string() })
+            .get_or_create(&RevisionLabels {
+                revision: revision.to_string(),
+            })
             .set(1);
     }
 
@@ -248,7 +250,6 @@ fn object_labels(namespace: &str, name: &str) -> ObjectLabels {
         name: name.to_string(),
     }
 }
-
 
 #[cfg(test)]
 mod tests {

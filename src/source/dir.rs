@@ -17,7 +17,10 @@ use crate::spec::{LoadError, SourceFile, read_dir};
 #[derive(Debug, thiserror::Error)]
 pub enum DirError {
     #[error("watching {path}: {source}")]
-    Watch { path: PathBuf, source: notify::Error },
+    Watch {
+        path: PathBuf,
+        source: notify::Error,
+    },
 }
 
 /// Keeps the watch alive; dropping it stops the events.
@@ -43,11 +46,22 @@ pub fn watch(root: &Path, debounce: Duration) -> Result<(DirWatch, mpsc::Receive
             }
         }
     })
-    .map_err(|source| DirError::Watch { path: root.to_path_buf(), source })?;
+    .map_err(|source| DirError::Watch {
+        path: root.to_path_buf(),
+        source,
+    })?;
     debouncer
         .watch(root, RecursiveMode::Recursive)
-        .map_err(|source| DirError::Watch { path: root.to_path_buf(), source })?;
-    Ok((DirWatch { _debouncer: debouncer }, rx))
+        .map_err(|source| DirError::Watch {
+            path: root.to_path_buf(),
+            source,
+        })?;
+    Ok((
+        DirWatch {
+            _debouncer: debouncer,
+        },
+        rx,
+    ))
 }
 
 /// A revision of a directory: its files and a content hash naming it.
@@ -60,7 +74,13 @@ pub fn read(root: &Path) -> Result<(String, Vec<SourceFile>), LoadError> {
 pub fn revision_of(files: &[SourceFile]) -> String {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for f in files {
-        for b in f.path.bytes().chain([0]).chain(f.contents.iter().copied()).chain([0]) {
+        for b in f
+            .path
+            .bytes()
+            .chain([0])
+            .chain(f.contents.iter().copied())
+            .chain([0])
+        {
             h ^= u64::from(b);
             h = h.wrapping_mul(0x0000_0100_0000_01b3);
         }
@@ -74,7 +94,10 @@ mod tests {
 
     #[test]
     fn revision_follows_content_and_paths() {
-        let f = |p: &str, c: &str| SourceFile { path: p.into(), contents: c.as_bytes().to_vec() };
+        let f = |p: &str, c: &str| SourceFile {
+            path: p.into(),
+            contents: c.as_bytes().to_vec(),
+        };
         let a = revision_of(&[f("a.toml", "x")]);
         assert_eq!(a, revision_of(&[f("a.toml", "x")]));
         assert_ne!(a, revision_of(&[f("a.toml", "y")]));
@@ -99,7 +122,9 @@ mod tests {
         std::fs::write(root.join("..v2/a.toml"), "[workspace.a]\nimage = \"y\"\n").unwrap();
         std::os::unix::fs::symlink("..v2", root.join("..data_tmp")).unwrap();
         std::fs::rename(root.join("..data_tmp"), root.join("..data")).unwrap();
-        tokio::time::timeout(Duration::from_secs(10), rx.recv()).await.expect("no event for the symlink swap");
+        tokio::time::timeout(Duration::from_secs(10), rx.recv())
+            .await
+            .expect("no event for the symlink swap");
         let (rev2, files) = read(root).unwrap();
         assert_ne!(rev1, rev2);
         assert!(String::from_utf8_lossy(&files[0].contents).contains("\"y\""));
@@ -109,7 +134,9 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(300)).await;
         while rx.try_recv().is_ok() {}
         std::fs::write(root.join("team/b.toml"), "[workspace.b]\nimage = \"z\"\n").unwrap();
-        tokio::time::timeout(Duration::from_secs(10), rx.recv()).await.expect("no event for the save");
+        tokio::time::timeout(Duration::from_secs(10), rx.recv())
+            .await
+            .expect("no event for the save");
         assert_eq!(read(root).unwrap().1.len(), 2);
     }
 }
