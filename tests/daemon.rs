@@ -530,6 +530,44 @@ async fn localservice_follows_nodes_and_labels_pods() {
     assert_eq!(daemon.stop(), Some(0));
 }
 
+/// Regression: the first sync must wait for the node list, or a localservice renders no
+/// Services and prune deletes the ones a previous run created.
+#[tokio::test]
+async fn a_restarted_daemon_does_not_prune_localservice_services_before_it_knows_the_nodes() {
+    let client = common::client().await;
+    let ns = common::namespace(&client, "run-restart").await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("l.toml"),
+        format!(
+            "namespace = \"{ns}\"\n[localservice.ls]\nselector = {{ app = \"x\" }}\nports = [{{ port = 80 }}]\n{}{}",
+            web("a", 0),
+            web("b", 0)
+        ),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_driftless"))
+        .args(["apply", &dir.path().to_string_lossy(), "--instance", &ns])
+        .env("KUBECONFIG", std::env::var_os(common::CLUSTER_ENV).unwrap())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    let services = Api::<Service>::namespaced(client.clone(), &ns);
+    let uid_of = |list: Vec<Service>| -> std::collections::BTreeMap<String, String> {
+        list.into_iter().map(|s| (s.name_any(), s.uid().unwrap_or_default())).collect()
+    };
+    let before = uid_of(services.list(&ListParams::default()).await.unwrap().items);
+    assert!(before.contains_key("ls-node-1"), "{before:?}");
+
+    let mut daemon = Daemon::start(&ns, &["--dir", &dir.path().to_string_lossy(), "--resync", "1h"]);
+    daemon.wait_status("first sync", |s| s["last_sync"]["result"] == "success").await;
+    let (_, text) = daemon.get("/metrics").await;
+    assert_eq!(metric(&text, "driftless_pruned_objects_total"), Some(0.0), "{text}\n{}", daemon.log());
+    let after = uid_of(services.list(&ListParams::default()).await.unwrap().items);
+    assert_eq!(after, before, "Services were deleted and recreated");
+    assert_eq!(daemon.stop(), Some(0));
+}
+
 fn git(dir: &Path, args: &[&str]) {
     let out = Command::new("git")
         .args([

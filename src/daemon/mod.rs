@@ -94,6 +94,9 @@ struct State {
     latency_observed: bool,
     errors: Vec<status::SourceError>,
     nodes: Vec<NodeFacts>,
+    /// Whether the Node watch has delivered its first full list. Until then a render
+    /// would see no nodes, and prune would delete every localservice's Services.
+    nodes_known: bool,
     /// Per owned object: its spec and the fields our manager owned after our last write.
     recorded: HashMap<ObjKey, (SpecId, String)>,
     actions: HashMap<ObjKey, String>,
@@ -209,6 +212,7 @@ pub async fn run(
         latency_observed: false,
         errors: Vec::new(),
         nodes: Vec::new(),
+        nodes_known: false,
         recorded: HashMap::new(),
         actions: HashMap::new(),
         live: Observed::default(),
@@ -247,6 +251,13 @@ pub async fn run(
             }
             _ = tokio::time::sleep_until(next) => {
                 let keys = queue.take_due(Instant::now());
+                if !state.nodes_known {
+                    // Not lost: they run once the node set is known.
+                    for k in keys {
+                        queue.push(k, Instant::now() + Duration::from_millis(200));
+                    }
+                    continue;
+                }
                 if !state.active || state.tree.is_none() {
                     continue;
                 }
@@ -439,6 +450,7 @@ fn on_event(state: &mut State, ev: watch::Event, manager: &str) -> Option<Key> {
     match ev {
         watch::Event::Nodes(nodes) => {
             state.nodes = nodes;
+            state.nodes_known = true;
             let has_local = state.tree.as_ref().is_some_and(|t| {
                 t.specs
                     .iter()
