@@ -239,6 +239,9 @@ pub struct RunArgs {
     /// A spec not ready this long after its revision was applied is reported failed.
     #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
     pub ready_timeout: Duration,
+    /// Record Kubernetes Events on the objects each sync changes, prunes or fails on.
+    #[arg(long)]
+    pub events: bool,
     #[command(flatten)]
     pub engine: EngineArgs,
 }

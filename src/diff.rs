@@ -315,32 +315,45 @@ impl Engine {
             &self.client,
             (!key.namespace.is_empty()).then_some(key.namespace.as_str()),
         );
-        let live = match api.get_opt(&key.name).await {
-            Ok(o) => o.map(|o| serde_json::to_value(o).unwrap_or(Value::Null)),
-            Err(e) => return Change::Error(format!("reading it: {e}")),
-        };
-        if let Some(l) = &live {
-            match owner_of(l, &self.opts.instance) {
-                Owner::Us => {}
-                Owner::OtherInstance(i) => {
-                    return Change::Error(format!("conflict: owned by driftless instance {i:?}"));
+        // Live and dry-run must describe the same moment: the dry-run is pinned to the
+        // resourceVersion read, and a controller's update in between (a Deployment's
+        // revision annotation, say) means reading again, not a spurious difference.
+        let mut attempt = 0;
+        let (live, dry) = loop {
+            attempt += 1;
+            let live = match api.get_opt(&key.name).await {
+                Ok(o) => o.map(|o| serde_json::to_value(o).unwrap_or(Value::Null)),
+                Err(e) => return Change::Error(format!("reading it: {e}")),
+            };
+            if let Some(l) = &live {
+                match owner_of(l, &self.opts.instance) {
+                    Owner::Us => {}
+                    Owner::OtherInstance(i) => {
+                        return Change::Error(format!("conflict: owned by driftless instance {i:?}"));
+                    }
+                    Owner::Foreign if !adopt => {
+                        return Change::Error(
+                            "conflict: exists and was not created by driftless (adopt = true or --adopt takes it over)".into(),
+                        );
+                    }
+                    Owner::Foreign => {}
                 }
-                Owner::Foreign if !adopt => {
-                    return Change::Error("conflict: exists and was not created by driftless (adopt = true or --adopt takes it over)".into());
-                }
-                Owner::Foreign => {}
             }
-        }
-        let force = self.opts.force_conflicts
-            || (adopt
-                && live
-                    .as_ref()
-                    .is_some_and(|l| owner_of(l, &self.opts.instance) == Owner::Foreign));
-        let pp = PatchParams {
-            force,
-            ..PatchParams::apply(&self.opts.field_manager).dry_run()
+            let force = self.opts.force_conflicts
+                || (adopt && live.as_ref().is_some_and(|l| owner_of(l, &self.opts.instance) == Owner::Foreign));
+            let pp = PatchParams { force, ..PatchParams::apply(&self.opts.field_manager).dry_run() };
+            let mut pinned = body.clone();
+            if let Some(rv) = live.as_ref().and_then(|l| l["metadata"]["resourceVersion"].as_str())
+                && let Some(meta) = pinned.get_mut("metadata").and_then(Value::as_object_mut)
+            {
+                meta.insert("resourceVersion".into(), rv.into());
+            }
+            let dry = api.patch(&key.name, &pp, &Patch::Apply(&pinned)).await;
+            let moved = matches!(&dry, Err(kube::Error::Api(e)) if e.code == 409 && e.message.contains("has been modified"));
+            if !moved || attempt >= 5 {
+                break (live, dry);
+            }
         };
-        let dry = api.patch(&key.name, &pp, &Patch::Apply(body)).await;
         let is_pod = key.group.is_empty() && key.kind == "Pod";
         match (live, dry) {
             (None, Ok(d)) => Change::Create {

@@ -425,6 +425,22 @@ async fn drift_is_corrected_and_deleted_objects_recreated() {
         }
     })
     .await;
+    // --events: what driftless did is on the objects, for `kubectl describe`.
+    let events = Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), &ns);
+    common::eventually("Applied and drift events on Deployment x", WAIT, || async {
+        let list = events.list(&ListParams::default()).await.map_err(|e| e.to_string())?;
+        let on_x: Vec<String> = list
+            .items
+            .iter()
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("x"))
+            .filter(|e| e.regarding.as_ref().and_then(|r| r.kind.as_deref()) == Some("Deployment"))
+            .filter_map(|e| e.reason.clone())
+            .collect();
+        // The create, and the drift correction (folded into the same series or a second event).
+        let applied = list.items.iter().filter(|e| e.reason.as_deref() == Some("Applied")).count();
+        if on_x.iter().any(|r| r == "Applied") && applied >= 2 { Ok(()) } else { Err(format!("{on_x:?}")) }
+    })
+    .await;
     assert_eq!(daemon.stop(), Some(0));
 }
 

@@ -5,6 +5,7 @@
 //! One sync runs at a time (objects within it in parallel, bounded), so the inventory
 //! has a single writer. Keys are deduplicated; a failing spec backs off on its own.
 
+pub mod events;
 pub mod labeller;
 pub mod queue;
 pub mod watch;
@@ -54,6 +55,8 @@ pub struct Config {
     pub leader_elect: Option<LeaseConfig>,
     /// A spec not ready this long after its revision was applied is reported failed.
     pub ready_timeout: Duration,
+    /// Record Kubernetes Events on the objects a sync changes (`--events`).
+    pub events: bool,
     pub engine: apply::Options,
 }
 
@@ -193,6 +196,7 @@ pub async fn run(
     let (selectors_tx, selectors_rx) = tokio_watch::channel(labeller::Selectors::new());
 
     let engine = Engine::new(client.clone(), cfg.engine.clone());
+    let recorder = cfg.events.then(|| events::Events::new(client.clone(), &cfg.engine.instance));
     tokio::spawn(labeller::run(
         client.clone(),
         selectors_rx,
@@ -261,7 +265,7 @@ pub async fn run(
                 if !state.active || state.tree.is_none() {
                     continue;
                 }
-                let outcome = sync(&engine, &mut state, &keys, &metrics, stop_rx.clone()).await;
+                let outcome = sync(&engine, &mut state, &keys, &metrics, recorder.as_ref(), stop_rx.clone()).await;
                 for (key, ok) in outcome {
                     if ok { queue.succeeded(&key); } else {
                         let delay = queue.failed(key.clone(), Instant::now());
@@ -495,6 +499,7 @@ async fn sync(
     state: &mut State,
     keys: &[Key],
     metrics: &Metrics,
+    recorder: Option<&events::Events>,
     mut stop: tokio_watch::Receiver<bool>,
 ) -> Vec<(Key, bool)> {
     let Some(tree) = state.tree.clone() else {
@@ -573,6 +578,9 @@ async fn sync(
         }
     };
 
+    if let Some(recorder) = recorder {
+        recorder.publish(&report, state.revision_current.as_deref());
+    }
     let mut failed_specs: BTreeSet<SpecId> = BTreeSet::new();
     let (mut applied, mut unchanged, mut failed) = (0u64, 0u64, 0u64);
     for o in &report.objects {
@@ -649,13 +657,26 @@ async fn sync(
         .collect()
 }
 
-async fn refresh_health(
-    engine: &Engine,
-    state: &mut State,
-    metrics: &Metrics,
-    ready_timeout: Duration,
-) {
+async fn refresh_health(engine: &Engine, state: &mut State, metrics: &Metrics, ready_timeout: Duration) {
+    // Without the node list, localservices would look like they have nothing to run.
+    if !state.nodes_known {
+        return;
+    }
     state.health_dirty = false;
+    // Readiness is judged against what the current tree renders to, so an object not
+    // applied yet reads as missing (never as "nothing to wait for").
+    let facts = render::Facts { instance: engine.opts.instance.clone(), nodes: state.nodes.clone() };
+    let rendered = match &state.tree {
+        Some(tree) => render::render(tree, &facts),
+        None => return,
+    };
+    match rendered {
+        Ok(objects) => state.objects = objects,
+        Err(e) => {
+            tracing::warn!(error = %e, "render failed");
+            return;
+        }
+    }
     let Some(tree) = &state.tree else { return };
     // Pods are read only for Deployments that are not ready: their reasons are the news.
     let mut observed = state.live.clone();
