@@ -88,6 +88,12 @@ pub enum Command {
     /// Print the JSON Schema (Draft 7) of spec files, for editors.
     #[command(hide = true)]
     Schema,
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    #[command(hide = true)]
+    Completions(crate::cli_docs::CompletionsArgs),
+    /// Print the man page (roff) of driftless or of one subcommand.
+    #[command(hide = true)]
+    Man(crate::cli_docs::ManArgs),
 }
 
 #[derive(Args, Debug)]
@@ -310,6 +316,8 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Apply(args) => crate::cli_sync::apply(args, &cli.global, &selection).await,
         Command::Run(args) => crate::cli_run::run(args, &cli.global, &selection).await,
         Command::Status(args) => status(args),
+        Command::Completions(args) => crate::cli_docs::completions(args),
+        Command::Man(args) => crate::cli_docs::man(args),
     }
 }
 

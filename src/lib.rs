@@ -7,6 +7,7 @@
 
 pub mod apply;
 pub mod cli;
+mod cli_docs;
 mod cli_run;
 mod cli_sync;
 pub mod cluster;

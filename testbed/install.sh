@@ -4,7 +4,8 @@
 #
 #   - apt packages: etcd-server, Go (to build Kubernetes 1.20 from Debian's source),
 #     libssl-dev + pkg-config (git2's https), rsync (the Kubernetes build), prometheus
-#     (for promtool, which checks /metrics in the tests).
+#     (for promtool, which checks /metrics in the tests), systemd + man-db
+#     (`systemd-analyze verify`/`security` and `man`, for tests/ship.rs's unit checks).
 #   - kube-apiserver, kube-controller-manager, kube-scheduler v1.20.2 built from Debian's
 #     `kubernetes` source package, cached under $DRIFTLESS_CACHE (default
 #     ~/.cache/driftless) so later runs reuse them.
@@ -13,7 +14,7 @@ set -euo pipefail
 K8S_VERSION=v1.20.2
 CACHE="${DRIFTLESS_CACHE:-$HOME/.cache/driftless}"
 BIN_DIR="$CACHE/k8s-$K8S_VERSION"
-APT_PKGS=(etcd-server golang-go rsync golang-github-modern-go-reflect2-dev libssl-dev pkg-config zlib1g-dev prometheus python3-prometheus-client)
+APT_PKGS=(etcd-server golang-go rsync golang-github-modern-go-reflect2-dev libssl-dev pkg-config zlib1g-dev prometheus python3-prometheus-client systemd man-db)
 
 log() { printf '[install] %s\n' "$*" >&2; }
 

@@ -1,0 +1,58 @@
+# syntax=docker/dockerfile:1
+#
+# driftless container image: the daemon (`driftless run`) on a distroless runtime.
+#
+#   docker build -t driftless .
+#   docker run --rm -p 9477:9477 -v "$PWD/specs:/specs:ro" -v ~/.kube/config:/kubeconfig:ro \
+#     -e KUBECONFIG=/kubeconfig driftless                          # --dir /specs
+#   docker run --rm -p 9477:9477 -e DRIFTLESS_GIT_TOKEN ... driftless \
+#     --git https://git.example.com/platform/specs.git --branch main
+#
+# The entrypoint is `driftless run` with the HTTP port on all interfaces (/metrics,
+# /healthz, /readyz, /hooks/git on 9477) and the status file in /var/lib/driftless; the
+# arguments (CMD, or what follows the image name) choose the source. Other subcommands:
+#   docker run --rm --entrypoint /usr/local/bin/driftless -v "$PWD/specs:/specs:ro" driftless validate /specs
+#
+# Reproducible: the toolchain image is pinned by version (pin it by digest as well,
+# `rust:1.95-bookworm@sha256:...`, for bit-for-bit rebuilds) and dependencies come from
+# Cargo.lock (--locked).
+
+ARG RUST_VERSION=1.95
+
+FROM rust:${RUST_VERSION}-bookworm AS build
+WORKDIR /src
+# What the binary links dynamically, as built on bookworm (ldd): libssl.so.3 and
+# libcrypto.so.3 (git2's https), libgcc_s.so.1, libm.so.6, libc.so.6. distroless
+# cc-debian12 ships all of them. zlib is linked statically (the runtime image has no
+# libz.so.1), and libssh2 (git2's ssh) is always built from source by libssh2-sys.
+ENV LIBZ_SYS_STATIC=1 \
+    CARGO_TERM_COLOR=never
+# Build-time packages: libssl-dev and pkg-config are already in rust:*-bookworm.
+COPY Cargo.toml Cargo.lock ./
+COPY src ./src
+# The workspace's other member (the test cluster's stand-ins) must be present for cargo
+# to read the workspace; it is not built.
+COPY testbed/standin ./testbed/standin
+RUN --mount=type=cache,target=/usr/local/cargo/registry \
+    --mount=type=cache,target=/src/target \
+    cargo build --release --locked --package driftless --bin driftless \
+    && install -D -m 0755 target/release/driftless /out/usr/local/bin/driftless \
+    && mkdir -p /out/state /out/cache
+
+# Runtime: glibc, libssl3, libgcc, CA certificates and tzdata; no shell, no package
+# manager. `nonroot` runs as 65532:65532 by default; USER below makes that explicit.
+FROM gcr.io/distroless/cc-debian12:nonroot
+COPY --from=build /out/usr/local/bin/driftless /usr/local/bin/driftless
+# Status file and git clone; owned by the runtime user so they work without a volume,
+# and are the places to mount volumes (an emptyDir each with readOnlyRootFilesystem).
+COPY --from=build --chown=65532:65532 /out/state /var/lib/driftless
+COPY --from=build --chown=65532:65532 /out/cache /var/cache/driftless
+ENV DRIFTLESS_CACHE_DIR=/var/cache/driftless \
+    NO_COLOR=1
+USER 65532:65532
+EXPOSE 9477
+# No HEALTHCHECK: the image has no shell or HTTP client to run one. Kubernetes probes
+# call the daemon's own endpoints: livenessProbe httpGet /healthz and readinessProbe
+# httpGet /readyz on port 9477.
+ENTRYPOINT ["/usr/local/bin/driftless", "run", "--metrics-addr=0.0.0.0:9477", "--status-file=/var/lib/driftless/status.json"]
+CMD ["--dir=/specs"]

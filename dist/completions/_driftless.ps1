@@ -1,0 +1,194 @@
+
+using namespace System.Management.Automation
+using namespace System.Management.Automation.Language
+
+Register-ArgumentCompleter -Native -CommandName 'driftless' -ScriptBlock {
+    param($wordToComplete, $commandAst, $cursorPosition)
+
+    $commandElements = $commandAst.CommandElements
+    $command = @(
+        'driftless'
+        for ($i = 1; $i -lt $commandElements.Count; $i++) {
+            $element = $commandElements[$i]
+            if ($element -isnot [StringConstantExpressionAst] -or
+                $element.StringConstantType -ne [StringConstantType]::BareWord -or
+                $element.Value.StartsWith('-') -or
+                $element.Value -eq $wordToComplete) {
+                break
+        }
+        $element.Value
+    }) -join ';'
+
+    $completions = @(switch ($command) {
+        'driftless' {
+            [CompletionResult]::new('--kubeconfig', '--kubeconfig', [CompletionResultType]::ParameterName, 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)')
+            [CompletionResult]::new('--context', '--context', [CompletionResultType]::ParameterName, 'The kubeconfig context to use (default: its current-context)')
+            [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)')
+            [CompletionResult]::new('--instance', '--instance', [CompletionResultType]::ParameterName, 'Name of this driftless instance: instances sharing a cluster never touch each other''s objects')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('validate', 'validate', [CompletionResultType]::ParameterValue, 'Check a spec tree; print every error as file:line:col: message (exit 2 when invalid)')
+            [CompletionResult]::new('render', 'render', [CompletionResultType]::ParameterValue, 'Print the Kubernetes objects a spec tree renders to, as multi-document YAML')
+            [CompletionResult]::new('diff', 'diff', [CompletionResultType]::ParameterValue, 'Show what apply would change: live vs desired, including what prune would delete (exit 0: no difference, 1: differences, 2: error)')
+            [CompletionResult]::new('apply', 'apply', [CompletionResultType]::ParameterValue, 'Sync a spec tree once (apply, prune), then exit')
+            [CompletionResult]::new('run', 'run', [CompletionResultType]::ParameterValue, 'Run the daemon: keep the cluster in sync with a directory or a git repository')
+            [CompletionResult]::new('status', 'status', [CompletionResultType]::ParameterValue, 'Show the daemon''s status file as a table')
+            [CompletionResult]::new('schema', 'schema', [CompletionResultType]::ParameterValue, 'Print the JSON Schema (Draft 7) of spec files, for editors')
+            [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Print a shell completion script (bash, zsh, fish, elvish, powershell)')
+            [CompletionResult]::new('man', 'man', [CompletionResultType]::ParameterValue, 'Print the man page (roff) of driftless or of one subcommand')
+            break
+        }
+        'driftless;validate' {
+            [CompletionResult]::new('--kubeconfig', '--kubeconfig', [CompletionResultType]::ParameterName, 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)')
+            [CompletionResult]::new('--context', '--context', [CompletionResultType]::ParameterName, 'The kubeconfig context to use (default: its current-context)')
+            [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)')
+            [CompletionResult]::new('--instance', '--instance', [CompletionResultType]::ParameterName, 'Name of this driftless instance: instances sharing a cluster never touch each other''s objects')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'driftless;render' {
+            [CompletionResult]::new('--nodes', '--nodes', [CompletionResultType]::ParameterName, 'Node names for `localservice` specs, instead of asking the cluster. Such nodes carry no labels, so only an empty node-selector matches them')
+            [CompletionResult]::new('--kubeconfig', '--kubeconfig', [CompletionResultType]::ParameterName, 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)')
+            [CompletionResult]::new('--context', '--context', [CompletionResultType]::ParameterName, 'The kubeconfig context to use (default: its current-context)')
+            [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)')
+            [CompletionResult]::new('--instance', '--instance', [CompletionResultType]::ParameterName, 'Name of this driftless instance: instances sharing a cluster never touch each other''s objects')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'driftless;diff' {
+            [CompletionResult]::new('--field-manager', '--field-manager', [CompletionResultType]::ParameterName, 'Field manager for server-side apply')
+            [CompletionResult]::new('--max-prune-ratio', '--max-prune-ratio', [CompletionResultType]::ParameterName, 'Refuse a revision that would prune more than this share of the inventory')
+            [CompletionResult]::new('--concurrency', '--concurrency', [CompletionResultType]::ParameterName, 'Objects applied (or dry-run) at once')
+            [CompletionResult]::new('--inventory-namespace', '--inventory-namespace', [CompletionResultType]::ParameterName, 'Namespace of the inventory ConfigMaps')
+            [CompletionResult]::new('--kubeconfig', '--kubeconfig', [CompletionResultType]::ParameterName, 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)')
+            [CompletionResult]::new('--context', '--context', [CompletionResultType]::ParameterName, 'The kubeconfig context to use (default: its current-context)')
+            [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)')
+            [CompletionResult]::new('--instance', '--instance', [CompletionResultType]::ParameterName, 'Name of this driftless instance: instances sharing a cluster never touch each other''s objects')
+            [CompletionResult]::new('--force-conflicts', '--force-conflicts', [CompletionResultType]::ParameterName, 'Take fields that other field managers own instead of reporting a conflict')
+            [CompletionResult]::new('--adopt', '--adopt', [CompletionResultType]::ParameterName, 'Take over existing objects driftless did not create (per spec: `adopt = true`)')
+            [CompletionResult]::new('--no-prune', '--no-prune', [CompletionResultType]::ParameterName, 'Do not delete objects that left the specs')
+            [CompletionResult]::new('--allow-mass-prune', '--allow-mass-prune', [CompletionResultType]::ParameterName, 'Allow pruning everything, or more than --max-prune-ratio')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'driftless;apply' {
+            [CompletionResult]::new('--field-manager', '--field-manager', [CompletionResultType]::ParameterName, 'Field manager for server-side apply')
+            [CompletionResult]::new('--max-prune-ratio', '--max-prune-ratio', [CompletionResultType]::ParameterName, 'Refuse a revision that would prune more than this share of the inventory')
+            [CompletionResult]::new('--concurrency', '--concurrency', [CompletionResultType]::ParameterName, 'Objects applied (or dry-run) at once')
+            [CompletionResult]::new('--inventory-namespace', '--inventory-namespace', [CompletionResultType]::ParameterName, 'Namespace of the inventory ConfigMaps')
+            [CompletionResult]::new('--timeout', '--timeout', [CompletionResultType]::ParameterName, 'How long --wait waits, e.g. 90s, 5m')
+            [CompletionResult]::new('--kubeconfig', '--kubeconfig', [CompletionResultType]::ParameterName, 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)')
+            [CompletionResult]::new('--context', '--context', [CompletionResultType]::ParameterName, 'The kubeconfig context to use (default: its current-context)')
+            [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)')
+            [CompletionResult]::new('--instance', '--instance', [CompletionResultType]::ParameterName, 'Name of this driftless instance: instances sharing a cluster never touch each other''s objects')
+            [CompletionResult]::new('--force-conflicts', '--force-conflicts', [CompletionResultType]::ParameterName, 'Take fields that other field managers own instead of reporting a conflict')
+            [CompletionResult]::new('--adopt', '--adopt', [CompletionResultType]::ParameterName, 'Take over existing objects driftless did not create (per spec: `adopt = true`)')
+            [CompletionResult]::new('--no-prune', '--no-prune', [CompletionResultType]::ParameterName, 'Do not delete objects that left the specs')
+            [CompletionResult]::new('--allow-mass-prune', '--allow-mass-prune', [CompletionResultType]::ParameterName, 'Allow pruning everything, or more than --max-prune-ratio')
+            [CompletionResult]::new('--wait', '--wait', [CompletionResultType]::ParameterName, 'Wait until every spec is ready (or failed) before exiting')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'driftless;run' {
+            [CompletionResult]::new('--dir', '--dir', [CompletionResultType]::ParameterName, 'Watch this directory of specs')
+            [CompletionResult]::new('--git', '--git', [CompletionResultType]::ParameterName, 'Sync from this git repository (credentials come from the environment, never argv)')
+            [CompletionResult]::new('--branch', '--branch', [CompletionResultType]::ParameterName, 'Branch to follow with --git (default: main)')
+            [CompletionResult]::new('--tag', '--tag', [CompletionResultType]::ParameterName, 'Tag to follow with --git')
+            [CompletionResult]::new('--commit', '--commit', [CompletionResultType]::ParameterName, 'Commit to pin with --git')
+            [CompletionResult]::new('--path', '--path', [CompletionResultType]::ParameterName, 'Subdirectory of the repository that holds the specs')
+            [CompletionResult]::new('--interval', '--interval', [CompletionResultType]::ParameterName, 'How often to fetch with --git (POST /hooks/git fetches at once)')
+            [CompletionResult]::new('--resync', '--resync', [CompletionResultType]::ParameterName, 'Full resync (and directory rescan) period')
+            [CompletionResult]::new('--cache-dir', '--cache-dir', [CompletionResultType]::ParameterName, 'Where to keep the git clone (default: $CACHE_DIRECTORY from systemd, else ~/.cache/driftless)')
+            [CompletionResult]::new('--status-file', '--status-file', [CompletionResultType]::ParameterName, 'Where to write the status file (JSON, replaced atomically)')
+            [CompletionResult]::new('--metrics-addr', '--metrics-addr', [CompletionResultType]::ParameterName, 'Address for /metrics, /healthz, /readyz and /hooks/git')
+            [CompletionResult]::new('--hook-secret-file', '--hook-secret-file', [CompletionResultType]::ParameterName, 'File holding the HMAC secret the git hook must sign with (X-Hub-Signature-256)')
+            [CompletionResult]::new('--lease-namespace', '--lease-namespace', [CompletionResultType]::ParameterName, 'Namespace of the leader-election Lease')
+            [CompletionResult]::new('--lease-name', '--lease-name', [CompletionResultType]::ParameterName, 'Name of the Lease (default: driftless-<instance>)')
+            [CompletionResult]::new('--ready-timeout', '--ready-timeout', [CompletionResultType]::ParameterName, 'A spec not ready this long after its revision was applied is reported failed')
+            [CompletionResult]::new('--field-manager', '--field-manager', [CompletionResultType]::ParameterName, 'Field manager for server-side apply')
+            [CompletionResult]::new('--max-prune-ratio', '--max-prune-ratio', [CompletionResultType]::ParameterName, 'Refuse a revision that would prune more than this share of the inventory')
+            [CompletionResult]::new('--concurrency', '--concurrency', [CompletionResultType]::ParameterName, 'Objects applied (or dry-run) at once')
+            [CompletionResult]::new('--inventory-namespace', '--inventory-namespace', [CompletionResultType]::ParameterName, 'Namespace of the inventory ConfigMaps')
+            [CompletionResult]::new('--kubeconfig', '--kubeconfig', [CompletionResultType]::ParameterName, 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)')
+            [CompletionResult]::new('--context', '--context', [CompletionResultType]::ParameterName, 'The kubeconfig context to use (default: its current-context)')
+            [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)')
+            [CompletionResult]::new('--instance', '--instance', [CompletionResultType]::ParameterName, 'Name of this driftless instance: instances sharing a cluster never touch each other''s objects')
+            [CompletionResult]::new('--leader-elect', '--leader-elect', [CompletionResultType]::ParameterName, 'Only the replica holding the Lease writes; the others keep caches warm')
+            [CompletionResult]::new('--force-conflicts', '--force-conflicts', [CompletionResultType]::ParameterName, 'Take fields that other field managers own instead of reporting a conflict')
+            [CompletionResult]::new('--adopt', '--adopt', [CompletionResultType]::ParameterName, 'Take over existing objects driftless did not create (per spec: `adopt = true`)')
+            [CompletionResult]::new('--no-prune', '--no-prune', [CompletionResultType]::ParameterName, 'Do not delete objects that left the specs')
+            [CompletionResult]::new('--allow-mass-prune', '--allow-mass-prune', [CompletionResultType]::ParameterName, 'Allow pruning everything, or more than --max-prune-ratio')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'driftless;status' {
+            [CompletionResult]::new('--status-file', '--status-file', [CompletionResultType]::ParameterName, 'The daemon''s status file')
+            [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'How to print it')
+            [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'How to print it')
+            [CompletionResult]::new('--kubeconfig', '--kubeconfig', [CompletionResultType]::ParameterName, 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)')
+            [CompletionResult]::new('--context', '--context', [CompletionResultType]::ParameterName, 'The kubeconfig context to use (default: its current-context)')
+            [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)')
+            [CompletionResult]::new('--instance', '--instance', [CompletionResultType]::ParameterName, 'Name of this driftless instance: instances sharing a cluster never touch each other''s objects')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'driftless;schema' {
+            [CompletionResult]::new('--kubeconfig', '--kubeconfig', [CompletionResultType]::ParameterName, 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)')
+            [CompletionResult]::new('--context', '--context', [CompletionResultType]::ParameterName, 'The kubeconfig context to use (default: its current-context)')
+            [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)')
+            [CompletionResult]::new('--instance', '--instance', [CompletionResultType]::ParameterName, 'Name of this driftless instance: instances sharing a cluster never touch each other''s objects')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'driftless;completions' {
+            [CompletionResult]::new('--out-dir', '--out-dir', [CompletionResultType]::ParameterName, 'Instead, write the scripts of every shell into this directory')
+            [CompletionResult]::new('--kubeconfig', '--kubeconfig', [CompletionResultType]::ParameterName, 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)')
+            [CompletionResult]::new('--context', '--context', [CompletionResultType]::ParameterName, 'The kubeconfig context to use (default: its current-context)')
+            [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)')
+            [CompletionResult]::new('--instance', '--instance', [CompletionResultType]::ParameterName, 'Name of this driftless instance: instances sharing a cluster never touch each other''s objects')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'driftless;man' {
+            [CompletionResult]::new('--out-dir', '--out-dir', [CompletionResultType]::ParameterName, 'Instead, write driftless.1 and a driftless-<subcommand>.1 for every visible subcommand into this directory')
+            [CompletionResult]::new('--kubeconfig', '--kubeconfig', [CompletionResultType]::ParameterName, 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)')
+            [CompletionResult]::new('--context', '--context', [CompletionResultType]::ParameterName, 'The kubeconfig context to use (default: its current-context)')
+            [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)')
+            [CompletionResult]::new('--instance', '--instance', [CompletionResultType]::ParameterName, 'Name of this driftless instance: instances sharing a cluster never touch each other''s objects')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+    })
+
+    $completions.Where{ $_.CompletionText -like "$wordToComplete*" } |
+        Sort-Object -Property ListItemText
+}

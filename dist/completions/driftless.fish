@@ -1,0 +1,153 @@
+# Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
+function __fish_driftless_global_optspecs
+    string join \n kubeconfig= context= log-format= instance= h/help V/version
+end
+
+function __fish_driftless_needs_command
+    # Figure out if the current invocation already has a command.
+    set -l cmd (commandline -opc)
+    set -e cmd[1]
+    argparse -s (__fish_driftless_global_optspecs) -- $cmd 2>/dev/null
+    or return
+    if set -q argv[1]
+        # Also print the command, so this can be used to figure out what it is.
+        echo $argv[1]
+        return 1
+    end
+    return 0
+end
+
+function __fish_driftless_using_subcommand
+    set -l cmd (__fish_driftless_needs_command)
+    test -z "$cmd"
+    and return 1
+    contains -- $cmd[1] $argv
+end
+
+complete -c driftless -n "__fish_driftless_needs_command" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
+complete -c driftless -n "__fish_driftless_needs_command" -l context -d 'The kubeconfig context to use (default: its current-context)' -r
+complete -c driftless -n "__fish_driftless_needs_command" -l log-format -d 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)' -r -f -a "text\t''
+json\t''"
+complete -c driftless -n "__fish_driftless_needs_command" -l instance -d 'Name of this driftless instance: instances sharing a cluster never touch each other\'s objects' -r
+complete -c driftless -n "__fish_driftless_needs_command" -s h -l help -d 'Print help'
+complete -c driftless -n "__fish_driftless_needs_command" -s V -l version -d 'Print version'
+complete -c driftless -n "__fish_driftless_needs_command" -f -a "validate" -d 'Check a spec tree; print every error as file:line:col: message (exit 2 when invalid)'
+complete -c driftless -n "__fish_driftless_needs_command" -f -a "render" -d 'Print the Kubernetes objects a spec tree renders to, as multi-document YAML'
+complete -c driftless -n "__fish_driftless_needs_command" -f -a "diff" -d 'Show what apply would change: live vs desired, including what prune would delete (exit 0: no difference, 1: differences, 2: error)'
+complete -c driftless -n "__fish_driftless_needs_command" -f -a "apply" -d 'Sync a spec tree once (apply, prune), then exit'
+complete -c driftless -n "__fish_driftless_needs_command" -f -a "run" -d 'Run the daemon: keep the cluster in sync with a directory or a git repository'
+complete -c driftless -n "__fish_driftless_needs_command" -f -a "status" -d 'Show the daemon\'s status file as a table'
+complete -c driftless -n "__fish_driftless_needs_command" -f -a "schema" -d 'Print the JSON Schema (Draft 7) of spec files, for editors'
+complete -c driftless -n "__fish_driftless_needs_command" -f -a "completions" -d 'Print a shell completion script (bash, zsh, fish, elvish, powershell)'
+complete -c driftless -n "__fish_driftless_needs_command" -f -a "man" -d 'Print the man page (roff) of driftless or of one subcommand'
+complete -c driftless -n "__fish_driftless_using_subcommand validate" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand validate" -l context -d 'The kubeconfig context to use (default: its current-context)' -r
+complete -c driftless -n "__fish_driftless_using_subcommand validate" -l log-format -d 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)' -r -f -a "text\t''
+json\t''"
+complete -c driftless -n "__fish_driftless_using_subcommand validate" -l instance -d 'Name of this driftless instance: instances sharing a cluster never touch each other\'s objects' -r
+complete -c driftless -n "__fish_driftless_using_subcommand validate" -s h -l help -d 'Print help'
+complete -c driftless -n "__fish_driftless_using_subcommand validate" -s V -l version -d 'Print version'
+complete -c driftless -n "__fish_driftless_using_subcommand render" -l nodes -d 'Node names for `localservice` specs, instead of asking the cluster. Such nodes carry no labels, so only an empty node-selector matches them' -r
+complete -c driftless -n "__fish_driftless_using_subcommand render" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand render" -l context -d 'The kubeconfig context to use (default: its current-context)' -r
+complete -c driftless -n "__fish_driftless_using_subcommand render" -l log-format -d 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)' -r -f -a "text\t''
+json\t''"
+complete -c driftless -n "__fish_driftless_using_subcommand render" -l instance -d 'Name of this driftless instance: instances sharing a cluster never touch each other\'s objects' -r
+complete -c driftless -n "__fish_driftless_using_subcommand render" -s h -l help -d 'Print help'
+complete -c driftless -n "__fish_driftless_using_subcommand render" -s V -l version -d 'Print version'
+complete -c driftless -n "__fish_driftless_using_subcommand diff" -l field-manager -d 'Field manager for server-side apply' -r
+complete -c driftless -n "__fish_driftless_using_subcommand diff" -l max-prune-ratio -d 'Refuse a revision that would prune more than this share of the inventory' -r
+complete -c driftless -n "__fish_driftless_using_subcommand diff" -l concurrency -d 'Objects applied (or dry-run) at once' -r
+complete -c driftless -n "__fish_driftless_using_subcommand diff" -l inventory-namespace -d 'Namespace of the inventory ConfigMaps' -r
+complete -c driftless -n "__fish_driftless_using_subcommand diff" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand diff" -l context -d 'The kubeconfig context to use (default: its current-context)' -r
+complete -c driftless -n "__fish_driftless_using_subcommand diff" -l log-format -d 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)' -r -f -a "text\t''
+json\t''"
+complete -c driftless -n "__fish_driftless_using_subcommand diff" -l instance -d 'Name of this driftless instance: instances sharing a cluster never touch each other\'s objects' -r
+complete -c driftless -n "__fish_driftless_using_subcommand diff" -l force-conflicts -d 'Take fields that other field managers own instead of reporting a conflict'
+complete -c driftless -n "__fish_driftless_using_subcommand diff" -l adopt -d 'Take over existing objects driftless did not create (per spec: `adopt = true`)'
+complete -c driftless -n "__fish_driftless_using_subcommand diff" -l no-prune -d 'Do not delete objects that left the specs'
+complete -c driftless -n "__fish_driftless_using_subcommand diff" -l allow-mass-prune -d 'Allow pruning everything, or more than --max-prune-ratio'
+complete -c driftless -n "__fish_driftless_using_subcommand diff" -s h -l help -d 'Print help'
+complete -c driftless -n "__fish_driftless_using_subcommand diff" -s V -l version -d 'Print version'
+complete -c driftless -n "__fish_driftless_using_subcommand apply" -l field-manager -d 'Field manager for server-side apply' -r
+complete -c driftless -n "__fish_driftless_using_subcommand apply" -l max-prune-ratio -d 'Refuse a revision that would prune more than this share of the inventory' -r
+complete -c driftless -n "__fish_driftless_using_subcommand apply" -l concurrency -d 'Objects applied (or dry-run) at once' -r
+complete -c driftless -n "__fish_driftless_using_subcommand apply" -l inventory-namespace -d 'Namespace of the inventory ConfigMaps' -r
+complete -c driftless -n "__fish_driftless_using_subcommand apply" -l timeout -d 'How long --wait waits, e.g. 90s, 5m' -r
+complete -c driftless -n "__fish_driftless_using_subcommand apply" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand apply" -l context -d 'The kubeconfig context to use (default: its current-context)' -r
+complete -c driftless -n "__fish_driftless_using_subcommand apply" -l log-format -d 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)' -r -f -a "text\t''
+json\t''"
+complete -c driftless -n "__fish_driftless_using_subcommand apply" -l instance -d 'Name of this driftless instance: instances sharing a cluster never touch each other\'s objects' -r
+complete -c driftless -n "__fish_driftless_using_subcommand apply" -l force-conflicts -d 'Take fields that other field managers own instead of reporting a conflict'
+complete -c driftless -n "__fish_driftless_using_subcommand apply" -l adopt -d 'Take over existing objects driftless did not create (per spec: `adopt = true`)'
+complete -c driftless -n "__fish_driftless_using_subcommand apply" -l no-prune -d 'Do not delete objects that left the specs'
+complete -c driftless -n "__fish_driftless_using_subcommand apply" -l allow-mass-prune -d 'Allow pruning everything, or more than --max-prune-ratio'
+complete -c driftless -n "__fish_driftless_using_subcommand apply" -l wait -d 'Wait until every spec is ready (or failed) before exiting'
+complete -c driftless -n "__fish_driftless_using_subcommand apply" -s h -l help -d 'Print help'
+complete -c driftless -n "__fish_driftless_using_subcommand apply" -s V -l version -d 'Print version'
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l dir -d 'Watch this directory of specs' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l git -d 'Sync from this git repository (credentials come from the environment, never argv)' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l branch -d 'Branch to follow with --git (default: main)' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l tag -d 'Tag to follow with --git' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l commit -d 'Commit to pin with --git' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l path -d 'Subdirectory of the repository that holds the specs' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l interval -d 'How often to fetch with --git (POST /hooks/git fetches at once)' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l resync -d 'Full resync (and directory rescan) period' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l cache-dir -d 'Where to keep the git clone (default: $CACHE_DIRECTORY from systemd, else ~/.cache/driftless)' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l status-file -d 'Where to write the status file (JSON, replaced atomically)' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l metrics-addr -d 'Address for /metrics, /healthz, /readyz and /hooks/git' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l hook-secret-file -d 'File holding the HMAC secret the git hook must sign with (X-Hub-Signature-256)' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l lease-namespace -d 'Namespace of the leader-election Lease' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l lease-name -d 'Name of the Lease (default: driftless-<instance>)' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l ready-timeout -d 'A spec not ready this long after its revision was applied is reported failed' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l field-manager -d 'Field manager for server-side apply' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l max-prune-ratio -d 'Refuse a revision that would prune more than this share of the inventory' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l concurrency -d 'Objects applied (or dry-run) at once' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l inventory-namespace -d 'Namespace of the inventory ConfigMaps' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l context -d 'The kubeconfig context to use (default: its current-context)' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l log-format -d 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)' -r -f -a "text\t''
+json\t''"
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l instance -d 'Name of this driftless instance: instances sharing a cluster never touch each other\'s objects' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l leader-elect -d 'Only the replica holding the Lease writes; the others keep caches warm'
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l force-conflicts -d 'Take fields that other field managers own instead of reporting a conflict'
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l adopt -d 'Take over existing objects driftless did not create (per spec: `adopt = true`)'
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l no-prune -d 'Do not delete objects that left the specs'
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l allow-mass-prune -d 'Allow pruning everything, or more than --max-prune-ratio'
+complete -c driftless -n "__fish_driftless_using_subcommand run" -s h -l help -d 'Print help'
+complete -c driftless -n "__fish_driftless_using_subcommand run" -s V -l version -d 'Print version'
+complete -c driftless -n "__fish_driftless_using_subcommand status" -l status-file -d 'The daemon\'s status file' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand status" -s o -l output -d 'How to print it' -r -f -a "table\t''
+json\t''"
+complete -c driftless -n "__fish_driftless_using_subcommand status" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand status" -l context -d 'The kubeconfig context to use (default: its current-context)' -r
+complete -c driftless -n "__fish_driftless_using_subcommand status" -l log-format -d 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)' -r -f -a "text\t''
+json\t''"
+complete -c driftless -n "__fish_driftless_using_subcommand status" -l instance -d 'Name of this driftless instance: instances sharing a cluster never touch each other\'s objects' -r
+complete -c driftless -n "__fish_driftless_using_subcommand status" -s h -l help -d 'Print help'
+complete -c driftless -n "__fish_driftless_using_subcommand status" -s V -l version -d 'Print version'
+complete -c driftless -n "__fish_driftless_using_subcommand schema" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand schema" -l context -d 'The kubeconfig context to use (default: its current-context)' -r
+complete -c driftless -n "__fish_driftless_using_subcommand schema" -l log-format -d 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)' -r -f -a "text\t''
+json\t''"
+complete -c driftless -n "__fish_driftless_using_subcommand schema" -l instance -d 'Name of this driftless instance: instances sharing a cluster never touch each other\'s objects' -r
+complete -c driftless -n "__fish_driftless_using_subcommand schema" -s h -l help -d 'Print help'
+complete -c driftless -n "__fish_driftless_using_subcommand schema" -s V -l version -d 'Print version'
+complete -c driftless -n "__fish_driftless_using_subcommand completions" -l out-dir -d 'Instead, write the scripts of every shell into this directory' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand completions" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand completions" -l context -d 'The kubeconfig context to use (default: its current-context)' -r
+complete -c driftless -n "__fish_driftless_using_subcommand completions" -l log-format -d 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)' -r -f -a "text\t''
+json\t''"
+complete -c driftless -n "__fish_driftless_using_subcommand completions" -l instance -d 'Name of this driftless instance: instances sharing a cluster never touch each other\'s objects' -r
+complete -c driftless -n "__fish_driftless_using_subcommand completions" -s h -l help -d 'Print help'
+complete -c driftless -n "__fish_driftless_using_subcommand completions" -s V -l version -d 'Print version'
+complete -c driftless -n "__fish_driftless_using_subcommand man" -l out-dir -d 'Instead, write driftless.1 and a driftless-<subcommand>.1 for every visible subcommand into this directory' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand man" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand man" -l context -d 'The kubeconfig context to use (default: its current-context)' -r
+complete -c driftless -n "__fish_driftless_using_subcommand man" -l log-format -d 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)' -r -f -a "text\t''
+json\t''"
+complete -c driftless -n "__fish_driftless_using_subcommand man" -l instance -d 'Name of this driftless instance: instances sharing a cluster never touch each other\'s objects' -r
+complete -c driftless -n "__fish_driftless_using_subcommand man" -s h -l help -d 'Print help'
+complete -c driftless -n "__fish_driftless_using_subcommand man" -s V -l version -d 'Print version'
