@@ -329,7 +329,9 @@ impl Engine {
                 match owner_of(l, &self.opts.instance) {
                     Owner::Us => {}
                     Owner::OtherInstance(i) => {
-                        return Change::Error(format!("conflict: owned by driftless instance {i:?}"));
+                        return Change::Error(format!(
+                            "conflict: owned by driftless instance {i:?}"
+                        ));
                     }
                     Owner::Foreign if !adopt => {
                         return Change::Error(
@@ -340,10 +342,18 @@ impl Engine {
                 }
             }
             let force = self.opts.force_conflicts
-                || (adopt && live.as_ref().is_some_and(|l| owner_of(l, &self.opts.instance) == Owner::Foreign));
-            let pp = PatchParams { force, ..PatchParams::apply(&self.opts.field_manager).dry_run() };
+                || (adopt
+                    && live
+                        .as_ref()
+                        .is_some_and(|l| owner_of(l, &self.opts.instance) == Owner::Foreign));
+            let pp = PatchParams {
+                force,
+                ..PatchParams::apply(&self.opts.field_manager).dry_run()
+            };
             let mut pinned = body.clone();
-            if let Some(rv) = live.as_ref().and_then(|l| l["metadata"]["resourceVersion"].as_str())
+            if let Some(rv) = live
+                .as_ref()
+                .and_then(|l| l["metadata"]["resourceVersion"].as_str())
                 && let Some(meta) = pinned.get_mut("metadata").and_then(Value::as_object_mut)
             {
                 meta.insert("resourceVersion".into(), rv.into());

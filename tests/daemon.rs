@@ -383,7 +383,13 @@ async fn drift_is_corrected_and_deleted_objects_recreated() {
     .unwrap();
     let mut daemon = Daemon::start(
         &ns,
-        &["--dir", &dir.path().to_string_lossy(), "--resync", "1h"],
+        &[
+            "--dir",
+            &dir.path().to_string_lossy(),
+            "--resync",
+            "1h",
+            "--events",
+        ],
     );
     daemon
         .wait_status("x ready", |s| spec_ready(s, &format!("elasticweb/{ns}/x")))
@@ -428,7 +434,10 @@ async fn drift_is_corrected_and_deleted_objects_recreated() {
     // --events: what driftless did is on the objects, for `kubectl describe`.
     let events = Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), &ns);
     common::eventually("Applied and drift events on Deployment x", WAIT, || async {
-        let list = events.list(&ListParams::default()).await.map_err(|e| e.to_string())?;
+        let list = events
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| e.to_string())?;
         let on_x: Vec<String> = list
             .items
             .iter()
@@ -437,8 +446,16 @@ async fn drift_is_corrected_and_deleted_objects_recreated() {
             .filter_map(|e| e.reason.clone())
             .collect();
         // The create, and the drift correction (folded into the same series or a second event).
-        let applied = list.items.iter().filter(|e| e.reason.as_deref() == Some("Applied")).count();
-        if on_x.iter().any(|r| r == "Applied") && applied >= 2 { Ok(()) } else { Err(format!("{on_x:?}")) }
+        let applied = list
+            .items
+            .iter()
+            .filter(|e| e.reason.as_deref() == Some("Applied"))
+            .count();
+        if on_x.iter().any(|r| r == "Applied") && applied >= 2 {
+            Ok(())
+        } else {
+            Err(format!("{on_x:?}"))
+        }
     })
     .await;
     assert_eq!(daemon.stop(), Some(0));
@@ -567,18 +584,35 @@ async fn a_restarted_daemon_does_not_prune_localservice_services_before_it_knows
         .env("KUBECONFIG", std::env::var_os(common::CLUSTER_ENV).unwrap())
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     let services = Api::<Service>::namespaced(client.clone(), &ns);
     let uid_of = |list: Vec<Service>| -> std::collections::BTreeMap<String, String> {
-        list.into_iter().map(|s| (s.name_any(), s.uid().unwrap_or_default())).collect()
+        list.into_iter()
+            .map(|s| (s.name_any(), s.uid().unwrap_or_default()))
+            .collect()
     };
     let before = uid_of(services.list(&ListParams::default()).await.unwrap().items);
     assert!(before.contains_key("ls-node-1"), "{before:?}");
 
-    let mut daemon = Daemon::start(&ns, &["--dir", &dir.path().to_string_lossy(), "--resync", "1h"]);
-    daemon.wait_status("first sync", |s| s["last_sync"]["result"] == "success").await;
+    let mut daemon = Daemon::start(
+        &ns,
+        &["--dir", &dir.path().to_string_lossy(), "--resync", "1h"],
+    );
+    daemon
+        .wait_status("first sync", |s| s["last_sync"]["result"] == "success")
+        .await;
     let (_, text) = daemon.get("/metrics").await;
-    assert_eq!(metric(&text, "driftless_pruned_objects_total"), Some(0.0), "{text}\n{}", daemon.log());
+    assert_eq!(
+        metric(&text, "driftless_pruned_objects_total"),
+        Some(0.0),
+        "{text}\n{}",
+        daemon.log()
+    );
     let after = uid_of(services.list(&ListParams::default()).await.unwrap().items);
     assert_eq!(after, before, "Services were deleted and recreated");
     assert_eq!(daemon.stop(), Some(0));

@@ -128,6 +128,7 @@ Register-ArgumentCompleter -Native -CommandName 'driftless' -ScriptBlock {
             [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)')
             [CompletionResult]::new('--instance', '--instance', [CompletionResultType]::ParameterName, 'Name of this driftless instance: instances sharing a cluster never touch each other''s objects')
             [CompletionResult]::new('--leader-elect', '--leader-elect', [CompletionResultType]::ParameterName, 'Only the replica holding the Lease writes; the others keep caches warm')
+            [CompletionResult]::new('--events', '--events', [CompletionResultType]::ParameterName, 'Record Kubernetes Events on the objects each sync changes, prunes or fails on')
             [CompletionResult]::new('--force-conflicts', '--force-conflicts', [CompletionResultType]::ParameterName, 'Take fields that other field managers own instead of reporting a conflict')
             [CompletionResult]::new('--adopt', '--adopt', [CompletionResultType]::ParameterName, 'Take over existing objects driftless did not create (per spec: `adopt = true`)')
             [CompletionResult]::new('--no-prune', '--no-prune', [CompletionResultType]::ParameterName, 'Do not delete objects that left the specs')

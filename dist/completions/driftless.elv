@@ -120,6 +120,7 @@ set edit:completion:arg-completer[driftless] = {|@words|
             cand --log-format 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)'
             cand --instance 'Name of this driftless instance: instances sharing a cluster never touch each other''s objects'
             cand --leader-elect 'Only the replica holding the Lease writes; the others keep caches warm'
+            cand --events 'Record Kubernetes Events on the objects each sync changes, prunes or fails on'
             cand --force-conflicts 'Take fields that other field managers own instead of reporting a conflict'
             cand --adopt 'Take over existing objects driftless did not create (per spec: `adopt = true`)'
             cand --no-prune 'Do not delete objects that left the specs'

@@ -112,6 +112,7 @@ complete -c driftless -n "__fish_driftless_using_subcommand run" -l log-format -
 json\t''"
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l instance -d 'Name of this driftless instance: instances sharing a cluster never touch each other\'s objects' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l leader-elect -d 'Only the replica holding the Lease writes; the others keep caches warm'
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l events -d 'Record Kubernetes Events on the objects each sync changes, prunes or fails on'
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l force-conflicts -d 'Take fields that other field managers own instead of reporting a conflict'
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l adopt -d 'Take over existing objects driftless did not create (per spec: `adopt = true`)'
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l no-prune -d 'Do not delete objects that left the specs'

@@ -32,7 +32,9 @@ impl Events {
             controller: "driftless".to_string(),
             instance: Some(std::env::var("POD_NAME").unwrap_or_else(|_| instance.to_string())),
         };
-        Events { recorder: Recorder::new(client, reporter) }
+        Events {
+            recorder: Recorder::new(client, reporter),
+        }
     }
 
     /// What a sync changed or failed to change, as events (nothing for unchanged objects).
@@ -43,19 +45,49 @@ impl Events {
         for o in &report.objects {
             let (type_, reason, note) = match &o.action {
                 Action::Unchanged => continue,
-                Action::Created | Action::Configured => (EventType::Normal, "Applied", format!("{} by spec {} (revision {revision})", o.action.label(), o.spec)),
-                Action::Replaced => (EventType::Normal, "Replaced", format!("recreated: the change could not be made in place (spec {}, revision {revision})", o.spec)),
-                Action::Conflict(m) => (EventType::Warning, "ApplyConflict", format!("spec {}: {m}", o.spec)),
-                Action::Failed(m) => (EventType::Warning, "ApplyFailed", format!("spec {}: {m}", o.spec)),
+                Action::Created | Action::Configured => (
+                    EventType::Normal,
+                    "Applied",
+                    format!(
+                        "{} by spec {} (revision {revision})",
+                        o.action.label(),
+                        o.spec
+                    ),
+                ),
+                Action::Replaced => (
+                    EventType::Normal,
+                    "Replaced",
+                    format!(
+                        "recreated: the change could not be made in place (spec {}, revision {revision})",
+                        o.spec
+                    ),
+                ),
+                Action::Conflict(m) => (
+                    EventType::Warning,
+                    "ApplyConflict",
+                    format!("spec {}: {m}", o.spec),
+                ),
+                Action::Failed(m) => (
+                    EventType::Warning,
+                    "ApplyFailed",
+                    format!("spec {}: {m}", o.spec),
+                ),
             };
             let live = o.live.as_ref();
             let api_version = live.and_then(|l| l["apiVersion"].as_str());
             let uid = live.and_then(|l| l["metadata"]["uid"].as_str());
-            out.push((reference(&o.key, api_version, uid), event(type_, reason, note)));
+            out.push((
+                reference(&o.key, api_version, uid),
+                event(type_, reason, note),
+            ));
         }
         for p in &report.prune.objects {
             let (type_, reason, note) = match &p.action {
-                prune::Action::Pruned => (EventType::Normal, "Pruned", format!("deleted: it left the specs (was spec {})", p.spec)),
+                prune::Action::Pruned => (
+                    EventType::Normal,
+                    "Pruned",
+                    format!("deleted: it left the specs (was spec {})", p.spec),
+                ),
                 prune::Action::Failed(e) => (EventType::Warning, "PruneFailed", e.clone()),
                 _ => continue,
             };
@@ -83,5 +115,11 @@ impl Events {
 fn event(type_: EventType, reason: &str, note: String) -> Event {
     // The API caps a note at 1 kB.
     let note: String = note.chars().take(1000).collect();
-    Event { type_, reason: reason.to_string(), note: Some(note), action: "Sync".to_string(), secondary: None }
+    Event {
+        type_,
+        reason: reason.to_string(),
+        note: Some(note),
+        action: "Sync".to_string(),
+        secondary: None,
+    }
 }

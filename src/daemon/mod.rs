@@ -196,7 +196,9 @@ pub async fn run(
     let (selectors_tx, selectors_rx) = tokio_watch::channel(labeller::Selectors::new());
 
     let engine = Engine::new(client.clone(), cfg.engine.clone());
-    let recorder = cfg.events.then(|| events::Events::new(client.clone(), &cfg.engine.instance));
+    let recorder = cfg
+        .events
+        .then(|| events::Events::new(client.clone(), &cfg.engine.instance));
     tokio::spawn(labeller::run(
         client.clone(),
         selectors_rx,
@@ -657,7 +659,12 @@ async fn sync(
         .collect()
 }
 
-async fn refresh_health(engine: &Engine, state: &mut State, metrics: &Metrics, ready_timeout: Duration) {
+async fn refresh_health(
+    engine: &Engine,
+    state: &mut State,
+    metrics: &Metrics,
+    ready_timeout: Duration,
+) {
     // Without the node list, localservices would look like they have nothing to run.
     if !state.nodes_known {
         return;
@@ -665,7 +672,10 @@ async fn refresh_health(engine: &Engine, state: &mut State, metrics: &Metrics, r
     state.health_dirty = false;
     // Readiness is judged against what the current tree renders to, so an object not
     // applied yet reads as missing (never as "nothing to wait for").
-    let facts = render::Facts { instance: engine.opts.instance.clone(), nodes: state.nodes.clone() };
+    let facts = render::Facts {
+        instance: engine.opts.instance.clone(),
+        nodes: state.nodes.clone(),
+    };
     let rendered = match &state.tree {
         Some(tree) => render::render(tree, &facts),
         None => return,
