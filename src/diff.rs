@@ -198,27 +198,20 @@ impl Engine {
         adopt_specs: &BTreeSet<SpecId>,
     ) -> Result<Vec<ObjectDiff>, crate::apply::ApplyError> {
         let inventory = self.store().load(&self.client).await?;
-        let planned = self.plan_for_diff(objects, adopt_specs).await;
-        let desired: BTreeSet<ObjKey> = planned.iter().map(|p| p.0.clone()).collect();
+        let planned = self.plan(objects, adopt_specs).await;
+        let desired: BTreeSet<ObjKey> = planned.iter().map(|p| p.key.clone()).collect();
         let in_revision_crds: Vec<&Object> = objects
             .iter()
             .filter(|o| o.kind == "CustomResourceDefinition")
             .collect();
 
         let mut out: Vec<(usize, ObjectDiff)> = futures::stream::iter(planned.iter().enumerate())
-            .map(|(i, (key, obj, body, adopt))| {
+            .map(|(i, p)| {
                 let inventory = &inventory;
                 let crds = &in_revision_crds;
                 async move {
-                    let change = self.diff_one(key, obj, body, *adopt, inventory, crds).await;
-                    (
-                        i,
-                        ObjectDiff {
-                            key: key.clone(),
-                            spec: obj.spec.to_string(),
-                            change,
-                        },
-                    )
+                    let change = self.diff_one(p, inventory, crds).await;
+                    (i, ObjectDiff { key: p.key.clone(), spec: p.obj.spec.to_string(), change })
                 }
             })
             .buffer_unordered(self.opts.concurrency.max(1))
@@ -255,43 +248,9 @@ impl Engine {
         Ok(diffs)
     }
 
-    async fn plan_for_diff<'a>(
-        &self,
-        objects: &'a [Object],
-        adopt_specs: &BTreeSet<SpecId>,
-    ) -> Vec<(ObjKey, &'a Object, Value, bool)> {
-        let mut out = Vec::with_capacity(objects.len());
-        for obj in objects {
-            let resolved = self
-                .resolver
-                .resolve(&obj.api_version, &obj.kind)
-                .await
-                .ok();
-            let (body, namespace) = crate::apply::fix_namespace(obj, resolved.as_ref());
-            let key = ObjKey {
-                namespace: namespace.unwrap_or_default(),
-                ..ObjKey::of(obj)
-            };
-            out.push((
-                key,
-                obj,
-                body,
-                self.opts.adopt || adopt_specs.contains(&obj.spec),
-            ));
-        }
-        out
-    }
-
-    async fn diff_one(
-        &self,
-        key: &ObjKey,
-        obj: &Object,
-        body: &Value,
-        adopt: bool,
-        inventory: &crate::apply::Inventory,
-        crds: &[&Object],
-    ) -> Change {
-        let resolved = match self.resolver.resolve(&obj.api_version, &obj.kind).await {
+    async fn diff_one(&self, p: &crate::apply::Planned<'_>, inventory: &crate::apply::Inventory, crds: &[&Object]) -> Change {
+        let (key, body, adopt) = (&p.key, &p.body, p.adopt);
+        let resolved = match &p.resolved {
             Ok(r) => r,
             Err(e) => {
                 // Its CRD is in this revision: it will be created after the CRD.
@@ -304,10 +263,7 @@ impl Engine {
                         desired: clean(body),
                     }
                 } else {
-                    Change::Error(format!(
-                        "{} {} is not served by the cluster: {e}",
-                        obj.api_version, obj.kind
-                    ))
+                    Change::Error(e.clone())
                 };
             }
         };

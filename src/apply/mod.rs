@@ -249,14 +249,15 @@ fn to_value(obj: &DynamicObject) -> Value {
     serde_json::to_value(obj).unwrap_or(Value::Null)
 }
 
-/// An object ready to apply: its API resolved (or the reason it is not).
+/// An object ready to apply (or diff): its API resolved (or the reason it is not).
 #[derive(Clone)]
-struct Planned<'a> {
-    obj: &'a Object,
-    key: ObjKey,
-    body: Value,
-    resolved: Result<Resolved, String>,
-    adopt: bool,
+pub(crate) struct Planned<'a> {
+    pub(crate) obj: &'a Object,
+    pub(crate) key: ObjKey,
+    /// The body with the namespace discovery says it has (none when cluster-scoped).
+    pub(crate) body: Value,
+    pub(crate) resolved: Result<Resolved, String>,
+    pub(crate) adopt: bool,
 }
 
 pub struct Engine {
@@ -286,7 +287,7 @@ impl Engine {
 
     /// The key, namespace-corrected body and API of each object. A kind not served yet
     /// (its CRD is in this revision) keeps its error for now.
-    async fn plan<'a>(
+    pub(crate) async fn plan<'a>(
         &self,
         objects: &'a [Object],
         adopt_specs: &BTreeSet<SpecId>,
