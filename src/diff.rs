@@ -211,7 +211,14 @@ impl Engine {
                 let crds = &in_revision_crds;
                 async move {
                     let change = self.diff_one(p, inventory, crds).await;
-                    (i, ObjectDiff { key: p.key.clone(), spec: p.obj.spec.to_string(), change })
+                    (
+                        i,
+                        ObjectDiff {
+                            key: p.key.clone(),
+                            spec: p.obj.spec.to_string(),
+                            change,
+                        },
+                    )
                 }
             })
             .buffer_unordered(self.opts.concurrency.max(1))
@@ -248,7 +255,12 @@ impl Engine {
         Ok(diffs)
     }
 
-    async fn diff_one(&self, p: &crate::apply::Planned<'_>, inventory: &crate::apply::Inventory, crds: &[&Object]) -> Change {
+    async fn diff_one(
+        &self,
+        p: &crate::apply::Planned<'_>,
+        inventory: &crate::apply::Inventory,
+        crds: &[&Object],
+    ) -> Change {
         let (key, body, adopt) = (&p.key, &p.body, p.adopt);
         let resolved = match &p.resolved {
             Ok(r) => r,

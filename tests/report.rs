@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use driftless::report::http::{self, HttpState};
 use driftless::report::metrics::Metrics;
@@ -404,9 +404,10 @@ fn a_reader_never_sees_a_torn_status_file() -> TestResult {
     let done = AtomicBool::new(false);
     let (writes, reads) = std::thread::scope(|scope| {
         let writer = scope.spawn(|| -> Result<usize, String> {
-            let start = Instant::now();
+            // A count, not a time budget: a loaded machine makes fewer writes per second,
+            // and the test must not depend on how many.
             let mut writes = 0;
-            while writes < 400 && start.elapsed() < Duration::from_secs(2) {
+            while writes < 40 {
                 let v = &versions[(writes + 1) % 2];
                 write_atomic(&path, v).map_err(|e| e.to_string())?;
                 writes += 1;
@@ -433,7 +434,7 @@ fn a_reader_never_sees_a_torn_status_file() -> TestResult {
     let writes = writes.map_err(|_| "writer panicked")??;
     let reads = reads.map_err(|_| "reader panicked")??;
     assert!(
-        writes >= 10 && reads >= 10,
+        writes == 40 && reads >= 10,
         "writes {writes}, reads {reads}"
     );
 

@@ -350,13 +350,21 @@ impl Engine {
     ) -> Result<SyncReport, ApplyError> {
         let store = self.store();
         let loaded = store.load(&self.client).await?;
-        let planned = self.plan(objects, adopt_specs).await;
+        let mut planned = self.plan(objects, adopt_specs).await;
         let desired: BTreeSet<ObjKey> = planned.iter().map(|p| p.key.clone()).collect();
         let prune_plan = prune::plan(&loaded, &desired, &self.opts.prune);
 
         // What exists of the desired objects: ours by one list per kind, then the rest read
         // directly, so nothing is recorded (or written) for an object we may not take.
-        let mut live = self.list_owned(&planned).await?;
+        let (mut live, forbidden) = self.list_owned(&planned).await?;
+        let mut skipped: BTreeSet<ObjKey> = BTreeSet::new();
+        for p in planned.iter_mut() {
+            let id = p.resolved.as_ref().ok().map(resource_id);
+            if let Some(why) = id.and_then(|id| forbidden.get(&id)) {
+                p.resolved = Err(why.clone());
+                skipped.insert(p.key.clone());
+            }
+        }
         let mut known: BTreeSet<ObjKey> = live.keys().cloned().collect();
         for (key, found) in self.read_unlisted(&planned, &live).await {
             if let Some(v) = found {
@@ -367,7 +375,7 @@ impl Engine {
 
         // Record before apply: a crash after the apply must leave the object findable.
         let mut inv = loaded.clone();
-        for p in &planned {
+        for p in planned.iter().filter(|p| !skipped.contains(&p.key)) {
             let takeable = match live.get(&p.key).map(|l| owner_of(l, &self.opts.instance)) {
                 None | Some(Owner::Us) => true,
                 Some(Owner::Foreign) => p.adopt,
@@ -403,7 +411,10 @@ impl Engine {
                 .cloned()
                 .collect();
             let batch = if phase == 2 {
-                self.resolve_deferred(batch, &results).await
+                let batch = self.resolve_deferred(batch, &results).await;
+                // Custom resources resolved only now may need a namespace as well.
+                self.ensure_namespaces(&batch).await?;
+                batch
             } else {
                 batch
             };
@@ -465,30 +476,36 @@ impl Engine {
 
     /// Everything this instance owns among the kinds of `planned`, by key: one list call
     /// per kind, not one GET per object.
+    /// Kinds this identity may not list come back in the second map (by resource id,
+    /// with the reason): their objects fail alone instead of sinking the whole sync.
     async fn list_owned(
         &self,
         planned: &[Planned<'_>],
-    ) -> Result<HashMap<ObjKey, Value>, ApplyError> {
+    ) -> Result<(HashMap<ObjKey, Value>, BTreeMap<String, String>), ApplyError> {
         let mut kinds: BTreeMap<String, &Resolved> = BTreeMap::new();
         for p in planned {
             if let Ok(r) = &p.resolved {
-                kinds.insert(
-                    format!(
-                        "{}/{}/{}",
-                        r.resource.group, r.resource.version, r.resource.plural
-                    ),
-                    r,
-                );
+                kinds.insert(resource_id(r), r);
             }
         }
         let selector = format!("{}={}", ownership::INSTANCE, self.opts.instance);
         let mut out = HashMap::new();
+        let mut forbidden = BTreeMap::new();
         for (what, r) in kinds {
             let api = r.api_all(&self.client);
-            for mut obj in list_all(&api, &selector)
-                .await
-                .map_err(|source| ApplyError::List { what, source })?
-            {
+            let items = match list_all(&api, &selector).await {
+                Ok(items) => items,
+                Err(kube::Error::Api(e)) if e.code == 403 => {
+                    tracing::warn!(kind = %what, "may not list this kind; its objects are skipped");
+                    forbidden.insert(
+                        what,
+                        format!("forbidden: this identity may not list {} cluster-wide ({}); grant get/list/watch/create/patch/delete on it", r.resource.plural, e.message),
+                    );
+                    continue;
+                }
+                Err(source) => return Err(ApplyError::List { what, source }),
+            };
+            for mut obj in items {
                 // List items carry no apiVersion/kind of their own.
                 obj.types = Some(kube::core::TypeMeta {
                     api_version: r.resource.api_version.clone(),
@@ -504,7 +521,7 @@ impl Engine {
                 out.insert(key, v);
             }
         }
-        Ok(out)
+        Ok((out, forbidden))
     }
 
     /// Reads the desired objects that are not among ours: absent, or someone else's. A
@@ -938,7 +955,7 @@ impl Engine {
     /// Endpoints: what readiness is computed from.
     pub async fn observe(&self, objects: &[Object]) -> Result<Observed, ApplyError> {
         let planned = self.plan(objects, &BTreeSet::new()).await;
-        let mut live = self.list_owned(&planned).await?;
+        let (mut live, _) = self.list_owned(&planned).await?;
         live.retain(|k, _| planned.iter().any(|p| &p.key == k));
         let mut pods = HashMap::new();
         for p in planned
@@ -1001,6 +1018,13 @@ pub struct Observed {
     pub objects: HashMap<ObjKey, Value>,
     pub endpoints: HashMap<(String, String), Value>,
     pub pods: HashMap<ObjKey, Vec<Value>>,
+}
+
+fn resource_id(r: &Resolved) -> String {
+    format!(
+        "{}/{}/{}",
+        r.resource.group, r.resource.version, r.resource.plural
+    )
 }
 
 fn is_pod(key: &ObjKey) -> bool {

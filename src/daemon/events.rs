@@ -102,8 +102,9 @@ impl Events {
                 .for_each_concurrent(4, |(r, e)| {
                     let recorder = recorder.clone();
                     async move {
+                        // Visible: a failure here is nearly always a missing RBAC grant.
                         if let Err(err) = recorder.publish(&e, &r).await {
-                            tracing::debug!(error = %err, "could not record event");
+                            tracing::warn!(error = %err, "could not record an event");
                         }
                     }
                 })

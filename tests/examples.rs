@@ -1,0 +1,776 @@
+//! The examples under `examples/` do what their READMEs say: every tree validates, the
+//! workload examples apply to the local cluster and become ready (each test in its own
+//! namespace: the tree is copied and its namespace rewritten), their workflows (start/stop
+//! a workspace, scale by total-qps, prune) work, the in-cluster manifests are consistent,
+//! and the CI job's steps run with bash against the cluster.
+
+mod common;
+mod support;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use clap::Parser as _;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Endpoints, Node, PersistentVolumeClaim, Pod, Service};
+use kube::ResourceExt;
+use kube::api::{Api, DynamicObject, ListParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use serde_json::Value;
+
+use support::{Daemon, WAIT, driftless, example, show};
+
+/// `driftless apply <dir> --wait` as `instance` with the admin kubeconfig.
+fn apply(instance: &str, dir: &Path, extra: &[&str]) -> Output {
+    let kubeconfig = support::admin_kubeconfig();
+    let mut args = vec![
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "--instance",
+        instance,
+        "apply",
+        dir.to_str().unwrap(),
+        "--wait",
+        "--timeout",
+        "2m",
+    ];
+    args.extend(extra);
+    driftless(&args)
+}
+
+fn diff(instance: &str, dir: &Path) -> Output {
+    let kubeconfig = support::admin_kubeconfig();
+    driftless(&[
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "--instance",
+        instance,
+        "diff",
+        dir.to_str().unwrap(),
+    ])
+}
+
+#[track_caller]
+fn assert_exit(out: &Output, code: i32) {
+    assert_eq!(out.status.code(), Some(code), "{}", show(out));
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The changed lines of a unified diff (no headers).
+fn changed_lines(diff: &str) -> Vec<&str> {
+    diff.lines()
+        .filter(|l| {
+            (l.starts_with('+') || l.starts_with('-'))
+                && !l.starts_with("+++")
+                && !l.starts_with("---")
+        })
+        .collect()
+}
+
+fn replicas(d: &Deployment) -> Option<i32> {
+    d.spec.as_ref().and_then(|s| s.replicas)
+}
+
+// ---------------------------------------------------------------------------------------
+// Offline: validate, and the manifests' consistency.
+
+fn spec_count(out: &Output) -> usize {
+    stdout(out)
+        .lines()
+        .find_map(|l| l.strip_prefix("valid: "))
+        .and_then(|l| l.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no `valid: N specs` line:\n{}", show(out)))
+}
+
+#[test]
+fn every_example_tree_validates() {
+    let expected = [
+        ("cloud-ide", 4),
+        ("elastic-web", 3),
+        ("local-service", 3),
+        ("virtual-machine", 3),
+    ];
+    // Every directory of examples/ with spec files is in this list.
+    let with_specs: BTreeSet<String> = std::fs::read_dir(example(""))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| has_toml(p))
+        .map(|p| p.file_name().unwrap().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(
+        with_specs,
+        expected.iter().map(|(d, _)| d.to_string()).collect(),
+        "an example tree without a test"
+    );
+    for (dir, specs) in expected {
+        let out = driftless(&["validate", example(dir).to_str().unwrap()]);
+        assert_exit(&out, 0);
+        assert_eq!(spec_count(&out), specs, "{dir}: {}", show(&out));
+    }
+
+    // The spec tree inside the in-cluster example's ConfigMap.
+    let docs = support::yaml_docs(&support::read(&example("kubernetes/specs-configmap.yaml")));
+    let data = docs[0]["data"].as_object().expect("ConfigMap data");
+    let dir = tempfile::tempdir().unwrap();
+    for (file, text) in data {
+        assert!(file.ends_with(".toml"), "{file}");
+        std::fs::write(dir.path().join(file), text.as_str().unwrap()).unwrap();
+    }
+    let out = driftless(&["validate", dir.path().to_str().unwrap()]);
+    assert_exit(&out, 0);
+    assert!(spec_count(&out) >= 1);
+
+    // And validate does catch what a PR could break, with the position.
+    let broken = tempfile::tempdir().unwrap();
+    support::copy_tree(
+        &example("elastic-web"),
+        broken.path(),
+        &[("single-pod-qps = 800", "single-pod-qps = 0")],
+    );
+    let out = driftless(&["validate", broken.path().to_str().unwrap()]);
+    assert_exit(&out, 2);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("apps.toml:11:18:")
+            || stdout(&out).contains("apps.toml:11:18:"),
+        "{}",
+        show(&out)
+    );
+}
+
+fn has_toml(dir: &Path) -> bool {
+    dir.is_dir()
+        && std::fs::read_dir(dir).unwrap().any(|e| {
+            let p = e.unwrap().path();
+            has_toml(&p) || p.extension().is_some_and(|x| x == "toml")
+        })
+}
+
+fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            yaml_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "yaml" || x == "yml") {
+            out.push(p);
+        }
+    }
+}
+
+#[test]
+fn the_in_cluster_manifests_are_consistent() {
+    let mut files = Vec::new();
+    yaml_files(&example("kubernetes"), &mut files);
+    files.sort();
+    let mut docs: Vec<Value> = Vec::new();
+    for f in &files {
+        for d in support::yaml_docs(&support::read(f)) {
+            assert!(
+                d["apiVersion"].is_string()
+                    && d["kind"].is_string()
+                    && d["metadata"]["name"].is_string(),
+                "{}: {d}",
+                f.display()
+            );
+            docs.push(d);
+        }
+    }
+    let find = |kind: &str, name: &str| -> &Value {
+        docs.iter()
+            .find(|d| d["kind"] == kind && d["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("no {kind} {name}"))
+    };
+    // Namespaced objects all live in driftless-system.
+    for d in &docs {
+        let cluster_scoped = matches!(
+            d["kind"].as_str(),
+            Some("Namespace" | "ClusterRole" | "ClusterRoleBinding")
+        );
+        assert_eq!(
+            d["metadata"]["namespace"].as_str(),
+            (!cluster_scoped).then_some("driftless-system"),
+            "{d}"
+        );
+    }
+
+    let deployment = find("Deployment", "driftless");
+    assert_eq!(deployment["spec"]["replicas"], 2);
+    let pod = &deployment["spec"]["template"]["spec"];
+    assert_eq!(pod["serviceAccountName"], "driftless");
+    find("ServiceAccount", "driftless");
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    let c = &pod["containers"][0];
+    assert_eq!(c["image"], "ghcr.io/example/driftless:0.1.0");
+    let args: Vec<&str> = c["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(args[0], "run");
+    for a in [
+        "--leader-elect",
+        "--metrics-addr=0.0.0.0:9477",
+        "--lease-name=driftless",
+    ] {
+        assert!(args.contains(&a), "{a} missing from {args:?}");
+    }
+    // The arguments are the binary's: they parse as `driftless run`.
+    let cli = driftless::cli::Cli::try_parse_from(
+        std::iter::once("driftless").chain(args.iter().copied()),
+    )
+    .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    assert!(
+        matches!(cli.command, driftless::cli::Command::Run(_)),
+        "{cli:?}"
+    );
+    assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], true);
+    assert_eq!(c["securityContext"]["allowPrivilegeEscalation"], false);
+    assert!(c["resources"]["requests"]["memory"].is_string());
+    assert!(c["resources"]["limits"]["memory"].is_string());
+    assert_eq!(c["livenessProbe"]["httpGet"]["path"], "/healthz");
+    assert_eq!(c["readinessProbe"]["httpGet"]["path"], "/readyz");
+    let env = c["env"].as_array().unwrap();
+    assert!(
+        env.iter().any(|e| e["name"] == "POD_NAME"
+            && e["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"),
+        "{env:?}"
+    );
+    // Everything the daemon writes is on a writable volume.
+    let mounts = c["volumeMounts"].as_array().unwrap();
+    let writable: Vec<&str> = mounts
+        .iter()
+        .filter(|m| m["readOnly"] != true)
+        .map(|m| m["mountPath"].as_str().unwrap())
+        .collect();
+    for a in args.iter().filter_map(|a| {
+        a.strip_prefix("--status-file=")
+            .or(a.strip_prefix("--cache-dir="))
+    }) {
+        assert!(
+            writable.iter().any(|m| a.starts_with(m)),
+            "{a} not on a writable mount {writable:?}"
+        );
+    }
+    let specs_dir = args
+        .iter()
+        .find_map(|a| a.strip_prefix("--dir="))
+        .expect("--dir");
+    let specs_mount = mounts
+        .iter()
+        .find(|m| m["mountPath"] == specs_dir)
+        .expect("the spec directory is mounted");
+    let volume = pod["volumes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == specs_mount["name"])
+        .unwrap();
+    find(
+        "ConfigMap",
+        volume["configMap"]["name"]
+            .as_str()
+            .expect("a ConfigMap volume"),
+    );
+
+    // The Lease the Deployment uses is the one the Role lets it renew.
+    let role = find("Role", "driftless");
+    assert!(
+        role["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r["resources"][0] == "leases" && r["resourceNames"][0] == "driftless"),
+        "{role}"
+    );
+
+    // The metrics Service reaches the container's port.
+    let svc = find("Service", "driftless-metrics");
+    let labels = &deployment["spec"]["template"]["metadata"]["labels"];
+    for (k, v) in svc["spec"]["selector"].as_object().unwrap() {
+        assert_eq!(&labels[k], v);
+    }
+    assert_eq!(svc["spec"]["ports"][0]["port"], 9477);
+    assert_eq!(svc["spec"]["ports"][0]["targetPort"], c["ports"][0]["name"]);
+}
+
+// ---------------------------------------------------------------------------------------
+// Against the local cluster.
+
+#[tokio::test]
+async fn cloud_ide_workspaces_apply_and_start_and_stop() {
+    let client = common::client().await;
+    let ns = common::namespace(&client, "ex-ide").await;
+    let dir = tempfile::tempdir().unwrap();
+    support::copy_tree(
+        &example("cloud-ide"),
+        dir.path(),
+        &[("\"cloud-ide\"", &format!("\"{ns}\""))],
+    );
+    let out = apply(&ns, dir.path(), &[]);
+    assert_exit(&out, 0);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
+    let services: Api<Service> = Api::namespaced(client.clone(), &ns);
+    for running in ["alice-go", "carol-rust", "carol-scratch"] {
+        assert!(pods.get_opt(running).await.unwrap().is_some(), "{running}");
+    }
+    assert!(pods.get_opt("bob-py").await.unwrap().is_none());
+    for keeps in ["alice-go", "bob-py", "carol-rust"] {
+        assert!(pvcs.get_opt(keeps).await.unwrap().is_some(), "PVC {keeps}");
+        assert!(
+            services.get_opt(keeps).await.unwrap().is_some(),
+            "Service {keeps}"
+        );
+    }
+    assert!(pvcs.get_opt("carol-scratch").await.unwrap().is_none());
+
+    // The README's workflow: Alice stops, Bob starts.
+    let alice = dir.path().join("workspaces/alice.toml");
+    let bob = dir.path().join("workspaces/bob.toml");
+    support::edit(&alice, "state = \"running\"", "state = \"stopped\"");
+    support::edit(&bob, "state = \"stopped\"", "state = \"running\"");
+    let out = diff(&ns, dir.path());
+    assert_exit(&out, 1);
+    let text = stdout(&out);
+    assert!(
+        text.contains(&format!("Pod/{ns}/alice-go")) && text.contains(&format!("Pod/{ns}/bob-py")),
+        "{}",
+        show(&out)
+    );
+    let out = apply(&ns, dir.path(), &[]);
+    assert_exit(&out, 0);
+    common::eventually("alice's Pod gone", WAIT, || async {
+        match pods.get_opt("alice-go").await.map_err(|e| e.to_string())? {
+            None => Ok(()),
+            Some(_) => Err("still there".into()),
+        }
+    })
+    .await;
+    // Her files and address stay; Bob's Pod mounts his old PVC.
+    assert!(pvcs.get_opt("alice-go").await.unwrap().is_some());
+    assert!(services.get_opt("alice-go").await.unwrap().is_some());
+    let bob_pod = pods.get("bob-py").await.unwrap();
+    let claims: Vec<String> = bob_pod
+        .spec
+        .unwrap()
+        .volumes
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|v| v.persistent_volume_claim.map(|c| c.claim_name))
+        .collect();
+    assert_eq!(claims, ["bob-py"]);
+}
+
+#[tokio::test]
+async fn elastic_web_scales_by_editing_total_qps() {
+    let client = common::client().await;
+    let ns = common::namespace(&client, "ex-web").await;
+    // NodePorts are cluster-wide: one this test is unlikely to share.
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos();
+    let node_port = 31000 + (nanos / 1000 + std::process::id()) % 1500;
+    let dir = tempfile::tempdir().unwrap();
+    support::copy_tree(
+        &example("elastic-web"),
+        dir.path(),
+        &[
+            ("\"shop\"", &format!("\"{ns}\"")),
+            ("port = 30080", &format!("port = {node_port}")),
+        ],
+    );
+    let out = apply(&ns, dir.path(), &[]);
+    assert_exit(&out, 0);
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    for (name, want) in [("storefront", 3), ("checkout", 2), ("reports", 0)] {
+        let d = deployments.get(name).await.unwrap();
+        assert_eq!(replicas(&d), Some(want), "{name}");
+    }
+    let services: Api<Service> = Api::namespaced(client.clone(), &ns);
+    let storefront = services.get("storefront").await.unwrap().spec.unwrap();
+    assert_eq!(storefront.type_.as_deref(), Some("NodePort"));
+    assert_eq!(
+        storefront.ports.unwrap()[0].node_port,
+        Some(node_port as i32)
+    );
+    assert_eq!(
+        services
+            .get("checkout")
+            .await
+            .unwrap()
+            .spec
+            .unwrap()
+            .type_
+            .as_deref(),
+        Some("ClusterIP")
+    );
+
+    // The README's workflow: the sale. The PR's diff shows exactly the replica change.
+    support::edit(
+        &dir.path().join("apps.toml"),
+        "total-qps = 2400",
+        "total-qps = 8000",
+    );
+    let out = diff(&ns, dir.path());
+    assert_exit(&out, 1);
+    let text = stdout(&out);
+    assert!(
+        text.contains(&format!("--- live/Deployment.apps/{ns}/storefront")),
+        "{text}"
+    );
+    assert_eq!(
+        changed_lines(&text),
+        ["-  replicas: 3", "+  replicas: 10"],
+        "{text}"
+    );
+    let out = apply(&ns, dir.path(), &[]);
+    assert_exit(&out, 0);
+    let d = deployments.get("storefront").await.unwrap();
+    assert_eq!(replicas(&d), Some(10));
+    assert_eq!(d.status.and_then(|s| s.available_replicas), Some(10));
+    // Applied: nothing left to show.
+    assert_exit(&diff(&ns, dir.path()), 0);
+}
+
+#[tokio::test]
+async fn local_service_reaches_only_pods_on_its_node() {
+    let client = common::client().await;
+    let ns = common::namespace(&client, "ex-local").await;
+    let dir = tempfile::tempdir().unwrap();
+    support::copy_tree(
+        &example("local-service"),
+        dir.path(),
+        &[("\"edge\"", &format!("\"{ns}\""))],
+    );
+    let mut daemon = Daemon::start(
+        &support::admin_kubeconfig(),
+        &ns,
+        &["--dir", dir.path().to_str().unwrap(), "--resync", "1h"],
+    );
+    daemon
+        .wait_status("every spec ready", support::all_ready)
+        .await;
+
+    let services: Api<Service> = Api::namespaced(client.clone(), &ns);
+    let endpoints: Api<Endpoints> = Api::namespaced(client.clone(), &ns);
+    // Each per-node Service reaches only Pods on its node, and between them the three
+    // cache Pods are all reachable.
+    common::eventually("each node's Service with its node's Pods", WAIT, || async {
+        let mut reached = 0;
+        for svc in services
+            .list(&ListParams::default().labels("app.kubernetes.io/instance=edge-cache"))
+            .await
+            .map_err(|e| e.to_string())?
+            .items
+        {
+            let node = svc.annotations()["localservice.driftless.dev/node-name"].clone();
+            let Some(ep) = endpoints
+                .get_opt(&svc.name_any())
+                .await
+                .map_err(|e| e.to_string())?
+            else {
+                continue;
+            };
+            for a in ep
+                .subsets
+                .unwrap_or_default()
+                .into_iter()
+                .flat_map(|s| s.addresses.unwrap_or_default())
+            {
+                assert_eq!(
+                    a.node_name.as_deref(),
+                    Some(node.as_str()),
+                    "Service {} reaches a Pod on another node",
+                    svc.name_any()
+                );
+                reached += 1;
+            }
+        }
+        if reached == 3 {
+            Ok(())
+        } else {
+            Err(format!("{reached} of 3 cache Pods reachable"))
+        }
+    })
+    .await;
+    for node in ["node-1", "node-2", "node-3"] {
+        assert!(
+            services
+                .get_opt(&format!("edge-cache-{node}"))
+                .await
+                .unwrap()
+                .is_some(),
+            "no Service for {node}"
+        );
+    }
+    // The zone-a variant covers exactly the zone-a nodes.
+    let zone_a: BTreeSet<String> = Api::<Node>::all(client.clone())
+        .list(&ListParams::default().labels("topology.kubernetes.io/zone=a"))
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|n| n.name_any())
+        .collect();
+    let covered: BTreeSet<String> = services
+        .list(&ListParams::default().labels("app.kubernetes.io/instance=edge-cache-zone-a"))
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|s| s.annotations()["localservice.driftless.dev/node-name"].clone())
+        .collect();
+    assert!(!zone_a.is_empty());
+    assert_eq!(covered, zone_a);
+    assert_eq!(daemon.stop(), Some(0), "{}", daemon.log());
+}
+
+#[tokio::test]
+async fn virtual_machine_crd_and_resources_apply_and_prune() {
+    let client = common::client().await;
+    let ns = common::namespace(&client, "ex-vm").await;
+    // CRDs are cluster-wide: this test's own group.
+    let group = format!("{ns}.driftless.test");
+    let dir = tempfile::tempdir().unwrap();
+    support::copy_tree(
+        &example("virtual-machine"),
+        dir.path(),
+        &[
+            ("infra.sealyun.com", &group),
+            ("namespace = \"default\"", &format!("namespace = \"{ns}\"")),
+        ],
+    );
+    let out = apply(&ns, dir.path(), &[]);
+    assert_exit(&out, 0);
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(&group, "v1", "VirtulMachine"),
+        "virtulmachines",
+    );
+    let vms: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &resource);
+    let names: BTreeSet<String> = vms
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|v| v.name_any())
+        .collect();
+    assert_eq!(
+        names,
+        BTreeSet::from(["build-runner".to_string(), "vm-sample".to_string()])
+    );
+    let vm = vms.get("build-runner").await.unwrap();
+    assert_eq!(vm.data["spec"]["cpu"], "4");
+
+    // Removing the whole tree would prune everything: refused unless explicitly allowed;
+    // then the resources go, and their CRD.
+    let empty = tempfile::tempdir().unwrap();
+    let out = apply(&ns, empty.path(), &[]);
+    assert_exit(&out, 1);
+    assert!(stdout(&out).contains("prune refused"), "{}", show(&out));
+    assert!(vms.get_opt("vm-sample").await.unwrap().is_some());
+    let out = apply(&ns, empty.path(), &["--allow-mass-prune"]);
+    assert_exit(&out, 0);
+    let crds: Api<
+        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    > = Api::all(client.clone());
+    common::eventually("the CRD pruned", WAIT, || async {
+        match crds
+            .get_opt(&format!("virtulmachines.{group}"))
+            .await
+            .map_err(|e| e.to_string())?
+        {
+            None => Ok(()),
+            Some(_) => Err("still there".into()),
+        }
+    })
+    .await;
+}
+
+// ---------------------------------------------------------------------------------------
+// The CI job.
+
+/// The `run` script of the step named `name` in the workflow's job `job`.
+fn step_script<'a>(workflow: &'a Value, job: &str, name: &str) -> &'a str {
+    workflow["jobs"][job]["steps"]
+        .as_array()
+        .and_then(|s| s.iter().find(|s| s["name"] == name))
+        .and_then(|s| {
+            assert_eq!(s["shell"], "bash", "step {name}");
+            s["run"].as_str()
+        })
+        .unwrap_or_else(|| panic!("no step {name:?} with a run script in job {job}"))
+}
+
+/// Runs a CI script as GitHub's `shell: bash` does, in `repo`, with the binary on PATH.
+fn run_script(script: &str, repo: &Path, env: &[(&str, &str)]) -> Output {
+    let file = repo.join(".ci-step.sh");
+    std::fs::write(&file, script).unwrap();
+    let bin = Path::new(env!("CARGO_BIN_EXE_driftless")).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = Command::new("bash")
+        .args(["--noprofile", "--norc", "-eo", "pipefail"])
+        .arg(&file)
+        .current_dir(repo)
+        .env_clear()
+        .env("PATH", path)
+        .env("HOME", repo)
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    std::fs::remove_file(&file).unwrap();
+    out
+}
+
+#[tokio::test]
+async fn the_ci_job_validates_and_diffs_a_pull_request() {
+    let workflow: Value =
+        serde_saphyr::from_str(&support::read(&example("ci/github-workflow.yml"))).unwrap();
+    assert!(
+        workflow["on"]["pull_request"].is_object(),
+        "not triggered by pull requests: {:#}",
+        workflow["on"]
+    );
+    let validate = step_script(&workflow, "validate", "Validate specs");
+    let diff_step = step_script(&workflow, "diff", "Diff against the cluster");
+    assert!(validate.contains("driftless validate specs/"), "{validate}");
+    assert!(diff_step.contains("diff specs/"), "{diff_step}");
+    // Untrusted PR data never reaches a script through an expression.
+    for job in workflow["jobs"].as_object().unwrap().values() {
+        for step in job["steps"].as_array().unwrap() {
+            assert!(
+                !step["run"].as_str().unwrap_or_default().contains("${{"),
+                "{step}"
+            );
+        }
+    }
+    assert!(
+        workflow["env"]["DRIFTLESS_INSTANCE"].is_string(),
+        "diff must use the daemon's instance"
+    );
+
+    // A config repository with the elastic-web example as specs/, on a cluster where it
+    // is not applied yet.
+    let client = common::client().await;
+    let ns = common::namespace(&client, "ex-ci").await;
+    let repo = tempfile::tempdir().unwrap();
+    let specs = repo.path().join("specs");
+    support::copy_tree(
+        &example("elastic-web"),
+        &specs,
+        &[
+            ("\"shop\"", &format!("\"{ns}\"")),
+            ("port = 30080", "# port = 30080"),
+        ],
+    );
+    let runner_temp = tempfile::tempdir().unwrap();
+    let summary = runner_temp.path().join("summary.md");
+    let admin_kubeconfig = support::read(&support::admin_kubeconfig());
+    let env = |kubeconfig: &str| -> Vec<(String, String)> {
+        vec![
+            (
+                "RUNNER_TEMP".into(),
+                runner_temp.path().to_string_lossy().into_owned(),
+            ),
+            (
+                "GITHUB_STEP_SUMMARY".into(),
+                summary.to_string_lossy().into_owned(),
+            ),
+            ("DRIFTLESS_INSTANCE".into(), ns.clone()),
+            ("KUBECONFIG_CONTENT".into(), kubeconfig.to_string()),
+        ]
+    };
+    let run = |script: &str, env: &[(String, String)]| {
+        let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        run_script(script, repo.path(), &env)
+    };
+    let good = env(&admin_kubeconfig);
+
+    // Validate: passes; a broken file fails the step with an annotation at its position.
+    assert_exit(&run(validate, &good), 0);
+    std::fs::write(
+        specs.join("bad.toml"),
+        "[elasticweb.x]\nimage = \"nginx\"\nsingle-pod-qps = 0\ntotal-qps = 1\n",
+    )
+    .unwrap();
+    let out = run(validate, &good);
+    assert_exit(&out, 2);
+    assert!(
+        stdout(&out).contains("::error file=specs/bad.toml,line=3,col=18::"),
+        "{}",
+        show(&out)
+    );
+    std::fs::remove_file(specs.join("bad.toml")).unwrap();
+
+    // Diff with changes (exit 1): the step passes and the diff is in the job summary.
+    let out = run(diff_step, &good);
+    assert_exit(&out, 0);
+    let text = support::read(&summary);
+    assert!(
+        text.contains("### driftless diff")
+            && text.contains(&format!("Deployment.apps/{ns}/storefront")),
+        "{text}"
+    );
+    assert!(
+        !runner_temp.path().join("kubeconfig").exists(),
+        "the kubeconfig was left on the runner"
+    );
+
+    // The same with the GitLab job's script.
+    let gitlab: Value =
+        serde_saphyr::from_str(&support::read(&example("ci/gitlab-ci.yml"))).unwrap();
+    let gl_validate = gitlab["driftless-validate"]["script"][0].as_str().unwrap();
+    assert_eq!(gl_validate, "driftless validate specs/");
+    let gl_diff = gitlab["driftless-diff"]["script"][0].as_str().unwrap();
+    assert!(gl_diff.contains("diff specs/"), "{gl_diff}");
+    let kubeconfig_path = support::admin_kubeconfig();
+    let gl_env = [
+        ("DRIFTLESS_KUBECONFIG", kubeconfig_path.to_str().unwrap()),
+        ("DRIFTLESS_INSTANCE", ns.as_str()),
+    ];
+    let out = run_script(gl_diff, repo.path(), &gl_env);
+    assert_exit(&out, 0);
+    assert!(
+        stdout(&out).contains("changes the cluster"),
+        "{}",
+        show(&out)
+    );
+    assert!(
+        support::read(&repo.path().join("diff.txt")).contains("storefront"),
+        "no diff artifact"
+    );
+
+    // Merged and applied: no changes.
+    let out = apply(&ns, &specs, &[]);
+    assert_exit(&out, 0);
+    std::fs::remove_file(&summary).unwrap();
+    let out = run(diff_step, &good);
+    assert_exit(&out, 0);
+    assert!(
+        support::read(&summary).contains("no changes"),
+        "{}",
+        show(&out)
+    );
+    let out = run_script(gl_diff, repo.path(), &gl_env);
+    assert_exit(&out, 0);
+    assert!(stdout(&out).contains("no changes"), "{}", show(&out));
+
+    // A cluster it cannot use: the step fails.
+    let out = run(diff_step, &env("this is not a kubeconfig"));
+    assert_exit(&out, 2);
+    assert!(
+        stdout(&out).contains("::error::driftless diff failed"),
+        "{}",
+        show(&out)
+    );
+}
