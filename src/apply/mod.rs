@@ -215,12 +215,7 @@ pub fn owner_of(obj: &Value, instance: &str) -> Owner {
 /// A stable 64-bit FNV-1a hash, hex: stored in the inventory across releases.
 pub fn hash_value(v: &Value) -> String {
     let text = serde_json::to_string(v).unwrap_or_default();
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in text.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    format!("{h:016x}")
+    format!("{:016x}", crate::spec::names::fnv1a64(text.bytes()))
 }
 
 pub(crate) fn shape_hash(body: &Value) -> String {
@@ -1044,16 +1039,7 @@ pub(crate) fn fix_namespace(obj: &Object, resolved: Option<&Resolved>) -> (Value
         ),
         None => obj.namespace.clone(),
     };
-    if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut) {
-        match &namespace {
-            Some(ns) => {
-                meta.insert("namespace".into(), ns.clone().into());
-            }
-            None => {
-                meta.remove("namespace");
-            }
-        }
-    }
+    crate::render::set_namespace(&mut body, namespace.as_deref());
     (body, namespace)
 }
 

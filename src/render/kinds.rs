@@ -304,15 +304,8 @@ pub(super) fn localservice(
 pub(super) fn manifest(spec: &SpecId, m: &Manifest, facts: &Facts) -> Object {
     let mut body = m.to_json();
     let namespace = (!spec.namespace.is_empty()).then(|| spec.namespace.clone());
+    super::set_namespace(&mut body, namespace.as_deref());
     if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut) {
-        match &namespace {
-            Some(ns) => {
-                meta.insert("namespace".into(), ns.clone().into());
-            }
-            None => {
-                meta.remove("namespace");
-            }
-        }
         let labels = meta
             .entry("labels")
             .or_insert_with(|| Value::Object(Default::default()));

@@ -90,6 +90,20 @@ pub enum RenderError {
     Yaml(#[from] serde_saphyr::SerializeError),
 }
 
+/// Sets (or, for `None`, removes) an object's `metadata.namespace`.
+pub fn set_namespace(body: &mut Value, namespace: Option<&str>) {
+    if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut) {
+        match namespace {
+            Some(ns) => {
+                meta.insert("namespace".into(), ns.into());
+            }
+            None => {
+                meta.remove("namespace");
+            }
+        }
+    }
+}
+
 /// All objects of a tree, in apply order (stable: spec order within a phase).
 pub fn render(tree: &SpecTree, facts: &Facts) -> Result<Vec<Object>, RenderError> {
     let mut objects = Vec::new();

@@ -72,20 +72,15 @@ pub fn read(root: &Path) -> Result<(String, Vec<SourceFile>), LoadError> {
 
 /// `dir:` + a hash of every path and content: the same tree is the same revision.
 pub fn revision_of(files: &[SourceFile]) -> String {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for f in files {
-        for b in f
-            .path
+    // A 0 after each path and content keeps ("ab", "") and ("a", "b") apart.
+    let bytes = files.iter().flat_map(|f| {
+        f.path
             .bytes()
             .chain([0])
             .chain(f.contents.iter().copied())
             .chain([0])
-        {
-            h ^= u64::from(b);
-            h = h.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    }
-    format!("dir:{h:016x}")
+    });
+    format!("dir:{:016x}", crate::spec::names::fnv1a64(bytes))
 }
 
 #[cfg(test)]

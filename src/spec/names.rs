@@ -108,6 +108,14 @@ pub fn short_hash(s: &str) -> String {
     format!("{h:08x}")
 }
 
+/// 64-bit FNV-1a, for content hashes that are stored (inventory, revision ids) and so
+/// must be the same in every release.
+pub fn fnv1a64(bytes: impl IntoIterator<Item = u8>) -> u64 {
+    bytes.into_iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
 /// Turns `base-suffix` into a valid DNS-1035 label of at most `max` characters, stable
 /// and unique per input: used unchanged when already valid; otherwise sanitised
 /// (lowercased, invalid characters to '-'), cut to fit, and given a hash of the
