@@ -510,7 +510,7 @@ image = "example.com/unpullable:1"
 
 [workspace.toobig]
 image = "codercom/code-server:4"
-cpu = "1000"
+cpu = "100000"
 
 [elasticweb.webcrash]
 image = "example.com/crashloop:2"

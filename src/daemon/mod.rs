@@ -310,6 +310,11 @@ pub async fn run(
         }
     }
     tracing::info!("shutting down");
+    // The final status reflects every change already reported, not a stale copy.
+    while let Ok(ev) = ev_rx.try_recv() {
+        on_event(&mut state, ev, &engine.opts.field_manager);
+    }
+    state.health_dirty = true;
     refresh_health(&engine, &mut state, &metrics, cfg.ready_timeout).await;
     write_status(&cfg, &state);
     Ok(())
@@ -607,7 +612,13 @@ async fn sync(
                     apply::owned_fields_hash(live, &engine.opts.field_manager),
                 ),
             );
-            state.live.objects.insert(o.key.clone(), live.clone());
+            // The watches are the source of live state; a sync's copy (read when it started)
+            // only stands in until the watch reports the object, never over a newer event.
+            state
+                .live
+                .objects
+                .entry(o.key.clone())
+                .or_insert_with(|| live.clone());
         }
     }
     if !full {

@@ -144,7 +144,7 @@ async fn make_ready(api: &Api<Node>, node: &Node, registry: &Registry) -> anyhow
     if !ready || !has_capacity {
         let now = chrono_now();
         let resources =
-            json!({"cpu": "64", "memory": "256Gi", "pods": "1000", "ephemeral-storage": "1Ti"});
+            json!({"cpu": "4000", "memory": "16Ti", "pods": "10000", "ephemeral-storage": "64Ti"});
         let cond = |type_: &str, status: &str, reason: &str| {
             json!({"type": type_, "status": status, "reason": reason, "message": "driftless-testbed",
                    "lastHeartbeatTime": now, "lastTransitionTime": now})
