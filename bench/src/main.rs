@@ -1,0 +1,103 @@
+//! driftless's benchmark harness: against a running cluster (KUBECONFIG; `scripts/bench`
+//! boots one), it measures cold sync, no-op resync, diff, daemon latency and memory,
+//! and how they scale, each against kubectl and a raw server-side-apply loop; prints a
+//! table and writes JSON. Run on demand, never as part of the test suite.
+
+mod measure;
+mod report;
+
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use clap::Parser;
+
+#[derive(Parser, Debug, Clone)]
+#[command(
+    name = "driftless-bench",
+    about = "Benchmark driftless against kubectl and the apiserver's SSA ceiling (needs KUBECONFIG)"
+)]
+pub struct Args {
+    /// Specs in the main benchmark (about 2.45 objects each).
+    #[arg(long, default_value_t = 1000)]
+    pub n: usize,
+    /// Times each main measurement is taken (median and spread are reported).
+    #[arg(long, default_value_t = 3)]
+    pub runs: usize,
+    /// Spec edits in the daemon latency benchmark.
+    #[arg(long, default_value_t = 30)]
+    pub edits: usize,
+    /// Sizes for the scaling exponents (cold sync time, no-op time, daemon memory).
+    /// Points above --n are measured once, the others --runs times.
+    #[arg(long, value_delimiter = ',', default_values_t = [100, 1000, 5000])]
+    pub scaling: Vec<usize>,
+    /// Namespaces each tree is spread over.
+    #[arg(long, default_value_t = 10)]
+    pub namespaces: usize,
+    /// Concurrency of driftless and of the raw SSA loop.
+    #[arg(long, default_value_t = 8)]
+    pub concurrency: usize,
+    /// Where the JSON results go.
+    #[arg(long, default_value = "bench/results/latest.json")]
+    pub out: PathBuf,
+    /// Also write the Markdown table here.
+    #[arg(long)]
+    pub markdown: Option<PathBuf>,
+    /// The driftless binary (default: next to this one, i.e. the same release build).
+    #[arg(long)]
+    pub driftless: Option<PathBuf>,
+    #[arg(long, default_value = "kubectl")]
+    pub kubectl: String,
+    /// A quick smoke run: --n 100 --runs 1 --edits 5 --scaling 50,100,200.
+    #[arg(long)]
+    pub quick: bool,
+    /// Skip parts: any of cold,noop,diff,daemon,scaling,kubectl (noop and diff need cold).
+    #[arg(long, value_delimiter = ',')]
+    pub skip: Vec<String>,
+    /// Keep the generated spec trees and daemon logs here (default: a temporary dir).
+    #[arg(long)]
+    pub work_dir: Option<PathBuf>,
+}
+
+impl Args {
+    pub fn skips(&self, part: &str) -> bool {
+        self.skip.iter().any(|s| s == part)
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let mut args = Args::parse();
+    if args.quick {
+        args.n = 100;
+        args.runs = 1;
+        args.edits = 5;
+        args.scaling = vec![50, 100, 200];
+    }
+    args.runs = args.runs.max(1);
+    let driftless = match &args.driftless {
+        Some(p) => p.clone(),
+        None => std::env::current_exe()
+            .context("locating this binary")?
+            .with_file_name("driftless"),
+    };
+    anyhow::ensure!(
+        driftless.is_file(),
+        "{} not found: build it (cargo build --release) or pass --driftless",
+        driftless.display()
+    );
+    let results = measure::run(&args, &driftless).await?;
+    let table = report::markdown(&results);
+    println!("{table}");
+    if let Some(dir) = args.out.parent()
+        && !dir.as_os_str().is_empty()
+    {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    std::fs::write(&args.out, serde_json::to_string_pretty(&results)? + "\n")
+        .with_context(|| format!("writing {}", args.out.display()))?;
+    eprintln!("results written to {}", args.out.display());
+    if let Some(md) = &args.markdown {
+        std::fs::write(md, &table).with_context(|| format!("writing {}", md.display()))?;
+    }
+    Ok(())
+}
