@@ -30,9 +30,10 @@ ENV LIBZ_SYS_STATIC=1 \
 # Build-time packages: libssl-dev and pkg-config are already in rust:*-bookworm.
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
-# The workspace's other member (the test cluster's stand-ins) must be present for cargo
-# to read the workspace; it is not built.
+# The workspace's other members (the test cluster's stand-ins, the benchmark harness)
+# must be present for cargo to read the workspace; they are not built.
 COPY testbed/standin ./testbed/standin
+COPY bench ./bench
 RUN --mount=type=cache,target=/usr/local/cargo/registry \
     --mount=type=cache,target=/src/target \
     cargo build --release --locked --package driftless --bin driftless \
