@@ -176,8 +176,11 @@ pub struct ObjectResult {
     pub key: ObjKey,
     pub spec: SpecId,
     pub action: Action,
-    /// The object as the apiserver last returned it.
+    /// The object as the apiserver last returned it, without `metadata.managedFields`
+    /// (they are most of an object's memory; `fields` is what we need of them).
     pub live: Option<Value>,
+    /// The hash of the fields our field manager owns in `live` (see `owned_fields_hash`).
+    pub fields: Option<String>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -214,7 +217,10 @@ pub fn owner_of(obj: &Value, instance: &str) -> Owner {
 
 /// A stable 64-bit FNV-1a hash, hex: stored in the inventory across releases.
 pub fn hash_value(v: &Value) -> String {
-    let text = serde_json::to_string(v).unwrap_or_default();
+    hash_text(&serde_json::to_string(v).unwrap_or_default())
+}
+
+fn hash_text(text: &str) -> String {
     format!("{:016x}", crate::spec::names::fnv1a64(text.bytes()))
 }
 
@@ -240,8 +246,44 @@ pub fn owned_fields_hash(live: &Value, manager: &str) -> String {
     hash_value(&Value::from(owned.into_iter().cloned().collect::<Vec<_>>()))
 }
 
+/// `owned_fields_hash` of a typed object's JSON, without building that JSON.
+fn owned_fields_hash_of(meta: &ObjectMeta, manager: &str) -> String {
+    let owned: Vec<&Value> = meta
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|m| {
+            m.manager.as_deref() == Some(manager) && m.operation.as_deref() == Some("Apply")
+        })
+        .map(|m| m.fields_v1.as_ref().map_or(&Value::Null, |f| &f.0))
+        .collect();
+    hash_text(&serde_json::to_string(&owned).unwrap_or_default())
+}
+
 fn to_value(obj: &DynamicObject) -> Value {
     serde_json::to_value(obj).unwrap_or(Value::Null)
+}
+
+/// A live object as the engine keeps it: its JSON without `metadata.managedFields`, and
+/// the hash of the fields `manager` owns, taken from them first. managedFields are a
+/// tree of many small maps, most of an object's memory as a `Value`; nothing else in
+/// them is needed, and keeping them made a sync of a few thousand objects take hundreds
+/// of MiB.
+#[derive(Debug, Clone)]
+struct Live {
+    value: Value,
+    fields: String,
+}
+
+impl Live {
+    fn of(mut obj: DynamicObject, manager: &str) -> Live {
+        let fields = owned_fields_hash_of(&obj.metadata, manager);
+        obj.metadata.managed_fields = None;
+        Live {
+            value: to_value(&obj),
+            fields,
+        }
+    }
 }
 
 /// An object ready to apply (or diff): its API resolved (or the reason it is not).
@@ -371,7 +413,10 @@ impl Engine {
         // Record before apply: a crash after the apply must leave the object findable.
         let mut inv = loaded.clone();
         for p in planned.iter().filter(|p| !skipped.contains(&p.key)) {
-            let takeable = match live.get(&p.key).map(|l| owner_of(l, &self.opts.instance)) {
+            let takeable = match live
+                .get(&p.key)
+                .map(|l| owner_of(&l.value, &self.opts.instance))
+            {
                 None | Some(Owner::Us) => true,
                 Some(Owner::Foreign) => p.adopt,
                 Some(Owner::OtherInstance(_)) => false,
@@ -395,20 +440,22 @@ impl Engine {
         let saved = inv.clone();
 
         let mut results: Vec<ObjectResult> = Vec::with_capacity(planned.len());
+        let namespaces = namespaces_needed(&planned);
+        // Each object moves to its phase's batch (no copy of every body).
+        let mut phases: [Vec<Planned>; 3] = Default::default();
+        for p in planned {
+            phases[usize::from(p.obj.apply_phase().min(2))].push(p);
+        }
         for phase in 0..=2u8 {
             if phase == 1 {
                 // After Namespace manifests, so only namespaces nobody declared get created.
-                self.ensure_namespaces(&planned).await?;
+                self.ensure_namespaces(&namespaces).await?;
             }
-            let batch: Vec<Planned> = planned
-                .iter()
-                .filter(|p| p.obj.apply_phase() == phase)
-                .cloned()
-                .collect();
+            let batch = std::mem::take(&mut phases[usize::from(phase)]);
             let batch = if phase == 2 {
                 let batch = self.resolve_deferred(batch, &results).await;
                 // Custom resources resolved only now may need a namespace as well.
-                self.ensure_namespaces(&batch).await?;
+                self.ensure_namespaces(&namespaces_needed(&batch)).await?;
                 batch
             } else {
                 batch
@@ -417,7 +464,8 @@ impl Engine {
                 futures::stream::iter(batch.iter().enumerate())
                     .map(|(i, p)| {
                         // Known absent, known present, or (a kind served only now) unknown.
-                        let live = known.contains(&p.key).then(|| live.get(&p.key).cloned());
+                        // Moved, not copied: each object is applied once.
+                        let live = known.contains(&p.key).then(|| live.remove(&p.key));
                         let entry = inv.entries.get(&p.key).cloned();
                         async move {
                             let (r, e) = self.apply_one(p, live, entry).await;
@@ -476,7 +524,7 @@ impl Engine {
     async fn list_owned(
         &self,
         planned: &[Planned<'_>],
-    ) -> Result<(HashMap<ObjKey, Value>, BTreeMap<String, String>), ApplyError> {
+    ) -> Result<(HashMap<ObjKey, Live>, BTreeMap<String, String>), ApplyError> {
         let mut kinds: BTreeMap<String, &Resolved> = BTreeMap::new();
         for p in planned {
             if let Ok(r) = &p.resolved {
@@ -484,36 +532,57 @@ impl Engine {
             }
         }
         let selector = format!("{}={}", ownership::INSTANCE, self.opts.instance);
+        let selector = selector.as_str();
+        // The kinds are listed at once (a no-op sync is mostly these round trips); the
+        // pages of one kind follow each other, each slimmed before the next is read (a
+        // whole list of full objects was the largest allocation of a sync).
+        let lists = futures::future::try_join_all(kinds.into_iter().map(|(what, r)| async move {
+            let api = r.api_all(&self.client);
+            let mut out = Vec::new();
+            let mut lp = ListParams::default().labels(selector).limit(LIST_PAGE);
+            loop {
+                let page = match api.list(&lp).await {
+                    Ok(page) => page,
+                    Err(kube::Error::Api(e)) if e.code == 403 => {
+                        tracing::warn!(kind = %what, "may not list this kind; its objects are skipped");
+                        let why = format!(
+                            "forbidden: this identity may not list {} cluster-wide ({}); grant get/list/watch/create/patch/delete on it",
+                            r.resource.plural, e.message
+                        );
+                        return Ok(Err((what, why)));
+                    }
+                    Err(source) => return Err(ApplyError::List { what, source }),
+                };
+                for mut obj in page.items {
+                    // List items carry no apiVersion/kind of their own.
+                    obj.types = Some(kube::core::TypeMeta {
+                        api_version: r.resource.api_version.clone(),
+                        kind: r.resource.kind.clone(),
+                    });
+                    let key = ObjKey {
+                        group: r.resource.group.clone(),
+                        kind: r.resource.kind.clone(),
+                        namespace: obj.metadata.namespace.clone().unwrap_or_default(),
+                        name: obj.metadata.name.clone().unwrap_or_default(),
+                    };
+                    out.push((key, Live::of(obj, &self.opts.field_manager)));
+                }
+                match page.metadata.continue_ {
+                    Some(token) if !token.is_empty() => lp = lp.continue_token(&token),
+                    _ => break,
+                }
+            }
+            Ok(Ok(out))
+        }))
+        .await?;
         let mut out = HashMap::new();
         let mut forbidden = BTreeMap::new();
-        for (what, r) in kinds {
-            let api = r.api_all(&self.client);
-            let items = match list_all(&api, &selector).await {
-                Ok(items) => items,
-                Err(kube::Error::Api(e)) if e.code == 403 => {
-                    tracing::warn!(kind = %what, "may not list this kind; its objects are skipped");
-                    forbidden.insert(
-                        what,
-                        format!("forbidden: this identity may not list {} cluster-wide ({}); grant get/list/watch/create/patch/delete on it", r.resource.plural, e.message),
-                    );
-                    continue;
+        for list in lists {
+            match list {
+                Ok(items) => out.extend(items),
+                Err((what, why)) => {
+                    forbidden.insert(what, why);
                 }
-                Err(source) => return Err(ApplyError::List { what, source }),
-            };
-            for mut obj in items {
-                // List items carry no apiVersion/kind of their own.
-                obj.types = Some(kube::core::TypeMeta {
-                    api_version: r.resource.api_version.clone(),
-                    kind: r.resource.kind.clone(),
-                });
-                let v = to_value(&obj);
-                let key = ObjKey {
-                    group: r.resource.group.clone(),
-                    kind: r.resource.kind.clone(),
-                    namespace: obj.metadata.namespace.clone().unwrap_or_default(),
-                    name: obj.metadata.name.clone().unwrap_or_default(),
-                };
-                out.insert(key, v);
             }
         }
         Ok((out, forbidden))
@@ -524,8 +593,8 @@ impl Engine {
     async fn read_unlisted(
         &self,
         planned: &[Planned<'_>],
-        ours: &HashMap<ObjKey, Value>,
-    ) -> Vec<(ObjKey, Option<Value>)> {
+        ours: &HashMap<ObjKey, Live>,
+    ) -> Vec<(ObjKey, Option<Live>)> {
         const LIST_FROM: usize = 8;
         let mut groups: BTreeMap<(String, String), Vec<&Planned<'_>>> = BTreeMap::new();
         for p in planned.iter().filter(|p| !ours.contains_key(&p.key)) {
@@ -552,19 +621,25 @@ impl Engine {
                 );
                 // A failed list leaves them unread; apply_one reads them itself.
                 if let Ok(items) = list_all(&api, "").await {
-                    let existing: HashMap<String, Value> = items
-                        .iter()
-                        .map(|o| (o.metadata.name.clone().unwrap_or_default(), to_value(o)))
+                    let manager = &self.opts.field_manager;
+                    let mut existing: HashMap<String, Live> = items
+                        .into_iter()
+                        .map(|o| {
+                            (
+                                o.metadata.name.clone().unwrap_or_default(),
+                                Live::of(o, manager),
+                            )
+                        })
                         .collect();
                     out.extend(
                         members
                             .iter()
-                            .map(|p| (p.key.clone(), existing.get(&p.key.name).cloned())),
+                            .map(|p| (p.key.clone(), existing.remove(&p.key.name))),
                     );
                 }
                 continue;
             }
-            let reads: Vec<(ObjKey, Option<Value>)> = futures::stream::iter(members)
+            let reads: Vec<(ObjKey, Option<Live>)> = futures::stream::iter(members)
                 .map(|p| async move {
                     let ns = (!p.key.namespace.is_empty()).then_some(p.key.namespace.as_str());
                     let r = match &p.resolved {
@@ -574,7 +649,9 @@ impl Engine {
                     (p.key.clone(), r)
                 })
                 .buffer_unordered(self.opts.concurrency.max(1))
-                .filter_map(|(k, r)| async move { r.map(|o| (k, o.as_ref().map(to_value))) })
+                .filter_map(|(k, r)| async move {
+                    r.map(|o| (k, o.map(|o| Live::of(o, &self.opts.field_manager))))
+                })
                 .collect()
                 .await;
             out.extend(reads);
@@ -584,22 +661,29 @@ impl Engine {
 
     /// Creates the namespaces specs need that do not exist, labelled as driftless's.
     /// They never enter the inventory: a namespace is never pruned.
-    async fn ensure_namespaces(&self, planned: &[Planned<'_>]) -> Result<(), ApplyError> {
-        let needed: BTreeSet<&str> = planned
-            .iter()
-            .filter(|p| p.resolved.as_ref().is_ok_and(|r| r.namespaced))
-            .map(|p| p.key.namespace.as_str())
-            .filter(|ns| !ns.is_empty())
-            .collect();
+    async fn ensure_namespaces(&self, needed: &BTreeSet<String>) -> Result<(), ApplyError> {
         let api: Api<Namespace> = Api::all(self.client.clone());
-        for name in needed {
-            let err = |source| ApplyError::Namespace {
-                name: name.to_string(),
-                source,
-            };
-            if api.get_opt(name).await.map_err(err)?.is_some() {
-                continue;
+        let err = |name: &str, source| ApplyError::Namespace {
+            name: name.to_string(),
+            source,
+        };
+        // Which exist, read at once rather than one after another.
+        let found: Vec<(&str, Result<bool, kube::Error>)> =
+            futures::stream::iter(needed.iter().map(String::as_str))
+                .map(|name| {
+                    let api = &api;
+                    async move { (name, api.get_opt(name).await.map(|ns| ns.is_some())) }
+                })
+                .buffer_unordered(self.opts.concurrency.max(1))
+                .collect()
+                .await;
+        let mut missing = BTreeSet::new();
+        for (name, exists) in found {
+            if !exists.map_err(|e| err(name, e))? {
+                missing.insert(name);
             }
+        }
+        for name in missing {
             let ns = Namespace {
                 metadata: ObjectMeta {
                     name: Some(name.to_string()),
@@ -618,7 +702,7 @@ impl Engine {
             match api.create(&PostParams::default(), &ns).await {
                 Ok(_) => tracing::info!(namespace = name, "created namespace"),
                 Err(kube::Error::Api(e)) if e.code == 409 => {}
-                Err(e) => return Err(err(e)),
+                Err(e) => return Err(err(name, e)),
             }
         }
         Ok(())
@@ -672,7 +756,7 @@ impl Engine {
     async fn apply_one(
         &self,
         p: &Planned<'_>,
-        live: Option<Option<Value>>,
+        live: Option<Option<Live>>,
         entry: Option<Entry>,
     ) -> (ObjectResult, Option<Entry>) {
         use tracing::Instrument as _;
@@ -683,14 +767,18 @@ impl Engine {
     async fn apply_one_inner(
         &self,
         p: &Planned<'_>,
-        live: Option<Option<Value>>,
+        live: Option<Option<Live>>,
         entry: Option<Entry>,
     ) -> (ObjectResult, Option<Entry>) {
-        let result = |action: Action, live: Option<Value>| ObjectResult {
-            key: p.key.clone(),
-            spec: p.obj.spec.clone(),
-            action,
-            live,
+        let result = |action: Action, live: Option<Live>| {
+            let (live, fields) = live.map(|l| (l.value, l.fields)).unzip();
+            ObjectResult {
+                key: p.key.clone(),
+                spec: p.obj.spec.clone(),
+                action,
+                live,
+                fields,
+            }
         };
         let resolved = match &p.resolved {
             Ok(r) => r,
@@ -704,7 +792,7 @@ impl Engine {
         let live = match live {
             Some(v) => v,
             None => match api.get_opt(&p.key.name).await {
-                Ok(o) => o.as_ref().map(to_value),
+                Ok(o) => o.map(|o| Live::of(o, &self.opts.field_manager)),
                 Err(e) => {
                     return (
                         result(Action::Failed(format!("reading it: {e}")), None),
@@ -718,7 +806,7 @@ impl Engine {
         let mut force = self.opts.force_conflicts;
         let mut replace = false;
         if let Some(live) = &live {
-            match owner_of(live, &self.opts.instance) {
+            match owner_of(&live.value, &self.opts.instance) {
                 Owner::Us => {}
                 Owner::OtherInstance(other) => {
                     let msg = format!(
@@ -738,14 +826,13 @@ impl Engine {
                 }
                 Owner::Foreign => force = true,
             }
-            let uid = live["metadata"]["uid"].as_str();
+            let uid = live.value["metadata"]["uid"].as_str();
             if let Some(e) = &entry
                 && e.uid.as_deref() == uid
                 && uid.is_some()
             {
                 if e.applied.as_deref() == Some(applied.as_str())
-                    && e.fields.as_deref()
-                        == Some(owned_fields_hash(live, &self.opts.field_manager).as_str())
+                    && e.fields.as_deref() == Some(live.fields.as_str())
                 {
                     return (
                         result(Action::Unchanged, Some(live.clone())),
@@ -763,7 +850,7 @@ impl Engine {
         }
 
         if replace && let Some(live) = &live {
-            return self.replace(p, &api, live, applied, shape).await;
+            return self.replace(p, &api, &live.value, applied, shape).await;
         }
         let pp = PatchParams {
             force,
@@ -772,7 +859,7 @@ impl Engine {
         self.writes.count(Verb::Patch);
         match api.patch(&p.key.name, &pp, &Patch::Apply(&p.body)).await {
             Ok(obj) => {
-                let v = to_value(&obj);
+                let v = Live::of(obj, &self.opts.field_manager);
                 let action = if live.is_some() {
                     Action::Configured
                 } else {
@@ -792,7 +879,7 @@ impl Engine {
             // Most of a Pod's spec cannot change in place.
             Err(kube::Error::Api(e)) if e.code == 422 && is_pod(&p.key) && live.is_some() => {
                 match &live {
-                    Some(l) => self.replace(p, &api, l, applied, shape).await,
+                    Some(l) => self.replace(p, &api, &l.value, applied, shape).await,
                     None => (result(Action::Failed(e.message.clone()), None), entry),
                 }
             }
@@ -800,15 +887,15 @@ impl Engine {
         }
     }
 
-    fn entry_for(&self, p: &Planned<'_>, live: &Value, applied: String, shape: String) -> Entry {
+    fn entry_for(&self, p: &Planned<'_>, live: &Live, applied: String, shape: String) -> Entry {
         Entry {
             key: p.key.clone(),
             version: resolve::split_api_version(&p.obj.api_version).1.to_string(),
             spec: p.obj.spec.to_string(),
-            uid: live["metadata"]["uid"].as_str().map(str::to_string),
+            uid: live.value["metadata"]["uid"].as_str().map(str::to_string),
             applied: Some(applied),
             shape: Some(shape),
-            fields: Some(owned_fields_hash(live, &self.opts.field_manager)),
+            fields: Some(live.fields.clone()),
         }
     }
 
@@ -821,11 +908,13 @@ impl Engine {
         applied: String,
         shape: String,
     ) -> (ObjectResult, Option<Entry>) {
+        // Only a successful replace has a live object we know the owned fields of.
         let result = |action: Action, live: Option<Value>| ObjectResult {
             key: p.key.clone(),
             spec: p.obj.spec.clone(),
             action,
             live,
+            fields: None,
         };
         let uid = live["metadata"]["uid"].as_str().map(str::to_string);
         let dp = DeleteParams {
@@ -878,10 +967,15 @@ impl Engine {
             .await
         {
             Ok(obj) => {
-                let v = to_value(&obj);
+                let v = Live::of(obj, &self.opts.field_manager);
                 tracing::info!("replaced");
                 let e = self.entry_for(p, &v, applied, shape);
-                (result(Action::Replaced, Some(v)), Some(e))
+                let fields = Some(v.fields);
+                let r = ObjectResult {
+                    fields,
+                    ..result(Action::Replaced, Some(v.value))
+                };
+                (r, Some(e))
             }
             Err(e) => (
                 result(
@@ -950,8 +1044,15 @@ impl Engine {
     /// Endpoints: what readiness is computed from.
     pub async fn observe(&self, objects: &[Object]) -> Result<Observed, ApplyError> {
         let planned = self.plan(objects, &BTreeSet::new()).await;
-        let (mut live, _) = self.list_owned(&planned).await?;
-        live.retain(|k, _| planned.iter().any(|p| &p.key == k));
+        let wanted: BTreeSet<&ObjKey> = planned.iter().map(|p| &p.key).collect();
+        let live: HashMap<ObjKey, Value> = self
+            .list_owned(&planned)
+            .await?
+            .0
+            .into_iter()
+            .filter(|(k, _)| wanted.contains(k))
+            .map(|(k, l)| (k, l.value))
+            .collect();
         let mut pods = HashMap::new();
         for p in planned
             .iter()
@@ -1043,13 +1144,26 @@ pub(crate) fn fix_namespace(obj: &Object, resolved: Option<&Resolved>) -> (Value
     (body, namespace)
 }
 
+/// Objects per page when listing.
+const LIST_PAGE: u32 = 500;
+
+/// The namespaces the namespaced objects of `planned` live in.
+fn namespaces_needed(planned: &[Planned<'_>]) -> BTreeSet<String> {
+    planned
+        .iter()
+        .filter(|p| p.resolved.as_ref().is_ok_and(|r| r.namespaced))
+        .map(|p| p.key.namespace.clone())
+        .filter(|ns| !ns.is_empty())
+        .collect()
+}
+
 /// A full list, page by page.
 pub async fn list_all(
     api: &Api<DynamicObject>,
     selector: &str,
 ) -> Result<Vec<DynamicObject>, kube::Error> {
     let mut out = Vec::new();
-    let mut lp = ListParams::default().labels(selector).limit(500);
+    let mut lp = ListParams::default().labels(selector).limit(LIST_PAGE);
     loop {
         let page = api.list(&lp).await?;
         out.extend(page.items);
@@ -1119,6 +1233,30 @@ mod tests {
                 "driftless"
             )
         );
+    }
+
+    #[test]
+    fn live_objects_drop_managed_fields_but_keep_their_hash() {
+        let obj: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "s", "managedFields": [
+                {"manager": "driftless", "operation": "Apply", "apiVersion": "v1",
+                 "fieldsType": "FieldsV1",
+                 "fieldsV1": {"f:spec": {"f:ports": {"k:{\"port\":80}": {".": {}}}}}},
+                {"manager": "kube-controller-manager", "operation": "Update",
+                 "fieldsV1": {"f:status": {}}},
+                {"manager": "driftless", "operation": "Apply", "apiVersion": "v1"},
+            ]},
+            "spec": {"ports": [{"port": 80}]}
+        }))
+        .unwrap();
+        let full = serde_json::to_value(&obj).unwrap();
+        let want = owned_fields_hash(&full, "driftless");
+        assert_eq!(owned_fields_hash_of(&obj.metadata, "driftless"), want);
+        let live = Live::of(obj, "driftless");
+        assert_eq!(live.fields, want);
+        assert!(live.value["metadata"].get("managedFields").is_none());
+        assert_eq!(live.value["spec"], full["spec"]);
     }
 
     #[test]

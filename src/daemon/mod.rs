@@ -111,6 +111,17 @@ struct State {
     active: bool,
 }
 
+/// What the loop keeps of a live object: all of it but `metadata.managedFields`. Those
+/// are only read to hash our owned fields, which is done before an object is cached;
+/// they are the largest part of most objects (a tree of small maps), and keeping them
+/// for every owned object and Endpoints more than doubled the daemon's memory.
+fn slim(mut live: Value) -> Value {
+    if let Some(meta) = live.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("managedFields");
+    }
+    live
+}
+
 fn spec_of(live: &Value) -> Option<SpecId> {
     let id = live["metadata"]["annotations"][render::ownership::SPEC].as_str()?;
     let mut parts = id.splitn(3, '/');
@@ -230,6 +241,9 @@ pub async fn run(
     let mut queue = Queue::default();
     let mut resync = tokio::time::interval_at(Instant::now() + cfg.resync, cfg.resync);
     let mut refresh = tokio::time::interval(Duration::from_secs(1));
+    // A refresh that overran must not be followed at once by another (Burst, the
+    // default, does that): the loop would spend its time refreshing, not draining events.
+    refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut writes_seen: BTreeMap<&'static str, u64> = BTreeMap::new();
     let mut stop = stop_rx.clone();
 
@@ -474,7 +488,7 @@ fn on_event(state: &mut State, ev: watch::Event, manager: &str) -> Option<Key> {
             if key.group.is_empty() && key.kind == "Endpoints" {
                 let k = (key.namespace.clone(), key.name.clone());
                 match live {
-                    Some(v) => state.live.endpoints.insert(k, v),
+                    Some(v) => state.live.endpoints.insert(k, slim(v)),
                     None => state.live.endpoints.remove(&k),
                 };
                 return None;
@@ -489,7 +503,7 @@ fn on_event(state: &mut State, ev: watch::Event, manager: &str) -> Option<Key> {
                 .map(|(s, _)| s)
                 .or_else(|| live.as_ref().and_then(spec_of));
             match live {
-                Some(v) => state.live.objects.insert(key.clone(), v),
+                Some(v) => state.live.objects.insert(key.clone(), slim(v)),
                 None => state.live.objects.remove(&key),
             };
             if drift {
@@ -531,21 +545,17 @@ async fn sync(
             Key::Full => None,
         })
         .collect();
-    let subset: Vec<Object> = if full {
-        objects.clone()
-    } else {
-        objects
-            .iter()
-            .filter(|o| specs.contains(&o.spec))
-            .cloned()
-            .collect()
-    };
     let adopt = crate::cli_sync::adopt_specs(&tree);
     let started = Instant::now();
     let run = async {
         if full {
-            engine.sync(&subset, &adopt).await
+            engine.sync(&objects, &adopt).await
         } else {
+            let subset: Vec<Object> = objects
+                .iter()
+                .filter(|o| specs.contains(&o.spec))
+                .cloned()
+                .collect();
             engine.sync_subset(&subset, &adopt).await
         }
     };
@@ -590,7 +600,9 @@ async fn sync(
     }
     let mut failed_specs: BTreeSet<SpecId> = BTreeSet::new();
     let (mut applied, mut unchanged, mut failed) = (0u64, 0u64, 0u64);
-    for o in &report.objects {
+    // The live objects move from the report into the cache (no copy of every object).
+    let mut report = report;
+    for o in report.objects.iter_mut() {
         match &o.action {
             Action::Unchanged => unchanged += 1,
             a if a.is_write() => applied += 1,
@@ -602,23 +614,20 @@ async fn sync(
         state
             .actions
             .insert(o.key.clone(), o.action.label().to_string());
-        if let Some(live) = &o.live
-            && !o.action.is_error()
+        if !o.action.is_error()
+            && let Some(fields) = o.fields.clone()
+            && let Some(live) = o.live.take()
         {
-            state.recorded.insert(
-                o.key.clone(),
-                (
-                    o.spec.clone(),
-                    apply::owned_fields_hash(live, &engine.opts.field_manager),
-                ),
-            );
+            state
+                .recorded
+                .insert(o.key.clone(), (o.spec.clone(), fields));
             // The watches are the source of live state; a sync's copy (read when it started)
             // only stands in until the watch reports the object, never over a newer event.
             state
                 .live
                 .objects
                 .entry(o.key.clone())
-                .or_insert_with(|| live.clone());
+                .or_insert(live);
         }
     }
     if !full {
@@ -700,7 +709,9 @@ async fn refresh_health(
     }
     let Some(tree) = &state.tree else { return };
     // Pods are read only for Deployments that are not ready: their reasons are the news.
-    let mut observed = state.live.clone();
+    // The cache is moved out for this and put back below, not cloned: a deep copy of
+    // every live object each second was the daemon's largest allocation.
+    let mut observed = std::mem::take(&mut state.live);
     observed.pods.clear();
     for o in state.objects.iter().filter(|o| o.kind == "Deployment") {
         let key = ObjKey::of(o);
@@ -712,6 +723,8 @@ async fn refresh_health(
         }
     }
     let mut healths = health::tree_health(&tree.specs, &state.objects, &observed, Timestamp::now());
+    observed.pods.clear();
+    state.live = observed;
     let overdue = state
         .applied_at
         .is_some_and(|t| t.elapsed() > ready_timeout);
@@ -730,8 +743,9 @@ async fn refresh_health(
     }
     // Metrics follow the specs: removed specs lose their series.
     let before: BTreeSet<String> = state.health.iter().map(|h| h.id.clone()).collect();
+    let by_id: HashMap<&str, &SpecHealth> = healths.iter().map(|h| (h.id.as_str(), h)).collect();
     for spec in &tree.specs {
-        if let Some(h) = healths.iter().find(|h| h.id == spec.id.to_string()) {
+        if let Some(h) = by_id.get(spec.id.to_string().as_str()) {
             metrics.set_spec_ready(
                 spec.id.kind.as_str(),
                 &spec.id.namespace,
@@ -777,6 +791,15 @@ fn localservice_selectors(tree: Option<&SpecTree>) -> labeller::Selectors {
 }
 
 fn status_of(state: &State) -> status::StatusFile {
+    // Lookups by id and by object reference, built once: searching the lists for every
+    // spec and object was quadratic (seconds per status write at a few thousand specs).
+    let health_by_id: HashMap<&str, &SpecHealth> =
+        state.health.iter().map(|h| (h.id.as_str(), h)).collect();
+    let action_by_ref: HashMap<String, &String> = state
+        .objects
+        .iter()
+        .filter_map(|obj| Some((obj.display_ref(), state.actions.get(&ObjKey::of(obj))?)))
+        .collect();
     let specs = state
         .tree
         .as_ref()
@@ -785,7 +808,7 @@ fn status_of(state: &State) -> status::StatusFile {
                 .iter()
                 .map(|spec| {
                     let id = spec.id.to_string();
-                    let h = state.health.iter().find(|h| h.id == id);
+                    let h = health_by_id.get(id.as_str()).copied();
                     status::SpecStatus {
                         id: id.clone(),
                         kind: spec.id.kind.as_str().to_string(),
@@ -813,13 +836,9 @@ fn status_of(state: &State) -> status::StatusFile {
                                         status: format!("{:?}", o.status.status),
                                         reason: o.status.reason.clone(),
                                         message: o.status.message.clone(),
-                                        action: state
-                                            .objects
-                                            .iter()
-                                            .find(|obj| obj.display_ref() == o.object)
-                                            .and_then(|obj| {
-                                                state.actions.get(&ObjKey::of(obj)).cloned()
-                                            }),
+                                        action: action_by_ref
+                                            .get(&o.object)
+                                            .map(|a| (*a).clone()),
                                     })
                                     .collect()
                             })
