@@ -75,6 +75,7 @@ pub async fn run(args: &RunArgs, global: &GlobalArgs, selection: &Selection) -> 
         hook_secret,
         leader_elect,
         ready_timeout: args.ready_timeout,
+        sync_timeout: args.sync_timeout,
         events: args.events,
         engine: args.engine.options(&global.instance),
     };

@@ -3,7 +3,10 @@
 
 use std::path::{Path, PathBuf};
 
+use std::time::Duration;
+
 use kube::Client;
+use kube::client::retry::RetryPolicy;
 use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
 
 #[derive(Debug, thiserror::Error)]
@@ -21,6 +24,8 @@ pub enum ClusterError {
     Infer(#[from] kube::config::InferConfigError),
     #[error("creating the Kubernetes client: {0}")]
     Client(#[from] kube::Error),
+    #[error("the Kubernetes client's retry policy: {0}")]
+    Retry(String),
 }
 
 /// Where to find the cluster; the global CLI flags.
@@ -45,7 +50,19 @@ impl Selection {
     }
 
     pub async fn client(&self) -> Result<Client, ClusterError> {
-        Ok(Client::try_from(self.config().await?)?)
+        let mut config = self.config().await?;
+        // kube retries 429/503/504 up to 15 times, backing off up to 1000 s: a request to an
+        // apiserver whose etcd is away (a 504 after each 60 s) then hangs for most of an
+        // hour, and the daemon cannot say what is wrong. A few quick retries ride out
+        // throttling; anything longer is the sync queue's backoff, which is reported.
+        config.default_retry = false;
+        let policy = RetryPolicy::new(Duration::from_millis(250), Duration::from_secs(4), 3, true)
+            .map_err(|e| ClusterError::Retry(e.to_string()))?;
+        // Retry needs a service it can clone: the buffer gives one, as kube's docs do.
+        Ok(kube::client::ClientBuilder::try_from(config)?
+            .with_layer(&tower::buffer::BufferLayer::new(1024))
+            .with_layer(&tower::retry::RetryLayer::new(policy))
+            .build())
     }
 }
 

@@ -8,6 +8,10 @@
 #   testbed/cluster.sh down    stop every process it started (by PID) and clean up
 #   testbed/cluster.sh status  say whether it is up
 #   testbed/cluster.sh env     print the env file's path
+#   testbed/cluster.sh kill NAME      SIGKILL one component (etcd, kube-apiserver, ...)
+#   testbed/cluster.sh restart NAME   start it again as it was, and wait until it serves
+#
+# kill/restart are for the fault-injection tests (tests/faults.rs).
 #
 # State lives in $DRIFTLESS_TESTBED_DIR (default <repo>/.testbed). Binaries come from
 # testbed/install.sh.
@@ -31,7 +35,10 @@ free_port() {
 start() {
   local name=$1; shift
   log "starting $name"
-  setsid "$@" >"$STATE/logs/$name.log" 2>&1 < /dev/null &
+  mkdir -p "$STATE/cmds"
+  # Kept so `restart` can start it again exactly as it was.
+  printf '%q ' "$@" >"$STATE/cmds/$name"
+  setsid "$@" >>"$STATE/logs/$name.log" 2>&1 < /dev/null &
   echo $! >"$STATE/pids/$name.pid"
 }
 
@@ -91,6 +98,7 @@ up() {
   command -v etcd >/dev/null || die "etcd missing: run testbed/install.sh"
 
   mkdir -p "$STATE"/{pids,logs,certs,pv}
+  rm -f "$STATE"/logs/*.log
   trap 'log "boot failed; stopping what started"; down' ERR
 
   # Build the stand-in first: with a cold target dir this is the slow part, and the
@@ -135,6 +143,7 @@ up() {
     --v 1
   # The apiserver writes its self-signed serving cert + CA on start.
   wait_for "kube-apiserver" 300 curl -sfk -H "Authorization: Bearer $token" "https://127.0.0.1:$api_port/readyz"
+  printf 'etcd_port=%s\napi_port=%s\ntoken=%s\n' "$etcd_port" "$api_port" "$token" >"$STATE/ports"
 
   local ca_data
   ca_data=$(base64 -w0 <"$STATE/certs/apiserver.crt")
@@ -181,6 +190,7 @@ KC
   cat >"$STATE/env" <<ENVF
 export KUBECONFIG=$STATE/kubeconfig
 export DRIFTLESS_TEST_KUBECONFIG=$STATE/kubeconfig
+export DRIFTLESS_TESTBED_DIR=$STATE
 ENVF
   trap - ERR
   log "up: apiserver https://127.0.0.1:$api_port, $NODES fake nodes, logs in $STATE/logs"
@@ -196,10 +206,48 @@ status() {
   return $ok
 }
 
+kill_one() {
+  local name=${1:?usage: kill NAME} pid
+  [ -f "$STATE/pids/$name.pid" ] || die "no such component: $name"
+  pid=$(cat "$STATE/pids/$name.pid")
+  log "killing $name ($pid)"
+  kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
+  for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.05; done
+  die "$name ($pid) survived SIGKILL"
+}
+
+restart_one() {
+  local name=${1:?usage: restart NAME}
+  [ -f "$STATE/cmds/$name" ] || die "no such component: $name"
+  alive "$name" && die "$name is running; kill it first"
+  # shellcheck disable=SC1091
+  . "$STATE/ports"
+  eval "start $name $(cat "$STATE/cmds/$name")"
+  case "$name" in
+    etcd) wait_for etcd 200 curl -sf "http://127.0.0.1:$etcd_port/health" ;;
+    kube-apiserver)
+      wait_for kube-apiserver 600 curl -sfk -H "Authorization: Bearer $token" "https://127.0.0.1:$api_port/readyz" ;;
+  esac
+  case "$name" in
+    etcd|kube-apiserver)
+      # /readyz says yes well before writes work again after an etcd restart (the
+      # apiserver's etcd client and quota admission catch up in about a minute): wait
+      # for a dry-run create, which goes through admission and storage.
+      wait_for "writes through the apiserver" 1500 curl -sfk -m 5 -X POST \
+        -H "Authorization: Bearer $token" -H 'Content-Type: application/json' \
+        "https://127.0.0.1:$api_port/api/v1/namespaces?dryRun=All" \
+        -d '{"metadata":{"name":"driftless-restart-probe"}}'
+      ;;
+  esac
+  log "$name serving again"
+}
+
 case "${1:-}" in
   up) up ;;
   down) down ;;
   status) status ;;
   env) echo "$STATE/env" ;;
-  *) echo "usage: $0 up|down|status|env" >&2; exit 2 ;;
+  kill) kill_one "${2:-}" ;;
+  restart) restart_one "${2:-}" ;;
+  *) echo "usage: $0 up|down|status|env|kill NAME|restart NAME" >&2; exit 2 ;;
 esac

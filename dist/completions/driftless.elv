@@ -111,6 +111,7 @@ set edit:completion:arg-completer[driftless] = {|@words|
             cand --lease-namespace 'Namespace of the leader-election Lease'
             cand --lease-name 'Name of the Lease (default: driftless-<instance>)'
             cand --ready-timeout 'A spec not ready this long after its revision was applied is reported failed'
+            cand --sync-timeout 'A sync still running after this long is stopped, reported failed and retried with backoff (an apiserver that hangs, e.g. with its etcd away, would otherwise hold the daemon silent). Large first applies may need more'
             cand --field-manager 'Field manager for server-side apply'
             cand --max-prune-ratio 'Refuse a revision that would prune more than this share of the inventory'
             cand --concurrency 'Objects applied (or dry-run) at once'

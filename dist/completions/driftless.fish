@@ -102,6 +102,7 @@ complete -c driftless -n "__fish_driftless_using_subcommand run" -l hook-secret-
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l lease-namespace -d 'Namespace of the leader-election Lease' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l lease-name -d 'Name of the Lease (default: driftless-<instance>)' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l ready-timeout -d 'A spec not ready this long after its revision was applied is reported failed' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l sync-timeout -d 'A sync still running after this long is stopped, reported failed and retried with backoff (an apiserver that hangs, e.g. with its etcd away, would otherwise hold the daemon silent). Large first applies may need more' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l field-manager -d 'Field manager for server-side apply' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l max-prune-ratio -d 'Refuse a revision that would prune more than this share of the inventory' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l concurrency -d 'Objects applied (or dry-run) at once' -r

@@ -55,6 +55,7 @@ pub struct Config {
     pub leader_elect: Option<LeaseConfig>,
     /// A spec not ready this long after its revision was applied is reported failed.
     pub ready_timeout: Duration,
+    pub sync_timeout: Duration,
     /// Record Kubernetes Events on the objects a sync changes (`--events`).
     pub events: bool,
     pub engine: apply::Options,
@@ -109,6 +110,9 @@ struct State {
     health: Vec<SpecHealth>,
     health_dirty: bool,
     active: bool,
+    /// The last status write failed (a read-only or full directory): retried each second,
+    /// even when nothing changed, so the file catches up once it can be written.
+    status_failed: bool,
 }
 
 /// What the loop keeps of a live object: all of it but `metadata.managedFields`. Those
@@ -237,6 +241,7 @@ pub async fn run(
         health: Vec::new(),
         health_dirty: true,
         active: *active_rx.borrow(),
+        status_failed: false,
     };
     let mut queue = Queue::default();
     let mut resync = tokio::time::interval_at(Instant::now() + cfg.resync, cfg.resync);
@@ -261,7 +266,7 @@ pub async fn run(
                 if !state.active && state.revision_seen.is_some() {
                     ready.store(true, Ordering::Relaxed);
                 }
-                write_status(&cfg, &state);
+                write_status(&cfg, &mut state, &metrics);
             }
             Some(ev) = ev_rx.recv() => {
                 if let Some(key) = on_event(&mut state, ev, &engine.opts.field_manager) {
@@ -281,7 +286,7 @@ pub async fn run(
                 if !state.active || state.tree.is_none() {
                     continue;
                 }
-                let outcome = sync(&engine, &mut state, &keys, &metrics, recorder.as_ref(), stop_rx.clone()).await;
+                let outcome = sync(&engine, &mut state, &keys, &metrics, recorder.as_ref(), stop_rx.clone(), cfg.sync_timeout).await;
                 for (key, ok) in outcome {
                     if ok { queue.succeeded(&key); } else {
                         let delay = queue.failed(key.clone(), Instant::now());
@@ -297,7 +302,7 @@ pub async fn run(
                 owned.set(&engine.resolved_kinds(&state.objects).await);
                 let _ = selectors_tx.send(localservice_selectors(state.tree.as_ref()));
                 ready.store(true, Ordering::Relaxed);
-                write_status(&cfg, &state);
+                write_status(&cfg, &mut state, &metrics);
             }
             _ = resync.tick() => {
                 // The directory is re-read too: a safety net for missed watch events.
@@ -307,7 +312,9 @@ pub async fn run(
             _ = refresh.tick() => {
                 if state.health_dirty {
                     refresh_health(&engine, &mut state, &metrics, cfg.ready_timeout).await;
-                    write_status(&cfg, &state);
+                    write_status(&cfg, &mut state, &metrics);
+                } else if state.status_failed {
+                    write_status(&cfg, &mut state, &metrics);
                 }
             }
             Ok(()) = active_rx.changed() => {
@@ -319,7 +326,7 @@ pub async fn run(
                     tracing::info!("lost leadership: standing by");
                 }
                 state.active = now_active;
-                write_status(&cfg, &state);
+                write_status(&cfg, &mut state, &metrics);
             }
         }
     }
@@ -330,7 +337,7 @@ pub async fn run(
     }
     state.health_dirty = true;
     refresh_health(&engine, &mut state, &metrics, cfg.ready_timeout).await;
-    write_status(&cfg, &state);
+    write_status(&cfg, &mut state, &metrics);
     Ok(())
 }
 
@@ -403,9 +410,14 @@ fn start_source(
                                 files: rev.files,
                             }
                         }),
-                        Err(e) => Some(SourceUpdate::Failed {
-                            message: e.to_string(),
-                        }),
+                        Err(e) => {
+                            // The next good fetch is reported even if its commit is the
+                            // same, so the error it replaces is cleared.
+                            last = None;
+                            Some(SourceUpdate::Failed {
+                                message: e.to_string(),
+                            })
+                        }
                     };
                     if let Some(u) = update
                         && tx.send(u).await.is_err()
@@ -424,6 +436,7 @@ fn start_source(
 fn on_source(state: &mut State, update: SourceUpdate, metrics: &Metrics) -> bool {
     match update {
         SourceUpdate::Failed { message } => {
+            metrics.source_failed();
             tracing::warn!(error = %message, "source error; the last good revision stays in force");
             state.errors = vec![status::SourceError {
                 file: None,
@@ -522,6 +535,7 @@ async fn sync(
     metrics: &Metrics,
     recorder: Option<&events::Events>,
     mut stop: tokio_watch::Receiver<bool>,
+    sync_timeout: Duration,
 ) -> Vec<(Key, bool)> {
     let Some(tree) = state.tree.clone() else {
         return Vec::new();
@@ -565,9 +579,16 @@ async fn sync(
         let _ = stop.wait_for(|s| *s).await;
         tokio::time::sleep(Duration::from_secs(7)).await;
     };
+    // Stopping a sync midway is as safe as a crash (record-before-apply); a hung one
+    // would leave the status saying all is well.
     let result = tokio::select! {
-        r = run => Some(r),
+        r = run => Some(r.map_err(|e| e.to_string())),
         _ = abandon => None,
+        _ = tokio::time::sleep(sync_timeout) => Some(Err(format!(
+            "the sync did not finish within {}: the Kubernetes API is slow or unreachable; \
+             stopped, and retried with backoff",
+            humantime::format_duration(sync_timeout)
+        ))),
     };
     let elapsed = started.elapsed();
     let now_ts = Timestamp::now();
@@ -585,7 +606,7 @@ async fn sync(
                 time: now_ts.to_string(),
                 result: "failed".into(),
                 duration_seconds: elapsed.as_secs_f64(),
-                message: Some(e.to_string()),
+                message: Some(e),
                 applied: 0,
                 unchanged: 0,
                 pruned: 0,
@@ -623,11 +644,7 @@ async fn sync(
                 .insert(o.key.clone(), (o.spec.clone(), fields));
             // The watches are the source of live state; a sync's copy (read when it started)
             // only stands in until the watch reports the object, never over a newer event.
-            state
-                .live
-                .objects
-                .entry(o.key.clone())
-                .or_insert(live);
+            state.live.objects.entry(o.key.clone()).or_insert(live);
         }
     }
     if !full {
@@ -836,9 +853,7 @@ fn status_of(state: &State) -> status::StatusFile {
                                         status: format!("{:?}", o.status.status),
                                         reason: o.status.reason.clone(),
                                         message: o.status.message.clone(),
-                                        action: action_by_ref
-                                            .get(&o.object)
-                                            .map(|a| (*a).clone()),
+                                        action: action_by_ref.get(&o.object).map(|a| (*a).clone()),
                                     })
                                     .collect()
                             })
@@ -860,9 +875,22 @@ fn status_of(state: &State) -> status::StatusFile {
     }
 }
 
-fn write_status(cfg: &Config, state: &State) {
+fn write_status(cfg: &Config, state: &mut State, metrics: &Metrics) {
     let Some(path) = &cfg.status_file else { return };
-    if let Err(e) = status::write_atomic(path, &status_of(state)) {
-        tracing::warn!(path = %path.display(), error = %e, "could not write the status file");
+    match status::write_atomic(path, &status_of(state)) {
+        Ok(_) => {
+            if state.status_failed {
+                tracing::info!(path = %path.display(), "status file written again");
+            }
+            state.status_failed = false;
+        }
+        Err(e) => {
+            metrics.status_write_failed();
+            // Once per outage, not every second.
+            if !state.status_failed {
+                tracing::warn!(path = %path.display(), error = %e, "could not write the status file; retrying every second");
+            }
+            state.status_failed = true;
+        }
     }
 }

@@ -64,6 +64,8 @@ pub struct Metrics {
     pub source_revision_info: Family<RevisionLabels, Gauge>,
     pub elasticweb_real_qps: Family<ObjectLabels, Gauge<f64, AtomicU64>>,
     pub change_to_ready_seconds: Histogram,
+    pub source_errors_total: Counter,
+    pub status_write_errors_total: Counter,
 }
 
 impl Default for Metrics {
@@ -103,6 +105,8 @@ impl Metrics {
             source_revision_info: Family::default(),
             elasticweb_real_qps: Family::default(),
             change_to_ready_seconds,
+            source_errors_total: Counter::default(),
+            status_write_errors_total: Counter::default(),
             registry: Registry::default(),
         };
         registry.register(
@@ -157,6 +161,16 @@ impl Metrics {
             "From a commit or a saved file to every spec ready",
             Unit::Seconds,
             m.change_to_ready_seconds.clone(),
+        );
+        registry.register(
+            "source_errors",
+            "Source reads or fetches that failed (git unreachable, disk full, unreadable files); the last good revision stayed in force",
+            m.source_errors_total.clone(),
+        );
+        registry.register(
+            "status_write_errors",
+            "Status file writes that failed (retried every second until one succeeds)",
+            m.status_write_errors_total.clone(),
         );
         Metrics { registry, ..m }
     }
@@ -231,6 +245,14 @@ impl Metrics {
             .remove(&object_labels(namespace, name));
     }
 
+    pub fn source_failed(&self) {
+        self.source_errors_total.inc();
+    }
+
+    pub fn status_write_failed(&self) {
+        self.status_write_errors_total.inc();
+    }
+
     pub fn observe_change_to_ready(&self, seconds: f64) {
         self.change_to_ready_seconds.observe(seconds);
     }
@@ -274,6 +296,9 @@ mod tests {
         m.set_revision("0123abcd");
         m.set_real_qps("shop", "web", 2400.0);
         m.observe_change_to_ready(4.2);
+        m.source_failed();
+        m.status_write_failed();
+        m.status_write_failed();
         m
     }
 
@@ -291,6 +316,8 @@ mod tests {
             ("driftless_source_revision_info", "gauge"),
             ("driftless_elasticweb_real_qps", "gauge"),
             ("driftless_change_to_ready_seconds", "histogram"),
+            ("driftless_source_errors", "counter"),
+            ("driftless_status_write_errors", "counter"),
         ] {
             assert!(
                 text.contains(&format!("\n# TYPE {family} {kind}\n")),
@@ -328,6 +355,8 @@ mod tests {
         assert!(text.contains("driftless_api_writes_total{verb=\"apply\"} 3\n"));
         assert!(text.contains("driftless_drift_corrections_total 2\n"));
         assert!(text.contains("driftless_pruned_objects_total 1\n"));
+        assert!(text.contains("driftless_source_errors_total 1\n"));
+        assert!(text.contains("driftless_status_write_errors_total 2\n"));
         assert!(text.contains("driftless_source_revision_info{revision=\"0123abcd\"} 1\n"));
         assert!(
             text.contains(

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Container, Pod};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -89,7 +89,7 @@ pub async fn run(client: Client, registry: Registry) -> anyhow::Result<()> {
         .boxed();
     loop {
         let pod = tokio::select! {
-            ev = events.try_next() => match ev? {
+            ev = crate::next_event(&mut events, "pods") => match ev {
                 Some(pod) => pod,
                 None => anyhow::bail!("pod watch ended"),
             },

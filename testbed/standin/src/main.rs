@@ -90,3 +90,19 @@ async fn shutdown_signal() {
         _ = tokio::signal::ctrl_c() => {}
     }
 }
+
+/// The next event of a watch, riding out errors: a real kubelet outlives an apiserver
+/// restart, and the fault-injection tests (tests/faults.rs) restart it. The watcher backs
+/// off between errors by itself. `None` only when the watch itself ends.
+pub async fn next_event<S, T>(events: &mut S, what: &str) -> Option<T>
+where
+    S: futures::Stream<Item = Result<T, kube::runtime::watcher::Error>> + Unpin,
+{
+    use futures::StreamExt as _;
+    loop {
+        match events.next().await? {
+            Ok(ev) => return Some(ev),
+            Err(e) => tracing::warn!(watch = what, error = %e, "watch error; retrying"),
+        }
+    }
+}

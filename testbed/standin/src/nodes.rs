@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -81,7 +81,7 @@ pub async fn run(client: Client, registry: Registry) -> anyhow::Result<()> {
     let api: Api<Node> = Api::all(client);
     let cfg = watcher::Config::default().labels(&format!("{FAKE_NODE_LABEL}=true"));
     let mut events = watcher(api.clone(), cfg).default_backoff().boxed();
-    while let Some(ev) = events.try_next().await? {
+    while let Some(ev) = crate::next_event(&mut events, "nodes").await {
         match ev {
             watcher::Event::Apply(node) | watcher::Event::InitApply(node) => {
                 if let Err(e) = make_ready(&api, &node, &registry).await {

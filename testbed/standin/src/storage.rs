@@ -7,7 +7,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -30,7 +30,7 @@ async fn watch_claims(client: Client, pv_dir: PathBuf) -> anyhow::Result<()> {
         .default_backoff()
         .applied_objects()
         .boxed();
-    while let Some(pvc) = events.try_next().await? {
+    while let Some(pvc) = crate::next_event(&mut events, "persistentvolumeclaims").await {
         let unbound = pvc.spec.as_ref().is_some_and(|s| s.volume_name.is_none())
             && pvc.metadata.deletion_timestamp.is_none();
         if !unbound {
@@ -106,7 +106,7 @@ async fn reclaim_released(client: Client) -> anyhow::Result<()> {
         .default_backoff()
         .applied_objects()
         .boxed();
-    while let Some(pv) = events.try_next().await? {
+    while let Some(pv) = crate::next_event(&mut events, "persistentvolumes").await {
         let ours = pv.annotations().contains_key(PROVISIONED_BY);
         let released = pv.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Released");
         if ours && released && pv.metadata.deletion_timestamp.is_none() {

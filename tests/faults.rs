@@ -1,0 +1,992 @@
+//! Fault injection (issue 8): the daemon keeps running through an apiserver killed
+//! mid-sync, etcd down for 30 s, the git server down, a force-push, its own SIGKILL in the
+//! middle of a large apply, a read-only status directory and a full git-cache disk. After
+//! each it converges, leaves no orphans, its inventory lists exactly what it owns, the
+//! status file parses at every instant (read in a loop throughout), and metrics/status
+//! say what happened.
+//!
+//! These tests stop parts of the shared local cluster, so `scripts/test` runs them on
+//! their own, one at a time, after every other test (`DRIFTLESS_FAULTS=1`). Two of them
+//! mount a tmpfs and so need root, as the CI runs.
+
+mod common;
+
+use std::collections::BTreeSet;
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use driftless::apply::Store;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Service;
+use kube::api::{Api, ListParams};
+use kube::{Client, ResourceExt};
+use serde_json::Value;
+
+/// A bound on waiting for convergence, not a timing assertion: generous on purpose (a
+/// failed sync backs off exponentially, and these machines are shared).
+const CONVERGE: Duration = Duration::from_secs(240);
+
+/// The faults stop the shared cluster's apiserver and etcd; running next to other tests
+/// would fail those. `scripts/test` sets this for the separate, serial phase.
+fn guard() {
+    assert!(
+        std::env::var_os("DRIFTLESS_FAULTS").is_some(),
+        "the fault-injection tests stop parts of the shared local cluster, so they run \
+         alone: `scripts/test` runs them after the rest (or run \
+         `DRIFTLESS_FAULTS=1 cargo nextest run --test faults --test-threads 1` against \
+         a cluster nothing else is using)"
+    );
+}
+
+fn testbed_dir() -> PathBuf {
+    match std::env::var_os("DRIFTLESS_TESTBED_DIR") {
+        Some(d) => d.into(),
+        None => panic!(
+            "DRIFTLESS_TESTBED_DIR is not set: these tests stop and restart parts of the \
+             local cluster through testbed/cluster.sh. Start it with `testbed/cluster.sh up` \
+             and `source .testbed/env`."
+        ),
+    }
+}
+
+/// `testbed/cluster.sh kill|restart <component>`.
+fn cluster(action: &str, component: &str) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("testbed/cluster.sh");
+    let out = Command::new(script)
+        .args([action, component])
+        .env("DRIFTLESS_TESTBED_DIR", testbed_dir())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "cluster.sh {action} {component}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A component of the cluster killed until `end`; restarted on drop too, so a failing
+/// test does not leave the cluster broken for the next.
+struct Outage {
+    component: &'static str,
+    over: bool,
+}
+
+impl Outage {
+    fn begin(component: &'static str) -> Outage {
+        cluster("kill", component);
+        Outage {
+            component,
+            over: false,
+        }
+    }
+
+    fn end(mut self) {
+        self.over = true;
+        cluster("restart", self.component);
+    }
+}
+
+impl Drop for Outage {
+    fn drop(&mut self) {
+        if !self.over {
+            cluster("restart", self.component);
+        }
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe extern "C" {
+        fn geteuid() -> u32;
+    }
+    unsafe { geteuid() == 0 }
+}
+
+/// A small tmpfs at `dir`; unmounted on drop.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(dir: &Path, size: &str) -> Tmpfs {
+        assert!(
+            is_root(),
+            "this fault needs a tmpfs mount (root), as the CI runs it"
+        );
+        std::fs::create_dir_all(dir).unwrap();
+        sh(
+            &[
+                "mount",
+                "-t",
+                "tmpfs",
+                "-o",
+                &format!("size={size}"),
+                "tmpfs",
+            ],
+            dir,
+        );
+        Tmpfs(dir.to_path_buf())
+    }
+
+    fn remount(&self, opts: &str) {
+        sh(&["mount", "-o", &format!("remount,{opts}")], &self.0);
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+fn sh(args: &[&str], path: &Path) {
+    let out = Command::new(args[0])
+        .args(&args[1..])
+        .arg(path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?} {}: {}",
+        path.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// The daemon under test
+
+/// `driftless run` with its status file, cache and log where a fault can reach them.
+struct Daemon {
+    child: Option<Child>,
+    args: Vec<String>,
+    instance: String,
+    status: PathBuf,
+    log: PathBuf,
+    metrics: SocketAddr,
+}
+
+impl Daemon {
+    fn start(instance: &str, status: &Path, cache: &Path, log: &Path, args: &[&str]) -> Daemon {
+        let metrics: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let mut all: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+        all.extend([
+            "--metrics-addr".into(),
+            metrics.to_string(),
+            "--status-file".into(),
+            status.display().to_string(),
+            "--cache-dir".into(),
+            cache.display().to_string(),
+        ]);
+        let mut d = Daemon {
+            child: None,
+            args: all,
+            instance: instance.to_string(),
+            status: status.to_path_buf(),
+            log: log.to_path_buf(),
+            metrics,
+        };
+        d.spawn();
+        d
+    }
+
+    fn spawn(&mut self) {
+        let kubeconfig = std::env::var(common::CLUSTER_ENV).unwrap_or_default();
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.log)
+            .unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_driftless"))
+            .args([
+                "--kubeconfig",
+                &kubeconfig,
+                "--instance",
+                &self.instance,
+                "run",
+            ])
+            .args(&self.args)
+            .env_remove("KUBECONFIG")
+            .env("RUST_LOG", "info,kube=warn")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+    }
+
+    /// Still running (not crashed, not exited).
+    fn assert_alive(&mut self, when: &str) {
+        let child = self.child.as_mut().expect("daemon started");
+        if let Some(code) = child.try_wait().unwrap() {
+            panic!("the daemon exited ({code}) {when}\n{}", self.log());
+        }
+    }
+
+    fn sigkill(&mut self) {
+        let mut child = self.child.take().expect("daemon started");
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    fn status(&self) -> Option<Value> {
+        let text = std::fs::read_to_string(&self.status).ok()?;
+        serde_json::from_str(&text).ok()
+    }
+
+    async fn wait_status(&self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + CONVERGE;
+        loop {
+            if let Some(s) = self.status()
+                && pred(&s)
+            {
+                return s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting for {what}; status: {:#?}\nlog:\n{}",
+                self.status(),
+                self.log()
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// The value of one sample of `/metrics` (0 when absent).
+    fn metric(&self, sample: &str) -> f64 {
+        let text = http_get(self.metrics, "/metrics");
+        text.lines()
+            .find_map(|l| l.strip_prefix(sample)?.strip_prefix(' '))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0.0)
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+fn http_get(addr: SocketAddr, path: &str) -> String {
+    use std::io::{Read, Write};
+    let Ok(mut s) = TcpStream::connect(addr) else {
+        return String::new();
+    };
+    let _ = write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    );
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    out
+}
+
+/// Reads the status file in a loop until stopped: every read that finds the file must
+/// parse as a whole status (the file is replaced atomically), and once it has existed it
+/// must never be missing.
+struct StatusReader {
+    stop: Arc<AtomicBool>,
+    handle: JoinHandle<(u64, Vec<String>)>,
+}
+
+impl StatusReader {
+    fn start(path: &Path) -> StatusReader {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let path = path.to_path_buf();
+        let handle = std::thread::spawn(move || {
+            let (mut reads, mut bad, mut seen) = (0u64, Vec::new(), false);
+            while !flag.load(Ordering::Relaxed) {
+                match std::fs::read(&path) {
+                    Ok(bytes) => {
+                        seen = true;
+                        reads += 1;
+                        match serde_json::from_slice::<Value>(&bytes) {
+                            Ok(v) if v["version"].is_u64() && v["specs"].is_array() => {}
+                            Ok(v) => bad.push(format!("not a status: {v}")),
+                            Err(e) => bad.push(format!(
+                                "{e}: {}",
+                                String::from_utf8_lossy(&bytes[..bytes.len().min(200)])
+                            )),
+                        }
+                    }
+                    Err(e) if seen => bad.push(format!("status file gone: {e}")),
+                    Err(_) => {}
+                }
+                // Tight, yet leaving the two cores to the cluster and the daemon.
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            (reads, bad)
+        });
+        StatusReader { stop, handle }
+    }
+
+    /// Stops reading; panics on any torn, invalid or missing read.
+    fn finish(self) -> u64 {
+        self.stop.store(true, Ordering::Relaxed);
+        let (reads, bad) = self.handle.join().unwrap();
+        assert!(
+            bad.is_empty(),
+            "{} of {reads} status reads were not a whole status file: {:?}",
+            bad.len(),
+            &bad[..bad.len().min(5)]
+        );
+        assert!(reads > 0, "the status file was never read");
+        reads
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Specs and what they should leave in the cluster
+
+/// `n` idle elasticwebs (`web-<i>`): a Deployment with no replicas and a Service each.
+fn webs(ns: &str, range: std::ops::Range<usize>, qps: u32) -> String {
+    let mut out = format!("namespace = \"{ns}\"\n");
+    for i in range {
+        out.push_str(&format!(
+            "[elasticweb.web-{i}]\nimage = \"nginx:1.17.1\"\nsingle-pod-qps = 100\ntotal-qps = {qps}\n"
+        ));
+    }
+    out
+}
+
+fn names(range: std::ops::Range<usize>) -> BTreeSet<String> {
+    range.map(|i| format!("web-{i}")).collect()
+}
+
+async fn deployments(client: &Client, ns: &str) -> usize {
+    Api::<Deployment>::namespaced(client.clone(), ns)
+        .list_metadata(&ListParams::default())
+        .await
+        .map(|l| l.items.len())
+        .unwrap_or(0)
+}
+
+/// The cluster holds exactly `want` (Deployment + Service each) for `instance` in `ns`, no
+/// orphans, and the inventory lists exactly those objects with their live UIDs.
+async fn assert_converged(client: &Client, ns: &str, instance: &str, want: &BTreeSet<String>) {
+    let selector = format!("driftless.dev/instance={instance}");
+    let lp = ListParams::default().labels(&selector);
+    let (deploys, services) =
+        common::eventually("the owned objects to match the specs", CONVERGE, || async {
+            let d = Api::<Deployment>::namespaced(client.clone(), ns)
+                .list(&lp)
+                .await
+                .map_err(|e| e.to_string())?;
+            let s = Api::<Service>::namespaced(client.clone(), ns)
+                .list(&lp)
+                .await
+                .map_err(|e| e.to_string())?;
+            let dn: BTreeSet<String> = d.items.iter().map(|o| o.name_any()).collect();
+            let sn: BTreeSet<String> = s.items.iter().map(|o| o.name_any()).collect();
+            if &dn == want && &sn == want {
+                Ok((d.items, s.items))
+            } else {
+                Err(format!(
+                    "deployments extra {:?} missing {:?}; services extra {:?} missing {:?}",
+                    dn.difference(want).collect::<Vec<_>>(),
+                    want.difference(&dn).collect::<Vec<_>>(),
+                    sn.difference(want).collect::<Vec<_>>(),
+                    want.difference(&sn).collect::<Vec<_>>()
+                ))
+            }
+        })
+        .await;
+    let store = Store {
+        namespace: "driftless-system".into(),
+        instance: instance.into(),
+        field_manager: "driftless".into(),
+    };
+    let inv = store.load(client).await.expect("load the inventory");
+    let mut uids = std::collections::BTreeMap::new();
+    for d in &deploys {
+        uids.insert(("Deployment", d.name_any()), d.uid());
+    }
+    for s in &services {
+        uids.insert(("Service", s.name_any()), s.uid());
+    }
+    let listed: BTreeSet<(String, String)> = inv
+        .entries
+        .keys()
+        .map(|k| (k.kind.clone(), k.name.clone()))
+        .collect();
+    let expected: BTreeSet<(String, String)> = uids
+        .keys()
+        .map(|(k, n)| (k.to_string(), n.clone()))
+        .collect();
+    assert_eq!(
+        listed, expected,
+        "the inventory lists exactly what is owned"
+    );
+    for (key, entry) in &inv.entries {
+        assert_eq!(key.namespace, ns);
+        let live = uids
+            .get(&(key.kind.as_str(), key.name.clone()))
+            .cloned()
+            .flatten();
+        assert_eq!(
+            entry.uid, live,
+            "the inventory's UID of {key:?} is the live object's"
+        );
+    }
+}
+
+fn all_ready(status: &Value, n: usize) -> bool {
+    status["specs"]
+        .as_array()
+        .is_some_and(|s| s.len() == n && s.iter().all(|s| s["ready"] == true))
+}
+
+/// The revision seen was applied, by a successful sync, and every one of `n` specs is
+/// ready.
+fn settled(status: &Value, n: usize) -> bool {
+    status["revision_applied"].is_string()
+        && status["revision_applied"] == status["revision_seen"]
+        && status["last_sync"]["result"] == "success"
+        && status["errors"].as_array().is_some_and(|e| e.is_empty())
+        && all_ready(status, n)
+}
+
+fn write(path: &Path, text: &str) {
+    // Written next to it and renamed, so the watcher never reads half a file.
+    let tmp = path.with_extension("tmp-write");
+    std::fs::write(&tmp, text).unwrap();
+    std::fs::rename(&tmp, path).unwrap();
+}
+
+// ---------------------------------------------------------------------------------------
+// git on loopback
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .current_dir(dir)
+        .env("GIT_CONFIG_GLOBAL", "/dev/null")
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .args([
+            "-c",
+            "user.name=faults",
+            "-c",
+            "user.email=faults@example.com",
+        ])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// `git daemon` serving `base` on a fixed port, so it can be stopped and started again
+/// at the same address.
+struct GitServer {
+    child: Option<Child>,
+    base: PathBuf,
+    port: u16,
+}
+
+impl GitServer {
+    fn start(base: &Path) -> GitServer {
+        let mut s = GitServer {
+            child: None,
+            base: base.to_path_buf(),
+            port: free_port(),
+        };
+        s.up();
+        s
+    }
+
+    fn up(&mut self) {
+        let exec_path = PathBuf::from(git(&self.base, &["--exec-path"]));
+        let child = Command::new(exec_path.join("git-daemon"))
+            .current_dir(&self.base)
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .args(["--reuseaddr", "--export-all", "--listen=127.0.0.1"])
+            .arg(format!("--port={}", self.port))
+            .arg(format!("--base-path={}", self.base.display()))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
+            assert!(Instant::now() < deadline, "git daemon did not start");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn down(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            c.kill().unwrap();
+            c.wait().unwrap();
+        }
+        assert!(
+            TcpStream::connect(("127.0.0.1", self.port)).is_err(),
+            "git daemon still answering"
+        );
+    }
+
+    fn url(&self, repo: &str) -> String {
+        format!("git://127.0.0.1:{}/{repo}", self.port)
+    }
+}
+
+impl Drop for GitServer {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// A bare repository under `base` and a work tree pushing to it.
+fn repo(base: &Path, name: &str) -> (PathBuf, PathBuf) {
+    let bare = base.join(name);
+    git(base, &["init", "-q", "--bare", "-b", "main", name]);
+    let work = base.join(format!("{name}-work"));
+    std::fs::create_dir_all(&work).unwrap();
+    git(&work, &["init", "-q", "-b", "main"]);
+    git(&work, &["remote", "add", "origin", bare.to_str().unwrap()]);
+    (bare, work)
+}
+
+fn commit(work: &Path, msg: &str) -> String {
+    git(work, &["add", "-A"]);
+    git(work, &["commit", "-q", "--allow-empty", "-m", msg]);
+    git(work, &["rev-parse", "HEAD"])
+}
+
+// ---------------------------------------------------------------------------------------
+// The faults
+
+#[tokio::test(flavor = "multi_thread")]
+async fn apiserver_killed_mid_sync_and_restarted() {
+    guard();
+    let client = common::client().await;
+    let ns = common::namespace(&client, "fault-api").await;
+    let instance = format!("fault-api-{}", &ns[ns.len() - 6..]);
+    let tmp = tempfile::tempdir().unwrap();
+    let specs = tmp.path().join("specs");
+    std::fs::create_dir_all(&specs).unwrap();
+    write(&specs.join("web.toml"), &webs(&ns, 0..150, 0));
+    let status = tmp.path().join("status.json");
+    let dir = specs.display().to_string();
+    let mut d = Daemon::start(
+        &instance,
+        &status,
+        &tmp.path().join("cache"),
+        &tmp.path().join("log"),
+        &["--dir", &dir],
+    );
+    let reader = StatusReader::start(&status);
+
+    // In the middle of the first sync: some objects are there, not all.
+    common::eventually("the first sync to be under way", CONVERGE, || async {
+        let n = deployments(&client, &ns).await;
+        if n >= 10 {
+            Ok(n)
+        } else {
+            Err(format!("{n} deployments"))
+        }
+    })
+    .await;
+    let outage = Outage::begin("kube-apiserver");
+    // Down until the daemon has said so: a failed sync in the status file.
+    d.wait_status("the failed sync to be reported", |s| {
+        s["last_sync"]["result"] == "failed" && s["last_sync"]["message"].is_string()
+    })
+    .await;
+    d.assert_alive("while the apiserver was down");
+    outage.end();
+
+    d.wait_status("every spec ready after the restart", |s| settled(s, 150))
+        .await;
+    d.assert_alive("after the apiserver came back");
+    assert!(d.metric("driftless_sync_total{result=\"failed\"}") >= 1.0);
+    assert_converged(&client, &ns, &instance, &names(0..150)).await;
+    reader.finish();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn etcd_down_for_30_seconds_during_a_change() {
+    guard();
+    let client = common::client().await;
+    let ns = common::namespace(&client, "fault-etcd").await;
+    let instance = format!("fault-etcd-{}", &ns[ns.len() - 6..]);
+    let tmp = tempfile::tempdir().unwrap();
+    let specs = tmp.path().join("specs");
+    std::fs::create_dir_all(&specs).unwrap();
+    write(&specs.join("web.toml"), &webs(&ns, 0..40, 0));
+    let status = tmp.path().join("status.json");
+    let dir = specs.display().to_string();
+    let mut d = Daemon::start(
+        &instance,
+        &status,
+        &tmp.path().join("cache"),
+        &tmp.path().join("log"),
+        &["--dir", &dir, "--sync-timeout", "20s"],
+    );
+    let reader = StatusReader::start(&status);
+    d.wait_status("the first revision settled", |s| settled(s, 40))
+        .await;
+    let first = d.status().unwrap()["revision_applied"].clone();
+
+    let outage = Outage::begin("etcd");
+    let down = Instant::now();
+    // A change while etcd is away: 40 new specs, 10 removed.
+    write(&specs.join("web.toml"), &webs(&ns, 10..80, 0));
+    d.wait_status("the failed sync to be reported", |s| {
+        s["last_sync"]["result"] == "failed" && s["revision_applied"] == first
+    })
+    .await;
+    // Down for 30 s (at least; as long as the failure took to show).
+    if let Some(rest) = Duration::from_secs(30).checked_sub(down.elapsed()) {
+        tokio::time::sleep(rest).await;
+    }
+    d.assert_alive("while etcd was down");
+    outage.end();
+
+    let s = d
+        .wait_status("the change applied after etcd came back", |s| {
+            settled(s, 70) && s["revision_applied"] != first
+        })
+        .await;
+    d.assert_alive("after etcd came back");
+    assert_eq!(s["last_sync"]["result"], "success");
+    assert!(d.metric("driftless_sync_total{result=\"failed\"}") >= 1.0);
+    assert_converged(&client, &ns, &instance, &names(10..80)).await;
+    reader.finish();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn daemon_sigkilled_mid_apply_restarts_and_converges() {
+    guard();
+    let client = common::client().await;
+    let ns = common::namespace(&client, "fault-kill").await;
+    let instance = format!("fault-kill-{}", &ns[ns.len() - 6..]);
+    let tmp = tempfile::tempdir().unwrap();
+    let specs = tmp.path().join("specs");
+    std::fs::create_dir_all(&specs).unwrap();
+    write(&specs.join("web.toml"), &webs(&ns, 0..200, 0));
+    let status = tmp.path().join("status.json");
+    let dir = specs.display().to_string();
+    let mut d = Daemon::start(
+        &instance,
+        &status,
+        &tmp.path().join("cache"),
+        &tmp.path().join("log"),
+        &["--dir", &dir],
+    );
+    let reader = StatusReader::start(&status);
+    let at = common::eventually("the large apply to be under way", CONVERGE, || async {
+        let n = deployments(&client, &ns).await;
+        if n >= 20 {
+            Ok(n)
+        } else {
+            Err(format!("{n} deployments"))
+        }
+    })
+    .await;
+    d.sigkill();
+    let after = deployments(&client, &ns).await;
+    assert!(
+        after < 200,
+        "the kill was meant to land mid-apply ({at} then {after} of 200 applied); the apply \
+         finished first"
+    );
+
+    d.spawn();
+    d.wait_status("all 200 ready after the restart", |s| settled(s, 200))
+        .await;
+    assert_converged(&client, &ns, &instance, &names(0..200)).await;
+
+    // What the killed run recorded is pruned as well as anything: 40 leave the specs.
+    write(&specs.join("web.toml"), &webs(&ns, 40..200, 0));
+    d.wait_status("the 160 left settled", |s| settled(s, 160))
+        .await;
+    assert_converged(&client, &ns, &instance, &names(40..200)).await;
+    assert!(d.metric("driftless_pruned_objects_total") >= 80.0);
+    d.assert_alive("at the end");
+    reader.finish();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn git_server_down_then_back() {
+    guard();
+    let client = common::client().await;
+    let ns = common::namespace(&client, "fault-git").await;
+    let instance = format!("fault-git-{}", &ns[ns.len() - 6..]);
+    let tmp = tempfile::tempdir().unwrap();
+    let (_bare, work) = repo(tmp.path(), "specs.git");
+    std::fs::write(work.join("web.toml"), webs(&ns, 0..3, 0)).unwrap();
+    let c1 = commit(&work, "three");
+    git(&work, &["push", "-q", "origin", "main"]);
+    let mut server = GitServer::start(tmp.path());
+    let url = server.url("specs.git");
+    let status = tmp.path().join("status.json");
+    let mut d = Daemon::start(
+        &instance,
+        &status,
+        &tmp.path().join("cache"),
+        &tmp.path().join("log"),
+        &["--git", &url, "--interval", "1s"],
+    );
+    let reader = StatusReader::start(&status);
+    d.wait_status("commit 1 settled", |s| {
+        settled(s, 3) && s["revision_applied"] == c1.as_str()
+    })
+    .await;
+
+    server.down();
+    std::fs::write(work.join("web.toml"), webs(&ns, 1..5, 0)).unwrap();
+    let c2 = commit(&work, "four");
+    git(&work, &["push", "-q", "origin", "main"]);
+    let s = d
+        .wait_status("the fetch error reported", |s| {
+            s["errors"]
+                .as_array()
+                .is_some_and(|e| !e.is_empty() && e[0]["message"].is_string())
+        })
+        .await;
+    assert_eq!(
+        s["revision_applied"],
+        c1.as_str(),
+        "the last good revision stays"
+    );
+    assert!(d.metric("driftless_source_errors_total") >= 1.0);
+    // Nothing was pruned or changed while the source was away.
+    assert_converged(&client, &ns, &instance, &names(0..3)).await;
+    d.assert_alive("while the git server was down");
+
+    server.up();
+    d.wait_status("commit 2 settled", |s| {
+        settled(s, 4) && s["revision_applied"] == c2.as_str()
+    })
+    .await;
+    assert_converged(&client, &ns, &instance, &names(1..5)).await;
+    d.assert_alive("after the git server came back");
+    reader.finish();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn force_push_rewriting_history_converges_to_the_new_head() {
+    guard();
+    let client = common::client().await;
+    let ns = common::namespace(&client, "fault-force").await;
+    let instance = format!("fault-force-{}", &ns[ns.len() - 6..]);
+    let tmp = tempfile::tempdir().unwrap();
+    let (_bare, work) = repo(tmp.path(), "specs.git");
+    std::fs::write(work.join("web.toml"), webs(&ns, 0..2, 0)).unwrap();
+    let a = commit(&work, "a");
+    std::fs::write(work.join("web.toml"), webs(&ns, 0..3, 0)).unwrap();
+    let b = commit(&work, "b");
+    git(&work, &["push", "-q", "origin", "main"]);
+    let server = GitServer::start(tmp.path());
+    let url = server.url("specs.git");
+    let status = tmp.path().join("status.json");
+    let mut d = Daemon::start(
+        &instance,
+        &status,
+        &tmp.path().join("cache"),
+        &tmp.path().join("log"),
+        &["--git", &url, "--interval", "1s"],
+    );
+    let reader = StatusReader::start(&status);
+    d.wait_status("b settled", |s| {
+        settled(s, 3) && s["revision_applied"] == b.as_str()
+    })
+    .await;
+
+    // History rewritten: b is gone from the branch, a' replaces it.
+    git(&work, &["reset", "-q", "--hard", &a]);
+    let mut text = webs(&ns, 0..1, 0);
+    text.push_str(&webs(&ns, 7..8, 0).replace(&format!("namespace = \"{ns}\"\n"), ""));
+    std::fs::write(work.join("web.toml"), text).unwrap();
+    let a2 = commit(&work, "a prime");
+    git(&work, &["push", "-q", "--force", "origin", "main"]);
+    d.wait_status("a' settled", |s| {
+        settled(s, 2) && s["revision_applied"] == a2.as_str()
+    })
+    .await;
+    let want: BTreeSet<String> = ["web-0", "web-7"].map(String::from).into();
+    assert_converged(&client, &ns, &instance, &want).await;
+
+    // And back to an older commit the cache already holds.
+    git(
+        &work,
+        &["push", "-q", "--force", "origin", &format!("{b}:main")],
+    );
+    d.wait_status("b again", |s| {
+        settled(s, 3) && s["revision_applied"] == b.as_str()
+    })
+    .await;
+    assert_converged(&client, &ns, &instance, &names(0..3)).await;
+    d.assert_alive("after the force-pushes");
+    reader.finish();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn read_only_status_directory_is_survived_and_caught_up() {
+    guard();
+    let client = common::client().await;
+    let ns = common::namespace(&client, "fault-ro").await;
+    let instance = format!("fault-ro-{}", &ns[ns.len() - 6..]);
+    let tmp = tempfile::tempdir().unwrap();
+    let specs = tmp.path().join("specs");
+    std::fs::create_dir_all(&specs).unwrap();
+    write(&specs.join("web.toml"), &webs(&ns, 0..3, 0));
+    let state = Tmpfs::mount(&tmp.path().join("state"), "4m");
+    let status = state.0.join("status.json");
+    let dir = specs.display().to_string();
+    let mut d = Daemon::start(
+        &instance,
+        &status,
+        &tmp.path().join("cache"),
+        &tmp.path().join("log"),
+        &["--dir", &dir],
+    );
+    let reader = StatusReader::start(&status);
+    let before = d
+        .wait_status("the first revision settled", |s| settled(s, 3))
+        .await;
+
+    state.remount("ro");
+    // A change while the status cannot be written: it is still applied.
+    write(&specs.join("web.toml"), &webs(&ns, 0..4, 0));
+    common::eventually(
+        "web-3 applied with the status directory read-only",
+        CONVERGE,
+        || async {
+            let n = deployments(&client, &ns).await;
+            if n == 4 {
+                Ok(())
+            } else {
+                Err(format!("{n} deployments"))
+            }
+        },
+    )
+    .await;
+    common::eventually("the failed status writes counted", CONVERGE, || async {
+        let n = d.metric("driftless_status_write_errors_total");
+        if n >= 1.0 {
+            Ok(())
+        } else {
+            Err(format!("{n}"))
+        }
+    })
+    .await;
+    assert!(
+        d.log().contains("could not write the status file"),
+        "the log says why:\n{}",
+        d.log()
+    );
+    assert_eq!(
+        d.status().unwrap()["revision_applied"],
+        before["revision_applied"],
+        "the old status file is still there, whole"
+    );
+    assert!(http_get(d.metrics, "/healthz").starts_with("HTTP/1.1 200"));
+    d.assert_alive("with the status directory read-only");
+
+    state.remount("rw");
+    d.wait_status("the status caught up", |s| settled(s, 4))
+        .await;
+    assert_converged(&client, &ns, &instance, &names(0..4)).await;
+    reader.finish();
+    drop(d);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn full_git_cache_disk_keeps_the_last_good_revision() {
+    guard();
+    let client = common::client().await;
+    let ns = common::namespace(&client, "fault-disk").await;
+    let instance = format!("fault-disk-{}", &ns[ns.len() - 6..]);
+    let tmp = tempfile::tempdir().unwrap();
+    let (_bare, work) = repo(tmp.path(), "specs.git");
+    std::fs::write(work.join("web.toml"), webs(&ns, 0..3, 0)).unwrap();
+    let c1 = commit(&work, "three");
+    git(&work, &["push", "-q", "origin", "main"]);
+    let server = GitServer::start(tmp.path());
+    let url = server.url("specs.git");
+    let cache = Tmpfs::mount(&tmp.path().join("cache"), "2m");
+    let status = tmp.path().join("status.json");
+    let mut d = Daemon::start(
+        &instance,
+        &status,
+        &cache.0,
+        &tmp.path().join("log"),
+        &["--git", &url, "--interval", "1s"],
+    );
+    let reader = StatusReader::start(&status);
+    d.wait_status("commit 1 settled", |s| {
+        settled(s, 3) && s["revision_applied"] == c1.as_str()
+    })
+    .await;
+
+    // The next commit brings 4 MiB that cannot be compressed: it does not fit.
+    let mut noise = vec![0u8; 4 << 20];
+    {
+        use std::io::Read;
+        std::fs::File::open("/dev/urandom")
+            .unwrap()
+            .read_exact(&mut noise)
+            .unwrap();
+    }
+    std::fs::create_dir_all(work.join("assets")).unwrap();
+    std::fs::write(work.join("assets/blob.bin"), noise).unwrap();
+    std::fs::write(work.join("web.toml"), webs(&ns, 1..4, 0)).unwrap();
+    let c2 = commit(&work, "big");
+    git(&work, &["push", "-q", "origin", "main"]);
+    let s = d
+        .wait_status("the full disk reported", |s| {
+            s["errors"].as_array().is_some_and(|e| {
+                e.iter().any(|e| {
+                    let m = e["message"].as_str().unwrap_or_default().to_lowercase();
+                    m.contains("space") || m.contains("disk") || m.contains("write")
+                })
+            })
+        })
+        .await;
+    assert_eq!(
+        s["revision_applied"],
+        c1.as_str(),
+        "the last good revision stays"
+    );
+    assert!(d.metric("driftless_source_errors_total") >= 1.0);
+    assert_converged(&client, &ns, &instance, &names(0..3)).await;
+    d.assert_alive("with the cache disk full");
+
+    cache.remount("size=64m");
+    d.wait_status("commit 2 settled once there is room", |s| {
+        settled(s, 3) && s["revision_applied"] == c2.as_str()
+    })
+    .await;
+    assert_converged(&client, &ns, &instance, &names(1..4)).await;
+    reader.finish();
+    drop(d);
+}
