@@ -962,7 +962,63 @@ async fn planted_secrets_never_reach_any_output() {
     assert_eq!(mode & 0o777, 0o700, "{mode:o}");
 }
 
-// 1b. Wrong credentials, one of them in the URL.
+// 1b. A broken spec file is reported by position, without the values on its lines.
+
+#[test]
+fn spec_errors_do_not_echo_secret_values() {
+    let (a, b, c, d) = (token(), token(), token(), token());
+    let mut needles = Needles::default();
+    for (label, value) in [("a", &a), ("b", &b), ("c", &c), ("d", &d)] {
+        needles.plant(label, value);
+    }
+    let head = "[[manifest]]\napiVersion = \"v1\"\nkind = \"Secret\"\n";
+    let dir = TempDir::new().unwrap();
+    for (file, body) in [
+        // An unclosed string, a duplicate key, an unquoted value, a value of the wrong type.
+        (
+            "a.toml",
+            format!(
+                "metadata = {{ name = \"a\", namespace = \"x\" }}\nstringData = {{ password = \"{a} }}\n"
+            ),
+        ),
+        (
+            "b.toml",
+            format!(
+                "metadata = {{ name = \"b\", namespace = \"x\" }}\nstringData = {{ password = \"{b}\", password = \"{b}\" }}\n"
+            ),
+        ),
+        (
+            "c.toml",
+            format!(
+                "metadata = {{ name = \"c\", namespace = \"x\" }}\nstringData = {{ password = {c} }}\n"
+            ),
+        ),
+        (
+            "d.toml",
+            format!(
+                "metadata = {{ name = \"d\", namespace = \"x\" }}\ndata = \"{d}\"\nstringData = [\"{d}\"]\n"
+            ),
+        ),
+    ] {
+        std::fs::write(dir.path().join(file), format!("{head}{body}")).unwrap();
+    }
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_driftless"));
+    scrub_env(&mut cmd);
+    let out = cmd
+        .env("RUST_LOG", "trace")
+        .arg("validate")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{}", support::show(&out));
+    for file in ["a.toml:", "b.toml:", "c.toml:"] {
+        assert!(stderr.contains(file), "{file} reported: {stderr}");
+    }
+    needles.assert_absent(&output("validate", &out));
+}
+
+// 1c. Wrong credentials, one of them in the URL.
 
 #[tokio::test]
 async fn rejected_git_credentials_are_reported_without_them() {
