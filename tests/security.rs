@@ -1192,7 +1192,7 @@ async fn the_daemon_listens_on_loopback_by_default() {
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(stderr);
-    let mut child = cmd.spawn().unwrap();
+    let mut child = KillOnDrop(cmd.spawn().unwrap());
     let log = || std::fs::read_to_string(state.path().join("stderr.log")).unwrap_or_default();
     // Either it serves, saying where, or the default port is taken (by another daemon on
     // this machine), and the error names the address it tried.
@@ -1207,6 +1207,7 @@ async fn the_daemon_listens_on_loopback_by_default() {
             return Ok(Some(addr.parse::<SocketAddr>().map_err(|e| e.to_string())?));
         }
         if log.contains("binding 127.0.0.1:9477") {
+            eprintln!("127.0.0.1:9477 is taken on this machine: checked the address tried only");
             return Ok(None);
         }
         Err(log)
@@ -1214,7 +1215,7 @@ async fn the_daemon_listens_on_loopback_by_default() {
     .await;
     if let Some(addr) = addr {
         assert_eq!(addr, "127.0.0.1:9477".parse::<SocketAddr>().unwrap());
-        // The kernel's view: a listening socket on 127.0.0.1:9477 (0100007F:24F5 in
+        // The kernel's view: a listening socket on 127.0.0.1:9477 (0100007F:2505 in
         // /proc/net/tcp), none on 0.0.0.0 or any other address of that port.
         let tcp = std::fs::read_to_string("/proc/net/tcp").unwrap();
         let listening: Vec<&str> = tcp
@@ -1222,15 +1223,15 @@ async fn the_daemon_listens_on_loopback_by_default() {
             .skip(1)
             .filter_map(|l| {
                 let f: Vec<&str> = l.split_whitespace().collect();
-                (f.get(3) == Some(&"0A") && f[1].ends_with(":24F5")).then_some(f[1])
+                (f.get(3) == Some(&"0A") && f[1].ends_with(":2505")).then_some(f[1])
             })
             .collect();
-        assert_eq!(listening, ["0100007F:24F5"], "{tcp}");
+        assert_eq!(listening, ["0100007F:2505"], "{tcp}");
         let tcp6 = std::fs::read_to_string("/proc/net/tcp6").unwrap_or_default();
         assert!(
             !tcp6.lines().any(|l| {
                 let f: Vec<&str> = l.split_whitespace().collect();
-                f.get(3) == Some(&"0A") && f.get(1).is_some_and(|a| a.ends_with(":24F5"))
+                f.get(3) == Some(&"0A") && f.get(1).is_some_and(|a| a.ends_with(":2505"))
             }),
             "{tcp6}"
         );
@@ -1250,9 +1251,19 @@ async fn the_daemon_listens_on_loopback_by_default() {
         assert_eq!(code, 200);
     }
     let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
+        .args(["-TERM", &child.0.id().to_string()])
         .status();
-    let _ = child.wait();
+    let _ = child.0.wait();
+}
+
+/// A child process killed when the test ends, passing or not.
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }
 
 // ---------------------------------------------------------------------------------------
