@@ -32,6 +32,13 @@ pub async fn run(args: &RunArgs, global: &GlobalArgs, selection: &Selection) -> 
                 (_, Some(c), _) => GitRef::Commit(c.clone()),
                 (_, _, b) => GitRef::Branch(b.clone().unwrap_or_else(|| "main".to_string())),
             };
+            if crate::source::git::url_has_credentials(url) {
+                // The status file and logs never show it, but argv is public on the host.
+                tracing::warn!(
+                    "the --git URL carries credentials, which every local user can read in the \
+                     process list; use DRIFTLESS_GIT_TOKEN(_FILE) or DRIFTLESS_GIT_PASSWORD(_FILE) instead"
+                );
+            }
             let auth = GitAuth::from_env(|k| std::env::var(k).ok()).context("git credentials")?;
             let config = GitConfig {
                 url: url.clone(),
@@ -48,14 +55,29 @@ pub async fn run(args: &RunArgs, global: &GlobalArgs, selection: &Selection) -> 
         (None, None) => anyhow::bail!("one of --dir or --git is required"),
     };
     let hook_secret = match &args.hook_secret_file {
-        Some(f) => Some(
-            std::fs::read(f)
+        Some(f) => {
+            let secret = std::fs::read(f)
                 .with_context(|| format!("reading the hook secret {}", f.display()))?
                 .trim_ascii()
-                .to_vec(),
-        ),
+                .to_vec();
+            // Refused here rather than by the HTTP server, which would otherwise stop
+            // alone and leave the daemon running without metrics or hook.
+            anyhow::ensure!(
+                !secret.is_empty(),
+                "the hook secret file {} is empty",
+                f.display()
+            );
+            Some(secret)
+        }
         None => None,
     };
+    if args.git.is_some() && hook_secret.is_none() && !args.metrics_addr.ip().is_loopback() {
+        tracing::warn!(
+            addr = %args.metrics_addr,
+            "POST /hooks/git accepts unsigned requests on a non-loopback address: anyone who \
+             reaches it can make the daemon fetch; set --hook-secret-file"
+        );
+    }
     let leader_elect = args.leader_elect.then(|| LeaseConfig {
         namespace: args.lease_namespace.clone(),
         name: args

@@ -75,6 +75,22 @@ async fn from_file(path: &Path, options: &KubeConfigOptions) -> Result<kube::Con
     Ok(kube::Config::from_custom_kubeconfig(kubeconfig, options).await?)
 }
 
+/// An error with its causes: kube shows only the outermost one ("client error
+/// (Connect)"), which hides why, such as an apiserver certificate that is not trusted.
+pub fn error_text(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let part = c.to_string();
+        if !part.is_empty() && !text.contains(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        cause = c.source();
+    }
+    text
+}
+
 /// The cluster's Nodes as rendering sees them (name and labels).
 pub async fn node_facts(client: &Client) -> Result<Vec<crate::render::NodeFacts>, kube::Error> {
     use k8s_openapi::api::core::v1::Node;
@@ -89,4 +105,26 @@ pub async fn node_facts(client: &Client) -> Result<Vec<crate::render::NodeFacts>
             labels: n.labels().clone(),
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    #[derive(Debug, thiserror::Error)]
+    #[error("{0}")]
+    struct Layer(&'static str, #[source] Option<Box<Layer>>);
+
+    #[test]
+    fn error_text_shows_every_cause_once() {
+        let e = Layer(
+            "client error (Connect)",
+            Some(Box::new(Layer(
+                "invalid peer certificate: UnknownIssuer",
+                Some(Box::new(Layer("UnknownIssuer", None))),
+            ))),
+        );
+        assert_eq!(
+            super::error_text(&e),
+            "client error (Connect): invalid peer certificate: UnknownIssuer"
+        );
+    }
 }

@@ -142,7 +142,7 @@ impl Store {
             Ok(l) => l,
             // No inventory namespace yet: nothing was ever applied.
             Err(kube::Error::Api(e)) if e.code == 404 => return Ok(Inventory::default()),
-            Err(e) => return Err(ApplyError::Inventory(e.to_string())),
+            Err(e) => return Err(ApplyError::Inventory(crate::cluster::error_text(&e))),
         };
         let mut inv = Inventory::default();
         for cm in list.items {
@@ -230,7 +230,7 @@ impl Store {
         if api
             .get_opt(&self.namespace)
             .await
-            .map_err(|e| ApplyError::Inventory(e.to_string()))?
+            .map_err(|e| ApplyError::Inventory(crate::cluster::error_text(&e)))?
             .is_some()
         {
             return Ok(());

@@ -102,7 +102,7 @@ async fn watch_kind(client: Client, r: Resolved, selector: String, tx: mpsc::Sen
             Ok(Some(ev)) => ev,
             Ok(None) => return,
             Err(e) => {
-                tracing::warn!(kind = %r.resource.kind, error = %e, "watch error");
+                tracing::warn!(kind = %r.resource.kind, error = %crate::cluster::error_text(&e), "watch error");
                 continue;
             }
         };
@@ -139,7 +139,7 @@ pub async fn watch_nodes(client: Client, tx: mpsc::Sender<Event>) {
             Ok(Some(ev)) => ev,
             Ok(None) => return,
             Err(e) => {
-                tracing::warn!(error = %e, "node watch error");
+                tracing::warn!(error = %crate::cluster::error_text(&e), "node watch error");
                 continue;
             }
         };

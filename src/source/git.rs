@@ -11,6 +11,7 @@ mod known_hosts;
 use std::cell::{Cell, RefCell};
 use std::fmt;
 use std::io::Read;
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, Once, PoisonError};
 
@@ -895,7 +896,16 @@ fn open_or_init(path: &Path) -> Result<Repository, GitError> {
     };
     if let Ok(meta) = std::fs::symlink_metadata(path) {
         match Repository::open_bare(path).and_then(|r| check_repo(&r).map(|()| r)) {
-            Ok(repo) => return Ok(repo),
+            Ok(repo) => {
+                // A cache made before the clone was kept private (or by hand).
+                if meta.permissions().mode() & 0o077 != 0
+                    && let Err(e) =
+                        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o700))
+                {
+                    tracing::warn!(cache = %path.display(), error = %e, "cannot make the git cache private");
+                }
+                return Ok(repo);
+            }
             Err(e) => {
                 // The cache holds nothing that cannot be fetched again.
                 tracing::warn!(cache = %path.display(), error = %e.message(), "git cache is unusable; recreating it");
@@ -912,6 +922,11 @@ fn open_or_init(path: &Path) -> Result<Repository, GitError> {
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).map_err(|e| open_error(e.to_string()))?;
     }
+    // The clone holds the specs, Secrets' values included: this user's alone.
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(path)
+        .map_err(|e| open_error(e.to_string()))?;
     Repository::init_bare(path).map_err(|e| open_error(e.message().to_string()))
 }
 
@@ -1038,6 +1053,14 @@ fn strip_userinfo(url: &str) -> String {
         Some(at) => format!("{head}{}", &rest[at + 1..]),
         None => url.to_string(),
     }
+}
+
+/// Whether a URL carries credentials: a password in its userinfo
+/// (`scheme://user:password@host/…`), or any userinfo of an http(s) URL, where a lone
+/// "user" is often a token (`https://TOKEN@host/…`).
+pub fn url_has_credentials(url: &str) -> bool {
+    let http = url.starts_with("https://") || url.starts_with("http://");
+    url_password(url).is_some() || (http && strip_userinfo(url) != url)
 }
 
 fn url_password(url: &str) -> Option<String> {
@@ -1393,6 +1416,12 @@ mod tests {
         );
         assert_eq!(percent_decode("p%40ss%2"), "p@ss%2");
         assert_eq!(url_password("https://user@example.com/r.git"), None);
+        assert!(url_has_credentials("https://user:pw@example.com/r.git"));
+        assert!(url_has_credentials("https://ghp_token@example.com/r.git"));
+        assert!(url_has_credentials("ssh://git:pw@example.com/r.git"));
+        assert!(!url_has_credentials("ssh://git@example.com/r.git"));
+        assert!(!url_has_credentials("git@example.com:r.git"));
+        assert!(!url_has_credentials("https://example.com/r.git?x=a@b"));
         assert_eq!(url_password("git@example.com:r.git"), None);
     }
 
@@ -1419,6 +1448,23 @@ mod tests {
         assert_eq!(source.display_url(), "https://example.com/r.git");
         assert!(source.cache_path().starts_with(cache.path()));
         assert!(source.cache_path().join("HEAD").is_file());
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(source.cache_path()), 0o700);
+
+        // A cache someone left readable to others is made private when opened.
+        let path = source.cache_path().to_path_buf();
+        drop(source);
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let source = GitSource::open(GitConfig {
+            url: "https://example.com/r.git".into(),
+            reference: GitRef::Branch("main".into()),
+            path: None,
+            cache_dir: cache.path().into(),
+            auth: GitAuth::None,
+        })
+        .unwrap();
+        assert_eq!(source.cache_path(), path);
+        assert_eq!(mode(&path), 0o700);
     }
 
     #[test]
