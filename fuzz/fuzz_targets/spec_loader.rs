@@ -52,7 +52,11 @@ fuzz_target!(|data: &[u8]| {
     };
     to_yaml(&objects).expect("rendered objects serialise to YAML");
     for o in &objects {
-        assert!(names::dns1123_subdomain(&o.name).is_ok(), "name {:?}", o.name);
+        assert!(
+            names::dns1123_subdomain(&o.name).is_ok(),
+            "name {:?}",
+            o.name
+        );
         let meta = &o.body["metadata"];
         let labels = meta["labels"].as_object().expect("labels");
         for (k, v) in labels {
