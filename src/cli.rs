@@ -96,11 +96,33 @@ pub enum Command {
     Man(crate::cli_docs::ManArgs),
 }
 
+/// What a spec tree may do: shared by every command that loads one.
+#[derive(Args, Debug, Clone, Default)]
+pub struct PolicyArgs {
+    /// Let specs write into this protected namespace (kube-system, kube-public,
+    /// kube-node-lease, driftless-system and the inventory namespace are refused
+    /// otherwise). Repeatable.
+    #[arg(long = "allow-namespace", value_name = "NAMESPACE", value_parser = parse_namespace)]
+    pub allow_namespaces: Vec<String>,
+}
+
+fn parse_namespace(s: &str) -> Result<String, String> {
+    crate::spec::names::dns1123_label(s).map(|()| s.to_string())
+}
+
+impl PolicyArgs {
+    pub fn policy(&self) -> crate::spec::Policy {
+        crate::spec::Policy::allowing(self.allow_namespaces.iter().cloned())
+    }
+}
+
 #[derive(Args, Debug)]
 pub struct RenderArgs {
     /// Root of the spec tree (every *.toml under it).
     #[arg(default_value = ".")]
     pub path: PathBuf,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
     /// Node names for `localservice` specs, instead of asking the cluster. Such nodes
     /// carry no labels, so only an empty node-selector matches them.
     #[arg(long, value_delimiter = ',', value_name = "NODE,...")]
@@ -112,6 +134,8 @@ pub struct PathArg {
     /// Root of the spec tree (every *.toml under it).
     #[arg(default_value = ".")]
     pub path: PathBuf,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
 }
 
 /// How objects are applied and pruned; shared by `apply`, `diff` and `run`.
@@ -175,6 +199,8 @@ pub struct ApplyArgs {
     #[arg(default_value = ".")]
     pub path: PathBuf,
     #[command(flatten)]
+    pub policy: PolicyArgs,
+    #[command(flatten)]
     pub engine: EngineArgs,
     /// Wait until every spec is ready (or failed) before exiting.
     #[arg(long)]
@@ -189,6 +215,8 @@ pub struct DiffArgs {
     /// Root of the spec tree (every *.toml under it).
     #[arg(default_value = ".")]
     pub path: PathBuf,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
     #[command(flatten)]
     pub engine: EngineArgs,
 }
@@ -311,7 +339,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         context: cli.global.context.clone(),
     };
     match &cli.command {
-        Command::Validate(args) => validate(&args.path),
+        Command::Validate(args) => validate(&args.path, &args.policy.policy()),
         Command::Render(args) => render(args, &cli.global, &selection).await,
         Command::Schema => {
             print!("{}", crate::spec::schema::generate()?);
@@ -347,8 +375,11 @@ fn status(args: &StatusArgs) -> anyhow::Result<u8> {
 }
 
 /// Loads a tree, printing every error; `None` when it is invalid.
-pub(crate) fn load(path: &std::path::Path) -> anyhow::Result<Option<SpecTree>> {
-    match crate::spec::load_dir(path) {
+pub(crate) fn load(
+    path: &std::path::Path,
+    policy: &crate::spec::Policy,
+) -> anyhow::Result<Option<SpecTree>> {
+    match crate::spec::load_dir_with(path, policy) {
         Ok(tree) => Ok(Some(tree)),
         Err(LoadError::Invalid(errors)) => {
             let mut err = std::io::stderr().lock();
@@ -363,8 +394,8 @@ pub(crate) fn load(path: &std::path::Path) -> anyhow::Result<Option<SpecTree>> {
     }
 }
 
-fn validate(path: &std::path::Path) -> anyhow::Result<u8> {
-    let Some(tree) = load(path)? else {
+fn validate(path: &std::path::Path, policy: &crate::spec::Policy) -> anyhow::Result<u8> {
+    let Some(tree) = load(path, policy)? else {
         return Ok(exit::ERROR);
     };
     let mut out = std::io::stdout().lock();
@@ -397,7 +428,7 @@ async fn render(
     global: &GlobalArgs,
     selection: &Selection,
 ) -> anyhow::Result<u8> {
-    let Some(tree) = load(&args.path)? else {
+    let Some(tree) = load(&args.path, &args.policy.policy())? else {
         return Ok(exit::ERROR);
     };
     let needs_nodes = tree

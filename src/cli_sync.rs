@@ -30,10 +30,11 @@ pub fn adopt_specs(tree: &SpecTree) -> BTreeSet<SpecId> {
 
 async fn prepare(
     path: &std::path::Path,
+    policy: &crate::spec::Policy,
     global: &GlobalArgs,
     selection: &Selection,
 ) -> anyhow::Result<Option<(SpecTree, kube::Client, Vec<Object>)>> {
-    let Some(tree) = load(path)? else {
+    let Some(tree) = load(path, policy)? else {
         return Ok(None);
     };
     let client = selection
@@ -67,7 +68,17 @@ pub async fn apply(
     selection: &Selection,
 ) -> anyhow::Result<u8> {
     // An invalid tree applies nothing and prunes nothing.
-    let Some((tree, client, objects)) = prepare(&args.path, global, selection).await? else {
+    let Some((tree, client, objects)) = prepare(
+        &args.path,
+        &args
+            .policy
+            .policy()
+            .protect(&args.engine.inventory_namespace),
+        global,
+        selection,
+    )
+    .await?
+    else {
         return Ok(exit::ERROR);
     };
     let engine = Engine::new(client, args.engine.options(&global.instance));
@@ -189,7 +200,12 @@ pub async fn diff(
     global: &GlobalArgs,
     selection: &Selection,
 ) -> anyhow::Result<u8> {
-    let Some((tree, client, objects)) = prepare(&args.path, global, selection).await? else {
+    let policy = args
+        .policy
+        .policy()
+        .protect(&args.engine.inventory_namespace);
+    let Some((tree, client, objects)) = prepare(&args.path, &policy, global, selection).await?
+    else {
         return Ok(exit::ERROR);
     };
     let engine = Engine::new(client, args.engine.options(&global.instance));

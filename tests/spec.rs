@@ -233,8 +233,8 @@ fn invalid_utf8_and_huge_files_are_errors_not_panics() {
     assert_eq!(
         errors,
         [
-            "big.toml:1:1: file is larger than 8 MiB; not a spec file",
-            "bin.toml:2:1: file is not valid UTF-8"
+            "big.toml:1:1: file is larger than 4 MiB, the limit for a spec file; not read",
+            "bin.toml:2:1: file is not valid UTF-8: binary data, or text in another encoding; a spec file is UTF-8 TOML"
         ]
     );
 }

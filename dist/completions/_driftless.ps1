@@ -41,6 +41,7 @@ Register-ArgumentCompleter -Native -CommandName 'driftless' -ScriptBlock {
             break
         }
         'driftless;validate' {
+            [CompletionResult]::new('--allow-namespace', '--allow-namespace', [CompletionResultType]::ParameterName, 'Let specs write into this protected namespace (kube-system, kube-public, kube-node-lease, driftless-system and the inventory namespace are refused otherwise). Repeatable')
             [CompletionResult]::new('--kubeconfig', '--kubeconfig', [CompletionResultType]::ParameterName, 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)')
             [CompletionResult]::new('--context', '--context', [CompletionResultType]::ParameterName, 'The kubeconfig context to use (default: its current-context)')
             [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)')
@@ -52,6 +53,7 @@ Register-ArgumentCompleter -Native -CommandName 'driftless' -ScriptBlock {
             break
         }
         'driftless;render' {
+            [CompletionResult]::new('--allow-namespace', '--allow-namespace', [CompletionResultType]::ParameterName, 'Let specs write into this protected namespace (kube-system, kube-public, kube-node-lease, driftless-system and the inventory namespace are refused otherwise). Repeatable')
             [CompletionResult]::new('--nodes', '--nodes', [CompletionResultType]::ParameterName, 'Node names for `localservice` specs, instead of asking the cluster. Such nodes carry no labels, so only an empty node-selector matches them')
             [CompletionResult]::new('--kubeconfig', '--kubeconfig', [CompletionResultType]::ParameterName, 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)')
             [CompletionResult]::new('--context', '--context', [CompletionResultType]::ParameterName, 'The kubeconfig context to use (default: its current-context)')
@@ -64,6 +66,7 @@ Register-ArgumentCompleter -Native -CommandName 'driftless' -ScriptBlock {
             break
         }
         'driftless;diff' {
+            [CompletionResult]::new('--allow-namespace', '--allow-namespace', [CompletionResultType]::ParameterName, 'Let specs write into this protected namespace (kube-system, kube-public, kube-node-lease, driftless-system and the inventory namespace are refused otherwise). Repeatable')
             [CompletionResult]::new('--field-manager', '--field-manager', [CompletionResultType]::ParameterName, 'Field manager for server-side apply')
             [CompletionResult]::new('--max-prune-ratio', '--max-prune-ratio', [CompletionResultType]::ParameterName, 'Refuse a revision that would prune more than this share of the inventory')
             [CompletionResult]::new('--concurrency', '--concurrency', [CompletionResultType]::ParameterName, 'Objects applied (or dry-run) at once')
@@ -83,6 +86,7 @@ Register-ArgumentCompleter -Native -CommandName 'driftless' -ScriptBlock {
             break
         }
         'driftless;apply' {
+            [CompletionResult]::new('--allow-namespace', '--allow-namespace', [CompletionResultType]::ParameterName, 'Let specs write into this protected namespace (kube-system, kube-public, kube-node-lease, driftless-system and the inventory namespace are refused otherwise). Repeatable')
             [CompletionResult]::new('--field-manager', '--field-manager', [CompletionResultType]::ParameterName, 'Field manager for server-side apply')
             [CompletionResult]::new('--max-prune-ratio', '--max-prune-ratio', [CompletionResultType]::ParameterName, 'Refuse a revision that would prune more than this share of the inventory')
             [CompletionResult]::new('--concurrency', '--concurrency', [CompletionResultType]::ParameterName, 'Objects applied (or dry-run) at once')

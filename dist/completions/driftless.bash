@@ -80,12 +80,16 @@ _driftless() {
             return 0
             ;;
         driftless__subcmd__apply)
-            opts="-h -V --field-manager --force-conflicts --adopt --no-prune --max-prune-ratio --allow-mass-prune --concurrency --inventory-namespace --wait --timeout --kubeconfig --context --log-format --instance --help --version"
+            opts="-h -V --allow-namespace --field-manager --force-conflicts --adopt --no-prune --max-prune-ratio --allow-mass-prune --concurrency --inventory-namespace --wait --timeout --kubeconfig --context --log-format --instance --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --allow-namespace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --field-manager)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -164,12 +168,16 @@ _driftless() {
             return 0
             ;;
         driftless__subcmd__diff)
-            opts="-h -V --field-manager --force-conflicts --adopt --no-prune --max-prune-ratio --allow-mass-prune --concurrency --inventory-namespace --kubeconfig --context --log-format --instance --help --version"
+            opts="-h -V --allow-namespace --field-manager --force-conflicts --adopt --no-prune --max-prune-ratio --allow-mass-prune --concurrency --inventory-namespace --kubeconfig --context --log-format --instance --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --allow-namespace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --field-manager)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -244,12 +252,16 @@ _driftless() {
             return 0
             ;;
         driftless__subcmd__render)
-            opts="-h -V --nodes --kubeconfig --context --log-format --instance --help --version"
+            opts="-h -V --allow-namespace --nodes --kubeconfig --context --log-format --instance --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --allow-namespace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --nodes)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -460,12 +472,16 @@ _driftless() {
             return 0
             ;;
         driftless__subcmd__validate)
-            opts="-h -V --kubeconfig --context --log-format --instance --help --version"
+            opts="-h -V --allow-namespace --kubeconfig --context --log-format --instance --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
+                --allow-namespace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --kubeconfig)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0

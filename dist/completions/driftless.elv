@@ -37,6 +37,7 @@ set edit:completion:arg-completer[driftless] = {|@words|
             cand man 'Print the man page (roff) of driftless or of one subcommand'
         }
         &'driftless;validate'= {
+            cand --allow-namespace 'Let specs write into this protected namespace (kube-system, kube-public, kube-node-lease, driftless-system and the inventory namespace are refused otherwise). Repeatable'
             cand --kubeconfig 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)'
             cand --context 'The kubeconfig context to use (default: its current-context)'
             cand --log-format 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)'
@@ -47,6 +48,7 @@ set edit:completion:arg-completer[driftless] = {|@words|
             cand --version 'Print version'
         }
         &'driftless;render'= {
+            cand --allow-namespace 'Let specs write into this protected namespace (kube-system, kube-public, kube-node-lease, driftless-system and the inventory namespace are refused otherwise). Repeatable'
             cand --nodes 'Node names for `localservice` specs, instead of asking the cluster. Such nodes carry no labels, so only an empty node-selector matches them'
             cand --kubeconfig 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)'
             cand --context 'The kubeconfig context to use (default: its current-context)'
@@ -58,6 +60,7 @@ set edit:completion:arg-completer[driftless] = {|@words|
             cand --version 'Print version'
         }
         &'driftless;diff'= {
+            cand --allow-namespace 'Let specs write into this protected namespace (kube-system, kube-public, kube-node-lease, driftless-system and the inventory namespace are refused otherwise). Repeatable'
             cand --field-manager 'Field manager for server-side apply'
             cand --max-prune-ratio 'Refuse a revision that would prune more than this share of the inventory'
             cand --concurrency 'Objects applied (or dry-run) at once'
@@ -76,6 +79,7 @@ set edit:completion:arg-completer[driftless] = {|@words|
             cand --version 'Print version'
         }
         &'driftless;apply'= {
+            cand --allow-namespace 'Let specs write into this protected namespace (kube-system, kube-public, kube-node-lease, driftless-system and the inventory namespace are refused otherwise). Repeatable'
             cand --field-manager 'Field manager for server-side apply'
             cand --max-prune-ratio 'Refuse a revision that would prune more than this share of the inventory'
             cand --concurrency 'Objects applied (or dry-run) at once'

@@ -40,6 +40,7 @@ complete -c driftless -n "__fish_driftless_needs_command" -f -a "status" -d 'Sho
 complete -c driftless -n "__fish_driftless_needs_command" -f -a "schema" -d 'Print the JSON Schema (Draft 7) of spec files, for editors'
 complete -c driftless -n "__fish_driftless_needs_command" -f -a "completions" -d 'Print a shell completion script (bash, zsh, fish, elvish, powershell)'
 complete -c driftless -n "__fish_driftless_needs_command" -f -a "man" -d 'Print the man page (roff) of driftless or of one subcommand'
+complete -c driftless -n "__fish_driftless_using_subcommand validate" -l allow-namespace -d 'Let specs write into this protected namespace (kube-system, kube-public, kube-node-lease, driftless-system and the inventory namespace are refused otherwise). Repeatable' -r
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -l context -d 'The kubeconfig context to use (default: its current-context)' -r
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -l log-format -d 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)' -r -f -a "text\t''
@@ -47,6 +48,7 @@ json\t''"
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -l instance -d 'Name of this driftless instance: instances sharing a cluster never touch each other\'s objects' -r
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -s h -l help -d 'Print help'
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -s V -l version -d 'Print version'
+complete -c driftless -n "__fish_driftless_using_subcommand render" -l allow-namespace -d 'Let specs write into this protected namespace (kube-system, kube-public, kube-node-lease, driftless-system and the inventory namespace are refused otherwise). Repeatable' -r
 complete -c driftless -n "__fish_driftless_using_subcommand render" -l nodes -d 'Node names for `localservice` specs, instead of asking the cluster. Such nodes carry no labels, so only an empty node-selector matches them' -r
 complete -c driftless -n "__fish_driftless_using_subcommand render" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand render" -l context -d 'The kubeconfig context to use (default: its current-context)' -r
@@ -55,6 +57,7 @@ json\t''"
 complete -c driftless -n "__fish_driftless_using_subcommand render" -l instance -d 'Name of this driftless instance: instances sharing a cluster never touch each other\'s objects' -r
 complete -c driftless -n "__fish_driftless_using_subcommand render" -s h -l help -d 'Print help'
 complete -c driftless -n "__fish_driftless_using_subcommand render" -s V -l version -d 'Print version'
+complete -c driftless -n "__fish_driftless_using_subcommand diff" -l allow-namespace -d 'Let specs write into this protected namespace (kube-system, kube-public, kube-node-lease, driftless-system and the inventory namespace are refused otherwise). Repeatable' -r
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l field-manager -d 'Field manager for server-side apply' -r
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l max-prune-ratio -d 'Refuse a revision that would prune more than this share of the inventory' -r
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l concurrency -d 'Objects applied (or dry-run) at once' -r
@@ -70,6 +73,7 @@ complete -c driftless -n "__fish_driftless_using_subcommand diff" -l no-prune -d
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l allow-mass-prune -d 'Allow pruning everything, or more than --max-prune-ratio'
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -s h -l help -d 'Print help'
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -s V -l version -d 'Print version'
+complete -c driftless -n "__fish_driftless_using_subcommand apply" -l allow-namespace -d 'Let specs write into this protected namespace (kube-system, kube-public, kube-node-lease, driftless-system and the inventory namespace are refused otherwise). Repeatable' -r
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l field-manager -d 'Field manager for server-side apply' -r
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l max-prune-ratio -d 'Refuse a revision that would prune more than this share of the inventory' -r
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l concurrency -d 'Objects applied (or dry-run) at once' -r

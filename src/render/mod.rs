@@ -86,6 +86,15 @@ pub enum RenderError {
         what: &'static str,
         source: serde_json::Error,
     },
+    /// Two specs render the same object: possible only for a localservice's per-node
+    /// Services, whose names depend on the cluster's nodes (validation catches the rest).
+    #[error("{object} is rendered by both {first} and {second}; rename one of them")]
+    Collision {
+        object: String,
+        /// The two specs' identities, `kind/namespace/name`.
+        first: String,
+        second: String,
+    },
     #[error("writing YAML: {0}")]
     Yaml(#[from] serde_saphyr::SerializeError),
 }
@@ -115,6 +124,22 @@ pub fn render(tree: &SpecTree, facts: &Facts) -> Result<Vec<Object>, RenderError
             SpecBody::Manifest(m) => Ok(vec![kinds::manifest(&spec.id, m, facts)]),
         }?;
         objects.extend(rendered);
+    }
+    let mut seen: BTreeMap<(&str, &str, Option<&str>, &str), &SpecId> = BTreeMap::new();
+    for o in &objects {
+        let key = (
+            o.group(),
+            o.kind.as_str(),
+            o.namespace.as_deref(),
+            o.name.as_str(),
+        );
+        if let Some(first) = seen.insert(key, &o.spec) {
+            return Err(RenderError::Collision {
+                object: o.display_ref(),
+                first: first.to_string(),
+                second: o.spec.to_string(),
+            });
+        }
     }
     objects.sort_by_key(Object::apply_phase);
     Ok(objects)

@@ -11,7 +11,7 @@ use super::model::{
     AccessMode, ElasticWeb, LocalService, Manifest, ManifestMetadata, Protocol, ServicePort,
     ServiceType, TargetPort, Workspace, WorkspaceState, defaults,
 };
-use super::{Kind, Location, SpecBody, SpecError, names};
+use super::{Kind, Location, SpecBody, SpecError, names, quantity};
 
 type Value<'i> = Spanned<DeValue<'i>>;
 
@@ -21,6 +21,8 @@ pub(super) struct FileCtx<'a> {
     text: &'a str,
     line_starts: Vec<usize>,
     pub errors: Vec<SpecError>,
+    /// Errors past [`super::MAX_ERRORS_PER_FILE`]: counted, not kept.
+    pub dropped_errors: usize,
 }
 
 impl<'a> FileCtx<'a> {
@@ -32,6 +34,7 @@ impl<'a> FileCtx<'a> {
             text,
             line_starts,
             errors: Vec::new(),
+            dropped_errors: 0,
         }
     }
 
@@ -53,7 +56,16 @@ impl<'a> FileCtx<'a> {
         }
     }
 
+    /// Every error found so far, kept or not.
+    pub fn count(&self) -> usize {
+        self.errors.len() + self.dropped_errors
+    }
+
     pub fn err(&mut self, span: &Range<usize>, message: impl Into<String>) {
+        if self.errors.len() >= super::MAX_ERRORS_PER_FILE {
+            self.dropped_errors += 1;
+            return;
+        }
         let at = self.loc(span.start);
         self.errors.push(SpecError {
             at,
@@ -71,8 +83,6 @@ pub(super) struct Found {
     pub namespace: Option<String>,
     pub at: Location,
     pub body: SpecBody,
-    /// An elasticweb's NodePort, checked for collisions across the tree.
-    pub node_port: Option<u16>,
 }
 
 fn type_name(v: &DeValue) -> &'static str {
@@ -87,7 +97,49 @@ fn type_name(v: &DeValue) -> &'static str {
     }
 }
 
+/// An image reference's longest form is about 530 bytes (a 255-byte name, a 128-byte tag
+/// and a sha512 digest); anything longer is not an image.
+pub(super) const MAX_IMAGE: usize = 1024;
+
+/// etcd's default request limit (`--max-request-bytes`, 1.5 MiB): the apiserver cannot
+/// store a larger object.
+pub(super) const MAX_OBJECT_BYTES: usize = 1536 << 10;
+
+/// Linux's PATH_MAX: the longest `mount-path` a container runtime takes.
+pub(super) const MAX_PATH: usize = 4096;
+
+/// Per-node Service names are `<name>-<node>`, or `<name>-<hash>` at the least (a 9-byte
+/// suffix) when the node's name does not fit: a localservice name leaves room for that.
+pub(super) const MAX_LOCALSERVICE_NAME: usize = 63 - 9;
+
+/// How much of a user's string a message shows: a multi-megabyte value must still give a
+/// one-line error.
+const SHOWN_CHARS: usize = 64;
+
+/// A user's string in a message: quoted (escapes as Rust's `{:?}`), and cut after
+/// [`SHOWN_CHARS`] characters with its full length in bytes.
+pub(super) fn q(s: &str) -> String {
+    if s.chars().nth(SHOWN_CHARS).is_none() {
+        return format!("{s:?}");
+    }
+    let head: String = s.chars().take(SHOWN_CHARS).collect();
+    format!("{head:?}… ({} bytes)", s.len())
+}
+
+/// A user's key in a message (between backticks, unquoted), cut like [`q`].
+fn short(s: &str) -> String {
+    if s.chars().nth(SHOWN_CHARS).is_none() {
+        return s.to_string();
+    }
+    let head: String = s.chars().take(SHOWN_CHARS).collect();
+    format!("{head}… ({} bytes)", s.len())
+}
+
 fn suggest<'k>(key: &str, known: impl IntoIterator<Item = &'k str>) -> Option<&'k str> {
+    // Known keys are short: a long key is no near miss (and similarity is quadratic).
+    if key.len() > SHOWN_CHARS {
+        return None;
+    }
     known
         .into_iter()
         .map(|k| (strsim::jaro_winkler(key, k), k))
@@ -96,9 +148,10 @@ fn suggest<'k>(key: &str, known: impl IntoIterator<Item = &'k str>) -> Option<&'
         .map(|(_, k)| k)
 }
 
-fn integer(v: &DeValue) -> Option<i128> {
+/// An integer's value; `Some(Err(()))` for one too large even for 128 bits.
+fn integer(v: &DeValue) -> Option<Result<i128, ()>> {
     match v {
-        DeValue::Integer(i) => i128::from_str_radix(i.as_str(), i.radix()).ok(),
+        DeValue::Integer(i) => Some(i128::from_str_radix(i.as_str(), i.radix()).map_err(|_| ())),
         _ => None,
     }
 }
@@ -182,15 +235,52 @@ impl<'t, 'i> Fields<'t, 'i> {
             }
             return None;
         };
-        let Some(n) = integer(v.get_ref()) else {
-            Self::type_error(ctx, key, "an integer", v);
-            return None;
+        let n = match integer(v.get_ref()) {
+            None => {
+                Self::type_error(ctx, key, "an integer", v);
+                return None;
+            }
+            Some(Ok(n)) if n < min => {
+                ctx.err(&v.span(), format!("`{key}` {range_msg} (is {n})"));
+                return None;
+            }
+            Some(Ok(n)) if n <= max => n,
+            // Above the range, or beyond 128 bits: the literal as written.
+            Some(_) => {
+                let written = ctx.text.get(v.span()).unwrap_or_default();
+                let msg = if max >= i128::from(i64::MAX) {
+                    format!(
+                        "`{key}` is too large (is {}; at most {max})",
+                        short(written)
+                    )
+                } else {
+                    format!("`{key}` {range_msg} (is {})", short(written))
+                };
+                ctx.err(&v.span(), msg);
+                return None;
+            }
         };
-        if n < min || n > max {
-            ctx.err(&v.span(), format!("`{key}` {range_msg} (is {n})"));
-            return None;
-        }
         Some(n)
+    }
+
+    /// The required `image`: an image reference is one word of at most [`MAX_IMAGE`] bytes.
+    fn image(&mut self, ctx: &mut FileCtx) -> Option<Spanned<String>> {
+        let image = self.req_string(ctx, "image")?;
+        let s = image.get_ref();
+        let why = if s.is_empty() {
+            "must not be empty".to_string()
+        } else if s.len() > MAX_IMAGE {
+            format!(
+                "is {} bytes long; an image reference is at most {MAX_IMAGE}",
+                s.len()
+            )
+        } else if s.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            "must not contain spaces or control characters".to_string()
+        } else {
+            return Some(image);
+        };
+        ctx.err(&image.span(), format!("invalid `image` {}: {why}", q(s)));
+        None
     }
 
     fn port(&mut self, ctx: &mut FileCtx, key: &'static str, required: bool) -> Option<u16> {
@@ -204,14 +294,19 @@ impl<'t, 'i> Fields<'t, 'i> {
         .and_then(|n| u16::try_from(n).ok())
     }
 
-    fn quantity(&mut self, ctx: &mut FileCtx, key: &'static str) -> Option<String> {
+    fn quantity(
+        &mut self,
+        ctx: &mut FileCtx,
+        key: &'static str,
+        unit: quantity::Unit,
+    ) -> Option<String> {
         let s = self.string(ctx, key)?;
-        match check_quantity(s.get_ref()) {
+        match quantity::check(s.get_ref(), unit) {
             Ok(()) => Some(s.into_inner()),
             Err(why) => {
                 ctx.err(
                     &s.span(),
-                    format!("invalid quantity for `{key}`: {:?} {why}", s.get_ref()),
+                    format!("invalid quantity for `{key}`: {} {why}", q(s.get_ref())),
                 );
                 None
             }
@@ -241,8 +336,8 @@ impl<'t, 'i> Fields<'t, 'i> {
         }
         let list: Vec<String> = options.iter().map(|(n, _)| format!("{n:?}")).collect();
         let mut msg = format!(
-            "invalid `{key}` {:?}: expected one of {}",
-            s.get_ref(),
+            "invalid `{key}` {}: expected one of {}",
+            q(s.get_ref()),
             list.join(", ")
         );
         if let Some(near) = suggest(s.get_ref(), options.iter().map(|(n, _)| *n)) {
@@ -252,42 +347,15 @@ impl<'t, 'i> Fields<'t, 'i> {
         None
     }
 
-    /// A table of string → string, each key a label key and each value a label value.
+    /// A table of labels (or annotations) under `key`.
     fn labels(
         &mut self,
         ctx: &mut FileCtx,
         key: &'static str,
+        kind: MetaMap,
     ) -> Option<Spanned<BTreeMap<String, String>>> {
         let v = self.get(key)?;
-        let DeValue::Table(t) = v.get_ref() else {
-            Self::type_error(ctx, key, "a table of labels", v);
-            return None;
-        };
-        let mut out = BTreeMap::new();
-        let mut ok = true;
-        for (k, val) in t.iter() {
-            let DeValue::String(s) = val.get_ref() else {
-                Self::type_error(ctx, &format!("{key}.{}", k.get_ref()), "a string", val);
-                ok = false;
-                continue;
-            };
-            if let Err(why) = names::label_key(k.get_ref()) {
-                ctx.err(
-                    &k.span(),
-                    format!("invalid label key {:?} in `{key}`: {why}", k.get_ref()),
-                );
-                ok = false;
-            }
-            if let Err(why) = names::label_value(s) {
-                ctx.err(
-                    &val.span(),
-                    format!("invalid label value {s:?} in `{key}`: {why}"),
-                );
-                ok = false;
-            }
-            out.insert(k.get_ref().to_string(), s.to_string());
-        }
-        ok.then(|| Spanned::new(v.span(), out))
+        meta_map(ctx, key, v, kind).map(|m| Spanned::new(v.span(), m))
     }
 
     fn finish(self, ctx: &mut FileCtx) {
@@ -296,7 +364,9 @@ impl<'t, 'i> Fields<'t, 'i> {
             if self.known.contains(&key) {
                 continue;
             }
-            let msg = match suggest(key, self.known.iter().copied()) {
+            let near = suggest(key, self.known.iter().copied());
+            let key = short(key);
+            let msg = match near {
                 Some(near) => format!(
                     "unknown field `{key}` in {} (did you mean `{near}`?)",
                     self.what
@@ -312,16 +382,67 @@ impl<'t, 'i> Fields<'t, 'i> {
     }
 }
 
-/// Kubernetes quantity syntax and a non-negative value (kube_quantity parses it the way
-/// the apiserver does, overflow included).
-pub(super) fn check_quantity(s: &str) -> Result<(), String> {
-    let parsed: kube_quantity::ParsedQuantity = s.to_string().try_into().map_err(|_| {
-        "(expected a Kubernetes quantity such as \"500m\", \"2\" or \"4Gi\")".to_string()
-    })?;
-    if parsed.to_string().starts_with('-') {
-        return Err("(must not be negative)".to_string());
+/// What a table of strings holds, for its key and value rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum MetaMap {
+    /// Labels an object is selected by (a node-selector): any valid label.
+    Labels,
+    /// Labels driftless writes itself, or selects Pods with: its own keys are refused.
+    OwnLabels,
+    /// Annotations driftless writes: its own keys are refused; values are free text.
+    OwnAnnotations,
+}
+
+/// A table of string → string under `key`: label keys, and label values unless these are
+/// annotations. Every bad entry is reported.
+fn meta_map(
+    ctx: &mut FileCtx,
+    key: &str,
+    v: &Value,
+    kind: MetaMap,
+) -> Option<BTreeMap<String, String>> {
+    let noun = match kind {
+        MetaMap::Labels | MetaMap::OwnLabels => "label",
+        MetaMap::OwnAnnotations => "annotation",
+    };
+    let DeValue::Table(t) = v.get_ref() else {
+        Fields::type_error(ctx, key, &format!("a table of {noun}s"), v);
+        return None;
+    };
+    let mut out = BTreeMap::new();
+    let mut ok = true;
+    for (k, val) in t.iter() {
+        let name = k.get_ref();
+        let DeValue::String(s) = val.get_ref() else {
+            Fields::type_error(ctx, &format!("{key}.{}", short(name)), "a string", val);
+            ok = false;
+            continue;
+        };
+        if let Err(why) = names::label_key(name) {
+            ctx.err(
+                &k.span(),
+                format!("invalid {noun} key {} in `{key}`: {why}", q(name)),
+            );
+            ok = false;
+        } else if kind != MetaMap::Labels && names::is_driftless_key(name) {
+            ctx.err(
+                &k.span(),
+                format!("{noun} `{name}` in `{key}` is set by driftless; remove it"),
+            );
+            ok = false;
+        }
+        if kind != MetaMap::OwnAnnotations
+            && let Err(why) = names::label_value(s)
+        {
+            ctx.err(
+                &val.span(),
+                format!("invalid {noun} value {} in `{key}`: {why}", q(s)),
+            );
+            ok = false;
+        }
+        out.insert(name.to_string(), s.to_string());
     }
-    Ok(())
+    ok.then_some(out)
 }
 
 fn namespace_field(
@@ -335,7 +456,7 @@ fn namespace_field(
             if let Err(why) = names::dns1123_label(ns.get_ref()) {
                 ctx.err(
                     &ns.span(),
-                    format!("invalid namespace {:?}: {why}", ns.get_ref()),
+                    format!("invalid namespace {}: {why}", q(ns.get_ref())),
                 );
             }
             let ns = ns.into_inner();
@@ -350,9 +471,18 @@ fn namespace_field(
 pub(super) fn file(ctx: &mut FileCtx, text: &str) -> Vec<Found> {
     let (root, syntax) = DeTable::parse_recoverable(text);
     if !syntax.is_empty() {
-        for e in syntax {
+        // A file of garbage gives an error per token: only those shown are formatted.
+        let shown = super::MAX_ERRORS_PER_FILE.saturating_sub(ctx.count());
+        ctx.dropped_errors += syntax.len().saturating_sub(shown);
+        for e in syntax.into_iter().take(shown) {
             let span = e.span().unwrap_or(0..0);
             let msg = e.message().trim().replace('\n', "; ");
+            // The parser's own words for its nesting limit say little to a user.
+            let msg = if msg.contains("recursion") {
+                "nested too deeply (arrays, inline tables or dotted keys)".to_string()
+            } else {
+                msg
+            };
             ctx.err(&span, format!("invalid TOML: {msg}"));
         }
         return Vec::new();
@@ -367,7 +497,7 @@ pub(super) fn file(ctx: &mut FileCtx, text: &str) -> Vec<Found> {
         match v.get_ref() {
             DeValue::String(s) => match names::dns1123_label(s) {
                 Ok(()) => file_ns = Some(s.to_string()),
-                Err(why) => ctx.err(&v.span(), format!("invalid namespace {s:?}: {why}")),
+                Err(why) => ctx.err(&v.span(), format!("invalid namespace {}: {why}", q(s))),
             },
             other => ctx.err(
                 &v.span(),
@@ -403,7 +533,9 @@ pub(super) fn file(ctx: &mut FileCtx, text: &str) -> Vec<Found> {
             }
             None => {
                 let known = Kind::ALL.iter().map(|k| k.as_str()).chain(["namespace"]);
-                let msg = match suggest(key, known) {
+                let near = suggest(key, known);
+                let key = short(key);
+                let msg = match near {
                     Some(near) => format!("unknown kind `{key}` (did you mean `{near}`?)"),
                     None => format!(
                         "unknown kind `{key}`; a file holds `namespace` and tables of workspace, elasticweb, localservice or manifest"
@@ -423,7 +555,7 @@ fn spec(
     body: &Value,
     file_ns: Option<&str>,
 ) -> Option<Found> {
-    let what = format!("{kind} `{}`", name.get_ref());
+    let what = format!("{kind} `{}`", short(name.get_ref()));
     let DeValue::Table(table) = body.get_ref() else {
         ctx.err(
             &body.span(),
@@ -434,16 +566,24 @@ fn spec(
         );
         return None;
     };
-    let errors_before = ctx.errors.len();
+    let errors_before = ctx.count();
     // Every workload kind names a Service after the spec, hence DNS-1035 (starts with a letter).
     if let Err(why) = names::dns1035_label(name.get_ref()) {
         ctx.err(
             &name.span(),
-            format!("invalid {kind} name {:?}: {why}", name.get_ref()),
+            format!("invalid {kind} name {}: {why}", q(name.get_ref())),
+        );
+    } else if kind == Kind::LocalService && name.get_ref().len() > MAX_LOCALSERVICE_NAME {
+        ctx.err(
+            &name.span(),
+            format!(
+                "invalid localservice name {}: must be at most {MAX_LOCALSERVICE_NAME} characters (is {}), leaving room for the node in each Service's name",
+                q(name.get_ref()),
+                name.get_ref().len()
+            ),
         );
     }
     let mut f = Fields::new(table, what, name.span());
-    let mut node_port = None;
     let (namespace, body) = match kind {
         Kind::Workspace => {
             let (_, ns) = namespace_field(ctx, &mut f, file_ns, defaults::WORKSPACE_NAMESPACE);
@@ -451,9 +591,7 @@ fn spec(
         }
         Kind::ElasticWeb => {
             let (_, ns) = namespace_field(ctx, &mut f, file_ns, defaults::NAMESPACE);
-            let web = elasticweb(ctx, &mut f);
-            node_port = web.as_ref().and_then(|w| w.port);
-            (ns, web.map(SpecBody::ElasticWeb))
+            (ns, elasticweb(ctx, &mut f).map(SpecBody::ElasticWeb))
         }
         Kind::LocalService => {
             let (_, ns) = namespace_field(ctx, &mut f, file_ns, defaults::NAMESPACE);
@@ -463,31 +601,30 @@ fn spec(
     };
     f.finish(ctx);
     let body = body?;
-    (ctx.errors.len() == errors_before).then(|| Found {
+    (ctx.count() == errors_before).then(|| Found {
         kind,
         name: name.get_ref().to_string(),
         namespace: Some(namespace),
         at: ctx.loc(name.span().start),
         body,
-        node_port,
     })
 }
 
 fn workspace(ctx: &mut FileCtx, f: &mut Fields) -> Option<Workspace> {
-    let image = f.req_string(ctx, "image");
+    let image = f.image(ctx);
     let port = f
         .port(ctx, "port", false)
         .unwrap_or_else(defaults::workspace_port);
-    let cpu = f.quantity(ctx, "cpu");
-    let memory = f.quantity(ctx, "memory");
-    let storage = f.quantity(ctx, "storage");
+    let cpu = f.quantity(ctx, "cpu", quantity::Unit::Cpu);
+    let memory = f.quantity(ctx, "memory", quantity::Unit::Bytes);
+    let storage = f.quantity(ctx, "storage", quantity::Unit::Bytes);
     let storage_class = f.string(ctx, "storage-class");
     if let Some(sc) = &storage_class
         && let Err(why) = names::dns1123_subdomain(sc.get_ref())
     {
         ctx.err(
             &sc.span(),
-            format!("invalid `storage-class` {:?}: {why}", sc.get_ref()),
+            format!("invalid `storage-class` {}: {why}", q(sc.get_ref())),
         );
     }
     let storage_class = storage_class.map(Spanned::into_inner);
@@ -495,12 +632,22 @@ fn workspace(ctx: &mut FileCtx, f: &mut Fields) -> Option<Workspace> {
         .choice(ctx, "access-mode", &AccessMode::ALL)
         .unwrap_or_default();
     let mount_path = match f.string(ctx, "mount-path") {
+        Some(p) if p.get_ref().len() > MAX_PATH => {
+            ctx.err(
+                &p.span(),
+                format!(
+                    "`mount-path` is {} bytes long; a path is at most {MAX_PATH}",
+                    p.get_ref().len()
+                ),
+            );
+            None
+        }
         Some(p) if !p.get_ref().starts_with('/') => {
             ctx.err(
                 &p.span(),
                 format!(
-                    "`mount-path` must be an absolute path, found {:?}",
-                    p.get_ref()
+                    "`mount-path` must be an absolute path, found {}",
+                    q(p.get_ref())
                 ),
             );
             None
@@ -536,7 +683,7 @@ fn workspace(ctx: &mut FileCtx, f: &mut Fields) -> Option<Workspace> {
 }
 
 fn elasticweb(ctx: &mut FileCtx, f: &mut Fields) -> Option<ElasticWeb> {
-    let image = f.req_string(ctx, "image");
+    let image = f.image(ctx);
     let port = f
         .int(
             ctx,
@@ -564,10 +711,10 @@ fn elasticweb(ctx: &mut FileCtx, f: &mut Fields) -> Option<ElasticWeb> {
         "must be at least 0",
     );
     let cpu = f
-        .quantity(ctx, "cpu")
+        .quantity(ctx, "cpu", quantity::Unit::Cpu)
         .unwrap_or_else(defaults::elasticweb_cpu);
     let memory = f
-        .quantity(ctx, "memory")
+        .quantity(ctx, "memory", quantity::Unit::Bytes)
         .unwrap_or_else(defaults::elasticweb_memory);
     let adopt = f.boolean(ctx, "adopt").unwrap_or(false);
     let web = ElasticWeb {
@@ -597,7 +744,7 @@ fn elasticweb(ctx: &mut FileCtx, f: &mut Fields) -> Option<ElasticWeb> {
 
 fn localservice(ctx: &mut FileCtx, f: &mut Fields) -> Option<LocalService> {
     let header = f.header.clone();
-    let selector = match f.labels(ctx, "selector") {
+    let selector = match f.labels(ctx, "selector", MetaMap::OwnLabels) {
         Some(s) if s.get_ref().is_empty() => {
             ctx.err(
                 &s.span(),
@@ -617,7 +764,7 @@ fn localservice(ctx: &mut FileCtx, f: &mut Fields) -> Option<LocalService> {
         }
     };
     let node_selector = f
-        .labels(ctx, "node-selector")
+        .labels(ctx, "node-selector", MetaMap::Labels)
         .map(Spanned::into_inner)
         .unwrap_or_default();
     let type_ = f.choice(ctx, "type", &ServiceType::ALL).unwrap_or_default();
@@ -654,7 +801,7 @@ fn ports(ctx: &mut FileCtx, what: &str, v: &Value) -> Option<Vec<ServicePort>> {
         ctx.err(&v.span(), "`ports` must list at least one port");
         return None;
     }
-    let errors_before = ctx.errors.len();
+    let errors_before = ctx.count();
     let mut out = Vec::new();
     for (i, item) in items.iter().enumerate() {
         let DeValue::Table(t) = item.get_ref() else {
@@ -674,7 +821,7 @@ fn ports(ctx: &mut FileCtx, what: &str, v: &Value) -> Option<Vec<ServicePort>> {
         {
             ctx.err(
                 &n.span(),
-                format!("invalid port name {:?}: {why}", n.get_ref()),
+                format!("invalid port name {}: {why}", q(n.get_ref())),
             );
         }
         let port = f.port(ctx, "port", true);
@@ -684,18 +831,22 @@ fn ports(ctx: &mut FileCtx, what: &str, v: &Value) -> Option<Vec<ServicePort>> {
                 DeValue::String(s) => match names::dns1123_label(s) {
                     Ok(()) if s.len() <= 15 => Some(TargetPort::Name(s.to_string())),
                     _ => {
-                        ctx.err(&tv.span(), format!("invalid `target-port` name {s:?}: must be a port name of at most 15 lowercase letters, digits and '-'"));
+                        ctx.err(&tv.span(), format!("invalid `target-port` name {}: must be a port name of at most 15 lowercase letters, digits and '-'", q(s)));
                         None
                     }
                 },
                 other => match integer(other) {
-                    Some(n) if (1..=65535).contains(&n) => {
+                    Some(Ok(n)) if (1..=65535).contains(&n) => {
                         u16::try_from(n).ok().map(TargetPort::Number)
                     }
-                    Some(n) => {
+                    Some(_) => {
+                        let written = ctx.text.get(tv.span()).unwrap_or_default();
                         ctx.err(
                             &tv.span(),
-                            format!("`target-port` must be a port between 1 and 65535 (is {n})"),
+                            format!(
+                                "`target-port` must be a port between 1 and 65535 (is {})",
+                                short(written)
+                            ),
                         );
                         None
                     }
@@ -746,7 +897,7 @@ fn ports(ctx: &mut FileCtx, what: &str, v: &Value) -> Option<Vec<ServicePort>> {
             }
         }
     }
-    (ctx.errors.len() == errors_before).then(|| out.into_iter().map(Spanned::into_inner).collect())
+    (ctx.count() == errors_before).then(|| out.into_iter().map(Spanned::into_inner).collect())
 }
 
 fn manifests(ctx: &mut FileCtx, v: &Value, file_ns: Option<&str>, found: &mut Vec<Found>) {
@@ -768,7 +919,6 @@ fn manifests(ctx: &mut FileCtx, v: &Value, file_ns: Option<&str>, found: &mut Ve
                 namespace: file_ns.map(str::to_string),
                 at: ctx.loc(item.span().start),
                 body: SpecBody::Manifest(m),
-                node_port: None,
             });
         }
     }
@@ -785,7 +935,7 @@ fn manifest(ctx: &mut FileCtx, item: &Value) -> Option<Manifest> {
         );
         return None;
     };
-    let errors_before = ctx.errors.len();
+    let errors_before = ctx.count();
     let mut f = Fields::new(t, "manifest".to_string(), item.span());
     let api_version = f.req_string(ctx, "apiVersion");
     let kind = f.req_string(ctx, "kind");
@@ -800,7 +950,10 @@ fn manifest(ctx: &mut FileCtx, item: &Value) -> Option<Manifest> {
                     match (k.get_ref().as_ref(), val.get_ref()) {
                         ("name", DeValue::String(s)) => {
                             if let Err(why) = names::dns1123_subdomain(s) {
-                                ctx.err(&val.span(), format!("invalid metadata.name {s:?}: {why}"));
+                                ctx.err(
+                                    &val.span(),
+                                    format!("invalid metadata.name {}: {why}", q(s)),
+                                );
                             }
                             name = Some(s.to_string());
                         }
@@ -808,7 +961,7 @@ fn manifest(ctx: &mut FileCtx, item: &Value) -> Option<Manifest> {
                             if let Err(why) = names::dns1123_label(s) {
                                 ctx.err(
                                     &val.span(),
-                                    format!("invalid metadata.namespace {s:?}: {why}"),
+                                    format!("invalid metadata.namespace {}: {why}", q(s)),
                                 );
                             }
                             namespace = Some(s.to_string());
@@ -821,6 +974,16 @@ fn manifest(ctx: &mut FileCtx, item: &Value) -> Option<Manifest> {
                                 type_name(other)
                             ),
                         ),
+                        (map @ ("labels" | "annotations"), _) => {
+                            let kind = if map == "labels" {
+                                MetaMap::OwnLabels
+                            } else {
+                                MetaMap::OwnAnnotations
+                            };
+                            if let Some(m) = meta_map(ctx, &format!("metadata.{map}"), val, kind) {
+                                meta_rest.insert(map.to_string(), serde_json::json!(m));
+                            }
+                        }
                         (other, _) => {
                             if let Some(j) = to_json(ctx, val) {
                                 meta_rest.insert(other.to_string(), j);
@@ -857,15 +1020,18 @@ fn manifest(ctx: &mut FileCtx, item: &Value) -> Option<Manifest> {
         ctx.err(
             &api_version.span(),
             format!(
-                "invalid apiVersion {:?}: expected VERSION or GROUP/VERSION",
-                api_version.get_ref()
+                "invalid apiVersion {}: expected VERSION or GROUP/VERSION",
+                q(api_version.get_ref())
             ),
         );
     }
     if kind.get_ref().is_empty() || !kind.get_ref().chars().all(|c| c.is_ascii_alphanumeric()) {
-        ctx.err(&kind.span(), format!("invalid kind {:?}", kind.get_ref()));
+        ctx.err(&kind.span(), format!("invalid kind {}", q(kind.get_ref())));
     }
-    (ctx.errors.len() == errors_before).then(|| Manifest {
+    if ctx.count() != errors_before {
+        return None;
+    }
+    let m = Manifest {
         api_version: api_version.into_inner(),
         kind: kind.into_inner(),
         metadata: ManifestMetadata {
@@ -874,7 +1040,21 @@ fn manifest(ctx: &mut FileCtx, item: &Value) -> Option<Manifest> {
             rest: meta_rest,
         },
         rest,
-    })
+    };
+    let size = serde_json::to_vec(&m.to_json()).map_or(usize::MAX, |v| v.len());
+    if size > MAX_OBJECT_BYTES {
+        ctx.err(
+            &item.span(),
+            format!(
+                "manifest {}/{} is {size} bytes as JSON, more than the {} KiB the apiserver stores for one object",
+                m.kind,
+                m.metadata.name,
+                MAX_OBJECT_BYTES >> 10
+            ),
+        );
+        return None;
+    }
+    Some(m)
 }
 
 fn to_json(ctx: &mut FileCtx, v: &Value) -> Option<serde_json::Value> {
@@ -883,7 +1063,8 @@ fn to_json(ctx: &mut FileCtx, v: &Value) -> Option<serde_json::Value> {
         DeValue::String(s) => J::String(s.to_string()),
         DeValue::Boolean(b) => J::Bool(*b),
         DeValue::Datetime(d) => J::String(d.to_string()),
-        DeValue::Integer(_) => match integer(v.get_ref()).and_then(|n| i64::try_from(n).ok()) {
+        DeValue::Integer(_) => match integer(v.get_ref()).and_then(|n| i64::try_from(n.ok()?).ok())
+        {
             Some(n) => J::from(n),
             None => {
                 ctx.err(

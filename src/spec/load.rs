@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 
+use super::Policy;
 use super::extract::{self, FileCtx, Found};
 use super::{
     Kind, Location, Spec, SpecBody, SpecError, SpecErrors, SpecId, SpecTree, defaults_for_manifest,
@@ -16,8 +17,13 @@ pub struct SourceFile {
     pub contents: Vec<u8>,
 }
 
-/// No spec file is this large; a bigger one is a mistake (or an attack), not a spec.
-pub const MAX_FILE_BYTES: usize = 8 << 20;
+/// No spec file is this large; a bigger one is a mistake (or an attack), not a spec. It
+/// is refused unread (the readers stop one byte past the limit).
+pub const MAX_FILE_BYTES: usize = 4 << 20;
+
+/// Errors reported per file: past these, one line says how many more there are. A file of
+/// garbage would otherwise give millions of lines.
+pub const MAX_ERRORS_PER_FILE: usize = 100;
 
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
@@ -30,10 +36,15 @@ pub enum LoadError {
     Invalid(#[from] SpecErrors),
 }
 
-/// Loads and validates the tree under `root`.
+/// Loads and validates the tree under `root` with the default [`Policy`].
 pub fn load_dir(root: &Path) -> Result<SpecTree, LoadError> {
+    load_dir_with(root, &Policy::default())
+}
+
+/// Loads and validates the tree under `root`.
+pub fn load_dir_with(root: &Path, policy: &Policy) -> Result<SpecTree, LoadError> {
     let files = read_dir(root)?;
-    Ok(parse_files(&files)?)
+    Ok(parse_files_with(&files, policy)?)
 }
 
 /// Every `*.toml` under `root`, recursively, sorted by path. Hidden files and
@@ -138,9 +149,14 @@ fn walk(
     }
 }
 
+/// Validates a set of spec files as one tree with the default [`Policy`].
+pub fn parse_files(files: &[SourceFile]) -> Result<SpecTree, SpecErrors> {
+    parse_files_with(files, &Policy::default())
+}
+
 /// Validates a set of spec files as one tree: every error of every file, in file order,
 /// or the tree.
-pub fn parse_files(files: &[SourceFile]) -> Result<SpecTree, SpecErrors> {
+pub fn parse_files_with(files: &[SourceFile], policy: &Policy) -> Result<SpecTree, SpecErrors> {
     let mut errors = Vec::new();
     let mut found = Vec::new();
     for f in files {
@@ -153,7 +169,7 @@ pub fn parse_files(files: &[SourceFile]) -> Result<SpecTree, SpecErrors> {
             errors.push(SpecError {
                 at: start,
                 message: format!(
-                    "file is larger than {} MiB; not a spec file",
+                    "file is larger than {} MiB, the limit for a spec file; not read",
                     MAX_FILE_BYTES >> 20
                 ),
             });
@@ -166,20 +182,38 @@ pub fn parse_files(files: &[SourceFile]) -> Result<SpecTree, SpecErrors> {
                 let ctx = FileCtx::new(&f.path, valid);
                 errors.push(SpecError {
                     at: ctx.loc(valid.len()),
-                    message: "file is not valid UTF-8".into(),
+                    message: "file is not valid UTF-8: binary data, or text in another encoding; a spec file is UTF-8 TOML".into(),
                 });
                 continue;
             }
         };
         let mut ctx = FileCtx::new(&f.path, text);
+        if let Some(nul) = text.find('\0') {
+            errors.push(SpecError {
+                at: ctx.loc(nul),
+                message: "file contains a NUL byte: binary data, not a TOML text file".into(),
+            });
+            continue;
+        }
         found.extend(extract::file(&mut ctx, text));
+        let more = ctx.dropped_errors;
+        let end = ctx.loc(text.len());
         errors.extend(ctx.errors);
+        if more > 0 {
+            errors.push(SpecError {
+                at: end,
+                message: format!(
+                    "{more} more errors in this file not shown (only the first {MAX_ERRORS_PER_FILE} are)"
+                ),
+            });
+        }
     }
 
     let scopes = crd_scopes(&found);
     let mut specs = Vec::with_capacity(found.len());
     let mut ids: BTreeMap<SpecId, Location> = BTreeMap::new();
-    let mut node_ports: BTreeMap<u16, (SpecId, Location)> = BTreeMap::new();
+    let mut node_ports: BTreeMap<(u16, String), (SpecId, Location)> = BTreeMap::new();
+    let mut objects: BTreeMap<ObjectKey, (SpecId, Location)> = BTreeMap::new();
     for f in found {
         let id = match &f.body {
             SpecBody::Manifest(m) => {
@@ -203,15 +237,49 @@ pub fn parse_files(files: &[SourceFile]) -> Result<SpecTree, SpecErrors> {
             });
             continue;
         }
-        if let Some(port) = f.node_port {
-            if let Some((other, at)) = node_ports.get(&port) {
+        let mut ok = true;
+        for ns in written_namespaces(&id, &f.body) {
+            if !policy.allows(ns) {
                 errors.push(SpecError {
                     at: f.at.clone(),
-                    message: format!("NodePort {port} is already used by {other} at {at}"),
+                    message: format!(
+                        "namespace {ns:?} is protected; driftless writes there only with --allow-namespace {ns}"
+                    ),
                 });
-                continue;
+                ok = false;
             }
-            node_ports.insert(port, (id.clone(), f.at.clone()));
+        }
+        for (port, protocol) in node_ports_of(&f.body) {
+            let key = (port, protocol);
+            if let Some((other, at)) = node_ports.get(&key) {
+                let shown = match key.1.as_str() {
+                    "TCP" => port.to_string(),
+                    p => format!("{port}/{p}"),
+                };
+                errors.push(SpecError {
+                    at: f.at.clone(),
+                    message: format!("NodePort {shown} is already used by {other} at {at}"),
+                });
+                ok = false;
+            } else {
+                node_ports.insert(key, (id.clone(), f.at.clone()));
+            }
+        }
+        for key in rendered_objects(&id, &f.body) {
+            if let Some((other, at)) = objects.get(&key) {
+                errors.push(SpecError {
+                    at: f.at.clone(),
+                    message: format!(
+                        "{key} is also rendered by {other} at {at}; rename one of them"
+                    ),
+                });
+                ok = false;
+            } else {
+                objects.insert(key, (id.clone(), f.at.clone()));
+            }
+        }
+        if !ok {
+            continue;
         }
         ids.insert(id.clone(), f.at.clone());
         specs.push(Spec {
@@ -227,6 +295,94 @@ pub fn parse_files(files: &[SourceFile]) -> Result<SpecTree, SpecErrors> {
         errors.sort();
         errors.dedup();
         Err(SpecErrors(errors))
+    }
+}
+
+/// The namespaces a spec writes into: its own (none when cluster-scoped), or the one a
+/// Namespace manifest is.
+fn written_namespaces<'a>(id: &'a SpecId, body: &'a SpecBody) -> Vec<&'a str> {
+    match body {
+        SpecBody::Manifest(m) if m.group().is_empty() && m.kind == "Namespace" => {
+            vec![m.metadata.name.as_str()]
+        }
+        _ if id.namespace.is_empty() => Vec::new(),
+        _ => vec![id.namespace.as_str()],
+    }
+}
+
+/// The NodePorts a spec asks for, with their protocol: an elasticweb's `port`, and the
+/// `nodePort`s a Service manifest sets (the apiserver allocates the rest).
+fn node_ports_of(body: &SpecBody) -> Vec<(u16, String)> {
+    match body {
+        SpecBody::ElasticWeb(e) => e.port.map(|p| (p, "TCP".to_string())).into_iter().collect(),
+        SpecBody::Manifest(m) if m.group().is_empty() && m.kind == "Service" => m
+            .rest
+            .get("spec")
+            .and_then(|s| s.get("ports"))
+            .and_then(|p| p.as_array())
+            .into_iter()
+            .flatten()
+            .filter_map(|p| {
+                let port = u16::try_from(p.get("nodePort")?.as_u64()?).ok()?;
+                let protocol = p.get("protocol").and_then(|p| p.as_str()).unwrap_or("TCP");
+                Some((port, protocol.to_string()))
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// One object's identity: `Kind[.group] namespace/name`, as messages show it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+struct ObjectKey {
+    group: String,
+    kind: String,
+    namespace: String,
+    name: String,
+}
+
+impl std::fmt::Display for ObjectKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.kind)?;
+        if !self.group.is_empty() {
+            write!(f, ".{}", self.group)?;
+        }
+        match self.namespace.as_str() {
+            "" => write!(f, " {}", self.name),
+            ns => write!(f, " {ns}/{}", self.name),
+        }
+    }
+}
+
+/// The objects a spec renders whatever the cluster's nodes (a localservice's per-node
+/// Services depend on them: rendering checks those). Kept in step with `render::kinds`;
+/// tests/hostile.rs checks each kind against the renderer.
+fn rendered_objects(id: &SpecId, body: &SpecBody) -> Vec<ObjectKey> {
+    let key = |group: &str, kind: &str| ObjectKey {
+        group: group.to_string(),
+        kind: kind.to_string(),
+        namespace: id.namespace.clone(),
+        name: id.name.clone(),
+    };
+    match body {
+        SpecBody::Workspace(w) => {
+            let mut out = vec![key("", "Service")];
+            if w.storage.is_some() {
+                out.push(key("", "PersistentVolumeClaim"));
+            }
+            if w.state == super::model::WorkspaceState::Running {
+                out.push(key("", "Pod"));
+            }
+            out
+        }
+        SpecBody::ElasticWeb(_) => vec![key("apps", "Deployment"), key("", "Service")],
+        SpecBody::LocalService(_) => Vec::new(),
+        SpecBody::Manifest(m) => vec![ObjectKey {
+            group: m.group().to_string(),
+            kind: m.kind.clone(),
+            namespace: id.namespace.clone(),
+            name: m.metadata.name.clone(),
+        }],
     }
 }
 

@@ -5,13 +5,66 @@ mod extract;
 mod load;
 pub mod model;
 pub mod names;
+pub mod quantity;
 pub mod schema;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-pub use load::{LoadError, MAX_FILE_BYTES, SourceFile, load_dir, parse_files, read_dir};
+pub use load::{
+    LoadError, MAX_ERRORS_PER_FILE, MAX_FILE_BYTES, SourceFile, load_dir, load_dir_with,
+    parse_files, parse_files_with, read_dir,
+};
 pub use model::{ElasticWeb, LocalService, Manifest, Workspace};
+
+/// Namespaces no spec writes into unless the tree's [`Policy`] allows it: the control
+/// plane's own, and driftless's (its inventory and Lease live there by default).
+pub const PROTECTED_NAMESPACES: [&str; 4] = [
+    "kube-system",
+    "kube-public",
+    "kube-node-lease",
+    "driftless-system",
+];
+
+/// What a tree may do beyond the rules every tree follows. The default refuses writes into
+/// [`PROTECTED_NAMESPACES`]; an operator allows one with `--allow-namespace NS`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policy {
+    /// Namespaces refused unless in `allow_namespaces`.
+    pub protected_namespaces: BTreeSet<String>,
+    /// Protected namespaces this tree may write into anyway.
+    pub allow_namespaces: BTreeSet<String>,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Policy {
+            protected_namespaces: PROTECTED_NAMESPACES.map(String::from).into(),
+            allow_namespaces: BTreeSet::new(),
+        }
+    }
+}
+
+impl Policy {
+    /// The default policy, with these namespaces allowed.
+    pub fn allowing<I: IntoIterator<Item = S>, S: Into<String>>(namespaces: I) -> Self {
+        Policy {
+            allow_namespaces: namespaces.into_iter().map(Into::into).collect(),
+            ..Policy::default()
+        }
+    }
+
+    /// Also protects `namespace` (a non-default `--inventory-namespace`, say).
+    pub fn protect(mut self, namespace: impl Into<String>) -> Self {
+        self.protected_namespaces.insert(namespace.into());
+        self
+    }
+
+    /// Whether specs may write into `namespace` ("" for cluster-scoped objects: always).
+    pub fn allows(&self, namespace: &str) -> bool {
+        !self.protected_namespaces.contains(namespace) || self.allow_namespaces.contains(namespace)
+    }
+}
 
 /// The kinds of spec a file may hold, in the order they are documented.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

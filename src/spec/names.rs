@@ -88,6 +88,29 @@ pub fn label_key(s: &str) -> Result<(), String> {
     }
 }
 
+/// The domain of driftless's own label and annotation keys (`driftless.dev/instance`,
+/// `localservice.driftless.dev/node`, ...).
+pub const DRIFTLESS_DOMAIN: &str = "driftless.dev";
+
+/// Whether a label or annotation key is one driftless sets itself: its ownership marks
+/// (`app.kubernetes.io/managed-by`, and every key under `driftless.dev` or a subdomain of
+/// it). A spec that set one could claim another instance's objects, or make driftless's
+/// own selection wrong.
+pub fn is_driftless_key(key: &str) -> bool {
+    if key == crate::render::ownership::MANAGED_BY {
+        return true;
+    }
+    match key.split_once('/') {
+        Some((prefix, _)) => {
+            prefix == DRIFTLESS_DOMAIN
+                || prefix
+                    .strip_suffix(DRIFTLESS_DOMAIN)
+                    .is_some_and(|sub| sub.ends_with('.'))
+        }
+        None => false,
+    }
+}
+
 /// A label value: empty, or up to 63 alphanumerics, '-', '_', '.' starting and ending
 /// with an alphanumeric.
 pub fn label_value(s: &str) -> Result<(), String> {
@@ -197,6 +220,28 @@ mod tests {
         assert!(label_value("my_app.v1").is_ok());
         assert!(label_value("-x").is_err());
         assert!(label_value(&"x".repeat(64)).is_err());
+    }
+
+    #[test]
+    fn driftless_keys() {
+        use crate::render::ownership;
+        for key in [
+            ownership::MANAGED_BY,
+            ownership::INSTANCE,
+            ownership::SPEC,
+            ownership::NODE,
+            ownership::NODE_NAME,
+        ] {
+            assert!(is_driftless_key(key), "{key}");
+        }
+        for key in [
+            "app",
+            "app.kubernetes.io/name",
+            "notdriftless.dev/x",
+            "driftless.dev.example.com/x",
+        ] {
+            assert!(!is_driftless_key(key), "{key}");
+        }
     }
 
     #[test]
