@@ -227,6 +227,8 @@ pub struct RunArgs {
     /// Watch this directory of specs.
     #[arg(long, value_name = "PATH")]
     pub dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
     /// Sync from this git repository (credentials come from the environment, never argv).
     #[arg(long, value_name = "URL")]
     pub git: Option<String>,

@@ -90,6 +90,10 @@ pub async fn run(args: &RunArgs, global: &GlobalArgs, selection: &Selection) -> 
             .unwrap_or_else(|_| format!("driftless-{}", std::process::id())),
     });
     let cfg = daemon::Config {
+        policy: args
+            .policy
+            .policy()
+            .protect(&args.engine.inventory_namespace),
         source,
         resync: args.resync,
         status_file: args.status_file.clone(),

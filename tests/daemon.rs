@@ -895,3 +895,50 @@ async fn with_leader_election_only_the_leader_writes_and_a_standby_takes_over() 
     wait_replicas(&client, &ns, "x", 3).await;
     assert_eq!(second.stop(), Some(0));
 }
+
+#[tokio::test]
+async fn run_refuses_protected_namespaces_unless_allowed() {
+    let client = common::client().await;
+    let ns = common::namespace(&client, "run-protected").await;
+    let dir = tempfile::tempdir().unwrap();
+    let name = format!("x-{}", &ns[ns.len() - 8..]);
+    std::fs::write(
+        dir.path().join("cm.toml"),
+        format!(
+            "[[manifest]]\napiVersion = \"v1\"\nkind = \"ConfigMap\"\n\
+             metadata = {{ name = \"{name}\", namespace = \"kube-public\" }}\n\
+             data = {{ a = \"1\" }}\n"
+        ),
+    )
+    .unwrap();
+    let path = dir.path().to_string_lossy().to_string();
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
+        Api::namespaced(client.clone(), "kube-public");
+
+    let mut refused = Daemon::start(&ns, &["--dir", &path]);
+    let status = refused
+        .wait_status("the protected namespace reported", |s| {
+            s["errors"].as_array().is_some_and(|e| !e.is_empty())
+        })
+        .await;
+    let message = status["errors"][0]["message"].as_str().unwrap();
+    assert!(
+        message.contains("namespace \"kube-public\" is protected")
+            && message.contains("--allow-namespace kube-public"),
+        "{message}"
+    );
+    assert_eq!(status["revision_applied"], Value::Null);
+    assert!(cms.get_opt(&name).await.unwrap().is_none());
+    assert_eq!(refused.stop(), Some(0));
+
+    let mut allowed = Daemon::start(
+        &format!("{ns}-allowed"),
+        &["--dir", &path, "--allow-namespace", "kube-public"],
+    );
+    allowed
+        .wait_status("the ConfigMap applied", |s| s["revision_applied"].is_string())
+        .await;
+    let cm = cms.get(&name).await.unwrap();
+    assert_eq!(cm.data.unwrap()["a"], "1");
+    assert_eq!(allowed.stop(), Some(0));
+}

@@ -109,6 +109,7 @@ Register-ArgumentCompleter -Native -CommandName 'driftless' -ScriptBlock {
         }
         'driftless;run' {
             [CompletionResult]::new('--dir', '--dir', [CompletionResultType]::ParameterName, 'Watch this directory of specs')
+            [CompletionResult]::new('--allow-namespace', '--allow-namespace', [CompletionResultType]::ParameterName, 'Let specs write into this protected namespace (kube-system, kube-public, kube-node-lease, driftless-system and the inventory namespace are refused otherwise). Repeatable')
             [CompletionResult]::new('--git', '--git', [CompletionResultType]::ParameterName, 'Sync from this git repository (credentials come from the environment, never argv)')
             [CompletionResult]::new('--branch', '--branch', [CompletionResultType]::ParameterName, 'Branch to follow with --git (default: main)')
             [CompletionResult]::new('--tag', '--tag', [CompletionResultType]::ParameterName, 'Tag to follow with --git')

@@ -101,6 +101,7 @@ set edit:completion:arg-completer[driftless] = {|@words|
         }
         &'driftless;run'= {
             cand --dir 'Watch this directory of specs'
+            cand --allow-namespace 'Let specs write into this protected namespace (kube-system, kube-public, kube-node-lease, driftless-system and the inventory namespace are refused otherwise). Repeatable'
             cand --git 'Sync from this git repository (credentials come from the environment, never argv)'
             cand --branch 'Branch to follow with --git (default: main)'
             cand --tag 'Tag to follow with --git'

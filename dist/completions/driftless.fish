@@ -92,6 +92,7 @@ complete -c driftless -n "__fish_driftless_using_subcommand apply" -l wait -d 'W
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -s h -l help -d 'Print help'
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -s V -l version -d 'Print version'
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l dir -d 'Watch this directory of specs' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l allow-namespace -d 'Let specs write into this protected namespace (kube-system, kube-public, kube-node-lease, driftless-system and the inventory namespace are refused otherwise). Repeatable' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l git -d 'Sync from this git repository (credentials come from the environment, never argv)' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l branch -d 'Branch to follow with --git (default: main)' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l tag -d 'Tag to follow with --git' -r

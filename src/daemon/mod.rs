@@ -56,6 +56,8 @@ pub struct Config {
     /// A spec not ready this long after its revision was applied is reported failed.
     pub ready_timeout: Duration,
     pub sync_timeout: Duration,
+    /// Which namespaces the specs may write into (`--allow-namespace`).
+    pub policy: crate::spec::Policy,
     /// Record Kubernetes Events on the objects a sync changes (`--events`).
     pub events: bool,
     pub engine: apply::Options,
@@ -259,7 +261,7 @@ pub async fn run(
         tokio::select! {
             _ = stop.wait_for(|s| *s) => break,
             Some(update) = src_rx.recv() => {
-                if on_source(&mut state, update, &metrics) {
+                if on_source(&mut state, update, &metrics, &cfg.policy) {
                     queue.push(Key::Full, Instant::now());
                 }
                 // A standby is ready once warm: it serves metrics and waits to lead.
@@ -433,7 +435,12 @@ fn start_source(
 
 /// Takes a new revision: valid → it becomes current (returns true: sync it); invalid →
 /// its errors are reported and the last good revision stays in force.
-fn on_source(state: &mut State, update: SourceUpdate, metrics: &Metrics) -> bool {
+fn on_source(
+    state: &mut State,
+    update: SourceUpdate,
+    metrics: &Metrics,
+    policy: &crate::spec::Policy,
+) -> bool {
     match update {
         SourceUpdate::Failed { message } => {
             metrics.source_failed();
@@ -449,7 +456,7 @@ fn on_source(state: &mut State, update: SourceUpdate, metrics: &Metrics) -> bool
         SourceUpdate::Revision { id, files } => {
             state.revision_seen = Some(id.clone());
             state.seen_at = Some(Instant::now());
-            match crate::spec::parse_files(&files) {
+            match crate::spec::parse_files_with(&files, policy) {
                 Ok(tree) => {
                     tracing::info!(revision = %id, specs = tree.specs.len(), "new revision");
                     state.errors.clear();
