@@ -936,7 +936,9 @@ async fn run_refuses_protected_namespaces_unless_allowed() {
         &["--dir", &path, "--allow-namespace", "kube-public"],
     );
     allowed
-        .wait_status("the ConfigMap applied", |s| s["revision_applied"].is_string())
+        .wait_status("the ConfigMap applied", |s| {
+            s["revision_applied"].is_string()
+        })
         .await;
     let cm = cms.get(&name).await.unwrap();
     assert_eq!(cm.data.unwrap()["a"], "1");

@@ -310,6 +310,11 @@ struct StatusReader {
 
 impl StatusReader {
     fn start(path: &Path) -> StatusReader {
+        Self::every(path, Duration::from_millis(2))
+    }
+
+    /// A status of 5,000 specs is megabytes: parsing it every 2 ms would take a core.
+    fn every(path: &Path, pause: Duration) -> StatusReader {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
         let path = path.to_path_buf();
@@ -333,7 +338,7 @@ impl StatusReader {
                     Err(_) => {}
                 }
                 // Tight, yet leaving the two cores to the cluster and the daemon.
-                std::thread::sleep(Duration::from_millis(2));
+                std::thread::sleep(pause);
             }
             (reads, bad)
         });
@@ -989,4 +994,263 @@ async fn full_git_cache_disk_keeps_the_last_good_revision() {
     assert_converged(&client, &ns, &instance, &names(1..4)).await;
     reader.finish();
     drop(d);
+}
+
+// ---------------------------------------------------------------------------------------
+// Load
+
+/// Peak and current resident memory of a process, in MiB (VmHWM, VmRSS).
+fn memory_mib(pid: u32) -> (f64, f64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+            .map_or(0.0, |kb| kb / 1024.0)
+    };
+    (field("VmHWM:"), field("VmRSS:"))
+}
+
+impl Daemon {
+    fn pid(&self) -> u32 {
+        self.child.as_ref().expect("daemon started").id()
+    }
+}
+
+/// 5,000 specs (10,000 objects) synced by one daemon; then 500 saves in a minute. The
+/// daemon converges to the last save, its queue collapses the burst (one full sync at a
+/// time), and its memory after the burst is what it was before, give or take.
+#[tokio::test(flavor = "multi_thread")]
+async fn load_5000_specs_then_500_saves_in_a_minute() {
+    guard();
+    let client = common::client().await;
+    let ns = common::namespace(&client, "load-specs").await;
+    let instance = format!("load-specs-{}", &ns[ns.len() - 6..]);
+    let tmp = tempfile::tempdir().unwrap();
+    let specs = tmp.path().join("specs");
+    std::fs::create_dir_all(&specs).unwrap();
+    // 50 files of 100 specs, as a team's repository would split them.
+    for f in 0..50 {
+        write(
+            &specs.join(format!("web-{f:02}.toml")),
+            &webs(&ns, f * 100..(f + 1) * 100, 0),
+        );
+    }
+    let burst = |qps: u32| {
+        format!(
+            "namespace = \"{ns}\"\n[elasticweb.burst]\nimage = \"nginx:1.17.1\"\nsingle-pod-qps = 100\ntotal-qps = {qps}\n"
+        )
+    };
+    write(&specs.join("burst.toml"), &burst(0));
+    let status = tmp.path().join("status.json");
+    let dir = specs.display().to_string();
+    let mut d = Daemon::start(
+        &instance,
+        &status,
+        &tmp.path().join("cache"),
+        &tmp.path().join("log"),
+        &["--dir", &dir, "--resync", "1h"],
+    );
+    let reader = StatusReader::every(&status, Duration::from_millis(100));
+    let started = Instant::now();
+    d.wait_status("5,001 specs settled", |s| settled(s, 5001))
+        .await;
+    let first_sync = started.elapsed();
+    let (peak_synced, rss_synced) = memory_mib(d.pid());
+    let mut want = names(0..5000);
+    want.insert("burst".into());
+    assert_converged(&client, &ns, &instance, &want).await;
+    let syncs_before = d.metric("driftless_sync_total{result=\"success\"}");
+    let writes_before = d.metric("driftless_api_writes_total{verb=\"patch\"}");
+
+    // 500 saves in a minute: replicas 0, 1, 2, 0, ... and last 3.
+    let burst_started = Instant::now();
+    for i in 0..500u32 {
+        let qps = if i == 499 { 300 } else { (i % 3) * 100 };
+        write(&specs.join("burst.toml"), &burst(qps));
+        let due = Duration::from_millis(120) * (i + 1);
+        if let Some(rest) = due.checked_sub(burst_started.elapsed()) {
+            tokio::time::sleep(rest).await;
+        }
+    }
+    let burst_took = burst_started.elapsed();
+    common::eventually("the last save applied (3 replicas)", CONVERGE, || async {
+        let d = Api::<Deployment>::namespaced(client.clone(), &ns)
+            .get("burst")
+            .await
+            .map_err(|e| e.to_string())?;
+        match d.spec.and_then(|s| s.replicas) {
+            Some(3) => Ok(()),
+            r => Err(format!("replicas {r:?}")),
+        }
+    })
+    .await;
+    d.wait_status("the last save settled", |s| settled(s, 5001))
+        .await;
+    d.assert_alive("after the burst");
+    let (peak_after, rss_after) = memory_mib(d.pid());
+    let syncs = d.metric("driftless_sync_total{result=\"success\"}") - syncs_before;
+    let writes = d.metric("driftless_api_writes_total{verb=\"patch\"}") - writes_before;
+    eprintln!(
+        "load: 5,001 specs (10,002 objects) settled in {:.1} s, peak RSS {peak_synced:.0} MiB \
+         (RSS {rss_synced:.0} MiB); 500 saves in {:.1} s → {syncs} syncs, {writes} PATCHes; \
+         after: peak {peak_after:.0} MiB, RSS {rss_after:.0} MiB",
+        first_sync.as_secs_f64(),
+        burst_took.as_secs_f64()
+    );
+    // The burst collapsed: the queue holds one full sync at most, so there were fewer
+    // syncs than saves, and only the burst spec was written.
+    assert!(syncs < 500.0, "{syncs} syncs for 500 saves");
+    assert!(
+        writes <= 2.0 * syncs,
+        "{writes} PATCHes in {syncs} syncs: more than the burst spec's two objects each"
+    );
+    // Bounded: the burst did not grow the daemon beyond its size after the first sync.
+    assert!(
+        rss_after < rss_synced * 1.5 + 64.0,
+        "RSS grew from {rss_synced:.0} MiB to {rss_after:.0} MiB over the burst"
+    );
+    assert_converged(&client, &ns, &instance, &want).await;
+    reader.finish();
+}
+
+/// A storm of Pod events in a localservice's namespace (every patch of a Pod is an event
+/// to the daemon's Pod watch): the daemon keeps up — a Pod created during the storm is
+/// labelled with its node — and its memory stays bounded (the watch stream is pulled, so
+/// a slow consumer holds back the apiserver instead of queueing).
+#[tokio::test(flavor = "multi_thread")]
+async fn load_a_storm_of_pod_events_for_localservice() {
+    use k8s_openapi::api::core::v1::Pod;
+    use kube::api::{Patch, PatchParams, PostParams};
+    guard();
+    let client = common::client().await;
+    let ns = common::namespace(&client, "load-pods").await;
+    let instance = format!("load-pods-{}", &ns[ns.len() - 6..]);
+    let tmp = tempfile::tempdir().unwrap();
+    let specs = tmp.path().join("specs");
+    std::fs::create_dir_all(&specs).unwrap();
+    write(
+        &specs.join("local.toml"),
+        &format!(
+            "namespace = \"{ns}\"\n[localservice.storm]\nselector = {{ app = \"storm\" }}\n\
+             ports = [{{ name = \"http\", port = 80, target-port = 8080 }}]\n"
+        ),
+    );
+    let status = tmp.path().join("status.json");
+    let dir = specs.display().to_string();
+    let d = Daemon::start(
+        &instance,
+        &status,
+        &tmp.path().join("cache"),
+        &tmp.path().join("log"),
+        &["--dir", &dir],
+    );
+    let reader = StatusReader::start(&status);
+    d.wait_status("the localservice applied", |s| {
+        s["revision_applied"].is_string() && s["last_sync"]["result"] == "success"
+    })
+    .await;
+
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let pod = |name: String| -> Pod {
+        serde_json::from_value(serde_json::json!({
+            "metadata": {"name": name, "labels": {"app": "storm"}},
+            "spec": {"containers": [{"name": "c", "image": "nginx:1.17.1"}]}
+        }))
+        .unwrap()
+    };
+    const PODS: usize = 100;
+    for i in 0..PODS {
+        pods.create(&PostParams::default(), &pod(format!("p-{i}")))
+            .await
+            .unwrap();
+    }
+    let labelled = |want: usize| {
+        let pods = pods.clone();
+        async move {
+            let list = pods
+                .list(&ListParams::default().labels("localservice.driftless.dev/node"))
+                .await
+                .map_err(|e| e.to_string())?;
+            if list.items.len() >= want {
+                Ok(())
+            } else {
+                Err(format!("{} of {want} labelled", list.items.len()))
+            }
+        }
+    };
+    common::eventually("every Pod labelled with its node", CONVERGE, || {
+        labelled(PODS)
+    })
+    .await;
+    let (_, rss_before) = memory_mib(d.pid());
+
+    // The storm: annotation patches from 48 tasks for 30 s.
+    let stop = Arc::new(AtomicBool::new(false));
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for t in 0..48usize {
+        let pods = pods.clone();
+        let stop = stop.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let name = format!("p-{}", (t + n as usize * 48) % PODS);
+                let patch =
+                    serde_json::json!({"metadata": {"annotations": {"storm": n.to_string()}}});
+                if pods
+                    .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .is_ok()
+                {
+                    n += 1;
+                }
+            }
+            n
+        }));
+    }
+    // Mid-storm, a new Pod: the daemon must label it while the storm goes on.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    pods.create(&PostParams::default(), &pod("late".into()))
+        .await
+        .unwrap();
+    common::eventually("the Pod created mid-storm labelled", CONVERGE, || {
+        let pods = pods.clone();
+        async move {
+            let p = pods.get("late").await.map_err(|e| e.to_string())?;
+            if p.labels().contains_key("localservice.driftless.dev/node") {
+                Ok(())
+            } else {
+                Err("not labelled".into())
+            }
+        }
+    })
+    .await;
+    let labelled_at = started.elapsed();
+    if let Some(rest) = Duration::from_secs(30).checked_sub(started.elapsed()) {
+        tokio::time::sleep(rest).await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    let mut events = 0u64;
+    for t in tasks {
+        events += t.await.unwrap();
+    }
+    let took = started.elapsed().as_secs_f64();
+    let (peak, rss_after) = memory_mib(d.pid());
+    eprintln!(
+        "load: {events} Pod events in {took:.1} s ({:.0}/s); the Pod created at 10 s was \
+         labelled at {:.1} s; daemon RSS {rss_before:.0} → {rss_after:.0} MiB (peak {peak:.0})",
+        events as f64 / took,
+        labelled_at.as_secs_f64()
+    );
+    assert!(events > 0);
+    common::eventually("every Pod still labelled", CONVERGE, || labelled(PODS + 1)).await;
+    assert!(
+        rss_after < rss_before * 1.5 + 64.0,
+        "RSS grew from {rss_before:.0} MiB to {rss_after:.0} MiB during the storm"
+    );
+    let mut d = d;
+    d.assert_alive("after the storm");
+    reader.finish();
 }

@@ -117,6 +117,24 @@ struct State {
     status_failed: bool,
 }
 
+/// Hands memory freed by a sync back to the OS. A sync allocates and frees whole object
+/// trees; glibc keeps freed memory in per-thread arenas, and over a burst of saves at
+/// 5,000 specs the daemon's RSS grew from 380 to 650 MiB without it (the load test in
+/// tests/faults.rs). mimalloc instead raised the peak at 1,000 specs by a fifth.
+fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        unsafe extern "C" {
+            fn malloc_trim(pad: usize) -> i32;
+        }
+        // SAFETY: malloc_trim only returns free pages of glibc's heaps to the kernel; it
+        // takes the allocator's own locks and touches no memory of ours.
+        unsafe {
+            malloc_trim(0);
+        }
+    }
+}
+
 /// What the loop keeps of a live object: all of it but `metadata.managedFields`. Those
 /// are only read to hash our owned fields, which is done before an object is cached;
 /// they are the largest part of most objects (a tree of small maps), and keeping them
@@ -289,6 +307,7 @@ pub async fn run(
                     continue;
                 }
                 let outcome = sync(&engine, &mut state, &keys, &metrics, recorder.as_ref(), stop_rx.clone(), cfg.sync_timeout).await;
+                release_free_memory();
                 for (key, ok) in outcome {
                     if ok { queue.succeeded(&key); } else {
                         let delay = queue.failed(key.clone(), Instant::now());
@@ -555,7 +574,25 @@ async fn sync(
     let objects = match render::render(&tree, &facts) {
         Ok(o) => o,
         Err(e) => {
+            // Nothing applies and nothing is pruned; the status says why (a node joining
+            // can make two localservices' per-node Service names collide).
             tracing::error!(error = %e, "render failed");
+            let now_ts = Timestamp::now();
+            metrics.sync_finished(
+                "failed",
+                Duration::ZERO,
+                now_ts.as_millisecond() as f64 / 1000.0,
+            );
+            state.last_sync = Some(status::LastSync {
+                time: now_ts.to_string(),
+                result: "failed".into(),
+                duration_seconds: 0.0,
+                message: Some(format!("rendering the specs: {e}")),
+                applied: 0,
+                unchanged: 0,
+                pruned: 0,
+                failed: 0,
+            });
             return keys.iter().map(|k| (k.clone(), false)).collect();
         }
     };
