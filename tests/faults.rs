@@ -625,6 +625,14 @@ async fn apiserver_killed_mid_sync_and_restarted() {
         s["last_sync"]["result"] == "failed" && s["last_sync"]["message"].is_string()
     })
     .await;
+    d.wait_status("the unreachable API to be reported", |s| {
+        s["errors"].as_array().into_iter().flatten().any(|e| {
+            e["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("cannot reach the Kubernetes API"))
+        })
+    })
+    .await;
     d.assert_alive("while the apiserver was down");
     outage.end();
 

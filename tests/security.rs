@@ -1453,6 +1453,27 @@ async fn the_apiserver_certificate_is_verified() {
         },
     )
     .await;
+    // And says so in its status file, not only in its log.
+    common::eventually(
+        "the status file to name the certificate error",
+        WAIT,
+        || async {
+            let status = daemon.status().ok_or("no status file yet")?;
+            let said = status["errors"].as_array().into_iter().flatten().any(|e| {
+                let m = e["message"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_ascii_lowercase();
+                m.contains("cannot reach the kubernetes api") && m.contains("certificate")
+            });
+            if said {
+                Ok(())
+            } else {
+                Err(status.to_string())
+            }
+        },
+    )
+    .await;
     daemon.stop();
     assert!(configmaps.get_opt("plain").await.unwrap().is_none());
 

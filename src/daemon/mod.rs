@@ -115,6 +115,8 @@ struct State {
     /// The last status write failed (a read-only or full directory): retried each second,
     /// even when nothing changed, so the file catches up once it can be written.
     status_failed: bool,
+    /// Why the Node watch cannot reach the API, while it cannot.
+    cluster_error: Option<String>,
 }
 
 /// Hands memory freed by a sync back to the OS. A sync allocates and frees whole object
@@ -262,6 +264,7 @@ pub async fn run(
         health_dirty: true,
         active: *active_rx.borrow(),
         status_failed: false,
+        cluster_error: None,
     };
     let mut queue = Queue::default();
     let mut resync = tokio::time::interval_at(Instant::now() + cfg.resync, cfg.resync);
@@ -512,6 +515,12 @@ fn on_source(
 /// node change that matters.
 fn on_event(state: &mut State, ev: watch::Event, manager: &str) -> Option<Key> {
     match ev {
+        watch::Event::Cluster(error) => {
+            state.cluster_error = error;
+            // Written with the next refresh.
+            state.health_dirty = true;
+            None
+        }
         watch::Event::Nodes(nodes) => {
             state.nodes = nodes;
             state.nodes_known = true;
@@ -913,7 +922,17 @@ fn status_of(state: &State) -> status::StatusFile {
         revision_seen: state.revision_seen.clone(),
         revision_applied: state.revision_applied.clone(),
         last_sync: state.last_sync.clone(),
-        errors: state.errors.clone(),
+        errors: state
+            .errors
+            .iter()
+            .cloned()
+            .chain(state.cluster_error.iter().map(|e| status::SourceError {
+                file: None,
+                line: None,
+                column: None,
+                message: format!("cannot reach the Kubernetes API: {e}"),
+            }))
+            .collect(),
         specs,
         leader: Some(state.active),
     }

@@ -22,6 +22,9 @@ pub enum Event {
     Object(ObjKey, Option<Value>),
     /// The set of Nodes (names and labels) changed.
     Nodes(Vec<NodeFacts>),
+    /// The Node watch, always running, cannot reach the API (`Some`: why), or can again
+    /// (`None`): without it a daemon that never reached the cluster said nothing.
+    Cluster(Option<String>),
 }
 
 /// One watch task per owned kind, replaced as the set of kinds changes.
@@ -134,15 +137,26 @@ pub async fn watch_nodes(client: Client, tx: mpsc::Sender<Event>) {
     let mut nodes: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
     let mut listing: Option<BTreeMap<String, BTreeMap<String, String>>> = None;
     let mut sent: Option<BTreeMap<String, BTreeMap<String, String>>> = None;
+    let mut failing: Option<String> = None;
     loop {
         let ev = match events.try_next().await {
             Ok(Some(ev)) => ev,
             Ok(None) => return,
             Err(e) => {
-                tracing::warn!(error = %crate::cluster::error_text(&e), "node watch error");
+                let why = crate::cluster::error_text(&e);
+                tracing::warn!(error = %why, "node watch error");
+                if failing.as_ref() != Some(&why) {
+                    failing = Some(why.clone());
+                    if tx.send(Event::Cluster(Some(why))).await.is_err() {
+                        return;
+                    }
+                }
                 continue;
             }
         };
+        if failing.take().is_some() && tx.send(Event::Cluster(None)).await.is_err() {
+            return;
+        }
         match ev {
             watcher::Event::Init => listing = Some(BTreeMap::new()),
             watcher::Event::InitApply(n) => {
