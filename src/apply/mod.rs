@@ -538,41 +538,33 @@ impl Engine {
         // whole list of full objects was the largest allocation of a sync).
         let lists = futures::future::try_join_all(kinds.into_iter().map(|(what, r)| async move {
             let api = r.api_all(&self.client);
-            let mut out = Vec::new();
-            let mut lp = ListParams::default().labels(selector).limit(LIST_PAGE);
-            loop {
-                let page = match api.list(&lp).await {
-                    Ok(page) => page,
-                    Err(kube::Error::Api(e)) if e.code == 403 => {
-                        tracing::warn!(kind = %what, "may not list this kind; its objects are skipped");
-                        let why = format!(
-                            "forbidden: this identity may not list {} cluster-wide ({}); grant get/list/watch/create/patch/delete on it",
-                            r.resource.plural, e.message
-                        );
-                        return Ok(Err((what, why)));
-                    }
-                    Err(source) => return Err(ApplyError::List { what, source }),
+            let listed = list_map(&api, selector, |mut obj| {
+                // List items carry no apiVersion/kind of their own.
+                obj.types = Some(kube::core::TypeMeta {
+                    api_version: r.resource.api_version.clone(),
+                    kind: r.resource.kind.clone(),
+                });
+                let key = ObjKey {
+                    group: r.resource.group.clone(),
+                    kind: r.resource.kind.clone(),
+                    namespace: obj.metadata.namespace.clone().unwrap_or_default(),
+                    name: obj.metadata.name.clone().unwrap_or_default(),
                 };
-                for mut obj in page.items {
-                    // List items carry no apiVersion/kind of their own.
-                    obj.types = Some(kube::core::TypeMeta {
-                        api_version: r.resource.api_version.clone(),
-                        kind: r.resource.kind.clone(),
-                    });
-                    let key = ObjKey {
-                        group: r.resource.group.clone(),
-                        kind: r.resource.kind.clone(),
-                        namespace: obj.metadata.namespace.clone().unwrap_or_default(),
-                        name: obj.metadata.name.clone().unwrap_or_default(),
-                    };
-                    out.push((key, Live::of(obj, &self.opts.field_manager)));
+                (key, Live::of(obj, &self.opts.field_manager))
+            })
+            .await;
+            match listed {
+                Ok(items) => Ok(Ok(items)),
+                Err(kube::Error::Api(e)) if e.code == 403 => {
+                    tracing::warn!(kind = %what, "may not list this kind; its objects are skipped");
+                    let why = format!(
+                        "forbidden: this identity may not list {} cluster-wide ({}); grant get/list/watch/create/patch/delete on it",
+                        r.resource.plural, e.message
+                    );
+                    Ok(Err((what, why)))
                 }
-                match page.metadata.continue_ {
-                    Some(token) if !token.is_empty() => lp = lp.continue_token(&token),
-                    _ => break,
-                }
+                Err(source) => Err(ApplyError::List { what, source }),
             }
-            Ok(Ok(out))
         }))
         .await?;
         let mut out = HashMap::new();
@@ -620,17 +612,16 @@ impl Engine {
                     (!namespace.is_empty()).then_some(namespace.as_str()),
                 );
                 // A failed list leaves them unread; apply_one reads them itself.
-                if let Ok(items) = list_all(&api, "").await {
-                    let manager = &self.opts.field_manager;
-                    let mut existing: HashMap<String, Live> = items
-                        .into_iter()
-                        .map(|o| {
-                            (
-                                o.metadata.name.clone().unwrap_or_default(),
-                                Live::of(o, manager),
-                            )
-                        })
-                        .collect();
+                let manager = &self.opts.field_manager;
+                if let Ok(items) = list_map(&api, "", |o| {
+                    (
+                        o.metadata.name.clone().unwrap_or_default(),
+                        Live::of(o, manager),
+                    )
+                })
+                .await
+                {
+                    let mut existing: HashMap<String, Live> = items.into_iter().collect();
                     out.extend(
                         members
                             .iter()
@@ -1157,16 +1148,18 @@ fn namespaces_needed(planned: &[Planned<'_>]) -> BTreeSet<String> {
         .collect()
 }
 
-/// A full list, page by page.
-pub async fn list_all(
+/// A full list, page by page, each item passed through `f` before the next page is read
+/// (so a whole list of full objects is never held at once).
+pub async fn list_map<T>(
     api: &Api<DynamicObject>,
     selector: &str,
-) -> Result<Vec<DynamicObject>, kube::Error> {
+    mut f: impl FnMut(DynamicObject) -> T,
+) -> Result<Vec<T>, kube::Error> {
     let mut out = Vec::new();
     let mut lp = ListParams::default().labels(selector).limit(LIST_PAGE);
     loop {
         let page = api.list(&lp).await?;
-        out.extend(page.items);
+        out.extend(page.items.into_iter().map(&mut f));
         match page.metadata.continue_ {
             Some(token) if !token.is_empty() => lp = lp.continue_token(&token),
             _ => break,
