@@ -137,6 +137,29 @@ fn release_free_memory() {
     }
 }
 
+/// A sync that applied nothing: reported, and every key retried with backoff.
+fn failed_sync(
+    state: &mut State,
+    metrics: &Metrics,
+    keys: &[Key],
+    elapsed: Duration,
+    message: String,
+) -> Vec<(Key, bool)> {
+    let now = Timestamp::now();
+    metrics.sync_finished("failed", elapsed, now.as_millisecond() as f64 / 1000.0);
+    state.last_sync = Some(status::LastSync {
+        time: now.to_string(),
+        result: "failed".into(),
+        duration_seconds: elapsed.as_secs_f64(),
+        message: Some(message),
+        applied: 0,
+        unchanged: 0,
+        pruned: 0,
+        failed: 0,
+    });
+    keys.iter().map(|k| (k.clone(), false)).collect()
+}
+
 /// What the loop keeps of a live object: all of it but `metadata.managedFields`. Those
 /// are only read to hash our owned fields, which is done before an object is cached;
 /// they are the largest part of most objects (a tree of small maps), and keeping them
@@ -586,23 +609,8 @@ async fn sync(
             // Nothing applies and nothing is pruned; the status says why (a node joining
             // can make two localservices' per-node Service names collide).
             tracing::error!(error = %e, "render failed");
-            let now_ts = Timestamp::now();
-            metrics.sync_finished(
-                "failed",
-                Duration::ZERO,
-                now_ts.as_millisecond() as f64 / 1000.0,
-            );
-            state.last_sync = Some(status::LastSync {
-                time: now_ts.to_string(),
-                result: "failed".into(),
-                duration_seconds: 0.0,
-                message: Some(format!("rendering the specs: {e}")),
-                applied: 0,
-                unchanged: 0,
-                pruned: 0,
-                failed: 0,
-            });
-            return keys.iter().map(|k| (k.clone(), false)).collect();
+            let message = format!("rendering the specs: {e}");
+            return failed_sync(state, metrics, keys, Duration::ZERO, message);
         }
     };
     let specs: BTreeSet<SpecId> = keys
@@ -654,18 +662,7 @@ async fn sync(
         Ok(r) => r,
         Err(e) => {
             tracing::warn!(error = %e, "sync failed");
-            metrics.sync_finished("failed", elapsed, unix);
-            state.last_sync = Some(status::LastSync {
-                time: now_ts.to_string(),
-                result: "failed".into(),
-                duration_seconds: elapsed.as_secs_f64(),
-                message: Some(e),
-                applied: 0,
-                unchanged: 0,
-                pruned: 0,
-                failed: 0,
-            });
-            return keys.iter().map(|k| (k.clone(), false)).collect();
+            return failed_sync(state, metrics, keys, elapsed, e);
         }
     };
 
