@@ -164,6 +164,36 @@ fn sh(args: &[&str], path: &Path) {
     );
 }
 
+/// What every fault and load test starts from: the cluster, a namespace of its own, an
+/// instance named after it, and a temporary directory for specs, status, cache and log.
+struct Scene {
+    client: Client,
+    ns: String,
+    instance: String,
+    tmp: tempfile::TempDir,
+}
+
+impl Scene {
+    async fn new(prefix: &str) -> Scene {
+        guard();
+        let client = common::client().await;
+        let ns = common::namespace(&client, prefix).await;
+        let instance = format!("{prefix}-{}", &ns[ns.len() - 6..]);
+        Scene {
+            client,
+            ns,
+            instance,
+            tmp: tempfile::tempdir().unwrap(),
+        }
+    }
+}
+
+fn specs_dir(tmp: &tempfile::TempDir) -> PathBuf {
+    let specs = tmp.path().join("specs");
+    std::fs::create_dir_all(&specs).unwrap();
+    specs
+}
+
 // ---------------------------------------------------------------------------------------
 // The daemon under test
 
@@ -590,13 +620,13 @@ fn commit(work: &Path, msg: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn apiserver_killed_mid_sync_and_restarted() {
-    guard();
-    let client = common::client().await;
-    let ns = common::namespace(&client, "fault-api").await;
-    let instance = format!("fault-api-{}", &ns[ns.len() - 6..]);
-    let tmp = tempfile::tempdir().unwrap();
-    let specs = tmp.path().join("specs");
-    std::fs::create_dir_all(&specs).unwrap();
+    let Scene {
+        client,
+        ns,
+        instance,
+        tmp,
+    } = Scene::new("fault-api").await;
+    let specs = specs_dir(&tmp);
     write(&specs.join("web.toml"), &webs(&ns, 0..150, 0));
     let status = tmp.path().join("status.json");
     let dir = specs.display().to_string();
@@ -646,13 +676,13 @@ async fn apiserver_killed_mid_sync_and_restarted() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn etcd_down_for_30_seconds_during_a_change() {
-    guard();
-    let client = common::client().await;
-    let ns = common::namespace(&client, "fault-etcd").await;
-    let instance = format!("fault-etcd-{}", &ns[ns.len() - 6..]);
-    let tmp = tempfile::tempdir().unwrap();
-    let specs = tmp.path().join("specs");
-    std::fs::create_dir_all(&specs).unwrap();
+    let Scene {
+        client,
+        ns,
+        instance,
+        tmp,
+    } = Scene::new("fault-etcd").await;
+    let specs = specs_dir(&tmp);
     write(&specs.join("web.toml"), &webs(&ns, 0..40, 0));
     let status = tmp.path().join("status.json");
     let dir = specs.display().to_string();
@@ -697,13 +727,13 @@ async fn etcd_down_for_30_seconds_during_a_change() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn daemon_sigkilled_mid_apply_restarts_and_converges() {
-    guard();
-    let client = common::client().await;
-    let ns = common::namespace(&client, "fault-kill").await;
-    let instance = format!("fault-kill-{}", &ns[ns.len() - 6..]);
-    let tmp = tempfile::tempdir().unwrap();
-    let specs = tmp.path().join("specs");
-    std::fs::create_dir_all(&specs).unwrap();
+    let Scene {
+        client,
+        ns,
+        instance,
+        tmp,
+    } = Scene::new("fault-kill").await;
+    let specs = specs_dir(&tmp);
     write(&specs.join("web.toml"), &webs(&ns, 0..200, 0));
     let status = tmp.path().join("status.json");
     let dir = specs.display().to_string();
@@ -749,11 +779,12 @@ async fn daemon_sigkilled_mid_apply_restarts_and_converges() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn git_server_down_then_back() {
-    guard();
-    let client = common::client().await;
-    let ns = common::namespace(&client, "fault-git").await;
-    let instance = format!("fault-git-{}", &ns[ns.len() - 6..]);
-    let tmp = tempfile::tempdir().unwrap();
+    let Scene {
+        client,
+        ns,
+        instance,
+        tmp,
+    } = Scene::new("fault-git").await;
     let (_bare, work) = repo(tmp.path(), "specs.git");
     std::fs::write(work.join("web.toml"), webs(&ns, 0..3, 0)).unwrap();
     let c1 = commit(&work, "three");
@@ -807,11 +838,12 @@ async fn git_server_down_then_back() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn force_push_rewriting_history_converges_to_the_new_head() {
-    guard();
-    let client = common::client().await;
-    let ns = common::namespace(&client, "fault-force").await;
-    let instance = format!("fault-force-{}", &ns[ns.len() - 6..]);
-    let tmp = tempfile::tempdir().unwrap();
+    let Scene {
+        client,
+        ns,
+        instance,
+        tmp,
+    } = Scene::new("fault-force").await;
     let (_bare, work) = repo(tmp.path(), "specs.git");
     std::fs::write(work.join("web.toml"), webs(&ns, 0..2, 0)).unwrap();
     let a = commit(&work, "a");
@@ -864,13 +896,13 @@ async fn force_push_rewriting_history_converges_to_the_new_head() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn read_only_status_directory_is_survived_and_caught_up() {
-    guard();
-    let client = common::client().await;
-    let ns = common::namespace(&client, "fault-ro").await;
-    let instance = format!("fault-ro-{}", &ns[ns.len() - 6..]);
-    let tmp = tempfile::tempdir().unwrap();
-    let specs = tmp.path().join("specs");
-    std::fs::create_dir_all(&specs).unwrap();
+    let Scene {
+        client,
+        ns,
+        instance,
+        tmp,
+    } = Scene::new("fault-ro").await;
+    let specs = specs_dir(&tmp);
     write(&specs.join("web.toml"), &webs(&ns, 0..3, 0));
     let state = Tmpfs::mount(&tmp.path().join("state"), "4m");
     let status = state.0.join("status.json");
@@ -935,11 +967,12 @@ async fn read_only_status_directory_is_survived_and_caught_up() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn full_git_cache_disk_keeps_the_last_good_revision() {
-    guard();
-    let client = common::client().await;
-    let ns = common::namespace(&client, "fault-disk").await;
-    let instance = format!("fault-disk-{}", &ns[ns.len() - 6..]);
-    let tmp = tempfile::tempdir().unwrap();
+    let Scene {
+        client,
+        ns,
+        instance,
+        tmp,
+    } = Scene::new("fault-disk").await;
     let (_bare, work) = repo(tmp.path(), "specs.git");
     std::fs::write(work.join("web.toml"), webs(&ns, 0..3, 0)).unwrap();
     let c1 = commit(&work, "three");
@@ -1031,13 +1064,13 @@ impl Daemon {
 /// time), and its memory after the burst is what it was before, give or take.
 #[tokio::test(flavor = "multi_thread")]
 async fn load_5000_specs_then_500_saves_in_a_minute() {
-    guard();
-    let client = common::client().await;
-    let ns = common::namespace(&client, "load-specs").await;
-    let instance = format!("load-specs-{}", &ns[ns.len() - 6..]);
-    let tmp = tempfile::tempdir().unwrap();
-    let specs = tmp.path().join("specs");
-    std::fs::create_dir_all(&specs).unwrap();
+    let Scene {
+        client,
+        ns,
+        instance,
+        tmp,
+    } = Scene::new("load-specs").await;
+    let specs = specs_dir(&tmp);
     // 50 files of 100 specs, as a team's repository would split them.
     for f in 0..50 {
         write(
@@ -1131,13 +1164,13 @@ async fn load_5000_specs_then_500_saves_in_a_minute() {
 async fn load_a_storm_of_pod_events_for_localservice() {
     use k8s_openapi::api::core::v1::Pod;
     use kube::api::{Patch, PatchParams, PostParams};
-    guard();
-    let client = common::client().await;
-    let ns = common::namespace(&client, "load-pods").await;
-    let instance = format!("load-pods-{}", &ns[ns.len() - 6..]);
-    let tmp = tempfile::tempdir().unwrap();
-    let specs = tmp.path().join("specs");
-    std::fs::create_dir_all(&specs).unwrap();
+    let Scene {
+        client,
+        ns,
+        instance,
+        tmp,
+    } = Scene::new("load-pods").await;
+    let specs = specs_dir(&tmp);
     write(
         &specs.join("local.toml"),
         &format!(
