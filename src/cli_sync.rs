@@ -166,11 +166,12 @@ async fn wait(
 ) -> anyhow::Result<Vec<SpecHealth>> {
     let deadline = tokio::time::Instant::now() + timeout;
     let tty = std::io::stderr().is_terminal();
+    let expected = crate::health::expected(objects);
     loop {
         let observed = engine.observe(objects).await?;
         let health = crate::health::tree_health(
             &tree.specs,
-            objects,
+            &expected,
             &observed,
             k8s_openapi::jiff::Timestamp::now(),
         );

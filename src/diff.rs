@@ -318,7 +318,7 @@ impl Engine {
                 force,
                 ..PatchParams::apply(&self.opts.field_manager).dry_run()
             };
-            let mut pinned = body.clone();
+            let mut pinned = body.clone().into_owned();
             if let Some(rv) = live
                 .as_ref()
                 .and_then(|l| l["metadata"]["resourceVersion"].as_str())

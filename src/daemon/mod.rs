@@ -88,7 +88,10 @@ enum SourceUpdate {
 struct State {
     source_name: String,
     tree: Option<SpecTree>,
-    objects: Vec<Object>,
+    /// What the tree renders to, as readiness needs it (not the objects' bodies).
+    expected: Vec<health::Expected>,
+    /// The tree or the nodes changed since `expected` was rendered.
+    render_dirty: bool,
     /// The revision `tree` came from, once synced.
     revision_applied: Option<String>,
     /// The revision `tree` came from (synced or not yet).
@@ -160,15 +163,29 @@ fn failed_sync(
     keys.iter().map(|k| (k.clone(), false)).collect()
 }
 
-/// What the loop keeps of a live object: all of it but `metadata.managedFields`. Those
-/// are only read to hash our owned fields, which is done before an object is cached;
-/// they are the largest part of most objects (a tree of small maps), and keeping them
-/// for every owned object and Endpoints more than doubled the daemon's memory.
-fn slim(mut live: Value) -> Value {
-    if let Some(meta) = live.get_mut("metadata").and_then(Value::as_object_mut) {
-        meta.remove("managedFields");
-    }
-    live
+/// What the loop reads of the objects a sync returns: which object it is (for Events)
+/// and a CRD's group and kind (for its custom resources). Their live state comes from
+/// the watches; holding each written object until the sync ended was a fifth of the
+/// daemon's peak at 1,000 specs.
+fn identity_view(obj: Value) -> Value {
+    let crd = obj["kind"] == "CustomResourceDefinition";
+    serde_json::json!({
+        "apiVersion": obj["apiVersion"],
+        "kind": obj["kind"],
+        "metadata": {
+            "name": obj["metadata"]["name"],
+            "namespace": obj["metadata"]["namespace"],
+            "uid": obj["metadata"]["uid"],
+        },
+        "spec": if crd {
+            serde_json::json!({
+                "group": obj["spec"]["group"],
+                "names": {"kind": obj["spec"]["names"]["kind"]},
+            })
+        } else {
+            Value::Null
+        },
+    })
 }
 
 fn spec_of(live: &Value) -> Option<SpecId> {
@@ -252,10 +269,21 @@ pub async fn run(
 
     let (ev_tx, mut ev_rx) = mpsc::channel::<watch::Event>(1024);
     tokio::spawn(watch::watch_nodes(client.clone(), ev_tx.clone()));
-    let mut owned = watch::OwnedWatches::new(client.clone(), &cfg.engine.instance, ev_tx);
+    let mut owned = watch::OwnedWatches::new(
+        client.clone(),
+        &cfg.engine.instance,
+        &cfg.engine.field_manager,
+        ev_tx,
+    );
     let (selectors_tx, selectors_rx) = tokio_watch::channel(labeller::Selectors::new());
 
-    let engine = Engine::new(client.clone(), cfg.engine.clone());
+    let engine = Engine::new(
+        client.clone(),
+        apply::Options {
+            live_view: Some(identity_view),
+            ..cfg.engine.clone()
+        },
+    );
     let recorder = cfg
         .events
         .then(|| events::Events::new(client.clone(), &cfg.engine.instance));
@@ -269,7 +297,8 @@ pub async fn run(
     let mut state = State {
         source_name,
         tree: None,
-        objects: Vec::new(),
+        expected: Vec::new(),
+        render_dirty: true,
         revision_applied: None,
         revision_current: None,
         revision_seen: None,
@@ -296,6 +325,7 @@ pub async fn run(
     // default, does that): the loop would spend its time refreshing, not draining events.
     refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut writes_seen: BTreeMap<&'static str, u64> = BTreeMap::new();
+    let mut watching = false;
     let mut stop = stop_rx.clone();
 
     loop {
@@ -315,7 +345,7 @@ pub async fn run(
                 write_status(&cfg, &mut state, &metrics);
             }
             Some(ev) = ev_rx.recv() => {
-                if let Some(key) = on_event(&mut state, ev, &engine.opts.field_manager) {
+                if let Some(key) = on_event(&mut state, ev) {
                     // A short delay batches a burst of events into one sync.
                     queue.push(key, Instant::now() + Duration::from_millis(100));
                 }
@@ -332,6 +362,15 @@ pub async fn run(
                 if !state.active || state.tree.is_none() {
                     continue;
                 }
+                // The watches run before the first sync, so what it creates arrives as
+                // small events, not as one relist of everything after it. (Later, a kind
+                // new in a revision is watched from the end of its sync.)
+                if !watching {
+                    rerender(&engine.opts.instance, &mut state);
+                    let kinds = state.expected.iter().map(|e| (e.api_version.as_str(), e.key.kind.as_str()));
+                    owned.set(&engine.resolved_kinds(kinds).await);
+                    watching = true;
+                }
                 let outcome = sync(&engine, &mut state, &keys, &metrics, recorder.as_ref(), stop_rx.clone(), cfg.sync_timeout).await;
                 release_free_memory();
                 for (key, ok) in outcome {
@@ -346,7 +385,8 @@ pub async fn run(
                     metrics.add_api_writes(verb.as_str(), total - *seen);
                     *seen = total;
                 }
-                owned.set(&engine.resolved_kinds(&state.objects).await);
+                let kinds = state.expected.iter().map(|e| (e.api_version.as_str(), e.key.kind.as_str()));
+                owned.set(&engine.resolved_kinds(kinds).await);
                 let _ = selectors_tx.send(localservice_selectors(state.tree.as_ref()));
                 ready.store(true, Ordering::Relaxed);
                 write_status(&cfg, &mut state, &metrics);
@@ -380,7 +420,7 @@ pub async fn run(
     tracing::info!("shutting down");
     // The final status reflects every change already reported, not a stale copy.
     while let Ok(ev) = ev_rx.try_recv() {
-        on_event(&mut state, ev, &engine.opts.field_manager);
+        on_event(&mut state, ev);
     }
     state.health_dirty = true;
     refresh_health(&engine, &mut state, &metrics, cfg.ready_timeout).await;
@@ -506,6 +546,7 @@ fn on_source(
                     tracing::info!(revision = %id, specs = tree.specs.len(), "new revision");
                     state.errors.clear();
                     state.tree = Some(tree);
+                    state.render_dirty = true;
                     state.revision_current = Some(id);
                     state.latency_observed = false;
                     true
@@ -536,7 +577,7 @@ fn on_source(
 
 /// Folds a watch event into the state; returns a key to sync when it is drift or a
 /// node change that matters.
-fn on_event(state: &mut State, ev: watch::Event, manager: &str) -> Option<Key> {
+fn on_event(state: &mut State, ev: watch::Event) -> Option<Key> {
     match ev {
         watch::Event::Cluster(error) => {
             state.cluster_error = error;
@@ -545,6 +586,10 @@ fn on_event(state: &mut State, ev: watch::Event, manager: &str) -> Option<Key> {
             None
         }
         watch::Event::Nodes(nodes) => {
+            if state.nodes != nodes {
+                state.render_dirty = true;
+                state.health_dirty = true;
+            }
             state.nodes = nodes;
             state.nodes_known = true;
             let has_local = state.tree.as_ref().is_some_and(|t| {
@@ -559,7 +604,7 @@ fn on_event(state: &mut State, ev: watch::Event, manager: &str) -> Option<Key> {
             if key.group.is_empty() && key.kind == "Endpoints" {
                 let k = (key.namespace.clone(), key.name.clone());
                 match live {
-                    Some(v) => state.live.endpoints.insert(k, slim(v)),
+                    Some(w) => state.live.endpoints.insert(k, w.value),
                     None => state.live.endpoints.remove(&k),
                 };
                 return None;
@@ -567,14 +612,14 @@ fn on_event(state: &mut State, ev: watch::Event, manager: &str) -> Option<Key> {
             let recorded = state.recorded.get(&key).cloned();
             let drift = match (&live, &recorded) {
                 (None, Some(_)) => true,
-                (Some(v), Some((_, fields))) => &apply::owned_fields_hash(v, manager) != fields,
+                (Some(w), Some((_, fields))) => &w.fields != fields,
                 _ => false,
             };
             let spec = recorded
                 .map(|(s, _)| s)
-                .or_else(|| live.as_ref().and_then(spec_of));
+                .or_else(|| live.as_ref().and_then(|w| spec_of(&w.value)));
             match live {
-                Some(v) => state.live.objects.insert(key.clone(), slim(v)),
+                Some(w) => state.live.objects.insert(key.clone(), w.value),
                 None => state.live.objects.remove(&key),
             };
             if drift {
@@ -687,14 +732,11 @@ async fn sync(
             .insert(o.key.clone(), o.action.label().to_string());
         if !o.action.is_error()
             && let Some(fields) = o.fields.clone()
-            && let Some(live) = o.live.take()
         {
+            // Live state comes from the watches alone (they run before the first sync).
             state
                 .recorded
                 .insert(o.key.clone(), (o.spec.clone(), fields));
-            // The watches are the source of live state; a sync's copy (read when it started)
-            // only stands in until the watch reports the object, never over a newer event.
-            state.live.objects.entry(o.key.clone()).or_insert(live);
         }
     }
     if !full {
@@ -725,7 +767,8 @@ async fn sync(
         failed,
     });
     if full {
-        state.objects = objects;
+        state.expected = health::expected(&objects);
+        state.render_dirty = false;
         if state.revision_applied != state.revision_current {
             state.revision_applied = state.revision_current.clone();
             state.applied_at = Some(Instant::now());
@@ -746,6 +789,33 @@ async fn sync(
         .collect()
 }
 
+/// Brings `state.expected` up to the current tree and nodes; false when there is no
+/// tree or it does not render. Rendered again only when one of them changed: a render
+/// of every object each second was the daemon's largest allocation.
+fn rerender(instance: &str, state: &mut State) -> bool {
+    if !state.render_dirty {
+        return true;
+    }
+    let facts = render::Facts {
+        instance: instance.to_string(),
+        nodes: state.nodes.clone(),
+    };
+    let Some(tree) = &state.tree else {
+        return false;
+    };
+    match render::render(tree, &facts) {
+        Ok(objects) => {
+            state.expected = health::expected(&objects);
+            state.render_dirty = false;
+            true
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "render failed");
+            false
+        }
+    }
+}
+
 async fn refresh_health(
     engine: &Engine,
     state: &mut State,
@@ -759,20 +829,8 @@ async fn refresh_health(
     state.health_dirty = false;
     // Readiness is judged against what the current tree renders to, so an object not
     // applied yet reads as missing (never as "nothing to wait for").
-    let facts = render::Facts {
-        instance: engine.opts.instance.clone(),
-        nodes: state.nodes.clone(),
-    };
-    let rendered = match &state.tree {
-        Some(tree) => render::render(tree, &facts),
-        None => return,
-    };
-    match rendered {
-        Ok(objects) => state.objects = objects,
-        Err(e) => {
-            tracing::warn!(error = %e, "render failed");
-            return;
-        }
+    if !rerender(&engine.opts.instance, state) {
+        return;
     }
     let Some(tree) = &state.tree else { return };
     // Pods are read only for Deployments that are not ready: their reasons are the news.
@@ -780,8 +838,8 @@ async fn refresh_health(
     // every live object each second was the daemon's largest allocation.
     let mut observed = std::mem::take(&mut state.live);
     observed.pods.clear();
-    for o in state.objects.iter().filter(|o| o.kind == "Deployment") {
-        let key = ObjKey::of(o);
+    for o in state.expected.iter().filter(|o| o.key.kind == "Deployment") {
+        let key = o.key.clone();
         let not_ready = observed.objects.get(&key).is_some_and(|d| {
             health::kstatus::compute(Some(d), Timestamp::now()).status != Status::Current
         });
@@ -789,7 +847,8 @@ async fn refresh_health(
             observed.pods.insert(key, pods);
         }
     }
-    let mut healths = health::tree_health(&tree.specs, &state.objects, &observed, Timestamp::now());
+    let mut healths =
+        health::tree_health(&tree.specs, &state.expected, &observed, Timestamp::now());
     observed.pods.clear();
     state.live = observed;
     let overdue = state
@@ -862,10 +921,10 @@ fn status_of(state: &State) -> status::StatusFile {
     // spec and object was quadratic (seconds per status write at a few thousand specs).
     let health_by_id: HashMap<&str, &SpecHealth> =
         state.health.iter().map(|h| (h.id.as_str(), h)).collect();
-    let action_by_ref: HashMap<String, &String> = state
-        .objects
+    let action_by_ref: HashMap<&str, &String> = state
+        .expected
         .iter()
-        .filter_map(|obj| Some((obj.display_ref(), state.actions.get(&ObjKey::of(obj))?)))
+        .filter_map(|e| Some((e.display.as_str(), state.actions.get(&e.key)?)))
         .collect();
     let specs = state
         .tree
@@ -903,7 +962,9 @@ fn status_of(state: &State) -> status::StatusFile {
                                         status: format!("{:?}", o.status.status),
                                         reason: o.status.reason.clone(),
                                         message: o.status.message.clone(),
-                                        action: action_by_ref.get(&o.object).map(|a| (*a).clone()),
+                                        action: action_by_ref
+                                            .get(o.object.as_str())
+                                            .map(|a| (*a).clone()),
                                     })
                                     .collect()
                             })

@@ -14,12 +14,13 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::apply::{ObjKey, Resolved};
+use crate::health;
 use crate::render::{NodeFacts, ownership};
 
 #[derive(Debug)]
 pub enum Event {
     /// An owned object changed (`Some`) or went away (`None`).
-    Object(ObjKey, Option<Value>),
+    Object(ObjKey, Option<Watched>),
     /// The set of Nodes (names and labels) changed.
     Nodes(Vec<NodeFacts>),
     /// The Node watch, always running, cannot reach the API (`Some`: why), or can again
@@ -27,10 +28,21 @@ pub enum Event {
     Cluster(Option<String>),
 }
 
+/// A live object as the watch passes it on: its readiness view (`health::readiness_view`)
+/// and the hash of the fields our manager owns (taken from managedFields first). Cut down
+/// in the watch task, so a burst of events queued for a busy loop holds small objects.
+#[derive(Debug)]
+pub struct Watched {
+    pub value: Value,
+    pub fields: String,
+}
+
 /// One watch task per owned kind, replaced as the set of kinds changes.
 pub struct OwnedWatches {
     client: Client,
     selector: String,
+    /// Our field manager: whose owned fields the watch hashes.
+    manager: String,
     tx: mpsc::Sender<Event>,
     tasks: HashMap<String, JoinHandle<()>>,
 }
@@ -43,10 +55,11 @@ fn resource_id(r: &Resolved) -> String {
 }
 
 impl OwnedWatches {
-    pub fn new(client: Client, instance: &str, tx: mpsc::Sender<Event>) -> Self {
+    pub fn new(client: Client, instance: &str, manager: &str, tx: mpsc::Sender<Event>) -> Self {
         OwnedWatches {
             client,
             selector: format!("{}={instance}", ownership::INSTANCE),
+            manager: manager.to_string(),
             tx,
             tasks: HashMap::new(),
         }
@@ -71,6 +84,7 @@ impl OwnedWatches {
                 self.client.clone(),
                 r.clone(),
                 self.selector.clone(),
+                self.manager.clone(),
                 self.tx.clone(),
             );
             self.tasks.insert(id, tokio::spawn(task));
@@ -95,11 +109,18 @@ fn key_of(r: &Resolved, obj: &DynamicObject) -> ObjKey {
     }
 }
 
-async fn watch_kind(client: Client, r: Resolved, selector: String, tx: mpsc::Sender<Event>) {
+async fn watch_kind(
+    client: Client,
+    r: Resolved,
+    selector: String,
+    manager: String,
+    tx: mpsc::Sender<Event>,
+) {
     let api: Api<DynamicObject> = r.api_all(&client);
-    let mut events = watcher(api, watcher::Config::default().labels(&selector))
-        .default_backoff()
-        .boxed();
+    // Small pages: a page of full objects is held at once before each is cut down, and
+    // these lists run beside a sync.
+    let config = watcher::Config::default().labels(&selector).page_size(100);
+    let mut events = watcher(api, config).default_backoff().boxed();
     loop {
         let ev = match events.try_next().await {
             Ok(Some(ev)) => ev,
@@ -116,7 +137,13 @@ async fn watch_kind(client: Client, r: Resolved, selector: String, tx: mpsc::Sen
                     kind: r.resource.kind.clone(),
                 });
                 let key = key_of(&r, &obj);
-                Event::Object(key, serde_json::to_value(&obj).ok())
+                let fields = crate::apply::owned_fields_hash_of(&obj.metadata, &manager);
+                obj.metadata.managed_fields = None;
+                let watched = serde_json::to_value(&obj).ok().map(|v| Watched {
+                    value: health::readiness_view(v),
+                    fields,
+                });
+                Event::Object(key, watched)
             }
             watcher::Event::Delete(obj) => Event::Object(key_of(&r, &obj), None),
             watcher::Event::Init | watcher::Event::InitDone => continue,

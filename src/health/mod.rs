@@ -2,6 +2,7 @@
 //! and the figures each kind reports.
 
 pub mod kstatus;
+mod view;
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -10,6 +11,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 pub use kstatus::{ObjectStatus, Status};
+pub use view::readiness_view;
 
 use crate::apply::{ObjKey, Observed};
 use crate::render::{Object, ownership};
@@ -62,25 +64,53 @@ pub struct SpecHealth {
     pub objects: Vec<ObjectHealth>,
 }
 
-fn key_of(obj: &Object) -> ObjKey {
-    ObjKey::of(obj)
+/// What readiness needs of a rendered object: which object it is and its spec, not its
+/// body (the daemon keeps these for every object between syncs).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Expected {
+    pub spec: SpecId,
+    pub api_version: String,
+    pub key: ObjKey,
+    /// `Kind[.group] namespace/name`.
+    pub display: String,
+    /// A localservice's per-node Service: the node it serves.
+    pub node: Option<String>,
+}
+
+impl Expected {
+    pub fn of(obj: &Object) -> Expected {
+        Expected {
+            spec: obj.spec.clone(),
+            api_version: obj.api_version.clone(),
+            key: ObjKey::of(obj),
+            display: obj.display_ref(),
+            node: obj.body["metadata"]["annotations"][ownership::NODE_NAME]
+                .as_str()
+                .map(str::to_string),
+        }
+    }
+}
+
+/// `Expected::of` each object.
+pub fn expected(objects: &[Object]) -> Vec<Expected> {
+    objects.iter().map(Expected::of).collect()
 }
 
 /// The health of one spec from the live state of its objects.
 pub fn spec_health(
     spec: &Spec,
-    objects: &[&Object],
+    objects: &[&Expected],
     observed: &Observed,
     now: Timestamp,
 ) -> SpecHealth {
-    let lives: Vec<(&Object, Option<&Value>)> = objects
+    let lives: Vec<(&Expected, Option<&Value>)> = objects
         .iter()
-        .map(|o| (*o, observed.objects.get(&key_of(o))))
+        .map(|o| (*o, observed.objects.get(&o.key)))
         .collect();
     let statuses: Vec<ObjectHealth> = lives
         .iter()
         .map(|(o, live)| ObjectHealth {
-            object: o.display_ref(),
+            object: o.display.clone(),
             status: kstatus::compute(*live, now),
         })
         .collect();
@@ -89,8 +119,8 @@ pub fn spec_health(
     // Unschedulable); the Deployment itself only says "Available: 0/3".
     let pod_failures: Vec<ObjectHealth> = lives
         .iter()
-        .filter(|(o, _)| o.kind == "Deployment")
-        .flat_map(|(o, _)| observed.pods.get(&key_of(o)).into_iter().flatten())
+        .filter(|(o, _)| o.key.kind == "Deployment")
+        .flat_map(|(o, _)| observed.pods.get(&o.key).into_iter().flatten())
         .map(|pod| ObjectHealth {
             object: format!(
                 "Pod {}/{}",
@@ -128,7 +158,7 @@ pub fn spec_health(
         SpecBody::Workspace(w) => {
             let pod = lives
                 .iter()
-                .find(|(o, _)| o.kind == "Pod")
+                .find(|(o, _)| o.key.kind == "Pod")
                 .and_then(|(_, l)| *l);
             let text = |v: Option<&Value>, ptr: &str| {
                 v.and_then(|p| p.pointer(ptr))
@@ -150,7 +180,7 @@ pub fn spec_health(
         SpecBody::ElasticWeb(e) => {
             let available = lives
                 .iter()
-                .find(|(o, _)| o.kind == "Deployment")
+                .find(|(o, _)| o.key.kind == "Deployment")
                 .and_then(|(_, l)| {
                     l.and_then(|d| d.pointer("/status/availableReplicas"))
                         .and_then(Value::as_u64)
@@ -165,15 +195,11 @@ pub fn spec_health(
         SpecBody::LocalService(_) => {
             let mut nodes = Vec::new();
             let mut ready_endpoints = BTreeMap::new();
-            for (o, _) in lives.iter().filter(|(o, _)| o.kind == "Service") {
-                let node = o.body["metadata"]["annotations"][ownership::NODE_NAME]
-                    .as_str()
-                    .unwrap_or(&o.name)
-                    .to_string();
-                let ns = o.namespace.clone().unwrap_or_default();
+            for (o, _) in lives.iter().filter(|(o, _)| o.key.kind == "Service") {
+                let node = o.node.clone().unwrap_or_else(|| o.key.name.clone());
                 let ready = observed
                     .endpoints
-                    .get(&(ns, o.name.clone()))
+                    .get(&(o.key.namespace.clone(), o.key.name.clone()))
                     .and_then(|ep| ep["subsets"].as_array())
                     .map(|subsets| {
                         subsets
@@ -207,13 +233,13 @@ pub fn spec_health(
 /// Every spec's health, in tree order.
 pub fn tree_health(
     specs: &[Spec],
-    objects: &[Object],
+    objects: &[Expected],
     observed: &Observed,
     now: Timestamp,
 ) -> Vec<SpecHealth> {
     // Objects grouped by spec in one pass (in their order): filtering all objects per
     // spec was quadratic, seconds per refresh at a few thousand specs.
-    let mut by_spec: HashMap<&SpecId, Vec<&Object>> = HashMap::with_capacity(specs.len());
+    let mut by_spec: HashMap<&SpecId, Vec<&Expected>> = HashMap::with_capacity(specs.len());
     for o in objects {
         by_spec.entry(&o.spec).or_default().push(o);
     }

@@ -138,7 +138,7 @@ pub async fn health_until(
         let observed = engine.observe(objects).await.map_err(|e| e.to_string())?;
         let h = driftless::health::tree_health(
             &tree.specs,
-            objects,
+            &driftless::health::expected(objects),
             &observed,
             k8s_openapi::jiff::Timestamp::now(),
         );
