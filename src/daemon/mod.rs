@@ -163,31 +163,6 @@ fn failed_sync(
     keys.iter().map(|k| (k.clone(), false)).collect()
 }
 
-/// What the loop reads of the objects a sync returns: which object it is (for Events)
-/// and a CRD's group and kind (for its custom resources). Their live state comes from
-/// the watches; holding each written object until the sync ended was a fifth of the
-/// daemon's peak at 1,000 specs.
-fn identity_view(obj: Value) -> Value {
-    let crd = obj["kind"] == "CustomResourceDefinition";
-    serde_json::json!({
-        "apiVersion": obj["apiVersion"],
-        "kind": obj["kind"],
-        "metadata": {
-            "name": obj["metadata"]["name"],
-            "namespace": obj["metadata"]["namespace"],
-            "uid": obj["metadata"]["uid"],
-        },
-        "spec": if crd {
-            serde_json::json!({
-                "group": obj["spec"]["group"],
-                "names": {"kind": obj["spec"]["names"]["kind"]},
-            })
-        } else {
-            Value::Null
-        },
-    })
-}
-
 fn spec_of(live: &Value) -> Option<SpecId> {
     let id = live["metadata"]["annotations"][render::ownership::SPEC].as_str()?;
     let mut parts = id.splitn(3, '/');
@@ -280,7 +255,8 @@ pub async fn run(
     let engine = Engine::new(
         client.clone(),
         apply::Options {
-            live_view: Some(identity_view),
+            // Stand-ins kept only as what readiness reads of them.
+            live_view: Some(health::readiness_view),
             ..cfg.engine.clone()
         },
     );
@@ -325,7 +301,6 @@ pub async fn run(
     // default, does that): the loop would spend its time refreshing, not draining events.
     refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut writes_seen: BTreeMap<&'static str, u64> = BTreeMap::new();
-    let mut watching = false;
     let mut stop = stop_rx.clone();
 
     loop {
@@ -361,15 +336,6 @@ pub async fn run(
                 }
                 if !state.active || state.tree.is_none() {
                     continue;
-                }
-                // The watches run before the first sync, so what it creates arrives as
-                // small events, not as one relist of everything after it. (Later, a kind
-                // new in a revision is watched from the end of its sync.)
-                if !watching {
-                    rerender(&engine.opts.instance, &mut state);
-                    let kinds = state.expected.iter().map(|e| (e.api_version.as_str(), e.key.kind.as_str()));
-                    owned.set(&engine.resolved_kinds(kinds).await);
-                    watching = true;
                 }
                 let outcome = sync(&engine, &mut state, &keys, &metrics, recorder.as_ref(), stop_rx.clone(), cfg.sync_timeout).await;
                 release_free_memory();
@@ -733,10 +699,14 @@ async fn sync(
         if !o.action.is_error()
             && let Some(fields) = o.fields.clone()
         {
-            // Live state comes from the watches alone (they run before the first sync).
             state
                 .recorded
                 .insert(o.key.clone(), (o.spec.clone(), fields));
+            // The watches are the source of live state; what a write returned only
+            // stands in until the watch reports the object, never over a newer event.
+            if let Some(live) = o.live.take() {
+                state.live.objects.entry(o.key.clone()).or_insert(live);
+            }
         }
     }
     if !full {
