@@ -648,10 +648,15 @@ impl Bench<'_> {
         };
         if !self.args.skips("noop") {
             eprintln!("run {r}: no-op resync");
+            // Each tool's no-op on a quiet cluster: right after a cold sync the
+            // controllers are still working through the new objects, which slowed
+            // whichever tool came first (driftless) against the one after it.
+            settle().await;
             let probe = CpuProbe::start();
             out.noop_driftless = Some(self.driftless_apply(&dir_d, &pd).await?);
             out.cpu.push(("noop/driftless".into(), probe.finish()));
             if with_kubectl {
+                settle().await;
                 let probe = CpuProbe::start();
                 out.noop_kubectl = Some(self.kubectl_apply(&yaml_k).await?);
                 out.cpu.push(("noop/kubectl".into(), probe.finish()));
@@ -1013,6 +1018,7 @@ impl Bench<'_> {
                     let dir = self.write_tree(&tree, &prefix, &Edits::default())?;
                     eprintln!("scaling: N={n}, run {r}: cold sync");
                     let (secs, _) = self.driftless_apply(&dir, &prefix).await?;
+                    settle().await;
                     let (noop_secs, writes) = self.driftless_apply(&dir, &prefix).await?;
                     if writes != 0 {
                         self.notes.push(format!(
@@ -1290,6 +1296,27 @@ fn cluster_pids() -> Vec<u32> {
         .flatten()
         .filter_map(|e| std::fs::read_to_string(e.path()).ok()?.trim().parse().ok())
         .collect()
+}
+
+/// Waits (up to 60 s) until the local cluster uses under a fifth of a core over half a
+/// second, so a measurement does not pay for the work the one before it left behind.
+async fn settle() {
+    let start = Instant::now();
+    while start.elapsed() < Duration::from_secs(60) {
+        let Some(before) = cluster_cpu_s() else {
+            return;
+        };
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        match cluster_cpu_s() {
+            Some(after) if (after - before) / 0.5 < 0.2 => {
+                eprintln!("cluster quiet after {:.1}s", start.elapsed().as_secs_f64());
+                return;
+            }
+            Some(_) => {}
+            None => return,
+        }
+    }
+    eprintln!("cluster still busy after 60 s; measuring anyway");
 }
 
 fn cluster_cpu_s() -> Option<f64> {
