@@ -1247,11 +1247,9 @@ pub(crate) fn fix_namespace<'a>(
     (Cow::Owned(body), namespace)
 }
 
-/// Objects per page when listing.
+/// Objects per page when listing, full or metadata only (each metadata item's
+/// managedFields still parse as JSON trees: a page of 2,000 held 13 MiB).
 const LIST_PAGE: u32 = 500;
-/// Objects per page of a metadata-only list: the same, since each item's managedFields
-/// are parsed as JSON trees (a page of 2,000 held 13 MiB).
-const META_PAGE: u32 = 500;
 
 /// The namespaces the namespaced objects of `planned` live in.
 fn namespaces_needed(planned: &[Planned<'_>]) -> BTreeSet<String> {
@@ -1268,19 +1266,9 @@ fn namespaces_needed(planned: &[Planned<'_>]) -> BTreeSet<String> {
 pub async fn list_map<T>(
     api: &Api<DynamicObject>,
     selector: &str,
-    mut f: impl FnMut(DynamicObject) -> T,
+    f: impl FnMut(DynamicObject) -> T,
 ) -> Result<Vec<T>, kube::Error> {
-    let mut out = Vec::new();
-    let mut lp = ListParams::default().labels(selector).limit(LIST_PAGE);
-    loop {
-        let page = api.list(&lp).await?;
-        out.extend(page.items.into_iter().map(&mut f));
-        match page.metadata.continue_ {
-            Some(token) if !token.is_empty() => lp = lp.continue_token(&token),
-            _ => break,
-        }
-    }
-    Ok(out)
+    paged(selector, |lp| async move { api.list(&lp).await }, f).await
 }
 
 /// `list_map` of metadata only (`PartialObjectMetadataList`).
@@ -1289,11 +1277,28 @@ async fn list_meta_map<T>(
     selector: &str,
     mut f: impl FnMut(ObjectMeta) -> T,
 ) -> Result<Vec<T>, kube::Error> {
+    paged(
+        selector,
+        |lp| async move { api.list_metadata(&lp).await },
+        |item| f(item.metadata),
+    )
+    .await
+}
+
+/// The paging loop both lists share: `fetch` reads one page for the given parameters.
+async fn paged<I: Clone, T, Fut>(
+    selector: &str,
+    mut fetch: impl FnMut(ListParams) -> Fut,
+    mut f: impl FnMut(I) -> T,
+) -> Result<Vec<T>, kube::Error>
+where
+    Fut: std::future::Future<Output = Result<kube::core::ObjectList<I>, kube::Error>>,
+{
     let mut out = Vec::new();
-    let mut lp = ListParams::default().labels(selector).limit(META_PAGE);
+    let mut lp = ListParams::default().labels(selector).limit(LIST_PAGE);
     loop {
-        let page = api.list_metadata(&lp).await?;
-        out.extend(page.items.into_iter().map(|item| f(item.metadata)));
+        let page = fetch(lp.clone()).await?;
+        out.extend(page.items.into_iter().map(&mut f));
         match page.metadata.continue_ {
             Some(token) if !token.is_empty() => lp = lp.continue_token(&token),
             _ => break,
