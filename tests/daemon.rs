@@ -290,10 +290,47 @@ async fn dir_mode_applies_saves_prunes_and_keeps_the_last_good_revision() {
     )
     .unwrap();
     wait_replicas(&client, &ns, "a", 3).await;
+    // Only the spec the save changed was synced: the others' objects were not even read.
+    let applied = |s: &Value, revision: &str| {
+        s["revision_applied"] == s["revision_seen"] && s["revision_applied"] != revision
+    };
+    let status = daemon
+        .wait_status("the save applied", |s| applied(s, &first_revision))
+        .await;
+    let second_revision = status["revision_applied"].as_str().unwrap().to_string();
+    let objects_of_a = status["specs"]
+        .as_array()
+        .and_then(|specs| specs.iter().find(|s| s["id"] == id("a")))
+        .and_then(|a| a["objects"].as_array())
+        .map_or(0, Vec::len);
+    let last = &status["last_sync"];
+    assert!(objects_of_a > 0, "{status}");
+    assert_eq!(
+        (
+            last["applied"].as_u64(),
+            last["unchanged"].as_u64(),
+            last["pruned"].as_u64()
+        ),
+        (Some(1), Some(objects_of_a as u64 - 1), Some(0)),
+        "one changed Deployment, and no other spec's objects: {last}"
+    );
 
-    // Delete a file: its spec's objects are pruned.
+    // Delete a file: its spec's objects are pruned (by a sync of that spec alone).
     std::fs::remove_file(specs.join("c.toml")).unwrap();
     wait_gone(&Api::<Deployment>::namespaced(client.clone(), &ns), "c").await;
+    let status = daemon
+        .wait_status("the removal applied", |s| applied(s, &second_revision))
+        .await;
+    let last = &status["last_sync"];
+    assert_eq!(
+        (
+            last["applied"].as_u64(),
+            last["unchanged"].as_u64(),
+            last["pruned"].as_u64()
+        ),
+        (Some(0), Some(0), Some(objects_of_a as u64)),
+        "c's objects (as many as a's) pruned, nothing else touched: {last}"
+    );
 
     // A broken file: reported with its position; nothing of that revision applies. (The
     // broken file is written first: every state the watch may see is then invalid.)

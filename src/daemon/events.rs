@@ -73,7 +73,8 @@ impl Events {
                     format!("spec {}: {m}", o.spec),
                 ),
             };
-            let live = o.live.as_ref();
+            let live = o.live.as_ref().map(crate::apply::Packed::value);
+            let live = live.as_ref();
             let api_version = live.and_then(|l| l["apiVersion"].as_str());
             let uid = live.and_then(|l| l["metadata"]["uid"].as_str());
             out.push((

@@ -87,7 +87,11 @@ enum SourceUpdate {
 /// Everything the loop knows.
 struct State {
     source_name: String,
-    tree: Option<SpecTree>,
+    /// Shared with the sync that applies it (no copy of the tree per sync).
+    tree: Option<Arc<SpecTree>>,
+    /// While a revision is applied spec by spec (only the specs it changed): those not
+    /// synced yet. `revision_applied` moves to the revision once this is empty.
+    pending: Option<BTreeSet<SpecId>>,
     /// What the tree renders to, as readiness needs it (not the objects' bodies).
     expected: Vec<health::Expected>,
     /// The tree or the nodes changed since `expected` was rendered.
@@ -273,6 +277,7 @@ pub async fn run(
     let mut state = State {
         source_name,
         tree: None,
+        pending: None,
         expected: Vec::new(),
         render_dirty: true,
         revision_applied: None,
@@ -310,8 +315,8 @@ pub async fn run(
         tokio::select! {
             _ = stop.wait_for(|s| *s) => break,
             Some(update) = src_rx.recv() => {
-                if on_source(&mut state, update, &metrics, &cfg.policy) {
-                    queue.push(Key::Full, Instant::now());
+                for key in on_source(&mut state, update, &metrics, &cfg.policy) {
+                    queue.push(key, Instant::now());
                 }
                 // A standby is ready once warm: it serves metrics and waits to lead.
                 if !state.active && state.revision_seen.is_some() {
@@ -353,7 +358,7 @@ pub async fn run(
                 }
                 let kinds = state.expected.iter().map(|e| (e.api_version.as_str(), e.key.kind.as_str()));
                 owned.set(&engine.resolved_kinds(kinds).await);
-                let _ = selectors_tx.send(localservice_selectors(state.tree.as_ref()));
+                let _ = selectors_tx.send(localservice_selectors(state.tree.as_deref()));
                 ready.store(true, Ordering::Relaxed);
                 write_status(&cfg, &mut state, &metrics);
             }
@@ -486,12 +491,13 @@ fn start_source(
 
 /// Takes a new revision: valid → it becomes current (returns true: sync it); invalid →
 /// its errors are reported and the last good revision stays in force.
+/// Folds a source update into the state; returns what to sync.
 fn on_source(
     state: &mut State,
     update: SourceUpdate,
     metrics: &Metrics,
     policy: &crate::spec::Policy,
-) -> bool {
+) -> Vec<Key> {
     match update {
         SourceUpdate::Failed { message } => {
             metrics.source_failed();
@@ -502,7 +508,7 @@ fn on_source(
                 column: None,
                 message,
             }];
-            false
+            Vec::new()
         }
         SourceUpdate::Revision { id, files } => {
             state.revision_seen = Some(id.clone());
@@ -511,11 +517,37 @@ fn on_source(
                 Ok(tree) => {
                     tracing::info!(revision = %id, specs = tree.specs.len(), "new revision");
                     state.errors.clear();
-                    state.tree = Some(tree);
+                    // Only what changed is synced when the tree before this one was
+                    // applied (or is being applied spec by spec): the other specs'
+                    // objects are as last applied, and drift on them is a watch's to
+                    // report. Otherwise (the first revision, or one whose sync failed
+                    // outright) the whole tree.
+                    let incremental = state.tree.is_some()
+                        && state.revision_applied.is_some()
+                        && (state.pending.is_some()
+                            || state.revision_applied == state.revision_current);
+                    let keys = match state.tree.as_deref().filter(|_| incremental) {
+                        Some(old) => {
+                            let changed = changed_specs(old, &tree);
+                            let pending = state.pending.get_or_insert_with(BTreeSet::new);
+                            pending.extend(changed.iter().cloned());
+                            changed.into_iter().map(Key::Spec).collect()
+                        }
+                        None => {
+                            state.pending = None;
+                            vec![Key::Full]
+                        }
+                    };
+                    state.tree = Some(Arc::new(tree));
                     state.render_dirty = true;
                     state.revision_current = Some(id);
                     state.latency_observed = false;
-                    true
+                    if state.pending.as_ref().is_some_and(BTreeSet::is_empty) {
+                        // Nothing a spec says changed (a comment, a file moved).
+                        state.pending = None;
+                        mark_applied(state, metrics);
+                    }
+                    keys
                 }
                 Err(errors) => {
                     tracing::warn!(revision = %id, errors = errors.0.len(), "invalid revision; nothing applied");
@@ -534,9 +566,41 @@ fn on_source(
                         Duration::ZERO,
                         Timestamp::now().as_millisecond() as f64 / 1000.0,
                     );
-                    false
+                    Vec::new()
                 }
             }
+        }
+    }
+}
+
+/// The specs `new` adds, removes or changes relative to `old`.
+fn changed_specs(old: &SpecTree, new: &SpecTree) -> BTreeSet<SpecId> {
+    let before: HashMap<&SpecId, &crate::spec::Spec> =
+        old.specs.iter().map(|s| (&s.id, s)).collect();
+    let after: HashMap<&SpecId, &crate::spec::Spec> =
+        new.specs.iter().map(|s| (&s.id, s)).collect();
+    let mut out: BTreeSet<SpecId> = BTreeSet::new();
+    for (id, spec) in &after {
+        if before.get(id) != Some(spec) {
+            out.insert((*id).clone());
+        }
+    }
+    out.extend(
+        before
+            .keys()
+            .filter(|id| !after.contains_key(*id))
+            .map(|id| (*id).clone()),
+    );
+    out
+}
+
+/// The current revision is applied from now on.
+fn mark_applied(state: &mut State, metrics: &Metrics) {
+    if state.revision_applied != state.revision_current {
+        state.revision_applied = state.revision_current.clone();
+        state.applied_at = Some(Instant::now());
+        if let Some(rev) = &state.revision_applied {
+            metrics.set_revision(rev);
         }
     }
 }
@@ -583,7 +647,7 @@ fn on_event(state: &mut State, ev: watch::Event) -> Option<Key> {
             };
             let spec = recorded
                 .map(|(s, _)| s)
-                .or_else(|| live.as_ref().and_then(|w| spec_of(&w.value)));
+                .or_else(|| live.as_ref().and_then(|w| w.spec.clone()));
             match live {
                 Some(w) => state.live.objects.insert(key.clone(), w.value),
                 None => state.live.objects.remove(&key),
@@ -614,7 +678,30 @@ async fn sync(
         instance: engine.opts.instance.clone(),
         nodes: state.nodes.clone(),
     };
-    let objects = match render::render(&tree, &facts) {
+    let specs: BTreeSet<SpecId> = keys
+        .iter()
+        .filter_map(|k| match k {
+            Key::Spec(s) => Some(s.clone()),
+            Key::Full => None,
+        })
+        .collect();
+    // A whole sync renders every object; a sync of some specs renders only theirs
+    // (after checking, one spec at a time, that the tree as a whole still renders).
+    let rendered = if full {
+        render::render(&tree, &facts)
+    } else {
+        rerender(&engine.opts.instance, state).and_then(|()| {
+            let mut subset = Vec::new();
+            render::render_each(
+                tree.specs.iter().filter(|s| specs.contains(&s.id)),
+                &facts,
+                |_, objects| subset.extend(objects),
+            )?;
+            subset.sort_by_key(Object::apply_phase);
+            Ok(subset)
+        })
+    };
+    let objects = match rendered {
         Ok(o) => o,
         Err(e) => {
             // Nothing applies and nothing is pruned; the status says why (a node joining
@@ -624,25 +711,13 @@ async fn sync(
             return failed_sync(state, metrics, keys, Duration::ZERO, message);
         }
     };
-    let specs: BTreeSet<SpecId> = keys
-        .iter()
-        .filter_map(|k| match k {
-            Key::Spec(s) => Some(s.clone()),
-            Key::Full => None,
-        })
-        .collect();
     let adopt = crate::cli_sync::adopt_specs(&tree);
     let started = Instant::now();
     let run = async {
         if full {
             engine.sync(&objects, &adopt).await
         } else {
-            let subset: Vec<Object> = objects
-                .iter()
-                .filter(|o| specs.contains(&o.spec))
-                .cloned()
-                .collect();
-            engine.sync_subset(&subset, &adopt).await
+            engine.sync_subset(&objects, &adopt, &specs).await
         }
     };
     // On shutdown an in-flight sync gets a few seconds to finish, then is abandoned
@@ -710,7 +785,14 @@ async fn sync(
         }
     }
     if !full {
-        metrics.add_drift_corrections(applied);
+        // Writes for specs a new revision changed are not corrections of drift.
+        let drift_writes = report
+            .objects
+            .iter()
+            .filter(|o| o.action.is_write())
+            .filter(|o| !state.pending.as_ref().is_some_and(|p| p.contains(&o.spec)))
+            .count();
+        metrics.add_drift_corrections(drift_writes as u64);
     }
     let pruned = report.prune.pruned() as u64;
     metrics.add_pruned(pruned);
@@ -739,12 +821,15 @@ async fn sync(
     if full {
         state.expected = health::expected(&objects);
         state.render_dirty = false;
-        if state.revision_applied != state.revision_current {
-            state.revision_applied = state.revision_current.clone();
-            state.applied_at = Some(Instant::now());
-            if let Some(rev) = &state.revision_applied {
-                metrics.set_revision(rev);
-            }
+        state.pending = None;
+        mark_applied(state, metrics);
+    } else if let Some(pending) = state.pending.as_mut() {
+        // Like a whole sync, a spec counts as applied when its sync ran, failures and
+        // all (they are in the status and retried with backoff).
+        pending.retain(|id| !specs.contains(id));
+        if pending.is_empty() {
+            state.pending = None;
+            mark_applied(state, metrics);
         }
     }
     state.health_dirty = true;
@@ -762,28 +847,24 @@ async fn sync(
 /// Brings `state.expected` up to the current tree and nodes; false when there is no
 /// tree or it does not render. Rendered again only when one of them changed: a render
 /// of every object each second was the daemon's largest allocation.
-fn rerender(instance: &str, state: &mut State) -> bool {
+fn rerender(instance: &str, state: &mut State) -> Result<(), render::RenderError> {
     if !state.render_dirty {
-        return true;
+        return Ok(());
     }
     let facts = render::Facts {
         instance: instance.to_string(),
         nodes: state.nodes.clone(),
     };
     let Some(tree) = &state.tree else {
-        return false;
+        return Ok(());
     };
-    match render::render(tree, &facts) {
-        Ok(objects) => {
-            state.expected = health::expected(&objects);
-            state.render_dirty = false;
-            true
-        }
-        Err(e) => {
-            tracing::warn!(error = %e, "render failed");
-            false
-        }
-    }
+    let mut expected = Vec::with_capacity(state.expected.len());
+    render::render_each(&tree.specs, &facts, |_, objects| {
+        expected.extend(objects.iter().map(health::Expected::of));
+    })?;
+    state.expected = expected;
+    state.render_dirty = false;
+    Ok(())
 }
 
 async fn refresh_health(
@@ -799,7 +880,8 @@ async fn refresh_health(
     state.health_dirty = false;
     // Readiness is judged against what the current tree renders to, so an object not
     // applied yet reads as missing (never as "nothing to wait for").
-    if !rerender(&engine.opts.instance, state) {
+    if let Err(e) = rerender(&engine.opts.instance, state) {
+        tracing::warn!(error = %e, "render failed");
         return;
     }
     let Some(tree) = &state.tree else { return };
@@ -811,7 +893,7 @@ async fn refresh_health(
     for o in state.expected.iter().filter(|o| o.key.kind == "Deployment") {
         let key = o.key.clone();
         let not_ready = observed.objects.get(&key).is_some_and(|d| {
-            health::kstatus::compute(Some(d), Timestamp::now()).status != Status::Current
+            health::kstatus::compute(Some(&d.value()), Timestamp::now()).status != Status::Current
         });
         if not_ready && let Ok(pods) = engine.pods_of(&key, &observed).await {
             observed.pods.insert(key, pods);
@@ -983,5 +1065,61 @@ fn write_status(cfg: &Config, state: &mut State, metrics: &Metrics) {
             }
             state.status_failed = true;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::parse_files;
+
+    fn tree(files: &[(&str, &str)]) -> SpecTree {
+        let files: Vec<SourceFile> = files
+            .iter()
+            .map(|(path, text)| SourceFile {
+                path: path.to_string(),
+                contents: text.as_bytes().to_vec(),
+            })
+            .collect();
+        parse_files(&files).expect("valid specs")
+    }
+
+    fn web(name: &str, qps: u32) -> String {
+        format!("[elasticweb.{name}]\nimage = \"nginx\"\nsingle-pod-qps = 100\ntotal-qps = {qps}\n")
+    }
+
+    fn ids(set: &BTreeSet<SpecId>) -> Vec<String> {
+        set.iter().map(SpecId::to_string).collect()
+    }
+
+    #[test]
+    fn changed_specs_are_the_added_removed_and_edited_ones() {
+        let old = tree(&[
+            (
+                "a.toml",
+                &format!("namespace = \"n\"\n{}{}", web("a", 100), web("b", 100)),
+            ),
+            ("c.toml", &format!("namespace = \"n\"\n{}", web("c", 100))),
+        ]);
+        assert!(changed_specs(&old, &old).is_empty());
+        let new = tree(&[
+            (
+                "a.toml",
+                &format!("namespace = \"n\"\n{}{}", web("a", 300), web("b", 100)),
+            ),
+            ("d.toml", &format!("namespace = \"n\"\n{}", web("d", 100))),
+        ]);
+        assert_eq!(
+            ids(&changed_specs(&old, &new)),
+            ["elasticweb/n/a", "elasticweb/n/c", "elasticweb/n/d"]
+        );
+    }
+
+    #[test]
+    fn a_spec_that_moved_in_its_file_counts_as_changed() {
+        // Its position is part of what the status reports for it.
+        let old = tree(&[("a.toml", &format!("namespace = \"n\"\n{}", web("a", 100)))]);
+        let new = tree(&[("a.toml", &format!("namespace = \"n\"\n\n{}", web("a", 100)))]);
+        assert_eq!(ids(&changed_specs(&old, &new)), ["elasticweb/n/a"]);
     }
 }

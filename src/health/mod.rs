@@ -13,7 +13,7 @@ use serde_json::Value;
 pub use kstatus::{ObjectStatus, Status};
 pub use view::readiness_view;
 
-use crate::apply::{ObjKey, Observed};
+use crate::apply::{ObjKey, Observed, Packed};
 use crate::render::{Object, ownership};
 use crate::spec::{Spec, SpecBody, SpecId};
 
@@ -103,15 +103,17 @@ pub fn spec_health(
     observed: &Observed,
     now: Timestamp,
 ) -> SpecHealth {
-    let lives: Vec<(&Expected, Option<&Value>)> = objects
+    // Unpacked one spec at a time: the whole tree's live objects as values would be
+    // several times the size of the cache.
+    let lives: Vec<(&Expected, Option<Value>)> = objects
         .iter()
-        .map(|o| (*o, observed.objects.get(&o.key)))
+        .map(|o| (*o, observed.objects.get(&o.key).map(Packed::value)))
         .collect();
     let statuses: Vec<ObjectHealth> = lives
         .iter()
         .map(|(o, live)| ObjectHealth {
             object: o.display.clone(),
-            status: kstatus::compute(*live, now),
+            status: kstatus::compute(live.as_ref(), now),
         })
         .collect();
 
@@ -159,7 +161,7 @@ pub fn spec_health(
             let pod = lives
                 .iter()
                 .find(|(o, _)| o.key.kind == "Pod")
-                .and_then(|(_, l)| *l);
+                .and_then(|(_, l)| l.as_ref());
             let text = |v: Option<&Value>, ptr: &str| {
                 v.and_then(|p| p.pointer(ptr))
                     .and_then(Value::as_str)
@@ -182,7 +184,8 @@ pub fn spec_health(
                 .iter()
                 .find(|(o, _)| o.key.kind == "Deployment")
                 .and_then(|(_, l)| {
-                    l.and_then(|d| d.pointer("/status/availableReplicas"))
+                    l.as_ref()
+                        .and_then(|d| d.pointer("/status/availableReplicas"))
                         .and_then(Value::as_u64)
                 })
                 .unwrap_or(0);
@@ -200,12 +203,14 @@ pub fn spec_health(
                 let ready = observed
                     .endpoints
                     .get(&(o.key.namespace.clone(), o.key.name.clone()))
-                    .and_then(|ep| ep["subsets"].as_array())
-                    .map(|subsets| {
-                        subsets
-                            .iter()
-                            .map(|s| s["addresses"].as_array().map_or(0, Vec::len))
-                            .sum()
+                    .map(Packed::value)
+                    .and_then(|ep| {
+                        ep["subsets"].as_array().map(|subsets| {
+                            subsets
+                                .iter()
+                                .map(|s| s["addresses"].as_array().map_or(0, Vec::len))
+                                .sum()
+                        })
                     })
                     .unwrap_or(0);
                 ready_endpoints.insert(node.clone(), ready);
