@@ -463,7 +463,11 @@ impl Engine {
 
         // What exists of the desired objects: ours by one list per kind, then the rest read
         // directly, so nothing is recorded (or written) for an object we may not take.
-        let (mut live, forbidden) = self.list_owned(&planned, false).await?;
+        // A sync of a few specs reads their objects directly; listing a kind would read
+        // all of this instance's objects of it. A whole sync lists every kind, and so
+        // learns which kinds it may not list.
+        let list_from = if scope.is_some() { LIST_FROM } else { 1 };
+        let (mut live, forbidden) = self.list_owned(&planned, false, list_from).await?;
         let mut skipped: BTreeSet<ObjKey> = BTreeSet::new();
         for p in planned.iter_mut() {
             let id = p.resolved.as_ref().ok().map(resource_id);
@@ -600,23 +604,28 @@ impl Engine {
     /// CRDs, whose group and kind a deferred custom resource is matched by.
     /// Kinds this identity may not list come back in the second map (by resource id,
     /// with the reason): their objects fail alone instead of sinking the whole sync.
+    /// Only kinds with at least `list_from` objects in `planned` are listed.
     async fn list_owned(
         &self,
         planned: &[Planned<'_>],
         whole: bool,
+        list_from: usize,
     ) -> Result<(HashMap<ObjKey, Live>, BTreeMap<String, String>), ApplyError> {
-        let mut kinds: BTreeMap<String, &Resolved> = BTreeMap::new();
+        let mut kinds: BTreeMap<String, (&Resolved, usize)> = BTreeMap::new();
         for p in planned {
             if let Ok(r) = &p.resolved {
-                kinds.insert(resource_id(r), r);
+                kinds.entry(resource_id(r)).or_insert((r, 0)).1 += 1;
             }
         }
+        // Kinds with fewer desired objects than `list_from` are left to `read_unlisted`.
+        kinds.retain(|_, (_, n)| *n >= list_from);
+        let kinds = kinds.into_iter().map(|(what, (r, _))| (what, r));
         let selector = format!("{}={}", ownership::INSTANCE, self.opts.instance);
         let selector = selector.as_str();
         // The kinds are listed at once (a no-op sync is mostly these round trips); the
         // pages of one kind follow each other, each slimmed before the next is read (a
         // whole list of full objects was the largest allocation of a sync).
-        let lists = futures::future::try_join_all(kinds.into_iter().map(|(what, r)| async move {
+        let lists = futures::future::try_join_all(kinds.map(|(what, r)| async move {
             let api = r.api_all(&self.client);
             let key = |meta: &ObjectMeta| ObjKey {
                 group: r.resource.group.clone(),
@@ -674,7 +683,6 @@ impl Engine {
         planned: &[Planned<'_>],
         ours: &HashMap<ObjKey, Live>,
     ) -> Vec<(ObjKey, Option<Live>)> {
-        const LIST_FROM: usize = 8;
         let mut groups: BTreeMap<(String, String), Vec<&Planned<'_>>> = BTreeMap::new();
         for p in planned.iter().filter(|p| !ours.contains_key(&p.key)) {
             if let Ok(r) = &p.resolved {
@@ -1154,7 +1162,7 @@ impl Engine {
         let planned = self.plan(objects, &BTreeSet::new()).await;
         let wanted: BTreeSet<&ObjKey> = planned.iter().map(|p| &p.key).collect();
         let live: HashMap<ObjKey, Value> = self
-            .list_owned(&planned, true)
+            .list_owned(&planned, true, 1)
             .await?
             .0
             .into_iter()
@@ -1245,6 +1253,10 @@ impl Packed {
         serde_json::from_str(&self.0).unwrap_or(Value::Null)
     }
 }
+
+/// From this many objects of one kind (in one namespace, for objects not ours) a list
+/// is cheaper than reading each.
+const LIST_FROM: usize = 8;
 
 fn resource_id(r: &Resolved) -> String {
     format!(

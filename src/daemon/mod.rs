@@ -837,7 +837,9 @@ async fn sync(
         .map(|k| {
             let ok = match k {
                 Key::Full => report.prune.refused.is_none() && failed_specs.is_empty(),
-                Key::Spec(s) => !failed_specs.contains(s),
+                // A refused prune fails the specs it was for too: they are retried, as a
+                // whole sync's refusal is.
+                Key::Spec(s) => report.prune.refused.is_none() && !failed_specs.contains(s),
             };
             (k.clone(), ok)
         })
@@ -895,8 +897,17 @@ async fn refresh_health(
         let not_ready = observed.objects.get(&key).is_some_and(|d| {
             health::kstatus::compute(Some(&d.value()), Timestamp::now()).status != Status::Current
         });
-        if not_ready && let Ok(pods) = engine.pods_of(&key, &observed).await {
-            observed.pods.insert(key, pods);
+        if not_ready && let Ok(mut pods) = engine.pods_of(&key, &observed).await {
+            // Readiness reads only the failing ones. While hundreds of Deployments roll
+            // out at once, keeping every starting Pod whole took 13 MiB at 1,000 specs.
+            pods.retain(|p| {
+                health::kstatus::compute(Some(p), Timestamp::now()).status == Status::Failed
+            });
+            if !pods.is_empty() {
+                observed
+                    .pods
+                    .insert(key, pods.into_iter().map(health::readiness_view).collect());
+            }
         }
     }
     let mut healths =
