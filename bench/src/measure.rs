@@ -1037,7 +1037,17 @@ impl Bench<'_> {
                 _ if self.args.skips("daemon") => None,
                 _ => {
                     let edits = self.args.edits.min(5);
-                    Some(self.daemon(n, &format!("bench-sd{n}"), edits).await?)
+                    match self.daemon(n, &format!("bench-sd{n}"), edits).await {
+                        Ok(d) => Some(d),
+                        Err(e) => {
+                            // Reported, not fatal: the other points (and the twenty minutes
+                            // of runs before this one) still make a result.
+                            eprintln!("scaling: N={n}: the daemon run failed: {e:#}");
+                            self.notes
+                                .push(format!("scaling N={n}: the daemon run failed: {e:#}"));
+                            None
+                        }
+                    }
                 }
             };
             points.push(ScalePoint {

@@ -489,9 +489,9 @@ fn start_source(
     }
 }
 
-/// Takes a new revision: valid → it becomes current (returns true: sync it); invalid →
-/// its errors are reported and the last good revision stays in force.
-/// Folds a source update into the state; returns what to sync.
+/// Takes a new revision: valid → it becomes current, and the keys to sync it are returned
+/// (the specs it changed, or the whole tree); invalid → its errors are reported, the last
+/// good revision stays in force, and nothing is returned.
 fn on_source(
     state: &mut State,
     update: SourceUpdate,
@@ -846,8 +846,8 @@ async fn sync(
         .collect()
 }
 
-/// Brings `state.expected` up to the current tree and nodes; false when there is no
-/// tree or it does not render. Rendered again only when one of them changed: a render
+/// Brings `state.expected` up to the current tree and nodes (one spec rendered at a time);
+/// an error when the tree does not render. Rendered again only when one of them changed: a render
 /// of every object each second was the daemon's largest allocation.
 fn rerender(instance: &str, state: &mut State) -> Result<(), render::RenderError> {
     if !state.render_dirty {
