@@ -56,7 +56,12 @@ pub fn plan(inventory: &Inventory, desired: &BTreeSet<ObjKey>, opts: &Options) -
         .collect();
     // Custom resources before their CRDs, everything before namespaces.
     candidates.sort_by_key(|e| std::cmp::Reverse(phase(&e.key)));
-    let total = inventory.len();
+    // Entries held by an earlier refusal count only where this revision would prune them.
+    let total = inventory
+        .entries
+        .values()
+        .filter(|e| !e.held || !desired.contains(&e.key))
+        .count();
     let refused = if opts.allow_mass || candidates.is_empty() {
         None
     } else if desired.is_empty() {
@@ -65,9 +70,15 @@ pub fn plan(inventory: &Inventory, desired: &BTreeSet<ObjKey>, opts: &Options) -
              (an emptied or mis-pointed source?); pass --allow-mass-prune if this is intended"
         ))
     } else if candidates.len() as f64 > opts.max_ratio * total as f64 {
+        let held = inventory.len() - total;
+        let not_counted = if held > 0 {
+            format!(" ({held} more, recorded since a prune was refused, are not counted)")
+        } else {
+            String::new()
+        };
         Some(format!(
-            "the revision would prune {} of {total} inventoried objects, more than {:.0}%; \
-             pass --allow-mass-prune (or raise --max-prune-ratio) if this is intended",
+            "the revision would prune {} of {total} inventoried objects{not_counted}, more than \
+             {:.0}%; pass --allow-mass-prune (or raise --max-prune-ratio) if this is intended",
             candidates.len(),
             opts.max_ratio * 100.0
         ))
@@ -248,6 +259,7 @@ mod tests {
                     applied: None,
                     shape: None,
                     fields: None,
+                    held: false,
                 },
             );
         }
@@ -326,6 +338,38 @@ mod tests {
             .refused
             .is_none()
         );
+    }
+
+    #[test]
+    fn objects_recorded_while_refused_do_not_dilute_the_share() {
+        // 6 inventoried; a revision keeps 2 and adds 4 (recorded, held, by its refused
+        // first sync): on a retry it still prunes 4 of the 6, not 4 of 10.
+        let keys: Vec<ObjKey> = (0..10).map(|i| key("Service", &format!("s{i}"))).collect();
+        let mut inv = inventory(&keys);
+        for k in &keys[6..] {
+            inv.entries.get_mut(k).unwrap().held = true;
+        }
+        let desired: BTreeSet<ObjKey> = keys[..2].iter().chain(&keys[6..]).cloned().collect();
+        let p = plan(&inv, &desired, &Options::default());
+        assert!(
+            p.refused.as_deref().is_some_and(|r| r.contains("4 of 6")),
+            "{:?}",
+            p.refused
+        );
+        // Without the hold the same plan passes: 4 of 10.
+        for e in inv.entries.values_mut() {
+            e.held = false;
+        }
+        assert!(plan(&inv, &desired, &Options::default()).refused.is_none());
+        // A held entry this revision would prune counts: going back to the 6 prunes the
+        // 4 added, 4 of 10 (not 4 of 6).
+        for k in &keys[6..] {
+            inv.entries.get_mut(k).unwrap().held = true;
+        }
+        let back: BTreeSet<ObjKey> = keys[..6].iter().cloned().collect();
+        let p = plan(&inv, &back, &Options::default());
+        assert!(p.refused.is_none(), "{:?}", p.refused);
+        assert_eq!(p.candidates.len(), 4);
     }
 
     #[test]

@@ -419,6 +419,78 @@ async fn dir_mode_applies_saves_prunes_and_keeps_the_last_good_revision() {
 }
 
 #[tokio::test]
+async fn a_refused_prune_stays_refused_while_the_revision_is_retried() {
+    let client = common::client().await;
+    let ns = common::namespace(&client, "run-refused").await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("web.toml");
+    let tree = |names: &[&str]| {
+        let webs: String = names.iter().map(|n| web(n, 0)).collect();
+        format!("namespace = \"{ns}\"\n{webs}")
+    };
+    std::fs::write(&file, tree(&["a", "b", "c"])).unwrap();
+    let mut daemon = Daemon::start(
+        &ns,
+        &["--dir", &dir.path().to_string_lossy(), "--resync", "1h"],
+    );
+    let id = |n: &str| format!("elasticweb/{ns}/{n}");
+    daemon
+        .wait_status("a, b and c ready", |s| {
+            ["a", "b", "c"].iter().all(|n| spec_ready(s, &id(n)))
+        })
+        .await;
+
+    // b and c leave (4 of the 6 objects, more than half) as d arrives: d is applied, the
+    // prune refused. Each spec is retried with its own backoff, so d's sync alone (which
+    // prunes nothing) passes, after which b's and c's would prune 4 of 8 were d's objects
+    // counted.
+    std::fs::write(&file, tree(&["a", "d"])).unwrap();
+    let deployments = Api::<Deployment>::namespaced(client.clone(), &ns);
+    common::eventually("d applied", WAIT, || async {
+        match deployments.get_opt("d").await.map_err(|e| e.to_string())? {
+            Some(_) => Ok(()),
+            None => Err("no Deployment d".into()),
+        }
+    })
+    .await;
+    common::eventually("the prune refused on three retries", WAIT, || async {
+        let (_, text) = daemon.get("/metrics").await;
+        let refused = metric(&text, "driftless_sync_total{result=\"refused\"}").unwrap_or(0.0);
+        if refused >= 4.0 {
+            Ok(())
+        } else {
+            Err(format!("{refused} refused syncs\n{}", daemon.log()))
+        }
+    })
+    .await;
+    for name in ["b", "c"] {
+        assert!(
+            deployments.get_opt(name).await.unwrap().is_some(),
+            "{name} was pruned by a retry of a refused revision\n{}",
+            daemon.log()
+        );
+    }
+    let status = daemon.status().unwrap();
+    assert_eq!(status["last_sync"]["result"], "refused", "{status}");
+    assert!(
+        status["last_sync"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("4 of 6")),
+        "{status}"
+    );
+
+    // Keeping b and c ends the refusal.
+    std::fs::write(&file, tree(&["a", "b", "c", "d"])).unwrap();
+    daemon
+        .wait_status("the four specs synced and ready", |s| {
+            s["last_sync"]["result"] == "success"
+                && ["a", "b", "c", "d"].iter().all(|n| spec_ready(s, &id(n)))
+        })
+        .await;
+    assert_eq!(daemon.stop(), Some(0));
+}
+
+#[tokio::test]
 async fn drift_is_corrected_and_deleted_objects_recreated() {
     let client = common::client().await;
     let ns = common::namespace(&client, "run-drift").await;

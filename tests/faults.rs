@@ -858,7 +858,16 @@ async fn force_push_rewriting_history_converges_to_the_new_head() {
         &status,
         &tmp.path().join("cache"),
         &tmp.path().join("log"),
-        &["--git", &url, "--interval", "1s"],
+        // a' prunes 4 of b's 6 objects: more than the default half, and a refusal holds
+        // on every retry (this test is about history, not the prune guard).
+        &[
+            "--git",
+            &url,
+            "--interval",
+            "1s",
+            "--max-prune-ratio",
+            "0.7",
+        ],
     );
     let reader = StatusReader::start(&status);
     d.wait_status("b settled", |s| {

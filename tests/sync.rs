@@ -351,9 +351,9 @@ async fn prune_removes_only_what_left_and_is_ours_and_guards_hold() {
     );
     assert!(deployments.get_opt("a").await.unwrap().is_some());
     // As is one that would prune more than half of the inventory (all 4 of a's and b's
-    // objects, while adding x's)...
-    let (_, report) =
-        common::sync(&engine, &common::tree(&[("t.toml", &webs(&ns, &["x"], 0))])).await;
+    // objects, while adding x's and y's)...
+    let replaced = common::tree(&[("t.toml", &webs(&ns, &["x", "y"], 0))]);
+    let (_, report) = common::sync(&engine, &replaced).await;
     assert!(
         report
             .prune
@@ -363,6 +363,21 @@ async fn prune_removes_only_what_left_and_is_ours_and_guards_hold() {
         "{:?}",
         report.prune
     );
+    assert!(deployments.get_opt("b").await.unwrap().is_some());
+    assert!(deployments.get_opt("y").await.unwrap().is_some());
+    // ...and stays refused when retried, although x's and y's 4 objects are now in the
+    // inventory too (4 of 8 would be within the share).
+    let (_, report) = common::sync(&engine, &replaced).await;
+    assert!(
+        report
+            .prune
+            .refused
+            .as_deref()
+            .is_some_and(|r| r.contains("4 of 4") && r.contains("4 more, recorded since")),
+        "{:?}",
+        report.prune
+    );
+    assert!(deployments.get_opt("a").await.unwrap().is_some());
     assert!(deployments.get_opt("b").await.unwrap().is_some());
     // ...unless explicitly allowed.
     let allowed = Engine::new(
@@ -377,7 +392,7 @@ async fn prune_removes_only_what_left_and_is_ours_and_guards_hold() {
         },
     );
     let (_, report) = common::sync(&allowed, &common::tree(&[])).await;
-    assert_eq!(report.prune.pruned(), 6, "{:#?}", report.prune);
+    assert_eq!(report.prune.pruned(), 8, "{:#?}", report.prune);
     assert!(deployments.get_opt("a").await.unwrap().is_none());
     assert!(
         services.get_opt("d").await.unwrap().is_some(),

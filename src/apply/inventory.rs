@@ -81,6 +81,13 @@ pub struct Entry {
     /// else changes one of them, ownership moves and this no longer matches: drift.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fields: Option<String>,
+    /// Recorded by a sync whose prune was refused, and not released since (by a whole
+    /// sync whose prune went ahead, or a prune of its spec that deleted something). Such
+    /// entries are not part of the inventory a prune's share is judged against:
+    /// otherwise a refused revision's own new objects would dilute the share until a
+    /// retry passed (4 of 6 refused, then 4 of 8 allowed).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub held: bool,
 }
 
 impl Entry {
@@ -276,6 +283,7 @@ mod tests {
             applied: Some("h".into()),
             shape: None,
             fields: Some("f".into()),
+            held: i.is_multiple_of(2),
         }
     }
 

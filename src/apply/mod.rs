@@ -297,10 +297,6 @@ pub fn owned_fields_hash_of(meta: &ObjectMeta, manager: &str) -> String {
     hash_serialized(&owned)
 }
 
-fn to_value(obj: &DynamicObject) -> Value {
-    serde_json::to_value(obj).unwrap_or(Value::Null)
-}
-
 /// A live object as the engine keeps it: its JSON without `metadata.managedFields`, and
 /// the hash of the fields `manager` owns, taken from them first. managedFields are a
 /// tree of many small maps, most of an object's memory as a `Value`; nothing else in
@@ -312,13 +308,43 @@ struct Live {
     fields: String,
 }
 
+/// A live object as one JSON value without its managedFields, and the hash of the fields
+/// `manager` owns (taken from them first). The body is moved into the value, not
+/// serialised as a second copy. `types` stands in for the apiVersion and kind of an
+/// object that has none (list and watch items do not).
+pub fn live_parts(
+    mut obj: DynamicObject,
+    types: Option<&kube::discovery::ApiResource>,
+    manager: &str,
+) -> (Value, String) {
+    let fields = owned_fields_hash_of(&obj.metadata, manager);
+    obj.metadata.managed_fields = None;
+    let metadata = serde_json::to_value(&obj.metadata).unwrap_or(Value::Null);
+    let mut v = match obj.data {
+        Value::Object(m) => m,
+        _ => serde_json::Map::new(),
+    };
+    let (api_version, kind) = match (obj.types, types) {
+        (Some(t), _) => (Some(t.api_version), Some(t.kind)),
+        (None, Some(r)) => (Some(r.api_version.clone()), Some(r.kind.clone())),
+        (None, None) => (None, None),
+    };
+    if let Some(a) = api_version {
+        v.insert("apiVersion".into(), a.into());
+    }
+    if let Some(k) = kind {
+        v.insert("kind".into(), k.into());
+    }
+    v.insert("metadata".into(), metadata);
+    (Value::Object(v), fields)
+}
+
 impl Live {
-    fn of(mut obj: DynamicObject, opts: &Options) -> Live {
-        let fields = owned_fields_hash_of(&obj.metadata, &opts.field_manager);
-        obj.metadata.managed_fields = None;
+    fn of(obj: DynamicObject, opts: &Options) -> Live {
+        let (value, fields) = live_parts(obj, None, &opts.field_manager);
         let value = match opts.live_view {
-            Some(view) => view(to_value(&obj)),
-            None => to_value(&obj),
+            Some(view) => view(value),
+            None => value,
         };
         Live { value, fields }
     }
@@ -486,6 +512,22 @@ impl Engine {
 
         // Record before apply: a crash after the apply must leave the object findable.
         let mut inv = loaded.clone();
+        // What a refused revision adds is held out of the share later prunes are judged
+        // against (`Entry::held`), until a whole sync's prune goes ahead or a prune of
+        // those specs deletes something. A sync of specs that prunes nothing proves
+        // nothing: the daemon retries a revision's specs one by one, and the one that
+        // only added objects would otherwise release them while the refusal stands.
+        let prune_on = self.opts.prune.enabled;
+        let hold = prune_on && prune_plan.refused.is_some();
+        if prune_on && !hold && (scope.is_none() || !prune_plan.candidates.is_empty()) {
+            let scope: Option<BTreeSet<String>> =
+                scope.map(|specs| specs.iter().map(SpecId::to_string).collect());
+            for e in inv.entries.values_mut() {
+                if scope.as_ref().is_none_or(|s| s.contains(&e.spec)) {
+                    e.held = false;
+                }
+            }
+        }
         for p in planned.iter().filter(|p| !skipped.contains(&p.key)) {
             let takeable = match live
                 .get(&p.key)
@@ -506,6 +548,7 @@ impl Engine {
                 applied: None,
                 shape: None,
                 fields: None,
+                held: hold,
             });
         }
         store
@@ -560,7 +603,8 @@ impl Engine {
             for (_, result, entry) in outcomes {
                 match entry {
                     Some(e) => {
-                        inv.entries.insert(e.key.clone(), e);
+                        let held = inv.entries.get(&e.key).is_some_and(|old| old.held);
+                        inv.entries.insert(e.key.clone(), Entry { held, ..e });
                     }
                     // Never ours: no pending record may make it look prunable later.
                     None => {
@@ -1012,6 +1056,7 @@ impl Engine {
             applied: Some(applied),
             shape: Some(shape),
             fields: Some(live.fields.clone()),
+            held: false,
         }
     }
 
@@ -1134,10 +1179,22 @@ impl Engine {
         deployment: &ObjKey,
         observed: &Observed,
     ) -> Result<Vec<Value>, kube::Error> {
-        let Some(deployment_value) = observed.objects.get(deployment).map(Packed::value) else {
-            return Ok(Vec::new());
-        };
-        let Some(labels) = deployment_value["spec"]["selector"]["matchLabels"].as_object() else {
+        match observed.objects.get(deployment) {
+            Some(live) => {
+                self.pods_matching(&deployment.namespace, &live.value())
+                    .await
+            }
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// The Pods in `namespace` that a live Deployment's matchLabels select.
+    async fn pods_matching(
+        &self,
+        namespace: &str,
+        deployment: &Value,
+    ) -> Result<Vec<Value>, kube::Error> {
+        let Some(labels) = deployment["spec"]["selector"]["matchLabels"].as_object() else {
             return Ok(Vec::new());
         };
         let selector: Vec<String> = labels
@@ -1145,7 +1202,7 @@ impl Engine {
             .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
             .collect();
         let api: Api<k8s_openapi::api::core::v1::Pod> =
-            Api::namespaced(self.client.clone(), &deployment.namespace);
+            Api::namespaced(self.client.clone(), namespace);
         let list = api
             .list(&ListParams::default().labels(&selector.join(",")))
             .await?;
@@ -1177,24 +1234,7 @@ impl Engine {
             let Some(deployment) = live.get(&p.key) else {
                 continue;
             };
-            let Some(labels) = deployment["spec"]["selector"]["matchLabels"].as_object() else {
-                continue;
-            };
-            let selector: Vec<String> = labels
-                .iter()
-                .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
-                .collect();
-            let api: Api<k8s_openapi::api::core::v1::Pod> =
-                Api::namespaced(self.client.clone(), &p.key.namespace);
-            if let Ok(list) = api
-                .list(&ListParams::default().labels(&selector.join(",")))
-                .await
-            {
-                let items = list
-                    .items
-                    .iter()
-                    .map(|pod| serde_json::to_value(pod).unwrap_or(Value::Null))
-                    .collect();
+            if let Ok(items) = self.pods_matching(&p.key.namespace, deployment).await {
                 pods.insert(p.key.clone(), items);
             }
         }

@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use futures::StreamExt;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use serde_json::Value;
@@ -30,6 +31,9 @@ use crate::report::{http, metrics::Metrics, status};
 use crate::source;
 use crate::spec::{SourceFile, SpecBody, SpecId, SpecTree};
 use queue::{Key, Queue};
+
+/// How many not-ready Deployments' Pods a readiness refresh lists at once.
+const PODS_LISTS_AT_ONCE: usize = 8;
 
 pub enum SourceConfig {
     Dir(PathBuf),
@@ -685,20 +689,30 @@ async fn sync(
             Key::Full => None,
         })
         .collect();
-    // A whole sync renders every object; a sync of some specs renders only theirs
-    // (after checking, one spec at a time, that the tree as a whole still renders).
+    // A whole sync renders every object; a sync of some specs keeps only theirs. When the
+    // tree or the nodes changed, the whole tree is rendered (one spec at a time) to check
+    // it still renders, and the specs' objects are taken from that pass.
     let rendered = if full {
         render::render(&tree, &facts)
     } else {
-        rerender(&engine.opts.instance, state).and_then(|()| {
-            let mut subset = Vec::new();
+        let mut subset = Vec::new();
+        let mut keep = |spec: &crate::spec::Spec, objects: Vec<Object>| {
+            if specs.contains(&spec.id) {
+                subset.extend(objects);
+            }
+        };
+        let done = if state.render_dirty {
+            rerender(&engine.opts.instance, state, &mut keep)
+        } else {
             render::render_each(
                 tree.specs.iter().filter(|s| specs.contains(&s.id)),
                 &facts,
-                |_, objects| subset.extend(objects),
-            )?;
+                &mut keep,
+            )
+        };
+        done.map(|()| {
             subset.sort_by_key(Object::apply_phase);
-            Ok(subset)
+            subset
         })
     };
     let objects = match rendered {
@@ -833,23 +847,36 @@ async fn sync(
         }
     }
     state.health_dirty = true;
-    keys.iter()
+    let refused = report.prune.refused.is_some();
+    let mut outcome: Vec<(Key, bool)> = keys
+        .iter()
         .map(|k| {
             let ok = match k {
-                Key::Full => report.prune.refused.is_none() && failed_specs.is_empty(),
-                // A refused prune fails the specs it was for too: they are retried, as a
-                // whole sync's refusal is.
-                Key::Spec(s) => report.prune.refused.is_none() && !failed_specs.contains(s),
+                Key::Full => !refused && failed_specs.is_empty(),
+                // A refused prune is retried by whole syncs (below), which also retry
+                // these specs' failed objects: retried one by one with their own backoff,
+                // the specs a revision removed would each prune a share small enough
+                // to pass.
+                Key::Spec(s) => refused || !failed_specs.contains(s),
             };
             (k.clone(), ok)
         })
-        .collect()
+        .collect();
+    if refused && !full {
+        outcome.push((Key::Full, false));
+    }
+    outcome
 }
 
-/// Brings `state.expected` up to the current tree and nodes (one spec rendered at a time);
-/// an error when the tree does not render. Rendered again only when one of them changed: a render
-/// of every object each second was the daemon's largest allocation.
-fn rerender(instance: &str, state: &mut State) -> Result<(), render::RenderError> {
+/// Brings `state.expected` up to the current tree and nodes (one spec rendered at a time,
+/// each spec's objects then handed to `keep`); an error when the tree does not render.
+/// Rendered again only when one of them changed: a render of every object each second
+/// was the daemon's largest allocation.
+fn rerender(
+    instance: &str,
+    state: &mut State,
+    mut keep: impl FnMut(&crate::spec::Spec, Vec<Object>),
+) -> Result<(), render::RenderError> {
     if !state.render_dirty {
         return Ok(());
     }
@@ -861,8 +888,9 @@ fn rerender(instance: &str, state: &mut State) -> Result<(), render::RenderError
         return Ok(());
     };
     let mut expected = Vec::with_capacity(state.expected.len());
-    render::render_each(&tree.specs, &facts, |_, objects| {
+    render::render_each(&tree.specs, &facts, |spec, objects| {
         expected.extend(objects.iter().map(health::Expected::of));
+        keep(spec, objects);
     })?;
     state.expected = expected;
     state.render_dirty = false;
@@ -882,7 +910,7 @@ async fn refresh_health(
     state.health_dirty = false;
     // Readiness is judged against what the current tree renders to, so an object not
     // applied yet reads as missing (never as "nothing to wait for").
-    if let Err(e) = rerender(&engine.opts.instance, state) {
+    if let Err(e) = rerender(&engine.opts.instance, state, |_, _| {}) {
         tracing::warn!(error = %e, "render failed");
         return;
     }
@@ -892,23 +920,42 @@ async fn refresh_health(
     // every live object each second was the daemon's largest allocation.
     let mut observed = std::mem::take(&mut state.live);
     observed.pods.clear();
-    for o in state.expected.iter().filter(|o| o.key.kind == "Deployment") {
-        let key = o.key.clone();
-        let not_ready = observed.objects.get(&key).is_some_and(|d| {
-            health::kstatus::compute(Some(&d.value()), Timestamp::now()).status != Status::Current
-        });
-        if not_ready && let Ok(mut pods) = engine.pods_of(&key, &observed).await {
-            // Readiness reads only the failing ones. While hundreds of Deployments roll
-            // out at once, keeping every starting Pod whole took 13 MiB at 1,000 specs.
-            pods.retain(|p| {
-                health::kstatus::compute(Some(p), Timestamp::now()).status == Status::Failed
-            });
-            if !pods.is_empty() {
-                observed
-                    .pods
-                    .insert(key, pods.into_iter().map(health::readiness_view).collect());
+    let not_ready: Vec<&ObjKey> = state
+        .expected
+        .iter()
+        .filter(|o| o.key.kind == "Deployment")
+        .map(|o| &o.key)
+        .filter(|key| {
+            observed.objects.get(*key).is_some_and(|d| {
+                health::kstatus::compute(Some(&d.value()), Timestamp::now()).status
+                    != Status::Current
+            })
+        })
+        .collect();
+    // A few lists at a time: while hundreds of Deployments roll out, one after another
+    // they held up the loop for seconds.
+    let failing: Vec<(ObjKey, Vec<Value>)> = futures::stream::iter(not_ready)
+        .map(|key| {
+            let observed = &observed;
+            async move {
+                let mut pods = engine.pods_of(key, observed).await.unwrap_or_default();
+                // Readiness reads only the failing ones. While hundreds of Deployments
+                // roll out at once, keeping every starting Pod whole took 13 MiB at
+                // 1,000 specs.
+                pods.retain(|p| {
+                    health::kstatus::compute(Some(p), Timestamp::now()).status == Status::Failed
+                });
+                (key.clone(), pods)
             }
-        }
+        })
+        .buffer_unordered(PODS_LISTS_AT_ONCE)
+        .filter(|(_, pods)| futures::future::ready(!pods.is_empty()))
+        .collect()
+        .await;
+    for (key, pods) in failing {
+        observed
+            .pods
+            .insert(key, pods.into_iter().map(health::readiness_view).collect());
     }
     let mut healths =
         health::tree_health(&tree.specs, &state.expected, &observed, Timestamp::now());

@@ -10,7 +10,6 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, DynamicObject};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
-use serde_json::Value;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::task::JoinHandle;
 
@@ -119,21 +118,6 @@ fn key_of(r: &Resolved, obj: &DynamicObject) -> ObjKey {
     }
 }
 
-/// The object as one JSON value without its managedFields, moving its body rather than
-/// serializing a second copy of it.
-fn whole_value(r: &Resolved, mut obj: DynamicObject) -> Option<Value> {
-    obj.metadata.managed_fields = None;
-    let metadata = serde_json::to_value(&obj.metadata).ok()?;
-    let mut v = match obj.data {
-        Value::Object(m) => m,
-        _ => serde_json::Map::new(),
-    };
-    v.insert("apiVersion".into(), r.resource.api_version.clone().into());
-    v.insert("kind".into(), r.resource.kind.clone().into());
-    v.insert("metadata".into(), metadata);
-    Some(Value::Object(v))
-}
-
 async fn watch_kind(
     client: Client,
     r: Resolved,
@@ -164,16 +148,14 @@ async fn watch_kind(
         let out = match ev {
             watcher::Event::Apply(obj) | watcher::Event::InitApply(obj) => {
                 let key = key_of(&r, &obj);
-                let fields = crate::apply::owned_fields_hash_of(&obj.metadata, &manager);
-                let watched = whole_value(&r, obj).map(|v| {
-                    let view = health::readiness_view(v);
-                    Watched {
-                        spec: super::spec_of(&view),
-                        value: Packed::new(&view),
-                        fields,
-                    }
-                });
-                Event::Object(key, watched)
+                let (value, fields) = crate::apply::live_parts(obj, Some(&r.resource), &manager);
+                let view = health::readiness_view(value);
+                let watched = Watched {
+                    spec: super::spec_of(&view),
+                    value: Packed::new(&view),
+                    fields,
+                };
+                Event::Object(key, Some(watched))
             }
             watcher::Event::Delete(obj) => Event::Object(key_of(&r, &obj), None),
             watcher::Event::Init => {
