@@ -441,9 +441,8 @@ async fn a_refused_prune_stays_refused_while_the_revision_is_retried() {
         .await;
 
     // b and c leave (4 of the 6 objects, more than half) as d arrives: d is applied, the
-    // prune refused. Each spec is retried with its own backoff, so d's sync alone (which
-    // prunes nothing) passes, after which b's and c's would prune 4 of 8 were d's objects
-    // counted.
+    // prune refused. Retried spec by spec, b's and c's syncs would each prune 2 objects, a
+    // small enough share; retried whole, 4 of 8 would pass were d's objects counted.
     std::fs::write(&file, tree(&["a", "d"])).unwrap();
     let deployments = Api::<Deployment>::namespaced(client.clone(), &ns);
     common::eventually("d applied", WAIT, || async {

@@ -473,9 +473,11 @@ impl Engine {
         let (loaded, mut planned) =
             tokio::join!(store.load(&self.client), self.plan(objects, adopt_specs));
         let loaded = loaded?;
+        // The inventory names specs by their identity's text.
+        let scope: Option<BTreeSet<String>> =
+            scope.map(|specs| specs.iter().map(SpecId::to_string).collect());
         let mut desired: BTreeSet<ObjKey> = planned.iter().map(|p| p.key.clone()).collect();
-        if let Some(specs) = scope {
-            let specs: BTreeSet<String> = specs.iter().map(SpecId::to_string).collect();
+        if let Some(specs) = &scope {
             desired.extend(
                 loaded
                     .entries
@@ -515,13 +517,11 @@ impl Engine {
         // What a refused revision adds is held out of the share later prunes are judged
         // against (`Entry::held`), until a whole sync's prune goes ahead or a prune of
         // those specs deletes something. A sync of specs that prunes nothing proves
-        // nothing: the daemon retries a revision's specs one by one, and the one that
-        // only added objects would otherwise release them while the refusal stands.
+        // nothing: a sync of only the spec that added objects (after drift, say) would
+        // otherwise release them while the refusal stands.
         let prune_on = self.opts.prune.enabled;
         let hold = prune_on && prune_plan.refused.is_some();
         if prune_on && !hold && (scope.is_none() || !prune_plan.candidates.is_empty()) {
-            let scope: Option<BTreeSet<String>> =
-                scope.map(|specs| specs.iter().map(SpecId::to_string).collect());
             for e in inv.entries.values_mut() {
                 if scope.as_ref().is_none_or(|s| s.contains(&e.spec)) {
                     e.held = false;
