@@ -119,6 +119,30 @@ impl fmt::Display for SpecId {
     }
 }
 
+/// Text that is not a spec identity (`kind/namespace/name`, with a known kind).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a spec identity (kind/namespace/name)")]
+pub struct BadSpecId(pub String);
+
+impl std::str::FromStr for SpecId {
+    type Err = BadSpecId;
+
+    /// The inverse of `Display`. A manifest's name holds a `/` of its own
+    /// (`manifest/ns/Kind.group/name`), so only the first two separate.
+    fn from_str(s: &str) -> Result<SpecId, BadSpecId> {
+        let bad = || BadSpecId(s.to_string());
+        let mut parts = s.splitn(3, '/');
+        let kind = parts.next().and_then(Kind::parse).ok_or_else(bad)?;
+        let namespace = parts.next().ok_or_else(bad)?;
+        let name = parts.next().filter(|n| !n.is_empty()).ok_or_else(bad)?;
+        Ok(SpecId {
+            kind,
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+        })
+    }
+}
+
 /// A place in the spec tree; `file` is relative to the tree's root.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Location {
@@ -156,6 +180,20 @@ pub struct SpecTree {
 }
 
 impl SpecTree {
+    /// Specs that say `adopt = true`: they may take over objects driftless did not create.
+    pub fn adopt_specs(&self) -> BTreeSet<SpecId> {
+        self.specs
+            .iter()
+            .filter(|s| match &s.body {
+                SpecBody::Workspace(w) => w.adopt,
+                SpecBody::ElasticWeb(e) => e.adopt,
+                SpecBody::LocalService(l) => l.adopt,
+                SpecBody::Manifest(_) => false,
+            })
+            .map(|s| s.id.clone())
+            .collect()
+    }
+
     /// How many specs of each kind, for `validate`'s summary.
     pub fn count_by_kind(&self) -> BTreeMap<Kind, usize> {
         let mut counts = BTreeMap::new();
@@ -246,4 +284,43 @@ fn defaults_for_manifest(
         format!("{}.{group}/{}", m.kind, m.metadata.name)
     };
     (namespace, name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spec_ids_parse_back_from_their_text() {
+        for text in [
+            "elasticweb/dev/shop",
+            "workspace/cloud-ide/alice-go",
+            "manifest/default/ConfigMap/x",
+            "manifest//CustomResourceDefinition.apiextensions.k8s.io/vms.infra.sealyun.com",
+        ] {
+            let id: SpecId = text.parse().unwrap();
+            assert_eq!(id.to_string(), text);
+        }
+        let id: SpecId = "manifest/ns/Deployment.apps/web".parse().unwrap();
+        assert_eq!(id.kind, Kind::Manifest);
+        assert_eq!(id.namespace, "ns");
+        assert_eq!(id.name, "Deployment.apps/web");
+    }
+
+    #[test]
+    fn text_that_is_not_a_spec_id_is_refused() {
+        for text in [
+            "",
+            "elasticweb",
+            "elasticweb/dev",
+            "elasticweb/dev/",
+            "pod/dev/x",
+        ] {
+            assert_eq!(
+                text.parse::<SpecId>(),
+                Err(BadSpecId(text.to_string())),
+                "{text:?}"
+            );
+        }
+    }
 }
