@@ -6,15 +6,10 @@
 //! and driven by the daemon loop. `cluster` is the one place a client is made.
 
 pub mod apply;
-pub mod cli;
-mod cli_docs;
-mod cli_run;
-mod cli_sync;
 pub mod cluster;
 pub mod daemon;
-pub mod diff;
 pub mod health;
-pub mod prune;
+pub mod object;
 pub mod render;
 pub mod report;
 pub mod source;

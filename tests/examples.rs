@@ -11,7 +11,6 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use clap::Parser as _;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Endpoints, Node, PersistentVolumeClaim, Pod, Service};
 use kube::ResourceExt;
@@ -219,15 +218,20 @@ fn the_in_cluster_manifests_are_consistent() {
     ] {
         assert!(args.contains(&a), "{a} missing from {args:?}");
     }
-    // The arguments are the binary's: they parse as `driftless run`.
-    let cli = driftless::cli::Cli::try_parse_from(
-        std::iter::once("driftless").chain(args.iter().copied()),
-    )
-    .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+    // The arguments are the binary's: `driftless <args> --help` parses every one of them
+    // (an unknown flag or a bad value fails before `--help` is reached) and shows `run`'s
+    // help.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_driftless"))
+        .args(args.iter().copied().chain(["--help"]))
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
     assert!(
-        matches!(cli.command, driftless::cli::Command::Run(_)),
-        "{cli:?}"
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
     );
+    assert!(help.contains("--leader-elect"), "not run's help:\n{help}");
     assert_eq!(c["securityContext"]["readOnlyRootFilesystem"], true);
     assert_eq!(c["securityContext"]["allowPrivilegeEscalation"], false);
     assert!(c["resources"]["requests"]["memory"].is_string());

@@ -6,10 +6,10 @@ mod common;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use driftless::apply::diff::Change;
+use driftless::apply::prune;
 use driftless::apply::{Action, Engine, Verb};
-use driftless::diff::Change;
 use driftless::health::{Figures, Status};
-use driftless::prune;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
@@ -229,7 +229,7 @@ async fn one_changed_field_shows_in_diff_and_only_its_object_is_written() {
         (changes[0].key.kind.as_str(), changes[0].key.name.as_str()),
         ("Deployment", "b")
     );
-    let text = driftless::diff::render_change(changes[0], false);
+    let text = driftless::apply::diff::render_change(changes[0], false);
     let lines: Vec<&str> = text
         .lines()
         .filter(|l| {
@@ -684,7 +684,7 @@ async fn a_workspace_image_change_replaces_its_pod_and_diff_says_so() {
         matches!(pod_diff.change, Change::Replace { .. }),
         "{pod_diff:#?}"
     );
-    assert!(driftless::diff::render_change(pod_diff, false).starts_with("# replace:"));
+    assert!(driftless::apply::diff::render_change(pod_diff, false).starts_with("# replace:"));
 
     let report = engine.sync(&objects, &BTreeSet::new()).await.unwrap();
     let pod = report.objects.iter().find(|o| o.key.kind == "Pod").unwrap();

@@ -14,51 +14,14 @@ use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, P
 use kube::{Client, ResourceExt};
 use serde::{Deserialize, Serialize};
 
-use super::{ApplyError, Writes};
-use crate::render::ownership;
+use super::{ApplyError, ObjKey, Writes};
+use crate::object::ownership;
 
 pub const DEFAULT_NAMESPACE: &str = "driftless-system";
 const SHARD_SIZE: usize = 2000;
 const DATA_KEY: &str = "entries.json";
 /// Label on inventory ConfigMaps: the instance they belong to.
 const INVENTORY_OF: &str = "driftless.dev/inventory-of";
-
-/// Identity of an object across versions: group, kind, namespace, name.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub struct ObjKey {
-    pub group: String,
-    pub kind: String,
-    #[serde(default)]
-    pub namespace: String,
-    pub name: String,
-}
-
-impl ObjKey {
-    /// The key of a rendered object (its namespace as rendered).
-    pub fn of(obj: &crate::render::Object) -> ObjKey {
-        ObjKey {
-            group: obj.group().to_string(),
-            kind: obj.kind.clone(),
-            namespace: obj.namespace.clone().unwrap_or_default(),
-            name: obj.name.clone(),
-        }
-    }
-}
-
-impl std::fmt::Display for ObjKey {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let kind = if self.group.is_empty() {
-            self.kind.clone()
-        } else {
-            format!("{}.{}", self.kind, self.group)
-        };
-        if self.namespace.is_empty() {
-            write!(f, "{kind} {}", self.name)
-        } else {
-            write!(f, "{kind} {}/{}", self.namespace, self.name)
-        }
-    }
-}
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Entry {

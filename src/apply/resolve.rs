@@ -10,6 +10,8 @@ use kube::api::{Api, DynamicObject};
 use kube::core::GroupVersionKind;
 use kube::discovery::{ApiResource, Scope, pinned_kind};
 
+use crate::object::split_api_version;
+
 #[derive(Debug, Clone)]
 pub struct Resolved {
     pub resource: ApiResource,
@@ -28,13 +30,6 @@ impl Resolved {
     /// Across all namespaces (for listing what this instance owns).
     pub fn api_all(&self, client: &Client) -> Api<DynamicObject> {
         Api::all_with(client.clone(), &self.resource)
-    }
-}
-
-pub fn split_api_version(api_version: &str) -> (&str, &str) {
-    match api_version.split_once('/') {
-        Some((g, v)) => (g, v),
-        None => ("", api_version),
     }
 }
 

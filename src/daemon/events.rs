@@ -7,8 +7,8 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 
+use crate::apply::prune;
 use crate::apply::{Action, ObjKey, SyncReport};
-use crate::prune;
 
 #[derive(Clone)]
 pub struct Events {

@@ -725,7 +725,7 @@ async fn sync(
             return failed_sync(state, metrics, keys, Duration::ZERO, message);
         }
     };
-    let adopt = crate::cli_sync::adopt_specs(&tree);
+    let adopt = tree.adopt_specs();
     let started = Instant::now();
     let run = async {
         if full {

@@ -13,7 +13,7 @@ use serde_json::Value;
 pub use kstatus::{ObjectStatus, Status};
 pub use view::readiness_view;
 
-use crate::apply::{ObjKey, Observed, Packed};
+use crate::object::{ObjKey, Observed, Packed};
 use crate::render::{Object, ownership};
 use crate::spec::{Spec, SpecBody, SpecId};
 
@@ -82,7 +82,7 @@ impl Expected {
         Expected {
             spec: obj.spec.clone(),
             api_version: obj.api_version.clone(),
-            key: ObjKey::of(obj),
+            key: obj.key(),
             display: obj.display_ref(),
             node: obj.body["metadata"]["annotations"][ownership::NODE_NAME]
                 .as_str()

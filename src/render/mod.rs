@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use crate::object::ObjKey;
 use crate::spec::{Spec, SpecBody, SpecId, SpecTree};
 
 /// What rendering needs to know about the cluster; everything else comes from specs.
@@ -49,10 +50,17 @@ pub struct Object {
 impl Object {
     /// The API group ("" for core).
     pub fn group(&self) -> &str {
-        self.api_version
-            .rsplit_once('/')
-            .map(|(g, _)| g)
-            .unwrap_or("")
+        crate::object::group_of(&self.api_version)
+    }
+
+    /// The key of this object (its namespace as rendered).
+    pub fn key(&self) -> ObjKey {
+        ObjKey {
+            group: self.group().to_string(),
+            kind: self.kind.clone(),
+            namespace: self.namespace.clone().unwrap_or_default(),
+            name: self.name.clone(),
+        }
     }
 
     /// `Kind[.group] namespace/name`, for messages.
@@ -70,11 +78,7 @@ impl Object {
 
     /// Namespaces first, then CRDs, then everything else: what later objects need exists.
     pub fn apply_phase(&self) -> u8 {
-        match (self.group(), self.kind.as_str()) {
-            ("", "Namespace") => 0,
-            ("apiextensions.k8s.io", "CustomResourceDefinition") => 1,
-            _ => 2,
-        }
+        crate::object::apply_phase(self.group(), &self.kind)
     }
 }
 

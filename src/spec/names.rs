@@ -97,7 +97,7 @@ pub const DRIFTLESS_DOMAIN: &str = "driftless.dev";
 /// it). A spec that set one could claim another instance's objects, or make driftless's
 /// own selection wrong.
 pub fn is_driftless_key(key: &str) -> bool {
-    if key == crate::render::ownership::MANAGED_BY {
+    if key == crate::object::ownership::MANAGED_BY {
         return true;
     }
     match key.split_once('/') {
@@ -224,7 +224,7 @@ mod tests {
 
     #[test]
     fn driftless_keys() {
-        use crate::render::ownership;
+        use crate::object::ownership;
         for key in [
             ownership::MANAGED_BY,
             ownership::INSTANCE,

@@ -4,10 +4,10 @@ use std::path::PathBuf;
 
 use anyhow::Context as _;
 
-use crate::cli::{GlobalArgs, RunArgs, exit};
-use crate::cluster::Selection;
-use crate::daemon::{self, LeaseConfig, SourceConfig};
-use crate::source::git::{GitAuth, GitConfig, GitRef};
+use super::{GlobalArgs, RunArgs, exit};
+use driftless::cluster::Selection;
+use driftless::daemon::{self, LeaseConfig, SourceConfig};
+use driftless::source::git::{GitAuth, GitConfig, GitRef};
 
 fn cache_dir(args: &RunArgs) -> PathBuf {
     if let Some(dir) = &args.cache_dir {
@@ -32,7 +32,7 @@ pub async fn run(args: &RunArgs, global: &GlobalArgs, selection: &Selection) -> 
                 (_, Some(c), _) => GitRef::Commit(c.clone()),
                 (_, _, b) => GitRef::Branch(b.clone().unwrap_or_else(|| "main".to_string())),
             };
-            if crate::source::git::url_has_credentials(url) {
+            if driftless::source::git::url_has_credentials(url) {
                 // The status file and logs never show it, but argv is public on the host.
                 tracing::warn!(
                     "the --git URL carries credentials, which every local user can read in the \

@@ -8,7 +8,11 @@ use futures::StreamExt;
 use kube::api::{Patch, PatchParams};
 use serde_json::Value;
 
-use crate::apply::{Engine, ObjKey, Owner, owner_of};
+use super::hash::shape_hash;
+use super::plan::Planned;
+use super::prune::{self, Prunable};
+use super::{ApplyError, Engine, Entry, Inventory, ObjKey};
+use crate::object::{Claim, claim};
 use crate::render::Object;
 use crate::spec::SpecId;
 
@@ -196,7 +200,7 @@ impl Engine {
         &self,
         objects: &[Object],
         adopt_specs: &BTreeSet<SpecId>,
-    ) -> Result<Vec<ObjectDiff>, crate::apply::ApplyError> {
+    ) -> Result<Vec<ObjectDiff>, ApplyError> {
         let inventory = self.store().load(&self.client).await?;
         let planned = self.plan(objects, adopt_specs).await;
         let desired: BTreeSet<ObjKey> = planned.iter().map(|p| p.key.clone()).collect();
@@ -228,7 +232,7 @@ impl Engine {
         let mut diffs: Vec<ObjectDiff> = out.into_iter().map(|(_, d)| d).collect();
 
         if self.opts.prune.enabled {
-            let plan = crate::prune::plan(&inventory, &desired, &self.opts.prune);
+            let plan = prune::plan(&inventory, &desired, &self.opts.prune);
             if let Some(why) = &plan.refused {
                 diffs.push(ObjectDiff {
                     key: ObjKey {
@@ -255,12 +259,7 @@ impl Engine {
         Ok(diffs)
     }
 
-    async fn diff_one(
-        &self,
-        p: &crate::apply::Planned<'_>,
-        inventory: &crate::apply::Inventory,
-        crds: &[&Object],
-    ) -> Change {
+    async fn diff_one(&self, p: &Planned<'_>, inventory: &Inventory, crds: &[&Object]) -> Change {
         let (key, body, adopt) = (&p.key, &p.body, p.adopt);
         let resolved = match &p.resolved {
             Ok(r) => r,
@@ -293,27 +292,12 @@ impl Engine {
                 Ok(o) => o.map(|o| serde_json::to_value(o).unwrap_or(Value::Null)),
                 Err(e) => return Change::Error(format!("reading it: {e}")),
             };
-            if let Some(l) = &live {
-                match owner_of(l, &self.opts.instance) {
-                    Owner::Us => {}
-                    Owner::OtherInstance(i) => {
-                        return Change::Error(format!(
-                            "conflict: owned by driftless instance {i:?}"
-                        ));
-                    }
-                    Owner::Foreign if !adopt => {
-                        return Change::Error(
-                            "conflict: exists and was not created by driftless (adopt = true or --adopt takes it over)".into(),
-                        );
-                    }
-                    Owner::Foreign => {}
-                }
-            }
-            let force = self.opts.force_conflicts
-                || (adopt
-                    && live
-                        .as_ref()
-                        .is_some_and(|l| owner_of(l, &self.opts.instance) == Owner::Foreign));
+            let claimed = match live.as_ref().map(|l| claim(l, &self.opts.instance, adopt)) {
+                Some(Err(refusal)) => return Change::Error(format!("conflict: {refusal}")),
+                Some(Ok(c)) => Some(c),
+                None => None,
+            };
+            let force = self.opts.force_conflicts || claimed == Some(Claim::Adopt);
             let pp = PatchParams {
                 force,
                 ..PatchParams::apply(&self.opts.field_manager).dry_run()
@@ -332,7 +316,7 @@ impl Engine {
                 break (live, dry);
             }
         };
-        let is_pod = key.group.is_empty() && key.kind == "Pod";
+        let is_pod = key.is("", "Pod");
         match (live, dry) {
             (None, Ok(d)) => Change::Create {
                 desired: clean(&serde_json::to_value(d).unwrap_or(Value::Null)),
@@ -351,7 +335,7 @@ impl Engine {
                         .entries
                         .get(key)
                         .and_then(|e| e.shape.clone())
-                        .is_some_and(|s| s != crate::apply::shape_hash(body));
+                        .is_some_and(|s| s != shape_hash(body));
                 if shape_changed {
                     Change::Replace {
                         live: l,
@@ -378,25 +362,12 @@ impl Engine {
         }
     }
 
-    async fn live_if_prunable(&self, entry: &crate::apply::Entry) -> Option<Value> {
-        if entry.key.group.is_empty() && entry.key.kind == "Namespace" {
-            return None;
+    /// The live object prune would delete for `entry`, if it would delete one.
+    async fn live_if_prunable(&self, entry: &Entry) -> Option<Value> {
+        match self.prunable(entry).await {
+            Ok(Prunable::Delete { live, .. }) => Some(live),
+            _ => None,
         }
-        let resolved = self
-            .resolver
-            .resolve(&entry.api_version(), &entry.key.kind)
-            .await
-            .ok()?;
-        let ns = (!entry.key.namespace.is_empty()).then_some(entry.key.namespace.as_str());
-        let live = resolved
-            .api(&self.client, ns)
-            .get_opt(&entry.key.name)
-            .await
-            .ok()??;
-        let live = serde_json::to_value(live).ok()?;
-        crate::prune::not_ours(entry, &live, &self.opts.instance)
-            .is_none()
-            .then_some(live)
     }
 }
 

@@ -1,6 +1,10 @@
 //! The command line (DESIGN §3). This is the binary's edge: `anyhow` stops here, and
 //! every subcommand maps its outcome to a kubectl-style exit code.
 
+mod docs;
+mod run;
+mod sync;
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -10,9 +14,9 @@ use std::io::Write as _;
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
-use crate::cluster::Selection;
-use crate::render::{Facts, NodeFacts};
-use crate::spec::{LoadError, SpecTree};
+use driftless::cluster::Selection;
+use driftless::render::{Facts, NodeFacts};
+use driftless::spec::{LoadError, SpecTree};
 
 /// Exit codes shared by every subcommand (kubectl's where one exists).
 pub mod exit {
@@ -50,7 +54,7 @@ pub struct GlobalArgs {
     pub log_format: LogFormat,
     /// Name of this driftless instance: instances sharing a cluster never touch each
     /// other's objects.
-    #[arg(long, global = true, env = "DRIFTLESS_INSTANCE", default_value = crate::render::ownership::DEFAULT_INSTANCE,
+    #[arg(long, global = true, env = "DRIFTLESS_INSTANCE", default_value = driftless::object::ownership::DEFAULT_INSTANCE,
           value_parser = parse_instance)]
     pub instance: String,
 }
@@ -59,7 +63,7 @@ fn parse_instance(s: &str) -> Result<String, String> {
     if s.is_empty() {
         return Err("must not be empty".into());
     }
-    crate::spec::names::label_value(s).map(|()| s.to_string())
+    driftless::spec::names::label_value(s).map(|()| s.to_string())
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -90,10 +94,10 @@ pub enum Command {
     Schema,
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     #[command(hide = true)]
-    Completions(crate::cli_docs::CompletionsArgs),
+    Completions(docs::CompletionsArgs),
     /// Print the man page (roff) of driftless or of one subcommand.
     #[command(hide = true)]
-    Man(crate::cli_docs::ManArgs),
+    Man(docs::ManArgs),
 }
 
 /// What a spec tree may do: shared by every command that loads one.
@@ -107,12 +111,12 @@ pub struct PolicyArgs {
 }
 
 fn parse_namespace(s: &str) -> Result<String, String> {
-    crate::spec::names::dns1123_label(s).map(|()| s.to_string())
+    driftless::spec::names::dns1123_label(s).map(|()| s.to_string())
 }
 
 impl PolicyArgs {
-    pub fn policy(&self) -> crate::spec::Policy {
-        crate::spec::Policy::allowing(self.allow_namespaces.iter().cloned())
+    pub fn policy(&self) -> driftless::spec::Policy {
+        driftless::spec::Policy::allowing(self.allow_namespaces.iter().cloned())
     }
 }
 
@@ -142,7 +146,7 @@ pub struct PathArg {
 #[derive(Args, Debug, Clone)]
 pub struct EngineArgs {
     /// Field manager for server-side apply.
-    #[arg(long, default_value = crate::render::ownership::MANAGER)]
+    #[arg(long, default_value = driftless::object::ownership::MANAGER)]
     pub field_manager: String,
     /// Take fields that other field managers own instead of reporting a conflict.
     #[arg(long)]
@@ -163,7 +167,7 @@ pub struct EngineArgs {
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=256))]
     pub concurrency: u16,
     /// Namespace of the inventory ConfigMaps.
-    #[arg(long, default_value = crate::apply::inventory::DEFAULT_NAMESPACE)]
+    #[arg(long, default_value = driftless::apply::inventory::DEFAULT_NAMESPACE)]
     pub inventory_namespace: String,
 }
 
@@ -175,20 +179,20 @@ fn parse_ratio(s: &str) -> Result<f64, String> {
 }
 
 impl EngineArgs {
-    pub fn options(&self, instance: &str) -> crate::apply::Options {
-        crate::apply::Options {
+    pub fn options(&self, instance: &str) -> driftless::apply::Options {
+        driftless::apply::Options {
             instance: instance.to_string(),
             field_manager: self.field_manager.clone(),
             inventory_namespace: self.inventory_namespace.clone(),
             concurrency: usize::from(self.concurrency),
             force_conflicts: self.force_conflicts,
             adopt: self.adopt,
-            prune: crate::prune::Options {
+            prune: driftless::apply::prune::Options {
                 enabled: !self.no_prune,
                 max_ratio: self.max_prune_ratio,
                 allow_mass: self.allow_mass_prune,
             },
-            ..crate::apply::Options::default()
+            ..driftless::apply::Options::default()
         }
     }
 }
@@ -267,7 +271,7 @@ pub struct RunArgs {
     #[arg(long)]
     pub leader_elect: bool,
     /// Namespace of the leader-election Lease.
-    #[arg(long, default_value = crate::apply::inventory::DEFAULT_NAMESPACE)]
+    #[arg(long, default_value = driftless::apply::inventory::DEFAULT_NAMESPACE)]
     pub lease_namespace: String,
     /// Name of the Lease (default: driftless-<instance>).
     #[arg(long)]
@@ -344,20 +348,20 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Validate(args) => validate(&args.path, &args.policy.policy()),
         Command::Render(args) => render(args, &cli.global, &selection).await,
         Command::Schema => {
-            print!("{}", crate::spec::schema::generate()?);
+            print!("{}", driftless::spec::schema::generate()?);
             Ok(exit::OK)
         }
-        Command::Diff(args) => crate::cli_sync::diff(args, &cli.global, &selection).await,
-        Command::Apply(args) => crate::cli_sync::apply(args, &cli.global, &selection).await,
-        Command::Run(args) => crate::cli_run::run(args, &cli.global, &selection).await,
+        Command::Diff(args) => sync::diff(args, &cli.global, &selection).await,
+        Command::Apply(args) => sync::apply(args, &cli.global, &selection).await,
+        Command::Run(args) => run::run(args, &cli.global, &selection).await,
         Command::Status(args) => status(args),
-        Command::Completions(args) => crate::cli_docs::completions(args),
-        Command::Man(args) => crate::cli_docs::man(args),
+        Command::Completions(args) => docs::completions(args),
+        Command::Man(args) => docs::man(args),
     }
 }
 
 fn status(args: &StatusArgs) -> anyhow::Result<u8> {
-    let file = match crate::report::status::StatusFile::read(&args.status_file) {
+    let file = match driftless::report::status::StatusFile::read(&args.status_file) {
         Ok(file) => file,
         Err(e) => {
             eprintln!("driftless status: {e}");
@@ -379,9 +383,9 @@ fn status(args: &StatusArgs) -> anyhow::Result<u8> {
 /// Loads a tree, printing every error; `None` when it is invalid.
 pub(crate) fn load(
     path: &std::path::Path,
-    policy: &crate::spec::Policy,
+    policy: &driftless::spec::Policy,
 ) -> anyhow::Result<Option<SpecTree>> {
-    match crate::spec::load_dir_with(path, policy) {
+    match driftless::spec::load_dir_with(path, policy) {
         Ok(tree) => Ok(Some(tree)),
         Err(LoadError::Invalid(errors)) => {
             let mut err = std::io::stderr().lock();
@@ -396,13 +400,13 @@ pub(crate) fn load(
     }
 }
 
-fn validate(path: &std::path::Path, policy: &crate::spec::Policy) -> anyhow::Result<u8> {
+fn validate(path: &std::path::Path, policy: &driftless::spec::Policy) -> anyhow::Result<u8> {
     let Some(tree) = load(path, policy)? else {
         return Ok(exit::ERROR);
     };
     let mut out = std::io::stdout().lock();
     let counts = tree.count_by_kind();
-    for kind in crate::spec::Kind::ALL {
+    for kind in driftless::spec::Kind::ALL {
         let ids: Vec<String> = tree
             .specs
             .iter()
@@ -436,7 +440,7 @@ async fn render(
     let needs_nodes = tree
         .specs
         .iter()
-        .any(|s| s.id.kind == crate::spec::Kind::LocalService);
+        .any(|s| s.id.kind == driftless::spec::Kind::LocalService);
     let nodes = match &args.nodes {
         Some(names) => names
             .iter()
@@ -451,7 +455,7 @@ async fn render(
                 .client()
                 .await
                 .context("localservice specs need the cluster's nodes (or pass --nodes)")?;
-            crate::cluster::node_facts(&client)
+            driftless::cluster::node_facts(&client)
                 .await
                 .context("listing nodes")?
         }
@@ -461,10 +465,10 @@ async fn render(
         instance: global.instance.clone(),
         nodes,
     };
-    let objects = crate::render::render(&tree, &facts)?;
+    let objects = driftless::render::render(&tree, &facts)?;
     std::io::stdout()
         .lock()
-        .write_all(crate::render::to_yaml(&objects)?.as_bytes())?;
+        .write_all(driftless::render::to_yaml(&objects)?.as_bytes())?;
     Ok(exit::OK)
 }
 
@@ -481,5 +485,43 @@ fn init_tracing(format: LogFormat, default_level: &str) {
     match format {
         LogFormat::Text => builder.init(),
         LogFormat::Json => builder.json().init(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metrics_listen_on_loopback_by_default() {
+        let cli = Cli::try_parse_from(["driftless", "run", "--dir", "."]).unwrap();
+        let Command::Run(args) = cli.command else {
+            panic!("not run")
+        };
+        assert!(
+            args.metrics_addr.ip().is_loopback(),
+            "{}",
+            args.metrics_addr
+        );
+    }
+
+    /// The in-cluster example's Deployment passes arguments this binary takes as `run`.
+    #[test]
+    fn the_example_deployment_runs_the_daemon() {
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/examples/kubernetes/deployment.yaml"
+        );
+        let text = std::fs::read_to_string(path).unwrap();
+        let deployment: serde_json::Value = serde_saphyr::from_str(&text).unwrap();
+        let args: Vec<&str> = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a.as_str().unwrap())
+            .collect();
+        let cli = Cli::try_parse_from(std::iter::once("driftless").chain(args.iter().copied()))
+            .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        assert!(matches!(cli.command, Command::Run(_)), "{cli:?}");
     }
 }

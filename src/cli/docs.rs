@@ -10,7 +10,7 @@ use anyhow::Context as _;
 use clap::{Args, CommandFactory as _};
 use clap_complete::Shell;
 
-use crate::cli::{Cli, exit};
+use super::{Cli, exit};
 
 const BIN: &str = "driftless";
 

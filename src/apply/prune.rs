@@ -1,16 +1,17 @@
 //! Prune: delete what left the specs, only while it is provably ours.
 //!
-//! `plan` is pure (inventory + desired set → candidates, or a refusal); `execute` does
-//! the I/O. An object is deleted only if it still carries this instance's ownership
-//! labels and its UID is the one recorded (a pending record matches by labels alone);
-//! the delete itself is preconditioned on that UID. Namespaces are never deleted.
+//! `plan` is pure (inventory + desired set → candidates, or a refusal); the engine's
+//! `prune` does the I/O. An object is deleted only if it still carries this instance's
+//! ownership labels and its UID is the one recorded (a pending record matches by labels
+//! alone); the delete itself is preconditioned on that UID. Namespaces are never deleted.
 
 use std::collections::BTreeSet;
 
-use kube::api::{DeleteParams, Preconditions};
+use kube::api::{Api, DeleteParams, DynamicObject, Preconditions};
 use serde_json::Value;
 
-use crate::apply::{Engine, Entry, Inventory, ObjKey, Owner, Verb, owner_of};
+use super::{Engine, Entry, Inventory, ObjKey, Verb, resolve};
+use crate::object::{Refusal, claim};
 
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -39,14 +40,6 @@ pub struct Plan {
     pub refused: Option<String>,
 }
 
-fn phase(key: &ObjKey) -> u8 {
-    match (key.group.as_str(), key.kind.as_str()) {
-        ("", "Namespace") => 0,
-        ("apiextensions.k8s.io", "CustomResourceDefinition") => 1,
-        _ => 2,
-    }
-}
-
 pub fn plan(inventory: &Inventory, desired: &BTreeSet<ObjKey>, opts: &Options) -> Plan {
     let mut candidates: Vec<Entry> = inventory
         .entries
@@ -55,7 +48,7 @@ pub fn plan(inventory: &Inventory, desired: &BTreeSet<ObjKey>, opts: &Options) -
         .cloned()
         .collect();
     // Custom resources before their CRDs, everything before namespaces.
-    candidates.sort_by_key(|e| std::cmp::Reverse(phase(&e.key)));
+    candidates.sort_by_key(|e| std::cmp::Reverse(e.key.apply_phase()));
     // Entries held by an earlier refusal count only where this revision would prune them.
     let total = inventory
         .entries
@@ -134,89 +127,124 @@ impl Report {
     }
 }
 
-/// Deletes the plan's candidates, removing from `inv` every entry that is settled.
-pub async fn execute(engine: &Engine, plan: &Plan, inv: &mut Inventory) -> Report {
-    if let Some(why) = &plan.refused {
-        tracing::warn!(reason = %why, "prune refused");
-        return Report {
-            refused: Some(why.clone()),
-            objects: Vec::new(),
-            disabled: false,
-        };
-    }
-    let mut objects = Vec::with_capacity(plan.candidates.len());
-    for entry in &plan.candidates {
-        let action = prune_one(engine, entry).await;
-        if !matches!(action, Action::Failed(_)) {
-            inv.entries.remove(&entry.key);
-        }
-        match &action {
-            Action::Pruned => tracing::info!(object = %entry.key, spec = %entry.spec, "pruned"),
-            Action::Failed(e) => tracing::warn!(object = %entry.key, error = %e, "prune failed"),
-            other => tracing::info!(object = %entry.key, outcome = ?other, "not pruned"),
-        }
-        objects.push(Outcome {
-            key: entry.key.clone(),
-            spec: entry.spec.clone(),
-            action,
-        });
-    }
-    Report {
-        refused: None,
-        objects,
-        disabled: false,
-    }
+/// What an inventoried object that left the specs is, to prune (and to `diff`).
+pub(super) enum Prunable {
+    /// Still ours, with the recorded UID: delete it through `api`.
+    Delete {
+        api: Box<Api<DynamicObject>>,
+        live: Value,
+    },
+    /// Gone already (or its kind is: the CRD was deleted, and every object with it).
+    Gone,
+    /// Never pruned, or no longer ours: forgotten, not deleted.
+    Keep(Action),
 }
 
-async fn prune_one(engine: &Engine, entry: &Entry) -> Action {
-    if phase(&entry.key) == 0 {
-        return Action::KeptNamespace;
-    }
-    let resolved = match engine
-        .resolver
-        .resolve(&entry.api_version(), &entry.key.kind)
-        .await
-    {
-        Ok(r) => r,
-        // The kind is gone (its CRD was deleted), and with it every object of it.
-        Err(e) if crate::apply::resolve::is_not_served(&e) => return Action::AlreadyGone,
-        Err(e) => return Action::Failed(e.to_string()),
-    };
-    let ns = (!entry.key.namespace.is_empty()).then_some(entry.key.namespace.as_str());
-    let api = resolved.api(&engine.client, ns);
-    let live = match api.get_opt(&entry.key.name).await {
-        Ok(Some(o)) => serde_json::to_value(o).unwrap_or(Value::Null),
-        Ok(None) => return Action::AlreadyGone,
-        Err(e) => return Action::Failed(e.to_string()),
-    };
-    if let Some(why) = not_ours(entry, &live, &engine.opts.instance) {
-        return Action::LeftAlone(why);
-    }
-    let dp = DeleteParams {
-        preconditions: Some(Preconditions {
-            uid: live["metadata"]["uid"].as_str().map(str::to_string),
-            resource_version: None,
-        }),
-        ..DeleteParams::default()
-    };
-    engine.writes.count(Verb::Delete);
-    match api.delete(&entry.key.name, &dp).await {
-        Ok(_) => Action::Pruned,
-        Err(kube::Error::Api(e)) if e.code == 404 => Action::AlreadyGone,
-        // The UID precondition failed: it was replaced by someone else's object.
-        Err(kube::Error::Api(e)) if e.code == 409 => {
-            Action::LeftAlone(format!("replaced meanwhile: {}", e.message))
+impl Engine {
+    /// Deletes the plan's candidates, removing from `inv` every entry that is settled.
+    pub(super) async fn prune(&self, plan: &Plan, inv: &mut Inventory) -> Report {
+        if let Some(why) = &plan.refused {
+            tracing::warn!(reason = %why, "prune refused");
+            return Report {
+                refused: Some(why.clone()),
+                objects: Vec::new(),
+                disabled: false,
+            };
         }
-        Err(e) => Action::Failed(e.to_string()),
+        let mut objects = Vec::with_capacity(plan.candidates.len());
+        for entry in &plan.candidates {
+            let action = self.prune_one(entry).await;
+            if !matches!(action, Action::Failed(_)) {
+                inv.entries.remove(&entry.key);
+            }
+            match &action {
+                Action::Pruned => tracing::info!(object = %entry.key, spec = %entry.spec, "pruned"),
+                Action::Failed(e) => {
+                    tracing::warn!(object = %entry.key, error = %e, "prune failed")
+                }
+                other => tracing::info!(object = %entry.key, outcome = ?other, "not pruned"),
+            }
+            objects.push(Outcome {
+                key: entry.key.clone(),
+                spec: entry.spec.clone(),
+                action,
+            });
+        }
+        Report {
+            refused: None,
+            objects,
+            disabled: false,
+        }
+    }
+
+    /// The one decision whether an inventoried object may be deleted, shared by prune and
+    /// `diff`'s preview of it.
+    pub(super) async fn prunable(&self, entry: &Entry) -> Result<Prunable, String> {
+        if entry.key.is("", "Namespace") {
+            return Ok(Prunable::Keep(Action::KeptNamespace));
+        }
+        let resolved = match self
+            .resolver
+            .resolve(&entry.api_version(), &entry.key.kind)
+            .await
+        {
+            Ok(r) => r,
+            Err(e) if resolve::is_not_served(&e) => return Ok(Prunable::Gone),
+            Err(e) => return Err(e.to_string()),
+        };
+        let ns = (!entry.key.namespace.is_empty()).then_some(entry.key.namespace.as_str());
+        let api = resolved.api(&self.client, ns);
+        let live = match api.get_opt(&entry.key.name).await {
+            Ok(Some(o)) => serde_json::to_value(o).unwrap_or(Value::Null),
+            Ok(None) => return Ok(Prunable::Gone),
+            Err(e) => return Err(e.to_string()),
+        };
+        Ok(match not_ours(entry, &live, &self.opts.instance) {
+            Some(why) => Prunable::Keep(Action::LeftAlone(why)),
+            None => Prunable::Delete {
+                api: Box::new(api),
+                live,
+            },
+        })
+    }
+
+    async fn prune_one(&self, entry: &Entry) -> Action {
+        let (api, live) = match self.prunable(entry).await {
+            Ok(Prunable::Delete { api, live }) => (api, live),
+            Ok(Prunable::Gone) => return Action::AlreadyGone,
+            Ok(Prunable::Keep(action)) => return action,
+            Err(e) => return Action::Failed(e),
+        };
+        let dp = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: live["metadata"]["uid"].as_str().map(str::to_string),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        self.writes.count(Verb::Delete);
+        match api.delete(&entry.key.name, &dp).await {
+            Ok(_) => Action::Pruned,
+            Err(kube::Error::Api(e)) if e.code == 404 => Action::AlreadyGone,
+            // The UID precondition failed: it was replaced by someone else's object.
+            Err(kube::Error::Api(e)) if e.code == 409 => {
+                Action::LeftAlone(format!("replaced meanwhile: {}", e.message))
+            }
+            Err(e) => Action::Failed(e.to_string()),
+        }
     }
 }
 
 /// Why `live` must not be deleted on the strength of `entry`, if so.
 pub fn not_ours(entry: &Entry, live: &Value, instance: &str) -> Option<String> {
-    match owner_of(live, instance) {
-        Owner::Us => {}
-        Owner::OtherInstance(i) => return Some(format!("now owned by driftless instance {i:?}")),
-        Owner::Foreign => return Some("no longer carries driftless's ownership labels".into()),
+    match claim(live, instance, false) {
+        Ok(_) => {}
+        Err(Refusal::OtherInstance(i)) => {
+            return Some(format!("now owned by driftless instance {i:?}"));
+        }
+        Err(Refusal::Foreign) => {
+            return Some("no longer carries driftless's ownership labels".into());
+        }
     }
     let uid = live["metadata"]["uid"].as_str();
     match (&entry.uid, uid) {

@@ -1,36 +1,21 @@
 //! `driftless apply` and `driftless diff`: the one-shot sync commands (binary edge).
 
-use std::collections::BTreeSet;
 use std::io::{IsTerminal, Write as _};
 use std::time::Duration;
 
 use anyhow::Context as _;
 
-use crate::apply::{Action, Engine, SyncReport};
-use crate::cli::{ApplyArgs, DiffArgs, GlobalArgs, exit, load};
-use crate::cluster::Selection;
-use crate::health::{SpecHealth, Status};
-use crate::prune;
-use crate::render::{Facts, Object};
-use crate::spec::{SpecBody, SpecId, SpecTree};
-
-/// Specs that say `adopt = true`.
-pub fn adopt_specs(tree: &SpecTree) -> BTreeSet<SpecId> {
-    tree.specs
-        .iter()
-        .filter(|s| match &s.body {
-            SpecBody::Workspace(w) => w.adopt,
-            SpecBody::ElasticWeb(e) => e.adopt,
-            SpecBody::LocalService(l) => l.adopt,
-            SpecBody::Manifest(_) => false,
-        })
-        .map(|s| s.id.clone())
-        .collect()
-}
+use super::{ApplyArgs, DiffArgs, GlobalArgs, exit, load};
+use driftless::apply::prune;
+use driftless::apply::{Action, Engine, SyncReport};
+use driftless::cluster::Selection;
+use driftless::health::{SpecHealth, Status};
+use driftless::render::{Facts, Object};
+use driftless::spec::SpecTree;
 
 async fn prepare(
     path: &std::path::Path,
-    policy: &crate::spec::Policy,
+    policy: &driftless::spec::Policy,
     global: &GlobalArgs,
     selection: &Selection,
 ) -> anyhow::Result<Option<(SpecTree, kube::Client, Vec<Object>)>> {
@@ -44,15 +29,15 @@ async fn prepare(
     let nodes = if tree
         .specs
         .iter()
-        .any(|s| s.id.kind == crate::spec::Kind::LocalService)
+        .any(|s| s.id.kind == driftless::spec::Kind::LocalService)
     {
-        crate::cluster::node_facts(&client)
+        driftless::cluster::node_facts(&client)
             .await
             .context("listing nodes")?
     } else {
         Vec::new()
     };
-    let objects = crate::render::render(
+    let objects = driftless::render::render(
         &tree,
         &Facts {
             instance: global.instance.clone(),
@@ -82,7 +67,7 @@ pub async fn apply(
         return Ok(exit::ERROR);
     };
     let engine = Engine::new(client, args.engine.options(&global.instance));
-    let report = engine.sync(&objects, &adopt_specs(&tree)).await?;
+    let report = engine.sync(&objects, &tree.adopt_specs()).await?;
     print_sync(&tree, &report)?;
     let mut code = if report.ok() {
         exit::OK
@@ -166,10 +151,10 @@ async fn wait(
 ) -> anyhow::Result<Vec<SpecHealth>> {
     let deadline = tokio::time::Instant::now() + timeout;
     let tty = std::io::stderr().is_terminal();
-    let expected = crate::health::expected(objects);
+    let expected = driftless::health::expected(objects);
     loop {
         let observed = engine.observe(objects).await?;
-        let health = crate::health::tree_health(
+        let health = driftless::health::tree_health(
             &tree.specs,
             &expected,
             &observed,
@@ -210,17 +195,17 @@ pub async fn diff(
         return Ok(exit::ERROR);
     };
     let engine = Engine::new(client, args.engine.options(&global.instance));
-    let diffs = engine.diff(&objects, &adopt_specs(&tree)).await?;
+    let diffs = engine.diff(&objects, &tree.adopt_specs()).await?;
     let color = std::io::stdout().is_terminal();
     let mut out = std::io::stdout().lock();
     let (mut changed, mut errors) = (false, false);
     for d in &diffs {
         match d.change {
-            crate::diff::Change::Unchanged => continue,
-            crate::diff::Change::Error(_) => errors = true,
+            driftless::apply::diff::Change::Unchanged => continue,
+            driftless::apply::diff::Change::Error(_) => errors = true,
             _ => changed = true,
         }
-        out.write_all(crate::diff::render_change(d, color).as_bytes())?;
+        out.write_all(driftless::apply::diff::render_change(d, color).as_bytes())?;
     }
     Ok(if errors {
         exit::ERROR

@@ -1,0 +1,274 @@
+//! Reading what exists: ours by one paged list per kind, the rest directly.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use futures::StreamExt;
+use kube::api::{Api, DynamicObject, ListParams, ObjectMeta};
+
+use super::live::Live;
+use super::plan::Planned;
+use super::{ApplyError, Engine, ObjKey, Resolved};
+use crate::object::ownership;
+
+/// From this many objects of one kind (in one namespace, for objects not ours) a list
+/// is cheaper than reading each.
+const LIST_FROM: usize = 8;
+
+/// What exists of the desired objects, as far as a sync has read them.
+pub(super) struct Existing {
+    pub(super) live: HashMap<ObjKey, Live>,
+    /// Read, present or absent; the rest (kinds served only after planning) are read
+    /// when applied.
+    pub(super) known: BTreeSet<ObjKey>,
+    /// Of kinds this identity may not list: neither recorded nor written.
+    pub(super) skipped: BTreeSet<ObjKey>,
+}
+
+impl Existing {
+    /// Known absent (`Some(None)`), known present, or unknown (`None`). Moved out, not
+    /// copied: each object is applied once.
+    pub(super) fn take(&mut self, key: &ObjKey) -> Option<Option<Live>> {
+        self.known.contains(key).then(|| self.live.remove(key))
+    }
+}
+
+impl Engine {
+    /// What exists of the desired objects: ours by one list per kind, then the rest read
+    /// directly, so nothing is recorded (or written) for an object we may not take.
+    /// A sync of a few specs (`subset`) reads their objects directly; listing a kind
+    /// would read all of this instance's objects of it. A whole sync lists every kind,
+    /// and so learns which kinds it may not list: their objects fail with the reason.
+    pub(super) async fn read_existing(
+        &self,
+        planned: &mut [Planned<'_>],
+        subset: bool,
+    ) -> Result<Existing, ApplyError> {
+        let list_from = if subset { LIST_FROM } else { 1 };
+        let (mut live, forbidden) = self.list_owned(planned, false, list_from).await?;
+        let mut skipped: BTreeSet<ObjKey> = BTreeSet::new();
+        for p in planned.iter_mut() {
+            let id = p.resolved.as_ref().ok().map(resource_id);
+            if let Some(why) = id.and_then(|id| forbidden.get(&id)) {
+                p.resolved = Err(why.clone());
+                skipped.insert(p.key.clone());
+            }
+        }
+        let mut known: BTreeSet<ObjKey> = live.keys().cloned().collect();
+        for (key, found) in self.read_unlisted(planned, &live).await {
+            if let Some(v) = found {
+                live.insert(key.clone(), v);
+            }
+            known.insert(key);
+        }
+        Ok(Existing {
+            live,
+            known,
+            skipped,
+        })
+    }
+
+    /// Everything this instance owns among the kinds of `planned`, by key: one list call
+    /// per kind, not one GET per object. `whole` lists full objects (readiness needs
+    /// them); a sync lists metadata only (ownership, UID and managedFields are all its
+    /// no-write rule reads, a fraction of what the apiserver must serialise), except
+    /// CRDs, whose group and kind a deferred custom resource is matched by.
+    /// Kinds this identity may not list come back in the second map (by resource id,
+    /// with the reason): their objects fail alone instead of sinking the whole sync.
+    /// Only kinds with at least `list_from` objects in `planned` are listed.
+    pub(super) async fn list_owned(
+        &self,
+        planned: &[Planned<'_>],
+        whole: bool,
+        list_from: usize,
+    ) -> Result<(HashMap<ObjKey, Live>, BTreeMap<String, String>), ApplyError> {
+        let mut kinds: BTreeMap<String, (&Resolved, usize)> = BTreeMap::new();
+        for p in planned {
+            if let Ok(r) = &p.resolved {
+                kinds.entry(resource_id(r)).or_insert((r, 0)).1 += 1;
+            }
+        }
+        // Kinds with fewer desired objects than `list_from` are left to `read_unlisted`.
+        kinds.retain(|_, (_, n)| *n >= list_from);
+        let kinds = kinds.into_iter().map(|(what, (r, _))| (what, r));
+        let selector = format!("{}={}", ownership::INSTANCE, self.opts.instance);
+        let selector = selector.as_str();
+        // The kinds are listed at once (a no-op sync is mostly these round trips); the
+        // pages of one kind follow each other, each slimmed before the next is read (a
+        // whole list of full objects was the largest allocation of a sync).
+        let lists = futures::future::try_join_all(kinds.map(|(what, r)| async move {
+            let api = r.api_all(&self.client);
+            let key = |meta: &ObjectMeta| ObjKey {
+                group: r.resource.group.clone(),
+                kind: r.resource.kind.clone(),
+                namespace: meta.namespace.clone().unwrap_or_default(),
+                name: meta.name.clone().unwrap_or_default(),
+            };
+            let listed = if whole || r.resource.kind == "CustomResourceDefinition" {
+                list_map(&api, selector, |mut obj| {
+                    // List items carry no apiVersion/kind of their own.
+                    obj.types = Some(kube::core::TypeMeta {
+                        api_version: r.resource.api_version.clone(),
+                        kind: r.resource.kind.clone(),
+                    });
+                    (key(&obj.metadata), Live::of(obj, &self.opts))
+                })
+                .await
+            } else {
+                list_meta_map(&api, selector, |meta| {
+                    (key(&meta), Live::of_meta(meta, r, &self.opts))
+                })
+                .await
+            };
+            match listed {
+                Ok(items) => Ok(Ok(items)),
+                Err(kube::Error::Api(e)) if e.code == 403 => {
+                    tracing::warn!(kind = %what, "may not list this kind; its objects are skipped");
+                    let why = format!(
+                        "forbidden: this identity may not list {} cluster-wide ({}); grant get/list/watch/create/patch/delete on it",
+                        r.resource.plural, e.message
+                    );
+                    Ok(Err((what, why)))
+                }
+                Err(source) => Err(ApplyError::List { what, source }),
+            }
+        }))
+        .await?;
+        let mut out = HashMap::new();
+        let mut forbidden = BTreeMap::new();
+        for list in lists {
+            match list {
+                Ok(items) => out.extend(items),
+                Err((what, why)) => {
+                    forbidden.insert(what, why);
+                }
+            }
+        }
+        Ok((out, forbidden))
+    }
+
+    /// Reads the desired objects that are not among ours: absent, or someone else's. A
+    /// group of many in one namespace is listed once; a few are read one by one.
+    async fn read_unlisted(
+        &self,
+        planned: &[Planned<'_>],
+        ours: &HashMap<ObjKey, Live>,
+    ) -> Vec<(ObjKey, Option<Live>)> {
+        let mut groups: BTreeMap<(String, String), Vec<&Planned<'_>>> = BTreeMap::new();
+        for p in planned.iter().filter(|p| !ours.contains_key(&p.key)) {
+            if let Ok(r) = &p.resolved {
+                let kind = format!(
+                    "{}/{}/{}",
+                    r.resource.group, r.resource.version, r.resource.plural
+                );
+                groups
+                    .entry((kind, p.key.namespace.clone()))
+                    .or_default()
+                    .push(p);
+            }
+        }
+        let mut out = Vec::new();
+        for ((_, namespace), members) in groups {
+            let Some(Ok(resolved)) = members.first().map(|p| &p.resolved) else {
+                continue;
+            };
+            if members.len() >= LIST_FROM {
+                let api = resolved.api(
+                    &self.client,
+                    (!namespace.is_empty()).then_some(namespace.as_str()),
+                );
+                // A failed list leaves them unread; apply_one reads them itself.
+                let opts = &self.opts;
+                if let Ok(items) = list_map(&api, "", |o| {
+                    (
+                        o.metadata.name.clone().unwrap_or_default(),
+                        Live::of(o, opts),
+                    )
+                })
+                .await
+                {
+                    let mut existing: HashMap<String, Live> = items.into_iter().collect();
+                    out.extend(
+                        members
+                            .iter()
+                            .map(|p| (p.key.clone(), existing.remove(&p.key.name))),
+                    );
+                }
+                continue;
+            }
+            let reads: Vec<(ObjKey, Option<Live>)> = futures::stream::iter(members)
+                .map(|p| async move {
+                    let ns = (!p.key.namespace.is_empty()).then_some(p.key.namespace.as_str());
+                    let r = match &p.resolved {
+                        Ok(r) => r.api(&self.client, ns).get_opt(&p.key.name).await.ok(),
+                        Err(_) => None,
+                    };
+                    (p.key.clone(), r)
+                })
+                .buffer_unordered(self.opts.concurrency.max(1))
+                .filter_map(
+                    |(k, r)| async move { r.map(|o| (k, o.map(|o| Live::of(o, &self.opts)))) },
+                )
+                .collect()
+                .await;
+            out.extend(reads);
+        }
+        out
+    }
+}
+
+fn resource_id(r: &Resolved) -> String {
+    format!(
+        "{}/{}/{}",
+        r.resource.group, r.resource.version, r.resource.plural
+    )
+}
+
+/// Objects per page when listing, full or metadata only (each metadata item's
+/// managedFields still parse as JSON trees: a page of 2,000 held 13 MiB).
+const LIST_PAGE: u32 = 500;
+
+/// A full list, page by page, each item passed through `f` before the next page is read
+/// (so a whole list of full objects is never held at once).
+pub async fn list_map<T>(
+    api: &Api<DynamicObject>,
+    selector: &str,
+    f: impl FnMut(DynamicObject) -> T,
+) -> Result<Vec<T>, kube::Error> {
+    paged(selector, |lp| async move { api.list(&lp).await }, f).await
+}
+
+/// `list_map` of metadata only (`PartialObjectMetadataList`).
+async fn list_meta_map<T>(
+    api: &Api<DynamicObject>,
+    selector: &str,
+    mut f: impl FnMut(ObjectMeta) -> T,
+) -> Result<Vec<T>, kube::Error> {
+    paged(
+        selector,
+        |lp| async move { api.list_metadata(&lp).await },
+        |item| f(item.metadata),
+    )
+    .await
+}
+
+/// The paging loop both lists share: `fetch` reads one page for the given parameters.
+async fn paged<I: Clone, T, Fut>(
+    selector: &str,
+    mut fetch: impl FnMut(ListParams) -> Fut,
+    mut f: impl FnMut(I) -> T,
+) -> Result<Vec<T>, kube::Error>
+where
+    Fut: std::future::Future<Output = Result<kube::core::ObjectList<I>, kube::Error>>,
+{
+    let mut out = Vec::new();
+    let mut lp = ListParams::default().labels(selector).limit(LIST_PAGE);
+    loop {
+        let page = fetch(lp.clone()).await?;
+        out.extend(page.items.into_iter().map(&mut f));
+        match page.metadata.continue_ {
+            Some(token) if !token.is_empty() => lp = lp.continue_token(&token),
+            _ => break,
+        }
+    }
+    Ok(out)
+}

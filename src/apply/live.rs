@@ -1,0 +1,106 @@
+//! Live objects as the engine keeps them: managedFields dropped once hashed.
+
+use kube::api::{DynamicObject, ObjectMeta};
+use serde_json::Value;
+
+use super::hash::owned_fields_hash_of;
+use super::{Options, Resolved};
+
+/// A live object as the engine keeps it: its JSON without `metadata.managedFields`, and
+/// the hash of the fields `manager` owns, taken from them first. managedFields are a
+/// tree of many small maps, most of an object's memory as a `Value`; nothing else in
+/// them is needed, and keeping them made a sync of a few thousand objects take hundreds
+/// of MiB.
+#[derive(Debug, Clone)]
+pub(super) struct Live {
+    pub(super) value: Value,
+    pub(super) fields: String,
+}
+
+/// A live object as one JSON value without its managedFields, and the hash of the fields
+/// `manager` owns (taken from them first). The body is moved into the value, not
+/// serialised as a second copy. `types` stands in for the apiVersion and kind of an
+/// object that has none (list and watch items do not).
+pub fn live_parts(
+    mut obj: DynamicObject,
+    types: Option<&kube::discovery::ApiResource>,
+    manager: &str,
+) -> (Value, String) {
+    let fields = owned_fields_hash_of(&obj.metadata, manager);
+    obj.metadata.managed_fields = None;
+    let metadata = serde_json::to_value(&obj.metadata).unwrap_or(Value::Null);
+    let mut v = match obj.data {
+        Value::Object(m) => m,
+        _ => serde_json::Map::new(),
+    };
+    let (api_version, kind) = match (obj.types, types) {
+        (Some(t), _) => (Some(t.api_version), Some(t.kind)),
+        (None, Some(r)) => (Some(r.api_version.clone()), Some(r.kind.clone())),
+        (None, None) => (None, None),
+    };
+    if let Some(a) = api_version {
+        v.insert("apiVersion".into(), a.into());
+    }
+    if let Some(k) = kind {
+        v.insert("kind".into(), k.into());
+    }
+    v.insert("metadata".into(), metadata);
+    (Value::Object(v), fields)
+}
+
+impl Live {
+    pub(super) fn of(obj: DynamicObject, opts: &Options) -> Live {
+        let (value, fields) = live_parts(obj, None, &opts.field_manager);
+        let value = match opts.live_view {
+            Some(view) => view(value),
+            None => value,
+        };
+        Live { value, fields }
+    }
+
+    /// From a metadata-only list item: enough for ownership, the UID and the no-write
+    /// rule, which is all a sync reads of an object it does not write.
+    pub(super) fn of_meta(mut meta: ObjectMeta, r: &Resolved, opts: &Options) -> Live {
+        let fields = owned_fields_hash_of(&meta, &opts.field_manager);
+        meta.managed_fields = None;
+        Live {
+            value: serde_json::json!({
+                "apiVersion": r.resource.api_version,
+                "kind": r.resource.kind,
+                "metadata": meta,
+            }),
+            fields,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::hash::owned_fields_hash;
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn live_objects_drop_managed_fields_but_keep_their_hash() {
+        let obj: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "s", "managedFields": [
+                {"manager": "driftless", "operation": "Apply", "apiVersion": "v1",
+                 "fieldsType": "FieldsV1",
+                 "fieldsV1": {"f:spec": {"f:ports": {"k:{\"port\":80}": {".": {}}}}}},
+                {"manager": "kube-controller-manager", "operation": "Update",
+                 "fieldsV1": {"f:status": {}}},
+                {"manager": "driftless", "operation": "Apply", "apiVersion": "v1"},
+            ]},
+            "spec": {"ports": [{"port": 80}]}
+        }))
+        .unwrap();
+        let full = serde_json::to_value(&obj).unwrap();
+        let want = owned_fields_hash(&full, "driftless");
+        assert_eq!(owned_fields_hash_of(&obj.metadata, "driftless"), want);
+        let live = Live::of(obj, &Options::default());
+        assert_eq!(live.fields, want);
+        assert!(live.value["metadata"].get("managedFields").is_none());
+        assert_eq!(live.value["spec"], full["spec"]);
+    }
+}

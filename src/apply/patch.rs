@@ -1,0 +1,231 @@
+//! One object's apply: the ownership decision, the no-write rule, server-side apply, and
+//! replacement when a Pod cannot change in place.
+
+use std::time::Duration;
+
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
+use serde_json::Value;
+
+use super::hash::{hash_value, shape_hash};
+use super::live::Live;
+use super::plan::Planned;
+use super::{Action, Engine, Entry, ObjectResult, Packed, Verb, record};
+use crate::object::{Claim, claim};
+
+impl Engine {
+    pub(super) async fn apply_one(
+        &self,
+        p: &Planned<'_>,
+        live: Option<Option<Live>>,
+        entry: Option<Entry>,
+    ) -> (ObjectResult, Option<Entry>) {
+        use tracing::Instrument as _;
+        let span = tracing::info_span!("apply", spec = %p.obj.spec, object = %p.key);
+        self.apply_one_inner(p, live, entry).instrument(span).await
+    }
+
+    async fn apply_one_inner(
+        &self,
+        p: &Planned<'_>,
+        live: Option<Option<Live>>,
+        entry: Option<Entry>,
+    ) -> (ObjectResult, Option<Entry>) {
+        let result = |action: Action, live: Option<Live>| {
+            let (live, fields) = live.map(|l| (Packed::new(&l.value), l.fields)).unzip();
+            ObjectResult {
+                key: p.key.clone(),
+                spec: p.obj.spec.clone(),
+                action,
+                live,
+                fields,
+            }
+        };
+        let resolved = match &p.resolved {
+            Ok(r) => r,
+            Err(e) => return (result(Action::Failed(e.clone()), None), entry),
+        };
+        let api = resolved.api(
+            &self.client,
+            (!p.key.namespace.is_empty()).then_some(p.key.namespace.as_str()),
+        );
+        // Not read yet (its kind was served only after planning): read it now.
+        let live = match live {
+            Some(v) => v,
+            None => match api.get_opt(&p.key.name).await {
+                Ok(o) => o.map(|o| Live::of(o, &self.opts)),
+                Err(e) => {
+                    return (
+                        result(Action::Failed(format!("reading it: {e}")), None),
+                        entry,
+                    );
+                }
+            },
+        };
+        let applied = hash_value(&p.body);
+        let shape = shape_hash(&p.body);
+        let mut force = self.opts.force_conflicts;
+        let mut replace = false;
+        if let Some(live) = &live {
+            match claim(&live.value, &self.opts.instance, p.adopt) {
+                Ok(Claim::Ours) => {}
+                Ok(Claim::Adopt) => force = true,
+                Err(refusal) => {
+                    return (
+                        result(Action::Conflict(refusal.to_string()), Some(live.clone())),
+                        entry.filter(|e| e.uid.is_some()),
+                    );
+                }
+            }
+            let uid = live.value["metadata"]["uid"].as_str();
+            if let Some(e) = &entry
+                && e.uid.as_deref() == uid
+                && uid.is_some()
+            {
+                if e.applied.as_deref() == Some(applied.as_str())
+                    && e.fields.as_deref() == Some(live.fields.as_str())
+                {
+                    // Listed as metadata only (but CRDs): no body to hand on.
+                    let crd = p.key.kind == "CustomResourceDefinition";
+                    let unchanged = ObjectResult {
+                        live: crd.then(|| Packed::new(&live.value)),
+                        fields: Some(live.fields.clone()),
+                        ..result(Action::Unchanged, None)
+                    };
+                    return (unchanged, Some(e.clone()));
+                }
+                replace = p.key.is("", "Pod") && e.shape.as_deref().is_some_and(|s| s != shape);
+                // Our intent is what we last applied, so only someone else's edit moved our
+                // fields: that is drift, and we take them back. A change of *our* intent that
+                // collides with another manager's fields is a conflict to report instead.
+                if e.applied.as_deref() == Some(applied.as_str()) {
+                    force = true;
+                }
+            }
+        }
+
+        if replace && let Some(live) = &live {
+            return self.replace(p, &api, &live.value, applied, shape).await;
+        }
+        let pp = PatchParams {
+            force,
+            ..PatchParams::apply(&self.opts.field_manager)
+        };
+        self.writes.count(Verb::Patch);
+        match api.patch(&p.key.name, &pp, &Patch::Apply(&p.body)).await {
+            Ok(obj) => {
+                let v = Live::of(obj, &self.opts);
+                let action = if live.is_some() {
+                    Action::Configured
+                } else {
+                    Action::Created
+                };
+                tracing::info!(action = action.label(), "applied");
+                let e = record::confirmed(p, &v, applied, shape);
+                (result(action, Some(v)), Some(e))
+            }
+            Err(kube::Error::Api(e)) if e.code == 409 => {
+                let msg = format!(
+                    "field conflict with another manager (pass --force-conflicts to take the fields): {}",
+                    e.message
+                );
+                (result(Action::Conflict(msg), live), entry)
+            }
+            // Most of a Pod's spec cannot change in place.
+            Err(kube::Error::Api(e)) if e.code == 422 && p.key.is("", "Pod") && live.is_some() => {
+                match &live {
+                    Some(l) => self.replace(p, &api, &l.value, applied, shape).await,
+                    None => (result(Action::Failed(e.message.clone()), None), entry),
+                }
+            }
+            Err(e) => (result(Action::Failed(e.to_string()), live), entry),
+        }
+    }
+
+    /// Delete, wait until gone, create: for changes the object cannot take in place.
+    async fn replace(
+        &self,
+        p: &Planned<'_>,
+        api: &Api<DynamicObject>,
+        live: &Value,
+        applied: String,
+        shape: String,
+    ) -> (ObjectResult, Option<Entry>) {
+        // Only a successful replace has a live object we know the owned fields of.
+        let result = |action: Action, live: Option<&Value>| ObjectResult {
+            key: p.key.clone(),
+            spec: p.obj.spec.clone(),
+            action,
+            live: live.map(Packed::new),
+            fields: None,
+        };
+        let uid = live["metadata"]["uid"].as_str().map(str::to_string);
+        let dp = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: uid.clone(),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        self.writes.count(Verb::Delete);
+        match api.delete(&p.key.name, &dp).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => {
+                return (
+                    result(
+                        Action::Failed(format!("replacing: delete failed: {e}")),
+                        Some(live),
+                    ),
+                    None,
+                );
+            }
+        }
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+        loop {
+            match api.get_opt(&p.key.name).await {
+                Ok(None) => break,
+                Ok(Some(o)) if o.metadata.uid != uid => break,
+                Ok(Some(_)) | Err(_) if tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                }
+                _ => {
+                    return (
+                        result(
+                            Action::Failed("replacing: the old object did not go away".into()),
+                            None,
+                        ),
+                        None,
+                    );
+                }
+            }
+        }
+        self.writes.count(Verb::Patch);
+        match api
+            .patch(
+                &p.key.name,
+                &PatchParams::apply(&self.opts.field_manager),
+                &Patch::Apply(&p.body),
+            )
+            .await
+        {
+            Ok(obj) => {
+                let v = Live::of(obj, &self.opts);
+                tracing::info!("replaced");
+                let e = record::confirmed(p, &v, applied, shape);
+                let fields = Some(v.fields);
+                let r = ObjectResult {
+                    fields,
+                    ..result(Action::Replaced, Some(&v.value))
+                };
+                (r, Some(e))
+            }
+            Err(e) => (
+                result(
+                    Action::Failed(format!("replacing: create failed: {e}")),
+                    None,
+                ),
+                None,
+            ),
+        }
+    }
+}

@@ -1,0 +1,113 @@
+//! The inventory's side of a sync: what counts as desired, what is recorded before the
+//! writes (so an interrupted sync never orphans an object), and what after each one.
+
+use std::collections::BTreeSet;
+
+use super::list::Existing;
+use super::live::Live;
+use super::plan::Planned;
+use super::prune::Plan;
+use super::{Entry, Inventory, ObjKey, Options};
+use crate::object::{claim, split_api_version};
+
+/// What a sync wants to exist: the planned objects, and for a sync of some specs
+/// (`scope`, by identity text) everything the inventory lists for the other specs.
+pub(super) fn desired(
+    planned: &[Planned<'_>],
+    loaded: &Inventory,
+    scope: Option<&BTreeSet<String>>,
+) -> BTreeSet<ObjKey> {
+    let mut desired: BTreeSet<ObjKey> = planned.iter().map(|p| p.key.clone()).collect();
+    if let Some(specs) = scope {
+        desired.extend(
+            loaded
+                .entries
+                .values()
+                .filter(|e| !specs.contains(&e.spec))
+                .map(|e| e.key.clone()),
+        );
+    }
+    desired
+}
+
+/// The inventory to save before any write: `loaded` with a pending entry (no UID yet) for
+/// every object this sync may take, and holds released or set.
+///
+/// What a refused revision adds is held out of the share later prunes are judged
+/// against (`Entry::held`), until a whole sync's prune goes ahead or a prune of those
+/// specs deletes something. A sync of specs that prunes nothing proves nothing: a sync
+/// of only the spec that added objects (after drift, say) would otherwise release them
+/// while the refusal stands.
+pub(super) fn pending(
+    loaded: &Inventory,
+    planned: &[Planned<'_>],
+    existing: &Existing,
+    scope: Option<&BTreeSet<String>>,
+    prune_plan: &Plan,
+    opts: &Options,
+) -> Inventory {
+    let mut inv = loaded.clone();
+    let prune_on = opts.prune.enabled;
+    let hold = prune_on && prune_plan.refused.is_some();
+    if prune_on && !hold && (scope.is_none() || !prune_plan.candidates.is_empty()) {
+        for e in inv.entries.values_mut() {
+            if scope.is_none_or(|s| s.contains(&e.spec)) {
+                e.held = false;
+            }
+        }
+    }
+    for p in planned
+        .iter()
+        .filter(|p| !existing.skipped.contains(&p.key))
+    {
+        let takeable = existing
+            .live
+            .get(&p.key)
+            .is_none_or(|l| claim(&l.value, &opts.instance, p.adopt).is_ok());
+        if !takeable {
+            continue;
+        }
+        inv.entries.entry(p.key.clone()).or_insert_with(|| Entry {
+            key: p.key.clone(),
+            version: split_api_version(&p.obj.api_version).1.to_string(),
+            spec: p.obj.spec.to_string(),
+            uid: None,
+            applied: None,
+            shape: None,
+            fields: None,
+            held: hold,
+        });
+    }
+    inv
+}
+
+/// The entry for an object just written: confirmed with its UID and hashes.
+pub(super) fn confirmed(p: &Planned<'_>, live: &Live, applied: String, shape: String) -> Entry {
+    Entry {
+        key: p.key.clone(),
+        version: split_api_version(&p.obj.api_version).1.to_string(),
+        spec: p.obj.spec.to_string(),
+        uid: live.value["metadata"]["uid"].as_str().map(str::to_string),
+        applied: Some(applied),
+        shape: Some(shape),
+        fields: Some(live.fields.clone()),
+        held: false,
+    }
+}
+
+/// Records one object's outcome: its entry as the apply left it (keeping a hold), or,
+/// for an object that was never ours, no pending record that could make it look
+/// prunable later.
+pub(super) fn settle(inv: &mut Inventory, key: &ObjKey, entry: Option<Entry>) {
+    match entry {
+        Some(e) => {
+            let held = inv.entries.get(&e.key).is_some_and(|old| old.held);
+            inv.entries.insert(e.key.clone(), Entry { held, ..e });
+        }
+        None => {
+            if inv.entries.get(key).is_some_and(|e| e.uid.is_none()) {
+                inv.entries.remove(key);
+            }
+        }
+    }
+}
