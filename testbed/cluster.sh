@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The local Kubernetes control plane for driftless's tests and demo (DESIGN §4):
+# The local Kubernetes control plane for driftless's tests and demo:
 # etcd, kube-apiserver, kube-controller-manager, kube-scheduler, all on loopback with
 # free ports, plus `driftless-testbed` (fake Nodes, kubelet and volume-provisioner
 # stand-ins).

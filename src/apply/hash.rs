@@ -50,21 +50,8 @@ pub(super) fn shape_hash(body: &Value) -> String {
     hash_serialized(&Shape(body))
 }
 
-/// The fields `manager` owns through apply, as the server recorded them.
-pub fn owned_fields_hash(live: &Value, manager: &str) -> String {
-    let owned: Vec<&Value> = live["metadata"]["managedFields"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|m| {
-            m["manager"].as_str() == Some(manager) && m["operation"].as_str() == Some("Apply")
-        })
-        .map(|m| &m["fieldsV1"])
-        .collect();
-    hash_value(&Value::from(owned.into_iter().cloned().collect::<Vec<_>>()))
-}
-
-/// `owned_fields_hash` of a typed object's JSON, without building that JSON.
+/// The hash of the fields `manager` owns through apply, as the server recorded them in
+/// a typed object's metadata.
 pub fn owned_fields_hash_of(meta: &ObjectMeta, manager: &str) -> String {
     let owned: Vec<&Value> = meta
         .managed_fields
@@ -79,9 +66,23 @@ pub fn owned_fields_hash_of(meta: &ObjectMeta, manager: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The same hash from an object's JSON: what `owned_fields_hash_of` must agree with.
+    pub(in crate::apply) fn owned_fields_hash(live: &Value, manager: &str) -> String {
+        let owned: Vec<&Value> = live["metadata"]["managedFields"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|m| {
+                m["manager"].as_str() == Some(manager) && m["operation"].as_str() == Some("Apply")
+            })
+            .map(|m| &m["fieldsV1"])
+            .collect();
+        hash_value(&Value::from(owned.into_iter().cloned().collect::<Vec<_>>()))
+    }
 
     #[test]
     fn owned_fields_hash_sees_only_our_apply_entries() {

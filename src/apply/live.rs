@@ -76,7 +76,7 @@ impl Live {
 
 #[cfg(test)]
 mod tests {
-    use super::super::hash::owned_fields_hash;
+    use super::super::hash::tests::owned_fields_hash;
     use super::*;
     use serde_json::json;
 

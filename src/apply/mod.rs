@@ -33,14 +33,12 @@ use futures::StreamExt;
 use kube::Client;
 use serde_json::Value;
 
-pub use hash::{hash_value, owned_fields_hash, owned_fields_hash_of};
 pub use inventory::{Entry, Inventory, Store};
-pub use list::list_map;
 pub use live::live_parts;
 pub use resolve::{Resolved, Resolver};
 
 use crate::object::ownership;
-pub use crate::object::{ObjKey, Observed, Owner, Packed, owner_of};
+pub use crate::object::{ObjKey, Observed, Packed};
 use crate::render::Object;
 use crate::spec::SpecId;
 use plan::Planned;
@@ -103,16 +101,6 @@ pub enum ApplyError {
     List { what: String, source: kube::Error },
     #[error("namespace {name}: {source}")]
     Namespace { name: String, source: kube::Error },
-}
-
-impl ApplyError {
-    pub fn metric_label(&self) -> &'static str {
-        match self {
-            ApplyError::Inventory(_) => "inventory",
-            ApplyError::List { .. } => "list",
-            ApplyError::Namespace { .. } => "namespace",
-        }
-    }
 }
 
 #[derive(Debug, Clone)]

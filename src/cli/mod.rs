@@ -1,4 +1,4 @@
-//! The command line (DESIGN §3). This is the binary's edge: `anyhow` stops here, and
+//! The command line. This is the binary's edge: `anyhow` stops here, and
 //! every subcommand maps its outcome to a kubectl-style exit code.
 
 mod docs;
@@ -197,8 +197,10 @@ impl EngineArgs {
     }
 }
 
+/// What `diff` and `apply` work on: a spec tree, the namespaces it may write into, and
+/// how the engine writes.
 #[derive(Args, Debug)]
-pub struct ApplyArgs {
+pub struct TreeArgs {
     /// Root of the spec tree (every *.toml under it).
     #[arg(default_value = ".")]
     pub path: PathBuf,
@@ -206,6 +208,12 @@ pub struct ApplyArgs {
     pub policy: PolicyArgs,
     #[command(flatten)]
     pub engine: EngineArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct ApplyArgs {
+    #[command(flatten)]
+    pub tree: TreeArgs,
     /// Wait until every spec is ready (or failed) before exiting.
     #[arg(long)]
     pub wait: bool,
@@ -216,13 +224,8 @@ pub struct ApplyArgs {
 
 #[derive(Args, Debug)]
 pub struct DiffArgs {
-    /// Root of the spec tree (every *.toml under it).
-    #[arg(default_value = ".")]
-    pub path: PathBuf,
     #[command(flatten)]
-    pub policy: PolicyArgs,
-    #[command(flatten)]
-    pub engine: EngineArgs,
+    pub tree: TreeArgs,
 }
 
 #[derive(Args, Debug)]

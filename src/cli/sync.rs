@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 
-use super::{ApplyArgs, DiffArgs, GlobalArgs, exit, load};
+use super::{ApplyArgs, DiffArgs, GlobalArgs, TreeArgs, exit, load};
 use driftless::apply::prune;
 use driftless::apply::{Action, Engine, SyncReport};
 use driftless::cluster::Selection;
@@ -13,13 +13,18 @@ use driftless::health::{SpecHealth, Status};
 use driftless::render::{Facts, Object};
 use driftless::spec::SpecTree;
 
+/// The tree's specs, an engine for the selected cluster, and the objects they render;
+/// `None` for an invalid tree (its errors printed), which applies and prunes nothing.
 async fn prepare(
-    path: &std::path::Path,
-    policy: &driftless::spec::Policy,
+    args: &TreeArgs,
     global: &GlobalArgs,
     selection: &Selection,
-) -> anyhow::Result<Option<(SpecTree, kube::Client, Vec<Object>)>> {
-    let Some(tree) = load(path, policy)? else {
+) -> anyhow::Result<Option<(SpecTree, Engine, Vec<Object>)>> {
+    let policy = args
+        .policy
+        .policy()
+        .protect(&args.engine.inventory_namespace);
+    let Some(tree) = load(&args.path, &policy)? else {
         return Ok(None);
     };
     let client = selection
@@ -44,7 +49,8 @@ async fn prepare(
             nodes,
         },
     )?;
-    Ok(Some((tree, client, objects)))
+    let engine = Engine::new(client, args.engine.options(&global.instance));
+    Ok(Some((tree, engine, objects)))
 }
 
 pub async fn apply(
@@ -52,21 +58,9 @@ pub async fn apply(
     global: &GlobalArgs,
     selection: &Selection,
 ) -> anyhow::Result<u8> {
-    // An invalid tree applies nothing and prunes nothing.
-    let Some((tree, client, objects)) = prepare(
-        &args.path,
-        &args
-            .policy
-            .policy()
-            .protect(&args.engine.inventory_namespace),
-        global,
-        selection,
-    )
-    .await?
-    else {
+    let Some((tree, engine, objects)) = prepare(&args.tree, global, selection).await? else {
         return Ok(exit::ERROR);
     };
-    let engine = Engine::new(client, args.engine.options(&global.instance));
     let report = engine.sync(&objects, &tree.adopt_specs()).await?;
     print_sync(&tree, &report)?;
     let mut code = if report.ok() {
@@ -186,15 +180,9 @@ pub async fn diff(
     global: &GlobalArgs,
     selection: &Selection,
 ) -> anyhow::Result<u8> {
-    let policy = args
-        .policy
-        .policy()
-        .protect(&args.engine.inventory_namespace);
-    let Some((tree, client, objects)) = prepare(&args.path, &policy, global, selection).await?
-    else {
+    let Some((tree, engine, objects)) = prepare(&args.tree, global, selection).await? else {
         return Ok(exit::ERROR);
     };
-    let engine = Engine::new(client, args.engine.options(&global.instance));
     let diffs = engine.diff(&objects, &tree.adopt_specs()).await?;
     let color = std::io::stdout().is_terminal();
     let mut out = std::io::stdout().lock();

@@ -24,7 +24,7 @@ pub struct ObjectHealth {
     pub status: ObjectStatus,
 }
 
-/// What each kind reports beyond readiness (DESIGN §1).
+/// What each kind reports beyond readiness (README: "Status file", `figures`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum Figures {
