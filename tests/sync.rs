@@ -588,6 +588,58 @@ image = "codercom/code-server:4"
     );
 }
 
+/// `apply --wait` stops as soon as waiting cannot help: here one object cannot be
+/// applied (its kind is not served) and everything else is ready, so it exits 1 without
+/// waiting out `--timeout`.
+#[tokio::test]
+async fn apply_wait_stops_once_every_object_not_ready_failed_to_apply() {
+    let client = common::client().await;
+    let ns = common::namespace(&client, "sync-waitfail").await;
+    let text = format!(
+        r#"
+namespace = "{ns}"
+
+[[manifest]]
+apiVersion = "v1"
+kind = "ConfigMap"
+metadata = {{ name = "fine" }}
+data = {{ a = "1" }}
+
+[[manifest]]
+apiVersion = "nothing.driftless.test/v1"
+kind = "Nope"
+metadata = {{ name = "never" }}
+spec = {{ a = 1 }}
+"#
+    );
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("t.toml"), &text).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_driftless"))
+        .args([
+            "apply",
+            &dir.path().to_string_lossy(),
+            "--instance",
+            &ns,
+            "--wait",
+            "--timeout",
+            "3m",
+        ])
+        .env("KUBECONFIG", std::env::var_os(common::CLUSTER_ENV).unwrap())
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("stopped waiting: every object not ready failed to apply"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("timed out"), "{stderr}");
+    assert!(stdout.contains("not served by the cluster"), "{stdout}");
+}
+
 #[tokio::test]
 async fn a_crd_and_its_custom_resource_apply_in_one_revision() {
     let client = common::client().await;

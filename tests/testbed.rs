@@ -59,6 +59,14 @@ async fn fake_nodes_are_ready_untainted_and_zoned() {
             n.labels().get("kubernetes.io/hostname"),
             Some(&n.name_any())
         );
+        assert_eq!(
+            n.labels().get("kubernetes.io/os").map(String::as_str),
+            Some("linux")
+        );
+        assert_eq!(
+            n.labels().get("kubernetes.io/arch").map(String::as_str),
+            Some("amd64")
+        );
     }
 }
 

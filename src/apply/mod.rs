@@ -17,6 +17,7 @@ pub mod inventory;
 mod list;
 mod live;
 mod namespaces;
+mod normalize;
 mod observe;
 mod patch;
 mod plan;

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::{Engine, ObjKey, ObjectResult, Packed, Resolved};
+use super::{Engine, ObjKey, ObjectResult, Packed, Resolved, normalize};
 use crate::render::Object;
 use crate::spec::SpecId;
 
@@ -43,6 +43,7 @@ impl Engine {
                     )
                 });
             let (body, namespace) = fix_namespace(obj, resolved.as_ref().ok());
+            let body = normalize::compatible(obj.group(), &obj.kind, body);
             out.push(Planned {
                 key: ObjKey {
                     group: obj.group().to_string(),

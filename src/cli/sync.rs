@@ -1,5 +1,6 @@
 //! `driftless apply` and `driftless diff`: the one-shot sync commands (binary edge).
 
+use std::collections::BTreeSet;
 use std::io::{IsTerminal, Write as _};
 use std::time::Duration;
 
@@ -69,7 +70,13 @@ pub async fn apply(
         exit::DIFFERENCES
     };
     if args.wait {
-        let health = wait(&engine, &tree, &objects, args.timeout).await?;
+        let failed: BTreeSet<String> = report
+            .objects
+            .iter()
+            .filter(|o| o.action.is_error())
+            .map(|o| o.key.to_string())
+            .collect();
+        let health = wait(&engine, &tree, &objects, &failed, args.timeout).await?;
         let mut out = std::io::stdout().lock();
         for h in &health {
             let mark = match h.status {
@@ -136,11 +143,31 @@ fn print_sync(tree: &SpecTree, report: &SyncReport) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Polls until every spec is ready or failed, or `timeout` passes; the last health.
+/// Whether waiting longer cannot help: some spec is not ready, and every spec that is not
+/// has objects not ready, each of which failed to apply (`failed`, by object) or is
+/// Failed. A spec not ready for no object's sake (none rendered yet) may still become so.
+fn hopeless(health: &[SpecHealth], failed: &BTreeSet<String>) -> bool {
+    let mut waiting = health.iter().filter(|h| !h.ready).peekable();
+    waiting.peek().is_some()
+        && waiting.all(|h| {
+            let mut not_ready = h
+                .objects
+                .iter()
+                .filter(|o| o.status.status != Status::Current)
+                .peekable();
+            not_ready.peek().is_some()
+                && not_ready
+                    .all(|o| o.status.status == Status::Failed || failed.contains(&o.object))
+        })
+}
+
+/// Polls until every spec is ready or failed, waiting is hopeless (every object not ready
+/// failed to apply or is Failed), or `timeout` passes; the last health.
 async fn wait(
     engine: &Engine,
     tree: &SpecTree,
     objects: &[Object],
+    failed: &BTreeSet<String>,
     timeout: Duration,
 ) -> anyhow::Result<Vec<SpecHealth>> {
     let deadline = tokio::time::Instant::now() + timeout;
@@ -156,14 +183,17 @@ async fn wait(
         );
         let ready = health.iter().filter(|h| h.ready).count();
         let settled = health.iter().all(|h| h.status != Status::InProgress);
+        let hopeless = !settled && hopeless(&health, failed);
         if tty {
             eprint!("\r\x1b[2Kwaiting: {ready}/{} specs ready", health.len());
         }
-        if settled || tokio::time::Instant::now() >= deadline {
+        if settled || hopeless || tokio::time::Instant::now() >= deadline {
             if tty {
                 eprintln!();
             }
-            if !settled {
+            if hopeless {
+                eprintln!("stopped waiting: every object not ready failed to apply or is Failed");
+            } else if !settled {
                 eprintln!(
                     "timed out after {} waiting for readiness",
                     humantime::format_duration(timeout)
@@ -202,4 +232,74 @@ pub async fn diff(
     } else {
         exit::OK
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use driftless::health::{Figures, ObjectHealth, ObjectStatus};
+
+    fn spec(objects: &[(&str, Status)]) -> SpecHealth {
+        let ready = objects.iter().all(|(_, s)| *s == Status::Current);
+        SpecHealth {
+            id: "manifest/ns/x".into(),
+            status: if ready {
+                Status::Current
+            } else {
+                Status::InProgress
+            },
+            ready,
+            reason: None,
+            message: String::new(),
+            figures: Figures::Manifest {},
+            objects: objects
+                .iter()
+                .map(|(o, s)| ObjectHealth {
+                    object: o.to_string(),
+                    status: ObjectStatus {
+                        status: *s,
+                        reason: None,
+                        message: String::new(),
+                    },
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn waiting_is_hopeless_only_when_everything_not_ready_has_failed() {
+        let failed: BTreeSet<String> = ["Nope.x.example ns/a".to_string()].into();
+        let applied_but_failed = spec(&[("Nope.x.example ns/a", Status::NotFound)]);
+        let crashing = spec(&[
+            ("Pod ns/b", Status::Failed),
+            ("Service ns/b", Status::Current),
+        ]);
+        let starting = spec(&[("Pod ns/c", Status::InProgress)]);
+        let ready = spec(&[("ConfigMap ns/d", Status::Current)]);
+        let empty = spec(&[]);
+        let not_ready_without_objects = SpecHealth {
+            ready: false,
+            ..empty.clone()
+        };
+
+        assert!(hopeless(
+            &[applied_but_failed.clone(), ready.clone()],
+            &failed
+        ));
+        assert!(hopeless(
+            &[applied_but_failed.clone(), crashing.clone()],
+            &failed
+        ));
+        // Something may still come up: keep waiting.
+        assert!(!hopeless(&[applied_but_failed.clone(), starting], &failed));
+        assert!(!hopeless(
+            &[applied_but_failed, not_ready_without_objects],
+            &failed
+        ));
+        // Everything ready is done, not hopeless.
+        assert!(!hopeless(&[ready, empty], &failed));
+        // An object that is not ready and did not fail to apply is still being created.
+        let absent = spec(&[("ConfigMap ns/e", Status::NotFound)]);
+        assert!(!hopeless(&[absent], &failed));
+    }
 }

@@ -95,8 +95,8 @@ pub async fn run(client: Client, registry: Registry) -> anyhow::Result<()> {
     anyhow::bail!("node watch ended")
 }
 
-/// Writes Ready status and removes startup taints, only where the Node lacks them, so a
-/// Ready node sees no writes.
+/// Writes the standard labels, Ready status, and removes startup taints, only where the
+/// Node lacks them, so a Ready node sees no writes.
 async fn make_ready(api: &Api<Node>, node: &Node, registry: &Registry) -> anyhow::Result<()> {
     let name = node.name_any();
     let existing_ip = node
@@ -111,6 +111,27 @@ async fn make_ready(api: &Api<Node>, node: &Node, registry: &Registry) -> anyhow
         None => format!("192.0.2.{}", (registry.len() % 250) + 10),
     };
     registry.insert(&name, ip.clone());
+
+    // The labels a kubelet sets on registration, which nodeSelectors in upstream
+    // manifests rely on; a Node added later (by a test, say) may lack them.
+    let standard = [
+        ("kubernetes.io/hostname", name.as_str()),
+        ("kubernetes.io/os", "linux"),
+        ("kubernetes.io/arch", "amd64"),
+    ];
+    let labels = node.labels();
+    let missing: BTreeMap<&str, &str> = standard
+        .into_iter()
+        .filter(|(k, _)| !labels.contains_key(*k))
+        .collect();
+    if !missing.is_empty() {
+        api.patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": missing}})),
+        )
+        .await?;
+    }
 
     let taints = node
         .spec
