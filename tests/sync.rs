@@ -640,6 +640,87 @@ spec = {{ a = 1 }}
     assert!(stdout.contains("not served by the cluster"), "{stdout}");
 }
 
+/// A Deployment made by `kubectl apply` (client-side) with env A and B, adopted by a spec
+/// that has only A: kubectl's ownership moves to driftless first (as `csaupgrade` does),
+/// so B and kubectl's last-applied annotation go instead of staying for ever.
+#[tokio::test]
+async fn adopting_what_kubectl_applied_drops_what_the_spec_does_not_set() {
+    let client = common::client().await;
+    let ns = common::namespace(&client, "sync-csa").await;
+    let kubeconfig = std::env::var_os(common::CLUSTER_ENV).unwrap();
+    let deployment = |env: &str| {
+        format!(
+            r#"{{"apiVersion": "apps/v1", "kind": "Deployment",
+ "metadata": {{"name": "web", "namespace": "{ns}"}},
+ "spec": {{"replicas": 1, "selector": {{"matchLabels": {{"app": "web"}}}},
+  "template": {{"metadata": {{"labels": {{"app": "web"}}}},
+   "spec": {{"containers": [{{"name": "c", "image": "nginx:1.17.1", "env": [{env}]}}]}}}}}}}}"#
+        )
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let made = dir.path().join("kubectl.json");
+    std::fs::write(
+        &made,
+        deployment(r#"{"name": "A", "value": "1"}, {"name": "B", "value": "2"}"#),
+    )
+    .unwrap();
+    let kubectl = std::process::Command::new("kubectl")
+        .args(["apply", "-f", &made.to_string_lossy()])
+        .env("KUBECONFIG", &kubeconfig)
+        .output()
+        .expect("kubectl on PATH (the machine image's; see README, The local cluster)");
+    assert!(kubectl.status.success(), "{kubectl:?}");
+
+    let specs = dir.path().join("specs");
+    std::fs::create_dir(&specs).unwrap();
+    let manifest: serde_json::Value =
+        serde_json::from_str(&deployment(r#"{"name": "A", "value": "1"}"#)).unwrap();
+    let toml = toml::to_string(&serde_json::json!({ "manifest": [manifest] })).unwrap();
+    std::fs::write(specs.join("web.toml"), toml).unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_driftless"))
+        .args([
+            "apply",
+            &specs.to_string_lossy(),
+            "--instance",
+            &ns,
+            "--adopt",
+        ])
+        .env("KUBECONFIG", &kubeconfig)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+
+    let live = Api::<Deployment>::namespaced(client, &ns)
+        .get("web")
+        .await
+        .unwrap();
+    let env: Vec<String> = live.spec.unwrap().template.spec.unwrap().containers[0]
+        .env
+        .iter()
+        .flatten()
+        .map(|e| e.name.clone())
+        .collect();
+    assert_eq!(env, ["A"]);
+    assert!(
+        !live
+            .metadata
+            .annotations
+            .unwrap_or_default()
+            .contains_key("kubectl.kubernetes.io/last-applied-configuration")
+    );
+    let managers: Vec<String> = live
+        .metadata
+        .managed_fields
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|m| m.manager)
+        .collect();
+    assert!(
+        !managers.iter().any(|m| m == "kubectl-client-side-apply"),
+        "{managers:?}"
+    );
+}
+
 #[tokio::test]
 async fn a_crd_and_its_custom_resource_apply_in_one_revision() {
     let client = common::client().await;

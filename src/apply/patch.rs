@@ -68,7 +68,13 @@ impl Engine {
         if let Some(live) = &live {
             match claim(&live.value, &self.opts.instance, p.adopt) {
                 Ok(Claim::Ours) => {}
-                Ok(Claim::Adopt) => force = true,
+                Ok(Claim::Adopt) => {
+                    force = true;
+                    if let Err(e) = self.take_over_client_side_apply(&api, &p.key.name).await {
+                        let msg = format!("adopting it: moving kubectl's ownership: {e}");
+                        return (result(Action::Failed(msg), Some(live.clone())), entry);
+                    }
+                }
                 Err(refusal) => {
                     return (
                         result(Action::Conflict(refusal.to_string()), Some(live.clone())),
