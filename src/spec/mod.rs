@@ -7,6 +7,7 @@ pub mod model;
 pub mod names;
 pub mod quantity;
 pub mod schema;
+mod yaml;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;

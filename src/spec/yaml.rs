@@ -1,0 +1,306 @@
+//! Plain Kubernetes YAML, as Kubernetes software ships it: every document of a
+//! `*.yaml`/`*.yml` file is one object. Documents are read into a tree that remembers
+//! where each key and value was written, so that every error, of YAML syntax or of
+//! validation, names its `file:line:col`.
+//!
+//! The YAML is read as Kubernetes reads it (YAML 1.1, through go-yaml): `0644` is octal
+//! (`defaultMode`), empty documents are skipped, and nulls are kept as written
+//! (`creationTimestamp: null` in every generated CRD). Duplicate keys are errors, and
+//! aliases are bounded (the parser's budget), so a small file cannot expand into a huge
+//! one.
+
+use std::fmt;
+
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_saphyr::Spanned;
+
+/// A YAML value and where it was written.
+pub(super) type Node = Spanned<Tree>;
+
+/// A YAML value as the JSON Kubernetes takes: maps keep their order and their keys'
+/// places.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Tree {
+    Null,
+    Bool(bool),
+    Int(i64),
+    UInt(u64),
+    Float(f64),
+    Str(String),
+    Seq(Vec<Node>),
+    Map(Vec<(Spanned<String>, Node)>),
+}
+
+impl<'de> Deserialize<'de> for Tree {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Tree, D::Error> {
+        d.deserialize_any(TreeVisitor)
+    }
+}
+
+struct TreeVisitor;
+
+impl<'de> Visitor<'de> for TreeVisitor {
+    type Value = Tree;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("a YAML value")
+    }
+
+    fn visit_unit<E>(self) -> Result<Tree, E> {
+        Ok(Tree::Null)
+    }
+
+    fn visit_none<E>(self) -> Result<Tree, E> {
+        Ok(Tree::Null)
+    }
+
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Tree, D::Error> {
+        Tree::deserialize(d)
+    }
+
+    fn visit_bool<E>(self, b: bool) -> Result<Tree, E> {
+        Ok(Tree::Bool(b))
+    }
+
+    fn visit_i64<E>(self, n: i64) -> Result<Tree, E> {
+        Ok(Tree::Int(n))
+    }
+
+    fn visit_u64<E>(self, n: u64) -> Result<Tree, E> {
+        Ok(match i64::try_from(n) {
+            Ok(i) => Tree::Int(i),
+            Err(_) => Tree::UInt(n),
+        })
+    }
+
+    fn visit_i128<E: de::Error>(self, n: i128) -> Result<Tree, E> {
+        i64::try_from(n)
+            .map(Tree::Int)
+            .map_err(|_| E::custom("integer out of range for a Kubernetes object (64-bit)"))
+    }
+
+    fn visit_u128<E: de::Error>(self, n: u128) -> Result<Tree, E> {
+        u64::try_from(n)
+            .map(|n| self.visit_u64::<E>(n).unwrap_or(Tree::UInt(n)))
+            .map_err(|_| E::custom("integer out of range for a Kubernetes object (64-bit)"))
+    }
+
+    fn visit_f64<E>(self, x: f64) -> Result<Tree, E> {
+        Ok(Tree::Float(x))
+    }
+
+    fn visit_str<E>(self, s: &str) -> Result<Tree, E> {
+        Ok(Tree::Str(s.to_string()))
+    }
+
+    fn visit_string<E>(self, s: String) -> Result<Tree, E> {
+        Ok(Tree::Str(s))
+    }
+
+    fn visit_bytes<E: de::Error>(self, _: &[u8]) -> Result<Tree, E> {
+        Err(E::custom(
+            "binary (!!binary) values are not allowed: write the base64 text as a string",
+        ))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Tree, A::Error> {
+        let mut out = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1024));
+        while let Some(item) = seq.next_element::<Node>()? {
+            out.push(item);
+        }
+        Ok(Tree::Seq(out))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Tree, A::Error> {
+        let mut out = Vec::with_capacity(map.size_hint().unwrap_or(0).min(1024));
+        while let Some(key) = map.next_key::<Spanned<String>>()? {
+            let value = map.next_value::<Node>()?;
+            out.push((key, value));
+        }
+        Ok(Tree::Map(out))
+    }
+}
+
+/// A YAML error in our words: the place it names, and its message without the parser's
+/// own rendering of the place.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct YamlError {
+    pub line: usize,
+    pub column: usize,
+    pub message: String,
+}
+
+fn options() -> serde_saphyr::Options {
+    let mut o = serde_saphyr::Options::default();
+    o.legacy_octal_numbers = true;
+    o.with_snippet = false;
+    o
+}
+
+/// The non-empty documents of `text`, or the first syntax error.
+pub(super) fn documents(text: &str) -> Result<Vec<Node>, YamlError> {
+    serde_saphyr::from_multiple_with_options::<Node>(text, options()).map_err(|e| {
+        let e = e.without_snippet();
+        let (line, column) = e
+            .location()
+            .map_or((1, 1), |l| (l.line() as usize, l.column() as usize));
+        let message = e.to_string();
+        // The parser's message names the place again; ours says it once, in front.
+        let message = match message.rsplit_once(" at line ") {
+            Some((head, tail)) if tail.chars().next().is_some_and(|c| c.is_ascii_digit()) => {
+                head.to_string()
+            }
+            _ => message,
+        };
+        YamlError {
+            line: line.max(1),
+            column: column.max(1),
+            message: format!("YAML: {}", message.trim()),
+        }
+    })
+}
+
+/// 1-based line and column of a node's value (its key's place is `key.referenced`).
+pub(super) fn place<T>(node: &Spanned<T>) -> (usize, usize) {
+    (
+        (node.referenced.line() as usize).max(1),
+        (node.referenced.column() as usize).max(1),
+    )
+}
+
+impl Tree {
+    /// The value under `key`, with the key's own place, in a map.
+    pub(super) fn get(&self, key: &str) -> Option<(&Spanned<String>, &Node)> {
+        match self {
+            Tree::Map(entries) => entries
+                .iter()
+                .find(|(k, _)| k.value == key)
+                .map(|(k, v)| (k, v)),
+            _ => None,
+        }
+    }
+
+    pub(super) fn type_name(&self) -> &'static str {
+        match self {
+            Tree::Null => "null",
+            Tree::Bool(_) => "a boolean",
+            Tree::Int(_) | Tree::UInt(_) => "an integer",
+            Tree::Float(_) => "a float",
+            Tree::Str(_) => "a string",
+            Tree::Seq(_) => "a list",
+            Tree::Map(_) => "a map",
+        }
+    }
+
+    /// The value as JSON, or the place and reason of the first value JSON cannot hold.
+    pub(super) fn to_json(&self) -> Result<serde_json::Value, (usize, usize, String)> {
+        use serde_json::Value as J;
+        Ok(match self {
+            Tree::Null => J::Null,
+            Tree::Bool(b) => J::Bool(*b),
+            Tree::Int(n) => J::from(*n),
+            Tree::UInt(n) => J::from(*n),
+            Tree::Str(s) => J::String(s.clone()),
+            Tree::Float(x) => match serde_json::Number::from_f64(*x) {
+                Some(n) => J::Number(n),
+                // Placed by the caller, which knows the node.
+                None => return Err((0, 0, format!("float {x} cannot be represented in JSON"))),
+            },
+            Tree::Seq(items) => J::Array(
+                items
+                    .iter()
+                    .map(node_to_json)
+                    .collect::<Result<Vec<_>, _>>()?,
+            ),
+            Tree::Map(entries) => {
+                let mut out = serde_json::Map::with_capacity(entries.len());
+                for (k, v) in entries {
+                    out.insert(k.value.clone(), node_to_json(v)?);
+                }
+                J::Object(out)
+            }
+        })
+    }
+}
+
+/// `Tree::to_json` with a float's error placed at its node.
+fn node_to_json(node: &Node) -> Result<serde_json::Value, (usize, usize, String)> {
+    node.value.to_json().map_err(|(line, column, message)| {
+        if line == 0 {
+            let (line, column) = place(node);
+            (line, column, message)
+        } else {
+            (line, column, message)
+        }
+    })
+}
+
+/// The document as JSON (see `Tree::to_json`).
+pub(super) fn document_json(doc: &Node) -> Result<serde_json::Value, (usize, usize, String)> {
+    node_to_json(doc)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn documents_keep_places_nulls_and_order() {
+        let text = "# a comment\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n  creationTimestamp: null\ndata:\n  b: \"1\"\n  a: two\n---\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: y}\n";
+        let docs = documents(text).unwrap();
+        assert_eq!(docs.len(), 2, "empty documents are skipped");
+        assert_eq!(place(&docs[1]).0, 12);
+        let (key, meta) = docs[0].value.get("metadata").unwrap();
+        assert_eq!(place(key), (4, 1));
+        let (key, _) = meta.value.get("creationTimestamp").unwrap();
+        assert_eq!(place(key), (6, 3));
+        let json = document_json(&docs[0]).unwrap();
+        assert_eq!(json["metadata"]["creationTimestamp"], serde_json::Value::Null);
+        assert_eq!(json["data"], serde_json::json!({"a": "two", "b": "1"}));
+    }
+
+    #[test]
+    fn numbers_read_as_kubernetes_reads_them() {
+        let docs = documents("a: 0644\nb: 12\nc: 1.5\nd: \"0644\"\ne: 18446744073709551615\n").unwrap();
+        let json = document_json(&docs[0]).unwrap();
+        assert_eq!(json["a"], 420, "YAML 1.1 octal, as go-yaml reads defaultMode");
+        assert_eq!(json["b"], 12);
+        assert_eq!(json["c"], 1.5);
+        assert_eq!(json["d"], "0644");
+        assert_eq!(json["e"], u64::MAX);
+    }
+
+    #[test]
+    fn syntax_errors_name_their_place_once() {
+        let e = documents("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n bad: indent\n")
+            .unwrap_err();
+        assert_eq!(e.line, 5, "{e:?}");
+        assert!(e.message.starts_with("YAML: "), "{e:?}");
+        assert!(!e.message.contains("line 5"), "{e:?}");
+        let dup = documents("a: 1\na: 2\n").unwrap_err();
+        assert_eq!(dup.line, 2, "{dup:?}");
+        assert!(dup.message.contains("duplicate"), "{dup:?}");
+    }
+
+    #[test]
+    fn an_alias_bomb_is_refused_not_expanded() {
+        let mut text = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
+        for i in 1..12 {
+            let p = i - 1;
+            text.push_str(&format!(
+                "a{i}: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n"
+            ));
+        }
+        assert!(documents(&text).is_err());
+    }
+
+    #[test]
+    fn non_finite_floats_are_errors_at_their_place() {
+        // Refused by the parser or by the conversion: either way at line 2.
+        let line = match documents("a:\n  b: .nan\n") {
+            Err(e) => e.line,
+            Ok(docs) => document_json(&docs[0]).unwrap_err().0,
+        };
+        assert_eq!(line, 2);
+    }
+}
