@@ -1,11 +1,10 @@
 //! `driftless run` as users run it: the real binary, a real directory or git repository
 //! (served by `git daemon` on loopback), the real local cluster.
 
-mod common;
+mod support;
 
-use std::net::{SocketAddr, TcpListener};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::net::SocketAddr;
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -13,120 +12,22 @@ use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
+use support::{Daemon, GitDaemon, git};
 
 const WAIT: Duration = Duration::from_secs(90);
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// `driftless run` with the cluster's kubeconfig in `KUBECONFIG`, as users run it.
+fn start(instance: &str, args: &[&str]) -> Daemon {
+    Daemon::builder(instance)
+        .kubeconfig_in_env()
+        .args(args)
+        .wait(WAIT)
+        .stop_within(Duration::from_secs(10))
+        .start()
 }
 
-/// A running `driftless run`; killed on drop if the test did not stop it.
-struct Daemon {
-    child: Option<Child>,
-    state: tempfile::TempDir,
-    metrics: SocketAddr,
-}
-
-impl Daemon {
-    fn start(instance: &str, args: &[&str]) -> Daemon {
-        let state = tempfile::tempdir().unwrap();
-        let metrics: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-        let log = std::fs::File::create(state.path().join("daemon.log")).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_driftless"))
-            .arg("run")
-            .args(args)
-            .args([
-                "--instance",
-                instance,
-                "--metrics-addr",
-                &metrics.to_string(),
-            ])
-            .arg("--status-file")
-            .arg(state.path().join("status.json"))
-            .arg("--cache-dir")
-            .arg(state.path().join("cache"))
-            .env("KUBECONFIG", std::env::var_os(common::CLUSTER_ENV).unwrap())
-            .env("RUST_LOG", "info,kube=warn")
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        Daemon {
-            child: Some(child),
-            state,
-            metrics,
-        }
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(self.state.path().join("daemon.log")).unwrap_or_default()
-    }
-
-    fn status(&self) -> Result<Value, String> {
-        let text = std::fs::read_to_string(self.state.path().join("status.json"))
-            .map_err(|e| e.to_string())?;
-        // Written atomically: whenever it exists, it parses.
-        serde_json::from_str(&text).map_err(|e| panic!("torn or invalid status file: {e}\n{text}"))
-    }
-
-    async fn wait_status(&self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-        let deadline = tokio::time::Instant::now() + WAIT;
-        loop {
-            if let Ok(s) = self.status()
-                && pred(&s)
-            {
-                return s;
-            }
-            if tokio::time::Instant::now() > deadline {
-                panic!(
-                    "timed out waiting for {what}; status: {:?}\nlog:\n{}",
-                    self.status(),
-                    self.log()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
-
-    async fn get(&self, path: &str) -> (u16, String) {
-        http(self.metrics, "GET", path, &[], b"").await
-    }
-
-    /// SIGTERM; returns the exit code.
-    fn stop(&mut self) -> Option<i32> {
-        let mut child = self.child.take()?;
-        Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status()
-            .unwrap();
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                return status.code();
-            }
-            if std::time::Instant::now() > deadline {
-                let _ = child.kill();
-                panic!(
-                    "driftless did not exit within 10 s of SIGTERM\n{}",
-                    self.log()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
+async fn get(daemon: &Daemon, path: &str) -> (u16, String) {
+    http(daemon.metrics, "GET", path, &[], b"").await
 }
 
 /// A minimal HTTP/1.1 client over loopback (no client crate needed for three endpoints).
@@ -197,7 +98,7 @@ async fn replicas(client: &Client, ns: &str, name: &str) -> Result<i32, String> 
 }
 
 async fn wait_replicas(client: &Client, ns: &str, name: &str, want: i32) {
-    common::eventually(
+    support::eventually(
         &format!("Deployment {name} with {want} replicas"),
         WAIT,
         || async {
@@ -214,7 +115,7 @@ async fn wait_gone<K>(api: &Api<K>, name: &str)
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    common::eventually(&format!("{name} gone"), WAIT, || async {
+    support::eventually(&format!("{name} gone"), WAIT, || async {
         match api.get_opt(name).await.map_err(|e| e.to_string())? {
             None => Ok(()),
             Some(_) => Err("still there".into()),
@@ -257,8 +158,8 @@ fn metric(text: &str, series: &str) -> Option<f64> {
 
 #[tokio::test]
 async fn dir_mode_applies_saves_prunes_and_keeps_the_last_good_revision() {
-    let client = common::client().await;
-    let ns = common::namespace(&client, "run-dir").await;
+    let client = support::client().await;
+    let ns = support::namespace(&client, "run-dir").await;
     let dir = tempfile::tempdir().unwrap();
     let specs = dir.path();
     std::fs::write(
@@ -272,7 +173,7 @@ async fn dir_mode_applies_saves_prunes_and_keeps_the_last_good_revision() {
     )
     .unwrap();
     // A resync far away: every change below must come from the watch.
-    let mut daemon = Daemon::start(&ns, &["--dir", &specs.to_string_lossy(), "--resync", "1h"]);
+    let mut daemon = start(&ns, &["--dir", &specs.to_string_lossy(), "--resync", "1h"]);
 
     let id = |n: &str| format!("elasticweb/{ns}/{n}");
     let status = daemon
@@ -281,7 +182,7 @@ async fn dir_mode_applies_saves_prunes_and_keeps_the_last_good_revision() {
         })
         .await;
     let first_revision = status["revision_applied"].as_str().unwrap().to_string();
-    assert_eq!(daemon.get("/readyz").await.0, 200);
+    assert_eq!(get(&daemon, "/readyz").await.0, 200);
 
     // Save: applied without waiting for a resync.
     std::fs::write(
@@ -381,7 +282,7 @@ async fn dir_mode_applies_saves_prunes_and_keeps_the_last_good_revision() {
     );
 
     // Metrics: a valid exposition, and the counters moved.
-    let (code, text) = daemon.get("/metrics").await;
+    let (code, text) = get(&daemon, "/metrics").await;
     assert_eq!(code, 200);
     promtool_check(&text);
     assert!(
@@ -420,8 +321,8 @@ async fn dir_mode_applies_saves_prunes_and_keeps_the_last_good_revision() {
 
 #[tokio::test]
 async fn a_refused_prune_stays_refused_while_the_revision_is_retried() {
-    let client = common::client().await;
-    let ns = common::namespace(&client, "run-refused").await;
+    let client = support::client().await;
+    let ns = support::namespace(&client, "run-refused").await;
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("web.toml");
     let tree = |names: &[&str]| {
@@ -429,7 +330,7 @@ async fn a_refused_prune_stays_refused_while_the_revision_is_retried() {
         format!("namespace = \"{ns}\"\n{webs}")
     };
     std::fs::write(&file, tree(&["a", "b", "c"])).unwrap();
-    let mut daemon = Daemon::start(
+    let mut daemon = start(
         &ns,
         &["--dir", &dir.path().to_string_lossy(), "--resync", "1h"],
     );
@@ -445,15 +346,15 @@ async fn a_refused_prune_stays_refused_while_the_revision_is_retried() {
     // small enough share; retried whole, 4 of 8 would pass were d's objects counted.
     std::fs::write(&file, tree(&["a", "d"])).unwrap();
     let deployments = Api::<Deployment>::namespaced(client.clone(), &ns);
-    common::eventually("d applied", WAIT, || async {
+    support::eventually("d applied", WAIT, || async {
         match deployments.get_opt("d").await.map_err(|e| e.to_string())? {
             Some(_) => Ok(()),
             None => Err("no Deployment d".into()),
         }
     })
     .await;
-    common::eventually("the prune refused on three retries", WAIT, || async {
-        let (_, text) = daemon.get("/metrics").await;
+    support::eventually("the prune refused on three retries", WAIT, || async {
+        let (_, text) = get(&daemon, "/metrics").await;
         let refused = metric(&text, "driftless_sync_total{result=\"refused\"}").unwrap_or(0.0);
         if refused >= 4.0 {
             Ok(())
@@ -491,15 +392,15 @@ async fn a_refused_prune_stays_refused_while_the_revision_is_retried() {
 
 #[tokio::test]
 async fn drift_is_corrected_and_deleted_objects_recreated() {
-    let client = common::client().await;
-    let ns = common::namespace(&client, "run-drift").await;
+    let client = support::client().await;
+    let ns = support::namespace(&client, "run-drift").await;
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("w.toml"),
         format!("namespace = \"{ns}\"\n{}{}", web("x", 200), web("y", 100)),
     )
     .unwrap();
-    let mut daemon = Daemon::start(
+    let mut daemon = start(
         &ns,
         &[
             "--dir",
@@ -533,7 +434,7 @@ async fn drift_is_corrected_and_deleted_objects_recreated() {
         .delete("y", &DeleteParams::default())
         .await
         .unwrap();
-    common::eventually("Service y recreated", WAIT, || async {
+    support::eventually("Service y recreated", WAIT, || async {
         match services.get_opt("y").await.map_err(|e| e.to_string())? {
             Some(s) if s.uid() != old_uid => Ok(()),
             other => Err(format!("{:?}", other.map(|s| s.uid()))),
@@ -541,8 +442,8 @@ async fn drift_is_corrected_and_deleted_objects_recreated() {
     })
     .await;
     // Counted when the correcting sync returns, a moment after the object is back.
-    common::eventually("two drift corrections counted", WAIT, || async {
-        let (_, text) = daemon.get("/metrics").await;
+    support::eventually("two drift corrections counted", WAIT, || async {
+        let (_, text) = get(&daemon, "/metrics").await;
         match metric(&text, "driftless_drift_corrections_total") {
             Some(n) if n >= 2.0 => Ok(()),
             other => Err(format!("{other:?}")),
@@ -551,7 +452,7 @@ async fn drift_is_corrected_and_deleted_objects_recreated() {
     .await;
     // --events: what driftless did is on the objects, for `kubectl describe`.
     let events = Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), &ns);
-    common::eventually("Applied and drift events on Deployment x", WAIT, || async {
+    support::eventually("Applied and drift events on Deployment x", WAIT, || async {
         let list = events
             .list(&ListParams::default())
             .await
@@ -581,8 +482,8 @@ async fn drift_is_corrected_and_deleted_objects_recreated() {
 
 #[tokio::test]
 async fn localservice_follows_nodes_and_labels_pods() {
-    let client = common::client().await;
-    let ns = common::namespace(&client, "run-local").await;
+    let client = support::client().await;
+    let ns = support::namespace(&client, "run-local").await;
     let app = format!("ls-{ns}");
     // Pods from someone's Deployment, selected by the localservice.
     let deployments = Api::<Deployment>::namespaced(client.clone(), &ns);
@@ -604,13 +505,13 @@ async fn localservice_follows_nodes_and_labels_pods() {
         format!("namespace = \"{ns}\"\n[localservice.ls]\nselector = {{ app = \"{app}\" }}\nports = [{{ name = \"http\", port = 80, target-port = 8080 }}]\n"),
     )
     .unwrap();
-    let mut daemon = Daemon::start(
+    let mut daemon = start(
         &ns,
         &["--dir", &dir.path().to_string_lossy(), "--resync", "1h"],
     );
     let services = Api::<Service>::namespaced(client.clone(), &ns);
     for n in ["ls-node-1", "ls-node-2", "ls-node-3"] {
-        common::eventually(&format!("Service {n}"), WAIT, || async {
+        support::eventually(&format!("Service {n}"), WAIT, || async {
             services
                 .get_opt(n)
                 .await
@@ -623,7 +524,7 @@ async fn localservice_follows_nodes_and_labels_pods() {
 
     // Every selected Pod carries its node, so `ls-<node>` reaches only Pods on that node.
     let pods = Api::<Pod>::namespaced(client.clone(), &ns);
-    common::eventually("pods labelled with their node", WAIT, || async {
+    support::eventually("pods labelled with their node", WAIT, || async {
         let list = pods
             .list(&ListParams::default().labels(&format!("app={app}")))
             .await
@@ -654,7 +555,7 @@ async fn localservice_follows_nodes_and_labels_pods() {
     }))
     .unwrap();
     nodes.create(&PostParams::default(), &node).await.unwrap();
-    let joined = common::eventually("a Service for the new node", WAIT, || async {
+    let joined = support::eventually("a Service for the new node", WAIT, || async {
         let list = services
             .list(&ListParams::default())
             .await
@@ -685,8 +586,8 @@ async fn localservice_follows_nodes_and_labels_pods() {
 /// Services and prune deletes the ones a previous run created.
 #[tokio::test]
 async fn a_restarted_daemon_does_not_prune_localservice_services_before_it_knows_the_nodes() {
-    let client = common::client().await;
-    let ns = common::namespace(&client, "run-restart").await;
+    let client = support::client().await;
+    let ns = support::namespace(&client, "run-restart").await;
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("l.toml"),
@@ -699,7 +600,10 @@ async fn a_restarted_daemon_does_not_prune_localservice_services_before_it_knows
     .unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_driftless"))
         .args(["apply", &dir.path().to_string_lossy(), "--instance", &ns])
-        .env("KUBECONFIG", std::env::var_os(common::CLUSTER_ENV).unwrap())
+        .env(
+            "KUBECONFIG",
+            std::env::var_os(support::CLUSTER_ENV).unwrap(),
+        )
         .output()
         .unwrap();
     assert_eq!(
@@ -717,14 +621,14 @@ async fn a_restarted_daemon_does_not_prune_localservice_services_before_it_knows
     let before = uid_of(services.list(&ListParams::default()).await.unwrap().items);
     assert!(before.contains_key("ls-node-1"), "{before:?}");
 
-    let mut daemon = Daemon::start(
+    let mut daemon = start(
         &ns,
         &["--dir", &dir.path().to_string_lossy(), "--resync", "1h"],
     );
     daemon
         .wait_status("first sync", |s| s["last_sync"]["result"] == "success")
         .await;
-    let (_, text) = daemon.get("/metrics").await;
+    let (_, text) = get(&daemon, "/metrics").await;
     assert_eq!(
         metric(&text, "driftless_pruned_objects_total"),
         Some(0.0),
@@ -743,70 +647,10 @@ async fn a_restarted_daemon_does_not_prune_localservice_services_before_it_knows
     assert_eq!(daemon.stop(), Some(0));
 }
 
-fn git(dir: &Path, args: &[&str]) {
-    let out = Command::new("git")
-        .args([
-            "-c",
-            "user.name=t",
-            "-c",
-            "user.email=t@example.com",
-            "-c",
-            "init.defaultBranch=main",
-        ])
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// `git daemon` serving a base path on loopback; killed on drop.
-struct GitServer(Child, u16);
-
-impl GitServer {
-    fn start(base: &Path) -> GitServer {
-        let port = free_port();
-        // The git-daemon binary itself: `git daemon` would fork it as a child that a kill
-        // of the parent leaves running.
-        let exec_path = Command::new("git")
-            .arg("--exec-path")
-            .output()
-            .unwrap()
-            .stdout;
-        let exec_path = String::from_utf8(exec_path).unwrap();
-        let child = Command::new(Path::new(exec_path.trim()).join("git-daemon"))
-            .args([
-                "--reuseaddr",
-                "--export-all",
-                "--enable=receive-pack",
-                "--listen=127.0.0.1",
-            ])
-            .arg(format!("--port={port}"))
-            .arg(format!("--base-path={}", base.display()))
-            .arg(base)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("git daemon");
-        GitServer(child, port)
-    }
-}
-
-impl Drop for GitServer {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 #[tokio::test]
 async fn git_mode_follows_commits_through_the_hook_and_survives_a_broken_push() {
-    let client = common::client().await;
-    let ns = common::namespace(&client, "run-git").await;
+    let client = support::client().await;
+    let ns = support::namespace(&client, "run-git").await;
     let base = tempfile::tempdir().unwrap();
     let bare = base.path().join("config.git");
     std::fs::create_dir(&bare).unwrap();
@@ -834,10 +678,10 @@ async fn git_mode_follows_commits_through_the_hook_and_survives_a_broken_push() 
     std::fs::write(w.join("README.md"), "not a spec").unwrap();
     commit("first");
 
-    let server = GitServer::start(base.path());
-    let url = format!("git://127.0.0.1:{}/config.git", server.1);
+    let server = GitDaemon::serve(base.path());
+    let url = server.url("config.git");
     // A long interval: every update below arrives through the hook.
-    let mut daemon = Daemon::start(
+    let mut daemon = start(
         &ns,
         &[
             "--git",
@@ -945,8 +789,8 @@ async fn git_mode_follows_commits_through_the_hook_and_survives_a_broken_push() 
 
 #[tokio::test]
 async fn with_leader_election_only_the_leader_writes_and_a_standby_takes_over() {
-    let client = common::client().await;
-    let ns = common::namespace(&client, "run-ha").await;
+    let client = support::client().await;
+    let ns = support::namespace(&client, "run-ha").await;
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("w.toml"),
@@ -969,19 +813,19 @@ async fn with_leader_election_only_the_leader_writes_and_a_standby_takes_over() 
     };
     let a_args = args("lease");
     let a_refs: Vec<&str> = a_args.iter().map(String::as_str).collect();
-    let mut first = Daemon::start(&ns, &a_refs);
+    let mut first = start(&ns, &a_refs);
     first
         .wait_status("first is leader and synced", |s| {
             s["leader"] == true && s["revision_applied"].is_string()
         })
         .await;
-    let mut second = Daemon::start(&ns, &a_refs);
+    let mut second = start(&ns, &a_refs);
     second
         .wait_status("second stands by", |s| {
             s["leader"] == false && s["revision_seen"].is_string()
         })
         .await;
-    let (_, text) = second.get("/metrics").await;
+    let (_, text) = get(&second, "/metrics").await;
     assert_eq!(
         metric(&text, "driftless_api_writes_total{verb=\"patch\"}").unwrap_or(0.0),
         0.0,
@@ -1006,8 +850,8 @@ async fn with_leader_election_only_the_leader_writes_and_a_standby_takes_over() 
 
 #[tokio::test]
 async fn run_refuses_protected_namespaces_unless_allowed() {
-    let client = common::client().await;
-    let ns = common::namespace(&client, "run-protected").await;
+    let client = support::client().await;
+    let ns = support::namespace(&client, "run-protected").await;
     let dir = tempfile::tempdir().unwrap();
     let name = format!("x-{}", &ns[ns.len() - 8..]);
     std::fs::write(
@@ -1023,7 +867,7 @@ async fn run_refuses_protected_namespaces_unless_allowed() {
     let cms: Api<k8s_openapi::api::core::v1::ConfigMap> =
         Api::namespaced(client.clone(), "kube-public");
 
-    let mut refused = Daemon::start(&ns, &["--dir", &path]);
+    let mut refused = start(&ns, &["--dir", &path]);
     let status = refused
         .wait_status("the protected namespace reported", |s| {
             s["errors"].as_array().is_some_and(|e| !e.is_empty())
@@ -1039,7 +883,7 @@ async fn run_refuses_protected_namespaces_unless_allowed() {
     assert!(cms.get_opt(&name).await.unwrap().is_none());
     assert_eq!(refused.stop(), Some(0));
 
-    let mut allowed = Daemon::start(
+    let mut allowed = start(
         &format!("{ns}-allowed"),
         &["--dir", &path, "--allow-namespace", "kube-public"],
     );

@@ -4,7 +4,6 @@
 //! a workspace, scale by total-qps, prune) work, the in-cluster manifests are consistent,
 //! and the CI job's steps run with bash against the cluster.
 
-mod common;
 mod support;
 
 use std::collections::BTreeSet;
@@ -307,8 +306,8 @@ fn the_in_cluster_manifests_are_consistent() {
 
 #[tokio::test]
 async fn cloud_ide_workspaces_apply_and_start_and_stop() {
-    let client = common::client().await;
-    let ns = common::namespace(&client, "ex-ide").await;
+    let client = support::client().await;
+    let ns = support::namespace(&client, "ex-ide").await;
     let dir = tempfile::tempdir().unwrap();
     support::copy_tree(
         &example("cloud-ide"),
@@ -348,7 +347,7 @@ async fn cloud_ide_workspaces_apply_and_start_and_stop() {
     );
     let out = apply(&ns, dir.path(), &[]);
     assert_exit(&out, 0);
-    common::eventually("alice's Pod gone", WAIT, || async {
+    support::eventually("alice's Pod gone", WAIT, || async {
         match pods.get_opt("alice-go").await.map_err(|e| e.to_string())? {
             None => Ok(()),
             Some(_) => Err("still there".into()),
@@ -372,8 +371,8 @@ async fn cloud_ide_workspaces_apply_and_start_and_stop() {
 
 #[tokio::test]
 async fn elastic_web_scales_by_editing_total_qps() {
-    let client = common::client().await;
-    let ns = common::namespace(&client, "ex-web").await;
+    let client = support::client().await;
+    let ns = support::namespace(&client, "ex-web").await;
     // NodePorts are cluster-wide: one this test is unlikely to share.
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -444,8 +443,8 @@ async fn elastic_web_scales_by_editing_total_qps() {
 
 #[tokio::test]
 async fn local_service_reaches_only_pods_on_its_node() {
-    let client = common::client().await;
-    let ns = common::namespace(&client, "ex-local").await;
+    let client = support::client().await;
+    let ns = support::namespace(&client, "ex-local").await;
     let dir = tempfile::tempdir().unwrap();
     support::copy_tree(
         &example("local-service"),
@@ -465,7 +464,7 @@ async fn local_service_reaches_only_pods_on_its_node() {
     let endpoints: Api<Endpoints> = Api::namespaced(client.clone(), &ns);
     // Each per-node Service reaches only Pods on its node, and between them the three
     // cache Pods are all reachable.
-    common::eventually("each node's Service with its node's Pods", WAIT, || async {
+    support::eventually("each node's Service with its node's Pods", WAIT, || async {
         let mut reached = 0;
         for svc in services
             .list(&ListParams::default().labels("app.kubernetes.io/instance=edge-cache"))
@@ -537,8 +536,8 @@ async fn local_service_reaches_only_pods_on_its_node() {
 
 #[tokio::test]
 async fn virtual_machine_crd_and_resources_apply_and_prune() {
-    let client = common::client().await;
-    let ns = common::namespace(&client, "ex-vm").await;
+    let client = support::client().await;
+    let ns = support::namespace(&client, "ex-vm").await;
     // CRDs are cluster-wide: this test's own group.
     let group = format!("{ns}.driftless.test");
     let dir = tempfile::tempdir().unwrap();
@@ -584,7 +583,7 @@ async fn virtual_machine_crd_and_resources_apply_and_prune() {
     let crds: Api<
         k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
     > = Api::all(client.clone());
-    common::eventually("the CRD pruned", WAIT, || async {
+    support::eventually("the CRD pruned", WAIT, || async {
         match crds
             .get_opt(&format!("virtulmachines.{group}"))
             .await
@@ -665,8 +664,8 @@ async fn the_ci_job_validates_and_diffs_a_pull_request() {
 
     // A config repository with the elastic-web example as specs/, on a cluster where it
     // is not applied yet.
-    let client = common::client().await;
-    let ns = common::namespace(&client, "ex-ci").await;
+    let client = support::client().await;
+    let ns = support::namespace(&client, "ex-ci").await;
     let repo = tempfile::tempdir().unwrap();
     let specs = repo.path().join("specs");
     support::copy_tree(

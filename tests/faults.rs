@@ -9,12 +9,12 @@
 //! their own, one at a time, after every other test (`DRIFTLESS_FAULTS=1`). Two of them
 //! mount a tmpfs and so need root, as the CI runs.
 
-mod common;
+mod support;
 
 use std::collections::BTreeSet;
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::thread::JoinHandle;
@@ -26,6 +26,7 @@ use k8s_openapi::api::core::v1::Service;
 use kube::api::{Api, ListParams};
 use kube::{Client, ResourceExt};
 use serde_json::Value;
+use support::{Daemon, GitDaemon, git};
 
 /// A bound on waiting for convergence, not a timing assertion: generous on purpose (a
 /// failed sync backs off exponentially, and these machines are shared).
@@ -99,14 +100,6 @@ impl Drop for Outage {
     }
 }
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.
     unsafe extern "C" {
@@ -176,8 +169,8 @@ struct Scene {
 impl Scene {
     async fn new(prefix: &str) -> Scene {
         guard();
-        let client = common::client().await;
-        let ns = common::namespace(&client, prefix).await;
+        let client = support::client().await;
+        let ns = support::namespace(&client, prefix).await;
         let instance = format!("{prefix}-{}", &ns[ns.len() - 6..]);
         Scene {
             client,
@@ -197,123 +190,23 @@ fn specs_dir(tmp: &tempfile::TempDir) -> PathBuf {
 // ---------------------------------------------------------------------------------------
 // The daemon under test
 
-/// `driftless run` with its status file, cache and log where a fault can reach them.
-struct Daemon {
-    child: Option<Child>,
-    args: Vec<String>,
-    instance: String,
-    status: PathBuf,
-    log: PathBuf,
-    metrics: SocketAddr,
+/// `driftless run` with its status file and cache where a fault can reach them.
+fn start(instance: &str, status: &Path, cache: &Path, args: &[&str]) -> Daemon {
+    Daemon::builder(instance)
+        .status_file(status)
+        .cache_dir(cache)
+        .args(args)
+        .wait(CONVERGE)
+        .start()
 }
 
-impl Daemon {
-    fn start(instance: &str, status: &Path, cache: &Path, log: &Path, args: &[&str]) -> Daemon {
-        let metrics: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-        let mut all: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-        all.extend([
-            "--metrics-addr".into(),
-            metrics.to_string(),
-            "--status-file".into(),
-            status.display().to_string(),
-            "--cache-dir".into(),
-            cache.display().to_string(),
-        ]);
-        let mut d = Daemon {
-            child: None,
-            args: all,
-            instance: instance.to_string(),
-            status: status.to_path_buf(),
-            log: log.to_path_buf(),
-            metrics,
-        };
-        d.spawn();
-        d
-    }
-
-    fn spawn(&mut self) {
-        let kubeconfig = std::env::var(common::CLUSTER_ENV).unwrap_or_default();
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&self.log)
-            .unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_driftless"))
-            .args([
-                "--kubeconfig",
-                &kubeconfig,
-                "--instance",
-                &self.instance,
-                "run",
-            ])
-            .args(&self.args)
-            .env_remove("KUBECONFIG")
-            .env("RUST_LOG", "info,kube=warn")
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        self.child = Some(child);
-    }
-
-    /// Still running (not crashed, not exited).
-    fn assert_alive(&mut self, when: &str) {
-        let child = self.child.as_mut().expect("daemon started");
-        if let Some(code) = child.try_wait().unwrap() {
-            panic!("the daemon exited ({code}) {when}\n{}", self.log());
-        }
-    }
-
-    fn sigkill(&mut self) {
-        let mut child = self.child.take().expect("daemon started");
-        child.kill().unwrap();
-        child.wait().unwrap();
-    }
-
-    fn log(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    fn status(&self) -> Option<Value> {
-        let text = std::fs::read_to_string(&self.status).ok()?;
-        serde_json::from_str(&text).ok()
-    }
-
-    async fn wait_status(&self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-        let deadline = Instant::now() + CONVERGE;
-        loop {
-            if let Some(s) = self.status()
-                && pred(&s)
-            {
-                return s;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "timed out waiting for {what}; status: {:#?}\nlog:\n{}",
-                self.status(),
-                self.log()
-            );
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
-
-    /// The value of one sample of `/metrics` (0 when absent).
-    fn metric(&self, sample: &str) -> f64 {
-        let text = http_get(self.metrics, "/metrics");
-        text.lines()
-            .find_map(|l| l.strip_prefix(sample)?.strip_prefix(' '))
-            .and_then(|v| v.trim().parse().ok())
-            .unwrap_or(0.0)
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
+/// The value of one sample of the daemon's `/metrics` (0 when absent).
+fn metric(d: &Daemon, sample: &str) -> f64 {
+    let text = http_get(d.metrics, "/metrics");
+    text.lines()
+        .find_map(|l| l.strip_prefix(sample)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0.0)
 }
 
 fn http_get(addr: SocketAddr, path: &str) -> String {
@@ -422,7 +315,7 @@ async fn assert_converged(client: &Client, ns: &str, instance: &str, want: &BTre
     let selector = format!("driftless.dev/instance={instance}");
     let lp = ListParams::default().labels(&selector);
     let (deploys, services) =
-        common::eventually("the owned objects to match the specs", CONVERGE, || async {
+        support::eventually("the owned objects to match the specs", CONVERGE, || async {
             let d = Api::<Deployment>::namespaced(client.clone(), ns)
                 .list(&lp)
                 .await
@@ -511,93 +404,6 @@ fn write(path: &Path, text: &str) {
 // ---------------------------------------------------------------------------------------
 // git on loopback
 
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .current_dir(dir)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .args([
-            "-c",
-            "user.name=faults",
-            "-c",
-            "user.email=faults@example.com",
-        ])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
-/// `git daemon` serving `base` on a fixed port, so it can be stopped and started again
-/// at the same address.
-struct GitServer {
-    child: Option<Child>,
-    base: PathBuf,
-    port: u16,
-}
-
-impl GitServer {
-    fn start(base: &Path) -> GitServer {
-        let mut s = GitServer {
-            child: None,
-            base: base.to_path_buf(),
-            port: free_port(),
-        };
-        s.up();
-        s
-    }
-
-    fn up(&mut self) {
-        let exec_path = PathBuf::from(git(&self.base, &["--exec-path"]));
-        let child = Command::new(exec_path.join("git-daemon"))
-            .current_dir(&self.base)
-            .env("GIT_CONFIG_GLOBAL", "/dev/null")
-            .env("GIT_CONFIG_NOSYSTEM", "1")
-            .args(["--reuseaddr", "--export-all", "--listen=127.0.0.1"])
-            .arg(format!("--port={}", self.port))
-            .arg(format!("--base-path={}", self.base.display()))
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
-            assert!(Instant::now() < deadline, "git daemon did not start");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn down(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            c.kill().unwrap();
-            c.wait().unwrap();
-        }
-        assert!(
-            TcpStream::connect(("127.0.0.1", self.port)).is_err(),
-            "git daemon still answering"
-        );
-    }
-
-    fn url(&self, repo: &str) -> String {
-        format!("git://127.0.0.1:{}/{repo}", self.port)
-    }
-}
-
-impl Drop for GitServer {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
 /// A bare repository under `base` and a work tree pushing to it.
 fn repo(base: &Path, name: &str) -> (PathBuf, PathBuf) {
     let bare = base.join(name);
@@ -630,17 +436,16 @@ async fn apiserver_killed_mid_sync_and_restarted() {
     write(&specs.join("web.toml"), &webs(&ns, 0..150, 0));
     let status = tmp.path().join("status.json");
     let dir = specs.display().to_string();
-    let mut d = Daemon::start(
+    let mut d = start(
         &instance,
         &status,
         &tmp.path().join("cache"),
-        &tmp.path().join("log"),
         &["--dir", &dir],
     );
     let reader = StatusReader::start(&status);
 
     // In the middle of the first sync: some objects are there, not all.
-    common::eventually("the first sync to be under way", CONVERGE, || async {
+    support::eventually("the first sync to be under way", CONVERGE, || async {
         let n = deployments(&client, &ns).await;
         if n >= 10 {
             Ok(n)
@@ -669,7 +474,7 @@ async fn apiserver_killed_mid_sync_and_restarted() {
     d.wait_status("every spec ready after the restart", |s| settled(s, 150))
         .await;
     d.assert_alive("after the apiserver came back");
-    assert!(d.metric("driftless_sync_total{result=\"failed\"}") >= 1.0);
+    assert!(metric(&d, "driftless_sync_total{result=\"failed\"}") >= 1.0);
     assert_converged(&client, &ns, &instance, &names(0..150)).await;
     reader.finish();
 }
@@ -686,11 +491,10 @@ async fn etcd_down_for_30_seconds_during_a_change() {
     write(&specs.join("web.toml"), &webs(&ns, 0..40, 0));
     let status = tmp.path().join("status.json");
     let dir = specs.display().to_string();
-    let mut d = Daemon::start(
+    let mut d = start(
         &instance,
         &status,
         &tmp.path().join("cache"),
-        &tmp.path().join("log"),
         &["--dir", &dir, "--sync-timeout", "20s"],
     );
     let reader = StatusReader::start(&status);
@@ -720,7 +524,7 @@ async fn etcd_down_for_30_seconds_during_a_change() {
         .await;
     d.assert_alive("after etcd came back");
     assert_eq!(s["last_sync"]["result"], "success");
-    assert!(d.metric("driftless_sync_total{result=\"failed\"}") >= 1.0);
+    assert!(metric(&d, "driftless_sync_total{result=\"failed\"}") >= 1.0);
     assert_converged(&client, &ns, &instance, &names(10..80)).await;
     reader.finish();
 }
@@ -737,15 +541,14 @@ async fn daemon_sigkilled_mid_apply_restarts_and_converges() {
     write(&specs.join("web.toml"), &webs(&ns, 0..200, 0));
     let status = tmp.path().join("status.json");
     let dir = specs.display().to_string();
-    let mut d = Daemon::start(
+    let mut d = start(
         &instance,
         &status,
         &tmp.path().join("cache"),
-        &tmp.path().join("log"),
         &["--dir", &dir],
     );
     let reader = StatusReader::start(&status);
-    let at = common::eventually("the large apply to be under way", CONVERGE, || async {
+    let at = support::eventually("the large apply to be under way", CONVERGE, || async {
         let n = deployments(&client, &ns).await;
         if n >= 20 {
             Ok(n)
@@ -762,7 +565,7 @@ async fn daemon_sigkilled_mid_apply_restarts_and_converges() {
          finished first"
     );
 
-    d.spawn();
+    d.restart();
     d.wait_status("all 200 ready after the restart", |s| settled(s, 200))
         .await;
     assert_converged(&client, &ns, &instance, &names(0..200)).await;
@@ -772,7 +575,7 @@ async fn daemon_sigkilled_mid_apply_restarts_and_converges() {
     d.wait_status("the 160 left settled", |s| settled(s, 160))
         .await;
     assert_converged(&client, &ns, &instance, &names(40..200)).await;
-    assert!(d.metric("driftless_pruned_objects_total") >= 80.0);
+    assert!(metric(&d, "driftless_pruned_objects_total") >= 80.0);
     d.assert_alive("at the end");
     reader.finish();
 }
@@ -789,14 +592,13 @@ async fn git_server_down_then_back() {
     std::fs::write(work.join("web.toml"), webs(&ns, 0..3, 0)).unwrap();
     let c1 = commit(&work, "three");
     git(&work, &["push", "-q", "origin", "main"]);
-    let mut server = GitServer::start(tmp.path());
+    let mut server = GitDaemon::serve(tmp.path());
     let url = server.url("specs.git");
     let status = tmp.path().join("status.json");
-    let mut d = Daemon::start(
+    let mut d = start(
         &instance,
         &status,
         &tmp.path().join("cache"),
-        &tmp.path().join("log"),
         &["--git", &url, "--interval", "1s"],
     );
     let reader = StatusReader::start(&status);
@@ -821,7 +623,7 @@ async fn git_server_down_then_back() {
         c1.as_str(),
         "the last good revision stays"
     );
-    assert!(d.metric("driftless_source_errors_total") >= 1.0);
+    assert!(metric(&d, "driftless_source_errors_total") >= 1.0);
     // Nothing was pruned or changed while the source was away.
     assert_converged(&client, &ns, &instance, &names(0..3)).await;
     d.assert_alive("while the git server was down");
@@ -850,14 +652,13 @@ async fn force_push_rewriting_history_converges_to_the_new_head() {
     std::fs::write(work.join("web.toml"), webs(&ns, 0..3, 0)).unwrap();
     let b = commit(&work, "b");
     git(&work, &["push", "-q", "origin", "main"]);
-    let server = GitServer::start(tmp.path());
+    let server = GitDaemon::serve(tmp.path());
     let url = server.url("specs.git");
     let status = tmp.path().join("status.json");
-    let mut d = Daemon::start(
+    let mut d = start(
         &instance,
         &status,
         &tmp.path().join("cache"),
-        &tmp.path().join("log"),
         // a' prunes 4 of b's 6 objects: more than the default half, and a refusal holds
         // on every retry (this test is about history, not the prune guard).
         &[
@@ -916,11 +717,10 @@ async fn read_only_status_directory_is_survived_and_caught_up() {
     let state = Tmpfs::mount(&tmp.path().join("state"), "4m");
     let status = state.0.join("status.json");
     let dir = specs.display().to_string();
-    let mut d = Daemon::start(
+    let mut d = start(
         &instance,
         &status,
         &tmp.path().join("cache"),
-        &tmp.path().join("log"),
         &["--dir", &dir],
     );
     let reader = StatusReader::start(&status);
@@ -931,7 +731,7 @@ async fn read_only_status_directory_is_survived_and_caught_up() {
     state.remount("ro");
     // A change while the status cannot be written: it is still applied.
     write(&specs.join("web.toml"), &webs(&ns, 0..4, 0));
-    common::eventually(
+    support::eventually(
         "web-3 applied with the status directory read-only",
         CONVERGE,
         || async {
@@ -944,8 +744,8 @@ async fn read_only_status_directory_is_survived_and_caught_up() {
         },
     )
     .await;
-    common::eventually("the failed status writes counted", CONVERGE, || async {
-        let n = d.metric("driftless_status_write_errors_total");
+    support::eventually("the failed status writes counted", CONVERGE, || async {
+        let n = metric(&d, "driftless_status_write_errors_total");
         if n >= 1.0 {
             Ok(())
         } else {
@@ -986,15 +786,14 @@ async fn full_git_cache_disk_keeps_the_last_good_revision() {
     std::fs::write(work.join("web.toml"), webs(&ns, 0..3, 0)).unwrap();
     let c1 = commit(&work, "three");
     git(&work, &["push", "-q", "origin", "main"]);
-    let server = GitServer::start(tmp.path());
+    let server = GitDaemon::serve(tmp.path());
     let url = server.url("specs.git");
     let cache = Tmpfs::mount(&tmp.path().join("cache"), "2m");
     let status = tmp.path().join("status.json");
-    let mut d = Daemon::start(
+    let mut d = start(
         &instance,
         &status,
         &cache.0,
-        &tmp.path().join("log"),
         &["--git", &url, "--interval", "1s"],
     );
     let reader = StatusReader::start(&status);
@@ -1032,7 +831,7 @@ async fn full_git_cache_disk_keeps_the_last_good_revision() {
         c1.as_str(),
         "the last good revision stays"
     );
-    assert!(d.metric("driftless_source_errors_total") >= 1.0);
+    assert!(metric(&d, "driftless_source_errors_total") >= 1.0);
     assert_converged(&client, &ns, &instance, &names(0..3)).await;
     d.assert_alive("with the cache disk full");
 
@@ -1062,12 +861,6 @@ fn memory_mib(pid: u32) -> (f64, f64) {
     (field("VmHWM:"), field("VmRSS:"))
 }
 
-impl Daemon {
-    fn pid(&self) -> u32 {
-        self.child.as_ref().expect("daemon started").id()
-    }
-}
-
 /// 5,000 specs (10,000 objects) synced by one daemon; then 500 saves in a minute. The
 /// daemon converges to the last save, its queue collapses the burst (one full sync at a
 /// time), and its memory after the burst is what it was before, give or take.
@@ -1095,11 +888,10 @@ async fn load_5000_specs_then_500_saves_in_a_minute() {
     write(&specs.join("burst.toml"), &burst(0));
     let status = tmp.path().join("status.json");
     let dir = specs.display().to_string();
-    let mut d = Daemon::start(
+    let mut d = start(
         &instance,
         &status,
         &tmp.path().join("cache"),
-        &tmp.path().join("log"),
         &["--dir", &dir, "--resync", "1h"],
     );
     let reader = StatusReader::every(&status, Duration::from_millis(100));
@@ -1111,8 +903,8 @@ async fn load_5000_specs_then_500_saves_in_a_minute() {
     let mut want = names(0..5000);
     want.insert("burst".into());
     assert_converged(&client, &ns, &instance, &want).await;
-    let syncs_before = d.metric("driftless_sync_total{result=\"success\"}");
-    let writes_before = d.metric("driftless_api_writes_total{verb=\"patch\"}");
+    let syncs_before = metric(&d, "driftless_sync_total{result=\"success\"}");
+    let writes_before = metric(&d, "driftless_api_writes_total{verb=\"patch\"}");
 
     // 500 saves in a minute: replicas 0, 1, 2, 0, ... and last 3.
     let burst_started = Instant::now();
@@ -1125,7 +917,7 @@ async fn load_5000_specs_then_500_saves_in_a_minute() {
         }
     }
     let burst_took = burst_started.elapsed();
-    common::eventually("the last save applied (3 replicas)", CONVERGE, || async {
+    support::eventually("the last save applied (3 replicas)", CONVERGE, || async {
         let d = Api::<Deployment>::namespaced(client.clone(), &ns)
             .get("burst")
             .await
@@ -1140,8 +932,8 @@ async fn load_5000_specs_then_500_saves_in_a_minute() {
         .await;
     d.assert_alive("after the burst");
     let (peak_after, rss_after) = memory_mib(d.pid());
-    let syncs = d.metric("driftless_sync_total{result=\"success\"}") - syncs_before;
-    let writes = d.metric("driftless_api_writes_total{verb=\"patch\"}") - writes_before;
+    let syncs = metric(&d, "driftless_sync_total{result=\"success\"}") - syncs_before;
+    let writes = metric(&d, "driftless_api_writes_total{verb=\"patch\"}") - writes_before;
     eprintln!(
         "load: 5,001 specs (10,002 objects) settled in {:.1} s, peak RSS {peak_synced:.0} MiB \
          (RSS {rss_synced:.0} MiB); 500 saves in {:.1} s → {syncs} syncs, {writes} PATCHes; \
@@ -1189,11 +981,10 @@ async fn load_a_storm_of_pod_events_for_localservice() {
     );
     let status = tmp.path().join("status.json");
     let dir = specs.display().to_string();
-    let d = Daemon::start(
+    let d = start(
         &instance,
         &status,
         &tmp.path().join("cache"),
-        &tmp.path().join("log"),
         &["--dir", &dir],
     );
     let reader = StatusReader::start(&status);
@@ -1230,7 +1021,7 @@ async fn load_a_storm_of_pod_events_for_localservice() {
             }
         }
     };
-    common::eventually("every Pod labelled with its node", CONVERGE, || {
+    support::eventually("every Pod labelled with its node", CONVERGE, || {
         labelled(PODS)
     })
     .await;
@@ -1265,7 +1056,7 @@ async fn load_a_storm_of_pod_events_for_localservice() {
     pods.create(&PostParams::default(), &pod("late".into()))
         .await
         .unwrap();
-    common::eventually("the Pod created mid-storm labelled", CONVERGE, || {
+    support::eventually("the Pod created mid-storm labelled", CONVERGE, || {
         let pods = pods.clone();
         async move {
             let p = pods.get("late").await.map_err(|e| e.to_string())?;
@@ -1295,7 +1086,7 @@ async fn load_a_storm_of_pod_events_for_localservice() {
         labelled_at.as_secs_f64()
     );
     assert!(events > 0);
-    common::eventually("every Pod still labelled", CONVERGE, || labelled(PODS + 1)).await;
+    support::eventually("every Pod still labelled", CONVERGE, || labelled(PODS + 1)).await;
     assert!(
         rss_after < rss_before * 1.5 + 64.0,
         "RSS grew from {rss_before:.0} MiB to {rss_after:.0} MiB during the storm"

@@ -2,51 +2,16 @@
 //! served through `file://`, `git daemon` on loopback, and smart HTTP (`git http-backend`
 //! behind a tiny HTTP server that checks Basic auth).
 
-use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{TcpListener, TcpStream};
+mod support;
+
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, mpsc};
-use std::thread::JoinHandle;
+use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use driftless::source::git::{GitAuth, GitConfig, GitError, GitRef, GitSource, Revision};
 use driftless::spec::MAX_FILE_BYTES;
+use support::{GitDaemon, GitHttp, basic, git};
 use tempfile::TempDir;
-
-// ---------------------------------------------------------------------------------------
-// git CLI helpers
-
-fn git_cmd(dir: &Path) -> Command {
-    let mut cmd = Command::new("git");
-    cmd.current_dir(dir)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .env("GIT_AUTHOR_NAME", "Test")
-        .env("GIT_AUTHOR_EMAIL", "test@example.com")
-        .env("GIT_COMMITTER_NAME", "Test")
-        .env("GIT_COMMITTER_EMAIL", "test@example.com")
-        .args([
-            "-c",
-            "init.defaultBranch=main",
-            "-c",
-            "commit.gpgsign=false",
-        ]);
-    cmd
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = git_cmd(dir).args(args).output().expect("run git");
-    assert!(
-        out.status.success(),
-        "git {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
 
 /// A working repository to commit specs in.
 struct Work {
@@ -353,81 +318,6 @@ fn unreachable_remote_is_a_fetch_error() {
 // ---------------------------------------------------------------------------------------
 // git daemon on loopback
 
-/// `git daemon` serving a directory of bare repositories; killed when dropped, so a
-/// failing test does not leave it running.
-struct GitDaemon {
-    child: Child,
-    port: u16,
-    base: TempDir,
-}
-
-impl GitDaemon {
-    fn start() -> GitDaemon {
-        let base = TempDir::new().unwrap();
-        for _ in 0..5 {
-            let port = free_port();
-            // The daemon binary itself: `git daemon` would run it as a child of its own,
-            // which killing `git` leaves running.
-            let exec_path = PathBuf::from(git(base.path(), &["--exec-path"]));
-            let mut child = Command::new(exec_path.join("git-daemon"))
-                .current_dir(base.path())
-                .env("GIT_CONFIG_GLOBAL", "/dev/null")
-                .env("GIT_CONFIG_NOSYSTEM", "1")
-                .args([
-                    "--reuseaddr",
-                    "--export-all",
-                    "--informative-errors",
-                    "--enable=receive-pack",
-                    "--listen=127.0.0.1",
-                ])
-                .arg(format!("--port={port}"))
-                .arg(format!("--base-path={}", base.path().display()))
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("start git daemon");
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = child.try_wait() {
-                    break; // the port was taken after all; try another
-                }
-                if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-                    return GitDaemon { child, port, base };
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        panic!("git daemon did not start");
-    }
-
-    /// A new bare repository served as `name`.
-    fn create(&self, name: &str) -> (String, PathBuf) {
-        let path = self.base.path().join(name);
-        git(
-            self.base.path(),
-            &["init", "-q", "--bare", "-b", "main", name],
-        );
-        (format!("git://127.0.0.1:{}/{name}", self.port), path)
-    }
-}
-
-impl Drop for GitDaemon {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 #[test]
 fn daemon_force_push_and_deleted_branch() {
     let daemon = GitDaemon::start();
@@ -645,226 +535,6 @@ fn corrupt_cache_is_recreated() {
 // ---------------------------------------------------------------------------------------
 // Smart HTTP with Basic auth
 
-#[derive(Clone, Debug)]
-struct Seen {
-    path: String,
-    authorization: Option<String>,
-}
-
-enum Mode {
-    /// Refuses every request.
-    Unauthorized,
-    /// Serves the repositories under `root` to requests with exactly this Authorization.
-    Backend {
-        root: PathBuf,
-        authorization: String,
-    },
-}
-
-/// A one-connection-at-a-time HTTP/1.1 server; stopped and joined when dropped.
-struct HttpServer {
-    port: u16,
-    stop: Arc<AtomicBool>,
-    seen: Arc<Mutex<Vec<Seen>>>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl HttpServer {
-    fn start(mode: Mode) -> HttpServer {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let stop = Arc::new(AtomicBool::new(false));
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let thread = {
-            let (stop, seen) = (stop.clone(), seen.clone());
-            std::thread::spawn(move || {
-                for stream in listener.incoming() {
-                    if stop.load(Ordering::SeqCst) {
-                        break;
-                    }
-                    if let Ok(stream) = stream {
-                        let _ = serve(stream, &mode, &seen);
-                    }
-                }
-            })
-        };
-        HttpServer {
-            port,
-            stop,
-            seen,
-            thread: Some(thread),
-        }
-    }
-
-    fn url(&self, userinfo: &str, repo: &str) -> String {
-        format!("http://{userinfo}127.0.0.1:{}/{repo}", self.port)
-    }
-
-    fn seen(&self) -> Vec<Seen> {
-        self.seen.lock().unwrap().clone()
-    }
-}
-
-impl Drop for HttpServer {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        // Wakes the accept loop so it sees the flag.
-        let _ = TcpStream::connect(("127.0.0.1", self.port));
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-fn serve(stream: TcpStream, mode: &Mode, seen: &Mutex<Vec<Seen>>) -> std::io::Result<()> {
-    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-    let mut reader = BufReader::new(stream.try_clone()?);
-    let mut stream = stream;
-    let mut request_line = String::new();
-    reader.read_line(&mut request_line)?;
-    let mut parts = request_line.split_whitespace();
-    let method = parts.next().unwrap_or("").to_string();
-    let target = parts.next().unwrap_or("").to_string();
-    let mut headers = HashMap::new();
-    loop {
-        let mut line = String::new();
-        reader.read_line(&mut line)?;
-        let line = line.trim_end();
-        if line.is_empty() {
-            break;
-        }
-        if let Some((k, v)) = line.split_once(':') {
-            headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_string());
-        }
-    }
-    let mut body = Vec::new();
-    if let Some(len) = headers.get("content-length") {
-        body.resize(len.parse().unwrap_or(0), 0);
-        reader.read_exact(&mut body)?;
-    } else if headers
-        .get("transfer-encoding")
-        .is_some_and(|v| v.eq_ignore_ascii_case("chunked"))
-    {
-        loop {
-            let mut size = String::new();
-            reader.read_line(&mut size)?;
-            let size = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
-            let mut chunk = vec![0; size + 2];
-            if size == 0 {
-                let mut end = String::new();
-                reader.read_line(&mut end)?;
-                break;
-            }
-            reader.read_exact(&mut chunk)?;
-            body.extend_from_slice(&chunk[..size]);
-        }
-    }
-    let authorization = headers.get("authorization").cloned();
-    seen.lock().unwrap().push(Seen {
-        path: target.clone(),
-        authorization: authorization.clone(),
-    });
-
-    let unauthorized = b"HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"git\"\r\n\
-                         Content-Length: 0\r\nConnection: close\r\n\r\n";
-    let (root, expected) = match mode {
-        Mode::Unauthorized => return stream.write_all(unauthorized),
-        Mode::Backend {
-            root,
-            authorization,
-        } => (root, authorization),
-    };
-    if authorization.as_deref() != Some(expected.as_str()) {
-        return stream.write_all(unauthorized);
-    }
-    let (path, query) = target.split_once('?').unwrap_or((&target, ""));
-    let mut cgi = Command::new("git");
-    cgi.arg("http-backend")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_PROJECT_ROOT", root)
-        .env("GIT_HTTP_EXPORT_ALL", "1")
-        .env("REQUEST_METHOD", &method)
-        .env("PATH_INFO", path)
-        .env("QUERY_STRING", query)
-        .env("REMOTE_USER", "git")
-        .env("REMOTE_ADDR", "127.0.0.1")
-        .env("CONTENT_LENGTH", body.len().to_string())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    for (header, var) in [
-        ("content-type", "CONTENT_TYPE"),
-        ("git-protocol", "HTTP_GIT_PROTOCOL"),
-        ("content-encoding", "HTTP_CONTENT_ENCODING"),
-    ] {
-        if let Some(v) = headers.get(header) {
-            cgi.env(var, v);
-        }
-    }
-    let mut child = cgi.spawn()?;
-    if let Some(mut stdin) = child.stdin.take() {
-        stdin.write_all(&body)?;
-    }
-    let out = child.wait_with_output()?;
-    let split = out
-        .stdout
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .map(|i| (i, 4))
-        .or_else(|| {
-            out.stdout
-                .windows(2)
-                .position(|w| w == b"\n\n")
-                .map(|i| (i, 2))
-        })
-        .unwrap_or((out.stdout.len(), 0));
-    let head = String::from_utf8_lossy(&out.stdout[..split.0]).into_owned();
-    let content = &out.stdout[(split.0 + split.1).min(out.stdout.len())..];
-    let mut status = "200 OK".to_string();
-    let mut response = Vec::new();
-    let mut response_headers = String::new();
-    for line in head.lines() {
-        match line.split_once(':') {
-            Some((k, v)) if k.eq_ignore_ascii_case("status") => status = v.trim().to_string(),
-            Some(_) => {
-                response_headers.push_str(line.trim_end());
-                response_headers.push_str("\r\n");
-            }
-            None => {}
-        }
-    }
-    write!(
-        response,
-        "HTTP/1.1 {status}\r\n{response_headers}Content-Length: {}\r\nConnection: close\r\n\r\n",
-        content.len()
-    )?;
-    response.extend_from_slice(content);
-    stream.write_all(&response)
-}
-
-fn basic(user: &str, password: &str) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let input = format!("{user}:{password}");
-    let mut out = String::new();
-    for chunk in input.as_bytes().chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    format!("Basic {out}")
-}
-
 #[test]
 fn basic_helper_encodes_like_rfc_7617() {
     assert_eq!(
@@ -877,7 +547,7 @@ const LIMIT: Duration = Duration::from_secs(90);
 
 #[test]
 fn http_rejected_credentials_give_up_after_three_attempts() {
-    let server = HttpServer::start(Mode::Unauthorized);
+    let server = GitHttp::refusing();
     let cache = TempDir::new().unwrap();
     let password = "hunter2-very-secret";
     let source = open_with(
@@ -919,7 +589,7 @@ fn http_rejected_credentials_give_up_after_three_attempts() {
 
 #[test]
 fn http_auth_required_without_credentials_fails_at_once() {
-    let server = HttpServer::start(Mode::Unauthorized);
+    let server = GitHttp::refusing();
     let cache = TempDir::new().unwrap();
     let source = open(
         &server.url("", "repo.git"),
@@ -935,7 +605,7 @@ fn http_auth_required_without_credentials_fails_at_once() {
 
 #[test]
 fn ssh_key_settings_fail_cleanly_against_an_https_server() {
-    let server = HttpServer::start(Mode::Unauthorized);
+    let server = GitHttp::refusing();
     let cache = TempDir::new().unwrap();
     let keys = TempDir::new().unwrap();
     let key = keys.path().join("identity");
@@ -972,7 +642,7 @@ fn ssh_key_settings_fail_cleanly_against_an_https_server() {
 
 #[test]
 fn http_password_in_url_is_never_shown() {
-    let server = HttpServer::start(Mode::Unauthorized);
+    let server = GitHttp::refusing();
     let cache = TempDir::new().unwrap();
     let url = server.url("bob:url-secret-pw@", "repo.git");
     let source = open_with(
@@ -1012,10 +682,7 @@ fn http_token_is_sent_as_password_for_user_git() {
     work.git(&["push", "-q", bare.to_str().unwrap(), "main"]);
 
     let token = "ghp_test-token-123";
-    let server = HttpServer::start(Mode::Backend {
-        root: root.path().to_path_buf(),
-        authorization: basic("git", token),
-    });
+    let server = GitHttp::serving(root.path(), basic("git", token));
     let cache = TempDir::new().unwrap();
     let with = |auth: GitAuth| {
         open_with(

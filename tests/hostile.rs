@@ -7,7 +7,7 @@
 //! Small cases are files in `tests/corpus/hostile/` with `# error:` lines (as in
 //! `tests/corpus/invalid/`); big ones are generated here at run time, never committed.
 
-mod common;
+mod support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -534,8 +534,8 @@ async fn a_tree_with_a_hostile_file_applies_nothing() {
     use k8s_openapi::api::core::v1::ConfigMap;
     use kube::api::{Api, ListParams};
 
-    let client = common::client().await;
-    let ns = common::namespace(&client, "hostile").await;
+    let client = support::client().await;
+    let ns = support::namespace(&client, "hostile").await;
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("web.toml"),
@@ -547,7 +547,10 @@ async fn a_tree_with_a_hostile_file_applies_nothing() {
     let apply = || {
         std::process::Command::new(env!("CARGO_BIN_EXE_driftless"))
             .args(["apply", &dir.path().to_string_lossy(), "--instance", &ns])
-            .env("KUBECONFIG", std::env::var_os(common::CLUSTER_ENV).unwrap())
+            .env(
+                "KUBECONFIG",
+                std::env::var_os(support::CLUSTER_ENV).unwrap(),
+            )
             .output()
             .unwrap()
     };

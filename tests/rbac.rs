@@ -3,7 +3,6 @@
 //! syncs every kind, takes its Lease, labels Pods, scales and prunes; writes outside its
 //! rules are forbidden. The CI role of `addons/rbac-ci-diff.yaml` can diff, not delete.
 
-mod common;
 mod support;
 
 use std::path::Path;
@@ -52,7 +51,7 @@ impl Drop for Cleanup {
                 return;
             };
             rt.block_on(async {
-                let admin = common::client().await;
+                let admin = support::client().await;
                 let dp = DeleteParams::default();
                 for name in &roles {
                     let _ = Api::<ClusterRole>::all(admin.clone())
@@ -93,7 +92,7 @@ fn unique_cluster_names(doc: &mut Value, suffix: &str) {
 async fn token(admin: &Client, ns: &str, account: &str, secret: Option<&str>) -> String {
     let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), ns);
     let secrets: Api<Secret> = Api::namespaced(admin.clone(), ns);
-    common::eventually(
+    support::eventually(
         &format!("a token for ServiceAccount {ns}/{account}"),
         WAIT,
         || async {
@@ -187,9 +186,9 @@ spec.template.spec.containers = [{{ name = "c", image = "nginx:1.17.1" }}]
 
 #[tokio::test]
 async fn the_example_rbac_lets_driftless_sync_every_kind_and_nothing_more() {
-    let admin = common::client().await;
-    let ns = common::namespace(&admin, "rbac").await;
-    let sys = common::namespace(&admin, "rbac-sys").await;
+    let admin = support::client().await;
+    let ns = support::namespace(&admin, "rbac").await;
+    let sys = support::namespace(&admin, "rbac-sys").await;
     let suffix = support::suffix(&ns);
     let group = format!("{ns}.driftless.test");
     let apps = format!("{ns}-apps");
@@ -221,7 +220,7 @@ async fn the_example_rbac_lets_driftless_sync_every_kind_and_nothing_more() {
     }
     // The in-cluster Deployment is accepted and comes up (the testbed's kubelet runs it).
     let deployments: Api<Deployment> = Api::namespaced(admin.clone(), &sys);
-    common::eventually("the driftless Deployment available", WAIT, || async {
+    support::eventually("the driftless Deployment available", WAIT, || async {
         let d = deployments
             .get("driftless")
             .await
@@ -380,7 +379,7 @@ async fn the_example_rbac_lets_driftless_sync_every_kind_and_nothing_more() {
         })
         .await;
     let pods: Api<Pod> = Api::namespaced(admin.clone(), &apps);
-    common::eventually("backend Pods labelled with their node", WAIT, || async {
+    support::eventually("backend Pods labelled with their node", WAIT, || async {
         let list = pods
             .list(&ListParams::default().labels(&format!("app={app}")))
             .await
@@ -419,7 +418,7 @@ async fn the_example_rbac_lets_driftless_sync_every_kind_and_nothing_more() {
     )
     .unwrap();
     let web: Api<Deployment> = Api::namespaced(admin.clone(), &apps);
-    common::eventually("web scaled to 3", WAIT, || async {
+    support::eventually("web scaled to 3", WAIT, || async {
         let d = web.get("web").await.map_err(|e| e.to_string())?;
         match d.spec.and_then(|s| s.replicas) {
             Some(3) => Ok(()),
@@ -427,7 +426,7 @@ async fn the_example_rbac_lets_driftless_sync_every_kind_and_nothing_more() {
         }
     })
     .await;
-    common::eventually("the stopped workspace's Pod pruned", WAIT, || async {
+    support::eventually("the stopped workspace's Pod pruned", WAIT, || async {
         match pods.get_opt("ide").await.map_err(|e| e.to_string())? {
             None => Ok(()),
             Some(_) => Err("still there".into()),
@@ -455,7 +454,7 @@ async fn the_example_rbac_lets_driftless_sync_every_kind_and_nothing_more() {
     let log = daemon.log();
     // --events works with the granted rules: the daemon's events are there.
     let events = Api::<k8s_openapi::api::events::v1::Event>::namespaced(admin.clone(), &apps);
-    common::eventually("events recorded by the daemon's identity", WAIT, || async {
+    support::eventually("events recorded by the daemon's identity", WAIT, || async {
         let list = events
             .list(&Default::default())
             .await
@@ -630,7 +629,7 @@ async fn the_example_rbac_lets_driftless_sync_every_kind_and_nothing_more() {
     let out = driftless(&args);
     assert_eq!(out.status.code(), Some(0), "{}", show(&out));
     let crds: Api<CustomResourceDefinition> = Api::all(admin.clone());
-    common::eventually("the CRD pruned", WAIT, || async {
+    support::eventually("the CRD pruned", WAIT, || async {
         match crds
             .get_opt(&format!("virtulmachines.{group}"))
             .await

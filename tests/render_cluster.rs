@@ -1,7 +1,7 @@
 //! Rendered objects of every kind are accepted by the real apiserver (server-side apply,
 //! dry-run), through discovery as apply will do it.
 
-mod common;
+mod support;
 
 use std::time::Duration;
 
@@ -33,8 +33,8 @@ async fn dry_run(
 
 #[tokio::test]
 async fn every_kind_renders_to_objects_the_apiserver_accepts() {
-    let client = common::client().await;
-    let ns = common::namespace(&client, "render-dry").await;
+    let client = support::client().await;
+    let ns = support::namespace(&client, "render-dry").await;
     let suffix = ns.rsplit('-').next().unwrap_or("x");
     let group = format!("dryrun-{suffix}.driftless.test");
     let text = format!(
@@ -153,7 +153,7 @@ spec = {{ size = 3 }}
     )
     .await
     .unwrap();
-    common::eventually("CRD Established", Duration::from_secs(60), || {
+    support::eventually("CRD Established", Duration::from_secs(60), || {
         let crds = crds.clone();
         let name = crd_obj.name.clone();
         async move {
@@ -174,7 +174,7 @@ spec = {{ size = 3 }}
     .await;
     // Discovery may lag the Established condition briefly.
     let cr = custom[0];
-    common::eventually(
+    support::eventually(
         "custom resource accepted",
         Duration::from_secs(60),
         || async {

@@ -10,17 +10,12 @@
 //!   request fetches nothing;
 //! - TLS is verified by default, to the apiserver and to git servers.
 
-mod common;
 mod support;
 
-use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::Duration;
 
 use hmac::{Hmac, KeyInit, Mac};
@@ -28,6 +23,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, ListParams};
 use serde_json::Value;
 use sha2::Sha256;
+use support::{Daemon, GitHttp, base64, basic, git, scrub_env, tail};
 use tempfile::TempDir;
 
 const WAIT: Duration = Duration::from_secs(120);
@@ -44,27 +40,6 @@ fn token() -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-fn base64(input: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::new();
-    for chunk in input.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(ALPHABET[((n >> (18 - 6 * i)) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
 #[test]
 fn base64_helper_encodes_like_rfc_4648() {
     assert_eq!(base64(b""), "");
@@ -72,10 +47,6 @@ fn base64_helper_encodes_like_rfc_4648() {
     assert_eq!(base64(b"fo"), "Zm8=");
     assert_eq!(base64(b"foo"), "Zm9v");
     assert_eq!(base64(b"foobar"), "Zm9vYmFy");
-}
-
-fn basic(user: &str, password: &str) -> String {
-    format!("Basic {}", base64(format!("{user}:{password}").as_bytes()))
 }
 
 /// What to search for: the secret itself, and the part of its base64 that is the same
@@ -181,160 +152,15 @@ fn driftless_cmd(kubeconfig: &Path, instance: &str) -> Command {
     cmd
 }
 
-/// Nothing from the test's environment that would change what is tested.
-fn scrub_env(cmd: &mut Command) {
-    for var in [
-        "KUBECONFIG",
-        "DRIFTLESS_INSTANCE",
-        "DRIFTLESS_CACHE_DIR",
-        "DRIFTLESS_GIT_TOKEN",
-        "DRIFTLESS_GIT_TOKEN_FILE",
-        "DRIFTLESS_GIT_USERNAME",
-        "DRIFTLESS_GIT_PASSWORD",
-        "DRIFTLESS_GIT_PASSWORD_FILE",
-        "DRIFTLESS_GIT_SSH_KEY_FILE",
-        "DRIFTLESS_GIT_SSH_KEY_PASSPHRASE",
-        "DRIFTLESS_GIT_KNOWN_HOSTS_FILE",
-        "SSL_CERT_FILE",
-        "SSL_CERT_DIR",
-        "http_proxy",
-        "https_proxy",
-        "HTTP_PROXY",
-        "HTTPS_PROXY",
-        "all_proxy",
-        "ALL_PROXY",
-        "NO_COLOR",
-    ] {
-        cmd.env_remove(var);
-    }
-    cmd.env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1");
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
-/// A `driftless run` with everything it prints kept: stdout and stderr in files.
-struct Daemon {
-    child: Option<Child>,
-    state: TempDir,
-    metrics: SocketAddr,
-}
-
-impl Daemon {
-    /// `driftless --kubeconfig K --instance I run <args> --metrics-addr <free loopback
-    /// port> --status-file … --cache-dir …`, RUST_LOG=trace unless `env` says otherwise.
-    fn start(kubeconfig: &Path, instance: &str, args: &[&str], env: &[(&str, &str)]) -> Daemon {
-        let state = TempDir::new().unwrap();
-        let metrics: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-        let stdout = std::fs::File::create(state.path().join("stdout.log")).unwrap();
-        let stderr = std::fs::File::create(state.path().join("stderr.log")).unwrap();
-        let mut cmd = driftless_cmd(kubeconfig, instance);
-        cmd.arg("run")
-            .args(args)
-            .args(["--metrics-addr", &metrics.to_string()])
-            .arg("--status-file")
-            .arg(state.path().join("status.json"))
-            .arg("--cache-dir")
-            .arg(state.path().join("cache"))
-            .stdin(Stdio::null())
-            .stdout(stdout)
-            .stderr(stderr);
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        Daemon {
-            child: Some(cmd.spawn().unwrap()),
-            state,
-            metrics,
-        }
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.state.path().join(name)
-    }
-
-    fn stdout(&self) -> String {
-        std::fs::read_to_string(self.path("stdout.log")).unwrap_or_default()
-    }
-
-    fn stderr(&self) -> String {
-        std::fs::read_to_string(self.path("stderr.log")).unwrap_or_default()
-    }
-
-    fn status_text(&self) -> Option<String> {
-        std::fs::read_to_string(self.path("status.json")).ok()
-    }
-
-    fn status(&self) -> Option<Value> {
-        // Written atomically: whenever it exists, it parses.
-        self.status_text()
-            .map(|t| serde_json::from_str(&t).unwrap())
-    }
-
-    async fn wait_status(&self, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
-        common::eventually(what, WAIT, || async {
-            match self.status() {
-                Some(s) if pred(&s) => Ok(s),
-                other => Err(format!(
-                    "{other:#?}\nstderr (tail):\n{}",
-                    tail(&self.stderr(), 4000)
-                )),
-            }
-        })
-        .await
-    }
-
-    /// Everything the daemon wrote so far, with the status file.
-    fn outputs(&self) -> Vec<(String, String)> {
-        vec![
-            ("daemon stdout".into(), self.stdout()),
-            ("daemon stderr".into(), self.stderr()),
-            ("status file".into(), self.status_text().unwrap_or_default()),
-        ]
-    }
-
-    /// SIGTERM; the exit code.
-    fn stop(&mut self) -> Option<i32> {
-        let mut child = self.child.take()?;
-        Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
-            .status()
-            .unwrap();
-        let deadline = std::time::Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Some(status) = child.try_wait().unwrap() {
-                return status.code();
-            }
-            if std::time::Instant::now() > deadline {
-                let _ = child.kill();
-                panic!("driftless did not exit within 20 s of SIGTERM");
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-fn tail(text: &str, n: usize) -> &str {
-    let start = text.len().saturating_sub(n);
-    let start = (start..text.len())
-        .find(|&i| text.is_char_boundary(i))
-        .unwrap_or(text.len());
-    &text[start..]
+/// `driftless run` at RUST_LOG=trace unless `env` says otherwise, everything it prints kept.
+fn start_daemon(kubeconfig: &Path, instance: &str, args: &[&str], env: &[(&str, &str)]) -> Daemon {
+    Daemon::builder(instance)
+        .kubeconfig(kubeconfig)
+        .args(args)
+        .log_level("trace")
+        .envs(env)
+        .stop_within(Duration::from_secs(20))
+        .start()
 }
 
 /// One HTTP/1.1 request on its own connection: (status, body).
@@ -388,34 +214,7 @@ fn sign(secret: &[u8], body: &[u8]) -> String {
 }
 
 // ---------------------------------------------------------------------------------------
-// git: repositories and a smart-HTTP server that requires Basic auth
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .current_dir(dir)
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_TERMINAL_PROMPT", "0")
-        .env("GIT_AUTHOR_NAME", "Test")
-        .env("GIT_AUTHOR_EMAIL", "test@example.com")
-        .env("GIT_COMMITTER_NAME", "Test")
-        .env("GIT_COMMITTER_EMAIL", "test@example.com")
-        .args([
-            "-c",
-            "init.defaultBranch=main",
-            "-c",
-            "commit.gpgsign=false",
-        ])
-        .args(args)
-        .output()
-        .expect("run git");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
+// git: repositories for `support::GitHttp`, which requires Basic auth
 
 /// A working repository, pushed to `repo.git` under a root the HTTP server serves.
 struct Repo {
@@ -450,203 +249,6 @@ impl Repo {
     }
 }
 
-#[derive(Clone, Debug)]
-struct Seen {
-    path: String,
-    authorization: Option<String>,
-}
-
-/// One connection at a time; serves `root` to requests carrying exactly `authorization`,
-/// 401 to everything else. Stopped when dropped.
-struct GitHttp {
-    port: u16,
-    stop: Arc<AtomicBool>,
-    seen: Arc<Mutex<Vec<Seen>>>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl GitHttp {
-    fn start(root: &Path, authorization: String) -> GitHttp {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let stop = Arc::new(AtomicBool::new(false));
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let root = root.to_path_buf();
-        let thread = {
-            let (stop, seen) = (stop.clone(), seen.clone());
-            std::thread::spawn(move || {
-                for stream in listener.incoming() {
-                    if stop.load(Ordering::SeqCst) {
-                        break;
-                    }
-                    if let Ok(stream) = stream {
-                        let _ = serve_git(stream, &root, &authorization, &seen);
-                    }
-                }
-            })
-        };
-        GitHttp {
-            port,
-            stop,
-            seen,
-            thread: Some(thread),
-        }
-    }
-
-    fn url(&self, userinfo: &str) -> String {
-        format!("http://{userinfo}127.0.0.1:{}/repo.git", self.port)
-    }
-
-    fn seen(&self) -> Vec<Seen> {
-        self.seen.lock().unwrap().clone()
-    }
-
-    /// Ref advertisements served (each fetch asks for one), with the right credentials.
-    fn fetches(&self, authorization: &str) -> usize {
-        self.seen()
-            .iter()
-            .filter(|s| {
-                s.path.contains("/info/refs") && s.authorization.as_deref() == Some(authorization)
-            })
-            .count()
-    }
-}
-
-impl Drop for GitHttp {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        let _ = TcpStream::connect(("127.0.0.1", self.port));
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-fn serve_git(
-    stream: TcpStream,
-    root: &Path,
-    expected: &str,
-    seen: &Mutex<Vec<Seen>>,
-) -> std::io::Result<()> {
-    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-    let mut reader = BufReader::new(stream.try_clone()?);
-    let mut stream = stream;
-    let mut request_line = String::new();
-    reader.read_line(&mut request_line)?;
-    let mut parts = request_line.split_whitespace();
-    let method = parts.next().unwrap_or("").to_string();
-    let target = parts.next().unwrap_or("").to_string();
-    let mut headers = HashMap::new();
-    loop {
-        let mut line = String::new();
-        reader.read_line(&mut line)?;
-        let line = line.trim_end();
-        if line.is_empty() {
-            break;
-        }
-        if let Some((k, v)) = line.split_once(':') {
-            headers.insert(k.trim().to_ascii_lowercase(), v.trim().to_string());
-        }
-    }
-    let mut body = Vec::new();
-    if let Some(len) = headers.get("content-length") {
-        body.resize(len.parse().unwrap_or(0), 0);
-        reader.read_exact(&mut body)?;
-    } else if headers
-        .get("transfer-encoding")
-        .is_some_and(|v| v.eq_ignore_ascii_case("chunked"))
-    {
-        loop {
-            let mut size = String::new();
-            reader.read_line(&mut size)?;
-            let size = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
-            if size == 0 {
-                let mut end = String::new();
-                reader.read_line(&mut end)?;
-                break;
-            }
-            let mut chunk = vec![0; size + 2];
-            reader.read_exact(&mut chunk)?;
-            body.extend_from_slice(&chunk[..size]);
-        }
-    }
-    let authorization = headers.get("authorization").cloned();
-    seen.lock().unwrap().push(Seen {
-        path: target.clone(),
-        authorization: authorization.clone(),
-    });
-    if authorization.as_deref() != Some(expected) {
-        return stream.write_all(
-            b"HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"git\"\r\n\
-              Content-Length: 0\r\nConnection: close\r\n\r\n",
-        );
-    }
-    let (path, query) = target.split_once('?').unwrap_or((&target, ""));
-    let mut cgi = Command::new("git");
-    cgi.arg("http-backend")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_PROJECT_ROOT", root)
-        .env("GIT_HTTP_EXPORT_ALL", "1")
-        .env("REQUEST_METHOD", &method)
-        .env("PATH_INFO", path)
-        .env("QUERY_STRING", query)
-        .env("REMOTE_USER", "git")
-        .env("REMOTE_ADDR", "127.0.0.1")
-        .env("CONTENT_LENGTH", body.len().to_string())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    for (header, var) in [
-        ("content-type", "CONTENT_TYPE"),
-        ("git-protocol", "HTTP_GIT_PROTOCOL"),
-        ("content-encoding", "HTTP_CONTENT_ENCODING"),
-    ] {
-        if let Some(v) = headers.get(header) {
-            cgi.env(var, v);
-        }
-    }
-    let mut child = cgi.spawn()?;
-    if let Some(mut stdin) = child.stdin.take() {
-        stdin.write_all(&body)?;
-    }
-    let out = child.wait_with_output()?;
-    let split = out
-        .stdout
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .map(|i| (i, 4))
-        .or_else(|| {
-            out.stdout
-                .windows(2)
-                .position(|w| w == b"\n\n")
-                .map(|i| (i, 2))
-        })
-        .unwrap_or((out.stdout.len(), 0));
-    let head = String::from_utf8_lossy(&out.stdout[..split.0]).into_owned();
-    let content = &out.stdout[(split.0 + split.1).min(out.stdout.len())..];
-    let mut status = "200 OK".to_string();
-    let mut response_headers = String::new();
-    for line in head.lines() {
-        match line.split_once(':') {
-            Some((k, v)) if k.eq_ignore_ascii_case("status") => status = v.trim().to_string(),
-            Some(_) => {
-                response_headers.push_str(line.trim_end());
-                response_headers.push_str("\r\n");
-            }
-            None => {}
-        }
-    }
-    let mut response = Vec::new();
-    write!(
-        response,
-        "HTTP/1.1 {status}\r\n{response_headers}Content-Length: {}\r\nConnection: close\r\n\r\n",
-        content.len()
-    )?;
-    response.extend_from_slice(content);
-    stream.write_all(&response)
-}
-
 // ---------------------------------------------------------------------------------------
 // Specs
 
@@ -672,7 +274,7 @@ fn configmap_spec(ns: &str, value: &str) -> String {
 /// Waits until Secret `db` holds these values (proof that they were really planted).
 async fn wait_secret(client: &kube::Client, ns: &str, password: &str, api_key: &str) {
     let secrets = Api::<Secret>::namespaced(client.clone(), ns);
-    common::eventually("Secret db to hold the planted values", WAIT, || async {
+    support::eventually("Secret db to hold the planted values", WAIT, || async {
         let s = secrets
             .get_opt("db")
             .await
@@ -699,9 +301,9 @@ async fn wait_secret(client: &kube::Client, ns: &str, password: &str, api_key: &
 
 #[tokio::test]
 async fn planted_secrets_never_reach_any_output() {
-    let client = common::client().await;
+    let client = support::client().await;
     let kubeconfig = support::admin_kubeconfig();
-    let ns = common::namespace(&client, "sec-plant").await;
+    let ns = support::namespace(&client, "sec-plant").await;
     let instance = format!("sec-plant-{}", support::suffix(&ns));
 
     let git_password = token();
@@ -774,12 +376,12 @@ async fn planted_secrets_never_reach_any_output() {
 
     // The daemon, from git over HTTP with Basic auth, at trace level, with events.
     let authorization = basic("alice", &git_password);
-    let server = GitHttp::start(repo.root.path(), authorization.clone());
+    let server = GitHttp::serving(repo.root.path(), authorization.clone());
     let state = TempDir::new().unwrap();
     let hook_file = state.path().join("hook-secret");
     std::fs::write(&hook_file, format!("{hook_secret}\n")).unwrap();
-    let url = server.url("");
-    let mut daemon = Daemon::start(
+    let url = server.url("", "repo.git");
+    let mut daemon = start_daemon(
         &kubeconfig,
         &instance,
         &[
@@ -884,7 +486,7 @@ async fn planted_secrets_never_reach_any_output() {
     assert_eq!(server.fetches(&authorization), 2, "{:?}", server.seen());
     assert_eq!(
         daemon
-            .stderr()
+            .log()
             .matches("fetch requested by the git hook")
             .count(),
         1,
@@ -893,7 +495,7 @@ async fn planted_secrets_never_reach_any_output() {
 
     // The event recorded for the update of the Secret.
     let events = Api::<k8s_openapi::api::events::v1::Event>::namespaced(client.clone(), &ns);
-    let list = common::eventually("an Applied event on Secret db", WAIT, || async {
+    let list = support::eventually("an Applied event on Secret db", WAIT, || async {
         let list = events
             .list(&ListParams::default())
             .await
@@ -930,11 +532,11 @@ async fn planted_secrets_never_reach_any_output() {
         assert_eq!(status, 200, "{path}: {body}");
         outputs.push((format!("GET {path}"), body));
     }
-    let status_file = daemon.path("status.json");
+    let status_file = daemon.status_file();
     for format in ["table", "json"] {
         let out = driftless_cmd(&kubeconfig, &instance)
             .args(["status", "--status-file"])
-            .arg(&status_file)
+            .arg(status_file)
             .args(["--output", format])
             .output()
             .unwrap();
@@ -946,13 +548,13 @@ async fn planted_secrets_never_reach_any_output() {
     let status: Value = serde_json::from_str(&daemon.status_text().unwrap()).unwrap();
     assert_eq!(status["source"], url.as_str());
     // Trace level was on: the HTTP clients' own logging was in play.
-    let log = daemon.stderr();
+    let log = daemon.log();
     assert!(log.contains("TRACE"), "{}", tail(&log, 2000));
 
     needles.assert_absent(&outputs);
 
     // The clone holds the Secret's values too: it is the daemon's user's alone.
-    let clones: Vec<_> = std::fs::read_dir(daemon.path("cache"))
+    let clones: Vec<_> = std::fs::read_dir(daemon.cache_dir())
         .unwrap()
         .map(|e| e.unwrap().path())
         .collect();
@@ -1022,9 +624,9 @@ fn spec_errors_do_not_echo_secret_values() {
 
 #[tokio::test]
 async fn rejected_git_credentials_are_reported_without_them() {
-    let client = common::client().await;
+    let client = support::client().await;
     let kubeconfig = support::admin_kubeconfig();
-    let ns = common::namespace(&client, "sec-auth").await;
+    let ns = support::namespace(&client, "sec-auth").await;
     let instance = format!("sec-auth-{}", support::suffix(&ns));
     let repo = Repo::new();
     repo.commit("cm.toml", &configmap_spec(&ns, "v"));
@@ -1035,9 +637,9 @@ async fn rejected_git_credentials_are_reported_without_them() {
     needles.plant("password in the environment", &in_env);
     needles.plant("kubeconfig token", &kubeconfig_token(&kubeconfig));
 
-    let server = GitHttp::start(repo.root.path(), basic("alice", &right));
-    let url = server.url(&format!("alice:{in_url}@"));
-    let mut daemon = Daemon::start(
+    let server = GitHttp::serving(repo.root.path(), basic("alice", &right));
+    let url = server.url(&format!("alice:{in_url}@"), "repo.git");
+    let mut daemon = start_daemon(
         &kubeconfig,
         &instance,
         &["--git", &url, "--interval", "1h"],
@@ -1054,10 +656,10 @@ async fn rejected_git_credentials_are_reported_without_them() {
     let message = status["errors"][0]["message"].as_str().unwrap();
     assert!(message.contains("authenticating to"), "{message}");
     assert!(
-        message.contains(&server.url("")),
+        message.contains(&server.url("", "repo.git")),
         "names the URL without its userinfo: {message}"
     );
-    assert_eq!(status["source"], server.url("").as_str());
+    assert_eq!(status["source"], server.url("", "repo.git").as_str());
     assert!(status["revision_applied"].is_null(), "{status:#}");
     // The secrets did go on the wire: the test would see them if they were echoed.
     let offered: Vec<String> = server
@@ -1070,7 +672,7 @@ async fn rejected_git_credentials_are_reported_without_them() {
     assert_eq!(code, 200);
     let out = driftless_cmd(&kubeconfig, &instance)
         .args(["status", "--status-file"])
-        .arg(daemon.path("status.json"))
+        .arg(daemon.status_file())
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", support::show(&out));
@@ -1082,11 +684,9 @@ async fn rejected_git_credentials_are_reported_without_them() {
     assert_eq!(daemon.stop(), Some(0));
     // Told that argv is no place for a password.
     assert!(
-        daemon
-            .stderr()
-            .contains("the --git URL carries credentials"),
+        daemon.log().contains("the --git URL carries credentials"),
         "{}",
-        tail(&daemon.stderr(), 3000)
+        tail(&daemon.log(), 3000)
     );
     let mut outputs = daemon.outputs();
     outputs.push(("GET /metrics".into(), metrics));
@@ -1099,8 +699,8 @@ async fn rejected_git_credentials_are_reported_without_them() {
     );
     needles.assert_absent(&outputs);
     // The cache never stored the URL.
-    let cache = daemon.path("cache");
-    for entry in std::fs::read_dir(&cache).unwrap() {
+    let cache = daemon.cache_dir();
+    for entry in std::fs::read_dir(cache).unwrap() {
         let config = support::read(&entry.unwrap().path().join("config"));
         assert!(!config.contains(&userinfo), "{config}");
     }
@@ -1166,82 +766,96 @@ fn metrics_listen_on_loopback_by_default() {
 /// and not reachable through the machine's other addresses.
 #[tokio::test]
 async fn the_daemon_listens_on_loopback_by_default() {
-    let client = common::client().await;
+    let client = support::client().await;
     let kubeconfig = support::admin_kubeconfig();
-    let ns = common::namespace(&client, "sec-bind").await;
+    let ns = support::namespace(&client, "sec-bind").await;
     let instance = format!("sec-bind-{}", support::suffix(&ns));
     let specs = TempDir::new().unwrap();
     std::fs::write(specs.path().join("cm.toml"), configmap_spec(&ns, "v")).unwrap();
     let state = TempDir::new().unwrap();
-    let stderr = std::fs::File::create(state.path().join("stderr.log")).unwrap();
-    let mut cmd = driftless_cmd(&kubeconfig, &instance);
-    cmd.env("RUST_LOG", "info")
-        .arg("run")
-        .arg("--dir")
-        .arg(specs.path())
-        .arg("--status-file")
-        .arg(state.path().join("status.json"))
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(stderr);
-    let mut child = KillOnDrop(cmd.spawn().unwrap());
     let log = || std::fs::read_to_string(state.path().join("stderr.log")).unwrap_or_default();
-    // Either it serves, saying where, or the default port is taken (by another daemon on
-    // this machine), and the error names the address it tried.
-    let addr = common::eventually("the daemon to bind its HTTP port", WAIT, || async {
-        let log = log();
-        if let Some(line) = log.lines().find(|l| l.contains("serving /metrics")) {
-            let addr = line
-                .split("addr=")
-                .nth(1)
-                .and_then(|a| a.split_whitespace().next())
-                .ok_or(line.to_string())?;
-            return Ok(Some(addr.parse::<SocketAddr>().map_err(|e| e.to_string())?));
+    // The default port is one for the whole machine: another daemon (another run of this
+    // test, say) may hold it for a while. Wait for it to be free rather than check nothing.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let (mut child, addr) = loop {
+        let stderr = std::fs::File::create(state.path().join("stderr.log")).unwrap();
+        let mut cmd = driftless_cmd(&kubeconfig, &instance);
+        cmd.env("RUST_LOG", "info")
+            .arg("run")
+            .arg("--dir")
+            .arg(specs.path())
+            .arg("--status-file")
+            .arg(state.path().join("status.json"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr);
+        let child = KillOnDrop(cmd.spawn().unwrap());
+        // Either it serves, saying where, or the default port is taken and the error names
+        // the address it tried.
+        let bound = support::eventually("the daemon to bind its HTTP port", WAIT, || async {
+            let log = log();
+            if let Some(line) = log.lines().find(|l| l.contains("serving /metrics")) {
+                let addr = line
+                    .split("addr=")
+                    .nth(1)
+                    .and_then(|a| a.split_whitespace().next())
+                    .ok_or(line.to_string())?;
+                return Ok(Some(addr.parse::<SocketAddr>().map_err(|e| e.to_string())?));
+            }
+            if log.contains("binding 127.0.0.1:9477") {
+                return Ok(None);
+            }
+            Err(log)
+        })
+        .await;
+        if let Some(addr) = bound {
+            break (child, addr);
         }
-        if log.contains("binding 127.0.0.1:9477") {
-            eprintln!("127.0.0.1:9477 is taken on this machine: checked the address tried only");
-            return Ok(None);
-        }
-        Err(log)
-    })
-    .await;
-    if let Some(addr) = addr {
-        assert_eq!(addr, "127.0.0.1:9477".parse::<SocketAddr>().unwrap());
-        // The kernel's view: a listening socket on 127.0.0.1:9477 (0100007F:2505 in
-        // /proc/net/tcp), none on 0.0.0.0 or any other address of that port.
-        let tcp = std::fs::read_to_string("/proc/net/tcp").unwrap();
-        let listening: Vec<&str> = tcp
-            .lines()
-            .skip(1)
-            .filter_map(|l| {
-                let f: Vec<&str> = l.split_whitespace().collect();
-                (f.get(3) == Some(&"0A") && f[1].ends_with(":2505")).then_some(f[1])
-            })
-            .collect();
-        assert_eq!(listening, ["0100007F:2505"], "{tcp}");
-        let tcp6 = std::fs::read_to_string("/proc/net/tcp6").unwrap_or_default();
+        drop(child);
         assert!(
-            !tcp6.lines().any(|l| {
-                let f: Vec<&str> = l.split_whitespace().collect();
-                f.get(3) == Some(&"0A") && f.get(1).is_some_and(|a| a.ends_with(":2505"))
-            }),
-            "{tcp6}"
+            tokio::time::Instant::now() < deadline,
+            "127.0.0.1:9477, the default address, stayed taken for {WAIT:?}, so where the \
+             daemon listens by default could not be checked; free it (`ss -ltnp 'sport = \
+             :9477'` names its owner) and run this test again. The daemon's log:\n{}",
+            log()
         );
-        // Through another address of this machine, when it has one: refused.
-        let other = std::net::UdpSocket::bind("0.0.0.0:0")
-            .and_then(|s| s.connect("192.0.2.1:9").map(|()| s))
-            .and_then(|s| s.local_addr())
-            .map(|a| a.ip())
-            .ok()
-            .filter(|ip| !ip.is_loopback() && !ip.is_unspecified());
-        if let Some(ip) = other {
-            let reached =
-                TcpStream::connect_timeout(&SocketAddr::new(ip, 9477), Duration::from_secs(5));
-            assert!(reached.is_err(), "{ip}:9477 answered");
-        }
-        let (code, _) = http(addr, "GET", "/healthz", &[], b"");
-        assert_eq!(code, 200);
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    };
+    assert_eq!(addr, "127.0.0.1:9477".parse::<SocketAddr>().unwrap());
+    // The kernel's view: a listening socket on 127.0.0.1:9477 (0100007F:2505 in
+    // /proc/net/tcp), none on 0.0.0.0 or any other address of that port.
+    let tcp = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    let listening: Vec<&str> = tcp
+        .lines()
+        .skip(1)
+        .filter_map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            (f.get(3) == Some(&"0A") && f[1].ends_with(":2505")).then_some(f[1])
+        })
+        .collect();
+    assert_eq!(listening, ["0100007F:2505"], "{tcp}");
+    let tcp6 = std::fs::read_to_string("/proc/net/tcp6").unwrap_or_default();
+    assert!(
+        !tcp6.lines().any(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.get(3) == Some(&"0A") && f.get(1).is_some_and(|a| a.ends_with(":2505"))
+        }),
+        "{tcp6}"
+    );
+    // Through another address of this machine, when it has one: refused.
+    let other = std::net::UdpSocket::bind("0.0.0.0:0")
+        .and_then(|s| s.connect("192.0.2.1:9").map(|()| s))
+        .and_then(|s| s.local_addr())
+        .map(|a| a.ip())
+        .ok()
+        .filter(|ip| !ip.is_loopback() && !ip.is_unspecified());
+    if let Some(ip) = other {
+        let reached =
+            TcpStream::connect_timeout(&SocketAddr::new(ip, 9477), Duration::from_secs(5));
+        assert!(reached.is_err(), "{ip}:9477 answered");
     }
+    let (code, _) = http(addr, "GET", "/healthz", &[], b"");
+    assert_eq!(code, 200);
     let _ = Command::new("kill")
         .args(["-TERM", &child.0.id().to_string()])
         .status();
@@ -1383,8 +997,8 @@ fn kubeconfig_with(dir: &Path, name: &str, ca: Option<&Path>) -> PathBuf {
 
 #[tokio::test]
 async fn the_apiserver_certificate_is_verified() {
-    let client = common::client().await;
-    let ns = common::namespace(&client, "sec-tls-api").await;
+    let client = support::client().await;
+    let ns = support::namespace(&client, "sec-tls-api").await;
     let instance = format!("sec-tls-api-{}", support::suffix(&ns));
     let dir = TempDir::new().unwrap();
     let other_ca = make_ca(dir.path(), "other-ca");
@@ -1425,17 +1039,17 @@ async fn the_apiserver_certificate_is_verified() {
     assert!(mine.is_empty(), "{mine:?}");
 
     // Nor does the daemon get anywhere.
-    let mut daemon = Daemon::start(
+    let mut daemon = start_daemon(
         &untrusted,
         &instance,
         &["--dir", specs_dir],
         &[("RUST_LOG", "info")],
     );
-    common::eventually(
+    support::eventually(
         "the daemon to report the certificate error",
         WAIT,
         || async {
-            let log = daemon.stderr();
+            let log = daemon.log();
             let lower = log.to_ascii_lowercase();
             if lower.contains("certificate") || lower.contains("unknownissuer") {
                 Ok(())
@@ -1446,7 +1060,7 @@ async fn the_apiserver_certificate_is_verified() {
     )
     .await;
     // And says so in its status file, not only in its log.
-    common::eventually(
+    support::eventually(
         "the status file to name the certificate error",
         WAIT,
         || async {
@@ -1576,14 +1190,14 @@ impl Drop for TlsProxy {
 
 #[tokio::test]
 async fn git_server_certificates_are_verified() {
-    let client = common::client().await;
+    let client = support::client().await;
     let kubeconfig = support::admin_kubeconfig();
-    let ns = common::namespace(&client, "sec-tls-git").await;
+    let ns = support::namespace(&client, "sec-tls-git").await;
     let instance = format!("sec-tls-git-{}", support::suffix(&ns));
     let repo = Repo::new();
     let commit = repo.commit("cm.toml", &configmap_spec(&ns, "over-https"));
     let password = token();
-    let server = GitHttp::start(repo.root.path(), basic("alice", &password));
+    let server = GitHttp::serving(repo.root.path(), basic("alice", &password));
     let certs = TempDir::new().unwrap();
     let ca = make_ca(certs.path(), "git-ca");
     let (cert, key) = make_leaf(certs.path(), "git-ca", "server", "IP:127.0.0.1");
@@ -1606,7 +1220,7 @@ async fn git_server_certificates_are_verified() {
     // By default only the system's CAs are trusted: our self-made one is not.
     let url = proxy.url();
     let args = ["--git", url.as_str(), "--interval", "1h"];
-    let mut daemon = Daemon::start(&kubeconfig, &instance, &args, &creds);
+    let mut daemon = start_daemon(&kubeconfig, &instance, &args, &creds);
     let status = daemon
         .wait_status("a certificate error", |s| failed(s).is_some())
         .await;
@@ -1624,7 +1238,7 @@ async fn git_server_certificates_are_verified() {
     let mut env = creds.to_vec();
     let ca_file = ca.to_str().unwrap();
     env.push(("SSL_CERT_FILE", ca_file));
-    let mut daemon = Daemon::start(&kubeconfig, &instance, &args, &env);
+    let mut daemon = start_daemon(&kubeconfig, &instance, &args, &env);
     daemon
         .wait_status("the commit synced over https", |s| {
             s["revision_applied"] == commit.as_str() && support::all_ready(s)
@@ -1639,7 +1253,7 @@ async fn git_server_certificates_are_verified() {
     let seen_before = server.seen().len();
     let url = misnamed.url();
     let args = ["--git", url.as_str(), "--interval", "1h"];
-    let mut daemon = Daemon::start(&kubeconfig, &instance, &args, &env);
+    let mut daemon = start_daemon(&kubeconfig, &instance, &args, &env);
     let status = daemon
         .wait_status("a certificate name error", |s| failed(s).is_some())
         .await;

@@ -1,7 +1,7 @@
 //! The sync engine against the real local cluster: apply, no-op resync, diff, prune and
 //! its guards, ownership, replacement, interrupted syncs, readiness failures, CRDs.
 
-mod common;
+mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -65,8 +65,8 @@ async fn versions(client: &Client, ns: &str, instance: &str) -> BTreeMap<String,
 
 #[tokio::test]
 async fn each_kind_applies_and_becomes_ready_with_its_figures() {
-    let client = common::client().await;
-    let ns = common::namespace(&client, "sync-kinds").await;
+    let client = support::client().await;
+    let ns = support::namespace(&client, "sync-kinds").await;
     let text = format!(
         r#"
 namespace = "{ns}"
@@ -87,16 +87,16 @@ selector = {{ app = "local" }}
 ports = [{{ name = "http", port = 80, target-port = 8080 }}]
 "#
     );
-    let tree = common::tree(&[("all.toml", &text)]);
-    let engine = common::engine(&client, &ns);
-    let (objects, report) = common::sync(&engine, &tree).await;
+    let tree = support::tree(&[("all.toml", &text)]);
+    let engine = support::engine(&client, &ns);
+    let (objects, report) = support::sync(&engine, &tree).await;
     assert!(report.ok(), "{report:#?}");
     assert!(
         report.objects.iter().all(|o| o.action == Action::Created),
         "{report:#?}"
     );
 
-    let health = common::health_until(&engine, &tree, &objects, "every spec ready", |h| {
+    let health = support::health_until(&engine, &tree, &objects, "every spec ready", |h| {
         h.iter().all(|s| s.ready)
     })
     .await;
@@ -159,18 +159,18 @@ ports = [{{ name = "http", port = 80, target-port = 8080 }}]
 
 #[tokio::test]
 async fn reapplying_an_unchanged_tree_sends_no_writes() {
-    let client = common::client().await;
-    let ns = common::namespace(&client, "sync-noop").await;
+    let client = support::client().await;
+    let ns = support::namespace(&client, "sync-noop").await;
     let text = format!(
         "{}\n[workspace.ide]\nimage = \"codercom/code-server:4\"\ncpu = \"500m\"\nmemory = \"1Gi\"\n",
         webs(&ns, &["a", "b"], 150)
     );
-    let tree = common::tree(&[("t.toml", &text)]);
-    let first = common::engine(&client, &ns);
-    let (objects, report) = common::sync(&first, &tree).await;
+    let tree = support::tree(&[("t.toml", &text)]);
+    let first = support::engine(&client, &ns);
+    let (objects, report) = support::sync(&first, &tree).await;
     assert!(report.ok(), "{report:#?}");
     // Let controllers finish their own updates before snapshotting.
-    common::health_until(&first, &tree, &objects, "ready", |h| {
+    support::health_until(&first, &tree, &objects, "ready", |h| {
         h.iter().all(|s| s.ready)
     })
     .await;
@@ -178,8 +178,8 @@ async fn reapplying_an_unchanged_tree_sends_no_writes() {
     assert_eq!(before.len(), 6, "{before:?}");
 
     // A new process: nothing in memory, only the cluster and its inventory.
-    let second = common::engine(&client, &ns);
-    let (_, report) = common::sync(&second, &tree).await;
+    let second = support::engine(&client, &ns);
+    let (_, report) = support::sync(&second, &tree).await;
     assert!(
         report.objects.iter().all(|o| o.action == Action::Unchanged),
         "{report:#?}"
@@ -203,12 +203,12 @@ async fn reapplying_an_unchanged_tree_sends_no_writes() {
 
 #[tokio::test]
 async fn one_changed_field_shows_in_diff_and_only_its_object_is_written() {
-    let client = common::client().await;
-    let ns = common::namespace(&client, "sync-change").await;
-    let engine = common::engine(&client, &ns);
-    let (_, report) = common::sync(
+    let client = support::client().await;
+    let ns = support::namespace(&client, "sync-change").await;
+    let engine = support::engine(&client, &ns);
+    let (_, report) = support::sync(
         &engine,
-        &common::tree(&[("t.toml", &webs(&ns, &["a", "b"], 300))]),
+        &support::tree(&[("t.toml", &webs(&ns, &["a", "b"], 300))]),
     )
     .await;
     assert!(report.ok());
@@ -217,8 +217,8 @@ async fn one_changed_field_shows_in_diff_and_only_its_object_is_written() {
     changed.push_str(
         "\n[elasticweb.b]\nimage = \"nginx:1.17.1\"\nsingle-pod-qps = 100\ntotal-qps = 500\n",
     );
-    let tree = common::tree(&[("t.toml", &changed)]);
-    let objects = common::render(&client, &ns, &tree).await;
+    let tree = support::tree(&[("t.toml", &changed)]);
+    let objects = support::render(&client, &ns, &tree).await;
     let diffs = engine.diff(&objects, &BTreeSet::new()).await.unwrap();
     let changes: Vec<_> = diffs
         .iter()
@@ -261,8 +261,8 @@ async fn one_changed_field_shows_in_diff_and_only_its_object_is_written() {
 
 #[tokio::test]
 async fn prune_removes_only_what_left_and_is_ours_and_guards_hold() {
-    let client = common::client().await;
-    let ns = common::namespace(&client, "sync-prune").await;
+    let client = support::client().await;
+    let ns = support::namespace(&client, "sync-prune").await;
     // Someone else's Service with the name a spec will want.
     let services = Api::<Service>::namespaced(client.clone(), &ns);
     let foreign: Service = serde_json::from_value(json!({
@@ -275,10 +275,10 @@ async fn prune_removes_only_what_left_and_is_ours_and_guards_hold() {
         .await
         .unwrap();
 
-    let engine = common::engine(&client, &ns);
-    let (_, report) = common::sync(
+    let engine = support::engine(&client, &ns);
+    let (_, report) = support::sync(
         &engine,
-        &common::tree(&[("t.toml", &webs(&ns, &["a", "b", "c", "d"], 0))]),
+        &support::tree(&[("t.toml", &webs(&ns, &["a", "b", "c", "d"], 0))]),
     )
     .await;
     // The foreign Service is reported, not taken; everything else applies.
@@ -310,9 +310,9 @@ async fn prune_removes_only_what_left_and_is_ours_and_guards_hold() {
     );
 
     // c and d leave: c's Deployment + Service and d's Deployment go; the foreign Service stays.
-    let (_, report) = common::sync(
+    let (_, report) = support::sync(
         &engine,
-        &common::tree(&[("t.toml", &webs(&ns, &["a", "b"], 0))]),
+        &support::tree(&[("t.toml", &webs(&ns, &["a", "b"], 0))]),
     )
     .await;
     assert!(report.prune.refused.is_none(), "{:?}", report.prune);
@@ -351,19 +351,19 @@ async fn prune_removes_only_what_left_and_is_ours_and_guards_hold() {
         );
     };
     // An empty revision would prune everything: refused, nothing deleted.
-    let (_, report) = common::sync(&engine, &common::tree(&[])).await;
+    let (_, report) = support::sync(&engine, &support::tree(&[])).await;
     refused_saying(&report, &["no objects"]);
     assert!(deployments.get_opt("a").await.unwrap().is_some());
     // As is one that would prune more than half of the inventory (all 4 of a's and b's
     // objects, while adding x's and y's)...
-    let replaced = common::tree(&[("t.toml", &webs(&ns, &["x", "y"], 0))]);
-    let (_, report) = common::sync(&engine, &replaced).await;
+    let replaced = support::tree(&[("t.toml", &webs(&ns, &["x", "y"], 0))]);
+    let (_, report) = support::sync(&engine, &replaced).await;
     refused_saying(&report, &["4 of 4"]);
     assert!(deployments.get_opt("b").await.unwrap().is_some());
     assert!(deployments.get_opt("y").await.unwrap().is_some());
     // ...and stays refused when retried, although x's and y's 4 objects are now in the
     // inventory too (4 of 8 would be within the share).
-    let (_, report) = common::sync(&engine, &replaced).await;
+    let (_, report) = support::sync(&engine, &replaced).await;
     refused_saying(&report, &["4 of 4", "4 more, recorded since"]);
     assert!(deployments.get_opt("a").await.unwrap().is_some());
     assert!(deployments.get_opt("b").await.unwrap().is_some());
@@ -379,7 +379,7 @@ async fn prune_removes_only_what_left_and_is_ours_and_guards_hold() {
             ..Default::default()
         },
     );
-    let (_, report) = common::sync(&allowed, &common::tree(&[])).await;
+    let (_, report) = support::sync(&allowed, &support::tree(&[])).await;
     assert_eq!(report.prune.pruned(), 8, "{:#?}", report.prune);
     assert!(deployments.get_opt("a").await.unwrap().is_none());
     assert!(
@@ -390,14 +390,17 @@ async fn prune_removes_only_what_left_and_is_ours_and_guards_hold() {
 
 #[tokio::test]
 async fn an_invalid_tree_applies_nothing_and_prunes_nothing() {
-    let client = common::client().await;
-    let ns = common::namespace(&client, "sync-invalid").await;
+    let client = support::client().await;
+    let ns = support::namespace(&client, "sync-invalid").await;
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("web.toml"), webs(&ns, &["a", "b"], 100)).unwrap();
     let run = |dir: &std::path::Path| {
         std::process::Command::new(env!("CARGO_BIN_EXE_driftless"))
             .args(["apply", &dir.to_string_lossy(), "--instance", &ns])
-            .env("KUBECONFIG", std::env::var_os(common::CLUSTER_ENV).unwrap())
+            .env(
+                "KUBECONFIG",
+                std::env::var_os(support::CLUSTER_ENV).unwrap(),
+            )
             .output()
             .unwrap()
     };
@@ -447,14 +450,14 @@ async fn an_invalid_tree_applies_nothing_and_prunes_nothing() {
 
 #[tokio::test]
 async fn an_interrupted_sync_leaves_no_orphans_and_the_next_converges() {
-    let client = common::client().await;
-    let ns = common::namespace(&client, "sync-kill").await;
+    let client = support::client().await;
+    let ns = support::namespace(&client, "sync-kill").await;
     let names: Vec<String> = (0..60).map(|i| format!("w{i}")).collect();
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-    let tree = common::tree(&[("t.toml", &webs(&ns, &refs, 0))]);
-    let objects = common::render(&client, &ns, &tree).await;
+    let tree = support::tree(&[("t.toml", &webs(&ns, &refs, 0))]);
+    let objects = support::render(&client, &ns, &tree).await;
 
-    let engine = common::engine(&client, &ns);
+    let engine = support::engine(&client, &ns);
     let no_adopt = BTreeSet::new();
     let sync = engine.sync(&objects, &no_adopt);
     let midway = async {
@@ -467,7 +470,7 @@ async fn an_interrupted_sync_leaves_no_orphans_and_the_next_converges() {
         _ = midway => {} // the sync future is dropped here, mid-apply
     }
 
-    let fresh = common::engine(&client, &ns);
+    let fresh = support::engine(&client, &ns);
     let report = fresh.sync(&objects, &BTreeSet::new()).await.unwrap();
     assert!(report.ok(), "{report:#?}");
     // Every object labelled ours is desired and inventoried with its UID.
@@ -499,8 +502,8 @@ async fn an_interrupted_sync_leaves_no_orphans_and_the_next_converges() {
 
 #[tokio::test]
 async fn simulated_failures_fail_their_spec_with_the_reason() {
-    let client = common::client().await;
-    let ns = common::namespace(&client, "sync-fail").await;
+    let client = support::client().await;
+    let ns = support::namespace(&client, "sync-fail").await;
     let text = format!(
         r#"
 namespace = "{ns}"
@@ -524,12 +527,12 @@ total-qps = 1
 image = "codercom/code-server:4"
 "#
     );
-    let tree = common::tree(&[("t.toml", &text)]);
-    let engine = common::engine(&client, &ns);
-    let (objects, report) = common::sync(&engine, &tree).await;
+    let tree = support::tree(&[("t.toml", &text)]);
+    let engine = support::engine(&client, &ns);
+    let (objects, report) = support::sync(&engine, &tree).await;
     assert!(report.ok(), "{report:#?}");
     // Unschedulable only counts as failed after 15 s: wait for every spec to settle.
-    let health = common::health_until(
+    let health = support::health_until(
         &engine,
         &tree,
         &objects,
@@ -572,7 +575,10 @@ image = "codercom/code-server:4"
             "--timeout",
             "60s",
         ])
-        .env("KUBECONFIG", std::env::var_os(common::CLUSTER_ENV).unwrap())
+        .env(
+            "KUBECONFIG",
+            std::env::var_os(support::CLUSTER_ENV).unwrap(),
+        )
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -723,8 +729,8 @@ async fn adopting_what_kubectl_applied_drops_what_the_spec_does_not_set() {
 
 #[tokio::test]
 async fn a_crd_and_its_custom_resource_apply_in_one_revision() {
-    let client = common::client().await;
-    let ns = common::namespace(&client, "sync-crd").await;
+    let client = support::client().await;
+    let ns = support::namespace(&client, "sync-crd").await;
     let group = format!("{ns}.driftless.test");
     let text = format!(
         r#"
@@ -743,9 +749,9 @@ metadata = {{ name = "virtulmachines.{group}" }}
 spec = {{ group = "{group}", scope = "Namespaced", names = {{ kind = "VirtulMachine", plural = "virtulmachines", singular = "virtulmachine", listKind = "VirtulMachineList" }}, versions = [{{ name = "v1", served = true, storage = true, schema = {{ openAPIV3Schema = {{ type = "object", x-kubernetes-preserve-unknown-fields = true }} }} }}] }}
 "#
     );
-    let tree = common::tree(&[("crd.toml", &text)]);
-    let engine = common::engine(&client, &ns);
-    let (objects, report) = common::sync(&engine, &tree).await;
+    let tree = support::tree(&[("crd.toml", &text)]);
+    let engine = support::engine(&client, &ns);
+    let (objects, report) = support::sync(&engine, &tree).await;
     assert!(report.ok(), "{report:#?}");
     let kinds: Vec<(&str, &Action)> = report
         .objects
@@ -759,7 +765,7 @@ spec = {{ group = "{group}", scope = "Namespaced", names = {{ kind = "VirtulMach
             ("VirtulMachine", &Action::Created)
         ]
     );
-    let health = common::health_until(&engine, &tree, &objects, "CRD and CR ready", |h| {
+    let health = support::health_until(&engine, &tree, &objects, "CRD and CR ready", |h| {
         h.iter().all(|s| s.ready)
     })
     .await;
@@ -790,27 +796,27 @@ spec = {{ group = "{group}", scope = "Namespaced", names = {{ kind = "VirtulMach
 
 #[tokio::test]
 async fn a_workspace_image_change_replaces_its_pod_and_diff_says_so() {
-    let client = common::client().await;
-    let ns = common::namespace(&client, "sync-replace").await;
+    let client = support::client().await;
+    let ns = support::namespace(&client, "sync-replace").await;
     let spec = |image: &str| {
         format!("namespace = \"{ns}\"\n[workspace.ide]\nimage = \"{image}\"\ncpu = \"1\"\n")
     };
-    let engine = common::engine(&client, &ns);
-    let (objects, _) = common::sync(
+    let engine = support::engine(&client, &ns);
+    let (objects, _) = support::sync(
         &engine,
-        &common::tree(&[("w.toml", &spec("code-server:1"))]),
+        &support::tree(&[("w.toml", &spec("code-server:1"))]),
     )
     .await;
-    let tree = common::tree(&[("w.toml", &spec("code-server:1"))]);
-    common::health_until(&engine, &tree, &objects, "ready", |h| {
+    let tree = support::tree(&[("w.toml", &spec("code-server:1"))]);
+    support::health_until(&engine, &tree, &objects, "ready", |h| {
         h.iter().all(|s| s.ready)
     })
     .await;
     let pods = Api::<Pod>::namespaced(client.clone(), &ns);
     let old_uid = pods.get("ide").await.unwrap().uid();
 
-    let tree = common::tree(&[("w.toml", &spec("code-server:2"))]);
-    let objects = common::render(&client, &ns, &tree).await;
+    let tree = support::tree(&[("w.toml", &spec("code-server:2"))]);
+    let objects = support::render(&client, &ns, &tree).await;
     let diffs = engine.diff(&objects, &BTreeSet::new()).await.unwrap();
     let pod_diff = diffs.iter().find(|d| d.key.kind == "Pod").unwrap();
     assert!(
@@ -828,7 +834,7 @@ async fn a_workspace_image_change_replaces_its_pod_and_diff_says_so() {
         new.spec.unwrap().containers[0].image.as_deref(),
         Some("code-server:2")
     );
-    common::health_until(&engine, &tree, &objects, "ready after replace", |h| {
+    support::health_until(&engine, &tree, &objects, "ready after replace", |h| {
         h.iter().all(|s| s.ready)
     })
     .await;
@@ -836,19 +842,19 @@ async fn a_workspace_image_change_replaces_its_pod_and_diff_says_so() {
 
 #[tokio::test]
 async fn instances_never_touch_each_others_objects_and_adopt_takes_over_foreign_ones() {
-    let client = common::client().await;
-    let ns = common::namespace(&client, "sync-owners").await;
-    let alpha = common::engine(&client, &format!("{ns}-alpha"));
-    let beta = common::engine(&client, &format!("{ns}-beta"));
-    let tree = common::tree(&[("t.toml", &webs(&ns, &["shared"], 100))]);
-    let (_, report) = common::sync(&alpha, &tree).await;
+    let client = support::client().await;
+    let ns = support::namespace(&client, "sync-owners").await;
+    let alpha = support::engine(&client, &format!("{ns}-alpha"));
+    let beta = support::engine(&client, &format!("{ns}-beta"));
+    let tree = support::tree(&[("t.toml", &webs(&ns, &["shared"], 100))]);
+    let (_, report) = support::sync(&alpha, &tree).await;
     assert!(report.ok());
     let before = Api::<Deployment>::namespaced(client.clone(), &ns)
         .get("shared")
         .await
         .unwrap();
 
-    let (_, report) = common::sync(&beta, &tree).await;
+    let (_, report) = support::sync(&beta, &tree).await;
     assert_eq!(report.objects.len(), 2);
     for o in &report.objects {
         assert!(
@@ -880,9 +886,9 @@ async fn instances_never_touch_each_others_objects_and_adopt_takes_over_foreign_
     let manifest = format!(
         "namespace = \"{ns}\"\n[[manifest]]\napiVersion = \"v1\"\nkind = \"ConfigMap\"\nmetadata = {{ name = \"settings\" }}\ndata = {{ mode = \"new\" }}\n"
     );
-    let tree = common::tree(&[("cm.toml", &manifest)]);
-    let gamma = common::engine(&client, &format!("{ns}-gamma"));
-    let (_, report) = common::sync(&gamma, &tree).await;
+    let tree = support::tree(&[("cm.toml", &manifest)]);
+    let gamma = support::engine(&client, &format!("{ns}-gamma"));
+    let (_, report) = support::sync(&gamma, &tree).await;
     assert!(
         matches!(report.objects[0].action, Action::Conflict(_)),
         "{report:#?}"
@@ -899,7 +905,7 @@ async fn instances_never_touch_each_others_objects_and_adopt_takes_over_foreign_
             ..Default::default()
         },
     );
-    let (_, report) = common::sync(&adopting, &tree).await;
+    let (_, report) = support::sync(&adopting, &tree).await;
     assert_eq!(report.objects[0].action, Action::Configured, "{report:#?}");
     let adopted = cms.get("settings").await.unwrap();
     assert_eq!(adopted.data.as_ref().unwrap()["mode"], "new");
@@ -914,16 +920,16 @@ async fn instances_never_touch_each_others_objects_and_adopt_takes_over_foreign_
 
 #[tokio::test]
 async fn drift_is_taken_back_but_a_new_collision_is_a_reported_conflict() {
-    let client = common::client().await;
-    let ns = common::namespace(&client, "sync-drift").await;
+    let client = support::client().await;
+    let ns = support::namespace(&client, "sync-drift").await;
     let cm = |data: &str| {
         format!(
             "namespace = \"{ns}\"\n[[manifest]]\napiVersion = \"v1\"\nkind = \"ConfigMap\"\nmetadata = {{ name = \"cfg\" }}\ndata = {{ {data} }}\n"
         )
     };
-    let engine = common::engine(&client, &ns);
+    let engine = support::engine(&client, &ns);
     let (_, report) =
-        common::sync(&engine, &common::tree(&[("c.toml", &cm("a = \"ours\""))])).await;
+        support::sync(&engine, &support::tree(&[("c.toml", &cm("a = \"ours\""))])).await;
     assert!(report.ok());
     let cms = Api::<ConfigMap>::namespaced(client.clone(), &ns);
 
@@ -939,14 +945,14 @@ async fn drift_is_taken_back_but_a_new_collision_is_a_reported_conflict() {
 
     // Unchanged specs: that was drift, and the next sync takes `a` back.
     let (_, report) =
-        common::sync(&engine, &common::tree(&[("c.toml", &cm("a = \"ours\""))])).await;
+        support::sync(&engine, &support::tree(&[("c.toml", &cm("a = \"ours\""))])).await;
     assert_eq!(report.objects[0].action, Action::Configured, "{report:#?}");
     let data = cms.get("cfg").await.unwrap().data.unwrap();
     assert_eq!((data["a"].as_str(), data["b"].as_str()), ("ours", "theirs"));
 
     // Our spec now wants `b`, which another manager owns: a conflict, reported.
-    let tree = common::tree(&[("c.toml", &cm("a = \"ours\", b = \"ours\""))]);
-    let (_, report) = common::sync(&engine, &tree).await;
+    let tree = support::tree(&[("c.toml", &cm("a = \"ours\", b = \"ours\""))]);
+    let (_, report) = support::sync(&engine, &tree).await;
     assert!(
         matches!(&report.objects[0].action, Action::Conflict(m) if m.contains("--force-conflicts")),
         "{report:#?}"
@@ -961,7 +967,7 @@ async fn drift_is_taken_back_but_a_new_collision_is_a_reported_conflict() {
             ..Default::default()
         },
     );
-    let (_, report) = common::sync(&forcing, &tree).await;
+    let (_, report) = support::sync(&forcing, &tree).await;
     assert_eq!(report.objects[0].action, Action::Configured);
     assert_eq!(cms.get("cfg").await.unwrap().data.unwrap()["b"], "ours");
 }

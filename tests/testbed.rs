@@ -1,7 +1,7 @@
 //! The local cluster itself: these prove that the bed every other cluster test stands on
 //! behaves like a Kubernetes cluster with worker nodes.
 
-mod common;
+mod support;
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -16,7 +16,7 @@ const WAIT: Duration = Duration::from_secs(90);
 
 #[tokio::test]
 async fn fake_nodes_are_ready_untainted_and_zoned() {
-    let client = common::client().await;
+    let client = support::client().await;
     let nodes: Api<Node> = Api::all(client);
     let list = nodes
         .list(&ListParams::default().labels("testbed.driftless.dev/fake-node=true"))
@@ -72,8 +72,8 @@ async fn fake_nodes_are_ready_untainted_and_zoned() {
 
 #[tokio::test]
 async fn ssa_deployment_becomes_available_and_its_endpoints_list_the_pods() {
-    let client = common::client().await;
-    let ns = common::namespace(&client, "bed-deploy").await;
+    let client = support::client().await;
+    let ns = support::namespace(&client, "bed-deploy").await;
     let pp = PatchParams::apply("driftless-test").force();
     let labels = json!({"app": "web"});
     let deploy = json!({
@@ -105,7 +105,7 @@ async fn ssa_deployment_becomes_available_and_its_endpoints_list_the_pods() {
         .await
         .unwrap();
 
-    common::eventually("Deployment web Available with 2 replicas", WAIT, || {
+    support::eventually("Deployment web Available with 2 replicas", WAIT, || {
         let deployments = deployments.clone();
         async move {
             let d = deployments.get("web").await.map_err(|e| e.to_string())?;
@@ -136,7 +136,7 @@ async fn ssa_deployment_becomes_available_and_its_endpoints_list_the_pods() {
     assert_eq!(pod_names.len(), 2, "{pod_names:?}");
 
     let endpoints: Api<Endpoints> = Api::namespaced(client.clone(), &ns);
-    common::eventually("Endpoints web to list both Pods", WAIT, || {
+    support::eventually("Endpoints web to list both Pods", WAIT, || {
         let endpoints = endpoints.clone();
         let pod_names = pod_names.clone();
         async move {
@@ -158,7 +158,7 @@ async fn ssa_deployment_becomes_available_and_its_endpoints_list_the_pods() {
 }
 
 async fn wait_for_container_waiting(pods: &Api<Pod>, name: &str, reason: &str) -> Pod {
-    common::eventually(&format!("Pod {name} waiting with {reason}"), WAIT, || {
+    support::eventually(&format!("Pod {name} waiting with {reason}"), WAIT, || {
         let pods = pods.clone();
         let name = name.to_string();
         let reason = reason.to_string();
@@ -199,8 +199,8 @@ fn is_ready(p: &Pod) -> bool {
 
 #[tokio::test]
 async fn simulated_crashloop_is_visible_in_pod_status() {
-    let client = common::client().await;
-    let ns = common::namespace(&client, "bed-crash").await;
+    let client = support::client().await;
+    let ns = support::namespace(&client, "bed-crash").await;
     let pods: Api<Pod> = Api::namespaced(client, &ns);
     pods.create(
         &PostParams::default(),
@@ -224,8 +224,8 @@ async fn simulated_crashloop_is_visible_in_pod_status() {
 
 #[tokio::test]
 async fn simulated_image_pull_failure_keeps_pod_pending() {
-    let client = common::client().await;
-    let ns = common::namespace(&client, "bed-pull").await;
+    let client = support::client().await;
+    let ns = support::namespace(&client, "bed-pull").await;
     let pods: Api<Pod> = Api::namespaced(client, &ns);
     pods.create(
         &PostParams::default(),
@@ -239,14 +239,14 @@ async fn simulated_image_pull_failure_keeps_pod_pending() {
 
 #[tokio::test]
 async fn readiness_delay_holds_ready_back_then_releases_it() {
-    let client = common::client().await;
-    let ns = common::namespace(&client, "bed-delay").await;
+    let client = support::client().await;
+    let ns = support::namespace(&client, "bed-delay").await;
     let pods: Api<Pod> = Api::namespaced(client, &ns);
     let ann = json!({"testbed.driftless.dev/ready-delay-seconds": "3"});
     pods.create(&PostParams::default(), &pod("slow", "nginx", ann))
         .await
         .unwrap();
-    let running = common::eventually("Pod slow Running", WAIT, || {
+    let running = support::eventually("Pod slow Running", WAIT, || {
         let pods = pods.clone();
         async move {
             let p = pods.get("slow").await.map_err(|e| e.to_string())?;
@@ -265,7 +265,7 @@ async fn readiness_delay_holds_ready_back_then_releases_it() {
         .and_then(|s| s.start_time.clone())
         .unwrap()
         .0;
-    let ready = common::eventually("Pod slow Ready", WAIT, || {
+    let ready = support::eventually("Pod slow Ready", WAIT, || {
         let pods = pods.clone();
         async move {
             let p = pods.get("slow").await.map_err(|e| e.to_string())?;
@@ -296,8 +296,8 @@ async fn readiness_delay_holds_ready_back_then_releases_it() {
 
 #[tokio::test]
 async fn pvc_is_bound_and_its_pod_runs() {
-    let client = common::client().await;
-    let ns = common::namespace(&client, "bed-pvc").await;
+    let client = support::client().await;
+    let ns = support::namespace(&client, "bed-pvc").await;
     let pvcs: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), &ns);
     let pvc: PersistentVolumeClaim = serde_json::from_value(json!({
         "metadata": {"name": "data"},
@@ -319,7 +319,7 @@ async fn pvc_is_bound_and_its_pod_runs() {
     pods.create(&PostParams::default(), &with_volume)
         .await
         .unwrap();
-    common::eventually("PVC data Bound", WAIT, || {
+    support::eventually("PVC data Bound", WAIT, || {
         let pvcs = pvcs.clone();
         async move {
             let p = pvcs.get("data").await.map_err(|e| e.to_string())?;
@@ -332,7 +332,7 @@ async fn pvc_is_bound_and_its_pod_runs() {
         }
     })
     .await;
-    common::eventually("Pod ide Ready", WAIT, || {
+    support::eventually("Pod ide Ready", WAIT, || {
         let pods = pods.clone();
         async move {
             let p = pods.get("ide").await.map_err(|e| e.to_string())?;
@@ -348,13 +348,13 @@ async fn pvc_is_bound_and_its_pod_runs() {
 
 #[tokio::test]
 async fn pod_delete_completes_without_a_kubelet() {
-    let client = common::client().await;
-    let ns = common::namespace(&client, "bed-delete").await;
+    let client = support::client().await;
+    let ns = support::namespace(&client, "bed-delete").await;
     let pods: Api<Pod> = Api::namespaced(client, &ns);
     pods.create(&PostParams::default(), &pod("gone", "nginx", json!({})))
         .await
         .unwrap();
-    common::eventually("Pod gone Ready", WAIT, || {
+    support::eventually("Pod gone Ready", WAIT, || {
         let pods = pods.clone();
         async move {
             let p = pods.get("gone").await.map_err(|e| e.to_string())?;
@@ -368,7 +368,7 @@ async fn pod_delete_completes_without_a_kubelet() {
     .await;
     // A default (graceful) delete: only a kubelet, or its stand-in, finishes it.
     pods.delete("gone", &DeleteParams::default()).await.unwrap();
-    common::eventually("Pod gone deleted", WAIT, || {
+    support::eventually("Pod gone deleted", WAIT, || {
         let pods = pods.clone();
         async move {
             match pods.get_opt("gone").await.map_err(|e| e.to_string())? {

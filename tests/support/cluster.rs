@@ -1,14 +1,16 @@
-//! Shared by the cluster-backed integration tests: one local cluster per test run (see
-//! `scripts/test`), one namespace per test.
-#![allow(dead_code)]
+//! The local cluster: one per test run (see `scripts/test`), one namespace per test.
 
 use std::collections::BTreeSet;
 use std::future::Future;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::Client;
-use kube::api::{Api, ObjectMeta, PostParams};
+use kube::api::{Api, DynamicObject, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::core::GroupVersionKind;
+use kube::discovery::{Scope, pinned_kind};
+use serde_json::Value;
 
 /// Set by `testbed/cluster.sh up` (in `.testbed/env`) and by `scripts/test`.
 pub const CLUSTER_ENV: &str = "DRIFTLESS_TEST_KUBECONFIG";
@@ -149,4 +151,37 @@ pub async fn health_until(
         }
     })
     .await
+}
+
+/// The admin kubeconfig of the local cluster (`client` says how to start one).
+pub fn admin_kubeconfig() -> PathBuf {
+    std::env::var_os(CLUSTER_ENV)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| panic!("{CLUSTER_ENV} is not set"))
+}
+
+/// Applies one manifest with server-side apply (field manager `driftless-test`), finding
+/// its API through discovery as kubectl does.
+pub async fn apply_manifest(client: &Client, doc: &Value) -> Value {
+    let api_version = doc["apiVersion"].as_str().expect("apiVersion");
+    let kind = doc["kind"].as_str().expect("kind");
+    let name = doc["metadata"]["name"].as_str().expect("metadata.name");
+    let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+    let (resource, caps) = pinned_kind(client, &GroupVersionKind::gvk(group, version, kind))
+        .await
+        .unwrap_or_else(|e| panic!("discovery of {api_version} {kind}: {e}"));
+    let api: Api<DynamicObject> = match (caps.scope, doc["metadata"]["namespace"].as_str()) {
+        (Scope::Namespaced, Some(ns)) => Api::namespaced_with(client.clone(), ns, &resource),
+        (Scope::Namespaced, None) => panic!("{kind} {name} has no namespace"),
+        (Scope::Cluster, _) => Api::all_with(client.clone(), &resource),
+    };
+    let applied = api
+        .patch(
+            name,
+            &PatchParams::apply("driftless-test").force(),
+            &Patch::Apply(doc),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("applying {kind} {name}: {e}"));
+    serde_json::to_value(applied).unwrap()
 }

@@ -1,0 +1,75 @@
+//! The example files as the tests use them: copied, with names made unique per test.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+/// `examples/<rel>` in this repository.
+pub fn example(rel: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples")
+        .join(rel)
+}
+
+pub fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
+}
+
+/// The part of a `namespace` name that makes it unique.
+pub fn suffix(ns: &str) -> String {
+    ns.rsplit('-').next().unwrap_or(ns).to_string()
+}
+
+/// Copies the tree `src` into `dst`, applying `replace` (in order) to every file's text.
+/// Panics when a replacement finds nothing in the whole tree: a test that silently stops
+/// rewriting (and so starts sharing names with other tests) is a broken test.
+pub fn copy_tree(src: &Path, dst: &Path, replace: &[(&str, &str)]) {
+    let mut used = vec![false; replace.len()];
+    copy_rec(src, dst, replace, &mut used);
+    for ((from, _), hit) in replace.iter().zip(used) {
+        assert!(hit, "{from:?} occurs nowhere in {}", src.display());
+    }
+}
+
+fn copy_rec(src: &Path, dst: &Path, replace: &[(&str, &str)], used: &mut [bool]) {
+    std::fs::create_dir_all(dst).unwrap();
+    let mut entries: Vec<_> = std::fs::read_dir(src)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        let target = dst.join(path.file_name().unwrap());
+        if path.is_dir() {
+            copy_rec(&path, &target, replace, used);
+            continue;
+        }
+        let mut text = read(&path);
+        for (i, (from, to)) in replace.iter().enumerate() {
+            if text.contains(from) {
+                used[i] = true;
+                text = text.replace(from, to);
+            }
+        }
+        std::fs::write(&target, text).unwrap();
+    }
+}
+
+/// Replaces `from` by `to` in the file, which must contain it exactly once.
+pub fn edit(path: &Path, from: &str, to: &str) {
+    let text = read(path);
+    assert_eq!(
+        text.matches(from).count(),
+        1,
+        "{from:?} in {}:\n{text}",
+        path.display()
+    );
+    std::fs::write(path, text.replacen(from, to, 1)).unwrap();
+}
+
+/// Every document of a multi-document YAML text.
+pub fn yaml_docs(text: &str) -> Vec<Value> {
+    let docs: Vec<Value> =
+        serde_saphyr::from_multiple(text).unwrap_or_else(|e| panic!("invalid YAML: {e}\n{text}"));
+    docs.into_iter().filter(|d| !d.is_null()).collect()
+}
