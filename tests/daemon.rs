@@ -573,6 +573,24 @@ async fn localservice_follows_nodes_and_labels_pods() {
         joined.starts_with(&format!("ls-extra-{suffix}-example-")) && joined.len() <= 63,
         "{joined}"
     );
+    // The stand-in gave the joining node the labels a kubelet sets on registration.
+    support::eventually("the joining node's kubelet labels", WAIT, || async {
+        let labels = nodes
+            .get(&node_name)
+            .await
+            .map_err(|e| e.to_string())?
+            .labels()
+            .clone();
+        let want = [
+            ("kubernetes.io/os", "linux"),
+            ("kubernetes.io/arch", "amd64"),
+        ];
+        want.iter()
+            .all(|(k, v)| labels.get(*k).map(String::as_str) == Some(*v))
+            .then_some(())
+            .ok_or_else(|| format!("{labels:?}"))
+    })
+    .await;
     nodes
         .delete(&node_name, &DeleteParams::default())
         .await

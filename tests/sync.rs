@@ -599,8 +599,8 @@ image = "codercom/code-server:4"
 /// waiting out `--timeout`.
 #[tokio::test]
 async fn apply_wait_stops_once_every_object_not_ready_failed_to_apply() {
-    let client = common::client().await;
-    let ns = common::namespace(&client, "sync-waitfail").await;
+    let client = support::client().await;
+    let ns = support::namespace(&client, "sync-waitfail").await;
     let text = format!(
         r#"
 namespace = "{ns}"
@@ -630,7 +630,10 @@ spec = {{ a = 1 }}
             "--timeout",
             "3m",
         ])
-        .env("KUBECONFIG", std::env::var_os(common::CLUSTER_ENV).unwrap())
+        .env(
+            "KUBECONFIG",
+            std::env::var_os(support::CLUSTER_ENV).unwrap(),
+        )
         .output()
         .unwrap();
     let (stdout, stderr) = (
@@ -651,9 +654,9 @@ spec = {{ a = 1 }}
 /// so B and kubectl's last-applied annotation go instead of staying for ever.
 #[tokio::test]
 async fn adopting_what_kubectl_applied_drops_what_the_spec_does_not_set() {
-    let client = common::client().await;
-    let ns = common::namespace(&client, "sync-csa").await;
-    let kubeconfig = std::env::var_os(common::CLUSTER_ENV).unwrap();
+    let client = support::client().await;
+    let ns = support::namespace(&client, "sync-csa").await;
+    let kubeconfig = std::env::var_os(support::CLUSTER_ENV).unwrap();
     let deployment = |env: &str| {
         format!(
             r#"{{"apiVersion": "apps/v1", "kind": "Deployment",

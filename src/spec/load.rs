@@ -17,6 +17,57 @@ pub struct SourceFile {
     pub contents: Vec<u8>,
 }
 
+/// Whether a file is read as specs: TOML specs, or YAML manifests.
+pub fn is_spec_file(name: &str) -> bool {
+    name.ends_with(".toml") || is_yaml(name)
+}
+
+fn is_yaml(name: &str) -> bool {
+    name.ends_with(".yaml") || name.ends_with(".yml")
+}
+
+/// At the spec root, in gitignore syntax: paths it matches are not read, so a repository
+/// can keep a `kustomization.yaml`, a Helm `Chart.yaml` or docs beside its specs.
+pub const IGNORE_FILE: &str = ".driftlessignore";
+
+/// The rules of a `.driftlessignore` (none when there is no such file).
+#[derive(Debug, Clone, Default)]
+pub struct IgnoreRules(Option<ignore::gitignore::Gitignore>);
+
+impl IgnoreRules {
+    /// The rules in `text`; a line that is not a valid pattern is an error naming it.
+    pub fn parse(text: &str) -> Result<IgnoreRules, SpecError> {
+        let mut b = ignore::gitignore::GitignoreBuilder::new("/");
+        for (i, line) in text.lines().enumerate() {
+            b.add_line(None, line).map_err(|e| SpecError {
+                at: Location {
+                    file: IGNORE_FILE.to_string(),
+                    line: i + 1,
+                    column: 1,
+                },
+                message: format!("invalid pattern: {e}"),
+            })?;
+        }
+        let rules = b.build().map_err(|e| SpecError {
+            at: Location {
+                file: IGNORE_FILE.to_string(),
+                line: 1,
+                column: 1,
+            },
+            message: format!("invalid rules: {e}"),
+        })?;
+        Ok(IgnoreRules(Some(rules)))
+    }
+
+    /// Whether `path` (relative to the root, '/'-separated) is left unread. Walks skip an
+    /// ignored directory whole, so a file is judged by its own path.
+    pub fn ignores(&self, path: &str, is_dir: bool) -> bool {
+        self.0
+            .as_ref()
+            .is_some_and(|g| g.matched(Path::new("/").join(path), is_dir).is_ignore())
+    }
+}
+
 /// No spec file is this large; a bigger one is a mistake (or an attack), not a spec. It
 /// is refused unread (the readers stop one byte past the limit).
 pub const MAX_FILE_BYTES: usize = 4 << 20;
@@ -47,9 +98,10 @@ pub fn load_dir_with(root: &Path, policy: &Policy) -> Result<SpecTree, LoadError
     Ok(parse_files_with(&files, policy)?)
 }
 
-/// Every `*.toml` under `root`, recursively, sorted by path. Hidden files and
-/// directories are skipped (a ConfigMap mount's `..2024_…` data dirs and `..data` link
-/// among them); symlinks are followed, each directory at most once.
+/// Every spec file (`*.toml`, `*.yaml`, `*.yml`) under `root`, recursively, sorted by
+/// path, but those `.driftlessignore` excludes. Hidden files and directories are skipped
+/// (a ConfigMap mount's `..2024_…` data dirs and `..data` link among them); symlinks are
+/// followed, each directory at most once.
 pub fn read_dir(root: &Path) -> Result<Vec<SourceFile>, LoadError> {
     let meta = std::fs::metadata(root).map_err(|source| LoadError::Root {
         path: root.to_path_buf(),
@@ -73,7 +125,25 @@ pub fn read_dir(root: &Path) -> Result<Vec<SourceFile>, LoadError> {
     let mut files = Vec::new();
     let mut seen = HashSet::new();
     let mut problems = Vec::new();
-    walk(root, "", &mut seen, &mut files, &mut problems);
+    let ignore = match std::fs::read(root.join(IGNORE_FILE)) {
+        Ok(bytes) => {
+            IgnoreRules::parse(&String::from_utf8_lossy(&bytes)).map_err(|e| SpecErrors(vec![e]))?
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => IgnoreRules::default(),
+        Err(e) => {
+            return Err(LoadError::Root {
+                path: root.join(IGNORE_FILE),
+                source: e,
+            });
+        }
+    };
+    let mut walker = Walker {
+        ignore: &ignore,
+        seen: &mut seen,
+        files: &mut files,
+        problems: &mut problems,
+    };
+    walker.walk(root, "");
     if !problems.is_empty() {
         problems.sort();
         return Err(SpecErrors(problems).into());
@@ -91,59 +161,66 @@ fn read_capped(path: &Path) -> std::io::Result<Vec<u8>> {
     Ok(buf)
 }
 
-fn walk(
-    dir: &Path,
-    rel: &str,
-    seen: &mut HashSet<PathBuf>,
-    files: &mut Vec<SourceFile>,
-    problems: &mut Vec<SpecError>,
-) {
-    let at = |file: &str| Location {
-        file: file.to_string(),
-        line: 1,
-        column: 1,
-    };
-    let canonical = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
-    if !seen.insert(canonical) {
-        return;
-    }
-    let entries = match std::fs::read_dir(dir) {
-        Ok(e) => e,
-        Err(e) => {
-            problems.push(SpecError {
-                at: at(if rel.is_empty() { "." } else { rel }),
-                message: format!("cannot read directory: {e}"),
-            });
+/// The state of one walk of a spec directory.
+struct Walker<'a> {
+    ignore: &'a IgnoreRules,
+    seen: &'a mut HashSet<PathBuf>,
+    files: &'a mut Vec<SourceFile>,
+    problems: &'a mut Vec<SpecError>,
+}
+
+impl Walker<'_> {
+    fn walk(&mut self, dir: &Path, rel: &str) {
+        let at = |file: &str| Location {
+            file: file.to_string(),
+            line: 1,
+            column: 1,
+        };
+        let canonical = dir.canonicalize().unwrap_or_else(|_| dir.to_path_buf());
+        if !self.seen.insert(canonical) {
             return;
         }
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name.starts_with('.') {
-            continue;
-        }
-        let path = entry.path();
-        let child = if rel.is_empty() {
-            name.clone()
-        } else {
-            format!("{rel}/{name}")
+        let entries = match std::fs::read_dir(dir) {
+            Ok(e) => e,
+            Err(e) => {
+                self.problems.push(SpecError {
+                    at: at(if rel.is_empty() { "." } else { rel }),
+                    message: format!("cannot read directory: {e}"),
+                });
+                return;
+            }
         };
-        // Follows symlinks; a dangling link is skipped like any non-file.
-        let Ok(meta) = std::fs::metadata(&path) else {
-            continue;
-        };
-        if meta.is_dir() {
-            walk(&path, &child, seen, files, problems);
-        } else if meta.is_file() && name.ends_with(".toml") {
-            match read_capped(&path) {
-                Ok(contents) => files.push(SourceFile {
-                    path: child,
-                    contents,
-                }),
-                Err(e) => problems.push(SpecError {
-                    at: at(&child),
-                    message: format!("cannot read file: {e}"),
-                }),
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with('.') {
+                continue;
+            }
+            let path = entry.path();
+            let child = if rel.is_empty() {
+                name.clone()
+            } else {
+                format!("{rel}/{name}")
+            };
+            // Follows symlinks; a dangling link is skipped like any non-file.
+            let Ok(meta) = std::fs::metadata(&path) else {
+                continue;
+            };
+            if self.ignore.ignores(&child, meta.is_dir()) {
+                continue;
+            }
+            if meta.is_dir() {
+                self.walk(&path, &child);
+            } else if meta.is_file() && is_spec_file(&name) {
+                match read_capped(&path) {
+                    Ok(contents) => self.files.push(SourceFile {
+                        path: child,
+                        contents,
+                    }),
+                    Err(e) => self.problems.push(SpecError {
+                        at: at(&child),
+                        message: format!("cannot read file: {e}"),
+                    }),
+                }
             }
         }
     }
@@ -160,6 +237,8 @@ pub fn parse_files_with(files: &[SourceFile], policy: &Policy) -> Result<SpecTre
     let mut errors = Vec::new();
     let mut found = Vec::new();
     for f in files {
+        let yaml = is_yaml(&f.path);
+        let format = if yaml { "YAML" } else { "TOML" };
         let start = Location {
             file: f.path.clone(),
             line: 1,
@@ -182,7 +261,7 @@ pub fn parse_files_with(files: &[SourceFile], policy: &Policy) -> Result<SpecTre
                 let ctx = FileCtx::new(&f.path, valid);
                 errors.push(SpecError {
                     at: ctx.loc(valid.len()),
-                    message: "file is not valid UTF-8: binary data, or text in another encoding; a spec file is UTF-8 TOML".into(),
+                    message: format!("file is not valid UTF-8: binary data, or text in another encoding; a spec file is UTF-8 {format}"),
                 });
                 continue;
             }
@@ -191,14 +270,24 @@ pub fn parse_files_with(files: &[SourceFile], policy: &Policy) -> Result<SpecTre
         if let Some(nul) = text.find('\0') {
             errors.push(SpecError {
                 at: ctx.loc(nul),
-                message: "file contains a NUL byte: binary data, not a TOML text file".into(),
+                message: format!("file contains a NUL byte: binary data, not a {format} text file"),
             });
             continue;
         }
-        found.extend(extract::file(&mut ctx, text));
-        let more = ctx.dropped_errors;
-        let end = ctx.loc(text.len());
-        errors.extend(ctx.errors);
+        let (more, end) = if yaml {
+            let (docs, mut errs) = super::yaml::file(&f.path, text);
+            found.extend(docs);
+            let more = errs.len().saturating_sub(MAX_ERRORS_PER_FILE);
+            errs.truncate(MAX_ERRORS_PER_FILE);
+            errors.extend(errs);
+            (more, ctx.loc(text.len()))
+        } else {
+            found.extend(extract::file(&mut ctx, text));
+            let more = ctx.dropped_errors;
+            let end = ctx.loc(text.len());
+            errors.extend(ctx.errors);
+            (more, end)
+        };
         if more > 0 {
             errors.push(SpecError {
                 at: end,

@@ -3,6 +3,7 @@
 
 mod extract;
 mod load;
+mod manifest;
 pub mod model;
 pub mod names;
 pub mod quantity;
@@ -13,8 +14,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 pub use load::{
-    LoadError, MAX_ERRORS_PER_FILE, MAX_FILE_BYTES, SourceFile, load_dir, load_dir_with,
-    parse_files, parse_files_with, read_dir,
+    IGNORE_FILE, IgnoreRules, LoadError, MAX_ERRORS_PER_FILE, MAX_FILE_BYTES, SourceFile,
+    is_spec_file, load_dir, load_dir_with, parse_files, parse_files_with, read_dir,
 };
 pub use model::{ElasticWeb, LocalService, Manifest, Workspace};
 

@@ -14,6 +14,9 @@ use std::fmt;
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_saphyr::Spanned;
 
+use super::extract::Found;
+use super::{Kind, Location, SpecBody, SpecError, manifest};
+
 /// A YAML value and where it was written.
 pub(super) type Node = Spanned<Tree>;
 
@@ -180,18 +183,6 @@ impl Tree {
         }
     }
 
-    pub(super) fn type_name(&self) -> &'static str {
-        match self {
-            Tree::Null => "null",
-            Tree::Bool(_) => "a boolean",
-            Tree::Int(_) | Tree::UInt(_) => "an integer",
-            Tree::Float(_) => "a float",
-            Tree::Str(_) => "a string",
-            Tree::Seq(_) => "a list",
-            Tree::Map(_) => "a map",
-        }
-    }
-
     /// The value as JSON, or the place and reason of the first value JSON cannot hold.
     pub(super) fn to_json(&self) -> Result<serde_json::Value, (usize, usize, String)> {
         use serde_json::Value as J;
@@ -240,6 +231,72 @@ pub(super) fn document_json(doc: &Node) -> Result<serde_json::Value, (usize, usi
     node_to_json(doc)
 }
 
+/// The place `path` names in `doc`: the key of its last element found, or the document.
+fn locate(doc: &Node, path: &[String]) -> (usize, usize) {
+    let mut at = place(doc);
+    let mut node = doc;
+    for step in path {
+        match node.value.get(step) {
+            Some((key, value)) => {
+                at = place(key);
+                node = value;
+            }
+            None => break,
+        }
+    }
+    at
+}
+
+/// Reads one YAML file: each document a manifest spec, or errors at their places. A
+/// syntax error stops the file, as in TOML.
+pub(super) fn file(path: &str, text: &str) -> (Vec<Found>, Vec<SpecError>) {
+    let at = |(line, column): (usize, usize)| Location {
+        file: path.to_string(),
+        line,
+        column,
+    };
+    let docs = match documents(text) {
+        Ok(docs) => docs,
+        Err(e) => {
+            return (
+                Vec::new(),
+                vec![SpecError {
+                    at: at((e.line, e.column)),
+                    message: e.message,
+                }],
+            );
+        }
+    };
+    let mut found = Vec::with_capacity(docs.len());
+    let mut errors = Vec::new();
+    for doc in &docs {
+        let json = match document_json(doc) {
+            Ok(json) => json,
+            Err((line, column, message)) => {
+                errors.push(SpecError {
+                    at: at((line, column)),
+                    message,
+                });
+                continue;
+            }
+        };
+        match manifest::check(json) {
+            Ok(m) => found.push(Found {
+                kind: Kind::Manifest,
+                name: String::new(),
+                namespace: None,
+                at: at(place(doc)),
+                body: SpecBody::Manifest(m),
+            }),
+            Err(problems) => errors.extend(problems.into_iter().map(|p| SpecError {
+                at: at(locate(doc, &p.path)),
+                message: p.message,
+            })),
+        }
+    }
+    (found, errors)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -255,15 +312,22 @@ mod tests {
         let (key, _) = meta.value.get("creationTimestamp").unwrap();
         assert_eq!(place(key), (6, 3));
         let json = document_json(&docs[0]).unwrap();
-        assert_eq!(json["metadata"]["creationTimestamp"], serde_json::Value::Null);
+        assert_eq!(
+            json["metadata"]["creationTimestamp"],
+            serde_json::Value::Null
+        );
         assert_eq!(json["data"], serde_json::json!({"a": "two", "b": "1"}));
     }
 
     #[test]
     fn numbers_read_as_kubernetes_reads_them() {
-        let docs = documents("a: 0644\nb: 12\nc: 1.5\nd: \"0644\"\ne: 18446744073709551615\n").unwrap();
+        let docs =
+            documents("a: 0644\nb: 12\nc: 1.5\nd: \"0644\"\ne: 18446744073709551615\n").unwrap();
         let json = document_json(&docs[0]).unwrap();
-        assert_eq!(json["a"], 420, "YAML 1.1 octal, as go-yaml reads defaultMode");
+        assert_eq!(
+            json["a"], 420,
+            "YAML 1.1 octal, as go-yaml reads defaultMode"
+        );
         assert_eq!(json["b"], 12);
         assert_eq!(json["c"], 1.5);
         assert_eq!(json["d"], "0644");

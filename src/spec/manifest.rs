@@ -1,0 +1,350 @@
+//! The checks a manifest passes whatever it was written in, on its JSON: it is a
+//! Kubernetes object (apiVersion, kind, metadata.name), its names are valid, it sets none
+//! of driftless's own marks, and it fits in etcd. Problems name the path of what is
+//! wrong; each format's reader turns that into `file:line:col`.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::model::{Manifest, ManifestMetadata};
+use super::names;
+
+/// The most a manifest may be as JSON: etcd's default request limit, which bounds what
+/// the apiserver stores for one object.
+pub(super) const MAX_OBJECT_BYTES: usize = 1536 << 10;
+
+/// What is wrong, and where: the path of the offending field (its key's place), or of
+/// the map a missing field belongs in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Problem {
+    pub path: Vec<String>,
+    pub message: String,
+}
+
+fn problem(path: &[&str], message: impl Into<String>) -> Problem {
+    Problem {
+        path: path.iter().map(|p| p.to_string()).collect(),
+        message: message.into(),
+    }
+}
+
+fn type_name(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(n) if n.is_f64() => "a float",
+        Value::Number(_) => "an integer",
+        Value::String(_) => "a string",
+        Value::Array(_) => "a list",
+        Value::Object(_) => "a map",
+    }
+}
+
+/// A quoted, shortened value for messages.
+fn q(s: &str) -> String {
+    let mut shown: String = s.chars().take(64).collect();
+    if shown.len() < s.len() {
+        shown.push('…');
+    }
+    format!("{shown:?}")
+}
+
+/// The string at the end of `path` in `obj` (the map that holds it), or the problem.
+fn string(
+    obj: &serde_json::Map<String, Value>,
+    path: &[&str],
+    problems: &mut Vec<Problem>,
+) -> Option<String> {
+    let key = path[path.len() - 1];
+    match obj.get(key) {
+        None | Some(Value::Null) => {
+            problems.push(problem(
+                &path[..path.len() - 1],
+                format!("not a Kubernetes object: missing `{}`", path.join(".")),
+            ));
+            None
+        }
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(other) => {
+            problems.push(problem(
+                path,
+                format!(
+                    "`{}` must be a string, found {}",
+                    path.join("."),
+                    type_name(other)
+                ),
+            ));
+            None
+        }
+    }
+}
+
+/// The manifest `doc` is, or every problem it has.
+pub(super) fn check(doc: Value) -> Result<Manifest, Vec<Problem>> {
+    let Value::Object(mut obj) = doc else {
+        return Err(vec![problem(
+            &[],
+            format!(
+                "not a Kubernetes object: a document must be a map with apiVersion, kind and metadata.name, found {}",
+                type_name(&doc)
+            ),
+        )]);
+    };
+    let mut problems = Vec::new();
+    let api_version = string(&obj, &["apiVersion"], &mut problems);
+    let kind = string(&obj, &["kind"], &mut problems);
+    let mut meta = match obj.remove("metadata") {
+        Some(Value::Object(m)) => m,
+        None | Some(Value::Null) => {
+            problems.push(problem(
+                &[],
+                "not a Kubernetes object: missing `metadata.name`",
+            ));
+            serde_json::Map::new()
+        }
+        Some(other) => {
+            problems.push(problem(
+                &["metadata"],
+                format!("`metadata` must be a map, found {}", type_name(&other)),
+            ));
+            serde_json::Map::new()
+        }
+    };
+    let name = if meta.is_empty() && problems.iter().any(|p| p.path.is_empty()) {
+        None
+    } else {
+        string(&meta, &["metadata", "name"], &mut problems)
+    };
+    let namespace = match meta.get("namespace") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(other) => {
+            problems.push(problem(
+                &["metadata", "namespace"],
+                format!(
+                    "`metadata.namespace` must be a string, found {}",
+                    type_name(other)
+                ),
+            ));
+            None
+        }
+    };
+    if let Some(v) = &api_version
+        && (v.is_empty() || v.split('/').count() > 2)
+    {
+        problems.push(problem(
+            &["apiVersion"],
+            format!(
+                "invalid apiVersion {}: expected VERSION or GROUP/VERSION",
+                q(v)
+            ),
+        ));
+    }
+    if let Some(k) = &kind
+        && (k.is_empty() || !k.chars().all(|c| c.is_ascii_alphanumeric()))
+    {
+        problems.push(problem(&["kind"], format!("invalid kind {}", q(k))));
+    }
+    if let Some(n) = &name
+        && let Err(why) = names::dns1123_subdomain(n)
+    {
+        problems.push(problem(
+            &["metadata", "name"],
+            format!("invalid metadata.name {}: {why}", q(n)),
+        ));
+    }
+    if let Some(ns) = &namespace
+        && let Err(why) = names::dns1123_label(ns)
+    {
+        problems.push(problem(
+            &["metadata", "namespace"],
+            format!("invalid metadata.namespace {}: {why}", q(ns)),
+        ));
+    }
+    for map in ["labels", "annotations"] {
+        if let Some(v) = meta.get(map) {
+            problems.extend(marks(map, v));
+        }
+    }
+    let (Some(api_version), Some(kind), Some(name)) = (api_version, kind, name) else {
+        return Err(problems);
+    };
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    obj.remove("apiVersion");
+    obj.remove("kind");
+    meta.remove("name");
+    meta.remove("namespace");
+    let m = Manifest {
+        api_version,
+        kind,
+        metadata: ManifestMetadata {
+            name,
+            namespace,
+            rest: meta.into_iter().collect::<BTreeMap<_, _>>(),
+        },
+        rest: obj.into_iter().collect(),
+    };
+    let size = serde_json::to_vec(&m.to_json()).map_or(usize::MAX, |v| v.len());
+    if size > MAX_OBJECT_BYTES {
+        return Err(vec![problem(
+            &[],
+            format!(
+                "manifest {}/{} is {size} bytes as JSON, more than the {} KiB the apiserver stores for one object",
+                m.kind,
+                m.metadata.name,
+                MAX_OBJECT_BYTES >> 10
+            ),
+        )]);
+    }
+    Ok(m)
+}
+
+/// Problems of `metadata.labels` or `metadata.annotations`: a map of strings with valid
+/// keys (and, for labels, values), none of them driftless's own.
+fn marks(map: &str, v: &Value) -> Vec<Problem> {
+    let key = format!("metadata.{map}");
+    let noun = if map == "labels" {
+        "label"
+    } else {
+        "annotation"
+    };
+    let Value::Object(entries) = v else {
+        if v.is_null() {
+            return Vec::new();
+        }
+        return vec![problem(
+            &["metadata", map],
+            format!("`{key}` must be a map of {noun}s, found {}", type_name(v)),
+        )];
+    };
+    let mut out = Vec::new();
+    for (name, val) in entries {
+        let at = ["metadata", map, name.as_str()];
+        let Value::String(s) = val else {
+            out.push(problem(
+                &at,
+                format!("`{key}.{name}` must be a string, found {}", type_name(val)),
+            ));
+            continue;
+        };
+        if let Err(why) = names::label_key(name) {
+            out.push(problem(
+                &at,
+                format!("invalid {noun} key {} in `{key}`: {why}", q(name)),
+            ));
+        } else if names::is_driftless_key(name) {
+            out.push(problem(
+                &at,
+                format!("{noun} `{name}` in `{key}` is set by driftless; remove it"),
+            ));
+        }
+        if map == "labels"
+            && let Err(why) = names::label_value(s)
+        {
+            out.push(problem(
+                &at,
+                format!("invalid {noun} value {} in `{key}`: {why}", q(s)),
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn messages(doc: Value) -> Vec<(String, String)> {
+        check(doc)
+            .unwrap_err()
+            .into_iter()
+            .map(|p| (p.path.join("."), p.message))
+            .collect()
+    }
+
+    #[test]
+    fn a_kubernetes_object_becomes_a_manifest() {
+        let m = check(json!({
+            "apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "dev", "labels": {"a": "b"}, "creationTimestamp": null},
+            "spec": {"replicas": 1}
+        }))
+        .unwrap();
+        assert_eq!(
+            (m.group(), m.kind.as_str(), m.metadata.name.as_str()),
+            ("apps", "Deployment", "web")
+        );
+        assert_eq!(m.metadata.namespace.as_deref(), Some("dev"));
+        assert_eq!(m.metadata.rest["creationTimestamp"], Value::Null);
+        assert_eq!(m.rest["spec"], json!({"replicas": 1}));
+    }
+
+    #[test]
+    fn what_is_not_a_kubernetes_object_says_what_it_lacks() {
+        assert_eq!(
+            messages(json!({"apiVersion": "v1", "metadata": {"name": "x"}})),
+            [(
+                String::new(),
+                "not a Kubernetes object: missing `kind`".to_string()
+            )]
+        );
+        assert_eq!(
+            messages(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {}})),
+            [(
+                "metadata".to_string(),
+                "not a Kubernetes object: missing `metadata.name`".to_string()
+            )]
+        );
+        assert_eq!(
+            messages(json!({"apiVersion": "v1", "kind": "ConfigMap"})),
+            [(
+                String::new(),
+                "not a Kubernetes object: missing `metadata.name`".to_string()
+            )]
+        );
+        assert!(
+            messages(json!(["a"]))[0]
+                .1
+                .starts_with("not a Kubernetes object")
+        );
+    }
+
+    #[test]
+    fn bad_names_and_driftless_marks_are_refused_where_they_are() {
+        let got = messages(json!({
+            "apiVersion": "a/b/c", "kind": "Config Map",
+            "metadata": {"name": "Bad_Name", "namespace": "x.y",
+                         "labels": {"app.kubernetes.io/managed-by": "me", "ok": "not ok!"},
+                         "annotations": {"driftless.dev/spec": "x", "fine": "any text at all"}}
+        }));
+        let paths: Vec<&str> = got.iter().map(|(p, _)| p.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "apiVersion",
+                "kind",
+                "metadata.name",
+                "metadata.namespace",
+                "metadata.labels.app.kubernetes.io/managed-by",
+                "metadata.labels.ok",
+                "metadata.annotations.driftless.dev/spec",
+            ]
+        );
+        assert!(
+            got[4].1.contains("is set by driftless; remove it"),
+            "{got:?}"
+        );
+    }
+
+    #[test]
+    fn an_object_etcd_would_not_store_is_refused() {
+        let big = "x".repeat(MAX_OBJECT_BYTES);
+        let got = messages(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                                  "metadata": {"name": "big"}, "data": {"a": big}}));
+        assert!(got[0].1.contains("more than the 1536 KiB"), "{got:?}");
+    }
+}
