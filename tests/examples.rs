@@ -91,6 +91,7 @@ fn every_example_tree_validates() {
         ("cloud-ide", 4),
         ("elastic-web", 3),
         ("local-service", 3),
+        ("operator-bundle", 11),
         ("virtual-machine", 3),
     ];
     // Every directory of examples/ with spec files is in this list.

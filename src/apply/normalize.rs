@@ -8,6 +8,10 @@
 //! - A Secret's `stringData` is written as `data` (base64), as the apiserver would store
 //!   it: applied as `stringData`, a key removed from the spec stays in `data` for ever
 //!   (kubernetes#108008).
+//! - `status` is not sent: it is the controllers' to write. Upstream YAML carries it (every
+//!   generated CRD has an empty `status` block); the apiserver drops it, but on 1.20 our
+//!   field manager is still recorded as owning it, and when the CRD controller writes its
+//!   status that ownership moves, which would read as drift and re-apply each CRD once.
 //!
 //! The result is what is hashed and sent, every time the same: it causes no diff and no
 //! write on re-apply.
@@ -19,17 +23,21 @@ use serde_json::{Map, Value};
 
 /// `body` as it is sent to a cluster; borrowed when it needs nothing.
 pub(super) fn compatible<'a>(group: &str, kind: &str, body: Cow<'a, Value>) -> Cow<'a, Value> {
-    let needs = match (group, kind) {
-        ("", "Service") => service_ports(&body).any(lacks_protocol),
-        ("", "Secret") => body.get("stringData").is_some_and(|s| !s.is_null()),
-        _ => pod_spec_path(group, kind)
-            .and_then(|path| body.pointer(path))
-            .is_some_and(|spec| pod_ports(spec).any(lacks_protocol)),
-    };
+    let needs = body.get("status").is_some()
+        || match (group, kind) {
+            ("", "Service") => service_ports(&body).any(lacks_protocol),
+            ("", "Secret") => body.get("stringData").is_some_and(|s| !s.is_null()),
+            _ => pod_spec_path(group, kind)
+                .and_then(|path| body.pointer(path))
+                .is_some_and(|spec| pod_ports(spec).any(lacks_protocol)),
+        };
     if !needs {
         return body;
     }
     let mut body = body.into_owned();
+    if let Some(obj) = body.as_object_mut() {
+        obj.remove("status");
+    }
     match (group, kind) {
         ("", "Service") => {
             if let Some(ports) = body
@@ -221,6 +229,16 @@ mod tests {
             compatible("", "Secret", Cow::Borrowed(&secret)),
             Cow::Borrowed(_)
         ));
+    }
+
+    #[test]
+    fn status_is_not_sent() {
+        let crd = normal(
+            "apiextensions.k8s.io",
+            "CustomResourceDefinition",
+            json!({"spec": {"group": "g"}, "status": {"acceptedNames": {"kind": ""}}}),
+        );
+        assert_eq!(crd, json!({"spec": {"group": "g"}}));
     }
 
     #[test]

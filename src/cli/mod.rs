@@ -428,7 +428,19 @@ fn validate(path: &std::path::Path, policy: &driftless::spec::Policy) -> anyhow:
         };
         writeln!(out, "{kind:<13} {n:>4}  {}{more}", shown.join(", "))?;
     }
-    writeln!(out, "valid: {} specs", tree.specs.len())?;
+    let from_yaml = tree
+        .specs
+        .iter()
+        .filter(|s| driftless::spec::is_yaml(&s.at.file))
+        .count();
+    match from_yaml {
+        0 => writeln!(out, "valid: {} specs", tree.specs.len())?,
+        n => writeln!(
+            out,
+            "valid: {} specs ({n} of them YAML manifests)",
+            tree.specs.len()
+        )?,
+    }
     Ok(exit::OK)
 }
 

@@ -22,7 +22,8 @@ pub fn is_spec_file(name: &str) -> bool {
     name.ends_with(".toml") || is_yaml(name)
 }
 
-fn is_yaml(name: &str) -> bool {
+/// Whether a spec file is read as YAML manifests.
+pub fn is_yaml(name: &str) -> bool {
     name.ends_with(".yaml") || name.ends_with(".yml")
 }
 

@@ -15,7 +15,7 @@ use std::fmt;
 
 pub use load::{
     IGNORE_FILE, IgnoreRules, LoadError, MAX_ERRORS_PER_FILE, MAX_FILE_BYTES, SourceFile,
-    is_spec_file, load_dir, load_dir_with, parse_files, parse_files_with, read_dir,
+    is_spec_file, is_yaml, load_dir, load_dir_with, parse_files, parse_files_with, read_dir,
 };
 pub use model::{ElasticWeb, LocalService, Manifest, Workspace};
 

@@ -185,3 +185,36 @@ pub async fn apply_manifest(client: &Client, doc: &Value) -> Value {
         .unwrap_or_else(|e| panic!("applying {kind} {name}: {e}"));
     serde_json::to_value(applied).unwrap()
 }
+
+/// Write requests the apiserver itself counted (its `apiserver_request_total`: verbs
+/// POST, PUT, PATCH, APPLY, DELETE, DELETECOLLECTION) to the main resource of any of
+/// `resources` (plural names; status and other subresources and dry runs are not
+/// counted). What "zero writes" claims rest on: our own counter only says what we meant
+/// to send. Only meaningful while no other test writes to those resources: tests that
+/// use it are named `serial_*`, which `scripts/test` runs alone.
+pub async fn apiserver_writes(client: &Client, resources: &[&str]) -> u64 {
+    let req = http::Request::get("/metrics").body(Vec::new()).unwrap();
+    let text = client
+        .request_text(req)
+        .await
+        .expect("the apiserver's /metrics");
+    let label = |line: &str, name: &str| -> Option<String> {
+        let start = line.find(&format!("{name}=\""))? + name.len() + 2;
+        let end = line[start..].find('"')? + start;
+        Some(line[start..end].to_string())
+    };
+    text.lines()
+        .filter(|l| l.starts_with("apiserver_request_total{"))
+        .filter(|l| {
+            let verb = label(l, "verb").unwrap_or_default();
+            let resource = label(l, "resource").unwrap_or_default();
+            matches!(
+                verb.as_str(),
+                "POST" | "PUT" | "PATCH" | "APPLY" | "DELETE" | "DELETECOLLECTION"
+            ) && resources.contains(&resource.as_str())
+                && label(l, "subresource").unwrap_or_default().is_empty()
+                && label(l, "dry_run").unwrap_or_default().is_empty()
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
+}
