@@ -1,8 +1,10 @@
-//! Arbitrary bytes as one spec file, through the loader the CLI and the daemon use
+//! Arbitrary bytes as one spec file, a TOML one and a YAML one in turn, through the loader
+//! the CLI and the daemon use
 //! (`spec::parse_files`: the same path a directory or a git revision takes), then, when
 //! valid, through rendering (pure). Nothing may panic, and what comes out must be what
 //! the apiserver takes:
-//! - every error is one line at a real position (line and column from 1);
+//! - every error is one line at a real position (line and column from 1, the line within
+//!   the file);
 //! - a valid tree renders (or refuses a node-dependent name collision), to YAML too;
 //! - every rendered object has a valid name, valid label keys and values, and carries
 //!   this instance's ownership labels.
@@ -30,16 +32,24 @@ fn facts() -> Facts {
 }
 
 fuzz_target!(|data: &[u8]| {
+    for name in ["fuzz.toml", "fuzz.yaml"] {
+        check(name, data);
+    }
+});
+
+fn check(name: &str, data: &[u8]) {
     let files = [SourceFile {
-        path: "fuzz.toml".to_string(),
+        path: name.to_string(),
         contents: data.to_vec(),
     }];
+    let lines = data.split(|b| *b == b'\n').count();
     let tree = match parse_files(&files) {
         Ok(tree) => tree,
         Err(errors) => {
             assert!(!errors.0.is_empty());
             for e in &errors.0 {
                 assert!(e.at.line >= 1 && e.at.column >= 1, "{e}");
+                assert!(e.at.line <= lines, "{e}: past the last line ({lines})");
                 assert!(!e.message.contains('\n'), "multi-line message: {e:?}");
             }
             return;
@@ -67,4 +77,4 @@ fuzz_target!(|data: &[u8]| {
         assert_eq!(labels[ownership::INSTANCE], "fuzz", "{}", o.display_ref());
         assert_eq!(labels[ownership::MANAGED_BY], ownership::MANAGER);
     }
-});
+}
