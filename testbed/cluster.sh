@@ -191,6 +191,8 @@ KC
 export KUBECONFIG=$STATE/kubeconfig
 export DRIFTLESS_TEST_KUBECONFIG=$STATE/kubeconfig
 export DRIFTLESS_TESTBED_DIR=$STATE
+# A kubectl built by testbed/install.sh (on a machine without one) comes last.
+export PATH=\$PATH:$K8S_BIN
 ENVF
   trap - ERR
   log "up: apiserver https://127.0.0.1:$api_port, $NODES fake nodes, logs in $STATE/logs"

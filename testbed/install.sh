@@ -44,8 +44,14 @@ if [ "${#missing[@]}" -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# kubectl: the tests use it as a real client (client-side `kubectl apply`, which driftless
+# adopts). A machine that has none gets the one of the same source tree.
+need_kubectl() {
+  ! command -v kubectl >/dev/null 2>&1 && [ ! -x "$BIN_DIR/kubectl" ]
+}
+
 have_bins() {
-  [ -x "$BIN_DIR/kube-apiserver" ] && [ -x "$BIN_DIR/kube-controller-manager" ] && [ -x "$BIN_DIR/kube-scheduler" ]
+  [ -x "$BIN_DIR/kube-apiserver" ] && [ -x "$BIN_DIR/kube-controller-manager" ] && [ -x "$BIN_DIR/kube-scheduler" ] && ! need_kubectl
 }
 
 if have_bins; then
@@ -85,15 +91,17 @@ rm -rf tree/vendor/github.com/modern-go/reflect2
 cp -r /usr/share/gocode/src/github.com/modern-go/reflect2 tree/vendor/github.com/modern-go/reflect2
 find tree/vendor/github.com/modern-go/reflect2 -name '*_test.go' -delete
 
-log "building kube-apiserver, kube-controller-manager, kube-scheduler (a few minutes)"
+bins=(kube-apiserver kube-controller-manager kube-scheduler)
+if need_kubectl; then bins+=(kubectl); fi
+log "building ${bins[*]} (a few minutes)"
 mkdir -p "$WORK/home"
 (cd tree && CGO_ENABLED=0 HOME="$WORK/home" GOFLAGS=-mod=vendor GOCACHE="$WORK/gocache" \
-  make WHAT="cmd/kube-apiserver cmd/kube-controller-manager cmd/kube-scheduler" >"$WORK/make.log" 2>&1) || {
+  make WHAT="${bins[*]/#/cmd/}" >"$WORK/make.log" 2>&1) || {
   tail -n 40 "$WORK/make.log" >&2
   exit 1
 }
 mkdir -p "$BIN_DIR"
-for b in kube-apiserver kube-controller-manager kube-scheduler; do
+for b in "${bins[@]}"; do
   install -m 0755 "tree/_output/bin/$b" "$BIN_DIR/$b"
 done
 # The tree and Go cache are large and only needed to build once.
