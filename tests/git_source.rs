@@ -172,7 +172,8 @@ fn file_url_tree_rules_and_path() {
     work.write("specs/a.toml", "a = 1\n");
     work.write("specs/prod/deep/x.toml", "x = 1\n");
     work.write("specs/prod/.secret/y.toml", "hidden\n");
-    work.write("specs/prod/z.yaml", "no\n");
+    work.write("specs/prod/z.yaml", "kind: yes\n");
+    work.write("specs/prod/z.yaml.orig", "no\n");
     std::os::unix::fs::symlink("a.toml", work.path().join("specs/link.toml")).unwrap();
     std::os::unix::fs::symlink("/etc/passwd", work.path().join("specs/passwd.toml")).unwrap();
     let commit = work.commit("tree");
@@ -193,6 +194,7 @@ fn file_url_tree_rules_and_path() {
             "specs/a.toml",
             "specs/b.toml",
             "specs/prod/deep/x.toml",
+            "specs/prod/z.yaml",
             "top.toml"
         ]
     );
@@ -203,7 +205,7 @@ fn file_url_tree_rules_and_path() {
             .unwrap();
         assert_eq!(
             paths(&rev),
-            ["a.toml", "b.toml", "prod/deep/x.toml"],
+            ["a.toml", "b.toml", "prod/deep/x.toml", "prod/z.yaml"],
             "{path}"
         );
         assert_eq!(content(&rev, "prod/deep/x.toml"), "x = 1\n");
@@ -216,7 +218,7 @@ fn file_url_tree_rules_and_path() {
     )
     .fetch()
     .unwrap();
-    assert_eq!(paths(&rev), ["deep/x.toml"]);
+    assert_eq!(paths(&rev), ["deep/x.toml", "z.yaml"]);
 
     // A path to one file is a tree of that file, as for a local path.
     let rev = open(
@@ -265,6 +267,41 @@ fn file_url_tree_rules_and_path() {
         }),
         Err(GitError::Config(_))
     ));
+}
+
+/// YAML manifests are read from git as from a directory, and the spec root's
+/// `.driftlessignore` keeps what it matches unread (a file, a directory, a glob).
+#[test]
+fn file_url_reads_yaml_and_honours_driftlessignore() {
+    let work = Work::new();
+    let cache = TempDir::new().unwrap();
+    work.write("specs/app.toml", "a = 1\n");
+    work.write("specs/bundle/crd.yaml", "apiVersion: v1\n");
+    work.write("specs/bundle/kustomization.yaml", "resources: []\n");
+    work.write("specs/docs/example.yml", "not read\n");
+    work.write("specs/chart/Chart.yaml", "name: x\n");
+    work.write("specs/x.yml", "apiVersion: v1\n");
+    work.write(
+        "specs/.driftlessignore",
+        "# kustomize and Helm files, and the docs\nkustomization.yaml\n/docs/\nChart.*\n",
+    );
+    // A .driftlessignore elsewhere than the spec root is not read.
+    work.write(".driftlessignore", "*.toml\n");
+    work.commit("yaml");
+    let rev = open(&work.url(), branch("main"), Some("specs"), cache.path())
+        .fetch()
+        .unwrap();
+    assert_eq!(paths(&rev), ["app.toml", "bundle/crd.yaml", "x.yml"]);
+
+    // An ignore file that is not valid gitignore syntax refuses the revision.
+    work.write("specs/.driftlessignore", "ok.txt\n[z-a]\n");
+    work.commit("bad ignore");
+    match open(&work.url(), branch("main"), Some("specs"), cache.path()).fetch() {
+        Err(e @ GitError::Tree { .. }) => {
+            assert!(e.to_string().contains(".driftlessignore:2:1"), "{e}")
+        }
+        other => panic!("expected a tree error, got {other:?}"),
+    }
 }
 
 #[test]

@@ -21,7 +21,7 @@ use git2::{
 };
 use sha2::Digest;
 
-use crate::spec::{MAX_FILE_BYTES, SourceFile};
+use crate::spec::{IGNORE_FILE, IgnoreRules, MAX_FILE_BYTES, SourceFile, is_spec_file};
 
 pub use known_hosts::{KnownHosts, PresentedKey, Rejection};
 
@@ -986,6 +986,10 @@ fn read_files(repo: &Repository, commit_id: Oid, path: &str) -> Result<Vec<Sourc
             }
         }
     };
+    let ignore = ignore_rules(repo, start).map_err(|message| GitError::Tree {
+        commit: commit_id.to_string(),
+        message,
+    })?;
     // Iterative: a tree nested thousands deep must not overflow the stack.
     let mut pending = vec![(start, String::new())];
     while let Some((tree_id, prefix)) = pending.pop() {
@@ -1000,11 +1004,15 @@ fn read_files(repo: &Repository, commit_id: Oid, path: &str) -> Result<Vec<Sourc
             } else {
                 format!("{prefix}/{name}")
             };
+            let is_tree = entry.kind() == Some(ObjectType::Tree);
+            if ignore.ignores(&child, is_tree) {
+                continue;
+            }
             match (entry.kind(), entry.filemode()) {
                 (Some(ObjectType::Tree), _) => pending.push((entry.id(), child)),
                 // Symlinks could point anywhere (even outside the spec dir); submodules
                 // are other repositories.
-                (Some(ObjectType::Blob), mode) if mode != MODE_LINK && child.ends_with(".toml") => {
+                (Some(ObjectType::Blob), mode) if mode != MODE_LINK && is_spec_file(&child) => {
                     let contents = read_blob_capped(repo, entry.id()).map_err(tree_error)?;
                     files.push(SourceFile {
                         path: child,
@@ -1020,6 +1028,19 @@ fn read_files(repo: &Repository, commit_id: Oid, path: &str) -> Result<Vec<Sourc
 }
 
 const MODE_LINK: i32 = 0o120000;
+
+/// The `.driftlessignore` at the spec root `tree`, if it has one (as for a directory).
+fn ignore_rules(repo: &Repository, tree: Oid) -> Result<IgnoreRules, String> {
+    let tree = repo.find_tree(tree).map_err(|e| e.message().to_string())?;
+    let Some(entry) = tree.get_name(IGNORE_FILE) else {
+        return Ok(IgnoreRules::default());
+    };
+    if entry.kind() != Some(ObjectType::Blob) || entry.filemode() == MODE_LINK {
+        return Ok(IgnoreRules::default());
+    }
+    let bytes = read_blob_capped(repo, entry.id()).map_err(|e| e.message().to_string())?;
+    IgnoreRules::parse(&String::from_utf8_lossy(&bytes)).map_err(|e| e.to_string())
+}
 
 /// The blob, or its first `MAX_FILE_BYTES + 1` bytes when it is larger: enough for the
 /// spec loader to report it as too large.
