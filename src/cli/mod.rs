@@ -122,7 +122,7 @@ impl PolicyArgs {
 
 #[derive(Args, Debug)]
 pub struct RenderArgs {
-    /// Root of the spec tree (every *.toml under it).
+    /// Root of the spec tree (every *.toml, *.yaml and *.yml under it, but what .driftlessignore lists).
     #[arg(default_value = ".")]
     pub path: PathBuf,
     #[command(flatten)]
@@ -135,7 +135,7 @@ pub struct RenderArgs {
 
 #[derive(Args, Debug)]
 pub struct PathArg {
-    /// Root of the spec tree (every *.toml under it).
+    /// Root of the spec tree (every *.toml, *.yaml and *.yml under it, but what .driftlessignore lists).
     #[arg(default_value = ".")]
     pub path: PathBuf,
     #[command(flatten)]
@@ -201,7 +201,7 @@ impl EngineArgs {
 /// how the engine writes.
 #[derive(Args, Debug)]
 pub struct TreeArgs {
-    /// Root of the spec tree (every *.toml under it).
+    /// Root of the spec tree (every *.toml, *.yaml and *.yml under it, but what .driftlessignore lists).
     #[arg(default_value = ".")]
     pub path: PathBuf,
     #[command(flatten)]
