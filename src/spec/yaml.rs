@@ -14,7 +14,7 @@ use std::fmt;
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_saphyr::Spanned;
 
-use super::extract::Found;
+use super::extract::{FileCtx, Found};
 use super::{Kind, Location, SpecBody, SpecError, manifest};
 
 /// A YAML value and where it was written.
@@ -124,12 +124,14 @@ impl<'de> Visitor<'de> for TreeVisitor {
     }
 }
 
-/// A YAML error in our words: the place it names, and its message without the parser's
-/// own rendering of the place.
+/// A place in a YAML text, as the parser reports it.
+pub(super) type Place = serde_saphyr::Location;
+
+/// A YAML error in our words: the place it names (if any), and its message without the
+/// parser's own rendering of the place.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct YamlError {
-    pub line: usize,
-    pub column: usize,
+    pub at: Option<Place>,
     pub message: String,
 }
 
@@ -144,9 +146,6 @@ fn options() -> serde_saphyr::Options {
 pub(super) fn documents(text: &str) -> Result<Vec<Node>, YamlError> {
     serde_saphyr::from_multiple_with_options::<Node>(text, options()).map_err(|e| {
         let e = e.without_snippet();
-        let (line, column) = e
-            .location()
-            .map_or((1, 1), |l| (l.line() as usize, l.column() as usize));
         let message = e.to_string();
         // The parser's message names the place again; ours says it once, in front.
         let message = match message.rsplit_once(" at line ") {
@@ -156,19 +155,34 @@ pub(super) fn documents(text: &str) -> Result<Vec<Node>, YamlError> {
             _ => message,
         };
         YamlError {
-            line: line.max(1),
-            column: column.max(1),
+            at: e.location(),
             message: format!("YAML: {}", message.trim()),
         }
     })
 }
 
-/// 1-based line and column of a node's value (its key's place is `key.referenced`).
-pub(super) fn place<T>(node: &Spanned<T>) -> (usize, usize) {
-    (
-        (node.referenced.line() as usize).max(1),
-        (node.referenced.column() as usize).max(1),
-    )
+/// Where a node's value starts (a key's own place is that of its `Spanned<String>`).
+pub(super) fn place<T>(node: &Spanned<T>) -> Place {
+    node.referenced
+}
+
+/// Our `file:line:col` for a place: lines counted by `\n`, as for TOML and as editors
+/// count them (YAML also breaks lines at a bare `\r`, and its own numbers would point
+/// past the end of such a file), through the byte offset the parser keeps.
+pub(super) fn location(ctx: &FileCtx, text: &str, at: Option<Place>) -> Location {
+    let offset = at.map_or(0, |p| {
+        let span = p.span();
+        match span.byte_offset() {
+            Some(b) => usize::try_from(b).unwrap_or(usize::MAX),
+            None => {
+                let chars = usize::try_from(span.offset()).unwrap_or(usize::MAX);
+                text.char_indices()
+                    .nth(chars)
+                    .map_or(text.len(), |(b, _)| b)
+            }
+        }
+    });
+    ctx.loc(offset)
 }
 
 impl Tree {
@@ -184,7 +198,7 @@ impl Tree {
     }
 
     /// The value as JSON, or the place and reason of the first value JSON cannot hold.
-    pub(super) fn to_json(&self) -> Result<serde_json::Value, (usize, usize, String)> {
+    pub(super) fn to_json(&self) -> Result<serde_json::Value, (Option<Place>, String)> {
         use serde_json::Value as J;
         Ok(match self {
             Tree::Null => J::Null,
@@ -195,18 +209,19 @@ impl Tree {
             Tree::Float(x) => match serde_json::Number::from_f64(*x) {
                 Some(n) => J::Number(n),
                 // Placed by the caller, which knows the node.
-                None => return Err((0, 0, format!("float {x} cannot be represented in JSON"))),
+                None => return Err((None, format!("float {x} cannot be represented in JSON"))),
             },
             Tree::Seq(items) => J::Array(
                 items
                     .iter()
-                    .map(node_to_json)
+                    .map(|i| node_to_json(i).map_err(|(at, m)| (Some(at), m)))
                     .collect::<Result<Vec<_>, _>>()?,
             ),
             Tree::Map(entries) => {
                 let mut out = serde_json::Map::with_capacity(entries.len());
                 for (k, v) in entries {
-                    out.insert(k.value.clone(), node_to_json(v)?);
+                    let v = node_to_json(v).map_err(|(at, m)| (Some(at), m))?;
+                    out.insert(k.value.clone(), v);
                 }
                 J::Object(out)
             }
@@ -215,24 +230,19 @@ impl Tree {
 }
 
 /// `Tree::to_json` with a float's error placed at its node.
-fn node_to_json(node: &Node) -> Result<serde_json::Value, (usize, usize, String)> {
-    node.value.to_json().map_err(|(line, column, message)| {
-        if line == 0 {
-            let (line, column) = place(node);
-            (line, column, message)
-        } else {
-            (line, column, message)
-        }
-    })
+fn node_to_json(node: &Node) -> Result<serde_json::Value, (Place, String)> {
+    node.value
+        .to_json()
+        .map_err(|(at, message)| (at.unwrap_or(node.referenced), message))
 }
 
 /// The document as JSON (see `Tree::to_json`).
-pub(super) fn document_json(doc: &Node) -> Result<serde_json::Value, (usize, usize, String)> {
+pub(super) fn document_json(doc: &Node) -> Result<serde_json::Value, (Place, String)> {
     node_to_json(doc)
 }
 
 /// The place `path` names in `doc`: the key of its last element found, or the document.
-fn locate(doc: &Node, path: &[String]) -> (usize, usize) {
+fn locate(doc: &Node, path: &[String]) -> Place {
     let mut at = place(doc);
     let mut node = doc;
     for step in path {
@@ -250,18 +260,15 @@ fn locate(doc: &Node, path: &[String]) -> (usize, usize) {
 /// Reads one YAML file: each document a manifest spec, or errors at their places. A
 /// syntax error stops the file, as in TOML.
 pub(super) fn file(path: &str, text: &str) -> (Vec<Found>, Vec<SpecError>) {
-    let at = |(line, column): (usize, usize)| Location {
-        file: path.to_string(),
-        line,
-        column,
-    };
+    let ctx = FileCtx::new(path, text);
+    let at = |p: Place| location(&ctx, text, Some(p));
     let docs = match documents(text) {
         Ok(docs) => docs,
         Err(e) => {
             return (
                 Vec::new(),
                 vec![SpecError {
-                    at: at((e.line, e.column)),
+                    at: location(&ctx, text, e.at),
                     message: e.message,
                 }],
             );
@@ -272,9 +279,9 @@ pub(super) fn file(path: &str, text: &str) -> (Vec<Found>, Vec<SpecError>) {
     for doc in &docs {
         let json = match document_json(doc) {
             Ok(json) => json,
-            Err((line, column, message)) => {
+            Err((place, message)) => {
                 errors.push(SpecError {
-                    at: at((line, column)),
+                    at: at(place),
                     message,
                 });
                 continue;
@@ -301,16 +308,22 @@ pub(super) fn file(path: &str, text: &str) -> (Vec<Found>, Vec<SpecError>) {
 mod tests {
     use super::*;
 
+    /// (line, column) of a place in `text`, as errors give it.
+    fn lc(text: &str, p: Place) -> (usize, usize) {
+        let l = location(&FileCtx::new("t.yaml", text), text, Some(p));
+        (l.line, l.column)
+    }
+
     #[test]
     fn documents_keep_places_nulls_and_order() {
         let text = "# a comment\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n  creationTimestamp: null\ndata:\n  b: \"1\"\n  a: two\n---\n---\napiVersion: v1\nkind: Namespace\nmetadata: {name: y}\n";
         let docs = documents(text).unwrap();
         assert_eq!(docs.len(), 2, "empty documents are skipped");
-        assert_eq!(place(&docs[1]).0, 12);
+        assert_eq!(lc(text, place(&docs[1])).0, 12);
         let (key, meta) = docs[0].value.get("metadata").unwrap();
-        assert_eq!(place(key), (4, 1));
+        assert_eq!(lc(text, place(key)), (4, 1));
         let (key, _) = meta.value.get("creationTimestamp").unwrap();
-        assert_eq!(place(key), (6, 3));
+        assert_eq!(lc(text, place(key)), (6, 3));
         let json = document_json(&docs[0]).unwrap();
         assert_eq!(
             json["metadata"]["creationTimestamp"],
@@ -336,14 +349,29 @@ mod tests {
 
     #[test]
     fn syntax_errors_name_their_place_once() {
-        let e = documents("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n bad: indent\n")
-            .unwrap_err();
-        assert_eq!(e.line, 5, "{e:?}");
+        let text = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n bad: indent\n";
+        let e = documents(text).unwrap_err();
+        assert_eq!(lc(text, e.at.unwrap()).0, 5, "{e:?}");
         assert!(e.message.starts_with("YAML: "), "{e:?}");
         assert!(!e.message.contains("line 5"), "{e:?}");
         let dup = documents("a: 1\na: 2\n").unwrap_err();
-        assert_eq!(dup.line, 2, "{dup:?}");
+        assert_eq!(lc("a: 1\na: 2\n", dup.at.unwrap()).0, 2, "{dup:?}");
         assert!(dup.message.contains("duplicate"), "{dup:?}");
+    }
+
+    /// YAML breaks lines at a bare `\r` too; places are given in lines of `\n` (as for
+    /// TOML, and as editors count them), so they never point past the file's end.
+    /// (Found by the fuzzer.)
+    #[test]
+    fn places_count_lines_by_newline_only() {
+        let text = "# a\r\r\r\r\r\rcomment\nkey: [\n";
+        let (found, errors) = file("t.yaml", text);
+        assert!(found.is_empty());
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(errors[0].at.line <= 2, "{errors:?}");
+        let text = "a: 1\r\r\r\rb: [x\n";
+        let (_, errors) = file("t.yaml", text);
+        assert!(errors.iter().all(|e| e.at.line <= 2), "{errors:?}");
     }
 
     #[test]
@@ -361,10 +389,11 @@ mod tests {
     #[test]
     fn non_finite_floats_are_errors_at_their_place() {
         // Refused by the parser or by the conversion: either way at line 2.
-        let line = match documents("a:\n  b: .nan\n") {
-            Err(e) => e.line,
+        let text = "a:\n  b: .nan\n";
+        let place = match documents(text) {
+            Err(e) => e.at.unwrap(),
             Ok(docs) => document_json(&docs[0]).unwrap_err().0,
         };
-        assert_eq!(line, 2);
+        assert_eq!(lc(text, place).0, 2);
     }
 }
