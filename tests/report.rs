@@ -639,7 +639,7 @@ async fn metrics_parse_as_openmetrics() -> TestResult {
         page.body
     );
     for family in [
-        "driftless_sync counter 3",
+        "driftless_sync counter 4",
         "driftless_sync_duration_seconds histogram",
         "driftless_last_sync_timestamp_seconds gauge 1",
         "driftless_spec_ready gauge 1",

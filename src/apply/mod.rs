@@ -40,7 +40,7 @@ pub use live::live_parts;
 pub use resolve::{Resolved, Resolver};
 
 use crate::object::ownership;
-pub use crate::object::{ObjKey, Observed, Packed};
+use crate::object::{ObjKey, Observed, Packed};
 use crate::render::Object;
 use crate::spec::SpecId;
 use plan::Planned;

@@ -8,7 +8,8 @@ use kube::Client;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 
 use crate::apply::prune;
-use crate::apply::{Action, ObjKey, SyncReport};
+use crate::apply::{Action, SyncReport};
+use crate::object::ObjKey;
 
 #[derive(Clone)]
 pub struct Events {
@@ -73,7 +74,7 @@ impl Events {
                     format!("spec {}: {m}", o.spec),
                 ),
             };
-            let live = o.live.as_ref().map(crate::apply::Packed::value);
+            let live = o.live.as_ref().map(crate::object::Packed::value);
             let live = live.as_ref();
             let api_version = live.and_then(|l| l["apiVersion"].as_str());
             let uid = live.and_then(|l| l["metadata"]["uid"].as_str());

@@ -17,7 +17,7 @@ use tokio::task::JoinHandle;
 
 use crate::apply::{Verb, Writes};
 use crate::render::ownership;
-use crate::spec::names;
+use crate::spec::{Spec, SpecBody, names};
 
 pub const FIELD_MANAGER: &str = "driftless-localservice";
 
@@ -25,6 +25,19 @@ type Selector = BTreeMap<String, String>;
 
 /// Selectors of the localservices, by namespace.
 pub type Selectors = BTreeMap<String, Vec<Selector>>;
+
+/// The selectors of the localservices among `specs`, by namespace.
+pub fn selectors_of(specs: &[Spec]) -> Selectors {
+    let mut out = Selectors::new();
+    for s in specs {
+        if let SpecBody::LocalService(l) = &s.body {
+            out.entry(s.id.namespace.clone())
+                .or_default()
+                .push(l.selector.clone());
+        }
+    }
+    out
+}
 
 /// The label value `pod` should carry and does not, if any.
 pub fn wanted_label(pod: &Pod, selectors: &[BTreeMap<String, String>]) -> Option<String> {

@@ -1,4 +1,4 @@
-//! The work queue: keys (a whole revision, or one spec) with the time they are due.
+//! The work queue: keys (the whole tree, or one spec) with the time they are due.
 //! Pushing a key already queued keeps the earlier time, so bursts collapse into one
 //! sync; a failing key backs off exponentially, with jitter, up to a cap, and never
 //! blocks other keys.
@@ -13,9 +13,12 @@ use crate::spec::SpecId;
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Key {
-    /// Everything, prune included: a new revision, a node change, the periodic resync.
+    /// The whole tree, prune included: a revision while none is applied yet, a node
+    /// change under localservices, leadership, the periodic resync, and the retry of a
+    /// refused prune.
     Full,
-    /// One spec's objects, no prune: drift on one of them.
+    /// One spec's objects, and a prune of what the spec no longer renders: a spec a new
+    /// revision adds, changes or removes, or drift on one of its objects.
     Spec(SpecId),
 }
 
@@ -58,26 +61,11 @@ pub struct Queue {
 }
 
 impl Queue {
-    pub fn new(backoff: Backoff) -> Self {
-        Queue {
-            backoff,
-            ..Queue::default()
-        }
-    }
-
     pub fn push(&mut self, key: Key, at: Instant) {
         let slot = self.due.entry(key).or_insert(at);
         if at < *slot {
             *slot = at;
         }
-    }
-
-    pub fn len(&self) -> usize {
-        self.due.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.due.is_empty()
     }
 
     pub fn next_due(&self) -> Option<Instant> {
@@ -111,10 +99,6 @@ impl Queue {
     pub fn succeeded(&mut self, key: &Key) {
         self.failures.remove(key);
     }
-
-    pub fn attempts(&self, key: &Key) -> u32 {
-        self.failures.get(key).copied().unwrap_or(0)
-    }
 }
 
 #[cfg(test)]
@@ -138,11 +122,11 @@ mod tests {
         q.push(spec("a"), now + Duration::from_secs(1));
         q.push(spec("a"), now + Duration::from_secs(9));
         q.push(Key::Full, now + Duration::from_secs(3));
-        assert_eq!(q.len(), 2);
+        assert_eq!(q.due.len(), 2);
         assert_eq!(q.next_due(), Some(now + Duration::from_secs(1)));
         assert_eq!(q.take_due(now + Duration::from_secs(2)), vec![spec("a")]);
         assert_eq!(q.take_due(now + Duration::from_secs(3)), vec![Key::Full]);
-        assert!(q.is_empty());
+        assert!(q.due.is_empty());
     }
 
     #[test]
@@ -162,15 +146,19 @@ mod tests {
         }
 
         let now = Instant::now();
-        let mut q = Queue::new(b);
+        let mut q = Queue {
+            backoff: b,
+            ..Queue::default()
+        };
+        let attempts = |q: &Queue, key: &Key| q.failures.get(key).copied().unwrap_or(0);
         let first = q.failed(spec("bad"), now);
         let second = q.failed(spec("bad"), now);
         assert!(second > first, "{first:?} then {second:?}");
-        assert_eq!(q.attempts(&spec("bad")), 2);
+        assert_eq!(attempts(&q, &spec("bad")), 2);
         // A failing key does not hold up others.
         q.push(spec("good"), now);
         assert_eq!(q.take_due(now), vec![spec("good")]);
         q.succeeded(&spec("bad"));
-        assert_eq!(q.attempts(&spec("bad")), 0);
+        assert_eq!(attempts(&q, &spec("bad")), 0);
     }
 }

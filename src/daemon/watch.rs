@@ -10,11 +10,13 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, DynamicObject};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
+use serde_json::Value;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::task::JoinHandle;
 
-use crate::apply::{ObjKey, Packed, Resolved};
+use crate::apply::Resolved;
 use crate::health;
+use crate::object::{ObjKey, Packed};
 use crate::render::{NodeFacts, ownership};
 use crate::spec::SpecId;
 
@@ -151,7 +153,7 @@ async fn watch_kind(
                 let (value, fields) = crate::apply::live_parts(obj, Some(&r.resource), &manager);
                 let view = health::readiness_view(value);
                 let watched = Watched {
-                    spec: super::spec_of(&view),
+                    spec: spec_of(&view),
                     value: Packed::new(&view),
                     fields,
                 };
@@ -174,6 +176,14 @@ async fn watch_kind(
             return;
         }
     }
+}
+
+/// The spec an owned object's annotation names.
+fn spec_of(live: &Value) -> Option<SpecId> {
+    live["metadata"]["annotations"][ownership::SPEC]
+        .as_str()?
+        .parse()
+        .ok()
 }
 
 /// Sends the node set whenever a Node's name or labels change (not on heartbeats).

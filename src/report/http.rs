@@ -57,15 +57,6 @@ pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
         .map_err(|e| std::io::Error::new(e.kind(), format!("binding {addr}: {e}")))
 }
 
-/// Binds `addr` and serves until `shutdown` resolves.
-pub async fn serve(
-    addr: SocketAddr,
-    state: HttpState,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    serve_on(bind(addr).await?, state, shutdown).await
-}
-
 /// Serves on an already bound listener until `shutdown` resolves, then lets requests in
 /// flight finish.
 pub async fn serve_on(
@@ -89,8 +80,7 @@ pub async fn serve_on(
         .await
 }
 
-/// The routes, for callers that serve them their own way.
-pub fn router(state: HttpState) -> Router {
+fn router(state: HttpState) -> Router {
     Router::new()
         .route("/metrics", get(metrics_page))
         .route("/healthz", get(healthz))

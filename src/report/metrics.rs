@@ -16,9 +16,10 @@ use prometheus_client::registry::{Registry, Unit};
 /// The OpenMetrics text format's media type, for `/metrics`.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
-/// The results a sync ends with; their counters exist from the start so that `rate()` and
-/// `increase()` see the first failure.
-pub const SYNC_RESULTS: [&str; 3] = ["success", "failed", "refused"];
+/// The results a sync ends with (an invalid revision counts as a sync that applied
+/// nothing); their counters exist from the start so that `rate()` and `increase()` see
+/// the first failure.
+pub const SYNC_RESULTS: [&str; 4] = ["success", "failed", "refused", "invalid"];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabels {
@@ -111,7 +112,7 @@ impl Metrics {
         };
         registry.register(
             "sync",
-            "Syncs finished, by result (success, failed, refused)",
+            "Syncs finished, by result (success, failed, refused, invalid)",
             m.sync_total.clone(),
         );
         registry.register_with_unit(
@@ -333,10 +334,11 @@ mod tests {
     fn samples_carry_the_specified_labels() {
         let text = populated().encode();
         // success was counted once; the others exist at zero from the start.
-        assert_eq!(samples(&text, "driftless_sync_total").len(), 3, "{text}");
+        assert_eq!(samples(&text, "driftless_sync_total").len(), 4, "{text}");
         assert!(text.contains("driftless_sync_total{result=\"success\"} 1\n"));
         assert!(text.contains("driftless_sync_total{result=\"failed\"} 0\n"));
         assert!(text.contains("driftless_sync_total{result=\"refused\"} 0\n"));
+        assert!(text.contains("driftless_sync_total{result=\"invalid\"} 0\n"));
         assert!(
             text.contains("driftless_sync_duration_seconds_count 1\n"),
             "{text}"

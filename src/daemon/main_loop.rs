@@ -1,0 +1,183 @@
+//! The loop: one task owns the state and the queue, and waits on the source, the watches,
+//! the queue's next due key, the resync and refresh timers and leadership. One sync runs
+//! at a time (objects within it in parallel, bounded), so the inventory has a single
+//! writer.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use tokio::sync::{mpsc, watch as tokio_watch};
+use tokio::time::Instant;
+
+use super::events::Events;
+use super::queue::{Key, Queue};
+use super::state::{Gate, SourceUpdate, State};
+use super::{Config, labeller, readiness, record, sync, watch};
+use crate::apply::{Engine, Verb};
+use crate::report::metrics::Metrics;
+use crate::report::snapshot::StatusWriter;
+
+pub(super) struct Loop {
+    pub cfg: Config,
+    pub engine: Engine,
+    pub recorder: Option<Events>,
+    pub metrics: Arc<Metrics>,
+    /// What `/readyz` answers.
+    pub ready: Arc<AtomicBool>,
+    pub state: State,
+    pub queue: Queue,
+    pub owned: watch::OwnedWatches,
+    pub selectors: tokio_watch::Sender<labeller::Selectors>,
+    /// Asks the source to read again (the directory; git fetches).
+    pub rescan: mpsc::Sender<()>,
+    pub status: StatusWriter,
+    /// The engine's write counters as last added to the metrics.
+    pub writes_seen: BTreeMap<&'static str, u64>,
+}
+
+impl Loop {
+    pub async fn run(
+        mut self,
+        mut src_rx: mpsc::Receiver<SourceUpdate>,
+        mut ev_rx: mpsc::Receiver<watch::Event>,
+        mut active_rx: tokio_watch::Receiver<bool>,
+        stop_rx: tokio_watch::Receiver<bool>,
+    ) {
+        let resync_every = self.cfg.resync;
+        let mut resync = tokio::time::interval_at(Instant::now() + resync_every, resync_every);
+        let mut refresh = tokio::time::interval(Duration::from_secs(1));
+        // A refresh that overran must not be followed at once by another (Burst, the
+        // default, does that): the loop would spend its time refreshing, not draining
+        // events.
+        refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut stop = stop_rx.clone();
+        loop {
+            let next = self
+                .queue
+                .next_due()
+                .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
+            tokio::select! {
+                _ = stop.wait_for(|s| *s) => break,
+                Some(update) = src_rx.recv() => self.on_source(update),
+                Some(ev) = ev_rx.recv() => {
+                    if let Some(key) = self.state.on_event(ev) {
+                        // A short delay batches a burst of events into one sync.
+                        self.queue.push(key, Instant::now() + Duration::from_millis(100));
+                    }
+                }
+                _ = tokio::time::sleep_until(next) => self.sync_due(stop_rx.clone()).await,
+                _ = resync.tick() => {
+                    // The directory is re-read too: a safety net for missed watch events.
+                    let _ = self.rescan.try_send(());
+                    self.queue.push(Key::Full, Instant::now());
+                }
+                _ = refresh.tick() => {
+                    if self.state.health_dirty {
+                        self.refresh_health().await;
+                        self.write_status();
+                    } else if self.status.failing() {
+                        self.write_status();
+                    }
+                }
+                Ok(()) = active_rx.changed() => {
+                    let active = *active_rx.borrow_and_update();
+                    if let Some(key) = self.state.on_leadership(active) {
+                        self.queue.push(key, Instant::now());
+                    }
+                    self.write_status();
+                }
+            }
+        }
+        tracing::info!("shutting down");
+        // The final status reflects every change already reported, not a stale copy.
+        while let Ok(ev) = ev_rx.try_recv() {
+            self.state.on_event(ev);
+        }
+        self.state.health_dirty = true;
+        self.refresh_health().await;
+        self.write_status();
+    }
+
+    fn on_source(&mut self, update: SourceUpdate) {
+        let (keys, tally) = self.state.on_source(update, &self.cfg.policy, super::now());
+        record(&self.metrics, tally);
+        for key in keys {
+            self.queue.push(key, Instant::now());
+        }
+        if self.state.warm_standby() {
+            self.ready.store(true, Ordering::Relaxed);
+        }
+        self.write_status();
+    }
+
+    /// Syncs the keys that are due, and follows up: retries, write counts, which kinds
+    /// are watched, the localservice selectors, readiness and the status.
+    async fn sync_due(&mut self, stop: tokio_watch::Receiver<bool>) {
+        let keys = self.queue.take_due(Instant::now());
+        match self.state.gate() {
+            Gate::Sync => {}
+            Gate::Later => {
+                for k in keys {
+                    self.queue
+                        .push(k, Instant::now() + Duration::from_millis(200));
+                }
+                return;
+            }
+            Gate::Drop => return,
+        }
+        let done = sync::run(
+            &self.engine,
+            &mut self.state,
+            &keys,
+            self.recorder.as_ref(),
+            stop,
+            self.cfg.sync_timeout,
+        )
+        .await;
+        sync::release_free_memory();
+        if let Some((outcome, tally)) = done {
+            record(&self.metrics, tally);
+            for (key, ok) in outcome {
+                if ok {
+                    self.queue.succeeded(&key);
+                } else {
+                    let delay = self.queue.failed(key.clone(), Instant::now());
+                    tracing::info!(key = ?key, retry_in = ?delay, "sync failed; backing off");
+                }
+            }
+        }
+        for verb in [Verb::Patch, Verb::Create, Verb::Delete] {
+            let total = self.engine.writes.get(verb);
+            let seen = self.writes_seen.entry(verb.as_str()).or_insert(0);
+            self.metrics.add_api_writes(verb.as_str(), total - *seen);
+            *seen = total;
+        }
+        let kinds = self
+            .state
+            .expected
+            .iter()
+            .map(|e| (e.api_version.as_str(), e.key.kind.as_str()));
+        self.owned.set(&self.engine.resolved_kinds(kinds).await);
+        let _ = self
+            .selectors
+            .send(labeller::selectors_of(self.state.specs()));
+        self.ready.store(true, Ordering::Relaxed);
+        self.write_status();
+    }
+
+    async fn refresh_health(&mut self) {
+        readiness::refresh(
+            &self.engine,
+            &mut self.state,
+            &self.metrics,
+            self.cfg.ready_timeout,
+        )
+        .await;
+    }
+
+    fn write_status(&mut self) {
+        self.status.write(&self.state.snapshot(), &self.metrics);
+    }
+}

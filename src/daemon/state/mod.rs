@@ -1,0 +1,358 @@
+//! What the daemon knows, as a plain value: what a new revision, a watch event, a finished
+//! sync or a change of leadership does to it, and which keys each one queues. No I/O, no
+//! async, no clock: the loop passes the time in, and counts what a transition reports
+//! (`Tally`) in the metrics.
+
+mod readiness;
+mod synced;
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::jiff::Timestamp;
+use tokio::time::Instant;
+
+use super::queue::Key;
+use super::watch;
+use crate::health::{self, SpecHealth};
+use crate::object::{ObjKey, Observed};
+use crate::render::NodeFacts;
+use crate::report::snapshot::Snapshot;
+use crate::report::status::{LastSync, SourceError};
+use crate::spec::{Policy, SourceFile, Spec, SpecBody, SpecId, SpecTree};
+
+pub use synced::SyncEnd;
+
+/// What the source produced: a revision's files, or why there is none.
+#[derive(Debug)]
+pub enum SourceUpdate {
+    Revision { id: String, files: Vec<SourceFile> },
+    Failed { message: String },
+}
+
+/// The time, read once by the loop for a transition.
+#[derive(Debug, Clone, Copy)]
+pub struct Now {
+    pub at: Instant,
+    pub wall: Timestamp,
+}
+
+/// What a transition asks the metrics to count (the state holds no metrics).
+#[derive(Debug, Default, PartialEq)]
+pub struct Tally {
+    pub source_failed: bool,
+    pub sync: Option<SyncCount>,
+    /// The revision that counts as applied from now on.
+    pub applied: Option<String>,
+    pub drift_corrections: u64,
+    pub pruned: u64,
+}
+
+/// One finished sync (or an invalid revision, counted as a sync that applied nothing).
+#[derive(Debug, PartialEq)]
+pub struct SyncCount {
+    /// success, failed, refused or invalid.
+    pub result: &'static str,
+    pub elapsed: Duration,
+    pub at: Timestamp,
+}
+
+/// What the loop does with keys that came due.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Gate {
+    /// Sync them now.
+    Sync,
+    /// Not before the node set is known: a render would see no nodes, and prune would
+    /// delete every localservice's Services. Queued again, not lost.
+    Later,
+    /// Dropped: a standby writes nothing, and without a valid tree there is nothing to
+    /// write (leadership and the first valid revision each queue a whole sync).
+    Drop,
+}
+
+/// Everything the loop knows.
+pub struct State {
+    source_name: String,
+    /// Shared with the sync that applies it (no copy of the tree per sync).
+    pub tree: Option<Arc<SpecTree>>,
+    /// While a revision is applied spec by spec (only the specs it changed): those not
+    /// synced yet. `revision_applied` moves to the revision once this is empty.
+    pending: Option<BTreeSet<SpecId>>,
+    /// What the tree renders to, as readiness needs it (not the objects' bodies).
+    pub expected: Vec<health::Expected>,
+    /// The tree or the nodes changed since `expected` was rendered.
+    pub render_dirty: bool,
+    /// The revision `tree` came from, once synced.
+    revision_applied: Option<String>,
+    /// The revision `tree` came from (synced or not yet).
+    pub revision_current: Option<String>,
+    revision_seen: Option<String>,
+    seen_at: Option<Instant>,
+    /// When the current revision was first synced, for --ready-timeout and latency.
+    applied_at: Option<Instant>,
+    latency_observed: bool,
+    errors: Vec<SourceError>,
+    pub nodes: Vec<NodeFacts>,
+    /// Whether the Node watch has delivered its first full list.
+    pub nodes_known: bool,
+    /// Per owned object: its spec and the fields our manager owned after our last write.
+    recorded: HashMap<ObjKey, (SpecId, String)>,
+    actions: HashMap<ObjKey, String>,
+    /// Live state of owned objects, from the watches.
+    pub live: Observed,
+    last_sync: Option<LastSync>,
+    pub health: Vec<SpecHealth>,
+    pub health_dirty: bool,
+    active: bool,
+    /// Why the Node watch cannot reach the API, while it cannot.
+    cluster_error: Option<String>,
+}
+
+impl State {
+    pub fn new(source_name: String, active: bool) -> State {
+        State {
+            source_name,
+            tree: None,
+            pending: None,
+            expected: Vec::new(),
+            render_dirty: true,
+            revision_applied: None,
+            revision_current: None,
+            revision_seen: None,
+            seen_at: None,
+            applied_at: None,
+            latency_observed: false,
+            errors: Vec::new(),
+            nodes: Vec::new(),
+            nodes_known: false,
+            recorded: HashMap::new(),
+            actions: HashMap::new(),
+            live: Observed::default(),
+            last_sync: None,
+            health: Vec::new(),
+            health_dirty: true,
+            active,
+            cluster_error: None,
+        }
+    }
+
+    /// What the status file shows of this state.
+    pub fn snapshot(&self) -> Snapshot<'_> {
+        Snapshot {
+            source: &self.source_name,
+            revision_seen: self.revision_seen.as_deref(),
+            revision_applied: self.revision_applied.as_deref(),
+            last_sync: self.last_sync.as_ref(),
+            errors: &self.errors,
+            cluster_error: self.cluster_error.as_deref(),
+            specs: self.specs(),
+            health: &self.health,
+            expected: &self.expected,
+            actions: &self.actions,
+            leader: self.active,
+        }
+    }
+
+    pub fn specs(&self) -> &[Spec] {
+        self.tree.as_deref().map_or(&[], |t| t.specs.as_slice())
+    }
+
+    /// A standby is ready once warm: it has read its source, serves metrics and waits
+    /// to lead.
+    pub fn warm_standby(&self) -> bool {
+        !self.active && self.revision_seen.is_some()
+    }
+
+    pub fn gate(&self) -> Gate {
+        if !self.nodes_known {
+            Gate::Later
+        } else if !self.active || self.tree.is_none() {
+            Gate::Drop
+        } else {
+            Gate::Sync
+        }
+    }
+
+    /// Takes a new revision: valid → it becomes current, and the keys to sync it are
+    /// returned (the specs it changed, or the whole tree); invalid → its errors are
+    /// reported, the last good revision stays in force, and nothing is returned.
+    pub fn on_source(
+        &mut self,
+        update: SourceUpdate,
+        policy: &Policy,
+        now: Now,
+    ) -> (Vec<Key>, Tally) {
+        let mut tally = Tally::default();
+        let (id, files) = match update {
+            SourceUpdate::Failed { message } => {
+                tracing::warn!(error = %message, "source error; the last good revision stays in force");
+                tally.source_failed = true;
+                self.errors = vec![SourceError {
+                    file: None,
+                    line: None,
+                    column: None,
+                    message,
+                }];
+                return (Vec::new(), tally);
+            }
+            SourceUpdate::Revision { id, files } => (id, files),
+        };
+        self.revision_seen = Some(id.clone());
+        self.seen_at = Some(now.at);
+        let tree = match crate::spec::parse_files_with(&files, policy) {
+            Ok(tree) => tree,
+            Err(errors) => {
+                tracing::warn!(revision = %id, errors = errors.0.len(), "invalid revision; nothing applied");
+                self.errors = errors
+                    .0
+                    .iter()
+                    .map(|e| SourceError {
+                        file: Some(e.at.file.clone()),
+                        line: Some(e.at.line),
+                        column: Some(e.at.column),
+                        message: e.message.clone(),
+                    })
+                    .collect();
+                tally.sync = Some(SyncCount {
+                    result: "invalid",
+                    elapsed: Duration::ZERO,
+                    at: now.wall,
+                });
+                return (Vec::new(), tally);
+            }
+        };
+        tracing::info!(revision = %id, specs = tree.specs.len(), "new revision");
+        self.errors.clear();
+        // Only what changed is synced when the tree before this one was applied (or is
+        // being applied spec by spec): the other specs' objects are as last applied, and
+        // drift on them is a watch's to report. Otherwise (no revision applied yet: the
+        // first, or any that follows while the whole syncs fail outright) the whole tree.
+        let incremental = self.tree.is_some()
+            && self.revision_applied.is_some()
+            && (self.pending.is_some() || self.revision_applied == self.revision_current);
+        let keys = match self.tree.as_deref().filter(|_| incremental) {
+            Some(old) => {
+                let changed = changed_specs(old, &tree);
+                let pending = self.pending.get_or_insert_with(BTreeSet::new);
+                pending.extend(changed.iter().cloned());
+                changed.into_iter().map(Key::Spec).collect()
+            }
+            None => {
+                self.pending = None;
+                vec![Key::Full]
+            }
+        };
+        self.tree = Some(Arc::new(tree));
+        self.render_dirty = true;
+        self.revision_current = Some(id);
+        self.latency_observed = false;
+        if self.pending.as_ref().is_some_and(BTreeSet::is_empty) {
+            // Nothing a spec says changed (a comment, a file moved).
+            self.pending = None;
+            tally.applied = self.mark_applied(now);
+        }
+        (keys, tally)
+    }
+
+    /// The current revision is applied from now on; returns it if that is news.
+    fn mark_applied(&mut self, now: Now) -> Option<String> {
+        if self.revision_applied == self.revision_current {
+            return None;
+        }
+        self.revision_applied = self.revision_current.clone();
+        self.applied_at = Some(now.at);
+        self.revision_applied.clone()
+    }
+
+    /// Folds a watch event into the state; returns a key to sync when it is drift or a
+    /// node change that matters.
+    pub fn on_event(&mut self, ev: watch::Event) -> Option<Key> {
+        match ev {
+            watch::Event::Cluster(error) => {
+                self.cluster_error = error;
+                // Written with the next refresh.
+                self.health_dirty = true;
+                None
+            }
+            watch::Event::Nodes(nodes) => {
+                if self.nodes != nodes {
+                    self.render_dirty = true;
+                    self.health_dirty = true;
+                }
+                self.nodes = nodes;
+                self.nodes_known = true;
+                let has_local = self
+                    .specs()
+                    .iter()
+                    .any(|s| matches!(s.body, SpecBody::LocalService(_)));
+                has_local.then_some(Key::Full)
+            }
+            watch::Event::Object(key, live) => {
+                self.health_dirty = true;
+                if key.group.is_empty() && key.kind == "Endpoints" {
+                    let k = (key.namespace.clone(), key.name.clone());
+                    match live {
+                        Some(w) => self.live.endpoints.insert(k, w.value),
+                        None => self.live.endpoints.remove(&k),
+                    };
+                    return None;
+                }
+                let recorded = self.recorded.get(&key).cloned();
+                let drift = match (&live, &recorded) {
+                    (None, Some(_)) => true,
+                    (Some(w), Some((_, fields))) => &w.fields != fields,
+                    _ => false,
+                };
+                let spec = recorded
+                    .map(|(s, _)| s)
+                    .or_else(|| live.as_ref().and_then(|w| w.spec.clone()));
+                match live {
+                    Some(w) => self.live.objects.insert(key.clone(), w.value),
+                    None => self.live.objects.remove(&key),
+                };
+                if drift {
+                    tracing::info!(object = %key, "drift detected");
+                }
+                drift.then_some(spec.map(Key::Spec).unwrap_or(Key::Full))
+            }
+        }
+    }
+
+    /// A change of leadership; a new leader syncs the whole tree.
+    pub fn on_leadership(&mut self, active: bool) -> Option<Key> {
+        let key = if active && !self.active {
+            tracing::info!("became leader: syncing");
+            Some(Key::Full)
+        } else {
+            if !active && self.active {
+                tracing::info!("lost leadership: standing by");
+            }
+            None
+        };
+        self.active = active;
+        key
+    }
+}
+
+/// The specs `new` adds, removes or changes relative to `old`.
+fn changed_specs(old: &SpecTree, new: &SpecTree) -> BTreeSet<SpecId> {
+    let before: HashMap<&SpecId, &Spec> = old.specs.iter().map(|s| (&s.id, s)).collect();
+    let after: HashMap<&SpecId, &Spec> = new.specs.iter().map(|s| (&s.id, s)).collect();
+    let mut out: BTreeSet<SpecId> = BTreeSet::new();
+    for (id, spec) in &after {
+        if before.get(id) != Some(spec) {
+            out.insert((*id).clone());
+        }
+    }
+    out.extend(
+        before
+            .keys()
+            .filter(|id| !after.contains_key(*id))
+            .map(|id| (*id).clone()),
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests;

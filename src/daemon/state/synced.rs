@@ -1,0 +1,169 @@
+//! What a finished sync does to the state: what it recorded of each object, whether the
+//! revision now counts as applied, and which keys are retried.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use super::{Now, State, SyncCount, Tally};
+use crate::apply::{Action, SyncReport};
+use crate::daemon::queue::Key;
+use crate::health;
+use crate::render::Object;
+use crate::report::status::LastSync;
+use crate::spec::SpecId;
+
+/// How a sync ended, as the loop hands it over.
+pub enum SyncEnd<'a> {
+    /// Nothing was applied: the tree did not render, the engine failed, or the sync timed
+    /// out.
+    Failed { message: String, elapsed: Duration },
+    /// The engine ran on `objects`.
+    Ran {
+        report: SyncReport,
+        objects: &'a [Object],
+        elapsed: Duration,
+    },
+}
+
+impl State {
+    /// Takes a finished sync of `keys`; returns each key's success (a failed one is
+    /// retried with backoff), with a whole sync added when a prune was refused.
+    pub fn on_sync_done(
+        &mut self,
+        keys: &[Key],
+        end: SyncEnd<'_>,
+        now: Now,
+    ) -> (Vec<(Key, bool)>, Tally) {
+        let mut tally = Tally::default();
+        let (mut report, objects, elapsed) = match end {
+            SyncEnd::Failed { message, elapsed } => {
+                tally.sync = Some(SyncCount {
+                    result: "failed",
+                    elapsed,
+                    at: now.wall,
+                });
+                self.last_sync = Some(LastSync {
+                    time: now.wall.to_string(),
+                    result: "failed".into(),
+                    duration_seconds: elapsed.as_secs_f64(),
+                    message: Some(message),
+                    applied: 0,
+                    unchanged: 0,
+                    pruned: 0,
+                    failed: 0,
+                });
+                return (keys.iter().map(|k| (k.clone(), false)).collect(), tally);
+            }
+            SyncEnd::Ran {
+                report,
+                objects,
+                elapsed,
+            } => (report, objects, elapsed),
+        };
+        let full = keys.contains(&Key::Full);
+        let specs: BTreeSet<&SpecId> = keys
+            .iter()
+            .filter_map(|k| match k {
+                Key::Spec(s) => Some(s),
+                Key::Full => None,
+            })
+            .collect();
+        let mut failed_specs: BTreeSet<SpecId> = BTreeSet::new();
+        let (mut applied, mut unchanged, mut failed) = (0u64, 0u64, 0u64);
+        for o in report.objects.iter_mut() {
+            match &o.action {
+                Action::Unchanged => unchanged += 1,
+                a if a.is_write() => applied += 1,
+                _ => {
+                    failed += 1;
+                    failed_specs.insert(o.spec.clone());
+                }
+            }
+            self.actions
+                .insert(o.key.clone(), o.action.label().to_string());
+            if !o.action.is_error()
+                && let Some(fields) = o.fields.clone()
+            {
+                self.recorded
+                    .insert(o.key.clone(), (o.spec.clone(), fields));
+                // The watches are the source of live state; what a write returned only
+                // stands in until the watch reports the object, never over a newer event.
+                // Moved, not copied: a sync's results hold every object it wrote.
+                if let Some(live) = o.live.take() {
+                    self.live.objects.entry(o.key.clone()).or_insert(live);
+                }
+            }
+        }
+        if !full {
+            // Writes for specs a new revision changed are not corrections of drift.
+            tally.drift_corrections = report
+                .objects
+                .iter()
+                .filter(|o| o.action.is_write())
+                .filter(|o| !self.pending.as_ref().is_some_and(|p| p.contains(&o.spec)))
+                .count() as u64;
+        }
+        let pruned = report.prune.pruned() as u64;
+        tally.pruned = pruned;
+        for p in &report.prune.objects {
+            self.recorded.remove(&p.key);
+            self.live.objects.remove(&p.key);
+        }
+        let refused = report.prune.refused.is_some();
+        let result = if refused {
+            "refused"
+        } else if report.ok() {
+            "success"
+        } else {
+            "failed"
+        };
+        tally.sync = Some(SyncCount {
+            result,
+            elapsed,
+            at: now.wall,
+        });
+        self.last_sync = Some(LastSync {
+            time: now.wall.to_string(),
+            result: result.into(),
+            duration_seconds: elapsed.as_secs_f64(),
+            message: report.prune.refused.clone(),
+            applied,
+            unchanged,
+            pruned,
+            failed,
+        });
+        if full {
+            self.expected = health::expected(objects);
+            self.render_dirty = false;
+            self.pending = None;
+            tally.applied = self.mark_applied(now);
+        } else if let Some(pending) = self.pending.as_mut() {
+            // Like a whole sync, a spec counts as applied when its sync ran, failures and
+            // all (they are in the status and retried with backoff).
+            pending.retain(|id| !specs.contains(id));
+            if pending.is_empty() {
+                self.pending = None;
+                tally.applied = self.mark_applied(now);
+            }
+        }
+        self.health_dirty = true;
+        let mut outcome: Vec<(Key, bool)> = keys
+            .iter()
+            .map(|k| {
+                let ok = match k {
+                    Key::Full => !refused && failed_specs.is_empty(),
+                    // A refused prune is retried by whole syncs (below), which also retry
+                    // these specs' failed objects: retried one by one with their own
+                    // backoff, the specs a revision removed would each prune a share
+                    // small enough to pass.
+                    Key::Spec(s) => refused || !failed_specs.contains(s),
+                };
+                (k.clone(), ok)
+            })
+            .collect();
+        if refused && !full {
+            outcome.push((Key::Full, false));
+        }
+        (outcome, tally)
+    }
+}

@@ -1,0 +1,312 @@
+//! The status file as the daemon writes it: built from plain values (what the daemon
+//! knows at a moment), and written again each second while a write fails.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use serde_json::Value;
+
+use super::metrics::Metrics;
+use super::status::{LastSync, ObjectState, SourceError, SpecStatus, StatusFile, VERSION};
+use crate::health::{Expected, SpecHealth};
+use crate::object::ObjKey;
+use crate::spec::Spec;
+
+/// What the status file shows, borrowed from whoever knows it.
+#[derive(Debug, Clone, Copy)]
+pub struct Snapshot<'a> {
+    pub source: &'a str,
+    pub revision_seen: Option<&'a str>,
+    pub revision_applied: Option<&'a str>,
+    pub last_sync: Option<&'a LastSync>,
+    /// Why `revision_seen` was not applied.
+    pub errors: &'a [SourceError],
+    /// Why the cluster cannot be reached, while it cannot.
+    pub cluster_error: Option<&'a str>,
+    pub specs: &'a [Spec],
+    pub health: &'a [SpecHealth],
+    /// What the specs render to: the objects' display names, for their last actions.
+    pub expected: &'a [Expected],
+    /// The last apply action per object.
+    pub actions: &'a HashMap<ObjKey, String>,
+    pub leader: bool,
+}
+
+impl Snapshot<'_> {
+    pub fn status_file(&self) -> StatusFile {
+        // Lookups by id and by object reference, built once: searching the lists for every
+        // spec and object was quadratic (seconds per status write at a few thousand specs).
+        let health_by_id: HashMap<&str, &SpecHealth> =
+            self.health.iter().map(|h| (h.id.as_str(), h)).collect();
+        let action_by_ref: HashMap<&str, &String> = self
+            .expected
+            .iter()
+            .filter_map(|e| Some((e.display.as_str(), self.actions.get(&e.key)?)))
+            .collect();
+        let specs = self
+            .specs
+            .iter()
+            .map(|spec| {
+                let id = spec.id.to_string();
+                let h = health_by_id.get(id.as_str()).copied();
+                SpecStatus {
+                    id: id.clone(),
+                    kind: spec.id.kind.as_str().to_string(),
+                    namespace: spec.id.namespace.clone(),
+                    name: spec.id.name.clone(),
+                    file: spec.at.file.clone(),
+                    line: spec.at.line,
+                    ready: h.is_some_and(|h| h.ready),
+                    status: h.map_or("Unknown", |h| h.status.as_str()).to_string(),
+                    reason: h.and_then(|h| h.reason.clone()),
+                    message: h
+                        .map(|h| h.message.clone())
+                        .unwrap_or_else(|| "not synced yet".into()),
+                    figures: h
+                        .and_then(|h| serde_json::to_value(&h.figures).ok())
+                        .unwrap_or(Value::Null),
+                    objects: h
+                        .map(|h| {
+                            h.objects
+                                .iter()
+                                .map(|o| ObjectState {
+                                    object: o.object.clone(),
+                                    status: o.status.status.as_str().to_string(),
+                                    reason: o.status.reason.clone(),
+                                    message: o.status.message.clone(),
+                                    action: action_by_ref
+                                        .get(o.object.as_str())
+                                        .map(|a| (*a).clone()),
+                                })
+                                .collect()
+                        })
+                        .unwrap_or_default(),
+                }
+            })
+            .collect();
+        StatusFile {
+            version: VERSION,
+            source: self.source.to_string(),
+            revision_seen: self.revision_seen.map(str::to_string),
+            revision_applied: self.revision_applied.map(str::to_string),
+            last_sync: self.last_sync.cloned(),
+            errors: self
+                .errors
+                .iter()
+                .cloned()
+                .chain(self.cluster_error.iter().map(|e| SourceError {
+                    file: None,
+                    line: None,
+                    column: None,
+                    message: format!("cannot reach the Kubernetes API: {e}"),
+                }))
+                .collect(),
+            specs,
+            leader: Some(self.leader),
+        }
+    }
+}
+
+/// Writes the status file (`--status-file`), if there is one, and remembers whether the
+/// last write failed.
+#[derive(Debug)]
+pub struct StatusWriter {
+    path: Option<PathBuf>,
+    failing: bool,
+}
+
+impl StatusWriter {
+    pub fn new(path: Option<PathBuf>) -> StatusWriter {
+        StatusWriter {
+            path,
+            failing: false,
+        }
+    }
+
+    /// The last write failed (a read-only or full directory): the caller retries each
+    /// second, even when nothing changed, so the file catches up once it can be written.
+    pub fn failing(&self) -> bool {
+        self.failing
+    }
+
+    pub fn write(&mut self, snapshot: &Snapshot<'_>, metrics: &Metrics) {
+        let Some(path) = &self.path else { return };
+        match super::status::write_atomic(path, &snapshot.status_file()) {
+            Ok(_) => {
+                if self.failing {
+                    tracing::info!(path = %path.display(), "status file written again");
+                }
+                self.failing = false;
+            }
+            Err(e) => {
+                metrics.status_write_failed();
+                // Once per outage, not every second.
+                if !self.failing {
+                    tracing::warn!(path = %path.display(), error = %e, "could not write the status file; retrying every second");
+                }
+                self.failing = true;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::health::{Figures, ObjectHealth, ObjectStatus, Status};
+    use crate::spec::{SourceFile, parse_files};
+
+    fn specs() -> Vec<Spec> {
+        let text = "namespace = \"n\"\n\
+                    [elasticweb.a]\nimage = \"nginx\"\nsingle-pod-qps = 100\ntotal-qps = 100\n\
+                    [elasticweb.b]\nimage = \"nginx\"\nsingle-pod-qps = 100\ntotal-qps = 100\n";
+        let files = [SourceFile {
+            path: "web.toml".into(),
+            contents: text.as_bytes().to_vec(),
+        }];
+        parse_files(&files).expect("valid specs").specs
+    }
+
+    fn snapshot<'a>(
+        specs: &'a [Spec],
+        health: &'a [SpecHealth],
+        actions: &'a HashMap<ObjKey, String>,
+    ) -> Snapshot<'a> {
+        Snapshot {
+            source: "dir:/specs",
+            revision_seen: Some("r2"),
+            revision_applied: Some("r1"),
+            last_sync: None,
+            errors: &[],
+            cluster_error: None,
+            specs,
+            health,
+            expected: &[],
+            actions,
+            leader: true,
+        }
+    }
+
+    #[test]
+    fn a_spec_without_readiness_is_unknown_and_not_synced_yet() {
+        let specs = specs();
+        let actions = HashMap::new();
+        let status = snapshot(&specs, &[], &actions).status_file();
+        assert_eq!(status.version, VERSION);
+        assert_eq!(status.source, "dir:/specs");
+        assert_eq!(status.revision_seen.as_deref(), Some("r2"));
+        assert_eq!(status.revision_applied.as_deref(), Some("r1"));
+        assert_eq!(status.leader, Some(true));
+        let ids: Vec<&str> = status.specs.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(ids, ["elasticweb/n/a", "elasticweb/n/b"]);
+        let a = &status.specs[0];
+        assert_eq!((a.kind.as_str(), a.namespace.as_str()), ("elasticweb", "n"));
+        assert_eq!((a.file.as_str(), a.line), ("web.toml", 2));
+        assert!(!a.ready);
+        assert_eq!(a.status, "Unknown");
+        assert_eq!(a.message, "not synced yet");
+        assert_eq!(a.figures, Value::Null);
+    }
+
+    #[test]
+    fn statuses_use_the_kstatus_spelling() -> Result<(), Box<dyn std::error::Error>> {
+        let specs = specs();
+        let mut actions = HashMap::new();
+        let key = ObjKey {
+            group: "apps".into(),
+            kind: "Deployment".into(),
+            namespace: "n".into(),
+            name: "a".into(),
+        };
+        actions.insert(key.clone(), "configured".to_string());
+        let expected = [Expected {
+            spec: specs[0].id.clone(),
+            api_version: "apps/v1".into(),
+            key,
+            display: "Deployment n/a".into(),
+            node: None,
+        }];
+        let health = [SpecHealth {
+            id: "elasticweb/n/a".into(),
+            ready: false,
+            status: Status::InProgress,
+            reason: Some("Rollout".into()),
+            message: "rolling out".into(),
+            figures: Figures::Manifest {},
+            objects: vec![ObjectHealth {
+                object: "Deployment n/a".into(),
+                status: ObjectStatus {
+                    status: Status::NotFound,
+                    reason: None,
+                    message: "not found".into(),
+                },
+            }],
+        }];
+        let snap = Snapshot {
+            expected: &expected,
+            ..snapshot(&specs, &health, &actions)
+        };
+        let status = snap.status_file();
+        let a = &status.specs[0];
+        assert_eq!(a.status, "InProgress");
+        assert_eq!(a.reason.as_deref(), Some("Rollout"));
+        assert_eq!(a.objects[0].status, "NotFound");
+        assert_eq!(a.objects[0].action.as_deref(), Some("configured"));
+        // In the JSON text too, which tools read.
+        let json = serde_json::to_string(&status)?;
+        assert!(json.contains(r#""status":"InProgress""#), "{json}");
+        assert!(json.contains(r#""status":"NotFound""#), "{json}");
+        Ok(())
+    }
+
+    #[test]
+    fn an_unreachable_cluster_is_listed_after_the_source_errors() {
+        let actions = HashMap::new();
+        let errors = [SourceError {
+            file: Some("web.toml".into()),
+            line: Some(3),
+            column: Some(1),
+            message: "bad".into(),
+        }];
+        let status = Snapshot {
+            errors: &errors,
+            cluster_error: Some("connection refused"),
+            ..snapshot(&[], &[], &actions)
+        }
+        .status_file();
+        let messages: Vec<&str> = status.errors.iter().map(|e| e.message.as_str()).collect();
+        assert_eq!(
+            messages,
+            ["bad", "cannot reach the Kubernetes API: connection refused"]
+        );
+        assert_eq!(status.errors[1].file, None);
+        assert!(status.specs.is_empty());
+    }
+
+    #[test]
+    fn a_failed_write_is_retried_and_counted() -> Result<(), Box<dyn std::error::Error>> {
+        let dir = tempfile::tempdir()?;
+        let actions = HashMap::new();
+        let snap = snapshot(&[], &[], &actions);
+        let metrics = Metrics::new();
+        let mut writer = StatusWriter::new(Some(dir.path().join("missing").join("s.json")));
+        writer.write(&snap, &metrics);
+        assert!(writer.failing());
+        assert!(
+            metrics
+                .encode()
+                .contains("driftless_status_write_errors_total 1\n")
+        );
+        let mut writer = StatusWriter::new(Some(dir.path().join("s.json")));
+        writer.write(&snap, &metrics);
+        assert!(!writer.failing());
+        assert_eq!(
+            StatusFile::read(&dir.path().join("s.json"))?,
+            snap.status_file()
+        );
+        let mut none = StatusWriter::new(None);
+        none.write(&snap, &metrics);
+        assert!(!none.failing());
+        Ok(())
+    }
+}
