@@ -10,6 +10,7 @@ use tokio::sync::{mpsc, watch as tokio_watch};
 use super::state::SourceUpdate;
 use super::{DaemonError, SourceConfig};
 use crate::source;
+use crate::spec::SourceFile;
 
 /// Starts the source task; returns the source's display name.
 pub fn start(
@@ -47,27 +48,8 @@ async fn follow_dir(
 ) {
     let mut last: Option<String> = None;
     loop {
-        let update = match source::dir::read(&root) {
-            Ok((id, files)) => (last.as_ref() != Some(&id)).then(|| {
-                last = Some(id.clone());
-                SourceUpdate::Revision { id, files }
-            }),
-            Err(crate::spec::LoadError::Invalid(errors)) => {
-                last = None;
-                Some(SourceUpdate::Failed {
-                    message: errors.to_string(),
-                })
-            }
-            Err(e) => {
-                last = None;
-                Some(SourceUpdate::Failed {
-                    message: e.to_string(),
-                })
-            }
-        };
-        if let Some(u) = update
-            && tx.send(u).await.is_err()
-        {
+        let read = source::dir::read(&root).map_err(|e| e.to_string());
+        if !report(&tx, &mut last, read).await {
             return;
         }
         tokio::select! {
@@ -95,27 +77,36 @@ async fn follow_git(
             Some(()) = rescan.recv() => {}
             _ = stop.wait_for(|s| *s) => return,
         }
-        let update = match source::git::fetch(git.clone()).await {
-            Ok(rev) => (last.as_ref() != Some(&rev.commit)).then(|| {
-                last = Some(rev.commit.clone());
-                SourceUpdate::Revision {
-                    id: rev.commit,
-                    files: rev.files,
-                }
-            }),
-            Err(e) => {
-                // The next good fetch is reported even if its commit is the same, so the
-                // error it replaces is cleared.
-                last = None;
-                Some(SourceUpdate::Failed {
-                    message: e.to_string(),
-                })
-            }
-        };
-        if let Some(u) = update
-            && tx.send(u).await.is_err()
-        {
+        let read = source::git::fetch(git.clone())
+            .await
+            .map(|rev| (rev.commit, rev.files))
+            .map_err(|e| e.to_string());
+        if !report(&tx, &mut last, read).await {
             return;
         }
+    }
+}
+
+/// Sends what a read of the source tells the loop: a revision it has not sent yet, or a
+/// failure. After a failure the next good read is sent even if its revision is the same,
+/// so the error it replaces is cleared. False once the loop has gone.
+async fn report(
+    tx: &mpsc::Sender<SourceUpdate>,
+    last: &mut Option<String>,
+    read: Result<(String, Vec<SourceFile>), String>,
+) -> bool {
+    let update = match read {
+        Ok((id, files)) => (last.as_ref() != Some(&id)).then(|| {
+            *last = Some(id.clone());
+            SourceUpdate::Revision { id, files }
+        }),
+        Err(message) => {
+            *last = None;
+            Some(SourceUpdate::Failed { message })
+        }
+    };
+    match update {
+        Some(u) => tx.send(u).await.is_ok(),
+        None => true,
     }
 }
