@@ -382,3 +382,24 @@ fn schema_describes_every_field_the_loader_knows() {
         assert_eq!(loader, schema_props, "{kind}");
     }
 }
+
+/// A YAML manifest whose `labels:` or `annotations:` is empty (null) still renders with
+/// driftless's ownership marks: without them the object could never be recognised as
+/// ours, nor pruned. (Found by the fuzzer.)
+#[test]
+fn yaml_null_labels_and_annotations_still_carry_the_ownership_marks() {
+    let files = [SourceFile {
+        path: "bare.yaml".into(),
+        contents: b"apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: a\n  namespace: ns\n  labels:\n  annotations:\n"
+            .to_vec(),
+    }];
+    let tree = parse_files(&files).unwrap();
+    let objects = render(&tree, &Facts::default()).unwrap();
+    let meta = &objects[0].body["metadata"];
+    assert_eq!(meta["labels"]["app.kubernetes.io/managed-by"], "driftless");
+    assert_eq!(meta["labels"]["driftless.dev/instance"], "default");
+    assert_eq!(
+        meta["annotations"]["driftless.dev/spec"],
+        "manifest/ns/ServiceAccount/a"
+    );
+}

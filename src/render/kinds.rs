@@ -306,9 +306,14 @@ pub(super) fn manifest(spec: &SpecId, m: &Manifest, facts: &Facts) -> Object {
     let namespace = (!spec.namespace.is_empty()).then(|| spec.namespace.clone());
     super::set_namespace(&mut body, namespace.as_deref());
     if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut) {
+        // A YAML manifest may say `labels:` with nothing after it: null, which would
+        // otherwise keep our marks off the object.
         let labels = meta
             .entry("labels")
             .or_insert_with(|| Value::Object(Default::default()));
+        if labels.is_null() {
+            *labels = Value::Object(Default::default());
+        }
         if let Some(labels) = labels.as_object_mut() {
             labels.insert(ownership::MANAGED_BY.into(), ownership::MANAGER.into());
             labels.insert(ownership::INSTANCE.into(), facts.instance.clone().into());
@@ -324,6 +329,9 @@ pub(super) fn manifest(spec: &SpecId, m: &Manifest, facts: &Facts) -> Object {
         let annotations = meta
             .entry("annotations")
             .or_insert_with(|| Value::Object(Default::default()));
+        if annotations.is_null() {
+            *annotations = Value::Object(Default::default());
+        }
         if let Some(annotations) = annotations.as_object_mut() {
             annotations.insert(ownership::SPEC.into(), spec.to_string().into());
         }
