@@ -10,6 +10,12 @@
 
 use std::fmt;
 
+use base64::Engine as _;
+use base64::alphabet;
+use base64::engine::{GeneralPurpose, GeneralPurposeConfig};
+use hmac::{Hmac, KeyInit, Mac};
+use sha1::Sha1;
+
 /// One usable line of a known_hosts file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Entry {
@@ -196,7 +202,7 @@ fn parse_line(line: &str, line_no: usize) -> Result<Option<Entry>, ()> {
 impl Entry {
     fn matches(&self, name: &str) -> bool {
         match &self.hosts {
-            HostPatterns::Hashed { salt, hash } => hmac_sha1(salt, name.as_bytes()) == hash[..],
+            HostPatterns::Hashed { salt, hash } => hashed_name_is(salt, hash, name),
             HostPatterns::Plain(patterns) => {
                 let mut positive = false;
                 for p in patterns {
@@ -236,105 +242,29 @@ fn wildcard_match(pattern: &[u8], text: &[u8]) -> bool {
     pattern[p..].iter().all(|&c| c == b'*')
 }
 
-/// Standard base64 with padding, as in known_hosts files.
+/// Standard base64 with padding, as in known_hosts files. The unused low bits of the last
+/// character may be set: a key is only ever compared, never written back.
+const BASE64: GeneralPurpose = GeneralPurpose::new(
+    &alphabet::STANDARD,
+    GeneralPurposeConfig::new().with_decode_allow_trailing_bits(true),
+);
+
 fn base64_decode(s: &str) -> Option<Vec<u8>> {
-    fn value(c: u8) -> Option<u32> {
-        Some(match c {
-            b'A'..=b'Z' => c - b'A',
-            b'a'..=b'z' => c - b'a' + 26,
-            b'0'..=b'9' => c - b'0' + 52,
-            b'+' => 62,
-            b'/' => 63,
-            _ => return None,
-        } as u32)
-    }
-    let bytes = s.as_bytes();
-    if bytes.is_empty() || !bytes.len().is_multiple_of(4) {
+    // An empty salt or key is no entry at all.
+    if s.is_empty() {
         return None;
     }
-    let mut out = Vec::with_capacity(bytes.len() / 4 * 3);
-    for (i, chunk) in bytes.chunks(4).enumerate() {
-        let last = i == bytes.len() / 4 - 1;
-        let pad = chunk.iter().rev().take_while(|&&c| c == b'=').count();
-        if pad > 2 || (pad > 0 && !last) {
-            return None;
-        }
-        let mut n = 0u32;
-        for &c in &chunk[..4 - pad] {
-            n = (n << 6) | value(c)?;
-        }
-        n <<= 6 * pad as u32;
-        let decoded = [(n >> 16) as u8, (n >> 8) as u8, n as u8];
-        out.extend_from_slice(&decoded[..3 - pad]);
-    }
-    Some(out)
+    BASE64.decode(s).ok()
 }
 
-/// HMAC-SHA1, which OpenSSH uses to hash host names; no SHA-1 crate is among the
-/// dependencies, and this is all of it that is needed.
-fn hmac_sha1(key: &[u8], message: &[u8]) -> [u8; 20] {
-    const BLOCK: usize = 64;
-    let mut k = [0u8; BLOCK];
-    if key.len() > BLOCK {
-        k[..20].copy_from_slice(&sha1(key));
-    } else {
-        k[..key.len()].copy_from_slice(key);
-    }
-    let mut inner = Vec::with_capacity(BLOCK + message.len());
-    inner.extend(k.iter().map(|b| b ^ 0x36));
-    inner.extend_from_slice(message);
-    let mut outer = Vec::with_capacity(BLOCK + 20);
-    outer.extend(k.iter().map(|b| b ^ 0x5c));
-    outer.extend_from_slice(&sha1(&inner));
-    sha1(&outer)
-}
-
-fn sha1(data: &[u8]) -> [u8; 20] {
-    let mut h: [u32; 5] = [0x67452301, 0xEFCDAB89, 0x98BADCFE, 0x10325476, 0xC3D2E1F0];
-    let mut msg = data.to_vec();
-    let bit_len = (data.len() as u64).wrapping_mul(8);
-    msg.push(0x80);
-    while msg.len() % 64 != 56 {
-        msg.push(0);
-    }
-    msg.extend_from_slice(&bit_len.to_be_bytes());
-    for block in msg.chunks_exact(64) {
-        let mut w = [0u32; 80];
-        for (i, word) in block.chunks_exact(4).enumerate() {
-            w[i] = u32::from_be_bytes([word[0], word[1], word[2], word[3]]);
-        }
-        for i in 16..80 {
-            w[i] = (w[i - 3] ^ w[i - 8] ^ w[i - 14] ^ w[i - 16]).rotate_left(1);
-        }
-        let [mut a, mut b, mut c, mut d, mut e] = h;
-        for (i, &wi) in w.iter().enumerate() {
-            let (f, k) = match i {
-                0..=19 => ((b & c) | (!b & d), 0x5A827999),
-                20..=39 => (b ^ c ^ d, 0x6ED9EBA1),
-                40..=59 => ((b & c) | (b & d) | (c & d), 0x8F1BBCDC),
-                _ => (b ^ c ^ d, 0xCA62C1D6),
-            };
-            let temp = a
-                .rotate_left(5)
-                .wrapping_add(f)
-                .wrapping_add(e)
-                .wrapping_add(k)
-                .wrapping_add(wi);
-            e = d;
-            d = c;
-            c = b.rotate_left(30);
-            b = a;
-            a = temp;
-        }
-        for (hi, v) in h.iter_mut().zip([a, b, c, d, e]) {
-            *hi = hi.wrapping_add(v);
-        }
-    }
-    let mut out = [0u8; 20];
-    for (chunk, v) in out.chunks_exact_mut(4).zip(h) {
-        chunk.copy_from_slice(&v.to_be_bytes());
-    }
-    out
+/// Whether `name` is the host a `|1|salt|hash` entry stands for: OpenSSH hashes host
+/// names with HMAC-SHA1 keyed by the salt.
+fn hashed_name_is(salt: &[u8], hash: &[u8], name: &str) -> bool {
+    let Ok(mut mac) = <Hmac<Sha1> as KeyInit>::new_from_slice(salt) else {
+        return false;
+    };
+    mac.update(name.as_bytes());
+    mac.verify_slice(hash).is_ok()
 }
 
 #[cfg(test)]
@@ -362,32 +292,43 @@ mod tests {
         }
     }
 
+    fn unhex(hex: &str) -> Vec<u8> {
+        (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
     #[test]
-    fn sha1_and_hmac_match_published_vectors() {
-        let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
-        assert_eq!(
-            hex(&sha1(b"abc")),
-            "a9993e364706816aba3e25717850c26c9cd0d89d"
-        );
-        assert_eq!(hex(&sha1(b"")), "da39a3ee5e6b4b0d3255bfef95601890afd80709");
-        assert_eq!(
-            hex(&sha1(
-                b"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"
-            )),
-            "84983e441c3bd26ebaae4aa1f95129e5e54670f1"
-        );
-        // RFC 2202 test cases 1 and 6 (a key longer than the block).
-        assert_eq!(
-            hex(&hmac_sha1(&[0x0b; 20], b"Hi There")),
-            "b617318655057264e28bc0b6fb378c8ef146be00"
-        );
-        assert_eq!(
-            hex(&hmac_sha1(
+    fn hashed_names_are_hmac_sha1_as_published() {
+        // RFC 2202 test cases 1, 2 and 6 (a key longer than the block).
+        let cases: [(&[u8], &str, &str); 3] = [
+            (
+                &[0x0b; 20],
+                "Hi There",
+                "b617318655057264e28bc0b6fb378c8ef146be00",
+            ),
+            (
+                b"Jefe",
+                "what do ya want for nothing?",
+                "effcdf6ae5eb2fa2d27416d5f184df9c259a7c79",
+            ),
+            (
                 &[0xaa; 80],
-                b"Test Using Larger Than Block-Size Key - Hash Key First"
-            )),
-            "aa4ae5e15272d00e95705637ce8a3b55ed402112"
-        );
+                "Test Using Larger Than Block-Size Key - Hash Key First",
+                "aa4ae5e15272d00e95705637ce8a3b55ed402112",
+            ),
+        ];
+        for (key, name, hash) in cases {
+            assert!(hashed_name_is(key, &unhex(hash), name), "{name}");
+            assert!(!hashed_name_is(key, &unhex(hash), "other"), "{name}");
+        }
+        // The first entry of HASHED, taken apart.
+        let salt = raw("VkKpLxoqpNDys8yV9vXlzQN7PZc=");
+        let hash = raw("tRCAJuyzuB+VNQ8+vPAHF1qNaGY=");
+        assert!(hashed_name_is(&salt, &hash, "git.example.com"));
+        assert!(!hashed_name_is(&salt, &hash, "git.example.org"));
+        assert!(!hashed_name_is(&salt, &hash[..19], "git.example.com"));
     }
 
     #[test]
@@ -395,6 +336,8 @@ mod tests {
         assert_eq!(base64_decode("aGVsbG8=").unwrap(), b"hello");
         assert_eq!(base64_decode("aGVsbG8h").unwrap(), b"hello!");
         assert_eq!(base64_decode("aGVsbA==").unwrap(), b"hell");
+        // Set bits past the last byte are ignored, not a reason to skip the line.
+        assert_eq!(base64_decode("aGVsbG9=").unwrap(), b"hello");
         assert!(base64_decode("aGVsbG8").is_none());
         assert!(base64_decode("aG=sbG8h").is_none());
         assert!(base64_decode("a$Vs").is_none());
