@@ -1,0 +1,298 @@
+//! From one file's spanned TOML to typed specs, collecting every error with its exact
+//! position rather than stopping at the first (which serde deserialization would do).
+//!
+//! Here: the file's top level and what every spec of a workload kind shares (its name, its
+//! namespace). `fields` reads one table's fields; each kind's own fields have a file.
+
+mod elasticweb;
+mod fields;
+mod localservice;
+mod manifest;
+mod messages;
+mod workspace;
+
+use std::fmt;
+use std::ops::Range;
+
+use toml::Spanned;
+use toml::de::{DeArray, DeTable, DeValue};
+
+use super::model::defaults;
+use super::{Kind, Location, SpecBody, SpecError, names};
+use fields::{Fields, namespace_field};
+use messages::{q, short, suggest, type_name};
+
+type Value<'i> = Spanned<DeValue<'i>>;
+
+/// Error collection and offset → line:column for one file.
+pub(super) struct FileCtx<'a> {
+    file: &'a str,
+    text: &'a str,
+    line_starts: Vec<usize>,
+    pub errors: Vec<SpecError>,
+    /// Errors past [`super::MAX_ERRORS_PER_FILE`]: counted, not kept.
+    pub dropped_errors: usize,
+}
+
+impl<'a> FileCtx<'a> {
+    pub fn new(file: &'a str, text: &'a str) -> Self {
+        let mut line_starts = vec![0];
+        line_starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
+        FileCtx {
+            file,
+            text,
+            line_starts,
+            errors: Vec::new(),
+            dropped_errors: 0,
+        }
+    }
+
+    /// 1-based line and column (in characters) of a byte offset.
+    pub fn loc(&self, offset: usize) -> Location {
+        let offset = offset.min(self.text.len());
+        let line = self.line_starts.partition_point(|&s| s <= offset).max(1);
+        let start = self.line_starts[line - 1];
+        let column = self
+            .text
+            .get(start..offset)
+            .map(|s| s.chars().count())
+            .unwrap_or(0)
+            + 1;
+        Location {
+            file: self.file.to_string(),
+            line,
+            column,
+        }
+    }
+
+    /// Every error found so far, kept or not.
+    pub fn count(&self) -> usize {
+        self.errors.len() + self.dropped_errors
+    }
+
+    pub fn err(&mut self, span: &Range<usize>, message: impl Into<String>) {
+        if self.errors.len() >= super::MAX_ERRORS_PER_FILE {
+            self.dropped_errors += 1;
+            return;
+        }
+        let at = self.loc(span.start);
+        self.errors.push(SpecError {
+            at,
+            message: message.into(),
+        });
+    }
+
+    /// The text at `span` as written (an integer's literal: a value past 128 bits has no
+    /// other form), cut like [`short`].
+    fn written(&self, span: Range<usize>) -> String {
+        short(self.text.get(span).unwrap_or_default())
+    }
+
+    /// Reports that `what` must be `expected` and is not.
+    fn wrong_type(&mut self, v: &Value, what: impl fmt::Display, expected: impl fmt::Display) {
+        self.err(
+            &v.span(),
+            format!(
+                "{what} must be {expected}, found {}",
+                type_name(v.get_ref())
+            ),
+        );
+    }
+
+    /// `v`'s table; anything else is reported as [`FileCtx::wrong_type`].
+    fn table<'t, 'i>(
+        &mut self,
+        v: &'t Value<'i>,
+        what: impl fmt::Display,
+        expected: impl fmt::Display,
+    ) -> Option<&'t DeTable<'i>> {
+        match v.get_ref() {
+            DeValue::Table(t) => Some(t),
+            _ => {
+                self.wrong_type(v, what, expected);
+                None
+            }
+        }
+    }
+
+    /// `v`'s array; anything else is reported as [`FileCtx::wrong_type`].
+    fn array<'t, 'i>(
+        &mut self,
+        v: &'t Value<'i>,
+        what: impl fmt::Display,
+        expected: impl fmt::Display,
+    ) -> Option<&'t DeArray<'i>> {
+        match v.get_ref() {
+            DeValue::Array(items) => Some(items),
+            _ => {
+                self.wrong_type(v, what, expected);
+                None
+            }
+        }
+    }
+
+    /// Whether `rule` accepts `s`; if not, reports `invalid {what} "s": why` at `span`.
+    fn check(
+        &mut self,
+        span: &Range<usize>,
+        what: impl fmt::Display,
+        s: &str,
+        rule: fn(&str) -> Result<(), String>,
+    ) -> bool {
+        match rule(s) {
+            Ok(()) => true,
+            Err(why) => {
+                self.err(span, format!("invalid {what} {}: {why}", q(s)));
+                false
+            }
+        }
+    }
+}
+
+/// A spec as found in one file; a manifest's namespace and identity are settled once
+/// the whole tree is known (a CRD elsewhere in it may say the kind is cluster-scoped).
+pub(super) struct Found {
+    pub kind: Kind,
+    pub name: String,
+    /// Resolved for the three workload kinds; for a manifest, the file's default.
+    pub namespace: Option<String>,
+    pub at: Location,
+    pub body: SpecBody,
+}
+
+/// Reads one file. Syntax errors stop that file (anything read past them would only add
+/// confusing follow-on errors); every other error is collected and reading goes on.
+pub(super) fn file(ctx: &mut FileCtx, text: &str) -> Vec<Found> {
+    let (root, syntax) = DeTable::parse_recoverable(text);
+    if !syntax.is_empty() {
+        // A file of garbage gives an error per token: only those shown are formatted.
+        let shown = super::MAX_ERRORS_PER_FILE.saturating_sub(ctx.count());
+        ctx.dropped_errors += syntax.len().saturating_sub(shown);
+        for e in syntax.into_iter().take(shown) {
+            let span = e.span().unwrap_or(0..0);
+            let msg = e.message().trim().replace('\n', "; ");
+            // The parser's own words for its nesting limit say little to a user.
+            let msg = if msg.contains("recursion") {
+                "nested too deeply (arrays, inline tables or dotted keys)".to_string()
+            } else {
+                msg
+            };
+            ctx.err(&span, format!("invalid TOML: {msg}"));
+        }
+        return Vec::new();
+    }
+    let root = root.into_inner();
+
+    let mut file_ns = None;
+    for (k, v) in root.iter() {
+        if k.get_ref() != "namespace" {
+            continue;
+        }
+        match v.get_ref() {
+            DeValue::String(s) => {
+                if ctx.check(&v.span(), "namespace", s, names::dns1123_label) {
+                    file_ns = Some(s.to_string());
+                }
+            }
+            _ => ctx.wrong_type(v, "`namespace`", "a string"),
+        }
+    }
+
+    let mut found = Vec::new();
+    for (k, v) in root.iter() {
+        let key = k.get_ref().as_ref();
+        if key == "namespace" {
+            continue;
+        }
+        match Kind::parse(key) {
+            Some(Kind::Manifest) => manifest::all(ctx, v, file_ns.as_deref(), &mut found),
+            Some(kind) => {
+                let Some(specs) = ctx.table(
+                    v,
+                    format_args!("`{key}`"),
+                    format_args!("a table of {key} specs ([{key}.NAME])"),
+                ) else {
+                    continue;
+                };
+                for (name, body) in specs.iter() {
+                    if let Some(f) = spec(ctx, kind, name, body, file_ns.as_deref()) {
+                        found.push(f);
+                    }
+                }
+            }
+            None => {
+                let known = Kind::ALL.iter().map(|k| k.as_str()).chain(["namespace"]);
+                let near = suggest(key, known);
+                let key = short(key);
+                let msg = match near {
+                    Some(near) => format!("unknown kind `{key}` (did you mean `{near}`?)"),
+                    None => format!(
+                        "unknown kind `{key}`; a file holds `namespace` and tables of workspace, elasticweb, localservice or manifest"
+                    ),
+                };
+                ctx.err(&k.span(), msg);
+            }
+        }
+    }
+    found
+}
+
+/// One spec of a workload kind: `[kind.NAME]`.
+fn spec(
+    ctx: &mut FileCtx,
+    kind: Kind,
+    name: &Spanned<std::borrow::Cow<str>>,
+    body: &Value,
+    file_ns: Option<&str>,
+) -> Option<Found> {
+    let what = format!("{kind} `{}`", short(name.get_ref()));
+    let table = ctx.table(body, &what, "a table")?;
+    let errors_before = ctx.count();
+    // Every workload kind names a Service after the spec, hence DNS-1035 (starts with a letter).
+    if ctx.check(
+        &name.span(),
+        format_args!("{kind} name"),
+        name.get_ref(),
+        names::dns1035_label,
+    ) && kind == Kind::LocalService
+        && name.get_ref().len() > localservice::MAX_NAME
+    {
+        ctx.err(
+            &name.span(),
+            format!(
+                "invalid localservice name {}: must be at most {} characters (is {}), leaving room for the node in each Service's name",
+                q(name.get_ref()),
+                localservice::MAX_NAME,
+                name.get_ref().len()
+            ),
+        );
+    }
+    let mut f = Fields::new(table, what, name.span());
+    let (namespace, body) = match kind {
+        Kind::Workspace => {
+            let ns = namespace_field(ctx, &mut f, file_ns, defaults::WORKSPACE_NAMESPACE);
+            (ns, workspace::read(ctx, &mut f).map(SpecBody::Workspace))
+        }
+        Kind::ElasticWeb => {
+            let ns = namespace_field(ctx, &mut f, file_ns, defaults::NAMESPACE);
+            (ns, elasticweb::read(ctx, &mut f).map(SpecBody::ElasticWeb))
+        }
+        Kind::LocalService => {
+            let ns = namespace_field(ctx, &mut f, file_ns, defaults::NAMESPACE);
+            (
+                ns,
+                localservice::read(ctx, &mut f).map(SpecBody::LocalService),
+            )
+        }
+        Kind::Manifest => return None,
+    };
+    f.finish(ctx);
+    let body = body?;
+    (ctx.count() == errors_before).then(|| Found {
+        kind,
+        name: name.get_ref().to_string(),
+        namespace: Some(namespace),
+        at: ctx.loc(name.span().start),
+        body,
+    })
+}
