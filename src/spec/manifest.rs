@@ -10,9 +10,8 @@ use serde_json::Value;
 use super::model::{Manifest, ManifestMetadata};
 use super::names;
 
-/// The most a manifest may be as JSON: etcd's default request limit, which bounds what
-/// the apiserver stores for one object.
-pub(super) const MAX_OBJECT_BYTES: usize = 1536 << 10;
+/// The most a manifest may be as JSON (see `too_large`).
+const MAX_OBJECT_BYTES: usize = 1536 << 10;
 
 /// What is wrong, and where: the path of the offending field (its key's place), or of
 /// the map a missing field belongs in.
@@ -187,19 +186,24 @@ pub(super) fn check(doc: Value) -> Result<Manifest, Vec<Problem>> {
         },
         rest: obj.into_iter().collect(),
     };
-    let size = serde_json::to_vec(&m.to_json()).map_or(usize::MAX, |v| v.len());
-    if size > MAX_OBJECT_BYTES {
-        return Err(vec![problem(
-            &[],
-            format!(
-                "manifest {}/{} is {size} bytes as JSON, more than the {} KiB the apiserver stores for one object",
-                m.kind,
-                m.metadata.name,
-                MAX_OBJECT_BYTES >> 10
-            ),
-        )]);
+    if let Some(why) = too_large(&m) {
+        return Err(vec![problem(&[], why)]);
     }
     Ok(m)
+}
+
+/// Why `m` is more than the apiserver stores for one object, if it is: etcd's default
+/// request limit (`--max-request-bytes`, 1.5 MiB). Checked for TOML and YAML manifests.
+pub(super) fn too_large(m: &Manifest) -> Option<String> {
+    let size = serde_json::to_vec(&m.to_json()).map_or(usize::MAX, |v| v.len());
+    (size > MAX_OBJECT_BYTES).then(|| {
+        format!(
+            "manifest {}/{} is {size} bytes as JSON, more than the {} KiB the apiserver stores for one object",
+            m.kind,
+            m.metadata.name,
+            MAX_OBJECT_BYTES >> 10
+        )
+    })
 }
 
 /// Problems of `metadata.labels` or `metadata.annotations`: a map of strings with valid

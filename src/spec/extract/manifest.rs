@@ -11,10 +11,6 @@ use super::{FileCtx, Found, Value};
 use crate::spec::model::{Manifest, ManifestMetadata};
 use crate::spec::{Kind, SpecBody, names};
 
-/// etcd's default request limit (`--max-request-bytes`, 1.5 MiB): the apiserver cannot
-/// store a larger object.
-const MAX_OBJECT_BYTES: usize = 1536 << 10;
-
 /// Every entry of the file's `manifest` array.
 pub(super) fn all(ctx: &mut FileCtx, v: &Value, file_ns: Option<&str>, found: &mut Vec<Found>) {
     let Some(items) = ctx.array(v, "`manifest`", "an array of tables ([[manifest]])") else {
@@ -92,17 +88,8 @@ fn manifest(ctx: &mut FileCtx, item: &Value) -> Option<Manifest> {
         },
         rest,
     };
-    let size = serde_json::to_vec(&m.to_json()).map_or(usize::MAX, |v| v.len());
-    if size > MAX_OBJECT_BYTES {
-        ctx.err(
-            &item.span(),
-            format!(
-                "manifest {}/{} is {size} bytes as JSON, more than the {} KiB the apiserver stores for one object",
-                m.kind,
-                m.metadata.name,
-                MAX_OBJECT_BYTES >> 10
-            ),
-        );
+    if let Some(why) = crate::spec::manifest::too_large(&m) {
+        ctx.err(&item.span(), why);
         return None;
     }
     Some(m)
