@@ -16,6 +16,19 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
+/// `driftless apply DIR --instance INSTANCE EXTRA...` against the local cluster.
+fn cli_apply(dir: &std::path::Path, instance: &str, extra: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_driftless"))
+        .args(["apply", &dir.to_string_lossy(), "--instance", instance])
+        .args(extra)
+        .env(
+            "KUBECONFIG",
+            std::env::var_os(support::CLUSTER_ENV).unwrap(),
+        )
+        .output()
+        .unwrap()
+}
+
 fn webs(ns: &str, names: &[&str], total_qps: u32) -> String {
     let mut text = format!("namespace = \"{ns}\"\n");
     for n in names {
@@ -394,16 +407,7 @@ async fn an_invalid_tree_applies_nothing_and_prunes_nothing() {
     let ns = support::namespace(&client, "sync-invalid").await;
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("web.toml"), webs(&ns, &["a", "b"], 100)).unwrap();
-    let run = |dir: &std::path::Path| {
-        std::process::Command::new(env!("CARGO_BIN_EXE_driftless"))
-            .args(["apply", &dir.to_string_lossy(), "--instance", &ns])
-            .env(
-                "KUBECONFIG",
-                std::env::var_os(support::CLUSTER_ENV).unwrap(),
-            )
-            .output()
-            .unwrap()
-    };
+    let run = |dir: &std::path::Path| cli_apply(dir, &ns, &[]);
     let out = run(dir.path());
     assert_eq!(
         out.status.code(),
@@ -565,22 +569,7 @@ image = "codercom/code-server:4"
     // The CLI's --wait exits non-zero naming the reason.
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("t.toml"), &text).unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_driftless"))
-        .args([
-            "apply",
-            &dir.path().to_string_lossy(),
-            "--instance",
-            &ns,
-            "--wait",
-            "--timeout",
-            "60s",
-        ])
-        .env(
-            "KUBECONFIG",
-            std::env::var_os(support::CLUSTER_ENV).unwrap(),
-        )
-        .output()
-        .unwrap();
+    let out = cli_apply(dir.path(), &ns, &["--wait", "--timeout", "60s"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(1), "{stdout}");
     assert!(
@@ -620,22 +609,7 @@ spec = {{ a = 1 }}
     );
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("t.toml"), &text).unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_driftless"))
-        .args([
-            "apply",
-            &dir.path().to_string_lossy(),
-            "--instance",
-            &ns,
-            "--wait",
-            "--timeout",
-            "3m",
-        ])
-        .env(
-            "KUBECONFIG",
-            std::env::var_os(support::CLUSTER_ENV).unwrap(),
-        )
-        .output()
-        .unwrap();
+    let out = cli_apply(dir.path(), &ns, &["--wait", "--timeout", "3m"]);
     let (stdout, stderr) = (
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr),
@@ -686,17 +660,7 @@ async fn adopting_what_kubectl_applied_drops_what_the_spec_does_not_set() {
         serde_json::from_str(&deployment(r#"{"name": "A", "value": "1"}"#)).unwrap();
     let toml = toml::to_string(&serde_json::json!({ "manifest": [manifest] })).unwrap();
     std::fs::write(specs.join("web.toml"), toml).unwrap();
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_driftless"))
-        .args([
-            "apply",
-            &specs.to_string_lossy(),
-            "--instance",
-            &ns,
-            "--adopt",
-        ])
-        .env("KUBECONFIG", &kubeconfig)
-        .output()
-        .unwrap();
+    let out = cli_apply(&specs, &ns, &["--adopt"]);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
 
     let live = Api::<Deployment>::namespaced(client, &ns)
