@@ -42,6 +42,11 @@ impl<'de> Deserialize<'de> for Tree {
 
 struct TreeVisitor;
 
+/// An unsigned integer, as a signed one where it fits (as JSON parsers read it).
+fn unsigned(n: u64) -> Tree {
+    i64::try_from(n).map_or(Tree::UInt(n), Tree::Int)
+}
+
 impl<'de> Visitor<'de> for TreeVisitor {
     type Value = Tree;
 
@@ -70,10 +75,7 @@ impl<'de> Visitor<'de> for TreeVisitor {
     }
 
     fn visit_u64<E>(self, n: u64) -> Result<Tree, E> {
-        Ok(match i64::try_from(n) {
-            Ok(i) => Tree::Int(i),
-            Err(_) => Tree::UInt(n),
-        })
+        Ok(unsigned(n))
     }
 
     fn visit_i128<E: de::Error>(self, n: i128) -> Result<Tree, E> {
@@ -84,7 +86,7 @@ impl<'de> Visitor<'de> for TreeVisitor {
 
     fn visit_u128<E: de::Error>(self, n: u128) -> Result<Tree, E> {
         u64::try_from(n)
-            .map(|n| self.visit_u64::<E>(n).unwrap_or(Tree::UInt(n)))
+            .map(unsigned)
             .map_err(|_| E::custom("integer out of range for a Kubernetes object (64-bit)"))
     }
 
