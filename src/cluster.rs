@@ -51,6 +51,14 @@ impl Selection {
 
     pub async fn client(&self) -> Result<Client, ClusterError> {
         let mut config = self.config().await?;
+        if config.accept_invalid_certs {
+            // Said once here, in place of kube's warning on every TLS handshake (which
+            // one-shot commands leave out of their log).
+            tracing::warn!(
+                server = %config.cluster_url,
+                "the kubeconfig sets insecure-skip-tls-verify: the apiserver's certificate is not checked, so anyone on the network path can impersonate it"
+            );
+        }
         // kube retries 429/503/504 up to 15 times, backing off up to 1000 s: a request to an
         // apiserver whose etcd is away (a 504 after each 60 s) then hangs for most of an
         // hour, and the daemon cannot say what is wrong. A few quick retries ride out

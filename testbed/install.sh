@@ -4,8 +4,10 @@
 #
 #   - apt packages: etcd-server, Go (to build Kubernetes 1.20 from Debian's source),
 #     libssl-dev + pkg-config (git2's https), rsync (the Kubernetes build), prometheus
-#     (for promtool, which checks /metrics in the tests), systemd + man-db
-#     (`systemd-analyze verify`/`security` and `man`, for tests/ship.rs's unit checks).
+#     (promtool checks /metrics; tests/prometheus.rs runs a real Prometheus), systemd + man-db
+#     (`systemd-analyze verify`/`security` and `man`, for tests/ship.rs's unit checks),
+#     chromium + chromium-driver (a headless browser for tests/ui.rs, the web UI),
+#     openssh-server + openssh-client (tests/git_ssh.rs runs its own sshd on loopback).
 #   - kube-apiserver, kube-controller-manager, kube-scheduler v1.20.2 built from Debian's
 #     `kubernetes` source package, cached under $DRIFTLESS_CACHE (default
 #     ~/.cache/driftless) so later runs reuse them.
@@ -14,7 +16,9 @@ set -euo pipefail
 K8S_VERSION=v1.20.2
 CACHE="${DRIFTLESS_CACHE:-$HOME/.cache/driftless}"
 BIN_DIR="$CACHE/k8s-$K8S_VERSION"
-APT_PKGS=(etcd-server golang-go rsync golang-github-modern-go-reflect2-dev libssl-dev pkg-config zlib1g-dev prometheus python3-prometheus-client systemd man-db)
+APT_PKGS=(etcd-server golang-go rsync golang-github-modern-go-reflect2-dev libssl-dev pkg-config zlib1g-dev prometheus python3-prometheus-client systemd man-db chromium chromium-driver)
+# sshd and ssh-keygen for git over SSH in the tests (tests/git_ssh.rs starts its own sshd).
+APT_PKGS+=(openssh-server openssh-client)
 
 log() { printf '[install] %s\n' "$*" >&2; }
 
@@ -42,6 +46,12 @@ if [ "${#missing[@]}" -gt 0 ]; then
   apt_update
   log "apt-get install ${missing[*]}"
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+# Where systemd runs, installing openssh-server starts sshd on port 22 for every address;
+# the tests need none of that, so an sshd installed here is stopped and disabled again (one
+# that was there before is left alone).
+if [[ " ${missing[*]:-} " == *" openssh-server "* && -d /run/systemd/system ]]; then
+  $SUDO systemctl disable --now ssh.service >/dev/null 2>&1 || true
 fi
 
 # kubectl: the tests use it as a real client (client-side `kubectl apply`, which driftless

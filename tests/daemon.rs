@@ -3,7 +3,6 @@
 
 mod support;
 
-use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
@@ -12,7 +11,7 @@ use k8s_openapi::api::core::v1::{Node, Pod, Service};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
-use support::{Daemon, GitDaemon, git};
+use support::{ConfigRepo, Daemon, GitDaemon, http};
 
 const WAIT: Duration = Duration::from_secs(90);
 
@@ -28,50 +27,6 @@ fn start(instance: &str, args: &[&str]) -> Daemon {
 
 async fn get(daemon: &Daemon, path: &str) -> (u16, String) {
     http(daemon.metrics, "GET", path, &[], b"").await
-}
-
-/// A minimal HTTP/1.1 client over loopback (no client crate needed for three endpoints).
-async fn http(
-    addr: SocketAddr,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: &[u8],
-) -> (u16, String) {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let deadline = tokio::time::Instant::now() + WAIT;
-    let mut stream = loop {
-        match tokio::net::TcpStream::connect(addr).await {
-            Ok(s) => break s,
-            Err(_) if tokio::time::Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(100)).await
-            }
-            Err(e) => panic!("connect {addr}: {e}"),
-        }
-    };
-    let mut req = format!(
-        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
-        body.len()
-    );
-    for (k, v) in headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
-    }
-    req.push_str("\r\n");
-    stream.write_all(req.as_bytes()).await.unwrap();
-    stream.write_all(body).await.unwrap();
-    let mut raw = Vec::new();
-    stream.read_to_end(&mut raw).await.unwrap();
-    let text = String::from_utf8_lossy(&raw).into_owned();
-    let code = text
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = text
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    (code, body)
 }
 
 fn spec_ready(status: &Value, id: &str) -> bool {
@@ -281,9 +236,20 @@ async fn dir_mode_applies_saves_prunes_and_keeps_the_last_good_revision() {
         Some(first_revision.as_str())
     );
 
-    // Metrics: a valid exposition, and the counters moved.
-    let (code, text) = get(&daemon, "/metrics").await;
-    assert_eq!(code, 200);
+    // Metrics: a valid exposition, and the counters moved. Per-spec series follow the
+    // readiness refresh (up to a second after the status file), and a save the watch saw
+    // half-written (std::fs::write truncates first) may have removed them for a moment.
+    let spec_a =
+        format!("driftless_spec_ready{{kind=\"elasticweb\",namespace=\"{ns}\",name=\"a\"}}");
+    let text = support::eventually("spec a's series in /metrics", WAIT, || async {
+        let (code, text) = get(&daemon, "/metrics").await;
+        if code == 200 && text.contains(&spec_a) {
+            Ok(text)
+        } else {
+            Err(text)
+        }
+    })
+    .await;
     promtool_check(&text);
     assert!(
         metric(&text, "driftless_sync_total{result=\"success\"}").unwrap_or(0.0) >= 3.0,
@@ -669,20 +635,10 @@ async fn a_restarted_daemon_does_not_prune_localservice_services_before_it_knows
 async fn git_mode_follows_commits_through_the_hook_and_survives_a_broken_push() {
     let client = support::client().await;
     let ns = support::namespace(&client, "run-git").await;
-    let base = tempfile::tempdir().unwrap();
-    let bare = base.path().join("config.git");
-    std::fs::create_dir(&bare).unwrap();
-    git(&bare, &["init", "--bare", "-q"]);
-    let work = tempfile::tempdir().unwrap();
-    let w = work.path();
-    git(w, &["init", "-q"]);
-    git(w, &["remote", "add", "origin", &bare.to_string_lossy()]);
+    let repo = ConfigRepo::new();
+    let w = repo.work();
     std::fs::create_dir(w.join("clusters")).unwrap();
-    let commit = |msg: &str| {
-        git(w, &["add", "-A"]);
-        git(w, &["commit", "-q", "-m", msg]);
-        git(w, &["push", "-q", "origin", "HEAD:main"]);
-    };
+    let commit = |msg: &str| repo.commit(msg);
     std::fs::write(
         w.join("clusters/web.toml"),
         format!("namespace = \"{ns}\"\n{}{}", web("a", 100), web("b", 100)),
@@ -696,7 +652,7 @@ async fn git_mode_follows_commits_through_the_hook_and_survives_a_broken_push() 
     std::fs::write(w.join("README.md"), "not a spec").unwrap();
     commit("first");
 
-    let server = GitDaemon::serve(base.path());
+    let server = GitDaemon::serve(repo.base());
     let url = server.url("config.git");
     // A long interval: every update below arrives through the hook.
     let mut daemon = start(

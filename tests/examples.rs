@@ -636,6 +636,30 @@ fn run_script(script: &str, repo: &Path, env: &[(&str, &str)]) -> Output {
     out
 }
 
+/// A directory holding `name` as an executable script standing in for a CLI the CI jobs
+/// call (`gh`, `curl`), and the PATH that finds it first, then the driftless binary. The
+/// stub appends its arguments to `$STUB_LOG` and the file it would post to
+/// `$STUB_LOG.body`.
+fn stub(name: &str, script: &str) -> (tempfile::TempDir, String) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join(name);
+    std::fs::write(
+        &file,
+        format!("#!/bin/bash\nprintf '%s\\n' \"$*\" >> \"$STUB_LOG\"\n{script}"),
+    )
+    .unwrap();
+    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let bin = Path::new(env!("CARGO_BIN_EXE_driftless")).parent().unwrap();
+    let path = format!(
+        "{}:{}:{}",
+        dir.path().display(),
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    (dir, path)
+}
+
 #[tokio::test]
 async fn the_ci_job_validates_and_diffs_a_pull_request() {
     let workflow: Value =
@@ -647,8 +671,16 @@ async fn the_ci_job_validates_and_diffs_a_pull_request() {
     );
     let validate = step_script(&workflow, "validate", "Validate specs");
     let diff_step = step_script(&workflow, "diff", "Diff against the cluster");
+    let comment_step = step_script(&workflow, "diff", "Comment on the pull request");
     assert!(validate.contains("driftless validate specs/"), "{validate}");
-    assert!(diff_step.contains("diff specs/"), "{diff_step}");
+    assert!(
+        diff_step.contains("diff specs/ --output markdown"),
+        "{diff_step}"
+    );
+    assert_eq!(
+        workflow["jobs"]["diff"]["permissions"]["pull-requests"], "write",
+        "the diff job cannot comment"
+    );
     // Untrusted PR data never reaches a script through an expression.
     for job in workflow["jobs"].as_object().unwrap().values() {
         for step in job["steps"].as_array().unwrap() {
@@ -716,18 +748,83 @@ async fn the_ci_job_validates_and_diffs_a_pull_request() {
     );
     std::fs::remove_file(specs.join("bad.toml")).unwrap();
 
-    // Diff with changes (exit 1): the step passes and the diff is in the job summary.
+    // Diff with changes (exit 1): the step passes and the markdown is in the job summary.
     let out = run(diff_step, &good);
     assert_exit(&out, 0);
     let text = support::read(&summary);
     assert!(
         text.contains("### driftless diff")
-            && text.contains(&format!("Deployment.apps/{ns}/storefront")),
+            && text.contains("| create | 6 |")
+            && text.contains(&format!(
+                "<b>create</b> <code>Deployment.apps {ns}/storefront</code>"
+            ))
+            && text.contains(&format!("+++ desired/Deployment.apps/{ns}/storefront")),
         "{text}"
     );
     assert!(
         !runner_temp.path().join("kubeconfig").exists(),
         "the kubeconfig was left on the runner"
+    );
+
+    // The comment step posts that markdown: a new comment, or an update of its own
+    // earlier one. `gh` is a stub that records what it is asked and answers the search
+    // for an earlier comment with $STUB_COMMENT_ID.
+    let markdown = support::read(&runner_temp.path().join("diff.md"));
+    let (_gh, gh_path) = stub(
+        "gh",
+        r#"prev=""
+for a in "$@"; do
+  case "$a" in body=@*) cat "${a#body=@}" > "$STUB_LOG.body" ;; esac
+  if [ "$prev" = "--body-file" ]; then cat "$a" > "$STUB_LOG.body"; fi
+  prev="$a"
+done
+if [ "$1" = api ] && [ "$2" != --method ]; then printf '%s' "${STUB_COMMENT_ID:-}"; fi
+"#,
+    );
+    let gh_log = runner_temp.path().join("gh.log");
+    let comment = |existing: &str| {
+        let _ = std::fs::remove_file(&gh_log);
+        let mut env = good.clone();
+        env.extend(
+            [
+                ("PATH", gh_path.as_str()),
+                ("STUB_LOG", &gh_log.to_string_lossy()),
+                ("STUB_COMMENT_ID", existing),
+                ("GH_TOKEN", "token"),
+                ("PR_NUMBER", "12"),
+                ("GITHUB_REPOSITORY", "acme/config"),
+            ]
+            .map(|(k, v)| (k.to_string(), v.to_string())),
+        );
+        let out = run(comment_step, &env);
+        assert_exit(&out, 0);
+        let calls = support::read(&gh_log);
+        let body = support::read(&gh_log.with_extension("log.body"));
+        (out, calls, body)
+    };
+    let (_, calls, body) = comment("");
+    assert!(
+        calls.starts_with("api repos/acme/config/issues/12/comments --paginate --jq ")
+            && calls.ends_with(&format!(
+                "\npr comment 12 --repo acme/config --body-file {}/diff.md\n",
+                runner_temp.path().display()
+            )),
+        "{calls}"
+    );
+    assert_eq!(body, markdown);
+    let (out, calls, body) = comment("42");
+    assert!(
+        calls.ends_with(&format!(
+            "\napi --method PATCH repos/acme/config/issues/comments/42 -F body=@{}/diff.md\n",
+            runner_temp.path().display()
+        )),
+        "{calls}"
+    );
+    assert_eq!(body, markdown);
+    assert!(
+        stdout(&out).contains("updated comment 42"),
+        "{}",
+        show(&out)
     );
 
     // The same with the GitLab job's script.
@@ -742,6 +839,10 @@ async fn the_ci_job_validates_and_diffs_a_pull_request() {
         ("DRIFTLESS_KUBECONFIG", kubeconfig_path.to_str().unwrap()),
         ("DRIFTLESS_INSTANCE", ns.as_str()),
     ];
+    assert!(
+        gl_diff.contains("diff specs/ --output markdown"),
+        "{gl_diff}"
+    );
     let out = run_script(gl_diff, repo.path(), &gl_env);
     assert_exit(&out, 0);
     assert!(
@@ -749,9 +850,51 @@ async fn the_ci_job_validates_and_diffs_a_pull_request() {
         "{}",
         show(&out)
     );
+    let gl_markdown = support::read(&repo.path().join("diff.md"));
     assert!(
-        support::read(&repo.path().join("diff.txt")).contains("storefront"),
+        gl_markdown.contains("### driftless diff") && gl_markdown.contains("storefront"),
         "no diff artifact"
+    );
+    // The note: posted through the API with the token variable (`curl` is a stub), or
+    // skipped with a hint when there is none.
+    let gl_note = gitlab["driftless-diff"]["script"][1].as_str().unwrap();
+    let (_curl, curl_path) = stub(
+        "curl",
+        r#"for a in "$@"; do case "$a" in body@*) cat "${a#body@}" > "$STUB_LOG.body" ;; esac; done
+"#,
+    );
+    let curl_log = runner_temp.path().join("curl.log");
+    let note_env = |token: &str| {
+        [
+            ("PATH", curl_path.clone()),
+            ("STUB_LOG", curl_log.to_string_lossy().into_owned()),
+            ("DRIFTLESS_GITLAB_TOKEN", token.to_string()),
+            ("CI_API_V4_URL", "https://gitlab.example/api/v4".to_string()),
+            ("CI_PROJECT_ID", "5".to_string()),
+            ("CI_MERGE_REQUEST_IID", "9".to_string()),
+        ]
+    };
+    let vars = note_env("");
+    let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let out = run_script(gl_note, repo.path(), &vars);
+    assert_exit(&out, 0);
+    assert!(
+        stdout(&out).contains("set DRIFTLESS_GITLAB_TOKEN") && !curl_log.exists(),
+        "{}",
+        show(&out)
+    );
+    let vars = note_env("glpat-test");
+    let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let out = run_script(gl_note, repo.path(), &vars);
+    assert_exit(&out, 0);
+    assert_eq!(
+        support::read(&curl_log),
+        "--fail --silent --show-error --request POST --header PRIVATE-TOKEN: glpat-test \
+         --data-urlencode body@diff.md https://gitlab.example/api/v4/projects/5/merge_requests/9/notes\n"
+    );
+    assert_eq!(
+        support::read(&curl_log.with_extension("log.body")),
+        gl_markdown
     );
 
     // Merged and applied: no changes.
@@ -764,6 +907,12 @@ async fn the_ci_job_validates_and_diffs_a_pull_request() {
         support::read(&summary).contains("no changes"),
         "{}",
         show(&out)
+    );
+    // The comment says so too, replacing the diff it showed before.
+    let (_, _, body) = comment("42");
+    assert!(
+        body.contains("No changes: the cluster matches the specs."),
+        "{body}"
     );
     let out = run_script(gl_diff, repo.path(), &gl_env);
     assert_exit(&out, 0);

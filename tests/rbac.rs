@@ -9,16 +9,14 @@ use std::path::Path;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{
-    ConfigMap, Namespace, Node, PersistentVolumeClaim, Pod, Secret, ServiceAccount,
-};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, PersistentVolumeClaim, Pod, Secret};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use serde_json::{Value, json};
 
-use support::{Daemon, WAIT, driftless, show};
+use support::{Daemon, WAIT, account_token, driftless, show, token_kubeconfig};
 
 /// The files of examples/kubernetes, in the order `kubectl apply` would need them.
 const MANIFESTS: &[&str] = &[
@@ -43,30 +41,20 @@ impl Drop for Cleanup {
     fn drop(&mut self) {
         let roles = std::mem::take(&mut self.cluster_roles);
         let crd = std::mem::take(&mut self.crd);
-        let done = std::thread::spawn(move || {
-            let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            else {
-                return;
-            };
-            rt.block_on(async {
-                let admin = support::client().await;
-                let dp = DeleteParams::default();
-                for name in &roles {
-                    let _ = Api::<ClusterRole>::all(admin.clone())
-                        .delete(name, &dp)
-                        .await;
-                    let _ = Api::<ClusterRoleBinding>::all(admin.clone())
-                        .delete(name, &dp)
-                        .await;
-                }
-                let _ = Api::<CustomResourceDefinition>::all(admin)
-                    .delete(&crd, &dp)
+        support::cleanup_on_own_thread(move |admin| async move {
+            let dp = DeleteParams::default();
+            for name in &roles {
+                let _ = Api::<ClusterRole>::all(admin.clone())
+                    .delete(name, &dp)
                     .await;
-            });
+                let _ = Api::<ClusterRoleBinding>::all(admin.clone())
+                    .delete(name, &dp)
+                    .await;
+            }
+            let _ = Api::<CustomResourceDefinition>::all(admin)
+                .delete(&crd, &dp)
+                .await;
         });
-        let _ = done.join();
     }
 }
 
@@ -85,52 +73,6 @@ fn unique_cluster_names(doc: &mut Value, suffix: &str) {
     {
         doc["roleRef"]["name"] = json!(format!("{name}-{suffix}"));
     }
-}
-
-/// The token of a ServiceAccount, from the Secret the token controller fills in: either
-/// the one it creates for the account, or a named `service-account-token` Secret.
-async fn token(admin: &Client, ns: &str, account: &str, secret: Option<&str>) -> String {
-    let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), ns);
-    let secrets: Api<Secret> = Api::namespaced(admin.clone(), ns);
-    support::eventually(
-        &format!("a token for ServiceAccount {ns}/{account}"),
-        WAIT,
-        || async {
-            let name = match secret {
-                Some(s) => s.to_string(),
-                None => accounts
-                    .get(account)
-                    .await
-                    .map_err(|e| e.to_string())?
-                    .secrets
-                    .unwrap_or_default()
-                    .into_iter()
-                    .find_map(|r| r.name)
-                    .ok_or("no token Secret yet")?,
-            };
-            let s = secrets.get(&name).await.map_err(|e| e.to_string())?;
-            let data = s.data.unwrap_or_default();
-            let token = data.get("token").ok_or("token not filled in yet")?;
-            String::from_utf8(token.0.clone()).map_err(|e| e.to_string())
-        },
-    )
-    .await
-}
-
-/// A kubeconfig with the admin kubeconfig's server and CA, and `token` as the user.
-fn kubeconfig_for(token: &str, path: &Path) {
-    let admin: Value =
-        serde_saphyr::from_str(&support::read(&support::admin_kubeconfig())).unwrap();
-    let cluster = &admin["clusters"][0]["cluster"];
-    let config = json!({
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": "c", "cluster": cluster}],
-        "users": [{"name": "sa", "user": {"token": token}}],
-        "contexts": [{"name": "sa", "context": {"cluster": "c", "user": "sa"}}],
-        "current-context": "sa",
-    });
-    std::fs::write(path, serde_json::to_string_pretty(&config).unwrap()).unwrap();
 }
 
 async fn client_for(kubeconfig: &Path) -> Client {
@@ -234,13 +176,13 @@ async fn the_example_rbac_lets_driftless_sync_every_kind_and_nothing_more() {
 
     let dir = tempfile::tempdir().unwrap();
     let sa_kubeconfig = dir.path().join("driftless.kubeconfig");
-    kubeconfig_for(
-        &token(&admin, &sys, "driftless", None).await,
+    token_kubeconfig(
+        &account_token(&admin, &sys, "driftless", None).await,
         &sa_kubeconfig,
     );
     let diff_kubeconfig = dir.path().join("diff.kubeconfig");
-    kubeconfig_for(
-        &token(&admin, &sys, "driftless-diff", Some("driftless-diff-token")).await,
+    token_kubeconfig(
+        &account_token(&admin, &sys, "driftless-diff", Some("driftless-diff-token")).await,
         &diff_kubeconfig,
     );
     let sa = client_for(&sa_kubeconfig).await;

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use driftless::report::http::{self, HttpState};
 use driftless::report::metrics::Metrics;
+use driftless::report::metrics::SpecGauges;
 use driftless::report::status::{
     LastSync, ObjectState, SourceError, SpecStatus, StatusFile, write_atomic,
 };
@@ -155,8 +156,10 @@ impl Server {
         let state = HttpState {
             metrics: metrics.clone(),
             ready: ready.clone(),
+            unready: None,
             hook,
             hook_secret,
+            api: None,
         };
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(http::serve_on(listener, state, async {
@@ -216,9 +219,15 @@ async fn probes_and_metrics() -> TestResult {
     assert_eq!(server.get("/readyz").await?.status, 200);
 
     server.metrics.set_revision("abc123");
-    server
-        .metrics
-        .set_spec_ready("elasticweb", "shop", "web", true);
+    server.metrics.set_spec(
+        "elasticweb",
+        "shop",
+        "web",
+        SpecGauges {
+            ready: true,
+            ..SpecGauges::default()
+        },
+    );
     let page = server.get("/metrics").await?;
     assert_eq!(page.status, 200);
     assert_eq!(
@@ -378,8 +387,10 @@ async fn an_empty_secret_is_refused() -> TestResult {
     let state = HttpState {
         metrics: Arc::new(Metrics::new()),
         ready: Arc::default(),
+        unready: None,
         hook: Some(mpsc::channel(1).0),
         hook_secret: Some(Vec::new()),
+        api: None,
     };
     let result = tokio::time::timeout(
         Duration::from_secs(5),
@@ -417,6 +428,8 @@ fn status(n_specs: usize, revision: &str, ready: bool) -> StatusFile {
                 message: "Deployment is available. Replicas: 3".into(),
                 action: Some("configured".into()),
             }],
+            suspended: None,
+            drifted: vec![],
         })
         .collect();
     StatusFile {
@@ -437,6 +450,8 @@ fn status(n_specs: usize, revision: &str, ready: bool) -> StatusFile {
         errors: vec![],
         specs,
         leader: None,
+        syncing: false,
+        drift: "correct".into(),
     }
 }
 
@@ -610,7 +625,15 @@ async fn metrics_parse_as_openmetrics() -> TestResult {
     let server = Server::start(None, None).await?;
     let m = &server.metrics;
     m.sync_finished("failed", Duration::from_millis(20), 1.7e9);
-    m.set_spec_ready("workspace", "dev", "alice", false);
+    m.set_spec(
+        "workspace",
+        "dev",
+        "alice",
+        SpecGauges {
+            ready: false,
+            ..SpecGauges::default()
+        },
+    );
     m.add_api_writes("apply", 2);
     m.add_api_writes("delete", 1);
     m.add_drift_corrections(1);

@@ -37,6 +37,9 @@ complete -c driftless -n "__fish_driftless_needs_command" -f -a "diff" -d 'Show 
 complete -c driftless -n "__fish_driftless_needs_command" -f -a "apply" -d 'Sync a spec tree once (apply, prune), then exit'
 complete -c driftless -n "__fish_driftless_needs_command" -f -a "run" -d 'Run the daemon: keep the cluster in sync with a directory or a git repository'
 complete -c driftless -n "__fish_driftless_needs_command" -f -a "status" -d 'Show the daemon\'s status file as a table'
+complete -c driftless -n "__fish_driftless_needs_command" -f -a "reconcile" -d 'Ask a running daemon to fetch its source and sync now; wait for the result (exit 1 if the sync failed)'
+complete -c driftless -n "__fish_driftless_needs_command" -f -a "suspend" -d 'Stop a running daemon from applying, pruning or correcting one spec'
+complete -c driftless -n "__fish_driftless_needs_command" -f -a "resume" -d 'Let a suspended spec sync again'
 complete -c driftless -n "__fish_driftless_needs_command" -f -a "schema" -d 'Print the JSON Schema (Draft 7) of spec files, for editors'
 complete -c driftless -n "__fish_driftless_needs_command" -f -a "completions" -d 'Print a shell completion script (bash, zsh, fish, elvish, powershell)'
 complete -c driftless -n "__fish_driftless_needs_command" -f -a "man" -d 'Print the man page (roff) of driftless or of one subcommand'
@@ -62,6 +65,9 @@ complete -c driftless -n "__fish_driftless_using_subcommand diff" -l field-manag
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l max-prune-ratio -d 'Refuse a revision that would prune more than this share of the inventory' -r
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l concurrency -d 'Objects applied (or dry-run) at once' -r
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l inventory-namespace -d 'Namespace of the inventory ConfigMaps' -r
+complete -c driftless -n "__fish_driftless_using_subcommand diff" -s o -l output -d 'How to print the diff: text (unified diffs, coloured at a terminal), markdown (a pull-request comment: a summary table and a collapsed diff per object, at most 60,000 characters), json (one document: a summary and an entry per object)' -r -f -a "text\t''
+markdown\t''
+json\t''"
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l context -d 'The kubeconfig context to use (default: its current-context)' -r
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l log-format -d 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)' -r -f -a "text\t''
@@ -108,6 +114,16 @@ complete -c driftless -n "__fish_driftless_using_subcommand run" -l lease-namesp
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l lease-name -d 'Name of the Lease (default: driftless-<instance>)' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l ready-timeout -d 'A spec not ready this long after its revision was applied is reported failed' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l sync-timeout -d 'A sync still running after this long is stopped, reported failed and retried with backoff (an apiserver that hangs, e.g. with its etcd away, would otherwise hold the daemon silent). Large first applies may need more' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l api-token-file -d 'File holding the bearer token the API\'s controls need (POST /api/v1/sync, suspend, resume); without it they are refused' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l drift -d 'What to do when someone else changes an owned field: take it back, or only report it (status `drifted`, metric driftless_drifted_objects)' -r -f -a "correct\t''
+report\t''"
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l notify -d 'POST each transition as JSON to this URL (repeatable): revision applied and ready, revision invalid, sync failed, prune refused, specs not ready in time, recovered' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l notify-secret-file -d 'File holding the secret that signs --notify requests (X-Driftless-Signature: sha256=<HMAC-SHA256 of the body>)' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l notify-slack -d 'Post the same transitions to a Slack-compatible incoming webhook (repeatable). The URL is a credential: prefer the environment variable to argv' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l commit-status -d 'Set a commit status on each git revision: pending when its sync starts, success when applied and every spec ready, failure otherwise. Token from DRIFTLESS_COMMIT_STATUS_TOKEN or DRIFTLESS_COMMIT_STATUS_TOKEN_FILE' -r -f -a "github\t''
+gitlab\t''"
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l commit-status-url -d 'The provider\'s API base URL (default: https://api.github.com, https://gitlab.com/api/v4)' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l commit-status-repo -d 'The repository: GitHub owner/name, GitLab project path (default: from --git)' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l field-manager -d 'Field manager for server-side apply' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l max-prune-ratio -d 'Refuse a revision that would prune more than this share of the inventory' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l concurrency -d 'Objects applied (or dry-run) at once' -r
@@ -135,6 +151,35 @@ json\t''"
 complete -c driftless -n "__fish_driftless_using_subcommand status" -l instance -d 'Name of this driftless instance: instances sharing a cluster never touch each other\'s objects' -r
 complete -c driftless -n "__fish_driftless_using_subcommand status" -s h -l help -d 'Print help'
 complete -c driftless -n "__fish_driftless_using_subcommand status" -s V -l version -d 'Print version'
+complete -c driftless -n "__fish_driftless_using_subcommand reconcile" -l server -d 'The daemon\'s HTTP address (its --metrics-addr)' -r
+complete -c driftless -n "__fish_driftless_using_subcommand reconcile" -l token-file -d 'File holding the API token (the daemon\'s --api-token-file); or set DRIFTLESS_API_TOKEN' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand reconcile" -l timeout -d 'How long to wait for the sync to end' -r
+complete -c driftless -n "__fish_driftless_using_subcommand reconcile" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand reconcile" -l context -d 'The kubeconfig context to use (default: its current-context)' -r
+complete -c driftless -n "__fish_driftless_using_subcommand reconcile" -l log-format -d 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)' -r -f -a "text\t''
+json\t''"
+complete -c driftless -n "__fish_driftless_using_subcommand reconcile" -l instance -d 'Name of this driftless instance: instances sharing a cluster never touch each other\'s objects' -r
+complete -c driftless -n "__fish_driftless_using_subcommand reconcile" -s h -l help -d 'Print help'
+complete -c driftless -n "__fish_driftless_using_subcommand reconcile" -s V -l version -d 'Print version'
+complete -c driftless -n "__fish_driftless_using_subcommand suspend" -l reason -d 'Why; shown in the API, the status file, `driftless status` and the web UI' -r
+complete -c driftless -n "__fish_driftless_using_subcommand suspend" -l server -d 'The daemon\'s HTTP address (its --metrics-addr)' -r
+complete -c driftless -n "__fish_driftless_using_subcommand suspend" -l token-file -d 'File holding the API token (the daemon\'s --api-token-file); or set DRIFTLESS_API_TOKEN' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand suspend" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand suspend" -l context -d 'The kubeconfig context to use (default: its current-context)' -r
+complete -c driftless -n "__fish_driftless_using_subcommand suspend" -l log-format -d 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)' -r -f -a "text\t''
+json\t''"
+complete -c driftless -n "__fish_driftless_using_subcommand suspend" -l instance -d 'Name of this driftless instance: instances sharing a cluster never touch each other\'s objects' -r
+complete -c driftless -n "__fish_driftless_using_subcommand suspend" -s h -l help -d 'Print help'
+complete -c driftless -n "__fish_driftless_using_subcommand suspend" -s V -l version -d 'Print version'
+complete -c driftless -n "__fish_driftless_using_subcommand resume" -l server -d 'The daemon\'s HTTP address (its --metrics-addr)' -r
+complete -c driftless -n "__fish_driftless_using_subcommand resume" -l token-file -d 'File holding the API token (the daemon\'s --api-token-file); or set DRIFTLESS_API_TOKEN' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand resume" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand resume" -l context -d 'The kubeconfig context to use (default: its current-context)' -r
+complete -c driftless -n "__fish_driftless_using_subcommand resume" -l log-format -d 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)' -r -f -a "text\t''
+json\t''"
+complete -c driftless -n "__fish_driftless_using_subcommand resume" -l instance -d 'Name of this driftless instance: instances sharing a cluster never touch each other\'s objects' -r
+complete -c driftless -n "__fish_driftless_using_subcommand resume" -s h -l help -d 'Print help'
+complete -c driftless -n "__fish_driftless_using_subcommand resume" -s V -l version -d 'Print version'
 complete -c driftless -n "__fish_driftless_using_subcommand schema" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand schema" -l context -d 'The kubeconfig context to use (default: its current-context)' -r
 complete -c driftless -n "__fish_driftless_using_subcommand schema" -l log-format -d 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)' -r -f -a "text\t''

@@ -1,8 +1,15 @@
 //! The hashes the no-write rule compares: of what was sent, and of the fields our manager
 //! owned right after. Stored in the inventory across releases, so they never change.
+//!
+//! A Secret's are keyed: the inventory is a ConfigMap, readable by more people than the
+//! Secrets are, and a plain hash of a body whose every byte but the secret value is
+//! known lets anyone who reads it test guesses of a weak value offline. Its hashes are
+//! HMAC-SHA256 under the instance's key (`secret_key`), which is kept in a Secret.
 
+use hmac::{Hmac, KeyInit, Mac};
 use kube::api::ObjectMeta;
 use serde_json::Value;
+use sha2::Sha256;
 
 /// A stable 64-bit FNV-1a hash, hex: stored in the inventory across releases. It is
 /// the hash of `v`'s compact JSON, fed to the hash as it is written (not built first).
@@ -48,6 +55,67 @@ impl serde::Serialize for Shape<'_> {
 /// The hash of everything but metadata (a Pod whose shape changed is replaced).
 pub(super) fn shape_hash(body: &Value) -> String {
     hash_serialized(&Shape(body))
+}
+
+/// The secret key a Secret's hashes are keyed with (at least 16 random bytes).
+pub(super) struct HashKey(Vec<u8>);
+
+impl HashKey {
+    pub(super) fn new(bytes: Vec<u8>) -> Option<HashKey> {
+        (bytes.len() >= 16).then_some(HashKey(bytes))
+    }
+}
+
+/// The two hashes an inventory entry records of a body.
+pub(super) struct BodyHashes {
+    /// Of the whole body (`Entry::applied`).
+    pub(super) applied: String,
+    /// Of all but metadata (`Entry::shape`).
+    pub(super) shape: String,
+}
+
+/// The hashes of `body`: keyed with `key` (a Secret's), else plain FNV.
+pub(super) fn body_hashes(body: &Value, key: Option<&HashKey>) -> BodyHashes {
+    match key {
+        None => BodyHashes {
+            applied: hash_value(body),
+            shape: shape_hash(body),
+        },
+        Some(key) => BodyHashes {
+            applied: keyed(key, body),
+            shape: keyed(key, &Shape(body)),
+        },
+    }
+}
+
+/// HMAC-SHA256 over whatever is written to it.
+struct MacWriter(Hmac<Sha256>);
+
+impl std::io::Write for MacWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.update(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// HMAC-SHA256 of `v`'s compact JSON under `key`, its first 128 bits in hex: as hard to
+/// forge or invert without the key as the whole, at twice the size of the plain hash.
+fn keyed(key: &HashKey, v: &impl serde::Serialize) -> String {
+    // HMAC takes a key of any length; `HashKey` holds at least 16 bytes.
+    let Ok(mac) = <Hmac<Sha256> as KeyInit>::new_from_slice(&key.0) else {
+        return String::new();
+    };
+    let mut w = MacWriter(mac);
+    // Writing to a MAC cannot fail, and a Value always serialises.
+    let _ = serde_json::to_writer(&mut w, v);
+    w.0.finalize().into_bytes()[..16]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// The hash of the fields `manager` owns through apply, as the server recorded them in
@@ -124,6 +192,38 @@ pub(super) mod tests {
         assert_eq!(shape_hash(&a), shape_hash(&b));
         // Fixed across releases: the inventory stores it (FNV-1a 64 of `{"a":1}`).
         assert_eq!(hash_value(&json!({"a": 1})), "9c3e82dd6fcae8b1");
+    }
+
+    #[test]
+    fn keyed_hashes_depend_on_the_key_and_are_not_the_plain_ones() {
+        let secret = json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "db"}, "data": {"password": "aHVudGVyMg=="}});
+        let k1 = HashKey::new(vec![1; 32]).unwrap();
+        let k2 = HashKey::new(vec![2; 32]).unwrap();
+        let plain = body_hashes(&secret, None);
+        let a = body_hashes(&secret, Some(&k1));
+        assert_eq!((plain.applied.len(), a.applied.len()), (16, 32));
+        assert_ne!(a.applied, plain.applied);
+        assert_ne!(a.shape, plain.shape);
+        assert_ne!(a.applied, body_hashes(&secret, Some(&k2)).applied);
+        // Stable under one key, and still sensitive to the value.
+        assert_eq!(a.applied, body_hashes(&secret, Some(&k1)).applied);
+        let mut other = secret.clone();
+        other["data"]["password"] = json!("aHVudGVyMw==");
+        assert_ne!(a.applied, body_hashes(&other, Some(&k1)).applied);
+        // Shape leaves metadata out, keyed as well.
+        let mut renamed = secret.clone();
+        renamed["metadata"]["name"] = json!("db2");
+        assert_eq!(a.shape, body_hashes(&renamed, Some(&k1)).shape);
+        assert!(HashKey::new(vec![7; 15]).is_none());
+        // Streamed, it is the HMAC of the compact JSON text, cut to 128 bits.
+        let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(&[1; 32]).unwrap();
+        mac.update(secret.to_string().as_bytes());
+        let whole: String = mac.finalize().into_bytes()[..16]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert_eq!(a.applied, whole);
     }
 
     #[test]

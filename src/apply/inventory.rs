@@ -51,6 +51,13 @@ pub struct Entry {
     /// retry passed (4 of 6 refused, then 4 of 8 allowed).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub held: bool,
+    /// Pruned, but still there: being deleted (deletionTimestamp set), held by a
+    /// finalizer or a grace period. Kept so that the object is not forgotten before it is
+    /// gone: every sync checks it again (a GET, never another DELETE) until it is, and
+    /// only then drops it. Not part of the share a new prune is judged against: that
+    /// decision was taken.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub deleting: bool,
 }
 
 impl Entry {
@@ -195,7 +202,11 @@ impl Store {
         Ok(())
     }
 
-    async fn ensure_namespace(&self, client: &Client, writes: &Writes) -> Result<(), ApplyError> {
+    pub(super) async fn ensure_namespace(
+        &self,
+        client: &Client,
+        writes: &Writes,
+    ) -> Result<(), ApplyError> {
         let api: Api<Namespace> = Api::all(client.clone());
         if api
             .get_opt(&self.namespace)
@@ -247,6 +258,7 @@ mod tests {
             shape: None,
             fields: Some("f".into()),
             held: i.is_multiple_of(2),
+            deleting: i.is_multiple_of(3),
         }
     }
 

@@ -25,6 +25,8 @@ mod plan;
 pub mod prune;
 mod record;
 pub mod resolve;
+pub mod secret_key;
+pub mod suspensions;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -122,6 +124,9 @@ pub struct Options {
     /// Cuts down the live objects results carry (the daemon keeps only what readiness
     /// reads); `None` keeps them whole but for managedFields.
     pub live_view: Option<fn(Value) -> Value>,
+    /// Take back fields someone else changed (`--drift correct`); off, such an object is
+    /// left as it is and reported `Drifted` (`--drift report`).
+    pub correct_drift: bool,
 }
 
 impl Default for Options {
@@ -136,6 +141,7 @@ impl Default for Options {
             prune: prune::Options::default(),
             crd_wait: Duration::from_secs(60),
             live_view: None,
+            correct_drift: true,
         }
     }
 }
@@ -151,6 +157,9 @@ pub enum Action {
     /// Not ours (or another manager's fields): left alone, reported.
     Conflict(String),
     Failed(String),
+    /// Someone else changed fields we own, and drift is only reported
+    /// (`Options::correct_drift` off): left as they set it.
+    Drifted,
 }
 
 impl Action {
@@ -173,8 +182,20 @@ impl Action {
             Action::Replaced => "replaced",
             Action::Conflict(_) => "conflict",
             Action::Failed(_) => "failed",
+            Action::Drifted => "drifted",
         }
     }
+}
+
+/// Which specs a sync stands for.
+#[derive(Debug, Clone, Copy)]
+pub enum Scope<'a> {
+    /// The whole tree: whatever else the inventory lists left the specs.
+    All,
+    /// These specs; the rest of the inventory counts as still desired.
+    Only(&'a BTreeSet<SpecId>),
+    /// The whole tree but these specs, whose objects are neither applied nor pruned.
+    Except(&'a BTreeSet<SpecId>),
 }
 
 #[derive(Debug, Clone)]
@@ -209,6 +230,8 @@ pub struct Engine {
     pub resolver: Resolver,
     pub opts: Options,
     pub writes: Arc<Writes>,
+    /// What Secrets' inventory hashes are keyed with (`secret_key`), once read.
+    hash_key: tokio::sync::OnceCell<hash::HashKey>,
 }
 
 impl Engine {
@@ -218,6 +241,7 @@ impl Engine {
             client,
             opts,
             writes: Arc::new(Writes::default()),
+            hash_key: tokio::sync::OnceCell::new(),
         }
     }
 
@@ -236,52 +260,41 @@ impl Engine {
         objects: &[Object],
         adopt_specs: &BTreeSet<SpecId>,
     ) -> Result<SyncReport, ApplyError> {
-        self.sync_inner(objects, adopt_specs, None).await
+        self.sync_scope(objects, adopt_specs, Scope::All).await
     }
 
-    /// Syncs some specs: applies `objects` (everything `specs` render now; a spec that
-    /// was removed renders nothing) and prunes what the inventory lists for those specs
-    /// that they no longer render. The rest of the inventory counts as still desired,
-    /// so the prune plan, its refusals included, is the one a whole sync would make
-    /// when the other specs are as last applied.
-    pub async fn sync_subset(
+    /// Syncs `scope` (`Scope`): `objects` are everything its specs render now (a spec
+    /// that was removed renders nothing). What the inventory lists for specs outside the
+    /// scope counts as still desired, so a sync of some specs makes the prune plan,
+    /// refusals included, a whole sync would make were the other specs as last applied;
+    /// and a whole sync but some (suspended) specs applies and prunes nothing of theirs.
+    pub async fn sync_scope(
         &self,
         objects: &[Object],
         adopt_specs: &BTreeSet<SpecId>,
-        specs: &BTreeSet<SpecId>,
-    ) -> Result<SyncReport, ApplyError> {
-        self.sync_inner(objects, adopt_specs, Some(specs)).await
-    }
-
-    /// `scope`: the specs `objects` stand for, or `None` for the whole tree.
-    async fn sync_inner(
-        &self,
-        objects: &[Object],
-        adopt_specs: &BTreeSet<SpecId>,
-        scope: Option<&BTreeSet<SpecId>>,
+        scope: Scope<'_>,
     ) -> Result<SyncReport, ApplyError> {
         let store = self.store();
         // Independent round trips (the inventory; discovery of each kind), taken at once.
         let (loaded, mut planned) =
             tokio::join!(store.load(&self.client), self.plan(objects, adopt_specs));
         let loaded = loaded?;
-        // The inventory names specs by their identity's text.
-        let scope: Option<BTreeSet<String>> =
-            scope.map(|specs| specs.iter().map(SpecId::to_string).collect());
+        let covered = record::Covered::of(scope);
         let prune_plan = prune::plan(
             &loaded,
-            &record::desired(&planned, &loaded, scope.as_ref()),
+            &record::desired(&planned, &loaded, &covered),
             &self.opts.prune,
         );
 
-        let mut existing = self.read_existing(&mut planned, scope.is_some()).await?;
+        let few = matches!(scope, Scope::Only(_));
+        let mut existing = self.read_existing(&mut planned, few).await?;
 
         // Record before apply: a crash after the apply must leave the object findable.
         let mut inv = record::pending(
             &loaded,
             &planned,
             &existing,
-            scope.as_ref(),
+            &covered,
             &prune_plan,
             &self.opts,
         );

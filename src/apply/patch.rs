@@ -6,11 +6,20 @@ use std::time::Duration;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
 use serde_json::Value;
 
-use super::hash::{hash_value, shape_hash};
+use super::hash::{BodyHashes, body_hashes};
 use super::live::Live;
 use super::plan::Planned;
 use super::{Action, Engine, Entry, ObjectResult, Packed, Verb, record};
 use crate::object::{Claim, claim};
+
+/// Whether the live object runs other replicas than the body asks for. Before Kubernetes
+/// 1.22 a change through the scale subresource (`kubectl scale`) moves no field
+/// ownership, so only the value shows it. A metadata-only read has no `spec`: unknown,
+/// and the watch (which sees whole objects) asks for a sync that reads it whole.
+fn scaled(body: &Value, live: &Value) -> bool {
+    let replicas = |v: &Value| v.pointer("/spec/replicas").and_then(Value::as_i64);
+    matches!((replicas(body), replicas(live)), (Some(want), Some(have)) if want != have)
+}
 
 impl Engine {
     pub(super) async fn apply_one(
@@ -61,8 +70,25 @@ impl Engine {
                 }
             },
         };
-        let applied = hash_value(&p.body);
-        let shape = shape_hash(&p.body);
+        // A Secret's hashes are keyed (`hash`); without the key it is not applied, rather
+        // than recorded with a hash anyone reading the inventory could test guesses on.
+        let secret = p.key.is("", "Secret");
+        let key = match secret {
+            true => match self.hash_key().await {
+                Ok(k) => Some(k),
+                Err(e) => return (result(Action::Failed(e.to_string()), live), entry),
+            },
+            false => None,
+        };
+        let BodyHashes { applied, shape } = body_hashes(&p.body, key);
+        // An inventory written before Secrets' hashes were keyed records the plain hash:
+        // the same intent. It is taken as such, and recorded keyed from now on (an
+        // inventory write, not a write of the Secret).
+        let plain = secret.then(|| body_hashes(&p.body, None).applied);
+        let same_intent = |e: &Entry| {
+            e.applied.as_deref() == Some(applied.as_str())
+                || (plain.is_some() && e.applied == plain)
+        };
         let mut force = self.opts.force_conflicts;
         let mut replace = false;
         if let Some(live) = &live {
@@ -87,8 +113,9 @@ impl Engine {
                 && e.uid.as_deref() == uid
                 && uid.is_some()
             {
-                if e.applied.as_deref() == Some(applied.as_str())
+                if same_intent(e)
                     && e.fields.as_deref() == Some(live.fields.as_str())
+                    && !scaled(&p.body, &live.value)
                 {
                     // Listed as metadata only (but CRDs): no body to hand on.
                     let crd = p.key.kind == "CustomResourceDefinition";
@@ -97,13 +124,26 @@ impl Engine {
                         fields: Some(live.fields.clone()),
                         ..result(Action::Unchanged, None)
                     };
-                    return (unchanged, Some(e.clone()));
+                    // A Secret's entry is kept keyed, whichever hash matched.
+                    let recorded = match secret {
+                        true => Entry {
+                            applied: Some(applied),
+                            shape: Some(shape),
+                            ..e.clone()
+                        },
+                        false => e.clone(),
+                    };
+                    return (unchanged, Some(recorded));
                 }
                 replace = p.key.is("", "Pod") && e.shape.as_deref().is_some_and(|s| s != shape);
                 // Our intent is what we last applied, so only someone else's edit moved our
-                // fields: that is drift, and we take them back. A change of *our* intent that
-                // collides with another manager's fields is a conflict to report instead.
-                if e.applied.as_deref() == Some(applied.as_str()) {
+                // fields: that is drift, and we take them back (or, reporting only, leave
+                // it). A change of *our* intent that collides with another manager's fields
+                // is a conflict to report instead.
+                if same_intent(e) {
+                    if !self.opts.correct_drift {
+                        return (result(Action::Drifted, Some(live.clone())), Some(e.clone()));
+                    }
                     force = true;
                 }
             }
@@ -233,5 +273,25 @@ impl Engine {
                 None,
             ),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn scaled_compares_replicas_only_where_both_sides_have_them() {
+        let body = json!({"spec": {"replicas": 1}});
+        assert!(scaled(&body, &json!({"spec": {"replicas": 3}})));
+        assert!(!scaled(&body, &json!({"spec": {"replicas": 1}})));
+        // Read as metadata only: unknown, not a difference.
+        assert!(!scaled(&body, &json!({"metadata": {}})));
+        // A body that leaves replicas to others does not own them.
+        assert!(!scaled(
+            &json!({"spec": {}}),
+            &json!({"spec": {"replicas": 3}})
+        ));
     }
 }

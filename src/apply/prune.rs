@@ -4,6 +4,13 @@
 //! `prune` does the I/O. An object is deleted only if it still carries this instance's
 //! ownership labels and its UID is the one recorded (a pending record matches by labels
 //! alone); the delete itself is preconditioned on that UID. Namespaces are never deleted.
+//!
+//! A DELETE is not the end of an object: one with a finalizer (or a grace period) stays,
+//! with a deletionTimestamp, until its controller lets go, and a CRD stays until its
+//! custom resources are gone. Such an object is "being deleted": its entry stays in the
+//! inventory, marked (`Entry::deleting`), so it is never forgotten while it exists; it is
+//! not deleted again, not counted against a later prune's share, and every sync (refused
+//! or not) reads it again until the apiserver says it is gone (404), then drops it.
 
 use std::collections::BTreeSet;
 
@@ -36,24 +43,29 @@ impl Default for Options {
 pub struct Plan {
     /// Inventory entries no longer desired, in delete order (reverse apply order).
     pub candidates: Vec<Entry>,
+    /// Entries no longer desired whose objects an earlier prune left being deleted: read
+    /// again (even when `refused`), never deleted again.
+    pub deleting: Vec<Entry>,
     /// Why nothing will be pruned, when a guard trips.
     pub refused: Option<String>,
 }
 
 pub fn plan(inventory: &Inventory, desired: &BTreeSet<ObjKey>, opts: &Options) -> Plan {
-    let mut candidates: Vec<Entry> = inventory
+    let (deleting, mut candidates): (Vec<Entry>, Vec<Entry>) = inventory
         .entries
         .values()
         .filter(|e| !desired.contains(&e.key))
         .cloned()
-        .collect();
+        .partition(|e| e.deleting);
     // Custom resources before their CRDs, everything before namespaces.
     candidates.sort_by_key(|e| std::cmp::Reverse(e.key.apply_phase()));
-    // Entries held by an earlier refusal count only where this revision would prune them.
+    // Entries held by an earlier refusal count only where this revision would prune them;
+    // objects already being deleted not at all (that prune went ahead).
     let total = inventory
         .entries
         .values()
         .filter(|e| !e.held || !desired.contains(&e.key))
+        .filter(|e| !e.deleting || desired.contains(&e.key))
         .count();
     let refused = if opts.allow_mass || candidates.is_empty() {
         None
@@ -63,7 +75,7 @@ pub fn plan(inventory: &Inventory, desired: &BTreeSet<ObjKey>, opts: &Options) -
              (an emptied or mis-pointed source?); pass --allow-mass-prune if this is intended"
         ))
     } else if candidates.len() as f64 > opts.max_ratio * total as f64 {
-        let held = inventory.len() - total;
+        let held = inventory.len() - total - deleting.len();
         let not_counted = if held > 0 {
             format!(" ({held} more, recorded since a prune was refused, are not counted)")
         } else {
@@ -80,13 +92,19 @@ pub fn plan(inventory: &Inventory, desired: &BTreeSet<ObjKey>, opts: &Options) -
     };
     Plan {
         candidates,
+        deleting,
         refused,
     }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Action {
+    /// Deleted by this sync (the apiserver accepted the DELETE). It may still be there,
+    /// being deleted: see `Outcome::waiting`.
     Pruned,
+    /// Found being deleted (by an earlier prune, or by someone else): not deleted again,
+    /// waited for (`Outcome::waiting` says on what).
+    Deleting,
     AlreadyGone,
     /// Namespaces are never pruned: deleting one deletes everything in it.
     KeptNamespace,
@@ -100,6 +118,10 @@ pub struct Outcome {
     pub key: ObjKey,
     pub spec: String,
     pub action: Action,
+    /// Still there after this sync, being deleted: what it waits for (its finalizers, or
+    /// a grace period). Its entry stays in the inventory and the next sync checks again;
+    /// not an error.
+    pub waiting: Option<String>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -125,6 +147,11 @@ impl Report {
             .filter(|o| o.action == Action::Pruned)
             .count()
     }
+
+    /// The objects still being deleted after this sync: a later sync must look again.
+    pub fn waiting(&self) -> impl Iterator<Item = &Outcome> {
+        self.objects.iter().filter(|o| o.waiting.is_some())
+    }
 }
 
 /// What an inventoried object that left the specs is, to prune (and to `diff`).
@@ -136,42 +163,56 @@ pub(super) enum Prunable {
     },
     /// Gone already (or its kind is: the CRD was deleted, and every object with it).
     Gone,
+    /// Ours, and being deleted already: what it waits for.
+    Deleting(String),
     /// Never pruned, or no longer ours: forgotten, not deleted.
     Keep(Action),
 }
 
 impl Engine {
-    /// Deletes the plan's candidates, removing from `inv` every entry that is settled.
+    /// Deletes the plan's candidates, removing from `inv` every entry that is settled
+    /// (gone, or forgotten); one still being deleted stays, marked `deleting`. What an
+    /// earlier prune left being deleted is read again even when this one is refused.
     pub(super) async fn prune(&self, plan: &Plan, inv: &mut Inventory) -> Report {
-        if let Some(why) = &plan.refused {
-            tracing::warn!(reason = %why, "prune refused");
-            return Report {
-                refused: Some(why.clone()),
-                objects: Vec::new(),
-                disabled: false,
-            };
-        }
-        let mut objects = Vec::with_capacity(plan.candidates.len());
-        for entry in &plan.candidates {
-            let action = self.prune_one(entry).await;
-            if !matches!(action, Action::Failed(_)) {
-                inv.entries.remove(&entry.key);
+        let mut objects = Vec::with_capacity(plan.candidates.len() + plan.deleting.len());
+        let deletes = match &plan.refused {
+            Some(why) => {
+                tracing::warn!(reason = %why, "prune refused");
+                &[][..]
             }
-            match &action {
-                Action::Pruned => tracing::info!(object = %entry.key, spec = %entry.spec, "pruned"),
-                Action::Failed(e) => {
+            None => &plan.candidates[..],
+        };
+        for entry in deletes.iter().chain(&plan.deleting) {
+            let (action, waiting) = self.prune_one(entry).await;
+            match (&action, &waiting) {
+                (Action::Failed(e), _) => {
                     tracing::warn!(object = %entry.key, error = %e, "prune failed")
                 }
-                other => tracing::info!(object = %entry.key, outcome = ?other, "not pruned"),
+                (_, Some(on)) => {
+                    tracing::info!(object = %entry.key, outcome = ?action, waiting = %on, "being deleted");
+                    if let Some(e) = inv.entries.get_mut(&entry.key) {
+                        e.deleting = true;
+                    }
+                }
+                (Action::Pruned, None) => {
+                    tracing::info!(object = %entry.key, spec = %entry.spec, "pruned")
+                }
+                (other, None) => {
+                    tracing::info!(object = %entry.key, outcome = ?other, "not pruned")
+                }
+            }
+            if waiting.is_none() && !matches!(action, Action::Failed(_)) {
+                inv.entries.remove(&entry.key);
             }
             objects.push(Outcome {
                 key: entry.key.clone(),
                 spec: entry.spec.clone(),
                 action,
+                waiting,
             });
         }
         Report {
-            refused: None,
+            refused: plan.refused.clone(),
             objects,
             disabled: false,
         }
@@ -201,19 +242,30 @@ impl Engine {
         };
         Ok(match not_ours(entry, &live, &self.opts.instance) {
             Some(why) => Prunable::Keep(Action::LeftAlone(why)),
-            None => Prunable::Delete {
-                api: Box::new(api),
-                live,
+            None => match waiting_on(&live) {
+                Some(on) => Prunable::Deleting(on),
+                // Ours, not being deleted, though a DELETE was accepted for this entry
+                // (its UID was unknown: a pending record): a new object of that name,
+                // which this entry never stood for.
+                None if entry.deleting => Prunable::Keep(Action::LeftAlone(
+                    "a new object of that name, not the one being deleted".into(),
+                )),
+                None => Prunable::Delete {
+                    api: Box::new(api),
+                    live,
+                },
             },
         })
     }
 
-    async fn prune_one(&self, entry: &Entry) -> Action {
+    /// One entry's prune, and what the object still waits for if it is still there.
+    async fn prune_one(&self, entry: &Entry) -> (Action, Option<String>) {
         let (api, live) = match self.prunable(entry).await {
             Ok(Prunable::Delete { api, live }) => (api, live),
-            Ok(Prunable::Gone) => return Action::AlreadyGone,
-            Ok(Prunable::Keep(action)) => return action,
-            Err(e) => return Action::Failed(e),
+            Ok(Prunable::Gone) => return (Action::AlreadyGone, None),
+            Ok(Prunable::Deleting(on)) => return (Action::Deleting, Some(on)),
+            Ok(Prunable::Keep(action)) => return (action, None),
+            Err(e) => return (Action::Failed(e), None),
         };
         let dp = DeleteParams {
             preconditions: Some(Preconditions {
@@ -224,15 +276,46 @@ impl Engine {
         };
         self.writes.count(Verb::Delete);
         match api.delete(&entry.key.name, &dp).await {
-            Ok(_) => Action::Pruned,
-            Err(kube::Error::Api(e)) if e.code == 404 => Action::AlreadyGone,
-            // The UID precondition failed: it was replaced by someone else's object.
-            Err(kube::Error::Api(e)) if e.code == 409 => {
-                Action::LeftAlone(format!("replaced meanwhile: {}", e.message))
+            // The object comes back when it is not gone yet (a finalizer, a grace
+            // period); some kinds also return what they deleted at once, without a
+            // deletionTimestamp.
+            Ok(answer) => {
+                let after = answer.left().map(serde_json::to_value);
+                (
+                    Action::Pruned,
+                    after.and_then(Result::ok).as_ref().and_then(waiting_on),
+                )
             }
-            Err(e) => Action::Failed(e.to_string()),
+            Err(kube::Error::Api(e)) if e.code == 404 => (Action::AlreadyGone, None),
+            // The UID precondition failed: it was replaced by someone else's object.
+            Err(kube::Error::Api(e)) if e.code == 409 => (
+                Action::LeftAlone(format!("replaced meanwhile: {}", e.message)),
+                None,
+            ),
+            Err(e) => (Action::Failed(e.to_string()), None),
         }
     }
+}
+
+/// What an object being deleted (deletionTimestamp set) still waits for; `None` when it
+/// is not being deleted.
+fn waiting_on(live: &Value) -> Option<String> {
+    let meta = &live["metadata"];
+    let since = meta["deletionTimestamp"].as_str()?;
+    let finalizers: Vec<&str> = meta["finalizers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    Some(if finalizers.is_empty() {
+        format!("being deleted since {since} (grace period)")
+    } else {
+        format!(
+            "being deleted since {since}, waiting for finalizers {}",
+            finalizers.join(", ")
+        )
+    })
 }
 
 /// Why `live` must not be deleted on the strength of `entry`, if so.
@@ -288,6 +371,7 @@ mod tests {
                     shape: None,
                     fields: None,
                     held: false,
+                    deleting: false,
                 },
             );
         }
@@ -398,6 +482,59 @@ mod tests {
         let p = plan(&inv, &back, &Options::default());
         assert!(p.refused.is_none(), "{:?}", p.refused);
         assert_eq!(p.candidates.len(), 4);
+    }
+
+    #[test]
+    fn objects_being_deleted_are_checked_apart_and_not_counted_again() {
+        // 10 inventoried; an earlier prune left 5 being deleted (a finalizer). This
+        // revision removes one more: 1 of the 5 that are still there, not 6 of 10.
+        let keys: Vec<ObjKey> = (0..10).map(|i| key("Service", &format!("s{i}"))).collect();
+        let mut inv = inventory(&keys);
+        // s5 to s9, in key order.
+        inv.entries
+            .values_mut()
+            .skip(5)
+            .for_each(|e| e.deleting = true);
+        let desired: BTreeSet<ObjKey> = keys[1..5].iter().cloned().collect();
+        let p = plan(&inv, &desired, &Options::default());
+        assert!(p.refused.is_none(), "{:?}", p.refused);
+        let names = |v: &[Entry]| v.iter().map(|e| e.key.name.clone()).collect::<Vec<_>>();
+        assert_eq!(names(&p.candidates), ["s0"]);
+        assert_eq!(names(&p.deleting), ["s5", "s6", "s7", "s8", "s9"]);
+        // A refused revision still lists them, to be read again.
+        let p = plan(&inv, &BTreeSet::new(), &Options::default());
+        assert!(
+            p.refused.as_deref().is_some_and(|r| r.contains("lists 5")),
+            "{:?}",
+            p.refused
+        );
+        assert_eq!(p.deleting.len(), 5);
+        // Only being deleted: nothing to refuse.
+        let p = plan(
+            &inv,
+            &keys[..5].iter().cloned().collect(),
+            &Options::default(),
+        );
+        assert!(p.refused.is_none() && p.candidates.is_empty());
+    }
+
+    #[test]
+    fn waiting_on_names_the_finalizers_of_an_object_being_deleted() {
+        assert_eq!(
+            waiting_on(&json!({"metadata": {"finalizers": ["a/b"]}})),
+            None
+        );
+        let held = json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z",
+            "finalizers": ["a/b", "customresourcecleanup.apiextensions.k8s.io"]}});
+        assert_eq!(
+            waiting_on(&held).as_deref(),
+            Some(
+                "being deleted since 2026-01-01T00:00:00Z, waiting for finalizers a/b, \
+                 customresourcecleanup.apiextensions.k8s.io"
+            )
+        );
+        let graceful = json!({"metadata": {"deletionTimestamp": "t"}});
+        assert!(waiting_on(&graceful).is_some_and(|w| w.contains("grace period")));
     }
 
     #[test]

@@ -7,26 +7,51 @@ use super::list::Existing;
 use super::live::Live;
 use super::plan::Planned;
 use super::prune::Plan;
-use super::{Entry, Inventory, ObjKey, Options};
+use super::{Entry, Inventory, ObjKey, Options, Scope};
 use crate::object::{claim, split_api_version};
+use crate::spec::SpecId;
 
-/// What a sync wants to exist: the planned objects, and for a sync of some specs
-/// (`scope`, by identity text) everything the inventory lists for the other specs.
+/// The specs a sync stands for, by identity text (as the inventory names them).
+pub(super) enum Covered {
+    All,
+    Only(BTreeSet<String>),
+    Except(BTreeSet<String>),
+}
+
+impl Covered {
+    pub(super) fn of(scope: Scope<'_>) -> Covered {
+        let text = |specs: &BTreeSet<SpecId>| specs.iter().map(SpecId::to_string).collect();
+        match scope {
+            Scope::All => Covered::All,
+            Scope::Only(specs) => Covered::Only(text(specs)),
+            Scope::Except(specs) => Covered::Except(text(specs)),
+        }
+    }
+
+    pub(super) fn covers(&self, spec: &str) -> bool {
+        match self {
+            Covered::All => true,
+            Covered::Only(specs) => specs.contains(spec),
+            Covered::Except(specs) => !specs.contains(spec),
+        }
+    }
+}
+
+/// What a sync wants to exist: the planned objects, and everything the inventory lists
+/// for specs the sync does not stand for (they are as last applied).
 pub(super) fn desired(
     planned: &[Planned<'_>],
     loaded: &Inventory,
-    scope: Option<&BTreeSet<String>>,
+    covered: &Covered,
 ) -> BTreeSet<ObjKey> {
     let mut desired: BTreeSet<ObjKey> = planned.iter().map(|p| p.key.clone()).collect();
-    if let Some(specs) = scope {
-        desired.extend(
-            loaded
-                .entries
-                .values()
-                .filter(|e| !specs.contains(&e.spec))
-                .map(|e| e.key.clone()),
-        );
-    }
+    desired.extend(
+        loaded
+            .entries
+            .values()
+            .filter(|e| !covered.covers(&e.spec))
+            .map(|e| e.key.clone()),
+    );
     desired
 }
 
@@ -42,16 +67,17 @@ pub(super) fn pending(
     loaded: &Inventory,
     planned: &[Planned<'_>],
     existing: &Existing,
-    scope: Option<&BTreeSet<String>>,
+    covered: &Covered,
     prune_plan: &Plan,
     opts: &Options,
 ) -> Inventory {
     let mut inv = loaded.clone();
     let prune_on = opts.prune.enabled;
     let hold = prune_on && prune_plan.refused.is_some();
-    if prune_on && !hold && (scope.is_none() || !prune_plan.candidates.is_empty()) {
+    let whole = !matches!(covered, Covered::Only(_));
+    if prune_on && !hold && (whole || !prune_plan.candidates.is_empty()) {
         for e in inv.entries.values_mut() {
-            if scope.is_none_or(|s| s.contains(&e.spec)) {
+            if covered.covers(&e.spec) {
                 e.held = false;
             }
         }
@@ -76,6 +102,7 @@ pub(super) fn pending(
             shape: None,
             fields: None,
             held: hold,
+            deleting: false,
         });
     }
     inv
@@ -92,6 +119,7 @@ pub(super) fn confirmed(p: &Planned<'_>, live: &Live, applied: String, shape: St
         shape: Some(shape),
         fields: Some(live.fields.clone()),
         held: false,
+        deleting: false,
     }
 }
 

@@ -1,7 +1,9 @@
 //! The command line. This is the binary's edge: `anyhow` stops here, and
 //! every subcommand maps its outcome to a kubectl-style exit code.
 
+mod control;
 mod docs;
+mod output;
 mod run;
 mod sync;
 
@@ -67,6 +69,12 @@ fn parse_instance(s: &str) -> Result<String, String> {
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DriftMode {
+    Correct,
+    Report,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogFormat {
     Text,
     Json,
@@ -89,6 +97,13 @@ pub enum Command {
     Run(RunArgs),
     /// Show the daemon's status file as a table.
     Status(StatusArgs),
+    /// Ask a running daemon to fetch its source and sync now; wait for the result
+    /// (exit 1 if the sync failed).
+    Reconcile(control::ReconcileArgs),
+    /// Stop a running daemon from applying, pruning or correcting one spec.
+    Suspend(control::SuspendArgs),
+    /// Let a suspended spec sync again.
+    Resume(control::ResumeArgs),
     /// Print the JSON Schema (Draft 7) of spec files, for editors.
     #[command(hide = true)]
     Schema,
@@ -226,6 +241,18 @@ pub struct ApplyArgs {
 pub struct DiffArgs {
     #[command(flatten)]
     pub tree: TreeArgs,
+    /// How to print the diff: text (unified diffs, coloured at a terminal), markdown (a
+    /// pull-request comment: a summary table and a collapsed diff per object, at most
+    /// 60,000 characters), json (one document: a summary and an entry per object).
+    #[arg(long, short = 'o', value_enum, default_value_t = DiffOutput::Text)]
+    pub output: DiffOutput,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DiffOutput {
+    Text,
+    Markdown,
+    Json,
 }
 
 #[derive(Args, Debug)]
@@ -290,6 +317,16 @@ pub struct RunArgs {
     /// Record Kubernetes Events on the objects each sync changes, prunes or fails on.
     #[arg(long)]
     pub events: bool,
+    /// File holding the bearer token the API's controls need (POST /api/v1/sync,
+    /// suspend, resume); without it they are refused.
+    #[arg(long, value_name = "FILE")]
+    pub api_token_file: Option<PathBuf>,
+    /// What to do when someone else changes an owned field: take it back, or only
+    /// report it (status `drifted`, metric driftless_drifted_objects).
+    #[arg(long, value_enum, default_value_t = DriftMode::Correct)]
+    pub drift: DriftMode,
+    #[command(flatten)]
+    pub notify: run::NotifyArgs,
     #[command(flatten)]
     pub engine: EngineArgs,
 }
@@ -317,12 +354,9 @@ pub enum StatusOutput {
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     // The daemon logs what it does; one-shot commands print results and log only trouble.
-    let default_level = if matches!(cli.command, Command::Run(_)) {
-        "info"
-    } else {
-        "warn"
-    };
-    init_tracing(cli.global.log_format, default_level);
+    let daemon = matches!(cli.command, Command::Run(_));
+    let default_level = if daemon { "info" } else { "warn" };
+    output::init_tracing(cli.global.log_format, default_level, !daemon);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -335,6 +369,8 @@ pub fn main() -> ExitCode {
     };
     match runtime.block_on(dispatch(cli)) {
         Ok(code) => ExitCode::from(code),
+        // Whoever read the output stopped reading (`| head`): nothing to tell them.
+        Err(e) if output::is_broken_pipe(&e) => ExitCode::from(output::BROKEN_PIPE),
         Err(e) => {
             eprintln!("driftless: {e:#}");
             ExitCode::from(exit::ERROR)
@@ -351,13 +387,17 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Validate(args) => validate(&args.path, &args.policy.policy()),
         Command::Render(args) => render(args, &cli.global, &selection).await,
         Command::Schema => {
-            print!("{}", driftless::spec::schema::generate()?);
+            let schema = driftless::spec::schema::generate()?;
+            std::io::stdout().lock().write_all(schema.as_bytes())?;
             Ok(exit::OK)
         }
         Command::Diff(args) => sync::diff(args, &cli.global, &selection).await,
         Command::Apply(args) => sync::apply(args, &cli.global, &selection).await,
         Command::Run(args) => run::run(args, &cli.global, &selection).await,
         Command::Status(args) => status(args),
+        Command::Reconcile(args) => control::reconcile(args).await,
+        Command::Suspend(args) => control::suspend(args).await,
+        Command::Resume(args) => control::resume(args).await,
         Command::Completions(args) => docs::completions(args),
         Command::Man(args) => docs::man(args),
     }
@@ -485,22 +525,6 @@ async fn render(
         .lock()
         .write_all(driftless::render::to_yaml(&objects)?.as_bytes())?;
     Ok(exit::OK)
-}
-
-fn init_tracing(format: LogFormat, default_level: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
-    // Colour only for a person at a terminal: journald, files and pipes get plain text.
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr())
-        && std::env::var_os("NO_COLOR").is_none();
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(ansi);
-    match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
-    }
 }
 
 #[cfg(test)]

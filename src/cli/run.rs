@@ -7,7 +7,136 @@ use anyhow::Context as _;
 use super::{GlobalArgs, RunArgs, exit};
 use driftless::cluster::Selection;
 use driftless::daemon::{self, LeaseConfig, SourceConfig};
+use driftless::report::notify::{Provider, Target, repo_of_git_url};
 use driftless::source::git::{GitAuth, GitConfig, GitRef};
+
+/// Where `driftless run` tells of its transitions.
+#[derive(clap::Args, Debug)]
+pub struct NotifyArgs {
+    /// POST each transition as JSON to this URL (repeatable): revision applied and ready,
+    /// revision invalid, sync failed, prune refused, specs not ready in time, recovered.
+    #[arg(long, value_name = "URL")]
+    pub notify: Vec<String>,
+    /// File holding the secret that signs --notify requests (X-Driftless-Signature:
+    /// sha256=<HMAC-SHA256 of the body>).
+    #[arg(long, value_name = "FILE", requires = "notify")]
+    pub notify_secret_file: Option<PathBuf>,
+    /// Post the same transitions to a Slack-compatible incoming webhook (repeatable). The
+    /// URL is a credential: prefer the environment variable to argv.
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "DRIFTLESS_NOTIFY_SLACK",
+        value_delimiter = ','
+    )]
+    pub notify_slack: Vec<String>,
+    /// Set a commit status on each git revision: pending when its sync starts, success
+    /// when applied and every spec ready, failure otherwise. Token from
+    /// DRIFTLESS_COMMIT_STATUS_TOKEN or DRIFTLESS_COMMIT_STATUS_TOKEN_FILE.
+    #[arg(long, value_enum, value_name = "PROVIDER", requires = "git")]
+    pub commit_status: Option<CommitStatusProvider>,
+    /// The provider's API base URL (default: https://api.github.com,
+    /// https://gitlab.com/api/v4).
+    #[arg(long, value_name = "URL", requires = "commit_status")]
+    pub commit_status_url: Option<String>,
+    /// The repository: GitHub owner/name, GitLab project path (default: from --git).
+    #[arg(long, value_name = "REPO", requires = "commit_status")]
+    pub commit_status_repo: Option<String>,
+}
+
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CommitStatusProvider {
+    Github,
+    Gitlab,
+}
+
+/// A secret from VAR or the file named by VAR_FILE (systemd credentials, mounted Secrets).
+fn secret_from_env(var: &str) -> anyhow::Result<Option<String>> {
+    if let Ok(v) = std::env::var(var)
+        && !v.trim().is_empty()
+    {
+        return Ok(Some(v.trim().to_string()));
+    }
+    let file_var = format!("{var}_FILE");
+    let Some(path) = std::env::var_os(&file_var) else {
+        return Ok(None);
+    };
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("reading {file_var} ({})", PathBuf::from(&path).display()))?;
+    Ok(Some(text.trim().to_string()).filter(|t| !t.is_empty()))
+}
+
+fn read_secret_file(path: &std::path::Path, what: &str) -> anyhow::Result<Vec<u8>> {
+    let secret = std::fs::read(path)
+        .with_context(|| format!("reading the {what} {}", path.display()))?
+        .trim_ascii()
+        .to_vec();
+    // Refused here rather than later, where it would fail quietly while the daemon runs.
+    anyhow::ensure!(
+        !secret.is_empty(),
+        "the {what} file {} is empty",
+        path.display()
+    );
+    Ok(secret)
+}
+
+/// The receivers the flags name, checked before the daemon starts.
+fn notify_targets(args: &NotifyArgs, git: Option<&str>) -> anyhow::Result<Vec<Target>> {
+    let secret = match &args.notify_secret_file {
+        Some(f) => Some(read_secret_file(f, "notification secret")?),
+        None => None,
+    };
+    let mut targets = Vec::new();
+    for url in &args.notify {
+        check_url(url, "--notify")?;
+        targets.push(Target::Webhook {
+            url: url.clone(),
+            secret: secret.clone(),
+        });
+    }
+    for url in &args.notify_slack {
+        check_url(url, "--notify-slack")?;
+        targets.push(Target::Slack { url: url.clone() });
+    }
+    if let Some(provider) = args.commit_status {
+        let provider = match provider {
+            CommitStatusProvider::Github => Provider::GitHub,
+            CommitStatusProvider::Gitlab => Provider::GitLab,
+        };
+        let base = args
+            .commit_status_url
+            .clone()
+            .unwrap_or_else(|| provider.default_base().to_string());
+        check_url(&base, "--commit-status-url")?;
+        let repo = match (&args.commit_status_repo, git) {
+            (Some(r), _) => r.trim_matches('/').to_string(),
+            (None, Some(url)) => repo_of_git_url(url).with_context(
+                || "cannot tell the repository from --git; set --commit-status-repo",
+            )?,
+            (None, None) => anyhow::bail!("--commit-status needs --git"),
+        };
+        let token = secret_from_env("DRIFTLESS_COMMIT_STATUS_TOKEN")?.context(
+            "--commit-status needs a token in DRIFTLESS_COMMIT_STATUS_TOKEN or \
+             DRIFTLESS_COMMIT_STATUS_TOKEN_FILE",
+        )?;
+        targets.push(Target::CommitStatus {
+            provider,
+            base: base.trim_end_matches('/').to_string(),
+            repo,
+            token,
+        });
+    }
+    Ok(targets)
+}
+
+fn check_url(url: &str, flag: &str) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        url.starts_with("http://") || url.starts_with("https://"),
+        "{flag} takes an http:// or https:// URL"
+    );
+    anyhow::ensure!(url.parse::<hyper::Uri>().is_ok(), "{flag}: not a valid URL");
+    Ok(())
+}
 
 fn cache_dir(args: &RunArgs) -> PathBuf {
     if let Some(dir) = &args.cache_dir {
@@ -55,20 +184,12 @@ pub async fn run(args: &RunArgs, global: &GlobalArgs, selection: &Selection) -> 
         (None, None) => anyhow::bail!("one of --dir or --git is required"),
     };
     let hook_secret = match &args.hook_secret_file {
-        Some(f) => {
-            let secret = std::fs::read(f)
-                .with_context(|| format!("reading the hook secret {}", f.display()))?
-                .trim_ascii()
-                .to_vec();
-            // Refused here rather than by the HTTP server, which would otherwise stop
-            // alone and leave the daemon running without metrics or hook.
-            anyhow::ensure!(
-                !secret.is_empty(),
-                "the hook secret file {} is empty",
-                f.display()
-            );
-            Some(secret)
-        }
+        Some(f) => Some(read_secret_file(f, "hook secret")?),
+        None => None,
+    };
+    let notify = notify_targets(&args.notify, args.git.as_deref())?;
+    let api_token = match &args.api_token_file {
+        Some(f) => Some(read_secret_file(f, "API token")?),
         None => None,
     };
     if args.git.is_some() && hook_secret.is_none() && !args.metrics_addr.ip().is_loopback() {
@@ -103,7 +224,12 @@ pub async fn run(args: &RunArgs, global: &GlobalArgs, selection: &Selection) -> 
         ready_timeout: args.ready_timeout,
         sync_timeout: args.sync_timeout,
         events: args.events,
-        engine: args.engine.options(&global.instance),
+        engine: driftless::apply::Options {
+            correct_drift: args.drift == super::DriftMode::Correct,
+            ..args.engine.options(&global.instance)
+        },
+        notify,
+        api_token,
     };
     let client = selection
         .client()

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 
-use super::{ApplyArgs, DiffArgs, GlobalArgs, TreeArgs, exit, load};
+use super::{ApplyArgs, DiffArgs, DiffOutput, GlobalArgs, TreeArgs, exit, load};
+use driftless::apply::diff::{self, DiffAction};
 use driftless::apply::prune;
 use driftless::apply::{Action, Engine, SyncReport};
 use driftless::cluster::Selection;
@@ -133,12 +134,16 @@ fn print_sync(tree: &SpecTree, report: &SyncReport) -> anyhow::Result<()> {
     for p in &report.prune.objects {
         let what = match &p.action {
             prune::Action::Pruned => "pruned".to_string(),
+            prune::Action::Deleting => "not deleted again".to_string(),
             prune::Action::AlreadyGone => "already gone".to_string(),
             prune::Action::KeptNamespace => "kept (namespaces are never pruned)".to_string(),
             prune::Action::LeftAlone(why) => format!("left alone: {why}"),
             prune::Action::Failed(e) => format!("prune failed: {e}"),
         };
-        writeln!(out, "{} ({}): {what}", p.key, p.spec)?;
+        match &p.waiting {
+            Some(on) => writeln!(out, "{} ({}): {what}; {on}", p.key, p.spec)?,
+            None => writeln!(out, "{} ({}): {what}", p.key, p.spec)?,
+        }
     }
     Ok(())
 }
@@ -214,23 +219,19 @@ pub async fn diff(
         return Ok(exit::ERROR);
     };
     let diffs = engine.diff(&objects, &tree.adopt_specs()).await?;
-    let color = std::io::stdout().is_terminal();
-    let mut out = std::io::stdout().lock();
-    let (mut changed, mut errors) = (false, false);
-    for d in &diffs {
-        match d.change {
-            driftless::apply::diff::Change::Unchanged => continue,
-            driftless::apply::diff::Change::Error(_) => errors = true,
-            _ => changed = true,
-        }
-        out.write_all(driftless::apply::diff::render_change(d, color).as_bytes())?;
-    }
-    Ok(if errors {
+    let text = match args.output {
+        DiffOutput::Text => diff::text(&diffs, std::io::stdout().is_terminal()),
+        DiffOutput::Markdown => diff::markdown(&diffs),
+        DiffOutput::Json => diff::json(&diffs)?,
+    };
+    std::io::stdout().lock().write_all(text.as_bytes())?;
+    let actions: Vec<_> = diffs.iter().filter_map(|d| d.change.action()).collect();
+    Ok(if actions.contains(&DiffAction::Error) {
         exit::ERROR
-    } else if changed {
-        exit::DIFFERENCES
-    } else {
+    } else if actions.is_empty() {
         exit::OK
+    } else {
+        exit::DIFFERENCES
     })
 }
 

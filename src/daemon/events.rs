@@ -45,7 +45,9 @@ impl Events {
         let mut out: Vec<(ObjectReference, Event)> = Vec::new();
         for o in &report.objects {
             let (type_, reason, note) = match &o.action {
-                Action::Unchanged => continue,
+                // Drift left alone is in the status and metrics; an Event on every resync
+                // that finds it again would be noise.
+                Action::Unchanged | Action::Drifted => continue,
                 Action::Created | Action::Configured => (
                     EventType::Normal,
                     "Applied",

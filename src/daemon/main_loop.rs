@@ -8,16 +8,20 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use tokio::sync::{mpsc, watch as tokio_watch};
+use tokio::sync::{mpsc, oneshot, watch as tokio_watch};
 use tokio::time::Instant;
 
 use super::events::Events;
 use super::queue::{Key, Queue};
+use super::source::Rescan;
 use super::state::{Gate, SourceUpdate, State};
 use super::{Config, labeller, readiness, record, sync, watch};
 use crate::apply::{Engine, Verb};
+use crate::report::api::Control;
 use crate::report::metrics::Metrics;
+use crate::report::notify::Notifier;
 use crate::report::snapshot::StatusWriter;
+use crate::report::status::LastSync;
 
 pub(super) struct Loop {
     pub cfg: Config,
@@ -31,8 +35,14 @@ pub(super) struct Loop {
     pub owned: watch::OwnedWatches,
     pub selectors: tokio_watch::Sender<labeller::Selectors>,
     /// Asks the source to read again (the directory; git fetches).
-    pub rescan: mpsc::Sender<()>,
+    pub rescan: mpsc::Sender<Rescan>,
     pub status: StatusWriter,
+    /// Where transitions are told (webhooks, chat, commit statuses), if anywhere.
+    pub notifier: Option<Notifier>,
+    /// The API's way in (and the loop's own, once a requested read is done).
+    pub control: mpsc::Sender<Control>,
+    /// Who waits for the next whole sync to end (`POST /api/v1/sync?wait=true`).
+    pub waiting: Vec<oneshot::Sender<Result<LastSync, String>>>,
     /// The engine's write counters as last added to the metrics.
     pub writes_seen: BTreeMap<&'static str, u64>,
 }
@@ -42,7 +52,11 @@ impl Loop {
         mut self,
         mut src_rx: mpsc::Receiver<SourceUpdate>,
         mut ev_rx: mpsc::Receiver<watch::Event>,
-        mut active_rx: tokio_watch::Receiver<bool>,
+        mut control_rx: mpsc::Receiver<Control>,
+        (mut active_rx, mut lease_rx): (
+            tokio_watch::Receiver<bool>,
+            tokio_watch::Receiver<Option<String>>,
+        ),
         stop_rx: tokio_watch::Receiver<bool>,
     ) {
         let resync_every = self.cfg.resync;
@@ -61,6 +75,7 @@ impl Loop {
             tokio::select! {
                 _ = stop.wait_for(|s| *s) => break,
                 Some(update) = src_rx.recv() => self.on_source(update),
+                Some(control) = control_rx.recv() => self.on_control(control, &mut src_rx),
                 Some(ev) = ev_rx.recv() => {
                     if let Some(key) = self.state.on_event(ev) {
                         // A short delay batches a burst of events into one sync.
@@ -70,7 +85,7 @@ impl Loop {
                 _ = tokio::time::sleep_until(next) => self.sync_due(stop_rx.clone()).await,
                 _ = resync.tick() => {
                     // The directory is re-read too: a safety net for missed watch events.
-                    let _ = self.rescan.try_send(());
+                    let _ = self.rescan.try_send(Rescan::default());
                     self.queue.push(Key::Full, Instant::now());
                 }
                 _ = refresh.tick() => {
@@ -88,9 +103,16 @@ impl Loop {
                     }
                     self.write_status();
                 }
+                Ok(()) = lease_rx.changed() => {
+                    self.state.leader_problem = lease_rx.borrow_and_update().clone();
+                    self.write_status();
+                }
             }
         }
         tracing::info!("shutting down");
+        for w in self.waiting.drain(..) {
+            let _ = w.send(Err("the daemon is stopping".into()));
+        }
         // The final status reflects every change already reported, not a stale copy.
         while let Ok(ev) = ev_rx.try_recv() {
             self.state.on_event(ev);
@@ -98,6 +120,36 @@ impl Loop {
         self.state.health_dirty = true;
         self.refresh_health().await;
         self.write_status();
+    }
+
+    /// A request from the API. "Sync now" first has the source read again; once that read
+    /// reached the loop, a whole sync is queued and the caller waits for it.
+    fn on_control(&mut self, control: Control, src_rx: &mut mpsc::Receiver<SourceUpdate>) {
+        match control {
+            Control::Sync { done } => {
+                let (tx, rx) = oneshot::channel();
+                if self.rescan.try_send(Rescan { done: Some(tx) }).is_err() {
+                    // Reads are already queued; the sync below follows them closely enough.
+                    tracing::debug!("source read already queued");
+                }
+                let control = self.control.clone();
+                tokio::spawn(async move {
+                    // A read that never answers (git hanging) still ends in a sync.
+                    let _ = tokio::time::timeout(Duration::from_secs(120), rx).await;
+                    let _ = control.send(Control::SourceRead { done }).await;
+                });
+            }
+            Control::SourceRead { done } => {
+                // What the read found was sent before it said it was done: take it first,
+                // so the sync below covers it.
+                while let Ok(update) = src_rx.try_recv() {
+                    self.on_source(update);
+                }
+                tracing::info!("sync requested through the API");
+                self.queue.push(Key::Full, Instant::now());
+                self.waiting.extend(done);
+            }
+        }
     }
 
     fn on_source(&mut self, update: SourceUpdate) {
@@ -125,7 +177,31 @@ impl Loop {
                 }
                 return;
             }
-            Gate::Drop => return,
+            Gate::Drop => {
+                let why = if self.state.tree.is_none() {
+                    "no valid revision to sync yet"
+                } else {
+                    "this replica is a standby; the leader syncs"
+                };
+                for w in self.waiting.drain(..) {
+                    let _ = w.send(Err(why.into()));
+                }
+                return;
+            }
+        }
+        let whole = keys.contains(&Key::Full);
+        // Those waiting now wait for this sync if it is whole, else for the next.
+        let answered: Vec<_> = if whole {
+            std::mem::take(&mut self.waiting)
+        } else {
+            Vec::new()
+        };
+        self.state.syncing = true;
+        self.write_status();
+        if let Some(notifier) = &self.notifier
+            && let Some(notice) = self.state.on_sync_start(super::now())
+        {
+            notifier.send(notice);
         }
         let done = sync::run(
             &self.engine,
@@ -137,6 +213,15 @@ impl Loop {
         )
         .await;
         sync::release_free_memory();
+        self.state.syncing = false;
+        for w in answered {
+            let _ = w.send(
+                self.state
+                    .last_sync()
+                    .cloned()
+                    .ok_or_else(|| "the sync was abandoned".to_string()),
+            );
+        }
         if let Some((outcome, tally)) = done {
             record(&self.metrics, tally);
             for (key, ok) in outcome {
@@ -156,7 +241,7 @@ impl Loop {
         }
         let kinds = self
             .state
-            .expected
+            .expected()
             .iter()
             .map(|e| (e.api_version.as_str(), e.key.kind.as_str()));
         self.owned.set(&self.engine.resolved_kinds(kinds).await);
@@ -177,7 +262,14 @@ impl Loop {
         .await;
     }
 
+    /// Writes the status file, and tells the receivers what changed: every transition
+    /// of the state passes through here.
     fn write_status(&mut self) {
         self.status.write(&self.state.snapshot(), &self.metrics);
+        if let Some(notifier) = &self.notifier {
+            for notice in self.state.take_notices(super::now()) {
+                notifier.send(notice);
+            }
+        }
     }
 }

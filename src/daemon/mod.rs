@@ -9,6 +9,7 @@
 
 mod events;
 mod labeller;
+mod leadership;
 mod main_loop;
 mod queue;
 mod readiness;
@@ -28,8 +29,12 @@ use kube::Client;
 use tokio::sync::{mpsc, watch as tokio_watch};
 use tokio::time::Instant;
 
+use crate::apply::suspensions::Suspension;
 use crate::apply::{self, Engine};
 use crate::health;
+use crate::report::api::{ApiState, Published, Suspender};
+use crate::report::notify::{self, Notifier};
+use crate::report::status::StatusFile;
 use crate::report::{http, metrics::Metrics};
 use state::{Now, State, Tally};
 
@@ -63,6 +68,10 @@ pub struct Config {
     /// Record Kubernetes Events on the objects a sync changes (`--events`).
     pub events: bool,
     pub engine: apply::Options,
+    /// Receivers told of transitions (`--notify`, `--notify-slack`, `--commit-status`).
+    pub notify: Vec<crate::report::notify::Target>,
+    /// The bearer token the API's controls need (`--api-token-file`); none refuses them.
+    pub api_token: Option<Vec<u8>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -76,8 +85,6 @@ pub enum DaemonError {
     Dir(#[from] crate::source::dir::DirError),
     #[error("opening the git source: {0}")]
     Git(#[from] crate::source::git::GitError),
-    #[error("leader election: {0}")]
-    Lease(String),
 }
 
 /// The time, for a transition of the state (which reads no clock itself).
@@ -117,22 +124,6 @@ pub async fn run(
 
     let metrics = Arc::new(Metrics::new());
     let ready = Arc::new(AtomicBool::new(false));
-    let hook_rx = start_http(&cfg, metrics.clone(), ready.clone(), stop_rx.clone()).await?;
-    let active_rx = start_leadership(cfg.leader_elect.as_ref(), &client).await?;
-
-    let (src_tx, src_rx) = mpsc::channel(4);
-    let (rescan_tx, rescan_rx) = mpsc::channel(1);
-    let source_cfg = std::mem::replace(&mut cfg.source, SourceConfig::Dir(PathBuf::new()));
-    let source_name = source::start(source_cfg, src_tx, rescan_rx, hook_rx, stop_rx.clone())?;
-
-    let (ev_tx, ev_rx) = mpsc::channel(1024);
-    tokio::spawn(watch::watch_nodes(client.clone(), ev_tx.clone()));
-    let owned = watch::OwnedWatches::new(
-        client.clone(),
-        &cfg.engine.instance,
-        &cfg.engine.field_manager,
-        ev_tx,
-    );
     let engine = Engine::new(
         client.clone(),
         apply::Options {
@@ -140,6 +131,51 @@ pub async fn run(
             live_view: Some(health::readiness_view),
             ..cfg.engine.clone()
         },
+    );
+    let (published_tx, published_rx) =
+        tokio_watch::channel(Arc::new(Published::new(&StatusFile::starting())));
+    let (control_tx, control_rx) = mpsc::channel(16);
+    let api = ApiState::new(
+        published_rx,
+        control_tx.clone(),
+        cfg.api_token.clone(),
+        Arc::new(ClusterSuspender {
+            client: client.clone(),
+            store: engine.store(),
+            writes: engine.writes.clone(),
+        }),
+    );
+    let leadership = leadership::start(cfg.leader_elect.as_ref(), &client);
+    let active_rx = leadership.active;
+    let hook_rx = start_http(
+        &cfg,
+        metrics.clone(),
+        ready.clone(),
+        leadership.problem.clone(),
+        api,
+        stop_rx.clone(),
+    )
+    .await?;
+
+    let (src_tx, src_rx) = mpsc::channel(4);
+    // Room for a few reconcile requests besides the resync's.
+    let (rescan_tx, rescan_rx) = mpsc::channel(8);
+    let source_cfg = std::mem::replace(&mut cfg.source, SourceConfig::Dir(PathBuf::new()));
+    let source_name = source::start(source_cfg, src_tx, rescan_rx, hook_rx, stop_rx.clone())?;
+
+    let (ev_tx, ev_rx) = mpsc::channel(1024);
+    tokio::spawn(watch::watch_nodes(client.clone(), ev_tx.clone()));
+    tokio::spawn(watch::watch_suspensions(
+        client.clone(),
+        cfg.engine.inventory_namespace.clone(),
+        cfg.engine.instance.clone(),
+        ev_tx.clone(),
+    ));
+    let owned = watch::OwnedWatches::new(
+        client.clone(),
+        &cfg.engine.instance,
+        &cfg.engine.field_manager,
+        ev_tx,
     );
     let (selectors_tx, selectors_rx) = tokio_watch::channel(labeller::Selectors::new());
     tokio::spawn(labeller::run(
@@ -151,9 +187,20 @@ pub async fn run(
     let recorder = cfg
         .events
         .then(|| events::Events::new(client.clone(), &cfg.engine.instance));
-    let state = State::new(source_name, *active_rx.borrow());
+    let notifier = (!cfg.notify.is_empty()).then(|| {
+        Notifier::start(
+            std::mem::take(&mut cfg.notify),
+            notify::Context {
+                instance: cfg.engine.instance.clone(),
+                source: source_name.clone(),
+            },
+            metrics.clone(),
+        )
+    });
+    let mut state = State::new(source_name, *active_rx.borrow());
+    state.correct_drift = cfg.engine.correct_drift;
     main_loop::Loop {
-        status: crate::report::snapshot::StatusWriter::new(cfg.status_file.clone()),
+        status: crate::report::snapshot::StatusWriter::new(cfg.status_file.clone(), published_tx),
         cfg,
         engine,
         recorder,
@@ -165,8 +212,17 @@ pub async fn run(
         selectors: selectors_tx,
         rescan: rescan_tx,
         writes_seen: Default::default(),
+        notifier,
+        control: control_tx,
+        waiting: Vec::new(),
     }
-    .run(src_rx, ev_rx, active_rx, stop_rx)
+    .run(
+        src_rx,
+        ev_rx,
+        control_rx,
+        (active_rx, leadership.problem),
+        stop_rx,
+    )
     .await;
     Ok(())
 }
@@ -177,6 +233,8 @@ async fn start_http(
     cfg: &Config,
     metrics: Arc<Metrics>,
     ready: Arc<AtomicBool>,
+    unready: tokio_watch::Receiver<Option<String>>,
+    api: ApiState,
     mut stop: tokio_watch::Receiver<bool>,
 ) -> Result<mpsc::Receiver<()>, DaemonError> {
     let (hook_tx, hook_rx) = mpsc::channel::<()>(1);
@@ -184,8 +242,10 @@ async fn start_http(
     let http_state = http::HttpState {
         metrics,
         ready,
+        unready: Some(unready),
         hook: is_git.then_some(hook_tx),
         hook_secret: cfg.hook_secret.clone(),
+        api: Some(Arc::new(api)),
     };
     let listener = http::bind(cfg.metrics_addr)
         .await
@@ -204,35 +264,24 @@ async fn start_http(
     Ok(hook_rx)
 }
 
-/// Whether this replica writes, as it changes. Without --leader-elect it always does.
-async fn start_leadership(
-    lease: Option<&LeaseConfig>,
-    client: &Client,
-) -> Result<tokio_watch::Receiver<bool>, DaemonError> {
-    let (active_tx, active_rx) = tokio_watch::channel(lease.is_none());
-    let Some(lease) = lease else {
-        return Ok(active_rx);
-    };
-    let manager = kube_lease_manager::LeaseManagerBuilder::new(client.clone(), &lease.name)
-        .with_namespace(&lease.namespace)
-        .with_identity(&lease.identity)
-        .with_duration(15)
-        .with_grace(5)
-        .build()
-        .await
-        .map_err(|e| DaemonError::Lease(e.to_string()))?;
-    let (mut leader_rx, _task) = manager.watch().await;
-    tokio::spawn(async move {
-        loop {
-            let is_leader = *leader_rx.borrow_and_update();
-            if active_tx.send(is_leader).is_err() {
-                return;
-            }
-            if leader_rx.changed().await.is_err() {
-                let _ = active_tx.send(false);
-                return;
-            }
-        }
-    });
-    Ok(active_rx)
+/// Suspensions written to the cluster, where every replica's watch reads them.
+struct ClusterSuspender {
+    client: Client,
+    store: apply::Store,
+    writes: Arc<apply::Writes>,
+}
+
+impl Suspender for ClusterSuspender {
+    fn set(
+        &self,
+        id: String,
+        suspension: Option<Suspension>,
+    ) -> futures::future::BoxFuture<'_, Result<(), String>> {
+        Box::pin(async move {
+            self.store
+                .set_suspension(&self.client, &self.writes, &id, suspension.as_ref())
+                .await
+                .map_err(|e| e.to_string())
+        })
+    }
 }

@@ -22,6 +22,16 @@ pub enum Key {
     Spec(SpecId),
 }
 
+impl Key {
+    /// The spec this key syncs alone, if it is one.
+    pub fn spec(&self) -> Option<&SpecId> {
+        match self {
+            Key::Spec(s) => Some(s),
+            Key::Full => None,
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Backoff {
     pub base: Duration,

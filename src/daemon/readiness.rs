@@ -12,7 +12,7 @@ use super::state::State;
 use crate::apply::Engine;
 use crate::health::{self, SpecHealth, Status};
 use crate::object::ObjKey;
-use crate::report::metrics::Metrics;
+use crate::report::metrics::{Metrics, SpecGauges};
 use crate::spec::Kind;
 
 /// How many not-ready Deployments' Pods a readiness refresh lists at once.
@@ -44,7 +44,7 @@ pub async fn refresh(
     let mut observed = std::mem::take(&mut state.live);
     observed.pods.clear();
     let not_ready: Vec<&ObjKey> = state
-        .expected
+        .expected()
         .iter()
         .filter(|o| o.key.kind == "Deployment")
         .map(|o| &o.key)
@@ -80,17 +80,24 @@ pub async fn refresh(
             .pods
             .insert(key, pods.into_iter().map(health::readiness_view).collect());
     }
-    let healths = health::tree_health(&tree.specs, &state.expected, &observed, Timestamp::now());
+    let healths = health::tree_health(&tree.specs, state.expected(), &observed, Timestamp::now());
     observed.pods.clear();
     state.live = observed;
     let news = state.take_health(healths, ready_timeout, super::now());
     // Metrics follow the specs: removed specs lose their series.
     let by_id: HashMap<&str, &SpecHealth> =
         state.health.iter().map(|h| (h.id.as_str(), h)).collect();
+    let drifted = state.drifted_by_spec();
     for spec in &tree.specs {
-        if let Some(h) = by_id.get(spec.id.to_string().as_str()) {
+        let text = spec.id.to_string();
+        if let Some(h) = by_id.get(text.as_str()) {
             let id = &spec.id;
-            metrics.set_spec_ready(id.kind.as_str(), &id.namespace, &id.name, h.ready);
+            let gauges = SpecGauges {
+                ready: h.ready,
+                suspended: state.suspensions.contains_key(&text),
+                drifted: drifted.get(id).copied().unwrap_or(0),
+            };
+            metrics.set_spec(id.kind.as_str(), &id.namespace, &id.name, gauges);
             if let health::Figures::ElasticWeb { real_qps, .. } = &h.figures {
                 metrics.set_real_qps(&id.namespace, &id.name, *real_qps as f64);
             }

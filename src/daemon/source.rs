@@ -5,18 +5,25 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, watch as tokio_watch};
+use tokio::sync::{mpsc, oneshot, watch as tokio_watch};
 
 use super::state::SourceUpdate;
 use super::{DaemonError, SourceConfig};
 use crate::source;
 use crate::spec::SourceFile;
 
+/// A request to read the source again; `done` hears once that read was handed to the
+/// loop (so a whole sync queued after it covers what it found).
+#[derive(Debug, Default)]
+pub struct Rescan {
+    pub done: Option<oneshot::Sender<()>>,
+}
+
 /// Starts the source task; returns the source's display name.
 pub fn start(
     cfg: SourceConfig,
     tx: mpsc::Sender<SourceUpdate>,
-    rescan: mpsc::Receiver<()>,
+    rescan: mpsc::Receiver<Rescan>,
     hook: mpsc::Receiver<()>,
     stop: tokio_watch::Receiver<bool>,
 ) -> Result<String, DaemonError> {
@@ -43,39 +50,65 @@ async fn follow_dir(
     root: std::path::PathBuf,
     tx: mpsc::Sender<SourceUpdate>,
     mut changes: mpsc::Receiver<()>,
-    mut rescan: mpsc::Receiver<()>,
+    mut rescan: mpsc::Receiver<Rescan>,
     mut stop: tokio_watch::Receiver<bool>,
 ) {
     let mut last: Option<String> = None;
+    let mut asked: Option<oneshot::Sender<()>> = None;
     loop {
         let read = source::dir::read(&root).map_err(|e| e.to_string());
         if !report(&tx, &mut last, read).await {
             return;
         }
+        if let Some(done) = asked.take() {
+            let _ = done.send(());
+        }
         tokio::select! {
             Some(()) = changes.recv() => {}
-            Some(()) = rescan.recv() => {}
+            Some(r) = rescan.recv() => asked = r.done,
             _ = stop.wait_for(|s| *s) => return,
         }
     }
 }
 
+/// Fetches the git hook starts are at least this far apart. The first hook after a quiet
+/// spell fetches at once; hooks that arrive within this of a hook's fetch wait for the
+/// next one, which starts after them and so sees their pushes. A flood of hooks (a forge
+/// redelivering, a script, an attacker who reaches the port) is then a fetch every few
+/// seconds at most, not one for each hook that lands while the previous fetch runs.
+const HOOK_FETCH_SPACING: Duration = Duration::from_secs(2);
+
 async fn follow_git(
     git: Arc<source::git::GitSource>,
     interval: Duration,
     tx: mpsc::Sender<SourceUpdate>,
-    mut rescan: mpsc::Receiver<()>,
+    mut rescan: mpsc::Receiver<Rescan>,
     mut hook: mpsc::Receiver<()>,
     mut stop: tokio_watch::Receiver<bool>,
 ) {
     let mut ticker = tokio::time::interval(interval);
     let mut last: Option<String> = None;
+    let mut last_hook_fetch: Option<tokio::time::Instant> = None;
     loop {
+        let mut asked = None;
+        let mut by_hook = false;
         tokio::select! {
             _ = ticker.tick() => {}
-            Some(()) = hook.recv() => tracing::info!("fetch requested by the git hook"),
-            Some(()) = rescan.recv() => {}
+            Some(()) = hook.recv() => by_hook = true,
+            Some(r) = rescan.recv() => asked = r.done,
             _ = stop.wait_for(|s| *s) => return,
+        }
+        if by_hook {
+            if let Some(at) = last_hook_fetch {
+                tokio::select! {
+                    _ = tokio::time::sleep_until(at + HOOK_FETCH_SPACING) => {}
+                    _ = stop.wait_for(|s| *s) => return,
+                }
+            }
+            // A hook taken while waiting is answered by the fetch below.
+            while hook.try_recv().is_ok() {}
+            last_hook_fetch = Some(tokio::time::Instant::now());
+            tracing::info!("fetch requested by the git hook");
         }
         let read = source::git::fetch(git.clone())
             .await
@@ -83,6 +116,9 @@ async fn follow_git(
             .map_err(|e| e.to_string());
         if !report(&tx, &mut last, read).await {
             return;
+        }
+        if let Some(done) = asked {
+            let _ = done.send(());
         }
     }
 }

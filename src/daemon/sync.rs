@@ -10,7 +10,7 @@ use tokio::time::Instant;
 use super::events::Events;
 use super::queue::Key;
 use super::state::{State, SyncEnd, Tally};
-use crate::apply::Engine;
+use crate::apply::{Engine, Scope};
 use crate::render::{self, Object};
 use crate::spec::{Spec, SpecId};
 
@@ -26,13 +26,17 @@ pub async fn run(
 ) -> Option<(Vec<(Key, bool)>, Tally)> {
     let tree = state.tree.clone()?;
     let full = keys.contains(&Key::Full);
+    // Suspended specs are left as they are: not applied, not pruned, not corrected.
+    let held = state.held();
     let specs: BTreeSet<SpecId> = keys
         .iter()
-        .filter_map(|k| match k {
-            Key::Spec(s) => Some(s.clone()),
-            Key::Full => None,
-        })
+        .filter_map(Key::spec)
+        .filter(|s| !held.contains(*s))
+        .cloned()
         .collect();
+    if !full && specs.is_empty() {
+        return Some(state.on_held(keys, super::now()));
+    }
     let objects = match render_keys(engine, state, full, &specs) {
         Ok(o) => o,
         Err(e) => {
@@ -46,15 +50,24 @@ pub async fn run(
             return Some(state.on_sync_done(keys, end, super::now()));
         }
     };
+    let objects: Vec<Object> = if held.is_empty() {
+        objects
+    } else {
+        objects
+            .into_iter()
+            .filter(|o| !held.contains(&o.spec))
+            .collect()
+    };
     let adopt = tree.adopt_specs();
     let started = Instant::now();
-    let run = async {
-        if full {
-            engine.sync(&objects, &adopt).await
-        } else {
-            engine.sync_subset(&objects, &adopt, &specs).await
-        }
+    let scope = if !full {
+        Scope::Only(&specs)
+    } else if held.is_empty() {
+        Scope::All
+    } else {
+        Scope::Except(&held)
     };
+    let run = engine.sync_scope(&objects, &adopt, scope);
     // On shutdown an in-flight sync gets a few seconds to finish, then is abandoned
     // (the inventory's record-before-apply keeps that safe).
     let abandon = async {

@@ -15,6 +15,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio::task::JoinHandle;
 
 use crate::apply::Resolved;
+use crate::apply::suspensions::{self, Suspensions};
 use crate::health;
 use crate::object::{ObjKey, Packed};
 use crate::render::{NodeFacts, ownership};
@@ -29,6 +30,8 @@ pub enum Event {
     /// The Node watch, always running, cannot reach the API (`Some`: why), or can again
     /// (`None`): without it a daemon that never reached the cluster said nothing.
     Cluster(Option<String>),
+    /// The suspended specs, as the cluster now records them.
+    Suspensions(Suspensions),
 }
 
 /// A live object as the watch passes it on: its readiness view (`health::readiness_view`,
@@ -242,6 +245,58 @@ pub async fn watch_nodes(client: Client, tx: mpsc::Sender<Event>) {
                 return;
             }
             sent = Some(nodes.clone());
+        }
+    }
+}
+
+/// Sends the suspended specs whenever their ConfigMap changes (every replica sees a
+/// suspension made through any of them). Without permission to watch it, suspensions
+/// made elsewhere are not seen: said once, retried with backoff.
+pub async fn watch_suspensions(
+    client: Client,
+    namespace: String,
+    instance: String,
+    tx: mpsc::Sender<Event>,
+) {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let name = suspensions::configmap_name(&instance);
+    let api: Api<ConfigMap> = Api::namespaced(client, &namespace);
+    let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
+    let mut events = watcher(api, config).default_backoff().boxed();
+    let mut current = Suspensions::new();
+    let mut listing: Option<Suspensions> = None;
+    let mut warned = false;
+    loop {
+        let ev = match events.try_next().await {
+            Ok(Some(ev)) => ev,
+            Ok(None) => return,
+            Err(e) => {
+                if !warned {
+                    tracing::warn!(configmap = %name, error = %crate::cluster::error_text(&e), "cannot watch the suspensions");
+                    warned = true;
+                }
+                continue;
+            }
+        };
+        warned = false;
+        let next = match ev {
+            watcher::Event::Init => {
+                listing = Some(Default::default());
+                continue;
+            }
+            watcher::Event::InitApply(cm) => {
+                listing = Some(suspensions::parse(&cm));
+                continue;
+            }
+            watcher::Event::InitDone => listing.take().unwrap_or_default(),
+            watcher::Event::Apply(cm) => suspensions::parse(&cm),
+            watcher::Event::Delete(_) => Default::default(),
+        };
+        if next != current {
+            current = next.clone();
+            if tx.send(Event::Suspensions(next)).await.is_err() {
+                return;
+            }
         }
     }
 }

@@ -75,6 +75,10 @@ pub struct Expected {
     pub display: String,
     /// A localservice's per-node Service: the node it serves.
     pub node: Option<String>,
+    /// The replicas the object asks for, where it sets them: a change through the scale
+    /// subresource moves no field ownership before Kubernetes 1.22, so it is drift only
+    /// this value shows.
+    pub replicas: Option<i64>,
 }
 
 impl Expected {
@@ -87,6 +91,7 @@ impl Expected {
             node: obj.body["metadata"]["annotations"][ownership::NODE_NAME]
                 .as_str()
                 .map(str::to_string),
+            replicas: obj.body.pointer("/spec/replicas").and_then(Value::as_i64),
         }
     }
 }

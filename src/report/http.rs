@@ -30,10 +30,15 @@ pub struct HttpState {
     pub metrics: Arc<Metrics>,
     /// `/readyz` answers 200 once this is true (after the first completed sync), else 503.
     pub ready: Arc<AtomicBool>,
+    /// Why this replica is not ready whatever `ready` says, while it is not: a Lease it
+    /// may not use (it can never lead, so it is no standby either).
+    pub unready: Option<tokio::sync::watch::Receiver<Option<String>>>,
     /// `POST /hooks/git` sends `()` here; `None` disables the hook (404).
     pub hook: Option<mpsc::Sender<()>>,
     /// When set, a hook request needs a valid `X-Hub-Signature-256`; 401 otherwise.
     pub hook_secret: Option<Vec<u8>>,
+    /// The JSON API (`/api/v1/...`); `None` serves none of it.
+    pub api: Option<Arc<super::api::ApiState>>,
 }
 
 // By hand, so the secret never reaches a log line.
@@ -80,8 +85,9 @@ pub async fn serve_on(
         .await
 }
 
-fn router(state: HttpState) -> Router {
-    Router::new()
+fn router(mut state: HttpState) -> Router {
+    let api = state.api.take().map(super::api::router);
+    let router = Router::new()
         .route("/metrics", get(metrics_page))
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
@@ -89,7 +95,12 @@ fn router(state: HttpState) -> Router {
             "/hooks/git",
             post(git_hook).layer(DefaultBodyLimit::max(HOOK_BODY_LIMIT)),
         )
-        .with_state(Arc::new(state))
+        .merge(super::ui::router())
+        .with_state(Arc::new(state));
+    match api {
+        Some(api) => router.merge(api),
+        None => router,
+    }
 }
 
 async fn metrics_page(State(state): State<Arc<HttpState>>) -> Response {
@@ -104,13 +115,15 @@ async fn healthz() -> &'static str {
     "ok"
 }
 
-async fn readyz(State(state): State<Arc<HttpState>>) -> (StatusCode, &'static str) {
-    if state.ready.load(Ordering::Acquire) {
-        (StatusCode::OK, "ready")
+async fn readyz(State(state): State<Arc<HttpState>>) -> (StatusCode, String) {
+    if let Some(why) = state.unready.as_ref().and_then(|u| u.borrow().clone()) {
+        (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {why}"))
+    } else if state.ready.load(Ordering::Acquire) {
+        (StatusCode::OK, "ready".into())
     } else {
         (
             StatusCode::SERVICE_UNAVAILABLE,
-            "not ready: no sync completed yet",
+            "not ready: no sync completed yet".into(),
         )
     }
 }
@@ -131,27 +144,55 @@ async fn git_hook(State(state): State<Arc<HttpState>>, request: Request) -> Resp
         Ok(body) => body,
         Err(rejection) => return rejection.into_response(),
     };
-    if let Some(secret) = &state.hook_secret
-        && !signature_valid(secret, &headers, &body)
-    {
-        tracing::warn!("git hook: rejected a request without a valid {SIGNATURE_HEADER}");
-        return (
-            StatusCode::UNAUTHORIZED,
-            "missing or invalid X-Hub-Signature-256",
-        )
-            .into_response();
-    }
-    match hook.try_send(()) {
-        // Full: a fetch is already pending and will see this push too.
-        Ok(()) | Err(mpsc::error::TrySendError::Full(())) => {
-            tracing::info!("git hook: fetch requested");
-            (StatusCode::ACCEPTED, "fetch scheduled").into_response()
+    match judge_hook(state.hook_secret.as_deref(), &headers, &body) {
+        HookVerdict::TooLarge => too_large(),
+        HookVerdict::BadSignature => {
+            tracing::warn!("git hook: rejected a request without a valid {SIGNATURE_HEADER}");
+            (
+                StatusCode::UNAUTHORIZED,
+                "missing or invalid X-Hub-Signature-256",
+            )
+                .into_response()
         }
-        Err(mpsc::error::TrySendError::Closed(())) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "the fetcher is not running",
-        )
-            .into_response(),
+        HookVerdict::Fetch => match hook.try_send(()) {
+            // Full: a fetch is already pending and will see this push too. This is what
+            // collapses a flood of hooks into a fetch or two.
+            Ok(()) | Err(mpsc::error::TrySendError::Full(())) => {
+                tracing::info!("git hook: fetch requested");
+                (StatusCode::ACCEPTED, "fetch scheduled").into_response()
+            }
+            Err(mpsc::error::TrySendError::Closed(())) => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "the fetcher is not running",
+            )
+                .into_response(),
+        },
+    }
+}
+
+/// What the hook makes of a request, from its headers and whole body alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HookVerdict {
+    /// Ask for a fetch (202).
+    Fetch,
+    /// The declared or actual body is over [`HOOK_BODY_LIMIT`] (413).
+    TooLarge,
+    /// A secret is configured and the request does not carry a valid signature (401).
+    BadSignature,
+}
+
+/// Judges a hook request: the route and the fuzz target (`fuzz/fuzz_targets/hook.rs`)
+/// both ask this, so what is fuzzed is what answers. Pure; never panics, whatever the
+/// bytes.
+pub fn judge_hook(secret: Option<&[u8]>, headers: &HeaderMap, body: &[u8]) -> HookVerdict {
+    if body.len() > HOOK_BODY_LIMIT
+        || declared_length(headers).is_some_and(|n| n > HOOK_BODY_LIMIT as u64)
+    {
+        return HookVerdict::TooLarge;
+    }
+    match secret {
+        Some(secret) if !signature_valid(secret, headers, body) => HookVerdict::BadSignature,
+        _ => HookVerdict::Fetch,
     }
 }
 
@@ -206,16 +247,8 @@ fn decode_hex(text: &str) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn sign(secret: &[u8], body: &[u8]) -> String {
-        let Ok(mut mac) = <Hmac<Sha256> as KeyInit>::new_from_slice(secret) else {
-            return String::new();
-        };
-        mac.update(body);
-        let tag = mac.finalize().into_bytes();
-        let hex: String = tag.iter().map(|b| format!("{b:02x}")).collect();
-        format!("sha256={hex}")
-    }
+    // The same `sha256=<hex HMAC-SHA256>` form the daemon's own webhooks carry.
+    use crate::report::notify::message::sign;
 
     fn headers(signature: &str) -> HeaderMap {
         let mut h = HeaderMap::new();
@@ -258,12 +291,41 @@ mod tests {
     }
 
     #[test]
+    fn verdicts() {
+        let body = br#"{"ref":"refs/heads/main"}"#;
+        let good = headers(&sign(b"s3cret", body));
+        assert_eq!(
+            judge_hook(None, &HeaderMap::new(), body),
+            HookVerdict::Fetch
+        );
+        assert_eq!(judge_hook(Some(b"s3cret"), &good, body), HookVerdict::Fetch);
+        assert_eq!(
+            judge_hook(Some(b"s3cret"), &HeaderMap::new(), body),
+            HookVerdict::BadSignature
+        );
+        // Size before signature: an oversized request is 413 even when signed.
+        let mut declared = good.clone();
+        declared.insert(header::CONTENT_LENGTH, (HOOK_BODY_LIMIT + 1).into());
+        assert_eq!(
+            judge_hook(Some(b"s3cret"), &declared, body),
+            HookVerdict::TooLarge
+        );
+        let big = vec![b' '; HOOK_BODY_LIMIT + 1];
+        assert_eq!(
+            judge_hook(None, &HeaderMap::new(), &big),
+            HookVerdict::TooLarge
+        );
+    }
+
+    #[test]
     fn debug_hides_the_secret() {
         let state = HttpState {
             metrics: Arc::new(Metrics::new()),
             ready: Arc::default(),
+            unready: None,
             hook: None,
             hook_secret: Some(b"hunter2".to_vec()),
+            api: None,
         };
         let text = format!("{state:?}");
         assert!(!text.contains("hunter2") && !text.contains("104"), "{text}");

@@ -11,7 +11,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
-use prometheus_client::registry::{Registry, Unit};
+use prometheus_client::registry::{Metric, Registry, Unit};
 
 /// The OpenMetrics text format's media type, for `/metrics`.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -20,6 +20,10 @@ pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; cha
 /// nothing); their counters exist from the start so that `rate()` and `increase()` see
 /// the first failure.
 pub const SYNC_RESULTS: [&str; 4] = ["success", "failed", "refused", "invalid"];
+
+/// How a notification ended: delivered, given up after its retries (or refused by the
+/// receiver), or dropped from a full queue.
+pub const NOTIFICATION_RESULTS: [&str; 3] = ["sent", "failed", "dropped"];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabels {
@@ -57,6 +61,8 @@ pub struct Metrics {
     pub sync_duration_seconds: Histogram,
     pub last_sync_timestamp_seconds: Gauge<f64, AtomicU64>,
     pub spec_ready: Family<SpecLabels, Gauge>,
+    pub spec_suspended: Family<SpecLabels, Gauge>,
+    pub drifted_objects: Family<SpecLabels, Gauge>,
     pub api_writes_total: Family<VerbLabels, Counter>,
     pub drift_corrections_total: Counter,
     pub pruned_objects_total: Counter,
@@ -67,6 +73,7 @@ pub struct Metrics {
     pub change_to_ready_seconds: Histogram,
     pub source_errors_total: Counter,
     pub status_write_errors_total: Counter,
+    pub notifications_total: Family<ResultLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -78,13 +85,8 @@ impl Default for Metrics {
 impl Metrics {
     pub fn new() -> Metrics {
         let mut registry = Registry::with_prefix("driftless");
-        let sync_total = Family::<ResultLabels, Counter>::default();
-        for result in SYNC_RESULTS {
-            // Creating the series is the point; the guard is dropped at once.
-            drop(sync_total.get_or_create(&ResultLabels {
-                result: result.to_string(),
-            }));
-        }
+        let sync_total = results_family(&SYNC_RESULTS);
+        let notifications_total = results_family(&NOTIFICATION_RESULTS);
         // A no-op resync takes well under a second; a sync that waits on a big apply or a
         // slow apiserver takes minutes.
         let sync_duration_seconds = Histogram::new([
@@ -100,6 +102,8 @@ impl Metrics {
             sync_duration_seconds,
             last_sync_timestamp_seconds: Gauge::default(),
             spec_ready: Family::default(),
+            spec_suspended: Family::default(),
+            drifted_objects: Family::default(),
             api_writes_total: Family::default(),
             drift_corrections_total: Counter::default(),
             pruned_objects_total: Counter::default(),
@@ -108,71 +112,34 @@ impl Metrics {
             change_to_ready_seconds,
             source_errors_total: Counter::default(),
             status_write_errors_total: Counter::default(),
+            notifications_total,
             registry: Registry::default(),
         };
-        registry.register(
-            "sync",
-            "Syncs finished, by result (success, failed, refused, invalid)",
-            m.sync_total.clone(),
-        );
-        registry.register_with_unit(
-            "sync_duration",
-            "How long a sync took",
-            Unit::Seconds,
-            m.sync_duration_seconds.clone(),
-        );
-        registry.register_with_unit(
-            "last_sync_timestamp",
-            "When the last sync finished, in seconds since the Unix epoch",
-            Unit::Seconds,
-            m.last_sync_timestamp_seconds.clone(),
-        );
-        registry.register(
-            "spec_ready",
-            "Whether a spec is ready (1) or not (0)",
-            m.spec_ready.clone(),
-        );
-        registry.register(
-            "api_writes",
-            "Writes sent to the Kubernetes API, by verb",
-            m.api_writes_total.clone(),
-        );
-        registry.register(
-            "drift_corrections",
-            "Objects changed in the cluster outside driftless and set back",
-            m.drift_corrections_total.clone(),
-        );
-        registry.register(
-            "pruned_objects",
-            "Objects deleted because they left the specs",
-            m.pruned_objects_total.clone(),
-        );
-        registry.register(
-            "source_revision_info",
-            "The source revision last applied (always 1)",
-            m.source_revision_info.clone(),
-        );
-        registry.register(
-            "elasticweb_real_qps",
-            "Queries per second an elasticweb spec can serve: available replicas times single-pod QPS",
-            m.elasticweb_real_qps.clone(),
-        );
-        registry.register_with_unit(
-            "change_to_ready",
-            "From a commit or a saved file to every spec ready",
-            Unit::Seconds,
-            m.change_to_ready_seconds.clone(),
-        );
-        registry.register(
-            "source_errors",
-            "Source reads or fetches that failed (git unreachable, disk full, unreadable files); the last good revision stayed in force",
-            m.source_errors_total.clone(),
-        );
-        registry.register(
-            "status_write_errors",
-            "Status file writes that failed (retried every second until one succeeds)",
-            m.status_write_errors_total.clone(),
-        );
+        // A table of the families, one a line, in the order they are exposed: the handle,
+        // the name after `driftless_` (a counter's samples add `_total`, a unit its
+        // suffix), the unit, the help text.
+        macro_rules! families {
+            ($($metric:ident, $name:literal, $unit:expr, $help:literal;)*) => {
+                $(register(&mut registry, $name, $unit, $help, m.$metric.clone());)*
+            };
+        }
+        families! {
+            sync_total, "sync", None, "Syncs finished, by result (success, failed, refused, invalid)";
+            sync_duration_seconds, "sync_duration", Some(Unit::Seconds), "How long a sync took";
+            last_sync_timestamp_seconds, "last_sync_timestamp", Some(Unit::Seconds), "When the last sync finished, in seconds since the Unix epoch";
+            spec_ready, "spec_ready", None, "Whether a spec is ready (1) or not (0)";
+            spec_suspended, "spec_suspended", None, "Whether a spec is suspended (1): not applied, pruned or corrected";
+            drifted_objects, "drifted_objects", None, "A spec's objects that someone else changed and that were left so (--drift report, or suspended)";
+            api_writes_total, "api_writes", None, "Writes sent to the Kubernetes API, by verb";
+            drift_corrections_total, "drift_corrections", None, "Objects changed in the cluster outside driftless and set back";
+            pruned_objects_total, "pruned_objects", None, "Objects deleted because they left the specs";
+            source_revision_info, "source_revision_info", None, "The source revision last applied (always 1)";
+            elasticweb_real_qps, "elasticweb_real_qps", None, "Queries per second an elasticweb spec can serve: available replicas times single-pod QPS";
+            change_to_ready_seconds, "change_to_ready", Some(Unit::Seconds), "From a commit or a saved file to every spec ready";
+            source_errors_total, "source_errors", None, "Source reads or fetches that failed (git unreachable, disk full, unreadable files); the last good revision stayed in force";
+            status_write_errors_total, "status_write_errors", None, "Status file writes that failed (retried every second until one succeeds)";
+            notifications_total, "notifications", None, "Notifications to webhooks, chat and commit statuses, by result (sent, failed, dropped)";
+        }
         Metrics { registry, ..m }
     }
 
@@ -197,15 +164,26 @@ impl Metrics {
         self.last_sync_timestamp_seconds.set(at_unix_seconds);
     }
 
-    pub fn set_spec_ready(&self, kind: &str, namespace: &str, name: &str, ready: bool) {
+    /// A spec's readiness, suspension and drifted objects.
+    pub fn set_spec(&self, kind: &str, namespace: &str, name: &str, spec: SpecGauges) {
+        let labels = spec_labels(kind, namespace, name);
         self.spec_ready
-            .get_or_create(&spec_labels(kind, namespace, name))
-            .set(i64::from(ready));
+            .get_or_create(&labels)
+            .set(i64::from(spec.ready));
+        self.spec_suspended
+            .get_or_create(&labels)
+            .set(i64::from(spec.suspended));
+        self.drifted_objects
+            .get_or_create(&labels)
+            .set(i64::try_from(spec.drifted).unwrap_or(i64::MAX));
     }
 
-    /// A spec left the tree: its series goes, rather than reading "not ready" forever.
+    /// A spec left the tree: its series go, rather than reading "not ready" forever.
     pub fn forget_spec(&self, kind: &str, namespace: &str, name: &str) {
-        self.spec_ready.remove(&spec_labels(kind, namespace, name));
+        let labels = spec_labels(kind, namespace, name);
+        self.spec_ready.remove(&labels);
+        self.spec_suspended.remove(&labels);
+        self.drifted_objects.remove(&labels);
     }
 
     pub fn add_api_writes(&self, verb: &str, n: u64) {
@@ -257,6 +235,35 @@ impl Metrics {
     pub fn observe_change_to_ready(&self, seconds: f64) {
         self.change_to_ready_seconds.observe(seconds);
     }
+
+    pub fn notification(&self, result: &str) {
+        self.notifications_total
+            .get_or_create(&ResultLabels {
+                result: result.to_string(),
+            })
+            .inc();
+    }
+}
+
+/// A counter by result whose series all exist from the start, so that `rate()` and
+/// `increase()` see the first of each.
+fn results_family(results: &[&str]) -> Family<ResultLabels, Counter> {
+    let family = Family::<ResultLabels, Counter>::default();
+    for result in results {
+        // Creating the series is the point; the guard is dropped at once.
+        drop(family.get_or_create(&ResultLabels {
+            result: result.to_string(),
+        }));
+    }
+    family
+}
+
+/// What the per-spec gauges say of one spec.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SpecGauges {
+    pub ready: bool,
+    pub suspended: bool,
+    pub drifted: usize,
 }
 
 fn spec_labels(kind: &str, namespace: &str, name: &str) -> SpecLabels {
@@ -271,6 +278,20 @@ fn object_labels(namespace: &str, name: &str) -> ObjectLabels {
     ObjectLabels {
         namespace: namespace.to_string(),
         name: name.to_string(),
+    }
+}
+
+/// `Registry` has one method for a family without a unit and one for a family with one.
+fn register(
+    registry: &mut Registry,
+    name: &str,
+    unit: Option<Unit>,
+    help: &str,
+    metric: impl Metric,
+) {
+    match unit {
+        Some(unit) => registry.register_with_unit(name, help, unit, metric),
+        None => registry.register(name, help, metric),
     }
 }
 
@@ -290,7 +311,16 @@ mod tests {
     fn populated() -> Metrics {
         let m = Metrics::new();
         m.sync_finished("success", std::time::Duration::from_millis(1500), 1.7e9);
-        m.set_spec_ready("elasticweb", "shop", "web", true);
+        m.set_spec(
+            "elasticweb",
+            "shop",
+            "web",
+            SpecGauges {
+                ready: true,
+                suspended: true,
+                drifted: 2,
+            },
+        );
         m.add_api_writes("apply", 3);
         m.add_drift_corrections(2);
         m.add_pruned(1);
@@ -300,6 +330,7 @@ mod tests {
         m.source_failed();
         m.status_write_failed();
         m.status_write_failed();
+        m.notification("sent");
         m
     }
 
@@ -311,6 +342,8 @@ mod tests {
             ("driftless_sync_duration_seconds", "histogram"),
             ("driftless_last_sync_timestamp_seconds", "gauge"),
             ("driftless_spec_ready", "gauge"),
+            ("driftless_spec_suspended", "gauge"),
+            ("driftless_drifted_objects", "gauge"),
             ("driftless_api_writes", "counter"),
             ("driftless_drift_corrections", "counter"),
             ("driftless_pruned_objects", "counter"),
@@ -319,6 +352,7 @@ mod tests {
             ("driftless_change_to_ready_seconds", "histogram"),
             ("driftless_source_errors", "counter"),
             ("driftless_status_write_errors", "counter"),
+            ("driftless_notifications", "counter"),
         ] {
             assert!(
                 text.contains(&format!("\n# TYPE {family} {kind}\n")),
@@ -354,11 +388,20 @@ mod tests {
         assert!(text.contains(
             "driftless_spec_ready{kind=\"elasticweb\",namespace=\"shop\",name=\"web\"} 1\n"
         ));
+        assert!(text.contains(
+            "driftless_spec_suspended{kind=\"elasticweb\",namespace=\"shop\",name=\"web\"} 1\n"
+        ));
+        assert!(text.contains(
+            "driftless_drifted_objects{kind=\"elasticweb\",namespace=\"shop\",name=\"web\"} 2\n"
+        ));
         assert!(text.contains("driftless_api_writes_total{verb=\"apply\"} 3\n"));
         assert!(text.contains("driftless_drift_corrections_total 2\n"));
         assert!(text.contains("driftless_pruned_objects_total 1\n"));
         assert!(text.contains("driftless_source_errors_total 1\n"));
         assert!(text.contains("driftless_status_write_errors_total 2\n"));
+        assert_eq!(samples(&text, "driftless_notifications_total").len(), 3);
+        assert!(text.contains("driftless_notifications_total{result=\"sent\"} 1\n"));
+        assert!(text.contains("driftless_notifications_total{result=\"dropped\"} 0\n"));
         assert!(text.contains("driftless_source_revision_info{revision=\"0123abcd\"} 1\n"));
         assert!(
             text.contains(
@@ -387,7 +430,15 @@ mod tests {
     #[test]
     fn forgotten_series_go() {
         let m = populated();
-        m.set_spec_ready("workspace", "dev", "alice", false);
+        m.set_spec(
+            "workspace",
+            "dev",
+            "alice",
+            SpecGauges {
+                ready: false,
+                ..SpecGauges::default()
+            },
+        );
         let text = m.encode();
         assert_eq!(samples(&text, "driftless_spec_ready").len(), 2, "{text}");
         assert!(text.contains(

@@ -1,9 +1,14 @@
 //! What the daemon tells the outside world: the status file (`status`, built from the
 //! daemon's state in `snapshot`), Prometheus metrics (`metrics`) and the HTTP server that
-//! exposes them with health probes and the git hook (`http`). Nothing here talks to the
+//! exposes them with health probes and the git hook (`http`), and notifications of
+//! transitions to webhooks, chat and commit statuses (`notify`). Nothing here talks to the
 //! cluster; the daemon feeds these.
 
+pub mod api;
 pub mod http;
 pub mod metrics;
+pub mod notify;
+pub mod outbound;
 pub mod snapshot;
 pub mod status;
+pub mod ui;

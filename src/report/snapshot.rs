@@ -1,16 +1,22 @@
 //! The status file as the daemon writes it: built from plain values (what the daemon
 //! knows at a moment), and written again each second while a write fails.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
 use serde_json::Value;
 
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+use super::api::Published;
 use super::metrics::Metrics;
 use super::status::{LastSync, ObjectState, SourceError, SpecStatus, StatusFile, VERSION};
+use crate::apply::suspensions::Suspensions;
 use crate::health::{Expected, SpecHealth};
 use crate::object::ObjKey;
-use crate::spec::Spec;
+use crate::spec::{Spec, SpecId};
 
 /// What the status file shows, borrowed from whoever knows it.
 #[derive(Debug, Clone, Copy)]
@@ -30,6 +36,15 @@ pub struct Snapshot<'a> {
     /// The last apply action per object.
     pub actions: &'a HashMap<ObjKey, String>,
     pub leader: bool,
+    /// Why this replica cannot lead, while it cannot: one of `errors` in the file.
+    pub leader_problem: Option<&'a str>,
+    /// Suspended specs, by id.
+    pub suspensions: &'a Suspensions,
+    /// Owned objects someone else changed that were left so, with their specs.
+    pub drifted: &'a BTreeMap<ObjKey, SpecId>,
+    pub syncing: bool,
+    /// `--drift correct` (or `report`).
+    pub correct_drift: bool,
 }
 
 impl Snapshot<'_> {
@@ -38,6 +53,13 @@ impl Snapshot<'_> {
         // spec and object was quadratic (seconds per status write at a few thousand specs).
         let health_by_id: HashMap<&str, &SpecHealth> =
             self.health.iter().map(|h| (h.id.as_str(), h)).collect();
+        let mut drifted_by_spec: HashMap<&SpecId, Vec<String>> = HashMap::new();
+        for (key, spec) in self.drifted {
+            drifted_by_spec
+                .entry(spec)
+                .or_default()
+                .push(key.to_string());
+        }
         let action_by_ref: HashMap<&str, &String> = self
             .expected
             .iter()
@@ -81,6 +103,8 @@ impl Snapshot<'_> {
                                 .collect()
                         })
                         .unwrap_or_default(),
+                    suspended: self.suspensions.get(&id).cloned(),
+                    drifted: drifted_by_spec.remove(&spec.id).unwrap_or_default(),
                 }
             })
             .collect();
@@ -100,26 +124,41 @@ impl Snapshot<'_> {
                     column: None,
                     message: format!("cannot reach the Kubernetes API: {e}"),
                 }))
+                .chain(self.leader_problem.map(|e| SourceError {
+                    file: None,
+                    line: None,
+                    column: None,
+                    message: e.to_string(),
+                }))
                 .collect(),
             specs,
             leader: Some(self.leader),
+            syncing: self.syncing,
+            drift: if self.correct_drift {
+                "correct"
+            } else {
+                "report"
+            }
+            .to_string(),
         }
     }
 }
 
 /// Writes the status file (`--status-file`), if there is one, and remembers whether the
-/// last write failed.
+/// last write failed; publishes each new status to the API's readers.
 #[derive(Debug)]
 pub struct StatusWriter {
     path: Option<PathBuf>,
     failing: bool,
+    published: watch::Sender<Arc<Published>>,
 }
 
 impl StatusWriter {
-    pub fn new(path: Option<PathBuf>) -> StatusWriter {
+    pub fn new(path: Option<PathBuf>, published: watch::Sender<Arc<Published>>) -> StatusWriter {
         StatusWriter {
             path,
             failing: false,
+            published,
         }
     }
 
@@ -130,8 +169,24 @@ impl StatusWriter {
     }
 
     pub fn write(&mut self, snapshot: &Snapshot<'_>, metrics: &Metrics) {
-        let Some(path) = &self.path else { return };
-        match super::status::write_atomic(path, &snapshot.status_file()) {
+        let doc = snapshot.status_file();
+        if let Some(path) = &self.path {
+            self.write_file(path.clone(), &doc, metrics);
+        }
+        // Readers wake only for a change.
+        let next = Published::new(&doc);
+        drop(doc);
+        self.published.send_if_modified(|current| {
+            if **current == next {
+                return false;
+            }
+            *current = Arc::new(next);
+            true
+        });
+    }
+
+    fn write_file(&mut self, path: PathBuf, doc: &super::status::StatusFile, metrics: &Metrics) {
+        match super::status::write_atomic(&path, doc) {
             Ok(_) => {
                 if self.failing {
                     tracing::info!(path = %path.display(), "status file written again");
@@ -167,6 +222,9 @@ mod tests {
         parse_files(&files).expect("valid specs").specs
     }
 
+    static NO_SUSPENSIONS: Suspensions = Suspensions::new();
+    static NO_DRIFT: BTreeMap<ObjKey, SpecId> = BTreeMap::new();
+
     fn snapshot<'a>(
         specs: &'a [Spec],
         health: &'a [SpecHealth],
@@ -184,6 +242,11 @@ mod tests {
             expected: &[],
             actions,
             leader: true,
+            leader_problem: None,
+            suspensions: &NO_SUSPENSIONS,
+            drifted: &NO_DRIFT,
+            syncing: false,
+            correct_drift: true,
         }
     }
 
@@ -225,6 +288,7 @@ mod tests {
             key,
             display: "Deployment n/a".into(),
             node: None,
+            replicas: None,
         }];
         let health = [SpecHealth {
             id: "elasticweb/n/a".into(),
@@ -260,7 +324,7 @@ mod tests {
     }
 
     #[test]
-    fn an_unreachable_cluster_is_listed_after_the_source_errors() {
+    fn an_unreachable_cluster_and_a_refused_lease_are_listed_after_the_source_errors() {
         let actions = HashMap::new();
         let errors = [SourceError {
             file: Some("web.toml".into()),
@@ -271,13 +335,19 @@ mod tests {
         let status = Snapshot {
             errors: &errors,
             cluster_error: Some("connection refused"),
+            leader: false,
+            leader_problem: Some("leader election: cannot use Lease ns/l: forbidden"),
             ..snapshot(&[], &[], &actions)
         }
         .status_file();
         let messages: Vec<&str> = status.errors.iter().map(|e| e.message.as_str()).collect();
         assert_eq!(
             messages,
-            ["bad", "cannot reach the Kubernetes API: connection refused"]
+            [
+                "bad",
+                "cannot reach the Kubernetes API: connection refused",
+                "leader election: cannot use Lease ns/l: forbidden"
+            ]
         );
         assert_eq!(status.errors[1].file, None);
         assert!(status.specs.is_empty());
@@ -289,24 +359,37 @@ mod tests {
         let actions = HashMap::new();
         let snap = snapshot(&[], &[], &actions);
         let metrics = Metrics::new();
-        let mut writer = StatusWriter::new(Some(dir.path().join("missing").join("s.json")));
+        let (published, mut readers) =
+            watch::channel(Arc::new(Published::new(&StatusFile::starting())));
+        let mut writer = StatusWriter::new(
+            Some(dir.path().join("missing").join("s.json")),
+            published.clone(),
+        );
         writer.write(&snap, &metrics);
+        // Readers of the API see the status although the file could not be written.
+        assert!(readers.has_changed()?);
+        assert_eq!(
+            readers.borrow_and_update().json(),
+            serde_json::to_string(&snap.status_file())?
+        );
         assert!(writer.failing());
         assert!(
             metrics
                 .encode()
                 .contains("driftless_status_write_errors_total 1\n")
         );
-        let mut writer = StatusWriter::new(Some(dir.path().join("s.json")));
+        let mut writer = StatusWriter::new(Some(dir.path().join("s.json")), published.clone());
         writer.write(&snap, &metrics);
         assert!(!writer.failing());
         assert_eq!(
             StatusFile::read(&dir.path().join("s.json"))?,
             snap.status_file()
         );
-        let mut none = StatusWriter::new(None);
+        let mut none = StatusWriter::new(None, published);
         none.write(&snap, &metrics);
         assert!(!none.failing());
+        // The same status again wakes no reader.
+        assert!(!readers.has_changed()?);
         Ok(())
     }
 }

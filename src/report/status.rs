@@ -14,7 +14,12 @@
 //! specs              [{ id, kind, namespace, name, file, line, ready, status, reason,
 //!                    message, figures, objects: [{ object, status, reason, message, action }] }]
 //! leader             null without leader election, else whether this replica writes
+//! syncing            whether a sync is running
+//! drift              "correct" (drift is taken back) or "report" (only reported)
 //! ```
+//!
+//! Each spec also has `suspended` (null | { reason, since }) and `drifted` (the objects
+//! someone else changed that were left so: in `report` mode, or while suspended).
 //!
 //! The file is only ever replaced by a rename, so a reader sees the old or the new content,
 //! never a mix.
@@ -26,6 +31,8 @@ use std::path::{Path, PathBuf};
 use k8s_openapi::jiff::Timestamp;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+
+use crate::apply::suspensions::Suspension;
 
 /// The schema version this build writes and reads.
 pub const VERSION: u32 = 1;
@@ -74,6 +81,14 @@ pub struct StatusFile {
     #[serde(default)]
     pub specs: Vec<SpecStatus>,
     pub leader: Option<bool>,
+    #[serde(default)]
+    pub syncing: bool,
+    #[serde(default = "correct")]
+    pub drift: String,
+}
+
+fn correct() -> String {
+    "correct".into()
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -114,6 +129,10 @@ pub struct SpecStatus {
     pub figures: Value,
     #[serde(default)]
     pub objects: Vec<ObjectState>,
+    #[serde(default)]
+    pub suspended: Option<Suspension>,
+    #[serde(default)]
+    pub drifted: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -127,6 +146,22 @@ pub struct ObjectState {
 }
 
 impl StatusFile {
+    /// What there is to say before the daemon has read its source.
+    pub fn starting() -> StatusFile {
+        StatusFile {
+            version: VERSION,
+            source: String::new(),
+            revision_seen: None,
+            revision_applied: None,
+            last_sync: None,
+            errors: Vec::new(),
+            specs: Vec::new(),
+            leader: None,
+            syncing: false,
+            drift: correct(),
+        }
+    }
+
     pub fn read(path: &Path) -> Result<StatusFile, StatusError> {
         let text = std::fs::read_to_string(path).map_err(|source| StatusError::Read {
             path: path.to_path_buf(),
@@ -217,6 +252,13 @@ impl StatusFile {
             };
             header(&mut out, "leader", text);
         }
+        if self.drift != "correct" {
+            header(
+                &mut out,
+                "drift",
+                &format!("{} (not corrected)", self.drift),
+            );
+        }
         if !self.errors.is_empty() {
             header(&mut out, "errors", &self.errors.len().to_string());
             for e in &self.errors {
@@ -240,12 +282,19 @@ impl StatusFile {
             .specs
             .iter()
             .map(|s| {
-                let message = match s.reason.as_deref() {
+                let mut message = match s.reason.as_deref() {
                     Some(r) if !r.is_empty() && !s.message.starts_with(r) => {
                         format!("{r}: {}", s.message)
                     }
                     _ => s.message.clone(),
                 };
+                // What a person changed comes first: it explains the rest.
+                if !s.drifted.is_empty() {
+                    message = format!("drifted: {}; {message}", s.drifted.join(", "));
+                }
+                if let Some(held) = &s.suspended {
+                    message = format!("suspended: {}; {message}", held.reason);
+                }
                 [
                     s.id.clone(),
                     if s.ready { "yes" } else { "no" }.to_string(),
@@ -434,6 +483,31 @@ pub fn write_atomic(path: &Path, status: &StatusFile) -> Result<bool, StatusErro
 mod tests {
     use super::*;
 
+    /// A spec that is ready and lists no objects; the sample's other specs start from one.
+    fn ready_spec(
+        [kind, namespace, name]: [&str; 3],
+        file: &str,
+        line: usize,
+        figures: Value,
+    ) -> SpecStatus {
+        SpecStatus {
+            id: format!("{kind}/{namespace}/{name}"),
+            kind: kind.into(),
+            namespace: namespace.into(),
+            name: name.into(),
+            file: file.into(),
+            line,
+            ready: true,
+            status: "Current".into(),
+            reason: None,
+            message: "ready".into(),
+            figures,
+            objects: vec![],
+            suspended: None,
+            drifted: vec![],
+        }
+    }
+
     fn sample() -> StatusFile {
         StatusFile {
             version: VERSION,
@@ -458,20 +532,6 @@ mod tests {
             }],
             specs: vec![
                 SpecStatus {
-                    id: "elasticweb/shop/web".into(),
-                    kind: "elasticweb".into(),
-                    namespace: "shop".into(),
-                    name: "web".into(),
-                    file: "web/shop.toml".into(),
-                    line: 1,
-                    ready: true,
-                    status: "Current".into(),
-                    reason: None,
-                    message: "ready".into(),
-                    figures: serde_json::json!({
-                        "kind": "elasticweb", "desired_replicas": 3,
-                        "available_replicas": 3, "real_qps": 2400
-                    }),
                     objects: vec![ObjectState {
                         object: "Deployment shop/web".into(),
                         status: "Current".into(),
@@ -479,58 +539,51 @@ mod tests {
                         message: "Deployment is available. Replicas: 3".into(),
                         action: Some("unchanged".into()),
                     }],
+                    ..ready_spec(
+                        ["elasticweb", "shop", "web"],
+                        "web/shop.toml",
+                        1,
+                        serde_json::json!({
+                            "kind": "elasticweb", "desired_replicas": 3,
+                            "available_replicas": 3, "real_qps": 2400
+                        }),
+                    )
                 },
                 SpecStatus {
-                    id: "workspace/dev/alice".into(),
-                    kind: "workspace".into(),
-                    namespace: "dev".into(),
-                    name: "alice".into(),
-                    file: "dev.toml".into(),
-                    line: 7,
                     ready: false,
                     status: "Failed".into(),
                     reason: Some("CrashLoopBackOff".into()),
                     message: "Pod dev/alice: back-off 5m0s restarting failed container\nws in pod alice which keeps failing over and over again".into(),
-                    figures: serde_json::json!({
-                        "kind": "workspace", "state": "running", "phase": "Running",
-                        "node": "node-1", "pod_ip": "10.1.2.3", "port": 8080,
-                        "url": "http://alice.dev.svc.cluster.local:8080"
-                    }),
-                    objects: vec![],
+                    ..ready_spec(
+                        ["workspace", "dev", "alice"],
+                        "dev.toml",
+                        7,
+                        serde_json::json!({
+                            "kind": "workspace", "state": "running", "phase": "Running",
+                            "node": "node-1", "pod_ip": "10.1.2.3", "port": 8080,
+                            "url": "http://alice.dev.svc.cluster.local:8080"
+                        }),
+                    )
                 },
-                SpecStatus {
-                    id: "localservice/infra/dns".into(),
-                    kind: "localservice".into(),
-                    namespace: "infra".into(),
-                    name: "dns".into(),
-                    file: "infra.toml".into(),
-                    line: 1,
-                    ready: true,
-                    status: "Current".into(),
-                    reason: None,
-                    message: "ready".into(),
-                    figures: serde_json::json!({
+                ready_spec(
+                    ["localservice", "infra", "dns"],
+                    "infra.toml",
+                    1,
+                    serde_json::json!({
                         "kind": "localservice", "nodes": ["node-1", "node-2"],
                         "ready_endpoints": {"node-1": 2, "node-2": 1}
                     }),
-                    objects: vec![],
-                },
-                SpecStatus {
-                    id: "manifest/infra/extra".into(),
-                    kind: "manifest".into(),
-                    namespace: "infra".into(),
-                    name: "extra".into(),
-                    file: "infra.toml".into(),
-                    line: 20,
-                    ready: true,
-                    status: "Current".into(),
-                    reason: None,
-                    message: "ready".into(),
-                    figures: serde_json::json!({"kind": "manifest"}),
-                    objects: vec![],
-                },
+                ),
+                ready_spec(
+                    ["manifest", "infra", "extra"],
+                    "infra.toml",
+                    20,
+                    serde_json::json!({"kind": "manifest"}),
+                ),
             ],
             leader: Some(true),
+            syncing: false,
+            drift: "correct".into(),
         }
     }
 
@@ -629,19 +682,14 @@ mod tests {
     #[test]
     fn table_of_a_fresh_daemon() {
         let s = StatusFile {
-            version: VERSION,
             source: "dir:/specs".into(),
-            revision_seen: None,
-            revision_applied: None,
-            last_sync: None,
             errors: vec![SourceError {
                 file: None,
                 line: None,
                 column: None,
                 message: "cannot read /specs".into(),
             }],
-            specs: vec![],
-            leader: None,
+            ..StatusFile::starting()
         };
         let t = s.render_table(None);
         assert!(t.contains("revision applied: -\n"), "{t}");

@@ -77,6 +77,51 @@ pub const MAX_FILE_BYTES: usize = 4 << 20;
 /// garbage would otherwise give millions of lines.
 pub const MAX_ERRORS_PER_FILE: usize = 100;
 
+/// A tree holds at most this many spec files, and this many bytes of them. The per-file
+/// cap alone lets a million small files (or sixteen thousand 4 MiB ones) through, read
+/// into memory whole and parsed on every change. The biggest tree driftless is tested
+/// with (5,000 specs) is well under a MiB, and a spec a file would still be half the file
+/// cap; a tree past either is refused unread, the last good revision staying in force.
+pub const MAX_TREE_FILES: usize = 10_000;
+pub const MAX_TREE_BYTES: usize = 64 << 20;
+
+/// A tree past [`MAX_TREE_FILES`] or [`MAX_TREE_BYTES`].
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TreeLimit {
+    #[error(
+        "the spec tree has more than {MAX_TREE_FILES} spec files, the limit for a tree; not read"
+    )]
+    Files,
+    #[error(
+        "the spec tree's files hold more than {} MiB, the limit for a tree; not read",
+        MAX_TREE_BYTES >> 20
+    )]
+    Bytes,
+}
+
+/// What a reader of a tree took so far, against the tree's limits.
+#[derive(Debug, Default)]
+pub struct TreeBudget {
+    files: usize,
+    bytes: usize,
+}
+
+impl TreeBudget {
+    /// Counts one more spec file of `len` bytes: an error once the tree is past a limit,
+    /// so the reader stops there.
+    pub fn take(&mut self, len: usize) -> Result<(), TreeLimit> {
+        self.files += 1;
+        self.bytes = self.bytes.saturating_add(len);
+        if self.files > MAX_TREE_FILES {
+            Err(TreeLimit::Files)
+        } else if self.bytes > MAX_TREE_BYTES {
+            Err(TreeLimit::Bytes)
+        } else {
+            Ok(())
+        }
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
     #[error("spec root {path}: {source}")]
@@ -84,6 +129,8 @@ pub enum LoadError {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("spec root {path}: {limit}")]
+    TooLarge { path: PathBuf, limit: TreeLimit },
     #[error("{0}")]
     Invalid(#[from] SpecErrors),
 }
@@ -143,8 +190,16 @@ pub fn read_dir(root: &Path) -> Result<Vec<SourceFile>, LoadError> {
         seen: &mut seen,
         files: &mut files,
         problems: &mut problems,
+        budget: TreeBudget::default(),
+        over: None,
     };
     walker.walk(root, "");
+    if let Some(limit) = walker.over {
+        return Err(LoadError::TooLarge {
+            path: root.to_path_buf(),
+            limit,
+        });
+    }
     if !problems.is_empty() {
         problems.sort();
         return Err(SpecErrors(problems).into());
@@ -168,10 +223,16 @@ struct Walker<'a> {
     seen: &'a mut HashSet<PathBuf>,
     files: &'a mut Vec<SourceFile>,
     problems: &'a mut Vec<SpecError>,
+    budget: TreeBudget,
+    /// The limit the tree went past: the walk stops.
+    over: Option<TreeLimit>,
 }
 
 impl Walker<'_> {
     fn walk(&mut self, dir: &Path, rel: &str) {
+        if self.over.is_some() {
+            return;
+        }
         let at = |file: &str| Location {
             file: file.to_string(),
             line: 1,
@@ -192,6 +253,9 @@ impl Walker<'_> {
             }
         };
         for entry in entries.flatten() {
+            if self.over.is_some() {
+                return;
+            }
             let name = entry.file_name().to_string_lossy().into_owned();
             if name.starts_with('.') {
                 continue;
@@ -213,10 +277,16 @@ impl Walker<'_> {
                 self.walk(&path, &child);
             } else if meta.is_file() && is_spec_file(&name) {
                 match read_capped(&path) {
-                    Ok(contents) => self.files.push(SourceFile {
-                        path: child,
-                        contents,
-                    }),
+                    Ok(contents) => {
+                        if let Err(limit) = self.budget.take(contents.len()) {
+                            self.over = Some(limit);
+                            return;
+                        }
+                        self.files.push(SourceFile {
+                            path: child,
+                            contents,
+                        });
+                    }
                     Err(e) => self.problems.push(SpecError {
                         at: at(&child),
                         message: format!("cannot read file: {e}"),
@@ -235,6 +305,18 @@ pub fn parse_files(files: &[SourceFile]) -> Result<SpecTree, SpecErrors> {
 /// Validates a set of spec files as one tree: every error of every file, in file order,
 /// or the tree.
 pub fn parse_files_with(files: &[SourceFile], policy: &Policy) -> Result<SpecTree, SpecErrors> {
+    // The readers stop at the tree's limits; files from elsewhere are held to them too.
+    let mut budget = TreeBudget::default();
+    if let Err(limit) = files.iter().try_for_each(|f| budget.take(f.contents.len())) {
+        return Err(SpecErrors(vec![SpecError {
+            at: Location {
+                file: ".".to_string(),
+                line: 1,
+                column: 1,
+            },
+            message: limit.to_string(),
+        }]));
+    }
     let mut errors = Vec::new();
     let mut found = Vec::new();
     for f in files {

@@ -14,8 +14,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 pub use load::{
-    IGNORE_FILE, IgnoreRules, LoadError, MAX_ERRORS_PER_FILE, MAX_FILE_BYTES, SourceFile,
-    is_spec_file, is_yaml, load_dir, load_dir_with, parse_files, parse_files_with, read_dir,
+    IGNORE_FILE, IgnoreRules, LoadError, MAX_ERRORS_PER_FILE, MAX_FILE_BYTES, MAX_TREE_BYTES,
+    MAX_TREE_FILES, SourceFile, TreeBudget, TreeLimit, is_spec_file, is_yaml, load_dir,
+    load_dir_with, parse_files, parse_files_with, read_dir,
 };
 pub use model::{ElasticWeb, LocalService, Manifest, Workspace};
 

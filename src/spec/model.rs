@@ -7,6 +7,35 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+/// A field that takes one of a few Kubernetes API values, spelled in a file as the API
+/// spells it (`ReadWriteOnce`, `NodePort`, `TCP`); the first one is the default. `ALL`
+/// pairs each with its spelling for the loader (which names them all in its message for
+/// any other value), and `as_str` gives the spelling back for the rendered object.
+macro_rules! api_enum {
+    ($name:ident { $default:ident $(, $value:ident)* $(,)? }) => {
+        #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+        pub enum $name {
+            #[default]
+            $default,
+            $($value,)*
+        }
+
+        impl $name {
+            pub const ALL: [(&'static str, $name); 1 + [$(stringify!($value)),*].len()] = [
+                (stringify!($default), $name::$default),
+                $((stringify!($value), $name::$value),)*
+            ];
+
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $name::$default => stringify!($default),
+                    $($name::$value => stringify!($value),)*
+                }
+            }
+        }
+    };
+}
+
 /// A whole spec file, as an editor sees it (the root of the JSON Schema).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -70,31 +99,12 @@ pub struct Workspace {
     pub adopt: bool,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub enum AccessMode {
-    #[default]
+api_enum!(AccessMode {
     ReadWriteOnce,
     ReadOnlyMany,
     ReadWriteMany,
     ReadWriteOncePod,
-}
-
-impl AccessMode {
-    pub const ALL: [(&'static str, AccessMode); 4] = [
-        ("ReadWriteOnce", AccessMode::ReadWriteOnce),
-        ("ReadOnlyMany", AccessMode::ReadOnlyMany),
-        ("ReadWriteMany", AccessMode::ReadWriteMany),
-        ("ReadWriteOncePod", AccessMode::ReadWriteOncePod),
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        Self::ALL
-            .iter()
-            .find(|(_, m)| *m == self)
-            .map(|(s, _)| *s)
-            .unwrap_or("ReadWriteOnce")
-    }
-}
+});
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
@@ -172,29 +182,11 @@ pub struct LocalService {
     pub adopt: bool,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub enum ServiceType {
-    #[default]
+api_enum!(ServiceType {
     ClusterIP,
     NodePort,
     LoadBalancer,
-}
-
-impl ServiceType {
-    pub const ALL: [(&'static str, ServiceType); 3] = [
-        ("ClusterIP", ServiceType::ClusterIP),
-        ("NodePort", ServiceType::NodePort),
-        ("LoadBalancer", ServiceType::LoadBalancer),
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        Self::ALL
-            .iter()
-            .find(|(_, t)| *t == self)
-            .map(|(s, _)| *s)
-            .unwrap_or("ClusterIP")
-    }
-}
+});
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
@@ -220,29 +212,7 @@ pub enum TargetPort {
     Name(String),
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
-pub enum Protocol {
-    #[default]
-    TCP,
-    UDP,
-    SCTP,
-}
-
-impl Protocol {
-    pub const ALL: [(&'static str, Protocol); 3] = [
-        ("TCP", Protocol::TCP),
-        ("UDP", Protocol::UDP),
-        ("SCTP", Protocol::SCTP),
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        Self::ALL
-            .iter()
-            .find(|(_, p)| *p == self)
-            .map(|(s, _)| *s)
-            .unwrap_or("TCP")
-    }
-}
+api_enum!(Protocol { TCP, UDP, SCTP });
 
 /// Any Kubernetes object, passed through with ownership labels added.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]

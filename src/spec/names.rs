@@ -9,17 +9,21 @@ fn lower_alnum(c: char) -> bool {
     c.is_ascii_lowercase() || c.is_ascii_digit()
 }
 
-/// RFC 1123 label: namespaces, most names. Returns why not, if not.
-pub fn dns1123_label(s: &str) -> Result<(), String> {
+/// Not empty and at most `max` characters: both DNS forms check this first, each with
+/// its own limit.
+fn length(s: &str, max: usize) -> Result<(), String> {
     if s.is_empty() {
         return Err("must not be empty".into());
     }
-    if s.len() > MAX_LABEL {
-        return Err(format!(
-            "must be at most {MAX_LABEL} characters (is {})",
-            s.len()
-        ));
+    if s.len() > max {
+        return Err(format!("must be at most {max} characters (is {})", s.len()));
     }
+    Ok(())
+}
+
+/// RFC 1123 label: namespaces, most names. Returns why not, if not.
+pub fn dns1123_label(s: &str) -> Result<(), String> {
+    length(s, MAX_LABEL)?;
     if !s.chars().all(|c| lower_alnum(c) || c == '-') {
         return Err("must consist of lowercase letters, digits and '-'".into());
     }
@@ -40,15 +44,7 @@ pub fn dns1035_label(s: &str) -> Result<(), String> {
 
 /// RFC 1123 subdomain: names of most other objects.
 pub fn dns1123_subdomain(s: &str) -> Result<(), String> {
-    if s.is_empty() {
-        return Err("must not be empty".into());
-    }
-    if s.len() > MAX_SUBDOMAIN {
-        return Err(format!(
-            "must be at most {MAX_SUBDOMAIN} characters (is {})",
-            s.len()
-        ));
-    }
+    length(s, MAX_SUBDOMAIN)?;
     for part in s.split('.') {
         if part.is_empty() || !part.chars().all(|c| lower_alnum(c) || c == '-') {
             return Err("must consist of lowercase letters, digits, '-' and '.'".into());

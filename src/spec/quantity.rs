@@ -30,11 +30,7 @@ pub const NEGATIVE: &str = "(must not be negative)";
 /// not, in parentheses (it follows the quoted value in messages).
 pub fn check(s: &str, unit: Unit) -> Result<(), String> {
     let syntax = || SYNTAX.to_string();
-    let (negative, rest) = match s.as_bytes().first() {
-        Some(b'-') => (true, &s[1..]),
-        Some(b'+') => (false, &s[1..]),
-        _ => (false, s),
-    };
+    let (negative, rest) = sign(s);
     let int_len = rest.bytes().take_while(u8::is_ascii_digit).count();
     let (int_digits, rest) = rest.split_at(int_len);
     let (frac_digits, suffix) = match rest.strip_prefix('.') {
@@ -47,24 +43,9 @@ pub fn check(s: &str, unit: Unit) -> Result<(), String> {
     if int_digits.is_empty() && frac_digits.is_empty() {
         return Err(syntax());
     }
-    let (exp10, exp2): (i128, u32) = match suffix {
-        "n" => (-9, 0),
-        "u" => (-6, 0),
-        "m" => (-3, 0),
-        "" => (0, 0),
-        "k" => (3, 0),
-        "M" => (6, 0),
-        "G" => (9, 0),
-        "T" => (12, 0),
-        "P" => (15, 0),
-        "E" => (18, 0),
-        "Ki" => (0, 10),
-        "Mi" => (0, 20),
-        "Gi" => (0, 30),
-        "Ti" => (0, 40),
-        "Pi" => (0, 50),
-        "Ei" => (0, 60),
-        _ => match suffix.strip_prefix(['e', 'E']) {
+    let (exp10, exp2) = match scale(suffix) {
+        Some(scale) => scale,
+        None => match suffix.strip_prefix(['e', 'E']) {
             Some(exp) => (exponent(exp).ok_or_else(syntax)?, 0),
             None => return Err(syntax()),
         },
@@ -106,13 +87,32 @@ pub fn check(s: &str, unit: Unit) -> Result<(), String> {
     }
 }
 
-/// A decimal exponent: an optional sign and digits; saturates (the caller only compares).
-fn exponent(s: &str) -> Option<i128> {
-    let (negative, digits) = match s.as_bytes().first() {
+/// An optional leading sign, as a number and its exponent both have: whether it is a
+/// minus, and the text after it.
+fn sign(s: &str) -> (bool, &str) {
+    match s.as_bytes().first() {
         Some(b'-') => (true, &s[1..]),
         Some(b'+') => (false, &s[1..]),
         _ => (false, s),
-    };
+    }
+}
+
+/// A `<binarySI>` or `<decimalSI>` suffix as a power of ten and a power of two. Each SI
+/// prefix is 10^3 times the one before it (from nano, 10^-9), each binary one 2^10 times
+/// (from Ki, 2^10).
+fn scale(suffix: &str) -> Option<(i128, u32)> {
+    const DECIMAL: [&str; 10] = ["n", "u", "m", "", "k", "M", "G", "T", "P", "E"];
+    const BINARY: [&str; 6] = ["Ki", "Mi", "Gi", "Ti", "Pi", "Ei"];
+    if let Some(i) = DECIMAL.iter().position(|&s| s == suffix) {
+        return Some((3 * i as i128 - 9, 0));
+    }
+    let i = BINARY.iter().position(|&s| s == suffix)?;
+    Some((0, 10 * (i as u32 + 1)))
+}
+
+/// A decimal exponent: an optional sign and digits; saturates (the caller only compares).
+fn exponent(s: &str) -> Option<i128> {
+    let (negative, digits) = sign(s);
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
@@ -171,6 +171,49 @@ mod tests {
             check(&format!("0.{}1", "0".repeat(5000)), Unit::Cpu),
             Ok(())
         );
+    }
+
+    /// The largest count of each suffix that fits in 64 bits, and one more: each
+    /// suffix's scale, pinned.
+    #[test]
+    fn each_decimal_suffix_is_its_power_of_ten() {
+        for (most, suffix, unit) in [
+            (9_223_372_036_854_775_807_999_999_u128, "n", Unit::Cpu),
+            (9_223_372_036_854_775_807_999, "u", Unit::Cpu),
+            (9_223_372_036_854_775_807, "m", Unit::Cpu),
+            (9_223_372_036_854_775_807, "", Unit::Bytes),
+            (9_223_372_036_854_775, "k", Unit::Bytes),
+            (9_223_372_036_854, "M", Unit::Bytes),
+            (9_223_372_036, "G", Unit::Bytes),
+            (9_223_372, "T", Unit::Bytes),
+            (9_223, "P", Unit::Bytes),
+            (9, "E", Unit::Bytes),
+        ] {
+            assert_eq!(check(&format!("{most}{suffix}"), unit), Ok(()), "{suffix}");
+            let over = check(&format!("{}{suffix}", most + 1), unit);
+            assert!(over.is_err_and(|e| e.starts_with("(too large")), "{suffix}");
+        }
+    }
+
+    #[test]
+    fn each_binary_suffix_is_its_power_of_two() {
+        // 2^53 - 1 Ki, 2^43 - 1 Mi, ... 2^3 - 1 Ei.
+        for (most, suffix) in [
+            (9_007_199_254_740_991_u64, "Ki"),
+            (8_796_093_022_207, "Mi"),
+            (8_589_934_591, "Gi"),
+            (8_388_607, "Ti"),
+            (8_191, "Pi"),
+            (7, "Ei"),
+        ] {
+            assert_eq!(
+                check(&format!("{most}{suffix}"), Unit::Bytes),
+                Ok(()),
+                "{suffix}"
+            );
+            let over = check(&format!("{}{suffix}", most + 1), Unit::Bytes);
+            assert!(over.is_err_and(|e| e.starts_with("(too large")), "{suffix}");
+        }
     }
 
     #[test]

@@ -218,3 +218,23 @@ pub async fn apiserver_writes(client: &Client, resources: &[&str]) -> u64 {
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum::<f64>() as u64
 }
+
+/// Runs `cleanup` with an admin client of its own, on a thread of its own, and waits for
+/// it: for `Drop` guards that must work also when the test failed (its runtime, and the
+/// clients bound to it, may be gone).
+pub fn cleanup_on_own_thread<F, Fut>(cleanup: F)
+where
+    F: FnOnce(Client) -> Fut + Send + 'static,
+    Fut: Future<Output = ()>,
+{
+    let done = std::thread::spawn(move || {
+        let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        else {
+            return;
+        };
+        rt.block_on(async move { cleanup(client().await).await });
+    });
+    let _ = done.join();
+}

@@ -1,5 +1,6 @@
-//! git on loopback: the CLI in temporary repositories, `git daemon`, and smart HTTP
-//! (`git http-backend` behind a tiny HTTP server that checks Basic auth).
+//! git on loopback: the CLI in temporary repositories, `git daemon`, smart HTTP
+//! (`git http-backend` behind a tiny HTTP server that checks Basic auth), and OpenSSH's
+//! `sshd`.
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Read, Write};
@@ -13,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
 
-use super::free_port;
+use super::{await_ready, free_port};
 
 /// `git` in `dir`, with nothing of the user's configuration.
 pub fn git_cmd(dir: &Path) -> Command {
@@ -164,7 +165,7 @@ fn launch(base: &Path, port: u16) -> Option<Child> {
     // The daemon binary itself: `git daemon` would run it as a child of its own, which
     // killing `git` leaves running.
     let exec_path = PathBuf::from(git(base, &["--exec-path"]));
-    let mut child = Command::new(exec_path.join("git-daemon"))
+    let child = Command::new(exec_path.join("git-daemon"))
         .current_dir(base)
         .env("GIT_CONFIG_GLOBAL", "/dev/null")
         .env("GIT_CONFIG_NOSYSTEM", "1")
@@ -181,19 +182,9 @@ fn launch(base: &Path, port: u16) -> Option<Child> {
         .stderr(Stdio::null())
         .spawn()
         .expect("start git daemon");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while Instant::now() < deadline {
-        if let Ok(Some(_)) = child.try_wait() {
-            return None;
-        }
-        if TcpStream::connect(("127.0.0.1", port)).is_ok() {
-            return Some(child);
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-    None
+    await_ready(child, Duration::from_secs(10), || {
+        TcpStream::connect(("127.0.0.1", port)).is_ok()
+    })
 }
 
 // ---------------------------------------------------------------------------------------
@@ -423,4 +414,237 @@ fn serve(stream: TcpStream, mode: &Mode, seen: &Mutex<Vec<Seen>>) -> std::io::Re
     )?;
     response.extend_from_slice(content);
     stream.write_all(&response)
+}
+
+// ---------------------------------------------------------------------------------------
+// sshd
+
+/// OpenSSH's server (Debian's `openssh-server`) on a free loopback port, as the current
+/// user, with a configuration of its own: a temporary host key, and an authorized_keys
+/// file that lets in one temporary client key. Serves the bare repositories it `create`s
+/// (sshd runs `git-upload-pack` from the default PATH); killed when dropped.
+pub struct Sshd {
+    child: Option<Child>,
+    pub port: u16,
+    /// The login the URLs name: whoever runs the test.
+    pub user: String,
+    dir: TempDir,
+}
+
+/// `sshd` itself: it must be started by its absolute path (it re-executes itself).
+const SSHD: &str = "/usr/sbin/sshd";
+
+/// A new ed25519 key pair without passphrase at `path` (and `path.pub`); the public
+/// key's `type base64` part.
+pub fn ssh_keygen(path: &Path) -> String {
+    let out = Command::new("ssh-keygen")
+        .args([
+            "-q",
+            "-t",
+            "ed25519",
+            "-N",
+            "",
+            "-C",
+            "driftless-test",
+            "-f",
+        ])
+        .arg(path)
+        .output()
+        .expect("ssh-keygen (Debian's openssh-client; testbed/install.sh installs it)");
+    assert!(
+        out.status.success(),
+        "ssh-keygen failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let public = std::fs::read_to_string(path.with_extension("pub")).unwrap();
+    public
+        .split_whitespace()
+        .take(2)
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+impl Sshd {
+    pub fn start() -> Sshd {
+        assert!(
+            Path::new(SSHD).is_file(),
+            "{SSHD} is missing: run testbed/install.sh (it installs Debian's openssh-server)"
+        );
+        let dir = TempDir::new().unwrap();
+        ssh_keygen(&dir.path().join("host_ed25519"));
+        let client = ssh_keygen(&dir.path().join("client_ed25519"));
+        std::fs::write(dir.path().join("authorized_keys"), format!("{client}\n")).unwrap();
+        std::fs::create_dir(dir.path().join("repos")).unwrap();
+        let user = String::from_utf8(
+            Command::new("id")
+                .arg("-un")
+                .output()
+                .expect("id -un")
+                .stdout,
+        )
+        .unwrap()
+        .trim()
+        .to_string();
+        // As root, sshd separates privileges into an empty chroot directory that systemd
+        // would otherwise create (RuntimeDirectory=sshd); as anyone else it needs none.
+        if running_as_root() {
+            std::fs::create_dir_all("/run/sshd").unwrap();
+        }
+        for _ in 0..5 {
+            let port = free_port();
+            if let Some(child) = launch_sshd(dir.path(), port) {
+                return Sshd {
+                    child: Some(child),
+                    port,
+                    user,
+                    dir,
+                };
+            }
+        }
+        panic!(
+            "sshd did not start; its log:\n{}",
+            std::fs::read_to_string(dir.path().join("sshd.log")).unwrap_or_default()
+        );
+    }
+
+    /// A new bare repository: its `ssh://` URL and path.
+    pub fn create(&self, name: &str) -> (String, PathBuf) {
+        let repos = self.dir.path().join("repos");
+        git(&repos, &["init", "-q", "--bare", "-b", "main", name]);
+        let path = repos.join(name);
+        (
+            format!(
+                "ssh://{}@127.0.0.1:{}{}",
+                self.user,
+                self.port,
+                path.display()
+            ),
+            path,
+        )
+    }
+
+    /// The private key sshd lets in (its `.pub` beside it).
+    pub fn client_key(&self) -> PathBuf {
+        self.dir.path().join("client_ed25519")
+    }
+
+    /// The host key's line for a known_hosts file (`[127.0.0.1]:port type base64`).
+    pub fn known_hosts_line(&self) -> String {
+        let public = std::fs::read_to_string(self.dir.path().join("host_ed25519.pub")).unwrap();
+        let key: Vec<&str> = public.split_whitespace().take(2).collect();
+        format!("[127.0.0.1]:{} {}", self.port, key.join(" "))
+    }
+
+    /// What sshd logged (LogLevel VERBOSE: every authentication attempt).
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.path().join("sshd.log")).unwrap_or_default()
+    }
+}
+
+impl Drop for Sshd {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Whether the test runs as root (uid 0), from `id -u`: std has no getuid.
+fn running_as_root() -> bool {
+    Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| o.stdout.trim_ascii() == b"0")
+}
+
+/// `sshd -D` on `port` with a configuration in `dir`, once it greets with its SSH banner;
+/// `None` when it exits first (the port was taken) or does not greet within 10 s.
+fn launch_sshd(dir: &Path, port: u16) -> Option<Child> {
+    let d = dir.display();
+    // Its own configuration only (-f replaces /etc/ssh/sshd_config). No PAM and no
+    // StrictModes, since the files live in a temporary directory of the current user;
+    // MaxAuthTries well above the client's own cap, so that a refused key shows how
+    // often the client tries rather than when sshd gives up on it.
+    let config = format!(
+        "Port {port}\n\
+         ListenAddress 127.0.0.1\n\
+         HostKey {d}/host_ed25519\n\
+         PidFile {d}/sshd.pid\n\
+         AuthorizedKeysFile {d}/authorized_keys\n\
+         UsePAM no\n\
+         StrictModes no\n\
+         PubkeyAuthentication yes\n\
+         PasswordAuthentication no\n\
+         KbdInteractiveAuthentication no\n\
+         PermitRootLogin prohibit-password\n\
+         MaxAuthTries 50\n\
+         AllowTcpForwarding no\n\
+         X11Forwarding no\n\
+         PrintMotd no\n\
+         LogLevel VERBOSE\n"
+    );
+    let config_path = dir.join(format!("sshd_config.{port}"));
+    std::fs::write(&config_path, config).unwrap();
+    let child = Command::new(SSHD)
+        .arg("-D")
+        .arg("-f")
+        .arg(&config_path)
+        .arg("-E")
+        .arg(dir.join("sshd.log"))
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start sshd");
+    await_ready(child, Duration::from_secs(10), || {
+        let Ok(stream) = TcpStream::connect(("127.0.0.1", port)) else {
+            return false;
+        };
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+        let mut banner = String::new();
+        BufReader::new(stream).read_line(&mut banner).is_ok() && banner.starts_with("SSH-")
+    })
+}
+
+/// A bare repository `config.git` in a directory of its own (serve it with
+/// `GitDaemon::serve(repo.base())`) and a work tree whose commits go to its `main`.
+pub struct ConfigRepo {
+    base: TempDir,
+    work: TempDir,
+}
+
+impl ConfigRepo {
+    pub fn new() -> ConfigRepo {
+        let base = TempDir::new().unwrap();
+        let bare = base.path().join("config.git");
+        std::fs::create_dir(&bare).unwrap();
+        git(&bare, &["init", "--bare", "-q"]);
+        let work = TempDir::new().unwrap();
+        git(work.path(), &["init", "-q"]);
+        git(
+            work.path(),
+            &["remote", "add", "origin", &bare.to_string_lossy()],
+        );
+        ConfigRepo { base, work }
+    }
+
+    /// Where `config.git` is.
+    pub fn base(&self) -> &Path {
+        self.base.path()
+    }
+
+    /// The work tree.
+    pub fn work(&self) -> &Path {
+        self.work.path()
+    }
+
+    /// Commits the whole work tree and pushes it to `main`; the commit's sha.
+    pub fn commit(&self, msg: &str) -> String {
+        let w = self.work();
+        git(w, &["add", "-A"]);
+        git(w, &["commit", "-q", "-m", msg]);
+        git(w, &["push", "-q", "origin", "HEAD:main"]);
+        git(w, &["rev-parse", "HEAD"]).trim().to_string()
+    }
 }

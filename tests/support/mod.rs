@@ -1,22 +1,33 @@
 //! What the integration tests share, each test binary taking the part it needs: the
 //! local cluster and a namespace per test (`cluster`), the example files (`files`), the
-//! real binary and `driftless run` as a child process (`binary`), and git servers on
-//! loopback (`git`).
+//! real binary and `driftless run` as a child process (`binary`), git servers on
+//! loopback (`git`: git daemon, smart HTTP, sshd), plain HTTP to the daemon (`http`), a
+//! real Prometheus scraping it (`prometheus`), and ServiceAccount kubeconfigs
+//! (`accounts`).
 // Each test binary compiles all of it and uses a part.
 #![allow(dead_code, unused_imports)]
 
+mod accounts;
 mod binary;
+mod browser;
 mod cluster;
 mod files;
 mod git;
+mod http;
+mod prometheus;
 
 use std::net::TcpListener;
-use std::time::Duration;
+use std::process::Child;
+use std::time::{Duration, Instant};
 
+pub use accounts::*;
 pub use binary::*;
+pub use browser::*;
 pub use cluster::*;
 pub use files::*;
 pub use git::*;
+pub use http::*;
+pub use prometheus::*;
 
 /// A bound on waiting for the cluster or a daemon, not a timing assertion.
 pub const WAIT: Duration = Duration::from_secs(120);
@@ -29,4 +40,22 @@ pub fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
+}
+
+/// A server just spawned, once `ready` says it serves; `None` when it exits first (its
+/// port was taken, say) or is not ready within `limit`, and then it is killed.
+pub fn await_ready(mut child: Child, limit: Duration, ready: impl Fn() -> bool) -> Option<Child> {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return None;
+        }
+        if ready() {
+            return Some(child);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    None
 }

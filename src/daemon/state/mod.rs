@@ -3,10 +3,11 @@
 //! async, no clock: the loop passes the time in, and counts what a transition reports
 //! (`Tally`) in the metrics.
 
+mod notices;
 mod readiness;
 mod synced;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,6 +16,7 @@ use tokio::time::Instant;
 
 use super::queue::Key;
 use super::watch;
+use crate::apply::suspensions::Suspensions;
 use crate::health::{self, SpecHealth};
 use crate::object::{ObjKey, Observed};
 use crate::render::NodeFacts;
@@ -80,7 +82,7 @@ pub struct State {
     /// synced yet. `revision_applied` moves to the revision once this is empty.
     pending: Option<BTreeSet<SpecId>>,
     /// What the tree renders to, as readiness needs it (not the objects' bodies).
-    pub expected: Vec<health::Expected>,
+    expected: Vec<health::Expected>,
     /// The tree or the nodes changed since `expected` was rendered.
     pub render_dirty: bool,
     /// The revision `tree` came from, once synced.
@@ -105,8 +107,25 @@ pub struct State {
     pub health: Vec<SpecHealth>,
     pub health_dirty: bool,
     active: bool,
+    /// Why this replica cannot lead (its Lease refused), while it cannot.
+    pub leader_problem: Option<String>,
     /// Why the Node watch cannot reach the API, while it cannot.
     cluster_error: Option<String>,
+    /// The specs with objects the last sync failed to apply.
+    sync_failed_specs: BTreeSet<SpecId>,
+    /// Take back what someone else changed (`--drift correct`), or only report it.
+    pub correct_drift: bool,
+    /// Owned objects someone else changed that were left so (reported drift, or a
+    /// suspended spec's), with their specs.
+    drifted: BTreeMap<ObjKey, SpecId>,
+    /// The replicas each scalable object should run, from `expected`.
+    replicas_wanted: HashMap<ObjKey, i64>,
+    /// Specs a person paused: not applied, pruned or corrected; readiness still shown.
+    pub suspensions: Suspensions,
+    /// A sync is running.
+    pub syncing: bool,
+    /// What has been told of the transitions (notifications).
+    herald: notices::Herald,
 }
 
 impl State {
@@ -133,7 +152,15 @@ impl State {
             health: Vec::new(),
             health_dirty: true,
             active,
+            leader_problem: None,
             cluster_error: None,
+            sync_failed_specs: BTreeSet::new(),
+            correct_drift: true,
+            drifted: BTreeMap::new(),
+            replicas_wanted: HashMap::new(),
+            suspensions: Suspensions::new(),
+            syncing: false,
+            herald: notices::Herald::default(),
         }
     }
 
@@ -151,6 +178,11 @@ impl State {
             expected: &self.expected,
             actions: &self.actions,
             leader: self.active,
+            leader_problem: self.leader_problem.as_deref(),
+            suspensions: &self.suspensions,
+            drifted: &self.drifted,
+            syncing: self.syncing,
+            correct_drift: self.correct_drift,
         }
     }
 
@@ -301,7 +333,7 @@ impl State {
                 let recorded = self.recorded.get(&key).cloned();
                 let drift = match (&live, &recorded) {
                     (None, Some(_)) => true,
-                    (Some(w), Some((_, fields))) => &w.fields != fields,
+                    (Some(w), Some((_, fields))) => &w.fields != fields || self.scaled(&key, w),
                     _ => false,
                 };
                 let spec = recorded
@@ -311,12 +343,81 @@ impl State {
                     Some(w) => self.live.objects.insert(key.clone(), w.value),
                     None => self.live.objects.remove(&key),
                 };
-                if drift {
-                    tracing::info!(object = %key, "drift detected");
+                if !drift {
+                    self.drifted.remove(&key);
+                    return None;
                 }
-                drift.then_some(spec.map(Key::Spec).unwrap_or(Key::Full))
+                let held = spec.as_ref().filter(|s| {
+                    !self.correct_drift || self.suspensions.contains_key(&s.to_string())
+                });
+                if let Some(spec) = held {
+                    tracing::info!(object = %key, "drift detected; left as it is");
+                    self.drifted.insert(key, spec.clone());
+                    return None;
+                }
+                tracing::info!(object = %key, "drift detected");
+                Some(spec.map(Key::Spec).unwrap_or(Key::Full))
+            }
+            watch::Event::Suspensions(now) => {
+                let resumed = self.suspensions.keys().any(|id| !now.contains_key(id));
+                if self.suspensions != now {
+                    tracing::info!(suspended = now.len(), "suspensions changed");
+                    self.health_dirty = true;
+                }
+                self.suspensions = now;
+                // What a resumed spec held back goes through now.
+                resumed.then_some(Key::Full)
             }
         }
+    }
+
+    pub fn last_sync(&self) -> Option<&LastSync> {
+        self.last_sync.as_ref()
+    }
+
+    /// Whether the object runs other replicas than the tree asks for: scaled through
+    /// the scale subresource, which before Kubernetes 1.22 moves no field ownership.
+    fn scaled(&self, key: &ObjKey, live: &watch::Watched) -> bool {
+        let Some(want) = self.replicas_wanted.get(key) else {
+            return false;
+        };
+        live.value
+            .value()
+            .pointer("/spec/replicas")
+            .and_then(serde_json::Value::as_i64)
+            .is_some_and(|have| have != *want)
+    }
+
+    /// What the tree renders to, as readiness needs it.
+    pub fn expected(&self) -> &[health::Expected] {
+        &self.expected
+    }
+
+    /// What the tree renders to from now on.
+    pub fn set_expected(&mut self, expected: Vec<health::Expected>) {
+        self.replicas_wanted = expected
+            .iter()
+            .filter_map(|e| Some((e.key.clone(), e.replicas?)))
+            .collect();
+        self.expected = expected;
+    }
+
+    /// How many objects of each spec were left drifted.
+    pub fn drifted_by_spec(&self) -> HashMap<&SpecId, usize> {
+        let mut out: HashMap<&SpecId, usize> = HashMap::new();
+        for spec in self.drifted.values() {
+            *out.entry(spec).or_default() += 1;
+        }
+        out
+    }
+
+    /// The suspended specs, also those the tree no longer has: a spec removed from the
+    /// source while suspended keeps its objects until it is resumed.
+    pub fn held(&self) -> BTreeSet<SpecId> {
+        self.suspensions
+            .keys()
+            .filter_map(|id| id.parse().ok())
+            .collect()
     }
 
     /// A change of leadership; a new leader syncs the whole tree.

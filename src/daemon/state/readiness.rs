@@ -43,7 +43,7 @@ impl State {
             expected.extend(objects.iter().map(health::Expected::of));
             keep(spec, objects);
         })?;
-        self.expected = expected;
+        self.set_expected(expected);
         self.render_dirty = false;
         Ok(())
     }

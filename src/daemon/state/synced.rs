@@ -26,6 +26,30 @@ pub enum SyncEnd<'a> {
 }
 
 impl State {
+    /// Keys of suspended specs only, left alone: they count as done, as a whole sync
+    /// counts the revision applied with its suspended specs left as they are (a resume
+    /// syncs them).
+    pub fn on_held(&mut self, keys: &[Key], now: Now) -> (Vec<(Key, bool)>, Tally) {
+        let specs: BTreeSet<&SpecId> = keys.iter().filter_map(Key::spec).collect();
+        let tally = Tally {
+            applied: self.specs_done(&specs, now),
+            ..Tally::default()
+        };
+        (keys.iter().map(|k| (k.clone(), true)).collect(), tally)
+    }
+
+    /// `specs` of a revision applied spec by spec are done; the revision, once none is
+    /// left (if that is news).
+    fn specs_done(&mut self, specs: &BTreeSet<&SpecId>, now: Now) -> Option<String> {
+        let pending = self.pending.as_mut()?;
+        pending.retain(|id| !specs.contains(id));
+        if !pending.is_empty() {
+            return None;
+        }
+        self.pending = None;
+        self.mark_applied(now)
+    }
+
     /// Takes a finished sync of `keys`; returns each key's success (a failed one is
     /// retried with backoff), with a whole sync added when a prune was refused.
     pub fn on_sync_done(
@@ -52,6 +76,7 @@ impl State {
                     pruned: 0,
                     failed: 0,
                 });
+                self.sync_failed_specs.clear();
                 return (keys.iter().map(|k| (k.clone(), false)).collect(), tally);
             }
             SyncEnd::Ran {
@@ -61,19 +86,21 @@ impl State {
             } => (report, objects, elapsed),
         };
         let full = keys.contains(&Key::Full);
-        let specs: BTreeSet<&SpecId> = keys
-            .iter()
-            .filter_map(|k| match k {
-                Key::Spec(s) => Some(s),
-                Key::Full => None,
-            })
-            .collect();
+        let specs: BTreeSet<&SpecId> = keys.iter().filter_map(Key::spec).collect();
         let mut failed_specs: BTreeSet<SpecId> = BTreeSet::new();
         let (mut applied, mut unchanged, mut failed) = (0u64, 0u64, 0u64);
         for o in report.objects.iter_mut() {
             match &o.action {
                 Action::Unchanged => unchanged += 1,
-                a if a.is_write() => applied += 1,
+                // Left as someone else set it: what we recorded stays our intent.
+                Action::Drifted => {
+                    unchanged += 1;
+                    self.drifted.insert(o.key.clone(), o.spec.clone());
+                }
+                a if a.is_write() => {
+                    applied += 1;
+                    self.drifted.remove(&o.key);
+                }
                 _ => {
                     failed += 1;
                     failed_specs.insert(o.spec.clone());
@@ -82,6 +109,7 @@ impl State {
             self.actions
                 .insert(o.key.clone(), o.action.label().to_string());
             if !o.action.is_error()
+                && o.action != Action::Drifted
                 && let Some(fields) = o.fields.clone()
             {
                 self.recorded
@@ -133,30 +161,34 @@ impl State {
             failed,
         });
         if full {
-            self.expected = health::expected(objects);
+            self.set_expected(health::expected(objects));
             self.render_dirty = false;
             self.pending = None;
             tally.applied = self.mark_applied(now);
-        } else if let Some(pending) = self.pending.as_mut() {
+        } else {
             // Like a whole sync, a spec counts as applied when its sync ran, failures and
             // all (they are in the status and retried with backoff).
-            pending.retain(|id| !specs.contains(id));
-            if pending.is_empty() {
-                self.pending = None;
-                tally.applied = self.mark_applied(now);
-            }
+            tally.applied = self.specs_done(&specs, now);
         }
         self.health_dirty = true;
+        self.sync_failed_specs = failed_specs.clone();
+        // What a prune left being deleted (a finalizer) is not an error, but only a later
+        // sync sees it gone and drops it from the inventory: the key is retried, with
+        // backoff, until then.
+        let waiting: BTreeSet<&str> = report.prune.waiting().map(|o| o.spec.as_str()).collect();
         let mut outcome: Vec<(Key, bool)> = keys
             .iter()
             .map(|k| {
                 let ok = match k {
-                    Key::Full => !refused && failed_specs.is_empty(),
+                    Key::Full => !refused && failed_specs.is_empty() && waiting.is_empty(),
                     // A refused prune is retried by whole syncs (below), which also retry
                     // these specs' failed objects: retried one by one with their own
                     // backoff, the specs a revision removed would each prune a share
                     // small enough to pass.
-                    Key::Spec(s) => refused || !failed_specs.contains(s),
+                    Key::Spec(s) => {
+                        (refused || !failed_specs.contains(s))
+                            && !waiting.contains(s.to_string().as_str())
+                    }
                 };
                 (k.clone(), ok)
             })

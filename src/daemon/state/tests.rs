@@ -30,8 +30,13 @@ fn web(name: &str, qps: u32) -> String {
 
 /// A one-file revision of elasticwebs in namespace `n`, each with its total QPS.
 fn webs(webs: &[(&str, u32)]) -> Vec<SourceFile> {
+    webs_after("", webs)
+}
+
+/// [`webs`] with `head` (comments, blank lines) before the file's first line.
+fn webs_after(head: &str, webs: &[(&str, u32)]) -> Vec<SourceFile> {
     let body: String = webs.iter().map(|(name, qps)| web(name, *qps)).collect();
-    files(&[("web.toml", &format!("namespace = \"n\"\n{body}"))])
+    files(&[("web.toml", &format!("{head}namespace = \"n\"\n{body}"))])
 }
 
 fn revision(id: &str, files: Vec<SourceFile>) -> SourceUpdate {
@@ -39,6 +44,11 @@ fn revision(id: &str, files: Vec<SourceFile>) -> SourceUpdate {
         id: id.into(),
         files,
     }
+}
+
+/// Revision `id` arrives from the source, under the default policy.
+fn new_revision(state: &mut State, id: &str, files: Vec<SourceFile>) -> (Vec<Key>, Tally) {
+    state.on_source(revision(id, files), &Policy::default(), now())
 }
 
 fn ids(set: &BTreeSet<SpecId>) -> Vec<String> {
@@ -85,6 +95,11 @@ fn result(name: &str, action: Action) -> ObjectResult {
     }
 }
 
+/// Specs a and b's Deployments, as a sync reports them when both had `action`.
+fn a_and_b(action: Action) -> Vec<ObjectResult> {
+    vec![result("a", action.clone()), result("b", action)]
+}
+
 fn ran(objects: Vec<ObjectResult>, refused: Option<&str>) -> SyncEnd<'static> {
     SyncEnd::Ran {
         report: SyncReport {
@@ -99,6 +114,15 @@ fn ran(objects: Vec<ObjectResult>, refused: Option<&str>) -> SyncEnd<'static> {
     }
 }
 
+/// A sync of `keys` ran, reported `objects` and had no prune refused.
+fn sync_ran(
+    state: &mut State,
+    keys: &[Key],
+    objects: Vec<ObjectResult>,
+) -> (Vec<(Key, bool)>, Tally) {
+    state.on_sync_done(keys, ran(objects, None), now())
+}
+
 fn with_nodes() -> State {
     let mut state = State::new("dir:/specs".into(), true);
     state.on_event(watch::Event::Nodes(Vec::new()));
@@ -108,14 +132,9 @@ fn with_nodes() -> State {
 /// A state whose revision `r1` (specs a and b) synced whole.
 fn applied() -> State {
     let mut state = with_nodes();
-    let (keys, _) = state.on_source(
-        revision("r1", webs(&[("a", 100), ("b", 100)])),
-        &Policy::default(),
-        now(),
-    );
+    let (keys, _) = new_revision(&mut state, "r1", webs(&[("a", 100), ("b", 100)]));
     assert_eq!(keys, [Key::Full]);
-    let objects = vec![result("a", Action::Created), result("b", Action::Created)];
-    let (outcome, tally) = state.on_sync_done(&keys, ran(objects, None), now());
+    let (outcome, tally) = sync_ran(&mut state, &keys, a_and_b(Action::Created));
     assert_eq!(outcome, [(Key::Full, true)]);
     assert_eq!(tally.applied.as_deref(), Some("r1"));
     state
@@ -175,18 +194,13 @@ fn a_spec_that_moved_in_its_file_counts_as_changed() {
 #[test]
 fn the_first_revision_syncs_the_whole_tree_and_counts_as_applied_once_synced() {
     let mut state = with_nodes();
-    let (keys, tally) = state.on_source(
-        revision("r1", webs(&[("a", 100)])),
-        &Policy::default(),
-        now(),
-    );
+    let (keys, tally) = new_revision(&mut state, "r1", webs(&[("a", 100)]));
     assert_eq!(keys, [Key::Full]);
     assert_eq!(tally, Tally::default());
     let snap = state.snapshot();
     assert_eq!(snap.revision_seen, Some("r1"));
     assert_eq!(snap.revision_applied, None);
-    let (outcome, tally) =
-        state.on_sync_done(&keys, ran(vec![result("a", Action::Created)], None), now());
+    let (outcome, tally) = sync_ran(&mut state, &keys, vec![result("a", Action::Created)]);
     assert_eq!(outcome, [(Key::Full, true)]);
     assert_eq!(tally.applied.as_deref(), Some("r1"));
     assert_eq!(tally.sync.as_ref().map(|s| s.result), Some("success"));
@@ -250,11 +264,7 @@ fn a_source_failure_is_reported_until_the_next_revision() {
     assert_eq!(state.snapshot().revision_applied, Some("r1"));
     // The same revision again (the source cleared what it remembered): no spec
     // changed, nothing to sync, and the error is gone.
-    let (keys, _) = state.on_source(
-        revision("r1", webs(&[("a", 100), ("b", 100)])),
-        &Policy::default(),
-        now(),
-    );
+    let (keys, _) = new_revision(&mut state, "r1", webs(&[("a", 100), ("b", 100)]));
     assert!(keys.is_empty());
     assert!(state.snapshot().errors.is_empty());
 }
@@ -262,10 +272,10 @@ fn a_source_failure_is_reported_until_the_next_revision() {
 #[test]
 fn after_an_applied_revision_only_the_changed_specs_sync() {
     let mut state = applied();
-    let (keys, tally) = state.on_source(
-        revision("r2", webs(&[("a", 300), ("b", 100), ("c", 100)])),
-        &Policy::default(),
-        now(),
+    let (keys, tally) = new_revision(
+        &mut state,
+        "r2",
+        webs(&[("a", 300), ("b", 100), ("c", 100)]),
     );
     assert_eq!(keys, [spec("a"), spec("c")]);
     assert_eq!(tally.applied, None);
@@ -275,69 +285,24 @@ fn after_an_applied_revision_only_the_changed_specs_sync() {
 #[test]
 fn a_revision_that_changes_no_spec_is_applied_at_once() {
     let mut state = applied();
-    let (keys, tally) = state.on_source(
-        revision(
-            "r2",
-            files(&[(
-                "web.toml",
-                &format!(
-                    "# a comment\nnamespace = \"n\"\n{}{}",
-                    web("a", 100),
-                    web("b", 100)
-                ),
-            )]),
-        ),
-        &Policy::default(),
-        now(),
-    );
+    // Specs a and b as `applied` has them, under a one-line comment each revision words
+    // differently.
+    let below = |comment| webs_after(comment, &[("a", 100), ("b", 100)]);
+    let (keys, tally) = new_revision(&mut state, "r2", below("# a comment\n"));
     // The specs moved a line down in their file: that is a change.
     assert_eq!(keys, [spec("a"), spec("b")]);
     assert_eq!(tally.applied, None);
-    let (keys, tally) = state.on_source(
-        revision(
-            "r3",
-            files(&[(
-                "web.toml",
-                &format!(
-                    "# another\nnamespace = \"n\"\n{}{}",
-                    web("a", 100),
-                    web("b", 100)
-                ),
-            )]),
-        ),
-        &Policy::default(),
-        now(),
-    );
+    let (keys, tally) = new_revision(&mut state, "r3", below("# another\n"));
     // Still pending from r2: they sync, and then r3 counts as applied.
     assert!(keys.is_empty());
     assert_eq!(tally.applied, None);
-    let (_, tally) = state.on_sync_done(
+    let (_, tally) = sync_ran(
+        &mut state,
         &[spec("a"), spec("b")],
-        ran(
-            vec![
-                result("a", Action::Unchanged),
-                result("b", Action::Unchanged),
-            ],
-            None,
-        ),
-        now(),
+        a_and_b(Action::Unchanged),
     );
     assert_eq!(tally.applied.as_deref(), Some("r3"));
-    let (keys, tally) = state.on_source(
-        revision(
-            "r4",
-            files(&[(
-                "web.toml",
-                &format!(
-                    "# yet another\nnamespace = \"n\"\n{}{}",
-                    web("a", 100),
-                    web("b", 100)
-                ),
-            )]),
-        ),
-        &Policy::default(),
-        now(),
-    );
+    let (keys, tally) = new_revision(&mut state, "r4", below("# yet another\n"));
     assert!(keys.is_empty());
     assert_eq!(tally.applied.as_deref(), Some("r4"));
     assert_eq!(state.snapshot().revision_applied, Some("r4"));
@@ -346,26 +311,22 @@ fn a_revision_that_changes_no_spec_is_applied_at_once() {
 #[test]
 fn the_revision_counts_as_applied_only_when_every_changed_spec_has_synced() {
     let mut state = applied();
-    let (keys, _) = state.on_source(
-        revision("r2", webs(&[("a", 300), ("b", 300)])),
-        &Policy::default(),
-        now(),
-    );
+    let (keys, _) = new_revision(&mut state, "r2", webs(&[("a", 300), ("b", 300)]));
     assert_eq!(keys, [spec("a"), spec("b")]);
-    let (outcome, tally) = state.on_sync_done(
+    let (outcome, tally) = sync_ran(
+        &mut state,
         &[spec("a")],
-        ran(vec![result("a", Action::Configured)], None),
-        now(),
+        vec![result("a", Action::Configured)],
     );
     assert_eq!(outcome, [(spec("a"), true)]);
     assert_eq!(tally.applied, None);
     assert_eq!(state.snapshot().revision_applied, Some("r1"));
     // A spec whose objects failed still counts as synced (the failure is in the
     // status, and retried with backoff).
-    let (outcome, tally) = state.on_sync_done(
+    let (outcome, tally) = sync_ran(
+        &mut state,
         &[spec("b")],
-        ran(vec![result("b", Action::Failed("forbidden".into()))], None),
-        now(),
+        vec![result("b", Action::Failed("forbidden".into()))],
     );
     assert_eq!(outcome, [(spec("b"), false)]);
     assert_eq!(tally.applied.as_deref(), Some("r2"));
@@ -377,11 +338,7 @@ fn the_revision_counts_as_applied_only_when_every_changed_spec_has_synced() {
 fn a_failed_sync_leaves_the_changed_specs_pending() {
     let mut state = applied();
     // r2 arrives while a whole sync (the resync) is due, and that sync fails.
-    let (keys, _) = state.on_source(
-        revision("r2", webs(&[("a", 300), ("b", 100)])),
-        &Policy::default(),
-        now(),
-    );
+    let (keys, _) = new_revision(&mut state, "r2", webs(&[("a", 300), ("b", 100)]));
     assert_eq!(keys, [spec("a")]);
     let (outcome, tally) = state.on_sync_done(
         &[Key::Full, spec("a")],
@@ -399,44 +356,28 @@ fn a_failed_sync_leaves_the_changed_specs_pending() {
     assert_eq!(last.duration_seconds, 3.0);
     assert_eq!(state.snapshot().revision_applied, Some("r1"));
     // Still pending: the next revision adds its own changes, spec by spec.
-    let (keys, _) = state.on_source(
-        revision("r3", webs(&[("a", 300), ("b", 300)])),
-        &Policy::default(),
-        now(),
-    );
+    let (keys, _) = new_revision(&mut state, "r3", webs(&[("a", 300), ("b", 300)]));
     assert_eq!(keys, [spec("b")]);
-    let (_, tally) = state.on_sync_done(&[spec("b")], ran(Vec::new(), None), now());
+    let (_, tally) = sync_ran(&mut state, &[spec("b")], Vec::new());
     assert_eq!(tally.applied, None, "a has not synced yet");
     // A whole sync that ran settles every pending spec.
-    let (_, tally) = state.on_sync_done(&[Key::Full], ran(Vec::new(), None), now());
+    let (_, tally) = sync_ran(&mut state, &[Key::Full], Vec::new());
     assert_eq!(tally.applied.as_deref(), Some("r3"));
-    let (keys, _) = state.on_source(
-        revision("r4", webs(&[("a", 100)])),
-        &Policy::default(),
-        now(),
-    );
+    let (keys, _) = new_revision(&mut state, "r4", webs(&[("a", 100)]));
     assert_eq!(keys, [spec("a"), spec("b")]);
 }
 
 #[test]
 fn until_a_revision_is_applied_every_revision_syncs_the_whole_tree() {
     let mut state = with_nodes();
-    let (keys, _) = state.on_source(
-        revision("r1", webs(&[("a", 100)])),
-        &Policy::default(),
-        now(),
-    );
+    let (keys, _) = new_revision(&mut state, "r1", webs(&[("a", 100)]));
     assert_eq!(keys, [Key::Full]);
     let failed = SyncEnd::Failed {
         message: "down".into(),
         elapsed: Duration::ZERO,
     };
     state.on_sync_done(&keys, failed, now());
-    let (keys, _) = state.on_source(
-        revision("r2", webs(&[("a", 200)])),
-        &Policy::default(),
-        now(),
-    );
+    let (keys, _) = new_revision(&mut state, "r2", webs(&[("a", 200)]));
     assert_eq!(keys, [Key::Full]);
     assert_eq!(state.snapshot().revision_applied, None);
 }
@@ -444,11 +385,7 @@ fn until_a_revision_is_applied_every_revision_syncs_the_whole_tree() {
 #[test]
 fn a_refused_prune_of_a_spec_sync_retries_as_a_whole_sync() {
     let mut state = applied();
-    state.on_source(
-        revision("r2", webs(&[("a", 100)])),
-        &Policy::default(),
-        now(),
-    );
+    new_revision(&mut state, "r2", webs(&[("a", 100)]));
     let (outcome, tally) = state.on_sync_done(
         &[spec("b")],
         ran(Vec::new(), Some("would delete 50% of the inventory")),
@@ -474,17 +411,50 @@ fn a_refused_prune_of_a_spec_sync_retries_as_a_whole_sync() {
 }
 
 #[test]
+fn a_prune_left_waiting_on_a_finalizer_is_retried_but_is_no_failure() {
+    let mut state = applied();
+    new_revision(&mut state, "r2", webs(&[("a", 100)]));
+    let waiting = prune::Outcome {
+        key: deployment("b"),
+        spec: id("b").to_string(),
+        action: prune::Action::Pruned,
+        waiting: Some("waiting for finalizers x".into()),
+    };
+    let end = |objects: Vec<prune::Outcome>| SyncEnd::Ran {
+        report: SyncReport {
+            objects: Vec::new(),
+            prune: prune::Report {
+                objects,
+                ..prune::Report::default()
+            },
+        },
+        objects: &[],
+        elapsed: Duration::from_millis(1),
+    };
+    let (outcome, tally) = state.on_sync_done(&[spec("b")], end(vec![waiting.clone()]), now());
+    // Retried (the next sync looks again), yet the sync succeeded.
+    assert_eq!(outcome, [(spec("b"), false)]);
+    assert_eq!(tally.sync.as_ref().map(|s| s.result), Some("success"));
+    let (outcome, _) = state.on_sync_done(&[Key::Full], end(vec![waiting.clone()]), now());
+    assert_eq!(outcome, [(Key::Full, false)]);
+    // Gone: done.
+    let gone = prune::Outcome {
+        action: prune::Action::AlreadyGone,
+        waiting: None,
+        ..waiting
+    };
+    let (outcome, _) = state.on_sync_done(&[spec("b")], end(vec![gone]), now());
+    assert_eq!(outcome, [(spec("b"), true)]);
+}
+
+#[test]
 fn a_whole_sync_fails_when_any_spec_does_and_a_spec_key_only_for_its_own() {
     let mut state = applied();
     let objects = vec![
         result("a", Action::Unchanged),
         result("b", Action::Conflict("another manager".into())),
     ];
-    let (outcome, tally) = state.on_sync_done(
-        &[Key::Full, spec("a"), spec("b")],
-        ran(objects, None),
-        now(),
-    );
+    let (outcome, tally) = sync_ran(&mut state, &[Key::Full, spec("a"), spec("b")], objects);
     assert_eq!(
         outcome,
         [(Key::Full, false), (spec("a"), true), (spec("b"), false)]
@@ -528,27 +498,17 @@ fn drift_on_an_owned_object_queues_its_spec() {
 #[test]
 fn drift_corrections_count_writes_that_are_not_a_new_revisions() {
     let mut state = applied();
-    state.on_source(
-        revision("r2", webs(&[("a", 300), ("b", 100)])),
-        &Policy::default(),
-        now(),
-    );
-    let (_, tally) = state.on_sync_done(
+    new_revision(&mut state, "r2", webs(&[("a", 300), ("b", 100)]));
+    let (_, tally) = sync_ran(
+        &mut state,
         &[spec("a"), spec("b")],
-        ran(
-            vec![
-                result("a", Action::Configured),
-                result("b", Action::Configured),
-            ],
-            None,
-        ),
-        now(),
+        a_and_b(Action::Configured),
     );
     assert_eq!(tally.drift_corrections, 1);
-    let (_, tally) = state.on_sync_done(
+    let (_, tally) = sync_ran(
+        &mut state,
         &[Key::Full],
-        ran(vec![result("b", Action::Configured)], None),
-        now(),
+        vec![result("b", Action::Configured)],
     );
     assert_eq!(tally.drift_corrections, 0);
 }
@@ -576,11 +536,7 @@ fn endpoints_feed_readiness_and_never_queue() {
 #[test]
 fn node_changes_rerender_and_sync_the_whole_tree_only_under_localservices() {
     let mut state = State::new("dir:/specs".into(), true);
-    state.on_source(
-        revision("r1", webs(&[("a", 100)])),
-        &Policy::default(),
-        now(),
-    );
+    new_revision(&mut state, "r1", webs(&[("a", 100)]));
     assert_eq!(state.gate(), Gate::Later);
     assert_eq!(state.on_event(watch::Event::Nodes(Vec::new())), None);
     assert_eq!(state.gate(), Gate::Sync);
@@ -596,11 +552,7 @@ fn node_changes_rerender_and_sync_the_whole_tree_only_under_localservices() {
     assert!(state.render_dirty);
 
     let local = "namespace = \"n\"\n[localservice.ls]\nselector = { app = \"x\" }\nports = [{ port = 80 }]\n";
-    state.on_source(
-        revision("r2", files(&[("ls.toml", local)])),
-        &Policy::default(),
-        now(),
-    );
+    new_revision(&mut state, "r2", files(&[("ls.toml", local)]));
     state.render_dirty = false;
     // The same nodes: nothing to render again, but a whole sync all the same.
     assert_eq!(
@@ -619,11 +571,7 @@ fn keys_wait_for_the_nodes_and_are_dropped_by_a_standby_or_without_a_tree() {
     assert_eq!(state.on_leadership(true), Some(Key::Full));
     assert_eq!(state.gate(), Gate::Drop, "no tree yet");
     assert!(!state.warm_standby());
-    state.on_source(
-        revision("r1", webs(&[("a", 100)])),
-        &Policy::default(),
-        now(),
-    );
+    new_revision(&mut state, "r1", webs(&[("a", 100)]));
     assert_eq!(state.gate(), Gate::Sync);
     assert_eq!(state.on_leadership(true), None);
     assert_eq!(state.on_leadership(false), None);
@@ -639,14 +587,14 @@ fn readiness_times_out_latency_is_observed_once_and_removed_specs_are_gone() {
     let timeout = Duration::from_secs(60);
     state.applied_at = Some(start.at);
     state.seen_at = Some(start.at);
-    let news = state.take_health(
+    // The same report before the timeout and after it.
+    let a_in_progress = || {
         vec![
             health("a", Status::InProgress),
             health("b", Status::Current),
-        ],
-        timeout,
-        start,
-    );
+        ]
+    };
+    let news = state.take_health(a_in_progress(), timeout, start);
     assert_eq!(news, HealthNews::default());
     assert_eq!(state.health[0].status, Status::InProgress);
 
@@ -654,14 +602,7 @@ fn readiness_times_out_latency_is_observed_once_and_removed_specs_are_gone() {
         at: start.at + Duration::from_secs(61),
         ..start
     };
-    let news = state.take_health(
-        vec![
-            health("a", Status::InProgress),
-            health("b", Status::Current),
-        ],
-        timeout,
-        later,
-    );
+    let news = state.take_health(a_in_progress(), timeout, later);
     assert_eq!(news, HealthNews::default());
     let a = &state.health[0];
     assert_eq!(a.status, Status::Failed);
@@ -678,3 +619,27 @@ fn readiness_times_out_latency_is_observed_once_and_removed_specs_are_gone() {
     let news = state.take_health(vec![health("a", Status::Current)], timeout, later);
     assert_eq!(news, HealthNews::default(), "observed once per revision");
 }
+
+#[test]
+fn a_suspended_spec_is_held_also_once_the_tree_has_dropped_it() {
+    use crate::apply::suspensions::Suspension;
+    let mut state = applied();
+    let held = Suspension {
+        reason: "incident 42".into(),
+        since: "2026-11-23T10:00:00Z".into(),
+    };
+    state.on_event(watch::Event::Suspensions(
+        [
+            (id("a").to_string(), held.clone()),
+            (id("gone").to_string(), held),
+        ]
+        .into(),
+    ));
+    assert_eq!(state.held(), [id("a"), id("gone")].into());
+    // Resuming queues a whole sync: what the suspension held back goes through.
+    let key = state.on_event(watch::Event::Suspensions(Default::default()));
+    assert_eq!(key, Some(Key::Full));
+    assert!(state.held().is_empty());
+}
+
+mod notices;

@@ -284,12 +284,28 @@ mod tests {
         base64_decode(b64).unwrap()
     }
 
-    fn presented<'a>(key_type: &'a str, key: &'a [u8]) -> PresentedKey<'a> {
-        PresentedKey {
-            key_type,
-            raw: Some(key),
-            sha256: None,
-        }
+    /// The test keys with their types: a key blob starts with its own type, so the two
+    /// always go together.
+    const A: (&str, &str) = ("ssh-ed25519", KEY_A);
+    const B: (&str, &str) = ("ecdsa-sha2-nistp256", KEY_B);
+
+    /// What `kh` says to `host` on `port` presenting `key` whole, as libssh2 hands it over.
+    fn verify(
+        kh: &KnownHosts,
+        host: &str,
+        port: u16,
+        (key_type, key): (&str, &str),
+    ) -> Result<(), Rejection> {
+        let raw = raw(key);
+        kh.verify(
+            host,
+            port,
+            PresentedKey {
+                key_type,
+                raw: Some(&raw),
+                sha256: None,
+            },
+        )
     }
 
     fn unhex(hex: &str) -> Vec<u8> {
@@ -354,48 +370,27 @@ mod tests {
         );
         let (kh, bad) = KnownHosts::parse(&text);
         assert!(bad.is_empty());
-        let a = raw(KEY_A);
-        let b = raw(KEY_B);
-        assert_eq!(
-            kh.verify("git.example.com", 22, presented("ssh-ed25519", &a)),
-            Ok(())
-        );
-        assert_eq!(
-            kh.verify("10.0.0.1", 22, presented("ssh-ed25519", &a)),
-            Ok(())
-        );
+        assert_eq!(verify(&kh, "git.example.com", 22, A), Ok(()));
+        assert_eq!(verify(&kh, "10.0.0.1", 22, A), Ok(()));
         // Host names are case-insensitive.
-        assert_eq!(
-            kh.verify("Git.Example.COM", 22, presented("ssh-ed25519", &a)),
-            Ok(())
-        );
-        assert_eq!(
-            kh.verify(
-                "git.example.com",
-                2222,
-                presented("ecdsa-sha2-nistp256", &b)
-            ),
-            Ok(())
-        );
+        assert_eq!(verify(&kh, "Git.Example.COM", 22, A), Ok(()));
+        assert_eq!(verify(&kh, "git.example.com", 2222, B), Ok(()));
         // The port-22 entry does not vouch for another port, nor the other way round.
+        for (port, name, presented, known) in [
+            (2222, "[git.example.com]:2222", A, B),
+            (22, "git.example.com", B, A),
+        ] {
+            assert_eq!(
+                verify(&kh, "git.example.com", port, presented),
+                Err(Rejection::Mismatch {
+                    name: name.into(),
+                    presented: presented.0.into(),
+                    known_types: vec![known.0.into()],
+                })
+            );
+        }
         assert_eq!(
-            kh.verify("git.example.com", 2222, presented("ssh-ed25519", &a)),
-            Err(Rejection::Mismatch {
-                name: "[git.example.com]:2222".into(),
-                presented: "ssh-ed25519".into(),
-                known_types: vec!["ecdsa-sha2-nistp256".into()],
-            })
-        );
-        assert_eq!(
-            kh.verify("git.example.com", 22, presented("ecdsa-sha2-nistp256", &b)),
-            Err(Rejection::Mismatch {
-                name: "git.example.com".into(),
-                presented: "ecdsa-sha2-nistp256".into(),
-                known_types: vec!["ssh-ed25519".into()],
-            })
-        );
-        assert_eq!(
-            kh.verify("other.example.com", 22, presented("ssh-ed25519", &a)),
+            verify(&kh, "other.example.com", 22, A),
             Err(Rejection::Unknown {
                 name: "other.example.com".into()
             })
@@ -406,26 +401,14 @@ mod tests {
     fn hashed_entries_match_only_their_host() {
         let (kh, bad) = KnownHosts::parse(HASHED);
         assert!(bad.is_empty());
-        let a = raw(KEY_A);
-        let b = raw(KEY_B);
-        assert_eq!(
-            kh.verify("git.example.com", 22, presented("ssh-ed25519", &a)),
-            Ok(())
-        );
-        assert_eq!(
-            kh.verify(
-                "git.example.com",
-                2222,
-                presented("ecdsa-sha2-nistp256", &b)
-            ),
-            Ok(())
-        );
+        assert_eq!(verify(&kh, "git.example.com", 22, A), Ok(()));
+        assert_eq!(verify(&kh, "git.example.com", 2222, B), Ok(()));
         assert!(matches!(
-            kh.verify("git.example.org", 22, presented("ssh-ed25519", &a)),
+            verify(&kh, "git.example.org", 22, A),
             Err(Rejection::Unknown { .. })
         ));
         assert!(matches!(
-            kh.verify("git.example.com", 22, presented("ecdsa-sha2-nistp256", &b)),
+            verify(&kh, "git.example.com", 22, B),
             Err(Rejection::Mismatch { .. })
         ));
     }
@@ -443,23 +426,15 @@ mod tests {
         );
         let (kh, bad) = KnownHosts::parse(&text);
         assert_eq!(bad, vec![5, 6, 7]);
-        let a = raw(KEY_A);
-        let b = raw(KEY_B);
-        assert_eq!(
-            kh.verify("git.example.com", 22, presented("ssh-ed25519", &a)),
-            Ok(())
-        );
-        assert_eq!(
-            kh.verify("a.b.example.com", 22, presented("ssh-ed25519", &a)),
-            Ok(())
-        );
+        assert_eq!(verify(&kh, "git.example.com", 22, A), Ok(()));
+        assert_eq!(verify(&kh, "a.b.example.com", 22, A), Ok(()));
         assert!(matches!(
-            kh.verify("evil.example.com", 22, presented("ssh-ed25519", &a)),
+            verify(&kh, "evil.example.com", 22, A),
             Err(Rejection::Unknown { .. })
         ));
         // Revoked wins even though another line lists the same key for the host.
         assert_eq!(
-            kh.verify("git1.example.com", 22, presented("ecdsa-sha2-nistp256", &b)),
+            verify(&kh, "git1.example.com", 22, B),
             Err(Rejection::Revoked {
                 name: "git1.example.com".into(),
                 line: 2
@@ -467,7 +442,7 @@ mod tests {
         );
         // A @cert-authority line is not a host key for the hosts it names.
         assert!(matches!(
-            kh.verify("x.example.com", 22, presented("ecdsa-sha2-nistp256", &b)),
+            verify(&kh, "x.example.com", 22, B),
             Err(Rejection::Mismatch { .. })
         ));
     }

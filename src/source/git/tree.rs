@@ -6,7 +6,7 @@ use std::path::Path;
 use git2::{ErrorCode, ObjectType, Oid, Repository};
 
 use super::GitError;
-use crate::spec::{IGNORE_FILE, IgnoreRules, MAX_FILE_BYTES, SourceFile, is_spec_file};
+use crate::spec::{IGNORE_FILE, IgnoreRules, MAX_FILE_BYTES, SourceFile, TreeBudget, is_spec_file};
 
 const MODE_LINK: i32 = 0o120000;
 
@@ -58,6 +58,7 @@ pub(super) fn read_files(
         commit: commit_id.to_string(),
         message,
     })?;
+    let mut budget = TreeBudget::default();
     // Iterative: a tree nested thousands deep must not overflow the stack.
     let mut pending = vec![(start, String::new())];
     while let Some((tree_id, prefix)) = pending.pop() {
@@ -82,6 +83,12 @@ pub(super) fn read_files(
                 // are other repositories.
                 (Some(ObjectType::Blob), mode) if mode != MODE_LINK && is_spec_file(&child) => {
                     let contents = read_blob_capped(repo, entry.id()).map_err(tree_error)?;
+                    budget
+                        .take(contents.len())
+                        .map_err(|limit| GitError::Tree {
+                            commit: commit_id.to_string(),
+                            message: limit.to_string(),
+                        })?;
                     files.push(SourceFile {
                         path: child,
                         contents,

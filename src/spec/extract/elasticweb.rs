@@ -19,20 +19,8 @@ pub(super) fn read(ctx: &mut FileCtx, f: &mut Fields) -> Option<ElasticWeb> {
     let container_port = f
         .port(ctx, "container-port", false)
         .unwrap_or_else(defaults::container_port);
-    let single = f.int(
-        ctx,
-        "single-pod-qps",
-        true,
-        (1, i64::MAX as i128),
-        "must be at least 1",
-    );
-    let total = f.int(
-        ctx,
-        "total-qps",
-        true,
-        (0, i64::MAX as i128),
-        "must be at least 0",
-    );
+    let single = qps(ctx, f, "single-pod-qps", 1);
+    let total = qps(ctx, f, "total-qps", 0);
     let cpu = f
         .quantity(ctx, "cpu", quantity::Unit::Cpu)
         .unwrap_or_else(defaults::elasticweb_cpu);
@@ -45,8 +33,8 @@ pub(super) fn read(ctx: &mut FileCtx, f: &mut Fields) -> Option<ElasticWeb> {
         image: image?.into_inner(),
         port,
         container_port,
-        single_pod_qps: u64::try_from(single?).ok()?,
-        total_qps: u64::try_from(total?).ok()?,
+        single_pod_qps: single?,
+        total_qps: total?,
         cpu,
         memory,
         adopt,
@@ -63,4 +51,12 @@ pub(super) fn read(ctx: &mut FileCtx, f: &mut Fields) -> Option<ElasticWeb> {
         return None;
     }
     Some(web)
+}
+
+/// A required queries-per-second figure of at least `min`; at most `i64::MAX`, as the
+/// replica count divides one by the other in 64 bits.
+fn qps(ctx: &mut FileCtx, f: &mut Fields, key: &'static str, min: i128) -> Option<u64> {
+    let range_msg = format!("must be at least {min}");
+    f.int(ctx, key, true, (min, i64::MAX as i128), &range_msg)
+        .and_then(|n| u64::try_from(n).ok())
 }

@@ -271,8 +271,9 @@ pub(super) fn meta_map(
         MetaMap::Labels | MetaMap::OwnLabels => "label",
         MetaMap::OwnAnnotations => "annotation",
     };
-    let t = ctx.table(
+    let t = ctx.value_as(
         v,
+        DeValue::as_table,
         format_args!("`{key}`"),
         format_args!("a table of {noun}s"),
     )?;

@@ -57,7 +57,7 @@ pub(super) fn read(ctx: &mut FileCtx, f: &mut Fields) -> Option<LocalService> {
 
 /// `ports = [...]`: at least one, each well-formed; several need distinct names and ports.
 fn ports(ctx: &mut FileCtx, what: &str, v: &Value) -> Option<Vec<ServicePort>> {
-    let items = ctx.array(v, "`ports`", "an array of tables")?;
+    let items = ctx.value_as(v, DeValue::as_array, "`ports`", "an array of tables")?;
     if items.is_empty() {
         ctx.err(&v.span(), "`ports` must list at least one port");
         return None;
@@ -65,7 +65,12 @@ fn ports(ctx: &mut FileCtx, what: &str, v: &Value) -> Option<Vec<ServicePort>> {
     let errors_before = ctx.count();
     let mut out = Vec::new();
     for (i, item) in items.iter().enumerate() {
-        let Some(t) = ctx.table(item, format_args!("`ports[{i}]`"), "a table") else {
+        let Some(t) = ctx.value_as(
+            item,
+            DeValue::as_table,
+            format_args!("`ports[{i}]`"),
+            "a table",
+        ) else {
             continue;
         };
         let mut f = Fields::new(t, format!("{what} ports[{i}]"), item.span());

@@ -13,7 +13,12 @@ use crate::spec::{Kind, SpecBody, names};
 
 /// Every entry of the file's `manifest` array.
 pub(super) fn all(ctx: &mut FileCtx, v: &Value, file_ns: Option<&str>, found: &mut Vec<Found>) {
-    let Some(items) = ctx.array(v, "`manifest`", "an array of tables ([[manifest]])") else {
+    let Some(items) = ctx.value_as(
+        v,
+        DeValue::as_array,
+        "`manifest`",
+        "an array of tables ([[manifest]])",
+    ) else {
         return;
     };
     for item in items.iter() {
@@ -31,7 +36,7 @@ pub(super) fn all(ctx: &mut FileCtx, v: &Value, file_ns: Option<&str>, found: &m
 
 /// One `[[manifest]]` entry: apiVersion, kind and metadata.name required.
 fn manifest(ctx: &mut FileCtx, item: &Value) -> Option<Manifest> {
-    let t = ctx.table(item, "a `manifest` entry", "a table")?;
+    let t = ctx.value_as(item, DeValue::as_table, "a `manifest` entry", "a table")?;
     let errors_before = ctx.count();
     let mut f = Fields::new(t, "manifest".to_string(), item.span());
     let api_version = f.req_string(ctx, "apiVersion");
@@ -40,7 +45,7 @@ fn manifest(ctx: &mut FileCtx, item: &Value) -> Option<Manifest> {
     match f.get("metadata") {
         None => f.missing(ctx, "metadata.name"),
         Some(mv) => {
-            if let Some(mt) = ctx.table(mv, "`metadata`", "a table") {
+            if let Some(mt) = ctx.value_as(mv, DeValue::as_table, "`metadata`", "a table") {
                 (name, namespace, meta_rest) = metadata(ctx, mt);
                 if name.is_none() && mt.iter().all(|(k, _)| k.get_ref() != "name") {
                     ctx.err(

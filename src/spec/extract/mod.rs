@@ -9,13 +9,14 @@ mod fields;
 mod localservice;
 mod manifest;
 mod messages;
+mod syntax;
 mod workspace;
 
 use std::fmt;
 use std::ops::Range;
 
 use toml::Spanned;
-use toml::de::{DeArray, DeTable, DeValue};
+use toml::de::{DeTable, DeValue};
 
 use super::model::defaults;
 use super::{Kind, Location, SpecBody, SpecError, names};
@@ -70,8 +71,13 @@ impl<'a> FileCtx<'a> {
         self.errors.len() + self.dropped_errors
     }
 
+    /// Whether the next error would only be counted.
+    pub fn is_full(&self) -> bool {
+        self.errors.len() >= super::MAX_ERRORS_PER_FILE
+    }
+
     pub fn err(&mut self, span: &Range<usize>, message: impl Into<String>) {
-        if self.errors.len() >= super::MAX_ERRORS_PER_FILE {
+        if self.is_full() {
             self.dropped_errors += 1;
             return;
         }
@@ -99,36 +105,20 @@ impl<'a> FileCtx<'a> {
         );
     }
 
-    /// `v`'s table; anything else is reported as [`FileCtx::wrong_type`].
-    fn table<'t, 'i>(
+    /// `v`'s table or array, as `as_type` (`DeValue::as_table`, `DeValue::as_array`) picks
+    /// it out; a value of any other type is reported as [`FileCtx::wrong_type`].
+    fn value_as<'t, 'i, T: ?Sized>(
         &mut self,
         v: &'t Value<'i>,
+        as_type: impl FnOnce(&'t DeValue<'i>) -> Option<&'t T>,
         what: impl fmt::Display,
         expected: impl fmt::Display,
-    ) -> Option<&'t DeTable<'i>> {
-        match v.get_ref() {
-            DeValue::Table(t) => Some(t),
-            _ => {
-                self.wrong_type(v, what, expected);
-                None
-            }
+    ) -> Option<&'t T> {
+        let typed = as_type(v.get_ref());
+        if typed.is_none() {
+            self.wrong_type(v, what, expected);
         }
-    }
-
-    /// `v`'s array; anything else is reported as [`FileCtx::wrong_type`].
-    fn array<'t, 'i>(
-        &mut self,
-        v: &'t Value<'i>,
-        what: impl fmt::Display,
-        expected: impl fmt::Display,
-    ) -> Option<&'t DeArray<'i>> {
-        match v.get_ref() {
-            DeValue::Array(items) => Some(items),
-            _ => {
-                self.wrong_type(v, what, expected);
-                None
-            }
-        }
+        typed
     }
 
     /// Whether `rule` accepts `s`; if not, reports `invalid {what} "s": why` at `span`.
@@ -163,24 +153,13 @@ pub(super) struct Found {
 /// Reads one file. Syntax errors stop that file (anything read past them would only add
 /// confusing follow-on errors); every other error is collected and reading goes on.
 pub(super) fn file(ctx: &mut FileCtx, text: &str) -> Vec<Found> {
-    let (root, syntax) = DeTable::parse_recoverable(text);
-    if !syntax.is_empty() {
-        // A file of garbage gives an error per token: only those shown are formatted.
-        let shown = super::MAX_ERRORS_PER_FILE.saturating_sub(ctx.count());
-        ctx.dropped_errors += syntax.len().saturating_sub(shown);
-        for e in syntax.into_iter().take(shown) {
-            let span = e.span().unwrap_or(0..0);
-            let msg = e.message().trim().replace('\n', "; ");
-            // The parser's own words for its nesting limit say little to a user.
-            let msg = if msg.contains("recursion") {
-                "nested too deeply (arrays, inline tables or dotted keys)".to_string()
-            } else {
-                msg
-            };
-            ctx.err(&span, format!("invalid TOML: {msg}"));
+    let root = match DeTable::parse(text) {
+        Ok(root) => root,
+        Err(first) => {
+            syntax::report(ctx, text, &first);
+            return Vec::new();
         }
-        return Vec::new();
-    }
+    };
     let root = root.into_inner();
 
     let mut file_ns = None;
@@ -207,8 +186,9 @@ pub(super) fn file(ctx: &mut FileCtx, text: &str) -> Vec<Found> {
         match Kind::parse(key) {
             Some(Kind::Manifest) => manifest::all(ctx, v, file_ns.as_deref(), &mut found),
             Some(kind) => {
-                let Some(specs) = ctx.table(
+                let Some(specs) = ctx.value_as(
                     v,
+                    DeValue::as_table,
                     format_args!("`{key}`"),
                     format_args!("a table of {key} specs ([{key}.NAME])"),
                 ) else {
@@ -246,7 +226,7 @@ fn spec(
     file_ns: Option<&str>,
 ) -> Option<Found> {
     let what = format!("{kind} `{}`", short(name.get_ref()));
-    let table = ctx.table(body, &what, "a table")?;
+    let table = ctx.value_as(body, DeValue::as_table, &what, "a table")?;
     let errors_before = ctx.count();
     // Every workload kind names a Service after the spec, hence DNS-1035 (starts with a letter).
     if ctx.check(

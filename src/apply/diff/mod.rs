@@ -1,6 +1,16 @@
 //! Diff: what `apply` would change, object by object. The desired side is the
 //! apiserver's own answer to a server-side dry-run apply with our field manager, so
 //! defaults and normalisation appear on both sides and only real changes show.
+//! How a diff is shown (text, markdown for a pull request, JSON) is `present` and
+//! `markdown`: pure functions of the `ObjectDiff`s found here.
+
+mod markdown;
+mod present;
+
+pub use markdown::{MARKDOWN_LIMIT, markdown};
+pub use present::{
+    DiffAction, Shown, Summary, json, mask_secrets, render_change, shown, text, unified,
+};
 
 use std::collections::BTreeSet;
 
@@ -76,122 +86,6 @@ pub fn clean(v: &Value) -> Value {
         }
     }
     v
-}
-
-/// Secret values never reach the output: equal ones show as `***`, changed ones as
-/// `*** (before)` / `*** (after)`, as kubectl diff does.
-pub fn mask_secrets(live: Option<&mut Value>, desired: Option<&mut Value>) {
-    let is_secret = |v: &Option<&mut Value>| {
-        v.as_ref().is_some_and(|v| {
-            v["kind"].as_str() == Some("Secret") && v["apiVersion"].as_str() == Some("v1")
-        })
-    };
-    if !is_secret(&live) && !is_secret(&desired) {
-        return;
-    }
-    let (mut live, mut desired) = (live, desired);
-    for field in ["data", "stringData"] {
-        let before = live.as_ref().and_then(|l| l.get(field)).cloned();
-        let after = desired.as_ref().and_then(|d| d.get(field)).cloned();
-        let mask = |side: Option<&mut Value>, other: &Option<Value>, tag: &str| {
-            if let Some(map) = side
-                .and_then(|v| v.get_mut(field))
-                .and_then(Value::as_object_mut)
-            {
-                for (k, val) in map.iter_mut() {
-                    let same = other.as_ref().and_then(|o| o.get(k)) == Some(&*val);
-                    *val = Value::String(if same {
-                        "***".into()
-                    } else {
-                        format!("*** ({tag})")
-                    });
-                }
-            }
-        };
-        mask(live.as_deref_mut(), &after, "before");
-        mask(desired.as_deref_mut(), &before, "after");
-    }
-}
-
-fn yaml(v: &Value) -> String {
-    serde_saphyr::to_string(v).unwrap_or_else(|e| format!("# cannot show as YAML: {e}\n"))
-}
-
-/// A unified diff of two object states, headed `--- live/<ref>` / `+++ desired/<ref>`.
-pub fn unified(
-    reference: &str,
-    live: Option<&Value>,
-    desired: Option<&Value>,
-    color: bool,
-) -> String {
-    let (a, b) = (
-        live.map(yaml).unwrap_or_default(),
-        desired.map(yaml).unwrap_or_default(),
-    );
-    let diff = similar::TextDiff::from_lines(&a, &b);
-    let text = diff
-        .unified_diff()
-        .context_radius(3)
-        .header(
-            &format!("live/{reference}"),
-            &format!("desired/{reference}"),
-        )
-        .to_string();
-    if !color {
-        return text;
-    }
-    text.lines()
-        .map(|l| {
-            let code = if l.starts_with("+++") || l.starts_with("---") {
-                "1"
-            } else if l.starts_with('+') {
-                "32"
-            } else if l.starts_with('-') {
-                "31"
-            } else if l.starts_with("@@") {
-                "36"
-            } else {
-                return format!("{l}\n");
-            };
-            format!("\x1b[{code}m{l}\x1b[0m\n")
-        })
-        .collect()
-}
-
-/// Renders one object's change for the terminal; empty when unchanged.
-pub fn render_change(d: &ObjectDiff, color: bool) -> String {
-    let reference = d.key.to_string().replace(' ', "/");
-    match &d.change {
-        Change::Unchanged => String::new(),
-        Change::Error(e) => format!("error: {} ({}): {e}\n", d.key, d.spec),
-        Change::Create { desired } => {
-            let mut desired = desired.clone();
-            mask_secrets(None, Some(&mut desired));
-            unified(&reference, None, Some(&desired), color)
-        }
-        Change::Delete { live } => {
-            let mut live = live.clone();
-            mask_secrets(Some(&mut live), None);
-            format!(
-                "# prune: {} left the specs\n{}",
-                d.key,
-                unified(&reference, Some(&live), None, color)
-            )
-        }
-        Change::Update { live, desired } | Change::Replace { live, desired } => {
-            let (mut live, mut desired) = (live.clone(), desired.clone());
-            mask_secrets(Some(&mut live), Some(&mut desired));
-            let head = if matches!(d.change, Change::Replace { .. }) {
-                format!(
-                    "# replace: {} cannot change in place; apply deletes and recreates it\n",
-                    d.key
-                )
-            } else {
-                String::new()
-            };
-            head + &unified(&reference, Some(&live), Some(&desired), color)
-        }
-    }
 }
 
 impl Engine {
@@ -388,41 +282,5 @@ mod tests {
             clean(&v),
             json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x", "labels": {"a": "b"}}, "data": {"k": "v"}})
         );
-    }
-
-    #[test]
-    fn secrets_are_masked_and_changes_still_visible() {
-        let secret = |v: &str| json!({"apiVersion": "v1", "kind": "Secret", "data": {"same": "c2FtZQ==", "pw": v}});
-        let (mut live, mut desired) = (secret("b2xk"), secret("bmV3"));
-        mask_secrets(Some(&mut live), Some(&mut desired));
-        assert_eq!(live["data"], json!({"same": "***", "pw": "*** (before)"}));
-        assert_eq!(desired["data"], json!({"same": "***", "pw": "*** (after)"}));
-        let text = unified("Secret/ns/s", Some(&live), Some(&desired), false);
-        assert!(!text.contains("b2xk") && !text.contains("bmV3"), "{text}");
-        assert!(
-            text.contains("-  pw: '*** (before)'") || text.contains("-  pw: \"*** (before)\""),
-            "{text}"
-        );
-    }
-
-    #[test]
-    fn unified_diff_shows_exactly_the_changed_field() {
-        let live = json!({"spec": {"replicas": 3, "image": "a"}});
-        let desired = json!({"spec": {"replicas": 4, "image": "a"}});
-        let text = unified("Deployment/dev/shop", Some(&live), Some(&desired), false);
-        let changed: Vec<&str> = text
-            .lines()
-            .filter(|l| {
-                (l.starts_with('+') || l.starts_with('-'))
-                    && !l.starts_with("+++")
-                    && !l.starts_with("---")
-            })
-            .collect();
-        assert_eq!(changed, ["-  replicas: 3", "+  replicas: 4"], "{text}");
-        assert!(
-            text.starts_with("--- live/Deployment/dev/shop\n+++ desired/Deployment/dev/shop\n"),
-            "{text}"
-        );
-        assert!(unified("x", Some(&live), Some(&live), false).is_empty());
     }
 }

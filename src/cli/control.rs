@@ -1,0 +1,180 @@
+//! `driftless reconcile`, `suspend` and `resume`: steering a running daemon over its API
+//! (binary edge).
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::Args;
+use hyper::{Method, StatusCode};
+use serde_json::{Value, json};
+
+use super::exit;
+use driftless::report::outbound;
+
+/// Where the daemon is, and the token its controls need.
+#[derive(Args, Debug)]
+pub struct ServerArgs {
+    /// The daemon's HTTP address (its --metrics-addr).
+    #[arg(
+        long,
+        value_name = "URL",
+        env = "DRIFTLESS_SERVER",
+        default_value = "http://127.0.0.1:9477"
+    )]
+    pub server: String,
+    /// File holding the API token (the daemon's --api-token-file); or set DRIFTLESS_API_TOKEN.
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct ReconcileArgs {
+    #[command(flatten)]
+    pub server: ServerArgs,
+    /// How long to wait for the sync to end.
+    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+}
+
+#[derive(Args, Debug)]
+pub struct SuspendArgs {
+    /// The spec's id: kind/namespace/name (as `driftless status` lists it).
+    pub id: String,
+    /// Why; shown in the API, the status file, `driftless status` and the web UI.
+    #[arg(long)]
+    pub reason: String,
+    #[command(flatten)]
+    pub server: ServerArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct ResumeArgs {
+    /// The spec's id: kind/namespace/name.
+    pub id: String,
+    #[command(flatten)]
+    pub server: ServerArgs,
+}
+
+impl ServerArgs {
+    fn token(&self) -> anyhow::Result<String> {
+        let token = match &self.token_file {
+            Some(f) => std::fs::read_to_string(f)
+                .with_context(|| format!("reading the token file {}", f.display()))?,
+            None => std::env::var("DRIFTLESS_API_TOKEN").unwrap_or_default(),
+        };
+        let token = token.trim().to_string();
+        anyhow::ensure!(
+            !token.is_empty(),
+            "no API token: pass --token-file FILE or set DRIFTLESS_API_TOKEN"
+        );
+        Ok(token)
+    }
+
+    /// POSTs `body` to `path`; the answer's status and JSON.
+    async fn post(
+        &self,
+        path: &str,
+        body: Value,
+        timeout: Duration,
+    ) -> anyhow::Result<(StatusCode, Value)> {
+        let token = self.token()?;
+        let url = format!("{}{path}", self.server.trim_end_matches('/'));
+        let headers = [
+            ("Authorization", format!("Bearer {token}")),
+            ("Content-Type", "application/json".to_string()),
+        ];
+        let (status, body) = outbound::request(
+            &outbound::client(),
+            Method::POST,
+            &url,
+            &headers,
+            body.to_string().into_bytes(),
+            timeout,
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot reach the daemon at {}: {e}", self.server))?;
+        let value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        Ok((status, value))
+    }
+}
+
+/// The API's refusal in its own words.
+fn refusal(status: StatusCode, body: &Value) -> anyhow::Error {
+    match body["error"].as_str() {
+        Some(e) => anyhow::anyhow!("the daemon answered {status}: {e}"),
+        None => anyhow::anyhow!("the daemon answered {status}"),
+    }
+}
+
+/// Spec ids are paths in the API; a leading or trailing `/` would name another route.
+fn spec_path(id: &str, verb: &str) -> anyhow::Result<String> {
+    let id = id.trim_matches('/');
+    anyhow::ensure!(
+        id.split('/').count() >= 3,
+        "`{id}` is not a spec id (kind/namespace/name)"
+    );
+    Ok(format!("/api/v1/specs/{id}/{verb}"))
+}
+
+pub async fn reconcile(args: &ReconcileArgs) -> anyhow::Result<u8> {
+    let (status, body) = args
+        .server
+        .post("/api/v1/sync?wait=true", json!({}), args.timeout)
+        .await?;
+    let last = &body["last_sync"];
+    if last.is_null() {
+        return Err(refusal(status, &body));
+    }
+    let mut out = std::io::stdout().lock();
+    writeln!(
+        out,
+        "sync {}: {} applied, {} unchanged, {} pruned, {} failed in {:.1}s{}",
+        last["result"].as_str().unwrap_or("?"),
+        last["applied"],
+        last["unchanged"],
+        last["pruned"],
+        last["failed"],
+        last["duration_seconds"].as_f64().unwrap_or(0.0),
+        last["message"]
+            .as_str()
+            .map(|m| format!(": {m}"))
+            .unwrap_or_default()
+    )?;
+    Ok(if status.is_success() {
+        exit::OK
+    } else {
+        exit::DIFFERENCES
+    })
+}
+
+pub async fn suspend(args: &SuspendArgs) -> anyhow::Result<u8> {
+    let path = spec_path(&args.id, "suspend")?;
+    let (status, body) = args
+        .server
+        .post(
+            &path,
+            json!({"reason": args.reason}),
+            Duration::from_secs(30),
+        )
+        .await?;
+    if !status.is_success() {
+        return Err(refusal(status, &body));
+    }
+    writeln!(std::io::stdout(), "suspended {}: {}", args.id, args.reason)?;
+    Ok(exit::OK)
+}
+
+pub async fn resume(args: &ResumeArgs) -> anyhow::Result<u8> {
+    let path = spec_path(&args.id, "resume")?;
+    let (status, body) = args
+        .server
+        .post(&path, json!({}), Duration::from_secs(30))
+        .await?;
+    if !status.is_success() {
+        return Err(refusal(status, &body));
+    }
+    writeln!(std::io::stdout(), "resumed {}", args.id)?;
+    Ok(exit::OK)
+}

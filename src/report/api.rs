@@ -1,0 +1,372 @@
+//! The JSON API, v1, on the daemon's HTTP listener: the status document, one spec (with a
+//! long-poll until it is ready), a stream of status changes (Server-Sent Events), and the
+//! controls (sync now, suspend, resume) behind a bearer token.
+//!
+//! Reads are open on the listener, like `/metrics`. The status is shared through a
+//! `watch` channel holding only the newest document, so a client that reads slowly or
+//! not at all skips versions instead of holding the daemon back or queueing memory.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use futures::{Stream, StreamExt};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
+
+use super::status::{LastSync, StatusFile};
+use crate::apply::suspensions::Suspension;
+
+/// Longest a long-poll may wait.
+pub const MAX_WAIT: Duration = Duration::from_secs(300);
+const DEFAULT_WAIT: Duration = Duration::from_secs(30);
+/// Event streams open at once; more are refused (503) rather than each holding a task.
+const MAX_STREAMS: usize = 64;
+/// Largest control request body (a suspension's reason).
+pub const CONTROL_BODY_LIMIT: usize = 16 * 1024;
+
+/// The newest status, as the daemon last wrote it, kept as compact JSON text only: the
+/// document as values (a map per spec's figures) was several times its size, held for
+/// as long as the daemon runs.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Published {
+    json: String,
+}
+
+impl Published {
+    pub fn new(doc: &StatusFile) -> Published {
+        Published {
+            // Strings, numbers and maps with string keys: serialising cannot fail.
+            json: serde_json::to_string(doc).unwrap_or_default(),
+        }
+    }
+
+    pub fn json(&self) -> &str {
+        &self.json
+    }
+
+    /// One spec's entry, by id.
+    pub fn spec(&self, id: &str) -> Option<Value> {
+        #[derive(Deserialize)]
+        struct Specs {
+            specs: Vec<Value>,
+        }
+        let doc: Specs = serde_json::from_str(&self.json).ok()?;
+        doc.specs.into_iter().find(|s| s["id"] == id)
+    }
+}
+
+/// What the API asks of the daemon's loop.
+#[derive(Debug)]
+pub enum Control {
+    /// Fetch the source now and run a whole sync; `done` hears how that sync ended (or
+    /// why none ran).
+    Sync {
+        done: Option<oneshot::Sender<Result<LastSync, String>>>,
+    },
+    /// The read a `Sync` asked of the source reached the loop (the loop's own message).
+    SourceRead {
+        done: Option<oneshot::Sender<Result<LastSync, String>>>,
+    },
+}
+
+/// Writes a suspension where every replica reads it (the cluster).
+pub trait Suspender: Send + Sync {
+    fn set(
+        &self,
+        id: String,
+        suspension: Option<Suspension>,
+    ) -> futures::future::BoxFuture<'_, Result<(), String>>;
+}
+
+pub struct ApiState {
+    pub status: watch::Receiver<Arc<Published>>,
+    pub control: mpsc::Sender<Control>,
+    /// The bearer token mutating calls need; `None` refuses them all (403).
+    pub token: Option<Vec<u8>>,
+    pub suspender: Arc<dyn Suspender>,
+    streams: Arc<Semaphore>,
+}
+
+impl ApiState {
+    pub fn new(
+        status: watch::Receiver<Arc<Published>>,
+        control: mpsc::Sender<Control>,
+        token: Option<Vec<u8>>,
+        suspender: Arc<dyn Suspender>,
+    ) -> ApiState {
+        ApiState {
+            status,
+            control,
+            token,
+            suspender,
+            streams: Arc::new(Semaphore::new(MAX_STREAMS)),
+        }
+    }
+}
+
+pub fn router(state: Arc<ApiState>) -> Router {
+    Router::new()
+        .route("/api/v1/status", get(status))
+        .route("/api/v1/events", get(events))
+        .route("/api/v1/sync", post(sync))
+        .route("/api/v1/specs/{*id}", get(spec).post(control_spec))
+        .layer(axum::extract::DefaultBodyLimit::max(CONTROL_BODY_LIMIT))
+        .with_state(state)
+}
+
+fn error(code: StatusCode, message: impl Into<String>) -> Response {
+    (code, axum::Json(json!({"error": message.into()}))).into_response()
+}
+
+fn json_text(text: String) -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], text).into_response()
+}
+
+async fn status(State(api): State<Arc<ApiState>>) -> Response {
+    let current = api.status.borrow().clone();
+    json_text(current.json().to_string())
+}
+
+#[derive(Deserialize)]
+struct WaitQuery {
+    wait: Option<String>,
+    timeout: Option<String>,
+}
+
+fn entry(spec: &Value) -> Response {
+    json_text(spec.to_string())
+}
+
+async fn spec(
+    State(api): State<Arc<ApiState>>,
+    Path(id): Path<String>,
+    Query(q): Query<WaitQuery>,
+) -> Response {
+    let wait = match q.wait.as_deref() {
+        None => None,
+        Some("ready") => {
+            let limit = match q.timeout.as_deref().map(humantime::parse_duration) {
+                None => DEFAULT_WAIT,
+                Some(Ok(d)) if d <= MAX_WAIT => d,
+                Some(Ok(_)) => {
+                    return error(StatusCode::BAD_REQUEST, "timeout is at most 5m");
+                }
+                Some(Err(e)) => {
+                    return error(StatusCode::BAD_REQUEST, format!("timeout: {e}"));
+                }
+            };
+            Some(limit)
+        }
+        Some(other) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                format!("wait takes `ready`, not `{other}`"),
+            );
+        }
+    };
+    let mut rx = api.status.clone();
+    let Some(limit) = wait else {
+        let current = rx.borrow().clone();
+        return match current.spec(&id) {
+            Some(s) => entry(&s),
+            None => error(StatusCode::NOT_FOUND, format!("no spec {id}")),
+        };
+    };
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        let current = rx.borrow_and_update().clone();
+        let Some(s) = current.spec(&id) else {
+            return error(StatusCode::NOT_FOUND, format!("no spec {id}"));
+        };
+        if s["ready"] == true {
+            return entry(&s);
+        }
+        match tokio::time::timeout_at(deadline, rx.changed()).await {
+            Ok(Ok(())) => continue,
+            // Timed out, or the daemon is stopping: the entry as it is.
+            _ => {
+                let mut response = entry(&s);
+                *response.status_mut() = StatusCode::REQUEST_TIMEOUT;
+                return response;
+            }
+        }
+    }
+}
+
+async fn events(State(api): State<Arc<ApiState>>) -> Response {
+    let Ok(permit) = api.streams.clone().try_acquire_owned() else {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("at most {MAX_STREAMS} event streams at once"),
+        );
+    };
+    Sse::new(status_stream(api.status.clone(), permit))
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+        .into_response()
+}
+
+/// The current status at once, then each newer one. Only the newest is ever kept, so a
+/// client that stops reading costs one shared document, not a queue.
+fn status_stream(
+    rx: watch::Receiver<Arc<Published>>,
+    permit: OwnedSemaphorePermit,
+) -> impl Stream<Item = Result<SseEvent, Infallible>> {
+    futures::stream::unfold((rx, permit, true), |(mut rx, permit, first)| async move {
+        if !first {
+            rx.changed().await.ok()?;
+        }
+        let current = rx.borrow_and_update().clone();
+        let event = SseEvent::default().event("status").data(current.json());
+        Some((Ok(event), (rx, permit, false)))
+    })
+    .boxed()
+}
+
+/// 403 when no token is configured, 401 for a missing or wrong one.
+fn authorize(api: &ApiState, headers: &HeaderMap) -> Result<(), (StatusCode, &'static str)> {
+    let Some(token) = &api.token else {
+        return Err((
+            StatusCode::FORBIDDEN,
+            "controls are disabled: start the daemon with --api-token-file FILE and send \
+             Authorization: Bearer <token>",
+        ));
+    };
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim);
+    match given {
+        Some(g) if same(g.as_bytes(), token) => Ok(()),
+        Some(_) => Err((StatusCode::UNAUTHORIZED, "wrong token")),
+        None => Err((
+            StatusCode::UNAUTHORIZED,
+            "missing Authorization: Bearer <token>",
+        )),
+    }
+}
+
+/// Compares in constant time, lengths included (both are hashed first).
+fn same(a: &[u8], b: &[u8]) -> bool {
+    let (a, b) = (Sha256::digest(a), Sha256::digest(b));
+    a.iter()
+        .zip(b.iter())
+        .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+        == 0
+}
+
+#[derive(Deserialize)]
+struct SyncQuery {
+    wait: Option<bool>,
+}
+
+async fn sync(
+    State(api): State<Arc<ApiState>>,
+    Query(q): Query<SyncQuery>,
+    headers: HeaderMap,
+) -> Response {
+    if let Err((code, why)) = authorize(&api, &headers) {
+        return error(code, why);
+    }
+    let wait = q.wait.unwrap_or(false);
+    let (tx, rx) = oneshot::channel();
+    let request = Control::Sync {
+        done: wait.then_some(tx),
+    };
+    if api.control.try_send(request).is_err() {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the daemon is busy with earlier requests; try again",
+        );
+    }
+    if !wait {
+        return (StatusCode::ACCEPTED, axum::Json(json!({"accepted": true}))).into_response();
+    }
+    match rx.await {
+        Ok(Ok(last)) => {
+            let code = if last.result == "success" {
+                StatusCode::OK
+            } else {
+                StatusCode::CONFLICT
+            };
+            (code, axum::Json(json!({"last_sync": last}))).into_response()
+        }
+        Ok(Err(why)) => error(StatusCode::CONFLICT, why),
+        Err(_) => error(StatusCode::SERVICE_UNAVAILABLE, "the daemon is stopping"),
+    }
+}
+
+#[derive(Deserialize)]
+struct SuspendBody {
+    reason: String,
+}
+
+async fn control_spec(
+    State(api): State<Arc<ApiState>>,
+    Path(path): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if let Err((code, why)) = authorize(&api, &headers) {
+        return error(code, why);
+    }
+    let (id, verb) = match path.rsplit_once('/') {
+        Some((id, verb @ ("suspend" | "resume"))) => (id.to_string(), verb),
+        _ => {
+            return error(
+                StatusCode::NOT_FOUND,
+                "POST /api/v1/specs/{id}/suspend or /api/v1/specs/{id}/resume",
+            );
+        }
+    };
+    let known = api.status.borrow().spec(&id).is_some();
+    if !known {
+        return error(StatusCode::NOT_FOUND, format!("no spec {id}"));
+    }
+    let suspension = if verb == "suspend" {
+        let reason = match serde_json::from_slice::<SuspendBody>(&body) {
+            Ok(b) if !b.reason.trim().is_empty() => b.reason.trim().to_string(),
+            Ok(_) => return error(StatusCode::BAD_REQUEST, "the reason is empty"),
+            Err(e) => {
+                return error(
+                    StatusCode::BAD_REQUEST,
+                    format!("expected {{\"reason\": \"...\"}}: {e}"),
+                );
+            }
+        };
+        Some(Suspension {
+            reason,
+            since: k8s_openapi::jiff::Timestamp::now().to_string(),
+        })
+    } else {
+        None
+    };
+    tracing::info!(spec = %id, verb, "requested through the API");
+    match api.suspender.set(id.clone(), suspension.clone()).await {
+        Ok(()) => axum::Json(json!({"id": id, "suspended": suspension})).into_response(),
+        Err(e) => error(StatusCode::BAD_GATEWAY, e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_compare_whole() {
+        assert!(same(b"s3cret", b"s3cret"));
+        assert!(!same(b"s3cret", b"s3cre"));
+        assert!(!same(b"s3cret", b"s3cret "));
+        assert!(!same(b"", b"x"));
+    }
+}

@@ -1,0 +1,140 @@
+//! Telling people: the daemon's transitions (a revision applied and ready, a revision
+//! invalid, a sync failed, a prune refused, specs not ready in time, a recovery) posted to
+//! webhooks, Slack-compatible chat and the git provider's commit statuses.
+//!
+//! The daemon's state decides *when* (on transitions only, `Notice`); `message` decides
+//! *what* each receiver is sent (pure); `deliver` posts it, one task and one bounded queue
+//! per receiver, so a dead or slow receiver never holds up syncing: a full queue drops the
+//! notice and counts it.
+
+mod deliver;
+pub mod message;
+
+use std::sync::Arc;
+
+use serde::Serialize;
+use tokio::sync::mpsc;
+
+use super::metrics::Metrics;
+use super::status::SourceError;
+
+pub use message::{Provider, Target, repo_of_git_url};
+
+/// Notices waiting per receiver; past this they are dropped (and counted), so memory
+/// stays bounded however long a receiver is away.
+const QUEUE: usize = 64;
+
+/// What happened. The names are the `event` field of a webhook's JSON.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Event {
+    /// A revision's sync started (commit statuses only: `pending`).
+    SyncStarted,
+    /// The revision is applied and every spec is ready.
+    RevisionReady,
+    /// The revision has invalid files: nothing of it was applied, nothing pruned.
+    RevisionInvalid,
+    SyncFailed,
+    PruneRefused,
+    /// Specs were not ready within `--ready-timeout` of their revision being applied.
+    NotReady,
+    /// Applied and every spec ready again, after any of the failures above.
+    Recovered,
+}
+
+impl Event {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Event::SyncStarted => "sync_started",
+            Event::RevisionReady => "revision_ready",
+            Event::RevisionInvalid => "revision_invalid",
+            Event::SyncFailed => "sync_failed",
+            Event::PruneRefused => "prune_refused",
+            Event::NotReady => "not_ready",
+            Event::Recovered => "recovered",
+        }
+    }
+
+    /// Whether this is bad news (a commit status `failure`).
+    pub fn is_failure(self) -> bool {
+        matches!(
+            self,
+            Event::RevisionInvalid | Event::SyncFailed | Event::PruneRefused | Event::NotReady
+        )
+    }
+}
+
+/// One transition, as the state reports it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Notice {
+    pub event: Event,
+    /// The revision it concerns (a commit for a git source).
+    pub revision: Option<String>,
+    pub message: String,
+    /// The spec ids it concerns, if any.
+    pub specs: Vec<String>,
+    /// An invalid revision's errors, with their places.
+    pub errors: Vec<SourceError>,
+    /// RFC 3339.
+    pub time: String,
+}
+
+/// What every message names besides the notice.
+#[derive(Debug, Clone)]
+pub struct Context {
+    pub instance: String,
+    pub source: String,
+}
+
+/// Hands notices to the receivers' delivery tasks; never waits.
+pub struct Notifier {
+    queues: Vec<(Arc<Target>, mpsc::Sender<Arc<Notice>>)>,
+    metrics: Arc<Metrics>,
+}
+
+impl Notifier {
+    /// Starts one delivery task per target (on the current Tokio runtime).
+    pub fn start(targets: Vec<Target>, context: Context, metrics: Arc<Metrics>) -> Notifier {
+        let context = Arc::new(context);
+        let client = super::outbound::client();
+        let queues = targets
+            .into_iter()
+            .map(|target| {
+                let target = Arc::new(target);
+                let (tx, rx) = mpsc::channel(QUEUE);
+                tokio::spawn(deliver::run(
+                    target.clone(),
+                    context.clone(),
+                    client.clone(),
+                    rx,
+                    metrics.clone(),
+                ));
+                (target, tx)
+            })
+            .collect();
+        Notifier { queues, metrics }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.queues.is_empty()
+    }
+
+    /// Queues `notice` for every receiver that takes it; a receiver whose queue is full
+    /// loses it (counted as `dropped`).
+    pub fn send(&self, notice: Notice) {
+        let notice = Arc::new(notice);
+        for (target, queue) in &self.queues {
+            if !target.takes(notice.event) {
+                continue;
+            }
+            if queue.try_send(notice.clone()).is_err() {
+                tracing::warn!(
+                    receiver = %target,
+                    event = notice.event.as_str(),
+                    "notification dropped: the receiver's queue is full"
+                );
+                self.metrics.notification("dropped");
+            }
+        }
+    }
+}

@@ -1,0 +1,81 @@
+//! Requests the daemon and the CLI send over HTTP(S): notifications, and the CLI's calls
+//! to a daemon's API. One client, trusting the system's CA certificates, over the TLS
+//! stack kube already builds on.
+
+use std::time::Duration;
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::Bytes;
+use hyper::{Method, StatusCode};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+
+pub type HttpClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
+
+/// An HTTP(S) client trusting the system's CA certificates. Without any (a bare
+/// container), HTTPS receivers fail with a certificate error and plain HTTP still works.
+pub fn client() -> HttpClient {
+    let builder = hyper_rustls::HttpsConnectorBuilder::new();
+    let builder = match builder.with_native_roots() {
+        Ok(b) => b,
+        Err(e) => {
+            tracing::warn!(error = %e, "no system CA certificates: HTTPS requests will fail");
+            let roots = rustls::RootCertStore::empty();
+            hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(
+                rustls::ClientConfig::builder()
+                    .with_root_certificates(roots)
+                    .with_no_client_auth(),
+            )
+        }
+    };
+    let connector = builder.https_or_http().enable_http1().build();
+    Client::builder(TokioExecutor::new()).build(connector)
+}
+
+/// One request: the answer's status and body, or why there is none (in words, with
+/// causes). Bodies are read up to `MAX_BODY`.
+pub async fn request(
+    client: &HttpClient,
+    method: Method,
+    url: &str,
+    headers: &[(&str, String)],
+    body: Vec<u8>,
+    timeout: Duration,
+) -> Result<(StatusCode, Bytes), String> {
+    let mut request = hyper::Request::builder().method(method).uri(url);
+    for (name, value) in headers {
+        request = request.header(*name, value);
+    }
+    let request = request
+        .body(Full::new(Bytes::from(body)))
+        .map_err(|e| format!("invalid request: {e}"))?;
+    let exchange = async {
+        let response = client.request(request).await.map_err(|e| error_chain(&e))?;
+        let status = response.status();
+        let body = http_body_util::Limited::new(response.into_body(), MAX_BODY)
+            .collect()
+            .await
+            .map_err(|e| format!("reading the answer: {e}"))?
+            .to_bytes();
+        Ok((status, body))
+    };
+    tokio::time::timeout(timeout, exchange)
+        .await
+        .map_err(|_| format!("no answer within {}s", timeout.as_secs()))?
+}
+
+/// Largest answer read: the API's status of thousands of specs is a few MiB.
+const MAX_BODY: usize = 64 * 1024 * 1024;
+
+/// The error with its causes: hyper's own says only "client error (Connect)".
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}

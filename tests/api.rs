@@ -1,0 +1,468 @@
+//! Seeing and steering a running daemon through its API, as programs and people do: the
+//! real binary on the real local cluster, plain HTTP on loopback, the CLI's `reconcile`,
+//! `suspend` and `resume`, and `kubectl scale` as someone else's change.
+
+mod support;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::Client;
+use kube::api::Api;
+use serde_json::Value;
+use support::{Daemon, http};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const WAIT: Duration = Duration::from_secs(90);
+const TOKEN: &str = "api-t0ken";
+
+fn web(name: &str, total_qps: u32) -> String {
+    format!(
+        "[elasticweb.{name}]\nimage = \"nginx:1.17.1\"\nsingle-pod-qps = 100\ntotal-qps = {total_qps}\n"
+    )
+}
+
+fn specs(dir: &Path, ns: &str, body: &str) {
+    std::fs::write(
+        dir.join("specs.toml"),
+        format!("namespace = \"{ns}\"\n{body}"),
+    )
+    .unwrap();
+}
+
+fn token_file(dir: &Path) -> String {
+    let path = dir.join("token");
+    std::fs::write(&path, format!("{TOKEN}\n")).unwrap();
+    path.to_string_lossy().into_owned()
+}
+
+fn bearer(token: &str) -> String {
+    format!("Bearer {token}")
+}
+
+async fn get_json(addr: SocketAddr, path: &str) -> (u16, Value) {
+    let (code, body) = http(addr, "GET", path, &[], b"").await;
+    (code, serde_json::from_str(&body).unwrap_or(Value::Null))
+}
+
+async fn replicas(client: &Client, ns: &str, name: &str) -> Option<i32> {
+    Api::<Deployment>::namespaced(client.clone(), ns)
+        .get_opt(name)
+        .await
+        .ok()
+        .flatten()
+        .and_then(|d| d.spec?.replicas)
+}
+
+async fn wait_replicas(client: &Client, ns: &str, name: &str, want: i32) {
+    support::eventually(&format!("{name} at {want} replicas"), WAIT, || async {
+        match replicas(client, ns, name).await {
+            Some(n) if n == want => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+}
+
+fn metric(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Waits until an elasticweb's per-spec gauge reads `want` (gauges follow the readiness
+/// refresh, up to a second after the status file).
+async fn wait_gauge(addr: SocketAddr, family: &str, ns: &str, name: &str, want: f64) {
+    let series = format!("{family}{{kind=\"elasticweb\",namespace=\"{ns}\",name=\"{name}\"}}");
+    support::eventually(&format!("{series} = {want}"), WAIT, || async {
+        let (_, metrics) = http(addr, "GET", "/metrics", &[], b"").await;
+        match metric(&metrics, &series) {
+            Some(v) if v == want => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+}
+
+/// The CLI against the daemon at `addr`.
+fn cli(addr: SocketAddr, args: &[&str]) -> std::process::Output {
+    let server = format!("http://{addr}");
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend(["--server", &server]);
+    std::process::Command::new(env!("CARGO_BIN_EXE_driftless"))
+        .args(&all)
+        .env("DRIFTLESS_API_TOKEN", TOKEN)
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap()
+}
+
+/// Opens `/api/v1/events` and reads events (`data:` lines as JSON) as they come.
+struct Events {
+    stream: tokio::net::TcpStream,
+    buffered: String,
+}
+
+impl Events {
+    async fn open(addr: SocketAddr) -> Events {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let req = format!(
+            "GET /api/v1/events HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n\r\n"
+        );
+        stream.write_all(req.as_bytes()).await.unwrap();
+        Events {
+            stream,
+            buffered: String::new(),
+        }
+    }
+
+    /// The next status event's document.
+    async fn next(&mut self) -> Value {
+        loop {
+            if let Some(at) = self.buffered.find("\ndata: ") {
+                let rest = &self.buffered[at + 7..];
+                if let Some(end) = rest.find('\n') {
+                    let data = rest[..end].to_string();
+                    self.buffered = rest[end..].to_string();
+                    return serde_json::from_str(&data).unwrap();
+                }
+            }
+            let mut chunk = [0u8; 65536];
+            let n = tokio::time::timeout(WAIT, self.stream.read(&mut chunk))
+                .await
+                .expect("an event within the wait")
+                .unwrap();
+            assert!(n > 0, "the event stream closed");
+            self.buffered
+                .push_str(&String::from_utf8_lossy(&chunk[..n]));
+        }
+    }
+
+    /// Events until one satisfies `pred`.
+    async fn until(&mut self, pred: impl Fn(&Value) -> bool) -> Value {
+        loop {
+            let doc = self.next().await;
+            if pred(&doc) {
+                return doc;
+            }
+        }
+    }
+}
+
+fn entry<'a>(doc: &'a Value, id: &str) -> &'a Value {
+    doc["specs"]
+        .as_array()
+        .and_then(|s| s.iter().find(|s| s["id"] == id))
+        .unwrap_or(&Value::Null)
+}
+
+#[tokio::test]
+async fn every_endpoint_answers_as_documented() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "api").await;
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("specs");
+    std::fs::create_dir(&tree).unwrap();
+    // `stuck` never becomes ready: its image cannot be pulled.
+    let stuck =
+        "[elasticweb.stuck]\nimage = \"unpullable:1\"\nsingle-pod-qps = 100\ntotal-qps = 100\n";
+    specs(&tree, &ns, &format!("{}{stuck}", web("shop", 100)));
+    let mut daemon = Daemon::builder(&ns)
+        .args(&[
+            "--dir",
+            &tree.to_string_lossy(),
+            "--api-token-file",
+            &token_file(dir.path()),
+        ])
+        .wait(WAIT)
+        .start();
+    let addr = daemon.metrics;
+    let shop = format!("elasticweb/{ns}/shop");
+
+    // One spec, long-polled until ready.
+    let (code, e) = get_json(
+        addr,
+        &format!("/api/v1/specs/{shop}?wait=ready&timeout=90s"),
+    )
+    .await;
+    assert_eq!(code, 200, "{e}");
+    assert_eq!(
+        (e["id"].as_str(), e["ready"].as_bool()),
+        (Some(shop.as_str()), Some(true))
+    );
+    assert_eq!(e["figures"]["kind"], "elasticweb");
+    assert!(e["suspended"].is_null(), "{e}");
+    // A spec that does not get ready: 408 with its entry when the wait is over.
+    let (code, e) = get_json(
+        addr,
+        &format!("/api/v1/specs/elasticweb/{ns}/stuck?wait=ready&timeout=2s"),
+    )
+    .await;
+    assert_eq!(code, 408, "{e}");
+    assert_eq!(e["ready"], false, "{e}");
+    assert_eq!(
+        get_json(addr, &format!("/api/v1/specs/elasticweb/{ns}/nope"))
+            .await
+            .0,
+        404
+    );
+    assert_eq!(
+        get_json(
+            addr,
+            &format!("/api/v1/specs/{shop}?wait=ready&timeout=10m")
+        )
+        .await
+        .0,
+        400
+    );
+    assert_eq!(
+        get_json(addr, &format!("/api/v1/specs/{shop}?wait=later"))
+            .await
+            .0,
+        400
+    );
+
+    // The status document is the status file.
+    support::eventually("the API and the status file agree", WAIT, || async {
+        let (code, api) = get_json(addr, "/api/v1/status").await;
+        let file = daemon.status();
+        if code == 200 && Some(&api) == file.as_ref() {
+            Ok(())
+        } else {
+            Err(format!("{api}\n---\n{file:?}"))
+        }
+    })
+    .await;
+
+    // Controls need the token.
+    for (headers, want) in [
+        (vec![], 401),
+        (vec![("Authorization", bearer("wrong"))], 401),
+        (vec![("Authorization", bearer(TOKEN))], 202),
+    ] {
+        let headers: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let (code, body) = http(addr, "POST", "/api/v1/sync", &headers, b"").await;
+        assert_eq!(code, want, "{body}");
+    }
+    let auth = bearer(TOKEN);
+    let (code, body) = http(
+        addr,
+        "POST",
+        &format!("/api/v1/specs/{shop}/suspend"),
+        &[("Authorization", &auth)],
+        b"{}",
+    )
+    .await;
+    assert_eq!(code, 400, "a suspension needs a reason: {body}");
+    let (code, _) = http(
+        addr,
+        "POST",
+        &format!("/api/v1/specs/elasticweb/{ns}/nope/suspend"),
+        &[("Authorization", &auth)],
+        br#"{"reason": "x"}"#,
+    )
+    .await;
+    assert_eq!(code, 404);
+
+    // A client that connects to the event stream and never reads holds nothing back,
+    // while one that reads sees each change, without polling.
+    let mut stalled = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stalled
+        .write_all(format!("GET /api/v1/events HTTP/1.1\r\nHost: {addr}\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut events = Events::open(addr).await;
+    let first = events.next().await;
+    assert_eq!(first["version"], 1, "{first}");
+    for qps in 2..=12 {
+        specs(&tree, &ns, &format!("{}{stuck}", web("shop", qps * 100)));
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let doc = events
+        .until(|d| entry(d, &shop)["figures"]["desired_replicas"] == 12)
+        .await;
+    assert_eq!(doc["source"], first["source"]);
+    wait_replicas(&client, &ns, "shop", 12).await;
+    // `reconcile` waits for the whole sync it asked for and prints how it ended (`stuck`
+    // is not ready, but everything applied: the sync succeeded).
+    let out = cli(addr, &["reconcile"]);
+    assert_eq!(out.status.code(), Some(0), "{}", support::show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).starts_with("sync success:"),
+        "{}",
+        support::show(&out)
+    );
+    drop(stalled);
+    assert_eq!(daemon.stop(), Some(0));
+
+    // Without --api-token-file the controls are refused, saying how to enable them.
+    let mut plain = Daemon::builder(&ns)
+        .args(&["--dir", &tree.to_string_lossy()])
+        .wait(WAIT)
+        .start();
+    let (code, body) = http(
+        plain.metrics,
+        "POST",
+        "/api/v1/sync",
+        &[("Authorization", &auth)],
+        b"",
+    )
+    .await;
+    assert_eq!(code, 403, "{body}");
+    assert!(body.contains("--api-token-file"), "{body}");
+    assert_eq!(plain.stop(), Some(0));
+}
+
+#[tokio::test]
+async fn a_suspension_holds_a_change_across_a_restart_until_resumed() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "api-suspend").await;
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("specs");
+    std::fs::create_dir(&tree).unwrap();
+    specs(&tree, &ns, &web("shop", 100));
+    let mut daemon = Daemon::builder(&ns)
+        .args(&[
+            "--dir",
+            &tree.to_string_lossy(),
+            "--api-token-file",
+            &token_file(dir.path()),
+            "--resync",
+            "3s",
+        ])
+        .wait(WAIT)
+        .start();
+    let shop = format!("elasticweb/{ns}/shop");
+    daemon
+        .wait_status("shop ready", |s| entry(s, &shop)["ready"] == true)
+        .await;
+
+    let out = cli(
+        daemon.metrics,
+        &["suspend", &shop, "--reason", "incident 42"],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", support::show(&out));
+    let status = daemon
+        .wait_status("the suspension shown", |s| {
+            entry(s, &shop)["suspended"]["reason"] == "incident 42"
+        })
+        .await;
+    assert!(entry(&status, &shop)["suspended"]["since"].is_string());
+    let (_, e) = get_json(daemon.metrics, &format!("/api/v1/specs/{shop}")).await;
+    assert_eq!(e["suspended"]["reason"], "incident 42");
+    let table = support::driftless(&[
+        "status",
+        "--status-file",
+        &daemon.status_file().to_string_lossy(),
+    ]);
+    assert!(
+        String::from_utf8_lossy(&table.stdout).contains("suspended: incident 42"),
+        "{}",
+        support::show(&table)
+    );
+    wait_gauge(daemon.metrics, "driftless_spec_suspended", &ns, "shop", 1.0).await;
+
+    // A committed change does not reach the cluster, through resyncs and a restart.
+    specs(&tree, &ns, &web("shop", 300));
+    daemon
+        .wait_status("the change read", |s| {
+            entry(s, &shop)["file"].is_string() && s["revision_seen"] == s["revision_applied"]
+        })
+        .await;
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    assert_eq!(replicas(&client, &ns, "shop").await, Some(1));
+    daemon.sigkill();
+    daemon.restart();
+    daemon
+        .wait_status("still suspended after the restart", |s| {
+            s["last_sync"]["result"] == "success"
+                && entry(s, &shop)["suspended"]["reason"] == "incident 42"
+        })
+        .await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(replicas(&client, &ns, "shop").await, Some(1));
+
+    // Resumed: the held change goes through.
+    let out = cli(daemon.metrics, &["resume", &shop]);
+    assert_eq!(out.status.code(), Some(0), "{}", support::show(&out));
+    wait_replicas(&client, &ns, "shop", 3).await;
+    let status = daemon
+        .wait_status("the suspension gone", |s| {
+            entry(s, &shop)["suspended"].is_null()
+        })
+        .await;
+    assert!(entry(&status, &shop)["suspended"].is_null());
+    assert_eq!(daemon.stop(), Some(0));
+}
+
+#[tokio::test]
+async fn reported_drift_stays_as_the_user_set_it_until_correct_mode() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "api-drift").await;
+    let dir = tempfile::tempdir().unwrap();
+    specs(dir.path(), &ns, &web("shop", 100));
+    let start = |mode: &str| {
+        Daemon::builder(&ns)
+            .args(&[
+                "--dir",
+                &dir.path().to_string_lossy(),
+                "--drift",
+                mode,
+                "--resync",
+                "2s",
+            ])
+            .wait(WAIT)
+            .start()
+    };
+    let mut daemon = start("report");
+    let shop = format!("elasticweb/{ns}/shop");
+    let status = daemon
+        .wait_status("shop ready", |s| entry(s, &shop)["ready"] == true)
+        .await;
+    assert_eq!(status["drift"], "report");
+
+    let kubectl = std::process::Command::new("kubectl")
+        .args(["scale", "deployment/shop", "--replicas=3", "-n", &ns])
+        .env("KUBECONFIG", support::admin_kubeconfig())
+        .output()
+        .expect("kubectl on PATH (see README, The local cluster)");
+    assert!(kubectl.status.success(), "{kubectl:?}");
+    let deployment = format!("Deployment.apps {ns}/shop");
+    daemon
+        .wait_status("the drift shown", |s| {
+            entry(s, &shop)["drifted"]
+                .as_array()
+                .is_some_and(|d| d.iter().any(|o| o == deployment.as_str()))
+        })
+        .await;
+    let (_, e) = get_json(daemon.metrics, &format!("/api/v1/specs/{shop}")).await;
+    assert_eq!(e["drifted"][0], deployment.as_str(), "{e}");
+    wait_gauge(
+        daemon.metrics,
+        "driftless_drifted_objects",
+        &ns,
+        "shop",
+        1.0,
+    )
+    .await;
+    // Resyncs come and go; the count stays as the user set it.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert_eq!(replicas(&client, &ns, "shop").await, Some(3));
+    assert_eq!(daemon.stop(), Some(0));
+
+    // Back in correct mode, the drift is taken back.
+    let mut daemon = start("correct");
+    wait_replicas(&client, &ns, "shop", 1).await;
+    let status = daemon
+        .wait_status("no drift left", |s| {
+            entry(s, &shop)["drifted"]
+                .as_array()
+                .is_some_and(Vec::is_empty)
+                && entry(s, &shop)["ready"] == true
+        })
+        .await;
+    assert_eq!(status["drift"], "correct");
+    assert_eq!(daemon.stop(), Some(0));
+}

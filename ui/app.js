@@ -1,0 +1,401 @@
+// The driftless dashboard: one status document at a time from the daemon's event stream,
+// drawn with DOM calls only (textContent, never innerHTML), so nothing the cluster or a
+// spec file says can turn into markup or script.
+"use strict";
+
+// sessionStorage: the token dies with the tab and is never sent anywhere but the
+// Authorization header of this page's own requests (no cookie, so no CSRF either).
+const TOKEN_KEY = "driftless.api-token";
+const STATES = {
+  Current: ["Ready", "ok", "✓"],
+  InProgress: ["In progress", "warn", "…"],
+  Terminating: ["Terminating", "warn", "…"],
+  Unknown: ["Unknown", "warn", "?"],
+  NotFound: ["Not found", "bad", "✕"],
+  Failed: ["Failed", "bad", "✕"],
+};
+
+let model = null;
+let suspending = null;
+let shownRoute;
+
+const $ = (id) => document.getElementById(id);
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key === "class") node.className = value;
+    else if (key === "onclick") node.addEventListener("click", value);
+    else node.setAttribute(key, value === true ? "" : value);
+  }
+  for (const child of children.flat()) {
+    if (child !== null && child !== undefined) node.append(child);
+  }
+  return node;
+}
+
+function setText(node, text) {
+  // Rewriting an unchanged aria-live region would make screen readers repeat it.
+  if (node.textContent !== text) node.textContent = text;
+}
+
+const plural = (n, word) => `${n} ${word}${n === 1 ? "" : "s"}`;
+const dash = (value) => (value === null || value === undefined || value === "" ? "–" : String(value));
+
+function ago(time) {
+  const seconds = Math.round((Date.now() - Date.parse(time)) / 1000);
+  if (!Number.isFinite(seconds)) return "";
+  if (seconds < 60) return `${Math.max(seconds, 0)} s ago`;
+  if (seconds < 3600) return `${Math.floor(seconds / 60)} min ago`;
+  if (seconds < 86400) return `${Math.floor(seconds / 3600)} h ago`;
+  return `${Math.floor(seconds / 86400)} d ago`;
+}
+
+function when(time) {
+  const date = new Date(time);
+  return Number.isNaN(date.getTime()) ? dash(time) : `${date.toLocaleString()} (${ago(time)})`;
+}
+
+function duration(seconds) {
+  if (typeof seconds !== "number") return "–";
+  return seconds < 1 ? `${Math.round(seconds * 1000)} ms` : `${seconds.toFixed(1)} s`;
+}
+
+function stateOf(status) {
+  return STATES[status] || [dash(status), "warn", "?"];
+}
+
+function badge(tone, symbol, text, title) {
+  return el("span", { class: `badge ${tone}`, title }, el("span", { "aria-hidden": "true" }, symbol), ` ${text}`);
+}
+
+function readiness(spec) {
+  const [text, tone, symbol] = spec.ready ? STATES.Current : stateOf(spec.status);
+  const badges = [badge(tone, symbol, text)];
+  if (spec.suspended) badges.push(badge("paused", "‖", "Suspended", spec.suspended.reason));
+  const drifted = spec.drifted || [];
+  if (drifted.length) badges.push(badge("drift", "≠", `Drifted (${drifted.length})`, drifted.join("\n")));
+  return badges;
+}
+
+function figures(f) {
+  switch (f && f.kind) {
+    case "workspace":
+      return [["State", f.state], ["Phase", f.phase], ["Node", f.node], ["Pod IP", f.pod_ip], ["URL", f.url]];
+    case "elasticweb":
+      return [
+        ["Replicas", `${f.available_replicas}/${f.desired_replicas} available`],
+        ["Real QPS", f.real_qps],
+      ];
+    case "localservice": {
+      const ready = Object.entries(f.ready_endpoints || {}).map(([node, n]) => `${node}: ${n}`);
+      return [["Nodes", (f.nodes || []).join(", ") || "none"], ["Ready endpoints", ready.join(", ") || "none"]];
+    }
+    default:
+      return [];
+  }
+}
+
+function figureList(f) {
+  const pairs = figures(f);
+  if (!pairs.length) return "–";
+  return el("dl", { class: "figures" }, pairs.map(([k, v]) => el("div", {}, el("dt", {}, k), el("dd", {}, dash(v)))));
+}
+
+function reasonText(spec) {
+  // Why a person paused it comes first: it explains why a change is not applied.
+  const held = spec.suspended ? `Suspended: ${spec.suspended.reason}` : "";
+  const why = [spec.reason, spec.message].filter(Boolean).join(": ");
+  return [held, why].filter(Boolean).join(" · ") || "–";
+}
+
+const encodeId = (id) => id.split("/").map(encodeURIComponent).join("/");
+const specHref = (id) => `#/spec/${encodeId(id)}`;
+
+function routedSpec() {
+  const match = location.hash.match(/^#\/spec\/(.+)$/);
+  if (!match) return null;
+  try {
+    return match[1].split("/").map(decodeURIComponent).join("/");
+  } catch {
+    return null;
+  }
+}
+
+function actionButton(spec) {
+  // One key for both buttons, so focus follows Suspend → Resume when the row is redrawn.
+  const key = `action:${spec.id}`;
+  if (spec.suspended) {
+    return el("button", { type: "button", "data-key": key, "aria-label": `Resume ${spec.id}`, onclick: () => resume(spec.id) }, "Resume");
+  }
+  return el("button", { type: "button", "data-key": key, "aria-label": `Suspend ${spec.id}`, onclick: () => askSuspend(spec.id) }, "Suspend");
+}
+
+function renderOverview(doc) {
+  const specs = doc.specs || [];
+  const ready = specs.filter((s) => s.ready).length;
+  const parts = [`${ready}/${plural(specs.length, "spec")} ready`];
+  const suspended = specs.filter((s) => s.suspended).length;
+  const drifted = specs.filter((s) => (s.drifted || []).length).length;
+  if (suspended) parts.push(`${suspended} suspended`);
+  if (drifted) parts.push(`${drifted} drifted`);
+  const errors = (doc.errors || []).length;
+  if (errors) parts.push(plural(errors, "error"));
+  if (doc.last_sync) parts.push(`last sync ${doc.last_sync.result}`);
+  setText($("summary"), parts.join(", "));
+
+  setText($("source"), dash(doc.source));
+  setText($("revision-applied"), dash(doc.revision_applied));
+  setText($("revision-seen"), dash(doc.revision_seen));
+  const sync = doc.last_sync;
+  // Not in the live summary: a screen reader would announce every sync starting and ending.
+  const running = doc.syncing ? "; syncing now…" : "";
+  setText($("last-sync"), (sync ? `${sync.result} at ${when(sync.time)}, took ${duration(sync.duration_seconds)}` : "never") + running);
+  $("last-sync").dataset.result = sync ? sync.result : "";
+  setText($("counts"), sync ? `${sync.applied} applied, ${sync.unchanged} unchanged, ${sync.pruned} pruned, ${sync.failed} failed` : "–");
+  const leader = { true: "yes (this replica syncs)", false: "no (standby)" }[doc.leader] || "no leader election";
+  setText($("leader"), leader);
+  setText($("drift"), { correct: "corrected", report: "reported only" }[doc.drift] || "–");
+  $("last-sync-message").hidden = !(sync && sync.message);
+  setText($("last-sync-message"), (sync && sync.message) || "");
+
+  $("errors").hidden = !errors;
+  $("error-list").replaceChildren(
+    ...(doc.errors || []).map((e) => {
+      const where = [e.file, e.line, e.column].filter((p) => p !== null && p !== undefined).join(":");
+      return el("li", {}, where ? el("code", {}, `${where}: `) : null, e.message);
+    })
+  );
+}
+
+function renderSpecs(doc) {
+  const specs = doc.specs || [];
+  setText($("specs-caption"), specs.length ? `${plural(specs.length, "spec")}; select a name for its objects.` : "No specs.");
+  // A row is redrawn only when its spec changed: a button a person is about to press is
+  // not swapped under the pointer by a status event about some other spec.
+  const kept = new Map([...$("spec-rows").children].map((row) => [row.dataset.id, row]));
+  $("spec-rows").replaceChildren(
+    ...specs.map((spec) => {
+      const signature = JSON.stringify(spec);
+      const old = kept.get(spec.id);
+      if (old && old.dataset.signature === signature) return old;
+      const row = el(
+        "tr",
+        { "data-id": spec.id, class: spec.ready ? "" : "unready" },
+        el("td", { "data-label": "Kind" }, spec.kind),
+        el("td", { "data-label": "Namespace" }, spec.namespace),
+        el("th", { scope: "row", "data-label": "Name" }, el("a", { href: specHref(spec.id), "data-key": `open:${spec.id}` }, spec.name)),
+        el("td", { "data-label": "Readiness", class: "state" }, readiness(spec)),
+        el("td", { "data-label": "Reason / message", class: "message" }, reasonText(spec)),
+        el("td", { "data-label": "Figures" }, figureList(spec.figures)),
+        el("td", { "data-label": "Actions" }, actionButton(spec))
+      );
+      // The name link is the keyboard path; a click anywhere else on the row is a shortcut.
+      row.addEventListener("click", (event) => {
+        if (!event.target.closest("a, button")) location.hash = specHref(spec.id);
+      });
+      row.dataset.signature = signature;
+      return row;
+    })
+  );
+}
+
+function renderDetail(doc, id) {
+  const spec = (doc.specs || []).find((s) => s.id === id);
+  setText($("detail-heading"), id);
+  if (!spec) {
+    $("detail-body").replaceChildren(el("p", {}, `There is no spec ${id} (any more).`));
+    return;
+  }
+  const facts = [
+    ["Readiness", readiness(spec)],
+    ["Reason / message", reasonText(spec)],
+    ["Defined at", `${spec.file}:${spec.line}`],
+    ...figures(spec.figures).map(([k, v]) => [k, dash(v)]),
+    ["Suspended", spec.suspended ? `yes, since ${when(spec.suspended.since)}: ${spec.suspended.reason}` : "no"],
+  ];
+  const drifted = spec.drifted || [];
+  const objects = spec.objects || [];
+  $("detail-body").replaceChildren(
+    el("dl", { class: "facts" }, facts.map(([k, v]) => el("div", {}, el("dt", {}, k), el("dd", {}, v)))),
+    el("p", {}, actionButton(spec)),
+    el("h3", {}, "Drifted objects"),
+    drifted.length ? el("ul", { class: "drifted" }, drifted.map((o) => el("li", {}, el("code", {}, o)))) : el("p", {}, "None."),
+    el("h3", {}, "Objects"),
+    el(
+      "table",
+      { class: "objects" },
+      el("caption", {}, `${plural(objects.length, "object")} of ${spec.id}`),
+      el("thead", {}, el("tr", {}, ["Object", "Status", "Reason", "Message", "Last action"].map((h) => el("th", { scope: "col" }, h)))),
+      el(
+        "tbody",
+        {},
+        objects.map((o) => {
+          const [text, tone, symbol] = stateOf(o.status);
+          return el(
+            "tr",
+            {},
+            el("th", { scope: "row", "data-label": "Object" }, el("code", {}, o.object)),
+            el("td", { "data-label": "Status" }, badge(tone, symbol, text)),
+            el("td", { "data-label": "Reason" }, dash(o.reason)),
+            el("td", { "data-label": "Message", class: "message" }, dash(o.message)),
+            el("td", { "data-label": "Last action" }, dash(o.action))
+          );
+        })
+      )
+    )
+  );
+}
+
+function render() {
+  if (!model) return;
+  const focused = document.activeElement && document.activeElement.dataset && document.activeElement.dataset.key;
+  renderOverview(model);
+  renderSpecs(model);
+  const id = routedSpec();
+  $("list").hidden = id !== null;
+  $("detail").hidden = id === null;
+  if (id !== null) renderDetail(model, id);
+  // Redrawn rows are new elements: put focus back where the person left it.
+  if (focused) {
+    const again = document.querySelector(`[data-key="${CSS.escape(focused)}"]`);
+    if (again && document.activeElement !== again) again.focus();
+  }
+  if (shownRoute !== location.hash) {
+    shownRoute = location.hash;
+    if (id !== null) $("detail-heading").focus();
+  }
+}
+
+function setConnection(state, text) {
+  const node = $("connection");
+  node.dataset.state = state;
+  setText(node, text);
+}
+
+function connect() {
+  setConnection("connecting", "Connecting…");
+  const events = new EventSource("/api/v1/events");
+  events.addEventListener("open", () => setConnection("live", "Live"));
+  events.addEventListener("status", (event) => {
+    try {
+      model = JSON.parse(event.data);
+    } catch {
+      return;
+    }
+    setConnection("live", "Live");
+    render();
+  });
+  events.addEventListener("error", () => {
+    if (events.readyState === EventSource.CLOSED) {
+      // The browser gives up for good on an answer that is not a stream (a 404 from an
+      // older daemon, a proxy's error page): keep trying, more slowly.
+      events.close();
+      setConnection("down", "Disconnected; retrying in 5 s…");
+      setTimeout(connect, 5000);
+    } else {
+      setConnection("reconnecting", "Reconnecting…");
+    }
+  });
+}
+
+function token() {
+  return sessionStorage.getItem(TOKEN_KEY) || "";
+}
+
+function showTokenHelp() {
+  setText(
+    $("token-help"),
+    token()
+      ? "A token is set for this tab only (sessionStorage); closing the tab forgets it."
+      : "Reconcile, Suspend and Resume need the daemon's API token: start driftless run with --api-token-file FILE and paste that file's contents here. It is kept in this tab only."
+  );
+}
+
+function report(tone, text) {
+  const node = $("action-result");
+  node.dataset.tone = tone;
+  setText(node, text);
+}
+
+function needToken() {
+  if (token()) return false;
+  report("bad", "No API token: paste the one from the daemon's --api-token-file into the API token field first.");
+  $("token").focus();
+  return true;
+}
+
+async function post(what, path, body) {
+  if (needToken()) return;
+  report("pending", `${what}…`);
+  const headers = { Authorization: `Bearer ${token()}` };
+  if (body) headers["Content-Type"] = "application/json";
+  let response;
+  try {
+    response = await fetch(path, { method: "POST", headers, body: body && JSON.stringify(body), cache: "no-store", credentials: "omit" });
+  } catch (error) {
+    report("bad", `${what} failed: ${error.message}`);
+    return;
+  }
+  if (response.ok) {
+    report("ok", `${what}: accepted (${response.status}).`);
+    return;
+  }
+  const raw = await response.text().catch(() => "");
+  let text = raw.trim() || response.statusText;
+  try {
+    const parsed = JSON.parse(raw);
+    if (parsed && typeof parsed.error === "string") text = parsed.error;
+  } catch {
+    // Not JSON (a proxy's page): the raw text is the best explanation there is.
+  }
+  report("bad", `${what} refused (${response.status}): ${text}`);
+}
+
+function askSuspend(id) {
+  if (needToken()) return;
+  suspending = id;
+  setText($("suspend-heading"), `Suspend ${id}`);
+  $("suspend-reason").value = "";
+  $("suspend-dialog").showModal();
+}
+
+function resume(id) {
+  post(`Resume ${id}`, `/api/v1/specs/${encodeId(id)}/resume`);
+}
+
+function setUp() {
+  $("token-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const value = $("token").value.trim();
+    if (value) sessionStorage.setItem(TOKEN_KEY, value);
+    $("token").value = "";
+    showTokenHelp();
+  });
+  $("forget-token").addEventListener("click", () => {
+    sessionStorage.removeItem(TOKEN_KEY);
+    showTokenHelp();
+  });
+  $("reconcile").addEventListener("click", () => post("Reconcile", "/api/v1/sync"));
+  $("suspend-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const reason = $("suspend-reason").value.trim();
+    if (!reason) return;
+    $("suspend-dialog").close();
+    post(`Suspend ${suspending}`, `/api/v1/specs/${encodeId(suspending)}/suspend`, { reason });
+  });
+  $("suspend-cancel").addEventListener("click", () => $("suspend-dialog").close());
+  // The button that opened the dialog may have been redrawn meanwhile: focus its successor.
+  $("suspend-dialog").addEventListener("close", () => {
+    const button = document.querySelector(`[data-key="${CSS.escape(`action:${suspending}`)}"]`);
+    if (button) button.focus();
+  });
+  window.addEventListener("hashchange", render);
+  // Keeps "n s ago" honest between documents.
+  setInterval(() => model && renderOverview(model), 10000);
+  showTokenHelp();
+  connect();
+}
+
+setUp();
