@@ -49,6 +49,7 @@ fn object<K: Resource + Serialize>(
         namespace: Some(spec.namespace.clone()),
         name: name.to_string(),
         body,
+        policy: Default::default(),
     })
 }
 
@@ -343,5 +344,6 @@ pub(super) fn manifest(spec: &SpecId, m: &Manifest, facts: &Facts) -> Object {
         namespace,
         name: m.metadata.name.clone(),
         body,
+        policy: Default::default(),
     }
 }

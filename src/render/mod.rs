@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use crate::object::ObjKey;
-use crate::spec::{Spec, SpecBody, SpecId, SpecTree};
+use crate::spec::{ObjectPolicy, Spec, SpecBody, SpecId, SpecTree};
 
 /// What rendering needs to know about the cluster; everything else comes from specs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,6 +45,8 @@ pub struct Object {
     pub name: String,
     /// The full object as the apiserver takes it (apiVersion, kind, metadata, ...).
     pub body: Value,
+    /// Its spec's policy (`spec::policy`): what apply, diff and prune do with it.
+    pub policy: ObjectPolicy,
 }
 
 impl Object {
@@ -119,12 +121,18 @@ pub fn set_namespace(body: &mut Value, namespace: Option<&str>) {
 
 /// One spec's objects.
 pub fn render_spec(spec: &Spec, facts: &Facts) -> Result<Vec<Object>, RenderError> {
-    match &spec.body {
-        SpecBody::Workspace(w) => kinds::workspace(&spec.id, w, facts),
-        SpecBody::ElasticWeb(e) => kinds::elasticweb(&spec.id, e, facts),
-        SpecBody::LocalService(l) => kinds::localservice(&spec.id, l, facts),
-        SpecBody::Manifest(m) => Ok(vec![kinds::manifest(&spec.id, m, facts)]),
+    let mut objects = match &spec.body {
+        SpecBody::Workspace(w) => kinds::workspace(&spec.id, w, facts)?,
+        SpecBody::ElasticWeb(e) => kinds::elasticweb(&spec.id, e, facts)?,
+        SpecBody::LocalService(l) => kinds::localservice(&spec.id, l, facts)?,
+        SpecBody::Manifest(m) => vec![kinds::manifest(&spec.id, m, facts)],
+    };
+    if spec.policy != ObjectPolicy::default() {
+        for o in &mut objects {
+            o.policy = spec.policy.clone();
+        }
     }
+    Ok(objects)
 }
 
 /// Renders `specs` one at a time, handing each spec's objects to `each` and checking

@@ -458,6 +458,7 @@ pub fn parse_files_with(files: &[SourceFile], policy: &Policy) -> Result<SpecTre
             id,
             at: f.at,
             body: f.body,
+            policy: f.policy,
         });
     }
 

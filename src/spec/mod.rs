@@ -6,6 +6,7 @@ mod load;
 mod manifest;
 pub mod model;
 pub mod names;
+pub mod policy;
 pub mod quantity;
 pub mod schema;
 mod yaml;
@@ -19,6 +20,7 @@ pub use load::{
     load_dir_with, parse_files, parse_files_with, read_dir,
 };
 pub use model::{ElasticWeb, LocalService, Manifest, Workspace};
+pub use policy::ObjectPolicy;
 
 /// Namespaces no spec writes into unless the tree's [`Policy`] allows it: the control
 /// plane's own, and driftless's (its inventory and Lease live there by default).
@@ -174,6 +176,8 @@ pub struct Spec {
     pub id: SpecId,
     pub at: Location,
     pub body: SpecBody,
+    /// What driftless does with its objects besides applying them.
+    pub policy: ObjectPolicy,
 }
 
 /// A valid spec tree: every spec of every file, in file order.

@@ -296,6 +296,7 @@ pub(super) fn file(path: &str, text: &str) -> (Vec<Found>, Vec<SpecError>) {
                 namespace: None,
                 at: at(place(doc)),
                 body: SpecBody::Manifest(m),
+                policy: Default::default(),
             }),
             Err(problems) => errors.extend(problems.into_iter().map(|p| SpecError {
                 at: at(locate(doc, &p.path)),

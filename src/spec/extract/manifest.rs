@@ -29,6 +29,7 @@ pub(super) fn all(ctx: &mut FileCtx, v: &Value, file_ns: Option<&str>, found: &m
                 namespace: file_ns.map(str::to_string),
                 at: ctx.loc(item.span().start),
                 body: SpecBody::Manifest(m),
+                policy: Default::default(),
             });
         }
     }

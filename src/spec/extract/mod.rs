@@ -148,6 +148,7 @@ pub(super) struct Found {
     pub namespace: Option<String>,
     pub at: Location,
     pub body: SpecBody,
+    pub policy: crate::spec::ObjectPolicy,
 }
 
 /// Reads one file. Syntax errors stop that file (anything read past them would only add
@@ -274,5 +275,6 @@ fn spec(
         namespace: Some(namespace),
         at: ctx.loc(name.span().start),
         body,
+        policy: Default::default(),
     })
 }
