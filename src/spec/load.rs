@@ -383,6 +383,7 @@ pub fn parse_files_with(files: &[SourceFile], policy: &Policy) -> Result<SpecTre
 
     let scopes = crd_scopes(&found);
     let mut specs = Vec::with_capacity(found.len());
+    let mut written = Vec::with_capacity(found.len());
     let mut ids: BTreeMap<SpecId, Location> = BTreeMap::new();
     let mut node_ports: BTreeMap<(u16, String), (SpecId, Location)> = BTreeMap::new();
     let mut objects: BTreeMap<ObjectKey, (SpecId, Location)> = BTreeMap::new();
@@ -459,9 +460,12 @@ pub fn parse_files_with(files: &[SourceFile], policy: &Policy) -> Result<SpecTre
             at: f.at,
             body: f.body,
             policy: f.policy,
+            depends_on: Vec::new(),
         });
+        written.push(f.depends_on);
     }
 
+    errors.extend(super::depends::resolve(&mut specs, written));
     if errors.is_empty() {
         Ok(SpecTree { specs })
     } else {

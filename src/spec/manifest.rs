@@ -9,6 +9,7 @@ use serde_json::Value;
 
 use super::model::{Manifest, ManifestMetadata};
 use super::names;
+use super::policy::{self, MarkProblem};
 
 /// The most a manifest may be as JSON (see `too_large`).
 const MAX_OBJECT_BYTES: usize = 1536 << 10;
@@ -239,6 +240,10 @@ fn marks(map: &str, v: &Value) -> Vec<Problem> {
                 &at,
                 format!("invalid {noun} key {} in `{key}`: {why}", q(name)),
             ));
+        } else if map == "annotations" {
+            if let Err(MarkProblem::Key(why) | MarkProblem::Value(why)) = policy::annotation(name, s) {
+                out.push(problem(&at, why));
+            }
         } else if names::is_driftless_key(name) {
             out.push(problem(
                 &at,

@@ -1,6 +1,7 @@
 //! Specs: the TOML model, loading a tree of files, and validation that reports every
 //! error of the tree as `file:line:col: message`.
 
+mod depends;
 mod extract;
 mod load;
 mod manifest;
@@ -178,6 +179,8 @@ pub struct Spec {
     pub body: SpecBody,
     /// What driftless does with its objects besides applying them.
     pub policy: ObjectPolicy,
+    /// Specs that must be ready before this one is applied (`depends-on`).
+    pub depends_on: Vec<SpecId>,
 }
 
 /// A valid spec tree: every spec of every file, in file order.

@@ -97,6 +97,16 @@ pub struct Workspace {
     /// (otherwise they are reported as conflicts and left alone).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub adopt: bool,
+    /// Fields of its objects sent on create only (JSON pointers, as /spec/replicas):
+    /// others own them afterwards (README "Policies").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ignore_fields: Vec<String>,
+    /// `false`: its objects stay in the cluster when the spec is removed.
+    #[serde(default = "defaults::prune", skip_serializing_if = "defaults::is_prune")]
+    pub prune: bool,
+    /// Specs (`kind/namespace/name`) that must be ready before this one is applied.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub depends_on: Vec<String>,
 }
 
 api_enum!(AccessMode {
@@ -147,6 +157,16 @@ pub struct ElasticWeb {
     /// (otherwise they are reported as conflicts and left alone).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub adopt: bool,
+    /// Fields of its objects sent on create only (JSON pointers, as /spec/replicas):
+    /// others own them afterwards (README "Policies").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ignore_fields: Vec<String>,
+    /// `false`: its objects stay in the cluster when the spec is removed.
+    #[serde(default = "defaults::prune", skip_serializing_if = "defaults::is_prune")]
+    pub prune: bool,
+    /// Specs (`kind/namespace/name`) that must be ready before this one is applied.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub depends_on: Vec<String>,
 }
 
 impl ElasticWeb {
@@ -180,6 +200,16 @@ pub struct LocalService {
     /// (otherwise they are reported as conflicts and left alone).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub adopt: bool,
+    /// Fields of its objects sent on create only (JSON pointers, as /spec/replicas):
+    /// others own them afterwards (README "Policies").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ignore_fields: Vec<String>,
+    /// `false`: its objects stay in the cluster when the spec is removed.
+    #[serde(default = "defaults::prune", skip_serializing_if = "defaults::is_prune")]
+    pub prune: bool,
+    /// Specs (`kind/namespace/name`) that must be ready before this one is applied.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub depends_on: Vec<String>,
 }
 
 api_enum!(ServiceType {
@@ -282,5 +312,11 @@ pub mod defaults {
     }
     pub fn elasticweb_memory() -> String {
         "512Mi".to_string()
+    }
+    pub fn prune() -> bool {
+        true
+    }
+    pub fn is_prune(prune: &bool) -> bool {
+        *prune
     }
 }

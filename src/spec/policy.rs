@@ -17,3 +17,253 @@ pub struct ObjectPolicy {
     /// Decrypted from a SOPS file: its values are never shown.
     pub sealed: bool,
 }
+
+/// `driftless.dev/ignore-fields: /spec/replicas, /data/x`
+pub const IGNORE_FIELDS: &str = "driftless.dev/ignore-fields";
+/// `driftless.dev/apply: create-only`
+pub const APPLY: &str = "driftless.dev/apply";
+/// `driftless.dev/prune: disabled`
+pub const PRUNE: &str = "driftless.dev/prune";
+/// `driftless.dev/depends-on: elasticweb/dev/db, manifest/dev/ConfigMap/settings`
+pub const DEPENDS_ON: &str = "driftless.dev/depends-on";
+
+/// The only `driftless.dev` marks a manifest may set: the rest are driftless's own.
+pub const ANNOTATIONS: [&str; 4] = [IGNORE_FIELDS, APPLY, PRUNE, DEPENDS_ON];
+
+/// Whether a manifest may set annotation `key` (a policy, not an identity mark).
+pub fn is_policy_annotation(key: &str) -> bool {
+    ANNOTATIONS.contains(&key)
+}
+
+/// What is wrong with a `driftless.dev` annotation a manifest sets: its key (one of
+/// driftless's own marks, or unknown), or its value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum MarkProblem {
+    Key(String),
+    Value(String),
+}
+
+/// Whether a manifest may carry annotation `key: value`: anything outside driftless's
+/// domain; of driftless's keys, only the policy annotations, with valid values.
+pub fn annotation(key: &str, value: &str) -> Result<(), MarkProblem> {
+    use crate::object::ownership::{INSTANCE, MANAGED_BY, NODE, NODE_NAME, SPEC};
+    if !super::names::is_driftless_key(key) {
+        Ok(())
+    } else if is_policy_annotation(key) {
+        check_annotation(key, value).map_err(MarkProblem::Value)
+    } else if [MANAGED_BY, INSTANCE, SPEC, NODE, NODE_NAME].contains(&key) {
+        Err(MarkProblem::Key(format!(
+            "annotation `{key}` in `metadata.annotations` is set by driftless; remove it"
+        )))
+    } else {
+        Err(MarkProblem::Key(format!(
+            "unknown driftless annotation `{key}`: a manifest may set only {}",
+            ANNOTATIONS.join(", ")
+        )))
+    }
+}
+
+/// The items of a comma-separated annotation value, trimmed, empty ones skipped.
+pub fn items(value: &str) -> impl Iterator<Item = &str> {
+    value.split(',').map(str::trim).filter(|s| !s.is_empty())
+}
+
+/// Why the value of policy annotation `key` is wrong, if it is.
+pub fn check_annotation(key: &str, value: &str) -> Result<(), String> {
+    let expect = |want: &str| match value.trim() {
+        v if v == want => Ok(()),
+        v => Err(format!(
+            "invalid value {v:?} for annotation `{key}`: the only value is {want:?}"
+        )),
+    };
+    match key {
+        APPLY => expect("create-only"),
+        PRUNE => expect("disabled"),
+        IGNORE_FIELDS => {
+            let mut any = false;
+            for p in items(value) {
+                any = true;
+                check_pointer(p).map_err(|why| format!("in annotation `{key}`: {why}"))?;
+            }
+            match any {
+                true => Ok(()),
+                false => Err(format!(
+                    "annotation `{key}` lists no fields: give JSON pointers such as /spec/replicas, comma-separated"
+                )),
+            }
+        }
+        DEPENDS_ON => {
+            let mut any = false;
+            for id in items(value) {
+                any = true;
+                check_spec_id(id).map_err(|why| format!("in annotation `{key}`: {why}"))?;
+            }
+            match any {
+                true => Ok(()),
+                false => Err(format!(
+                    "annotation `{key}` lists no specs: give spec ids (kind/namespace/name), comma-separated"
+                )),
+            }
+        }
+        _ => Err(format!(
+            "unknown driftless annotation `{key}`: a manifest may set only {}",
+            ANNOTATIONS.join(", ")
+        )),
+    }
+}
+
+/// Why `id` is not a spec identity another spec may depend on, if it is not.
+pub fn check_spec_id(id: &str) -> Result<(), String> {
+    id.parse::<super::SpecId>()
+        .map(drop)
+        .map_err(|_| format!("{id:?} is not a spec id (kind/namespace/name, as `driftless status` lists them)"))
+}
+
+/// Why `p` is not a field driftless can stop sending, if it is not: a JSON pointer
+/// (RFC 6901) to a field below the object's identity.
+pub fn check_pointer(p: &str) -> Result<(), String> {
+    let Some(rest) = p.strip_prefix('/') else {
+        return Err(format!(
+            "{p:?} is not a JSON pointer: it starts with '/', as in /spec/replicas"
+        ));
+    };
+    let mut segments = Vec::new();
+    for raw in rest.split('/') {
+        if raw.is_empty() {
+            return Err(format!("JSON pointer {p:?} has an empty step"));
+        }
+        let mut seg = String::with_capacity(raw.len());
+        let mut chars = raw.chars();
+        while let Some(c) = chars.next() {
+            match (c, c == '~') {
+                (_, true) => match chars.next() {
+                    Some('0') => seg.push('~'),
+                    Some('1') => seg.push('/'),
+                    _ => {
+                        return Err(format!(
+                            "JSON pointer {p:?}: '~' must be followed by 0 ('~') or 1 ('/')"
+                        ));
+                    }
+                },
+                (c, false) => seg.push(c),
+            }
+        }
+        segments.push(seg);
+    }
+    let identity = match segments.as_slice() {
+        [top] => matches!(top.as_str(), "apiVersion" | "kind" | "metadata"),
+        [m, field] if m == "metadata" => {
+            matches!(field.as_str(), "name" | "namespace" | "labels" | "annotations")
+        }
+        [m, map, key, ..] if m == "metadata" && (map == "labels" || map == "annotations") => {
+            super::names::is_driftless_key(key)
+        }
+        _ => false,
+    };
+    match identity {
+        true => Err(format!(
+            "{p:?} is part of the object's identity or driftless's marks, which are always sent"
+        )),
+        false => Ok(()),
+    }
+}
+
+/// The policy of a manifest whose annotations passed [`check_annotation`], and the ids of
+/// the specs it depends on, as written.
+pub fn of_annotations(annotations: Option<&serde_json::Value>) -> (ObjectPolicy, Vec<String>) {
+    let get = |key: &str| annotations.and_then(|a| a.get(key)).and_then(|v| v.as_str());
+    let policy = ObjectPolicy {
+        ignore_fields: get(IGNORE_FIELDS)
+            .map(|v| items(v).map(String::from).collect())
+            .unwrap_or_default(),
+        create_only: get(APPLY).is_some_and(|v| v.trim() == "create-only"),
+        keep: get(PRUNE).is_some_and(|v| v.trim() == "disabled"),
+        sealed: false,
+    };
+    let depends_on = get(DEPENDS_ON)
+        .map(|v| items(v).map(String::from).collect())
+        .unwrap_or_default();
+    (policy, depends_on)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn pointers_are_rfc_6901_below_the_identity() {
+        for ok in [
+            "/spec/replicas",
+            "/data/a~1b",
+            "/spec/template/spec/containers/0/image",
+            "/metadata/labels/team",
+            "/metadata/annotations/deployment.kubernetes.io~1revision",
+        ] {
+            assert_eq!(check_pointer(ok), Ok(()), "{ok}");
+        }
+        for (bad, says) in [
+            ("spec/replicas", "starts with '/'"),
+            ("/spec//replicas", "empty step"),
+            ("/data/a~2", "'~' must be followed"),
+            ("/kind", "identity"),
+            ("/metadata/name", "identity"),
+            ("/metadata/labels", "identity"),
+            ("/metadata/labels/driftless.dev~1instance", "identity"),
+            ("/metadata/annotations/driftless.dev~1spec", "identity"),
+        ] {
+            let got = check_pointer(bad).unwrap_err();
+            assert!(got.contains(says), "{bad}: {got}");
+        }
+    }
+
+    #[test]
+    fn each_policy_annotation_has_its_values_and_nothing_else_is_allowed() {
+        assert_eq!(check_annotation(APPLY, "create-only"), Ok(()));
+        assert_eq!(check_annotation(PRUNE, " disabled "), Ok(()));
+        assert_eq!(
+            check_annotation(IGNORE_FIELDS, "/spec/replicas, /data/x"),
+            Ok(())
+        );
+        assert_eq!(
+            check_annotation(DEPENDS_ON, "elasticweb/dev/db,manifest//Namespace/dev"),
+            Ok(())
+        );
+        for (key, value, says) in [
+            (APPLY, "always", "the only value is \"create-only\""),
+            (PRUNE, "false", "the only value is \"disabled\""),
+            (IGNORE_FIELDS, " , ", "lists no fields"),
+            (IGNORE_FIELDS, "/spec/replicas,replicas", "is not a JSON pointer"),
+            (DEPENDS_ON, "db", "not a spec id"),
+            ("driftless.dev/prune-policy", "x", "unknown driftless annotation"),
+        ] {
+            let got = check_annotation(key, value).unwrap_err();
+            assert!(got.contains(says), "{key}={value}: {got}");
+        }
+    }
+
+    #[test]
+    fn annotations_become_the_policy() {
+        let (policy, depends) = of_annotations(Some(&json!({
+            IGNORE_FIELDS: "/spec/replicas, /spec/template/metadata/annotations",
+            APPLY: "create-only",
+            PRUNE: "disabled",
+            DEPENDS_ON: "elasticweb/dev/db",
+            "other": "x",
+        })));
+        assert_eq!(
+            policy,
+            ObjectPolicy {
+                ignore_fields: vec![
+                    "/spec/replicas".into(),
+                    "/spec/template/metadata/annotations".into()
+                ],
+                create_only: true,
+                keep: true,
+                sealed: false,
+            }
+        );
+        assert_eq!(depends, ["elasticweb/dev/db"]);
+        assert_eq!(of_annotations(None).0, ObjectPolicy::default());
+    }
+}

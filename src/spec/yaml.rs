@@ -15,7 +15,7 @@ use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_saphyr::Spanned;
 
 use super::extract::{FileCtx, Found};
-use super::{Kind, Location, SpecBody, SpecError, manifest};
+use super::{Location, SpecError, manifest};
 
 /// A YAML value and where it was written.
 pub(super) type Node = Spanned<Tree>;
@@ -290,14 +290,10 @@ pub(super) fn file(path: &str, text: &str) -> (Vec<Found>, Vec<SpecError>) {
             }
         };
         match manifest::check(json) {
-            Ok(m) => found.push(Found {
-                kind: Kind::Manifest,
-                name: String::new(),
-                namespace: None,
-                at: at(place(doc)),
-                body: SpecBody::Manifest(m),
-                policy: Default::default(),
-            }),
+            Ok(m) => found.push(Found::manifest(m, None, at(place(doc)), || {
+                let path = ["metadata", "annotations", crate::spec::policy::DEPENDS_ON];
+                at(locate(doc, &path.map(String::from)))
+            })),
             Err(problems) => errors.extend(problems.into_iter().map(|p| SpecError {
                 at: at(locate(doc, &p.path)),
                 message: p.message,

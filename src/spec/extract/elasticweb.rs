@@ -38,6 +38,9 @@ pub(super) fn read(ctx: &mut FileCtx, f: &mut Fields) -> Option<ElasticWeb> {
         cpu,
         memory,
         adopt,
+        ignore_fields: Vec::new(),
+        prune: true,
+        depends_on: Vec::new(),
     };
     if web.replicas() > i32::MAX as u64 {
         let span = f.get("total-qps").map(|v| v.span()).unwrap_or_default();

@@ -9,6 +9,7 @@ use toml::de::{DeTable, DeValue};
 
 use super::messages::{q, short, suggest};
 use super::{FileCtx, Value};
+use crate::spec::policy::MarkProblem;
 use crate::spec::{names, quantity};
 
 /// An image reference's longest form is about 530 bytes (a 255-byte name, a 128-byte tag
@@ -292,6 +293,18 @@ pub(super) fn meta_map(
                 format!("invalid {noun} key {} in `{key}`: {why}", q(name)),
             );
             ok = false;
+        } else if kind == MetaMap::OwnAnnotations {
+            match crate::spec::policy::annotation(name, s) {
+                Ok(()) => {}
+                Err(MarkProblem::Key(why)) => {
+                    ctx.err(&k.span(), why);
+                    ok = false;
+                }
+                Err(MarkProblem::Value(why)) => {
+                    ctx.err(&val.span(), why);
+                    ok = false;
+                }
+            }
         } else if kind != MetaMap::Labels && names::is_driftless_key(name) {
             ctx.err(
                 &k.span(),

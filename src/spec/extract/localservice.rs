@@ -52,6 +52,9 @@ pub(super) fn read(ctx: &mut FileCtx, f: &mut Fields) -> Option<LocalService> {
         type_,
         ports: ports?,
         adopt,
+        ignore_fields: Vec::new(),
+        prune: true,
+        depends_on: Vec::new(),
     })
 }
 

@@ -9,7 +9,7 @@ use super::fields::{Fields, MetaMap, integer, meta_map};
 use super::messages::q;
 use super::{FileCtx, Found, Value};
 use crate::spec::model::{Manifest, ManifestMetadata};
-use crate::spec::{Kind, SpecBody, names};
+use crate::spec::names;
 
 /// Every entry of the file's `manifest` array.
 pub(super) fn all(ctx: &mut FileCtx, v: &Value, file_ns: Option<&str>, found: &mut Vec<Found>) {
@@ -23,16 +23,20 @@ pub(super) fn all(ctx: &mut FileCtx, v: &Value, file_ns: Option<&str>, found: &m
     };
     for item in items.iter() {
         if let Some(m) = manifest(ctx, item) {
-            found.push(Found {
-                kind: Kind::Manifest,
-                name: String::new(),
-                namespace: file_ns.map(str::to_string),
-                at: ctx.loc(item.span().start),
-                body: SpecBody::Manifest(m),
-                policy: Default::default(),
-            });
+            let at = ctx.loc(item.span().start);
+            let depends_at = || ctx.loc(depends_on_span(item).unwrap_or(item.span()).start);
+            found.push(Found::manifest(m, file_ns.map(str::to_string), at, depends_at));
         }
     }
+}
+
+/// Where a `[[manifest]]` entry's `driftless.dev/depends-on` annotation is written.
+fn depends_on_span(item: &Value) -> Option<std::ops::Range<usize>> {
+    let mut v = item;
+    for key in ["metadata", "annotations", crate::spec::policy::DEPENDS_ON] {
+        v = v.get_ref().as_table()?.get(key)?;
+    }
+    Some(v.span())
 }
 
 /// One `[[manifest]]` entry: apiVersion, kind and metadata.name required.

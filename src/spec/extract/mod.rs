@@ -19,7 +19,7 @@ use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
 use super::model::defaults;
-use super::{Kind, Location, SpecBody, SpecError, names};
+use super::{Kind, Location, ObjectPolicy, SpecBody, SpecError, names, policy};
 use fields::{Fields, namespace_field};
 use messages::{q, short, suggest, type_name};
 
@@ -149,6 +149,38 @@ pub(super) struct Found {
     pub at: Location,
     pub body: SpecBody,
     pub policy: crate::spec::ObjectPolicy,
+    /// The ids of the specs it depends on, as written, each with its place.
+    pub depends_on: Vec<(String, Location)>,
+}
+
+impl Found {
+    /// A manifest found at `at`, its policy read from its (checked) annotations;
+    /// `depends_at` is where its `driftless.dev/depends-on` annotation is.
+    pub(super) fn manifest(
+        m: crate::spec::Manifest,
+        namespace: Option<String>,
+        at: Location,
+        depends_at: impl FnOnce() -> Location,
+    ) -> Found {
+        let (policy, depends) =
+            crate::spec::policy::of_annotations(m.metadata.rest.get("annotations"));
+        let depends_on = match depends.is_empty() {
+            true => Vec::new(),
+            false => {
+                let place = depends_at();
+                depends.into_iter().map(|id| (id, place.clone())).collect()
+            }
+        };
+        Found {
+            kind: Kind::Manifest,
+            name: String::new(),
+            namespace,
+            at,
+            body: SpecBody::Manifest(m),
+            policy,
+            depends_on,
+        }
+    }
 }
 
 /// Reads one file. Syntax errors stop that file (anything read past them would only add
@@ -218,6 +250,72 @@ pub(super) fn file(ctx: &mut FileCtx, text: &str) -> Vec<Found> {
     found
 }
 
+/// The policy keys every workload kind has (README "Policies"), checked.
+struct PolicyKeys {
+    ignore_fields: Vec<String>,
+    prune: bool,
+    depends_on: Vec<(String, Location)>,
+}
+
+impl PolicyKeys {
+    /// Writes them into `body` (the model keeps them as written), and gives the spec's
+    /// policy and dependencies.
+    fn set(self, body: &mut SpecBody) -> (ObjectPolicy, Vec<(String, Location)>) {
+        let ids = || self.depends_on.iter().map(|(id, _)| id.clone()).collect();
+        let (ignore_fields, prune, depends_on) = match body {
+            SpecBody::Workspace(w) => (&mut w.ignore_fields, &mut w.prune, &mut w.depends_on),
+            SpecBody::ElasticWeb(e) => (&mut e.ignore_fields, &mut e.prune, &mut e.depends_on),
+            SpecBody::LocalService(l) => (&mut l.ignore_fields, &mut l.prune, &mut l.depends_on),
+            SpecBody::Manifest(_) => return (ObjectPolicy::default(), Vec::new()),
+        };
+        ignore_fields.clone_from(&self.ignore_fields);
+        *prune = self.prune;
+        *depends_on = ids();
+        let policy = ObjectPolicy {
+            ignore_fields: self.ignore_fields,
+            keep: !self.prune,
+            ..ObjectPolicy::default()
+        };
+        (policy, self.depends_on)
+    }
+}
+
+/// `ignore-fields`, `prune` and `depends-on` of a workload spec.
+fn policy_keys(ctx: &mut FileCtx, f: &mut Fields) -> PolicyKeys {
+    let mut list = |ctx: &mut FileCtx, key: &'static str, rule: fn(&str) -> Result<(), String>| {
+        let mut out = Vec::new();
+        let Some(v) = f.get(key) else {
+            return out;
+        };
+        let Some(items) =
+            ctx.value_as(v, DeValue::as_array, format_args!("`{key}`"), "an array of strings")
+        else {
+            return out;
+        };
+        for item in items.iter() {
+            match item.get_ref() {
+                DeValue::String(s) => match rule(s) {
+                    Ok(()) => out.push((s.to_string(), ctx.loc(item.span().start))),
+                    Err(why) => ctx.err(&item.span(), format!("in `{key}`: {why}")),
+                },
+                _ => ctx.wrong_type(item, format_args!("each of `{key}`"), "a string"),
+            }
+        }
+        out
+    };
+    let ignore_fields = list(ctx, "ignore-fields", policy::check_pointer)
+        .into_iter()
+        .map(|(p, _)| p)
+        .collect();
+    let depends_on = list(ctx, "depends-on", policy::check_spec_id);
+    let prune = f.boolean(ctx, "prune").unwrap_or(true);
+    PolicyKeys {
+        ignore_fields,
+        prune,
+        depends_on,
+    }
+}
+
 /// One spec of a workload kind: `[kind.NAME]`.
 fn spec(
     ctx: &mut FileCtx,
@@ -267,14 +365,17 @@ fn spec(
         }
         Kind::Manifest => return None,
     };
+    let keys = policy_keys(ctx, &mut f);
     f.finish(ctx);
-    let body = body?;
+    let mut body = body?;
+    let (policy, depends_on) = keys.set(&mut body);
     (ctx.count() == errors_before).then(|| Found {
         kind,
         name: name.get_ref().to_string(),
         namespace: Some(namespace),
         at: ctx.loc(name.span().start),
         body,
-        policy: Default::default(),
+        policy,
+        depends_on,
     })
 }

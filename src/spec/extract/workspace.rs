@@ -80,5 +80,8 @@ pub(super) fn read(ctx: &mut FileCtx, f: &mut Fields) -> Option<Workspace> {
         mount_path: mount_path?,
         state,
         adopt,
+        ignore_fields: Vec::new(),
+        prune: true,
+        depends_on: Vec::new(),
     })
 }
