@@ -58,6 +58,10 @@ pub struct Entry {
     /// decision was taken.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub deleting: bool,
+    /// Its spec says `prune: disabled`: when the spec is removed the object stays, and
+    /// only this entry goes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub keep: bool,
 }
 
 impl Entry {
@@ -259,6 +263,7 @@ mod tests {
             fields: Some("f".into()),
             held: i.is_multiple_of(2),
             deleting: i.is_multiple_of(3),
+            keep: i.is_multiple_of(5),
         }
     }
 

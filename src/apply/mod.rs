@@ -24,6 +24,7 @@ mod patch;
 mod plan;
 pub mod prune;
 mod record;
+mod release;
 pub mod resolve;
 pub mod secret_key;
 pub mod suspensions;
@@ -377,8 +378,10 @@ impl Engine {
                     .collect()
                     .await;
             outcomes.sort_by_key(|(i, _, _)| *i);
-            for (_, result, entry) in outcomes {
-                record::settle(inv, &result.key, entry);
+            for (i, result, entry) in outcomes {
+                // The policy as it is now, also for an object left unchanged.
+                let keep = batch[i].obj.policy.keep;
+                record::settle(inv, &result.key, entry.map(|e| Entry { keep, ..e }));
                 results.push(result);
             }
         }

@@ -109,6 +109,18 @@ impl Engine {
                 }
             }
             let uid = live.value["metadata"]["uid"].as_str();
+            // Created once; from then on whatever anyone makes of it is theirs.
+            if p.obj.policy.create_only {
+                let recorded = match &entry {
+                    Some(e) if e.uid.as_deref() == uid && uid.is_some() => e.clone(),
+                    _ => record::confirmed(p, live, applied, shape),
+                };
+                let unchanged = ObjectResult {
+                    fields: Some(live.fields.clone()),
+                    ..result(Action::Unchanged, None)
+                };
+                return (unchanged, Some(recorded));
+            }
             if let Some(e) = &entry
                 && e.uid.as_deref() == uid
                 && uid.is_some()
@@ -152,13 +164,37 @@ impl Engine {
         if replace && let Some(live) = &live {
             return self.replace(p, &api, &live.value, applied, shape).await;
         }
+        let ignored = &p.obj.policy.ignore_fields;
+        if live.is_some()
+            && !ignored.is_empty()
+            && let Err(e) = self.release_live(&api, &p.key.name, ignored).await
+        {
+            let msg = format!("letting go of its ignored fields: {e}");
+            return (result(Action::Failed(msg), live), entry);
+        }
         let pp = PatchParams {
             force,
             ..PatchParams::apply(&self.opts.field_manager)
         };
+        // A create sends the ignored fields too: their first value is the spec's.
+        let body = match (&live, &p.full) {
+            (None, Some(full)) => full,
+            _ => p.body.as_ref(),
+        };
         self.writes.count(Verb::Patch);
-        match api.patch(&p.key.name, &pp, &Patch::Apply(&p.body)).await {
+        match api.patch(&p.key.name, &pp, &Patch::Apply(body)).await {
             Ok(obj) => {
+                let obj = match live.is_none() && p.full.is_some() {
+                    true => match self.release(&api, obj, ignored).await {
+                        Ok(obj) => obj,
+                        Err(e) => {
+                            // Created: recorded, so the next sync lets go of them.
+                            let msg = format!("created, but letting go of its ignored fields failed: {e}");
+                            return (result(Action::Failed(msg), None), entry);
+                        }
+                    },
+                    false => obj,
+                };
                 let v = Live::of(obj, &self.opts);
                 let action = if live.is_some() {
                     Action::Configured
@@ -185,6 +221,19 @@ impl Engine {
             }
             Err(e) => (result(Action::Failed(e.to_string()), live), entry),
         }
+    }
+
+    /// Reads the object whole (its managedFields) and lets go of the `ignored` fields our
+    /// manager still owns: an object created before they were ignored, or whose release
+    /// failed.
+    async fn release_live(
+        &self,
+        api: &Api<DynamicObject>,
+        name: &str,
+        ignored: &[String],
+    ) -> Result<(), kube::Error> {
+        let obj = api.get(name).await?;
+        self.release(api, obj, ignored).await.map(drop)
     }
 
     /// Delete, wait until gone, create: for changes the object cannot take in place.
@@ -246,14 +295,22 @@ impl Engine {
             }
         }
         self.writes.count(Verb::Patch);
-        match api
+        let body = p.full.as_ref().unwrap_or(p.body.as_ref());
+        let created = api
             .patch(
                 &p.key.name,
                 &PatchParams::apply(&self.opts.field_manager),
-                &Patch::Apply(&p.body),
+                &Patch::Apply(body),
             )
-            .await
-        {
+            .await;
+        let created = match created {
+            Ok(obj) => {
+                self.release(api, obj, &p.obj.policy.ignore_fields)
+                    .await
+            }
+            Err(e) => Err(e),
+        };
+        match created {
             Ok(obj) => {
                 let v = Live::of(obj, &self.opts);
                 tracing::info!("replaced");

@@ -8,6 +8,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::{Engine, ObjKey, ObjectResult, Packed, Resolved, normalize};
+use crate::object::pointer;
 use crate::render::Object;
 use crate::spec::SpecId;
 
@@ -16,8 +17,11 @@ use crate::spec::SpecId;
 pub(super) struct Planned<'a> {
     pub(super) obj: &'a Object,
     pub(super) key: ObjKey,
-    /// The body with the namespace discovery says it has (none when cluster-scoped).
+    /// The body with the namespace discovery says it has (none when cluster-scoped),
+    /// without the fields the policy ignores: what an existing object is sent.
     pub(super) body: Cow<'a, Value>,
+    /// The whole body, for a create, when the policy ignores fields it has.
+    pub(super) full: Option<Value>,
     pub(super) resolved: Result<Resolved, String>,
     pub(super) adopt: bool,
 }
@@ -44,6 +48,7 @@ impl Engine {
                 });
             let (body, namespace) = fix_namespace(obj, resolved.as_ref().ok());
             let body = normalize::compatible(obj.group(), &obj.kind, body);
+            let (body, full) = without_ignored(body, &obj.policy.ignore_fields);
             out.push(Planned {
                 key: ObjKey {
                     group: obj.group().to_string(),
@@ -52,6 +57,7 @@ impl Engine {
                     name: obj.name.clone(),
                 },
                 body,
+                full,
                 resolved,
                 adopt: self.opts.adopt || adopt_specs.contains(&obj.spec),
                 obj,
@@ -84,7 +90,8 @@ impl Engine {
                         if let Ok(r) = self.resolver.resolve(&p.obj.api_version, &p.obj.kind).await
                         {
                             let (body, namespace) = fix_namespace(p.obj, Some(&r));
-                            p.body = body;
+                            let body = normalize::compatible(p.obj.group(), &p.obj.kind, body);
+                            (p.body, p.full) = without_ignored(body, &p.obj.policy.ignore_fields);
                             p.key.namespace = namespace.unwrap_or_default();
                             p.resolved = Ok(r);
                             break;
@@ -104,6 +111,22 @@ impl Engine {
         }
         out
     }
+}
+
+/// `body` without the fields `ignored` names, and the whole body when that took any.
+fn without_ignored<'a>(body: Cow<'a, Value>, ignored: &[String]) -> (Cow<'a, Value>, Option<Value>) {
+    if !ignored
+        .iter()
+        .any(|p| body.pointer(p).is_some())
+    {
+        return (body, None);
+    }
+    let full = body.into_owned();
+    let mut sent = full.clone();
+    for p in ignored {
+        pointer::remove(&mut sent, p);
+    }
+    (Cow::Owned(sent), Some(full))
 }
 
 /// Discovery knows the scope for certain: a cluster-scoped object loses any namespace, a

@@ -67,14 +67,16 @@ pub fn plan(inventory: &Inventory, desired: &BTreeSet<ObjKey>, opts: &Options) -
         .filter(|e| !e.held || !desired.contains(&e.key))
         .filter(|e| !e.deleting || desired.contains(&e.key))
         .count();
-    let refused = if opts.allow_mass || candidates.is_empty() {
+    // What a prune would delete: objects kept on prune only leave the inventory.
+    let deletions = candidates.iter().filter(|e| !e.keep).count();
+    let refused = if opts.allow_mass || deletions == 0 {
         None
     } else if desired.is_empty() {
         Some(format!(
             "the revision has no objects while the inventory lists {total}: refusing to prune everything \
              (an emptied or mis-pointed source?); pass --allow-mass-prune if this is intended"
         ))
-    } else if candidates.len() as f64 > opts.max_ratio * total as f64 {
+    } else if deletions as f64 > opts.max_ratio * total as f64 {
         let held = inventory.len() - total - deleting.len();
         let not_counted = if held > 0 {
             format!(" ({held} more, recorded since a prune was refused, are not counted)")
@@ -82,9 +84,8 @@ pub fn plan(inventory: &Inventory, desired: &BTreeSet<ObjKey>, opts: &Options) -
             String::new()
         };
         Some(format!(
-            "the revision would prune {} of {total} inventoried objects{not_counted}, more than \
+            "the revision would prune {deletions} of {total} inventoried objects{not_counted}, more than \
              {:.0}%; pass --allow-mass-prune (or raise --max-prune-ratio) if this is intended",
-            candidates.len(),
             opts.max_ratio * 100.0
         ))
     } else {
@@ -108,6 +109,8 @@ pub enum Action {
     AlreadyGone,
     /// Namespaces are never pruned: deleting one deletes everything in it.
     KeptNamespace,
+    /// Its spec said `prune: disabled`: left in the cluster, dropped from the inventory.
+    Kept,
     /// No longer ours (labels or UID changed): forgotten, not deleted.
     LeftAlone(String),
     Failed(String),
@@ -223,6 +226,9 @@ impl Engine {
     pub(super) async fn prunable(&self, entry: &Entry) -> Result<Prunable, String> {
         if entry.key.is("", "Namespace") {
             return Ok(Prunable::Keep(Action::KeptNamespace));
+        }
+        if entry.keep {
+            return Ok(Prunable::Keep(Action::Kept));
         }
         let resolved = match self
             .resolver
@@ -372,6 +378,7 @@ mod tests {
                     fields: None,
                     held: false,
                     deleting: false,
+                    keep: false,
                 },
             );
         }

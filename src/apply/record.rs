@@ -103,6 +103,7 @@ pub(super) fn pending(
             fields: None,
             held: hold,
             deleting: false,
+            keep: p.obj.policy.keep,
         });
     }
     inv
@@ -120,6 +121,7 @@ pub(super) fn confirmed(p: &Planned<'_>, live: &Live, applied: String, shape: St
         fields: Some(live.fields.clone()),
         held: false,
         deleting: false,
+        keep: p.obj.policy.keep,
     }
 }
 

@@ -63,7 +63,13 @@ pub async fn apply(
     let Some((tree, engine, objects)) = prepare(&args.tree, global, selection).await? else {
         return Ok(exit::ERROR);
     };
-    let report = engine.sync(&objects, &tree.adopt_specs()).await?;
+    let report = match tree.has_dependencies() {
+        false => engine.sync(&objects, &tree.adopt_specs()).await?,
+        true => match in_waves(&engine, &tree, &objects, args.timeout).await? {
+            Ok(report) => report,
+            Err(code) => return Ok(code),
+        },
+    };
     print_sync(&tree, &report)?;
     let mut code = if report.ok() {
         exit::OK
@@ -98,6 +104,87 @@ pub async fn apply(
     }
     eprintln!("{} API writes", engine.writes.total());
     Ok(code)
+}
+
+/// A tree with `depends-on`: each wave of specs but the last applied on its own and
+/// waited for (within `timeout`, all waves together), then one whole sync, which applies
+/// the last wave, finds the earlier ones unchanged, and prunes. What an earlier wave
+/// wrote is reported as its write. `Err(exit code)` when a wave failed or was not ready
+/// in time: what depends on it is not applied, and nothing is pruned.
+async fn in_waves(
+    engine: &Engine,
+    tree: &SpecTree,
+    objects: &[Object],
+    timeout: Duration,
+) -> anyhow::Result<Result<SyncReport, u8>> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let adopt = tree.adopt_specs();
+    let waves = tree.waves();
+    let mut written: Vec<driftless::apply::ObjectResult> = Vec::new();
+    for (n, wave) in waves.iter().enumerate().take(waves.len().saturating_sub(1)) {
+        let mine: Vec<Object> = objects
+            .iter()
+            .filter(|o| wave.contains(&o.spec))
+            .cloned()
+            .collect();
+        let specs = SpecTree {
+            specs: tree
+                .specs
+                .iter()
+                .filter(|s| wave.contains(&s.id))
+                .cloned()
+                .collect(),
+        };
+        let report = engine
+            .sync_scope(&mine, &adopt, driftless::apply::Scope::Only(wave))
+            .await?;
+        written.extend(report.objects.iter().filter(|o| o.action.is_write()).cloned());
+        if !report.ok() {
+            print_sync(&specs, &report)?;
+            eprintln!(
+                "not applying what depends on them: {} of wave {} failed",
+                plural(report.objects.iter().filter(|o| o.action.is_error()).count(), "object"),
+                n + 1
+            );
+            return Ok(Err(exit::DIFFERENCES));
+        }
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        eprintln!(
+            "waiting for {} before applying what depends on them",
+            plural(wave.len(), "spec")
+        );
+        let health = wait(engine, &specs, &mine, &BTreeSet::new(), left).await?;
+        let unready: Vec<&str> = health
+            .iter()
+            .filter(|h| !h.ready)
+            .map(|h| h.id.as_str())
+            .collect();
+        if !unready.is_empty() {
+            print_sync(&specs, &report)?;
+            eprintln!(
+                "not ready within --timeout {}: {}; what depends on them was not applied, and nothing was pruned",
+                humantime::format_duration(timeout),
+                unready.join(", ")
+            );
+            return Ok(Err(exit::DIFFERENCES));
+        }
+    }
+    let mut report = engine.sync(objects, &adopt).await?;
+    for o in &mut report.objects {
+        if o.action == Action::Unchanged
+            && let Some(w) = written.iter().find(|w| w.key == o.key)
+        {
+            o.action = w.action.clone();
+        }
+    }
+    Ok(Ok(report))
+}
+
+fn plural(n: usize, noun: &str) -> String {
+    match n {
+        1 => format!("1 {noun}"),
+        n => format!("{n} {noun}s"),
+    }
 }
 
 fn print_sync(tree: &SpecTree, report: &SyncReport) -> anyhow::Result<()> {
@@ -137,6 +224,7 @@ fn print_sync(tree: &SpecTree, report: &SyncReport) -> anyhow::Result<()> {
             prune::Action::Deleting => "not deleted again".to_string(),
             prune::Action::AlreadyGone => "already gone".to_string(),
             prune::Action::KeptNamespace => "kept (namespaces are never pruned)".to_string(),
+            prune::Action::Kept => "kept (prune: disabled), no longer tracked".to_string(),
             prune::Action::LeftAlone(why) => format!("left alone: {why}"),
             prune::Action::Failed(e) => format!("prune failed: {e}"),
         };

@@ -253,13 +253,17 @@ impl Loop {
     }
 
     async fn refresh_health(&mut self) {
-        readiness::refresh(
+        let released = readiness::refresh(
             &self.engine,
             &mut self.state,
             &self.metrics,
             self.cfg.ready_timeout,
         )
         .await;
+        for spec in released {
+            tracing::info!(spec = %spec, "its dependencies are ready");
+            self.queue.push(Key::Spec(spec), Instant::now());
+        }
     }
 
     /// Writes the status file, and tells the receivers what changed: every transition

@@ -13,30 +13,32 @@ use crate::apply::Engine;
 use crate::health::{self, SpecHealth, Status};
 use crate::object::ObjKey;
 use crate::report::metrics::{Metrics, SpecGauges};
-use crate::spec::Kind;
+use crate::spec::{Kind, SpecId};
 
 /// How many not-ready Deployments' Pods a readiness refresh lists at once.
 const PODS_LISTS_AT_ONCE: usize = 8;
 
+/// Refreshes readiness; gives the specs that waited for their dependencies and need not
+/// any more (to sync now).
 pub async fn refresh(
     engine: &Engine,
     state: &mut State,
     metrics: &Metrics,
     ready_timeout: Duration,
-) {
+) -> Vec<SpecId> {
     // Without the node list, localservices would look like they have nothing to run.
     if !state.nodes_known {
-        return;
+        return Vec::new();
     }
     state.health_dirty = false;
     // Readiness is judged against what the current tree renders to, so an object not
     // applied yet reads as missing (never as "nothing to wait for").
     if let Err(e) = state.rerender(&engine.opts.instance, |_, _| {}) {
         tracing::warn!(error = %e, "render failed");
-        return;
+        return Vec::new();
     }
     let Some(tree) = state.tree.clone() else {
-        return;
+        return Vec::new();
     };
     // Pods are read only for Deployments that are not ready: their reasons are the news.
     // The cache is moved out for this and put back below, not cloned: a deep copy of
@@ -112,4 +114,5 @@ pub async fn refresh(
     if let Some(latency) = news.change_to_ready {
         metrics.observe_change_to_ready(latency.as_secs_f64());
     }
+    news.released
 }

@@ -26,8 +26,10 @@ pub async fn run(
 ) -> Option<(Vec<(Key, bool)>, Tally)> {
     let tree = state.tree.clone()?;
     let full = keys.contains(&Key::Full);
-    // Suspended specs are left as they are: not applied, not pruned, not corrected.
-    let held = state.held();
+    // Suspended specs are left as they are: not applied, not pruned, not corrected; so
+    // are those waiting for their dependencies to be ready, until they are.
+    let mut held = state.held();
+    held.extend(state.waiting().into_keys());
     let specs: BTreeSet<SpecId> = keys
         .iter()
         .filter_map(Key::spec)

@@ -91,7 +91,12 @@ impl Expected {
             node: obj.body["metadata"]["annotations"][ownership::NODE_NAME]
                 .as_str()
                 .map(str::to_string),
-            replicas: obj.body.pointer("/spec/replicas").and_then(Value::as_i64),
+            // Replicas someone else owns (ignored, or a create-only object's) are no drift.
+            replicas: obj
+                .body
+                .pointer("/spec/replicas")
+                .and_then(Value::as_i64)
+                .filter(|_| !obj.policy.leaves("/spec/replicas")),
         }
     }
 }

@@ -4,6 +4,7 @@
 
 mod key;
 pub mod ownership;
+pub mod pointer;
 mod view;
 
 pub use key::{ObjKey, apply_phase, group_of, split_api_version};

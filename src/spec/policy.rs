@@ -18,6 +18,18 @@ pub struct ObjectPolicy {
     pub sealed: bool,
 }
 
+impl ObjectPolicy {
+    /// Whether driftless leaves the field `pointer` names to others once the object
+    /// exists: a create-only object's every field, or one its ignore-fields cover.
+    pub fn leaves(&self, pointer: &str) -> bool {
+        self.create_only
+            || self
+                .ignore_fields
+                .iter()
+                .any(|p| crate::object::pointer::is_under(pointer, p))
+    }
+}
+
 /// `driftless.dev/ignore-fields: /spec/replicas, /data/x`
 pub const IGNORE_FIELDS: &str = "driftless.dev/ignore-fields";
 /// `driftless.dev/apply: create-only`

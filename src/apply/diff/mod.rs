@@ -22,7 +22,7 @@ use super::hash::shape_hash;
 use super::plan::Planned;
 use super::prune::{self, Prunable};
 use super::{ApplyError, Engine, Entry, Inventory, ObjKey};
-use crate::object::{Claim, claim};
+use crate::object::{Claim, claim, pointer};
 use crate::render::Object;
 use crate::spec::SpecId;
 
@@ -154,7 +154,9 @@ impl Engine {
     }
 
     async fn diff_one(&self, p: &Planned<'_>, inventory: &Inventory, crds: &[&Object]) -> Change {
-        let (key, body, adopt) = (&p.key, &p.body, p.adopt);
+        let (key, adopt) = (&p.key, p.adopt);
+        // What a create would send: the ignored fields too.
+        let body: &Value = p.full.as_ref().unwrap_or(p.body.as_ref());
         let resolved = match &p.resolved {
             Ok(r) => r,
             Err(e) => {
@@ -188,15 +190,21 @@ impl Engine {
             };
             let claimed = match live.as_ref().map(|l| claim(l, &self.opts.instance, adopt)) {
                 Some(Err(refusal)) => return Change::Error(format!("conflict: {refusal}")),
+                // Created once, never updated: nothing apply would change.
+                Some(Ok(_)) if p.obj.policy.create_only => return Change::Unchanged,
                 Some(Ok(c)) => Some(c),
                 None => None,
+            };
+            let body: &Value = match live {
+                Some(_) => p.body.as_ref(),
+                None => body,
             };
             let force = self.opts.force_conflicts || claimed == Some(Claim::Adopt);
             let pp = PatchParams {
                 force,
                 ..PatchParams::apply(&self.opts.field_manager).dry_run()
             };
-            let mut pinned = body.clone().into_owned();
+            let mut pinned = body.clone();
             if let Some(rv) = live
                 .as_ref()
                 .and_then(|l| l["metadata"]["resourceVersion"].as_str())
@@ -220,16 +228,23 @@ impl Engine {
                 desired: clean(body),
             },
             (Some(l), Ok(d)) => {
-                let (l, d) = (
-                    clean(&l),
-                    clean(&serde_json::to_value(d).unwrap_or(Value::Null)),
-                );
+                let mut d = serde_json::to_value(d).unwrap_or(Value::Null);
+                // Apply lets go of ignored fields before it leaves them out: they stay as
+                // they are, though a dry-run of the body without them removes what our
+                // manager still owns.
+                for ptr in &p.obj.policy.ignore_fields {
+                    match l.pointer(ptr) {
+                        Some(v) => drop(pointer::set(&mut d, ptr, v.clone())),
+                        None => drop(pointer::remove(&mut d, ptr)),
+                    }
+                }
+                let (l, d) = (clean(&l), clean(&d));
                 let shape_changed = is_pod
                     && inventory
                         .entries
                         .get(key)
                         .and_then(|e| e.shape.clone())
-                        .is_some_and(|s| s != shape_hash(body));
+                        .is_some_and(|s| s != shape_hash(&p.body));
                 if shape_changed {
                     Change::Replace {
                         live: l,

@@ -411,6 +411,15 @@ impl State {
         out
     }
 
+    /// The specs whose `depends-on` are not all ready, with what they wait for: not
+    /// applied (nor pruned) until they are.
+    pub fn waiting(&self) -> BTreeMap<SpecId, Vec<SpecId>> {
+        match &self.tree {
+            Some(tree) => readiness::waiting_on(tree, &self.health),
+            None => BTreeMap::new(),
+        }
+    }
+
     /// The suspended specs, also those the tree no longer has: a spec removed from the
     /// source while suspended keeps its objects until it is resumed.
     pub fn held(&self) -> BTreeSet<SpecId> {

@@ -1,13 +1,13 @@
 //! Readiness in the state: what the tree renders to, and the specs' health as a refresh
 //! computed it.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use super::{Now, State};
 use crate::health::{self, SpecHealth, Status};
 use crate::render::{self, Object};
-use crate::spec::{Spec, SpecId};
+use crate::spec::{Spec, SpecId, SpecTree};
 
 /// What a readiness refresh changed, for the metrics.
 #[derive(Debug, Default, PartialEq)]
@@ -16,6 +16,43 @@ pub struct HealthNews {
     pub gone: Vec<SpecId>,
     /// From the current revision first seen to every spec ready, the first time it is.
     pub change_to_ready: Option<Duration>,
+    /// Specs that waited for their `depends-on` and need not any more: to sync now.
+    pub released: Vec<SpecId>,
+}
+
+/// The specs of `tree` whose `depends-on` are not all ready by `health`, with those they
+/// wait for (a spec not assessed yet is not ready).
+pub fn waiting_on(tree: &SpecTree, health: &[SpecHealth]) -> BTreeMap<SpecId, Vec<SpecId>> {
+    let ready: BTreeSet<&str> = health
+        .iter()
+        .filter(|h| h.ready)
+        .map(|h| h.id.as_str())
+        .collect();
+    tree.specs
+        .iter()
+        .filter_map(|s| {
+            let not_ready: Vec<SpecId> = s
+                .depends_on
+                .iter()
+                .filter(|d| !ready.contains(d.to_string().as_str()))
+                .cloned()
+                .collect();
+            (!not_ready.is_empty()).then(|| (s.id.clone(), not_ready))
+        })
+        .collect()
+}
+
+/// Says in `h` what it waits for: not applied yet (or its changes held) until they are.
+fn show_waiting(h: &mut SpecHealth, on: &[SpecId]) {
+    let on: Vec<String> = on.iter().map(SpecId::to_string).collect();
+    let on = on.join(", ");
+    if h.ready {
+        h.message = format!("{}; changes wait for {on} to be ready", h.message);
+        return;
+    }
+    h.status = Status::InProgress;
+    h.reason = Some("WaitingForDependencies".into());
+    h.message = format!("waiting for {on} to be ready before it is applied");
 }
 
 impl State {
@@ -56,6 +93,7 @@ impl State {
         ready_timeout: Duration,
         now: Now,
     ) -> HealthNews {
+        let waited = self.waiting();
         let overdue = self
             .applied_at
             .is_some_and(|t| now.at.duration_since(t) > ready_timeout);
@@ -72,6 +110,19 @@ impl State {
                 }
             }
         }
+        let waiting = match &self.tree {
+            Some(tree) => waiting_on(tree, &healths),
+            None => BTreeMap::new(),
+        };
+        for h in healths.iter_mut() {
+            if let Some(on) = h.id.parse().ok().and_then(|id: SpecId| waiting.get(&id)) {
+                show_waiting(h, on);
+            }
+        }
+        let released = waited
+            .into_keys()
+            .filter(|id| !waiting.contains_key(id))
+            .collect();
         let after: BTreeSet<&str> = healths.iter().map(|h| h.id.as_str()).collect();
         let gone = self
             .health
@@ -93,6 +144,7 @@ impl State {
         HealthNews {
             gone,
             change_to_ready,
+            released,
         }
     }
 }
