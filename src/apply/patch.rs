@@ -189,7 +189,9 @@ impl Engine {
                         Ok(obj) => obj,
                         Err(e) => {
                             // Created: recorded, so the next sync lets go of them.
-                            let msg = format!("created, but letting go of its ignored fields failed: {e}");
+                            let msg = format!(
+                                "created, but letting go of its ignored fields failed: {e}"
+                            );
                             return (result(Action::Failed(msg), None), entry);
                         }
                     },
@@ -304,10 +306,7 @@ impl Engine {
             )
             .await;
         let created = match created {
-            Ok(obj) => {
-                self.release(api, obj, &p.obj.policy.ignore_fields)
-                    .await
-            }
+            Ok(obj) => self.release(api, obj, &p.obj.policy.ignore_fields).await,
             Err(e) => Err(e),
         };
         match created {

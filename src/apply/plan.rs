@@ -114,11 +114,11 @@ impl Engine {
 }
 
 /// `body` without the fields `ignored` names, and the whole body when that took any.
-fn without_ignored<'a>(body: Cow<'a, Value>, ignored: &[String]) -> (Cow<'a, Value>, Option<Value>) {
-    if !ignored
-        .iter()
-        .any(|p| body.pointer(p).is_some())
-    {
+fn without_ignored<'a>(
+    body: Cow<'a, Value>,
+    ignored: &[String],
+) -> (Cow<'a, Value>, Option<Value>) {
+    if !ignored.iter().any(|p| body.pointer(p).is_some()) {
         return (body, None);
     }
     let full = body.into_owned();

@@ -15,7 +15,12 @@ use crate::object::pointer;
 
 /// Takes the fields `pointers` name in `live` out of `manager`'s Apply entries of
 /// `managed`; whether any was there.
-fn release(managed: &mut [ManagedFieldsEntry], manager: &str, pointers: &[String], live: &Value) -> bool {
+fn release(
+    managed: &mut [ManagedFieldsEntry],
+    manager: &str,
+    pointers: &[String],
+    live: &Value,
+) -> bool {
     let mut changed = false;
     for entry in managed.iter_mut().filter(|m| {
         m.manager.as_deref() == Some(manager) && m.operation.as_deref() == Some("Apply")
@@ -87,28 +92,39 @@ impl Engine {
         mut obj: DynamicObject,
         pointers: &[String],
     ) -> Result<DynamicObject, kube::Error> {
-        if pointers.is_empty() {
-            return Ok(obj);
-        }
-        let Some(mut managed) = obj.metadata.managed_fields.take() else {
-            return Ok(obj);
-        };
-        let live = &obj.data;
-        if !release(&mut managed, &self.opts.field_manager, pointers, live) {
-            obj.metadata.managed_fields = Some(managed);
-            return Ok(obj);
-        }
         let name = obj.metadata.name.clone().unwrap_or_default();
-        // A merge patch replaces the whole list; the resourceVersion makes it fail (409)
-        // rather than overwrite a change made since `obj` was read.
-        let patch = serde_json::json!({"metadata": {
-            "resourceVersion": obj.metadata.resource_version,
-            "managedFields": managed,
-        }});
-        self.writes.count(Verb::Patch);
-        tracing::info!(fields = ?pointers, "letting go of ignored fields");
-        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
+        let mut attempt = 0;
+        loop {
+            let Some(mut managed) = obj.metadata.managed_fields.take() else {
+                return Ok(obj);
+            };
+            if pointers.is_empty()
+                || !release(&mut managed, &self.opts.field_manager, pointers, &obj.data)
+            {
+                obj.metadata.managed_fields = Some(managed);
+                return Ok(obj);
+            }
+            // A merge patch replaces the whole list; the resourceVersion makes it fail
+            // (409) rather than overwrite a change made since `obj` was read.
+            let patch = serde_json::json!({"metadata": {
+                "resourceVersion": obj.metadata.resource_version,
+                "managedFields": managed,
+            }});
+            self.writes.count(Verb::Patch);
+            tracing::info!(fields = ?pointers, "letting go of ignored fields");
+            match api
+                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                // A controller's write right after a create (a Deployment's revision
+                // annotation): read it again and let go of them in that.
+                Err(kube::Error::Api(e)) if e.code == 409 && attempt < 5 => {
+                    attempt += 1;
+                    obj = api.get(&name).await?;
+                }
+                other => return other,
+            }
+        }
     }
 }
 
@@ -161,8 +177,17 @@ mod tests {
     #[test]
     fn a_map_emptied_by_the_release_goes_with_it() {
         let live = json!({"data": {"a": "1"}});
-        let mut managed = vec![entry("driftless", "Apply", json!({"f:data": {"f:a": {}}, "f:metadata": {"f:name": {}}}))];
-        assert!(release(&mut managed, "driftless", &["/data/a".to_string()], &live));
+        let mut managed = vec![entry(
+            "driftless",
+            "Apply",
+            json!({"f:data": {"f:a": {}}, "f:metadata": {"f:name": {}}}),
+        )];
+        assert!(release(
+            &mut managed,
+            "driftless",
+            &["/data/a".to_string()],
+            &live
+        ));
         assert_eq!(
             managed[0].fields_v1.as_ref().unwrap().0,
             json!({"f:metadata": {"f:name": {}}})

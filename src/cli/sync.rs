@@ -138,12 +138,25 @@ async fn in_waves(
         let report = engine
             .sync_scope(&mine, &adopt, driftless::apply::Scope::Only(wave))
             .await?;
-        written.extend(report.objects.iter().filter(|o| o.action.is_write()).cloned());
+        written.extend(
+            report
+                .objects
+                .iter()
+                .filter(|o| o.action.is_write())
+                .cloned(),
+        );
         if !report.ok() {
             print_sync(&specs, &report)?;
             eprintln!(
                 "not applying what depends on them: {} of wave {} failed",
-                plural(report.objects.iter().filter(|o| o.action.is_error()).count(), "object"),
+                plural(
+                    report
+                        .objects
+                        .iter()
+                        .filter(|o| o.action.is_error())
+                        .count(),
+                    "object"
+                ),
                 n + 1
             );
             return Ok(Err(exit::DIFFERENCES));

@@ -102,7 +102,10 @@ mod tests {
             remove(&mut body, "/spec/template/spec/containers/1/image"),
             Some(json!("y"))
         );
-        assert_eq!(remove(&mut body, "/metadata/annotations/a~1b"), Some(json!("1")));
+        assert_eq!(
+            remove(&mut body, "/metadata/annotations/a~1b"),
+            Some(json!("1"))
+        );
         assert_eq!(remove(&mut body, "/spec/template/spec/containers/7"), None);
         assert_eq!(remove(&mut body, "/nothing/here"), None);
         assert_eq!(
@@ -113,11 +116,22 @@ mod tests {
         );
         assert!(set(&mut body, "/spec/replicas", json!(5)));
         assert!(set(&mut body, "/data/new", json!("v")));
-        assert!(set(&mut body, "/spec/template/spec/containers/1/image", json!("z")));
-        assert!(!set(&mut body, "/spec/template/spec/containers/9/image", json!("z")));
+        assert!(set(
+            &mut body,
+            "/spec/template/spec/containers/1/image",
+            json!("z")
+        ));
+        assert!(!set(
+            &mut body,
+            "/spec/template/spec/containers/9/image",
+            json!("z")
+        ));
         assert_eq!(body["spec"]["replicas"], 5);
         assert_eq!(body["data"]["new"], "v");
-        assert_eq!(body["spec"]["template"]["spec"]["containers"][1]["image"], "z");
+        assert_eq!(
+            body["spec"]["template"]["spec"]["containers"][1]["image"],
+            "z"
+        );
     }
 
     #[test]

@@ -34,9 +34,12 @@ pub(super) fn resolve(specs: &mut [Spec], written: Vec<Vec<(String, Location)>>)
             }
         }
     }
-    let order: BTreeMap<&SpecId, usize> = specs.iter().enumerate().map(|(i, s)| (&s.id, i)).collect();
-    let edges: BTreeMap<&SpecId, &[SpecId]> =
-        specs.iter().map(|s| (&s.id, s.depends_on.as_slice())).collect();
+    let order: BTreeMap<&SpecId, usize> =
+        specs.iter().enumerate().map(|(i, s)| (&s.id, i)).collect();
+    let edges: BTreeMap<&SpecId, &[SpecId]> = specs
+        .iter()
+        .map(|s| (&s.id, s.depends_on.as_slice()))
+        .collect();
     let stuck = levels(specs).1;
     let mut reported: BTreeSet<BTreeSet<&SpecId>> = BTreeSet::new();
     for start in specs.iter().map(|s| &s.id).filter(|id| stuck.contains(*id)) {
@@ -58,7 +61,9 @@ pub(super) fn resolve(specs: &mut [Spec], written: Vec<Vec<(String, Location)>>)
             continue;
         }
         // Told from the member written first, so the same cycle reads the same way.
-        let first = (0..cycle.len()).min_by_key(|i| order[cycle[*i]]).unwrap_or(0);
+        let first = (0..cycle.len())
+            .min_by_key(|i| order[cycle[*i]])
+            .unwrap_or(0);
         cycle.rotate_left(first);
         let at = places[&(cycle[0].clone(), cycle[1 % cycle.len()].clone())].clone();
         let mut names: Vec<String> = cycle.iter().map(|id| id.to_string()).collect();
@@ -79,10 +84,14 @@ fn levels(specs: &[Spec]) -> (BTreeMap<SpecId, usize>, BTreeSet<SpecId>) {
     loop {
         let before = left.len();
         left.retain(|s| {
-            let deps: Option<Vec<usize>> = s.depends_on.iter().map(|d| level.get(d).copied()).collect();
+            let deps: Option<Vec<usize>> =
+                s.depends_on.iter().map(|d| level.get(d).copied()).collect();
             match deps {
                 Some(deps) => {
-                    level.insert(s.id.clone(), deps.into_iter().map(|l| l + 1).max().unwrap_or(0));
+                    level.insert(
+                        s.id.clone(),
+                        deps.into_iter().map(|l| l + 1).max().unwrap_or(0),
+                    );
                     false
                 }
                 None => true,

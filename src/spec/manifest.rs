@@ -241,7 +241,9 @@ fn marks(map: &str, v: &Value) -> Vec<Problem> {
                 format!("invalid {noun} key {} in `{key}`: {why}", q(name)),
             ));
         } else if map == "annotations" {
-            if let Err(MarkProblem::Key(why) | MarkProblem::Value(why)) = policy::annotation(name, s) {
+            if let Err(MarkProblem::Key(why) | MarkProblem::Value(why)) =
+                policy::annotation(name, s)
+            {
                 out.push(problem(&at, why));
             }
         } else if names::is_driftless_key(name) {

@@ -102,7 +102,10 @@ pub struct Workspace {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ignore_fields: Vec<String>,
     /// `false`: its objects stay in the cluster when the spec is removed.
-    #[serde(default = "defaults::prune", skip_serializing_if = "defaults::is_prune")]
+    #[serde(
+        default = "defaults::prune",
+        skip_serializing_if = "defaults::is_prune"
+    )]
     pub prune: bool,
     /// Specs (`kind/namespace/name`) that must be ready before this one is applied.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -162,7 +165,10 @@ pub struct ElasticWeb {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ignore_fields: Vec<String>,
     /// `false`: its objects stay in the cluster when the spec is removed.
-    #[serde(default = "defaults::prune", skip_serializing_if = "defaults::is_prune")]
+    #[serde(
+        default = "defaults::prune",
+        skip_serializing_if = "defaults::is_prune"
+    )]
     pub prune: bool,
     /// Specs (`kind/namespace/name`) that must be ready before this one is applied.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -205,7 +211,10 @@ pub struct LocalService {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ignore_fields: Vec<String>,
     /// `false`: its objects stay in the cluster when the spec is removed.
-    #[serde(default = "defaults::prune", skip_serializing_if = "defaults::is_prune")]
+    #[serde(
+        default = "defaults::prune",
+        skip_serializing_if = "defaults::is_prune"
+    )]
     pub prune: bool,
     /// Specs (`kind/namespace/name`) that must be ready before this one is applied.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -126,9 +126,9 @@ pub fn check_annotation(key: &str, value: &str) -> Result<(), String> {
 
 /// Why `id` is not a spec identity another spec may depend on, if it is not.
 pub fn check_spec_id(id: &str) -> Result<(), String> {
-    id.parse::<super::SpecId>()
-        .map(drop)
-        .map_err(|_| format!("{id:?} is not a spec id (kind/namespace/name, as `driftless status` lists them)"))
+    id.parse::<super::SpecId>().map(drop).map_err(|_| {
+        format!("{id:?} is not a spec id (kind/namespace/name, as `driftless status` lists them)")
+    })
 }
 
 /// Why `p` is not a field driftless can stop sending, if it is not: a JSON pointer
@@ -165,7 +165,10 @@ pub fn check_pointer(p: &str) -> Result<(), String> {
     let identity = match segments.as_slice() {
         [top] => matches!(top.as_str(), "apiVersion" | "kind" | "metadata"),
         [m, field] if m == "metadata" => {
-            matches!(field.as_str(), "name" | "namespace" | "labels" | "annotations")
+            matches!(
+                field.as_str(),
+                "name" | "namespace" | "labels" | "annotations"
+            )
         }
         [m, map, key, ..] if m == "metadata" && (map == "labels" || map == "annotations") => {
             super::names::is_driftless_key(key)
@@ -183,7 +186,11 @@ pub fn check_pointer(p: &str) -> Result<(), String> {
 /// The policy of a manifest whose annotations passed [`check_annotation`], and the ids of
 /// the specs it depends on, as written.
 pub fn of_annotations(annotations: Option<&serde_json::Value>) -> (ObjectPolicy, Vec<String>) {
-    let get = |key: &str| annotations.and_then(|a| a.get(key)).and_then(|v| v.as_str());
+    let get = |key: &str| {
+        annotations
+            .and_then(|a| a.get(key))
+            .and_then(|v| v.as_str())
+    };
     let policy = ObjectPolicy {
         ignore_fields: get(IGNORE_FIELDS)
             .map(|v| items(v).map(String::from).collect())
@@ -245,9 +252,17 @@ mod tests {
             (APPLY, "always", "the only value is \"create-only\""),
             (PRUNE, "false", "the only value is \"disabled\""),
             (IGNORE_FIELDS, " , ", "lists no fields"),
-            (IGNORE_FIELDS, "/spec/replicas,replicas", "is not a JSON pointer"),
+            (
+                IGNORE_FIELDS,
+                "/spec/replicas,replicas",
+                "is not a JSON pointer",
+            ),
             (DEPENDS_ON, "db", "not a spec id"),
-            ("driftless.dev/prune-policy", "x", "unknown driftless annotation"),
+            (
+                "driftless.dev/prune-policy",
+                "x",
+                "unknown driftless annotation",
+            ),
         ] {
             let got = check_annotation(key, value).unwrap_err();
             assert!(got.contains(says), "{key}={value}: {got}");

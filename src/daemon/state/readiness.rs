@@ -42,15 +42,17 @@ pub fn waiting_on(tree: &SpecTree, health: &[SpecHealth]) -> BTreeMap<SpecId, Ve
         .collect()
 }
 
-/// Says in `h` what it waits for: not applied yet (or its changes held) until they are.
-fn show_waiting(h: &mut SpecHealth, on: &[SpecId]) {
+/// Says in `h` what it waits for: not applied yet (or, once it was, its changes held)
+/// until they are. A spec never applied is not ready, whatever its (absent) objects say.
+fn show_waiting(h: &mut SpecHealth, on: &[SpecId], applied: bool) {
     let on: Vec<String> = on.iter().map(SpecId::to_string).collect();
     let on = on.join(", ");
-    if h.ready {
+    if h.ready && applied {
         h.message = format!("{}; changes wait for {on} to be ready", h.message);
         return;
     }
     h.status = Status::InProgress;
+    h.ready = false;
     h.reason = Some("WaitingForDependencies".into());
     h.message = format!("waiting for {on} to be ready before it is applied");
 }
@@ -110,13 +112,25 @@ impl State {
                 }
             }
         }
-        let waiting = match &self.tree {
-            Some(tree) => waiting_on(tree, &healths),
-            None => BTreeMap::new(),
-        };
-        for h in healths.iter_mut() {
-            if let Some(on) = h.id.parse().ok().and_then(|id: SpecId| waiting.get(&id)) {
-                show_waiting(h, on);
+        // A spec shown waiting is not ready, so what depends on it waits too: until
+        // nothing more waits (a chain of n specs takes n rounds).
+        let applied: BTreeSet<&SpecId> = self.recorded.values().map(|(spec, _)| spec).collect();
+        let mut waiting = BTreeMap::new();
+        if let Some(tree) = &self.tree {
+            loop {
+                let now_waiting = waiting_on(tree, &healths);
+                if now_waiting == waiting {
+                    break;
+                }
+                for h in healths.iter_mut() {
+                    let Ok(id) = h.id.parse::<SpecId>() else {
+                        continue;
+                    };
+                    if let Some(on) = now_waiting.get(&id).filter(|_| !waiting.contains_key(&id)) {
+                        show_waiting(h, on, applied.contains(&id));
+                    }
+                }
+                waiting = now_waiting;
             }
         }
         let released = waited

@@ -25,7 +25,12 @@ pub(super) fn all(ctx: &mut FileCtx, v: &Value, file_ns: Option<&str>, found: &m
         if let Some(m) = manifest(ctx, item) {
             let at = ctx.loc(item.span().start);
             let depends_at = || ctx.loc(depends_on_span(item).unwrap_or(item.span()).start);
-            found.push(Found::manifest(m, file_ns.map(str::to_string), at, depends_at));
+            found.push(Found::manifest(
+                m,
+                file_ns.map(str::to_string),
+                at,
+                depends_at,
+            ));
         }
     }
 }

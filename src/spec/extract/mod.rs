@@ -287,9 +287,12 @@ fn policy_keys(ctx: &mut FileCtx, f: &mut Fields) -> PolicyKeys {
         let Some(v) = f.get(key) else {
             return out;
         };
-        let Some(items) =
-            ctx.value_as(v, DeValue::as_array, format_args!("`{key}`"), "an array of strings")
-        else {
+        let Some(items) = ctx.value_as(
+            v,
+            DeValue::as_array,
+            format_args!("`{key}`"),
+            "an array of strings",
+        ) else {
             return out;
         };
         for item in items.iter() {
