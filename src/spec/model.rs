@@ -36,6 +36,31 @@ macro_rules! api_enum {
     };
 }
 
+/// A workload kind's spec: its own fields, then the keys every workload kind shares
+/// (`adopt` and the policies, README "Policies"), declared once.
+macro_rules! workload_kind {
+    ($(#[$meta:meta])* pub struct $name:ident { $($field:tt)* }) => {
+        $(#[$meta])*
+        pub struct $name {
+            $($field)*
+            /// Take over existing objects of the same names that driftless did not create
+            /// (otherwise they are reported as conflicts and left alone).
+            #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+            pub adopt: bool,
+            /// Fields of its objects sent on create only (JSON pointers, as /spec/replicas):
+            /// others own them afterwards (README "Policies").
+            #[serde(default, skip_serializing_if = "Vec::is_empty")]
+            pub ignore_fields: Vec<String>,
+            /// `false`: its objects stay in the cluster when the spec is removed.
+            #[serde(default = "defaults::prune", skip_serializing_if = "defaults::is_prune")]
+            pub prune: bool,
+            /// Specs (`kind/namespace/name`) that must be ready before this one is applied.
+            #[serde(default, skip_serializing_if = "Vec::is_empty")]
+            pub depends_on: Vec<String>,
+        }
+    };
+}
+
 /// A whole spec file, as an editor sees it (the root of the JSON Schema).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
@@ -58,6 +83,7 @@ pub struct SpecFile {
     pub manifest: Vec<Manifest>,
 }
 
+workload_kind! {
 /// A cloud IDE workspace: a Pod running the image, a ClusterIP Service, and a PVC when
 /// `storage` is set.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -93,23 +119,7 @@ pub struct Workspace {
     /// "stopped" removes the Pod and keeps the volume and the Service.
     #[serde(default)]
     pub state: WorkspaceState,
-    /// Take over existing objects of the same names that driftless did not create
-    /// (otherwise they are reported as conflicts and left alone).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub adopt: bool,
-    /// Fields of its objects sent on create only (JSON pointers, as /spec/replicas):
-    /// others own them afterwards (README "Policies").
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub ignore_fields: Vec<String>,
-    /// `false`: its objects stay in the cluster when the spec is removed.
-    #[serde(
-        default = "defaults::prune",
-        skip_serializing_if = "defaults::is_prune"
-    )]
-    pub prune: bool,
-    /// Specs (`kind/namespace/name`) that must be ready before this one is applied.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub depends_on: Vec<String>,
+}
 }
 
 api_enum!(AccessMode {
@@ -127,6 +137,7 @@ pub enum WorkspaceState {
     Stopped,
 }
 
+workload_kind! {
 /// A web app whose replica count follows `ceil(total-qps / single-pod-qps)`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
@@ -156,23 +167,7 @@ pub struct ElasticWeb {
     /// Memory request and limit of each Pod.
     #[serde(default = "defaults::elasticweb_memory")]
     pub memory: String,
-    /// Take over existing objects of the same names that driftless did not create
-    /// (otherwise they are reported as conflicts and left alone).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub adopt: bool,
-    /// Fields of its objects sent on create only (JSON pointers, as /spec/replicas):
-    /// others own them afterwards (README "Policies").
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub ignore_fields: Vec<String>,
-    /// `false`: its objects stay in the cluster when the spec is removed.
-    #[serde(
-        default = "defaults::prune",
-        skip_serializing_if = "defaults::is_prune"
-    )]
-    pub prune: bool,
-    /// Specs (`kind/namespace/name`) that must be ready before this one is applied.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub depends_on: Vec<String>,
+}
 }
 
 impl ElasticWeb {
@@ -185,6 +180,7 @@ impl ElasticWeb {
     }
 }
 
+workload_kind! {
 /// One Service per matching Node, each reaching only the Pods on that node.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
@@ -202,23 +198,7 @@ pub struct LocalService {
     pub type_: ServiceType,
     /// Ports of each Service (at least one).
     pub ports: Vec<ServicePort>,
-    /// Take over existing objects of the same names that driftless did not create
-    /// (otherwise they are reported as conflicts and left alone).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub adopt: bool,
-    /// Fields of its objects sent on create only (JSON pointers, as /spec/replicas):
-    /// others own them afterwards (README "Policies").
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub ignore_fields: Vec<String>,
-    /// `false`: its objects stay in the cluster when the spec is removed.
-    #[serde(
-        default = "defaults::prune",
-        skip_serializing_if = "defaults::is_prune"
-    )]
-    pub prune: bool,
-    /// Specs (`kind/namespace/name`) that must be ready before this one is applied.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub depends_on: Vec<String>,
+}
 }
 
 api_enum!(ServiceType {

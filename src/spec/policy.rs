@@ -91,35 +91,41 @@ pub fn check_annotation(key: &str, value: &str) -> Result<(), String> {
     match key {
         APPLY => expect("create-only"),
         PRUNE => expect("disabled"),
-        IGNORE_FIELDS => {
-            let mut any = false;
-            for p in items(value) {
-                any = true;
-                check_pointer(p).map_err(|why| format!("in annotation `{key}`: {why}"))?;
-            }
-            match any {
-                true => Ok(()),
-                false => Err(format!(
-                    "annotation `{key}` lists no fields: give JSON pointers such as /spec/replicas, comma-separated"
-                )),
-            }
-        }
-        DEPENDS_ON => {
-            let mut any = false;
-            for id in items(value) {
-                any = true;
-                check_spec_id(id).map_err(|why| format!("in annotation `{key}`: {why}"))?;
-            }
-            match any {
-                true => Ok(()),
-                false => Err(format!(
-                    "annotation `{key}` lists no specs: give spec ids (kind/namespace/name), comma-separated"
-                )),
-            }
-        }
+        IGNORE_FIELDS => list(
+            key,
+            value,
+            "fields: give JSON pointers such as /spec/replicas",
+            check_pointer,
+        ),
+        DEPENDS_ON => list(
+            key,
+            value,
+            "specs: give spec ids (kind/namespace/name)",
+            check_spec_id,
+        ),
         _ => Err(format!(
             "unknown driftless annotation `{key}`: a manifest may set only {}",
             ANNOTATIONS.join(", ")
+        )),
+    }
+}
+
+/// Why a comma-separated list annotation is wrong: an item `check` refuses, or no item.
+fn list(
+    key: &str,
+    value: &str,
+    what: &str,
+    check: fn(&str) -> Result<(), String>,
+) -> Result<(), String> {
+    let mut any = false;
+    for item in items(value) {
+        any = true;
+        check(item).map_err(|why| format!("in annotation `{key}`: {why}"))?;
+    }
+    match any {
+        true => Ok(()),
+        false => Err(format!(
+            "annotation `{key}` lists no {what}, comma-separated"
         )),
     }
 }
