@@ -52,7 +52,7 @@ impl fmt::Debug for AgeKeys {
 /// A key source that was given but cannot be used: a startup error.
 #[derive(Debug, thiserror::Error)]
 pub enum KeyError {
-    #[error("{origin}: cannot read {}: {source}", path.display())]
+    #[error("{origin}: cannot read {}", path.display())]
     Read {
         origin: String,
         path: PathBuf,

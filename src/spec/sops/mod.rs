@@ -328,22 +328,28 @@ fn rebuild(text: &str, mut edits: Vec<(Range<usize>, Edit)>) -> Zeroizing<String
     out
 }
 
-/// Masks a sealed object's values for showing it: every scalar but the object's identity
-/// (`apiVersion`, `kind`, `metadata.name`, `metadata.namespace`, which driftless shows
-/// wherever it names the object) becomes `***`. With `other` (the same object's other side
-/// in a diff), a value that differs from it becomes `*** (tag)` instead, so a diff still
-/// shows which fields change, never to what.
+/// Masks a sealed object's values for showing it: every scalar becomes `***` but the
+/// object's identity (`apiVersion`, `kind`, `metadata.name`, `metadata.namespace`, which
+/// driftless shows wherever it names the object) and driftless's own ownership marks
+/// (which no file may set). With `other` (the same object's other side in a diff), a value
+/// that differs from it becomes `*** (tag)` instead, so a diff still shows which fields
+/// change, never to what.
 pub fn mask_sealed(value: &mut Value, other: Option<&Value>, tag: &str) {
     mask_at(value, other, tag, &mut Vec::new());
 }
 
+/// What [`mask_sealed`] leaves as it is, by path.
+fn shown(path: &[String]) -> bool {
+    use crate::object::ownership::{INSTANCE, MANAGED_BY, SPEC};
+    let path: Vec<&str> = path.iter().map(String::as_str).collect();
+    matches!(
+        path.as_slice(),
+        ["apiVersion"] | ["kind"] | ["metadata", "name" | "namespace"]
+    ) || matches!(path.as_slice(), ["metadata", "labels", k] if *k == MANAGED_BY || *k == INSTANCE)
+        || matches!(path.as_slice(), ["metadata", "annotations", k] if *k == SPEC)
+}
+
 fn mask_at(value: &mut Value, other: Option<&Value>, tag: &str, path: &mut Vec<String>) {
-    const SHOWN: [&[&str]; 4] = [
-        &["apiVersion"],
-        &["kind"],
-        &["metadata", "name"],
-        &["metadata", "namespace"],
-    ];
     match value {
         Value::Object(map) => {
             for (k, v) in map.iter_mut() {
@@ -358,7 +364,7 @@ fn mask_at(value: &mut Value, other: Option<&Value>, tag: &str, path: &mut Vec<S
             }
         }
         Value::Null => {}
-        _ if SHOWN.iter().any(|p| p.iter().eq(path.iter())) => {}
+        _ if shown(path) => {}
         v => {
             let same = other == Some(&*v);
             *v = Value::String(if same || other.is_none() && tag.is_empty() {

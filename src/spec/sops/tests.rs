@@ -286,13 +286,18 @@ fn sealed_objects_show_their_identity_and_which_fields_change() {
         "metadata": {"name": "x", "namespace": "dev", "labels": {"a": "b"}},
         "data": {"same": "1", "changed": "old", "gone": "g"}});
     let mut desired = json!({"apiVersion": "v1", "kind": "ConfigMap",
-        "metadata": {"name": "x", "namespace": "dev", "labels": {"a": "b"}},
+        "metadata": {"name": "x", "namespace": "dev", "labels": {"a": "b",
+            "app.kubernetes.io/managed-by": "driftless"}},
         "data": {"same": "1", "changed": "new", "added": "n"}});
     let mut shown_live = live.clone();
     mask_sealed(&mut shown_live, Some(&desired), "before");
     mask_sealed(&mut desired, Some(&live), "after");
     assert_eq!(desired["metadata"]["name"], "x");
     assert_eq!(desired["metadata"]["labels"]["a"], "***");
+    assert_eq!(
+        desired["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+        "driftless"
+    );
     assert_eq!(
         desired["data"],
         json!({"same": "***", "changed": "*** (after)", "added": "*** (after)"})
