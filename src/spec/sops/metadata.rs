@@ -149,6 +149,7 @@ pub(super) fn read(block: &Node, at: usize) -> Result<Metadata, Failure> {
     let lastmodified = text("lastmodified")?.ok_or_else(|| {
         fail("SOPS metadata has no `lastmodified`; is this a file sops wrote?".into())
     })?;
+    let lastmodified = rfc3339(&lastmodified);
     let mac = match block.get("mac") {
         Some((k, Node::Scalar(s))) if !s.value.is_empty() => Some((s.value.clone(), k.start())),
         _ => None,
@@ -165,6 +166,26 @@ pub(super) fn read(block: &Node, at: usize) -> Result<Metadata, Failure> {
         lastmodified,
         mac,
     })
+}
+
+/// A time as Go's `Format(time.RFC3339)` writes the one it parsed: sops authenticates its
+/// MAC with that text, not with the text in the file. Fractional seconds go, and a zero
+/// offset is `Z`.
+fn rfc3339(text: &str) -> String {
+    let (time, zone) = match text
+        .char_indices()
+        .skip(19)
+        .find(|(_, c)| matches!(c, 'Z' | 'z' | '+' | '-'))
+    {
+        Some((i, _)) => text.split_at(i),
+        None => (text, ""),
+    };
+    let time = time.split_once('.').map_or(time, |(whole, _)| whole);
+    let zone = match zone {
+        "z" | "+00:00" | "-00:00" => "Z",
+        z => z,
+    };
+    format!("{time}{zone}")
 }
 
 impl Metadata {
@@ -225,5 +246,22 @@ impl Metadata {
             keys.origin(),
             keys.recipients().join(", ")
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rfc3339;
+
+    #[test]
+    fn lastmodified_is_read_back_as_go_writes_it() {
+        for (text, want) in [
+            ("2026-11-23T19:39:03Z", "2026-11-23T19:39:03Z"),
+            ("2026-11-23T19:39:03.123456Z", "2026-11-23T19:39:03Z"),
+            ("2026-11-23T19:39:03+00:00", "2026-11-23T19:39:03Z"),
+            ("2026-11-23T19:39:03.5+02:00", "2026-11-23T19:39:03+02:00"),
+        ] {
+            assert_eq!(rfc3339(text), want, "{text}");
+        }
     }
 }

@@ -48,12 +48,12 @@ struct Decrypted {
 /// Reads one YAML spec file, decrypting it first when it is a SOPS file (its specs then
 /// come back sealed).
 pub(super) fn file(path: &str, text: &str, keys: &AgeKeys) -> (Vec<Found>, Vec<SpecError>) {
-    // Most files are not SOPS files: they skip the second parse.
-    if !text.contains("sops") {
+    // Most files are not SOPS files, nor parts of one: they skip the second parse.
+    if !text.contains("sops") && !text.contains("ENC[") {
         return super::yaml::file(path, text);
     }
     match decrypt(text, keys) {
-        Ok(None) => super::yaml::file(path, text),
+        Ok(None) => refuse_unread_metadata(super::yaml::file(path, text)),
         Err(failures) => {
             let ctx = FileCtx::new(path, text);
             let errors = failures
@@ -75,6 +75,52 @@ pub(super) fn file(path: &str, text: &str, keys: &AgeKeys) -> (Vec<Found>, Vec<S
             }
             (found, errors)
         }
+    }
+}
+
+/// A document that was not read as part of a SOPS file but still has a `sops` map (one
+/// the YAML reader takes in a form the SOPS reader does not), or a value sops encrypted
+/// (its `sops` block cut off or deleted), is an error: never an object sent to the cluster
+/// with its values still encrypted.
+fn refuse_unread_metadata(
+    (found, mut errors): (Vec<Found>, Vec<SpecError>),
+) -> (Vec<Found>, Vec<SpecError>) {
+    let mut kept = Vec::with_capacity(found.len());
+    for f in found {
+        let problem = match &f.body {
+            super::SpecBody::Manifest(m) if m.rest.get("sops").is_some_and(Value::is_object) => {
+                Some("this document has a `sops` block that cannot be read as SOPS metadata")
+            }
+            super::SpecBody::Manifest(m)
+                if m.rest
+                    .values()
+                    .chain(m.metadata.rest.values())
+                    .any(encrypted_inside) =>
+            {
+                Some(
+                    "this document holds values sops encrypted, but no `sops` block to decrypt them with",
+                )
+            }
+            _ => None,
+        };
+        match problem {
+            Some(p) => errors.push(SpecError {
+                at: f.at,
+                message: format!("{p}; re-encrypt the file with sops"),
+            }),
+            None => kept.push(f),
+        }
+    }
+    (kept, errors)
+}
+
+/// Whether a value holds a string in sops's encrypted form.
+fn encrypted_inside(v: &Value) -> bool {
+    match v {
+        Value::String(s) => s.starts_with("ENC[AES256_GCM,"),
+        Value::Array(items) => items.iter().any(encrypted_inside),
+        Value::Object(map) => map.values().any(encrypted_inside),
+        _ => false,
     }
 }
 
@@ -305,7 +351,10 @@ fn rebuild(text: &str, mut edits: Vec<(Range<usize>, Edit)>) -> Zeroizing<String
     let mut out = Zeroizing::new(String::with_capacity(text.len()));
     let mut done = 0;
     for (range, edit) in &edits {
-        if range.start < done || range.end > text.len() {
+        let fits = range.start >= done
+            && text.is_char_boundary(range.start)
+            && text.is_char_boundary(range.end);
+        if !fits {
             continue;
         }
         out.push_str(&text[done..range.start]);

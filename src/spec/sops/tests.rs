@@ -307,3 +307,54 @@ fn sealed_objects_show_their_identity_and_which_fields_change() {
     mask_sealed(&mut rendered, None, "");
     assert_eq!(rendered["data"]["changed"], "***");
 }
+
+#[test]
+fn a_sops_block_left_unread_is_an_error_not_an_object() {
+    let text = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\nsops:\n  mac: y\n";
+    let (found, errors) = refuse_unread_metadata(crate::spec::yaml::file("u.yaml", text));
+    assert!(found.is_empty());
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    assert!(errors[0].message.contains("`sops` block"), "{errors:?}");
+    // Values sops encrypted, their `sops` block gone.
+    let cut = &SECRET[..SECRET.find("sops:").unwrap()];
+    let (found, errors) = file("c.yaml", cut, &keys());
+    assert!(found.is_empty());
+    assert!(errors[0].message.contains("no `sops` block"), "{errors:?}");
+    // A `sops` map the SOPS reader does read, but that is not sops's metadata, is a
+    // SOPS file's error too.
+    let (found, errors) = file("u.yaml", text, &keys());
+    assert!(found.is_empty());
+    assert!(errors[0].message.contains("lastmodified"), "{errors:?}");
+}
+
+/// Broken SOPS files (cut short anywhere, a byte changed anywhere) give errors at real
+/// places, never a panic, and never an object with a value still encrypted.
+#[test]
+fn damaged_files_are_errors_at_real_places() {
+    let lines = SECRET.lines().count();
+    let mut variants: Vec<String> = (0..SECRET.len())
+        .step_by(13)
+        .filter(|&i| SECRET.is_char_boundary(i))
+        .map(|i| SECRET[..i].to_string())
+        .collect();
+    for i in (0..SECRET.len()).step_by(29) {
+        for c in ["A", ":", "\n", " ", "]", "\"", "é"] {
+            if SECRET.is_char_boundary(i) && SECRET.is_char_boundary(i + 1) {
+                variants.push(format!("{}{c}{}", &SECRET[..i], &SECRET[i + 1..]));
+            }
+        }
+    }
+    for text in &variants {
+        let (found, errors) = file("d.yaml", text, &keys());
+        for e in &errors {
+            assert!(e.at.line >= 1 && e.at.line <= lines + 1, "{e}");
+        }
+        for doc in bodies(&found) {
+            let json = doc.to_string();
+            assert!(
+                !json.contains("ENC[AES256_GCM"),
+                "an encrypted value kept: {json}"
+            );
+        }
+    }
+}

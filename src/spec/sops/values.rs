@@ -141,7 +141,7 @@ pub(super) fn decrypt(value: &str, key: &[u8; 32], path: &[String]) -> Result<Pl
             .map(|s| Zeroizing::new(s.to_string()))
             .map_err(|_| ValueError::BadType("bytes that are not UTF-8 text"))
     };
-    let quoted = |s: &str| Zeroizing::new(serde_json::Value::from(s).to_string());
+    let quoted = |s: &str| Zeroizing::new(double_quoted(s));
     match kind.as_str() {
         "str" | "bytes" | "time" => {
             let text = text()?;
@@ -191,6 +191,18 @@ pub(super) fn decrypt(value: &str, key: &[u8; 32], path: &[String]) -> Result<Pl
         "comment" => Err(ValueError::BadType("a comment, in place of a value")),
         _ => Err(ValueError::Malformed("unknown type")),
     }
+}
+
+/// `s` as a YAML double-quoted scalar on one line: JSON's escapes (YAML's are a superset),
+/// plus the three characters YAML 1.1 takes as line breaks and JSON leaves as they are.
+fn double_quoted(s: &str) -> String {
+    let json = serde_json::Value::from(s).to_string();
+    if !json.contains(['\u{85}', '\u{2028}', '\u{2029}']) {
+        return json;
+    }
+    json.replace('\u{85}', "\\u0085")
+        .replace('\u{2028}', "\\u2028")
+        .replace('\u{2029}', "\\u2029")
 }
 
 /// Go's `strconv.FormatFloat(x, 'f', -1, 64)`: the shortest text that reads back as `x`,
@@ -387,6 +399,15 @@ mod tests {
             ..plain("12")
         };
         assert_eq!(typed(&tagged), Typed::Str);
+    }
+
+    #[test]
+    fn a_string_stays_one_double_quoted_line() {
+        let shown = double_quoted("a\"b\\c\nd\u{85}e\u{2028}");
+        assert_eq!(shown, r#""a\"b\\c\nd\u0085e\u2028""#);
+        let docs = crate::spec::yaml::documents(&format!("k: {shown}\n")).unwrap();
+        let json = crate::spec::yaml::document_json(&docs[0]).unwrap();
+        assert_eq!(json["k"], "a\"b\\c\nd\u{85}e\u{2028}");
     }
 
     #[test]
