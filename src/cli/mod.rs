@@ -123,6 +123,11 @@ pub struct PolicyArgs {
     /// otherwise). Repeatable.
     #[arg(long = "allow-namespace", value_name = "NAMESPACE", value_parser = parse_namespace)]
     pub allow_namespaces: Vec<String>,
+    /// age identities (a keys file, as age-keygen writes it) to decrypt SOPS-encrypted
+    /// YAML with. Without it: $SOPS_AGE_KEY_FILE, else $SOPS_AGE_KEY, else sops's default
+    /// ~/.config/sops/age/keys.txt when present.
+    #[arg(long = "sops-age-key-file", value_name = "FILE")]
+    pub sops_age_key_file: Option<PathBuf>,
 }
 
 fn parse_namespace(s: &str) -> Result<String, String> {
@@ -130,8 +135,15 @@ fn parse_namespace(s: &str) -> Result<String, String> {
 }
 
 impl PolicyArgs {
-    pub fn policy(&self) -> driftless::spec::Policy {
-        driftless::spec::Policy::allowing(self.allow_namespaces.iter().cloned())
+    /// The policy, with the age keys read now: a key file that cannot be used stops the
+    /// command before it reads a spec.
+    pub fn policy(&self) -> anyhow::Result<driftless::spec::Policy> {
+        let keys = driftless::spec::AgeKeys::from_environment(self.sops_age_key_file.as_deref())
+            .context("reading the age keys for SOPS files")?;
+        Ok(
+            driftless::spec::Policy::allowing(self.allow_namespaces.iter().cloned())
+                .with_age_keys(keys),
+        )
     }
 }
 
@@ -384,7 +396,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         context: cli.global.context.clone(),
     };
     match &cli.command {
-        Command::Validate(args) => validate(&args.path, &args.policy.policy()),
+        Command::Validate(args) => validate(&args.path, &args.policy.policy()?),
         Command::Render(args) => render(args, &cli.global, &selection).await,
         Command::Schema => {
             let schema = driftless::spec::schema::generate()?;
@@ -489,7 +501,7 @@ async fn render(
     global: &GlobalArgs,
     selection: &Selection,
 ) -> anyhow::Result<u8> {
-    let Some(tree) = load(&args.path, &args.policy.policy())? else {
+    let Some(tree) = load(&args.path, &args.policy.policy()?)? else {
         return Ok(exit::ERROR);
     };
     let needs_nodes = tree
@@ -520,7 +532,11 @@ async fn render(
         instance: global.instance.clone(),
         nodes,
     };
-    let objects = driftless::render::render(&tree, &facts)?;
+    let mut objects = driftless::render::render(&tree, &facts)?;
+    // What a SOPS file decrypts to is never printed (README "Secrets (SOPS + age)").
+    for o in objects.iter_mut().filter(|o| o.policy.sealed) {
+        driftless::spec::sops::mask_sealed(&mut o.body, None, "");
+    }
     std::io::stdout()
         .lock()
         .write_all(driftless::render::to_yaml(&objects)?.as_bytes())?;

@@ -213,7 +213,7 @@ pub async fn run(args: &RunArgs, global: &GlobalArgs, selection: &Selection) -> 
     let cfg = daemon::Config {
         policy: args
             .policy
-            .policy()
+            .policy()?
             .protect(&args.engine.inventory_namespace),
         source,
         resync: args.resync,

@@ -24,7 +24,7 @@ async fn prepare(
 ) -> anyhow::Result<Option<(SpecTree, Engine, Vec<Object>)>> {
     let policy = args
         .policy
-        .policy()
+        .policy()?
         .protect(&args.engine.inventory_namespace);
     let Some(tree) = load(&args.path, &policy)? else {
         return Ok(None);
@@ -319,7 +319,15 @@ pub async fn diff(
     let Some((tree, engine, objects)) = prepare(&args.tree, global, selection).await? else {
         return Ok(exit::ERROR);
     };
-    let diffs = engine.diff(&objects, &tree.adopt_specs()).await?;
+    let mut diffs = engine.diff(&objects, &tree.adopt_specs()).await?;
+    let sealed: BTreeSet<_> = objects
+        .iter()
+        .filter(|o| o.policy.sealed)
+        .map(Object::key)
+        .collect();
+    for d in diffs.iter_mut().filter(|d| sealed.contains(&d.key)) {
+        d.seal();
+    }
     let text = match args.output {
         DiffOutput::Text => diff::text(&diffs, std::io::stdout().is_terminal()),
         DiffOutput::Markdown => diff::markdown(&diffs),

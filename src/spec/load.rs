@@ -358,7 +358,7 @@ pub fn parse_files_with(files: &[SourceFile], policy: &Policy) -> Result<SpecTre
             continue;
         }
         let (more, end) = if yaml {
-            let (docs, mut errs) = super::yaml::file(&f.path, text);
+            let (docs, mut errs) = super::sops::file(&f.path, text, &policy.age_keys);
             found.extend(docs);
             let more = errs.len().saturating_sub(MAX_ERRORS_PER_FILE);
             errs.truncate(MAX_ERRORS_PER_FILE);

@@ -10,6 +10,7 @@ pub mod names;
 pub mod policy;
 pub mod quantity;
 pub mod schema;
+pub mod sops;
 mod yaml;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -22,6 +23,7 @@ pub use load::{
 };
 pub use model::{ElasticWeb, LocalService, Manifest, Workspace};
 pub use policy::ObjectPolicy;
+pub use sops::AgeKeys;
 
 /// Namespaces no spec writes into unless the tree's [`Policy`] allows it: the control
 /// plane's own, and driftless's (its inventory and Lease live there by default).
@@ -40,6 +42,9 @@ pub struct Policy {
     pub protected_namespaces: BTreeSet<String>,
     /// Protected namespaces this tree may write into anyway.
     pub allow_namespaces: BTreeSet<String>,
+    /// The age identities SOPS-encrypted YAML files are decrypted with (none by default:
+    /// such a file is then an error naming its recipients).
+    pub age_keys: AgeKeys,
 }
 
 impl Default for Policy {
@@ -47,6 +52,7 @@ impl Default for Policy {
         Policy {
             protected_namespaces: PROTECTED_NAMESPACES.map(String::from).into(),
             allow_namespaces: BTreeSet::new(),
+            age_keys: AgeKeys::default(),
         }
     }
 }
@@ -63,6 +69,12 @@ impl Policy {
     /// Also protects `namespace` (a non-default `--inventory-namespace`, say).
     pub fn protect(mut self, namespace: impl Into<String>) -> Self {
         self.protected_namespaces.insert(namespace.into());
+        self
+    }
+
+    /// Decrypts SOPS files with these keys.
+    pub fn with_age_keys(mut self, keys: AgeKeys) -> Self {
+        self.age_keys = keys;
         self
     }
 

@@ -56,6 +56,8 @@ pub fn scrub_env(cmd: &mut Command) {
         "all_proxy",
         "ALL_PROXY",
         "NO_COLOR",
+        "SOPS_AGE_KEY_FILE",
+        "SOPS_AGE_KEY",
     ] {
         cmd.env_remove(var);
     }

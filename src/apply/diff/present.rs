@@ -42,6 +42,25 @@ pub fn mask_secrets(live: Option<&mut Value>, desired: Option<&mut Value>) {
     }
 }
 
+impl ObjectDiff {
+    /// Masks every value of an object decrypted from a SOPS file, whatever its kind, on
+    /// both sides (`spec::sops::mask_sealed`): a diff shows which fields change, never their
+    /// values.
+    pub fn seal(&mut self) {
+        use crate::spec::sops::mask_sealed;
+        match &mut self.change {
+            Change::Create { desired } => mask_sealed(desired, None, "after"),
+            Change::Delete { live } => mask_sealed(live, None, "before"),
+            Change::Update { live, desired } | Change::Replace { live, desired } => {
+                let before = live.clone();
+                mask_sealed(live, Some(&*desired), "before");
+                mask_sealed(desired, Some(&before), "after");
+            }
+            Change::Unchanged | Change::Error(_) => {}
+        }
+    }
+}
+
 fn yaml(v: &Value) -> String {
     serde_saphyr::to_string(v).unwrap_or_else(|e| format!("# cannot show as YAML: {e}\n"))
 }
