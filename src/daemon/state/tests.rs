@@ -643,3 +643,47 @@ fn a_suspended_spec_is_held_also_once_the_tree_has_dropped_it() {
 }
 
 mod notices;
+
+#[test]
+fn a_spec_waits_for_its_dependencies_and_is_released_once_they_are_ready() {
+    let mut state = with_nodes();
+    let text = format!(
+        "namespace = \"n\"\n{}depends-on = [\"elasticweb/n/db\"]\n{}{}depends-on = [\"elasticweb/n/app\"]\n",
+        web("app", 100),
+        web("db", 100),
+        web("top", 100)
+    );
+    new_revision(&mut state, "r1", files(&[("web.toml", &text)]));
+    // Nothing assessed yet: app waits for db, top for app.
+    let waiting = state.waiting();
+    assert_eq!(
+        waiting.keys().map(SpecId::to_string).collect::<Vec<_>>(),
+        ["elasticweb/n/app", "elasticweb/n/top"]
+    );
+    assert_eq!(waiting[&id("app")], [id("db")]);
+
+    // db is ready: app goes ahead; top, never applied, still waits for app (whose own
+    // objects are not there yet), and says so.
+    let healths = vec![
+        health("app", Status::InProgress),
+        health("db", Status::Current),
+        health("top", Status::Current),
+    ];
+    let news = state.take_health(healths, Duration::from_secs(300), now());
+    assert_eq!(news.released, [id("app")]);
+    assert_eq!(
+        state.waiting().keys().cloned().collect::<Vec<_>>(),
+        [id("top")]
+    );
+    let top = state
+        .health
+        .iter()
+        .find(|h| h.id == "elasticweb/n/top")
+        .unwrap();
+    assert!(!top.ready);
+    assert_eq!(top.reason.as_deref(), Some("WaitingForDependencies"));
+    assert_eq!(
+        top.message,
+        "waiting for elasticweb/n/app to be ready before it is applied"
+    );
+}
