@@ -10,9 +10,9 @@
 //! a boolean, on the same line), the `sops` block blanked out. Errors of the decrypted
 //! documents therefore point at the encrypted file's own lines.
 //!
-//! Nothing decrypted is written anywhere: the file's specs are marked sealed (diff, render
-//! and the daemon's reports mask their values), and the plaintexts are cut out of the
-//! file's error messages.
+//! Nothing decrypted is written anywhere: the file's specs are marked sealed (`render` and
+//! `diff` mask their values with [`mask_sealed`]; the daemon's reports never carry object
+//! values), and the plaintexts are cut out of the file's error messages.
 
 mod keys;
 mod metadata;
