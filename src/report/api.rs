@@ -185,8 +185,13 @@ async fn spec(
     let deadline = tokio::time::Instant::now() + limit;
     loop {
         let current = rx.borrow_and_update().clone();
+        // A spec just written to the source is not in the status until the daemon has
+        // read that revision: it is waited for too, and unknown only when time is up.
         let Some(s) = current.spec(&id) else {
-            return error(StatusCode::NOT_FOUND, format!("no spec {id}"));
+            match tokio::time::timeout_at(deadline, rx.changed()).await {
+                Ok(Ok(())) => continue,
+                _ => return error(StatusCode::NOT_FOUND, format!("no spec {id}")),
+            }
         };
         if s["ready"] == true {
             return entry(&s);
