@@ -17,7 +17,7 @@ use kube::api::{Api, DynamicObject, ListParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::Value;
 
-use support::{Daemon, WAIT, driftless, example, show};
+use support::{Daemon, WAIT, assert_exit, driftless, example, show};
 
 /// `driftless apply <dir> --wait` as `instance` with the admin kubeconfig.
 fn apply(instance: &str, dir: &Path, extra: &[&str]) -> Output {
@@ -47,11 +47,6 @@ fn diff(instance: &str, dir: &Path) -> Output {
         "diff",
         dir.to_str().unwrap(),
     ])
-}
-
-#[track_caller]
-fn assert_exit(out: &Output, code: i32) {
-    assert_eq!(out.status.code(), Some(code), "{}", show(out));
 }
 
 fn stdout(out: &Output) -> String {

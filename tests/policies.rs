@@ -12,25 +12,12 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use kube::api::{Api, Patch, PatchParams};
 
-use support::{Daemon, driftless, show};
+use support::{Daemon, assert_exit, show};
 
 const WAIT: Duration = Duration::from_secs(90);
 
 fn run(instance: &str, args: &[&str]) -> std::process::Output {
-    let kubeconfig = support::admin_kubeconfig();
-    let mut all = vec![
-        "--kubeconfig",
-        kubeconfig.to_str().unwrap(),
-        "--instance",
-        instance,
-    ];
-    all.extend(args);
-    driftless(&all)
-}
-
-#[track_caller]
-fn assert_exit(out: &std::process::Output, code: i32) {
-    assert_eq!(out.status.code(), Some(code), "{}", show(out));
+    support::driftless_on_cluster(instance, args)
 }
 
 fn write(root: &Path, name: &str, text: &str) {

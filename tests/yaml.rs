@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{Service, ServiceAccount};
 use kube::api::{Api, DynamicObject};
 use kube::core::{ApiResource, GroupVersionKind};
 
-use support::{driftless, example, show};
+use support::{assert_exit, driftless, example, show};
 
 /// The resources the bundle writes (their main resource, not status): what a no-op
 /// apply must not write, inventory ConfigMaps included.
@@ -39,20 +39,7 @@ fn huge_crd(group: &str) -> String {
 }
 
 fn run(instance: &str, args: &[&str]) -> std::process::Output {
-    let kubeconfig = support::admin_kubeconfig();
-    let mut all = vec![
-        "--kubeconfig",
-        kubeconfig.to_str().unwrap(),
-        "--instance",
-        instance,
-    ];
-    all.extend(args);
-    driftless(&all)
-}
-
-#[track_caller]
-fn assert_exit(out: &std::process::Output, code: i32) {
-    assert_eq!(out.status.code(), Some(code), "{}", show(out));
+    support::driftless_on_cluster(instance, args)
 }
 
 /// The example bundle (examples/operator-bundle) with a CRD of over 256 KiB added, in a

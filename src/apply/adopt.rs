@@ -6,10 +6,10 @@
 //! our Apply entry, as kubectl's `csaupgrade` does; the apply then owns them, and drops
 //! whatever the spec does not set (the annotation included).
 
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DynamicObject};
 use serde_json::{Map, Value, json};
 
-use super::{Engine, Verb};
+use super::Engine;
 
 /// The managers client-side apply records its ownership under.
 const CLIENT_SIDE_MANAGERS: [&str; 2] = ["kubectl-client-side-apply", "before-first-apply"];
@@ -85,43 +85,19 @@ impl Engine {
         name: &str,
     ) -> Result<(), kube::Error> {
         let manager = &self.opts.field_manager;
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let Some(live) = api.get_opt(name).await? else {
-                return Ok(());
-            };
-            let managed: Vec<Value> = live
-                .metadata
-                .managed_fields
-                .iter()
-                .flatten()
-                .filter_map(|m| serde_json::to_value(m).ok())
-                .collect();
-            let Some(fields) = upgraded(&managed, manager) else {
-                return Ok(());
-            };
-            let patch = json!({"metadata": {
-                "resourceVersion": live.metadata.resource_version,
-                "managedFields": fields,
-            }});
-            self.writes.count(Verb::Patch);
-            let pp = PatchParams {
-                field_manager: Some(manager.clone()),
-                ..PatchParams::default()
-            };
-            match api.patch(name, &pp, &Patch::Merge(&patch)).await {
-                Ok(_) => {
-                    tracing::info!(
-                        object = name,
-                        "took over kubectl's client-side apply ownership"
-                    );
-                    return Ok(());
-                }
-                Err(kube::Error::Api(e)) if e.code == 409 && attempt < 3 => continue,
-                Err(e) => return Err(e),
+        let rewrite = |managed: &[Value], _: &Value| {
+            let moved = upgraded(managed, manager);
+            if moved.is_some() {
+                tracing::info!(
+                    object = name,
+                    "taking over kubectl's client-side apply ownership"
+                );
             }
-        }
+            moved
+        };
+        self.rewrite_managed_fields(api, name, None, 3, rewrite)
+            .await
+            .map(drop)
     }
 }
 

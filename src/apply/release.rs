@@ -6,33 +6,33 @@
 //! then on whoever changes it owns it, and our applies, which leave it out, never touch
 //! it.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{Map, Value};
 
 use super::{Engine, Verb};
 use crate::object::pointer;
 
-/// Takes the fields `pointers` name in `live` out of `manager`'s Apply entries of
-/// `managed`; whether any was there.
-fn release(
-    managed: &mut [ManagedFieldsEntry],
+/// `managed` (an object's managedFields) with the fields `pointers` name in `live` taken
+/// out of `manager`'s Apply entries; `None` when they hold none of them.
+fn released(
+    managed: &[Value],
     manager: &str,
     pointers: &[String],
     live: &Value,
-) -> bool {
+) -> Option<Vec<Value>> {
+    let mut out = managed.to_vec();
     let mut changed = false;
-    for entry in managed.iter_mut().filter(|m| {
-        m.manager.as_deref() == Some(manager) && m.operation.as_deref() == Some("Apply")
+    for entry in out.iter_mut().filter(|m| {
+        m["manager"].as_str() == Some(manager) && m["operation"].as_str() == Some("Apply")
     }) {
-        let Some(Value::Object(fields)) = entry.fields_v1.as_mut().map(|f| &mut f.0) else {
+        let Some(fields) = entry.get_mut("fieldsV1").and_then(Value::as_object_mut) else {
             continue;
         };
         for p in pointers {
             changed |= remove(fields, &pointer::steps(p), live);
         }
     }
-    changed
+    changed.then_some(out)
 }
 
 /// Removes the field `steps` leads to (through `live`, which says what each step is) from
@@ -84,63 +84,98 @@ fn item_key(node: &Map<String, Value>, item: &Value) -> Option<String> {
 }
 
 impl Engine {
+    /// Rewrites `obj`'s managedFields as `rewrite` says (`None`: nothing to change), in one
+    /// merge patch: it replaces the whole list, and the resourceVersion read makes it fail
+    /// (409) rather than overwrite a change made since. Then the object is read again and
+    /// rewritten, up to `attempts` times in all. `obj` is read first when not given; the
+    /// object as it is after, `None` when it is gone. What adoption (`adopt`) and
+    /// `ignore-fields` (`release`) both do to ownership, as kubectl's `csaupgrade` does.
+    pub(super) async fn rewrite_managed_fields(
+        &self,
+        api: &Api<DynamicObject>,
+        name: &str,
+        mut obj: Option<DynamicObject>,
+        attempts: usize,
+        rewrite: impl Fn(&[Value], &Value) -> Option<Vec<Value>>,
+    ) -> Result<Option<DynamicObject>, kube::Error> {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let live = match obj.take() {
+                Some(o) => o,
+                None => match api.get_opt(name).await? {
+                    Some(o) => o,
+                    None => return Ok(None),
+                },
+            };
+            let managed: Vec<Value> = live
+                .metadata
+                .managed_fields
+                .iter()
+                .flatten()
+                .filter_map(|m| serde_json::to_value(m).ok())
+                .collect();
+            let Some(fields) = rewrite(&managed, &live.data) else {
+                return Ok(Some(live));
+            };
+            let patch = serde_json::json!({"metadata": {
+                "resourceVersion": live.metadata.resource_version,
+                "managedFields": fields,
+            }});
+            self.writes.count(Verb::Patch);
+            let pp = PatchParams {
+                field_manager: Some(self.opts.field_manager.clone()),
+                ..PatchParams::default()
+            };
+            match api.patch(name, &pp, &Patch::Merge(&patch)).await {
+                Err(kube::Error::Api(e)) if e.code == 409 && attempt < attempts => {}
+                other => return other.map(Some),
+            }
+        }
+    }
+
     /// `obj` after our manager let go of the fields `pointers` name, or as it is when it
-    /// owns none of them.
+    /// owns none of them. A controller's write right after a create (a Deployment's
+    /// revision annotation) makes the first try fail: tried again on what it wrote.
     pub(super) async fn release(
         &self,
         api: &Api<DynamicObject>,
-        mut obj: DynamicObject,
+        obj: DynamicObject,
         pointers: &[String],
     ) -> Result<DynamicObject, kube::Error> {
-        let name = obj.metadata.name.clone().unwrap_or_default();
-        let mut attempt = 0;
-        loop {
-            let Some(mut managed) = obj.metadata.managed_fields.take() else {
-                return Ok(obj);
-            };
-            if pointers.is_empty()
-                || !release(&mut managed, &self.opts.field_manager, pointers, &obj.data)
-            {
-                obj.metadata.managed_fields = Some(managed);
-                return Ok(obj);
-            }
-            // A merge patch replaces the whole list; the resourceVersion makes it fail
-            // (409) rather than overwrite a change made since `obj` was read.
-            let patch = serde_json::json!({"metadata": {
-                "resourceVersion": obj.metadata.resource_version,
-                "managedFields": managed,
-            }});
-            self.writes.count(Verb::Patch);
-            tracing::info!(fields = ?pointers, "letting go of ignored fields");
-            match api
-                .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-            {
-                // A controller's write right after a create (a Deployment's revision
-                // annotation): read it again and let go of them in that.
-                Err(kube::Error::Api(e)) if e.code == 409 && attempt < 5 => {
-                    attempt += 1;
-                    obj = api.get(&name).await?;
-                }
-                other => return other,
-            }
+        if pointers.is_empty() {
+            return Ok(obj);
         }
+        let name = obj.metadata.name.clone().unwrap_or_default();
+        let manager = &self.opts.field_manager;
+        let rewrite = |managed: &[Value], live: &Value| {
+            let out = released(managed, manager, pointers, live);
+            if out.is_some() {
+                tracing::info!(fields = ?pointers, "letting go of ignored fields");
+            }
+            out
+        };
+        let after = self
+            .rewrite_managed_fields(api, &name, Some(obj), 6, rewrite)
+            .await?;
+        after.ok_or_else(|| {
+            let why = format!("{name} was deleted while its ignored fields were let go of");
+            kube::Error::Api(
+                kube::core::Status::failure(&why, "NotFound")
+                    .with_code(404)
+                    .boxed(),
+            )
+        })
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::FieldsV1;
     use serde_json::json;
 
-    fn entry(manager: &str, operation: &str, fields: Value) -> ManagedFieldsEntry {
-        ManagedFieldsEntry {
-            manager: Some(manager.into()),
-            operation: Some(operation.into()),
-            fields_v1: Some(FieldsV1(fields)),
-            ..ManagedFieldsEntry::default()
-        }
+    fn entry(manager: &str, operation: &str, fields: Value) -> Value {
+        json!({"manager": manager, "operation": operation, "fieldsV1": fields})
     }
 
     #[test]
@@ -150,7 +185,7 @@ mod tests {
         let item = json!({".": {}, "f:image": {}, "f:name": {}});
         let containers = json!({"k:{\"name\":\"web\"}": item});
         let ours = json!({"f:spec": {"f:replicas": {}, "f:template": {"f:spec": {"f:containers": containers}}}});
-        let mut managed = vec![
+        let managed = vec![
             entry("driftless", "Apply", ours),
             entry("kubectl", "Update", json!({"f:spec": {"f:replicas": {}}})),
         ];
@@ -158,38 +193,33 @@ mod tests {
             "/spec/replicas".to_string(),
             "/spec/template/spec/containers/0/image".to_string(),
         ];
-        assert!(release(&mut managed, "driftless", &pointers, &live));
+        let managed = released(&managed, "driftless", &pointers, &live).unwrap();
         assert_eq!(
-            managed[0].fields_v1.as_ref().unwrap().0,
+            managed[0]["fieldsV1"],
             json!({"f:spec": {"f:template": {"f:spec": {"f:containers": {
                 "k:{\"name\":\"web\"}": {".": {}, "f:name": {}}
             }}}}})
         );
         assert_eq!(
-            managed[1].fields_v1.as_ref().unwrap().0,
+            managed[1]["fieldsV1"],
             json!({"f:spec": {"f:replicas": {}}}),
             "another manager's ownership is theirs"
         );
         // Nothing left to let go of: no change, no write.
-        assert!(!release(&mut managed, "driftless", &pointers, &live));
+        assert_eq!(released(&managed, "driftless", &pointers, &live), None);
     }
 
     #[test]
     fn a_map_emptied_by_the_release_goes_with_it() {
         let live = json!({"data": {"a": "1"}});
-        let mut managed = vec![entry(
+        let managed = vec![entry(
             "driftless",
             "Apply",
             json!({"f:data": {"f:a": {}}, "f:metadata": {"f:name": {}}}),
         )];
-        assert!(release(
-            &mut managed,
-            "driftless",
-            &["/data/a".to_string()],
-            &live
-        ));
+        let managed = released(&managed, "driftless", &["/data/a".to_string()], &live).unwrap();
         assert_eq!(
-            managed[0].fields_v1.as_ref().unwrap().0,
+            managed[0]["fieldsV1"],
             json!({"f:metadata": {"f:name": {}}})
         );
     }

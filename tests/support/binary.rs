@@ -24,6 +24,25 @@ pub fn driftless(args: &[&str]) -> Output {
         .expect("run driftless")
 }
 
+/// `driftless --kubeconfig <the local cluster's admin kubeconfig> --instance <instance> args…`.
+pub fn driftless_on_cluster(instance: &str, args: &[&str]) -> Output {
+    let kubeconfig = super::admin_kubeconfig();
+    let mut all = vec![
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "--instance",
+        instance,
+    ];
+    all.extend(args);
+    driftless(&all)
+}
+
+/// Fails with the whole output unless the command exited with `code`.
+#[track_caller]
+pub fn assert_exit(out: &Output, code: i32) {
+    assert_eq!(out.status.code(), Some(code), "{}", show(out));
+}
+
 pub fn show(out: &Output) -> String {
     format!(
         "exit {:?}\n--- stdout\n{}--- stderr\n{}",
