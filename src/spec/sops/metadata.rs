@@ -59,6 +59,18 @@ const OTHER_SERVICES: [(&str, &str); 6] = [
     ("hckms", "HuaweiCloud KMS"),
 ];
 
+/// What is wrong with a regex, on one line: the regex crate draws a caret under the
+/// pattern over several lines, and a spec error is one line.
+fn regex_problem(e: &regex::Error) -> String {
+    let text = e.to_string();
+    let reason = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("error: "))
+        .or_else(|| text.lines().map(str::trim).find(|l| !l.is_empty()))
+        .unwrap_or("not a valid regular expression");
+    format!("not a valid regular expression ({reason})")
+}
+
 /// The `sops` block at `at`, or why it cannot be used.
 pub(super) fn read(block: &Node, at: usize) -> Result<Metadata, Failure> {
     let fail = |message: String| Failure { at, message };
@@ -96,7 +108,8 @@ pub(super) fn read(block: &Node, at: usize) -> Result<Metadata, Failure> {
     }
     for (key, encrypted) in [("unencrypted_regex", false), ("encrypted_regex", true)] {
         if let Some(s) = text(key)? {
-            let r = Regex::new(&s).map_err(|e| fail(format!("SOPS metadata `{key}`: {e}")))?;
+            let r = Regex::new(&s)
+                .map_err(|e| fail(format!("SOPS metadata `{key}`: {}", regex_problem(&e))))?;
             rules.push(if encrypted {
                 Rule::EncryptedRegex(r)
             } else {

@@ -348,6 +348,7 @@ fn damaged_files_are_errors_at_real_places() {
         let (found, errors) = file("d.yaml", text, &keys());
         for e in &errors {
             assert!(e.at.line >= 1 && e.at.line <= lines + 1, "{e}");
+            assert!(!e.message.contains('\n'), "a message over lines: {e:?}");
         }
         for doc in bodies(&found) {
             let json = doc.to_string();
@@ -357,4 +358,20 @@ fn damaged_files_are_errors_at_real_places() {
             );
         }
     }
+}
+
+/// Found by the fuzzer: a damaged `encrypted_regex` gave the regex crate's drawing of the
+/// pattern, over three lines, as the message.
+#[test]
+fn a_bad_regex_in_the_metadata_is_a_one_line_error() {
+    let text = SECRET.replacen("encrypted_regex: ^(data", "encrypted_regex: ^*data", 1);
+    assert_ne!(text, SECRET);
+    let (_, errors) = file("r.yaml", &text, &keys());
+    assert_eq!(errors.len(), 1, "{errors:?}");
+    let message = &errors[0].message;
+    assert!(!message.contains('\n'), "{message:?}");
+    assert!(
+        message.contains("`encrypted_regex`: not a valid regular expression (unopened group)"),
+        "{message}"
+    );
 }
