@@ -315,6 +315,12 @@ async fn a_sops_secret_applies_with_its_key_and_its_values_never_show() {
     assert_eq!(sealed.data.unwrap()["api-key"], api_key);
     let out = tree.keyed(&ns, "diff", &[]);
     assert_eq!(code(&out), Some(0), "nothing to change: {}", show(&out));
+    // The sealed ConfigMap's record: marked sealed, its hashes keyed as a Secret's are
+    // (32 hex digits of HMAC, not the 16 of the plain hash anyone could test guesses on).
+    let entry = inventory_entry(&client, &ns, "sealed").await;
+    assert_eq!(entry["sealed"], true, "{entry}");
+    let applied = entry["applied"].as_str().unwrap_or_default();
+    assert_eq!(applied.len(), 32, "{entry}");
 
     // A new password (and API key), re-encrypted by sops: a masked diff of both objects.
     let new_password = planted.add("new-password");
@@ -386,6 +392,29 @@ async fn a_sops_secret_applies_with_its_key_and_its_values_never_show() {
         let out = tree.cli(&ns, &["validate", specs], &[]);
         assert_eq!(code(&out), Some(2), "{case}: {}", show(&out));
     }
+
+    // Its file gone, the sealed ConfigMap is pruned: the diff of that still masks it.
+    tree.write("secret.yaml", &good);
+    tree.write("settings.yaml", &settings);
+    tree.remove("newcomer.yaml");
+    tree.remove("sealed-config.yaml");
+    assert_masked_diffs(&tree, &ns, &planted, "of a prune", "*** (before)");
+    assert_applies(&tree, &ns, &planted, "of a prune");
+    assert!(!config_map_exists(&client, &ns, "sealed").await);
+}
+
+/// The inventory's entry for the object named `name` (the instance is `ns`).
+async fn inventory_entry(client: &kube::Client, ns: &str, name: &str) -> serde_json::Value {
+    let shard = Api::<ConfigMap>::namespaced(client.clone(), "driftless-system")
+        .get(&format!("driftless-inventory-{ns}-0"))
+        .await
+        .unwrap();
+    let text = &shard.data.unwrap()["entries.json"];
+    let entries: Vec<serde_json::Value> = serde_json::from_str(text).unwrap();
+    entries
+        .into_iter()
+        .find(|e| e["name"] == name)
+        .unwrap_or_else(|| panic!("no {name} in the inventory: {text}"))
 }
 
 #[tokio::test]

@@ -4,7 +4,8 @@
 //! A Secret's are keyed: the inventory is a ConfigMap, readable by more people than the
 //! Secrets are, and a plain hash of a body whose every byte but the secret value is
 //! known lets anyone who reads it test guesses of a weak value offline. Its hashes are
-//! HMAC-SHA256 under the instance's key (`secret_key`), which is kept in a Secret.
+//! HMAC-SHA256 under the instance's key (`secret_key`), which is kept in a Secret. So are
+//! those of any object decrypted from a SOPS file, whatever its kind.
 
 use hmac::{Hmac, KeyInit, Mac};
 use kube::api::ObjectMeta;

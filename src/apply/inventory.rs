@@ -62,6 +62,10 @@ pub struct Entry {
     /// only this entry goes.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub keep: bool,
+    /// Decrypted from a SOPS file: once its file is gone, a diff of its prune still
+    /// masks its values.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sealed: bool,
 }
 
 impl Entry {
@@ -264,6 +268,7 @@ mod tests {
             held: i.is_multiple_of(2),
             deleting: i.is_multiple_of(3),
             keep: i.is_multiple_of(5),
+            sealed: i.is_multiple_of(7),
         }
     }
 

@@ -380,8 +380,9 @@ impl Engine {
             outcomes.sort_by_key(|(i, _, _)| *i);
             for (i, result, entry) in outcomes {
                 // The policy as it is now, also for an object left unchanged.
-                let keep = batch[i].obj.policy.keep;
-                record::settle(inv, &result.key, entry.map(|e| Entry { keep, ..e }));
+                let policy = &batch[i].obj.policy;
+                let (keep, sealed) = (policy.keep, policy.sealed);
+                record::settle(inv, &result.key, entry.map(|e| Entry { keep, sealed, ..e }));
                 results.push(result);
             }
         }

@@ -30,7 +30,15 @@ impl Engine {
     ) -> (ObjectResult, Option<Entry>) {
         use tracing::Instrument as _;
         let span = tracing::info_span!("apply", spec = %p.obj.spec, object = %p.key);
-        self.apply_one_inner(p, live, entry).instrument(span).await
+        let (mut result, entry) = self.apply_one_inner(p, live, entry).instrument(span).await;
+        // The apiserver's answer may quote the object, and a sealed one's values are
+        // plaintext decrypted from a SOPS file: they never reach a status or a log.
+        if p.obj.policy.sealed
+            && let Action::Failed(m) | Action::Conflict(m) = &mut result.action
+        {
+            *m = crate::spec::sops::redact_sealed(m, &p.obj.body);
+        }
+        (result, entry)
     }
 
     async fn apply_one_inner(
@@ -70,9 +78,10 @@ impl Engine {
                 }
             },
         };
-        // A Secret's hashes are keyed (`hash`); without the key it is not applied, rather
-        // than recorded with a hash anyone reading the inventory could test guesses on.
-        let secret = p.key.is("", "Secret");
+        // A Secret's hashes are keyed (`hash`), and so are those of any object decrypted
+        // from a SOPS file; without the key it is not applied, rather than recorded with
+        // a hash anyone reading the inventory could test guesses on.
+        let secret = p.key.is("", "Secret") || p.obj.policy.sealed;
         let key = match secret {
             true => match self.hash_key().await {
                 Ok(k) => Some(k),

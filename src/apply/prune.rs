@@ -379,6 +379,7 @@ mod tests {
                     held: false,
                     deleting: false,
                     keep: false,
+                    sealed: false,
                 },
             );
         }

@@ -104,6 +104,7 @@ pub(super) fn pending(
             held: hold,
             deleting: false,
             keep: p.obj.policy.keep,
+            sealed: p.obj.policy.sealed,
         });
     }
     inv
@@ -122,6 +123,7 @@ pub(super) fn confirmed(p: &Planned<'_>, live: &Live, applied: String, shape: St
         held: false,
         deleting: false,
         keep: p.obj.policy.keep,
+        sealed: p.obj.policy.sealed,
     }
 }
 

@@ -1,6 +1,6 @@
 //! `driftless apply` and `driftless diff`: the one-shot sync commands (binary edge).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::{IsTerminal, Write as _};
 use std::time::Duration;
 
@@ -320,13 +320,15 @@ pub async fn diff(
         return Ok(exit::ERROR);
     };
     let mut diffs = engine.diff(&objects, &tree.adopt_specs()).await?;
-    let sealed: BTreeSet<_> = objects
+    let sealed: BTreeMap<_, _> = objects
         .iter()
         .filter(|o| o.policy.sealed)
-        .map(Object::key)
+        .map(|o| (o.key(), &o.body))
         .collect();
-    for d in diffs.iter_mut().filter(|d| sealed.contains(&d.key)) {
-        d.seal();
+    for d in diffs.iter_mut() {
+        if let Some(body) = sealed.get(&d.key) {
+            d.seal(body);
+        }
     }
     let text = match args.output {
         DiffOutput::Text => diff::text(&diffs, std::io::stdout().is_terminal()),

@@ -141,11 +141,15 @@ impl Engine {
             } else {
                 for entry in &plan.candidates {
                     if let Some(live) = self.live_if_prunable(entry).await {
-                        diffs.push(ObjectDiff {
+                        let mut diff = ObjectDiff {
                             key: entry.key.clone(),
                             spec: entry.spec.clone(),
                             change: Change::Delete { live: clean(&live) },
-                        });
+                        };
+                        if entry.sealed {
+                            diff.seal(&Value::Null);
+                        }
+                        diffs.push(diff);
                     }
                 }
             }

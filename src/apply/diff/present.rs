@@ -45,9 +45,9 @@ pub fn mask_secrets(live: Option<&mut Value>, desired: Option<&mut Value>) {
 impl ObjectDiff {
     /// Masks every value of an object decrypted from a SOPS file, whatever its kind, on
     /// both sides (`spec::sops::mask_sealed`): a diff shows which fields change, never their
-    /// values.
-    pub fn seal(&mut self) {
-        use crate::spec::sops::mask_sealed;
+    /// values; an error about it loses the values of `body`, the object as rendered.
+    pub fn seal(&mut self, body: &Value) {
+        use crate::spec::sops::{mask_sealed, redact_sealed};
         match &mut self.change {
             Change::Create { desired } => mask_sealed(desired, None, "after"),
             Change::Delete { live } => mask_sealed(live, None, "before"),
@@ -56,7 +56,8 @@ impl ObjectDiff {
                 mask_sealed(live, Some(&*desired), "before");
                 mask_sealed(desired, Some(&before), "after");
             }
-            Change::Unchanged | Change::Error(_) => {}
+            Change::Error(m) => *m = redact_sealed(m, body),
+            Change::Unchanged => {}
         }
     }
 }

@@ -126,10 +126,10 @@ fn encrypted_inside(v: &Value) -> bool {
 
 /// `message` with every decrypted value cut out, as written and as messages quote it
 /// (escaped, and cut after 64 characters).
-fn redact(message: &str, secrets: &[Zeroizing<String>]) -> String {
+fn redact<S: AsRef<str>>(message: &str, secrets: &[S]) -> String {
     let mut forms: Vec<String> = Vec::new();
-    for s in secrets.iter().filter(|s| !s.is_empty()) {
-        let escaped = format!("{:?}", s.as_str());
+    for s in secrets.iter().map(AsRef::as_ref).filter(|s| !s.is_empty()) {
+        let escaped = format!("{:?}", s);
         let head: String = s.chars().take(64).collect();
         let head = format!("{head:?}");
         for form in [
@@ -385,6 +385,44 @@ fn rebuild(text: &str, mut edits: Vec<(Range<usize>, Edit)>) -> Zeroizing<String
 /// change, never to what.
 pub fn mask_sealed(value: &mut Value, other: Option<&Value>, tag: &str) {
     mask_at(value, other, tag, &mut Vec::new());
+}
+
+/// `message` (an apiserver's answer about a sealed object, which may quote the object)
+/// with every value [`mask_sealed`] would mask cut out, a Secret's `data` also as decoded.
+pub fn redact_sealed(message: &str, body: &Value) -> String {
+    fn leaves(value: &Value, path: &mut Vec<String>, out: &mut Vec<String>) {
+        match value {
+            Value::Object(map) => {
+                for (k, v) in map {
+                    path.push(k.clone());
+                    leaves(v, path, out);
+                    path.pop();
+                }
+            }
+            Value::Array(items) => items.iter().for_each(|v| leaves(v, path, out)),
+            Value::Null => {}
+            _ if shown(path) => {}
+            Value::String(s) => out.push(s.clone()),
+            v => out.push(v.to_string()),
+        }
+    }
+    let mut values = Vec::new();
+    leaves(body, &mut Vec::new(), &mut values);
+    if let Some(data) = body["data"]
+        .as_object()
+        .filter(|_| body["kind"] == "Secret")
+    {
+        use base64::Engine as _;
+        for v in data.values().filter_map(Value::as_str) {
+            if let Ok(plain) = base64::engine::general_purpose::STANDARD.decode(v) {
+                values.push(String::from_utf8_lossy(&plain).into_owned());
+            }
+        }
+    }
+    // A number or a word like `true` would take the same characters out of the rest of
+    // the message; such short values say little about a secret.
+    values.retain(|v| v.chars().count() >= 4);
+    redact(message, &values)
 }
 
 /// What [`mask_sealed`] leaves as it is, by path.

@@ -375,3 +375,33 @@ fn a_bad_regex_in_the_metadata_is_a_one_line_error() {
         "{message}"
     );
 }
+
+/// An apiserver's answer about a sealed object may quote its values: they are cut out,
+/// a Secret's `data` as written and as decoded, while its name and kind stay.
+#[test]
+fn an_error_about_a_sealed_object_loses_its_values() {
+    let body = json!({
+        "apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "db", "namespace": "shop", "labels": {"team": "payments"}},
+        "data": {"token": "aHVudGVyMg=="},
+        "stringData": {"password": "correct horse \"battery\""},
+        "type": "Opaque",
+    });
+    let message = "Secret \"db\" is invalid: stringData[password]: Invalid value: \
+                   \"correct horse \\\"battery\\\"\": bad; data[token]: hunter2 (aHVudGVyMg==), team payments";
+    let shown = redact_sealed(message, &body);
+    for gone in [
+        "correct horse",
+        "battery",
+        "hunter2",
+        "aHVudGVyMg==",
+        "payments",
+    ] {
+        assert!(!shown.contains(gone), "{gone} in {shown}");
+    }
+    assert!(
+        shown.starts_with("Secret \"db\" is invalid: stringData[password]"),
+        "{shown}"
+    );
+    assert!(shown.contains("data[token]: *** (***)"), "{shown}");
+}
