@@ -85,18 +85,48 @@ async fn from_file(path: &Path, options: &KubeConfigOptions) -> Result<kube::Con
 
 /// An error with its causes: kube shows only the outermost one ("client error
 /// (Connect)"), which hides why, such as an apiserver certificate that is not trusted.
+/// A cause already said by the one before it is not said again, and an apiserver's
+/// refusal is said in its own words ([`kube_text`]).
 pub fn error_text(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = e.to_string();
-    let mut cause = e.source();
-    while let Some(c) = cause {
-        let part = c.to_string();
+    let mut text = String::new();
+    let mut next = Some(e);
+    while let Some(c) = next {
+        let (part, source) = match c.downcast_ref::<kube::Error>() {
+            // Its source is the same Status again.
+            Some(kube::Error::Api(status)) => (status_text(status), None),
+            _ => (c.to_string(), c.source()),
+        };
         if !part.is_empty() && !text.contains(&part) {
-            text.push_str(": ");
+            if !text.is_empty() {
+                text.push_str(": ");
+            }
             text.push_str(&part);
         }
-        cause = c.source();
+        next = source;
     }
     text
+}
+
+/// A kube error in one line of our words: a refusal as the apiserver's own message and
+/// its code (`... is invalid: ... (422 Invalid)`), not kube's `ApiError:` with a debug
+/// dump of the whole Status; anything else with its causes ([`error_text`]).
+pub fn kube_text(e: &kube::Error) -> String {
+    error_text(e)
+}
+
+fn status_text(s: &kube::core::Status) -> String {
+    let message = s.message.trim();
+    let message = if message.is_empty() {
+        "the apiserver refused it"
+    } else {
+        message
+    };
+    match (s.code, s.reason.as_str()) {
+        (0, "") => message.to_string(),
+        (0, reason) => format!("{message} ({reason})"),
+        (code, "") => format!("{message} ({code})"),
+        (code, reason) => format!("{message} ({code} {reason})"),
+    }
 }
 
 /// The cluster's Nodes as rendering sees them (name and labels).
@@ -134,5 +164,36 @@ mod tests {
             super::error_text(&e),
             "client error (Connect): invalid peer certificate: UnknownIssuer"
         );
+    }
+
+    /// An apiserver's refusal reads as its own message and code, once, also under
+    /// layers of ours: never kube's `ApiError:` with a debug dump of the Status.
+    #[test]
+    fn an_apiserver_refusal_is_said_once_in_its_words() {
+        let refusal = || {
+            kube::Error::Api(Box::new(kube::core::Status {
+                code: 422,
+                reason: "Invalid".into(),
+                message: "Deployment.apps \"web\" is invalid: spec.replicas: Invalid value: -1"
+                    .into(),
+                ..Default::default()
+            }))
+        };
+        let said =
+            "Deployment.apps \"web\" is invalid: spec.replicas: Invalid value: -1 (422 Invalid)";
+        assert_eq!(super::kube_text(&refusal()), said);
+        let listed = crate::apply::ApplyError::List {
+            what: "apps/v1 Deployment".into(),
+            source: refusal(),
+        };
+        assert_eq!(
+            super::error_text(&listed),
+            format!("listing apps/v1 Deployment: {said}")
+        );
+        let bare = kube::Error::Api(Box::new(kube::core::Status {
+            code: 500,
+            ..Default::default()
+        }));
+        assert_eq!(super::kube_text(&bare), "the apiserver refused it (500)");
     }
 }

@@ -7,6 +7,7 @@
 //! confirmed after, so a crash in between never orphans an object: a pending entry is
 //! matched to the live object by its ownership labels.
 
+use crate::cluster::kube_text;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
@@ -188,7 +189,11 @@ impl Store {
             api.patch(&self.shard_name(n), &pp, &Patch::Apply(&cm))
                 .await
                 .map_err(|e| {
-                    ApplyError::Inventory(format!("writing {}: {e}", self.shard_name(n)))
+                    ApplyError::Inventory(format!(
+                        "writing {}: {}",
+                        self.shard_name(n),
+                        kube_text(&e)
+                    ))
                 })?;
         }
         for n in new.len()..old.len().max(new.len()) {
@@ -201,8 +206,9 @@ impl Store {
                 Err(kube::Error::Api(e)) if e.code == 404 => {}
                 Err(e) => {
                     return Err(ApplyError::Inventory(format!(
-                        "deleting {}: {e}",
-                        self.shard_name(n)
+                        "deleting {}: {}",
+                        self.shard_name(n),
+                        kube_text(&e)
                     )));
                 }
             }
@@ -240,8 +246,9 @@ impl Store {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(e)) if e.code == 409 => Ok(()),
             Err(e) => Err(ApplyError::Inventory(format!(
-                "creating namespace {}: {e}",
-                self.namespace
+                "creating namespace {}: {}",
+                self.namespace,
+                kube_text(&e)
             ))),
         }
     }

@@ -1,6 +1,7 @@
 //! One object's apply: the ownership decision, the no-write rule, server-side apply, and
 //! replacement when a Pod cannot change in place.
 
+use crate::cluster::kube_text;
 use std::time::Duration;
 
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
@@ -72,7 +73,10 @@ impl Engine {
                 Ok(o) => o.map(|o| Live::of(o, &self.opts)),
                 Err(e) => {
                     return (
-                        result(Action::Failed(format!("reading it: {e}")), None),
+                        result(
+                            Action::Failed(format!("reading it: {}", kube_text(&e))),
+                            None,
+                        ),
                         entry,
                     );
                 }
@@ -106,7 +110,8 @@ impl Engine {
                 Ok(Claim::Adopt) => {
                     force = true;
                     if let Err(e) = self.take_over_client_side_apply(&api, &p.key.name).await {
-                        let msg = format!("adopting it: moving kubectl's ownership: {e}");
+                        let msg =
+                            format!("adopting it: moving kubectl's ownership: {}", kube_text(&e));
                         return (result(Action::Failed(msg), Some(live.clone())), entry);
                     }
                 }
@@ -178,7 +183,7 @@ impl Engine {
             && !ignored.is_empty()
             && let Err(e) = self.release_live(&api, &p.key.name, ignored).await
         {
-            let msg = format!("letting go of its ignored fields: {e}");
+            let msg = format!("letting go of its ignored fields: {}", kube_text(&e));
             return (result(Action::Failed(msg), live), entry);
         }
         let pp = PatchParams {
@@ -199,7 +204,8 @@ impl Engine {
                         Err(e) => {
                             // Created: recorded, so the next sync lets go of them.
                             let msg = format!(
-                                "created, but letting go of its ignored fields failed: {e}"
+                                "created, but letting go of its ignored fields failed: {}",
+                                kube_text(&e)
                             );
                             return (result(Action::Failed(msg), None), entry);
                         }
@@ -230,7 +236,7 @@ impl Engine {
                     None => (result(Action::Failed(e.message.clone()), None), entry),
                 }
             }
-            Err(e) => (result(Action::Failed(e.to_string()), live), entry),
+            Err(e) => (result(Action::Failed(kube_text(&e)), live), entry),
         }
     }
 
@@ -279,7 +285,7 @@ impl Engine {
             Err(e) => {
                 return (
                     result(
-                        Action::Failed(format!("replacing: delete failed: {e}")),
+                        Action::Failed(format!("replacing: delete failed: {}", kube_text(&e))),
                         Some(live),
                     ),
                     None,
@@ -332,7 +338,7 @@ impl Engine {
             }
             Err(e) => (
                 result(
-                    Action::Failed(format!("replacing: create failed: {e}")),
+                    Action::Failed(format!("replacing: create failed: {}", kube_text(&e))),
                     None,
                 ),
                 None,

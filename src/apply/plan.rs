@@ -42,8 +42,10 @@ impl Engine {
                 .await
                 .map_err(|e| {
                     format!(
-                        "{} {} is not served by the cluster: {e}",
-                        obj.api_version, obj.kind
+                        "{} {} is not served by the cluster: {}",
+                        obj.api_version,
+                        obj.kind,
+                        crate::cluster::kube_text(&e)
                     )
                 });
             let (body, namespace) = fix_namespace(obj, resolved.as_ref().ok());

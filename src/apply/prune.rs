@@ -12,6 +12,7 @@
 //! not deleted again, not counted against a later prune's share, and every sync (refused
 //! or not) reads it again until the apiserver says it is gone (404), then drops it.
 
+use crate::cluster::kube_text;
 use std::collections::BTreeSet;
 
 use kube::api::{Api, DeleteParams, DynamicObject, Preconditions};
@@ -237,14 +238,14 @@ impl Engine {
         {
             Ok(r) => r,
             Err(e) if resolve::is_not_served(&e) => return Ok(Prunable::Gone),
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(kube_text(&e)),
         };
         let ns = (!entry.key.namespace.is_empty()).then_some(entry.key.namespace.as_str());
         let api = resolved.api(&self.client, ns);
         let live = match api.get_opt(&entry.key.name).await {
             Ok(Some(o)) => serde_json::to_value(o).unwrap_or(Value::Null),
             Ok(None) => return Ok(Prunable::Gone),
-            Err(e) => return Err(e.to_string()),
+            Err(e) => return Err(kube_text(&e)),
         };
         Ok(match not_ours(entry, &live, &self.opts.instance) {
             Some(why) => Prunable::Keep(Action::LeftAlone(why)),
@@ -298,7 +299,7 @@ impl Engine {
                 Action::LeftAlone(format!("replaced meanwhile: {}", e.message)),
                 None,
             ),
-            Err(e) => (Action::Failed(e.to_string()), None),
+            Err(e) => (Action::Failed(kube_text(&e)), None),
         }
     }
 }

@@ -29,8 +29,9 @@ const KEY_OF: &str = "driftless.dev/hash-key-of";
 #[derive(Debug, thiserror::Error)]
 pub enum KeyError {
     #[error(
-        "reading Secret {namespace}/{name}, the key Secrets' inventory hashes are keyed with: {source} \
-         (grant get on that Secret, and create on secrets in {namespace})"
+        "reading Secret {namespace}/{name}, the key Secrets' inventory hashes are keyed with: {} \
+         (grant get on that Secret, and create on secrets in {namespace})",
+        crate::cluster::kube_text(source)
     )]
     Read {
         namespace: String,
@@ -38,8 +39,9 @@ pub enum KeyError {
         source: kube::Error,
     },
     #[error(
-        "creating Secret {namespace}/{name}, the key Secrets' inventory hashes are keyed with: {source} \
-         (grant create on secrets in {namespace}, or create it: 32 random bytes under data.{DATA_KEY})"
+        "creating Secret {namespace}/{name}, the key Secrets' inventory hashes are keyed with: {} \
+         (grant create on secrets in {namespace}, or create it: 32 random bytes under data.{DATA_KEY})",
+        crate::cluster::kube_text(source)
     )]
     Create {
         namespace: String,

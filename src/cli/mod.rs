@@ -384,7 +384,8 @@ pub fn main() -> ExitCode {
         // Whoever read the output stopped reading (`| head`): nothing to tell them.
         Err(e) if output::is_broken_pipe(&e) => ExitCode::from(output::BROKEN_PIPE),
         Err(e) => {
-            eprintln!("driftless: {e:#}");
+            let e: &(dyn std::error::Error + 'static) = e.as_ref();
+            eprintln!("driftless: {}", driftless::cluster::error_text(e));
             ExitCode::from(exit::ERROR)
         }
     }

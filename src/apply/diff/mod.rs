@@ -12,6 +12,7 @@ pub use present::{
     DiffAction, Shown, Summary, json, mask_secrets, render_change, shown, text, unified,
 };
 
+use crate::cluster::kube_text;
 use std::collections::BTreeSet;
 
 use futures::StreamExt;
@@ -190,7 +191,7 @@ impl Engine {
             attempt += 1;
             let live = match api.get_opt(&key.name).await {
                 Ok(o) => o.map(|o| serde_json::to_value(o).unwrap_or(Value::Null)),
-                Err(e) => return Change::Error(format!("reading it: {e}")),
+                Err(e) => return Change::Error(format!("reading it: {}", kube_text(&e))),
             };
             let claimed = match live.as_ref().map(|l| claim(l, &self.opts.instance, adopt)) {
                 Some(Err(refusal)) => return Change::Error(format!("conflict: {refusal}")),
@@ -271,7 +272,7 @@ impl Engine {
                 "conflict with another field manager (--force-conflicts takes the fields): {}",
                 e.message
             )),
-            (Some(_), Err(e)) => Change::Error(e.to_string()),
+            (Some(_), Err(e)) => Change::Error(kube_text(&e)),
         }
     }
 
