@@ -113,7 +113,7 @@ async fn watch_namespace(
             Ok(Some(pod)) => pod,
             Ok(None) => return,
             Err(e) => {
-                tracing::warn!(namespace, error = %e, "pod watch error");
+                tracing::warn!(namespace, error = %crate::cluster::error_text(&e), "pod watch error");
                 continue;
             }
         };
@@ -143,7 +143,7 @@ async fn watch_namespace(
             }
             Err(kube::Error::Api(e)) if e.code == 404 => {}
             Err(e) => {
-                tracing::warn!(namespace, pod = %pod.name_any(), error = %e, "could not label pod")
+                tracing::warn!(namespace, pod = %pod.name_any(), error = %crate::cluster::kube_text(&e), "could not label pod")
             }
         }
     }
