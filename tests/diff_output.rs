@@ -305,3 +305,46 @@ async fn markdown_and_json_show_a_pull_requests_changes_without_secret_values() 
         }
     }
 }
+
+/// An object the apiserver would refuse is an error in `diff`, in the apiserver's words
+/// and once, not a create that `apply` then fails; its namespace missing is no error.
+#[tokio::test]
+async fn an_object_the_apiserver_refuses_is_a_diff_error() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "diff-bad").await;
+    let dir = tempfile::tempdir().unwrap();
+    let fresh = format!("{ns}-new");
+    std::fs::write(
+        dir.path().join("app.yaml"),
+        format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web, namespace: {ns}}}\n\
+             spec:\n  replicas: -1\n  selector: {{matchLabels: {{app: web}}}}\n  template:\n    \
+             metadata: {{labels: {{app: web}}}}\n    spec: {{containers: [{{name: web, image: nginx}}]}}\n\
+             ---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c, namespace: {fresh}}}\ndata: {{a: b}}\n"
+        ),
+    )
+    .unwrap();
+    let out = diff(&ns, dir.path(), "json");
+    assert_eq!(code(&out), Some(2), "{}", show(&out));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["summary"]["error"], 1, "{doc:#}");
+    assert_eq!(doc["summary"]["create"], 1, "{doc:#}");
+    let text = doc.to_string();
+    assert!(
+        text.contains("spec.replicas: Invalid value: -1") && text.contains("(422 Invalid)"),
+        "{doc:#}"
+    );
+    assert!(
+        !text.contains("ApiError") && !text.contains("Status {"),
+        "{doc:#}"
+    );
+    let out = cli(&ns, &["apply", &dir.path().to_string_lossy()]);
+    assert_ne!(code(&out), Some(0), "{}", show(&out));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        stdout.matches("spec.replicas: Invalid value: -1").count(),
+        1,
+        "{}",
+        show(&out)
+    );
+}

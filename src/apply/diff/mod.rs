@@ -228,6 +228,10 @@ impl Engine {
             (None, Ok(d)) => Change::Create {
                 desired: clean(&serde_json::to_value(d).unwrap_or(Value::Null)),
             },
+            // The apiserver refuses the object itself: apply would fail the same way.
+            (None, Err(e)) if matches!(&e, kube::Error::Api(s) if s.code == 422) => {
+                Change::Error(kube_text(&e))
+            }
             // e.g. its namespace does not exist yet: apply creates it first.
             (None, Err(_)) => Change::Create {
                 desired: clean(body),
