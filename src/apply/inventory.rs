@@ -7,7 +7,6 @@
 //! confirmed after, so a crash in between never orphans an object: a pending entry is
 //! matched to the live object by its ownership labels.
 
-use crate::cluster::kube_text;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
@@ -16,6 +15,7 @@ use kube::{Client, ResourceExt};
 use serde::{Deserialize, Serialize};
 
 use super::{ApplyError, ObjKey, Writes};
+use crate::cluster::kube_text;
 use crate::object::ownership;
 
 pub const DEFAULT_NAMESPACE: &str = "driftless-system";

@@ -1,7 +1,6 @@
 //! One object's apply: the ownership decision, the no-write rule, server-side apply, and
 //! replacement when a Pod cannot change in place.
 
-use crate::cluster::kube_text;
 use std::time::Duration;
 
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
@@ -11,6 +10,7 @@ use super::hash::{BodyHashes, body_hashes};
 use super::live::Live;
 use super::plan::Planned;
 use super::{Action, Engine, Entry, ObjectResult, Packed, Verb, record};
+use crate::cluster::kube_text;
 use crate::object::{Claim, claim};
 
 /// Whether the live object runs other replicas than the body asks for. Before Kubernetes

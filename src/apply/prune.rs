@@ -12,13 +12,13 @@
 //! not deleted again, not counted against a later prune's share, and every sync (refused
 //! or not) reads it again until the apiserver says it is gone (404), then drops it.
 
-use crate::cluster::kube_text;
 use std::collections::BTreeSet;
 
 use kube::api::{Api, DeleteParams, DynamicObject, Preconditions};
 use serde_json::Value;
 
 use super::{Engine, Entry, Inventory, ObjKey, Verb, resolve};
+use crate::cluster::kube_text;
 use crate::object::{Refusal, claim};
 
 #[derive(Debug, Clone)]

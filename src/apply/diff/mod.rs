@@ -12,7 +12,6 @@ pub use present::{
     DiffAction, Shown, Summary, json, mask_secrets, render_change, shown, text, unified,
 };
 
-use crate::cluster::kube_text;
 use std::collections::BTreeSet;
 
 use futures::StreamExt;
@@ -23,6 +22,7 @@ use super::hash::shape_hash;
 use super::plan::Planned;
 use super::prune::{self, Prunable};
 use super::{ApplyError, Engine, Entry, Inventory, ObjKey};
+use crate::cluster::kube_text;
 use crate::object::{Claim, claim, pointer};
 use crate::render::Object;
 use crate::spec::SpecId;
