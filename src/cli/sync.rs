@@ -1,6 +1,6 @@
 //! `driftless apply` and `driftless diff`: the one-shot sync commands (binary edge).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::io::{IsTerminal, Write as _};
 use std::time::Duration;
 
@@ -319,17 +319,7 @@ pub async fn diff(
     let Some((tree, engine, objects)) = prepare(&args.tree, global, selection).await? else {
         return Ok(exit::ERROR);
     };
-    let mut diffs = engine.diff(&objects, &tree.adopt_specs()).await?;
-    let sealed: BTreeMap<_, _> = objects
-        .iter()
-        .filter(|o| o.policy.sealed)
-        .map(|o| (o.key(), &o.body))
-        .collect();
-    for d in diffs.iter_mut() {
-        if let Some(body) = sealed.get(&d.key) {
-            d.seal(body);
-        }
-    }
+    let diffs = engine.diff(&objects, &tree.adopt_specs()).await?;
     let text = match args.output {
         DiffOutput::Text => diff::text(&diffs, std::io::stdout().is_terminal()),
         DiffOutput::Markdown => diff::markdown(&diffs),

@@ -90,7 +90,8 @@ pub fn clean(v: &Value) -> Value {
 }
 
 impl Engine {
-    /// The change apply would make to every object, and what prune would delete.
+    /// The change apply would make to every object, and what prune would delete; an
+    /// object decrypted from a SOPS file (now, or when it was recorded) sealed.
     pub async fn diff(
         &self,
         objects: &[Object],
@@ -110,14 +111,15 @@ impl Engine {
                 let crds = &in_revision_crds;
                 async move {
                     let change = self.diff_one(p, inventory, crds).await;
-                    (
-                        i,
-                        ObjectDiff {
-                            key: p.key.clone(),
-                            spec: p.obj.spec.to_string(),
-                            change,
-                        },
-                    )
+                    let mut diff = ObjectDiff {
+                        key: p.key.clone(),
+                        spec: p.obj.spec.to_string(),
+                        change,
+                    };
+                    if p.obj.policy.sealed {
+                        diff.seal(&p.obj.body);
+                    }
+                    (i, diff)
                 }
             })
             .buffer_unordered(self.opts.concurrency.max(1))

@@ -46,7 +46,7 @@ impl ObjectDiff {
     /// Masks every value of an object decrypted from a SOPS file, whatever its kind, on
     /// both sides (`spec::sops::mask_sealed`): a diff shows which fields change, never their
     /// values; an error about it loses the values of `body`, the object as rendered.
-    pub fn seal(&mut self, body: &Value) {
+    pub(super) fn seal(&mut self, body: &Value) {
         use crate::spec::sops::{mask_sealed, redact_sealed};
         match &mut self.change {
             Change::Create { desired } => mask_sealed(desired, None, "after"),
