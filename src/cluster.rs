@@ -86,7 +86,8 @@ async fn from_file(path: &Path, options: &KubeConfigOptions) -> Result<kube::Con
 /// An error with its causes: kube shows only the outermost one ("client error
 /// (Connect)"), which hides why, such as an apiserver certificate that is not trusted.
 /// A cause already said by the one before it is not said again, and an apiserver's
-/// refusal is said in its own words ([`kube_text`]).
+/// refusal is said in its own words and code (`... is invalid: ... (422 Invalid)`), not
+/// as kube's `ApiError:` with a debug dump of the whole Status.
 pub fn error_text(e: &(dyn std::error::Error + 'static)) -> String {
     let mut text = String::new();
     let mut next = Some(e);
@@ -105,13 +106,6 @@ pub fn error_text(e: &(dyn std::error::Error + 'static)) -> String {
         next = source;
     }
     text
-}
-
-/// A kube error in one line of our words: a refusal as the apiserver's own message and
-/// its code (`... is invalid: ... (422 Invalid)`), not kube's `ApiError:` with a debug
-/// dump of the whole Status; anything else with its causes ([`error_text`]).
-pub fn kube_text(e: &kube::Error) -> String {
-    error_text(e)
 }
 
 fn status_text(s: &kube::core::Status) -> String {
@@ -181,7 +175,7 @@ mod tests {
         };
         let said =
             "Deployment.apps \"web\" is invalid: spec.replicas: Invalid value: -1 (422 Invalid)";
-        assert_eq!(super::kube_text(&refusal()), said);
+        assert_eq!(super::error_text(&refusal()), said);
         let listed = crate::apply::ApplyError::List {
             what: "apps/v1 Deployment".into(),
             source: refusal(),
@@ -194,6 +188,6 @@ mod tests {
             code: 500,
             ..Default::default()
         }));
-        assert_eq!(super::kube_text(&bare), "the apiserver refused it (500)");
+        assert_eq!(super::error_text(&bare), "the apiserver refused it (500)");
     }
 }

@@ -15,7 +15,7 @@ use kube::{Client, ResourceExt};
 use serde::{Deserialize, Serialize};
 
 use super::{ApplyError, ObjKey, Writes};
-use crate::cluster::kube_text;
+use crate::cluster::error_text;
 use crate::object::ownership;
 
 pub const DEFAULT_NAMESPACE: &str = "driftless-system";
@@ -192,7 +192,7 @@ impl Store {
                     ApplyError::Inventory(format!(
                         "writing {}: {}",
                         self.shard_name(n),
-                        kube_text(&e)
+                        error_text(&e)
                     ))
                 })?;
         }
@@ -208,7 +208,7 @@ impl Store {
                     return Err(ApplyError::Inventory(format!(
                         "deleting {}: {}",
                         self.shard_name(n),
-                        kube_text(&e)
+                        error_text(&e)
                     )));
                 }
             }
@@ -248,7 +248,7 @@ impl Store {
             Err(e) => Err(ApplyError::Inventory(format!(
                 "creating namespace {}: {}",
                 self.namespace,
-                kube_text(&e)
+                error_text(&e)
             ))),
         }
     }

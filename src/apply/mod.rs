@@ -102,9 +102,9 @@ impl Writes {
 pub enum ApplyError {
     #[error("inventory: {0}")]
     Inventory(String),
-    #[error("listing {what}: {}", crate::cluster::kube_text(source))]
+    #[error("listing {what}: {}", crate::cluster::error_text(source))]
     List { what: String, source: kube::Error },
-    #[error("namespace {name}: {}", crate::cluster::kube_text(source))]
+    #[error("namespace {name}: {}", crate::cluster::error_text(source))]
     Namespace { name: String, source: kube::Error },
 }
 

@@ -10,7 +10,7 @@ use super::hash::{BodyHashes, body_hashes};
 use super::live::Live;
 use super::plan::Planned;
 use super::{Action, Engine, Entry, ObjectResult, Packed, Verb, record};
-use crate::cluster::kube_text;
+use crate::cluster::error_text;
 use crate::object::{Claim, claim};
 
 /// Whether the live object runs other replicas than the body asks for. Before Kubernetes
@@ -74,7 +74,7 @@ impl Engine {
                 Err(e) => {
                     return (
                         result(
-                            Action::Failed(format!("reading it: {}", kube_text(&e))),
+                            Action::Failed(format!("reading it: {}", error_text(&e))),
                             None,
                         ),
                         entry,
@@ -85,8 +85,8 @@ impl Engine {
         // A Secret's hashes are keyed (`hash`), and so are those of any object decrypted
         // from a SOPS file; without the key it is not applied, rather than recorded with
         // a hash anyone reading the inventory could test guesses on.
-        let secret = p.key.is("", "Secret") || p.obj.policy.sealed;
-        let key = match secret {
+        let keyed = p.key.is("", "Secret") || p.obj.policy.sealed;
+        let key = match keyed {
             true => match self.hash_key().await {
                 Ok(k) => Some(k),
                 Err(e) => return (result(Action::Failed(e.to_string()), live), entry),
@@ -97,7 +97,7 @@ impl Engine {
         // An inventory written before Secrets' hashes were keyed records the plain hash:
         // the same intent. It is taken as such, and recorded keyed from now on (an
         // inventory write, not a write of the Secret).
-        let plain = secret.then(|| body_hashes(&p.body, None).applied);
+        let plain = keyed.then(|| body_hashes(&p.body, None).applied);
         let same_intent = |e: &Entry| {
             e.applied.as_deref() == Some(applied.as_str())
                 || (plain.is_some() && e.applied == plain)
@@ -110,8 +110,10 @@ impl Engine {
                 Ok(Claim::Adopt) => {
                     force = true;
                     if let Err(e) = self.take_over_client_side_apply(&api, &p.key.name).await {
-                        let msg =
-                            format!("adopting it: moving kubectl's ownership: {}", kube_text(&e));
+                        let msg = format!(
+                            "adopting it: moving kubectl's ownership: {}",
+                            error_text(&e)
+                        );
                         return (result(Action::Failed(msg), Some(live.clone())), entry);
                     }
                 }
@@ -150,8 +152,8 @@ impl Engine {
                         fields: Some(live.fields.clone()),
                         ..result(Action::Unchanged, None)
                     };
-                    // A Secret's entry is kept keyed, whichever hash matched.
-                    let recorded = match secret {
+                    // A keyed entry (a Secret, a sealed object) stays keyed, whichever hash matched.
+                    let recorded = match keyed {
                         true => Entry {
                             applied: Some(applied),
                             shape: Some(shape),
@@ -183,7 +185,7 @@ impl Engine {
             && !ignored.is_empty()
             && let Err(e) = self.release_live(&api, &p.key.name, ignored).await
         {
-            let msg = format!("letting go of its ignored fields: {}", kube_text(&e));
+            let msg = format!("letting go of its ignored fields: {}", error_text(&e));
             return (result(Action::Failed(msg), live), entry);
         }
         let pp = PatchParams {
@@ -205,7 +207,7 @@ impl Engine {
                             // Created: recorded, so the next sync lets go of them.
                             let msg = format!(
                                 "created, but letting go of its ignored fields failed: {}",
-                                kube_text(&e)
+                                error_text(&e)
                             );
                             return (result(Action::Failed(msg), None), entry);
                         }
@@ -236,7 +238,7 @@ impl Engine {
                     None => (result(Action::Failed(e.message.clone()), None), entry),
                 }
             }
-            Err(e) => (result(Action::Failed(kube_text(&e)), live), entry),
+            Err(e) => (result(Action::Failed(error_text(&e)), live), entry),
         }
     }
 
@@ -285,7 +287,7 @@ impl Engine {
             Err(e) => {
                 return (
                     result(
-                        Action::Failed(format!("replacing: delete failed: {}", kube_text(&e))),
+                        Action::Failed(format!("replacing: delete failed: {}", error_text(&e))),
                         Some(live),
                     ),
                     None,
@@ -338,7 +340,7 @@ impl Engine {
             }
             Err(e) => (
                 result(
-                    Action::Failed(format!("replacing: create failed: {}", kube_text(&e))),
+                    Action::Failed(format!("replacing: create failed: {}", error_text(&e))),
                     None,
                 ),
                 None,

@@ -45,7 +45,7 @@ impl Engine {
                         "{} {} is not served by the cluster: {}",
                         obj.api_version,
                         obj.kind,
-                        crate::cluster::kube_text(&e)
+                        crate::cluster::error_text(&e)
                     )
                 });
             let (body, namespace) = fix_namespace(obj, resolved.as_ref().ok());

@@ -18,7 +18,7 @@ use kube::api::{Api, DeleteParams, DynamicObject, Preconditions};
 use serde_json::Value;
 
 use super::{Engine, Entry, Inventory, ObjKey, Verb, resolve};
-use crate::cluster::kube_text;
+use crate::cluster::error_text;
 use crate::object::{Refusal, claim};
 
 #[derive(Debug, Clone)]
@@ -238,14 +238,14 @@ impl Engine {
         {
             Ok(r) => r,
             Err(e) if resolve::is_not_served(&e) => return Ok(Prunable::Gone),
-            Err(e) => return Err(kube_text(&e)),
+            Err(e) => return Err(error_text(&e)),
         };
         let ns = (!entry.key.namespace.is_empty()).then_some(entry.key.namespace.as_str());
         let api = resolved.api(&self.client, ns);
         let live = match api.get_opt(&entry.key.name).await {
             Ok(Some(o)) => serde_json::to_value(o).unwrap_or(Value::Null),
             Ok(None) => return Ok(Prunable::Gone),
-            Err(e) => return Err(kube_text(&e)),
+            Err(e) => return Err(error_text(&e)),
         };
         Ok(match not_ours(entry, &live, &self.opts.instance) {
             Some(why) => Prunable::Keep(Action::LeftAlone(why)),
@@ -299,7 +299,7 @@ impl Engine {
                 Action::LeftAlone(format!("replaced meanwhile: {}", e.message)),
                 None,
             ),
-            Err(e) => (Action::Failed(kube_text(&e)), None),
+            Err(e) => (Action::Failed(error_text(&e)), None),
         }
     }
 }

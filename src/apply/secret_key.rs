@@ -31,7 +31,7 @@ pub enum KeyError {
     #[error(
         "reading Secret {namespace}/{name}, the key Secrets' inventory hashes are keyed with: {} \
          (grant get on that Secret, and create on secrets in {namespace})",
-        crate::cluster::kube_text(source)
+        crate::cluster::error_text(source)
     )]
     Read {
         namespace: String,
@@ -41,7 +41,7 @@ pub enum KeyError {
     #[error(
         "creating Secret {namespace}/{name}, the key Secrets' inventory hashes are keyed with: {} \
          (grant create on secrets in {namespace}, or create it: 32 random bytes under data.{DATA_KEY})",
-        crate::cluster::kube_text(source)
+        crate::cluster::error_text(source)
     )]
     Create {
         namespace: String,

@@ -108,7 +108,7 @@ impl Events {
                     async move {
                         // Visible: a failure here is nearly always a missing RBAC grant.
                         if let Err(err) = recorder.publish(&e, &r).await {
-                            tracing::warn!(error = %crate::cluster::kube_text(&err), "could not record an event");
+                            tracing::warn!(error = %crate::cluster::error_text(&err), "could not record an event");
                         }
                     }
                 })

@@ -143,7 +143,7 @@ async fn watch_namespace(
             }
             Err(kube::Error::Api(e)) if e.code == 404 => {}
             Err(e) => {
-                tracing::warn!(namespace, pod = %pod.name_any(), error = %crate::cluster::kube_text(&e), "could not label pod")
+                tracing::warn!(namespace, pod = %pod.name_any(), error = %crate::cluster::error_text(&e), "could not label pod")
             }
         }
     }

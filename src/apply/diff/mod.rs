@@ -22,7 +22,7 @@ use super::hash::shape_hash;
 use super::plan::Planned;
 use super::prune::{self, Prunable};
 use super::{ApplyError, Engine, Entry, Inventory, ObjKey};
-use crate::cluster::kube_text;
+use crate::cluster::error_text;
 use crate::object::{Claim, claim, pointer};
 use crate::render::Object;
 use crate::spec::SpecId;
@@ -193,7 +193,7 @@ impl Engine {
             attempt += 1;
             let live = match api.get_opt(&key.name).await {
                 Ok(o) => o.map(|o| serde_json::to_value(o).unwrap_or(Value::Null)),
-                Err(e) => return Change::Error(format!("reading it: {}", kube_text(&e))),
+                Err(e) => return Change::Error(format!("reading it: {}", error_text(&e))),
             };
             let claimed = match live.as_ref().map(|l| claim(l, &self.opts.instance, adopt)) {
                 Some(Err(refusal)) => return Change::Error(format!("conflict: {refusal}")),
@@ -232,7 +232,7 @@ impl Engine {
             },
             // The apiserver refuses the object itself: apply would fail the same way.
             (None, Err(e)) if matches!(&e, kube::Error::Api(s) if s.code == 422) => {
-                Change::Error(kube_text(&e))
+                Change::Error(error_text(&e))
             }
             // e.g. its namespace does not exist yet: apply creates it first.
             (None, Err(_)) => Change::Create {
@@ -278,7 +278,7 @@ impl Engine {
                 "conflict with another field manager (--force-conflicts takes the fields): {}",
                 e.message
             )),
-            (Some(_), Err(e)) => Change::Error(kube_text(&e)),
+            (Some(_), Err(e)) => Change::Error(error_text(&e)),
         }
     }
 
