@@ -8,9 +8,7 @@ mod support;
 
 use std::net::SocketAddr;
 
-use hmac::{Hmac, KeyInit, Mac};
-use sha2::Sha256;
-use support::{Daemon, GitHttp, all_ready, basic, git, http, status_and_body};
+use support::{Daemon, GitHttp, all_ready, basic, git, hmac_sha256_hex, http, status_and_body};
 use tempfile::TempDir;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -21,14 +19,6 @@ const REQUESTS: usize = 300;
 /// seconds is two or three fetches, however many requests it holds (queued one by one,
 /// each of the 210 accepted here made a fetch of its own).
 const MAX_FETCHES: usize = 5;
-
-fn sign(secret: &[u8], body: &[u8]) -> String {
-    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(secret).unwrap();
-    mac.update(body);
-    let tag = mac.finalize().into_bytes();
-    let hex: String = tag.iter().map(|b| format!("{b:02x}")).collect();
-    format!("sha256={hex}")
-}
 
 fn web(ns: &str, total_qps: u32) -> String {
     format!(
@@ -92,7 +82,7 @@ fn flood(secret: &[u8]) -> Vec<(&'static str, Vec<u8>, u16)> {
                 9 => ("oversized", request(&[], &binary, 8 << 20), 413),
                 // Signed binary: the daemon never parses a hook body.
                 3 => {
-                    let sig = sign(secret, &binary);
+                    let sig = format!("sha256={}", hmac_sha256_hex(secret, &binary));
                     let r = request(
                         &[("X-Hub-Signature-256", sig.as_bytes())],
                         &binary,
@@ -101,7 +91,7 @@ fn flood(secret: &[u8]) -> Vec<(&'static str, Vec<u8>, u16)> {
                     ("signed binary", r, 202)
                 }
                 _ => {
-                    let sig = sign(secret, push);
+                    let sig = format!("sha256={}", hmac_sha256_hex(secret, push));
                     let r = request(
                         &[
                             ("X-Hub-Signature-256", sig.as_bytes()),

@@ -11,9 +11,7 @@ use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::http::{HeaderMap, Uri};
-use hmac::{Hmac, KeyInit, Mac};
 use serde_json::Value;
-use sha2::Sha256;
 use support::{ConfigRepo, Daemon, GitDaemon, http};
 
 const WAIT: Duration = Duration::from_secs(90);
@@ -132,13 +130,6 @@ fn events(hooks: &[Seen]) -> Vec<(String, String)> {
             )
         })
         .collect()
-}
-
-fn hmac_hex(secret: &[u8], body: &[u8]) -> String {
-    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(secret).unwrap();
-    mac.update(body);
-    let bytes = mac.finalize().into_bytes();
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn web(name: &str, total_qps: u32) -> String {
@@ -279,7 +270,13 @@ async fn a_good_a_broken_and_a_fixed_commit_are_told_once_each() {
     );
     assert_eq!(
         invalid.header("x-driftless-signature"),
-        Some(format!("sha256={}", hmac_hex(SECRET.as_bytes(), &invalid.body)).as_str()),
+        Some(
+            format!(
+                "sha256={}",
+                support::hmac_sha256_hex(SECRET.as_bytes(), &invalid.body)
+            )
+            .as_str()
+        ),
         "the signature is the HMAC-SHA256 of the body with the secret file's (trimmed) content"
     );
 

@@ -1,6 +1,8 @@
 //! The report surface without a cluster: the HTTP server over a real loopback socket, the
 //! status file's atomic replace under a concurrent reader, and `driftless status`.
 
+mod support;
+
 use std::net::SocketAddr;
 use std::path::Path;
 use std::process::Command;
@@ -14,8 +16,6 @@ use driftless::report::metrics::SpecGauges;
 use driftless::report::status::{
     LastSync, ObjectState, SourceError, SpecStatus, StatusFile, write_atomic,
 };
-use hmac::{Hmac, KeyInit, Mac};
-use sha2::Sha256;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, oneshot};
@@ -195,18 +195,6 @@ impl Server {
     }
 }
 
-fn sign(secret: &[u8], body: &[u8]) -> Result<String, Box<dyn std::error::Error>> {
-    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(secret)?;
-    mac.update(body);
-    let hex: String = mac
-        .finalize()
-        .into_bytes()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    Ok(format!("sha256={hex}"))
-}
-
 #[tokio::test]
 async fn probes_and_metrics() -> TestResult {
     let server = Server::start(None, None).await?;
@@ -287,13 +275,19 @@ async fn hook_with_secret_needs_a_valid_signature() -> TestResult {
     let body = br#"{"ref":"refs/heads/main","after":"0123abcd"}"#;
 
     assert_eq!(server.hook(&[], body).await?.status, 401);
-    let wrong = sign(b"not the secret", body)?;
+    let wrong = format!(
+        "sha256={}",
+        support::hmac_sha256_hex(b"not the secret", body)
+    );
     let reply = server
         .hook(&[("X-Hub-Signature-256", &wrong)], body)
         .await?;
     assert_eq!(reply.status, 401);
     assert!(!reply.body.contains("correct horse"), "{}", reply.body);
-    let tampered = sign(&secret, b"another body")?;
+    let tampered = format!(
+        "sha256={}",
+        support::hmac_sha256_hex(&secret, b"another body")
+    );
     assert_eq!(
         server
             .hook(&[("X-Hub-Signature-256", &tampered)], body)
@@ -313,7 +307,7 @@ async fn hook_with_secret_needs_a_valid_signature() -> TestResult {
         "a rejected hook must not trigger a fetch"
     );
 
-    let good = sign(&secret, body)?;
+    let good = format!("sha256={}", support::hmac_sha256_hex(&secret, body));
     let reply = server.hook(&[("X-Hub-Signature-256", &good)], body).await?;
     assert_eq!(reply.status, 202, "{}", reply.body);
     assert_eq!(rx.try_recv(), Ok(()));

@@ -18,12 +18,10 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
-use hmac::{Hmac, KeyInit, Mac};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, ListParams};
 use serde_json::Value;
-use sha2::Sha256;
-use support::{Daemon, GitHttp, base64, basic, git, scrub_env, tail};
+use support::{Daemon, GitHttp, base64, basic, git, hmac_sha256_hex, scrub_env, tail};
 use tempfile::TempDir;
 
 const WAIT: Duration = Duration::from_secs(120);
@@ -201,16 +199,6 @@ fn http(
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(|| panic!("bad status line: {head}"));
     (status, body.to_string())
-}
-
-fn sign(secret: &[u8], body: &[u8]) -> String {
-    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(secret).unwrap();
-    mac.update(body);
-    mac.finalize()
-        .into_bytes()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 // ---------------------------------------------------------------------------------------
@@ -408,7 +396,7 @@ async fn planted_secrets_never_reach_any_output() {
     // A new value, pushed; only a correctly signed hook makes the daemon fetch it.
     let commit3 = repo.commit("secret.toml", &secret_spec(&ns, &password3, &key3));
     let body = br#"{"ref":"refs/heads/main"}"#;
-    let good = sign(hook_secret.as_bytes(), body);
+    let good = hmac_sha256_hex(hook_secret.as_bytes(), body);
     let hook = |headers: &[(&str, &str)], body: &[u8]| {
         http(daemon.metrics, "POST", "/hooks/git", headers, body)
     };
@@ -419,7 +407,7 @@ async fn planted_secrets_never_reach_any_output() {
             hook(
                 &[(
                     "X-Hub-Signature-256",
-                    &format!("sha256={}", sign(token().as_bytes(), body)),
+                    &format!("sha256={}", hmac_sha256_hex(token().as_bytes(), body)),
                 )],
                 body,
             ),
@@ -467,7 +455,7 @@ async fn planted_secrets_never_reach_any_output() {
     let (status, reply) = hook(
         &[(
             "X-Hub-Signature-256",
-            &format!("sha256={}", sign(hook_secret.as_bytes(), &big)),
+            &format!("sha256={}", hmac_sha256_hex(hook_secret.as_bytes(), &big)),
         )],
         &big,
     );

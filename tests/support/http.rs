@@ -5,6 +5,21 @@ use std::time::Duration;
 
 use super::WAIT;
 
+/// HMAC-SHA256 of `body` under `secret`, in hex: what a signed request carries (GitHub's
+/// `X-Hub-Signature-256`, our `X-Driftless-Signature`, after `sha256=`), computed here
+/// apart from the code under test.
+pub fn hmac_sha256_hex(secret: &[u8], body: &[u8]) -> String {
+    use hmac::{Hmac, KeyInit, Mac};
+    let mut mac = <Hmac<sha2::Sha256> as KeyInit>::new_from_slice(secret)
+        .unwrap_or_else(|_| unreachable!("HMAC takes keys of any length"));
+    mac.update(body);
+    mac.finalize()
+        .into_bytes()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 /// A minimal HTTP/1.1 client over loopback, for the daemon's endpoints and the test's own
 /// receivers: the status code and the body. Connects until `WAIT` passes (the daemon may
 /// still be binding).
