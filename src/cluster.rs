@@ -176,10 +176,10 @@ mod tests {
         let said =
             "Deployment.apps \"web\" is invalid: spec.replicas: Invalid value: -1 (422 Invalid)";
         assert_eq!(super::error_text(&refusal()), said);
-        let listed = crate::apply::ApplyError::List {
-            what: "apps/v1 Deployment".into(),
-            source: refusal(),
-        };
+        #[derive(Debug, thiserror::Error)]
+        #[error("listing {0}")]
+        struct Listing(&'static str, #[source] kube::Error);
+        let listed = Listing("apps/v1 Deployment", refusal());
         assert_eq!(
             super::error_text(&listed),
             format!("listing apps/v1 Deployment: {said}")
