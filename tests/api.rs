@@ -86,6 +86,22 @@ async fn wait_gauge(addr: SocketAddr, family: &str, ns: &str, name: &str, want: 
     .await;
 }
 
+/// Someone else's change: `kubectl scale`, through the scale subresource (which moves
+/// no field ownership before Kubernetes 1.22).
+fn kubectl_scale(ns: &str, name: &str, replicas: u32) {
+    let kubectl = std::process::Command::new("kubectl")
+        .args([
+            "scale",
+            &format!("deployment/{name}"),
+            &format!("--replicas={replicas}"),
+        ])
+        .args(["-n", ns])
+        .env("KUBECONFIG", support::admin_kubeconfig())
+        .output()
+        .expect("kubectl on PATH (see README, The local cluster)");
+    assert!(kubectl.status.success(), "{kubectl:?}");
+}
+
 /// The CLI against the daemon at `addr`.
 fn cli(addr: SocketAddr, args: &[&str]) -> std::process::Output {
     let server = format!("http://{addr}");
@@ -423,12 +439,7 @@ async fn reported_drift_stays_as_the_user_set_it_until_correct_mode() {
         .await;
     assert_eq!(status["drift"], "report");
 
-    let kubectl = std::process::Command::new("kubectl")
-        .args(["scale", "deployment/shop", "--replicas=3", "-n", &ns])
-        .env("KUBECONFIG", support::admin_kubeconfig())
-        .output()
-        .expect("kubectl on PATH (see README, The local cluster)");
-    assert!(kubectl.status.success(), "{kubectl:?}");
+    kubectl_scale(&ns, "shop", 3);
     let deployment = format!("Deployment.apps {ns}/shop");
     daemon
         .wait_status("the drift shown", |s| {
@@ -464,5 +475,73 @@ async fn reported_drift_stays_as_the_user_set_it_until_correct_mode() {
         })
         .await;
     assert_eq!(status["drift"], "correct");
+    assert_eq!(daemon.stop(), Some(0));
+}
+
+#[tokio::test]
+async fn a_scale_held_by_a_suspension_is_taken_back_on_resume() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "api-resume").await;
+    let dir = tempfile::tempdir().unwrap();
+    specs(dir.path(), &ns, &web("shop", 100));
+    // No resync in the test's time: what corrects the drift is the resume alone.
+    let mut daemon = Daemon::builder(&ns)
+        .args(&[
+            "--dir",
+            &dir.path().to_string_lossy(),
+            "--api-token-file",
+            &token_file(dir.path()),
+            "--resync",
+            "1h",
+        ])
+        .wait(WAIT)
+        .start();
+    let shop = format!("elasticweb/{ns}/shop");
+    daemon
+        .wait_status("shop ready", |s| entry(s, &shop)["ready"] == true)
+        .await;
+    let out = cli(daemon.metrics, &["suspend", &shop, "--reason", "load test"]);
+    assert_eq!(out.status.code(), Some(0), "{}", support::show(&out));
+    daemon
+        .wait_status("the suspension shown", |s| {
+            !entry(s, &shop)["suspended"].is_null()
+        })
+        .await;
+
+    // Scaled while suspended: reported, left so, and settled (three replicas ready, so
+    // no further watch event on it is to come).
+    kubectl_scale(&ns, "shop", 3);
+    let deployment = format!("Deployment.apps {ns}/shop");
+    daemon
+        .wait_status("the scale reported and settled", |s| {
+            let e = entry(s, &shop);
+            e["drifted"]
+                .as_array()
+                .is_some_and(|d| d.iter().any(|o| o == deployment.as_str()))
+                && e["ready"] == true
+        })
+        .await;
+    support::eventually("three replicas ready", WAIT, || async {
+        let d = Api::<Deployment>::namespaced(client.clone(), &ns)
+            .get("shop")
+            .await
+            .map_err(|e| e.to_string())?;
+        let ready = d.status.and_then(|s| s.ready_replicas);
+        (ready == Some(3)).then_some(()).ok_or(format!("{ready:?}"))
+    })
+    .await;
+    assert_eq!(replicas(&client, &ns, "shop").await, Some(3));
+
+    // Resumed: the whole sync that follows reads objects as metadata only, and sees no
+    // field of ours moved; the replicas the watch saw are taken back all the same.
+    let out = cli(daemon.metrics, &["resume", &shop]);
+    assert_eq!(out.status.code(), Some(0), "{}", support::show(&out));
+    wait_replicas(&client, &ns, "shop", 1).await;
+    daemon
+        .wait_status("no drift left", |s| {
+            let e = entry(s, &shop);
+            e["suspended"].is_null() && e["drifted"].as_array().is_some_and(Vec::is_empty)
+        })
+        .await;
     assert_eq!(daemon.stop(), Some(0));
 }

@@ -233,6 +233,9 @@ impl Loop {
                 }
             }
         }
+        for key in self.state.take_rechecks() {
+            self.queue.push(key, Instant::now());
+        }
         for verb in [Verb::Patch, Verb::Create, Verb::Delete] {
             let total = self.engine.writes.get(verb);
             let seen = self.writes_seen.entry(verb.as_str()).or_insert(0);

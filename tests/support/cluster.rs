@@ -74,7 +74,12 @@ where
             Err(seen) => seen,
         };
         if tokio::time::Instant::now() >= deadline {
-            panic!("timed out after {limit:?} waiting for {what}; last seen: {last}");
+            // Said again last: what was seen (a status, a daemon's log) can be long, and
+            // a report that shows only the end of the output still names the wait.
+            panic!(
+                "timed out after {limit:?} waiting for {what}; last seen: {last}\n\
+                 (timed out waiting for {what})"
+            );
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }

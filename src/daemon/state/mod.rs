@@ -18,7 +18,7 @@ use super::queue::Key;
 use super::watch;
 use crate::apply::suspensions::Suspensions;
 use crate::health::{self, SpecHealth};
-use crate::object::{ObjKey, Observed};
+use crate::object::{ObjKey, Observed, Packed};
 use crate::render::NodeFacts;
 use crate::report::snapshot::Snapshot;
 use crate::report::status::{LastSync, SourceError};
@@ -120,6 +120,9 @@ pub struct State {
     drifted: BTreeMap<ObjKey, SpecId>,
     /// The replicas each scalable object should run, from `expected`.
     replicas_wanted: HashMap<ObjKey, i64>,
+    /// Specs to sync again at once: a whole sync found their objects unchanged where the
+    /// watches show them scaled (see `on_sync_done`).
+    recheck: BTreeSet<SpecId>,
     /// Specs a person paused: not applied, pruned or corrected; readiness still shown.
     pub suspensions: Suspensions,
     /// A sync is running.
@@ -158,6 +161,7 @@ impl State {
             correct_drift: true,
             drifted: BTreeMap::new(),
             replicas_wanted: HashMap::new(),
+            recheck: BTreeSet::new(),
             suspensions: Suspensions::new(),
             syncing: false,
             herald: notices::Herald::default(),
@@ -333,7 +337,9 @@ impl State {
                 let recorded = self.recorded.get(&key).cloned();
                 let drift = match (&live, &recorded) {
                     (None, Some(_)) => true,
-                    (Some(w), Some((_, fields))) => &w.fields != fields || self.scaled(&key, w),
+                    (Some(w), Some((_, fields))) => {
+                        &w.fields != fields || self.scaled(&key, &w.value)
+                    }
                     _ => false,
                 };
                 let spec = recorded
@@ -377,15 +383,22 @@ impl State {
 
     /// Whether the object runs other replicas than the tree asks for: scaled through
     /// the scale subresource, which before Kubernetes 1.22 moves no field ownership.
-    fn scaled(&self, key: &ObjKey, live: &watch::Watched) -> bool {
+    fn scaled(&self, key: &ObjKey, live: &Packed) -> bool {
         let Some(want) = self.replicas_wanted.get(key) else {
             return false;
         };
-        live.value
-            .value()
+        live.value()
             .pointer("/spec/replicas")
             .and_then(serde_json::Value::as_i64)
             .is_some_and(|have| have != *want)
+    }
+
+    /// The specs to sync again at once, taken (see `on_sync_done`).
+    pub fn take_rechecks(&mut self) -> Vec<Key> {
+        std::mem::take(&mut self.recheck)
+            .into_iter()
+            .map(Key::Spec)
+            .collect()
     }
 
     /// What the tree renders to, as readiness needs it.

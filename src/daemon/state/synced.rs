@@ -170,6 +170,27 @@ impl State {
             // all (they are in the status and retried with backoff).
             tally.applied = self.specs_done(&specs, now);
         }
+        if full && self.correct_drift {
+            // A whole sync reads objects as metadata only, so it cannot see replicas
+            // changed through the scale subresource (no field ownership moves before
+            // Kubernetes 1.22). A drift the watches reported while it was queued was
+            // folded into it, and would be lost: what it found unchanged but the
+            // watches show scaled is synced again by spec, which reads it whole.
+            for o in report
+                .objects
+                .iter()
+                .filter(|o| o.action == Action::Unchanged)
+            {
+                if self
+                    .live
+                    .objects
+                    .get(&o.key)
+                    .is_some_and(|live| self.scaled(&o.key, live))
+                {
+                    self.recheck.insert(o.spec.clone());
+                }
+            }
+        }
         self.health_dirty = true;
         self.sync_failed_specs = failed_specs.clone();
         // What a prune left being deleted (a finalizer) is not an error, but only a later

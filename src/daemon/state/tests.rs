@@ -687,3 +687,58 @@ fn a_spec_waits_for_its_dependencies_and_is_released_once_they_are_ready() {
         "waiting for elasticweb/n/app to be ready before it is applied"
     );
 }
+
+#[test]
+fn a_scale_a_whole_sync_cannot_see_is_synced_again_by_spec() {
+    let mut state = with_nodes();
+    let (keys, _) = new_revision(&mut state, "r1", webs(&[("a", 300), ("b", 100)]));
+    let facts = crate::render::Facts {
+        instance: "default".into(),
+        nodes: Vec::new(),
+    };
+    let tree = state.tree.clone().expect("a tree");
+    let rendered = crate::render::render(&tree, &facts).expect("the specs render");
+    // A whole sync, as the engine ends it: these results, and the objects it ran on.
+    let whole = |state: &mut State, keys: &[Key], action: Action| {
+        let end = SyncEnd::Ran {
+            report: SyncReport {
+                objects: a_and_b(action),
+                prune: prune::Report::default(),
+            },
+            objects: &rendered,
+            elapsed: Duration::from_millis(10),
+        };
+        state.on_sync_done(keys, end, now())
+    };
+    // Spec `name`'s Deployment as the watch shows it, the fields we own as recorded.
+    let at = |name: &str, replicas: i64| {
+        let view = json!({"kind": "Deployment", "spec": {"replicas": replicas}});
+        let watched = watch::Watched {
+            value: Packed::new(&view),
+            spec: None,
+            fields: format!("fields-{name}"),
+        };
+        watch::Event::Object(deployment(name), Some(watched))
+    };
+    whole(&mut state, &keys, Action::Created);
+    assert!(state.take_rechecks().is_empty());
+    // Spec a asks for 3 replicas; someone scales it to 5 (the fields we own unchanged).
+    assert_eq!(state.on_event(at("a", 5)), Some(spec("a")));
+    assert_eq!(state.on_event(at("b", 1)), None);
+    // The resync falls due with that key and takes it: read as metadata only, a is
+    // "unchanged". It is synced again by spec; b, at its replicas, is not.
+    whole(&mut state, &[Key::Full, spec("a")], Action::Unchanged);
+    assert_eq!(state.take_rechecks(), [spec("a")]);
+    assert!(state.take_rechecks().is_empty(), "taken once");
+    // A spec sync reads its objects whole: whatever it found, it is not repeated.
+    sync_ran(
+        &mut state,
+        &[spec("a")],
+        vec![result("a", Action::Unchanged)],
+    );
+    assert!(state.take_rechecks().is_empty());
+    // Reporting drift only: the scale is reported, never corrected.
+    state.correct_drift = false;
+    whole(&mut state, &[Key::Full], Action::Unchanged);
+    assert!(state.take_rechecks().is_empty());
+}
