@@ -102,6 +102,31 @@ fn kubectl_scale(ns: &str, name: &str, replicas: u32) {
     assert!(kubectl.status.success(), "{kubectl:?}");
 }
 
+/// A daemon on the spec directory `dir/specs`, made with an elasticweb `shop` in it,
+/// that takes mutating calls with the token (its file in `dir`) and resyncs every
+/// `resync`; once shop is ready, with shop's id.
+async fn steerable(ns: &str, dir: &Path, resync: &str) -> (Daemon, String) {
+    let tree = dir.join("specs");
+    std::fs::create_dir(&tree).unwrap();
+    specs(&tree, ns, &web("shop", 100));
+    let daemon = Daemon::builder(ns)
+        .args(&[
+            "--dir",
+            &tree.to_string_lossy(),
+            "--api-token-file",
+            &token_file(dir),
+            "--resync",
+            resync,
+        ])
+        .wait(WAIT)
+        .start();
+    let shop = format!("elasticweb/{ns}/shop");
+    daemon
+        .wait_status("shop ready", |s| entry(s, &shop)["ready"] == true)
+        .await;
+    (daemon, shop)
+}
+
 /// The CLI against the daemon at `addr`.
 fn cli(addr: SocketAddr, args: &[&str]) -> std::process::Output {
     let server = format!("http://{addr}");
@@ -336,24 +361,7 @@ async fn a_suspension_holds_a_change_across_a_restart_until_resumed() {
     let client = support::client().await;
     let ns = support::namespace(&client, "api-suspend").await;
     let dir = tempfile::tempdir().unwrap();
-    let tree = dir.path().join("specs");
-    std::fs::create_dir(&tree).unwrap();
-    specs(&tree, &ns, &web("shop", 100));
-    let mut daemon = Daemon::builder(&ns)
-        .args(&[
-            "--dir",
-            &tree.to_string_lossy(),
-            "--api-token-file",
-            &token_file(dir.path()),
-            "--resync",
-            "3s",
-        ])
-        .wait(WAIT)
-        .start();
-    let shop = format!("elasticweb/{ns}/shop");
-    daemon
-        .wait_status("shop ready", |s| entry(s, &shop)["ready"] == true)
-        .await;
+    let (mut daemon, shop) = steerable(&ns, dir.path(), "3s").await;
 
     let out = cli(
         daemon.metrics,
@@ -381,7 +389,7 @@ async fn a_suspension_holds_a_change_across_a_restart_until_resumed() {
     wait_gauge(daemon.metrics, "driftless_spec_suspended", &ns, "shop", 1.0).await;
 
     // A committed change does not reach the cluster, through resyncs and a restart.
-    specs(&tree, &ns, &web("shop", 300));
+    specs(&dir.path().join("specs"), &ns, &web("shop", 300));
     daemon
         .wait_status("the change read", |s| {
             entry(s, &shop)["file"].is_string() && s["revision_seen"] == s["revision_applied"]
@@ -483,23 +491,8 @@ async fn a_scale_held_by_a_suspension_is_taken_back_on_resume() {
     let client = support::client().await;
     let ns = support::namespace(&client, "api-resume").await;
     let dir = tempfile::tempdir().unwrap();
-    specs(dir.path(), &ns, &web("shop", 100));
     // No resync in the test's time: what corrects the drift is the resume alone.
-    let mut daemon = Daemon::builder(&ns)
-        .args(&[
-            "--dir",
-            &dir.path().to_string_lossy(),
-            "--api-token-file",
-            &token_file(dir.path()),
-            "--resync",
-            "1h",
-        ])
-        .wait(WAIT)
-        .start();
-    let shop = format!("elasticweb/{ns}/shop");
-    daemon
-        .wait_status("shop ready", |s| entry(s, &shop)["ready"] == true)
-        .await;
+    let (mut daemon, shop) = steerable(&ns, dir.path(), "1h").await;
     let out = cli(daemon.metrics, &["suspend", &shop, "--reason", "load test"]);
     assert_eq!(out.status.code(), Some(0), "{}", support::show(&out));
     daemon
