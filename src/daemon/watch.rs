@@ -114,6 +114,22 @@ impl Drop for OwnedWatches {
     }
 }
 
+/// A watcher's events, backing off and retrying on its own after an error.
+type Events<K> = futures::stream::BoxStream<'static, Result<watcher::Event<K>, watcher::Error>>;
+
+fn events<K>(api: Api<K>, config: watcher::Config) -> Events<K>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
+{
+    watcher(api, config).default_backoff().boxed()
+}
+
+/// The next event, or why the watch failed (in our words); `None` once it ended.
+async fn next<K>(events: &mut Events<K>) -> Option<Result<watcher::Event<K>, String>> {
+    let ev = events.try_next().await.transpose()?;
+    Some(ev.map_err(|e| crate::cluster::error_text(&e)))
+}
+
 fn key_of(r: &Resolved, obj: &DynamicObject) -> ObjKey {
     ObjKey {
         group: r.resource.group.clone(),
@@ -135,18 +151,17 @@ async fn watch_kind(
     // Small pages: a page of whole objects (managedFields and all) is held at once
     // before each is cut down; 500 of them were 16 MiB.
     let config = watcher::Config::default().labels(&selector).page_size(100);
-    let mut events = watcher(api, config).default_backoff().boxed();
+    let mut events = events(api, config);
     // Held from the watcher's `Init` (emitted before it sends the list request, which
     // only happens when the stream is polled again) to its `InitDone`, and dropped on an
     // error so a kind that cannot be listed does not hold up the others while it backs off.
     let mut permit: Option<OwnedSemaphorePermit> = None;
-    loop {
-        let ev = match events.try_next().await {
-            Ok(Some(ev)) => ev,
-            Ok(None) => return,
-            Err(e) => {
+    while let Some(ev) = next(&mut events).await {
+        let ev = match ev {
+            Ok(ev) => ev,
+            Err(why) => {
                 permit = None;
-                tracing::warn!(kind = %r.resource.kind, error = %crate::cluster::error_text(&e), "watch error");
+                tracing::warn!(kind = %r.resource.kind, error = %why, "watch error");
                 continue;
             }
         };
@@ -192,19 +207,15 @@ fn spec_of(live: &Value) -> Option<SpecId> {
 /// Sends the node set whenever a Node's name or labels change (not on heartbeats).
 pub async fn watch_nodes(client: Client, tx: mpsc::Sender<Event>) {
     let api: Api<Node> = Api::all(client);
-    let mut events = watcher(api, watcher::Config::default())
-        .default_backoff()
-        .boxed();
+    let mut events = events(api, watcher::Config::default());
     let mut nodes: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
     let mut listing: Option<BTreeMap<String, BTreeMap<String, String>>> = None;
     let mut sent: Option<BTreeMap<String, BTreeMap<String, String>>> = None;
     let mut failing: Option<String> = None;
-    loop {
-        let ev = match events.try_next().await {
-            Ok(Some(ev)) => ev,
-            Ok(None) => return,
-            Err(e) => {
-                let why = crate::cluster::error_text(&e);
+    while let Some(ev) = next(&mut events).await {
+        let ev = match ev {
+            Ok(ev) => ev,
+            Err(why) => {
                 tracing::warn!(error = %why, "node watch error");
                 if failing.as_ref() != Some(&why) {
                     failing = Some(why.clone());
@@ -262,17 +273,16 @@ pub async fn watch_suspensions(
     let name = suspensions::configmap_name(&instance);
     let api: Api<ConfigMap> = Api::namespaced(client, &namespace);
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
-    let mut events = watcher(api, config).default_backoff().boxed();
+    let mut events = events(api, config);
     let mut current = Suspensions::new();
     let mut listing: Option<Suspensions> = None;
     let mut warned = false;
-    loop {
-        let ev = match events.try_next().await {
-            Ok(Some(ev)) => ev,
-            Ok(None) => return,
-            Err(e) => {
+    while let Some(ev) = next(&mut events).await {
+        let ev = match ev {
+            Ok(ev) => ev,
+            Err(why) => {
                 if !warned {
-                    tracing::warn!(configmap = %name, error = %crate::cluster::error_text(&e), "cannot watch the suspensions");
+                    tracing::warn!(configmap = %name, error = %why, "cannot watch the suspensions");
                     warned = true;
                 }
                 continue;
