@@ -234,7 +234,10 @@ impl Engine {
             (None, Err(e)) if matches!(&e, kube::Error::Api(s) if s.code == 422) => {
                 Change::Error(error_text(&e))
             }
-            // e.g. its namespace does not exist yet: apply creates it first.
+            // e.g. its namespace does not exist yet: apply creates it first. A 403 too:
+            // a diff identity without `create` (the CI role in examples/kubernetes/
+            // addons/rbac-ci-diff.yaml) is shown what apply would create, and RBAC's
+            // refusal cannot be told from an admission check's.
             (None, Err(_)) => Change::Create {
                 desired: clean(body),
             },
