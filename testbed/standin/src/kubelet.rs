@@ -7,7 +7,9 @@
 //! - annotation `testbed.driftless.dev/ready-delay-seconds: "N"`: Running but not Ready
 //!   for N seconds after the Pod started;
 //! - annotation `testbed.driftless.dev/exit-code: "N"`: containers terminate with code N
-//!   (Succeeded when 0, Failed otherwise), as a Job's Pods would;
+//!   (Succeeded when 0, Failed otherwise);
+//! - a Pod that is not restarted (`restartPolicy` Never or OnFailure, as a Job's are)
+//!   runs to completion: Succeeded, so Jobs complete;
 //! - otherwise Running and Ready.
 
 use std::sync::Arc;
@@ -60,20 +62,26 @@ fn behaviour(pod: &Pod) -> Behaviour {
     if let Some(secs) = ann.get(READY_DELAY_ANNOTATION).and_then(|v| v.parse().ok()) {
         return Behaviour::ReadyAfter(Duration::from_secs(secs));
     }
+    let restart = pod.spec.as_ref().and_then(|s| s.restart_policy.as_deref());
+    if matches!(restart, Some("Never" | "OnFailure")) {
+        return Behaviour::Exit(0);
+    }
     Behaviour::Ready
 }
 
-/// Pod IPs come from a pool no test ever connects to; they only fill Endpoints.
+/// Pod IPs come from a pool no test ever connects to; they only fill Endpoints. The
+/// range is routed to nowhere by `testbed/cluster.sh` (`POD_RANGE` there), so whatever
+/// dials one (an APIService's or a webhook's endpoint) fails at once on this machine.
 struct IpPool(AtomicU32);
 
 impl IpPool {
     fn next(&self) -> String {
         let n = self.0.fetch_add(1, Ordering::Relaxed);
-        // 10.128.0.0/9 minus .0 and .255 in the last octet.
-        let host = n % (1 << 23);
-        let (b, c, d) = ((host >> 16) & 0x7f, (host >> 8) & 0xff, host & 0xff);
+        // 10.128.0.0/16 minus .0 and .255 in the last octet.
+        let host = n % (1 << 16);
+        let (c, d) = ((host >> 8) & 0xff, host & 0xff);
         let d = d.clamp(1, 254);
-        format!("10.{}.{}.{}", 128 + b, c, d)
+        format!("10.128.{c}.{d}")
     }
 }
 
@@ -383,6 +391,14 @@ mod tests {
             behaviour(&pod("nginx", &[(EXIT_CODE_ANNOTATION, "1")])),
             Behaviour::Exit(1)
         );
+        let with_restart = |policy: &str| {
+            let mut p = pod("busybox", &[]);
+            p.spec.as_mut().unwrap().restart_policy = Some(policy.to_string());
+            behaviour(&p)
+        };
+        assert_eq!(with_restart("Never"), Behaviour::Exit(0));
+        assert_eq!(with_restart("OnFailure"), Behaviour::Exit(0));
+        assert_eq!(with_restart("Always"), Behaviour::Ready);
     }
 
     #[test]

@@ -61,6 +61,8 @@ pub async fn create_initial(
                     "kubernetes.io/hostname": name,
                     "kubernetes.io/os": "linux",
                     "kubernetes.io/arch": "amd64",
+                    "beta.kubernetes.io/os": "linux",
+                    "beta.kubernetes.io/arch": "amd64",
                     "topology.kubernetes.io/zone": zone,
                 },
             },
@@ -107,17 +109,21 @@ async fn make_ready(api: &Api<Node>, node: &Node, registry: &Registry) -> anyhow
         .map(|a| a.address.clone());
     let ip = match existing_ip.or_else(|| registry.ip_of(&name)) {
         Some(ip) => ip,
-        // Documentation range: never routed, never contacted; only shown in status.
-        None => format!("192.0.2.{}", (registry.len() % 250) + 10),
+        // Routed to nowhere by `testbed/cluster.sh` (`NODE_RANGE` there): an apiserver
+        // that dials a kubelet (logs, exec) fails at once, on this machine.
+        None => format!("10.127.0.{}", (registry.len() % 250) + 10),
     };
     registry.insert(&name, ip.clone());
 
     // The labels a kubelet sets on registration, which nodeSelectors in upstream
-    // manifests rely on; a Node added later (by a test, say) may lack them.
+    // manifests rely on (a 1.20 kubelet still sets the beta ones, which kube-prometheus
+    // 0.8's Grafana selects on); a Node added later (by a test, say) may lack them.
     let standard = [
         ("kubernetes.io/hostname", name.as_str()),
         ("kubernetes.io/os", "linux"),
         ("kubernetes.io/arch", "amd64"),
+        ("beta.kubernetes.io/os", "linux"),
+        ("beta.kubernetes.io/arch", "amd64"),
     ];
     let labels = node.labels();
     let missing: BTreeMap<&str, &str> = standard
