@@ -575,8 +575,8 @@ async fn a_tree_with_a_hostile_file_applies_nothing() {
         ),
         (
             "claim.toml",
-            b"[[manifest]]\napiVersion = \"v1\"\nkind = \"ConfigMap\"\nmetadata.name = \"theirs\"\nmetadata.labels = { \"app.kubernetes.io/managed-by\" = \"driftless\" }\n".to_vec(),
-            "claim.toml:5:21: label `app.kubernetes.io/managed-by` in `metadata.labels` is set by driftless; remove it",
+            b"[[manifest]]\napiVersion = \"v1\"\nkind = \"ConfigMap\"\nmetadata.name = \"theirs\"\nmetadata.labels = { \"driftless.dev/instance\" = \"default\" }\n".to_vec(),
+            "claim.toml:5:21: label `driftless.dev/instance` in `metadata.labels` is set by driftless; remove it",
         ),
         (
             "system.toml",

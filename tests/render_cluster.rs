@@ -135,10 +135,11 @@ spec = {{ size = 3 }}
         assert_eq!(
             returned
                 .labels()
-                .get("app.kubernetes.io/managed-by")
+                .get("driftless.dev/instance")
                 .map(String::as_str),
-            Some("driftless")
+            Some("default")
         );
+        assert!(!returned.labels().contains_key("app.kubernetes.io/managed-by"));
     }
 
     let crd_obj = builtin

@@ -205,7 +205,7 @@ fn yaml_errors_name_file_line_and_column() {
     // A bad value is placed at its key.
     std::fs::write(
         root.join("label.yml"),
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: l\n  labels:\n    ok: fine\n    app.kubernetes.io/managed-by: me\n",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: l\n  labels:\n    ok: fine\n    driftless.dev/instance: me\n",
     )
     .unwrap();
     let out = validate(root);
@@ -217,7 +217,7 @@ fn yaml_errors_name_file_line_and_column() {
         "{text}"
     );
     assert!(
-        text.contains("label.yml:7:5: label `app.kubernetes.io/managed-by` in `metadata.labels` is set by driftless; remove it"),
+        text.contains("label.yml:7:5: label `driftless.dev/instance` in `metadata.labels` is set by driftless; remove it"),
         "{text}"
     );
 }

@@ -174,10 +174,6 @@ impl Store {
                     namespace: Some(self.namespace.clone()),
                     labels: Some(BTreeMap::from([
                         (INVENTORY_OF.to_string(), self.instance.clone()),
-                        (
-                            ownership::MANAGED_BY.to_string(),
-                            ownership::MANAGER.to_string(),
-                        ),
                         (ownership::INSTANCE.to_string(), self.instance.clone()),
                     ])),
                     ..ObjectMeta::default()
@@ -233,9 +229,10 @@ impl Store {
         let ns = Namespace {
             metadata: ObjectMeta {
                 name: Some(self.namespace.clone()),
+                // Shared by every instance: none of them may prune it.
                 labels: Some(BTreeMap::from([(
-                    ownership::MANAGED_BY.to_string(),
-                    ownership::MANAGER.to_string(),
+                    ownership::SYSTEM.to_string(),
+                    "true".to_string(),
                 )])),
                 ..ObjectMeta::default()
             },

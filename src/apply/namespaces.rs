@@ -68,13 +68,10 @@ impl Engine {
             let ns = Namespace {
                 metadata: ObjectMeta {
                     name: Some(name.to_string()),
-                    labels: Some(BTreeMap::from([
-                        (
-                            ownership::MANAGED_BY.to_string(),
-                            ownership::MANAGER.to_string(),
-                        ),
-                        (ownership::INSTANCE.to_string(), self.opts.instance.clone()),
-                    ])),
+                    labels: Some(BTreeMap::from([(
+                        ownership::INSTANCE.to_string(),
+                        self.opts.instance.clone(),
+                    )])),
                     ..ObjectMeta::default()
                 },
                 ..Namespace::default()

@@ -137,10 +137,7 @@ fn key_secret(namespace: &str, name: &str, instance: &str, key: &[u8]) -> Secret
             // Not `driftless.dev/instance`: this is not one of the instance's applied
             // objects, and no list or watch of them should see it.
             labels: Some(BTreeMap::from([
-                (
-                    ownership::MANAGED_BY.to_string(),
-                    ownership::MANAGER.to_string(),
-                ),
+                (ownership::SYSTEM.to_string(), "true".to_string()),
                 (KEY_OF.to_string(), instance.to_string()),
             ])),
             ..ObjectMeta::default()

@@ -97,13 +97,10 @@ impl Store {
                         metadata: ObjectMeta {
                             name: Some(name.clone()),
                             namespace: Some(self.namespace.clone()),
-                            labels: Some(BTreeMap::from([
-                                (
-                                    ownership::MANAGED_BY.to_string(),
-                                    ownership::MANAGER.to_string(),
-                                ),
-                                (ownership::INSTANCE.to_string(), self.instance.clone()),
-                            ])),
+                            labels: Some(BTreeMap::from([(
+                                ownership::INSTANCE.to_string(),
+                                self.instance.clone(),
+                            )])),
                             ..ObjectMeta::default()
                         },
                         ..ConfigMap::default()

@@ -5,7 +5,6 @@
 
 use serde_json::Value;
 
-use crate::render::ownership;
 
 /// Spec fields that are maps or lists and that a readiness rule (or the daemon) reads;
 /// every scalar of `spec` is kept (replicas, type, nodeName, parallelism...).
@@ -70,9 +69,7 @@ pub fn readiness_view(mut obj: Value) -> Value {
 
 /// Labels and annotations driftless sets and reads back (ownership, spec id).
 fn ours(key: &str) -> bool {
-    key == ownership::MANAGED_BY
-        || key.starts_with("driftless.dev/")
-        || key.contains(".driftless.dev/")
+    crate::spec::names::is_driftless_key(key)
 }
 
 #[cfg(test)]
@@ -130,9 +127,10 @@ mod tests {
         assert_eq!(v["metadata"]["generation"], 3);
         assert!(v["metadata"].get("resourceVersion").is_none());
         assert_eq!(v["metadata"]["labels"]["driftless.dev/instance"], "default");
-        assert_eq!(
-            v["metadata"]["labels"]["app.kubernetes.io/managed-by"],
-            "driftless"
+        assert!(
+            v["metadata"]["labels"]
+                .get("app.kubernetes.io/managed-by")
+                .is_none()
         );
         assert!(
             v["metadata"]["labels"]

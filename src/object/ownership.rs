@@ -1,19 +1,28 @@
 //! The labels and annotations that mark an object as driftless's, and the one decision
 //! apply, diff and prune make from them. Prune and adoption read these keys: changing
 //! one orphans every object in the field.
+//!
+//! Every mark is under `driftless.dev/`: the `app.kubernetes.io/*` labels belong to the
+//! manifests' authors (Helm and Kustomize render `app.kubernetes.io/managed-by: Helm`).
+//! Earlier driftless also set `app.kubernetes.io/managed-by: driftless`; such objects
+//! carry the instance label too, which is all ownership reads, and lose the old label at
+//! their next apply (server-side apply drops a field its manager no longer sends).
 
 use serde_json::Value;
 
 pub const MANAGER: &str = "driftless";
 pub const DEFAULT_INSTANCE: &str = "default";
 
-/// `app.kubernetes.io/managed-by: driftless`
-pub const MANAGED_BY: &str = "app.kubernetes.io/managed-by";
 /// Which driftless instance owns the object: instances sharing a cluster never touch
-/// each other's objects.
+/// each other's objects. The one label ownership is read from.
 pub const INSTANCE: &str = "driftless.dev/instance";
+/// On what driftless keeps for itself rather than applies from a spec (the inventory's
+/// namespace, the hash key): never an instance's object, never pruned.
+pub const SYSTEM: &str = "driftless.dev/system";
 /// Annotation: the spec identity `kind/namespace/name` the object was rendered from.
 pub const SPEC: &str = "driftless.dev/spec";
+/// The selector labels of the workloads driftless's own kinds render (a Deployment's
+/// selector is immutable, so they stay as first released). Never read as ownership.
 pub const APP_NAME: &str = "app.kubernetes.io/name";
 pub const APP_INSTANCE: &str = "app.kubernetes.io/instance";
 /// On the Pods a `localservice` selects: the node they run on (as a label value), which
@@ -31,11 +40,7 @@ pub enum Owner {
 }
 
 pub fn owner_of(obj: &Value, instance: &str) -> Owner {
-    let labels = &obj["metadata"]["labels"];
-    if labels[MANAGED_BY].as_str() != Some(MANAGER) {
-        return Owner::Foreign;
-    }
-    match labels[INSTANCE].as_str() {
+    match obj["metadata"]["labels"][INSTANCE].as_str() {
         Some(i) if i == instance => Owner::Us,
         Some(i) => Owner::OtherInstance(i.to_string()),
         None => Owner::Foreign,
@@ -82,7 +87,7 @@ mod tests {
     fn labelled(managed_by: Option<&str>, instance: Option<&str>) -> Value {
         let mut labels = serde_json::Map::new();
         if let Some(m) = managed_by {
-            labels.insert(MANAGED_BY.into(), m.into());
+            labels.insert("app.kubernetes.io/managed-by".into(), m.into());
         }
         if let Some(i) = instance {
             labels.insert(INSTANCE.into(), i.into());
@@ -104,10 +109,15 @@ mod tests {
             owner_of(&labelled(Some(MANAGER), None), "a"),
             Owner::Foreign
         );
+        // The instance label alone decides: what earlier driftless marked (with
+        // `app.kubernetes.io/managed-by: driftless` beside it) stays ours, and a
+        // manifest's own `managed-by: Helm` is the author's, not a claim.
+        assert_eq!(owner_of(&labelled(None, Some("a")), "a"), Owner::Us);
         assert_eq!(
-            owner_of(&labelled(Some("helm"), Some("a")), "a"),
-            Owner::Foreign
+            owner_of(&labelled(Some("Helm"), Some("a")), "a"),
+            Owner::Us
         );
+        assert_eq!(owner_of(&labelled(Some("Helm"), None), "a"), Owner::Foreign);
         assert_eq!(owner_of(&serde_json::json!({}), "a"), Owner::Foreign);
     }
 

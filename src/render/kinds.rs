@@ -315,17 +315,10 @@ pub(super) fn manifest(spec: &SpecId, m: &Manifest, facts: &Facts) -> Object {
         if labels.is_null() {
             *labels = Value::Object(Default::default());
         }
+        // The manifest's own labels go as written: driftless adds its mark and nothing
+        // else (no `app.kubernetes.io/*`, which belong to the manifest's author).
         if let Some(labels) = labels.as_object_mut() {
-            labels.insert(ownership::MANAGED_BY.into(), ownership::MANAGER.into());
             labels.insert(ownership::INSTANCE.into(), facts.instance.clone().into());
-            // A kind or a name (a DNS subdomain, up to 253 characters) longer than a
-            // label value may be gets a shortened, hashed value.
-            labels
-                .entry(ownership::APP_NAME)
-                .or_insert_with(|| names::as_label_value(&m.kind.to_ascii_lowercase()).into());
-            labels
-                .entry(ownership::APP_INSTANCE)
-                .or_insert_with(|| names::as_label_value(&m.metadata.name).into());
         }
         let annotations = meta
             .entry("annotations")

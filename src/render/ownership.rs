@@ -6,15 +6,13 @@ use std::collections::BTreeMap;
 pub use crate::object::ownership::*;
 use crate::spec::SpecId;
 
-/// The labels every object of `spec` carries.
+/// The labels every object a driftless kind renders carries: the instance mark and the
+/// workload's selector.
 pub fn labels(spec: &SpecId, instance: &str) -> BTreeMap<String, String> {
-    BTreeMap::from([
-        (MANAGED_BY.to_string(), MANAGER.to_string()),
-        (INSTANCE.to_string(), instance.to_string()),
-    ])
-    .into_iter()
-    .chain(selector(spec))
-    .collect()
+    BTreeMap::from([(INSTANCE.to_string(), instance.to_string())])
+        .into_iter()
+        .chain(selector(spec))
+        .collect()
 }
 
 /// The labels a workload's Pods carry and its Service selects on: unique per spec within

@@ -59,6 +59,57 @@ pub fn dns1123_subdomain(s: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// How the apiserver checks an object's `metadata.name`, which depends on its kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NameRule {
+    /// An RFC 1123 subdomain: most kinds.
+    Subdomain,
+    /// Any path segment: RBAC's Roles, ClusterRoles and their bindings, whose names are
+    /// often `system:...` or `<namespace>:<name>`.
+    PathSegment,
+}
+
+impl NameRule {
+    /// The rule for objects of `kind` in `api_version` (`GROUP/VERSION` or `VERSION`).
+    pub fn of(api_version: &str, kind: &str) -> NameRule {
+        let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+        if group == "rbac.authorization.k8s.io"
+            && matches!(
+                kind,
+                "Role" | "ClusterRole" | "RoleBinding" | "ClusterRoleBinding"
+            )
+        {
+            NameRule::PathSegment
+        } else {
+            NameRule::Subdomain
+        }
+    }
+
+    pub fn check(self, name: &str) -> Result<(), String> {
+        match self {
+            NameRule::Subdomain => dns1123_subdomain(name),
+            NameRule::PathSegment => path_segment(name),
+        }
+    }
+}
+
+/// A name that can stand as one segment of a URL path, as the apiserver requires of RBAC
+/// names: not empty, not `.` or `..`, no `/` or `%`. Control characters are refused too
+/// (no apiserver check allows them through a real client).
+pub fn path_segment(s: &str) -> Result<(), String> {
+    length(s, MAX_SUBDOMAIN)?;
+    if s == "." || s == ".." {
+        return Err("may not be '.' or '..'".into());
+    }
+    if s.contains(['/', '%']) {
+        return Err("may not contain '/' or '%'".into());
+    }
+    if s.chars().any(char::is_control) {
+        return Err("may not contain control characters".into());
+    }
+    Ok(())
+}
+
 fn label_name_part(s: &str) -> Result<(), String> {
     let alnum = |c: char| c.is_ascii_alphanumeric();
     if s.is_empty() || s.len() > MAX_LABEL {
@@ -88,14 +139,11 @@ pub fn label_key(s: &str) -> Result<(), String> {
 /// `localservice.driftless.dev/node`, ...).
 pub const DRIFTLESS_DOMAIN: &str = "driftless.dev";
 
-/// Whether a label or annotation key is one driftless sets itself: its ownership marks
-/// (`app.kubernetes.io/managed-by`, and every key under `driftless.dev` or a subdomain of
-/// it). A spec that set one could claim another instance's objects, or make driftless's
-/// own selection wrong.
+/// Whether a label or annotation key is one driftless sets itself: every key under
+/// `driftless.dev` or a subdomain of it. A spec that set one could claim another
+/// instance's objects, or make driftless's own selection wrong. `app.kubernetes.io/*`
+/// keys are the manifest author's, never ours.
 pub fn is_driftless_key(key: &str) -> bool {
-    if key == crate::object::ownership::MANAGED_BY {
-        return true;
-    }
     match key.split_once('/') {
         Some((prefix, _)) => {
             prefix == DRIFTLESS_DOMAIN
@@ -222,7 +270,6 @@ mod tests {
     fn driftless_keys() {
         use crate::object::ownership;
         for key in [
-            ownership::MANAGED_BY,
             ownership::INSTANCE,
             ownership::SPEC,
             ownership::NODE,
@@ -233,6 +280,8 @@ mod tests {
         for key in [
             "app",
             "app.kubernetes.io/name",
+            "app.kubernetes.io/managed-by",
+            "app.kubernetes.io/instance",
             "notdriftless.dev/x",
             "driftless.dev.example.com/x",
         ] {

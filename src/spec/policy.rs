@@ -58,12 +58,12 @@ pub enum MarkProblem {
 /// Whether a manifest may carry annotation `key: value`: anything outside driftless's
 /// domain; of driftless's keys, only the policy annotations, with valid values.
 pub fn annotation(key: &str, value: &str) -> Result<(), MarkProblem> {
-    use crate::object::ownership::{INSTANCE, MANAGED_BY, NODE, NODE_NAME, SPEC};
+    use crate::object::ownership::{INSTANCE, NODE, NODE_NAME, SPEC};
     if !super::names::is_driftless_key(key) {
         Ok(())
     } else if is_policy_annotation(key) {
         check_annotation(key, value).map_err(MarkProblem::Value)
-    } else if [MANAGED_BY, INSTANCE, SPEC, NODE, NODE_NAME].contains(&key) {
+    } else if [INSTANCE, SPEC, NODE, NODE_NAME].contains(&key) {
         Err(MarkProblem::Key(format!(
             "annotation `{key}` in `metadata.annotations` is set by driftless; remove it"
         )))

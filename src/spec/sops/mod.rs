@@ -427,12 +427,12 @@ pub fn redact_sealed(message: &str, body: &Value) -> String {
 
 /// What [`mask_sealed`] leaves as it is, by path.
 fn shown(path: &[String]) -> bool {
-    use crate::object::ownership::{INSTANCE, MANAGED_BY, SPEC};
+    use crate::object::ownership::{INSTANCE, SPEC};
     let path: Vec<&str> = path.iter().map(String::as_str).collect();
     matches!(
         path.as_slice(),
         ["apiVersion"] | ["kind"] | ["metadata", "name" | "namespace"]
-    ) || matches!(path.as_slice(), ["metadata", "labels", k] if *k == MANAGED_BY || *k == INSTANCE)
+    ) || matches!(path.as_slice(), ["metadata", "labels", k] if *k == INSTANCE)
         || matches!(path.as_slice(), ["metadata", "annotations", k] if *k == SPEC)
 }
 

@@ -287,7 +287,7 @@ fn sealed_objects_show_their_identity_and_which_fields_change() {
         "data": {"same": "1", "changed": "old", "gone": "g"}});
     let mut desired = json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "x", "namespace": "dev", "labels": {"a": "b",
-            "app.kubernetes.io/managed-by": "driftless"}},
+            "driftless.dev/instance": "default"}},
         "data": {"same": "1", "changed": "new", "added": "n"}});
     let mut shown_live = live.clone();
     mask_sealed(&mut shown_live, Some(&desired), "before");
@@ -295,8 +295,8 @@ fn sealed_objects_show_their_identity_and_which_fields_change() {
     assert_eq!(desired["metadata"]["name"], "x");
     assert_eq!(desired["metadata"]["labels"]["a"], "***");
     assert_eq!(
-        desired["metadata"]["labels"]["app.kubernetes.io/managed-by"],
-        "driftless"
+        desired["metadata"]["labels"]["driftless.dev/instance"],
+        "default"
     );
     assert_eq!(
         desired["data"],
