@@ -146,8 +146,12 @@ pub(super) fn check(doc: Value) -> Result<Manifest, Vec<Problem>> {
     {
         problems.push(problem(&["kind"], format!("invalid kind {}", q(k))));
     }
+    let rule = names::NameRule::of(
+        api_version.as_deref().unwrap_or_default(),
+        kind.as_deref().unwrap_or_default(),
+    );
     if let Some(n) = &name
-        && let Err(why) = names::dns1123_subdomain(n)
+        && let Err(why) = rule.check(n)
     {
         problems.push(problem(
             &["metadata", "name"],
@@ -329,7 +333,7 @@ mod tests {
         let got = messages(json!({
             "apiVersion": "a/b/c", "kind": "Config Map",
             "metadata": {"name": "Bad_Name", "namespace": "x.y",
-                         "labels": {"app.kubernetes.io/managed-by": "me", "ok": "not ok!"},
+                         "labels": {"driftless.dev/instance": "me", "ok": "not ok!"},
                          "annotations": {"driftless.dev/spec": "x", "fine": "any text at all"}}
         }));
         let paths: Vec<&str> = got.iter().map(|(p, _)| p.as_str()).collect();
@@ -340,7 +344,7 @@ mod tests {
                 "kind",
                 "metadata.name",
                 "metadata.namespace",
-                "metadata.labels.app.kubernetes.io/managed-by",
+                "metadata.labels.driftless.dev/instance",
                 "metadata.labels.ok",
                 "metadata.annotations.driftless.dev/spec",
             ]
@@ -348,6 +352,22 @@ mod tests {
         assert!(
             got[4].1.contains("is set by driftless; remove it"),
             "{got:?}"
+        );
+    }
+
+    #[test]
+    fn helm_and_kustomize_labels_are_the_authors() {
+        let m = check(json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "c", "labels": {
+                "app.kubernetes.io/managed-by": "Helm",
+                "app.kubernetes.io/instance": "release",
+                "app.kubernetes.io/name": "chart"}}
+        }))
+        .unwrap();
+        assert_eq!(
+            m.metadata.rest["labels"]["app.kubernetes.io/managed-by"],
+            "Helm"
         );
     }
 

@@ -259,6 +259,21 @@ fn locate(doc: &Node, path: &[String]) -> Place {
     at
 }
 
+/// The objects a document stands for: the items of a `List` (or `ConfigMapList`,
+/// `RoleList`, ... as kubectl reads them: a kind ending in `List` with `items`), each at
+/// its own place; otherwise the document itself.
+fn list_items(doc: &Node) -> Vec<&Node> {
+    let is_list = matches!(doc.value.get("kind"), Some((_, k)) if matches!(&k.value, Tree::Str(s) if s.ends_with("List")));
+    match doc.value.get("items") {
+        Some((_, items)) if is_list => match &items.value {
+            Tree::Seq(items) => items.iter().collect(),
+            Tree::Null => Vec::new(),
+            _ => vec![doc],
+        },
+        _ => vec![doc],
+    }
+}
+
 /// Reads one YAML file: each document a manifest spec, or errors at their places. A
 /// syntax error stops the file, as in TOML.
 pub(super) fn file(path: &str, text: &str) -> (Vec<Found>, Vec<SpecError>) {
@@ -278,7 +293,7 @@ pub(super) fn file(path: &str, text: &str) -> (Vec<Found>, Vec<SpecError>) {
     };
     let mut found = Vec::with_capacity(docs.len());
     let mut errors = Vec::new();
-    for doc in &docs {
+    for doc in docs.iter().flat_map(list_items) {
         let json = match document_json(doc) {
             Ok(json) => json,
             Err((place, message)) => {
@@ -329,6 +344,33 @@ mod tests {
             serde_json::Value::Null
         );
         assert_eq!(json["data"], serde_json::json!({"a": "two", "b": "1"}));
+    }
+
+    #[test]
+    fn lists_are_read_as_their_items_each_at_its_place() {
+        let text = "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n  metadata: {name: a}\n- apiVersion: rbac.authorization.k8s.io/v1\n  kind: Role\n  metadata: {name: 'system:r', namespace: ns}\n---\napiVersion: v1\nkind: ConfigMapList\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n  metadata: {name: Bad_Name}\n---\nkind: RoleList\napiVersion: v1\nitems: []\n";
+        let (found, errors) = file("l.yaml", text);
+        let names: Vec<String> = found
+            .iter()
+            .map(|f| match &f.body {
+                crate::spec::SpecBody::Manifest(m) => {
+                    format!("{}/{}", m.kind, m.metadata.name)
+                }
+                _ => unreachable!("YAML holds manifests only"),
+            })
+            .collect();
+        assert_eq!(names, ["ConfigMap/a", "Role/system:r"], "{errors:?}");
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert_eq!((errors[0].at.line, errors[0].at.column), (16, 14));
+        assert!(errors[0].message.contains("Bad_Name"), "{errors:?}");
+    }
+
+    #[test]
+    fn a_kind_ending_in_list_without_items_is_an_object() {
+        let text = "apiVersion: example.com/v1\nkind: AllowList\nmetadata: {name: a}\nspec: {items: [x]}\n";
+        let (found, errors) = file("a.yaml", text);
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(found.len(), 1);
     }
 
     #[test]

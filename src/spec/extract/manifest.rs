@@ -56,7 +56,11 @@ fn manifest(ctx: &mut FileCtx, item: &Value) -> Option<Manifest> {
         None => f.missing(ctx, "metadata.name"),
         Some(mv) => {
             if let Some(mt) = ctx.value_as(mv, DeValue::as_table, "`metadata`", "a table") {
-                (name, namespace, meta_rest) = metadata(ctx, mt);
+                let rule = names::NameRule::of(
+                    api_version.as_ref().map_or("", |v| v.get_ref()),
+                    kind.as_ref().map_or("", |k| k.get_ref()),
+                );
+                (name, namespace, meta_rest) = metadata(ctx, mt, rule);
                 if name.is_none() && mt.iter().all(|(k, _)| k.get_ref() != "name") {
                     ctx.err(
                         &mv.span(),
@@ -115,6 +119,7 @@ fn manifest(ctx: &mut FileCtx, item: &Value) -> Option<Manifest> {
 fn metadata(
     ctx: &mut FileCtx,
     mt: &DeTable,
+    rule: names::NameRule,
 ) -> (
     Option<String>,
     Option<String>,
@@ -124,7 +129,7 @@ fn metadata(
     for (k, val) in mt.iter() {
         match (k.get_ref().as_ref(), val.get_ref()) {
             ("name", DeValue::String(s)) => {
-                ctx.check(&val.span(), "metadata.name", s, names::dns1123_subdomain);
+                ctx.check(&val.span(), "metadata.name", s, |n| rule.check(n));
                 name = Some(s.to_string());
             }
             ("namespace", DeValue::String(s)) => {

@@ -127,7 +127,7 @@ impl<'a> FileCtx<'a> {
         span: &Range<usize>,
         what: impl fmt::Display,
         s: &str,
-        rule: fn(&str) -> Result<(), String>,
+        rule: impl Fn(&str) -> Result<(), String>,
     ) -> bool {
         match rule(s) {
             Ok(()) => true,
