@@ -28,6 +28,7 @@ mod release;
 pub mod resolve;
 pub mod secret_key;
 pub mod suspensions;
+mod without_apply;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -233,6 +234,9 @@ pub struct Engine {
     pub writes: Arc<Writes>,
     /// What Secrets' inventory hashes are keyed with (`secret_key`), once read.
     hash_key: tokio::sync::OnceCell<hash::HashKey>,
+    /// Whether the apiserver predates 1.21 (`without_apply`), once asked.
+    old_apiserver: tokio::sync::OnceCell<bool>,
+    said_without_apply: std::sync::atomic::AtomicBool,
 }
 
 impl Engine {
@@ -243,6 +247,8 @@ impl Engine {
             opts,
             writes: Arc::new(Writes::default()),
             hash_key: tokio::sync::OnceCell::new(),
+            old_apiserver: tokio::sync::OnceCell::new(),
+            said_without_apply: Default::default(),
         }
     }
 

@@ -197,8 +197,14 @@ impl Engine {
             (None, Some(full)) => full,
             _ => p.body.as_ref(),
         };
-        self.writes.count(Verb::Patch);
-        match api.patch(&p.key.name, &pp, &Patch::Apply(body)).await {
+        let written = if self.without_apply(&p.key).await {
+            self.write_without_apply(&api, &p.key.name, body, live.is_some(), false)
+                .await
+        } else {
+            self.writes.count(Verb::Patch);
+            api.patch(&p.key.name, &pp, &Patch::Apply(body)).await
+        };
+        match written {
             Ok(obj) => {
                 let obj = match live.is_none() && p.full.is_some() {
                     true => match self.release(&api, obj, ignored).await {

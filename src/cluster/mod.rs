@@ -1,6 +1,8 @@
 //! Cluster selection as kubectl does it: `--kubeconfig`, then `KUBECONFIG`, then
 //! `~/.kube/config`, then the in-cluster service account; `--context` picks a context.
 
+mod refusal;
+
 use std::path::{Path, PathBuf};
 
 use std::time::Duration;
@@ -109,11 +111,11 @@ pub fn error_text(e: &(dyn std::error::Error + 'static)) -> String {
 }
 
 fn status_text(s: &kube::core::Status) -> String {
-    let message = s.message.trim();
+    let message = refusal::plain(&s.message);
     let message = if message.is_empty() {
         "the apiserver refused it"
     } else {
-        message
+        &message
     };
     match (s.code, s.reason.as_str()) {
         (0, "") => message.to_string(),

@@ -219,7 +219,12 @@ impl Engine {
             {
                 meta.insert("resourceVersion".into(), rv.into());
             }
-            let dry = api.patch(&key.name, &pp, &Patch::Apply(&pinned)).await;
+            let dry = if self.without_apply(key).await {
+                self.write_without_apply(&api, &key.name, &pinned, live.is_some(), true)
+                    .await
+            } else {
+                api.patch(&key.name, &pp, &Patch::Apply(&pinned)).await
+            };
             let moved = matches!(&dry, Err(kube::Error::Api(e)) if e.code == 409 && e.message.contains("has been modified"));
             if !moved || attempt >= 5 {
                 break (live, dry);
