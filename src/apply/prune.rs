@@ -12,7 +12,7 @@
 //! not deleted again, not counted against a later prune's share, and every sync (refused
 //! or not) reads it again until the apiserver says it is gone (404), then drops it.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use kube::api::{Api, DeleteParams, DynamicObject, Preconditions};
 use serde_json::Value;
@@ -69,7 +69,9 @@ pub fn plan(inventory: &Inventory, desired: &BTreeSet<ObjKey>, opts: &Options) -
         .filter(|e| !e.deleting || desired.contains(&e.key))
         .count();
     // What a prune would delete: objects kept on prune only leave the inventory.
-    let deletions = candidates.iter().filter(|e| !e.keep).count();
+    let deleted: Vec<&Entry> = candidates.iter().filter(|e| !e.keep).collect();
+    let renamed = renames(inventory, desired, &deleted);
+    let deletions = deleted.len() - renamed;
     let refused = if opts.allow_mass || deletions == 0 {
         None
     } else if desired.is_empty() {
@@ -79,10 +81,20 @@ pub fn plan(inventory: &Inventory, desired: &BTreeSet<ObjKey>, opts: &Options) -
         ))
     } else if deletions as f64 > opts.max_ratio * total as f64 {
         let held = inventory.len() - total - deleting.len();
-        let not_counted = if held > 0 {
-            format!(" ({held} more, recorded since a prune was refused, are not counted)")
-        } else {
-            String::new()
+        let mut not_counted = Vec::new();
+        if held > 0 {
+            not_counted.push(format!(
+                "{held} more, recorded since a prune was refused, are not counted"
+            ));
+        }
+        if renamed > 0 {
+            not_counted.push(format!(
+                "{renamed} more, replaced by new objects of their kind, count as renamed"
+            ));
+        }
+        let not_counted = match not_counted.is_empty() {
+            true => String::new(),
+            false => format!(" ({})", not_counted.join("; ")),
         };
         Some(format!(
             "the revision would prune {deletions} of {total} inventoried objects{not_counted}, more than \
@@ -97,6 +109,35 @@ pub fn plan(inventory: &Inventory, desired: &BTreeSet<ObjKey>, opts: &Options) -
         deleting,
         refused,
     }
+}
+
+/// How many of the `deleted` entries the revision renames: it brings in, one for one, a
+/// new object of the same group, kind and namespace (a Helm release renamed between two
+/// chart versions renames every object). A rename is not a loss, so it does not count
+/// toward the share a prune may take; a revision that shrinks the tree still does. New
+/// here means not in the inventory, or recorded only by a refused attempt (`held`).
+fn renames(inventory: &Inventory, desired: &BTreeSet<ObjKey>, deleted: &[&Entry]) -> usize {
+    let mut added: BTreeMap<(&str, &str, &str), usize> = BTreeMap::new();
+    for k in desired {
+        if inventory.entries.get(k).is_none_or(|e| e.held) {
+            *added
+                .entry((&k.group, &k.kind, &k.namespace))
+                .or_default() += 1;
+        }
+    }
+    deleted
+        .iter()
+        .filter(|e| {
+            let slot = (e.key.group.as_str(), e.key.kind.as_str(), e.key.namespace.as_str());
+            match added.get_mut(&slot) {
+                Some(n) if *n > 0 => {
+                    *n -= 1;
+                    true
+                }
+                _ => false,
+            }
+        })
+        .count()
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -462,10 +503,67 @@ mod tests {
     }
 
     #[test]
+    fn a_revision_that_renames_its_objects_is_no_mass_prune() {
+        // 4 inventoried (a ServiceAccount, a Role, a Deployment, a Service), all renamed
+        // by the new revision: 0 of 4 lost.
+        let kinds = ["ServiceAccount", "Role", "Deployment", "Service"];
+        let old: Vec<ObjKey> = kinds.iter().map(|k| key(k, "old")).collect();
+        let inv = inventory(&old);
+        let renamed: BTreeSet<ObjKey> = kinds.iter().map(|k| key(k, "new")).collect();
+        let p = plan(&inv, &renamed, &Options::default());
+        assert!(p.refused.is_none(), "{:?}", p.refused);
+        assert_eq!(p.candidates.len(), 4);
+        // Renamed one for one: two old Services for one new one leave one lost, and a
+        // new object of another kind or namespace renames nothing.
+        let mut inv = inventory(&[key("Service", "a"), key("Service", "b")]);
+        let one: BTreeSet<ObjKey> = [key("Service", "c")].into_iter().collect();
+        let p = plan(&inv, &one, &Options::default());
+        assert!(p.refused.is_none(), "1 of 2 lost: {:?}", p.refused);
+        let other_ns = ObjKey {
+            namespace: "elsewhere".into(),
+            ..key("Service", "c")
+        };
+        let p = plan(&inv, &[other_ns].into_iter().collect(), &Options::default());
+        assert!(
+            p.refused.as_deref().is_some_and(|r| r.contains("2 of 2")),
+            "{:?}",
+            p.refused
+        );
+        // Kept objects are no renames either: 3 kept, 3 of 6 others lost is not over 50%,
+        // 4 of 7 is.
+        inv = inventory(
+            &(0..7)
+                .map(|i| key("Service", &format!("s{i}")))
+                .collect::<Vec<_>>(),
+        );
+        let keep3: BTreeSet<ObjKey> = (0..3).map(|i| key("Service", &format!("s{i}"))).collect();
+        let p = plan(&inv, &keep3, &Options::default());
+        assert!(
+            p.refused.as_deref().is_some_and(|r| r.contains("4 of 7")),
+            "{:?}",
+            p.refused
+        );
+        // With two of the four brought back under new names, 2 of 7 are lost.
+        let with_new: BTreeSet<ObjKey> = keep3
+            .iter()
+            .cloned()
+            .chain([key("Service", "n1"), key("Service", "n2")])
+            .collect();
+        let p = plan(&inv, &with_new, &Options::default());
+        assert!(p.refused.is_none(), "{:?}", p.refused);
+    }
+
+    #[test]
     fn objects_recorded_while_refused_do_not_dilute_the_share() {
         // 6 inventoried; a revision keeps 2 and adds 4 (recorded, held, by its refused
-        // first sync): on a retry it still prunes 4 of the 6, not 4 of 10.
-        let keys: Vec<ObjKey> = (0..10).map(|i| key("Service", &format!("s{i}"))).collect();
+        // first sync): on a retry it still prunes 4 of the 6, not 4 of 10. (The 4 added
+        // are ConfigMaps: Services would make the 4 pruned renames.)
+        let keys: Vec<ObjKey> = (0..10)
+            .map(|i| match i {
+                0..6 => key("Service", &format!("s{i}")),
+                _ => key("ConfigMap", &format!("s{i}")),
+            })
+            .collect();
         let mut inv = inventory(&keys);
         for k in &keys[6..] {
             inv.entries.get_mut(k).unwrap().held = true;
@@ -564,7 +662,7 @@ mod tests {
             .next()
             .unwrap();
         let live = |labels: serde_json::Value, uid: &str| json!({"metadata": {"labels": labels, "uid": uid}});
-        let ours = json!({"app.kubernetes.io/managed-by": "driftless", "driftless.dev/instance": "default"});
+        let ours = json!({"app.kubernetes.io/managed-by": "Helm", "driftless.dev/instance": "default"});
         assert_eq!(
             not_ours(&entry, &live(ours.clone(), "uid-a"), "default"),
             None
