@@ -1,4 +1,5 @@
-//! The namespaces specs need: created when missing, labelled as driftless's, never pruned.
+//! The namespaces specs need: created when missing, labelled as driftless's, never pruned
+//! (unlike a Namespace the tree declares, which is a manifest like any other).
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -3,7 +3,12 @@
 //! `plan` is pure (inventory + desired set → candidates, or a refusal); the engine's
 //! `prune` does the I/O. An object is deleted only if it still carries this instance's
 //! ownership labels and its UID is the one recorded (a pending record matches by labels
-//! alone); the delete itself is preconditioned on that UID. Namespaces are never deleted.
+//! alone); the delete itself is preconditioned on that UID.
+//!
+//! A Namespace is pruned only when the tree declared it (a manifest: bundles ship their
+//! own, and uninstalling one leaves nothing of it, as Flux, Argo CD and kapp do it),
+//! after everything else; the namespaces driftless creates for specs that need one never
+//! enter the inventory, so they are never pruned (`namespaces`).
 //!
 //! A DELETE is not the end of an object: one with a finalizer (or a grace period) stays,
 //! with a deletionTimestamp, until its controller lets go, and a CRD stays until its
@@ -58,6 +63,10 @@ pub fn plan(inventory: &Inventory, desired: &BTreeSet<ObjKey>, opts: &Options) -
         .filter(|e| !desired.contains(&e.key))
         .cloned()
         .partition(|e| e.deleting);
+    // A Namespace the tree no longer declares but still has objects in stays, and stays
+    // inventoried, until nothing of the tree is left in it: deleting it would delete them.
+    let in_use: BTreeSet<&str> = desired.iter().map(|k| k.namespace.as_str()).collect();
+    candidates.retain(|e| !(e.key.is("", "Namespace") && in_use.contains(e.key.name.as_str())));
     // Custom resources before their CRDs, everything before namespaces.
     candidates.sort_by_key(|e| std::cmp::Reverse(e.key.apply_phase()));
     // Entries held by an earlier refusal count only where this revision would prune them;
@@ -120,15 +129,17 @@ fn renames(inventory: &Inventory, desired: &BTreeSet<ObjKey>, deleted: &[&Entry]
     let mut added: BTreeMap<(&str, &str, &str), usize> = BTreeMap::new();
     for k in desired {
         if inventory.entries.get(k).is_none_or(|e| e.held) {
-            *added
-                .entry((&k.group, &k.kind, &k.namespace))
-                .or_default() += 1;
+            *added.entry((&k.group, &k.kind, &k.namespace)).or_default() += 1;
         }
     }
     deleted
         .iter()
         .filter(|e| {
-            let slot = (e.key.group.as_str(), e.key.kind.as_str(), e.key.namespace.as_str());
+            let slot = (
+                e.key.group.as_str(),
+                e.key.kind.as_str(),
+                e.key.namespace.as_str(),
+            );
             match added.get_mut(&slot) {
                 Some(n) if *n > 0 => {
                     *n -= 1;
@@ -149,8 +160,6 @@ pub enum Action {
     /// waited for (`Outcome::waiting` says on what).
     Deleting,
     AlreadyGone,
-    /// Namespaces are never pruned: deleting one deletes everything in it.
-    KeptNamespace,
     /// Its spec said `prune: disabled`: left in the cluster, dropped from the inventory.
     Kept,
     /// No longer ours (labels or UID changed): forgotten, not deleted.
@@ -266,9 +275,6 @@ impl Engine {
     /// The one decision whether an inventoried object may be deleted, shared by prune and
     /// `diff`'s preview of it.
     pub(super) async fn prunable(&self, entry: &Entry) -> Result<Prunable, String> {
-        if entry.key.is("", "Namespace") {
-            return Ok(Prunable::Keep(Action::KeptNamespace));
-        }
         if entry.keep {
             return Ok(Prunable::Keep(Action::Kept));
         }
@@ -449,6 +455,35 @@ mod tests {
         assert!(p.refused.is_none());
         let order: Vec<&str> = p.candidates.iter().map(|e| e.key.kind.as_str()).collect();
         assert_eq!(order, ["Service", "CustomResourceDefinition", "Namespace"]);
+    }
+
+    #[test]
+    fn a_declared_namespace_goes_only_once_nothing_of_the_tree_is_in_it() {
+        let namespace = ObjKey {
+            group: String::new(),
+            kind: "Namespace".into(),
+            namespace: String::new(),
+            name: "ns".into(),
+        };
+        let inv = inventory(&[namespace.clone(), key("Service", "a")]);
+        let all = Options {
+            max_ratio: 1.0,
+            ..Options::default()
+        };
+        // The Namespace left the tree; its Service did not: the Namespace stays.
+        let service: BTreeSet<ObjKey> = [key("Service", "a")].into_iter().collect();
+        let p = plan(&inv, &service, &all);
+        assert!(p.candidates.is_empty(), "{:?}", p.candidates);
+        // Both left: the Service goes first, then the Namespace.
+        let other: BTreeSet<ObjKey> = [ObjKey {
+            namespace: "elsewhere".into(),
+            ..key("Service", "b")
+        }]
+        .into_iter()
+        .collect();
+        let p = plan(&inv, &other, &all);
+        let order: Vec<&str> = p.candidates.iter().map(|e| e.key.kind.as_str()).collect();
+        assert_eq!(order, ["Service", "Namespace"]);
     }
 
     #[test]
@@ -662,7 +697,8 @@ mod tests {
             .next()
             .unwrap();
         let live = |labels: serde_json::Value, uid: &str| json!({"metadata": {"labels": labels, "uid": uid}});
-        let ours = json!({"app.kubernetes.io/managed-by": "Helm", "driftless.dev/instance": "default"});
+        let ours =
+            json!({"app.kubernetes.io/managed-by": "Helm", "driftless.dev/instance": "default"});
         assert_eq!(
             not_ours(&entry, &live(ours.clone(), "uid-a"), "default"),
             None

@@ -236,7 +236,6 @@ fn print_sync(tree: &SpecTree, report: &SyncReport) -> anyhow::Result<()> {
             prune::Action::Pruned => "pruned".to_string(),
             prune::Action::Deleting => "not deleted again".to_string(),
             prune::Action::AlreadyGone => "already gone".to_string(),
-            prune::Action::KeptNamespace => "kept (namespaces are never pruned)".to_string(),
             prune::Action::Kept => "kept (prune: disabled), no longer tracked".to_string(),
             prune::Action::LeftAlone(why) => format!("left alone: {why}"),
             prune::Action::Failed(e) => format!("prune failed: {e}"),
