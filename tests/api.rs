@@ -210,6 +210,12 @@ async fn every_endpoint_answers_as_documented() {
     let stuck =
         "[elasticweb.stuck]\nimage = \"unpullable:1\"\nsingle-pod-qps = 100\ntotal-qps = 100\n";
     specs(&tree, &ns, &format!("{}{stuck}", web("shop", 100)));
+    // RBAC names are path segments, as upstream bundles name them (`system:...`).
+    std::fs::write(
+        tree.join("rbac.yaml"),
+        format!("apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: system:api-reader\n  namespace: {ns}\nrules: []\n"),
+    )
+    .unwrap();
     let mut daemon = Daemon::builder(&ns)
         .args(&[
             "--dir",
@@ -221,6 +227,16 @@ async fn every_endpoint_answers_as_documented() {
         .start();
     let addr = daemon.metrics;
     let shop = format!("elasticweb/{ns}/shop");
+    let role = format!("manifest/{ns}/Role.rbac.authorization.k8s.io/system:api-reader");
+    for path in [role.clone(), role.replace(':', "%3A")] {
+        let (code, e) = get_json(
+            addr,
+            &format!("/api/v1/specs/{path}?wait=ready&timeout=90s"),
+        )
+        .await;
+        assert_eq!(code, 200, "{path}: {e}");
+        assert_eq!(e["id"], role.as_str(), "{e}");
+    }
 
     // One spec, long-polled until ready.
     let (code, e) = get_json(

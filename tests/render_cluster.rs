@@ -139,7 +139,11 @@ spec = {{ size = 3 }}
                 .map(String::as_str),
             Some("default")
         );
-        assert!(!returned.labels().contains_key("app.kubernetes.io/managed-by"));
+        assert!(
+            !returned
+                .labels()
+                .contains_key("app.kubernetes.io/managed-by")
+        );
     }
 
     let crd_obj = builtin
