@@ -177,7 +177,9 @@ mod tests {
             "failed to create typed patch object: .data.dark-mode: expected string, got boolean"
         );
         assert_eq!(
-            plain(".spec.x: expected map, got &value.valueUnstructured{Value:[]interface {}{1, 2}}; .a: expected string, got &value.valueUnstructured{Value:3}"),
+            plain(
+                ".spec.x: expected map, got &value.valueUnstructured{Value:[]interface {}{1, 2}}; .a: expected string, got &value.valueUnstructured{Value:3}"
+            ),
             ".spec.x: expected map, got list; .a: expected string, got number"
         );
     }

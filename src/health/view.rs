@@ -5,7 +5,6 @@
 
 use serde_json::Value;
 
-
 /// Spec fields that are maps or lists and that a readiness rule (or the daemon) reads;
 /// every scalar of `spec` is kept (replicas, type, nodeName, parallelism...).
 const SPEC_MAPS: &[&str] = &["selector", "updateStrategy", "names"];

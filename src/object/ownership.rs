@@ -113,10 +113,7 @@ mod tests {
         // `app.kubernetes.io/managed-by: driftless` beside it) stays ours, and a
         // manifest's own `managed-by: Helm` is the author's, not a claim.
         assert_eq!(owner_of(&labelled(None, Some("a")), "a"), Owner::Us);
-        assert_eq!(
-            owner_of(&labelled(Some("Helm"), Some("a")), "a"),
-            Owner::Us
-        );
+        assert_eq!(owner_of(&labelled(Some("Helm"), Some("a")), "a"), Owner::Us);
         assert_eq!(owner_of(&labelled(Some("Helm"), None), "a"), Owner::Foreign);
         assert_eq!(owner_of(&serde_json::json!({}), "a"), Owner::Foreign);
     }
