@@ -291,8 +291,18 @@ async fn a_refused_prune_stays_refused_while_the_revision_is_retried() {
     let ns = support::namespace(&client, "run-refused").await;
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("web.toml");
+    // `d` is two ConfigMaps: objects of a kind b and c do not have, so that b's and c's
+    // leaving is a loss, not a rename (README: Prune).
     let tree = |names: &[&str]| {
-        let webs: String = names.iter().map(|n| web(n, 0)).collect();
+        let webs: String = names
+            .iter()
+            .map(|n| match *n {
+                "d" => (1..=2)
+                    .map(|i| format!("[[manifest]]\napiVersion = \"v1\"\nkind = \"ConfigMap\"\nmetadata.name = \"d{i}\"\n"))
+                    .collect(),
+                _ => web(n, 0),
+            })
+            .collect();
         format!("namespace = \"{ns}\"\n{webs}")
     };
     std::fs::write(&file, tree(&["a", "b", "c"])).unwrap();
@@ -312,10 +322,11 @@ async fn a_refused_prune_stays_refused_while_the_revision_is_retried() {
     // small enough share; retried whole, 4 of 8 would pass were d's objects counted.
     std::fs::write(&file, tree(&["a", "d"])).unwrap();
     let deployments = Api::<Deployment>::namespaced(client.clone(), &ns);
+    let configmaps = Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), &ns);
     support::eventually("d applied", WAIT, || async {
-        match deployments.get_opt("d").await.map_err(|e| e.to_string())? {
+        match configmaps.get_opt("d2").await.map_err(|e| e.to_string())? {
             Some(_) => Ok(()),
-            None => Err("no Deployment d".into()),
+            None => Err("no ConfigMap d2".into()),
         }
     })
     .await;
@@ -348,9 +359,12 @@ async fn a_refused_prune_stays_refused_while_the_revision_is_retried() {
     // Keeping b and c ends the refusal.
     std::fs::write(&file, tree(&["a", "b", "c", "d"])).unwrap();
     daemon
-        .wait_status("the four specs synced and ready", |s| {
+        .wait_status("the five specs synced and ready", |s| {
             s["last_sync"]["result"] == "success"
-                && ["a", "b", "c", "d"].iter().all(|n| spec_ready(s, &id(n)))
+                && ["a", "b", "c"].iter().all(|n| spec_ready(s, &id(n)))
+                && ["d1", "d2"]
+                    .iter()
+                    .all(|n| spec_ready(s, &format!("manifest/{ns}/ConfigMap/{n}")))
         })
         .await;
     assert_eq!(daemon.stop(), Some(0));

@@ -137,7 +137,7 @@ spec = {{ size = 3 }}
                 .labels()
                 .get("driftless.dev/instance")
                 .map(String::as_str),
-            Some("default")
+            Some("dry-run")
         );
         assert!(
             !returned

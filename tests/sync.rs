@@ -368,13 +368,17 @@ async fn prune_removes_only_what_left_and_is_ours_and_guards_hold() {
     refused_saying(&report, &["no objects"]);
     assert!(deployments.get_opt("a").await.unwrap().is_some());
     // As is one that would prune more than half of the inventory (all 4 of a's and b's
-    // objects, while adding x's and y's)...
-    let replaced = support::tree(&[("t.toml", &webs(&ns, &["x", "y"], 0))]);
+    // objects, while adding 4 ConfigMaps: objects of another kind, so no renames)...
+    let configmaps: String = (1..=4)
+        .map(|i| format!("[[manifest]]\napiVersion = \"v1\"\nkind = \"ConfigMap\"\nmetadata = {{ name = \"x{i}\", namespace = \"{ns}\" }}\n"))
+        .collect();
+    let replaced = support::tree(&[("t.toml", &configmaps)]);
     let (_, report) = support::sync(&engine, &replaced).await;
     refused_saying(&report, &["4 of 4"]);
     assert!(deployments.get_opt("b").await.unwrap().is_some());
-    assert!(deployments.get_opt("y").await.unwrap().is_some());
-    // ...and stays refused when retried, although x's and y's 4 objects are now in the
+    let cms = Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), &ns);
+    assert!(cms.get_opt("x4").await.unwrap().is_some());
+    // ...and stays refused when retried, although the 4 ConfigMaps are now in the
     // inventory too (4 of 8 would be within the share).
     let (_, report) = support::sync(&engine, &replaced).await;
     refused_saying(&report, &["4 of 4", "4 more, recorded since"]);
@@ -394,6 +398,7 @@ async fn prune_removes_only_what_left_and_is_ours_and_guards_hold() {
     );
     let (_, report) = support::sync(&allowed, &support::tree(&[])).await;
     assert_eq!(report.prune.pruned(), 8, "{:#?}", report.prune);
+    assert!(cms.get_opt("x1").await.unwrap().is_none());
     assert!(deployments.get_opt("a").await.unwrap().is_none());
     assert!(
         services.get_opt("d").await.unwrap().is_some(),

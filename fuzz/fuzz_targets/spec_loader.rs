@@ -63,7 +63,9 @@ fn check(name: &str, data: &[u8]) {
     to_yaml(&objects).expect("rendered objects serialise to YAML");
     for o in &objects {
         assert!(
-            names::dns1123_subdomain(&o.name).is_ok(),
+            names::NameRule::of(&o.api_version, &o.kind)
+                .check(&o.name)
+                .is_ok(),
             "name {:?}",
             o.name
         );
@@ -75,6 +77,5 @@ fn check(name: &str, data: &[u8]) {
             assert!(names::label_value(v).is_ok(), "label value {k}={v:?}");
         }
         assert_eq!(labels[ownership::INSTANCE], "fuzz", "{}", o.display_ref());
-        assert_eq!(labels[ownership::MANAGED_BY], ownership::MANAGER);
     }
 }

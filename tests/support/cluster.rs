@@ -168,6 +168,11 @@ pub fn admin_kubeconfig() -> PathBuf {
 /// Applies one manifest with server-side apply (field manager `driftless-test`), finding
 /// its API through discovery as kubectl does.
 pub async fn apply_manifest(client: &Client, doc: &Value) -> Value {
+    apply_manifest_as(client, doc, "driftless-test").await
+}
+
+/// `apply_manifest` as field manager `manager`.
+pub async fn apply_manifest_as(client: &Client, doc: &Value, manager: &str) -> Value {
     let api_version = doc["apiVersion"].as_str().expect("apiVersion");
     let kind = doc["kind"].as_str().expect("kind");
     let name = doc["metadata"]["name"].as_str().expect("metadata.name");
@@ -183,7 +188,7 @@ pub async fn apply_manifest(client: &Client, doc: &Value) -> Value {
     let applied = api
         .patch(
             name,
-            &PatchParams::apply("driftless-test").force(),
+            &PatchParams::apply(manager).force(),
             &Patch::Apply(doc),
         )
         .await
