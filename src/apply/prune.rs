@@ -65,8 +65,15 @@ pub fn plan(inventory: &Inventory, desired: &BTreeSet<ObjKey>, opts: &Options) -
         .partition(|e| e.deleting);
     // A Namespace the tree no longer declares but still has objects in stays, and stays
     // inventoried, until nothing of the tree is left in it: deleting it would delete them.
+    // A protected one (kube-system, ..., adopted with --allow-namespace) never goes.
     let in_use: BTreeSet<&str> = desired.iter().map(|k| k.namespace.as_str()).collect();
-    candidates.retain(|e| !(e.key.is("", "Namespace") && in_use.contains(e.key.name.as_str())));
+    candidates.retain(|e| {
+        let name = e.key.name.as_str();
+        !(e.key.is("", "Namespace")
+            && (in_use.contains(name)
+                || name == "default"
+                || crate::spec::PROTECTED_NAMESPACES.contains(&name)))
+    });
     // Custom resources before their CRDs, everything before namespaces.
     candidates.sort_by_key(|e| std::cmp::Reverse(e.key.apply_phase()));
     // Entries held by an earlier refusal count only where this revision would prune them;
@@ -484,6 +491,15 @@ mod tests {
         let p = plan(&inv, &other, &all);
         let order: Vec<&str> = p.candidates.iter().map(|e| e.key.kind.as_str()).collect();
         assert_eq!(order, ["Service", "Namespace"]);
+        // kube-system and its like never go, however they came to be inventoried.
+        for name in ["kube-system", "default"] {
+            let inv = inventory(&[ObjKey {
+                name: name.into(),
+                ..namespace.clone()
+            }]);
+            let p = plan(&inv, &other, &all);
+            assert!(p.candidates.is_empty(), "{name}: {:?}", p.candidates);
+        }
     }
 
     #[test]
