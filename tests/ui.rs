@@ -220,10 +220,22 @@ async fn the_page_says_when_it_lost_the_daemon_and_catches_up_when_it_is_back() 
     let ns = support::namespace(&client, "ui-reconnect").await;
     let specs = tempfile::tempdir().unwrap();
     std::fs::write(specs.path().join("a.yaml"), configmap(&ns, "a")).unwrap();
+    // An RBAC name is any path segment, as bundles name them: a row like any other.
+    std::fs::write(
+        specs.path().join("role.yaml"),
+        format!("apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: system:ui-reader\n  namespace: {ns}\nrules: []\n"),
+    )
+    .unwrap();
     let mut daemon = start(&ns, specs.path(), &[]);
     let browser = Browser::start().await;
     browser.goto(&format!("http://{}/", daemon.metrics)).await;
     row(&browser, &format!("manifest/{ns}/ConfigMap/a"), &["Ready"]).await;
+    row(
+        &browser,
+        &format!("manifest/{ns}/Role.rbac.authorization.k8s.io/system:ui-reader"),
+        &["system:ui-reader", "Ready"],
+    )
+    .await;
     browser.wait_for_text("#connection", &["Live"]).await;
     browser.eval("window.__uiTestMarker = 'kept'").await;
 
