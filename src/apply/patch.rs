@@ -202,7 +202,13 @@ impl Engine {
                 .await
         } else {
             self.writes.count(Verb::Patch);
-            api.patch(&p.key.name, &pp, &Patch::Apply(body)).await
+            match api.patch(&p.key.name, &pp, &Patch::Apply(body)).await {
+                Err(e) if live.is_some() && self.emptied_map_refused(&e).await => {
+                    self.apply_after_emptying(&api, &p.key.name, body, &pp, e)
+                        .await
+                }
+                written => written,
+            }
         };
         match written {
             Ok(obj) => {

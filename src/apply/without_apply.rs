@@ -8,6 +8,12 @@
 //! Such a write is an update, not an apply: the fields driftless owns are not recorded
 //! as applied, so a change someone else makes to them is not seen as drift, and a field
 //! dropped from the spec stays on the object until it is deleted.
+//!
+//! The same apiserver cannot apply a map emptied either: an apply that sets to `{}` a map
+//! it had filled (kube-prometheus 0.9's `ruleSelector: {}` after 0.8's `matchLabels`)
+//! leaves it null, which the apiserver's own validation then refuses (`Invalid value:
+//! "null"`; structured-merge-diff, fixed in 1.21). There the maps are emptied with a
+//! merge patch first, and the apply sent again.
 
 use std::sync::atomic::Ordering;
 
@@ -28,14 +34,58 @@ fn before_1_21(major: &str, minor: &str) -> bool {
     matches!((number(major), number(minor)), (Some(1), Some(m)) if m < 21)
 }
 
-impl Engine {
-    /// Whether `key` is written without server-side apply on this apiserver. The version
-    /// is read once; an apiserver that does not say is taken as a current one.
-    pub(super) async fn without_apply(&self, key: &ObjKey) -> bool {
-        if !key.is("apiregistration.k8s.io", "APIService") {
-            return false;
+/// A merge patch that empties, in `live`, every map `body` sets to `{}` where `live` holds
+/// one with keys (each key set to null); `None` when there is none.
+pub(super) fn emptying_patch(body: &Value, live: &Value) -> Option<Value> {
+    let (Value::Object(want), Value::Object(have)) = (body, live) else {
+        return None;
+    };
+    let mut patch = serde_json::Map::new();
+    for (k, w) in want {
+        let Some(Value::Object(h)) = have.get(k) else {
+            continue;
+        };
+        match w {
+            Value::Object(m) if m.is_empty() && !h.is_empty() => {
+                let nulls = h.keys().map(|k| (k.clone(), Value::Null)).collect();
+                patch.insert(k.clone(), Value::Object(nulls));
+            }
+            Value::Object(_) => {
+                if let Some(inner) = emptying_patch(w, &have[k]) {
+                    patch.insert(k.clone(), inner);
+                }
+            }
+            _ => {}
         }
-        let old = *self
+    }
+    (!patch.is_empty()).then_some(Value::Object(patch))
+}
+
+/// `body` with `patch` laid over it: a merge patch that writes the body and empties
+/// the maps `patch` empties (what `diff` dry-runs on an apiserver before 1.21).
+pub(super) fn merged(body: &Value, patch: &Value) -> Value {
+    match (body, patch) {
+        (Value::Object(b), Value::Object(p)) => {
+            let mut out = b.clone();
+            for (k, v) in p {
+                let next = match out.get(k) {
+                    Some(Value::Object(m)) if m.is_empty() => v.clone(),
+                    Some(inner) => merged(inner, v),
+                    None => v.clone(),
+                };
+                out.insert(k.clone(), next);
+            }
+            Value::Object(out)
+        }
+        _ => body.clone(),
+    }
+}
+
+impl Engine {
+    /// Whether the apiserver predates 1.21. Read once; an apiserver that does not say is
+    /// taken as a current one.
+    async fn old_apiserver(&self) -> bool {
+        *self
             .old_apiserver
             .get_or_init(|| async {
                 match self.client.apiserver_version().await {
@@ -43,7 +93,50 @@ impl Engine {
                     Err(_) => false,
                 }
             })
-            .await;
+            .await
+    }
+
+    /// Whether `e` is an apiserver before 1.21 refusing what its own apply made of an
+    /// emptied map (see the module doc).
+    pub(super) async fn emptied_map_refused(&self, e: &kube::Error) -> bool {
+        matches!(e, kube::Error::Api(s) if s.code == 422 && s.message.contains("Invalid value: \"null\""))
+            && self.old_apiserver().await
+    }
+
+    /// After `refusal` (`emptied_map_refused`): empties the maps with a merge patch, then
+    /// applies `body` again. Both are counted writes. The refusal stands when no map
+    /// needs emptying.
+    pub(super) async fn apply_after_emptying(
+        &self,
+        api: &Api<DynamicObject>,
+        name: &str,
+        body: &Value,
+        pp: &PatchParams,
+        refusal: kube::Error,
+    ) -> Result<DynamicObject, kube::Error> {
+        let live = serde_json::to_value(api.get(name).await?).map_err(kube::Error::SerdeError)?;
+        let Some(patch) = emptying_patch(body, &live) else {
+            return Err(refusal);
+        };
+        tracing::info!(
+            "this apiserver (Kubernetes before 1.21) cannot apply an emptied map: emptying it with a merge patch first"
+        );
+        let mp = PatchParams {
+            field_manager: Some(self.opts.field_manager.clone()),
+            ..PatchParams::default()
+        };
+        self.writes.count(Verb::Patch);
+        api.patch(name, &mp, &Patch::Merge(&patch)).await?;
+        self.writes.count(Verb::Patch);
+        api.patch(name, pp, &Patch::Apply(body)).await
+    }
+
+    /// Whether `key` is written without server-side apply on this apiserver.
+    pub(super) async fn without_apply(&self, key: &ObjKey) -> bool {
+        if !key.is("apiregistration.k8s.io", "APIService") {
+            return false;
+        }
+        let old = self.old_apiserver().await;
         if old && !self.said_without_apply.swap(true, Ordering::Relaxed) {
             tracing::info!(
                 "this apiserver (Kubernetes before 1.21) cannot server-side apply APIService objects: they are written with create and merge patch"
@@ -90,7 +183,27 @@ impl Engine {
 
 #[cfg(test)]
 mod tests {
-    use super::before_1_21;
+    use super::{before_1_21, emptying_patch, merged};
+    use serde_json::json;
+
+    #[test]
+    fn maps_the_body_empties_are_emptied_key_by_key() {
+        let body =
+            json!({"spec": {"ruleSelector": {}, "podSelector": {}, "other": {"a": {}}, "n": 1}});
+        let live = json!({"spec": {"ruleSelector": {"matchLabels": {"a": "b"}}, "podSelector": {},
+                                    "other": {"a": {"x": 1}}, "n": 2}});
+        let patch = emptying_patch(&body, &live).unwrap();
+        assert_eq!(
+            patch,
+            json!({"spec": {"ruleSelector": {"matchLabels": null}, "other": {"a": {"x": null}}}})
+        );
+        assert_eq!(emptying_patch(&live, &live), None);
+        assert_eq!(
+            merged(&body, &patch),
+            json!({"spec": {"ruleSelector": {"matchLabels": null}, "podSelector": {},
+                            "other": {"a": {"x": null}}, "n": 1}})
+        );
+    }
 
     #[test]
     fn versions_before_1_21_are_told_apart() {

@@ -225,6 +225,25 @@ impl Engine {
             } else {
                 api.patch(&key.name, &pp, &Patch::Apply(&pinned)).await
             };
+            // What apply does on an apiserver before 1.21 that cannot apply an emptied
+            // map (`without_apply`): empty it, then apply; dry-run as one merge patch.
+            let dry = match (&live, dry) {
+                (Some(l), Err(e)) if self.emptied_map_refused(&e).await => {
+                    match super::without_apply::emptying_patch(&pinned, l) {
+                        Some(patch) => {
+                            let mp = PatchParams {
+                                field_manager: Some(self.opts.field_manager.clone()),
+                                dry_run: true,
+                                ..PatchParams::default()
+                            };
+                            let merge = super::without_apply::merged(&pinned, &patch);
+                            api.patch(&key.name, &mp, &Patch::Merge(&merge)).await
+                        }
+                        None => Err(e),
+                    }
+                }
+                (_, dry) => dry,
+            };
             let moved = matches!(&dry, Err(kube::Error::Api(e)) if e.code == 409 && e.message.contains("has been modified"));
             if !moved || attempt >= 5 {
                 break (live, dry);
