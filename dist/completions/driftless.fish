@@ -68,6 +68,7 @@ complete -c driftless -n "__fish_driftless_using_subcommand diff" -l field-manag
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l max-prune-ratio -d 'Refuse a revision that would prune more than this share of the inventory' -r
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l concurrency -d 'Objects applied (or dry-run) at once' -r
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l inventory-namespace -d 'Namespace of the inventory ConfigMaps' -r
+complete -c driftless -n "__fish_driftless_using_subcommand diff" -l replace-on-immutable -d 'Also delete and recreate objects of this kind (KIND or KIND.GROUP, as Job.batch) when an apply is refused only for immutable fields; Jobs always are, unless their `driftless.dev/replace: never` says otherwise. Repeatable' -r
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -s o -l output -d 'How to print the diff: text (unified diffs, coloured at a terminal), markdown (a pull-request comment: a summary table and a collapsed diff per object, at most 60,000 characters), json (one document: a summary and an entry per object)' -r -f -a "text\t''
 markdown\t''
 json\t''"
@@ -88,6 +89,7 @@ complete -c driftless -n "__fish_driftless_using_subcommand apply" -l field-mana
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l max-prune-ratio -d 'Refuse a revision that would prune more than this share of the inventory' -r
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l concurrency -d 'Objects applied (or dry-run) at once' -r
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l inventory-namespace -d 'Namespace of the inventory ConfigMaps' -r
+complete -c driftless -n "__fish_driftless_using_subcommand apply" -l replace-on-immutable -d 'Also delete and recreate objects of this kind (KIND or KIND.GROUP, as Job.batch) when an apply is refused only for immutable fields; Jobs always are, unless their `driftless.dev/replace: never` says otherwise. Repeatable' -r
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l timeout -d 'How long --wait waits, e.g. 90s, 5m' -r
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l context -d 'The kubeconfig context to use (default: its current-context)' -r
@@ -133,6 +135,7 @@ complete -c driftless -n "__fish_driftless_using_subcommand run" -l field-manage
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l max-prune-ratio -d 'Refuse a revision that would prune more than this share of the inventory' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l concurrency -d 'Objects applied (or dry-run) at once' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l inventory-namespace -d 'Namespace of the inventory ConfigMaps' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l replace-on-immutable -d 'Also delete and recreate objects of this kind (KIND or KIND.GROUP, as Job.batch) when an apply is refused only for immutable fields; Jobs always are, unless their `driftless.dev/replace: never` says otherwise. Repeatable' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l context -d 'The kubeconfig context to use (default: its current-context)' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l log-format -d 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)' -r -f -a "text\t''

@@ -25,6 +25,7 @@ mod plan;
 pub mod prune;
 mod record;
 mod release;
+mod replace;
 pub mod resolve;
 pub mod secret_key;
 pub mod suspensions;
@@ -129,6 +130,9 @@ pub struct Options {
     /// Take back fields someone else changed (`--drift correct`); off, such an object is
     /// left as it is and reported `Drifted` (`--drift report`).
     pub correct_drift: bool,
+    /// (group, kind) of what is also replaced when only immutable fields refuse an apply
+    /// (`--replace-on-immutable`; `replace`).
+    pub replace_on_immutable: Vec<(String, String)>,
 }
 
 impl Default for Options {
@@ -144,6 +148,7 @@ impl Default for Options {
             crd_wait: Duration::from_secs(60),
             live_view: None,
             correct_drift: true,
+            replace_on_immutable: Vec::new(),
         }
     }
 }

@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::hash::{BodyHashes, body_hashes};
 use super::live::Live;
 use super::plan::Planned;
-use super::{Action, Engine, Entry, ObjectResult, Packed, Verb, record};
+use super::{Action, Engine, Entry, ObjectResult, Packed, Verb, record, replace};
 use crate::cluster::error_text;
 use crate::object::{Claim, claim};
 
@@ -250,6 +250,19 @@ impl Engine {
                     None => (result(Action::Failed(e.message.clone()), None), entry),
                 }
             }
+            // Refused only for immutable fields: replaced where its policy says so.
+            Err(e) if live.is_some() && replace::immutable_fields(&e).is_some() => {
+                let fields = replace::immutable_fields(&e).unwrap_or_default();
+                match &live {
+                    Some(l) if replace::allowed(&p.key, &p.obj.policy, &self.opts) => {
+                        self.replace(p, &api, &l.value, applied, shape).await
+                    }
+                    _ => {
+                        let msg = replace::refusal(&p.key, &fields, &error_text(&e));
+                        (result(Action::Failed(msg), live), entry)
+                    }
+                }
+            }
             Err(e) => (result(Action::Failed(error_text(&e)), live), entry),
         }
     }
@@ -290,6 +303,7 @@ impl Engine {
                 uid: uid.clone(),
                 resource_version: None,
             }),
+            propagation_policy: Some(replace::propagation(&p.key)),
             ..DeleteParams::default()
         };
         self.writes.count(Verb::Delete);

@@ -196,6 +196,20 @@ pub struct EngineArgs {
     /// Namespace of the inventory ConfigMaps.
     #[arg(long, default_value = driftless::apply::inventory::DEFAULT_NAMESPACE)]
     pub inventory_namespace: String,
+    /// Also delete and recreate objects of this kind (KIND or KIND.GROUP, as Job.batch)
+    /// when an apply is refused only for immutable fields; Jobs always are, unless their
+    /// `driftless.dev/replace: never` says otherwise. Repeatable.
+    #[arg(long = "replace-on-immutable", value_name = "KIND[.GROUP]", value_parser = parse_kind)]
+    pub replace_on_immutable: Vec<(String, String)>,
+}
+
+/// `Kind` or `Kind.group` as (group, kind).
+fn parse_kind(s: &str) -> Result<(String, String), String> {
+    let (kind, group) = s.split_once('.').unwrap_or((s, ""));
+    if kind.is_empty() || !kind.chars().all(|c| c.is_ascii_alphanumeric()) {
+        return Err("expected KIND or KIND.GROUP, as Job.batch or StatefulSet.apps".into());
+    }
+    Ok((group.to_string(), kind.to_string()))
 }
 
 fn parse_ratio(s: &str) -> Result<f64, String> {
@@ -219,6 +233,7 @@ impl EngineArgs {
                 max_ratio: self.max_prune_ratio,
                 allow_mass: self.allow_mass_prune,
             },
+            replace_on_immutable: self.replace_on_immutable.clone(),
             ..driftless::apply::Options::default()
         }
     }

@@ -16,6 +16,18 @@ pub struct ObjectPolicy {
     pub keep: bool,
     /// Decrypted from a SOPS file: its values are never shown.
     pub sealed: bool,
+    /// Whether an apply refused only for immutable fields deletes and recreates the
+    /// object; `None`: as its kind's default (`apply::replace`).
+    pub replace: Option<Replace>,
+}
+
+/// `driftless.dev/replace`: what an apply refused only because of immutable fields does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Replace {
+    /// Delete the object and create it again, then carry on.
+    OnImmutable,
+    /// Report the refusal.
+    Never,
 }
 
 impl ObjectPolicy {
@@ -38,9 +50,11 @@ pub const APPLY: &str = "driftless.dev/apply";
 pub const PRUNE: &str = "driftless.dev/prune";
 /// `driftless.dev/depends-on: elasticweb/dev/db, manifest/dev/ConfigMap/settings`
 pub const DEPENDS_ON: &str = "driftless.dev/depends-on";
+/// `driftless.dev/replace: on-immutable | never`
+pub const REPLACE: &str = "driftless.dev/replace";
 
 /// The only `driftless.dev` marks a manifest may set: the rest are driftless's own.
-pub const ANNOTATIONS: [&str; 4] = [IGNORE_FIELDS, APPLY, PRUNE, DEPENDS_ON];
+pub const ANNOTATIONS: [&str; 5] = [IGNORE_FIELDS, APPLY, PRUNE, DEPENDS_ON, REPLACE];
 
 /// Whether a manifest may set annotation `key` (a policy, not an identity mark).
 pub fn is_policy_annotation(key: &str) -> bool {
@@ -91,6 +105,12 @@ pub fn check_annotation(key: &str, value: &str) -> Result<(), String> {
     match key {
         APPLY => expect("create-only"),
         PRUNE => expect("disabled"),
+        REPLACE => match value.trim() {
+            "on-immutable" | "never" => Ok(()),
+            v => Err(format!(
+                "invalid value {v:?} for annotation `{key}`: \"on-immutable\" or \"never\""
+            )),
+        },
         IGNORE_FIELDS => list(
             key,
             value,
@@ -204,6 +224,11 @@ pub fn of_annotations(annotations: Option<&serde_json::Value>) -> (ObjectPolicy,
         create_only: get(APPLY).is_some_and(|v| v.trim() == "create-only"),
         keep: get(PRUNE).is_some_and(|v| v.trim() == "disabled"),
         sealed: false,
+        replace: match get(REPLACE).map(str::trim) {
+            Some("on-immutable") => Some(Replace::OnImmutable),
+            Some("never") => Some(Replace::Never),
+            _ => None,
+        },
     };
     let depends_on = get(DEPENDS_ON)
         .map(|v| items(v).map(String::from).collect())
@@ -282,6 +307,7 @@ mod tests {
             APPLY: "create-only",
             PRUNE: "disabled",
             DEPENDS_ON: "elasticweb/dev/db",
+            REPLACE: "never",
             "other": "x",
         })));
         assert_eq!(
@@ -294,7 +320,14 @@ mod tests {
                 create_only: true,
                 keep: true,
                 sealed: false,
+                replace: Some(Replace::Never),
             }
+        );
+        assert!(check_annotation(REPLACE, "on-immutable").is_ok());
+        assert!(
+            check_annotation(REPLACE, "always")
+                .unwrap_err()
+                .contains("\"on-immutable\" or \"never\"")
         );
         assert_eq!(depends, ["elasticweb/dev/db"]);
         assert_eq!(of_annotations(None).0, ObjectPolicy::default());

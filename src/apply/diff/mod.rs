@@ -301,6 +301,18 @@ impl Engine {
                 live: clean(&l),
                 desired: clean(body),
             },
+            // Refused only for immutable fields: apply replaces it where its policy says
+            // so, and fails as the apiserver says otherwise.
+            (Some(l), Err(e)) if super::replace::immutable_fields(&e).is_some() => {
+                let fields = super::replace::immutable_fields(&e).unwrap_or_default();
+                match super::replace::allowed(key, &p.obj.policy, &self.opts) {
+                    true => Change::Replace {
+                        live: clean(&l),
+                        desired: clean(body),
+                    },
+                    false => Change::Error(super::replace::refusal(key, &fields, &error_text(&e))),
+                }
+            }
             (Some(_), Err(kube::Error::Api(e))) if e.code == 409 => Change::Error(format!(
                 "conflict with another field manager (--force-conflicts takes the fields): {}",
                 e.message

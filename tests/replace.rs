@@ -1,0 +1,131 @@
+//! Replace on immutable fields (README: Policies): an apply the apiserver refuses only
+//! because immutable fields changed deletes and recreates the object where its policy
+//! says so — a Job by default, what `driftless.dev/replace: on-immutable` or
+//! `--replace-on-immutable KIND.GROUP` names — and `diff` shows the replace first.
+//! Anything else keeps the refusal, in one line that says how to opt in.
+
+mod support;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::batch::v1::Job;
+use kube::ResourceExt;
+use kube::api::Api;
+
+use support::{assert_exit, show};
+
+fn job(ns: &str, image: &str, annotations: &str) -> String {
+    format!(
+        "apiVersion: batch/v1\nkind: Job\nmetadata:\n  name: run\n  namespace: {ns}\n  annotations: {{{annotations}}}\nspec:\n  backoffLimit: 0\n  template:\n    spec:\n      restartPolicy: Never\n      containers:\n      - name: main\n        image: {image}\n"
+    )
+}
+
+fn deployment(ns: &str, app: &str) -> String {
+    format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: {ns}\nspec:\n  replicas: 1\n  selector:\n    matchLabels: {{app: {app}}}\n  template:\n    metadata:\n      labels: {{app: {app}}}\n    spec:\n      containers:\n      - name: web\n        image: nginx:1.17.1\n"
+    )
+}
+
+fn text(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr)
+}
+
+#[tokio::test]
+async fn a_changed_job_is_replaced_and_what_may_not_be_says_how_to_allow_it() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "replace").await;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let path = root.to_str().unwrap();
+    let run = |args: &[&str]| support::driftless_on_cluster(&ns, args);
+    let jobs: Api<Job> = Api::namespaced(client.clone(), &ns);
+    let image = |j: &Job| {
+        j.spec
+            .as_ref()
+            .unwrap()
+            .template
+            .spec
+            .as_ref()
+            .unwrap()
+            .containers[0]
+            .image
+            .clone()
+            .unwrap()
+    };
+
+    std::fs::write(root.join("job.yaml"), job(&ns, "busybox:1", "")).unwrap();
+    assert_exit(&run(&["apply", path]), 0);
+    let first = jobs.get("run").await.unwrap();
+
+    // A new image: a Job's template is immutable, so the new Job replaces the old.
+    std::fs::write(root.join("job.yaml"), job(&ns, "busybox:2", "")).unwrap();
+    let diff = run(&["diff", path]);
+    assert_exit(&diff, 1);
+    assert!(
+        text(&diff).contains(&format!(
+            "# replace: Job.batch {ns}/run cannot change in place"
+        )),
+        "{}",
+        show(&diff)
+    );
+    let out = run(&["apply", path]);
+    assert_exit(&out, 0);
+    assert!(text(&out).contains("replaced"), "{}", show(&out));
+    let second = jobs.get("run").await.unwrap();
+    assert_ne!(second.uid(), first.uid());
+    assert_eq!(image(&second), "busybox:2");
+    let again = run(&["apply", path]);
+    assert_exit(&again, 0);
+    assert!(text(&again).contains("0 API writes"), "{}", show(&again));
+
+    // `never`: the refusal stands, said in one line with how to allow it.
+    std::fs::write(
+        root.join("job.yaml"),
+        job(&ns, "busybox:3", "driftless.dev/replace: never"),
+    )
+    .unwrap();
+    let hint = "annotate it `driftless.dev/replace: on-immutable` (or pass --replace-on-immutable Job.batch)";
+    let diff = run(&["diff", path]);
+    assert_exit(&diff, 2);
+    assert!(text(&diff).contains(hint), "{}", show(&diff));
+    let out = run(&["apply", path]);
+    assert_exit(&out, 1);
+    let said: Vec<String> = text(&out)
+        .lines()
+        .filter(|l| l.contains(hint))
+        .map(String::from)
+        .collect();
+    assert!(
+        said.iter()
+            .any(|l| l.contains("spec.template: field is immutable")),
+        "{}",
+        show(&out)
+    );
+    assert_eq!(jobs.get("run").await.unwrap().uid(), second.uid());
+    std::fs::remove_file(root.join("job.yaml")).unwrap();
+
+    // Other kinds only when asked: a Deployment's selector is immutable.
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    std::fs::write(root.join("web.yaml"), deployment(&ns, "a")).unwrap();
+    assert_exit(&run(&["apply", path, "--allow-mass-prune"]), 0);
+    let old = deployments.get("web").await.unwrap().uid();
+    std::fs::write(root.join("web.yaml"), deployment(&ns, "b")).unwrap();
+    let out = run(&["apply", path]);
+    assert_exit(&out, 1);
+    assert!(
+        text(&out).contains("--replace-on-immutable Deployment.apps"),
+        "{}",
+        show(&out)
+    );
+    let flag = ["--replace-on-immutable", "Deployment.apps"];
+    let diff = run(&["diff", path, flag[0], flag[1]]);
+    assert_exit(&diff, 1);
+    assert!(
+        text(&diff).contains("# replace: Deployment.apps"),
+        "{}",
+        show(&diff)
+    );
+    assert_exit(&run(&["apply", path, flag[0], flag[1]]), 0);
+    let new = deployments.get("web").await.unwrap();
+    assert_ne!(new.uid(), old);
+    assert_eq!(new.spec.unwrap().selector.match_labels.unwrap()["app"], "b");
+}
