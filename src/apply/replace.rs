@@ -151,7 +151,10 @@ mod tests {
         assert!(allowed(&key("apps", "StatefulSet"), &none, &flagged));
         assert!(!allowed(&key("apps", "Deployment"), &none, &flagged));
         let said = refusal(&key("", "Service"), &["spec.clusterIP".into()], "refused");
-        assert!(said.contains("(or pass --replace-on-immutable Service)"), "{said}");
+        assert!(
+            said.contains("(or pass --replace-on-immutable Service)"),
+            "{said}"
+        );
         assert!(!said.contains('\n'));
     }
 }
