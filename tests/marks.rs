@@ -112,11 +112,7 @@ async fn objects_an_earlier_driftless_marked_stay_ours_and_take_the_new_marks() 
     // Settled: nothing more to write.
     let out = run(&["apply", path]);
     assert_exit(&out, 0);
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("0 API writes"),
-        "{}",
-        show(&out)
-    );
+    support::assert_no_writes(&out);
     // Still ours to prune.
     std::fs::remove_file(root.join("settings.yaml")).unwrap();
     let out = run(&["apply", path]);

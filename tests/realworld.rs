@@ -154,11 +154,7 @@ impl Run {
             "a re-apply wrote to {plurals:?}\n{}",
             show(&out)
         );
-        assert!(
-            String::from_utf8_lossy(&out.stderr).contains("0 API writes"),
-            "{}",
-            show(&out)
-        );
+        support::assert_no_writes(&out);
         let diff = self.driftless(&["diff"]);
         assert_exit(&diff, 0);
     }

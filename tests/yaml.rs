@@ -141,11 +141,7 @@ async fn serial_a_yaml_bundle_applies_settles_without_writes_and_prunes_by_file(
     let out = run(&ns, &["apply", path]);
     assert_exit(&out, 0);
     let after = support::apiserver_writes(&client, &BUNDLE_RESOURCES).await;
-    assert!(
-        String::from_utf8_lossy(&out.stderr).contains("0 API writes"),
-        "{}",
-        show(&out)
-    );
+    support::assert_no_writes(&out);
     assert_eq!(
         after - before,
         0,

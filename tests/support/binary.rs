@@ -43,6 +43,18 @@ pub fn assert_exit(out: &Output, code: i32) {
     assert_eq!(out.status.code(), Some(code), "{}", show(out));
 }
 
+/// The CLI counted no write of its own: its closing line is exactly `0 API writes` (not
+/// `10 API writes`).
+#[track_caller]
+pub fn assert_no_writes(out: &Output) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.lines().any(|l| l.trim() == "0 API writes"),
+        "{}",
+        show(out)
+    );
+}
+
 pub fn show(out: &Output) -> String {
     format!(
         "exit {:?}\n--- stdout\n{}--- stderr\n{}",
