@@ -162,8 +162,7 @@ impl Run {
 
 /// No line of `out` says an object failed, conflicted or was refused.
 fn no_failures(out: &Output) {
-    let text =
-        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    let text = support::printed(out);
     for word in [" failed", " conflict", "refused", "error:"] {
         assert!(!text.contains(word), "{word:?} in:\n{}", show(out));
     }

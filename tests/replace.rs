@@ -11,7 +11,7 @@ use k8s_openapi::api::batch::v1::Job;
 use kube::ResourceExt;
 use kube::api::Api;
 
-use support::{assert_exit, show};
+use support::{assert_exit, printed, show};
 
 fn job(ns: &str, image: &str, annotations: &str) -> String {
     format!(
@@ -23,10 +23,6 @@ fn deployment(ns: &str, app: &str) -> String {
     format!(
         "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: {ns}\nspec:\n  replicas: 1\n  selector:\n    matchLabels: {{app: {app}}}\n  template:\n    metadata:\n      labels: {{app: {app}}}\n    spec:\n      containers:\n      - name: web\n        image: nginx:1.17.1\n"
     )
-}
-
-fn text(out: &std::process::Output) -> String {
-    String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr)
 }
 
 #[tokio::test]
@@ -61,7 +57,7 @@ async fn a_changed_job_is_replaced_and_what_may_not_be_says_how_to_allow_it() {
     let diff = run(&["diff", path]);
     assert_exit(&diff, 1);
     assert!(
-        text(&diff).contains(&format!(
+        printed(&diff).contains(&format!(
             "# replace: Job.batch {ns}/run cannot change in place"
         )),
         "{}",
@@ -69,7 +65,7 @@ async fn a_changed_job_is_replaced_and_what_may_not_be_says_how_to_allow_it() {
     );
     let out = run(&["apply", path]);
     assert_exit(&out, 0);
-    assert!(text(&out).contains("replaced"), "{}", show(&out));
+    assert!(printed(&out).contains("replaced"), "{}", show(&out));
     let second = jobs.get("run").await.unwrap();
     assert_ne!(second.uid(), first.uid());
     assert_eq!(image(&second), "busybox:2");
@@ -86,10 +82,10 @@ async fn a_changed_job_is_replaced_and_what_may_not_be_says_how_to_allow_it() {
     let hint = "annotate it `driftless.dev/replace: on-immutable` (or pass --replace-on-immutable Job.batch)";
     let diff = run(&["diff", path]);
     assert_exit(&diff, 2);
-    assert!(text(&diff).contains(hint), "{}", show(&diff));
+    assert!(printed(&diff).contains(hint), "{}", show(&diff));
     let out = run(&["apply", path]);
     assert_exit(&out, 1);
-    let said: Vec<String> = text(&out)
+    let said: Vec<String> = printed(&out)
         .lines()
         .filter(|l| l.contains(hint))
         .map(String::from)
@@ -112,7 +108,7 @@ async fn a_changed_job_is_replaced_and_what_may_not_be_says_how_to_allow_it() {
     let out = run(&["apply", path]);
     assert_exit(&out, 1);
     assert!(
-        text(&out).contains("--replace-on-immutable Deployment.apps"),
+        printed(&out).contains("--replace-on-immutable Deployment.apps"),
         "{}",
         show(&out)
     );
@@ -120,7 +116,7 @@ async fn a_changed_job_is_replaced_and_what_may_not_be_says_how_to_allow_it() {
     let diff = run(&["diff", path, flag[0], flag[1]]);
     assert_exit(&diff, 1);
     assert!(
-        text(&diff).contains("# replace: Deployment.apps"),
+        printed(&diff).contains("# replace: Deployment.apps"),
         "{}",
         show(&diff)
     );

@@ -55,6 +55,12 @@ pub fn assert_no_writes(out: &Output) {
     );
 }
 
+/// All a command printed, stdout then stderr: where a test looks for words wherever the
+/// CLI put them.
+pub fn printed(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr)
+}
+
 pub fn show(out: &Output) -> String {
     format!(
         "exit {:?}\n--- stdout\n{}--- stderr\n{}",
