@@ -206,7 +206,10 @@ async fn serial_secret_hashes_are_keyed_and_unchanged_secrets_are_not_written() 
             ..Default::default()
         },
     );
-    let report = cleanup.sync(&[], &BTreeSet::new()).await.unwrap();
+    let report = cleanup
+        .sync(&[], &BTreeSet::new(), &driftless::apply::NoWait)
+        .await
+        .unwrap();
     assert!(report.ok(), "{report:#?}");
     let _ = system
         .delete(&secret_name(&ns), &DeleteParams::default())

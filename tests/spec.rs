@@ -402,3 +402,40 @@ fn yaml_null_labels_and_annotations_still_carry_the_ownership_marks() {
         "manifest/ns/ServiceAccount/a"
     );
 }
+
+#[test]
+fn a_workload_kind_takes_replace_and_wave_keys_into_its_policy() {
+    use driftless::spec::policy::Replace;
+    let file = |text: &str| SourceFile {
+        path: "apps.toml".into(),
+        contents: text.as_bytes().to_vec(),
+    };
+    let tree = parse_files(&[file(
+        "[elasticweb.web]\nimage = \"nginx\"\nsingle-pod-qps = 1\ntotal-qps = 1\nreplace = \"on-immutable\"\nwave = -2\n",
+    )])
+    .unwrap();
+    let policy = &tree.specs[0].policy;
+    assert_eq!(policy.replace, Some(Replace::OnImmutable));
+    assert_eq!(policy.wave, -2);
+    let objects = render(&tree, &golden_facts()).unwrap();
+    assert!(objects.iter().all(|o| o.policy.wave == -2));
+
+    let errors: Vec<String> = parse_files(&[file(
+        "[elasticweb.web]\nimage = \"nginx\"\nsingle-pod-qps = 1\ntotal-qps = 1\nreplace = \"always\"\nwave = \"1\"\n",
+    )])
+    .unwrap_err()
+    .0
+    .iter()
+    .map(|e| e.to_string())
+    .collect();
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.starts_with("apps.toml:5:11: invalid `replace` \"always\"")),
+        "{errors:?}"
+    );
+    assert!(
+        errors.iter().any(|e| e.starts_with("apps.toml:6:8:")),
+        "{errors:?}"
+    );
+}

@@ -254,7 +254,10 @@ async fn one_changed_field_shows_in_diff_and_only_its_object_is_written() {
     assert_eq!(lines, ["-  replicas: 3", "+  replicas: 5"], "{text}");
 
     let writes_before = engine.writes.total();
-    let report = engine.sync(&objects, &BTreeSet::new()).await.unwrap();
+    let report = engine
+        .sync(&objects, &BTreeSet::new(), &driftless::apply::NoWait)
+        .await
+        .unwrap();
     let written: Vec<_> = report
         .objects
         .iter()
@@ -468,7 +471,7 @@ async fn an_interrupted_sync_leaves_no_orphans_and_the_next_converges() {
 
     let engine = support::engine(&client, &ns);
     let no_adopt = BTreeSet::new();
-    let sync = engine.sync(&objects, &no_adopt);
+    let sync = engine.sync(&objects, &no_adopt, &driftless::apply::NoWait);
     let midway = async {
         while engine.writes.total() < 15 {
             tokio::time::sleep(Duration::from_millis(2)).await;
@@ -480,7 +483,10 @@ async fn an_interrupted_sync_leaves_no_orphans_and_the_next_converges() {
     }
 
     let fresh = support::engine(&client, &ns);
-    let report = fresh.sync(&objects, &BTreeSet::new()).await.unwrap();
+    let report = fresh
+        .sync(&objects, &BTreeSet::new(), &driftless::apply::NoWait)
+        .await
+        .unwrap();
     assert!(report.ok(), "{report:#?}");
     // Every object labelled ours is desired and inventoried with its UID.
     let live = versions(&client, &ns, &ns).await;
@@ -504,7 +510,10 @@ async fn an_interrupted_sync_leaves_no_orphans_and_the_next_converges() {
             ..Default::default()
         },
     );
-    let report = cleanup.sync(&[], &BTreeSet::new()).await.unwrap();
+    let report = cleanup
+        .sync(&[], &BTreeSet::new(), &driftless::apply::NoWait)
+        .await
+        .unwrap();
     assert_eq!(report.prune.pruned(), 120);
     assert!(versions(&client, &ns, &ns).await.is_empty());
 }
@@ -755,7 +764,10 @@ spec = {{ group = "{group}", scope = "Namespaced", names = {{ kind = "VirtulMach
             ..Default::default()
         },
     );
-    let report = cleanup.sync(&[], &BTreeSet::new()).await.unwrap();
+    let report = cleanup
+        .sync(&[], &BTreeSet::new(), &driftless::apply::NoWait)
+        .await
+        .unwrap();
     let order: Vec<&str> = report
         .prune
         .objects
@@ -797,7 +809,10 @@ async fn a_workspace_image_change_replaces_its_pod_and_diff_says_so() {
     );
     assert!(driftless::apply::diff::render_change(pod_diff, false).starts_with("# replace:"));
 
-    let report = engine.sync(&objects, &BTreeSet::new()).await.unwrap();
+    let report = engine
+        .sync(&objects, &BTreeSet::new(), &driftless::apply::NoWait)
+        .await
+        .unwrap();
     let pod = report.objects.iter().find(|o| o.key.kind == "Pod").unwrap();
     assert_eq!(pod.action, Action::Replaced, "{report:#?}");
     let new = pods.get("ide").await.unwrap();

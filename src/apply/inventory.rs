@@ -67,6 +67,17 @@ pub struct Entry {
     /// masks its values.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub sealed: bool,
+    /// Its sync wave: prune deletes higher waves first.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub wave: i32,
+    /// A hook (`spec::order`): its hash says whether it changed since it last ran; the
+    /// object itself may be gone (deleted once it succeeded).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub hook: bool,
+}
+
+fn is_zero(n: &i32) -> bool {
+    *n == 0
 }
 
 impl Entry {
@@ -273,6 +284,8 @@ mod tests {
             deleting: i.is_multiple_of(3),
             keep: i.is_multiple_of(5),
             sealed: i.is_multiple_of(7),
+            wave: (i % 3) as i32 - 1,
+            hook: i.is_multiple_of(11),
         }
     }
 

@@ -14,6 +14,7 @@
 mod adopt;
 pub mod diff;
 mod hash;
+mod hooks;
 pub mod inventory;
 mod list;
 mod live;
@@ -28,6 +29,7 @@ mod release;
 mod replace;
 pub mod resolve;
 pub mod secret_key;
+pub mod stages;
 pub mod suspensions;
 mod without_apply;
 
@@ -43,6 +45,7 @@ use serde_json::Value;
 pub use inventory::{Entry, Inventory, Store};
 pub use live::live_parts;
 pub use resolve::{Resolved, Resolver};
+pub use stages::{Gate, NoWait, Readiness};
 
 use crate::object::ownership;
 use crate::object::{ObjKey, Observed, Packed};
@@ -224,11 +227,16 @@ pub struct ObjectResult {
 pub struct SyncReport {
     pub objects: Vec<ObjectResult>,
     pub prune: prune::Report,
+    /// Why the sync stopped before its last stage (`stages`): a wave not ready, a hook
+    /// that failed. What follows was not applied, and nothing was pruned.
+    pub stopped: Option<String>,
 }
 
 impl SyncReport {
     pub fn ok(&self) -> bool {
-        !self.objects.iter().any(|o| o.action.is_error()) && self.prune.ok()
+        !self.objects.iter().any(|o| o.action.is_error())
+            && self.prune.ok()
+            && self.stopped.is_none()
     }
 }
 
@@ -242,6 +250,8 @@ pub struct Engine {
     /// Whether the apiserver predates 1.21 (`without_apply`), once asked.
     old_apiserver: tokio::sync::OnceCell<bool>,
     said_without_apply: std::sync::atomic::AtomicBool,
+    /// Helm hooks of kinds driftless does not run, said once each (`stages`).
+    said_skipped: std::sync::Mutex<BTreeSet<String>>,
 }
 
 impl Engine {
@@ -254,6 +264,7 @@ impl Engine {
             hash_key: tokio::sync::OnceCell::new(),
             old_apiserver: tokio::sync::OnceCell::new(),
             said_without_apply: Default::default(),
+            said_skipped: Default::default(),
         }
     }
 
@@ -271,8 +282,10 @@ impl Engine {
         &self,
         objects: &[Object],
         adopt_specs: &BTreeSet<SpecId>,
+        gate: &impl Gate,
     ) -> Result<SyncReport, ApplyError> {
-        self.sync_scope(objects, adopt_specs, Scope::All).await
+        self.sync_scope(objects, adopt_specs, Scope::All, gate)
+            .await
     }
 
     /// Syncs `scope` (`Scope`): `objects` are everything its specs render now (a spec
@@ -280,11 +293,13 @@ impl Engine {
     /// scope counts as still desired, so a sync of some specs makes the prune plan,
     /// refusals included, a whole sync would make were the other specs as last applied;
     /// and a whole sync but some (suspended) specs applies and prunes nothing of theirs.
+    /// Waves and hooks go in stages (`stages`), `gate` waiting for each.
     pub async fn sync_scope(
         &self,
         objects: &[Object],
         adopt_specs: &BTreeSet<SpecId>,
         scope: Scope<'_>,
+        gate: &impl Gate,
     ) -> Result<SyncReport, ApplyError> {
         let store = self.store();
         // Independent round trips (the inventory; discovery of each kind), taken at once.
@@ -314,13 +329,24 @@ impl Engine {
             .save(&self.client, &loaded, &inv, &self.writes)
             .await?;
         let saved = inv.clone();
-        let results = self
-            .apply_in_phases(planned, &mut existing, &mut inv)
-            .await?;
+        let (results, stopped) = match stages::staged(&planned) {
+            false => (
+                self.apply_in_phases(planned, &mut existing, &mut inv)
+                    .await?,
+                None,
+            ),
+            true => {
+                self.apply_staged(planned, &mut existing, &mut inv, gate)
+                    .await?
+            }
+        };
         store.save(&self.client, &saved, &inv, &self.writes).await?;
 
         let before_prune = inv.clone();
-        let prune_report = if self.opts.prune.enabled {
+        let prune_report = if let Some(why) = &stopped {
+            tracing::info!(reason = %why, "sync stopped before its last stage");
+            prune::Report::default()
+        } else if self.opts.prune.enabled {
             self.prune(&prune_plan, &mut inv).await
         } else {
             prune::Report {
@@ -335,6 +361,7 @@ impl Engine {
         Ok(SyncReport {
             objects: results,
             prune: prune_report,
+            stopped,
         })
     }
 
@@ -392,8 +419,16 @@ impl Engine {
             for (i, result, entry) in outcomes {
                 // The policy as it is now, also for an object left unchanged.
                 let policy = &batch[i].obj.policy;
-                let (keep, sealed) = (policy.keep, policy.sealed);
-                record::settle(inv, &result.key, entry.map(|e| Entry { keep, sealed, ..e }));
+                let (keep, sealed, wave) = (policy.keep, policy.sealed, policy.wave);
+                let hook = policy.hook.is_some();
+                let entry = entry.map(|e| Entry {
+                    keep,
+                    sealed,
+                    wave,
+                    hook,
+                    ..e
+                });
+                record::settle(inv, &result.key, entry);
                 results.push(result);
             }
         }

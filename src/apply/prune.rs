@@ -74,8 +74,14 @@ pub fn plan(inventory: &Inventory, desired: &BTreeSet<ObjKey>, opts: &Options) -
                 || name == "default"
                 || crate::spec::PROTECTED_NAMESPACES.contains(&name)))
     });
-    // Custom resources before their CRDs, everything before namespaces.
-    candidates.sort_by_key(|e| std::cmp::Reverse(e.key.apply_phase()));
+    // Custom resources before their CRDs, everything before namespaces; within those,
+    // higher waves first (the reverse of their apply order).
+    candidates.sort_by_key(|e| {
+        (
+            std::cmp::Reverse(e.key.apply_phase()),
+            std::cmp::Reverse(e.wave),
+        )
+    });
     // Entries held by an earlier refusal count only where this revision would prune them;
     // objects already being deleted not at all (that prune went ahead).
     let total = inventory
@@ -435,6 +441,8 @@ mod tests {
                     deleting: false,
                     keep: false,
                     sealed: false,
+                    wave: 0,
+                    hook: false,
                 },
             );
         }

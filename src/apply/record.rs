@@ -82,9 +82,17 @@ pub(super) fn pending(
             }
         }
     }
+    // A Helm hook driftless does not run is never applied, so never recorded.
+    let never_applied = |p: &Planned<'_>| {
+        p.obj
+            .policy
+            .hook
+            .as_ref()
+            .is_some_and(|h| h.phase == crate::spec::order::Phase::Skipped)
+    };
     for p in planned
         .iter()
-        .filter(|p| !existing.skipped.contains(&p.key))
+        .filter(|p| !existing.skipped.contains(&p.key) && !never_applied(p))
     {
         let takeable = existing
             .live
@@ -105,6 +113,8 @@ pub(super) fn pending(
             deleting: false,
             keep: p.obj.policy.keep,
             sealed: p.obj.policy.sealed,
+            wave: p.obj.policy.wave,
+            hook: p.obj.policy.hook.is_some(),
         });
     }
     inv
@@ -124,6 +134,8 @@ pub(super) fn confirmed(p: &Planned<'_>, live: &Live, applied: String, shape: St
         deleting: false,
         keep: p.obj.policy.keep,
         sealed: p.obj.policy.sealed,
+        wave: p.obj.policy.wave,
+        hook: p.obj.policy.hook.is_some(),
     }
 }
 

@@ -26,7 +26,15 @@ pub(super) fn immutable_fields(e: &kube::Error) -> Option<Vec<String>> {
         .as_ref()
         .map(|d| d.causes.as_slice())
         .unwrap_or_default();
-    let immutable = |m: &str| m.trim_end().ends_with("field is immutable");
+    // Field by field (`field is immutable`), a whole spec (a PVC's "spec is immutable
+    // after creation ..."), or a kind's list of what may change (a StatefulSet's "updates
+    // to statefulset spec for fields other than ... are forbidden"). A PVC's message
+    // goes on with a diff on further lines: the first says it.
+    let immutable = |m: &str| {
+        let first = m.lines().next().unwrap_or_default();
+        first.contains("immutable")
+            || (first.contains("Forbidden: updates to") && first.ends_with("are forbidden"))
+    };
     if causes.is_empty() || !causes.iter().all(|c| immutable(&c.message)) {
         return None;
     }
@@ -119,6 +127,22 @@ mod tests {
         );
         assert_eq!(immutable_fields(&refused(422, &[template, other])), None);
         assert_eq!(immutable_fields(&refused(422, &[])), None);
+        // As Kubernetes words a whole spec that cannot change, and a StatefulSet's.
+        let pvc = (
+            "spec",
+            "Forbidden: spec is immutable after creation except resources.requests for bound claims\n  core.PersistentVolumeClaimSpec{\n- \tAccessModes: ...",
+        );
+        assert_eq!(
+            immutable_fields(&refused(422, &[pvc])),
+            Some(vec!["spec".to_string()])
+        );
+        let sts = (
+            "spec",
+            "Forbidden: updates to statefulset spec for fields other than 'replicas', 'template', and 'updateStrategy' are forbidden",
+        );
+        assert!(immutable_fields(&refused(422, &[sts])).is_some());
+        let forbidden = ("spec.x", "Forbidden: may not be set");
+        assert_eq!(immutable_fields(&refused(422, &[forbidden])), None);
         assert_eq!(immutable_fields(&refused(409, &[template])), None);
     }
 

@@ -11,6 +11,7 @@ use driftless::apply::diff::{self, DiffAction};
 use driftless::apply::prune;
 use driftless::apply::{Action, Engine, SyncReport};
 use driftless::cluster::Selection;
+use driftless::daemon::gate::Poll;
 use driftless::health::{SpecHealth, Status};
 use driftless::render::{Facts, Object};
 use driftless::spec::SpecTree;
@@ -63,8 +64,13 @@ pub async fn apply(
     let Some((tree, engine, objects)) = prepare(&args.tree, global, selection).await? else {
         return Ok(exit::ERROR);
     };
+    // Waves and hooks wait for readiness within the sync, each stage up to --timeout.
+    let gate = Poll {
+        engine: &engine,
+        timeout: args.timeout,
+    };
     let report = match tree.has_dependencies() {
-        false => engine.sync(&objects, &tree.adopt_specs()).await?,
+        false => engine.sync(&objects, &tree.adopt_specs(), &gate).await?,
         true => match in_waves(&engine, &tree, &objects, args.timeout).await? {
             Ok(report) => report,
             Err(code) => return Ok(code),
@@ -135,8 +141,12 @@ async fn in_waves(
                 .cloned()
                 .collect(),
         };
+        let gate = Poll {
+            engine,
+            timeout: deadline.saturating_duration_since(tokio::time::Instant::now()),
+        };
         let report = engine
-            .sync_scope(&mine, &adopt, driftless::apply::Scope::Only(wave))
+            .sync_scope(&mine, &adopt, driftless::apply::Scope::Only(wave), &gate)
             .await?;
         written.extend(
             report
@@ -182,7 +192,11 @@ async fn in_waves(
             return Ok(Err(exit::DIFFERENCES));
         }
     }
-    let mut report = engine.sync(objects, &adopt).await?;
+    let gate = Poll {
+        engine,
+        timeout: deadline.saturating_duration_since(tokio::time::Instant::now()),
+    };
+    let mut report = engine.sync(objects, &adopt, &gate).await?;
     for o in &mut report.objects {
         if o.action == Action::Unchanged
             && let Some(w) = written.iter().find(|w| w.key == o.key)
@@ -227,6 +241,9 @@ fn print_sync(tree: &SpecTree, report: &SyncReport) -> anyhow::Result<()> {
                 writeln!(out, "  {} {}: {m}", o.action.label(), o.key)?;
             }
         }
+    }
+    if let Some(why) = &report.stopped {
+        writeln!(out, "stopped: {why}")?;
     }
     if let Some(why) = &report.prune.refused {
         writeln!(out, "prune refused: {why}")?;

@@ -210,6 +210,7 @@ impl Loop {
             self.recorder.as_ref(),
             stop,
             self.cfg.sync_timeout,
+            self.cfg.ready_timeout,
         )
         .await;
         sync::release_free_memory();

@@ -8,6 +8,7 @@
 //! own.
 
 mod events;
+pub mod gate;
 mod labeller;
 mod leadership;
 mod main_loop;

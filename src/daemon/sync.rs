@@ -23,6 +23,7 @@ pub async fn run(
     recorder: Option<&Events>,
     mut stop: tokio_watch::Receiver<bool>,
     sync_timeout: Duration,
+    stage_timeout: Duration,
 ) -> Option<(Vec<(Key, bool)>, Tally)> {
     let tree = state.tree.clone()?;
     let full = keys.contains(&Key::Full);
@@ -69,7 +70,13 @@ pub async fn run(
     } else {
         Scope::Except(&held)
     };
-    let run = engine.sync_scope(&objects, &adopt, scope);
+    // Waves and hooks wait for readiness within the sync, each stage up to the time a
+    // spec has to be ready.
+    let gate = super::gate::Poll {
+        engine,
+        timeout: stage_timeout,
+    };
+    let run = engine.sync_scope(&objects, &adopt, scope, &gate);
     // On shutdown an in-flight sync gets a few seconds to finish, then is abandoned
     // (the inventory's record-before-apply keeps that safe).
     let abandon = async {

@@ -101,9 +101,19 @@ impl Expected {
     }
 }
 
-/// `Expected::of` each object.
+/// `Expected::of` each object readiness is judged on.
 pub fn expected(objects: &[Object]) -> Vec<Expected> {
-    objects.iter().map(Expected::of).collect()
+    objects
+        .iter()
+        .filter(|o| judged(o))
+        .map(Expected::of)
+        .collect()
+}
+
+/// Whether a spec's readiness counts this object: not a hook, which is a run (waited
+/// for as it runs, often deleted after), not part of the desired state.
+pub fn judged(obj: &Object) -> bool {
+    obj.policy.hook.is_none()
 }
 
 /// The health of one spec from the live state of its objects.

@@ -7,6 +7,7 @@ mod load;
 mod manifest;
 pub mod model;
 pub mod names;
+pub mod order;
 pub mod policy;
 pub mod quantity;
 pub mod schema;

@@ -57,8 +57,24 @@ macro_rules! workload_kind {
             /// Specs (`kind/namespace/name`) that must be ready before this one is applied.
             #[serde(default, skip_serializing_if = "Vec::is_empty")]
             pub depends_on: Vec<String>,
+            /// When only immutable fields refuse an apply of its objects: `on-immutable`
+            /// deletes and recreates them, `never` (the default) reports the refusal.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub replace: Option<ReplaceKey>,
+            /// Its sync wave: its objects are applied, and must be ready, after every
+            /// lower wave's and before any higher wave's (README "Waves and hooks").
+            #[serde(default, skip_serializing_if = "defaults::is_zero")]
+            pub wave: i32,
         }
     };
+}
+
+/// A workload kind's `replace` key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReplaceKey {
+    OnImmutable,
+    Never,
 }
 
 /// A whole spec file, as an editor sees it (the root of the JSON Schema).
@@ -305,6 +321,10 @@ pub mod defaults {
     pub fn prune() -> bool {
         true
     }
+    pub fn is_zero(n: &i32) -> bool {
+        *n == 0
+    }
+
     pub fn is_prune(prune: &bool) -> bool {
         *prune
     }

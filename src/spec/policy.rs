@@ -19,6 +19,11 @@ pub struct ObjectPolicy {
     /// Whether an apply refused only for immutable fields deletes and recreates the
     /// object; `None`: as its kind's default (`apply::replace`).
     pub replace: Option<Replace>,
+    /// Its sync wave (`spec::order`): applied and ready before any higher wave starts.
+    pub wave: i32,
+    /// When it is a hook: run before or after the rest of a revision that changes
+    /// something, never drift-corrected or kept in step otherwise.
+    pub hook: Option<super::order::Hook>,
 }
 
 /// `driftless.dev/replace`: what an apply refused only because of immutable fields does.
@@ -54,7 +59,15 @@ pub const DEPENDS_ON: &str = "driftless.dev/depends-on";
 pub const REPLACE: &str = "driftless.dev/replace";
 
 /// The only `driftless.dev` marks a manifest may set: the rest are driftless's own.
-pub const ANNOTATIONS: [&str; 5] = [IGNORE_FIELDS, APPLY, PRUNE, DEPENDS_ON, REPLACE];
+pub const ANNOTATIONS: [&str; 7] = [
+    IGNORE_FIELDS,
+    APPLY,
+    PRUNE,
+    DEPENDS_ON,
+    REPLACE,
+    super::order::WAVE,
+    super::order::HOOK,
+];
 
 /// Whether a manifest may set annotation `key` (a policy, not an identity mark).
 pub fn is_policy_annotation(key: &str) -> bool {
@@ -123,6 +136,7 @@ pub fn check_annotation(key: &str, value: &str) -> Result<(), String> {
             "specs: give spec ids (kind/namespace/name)",
             check_spec_id,
         ),
+        super::order::WAVE | super::order::HOOK => super::order::check(key, value),
         _ => Err(format!(
             "unknown driftless annotation `{key}`: a manifest may set only {}",
             ANNOTATIONS.join(", ")
@@ -217,7 +231,10 @@ pub fn of_annotations(annotations: Option<&serde_json::Value>) -> (ObjectPolicy,
             .and_then(|a| a.get(key))
             .and_then(|v| v.as_str())
     };
+    let (wave, hook) = super::order::of_annotations(get);
     let policy = ObjectPolicy {
+        wave,
+        hook,
         ignore_fields: get(IGNORE_FIELDS)
             .map(|v| items(v).map(String::from).collect())
             .unwrap_or_default(),
@@ -321,6 +338,8 @@ mod tests {
                 keep: true,
                 sealed: false,
                 replace: Some(Replace::Never),
+                wave: 0,
+                hook: None,
             }
         );
         assert!(check_annotation(REPLACE, "on-immutable").is_ok());

@@ -129,7 +129,10 @@ pub async fn sync(
 ) -> (Vec<driftless::render::Object>, driftless::apply::SyncReport) {
     let objects = render(&engine.client, &engine.opts.instance, tree).await;
     let adopt = BTreeSet::new();
-    let report = engine.sync(&objects, &adopt).await.expect("sync");
+    let report = engine
+        .sync(&objects, &adopt, &driftless::apply::NoWait)
+        .await
+        .expect("sync");
     (objects, report)
 }
 

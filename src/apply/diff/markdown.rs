@@ -84,13 +84,14 @@ fn headline(o: &Shown) -> String {
     if !o.spec.is_empty() {
         line.push_str(&format!(" from spec <code>{}</code>", escape(&o.spec)));
     }
-    line.push_str(match o.action {
-        DiffAction::Replace => {
-            ": a replacement, it cannot change in place (apply deletes and recreates it)"
-        }
-        DiffAction::Prune => ": left the specs (prune deletes it)",
-        _ => "",
-    });
+    match o.action {
+        DiffAction::Replace => line.push_str(&format!(
+            ": a replacement, it cannot change in place{} (apply deletes and recreates it)",
+            escape(&super::present::immutable_said(&o.immutable))
+        )),
+        DiffAction::Prune => line.push_str(": left the specs (prune deletes it)"),
+        _ => {}
+    }
     line
 }
 
@@ -206,6 +207,7 @@ mod tests {
                 Change::Replace {
                     live: cm("ide", "1"),
                     desired: cm("ide", "2"),
+                    immutable: Vec::new(),
                 },
             ),
             diff(

@@ -41,6 +41,8 @@ pub enum Change {
     Replace {
         live: Value,
         desired: Value,
+        /// The immutable fields the apiserver named (none for a Pod's changed shape).
+        immutable: Vec<String>,
     },
     /// Prune would delete it.
     Delete {
@@ -98,8 +100,19 @@ impl Engine {
         adopt_specs: &BTreeSet<SpecId>,
     ) -> Result<Vec<ObjectDiff>, ApplyError> {
         let inventory = self.store().load(&self.client).await?;
-        let planned = self.plan(objects, adopt_specs).await;
+        let mut planned = self.plan(objects, adopt_specs).await;
         let desired: BTreeSet<ObjKey> = planned.iter().map(|p| p.key.clone()).collect();
+        // A hook is a run: shown as created when the revision runs hooks, else not at all
+        // (its last run may be gone, deleted once it succeeded); a Helm hook driftless
+        // does not run never.
+        planned.retain(|p| {
+            p.obj
+                .policy
+                .hook
+                .as_ref()
+                .is_none_or(|h| h.phase != crate::spec::order::Phase::Skipped)
+        });
+        let hooks_due = self.hooks_due(&planned, &inventory).await;
         let in_revision_crds: Vec<&Object> = objects
             .iter()
             .filter(|o| o.kind == "CustomResourceDefinition")
@@ -110,7 +123,13 @@ impl Engine {
                 let inventory = &inventory;
                 let crds = &in_revision_crds;
                 async move {
-                    let change = self.diff_one(p, inventory, crds).await;
+                    let change = match (&p.obj.policy.hook, hooks_due) {
+                        (None, _) => self.diff_one(p, inventory, crds).await,
+                        (Some(_), true) => Change::Create {
+                            desired: clean(p.full.as_ref().unwrap_or(p.body.as_ref())),
+                        },
+                        (Some(_), false) => Change::Unchanged,
+                    };
                     let mut diff = ObjectDiff {
                         key: p.key.clone(),
                         spec: p.obj.spec.to_string(),
@@ -287,6 +306,7 @@ impl Engine {
                     Change::Replace {
                         live: l,
                         desired: clean(body),
+                        immutable: Vec::new(),
                     }
                 } else if l == d {
                     Change::Unchanged
@@ -300,6 +320,7 @@ impl Engine {
             (Some(l), Err(kube::Error::Api(e))) if e.code == 422 && is_pod => Change::Replace {
                 live: clean(&l),
                 desired: clean(body),
+                immutable: Vec::new(),
             },
             // Refused only for immutable fields: apply replaces it where its policy says
             // so, and fails as the apiserver says otherwise.
@@ -309,6 +330,7 @@ impl Engine {
                     true => Change::Replace {
                         live: clean(&l),
                         desired: clean(body),
+                        immutable: fields,
                     },
                     false => Change::Error(super::replace::refusal(key, &fields, &error_text(&e))),
                 }

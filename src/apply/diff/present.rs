@@ -51,7 +51,7 @@ impl ObjectDiff {
         match &mut self.change {
             Change::Create { desired } => mask_sealed(desired, None, "after"),
             Change::Delete { live } => mask_sealed(live, None, "before"),
-            Change::Update { live, desired } | Change::Replace { live, desired } => {
+            Change::Update { live, desired } | Change::Replace { live, desired, .. } => {
                 let before = live.clone();
                 mask_sealed(live, Some(&*desired), "before");
                 mask_sealed(desired, Some(&before), "after");
@@ -153,6 +153,18 @@ pub struct Shown {
     /// The unified diff, `--- live/...` / `+++ desired/...`; empty for an error.
     pub diff: String,
     pub error: Option<String>,
+    /// For a replace: the immutable fields that make it one, as the apiserver named them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub immutable: Vec<String>,
+}
+
+/// ` (spec.template is immutable)`, or nothing when no field was named.
+pub(super) fn immutable_said(fields: &[String]) -> String {
+    match fields {
+        [] => String::new(),
+        [one] => format!(" ({one} is immutable)"),
+        many => format!(" ({} are immutable)", many.join(", ")),
+    }
 }
 
 /// Counts per action, the head of the JSON and markdown outputs.
@@ -187,7 +199,7 @@ fn masked_diff(d: &ObjectDiff, color: bool) -> String {
         Change::Unchanged | Change::Error(_) => return String::new(),
         Change::Create { desired } => (None, Some(desired)),
         Change::Delete { live } => (Some(live), None),
-        Change::Update { live, desired } | Change::Replace { live, desired } => {
+        Change::Update { live, desired } | Change::Replace { live, desired, .. } => {
             (Some(live), Some(desired))
         }
     };
@@ -203,9 +215,10 @@ pub fn render_change(d: &ObjectDiff, color: bool) -> String {
         Change::Unchanged => return String::new(),
         Change::Error(e) => return format!("error: {} ({}): {e}\n", d.key, d.spec),
         Change::Delete { .. } => format!("# prune: {} left the specs\n", d.key),
-        Change::Replace { .. } => format!(
-            "# replace: {} cannot change in place; apply deletes and recreates it\n",
-            d.key
+        Change::Replace { immutable, .. } => format!(
+            "# replace: {} cannot change in place{}; apply deletes and recreates it\n",
+            d.key,
+            immutable_said(immutable)
         ),
         Change::Create { .. } | Change::Update { .. } => String::new(),
     };
@@ -234,6 +247,10 @@ pub fn shown(diffs: &[ObjectDiff]) -> Vec<Shown> {
                 error: match &d.change {
                     Change::Error(e) => Some(e.clone()),
                     _ => None,
+                },
+                immutable: match &d.change {
+                    Change::Replace { immutable, .. } => immutable.clone(),
+                    _ => Vec::new(),
                 },
             })
         })
@@ -368,6 +385,7 @@ mod tests {
                 change: Change::Replace {
                     live: cm("a"),
                     desired: cm("b"),
+                    immutable: vec!["spec.template".into()],
                 },
             },
             ObjectDiff {
@@ -378,7 +396,7 @@ mod tests {
         ];
         let plain = text(&diffs, false);
         assert!(
-            plain.starts_with("# replace: Pod dev/ide cannot change in place; apply deletes and recreates it\n--- live/Pod/dev/ide\n"),
+            plain.starts_with("# replace: Pod dev/ide cannot change in place (spec.template is immutable); apply deletes and recreates it\n--- live/Pod/dev/ide\n"),
             "{plain}"
         );
         assert!(

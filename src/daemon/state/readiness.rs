@@ -79,7 +79,12 @@ impl State {
         };
         let mut expected = Vec::with_capacity(self.expected.len());
         render::render_each(&tree.specs, &facts, |spec, objects| {
-            expected.extend(objects.iter().map(health::Expected::of));
+            expected.extend(
+                objects
+                    .iter()
+                    .filter(|o| health::judged(o))
+                    .map(health::Expected::of),
+            );
             keep(spec, objects);
         })?;
         self.set_expected(expected);

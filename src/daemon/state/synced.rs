@@ -154,7 +154,12 @@ impl State {
             time: now.wall.to_string(),
             result: result.into(),
             duration_seconds: elapsed.as_secs_f64(),
-            message: report.prune.refused.clone(),
+            // A stopped sync (a wave not ready, a hook failed) says why, as a refusal does.
+            message: report
+                .prune
+                .refused
+                .clone()
+                .or_else(|| report.stopped.clone()),
             applied,
             unchanged,
             pruned,
@@ -197,17 +202,22 @@ impl State {
         // sync sees it gone and drops it from the inventory: the key is retried, with
         // backoff, until then.
         let waiting: BTreeSet<&str> = report.prune.waiting().map(|o| o.spec.as_str()).collect();
+        // What a stopped sync left is taken up again by retrying its keys, with backoff.
+        let stopped = report.stopped.is_some();
         let mut outcome: Vec<(Key, bool)> = keys
             .iter()
             .map(|k| {
                 let ok = match k {
-                    Key::Full => !refused && failed_specs.is_empty() && waiting.is_empty(),
+                    Key::Full => {
+                        !refused && !stopped && failed_specs.is_empty() && waiting.is_empty()
+                    }
                     // A refused prune is retried by whole syncs (below), which also retry
                     // these specs' failed objects: retried one by one with their own
                     // backoff, the specs a revision removed would each prune a share
                     // small enough to pass.
                     Key::Spec(s) => {
                         (refused || !failed_specs.contains(s))
+                            && !stopped
                             && !waiting.contains(s.to_string().as_str())
                     }
                 };

@@ -104,6 +104,7 @@ fn ran(objects: Vec<ObjectResult>, refused: Option<&str>) -> SyncEnd<'static> {
     SyncEnd::Ran {
         report: SyncReport {
             objects,
+            stopped: None,
             prune: prune::Report {
                 refused: refused.map(str::to_string),
                 ..prune::Report::default()
@@ -423,6 +424,7 @@ fn a_prune_left_waiting_on_a_finalizer_is_retried_but_is_no_failure() {
     let end = |objects: Vec<prune::Outcome>| SyncEnd::Ran {
         report: SyncReport {
             objects: Vec::new(),
+            stopped: None,
             prune: prune::Report {
                 objects,
                 ..prune::Report::default()
@@ -704,6 +706,7 @@ fn a_scale_a_whole_sync_cannot_see_is_synced_again_by_spec() {
             report: SyncReport {
                 objects: a_and_b(action),
                 prune: prune::Report::default(),
+                stopped: None,
             },
             objects: &rendered,
             elapsed: Duration::from_millis(10),

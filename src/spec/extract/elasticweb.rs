@@ -41,6 +41,8 @@ pub(super) fn read(ctx: &mut FileCtx, f: &mut Fields) -> Option<ElasticWeb> {
         ignore_fields: Vec::new(),
         prune: true,
         depends_on: Vec::new(),
+        replace: None,
+        wave: 0,
     };
     if web.replicas() > i32::MAX as u64 {
         let span = f.get("total-qps").map(|v| v.span()).unwrap_or_default();

@@ -55,6 +55,8 @@ pub(super) fn read(ctx: &mut FileCtx, f: &mut Fields) -> Option<LocalService> {
         ignore_fields: Vec::new(),
         prune: true,
         depends_on: Vec::new(),
+        replace: None,
+        wave: 0,
     })
 }
 

@@ -255,6 +255,8 @@ struct PolicyKeys {
     ignore_fields: Vec<String>,
     prune: bool,
     depends_on: Vec<(String, Location)>,
+    replace: Option<crate::spec::model::ReplaceKey>,
+    wave: i32,
 }
 
 impl PolicyKeys {
@@ -262,18 +264,44 @@ impl PolicyKeys {
     /// policy and dependencies.
     fn set(self, body: &mut SpecBody) -> (ObjectPolicy, Vec<(String, Location)>) {
         let ids = || self.depends_on.iter().map(|(id, _)| id.clone()).collect();
-        let (ignore_fields, prune, depends_on) = match body {
-            SpecBody::Workspace(w) => (&mut w.ignore_fields, &mut w.prune, &mut w.depends_on),
-            SpecBody::ElasticWeb(e) => (&mut e.ignore_fields, &mut e.prune, &mut e.depends_on),
-            SpecBody::LocalService(l) => (&mut l.ignore_fields, &mut l.prune, &mut l.depends_on),
+        let (ignore_fields, prune, depends_on, replace, wave) = match body {
+            SpecBody::Workspace(w) => (
+                &mut w.ignore_fields,
+                &mut w.prune,
+                &mut w.depends_on,
+                &mut w.replace,
+                &mut w.wave,
+            ),
+            SpecBody::ElasticWeb(e) => (
+                &mut e.ignore_fields,
+                &mut e.prune,
+                &mut e.depends_on,
+                &mut e.replace,
+                &mut e.wave,
+            ),
+            SpecBody::LocalService(l) => (
+                &mut l.ignore_fields,
+                &mut l.prune,
+                &mut l.depends_on,
+                &mut l.replace,
+                &mut l.wave,
+            ),
             SpecBody::Manifest(_) => return (ObjectPolicy::default(), Vec::new()),
         };
         ignore_fields.clone_from(&self.ignore_fields);
         *prune = self.prune;
         *depends_on = ids();
+        *replace = self.replace;
+        *wave = self.wave;
+        use crate::spec::model::ReplaceKey;
         let policy = ObjectPolicy {
             ignore_fields: self.ignore_fields,
             keep: !self.prune,
+            replace: self.replace.map(|r| match r {
+                ReplaceKey::OnImmutable => crate::spec::policy::Replace::OnImmutable,
+                ReplaceKey::Never => crate::spec::policy::Replace::Never,
+            }),
+            wave: self.wave,
             ..ObjectPolicy::default()
         };
         (policy, self.depends_on)
@@ -312,10 +340,31 @@ fn policy_keys(ctx: &mut FileCtx, f: &mut Fields) -> PolicyKeys {
         .collect();
     let depends_on = list(ctx, "depends-on", policy::check_spec_id);
     let prune = f.boolean(ctx, "prune").unwrap_or(true);
+    use crate::spec::model::ReplaceKey;
+    let replace = f.choice(
+        ctx,
+        "replace",
+        &[
+            ("on-immutable", ReplaceKey::OnImmutable),
+            ("never", ReplaceKey::Never),
+        ],
+    );
+    let wave = f
+        .int(
+            ctx,
+            "wave",
+            false,
+            (i128::from(i32::MIN), i128::from(i32::MAX)),
+            "is out of range",
+        )
+        .and_then(|n| i32::try_from(n).ok())
+        .unwrap_or(0);
     PolicyKeys {
         ignore_fields,
         prune,
         depends_on,
+        replace,
+        wave,
     }
 }
 

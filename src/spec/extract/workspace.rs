@@ -83,5 +83,7 @@ pub(super) fn read(ctx: &mut FileCtx, f: &mut Fields) -> Option<Workspace> {
         ignore_fields: Vec::new(),
         prune: true,
         depends_on: Vec::new(),
+        replace: None,
+        wave: 0,
     })
 }

@@ -1,0 +1,178 @@
+//! Running hooks (`spec::order`): one at a time, in their stage's order. A hook is a run,
+//! so an earlier run's object is deleted first (Helm's `before-hook-creation`, always
+//! here: a Job cannot be run again in place), then it is created and waited for. One
+//! that failed is deleted at once if its delete policy says `hook-failed`; those that
+//! succeeded with `hook-succeeded` go once every hook of their phase has succeeded, as
+//! Helm does it (a chart's hook ServiceAccount must outlive the hook Job using it).
+
+use std::time::Duration;
+
+use kube::api::{DeleteParams, PropagationPolicy};
+
+use super::list::Existing;
+use super::live::Live;
+use super::plan::Planned;
+use super::stages::{Gate, Readiness};
+use super::{Action, Engine, Inventory, ObjectResult, Verb, record};
+use crate::cluster::error_text;
+use crate::object::claim;
+
+/// How long an earlier run's object may take to go before the hook is reported failed.
+const CLEAR_WAIT: Duration = Duration::from_secs(60);
+
+impl Engine {
+    /// Runs the hooks of one stage; a hook that fails ends the stage there. Those that
+    /// succeeded and are to be deleted once their phase has are handed back.
+    pub(super) async fn run_hooks<'a, G: Gate>(
+        &self,
+        batch: Vec<Planned<'a>>,
+        existing: &mut Existing,
+        inv: &mut Inventory,
+        gate: &G,
+    ) -> (Vec<ObjectResult>, Vec<Planned<'a>>) {
+        let mut results = Vec::with_capacity(batch.len());
+        let mut delete_later = Vec::new();
+        for p in batch {
+            let live = existing.take(&p.key);
+            let result = self.run_hook(&p, live, inv, gate).await;
+            let failed = result.action.is_error();
+            results.push(result);
+            if failed {
+                break;
+            }
+            if p.obj
+                .policy
+                .hook
+                .as_ref()
+                .is_some_and(|h| h.delete_succeeded)
+            {
+                delete_later.push(p);
+            }
+        }
+        (results, delete_later)
+    }
+
+    /// Deletes the hooks of a phase that all succeeded, as their delete policy asks.
+    pub(super) async fn delete_hooks(&self, hooks: Vec<Planned<'_>>) {
+        for p in &hooks {
+            self.delete_hook(p).await;
+        }
+    }
+
+    async fn run_hook<G: Gate>(
+        &self,
+        p: &Planned<'_>,
+        live: Option<Option<Live>>,
+        inv: &mut Inventory,
+        gate: &G,
+    ) -> ObjectResult {
+        let outcome = |action: Action| ObjectResult {
+            key: p.key.clone(),
+            spec: p.obj.spec.clone(),
+            action,
+            live: None,
+            fields: None,
+        };
+        if let Err(action) = self.clear_hook(p, live).await {
+            return outcome(action);
+        }
+        let entry = inv.entries.get(&p.key).cloned();
+        let (result, entry) = self.apply_one(p, Some(None), entry).await;
+        record::settle(inv, &p.key, entry);
+        if result.action.is_error() {
+            return result;
+        }
+        tracing::info!(spec = %p.obj.spec, object = %p.key, "hook started");
+        let readiness = gate.ready(std::slice::from_ref(p.obj)).await;
+        let action = match readiness {
+            Readiness::Ready => result.action,
+            Readiness::Failed(why) | Readiness::NotReady(why) => {
+                if p.obj.policy.hook.as_ref().is_some_and(|h| h.delete_failed) {
+                    self.delete_hook(p).await;
+                }
+                Action::Failed(format!("the hook did not succeed: {why}"))
+            }
+        };
+        ObjectResult { action, ..result }
+    }
+
+    /// Deletes an earlier run's object (ours only) and waits until it is gone.
+    async fn clear_hook(&self, p: &Planned<'_>, live: Option<Option<Live>>) -> Result<(), Action> {
+        let resolved = p.resolved.as_ref().map_err(|e| Action::Failed(e.clone()))?;
+        let api = resolved.api(
+            &self.client,
+            (!p.key.namespace.is_empty()).then_some(p.key.namespace.as_str()),
+        );
+        let read = |e: kube::Error| Action::Failed(format!("reading it: {}", error_text(&e)));
+        let live = match live {
+            Some(known) => known.map(|l| l.value),
+            None => api
+                .get_opt(&p.key.name)
+                .await
+                .map_err(read)?
+                .and_then(|o| serde_json::to_value(o).ok()),
+        };
+        let Some(live) = live else {
+            return Ok(());
+        };
+        claim(&live, &self.opts.instance, p.adopt)
+            .map_err(|refusal| Action::Conflict(refusal.to_string()))?;
+        self.writes.count(Verb::Delete);
+        let dp = DeleteParams {
+            propagation_policy: Some(PropagationPolicy::Background),
+            ..DeleteParams::default()
+        };
+        match api.delete(&p.key.name, &dp).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 404 => return Ok(()),
+            Err(e) => {
+                return Err(Action::Failed(format!(
+                    "deleting its earlier run: {}",
+                    error_text(&e)
+                )));
+            }
+        }
+        let deadline = tokio::time::Instant::now() + CLEAR_WAIT;
+        loop {
+            match api.get_opt(&p.key.name).await.map_err(read)? {
+                None => return Ok(()),
+                Some(_) if tokio::time::Instant::now() >= deadline => {
+                    return Err(Action::Failed(format!(
+                        "its earlier run was still being deleted after {}",
+                        humantime::format_duration(CLEAR_WAIT)
+                    )));
+                }
+                Some(_) => tokio::time::sleep(Duration::from_millis(250)).await,
+            }
+        }
+    }
+
+    /// Deletes a hook that ran, as its delete policy asks; a failure is said, not fatal
+    /// (the next run deletes it first anyway).
+    async fn delete_hook(&self, p: &Planned<'_>) {
+        let Ok(resolved) = &p.resolved else {
+            return;
+        };
+        let api = resolved.api(
+            &self.client,
+            (!p.key.namespace.is_empty()).then_some(p.key.namespace.as_str()),
+        );
+        let dp = DeleteParams {
+            propagation_policy: Some(PropagationPolicy::Background),
+            ..DeleteParams::default()
+        };
+        self.writes.count(Verb::Delete);
+        match api.delete(&p.key.name, &dp).await {
+            Ok(_) => {
+                tracing::info!(spec = %p.obj.spec, object = %p.key, "hook deleted, as its delete policy asks")
+            }
+            Err(kube::Error::Api(e)) if e.code == 404 => {}
+            Err(e) => tracing::warn!(
+                spec = %p.obj.spec,
+                object = %p.key,
+                error = %error_text(&e),
+                "deleting the hook after its run failed; its next run deletes it first"
+            ),
+        }
+    }
+}

@@ -1,0 +1,289 @@
+//! Stages of a sync: pre hooks, then sync waves, then post hooks (README "Waves and
+//! hooks"; Argo CD's phases and waves, Helm's hooks).
+//!
+//! A stage is applied (each in the usual kind order: Namespaces, CRDs, the rest) and must
+//! be ready before the next starts. Readiness is health's, not apply's: the driver hands
+//! in a [`Gate`] that waits for it. When a stage fails or is not ready in time, what
+//! follows is not applied and nothing is pruned: the next sync takes it up again.
+//!
+//! Hooks run only when the revision changes something: a new or changed object of the
+//! sync (by the hash of what we send, so drift correction is not a change) or a changed
+//! hook. A resync, a no-op re-apply and a drift correction run none.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::future::Future;
+
+use super::hash::body_hashes;
+use super::list::Existing;
+use super::plan::Planned;
+use super::{ApplyError, Engine, Entry, Inventory, ObjectResult};
+use crate::render::Object;
+use crate::spec::order::Phase;
+
+/// What a [`Gate`] found of a stage's objects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Readiness {
+    Ready,
+    /// Some object failed (a hook Job that failed, a Deployment past its deadline): why.
+    Failed(String),
+    /// Not ready within the gate's time: which object, and what it waits for.
+    NotReady(String),
+}
+
+/// Waits until a stage's objects are ready, failed, or its time runs out.
+pub trait Gate: Sync {
+    fn ready(&self, objects: &[Object]) -> impl Future<Output = Readiness> + Send;
+}
+
+/// For callers with no stages to wait for (and tests): everything is ready at once.
+pub struct NoWait;
+
+impl Gate for NoWait {
+    async fn ready(&self, _: &[Object]) -> Readiness {
+        Readiness::Ready
+    }
+}
+
+/// Where an object goes: hooks by weight, ordinary objects by wave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Stage {
+    Pre(i32),
+    Wave(i32),
+    Post(i32),
+}
+
+impl Stage {
+    fn of(obj: &Object) -> Option<Stage> {
+        match &obj.policy.hook {
+            None => Some(Stage::Wave(obj.policy.wave)),
+            Some(h) => match h.phase {
+                Phase::Pre => Some(Stage::Pre(h.weight)),
+                Phase::Post => Some(Stage::Post(h.weight)),
+                Phase::Skipped => None,
+            },
+        }
+    }
+
+    fn is_hook(self) -> bool {
+        !matches!(self, Stage::Wave(_))
+    }
+}
+
+impl fmt::Display for Stage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Stage::Pre(w) => write!(f, "pre hooks (weight {w})"),
+            Stage::Wave(w) => write!(f, "wave {w}"),
+            Stage::Post(w) => write!(f, "post hooks (weight {w})"),
+        }
+    }
+}
+
+/// Whether `objects` need stages at all: a tree without waves or hooks is one stage.
+pub(super) fn staged(planned: &[Planned<'_>]) -> bool {
+    planned
+        .iter()
+        .any(|p| p.obj.policy.wave != 0 || p.obj.policy.hook.is_some())
+}
+
+impl Engine {
+    /// Applies `planned` stage by stage (see the module); the results, and why the sync
+    /// stopped before its last stage, if it did.
+    pub(super) async fn apply_staged<G: Gate>(
+        &self,
+        planned: Vec<Planned<'_>>,
+        existing: &mut Existing,
+        inv: &mut Inventory,
+        gate: &G,
+    ) -> Result<(Vec<ObjectResult>, Option<String>), ApplyError> {
+        let hooks_due = self.hooks_due(&planned, inv).await;
+        // Namespaces come first whatever their wave: everything else may live in them,
+        // hooks that run before wave 0 included.
+        let (namespaces, planned): (Vec<Planned>, Vec<Planned>) = planned
+            .into_iter()
+            .partition(|p| p.key.is("", "Namespace") && p.obj.policy.hook.is_none());
+        let mut results = self.apply_in_phases(namespaces, existing, inv).await?;
+        if let Some(failed) = results.iter().find(|r| r.action.is_error()) {
+            let why = format!("Namespace {} failed", failed.key.name);
+            return Ok((
+                results,
+                Some(format!(
+                    "{why}; nothing else was applied, and nothing was pruned"
+                )),
+            ));
+        }
+        let mut stages: BTreeMap<Stage, Vec<Planned>> = BTreeMap::new();
+        for p in planned {
+            match Stage::of(p.obj) {
+                Some(stage) if !stage.is_hook() || hooks_due => {
+                    stages.entry(stage).or_default().push(p)
+                }
+                Some(_) => {}
+                None => self.say_skipped(p.obj),
+            }
+        }
+        // Hooks that succeeded, deleted once their whole phase has.
+        let mut succeeded = Vec::new();
+        let mut stages = stages.into_iter().peekable();
+        while let Some((stage, batch)) = stages.next() {
+            let objects: Vec<Object> = batch.iter().map(|p| p.obj.clone()).collect();
+            let ran = match stage.is_hook() {
+                false => self.apply_in_phases(batch, existing, inv).await?,
+                true => {
+                    // What `apply_in_phases` does for other objects.
+                    self.ensure_namespaces(&super::namespaces::needed(&batch))
+                        .await?;
+                    let (ran, done) = self.run_hooks(batch, existing, inv, gate).await;
+                    succeeded.extend(done);
+                    ran
+                }
+            };
+            let failed: Vec<String> = ran
+                .iter()
+                .filter(|r| r.action.is_error())
+                .map(|r| r.key.to_string())
+                .collect();
+            results.extend(ran);
+            let rest = stages.peek().map(|(next, _)| *next);
+            let phase_ends = rest.is_none_or(|next| !same_phase(stage, next));
+            if failed.is_empty() && phase_ends {
+                self.delete_hooks(std::mem::take(&mut succeeded)).await;
+            }
+            if !failed.is_empty() {
+                return Ok((results, Some(stopped(stage, rest, &failed.join(", ")))));
+            }
+            // A hook stage waited for its own objects as it ran them.
+            if let (Some(_), false) = (rest, stage.is_hook()) {
+                match gate.ready(&objects).await {
+                    Readiness::Ready => {}
+                    Readiness::Failed(why) | Readiness::NotReady(why) => {
+                        return Ok((results, Some(stopped(stage, rest, &why))));
+                    }
+                }
+            }
+        }
+        Ok((results, None))
+    }
+
+    /// Whether this sync runs its hooks: some object (hook or not) is new or changed
+    /// since it was last applied, by the hash of what would be sent.
+    pub(super) async fn hooks_due(&self, planned: &[Planned<'_>], inv: &Inventory) -> bool {
+        if !planned.iter().any(|p| p.obj.policy.hook.is_some()) {
+            return false;
+        }
+        for p in planned {
+            if p.obj
+                .policy
+                .hook
+                .as_ref()
+                .is_some_and(|h| h.phase == Phase::Skipped)
+            {
+                continue;
+            }
+            if self.changed(p, inv.entries.get(&p.key)).await {
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Whether what `p` would send differs from what was last applied (as the apply's
+    /// own no-write rule reads the inventory, keyed hashes included).
+    pub(super) async fn changed(&self, p: &Planned<'_>, entry: Option<&Entry>) -> bool {
+        let Some(recorded) = entry.and_then(|e| e.applied.as_deref()) else {
+            return true;
+        };
+        let keyed = p.key.is("", "Secret") || p.obj.policy.sealed;
+        let plain = body_hashes(&p.body, None).applied;
+        if recorded == plain {
+            return false;
+        }
+        match keyed {
+            true => match self.hash_key().await {
+                Ok(k) => body_hashes(&p.body, Some(k)).applied != recorded,
+                Err(_) => true,
+            },
+            false => true,
+        }
+    }
+
+    /// Says once per object and process that a Helm hook of a kind driftless does not
+    /// run is left out.
+    fn say_skipped(&self, obj: &Object) {
+        let key = obj.display_ref();
+        let first = self
+            .said_skipped
+            .lock()
+            .map(|mut said| said.insert(key.clone()))
+            .unwrap_or(false);
+        if first {
+            let written = obj
+                .policy
+                .hook
+                .as_ref()
+                .map(|h| h.written.clone())
+                .unwrap_or_default();
+            tracing::warn!(
+                object = %key,
+                spec = %obj.spec,
+                hook = %written,
+                "not applied: a Helm hook driftless does not run (only pre- and post-install/upgrade hooks run)"
+            );
+        }
+    }
+}
+
+/// Whether two stages are hooks of one phase.
+fn same_phase(a: Stage, b: Stage) -> bool {
+    matches!(
+        (a, b),
+        (Stage::Pre(_), Stage::Pre(_)) | (Stage::Post(_), Stage::Post(_))
+    )
+}
+
+/// Why a sync stopped after `stage`, and what it left for the next.
+fn stopped(stage: super::stages::Stage, rest: Option<Stage>, why: &str) -> String {
+    let what = match rest {
+        Some(next) => format!("{next} and what follows were not applied, and nothing was pruned"),
+        None => "nothing was pruned".to_string(),
+    };
+    format!("{stage}: {why}; {what}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stages_go_pre_hooks_waves_post_hooks_each_by_number() {
+        let mut stages = vec![
+            Stage::Post(-1),
+            Stage::Wave(2),
+            Stage::Pre(5),
+            Stage::Wave(-3),
+            Stage::Pre(-1),
+            Stage::Wave(0),
+        ];
+        stages.sort();
+        assert_eq!(
+            stages,
+            [
+                Stage::Pre(-1),
+                Stage::Pre(5),
+                Stage::Wave(-3),
+                Stage::Wave(0),
+                Stage::Wave(2),
+                Stage::Post(-1)
+            ]
+        );
+        assert_eq!(
+            stopped(
+                Stage::Wave(1),
+                Some(Stage::Wave(2)),
+                "Deployment.apps a/b: not ready"
+            ),
+            "wave 1: Deployment.apps a/b: not ready; wave 2 and what follows were not applied, and nothing was pruned"
+        );
+    }
+}

@@ -1,0 +1,338 @@
+//! Helm hooks in rendered YAML and sync waves (README: "Waves and hooks"), against the
+//! local cluster: the example chart's pre hooks run and are waited for before the rest,
+//! its post hook after; hooks run again only when a revision changes something; a
+//! failing pre hook applies nothing else; a wave starts only once the one before is
+//! ready.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Pod, ServiceAccount};
+use kube::api::Api;
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+
+use support::{Daemon, assert_exit, printed, show};
+
+/// What happened to Jobs and Deployments in a namespace, in the order the watches saw
+/// it: `added Job/x`, `complete Job/x`, `deleted Job/x`, `added Deployment/y`.
+#[derive(Clone, Default)]
+struct Seen(Arc<Mutex<Vec<String>>>);
+
+impl Seen {
+    fn start(client: &Client, ns: &str) -> Seen {
+        let seen = Seen::default();
+        let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
+        let log = seen.clone();
+        tokio::spawn(async move {
+            let mut complete = BTreeSet::new();
+            let mut known = BTreeSet::new();
+            let mut stream = watcher(jobs, watcher::Config::default()).boxed();
+            while let Some(Ok(event)) = stream.next().await {
+                match event {
+                    watcher::Event::Apply(j) | watcher::Event::InitApply(j) => {
+                        let uid = j.uid().unwrap_or_default();
+                        if known.insert(uid.clone()) {
+                            log.push(format!("added Job/{}", j.name_any()));
+                        }
+                        let done = j
+                            .status
+                            .as_ref()
+                            .and_then(|s| s.conditions.as_ref())
+                            .is_some_and(|c| {
+                                c.iter()
+                                    .any(|c| c.type_ == "Complete" && c.status == "True")
+                            });
+                        if done && complete.insert(uid) {
+                            log.push(format!("complete Job/{}", j.name_any()));
+                        }
+                    }
+                    watcher::Event::Delete(j) => log.push(format!("deleted Job/{}", j.name_any())),
+                    _ => {}
+                }
+            }
+        });
+        let deployments: Api<Deployment> = Api::namespaced(client.clone(), ns);
+        let log = seen.clone();
+        tokio::spawn(async move {
+            let mut known = BTreeSet::new();
+            let mut stream = watcher(deployments, watcher::Config::default()).boxed();
+            while let Some(Ok(event)) = stream.next().await {
+                match event {
+                    watcher::Event::Apply(d) | watcher::Event::InitApply(d)
+                        if known.insert(d.uid().unwrap_or_default()) =>
+                    {
+                        log.push(format!("added Deployment/{}", d.name_any()));
+                    }
+                    watcher::Event::Delete(d) => {
+                        log.push(format!("deleted Deployment/{}", d.name_any()))
+                    }
+                    _ => {}
+                }
+            }
+        });
+        seen
+    }
+
+    fn push(&self, what: String) {
+        self.0.lock().unwrap().push(what);
+    }
+
+    fn all(&self) -> Vec<String> {
+        self.0.lock().unwrap().clone()
+    }
+
+    fn count(&self, what: &str) -> usize {
+        self.all().iter().filter(|s| *s == what).count()
+    }
+
+    /// Where `what` happened first, failing the test when it did not.
+    fn at(&self, what: &str) -> usize {
+        let all = self.all();
+        all.iter()
+            .position(|s| s == what)
+            .unwrap_or_else(|| panic!("never saw {what:?}: {all:?}"))
+    }
+}
+
+const WRITTEN: &[&str] = &[
+    "jobs",
+    "deployments",
+    "services",
+    "serviceaccounts",
+    "roles",
+    "rolebindings",
+];
+
+fn bundle(dir: &Path, ns: &str) {
+    support::copy_tree(
+        &support::example("helm-hooks"),
+        dir,
+        &[("namespace: hooks-demo", &format!("namespace: {ns}"))],
+    );
+}
+
+// Serial: it counts the apiserver's own writes to Jobs, Deployments, ...
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serial_a_rendered_chart_runs_its_hooks_around_the_rest_and_only_on_a_change() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "hooks").await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_str().unwrap();
+    bundle(dir.path(), &ns);
+    let file = dir.path().join("bundle.yaml");
+    let run = |args: &[&str]| support::driftless_on_cluster(&ns, args);
+    let seen = Seen::start(&client, &ns);
+    let jobs: Api<Job> = Api::namespaced(client.clone(), &ns);
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), &ns);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    // Install: the pre hooks, waited for, then the rest, then the post hook.
+    let out = run(&["apply", path, "--wait", "--timeout", "60s"]);
+    assert_exit(&out, 0);
+    // The watches run on their own threads; give them a moment to catch up.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(seen.at("complete Job/demo-setup") < seen.at("added Deployment/demo-web"));
+    assert!(seen.at("added Deployment/demo-web") < seen.at("added Job/demo-smoke"));
+    // Deleted once they succeeded (`hook-succeeded`), the ServiceAccount with them; the
+    // `test` hook was never applied.
+    support::eventually("the hooks deleted", Duration::from_secs(20), || async {
+        (jobs.get_opt("demo-setup").await.unwrap().is_none()
+            && jobs.get_opt("demo-smoke").await.unwrap().is_none())
+        .then_some(())
+        .ok_or_else(|| format!("{:?}", seen.all()))
+    })
+    .await;
+    assert!(accounts.get_opt("demo-setup").await.unwrap().is_none());
+    assert!(pods.get_opt("demo-test").await.unwrap().is_none());
+    let deployment = deployments.get("demo-web").await.unwrap().uid();
+
+    // Unchanged: no hook runs, nothing is written, diff is quiet.
+    let before = support::apiserver_writes(&client, WRITTEN).await;
+    let again = run(&["apply", path, "--wait", "--timeout", "30s"]);
+    assert_exit(&again, 0);
+    assert_eq!(
+        support::apiserver_writes(&client, WRITTEN).await,
+        before,
+        "{}",
+        show(&again)
+    );
+    assert_exit(&run(&["diff", path]), 0);
+    assert_eq!(seen.count("added Job/demo-setup"), 1);
+
+    // The daemon's syncs and resyncs run none either.
+    let mut daemon = Daemon::builder(&ns)
+        .args(&["--dir", path, "--resync", "2s"])
+        .start();
+    daemon
+        .wait_status("two syncs", |s| {
+            s["last_sync"]["result"] == "success" && support::all_ready(s)
+        })
+        .await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(
+        support::apiserver_writes(&client, WRITTEN).await,
+        before,
+        "{}",
+        daemon.log()
+    );
+    assert_eq!(seen.count("added Job/demo-setup"), 1, "{:?}", seen.all());
+
+    // A chart bump changes a label on every object: the daemon runs both hooks again,
+    // the Deployment is updated in place between them.
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(&file, text.replace("demo-0.1.0", "demo-0.2.0")).unwrap();
+    support::eventually("the hooks run again", Duration::from_secs(60), || async {
+        (seen.count("complete Job/demo-smoke") == 2)
+            .then_some(())
+            .ok_or_else(|| format!("{:?}", seen.all()))
+    })
+    .await;
+    let all = seen.all();
+    let second_setup = all
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| *s == "complete Job/demo-setup")
+        .map(|(i, _)| i)
+        .nth(1)
+        .unwrap_or_else(|| panic!("{all:?}"));
+    let second_smoke = all
+        .iter()
+        .rposition(|s| s == "added Job/demo-smoke")
+        .unwrap();
+    assert!(second_setup < second_smoke, "{all:?}");
+    let bumped = deployments.get("demo-web").await.unwrap();
+    assert_eq!(bumped.uid(), deployment);
+    assert_eq!(bumped.labels()["helm.sh/chart"], "demo-0.2.0");
+    daemon.stop();
+
+    // A pre hook that fails stops the revision: nothing else applied, exit 1, the Job's
+    // reason said.
+    let text = std::fs::read_to_string(&file).unwrap();
+    let failing = text
+        .replace(
+            "        app.kubernetes.io/version: \"0.1.0\"\n",
+            "        app.kubernetes.io/version: \"0.1.0\"\n      annotations:\n        testbed.driftless.dev/exit-code: \"1\"\n",
+        )
+        .replace("image: nginx:1.21", "image: nginx:1.22");
+    assert_ne!(failing, text);
+    std::fs::write(&file, failing).unwrap();
+    let out = run(&["apply", path, "--timeout", "60s"]);
+    assert_exit(&out, 1);
+    let said = printed(&out);
+    assert!(said.contains("the hook did not succeed"), "{}", show(&out));
+    assert!(
+        said.contains("JobFailed") || said.contains("BackoffLimitExceeded"),
+        "{}",
+        show(&out)
+    );
+    assert!(said.contains("stopped: pre hooks"), "{}", show(&out));
+    let image = deployments
+        .get("demo-web")
+        .await
+        .unwrap()
+        .spec
+        .unwrap()
+        .template
+        .spec
+        .unwrap()
+        .containers[0]
+        .image
+        .clone()
+        .unwrap();
+    assert_eq!(image, "nginx:1.21");
+}
+
+fn wave(ns: &str, name: &str, wave: i32, delay: u32) -> String {
+    format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\n  namespace: {ns}\n  annotations: {{driftless.dev/wave: \"{wave}\"}}\nspec:\n  replicas: 1\n  selector:\n    matchLabels: {{app: {name}}}\n  template:\n    metadata:\n      labels: {{app: {name}}}\n      annotations: {{testbed.driftless.dev/ready-delay-seconds: \"{delay}\"}}\n    spec:\n      containers:\n      - name: web\n        image: nginx:1.21\n"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wave_starts_only_once_the_wave_before_is_ready_and_prunes_in_reverse() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "waves").await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_str().unwrap();
+    let run = |args: &[&str]| support::driftless_on_cluster(&ns, args);
+    let seen = Seen::start(&client, &ns);
+    // Argo CD's annotation is read the same way.
+    std::fs::write(
+        dir.path().join("db.yaml"),
+        wave(&ns, "db", 1, 4).replace("driftless.dev/wave", "argocd.argoproj.io/sync-wave"),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("web.yaml"), wave(&ns, "web", 2, 0)).unwrap();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let out = run(&["apply", path, "--timeout", "60s"]);
+    assert_exit(&out, 0);
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    let created = |d: &Deployment| d.creation_timestamp().unwrap().0;
+    let db = deployments.get("db").await.unwrap();
+    let web = deployments.get("web").await.unwrap();
+    // db's Pod is ready 4 s after it starts: web is created after that.
+    let gap = created(&web).duration_since(created(&db));
+    assert!(
+        gap.as_secs_f64() >= 3.0,
+        "db {:?}, web {:?}: {}",
+        created(&db),
+        created(&web),
+        show(&out)
+    );
+    assert!(seen.at("added Deployment/db") < seen.at("added Deployment/web"));
+
+    // Not ready in time: the next wave is not applied, and nothing is pruned.
+    std::fs::write(
+        dir.path().join("db.yaml"),
+        wave(&ns, "db", 1, 600).replace("nginx:1.21", "nginx:1.22"),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("web.yaml"),
+        wave(&ns, "web", 2, 0).replace("nginx:1.21", "nginx:1.22"),
+    )
+    .unwrap();
+    let out = run(&["apply", path, "--timeout", "3s"]);
+    assert_exit(&out, 1);
+    assert!(
+        printed(&out).contains("stopped: wave 1: not ready within 3s"),
+        "{}",
+        show(&out)
+    );
+    let web_image = |d: Deployment| {
+        d.spec.unwrap().template.spec.unwrap().containers[0]
+            .image
+            .clone()
+            .unwrap()
+    };
+    assert_eq!(
+        web_image(deployments.get("web").await.unwrap()),
+        "nginx:1.21"
+    );
+
+    // Removed together: the higher wave goes first.
+    std::fs::remove_file(dir.path().join("db.yaml")).unwrap();
+    std::fs::remove_file(dir.path().join("web.yaml")).unwrap();
+    assert_exit(&run(&["apply", path, "--allow-mass-prune"]), 0);
+    support::eventually("both pruned", Duration::from_secs(20), || async {
+        (seen.count("deleted Deployment/db") == 1 && seen.count("deleted Deployment/web") == 1)
+            .then_some(())
+            .ok_or_else(|| format!("{:?}", seen.all()))
+    })
+    .await;
+    assert!(
+        seen.at("deleted Deployment/web") < seen.at("deleted Deployment/db"),
+        "{:?}",
+        seen.all()
+    );
+}
