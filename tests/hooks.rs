@@ -213,6 +213,25 @@ async fn serial_a_rendered_chart_runs_its_hooks_around_the_rest_and_only_on_a_ch
     let bumped = deployments.get("demo-web").await.unwrap();
     assert_eq!(bumped.uid(), deployment);
     assert_eq!(bumped.labels()["helm.sh/chart"], "demo-0.2.0");
+
+    // A change to one object alone (a sync of its spec only) runs them as well.
+    let text = std::fs::read_to_string(&file).unwrap();
+    std::fs::write(
+        &file,
+        text.replace("image: nginx:1.21", "image: nginx:1.22"),
+    )
+    .unwrap();
+    support::eventually(
+        "the hooks run a third time",
+        Duration::from_secs(60),
+        || async {
+            (seen.count("complete Job/demo-smoke") == 3)
+                .then_some(())
+                .ok_or_else(|| format!("{:?}", seen.all()))
+        },
+    )
+    .await;
+    assert_eq!(seen.count("complete Job/demo-setup"), 3, "{:?}", seen.all());
     daemon.stop();
 
     // A pre hook that fails stops the revision: nothing else applied, exit 1, the Job's
@@ -223,7 +242,7 @@ async fn serial_a_rendered_chart_runs_its_hooks_around_the_rest_and_only_on_a_ch
             "        app.kubernetes.io/version: \"0.1.0\"\n",
             "        app.kubernetes.io/version: \"0.1.0\"\n      annotations:\n        testbed.driftless.dev/exit-code: \"1\"\n",
         )
-        .replace("image: nginx:1.21", "image: nginx:1.22");
+        .replace("image: nginx:1.22", "image: nginx:1.23");
     assert_ne!(failing, text);
     std::fs::write(&file, failing).unwrap();
     let out = run(&["apply", path, "--timeout", "60s"]);
@@ -249,7 +268,7 @@ async fn serial_a_rendered_chart_runs_its_hooks_around_the_rest_and_only_on_a_ch
         .image
         .clone()
         .unwrap();
-    assert_eq!(image, "nginx:1.21");
+    assert_eq!(image, "nginx:1.22");
 }
 
 fn wave(ns: &str, name: &str, wave: i32, delay: u32) -> String {
