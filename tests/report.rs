@@ -421,6 +421,7 @@ fn status(n_specs: usize, revision: &str, ready: bool) -> StatusFile {
                 reason: None,
                 message: "Deployment is available. Replicas: 3".into(),
                 action: Some("configured".into()),
+                error: None,
             }],
             suspended: None,
             drifted: vec![],

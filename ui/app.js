@@ -239,7 +239,7 @@ function renderDetail(doc, id) {
             el("th", { scope: "row", "data-label": "Object" }, el("code", {}, o.object)),
             el("td", { "data-label": "Status" }, badge(tone, symbol, text)),
             el("td", { "data-label": "Reason" }, dash(o.reason)),
-            el("td", { "data-label": "Message", class: "message" }, dash(o.message)),
+            el("td", { "data-label": "Message", class: "message" }, dash(o.error || o.message)),
             el("td", { "data-label": "Last action" }, dash(o.action))
           );
         })

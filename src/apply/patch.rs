@@ -39,6 +39,16 @@ impl Engine {
         {
             *m = crate::spec::sops::redact_sealed(m, &p.obj.body);
         }
+        // In our words, once: kube's own log line of the refused request is silenced.
+        if let Action::Failed(m) | Action::Conflict(m) = &result.action {
+            tracing::info!(
+                spec = %p.obj.spec,
+                object = %p.key,
+                action = %result.action.label(),
+                error = %m,
+                "not applied"
+            );
+        }
         (result, entry)
     }
 

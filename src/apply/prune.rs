@@ -180,6 +180,20 @@ pub enum Action {
     Failed(String),
 }
 
+/// As the CLI, the status and the logs say it.
+impl std::fmt::Display for Action {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Action::Pruned => f.write_str("pruned"),
+            Action::Deleting => f.write_str("not deleted again"),
+            Action::AlreadyGone => f.write_str("already gone"),
+            Action::Kept => f.write_str("kept (prune: disabled), no longer tracked"),
+            Action::LeftAlone(why) => write!(f, "left alone: {why}"),
+            Action::Failed(e) => write!(f, "prune failed: {e}"),
+        }
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Outcome {
     pub key: ObjKey,
@@ -256,7 +270,7 @@ impl Engine {
                     tracing::warn!(object = %entry.key, error = %e, "prune failed")
                 }
                 (_, Some(on)) => {
-                    tracing::info!(object = %entry.key, outcome = ?action, waiting = %on, "being deleted");
+                    tracing::info!(object = %entry.key, outcome = %action, waiting = %on, "being deleted");
                     if let Some(e) = inv.entries.get_mut(&entry.key) {
                         e.deleting = true;
                     }
@@ -265,7 +279,7 @@ impl Engine {
                     tracing::info!(object = %entry.key, spec = %entry.spec, "pruned")
                 }
                 (other, None) => {
-                    tracing::info!(object = %entry.key, outcome = ?other, "not pruned")
+                    tracing::info!(object = %entry.key, outcome = %other, "not pruned")
                 }
             }
             if waiting.is_none() && !matches!(action, Action::Failed(_)) {

@@ -151,7 +151,7 @@ impl Engine {
         let rewrite = |managed: &[Value], live: &Value| {
             let out = released(managed, manager, pointers, live);
             if out.is_some() {
-                tracing::info!(fields = ?pointers, "letting go of ignored fields");
+                tracing::info!(fields = %pointers.join(", "), "letting go of ignored fields");
             }
             out
         };

@@ -383,7 +383,7 @@ pub fn main() -> ExitCode {
     // The daemon logs what it does; one-shot commands print results and log only trouble.
     let daemon = matches!(cli.command, Command::Run(_));
     let default_level = if daemon { "info" } else { "warn" };
-    output::init_tracing(cli.global.log_format, default_level, !daemon);
+    output::init_tracing(cli.global.log_format, default_level);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

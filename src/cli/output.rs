@@ -6,8 +6,8 @@ use super::LogFormat;
 /// Libraries whose logs one-shot commands leave out: kube's client logs every failed
 /// request (`ERROR kube_client ...`) before driftless reports the failure in its own words,
 /// and warns on every TLS handshake with `insecure-skip-tls-verify`, which driftless says
-/// once. `RUST_LOG` naming one of them (or a prefix, `kube=debug`) lets it back in; the
-/// daemon logs them all, its log being the record of what happened.
+/// once. `RUST_LOG` naming one of them (or a prefix, `kube=debug`) lets it back in. The
+/// daemon too: it logs each failure in its own words (`not applied`, `prune failed`).
 const QUIET_LIBRARIES: &[&str] = &[
     "kube_client",
     "kube_runtime",
@@ -24,17 +24,15 @@ const QUIET_LIBRARIES: &[&str] = &[
 /// end, so `set -o pipefail` scripts see the same as with them.
 pub const BROKEN_PIPE: u8 = 141;
 
-pub fn init_tracing(format: LogFormat, default_level: &str, one_shot: bool) {
+pub fn init_tracing(format: LogFormat, default_level: &str) {
     let asked = std::env::var("RUST_LOG").ok();
     let mut filter = asked
         .as_deref()
         .and_then(|spec| tracing_subscriber::EnvFilter::try_new(spec).ok())
         .unwrap_or_else(|| tracing_subscriber::EnvFilter::new(default_level));
-    if one_shot {
-        for target in quieted(asked.as_deref().unwrap_or("")) {
-            if let Ok(directive) = format!("{target}=off").parse() {
-                filter = filter.add_directive(directive);
-            }
+    for target in quieted(asked.as_deref().unwrap_or("")) {
+        if let Ok(directive) = format!("{target}=off").parse() {
+            filter = filter.add_directive(directive);
         }
     }
     // Colour only for a person at a terminal: journald, files and pipes get plain text.

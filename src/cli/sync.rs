@@ -8,7 +8,6 @@ use anyhow::Context as _;
 
 use super::{ApplyArgs, DiffArgs, DiffOutput, GlobalArgs, TreeArgs, exit, load};
 use driftless::apply::diff::{self, DiffAction};
-use driftless::apply::prune;
 use driftless::apply::{Action, Engine, SyncReport};
 use driftless::cluster::Selection;
 use driftless::daemon::gate::Poll;
@@ -249,14 +248,7 @@ fn print_sync(tree: &SpecTree, report: &SyncReport) -> anyhow::Result<()> {
         writeln!(out, "prune refused: {why}")?;
     }
     for p in &report.prune.objects {
-        let what = match &p.action {
-            prune::Action::Pruned => "pruned".to_string(),
-            prune::Action::Deleting => "not deleted again".to_string(),
-            prune::Action::AlreadyGone => "already gone".to_string(),
-            prune::Action::Kept => "kept (prune: disabled), no longer tracked".to_string(),
-            prune::Action::LeftAlone(why) => format!("left alone: {why}"),
-            prune::Action::Failed(e) => format!("prune failed: {e}"),
-        };
+        let what = p.action.to_string();
         match &p.waiting {
             Some(on) => writeln!(out, "{} ({}): {what}; {on}", p.key, p.spec)?,
             None => writeln!(out, "{} ({}): {what}", p.key, p.spec)?,

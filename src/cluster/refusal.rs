@@ -13,7 +13,10 @@ const MAX_MESSAGE: usize = 600;
 
 /// `message` with Go dumps taken out (see the module doc), cut to a readable length.
 pub fn plain(message: &str) -> String {
-    let mut text = without_long_values(message.trim());
+    // Further lines are a Go diff of the object (a PVC's "spec is immutable"): the first
+    // says what is wrong.
+    let first = message.trim().lines().next().unwrap_or_default().trim_end();
+    let mut text = without_long_values(without_patch_jargon(first));
     text = unstructured_types(&text);
     if text.chars().count() > MAX_MESSAGE {
         text = text.chars().take(MAX_MESSAGE).collect::<String>() + "…";
@@ -22,6 +25,16 @@ pub fn plain(message: &str) -> String {
         tracing::debug!(apiserver = message, "refusal as the apiserver said it");
     }
     text
+}
+
+/// A server-side apply the apiserver cannot even type ("failed to create typed patch
+/// object (/v1, Kind=ConfigMap) ns/x: .data.a: expected string, got ...") is about the
+/// field it names: the field and what is wrong with it.
+fn without_patch_jargon(message: &str) -> &str {
+    match message.strip_prefix("failed to create typed patch object") {
+        Some(rest) => rest.find(": .").map_or(message, |at| &rest[at + 2..]),
+        None => message,
+    }
 }
 
 /// `Invalid value: <value>: <reason>` keeps the value only when it is short; a long one
@@ -161,6 +174,27 @@ mod tests {
     }
 
     #[test]
+    fn a_diff_on_further_lines_and_patch_jargon_are_left_out() {
+        let pvc = "PersistentVolumeClaim \"files\" is invalid: spec: Forbidden: spec is immutable after creation except resources.requests for bound claims\n  core.PersistentVolumeClaimSpec{\n- \tAccessModes: []core.PersistentVolumeAccessMode{\"ReadWriteMany\"},\n  }\n";
+        assert_eq!(
+            plain(pvc),
+            "PersistentVolumeClaim \"files\" is invalid: spec: Forbidden: spec is immutable after creation except resources.requests for bound claims"
+        );
+        assert_eq!(
+            plain(
+                "failed to create typed patch object: .spec.replica: field not declared in schema"
+            ),
+            ".spec.replica: field not declared in schema"
+        );
+        assert_eq!(
+            plain(
+                "failed to create typed patch object (/v1, Kind=ConfigMap) ns/prefs: .data.dark-mode: expected string, got &value.valueUnstructured{Value:true}"
+            ),
+            ".data.dark-mode: expected string, got boolean"
+        );
+    }
+
+    #[test]
     fn short_values_a_person_wrote_stay() {
         let m = "Deployment.apps \"web\" is invalid: spec.replicas: Invalid value: -1: must be greater than or equal to 0";
         assert_eq!(plain(m), m);
@@ -174,7 +208,7 @@ mod tests {
             plain(
                 "failed to create typed patch object: .data.dark-mode: expected string, got &value.valueUnstructured{Value:true}"
             ),
-            "failed to create typed patch object: .data.dark-mode: expected string, got boolean"
+            ".data.dark-mode: expected string, got boolean"
         );
         assert_eq!(
             plain(

@@ -230,7 +230,11 @@ impl Loop {
                     self.queue.succeeded(&key);
                 } else {
                     let delay = self.queue.failed(key.clone(), Instant::now());
-                    tracing::info!(key = ?key, retry_in = ?delay, "sync failed; backing off");
+                    tracing::info!(
+                        sync = %key,
+                        retry_in = %humantime::format_duration(Duration::from_millis(delay.as_millis() as u64)),
+                        "sync failed; retried with backoff"
+                    );
                 }
             }
         }

@@ -22,6 +22,16 @@ pub enum Key {
     Spec(SpecId),
 }
 
+/// As logs and the status name it: `whole tree`, or the spec's id.
+impl std::fmt::Display for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Key::Full => f.write_str("whole tree"),
+            Key::Spec(id) => write!(f, "{id}"),
+        }
+    }
+}
+
 impl Key {
     /// The spec this key syncs alone, if it is one.
     pub fn spec(&self) -> Option<&SpecId> {

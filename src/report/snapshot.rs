@@ -35,6 +35,8 @@ pub struct Snapshot<'a> {
     pub expected: &'a [Expected],
     /// The last apply action per object.
     pub actions: &'a HashMap<ObjKey, String>,
+    /// Why the last apply of an object failed (or conflicted), while it stands.
+    pub failures: &'a HashMap<ObjKey, String>,
     pub leader: bool,
     /// Why this replica cannot lead, while it cannot: one of `errors` in the file.
     pub leader_problem: Option<&'a str>,
@@ -65,12 +67,35 @@ impl Snapshot<'_> {
             .iter()
             .filter_map(|e| Some((e.display.as_str(), self.actions.get(&e.key)?)))
             .collect();
+        let failure_by_ref: HashMap<&str, &String> = self
+            .expected
+            .iter()
+            .filter_map(|e| Some((e.display.as_str(), self.failures.get(&e.key)?)))
+            .collect();
+        // Each spec's first object that failed, known before readiness is.
+        let mut failures_by_spec: HashMap<&SpecId, (&str, &String)> = HashMap::new();
+        for e in self.expected {
+            if let Some(error) = self.failures.get(&e.key) {
+                failures_by_spec
+                    .entry(&e.spec)
+                    .or_insert((e.display.as_str(), error));
+            }
+        }
         let specs = self
             .specs
             .iter()
             .map(|spec| {
                 let id = spec.id.to_string();
                 let h = health_by_id.get(id.as_str()).copied();
+                // An object that failed to apply says why, in the spec's words too: not
+                // the "Resource not found" of an object that was never created.
+                let failed = failures_by_spec.get(&spec.id).map(|(object, error)| {
+                    let conflict = action_by_ref
+                        .get(object)
+                        .is_some_and(|a| a.as_str() == "conflict");
+                    (*object, *error, conflict)
+                });
+                let ready = h.is_some_and(|h| h.ready);
                 SpecStatus {
                     id: id.clone(),
                     kind: spec.id.kind.as_str().to_string(),
@@ -78,12 +103,22 @@ impl Snapshot<'_> {
                     name: spec.id.name.clone(),
                     file: spec.at.file.clone(),
                     line: spec.at.line,
-                    ready: h.is_some_and(|h| h.ready),
-                    status: h.map_or("Unknown", |h| h.status.as_str()).to_string(),
-                    reason: h.and_then(|h| h.reason.clone()),
-                    message: h
-                        .map(|h| h.message.clone())
-                        .unwrap_or_else(|| "not synced yet".into()),
+                    ready,
+                    status: match (failed, ready) {
+                        (Some(_), false) => "Failed".to_string(),
+                        _ => h.map_or("Unknown", |h| h.status.as_str()).to_string(),
+                    },
+                    reason: match failed {
+                        Some((_, _, true)) => Some("ApplyConflict".to_string()),
+                        Some((_, _, false)) => Some("ApplyFailed".to_string()),
+                        None => h.and_then(|h| h.reason.clone()),
+                    },
+                    message: match failed {
+                        Some((object, error, _)) => format!("{object}: {error}"),
+                        None => h
+                            .map(|h| h.message.clone())
+                            .unwrap_or_else(|| "not synced yet".into()),
+                    },
                     figures: h
                         .and_then(|h| serde_json::to_value(&h.figures).ok())
                         .unwrap_or(Value::Null),
@@ -99,6 +134,9 @@ impl Snapshot<'_> {
                                     action: action_by_ref
                                         .get(o.object.as_str())
                                         .map(|a| (*a).clone()),
+                                    error: failure_by_ref
+                                        .get(o.object.as_str())
+                                        .map(|e| (*e).clone()),
                                 })
                                 .collect()
                         })
@@ -224,6 +262,8 @@ mod tests {
 
     static NO_SUSPENSIONS: Suspensions = Suspensions::new();
     static NO_DRIFT: BTreeMap<ObjKey, SpecId> = BTreeMap::new();
+    static NO_FAILURES: std::sync::LazyLock<HashMap<ObjKey, String>> =
+        std::sync::LazyLock::new(HashMap::new);
 
     fn snapshot<'a>(
         specs: &'a [Spec],
@@ -241,6 +281,7 @@ mod tests {
             health,
             expected: &[],
             actions,
+            failures: &NO_FAILURES,
             leader: true,
             leader_problem: None,
             suspensions: &NO_SUSPENSIONS,

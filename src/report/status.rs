@@ -143,6 +143,9 @@ pub struct ObjectState {
     pub message: String,
     /// The last apply action: created, configured, unchanged...
     pub action: Option<String>,
+    /// Why that action failed (or conflicted), in the words the CLI uses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
 }
 
 impl StatusFile {
@@ -538,6 +541,7 @@ mod tests {
                         reason: None,
                         message: "Deployment is available. Replicas: 3".into(),
                         action: Some("unchanged".into()),
+                        error: None,
                     }],
                     ..ready_spec(
                         ["elasticweb", "shop", "web"],

@@ -60,6 +60,24 @@ pub struct ObjectDiff {
 
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
+/// Whether a dry-run create refused with `e` still shows as a create: the namespace is
+/// missing (apply creates namespaces first), or RBAC forbids the diff identity to create,
+/// not an admission check.
+fn creatable_anyway(e: &kube::Error) -> bool {
+    let kube::Error::Api(s) = e else {
+        return false;
+    };
+    let missing_namespace =
+        s.code == 404 && s.details.as_ref().is_some_and(|d| d.kind == "namespaces");
+    // RBAC says `User "ci" cannot create resource ...`; the check a server-side apply that
+    // would create makes says nothing after `is forbidden:`. An admission refusal (a
+    // webhook's denial, PodSecurity's `violates ...`) says why, and is an error.
+    let rbac = s.code == 403
+        && ((s.message.contains(" cannot ") && s.message.contains(" resource "))
+            || s.message.trim_end().ends_with("is forbidden:"));
+    missing_namespace || rbac
+}
+
 /// Drops what the server owns or changes on every write, so equal objects compare equal.
 pub fn clean(v: &Value) -> Value {
     let mut v = v.clone();
@@ -273,17 +291,16 @@ impl Engine {
             (None, Ok(d)) => Change::Create {
                 desired: clean(&serde_json::to_value(d).unwrap_or(Value::Null)),
             },
-            // The apiserver refuses the object itself: apply would fail the same way.
-            (None, Err(e)) if matches!(&e, kube::Error::Api(s) if s.code == 422) => {
-                Change::Error(error_text(&e))
-            }
-            // e.g. its namespace does not exist yet: apply creates it first. A 403 too:
-            // a diff identity without `create` (the CI role in examples/kubernetes/
-            // addons/rbac-ci-diff.yaml) is shown what apply would create, and RBAC's
-            // refusal cannot be told from an admission check's.
-            (None, Err(_)) => Change::Create {
+            // Its namespace does not exist yet: apply creates it first. RBAC's 403: a diff
+            // identity without `create` (the CI role in examples/kubernetes/addons/
+            // rbac-ci-diff.yaml) is shown what apply would create.
+            (None, Err(e)) if creatable_anyway(&e) => Change::Create {
                 desired: clean(body),
             },
+            // Any other refusal (a 400, a 422, a 1.20 apiserver's 500 on a type error, a
+            // webhook's denial) is what apply would meet: an error here, so that a CI
+            // gate on `diff` fails where apply would.
+            (None, Err(e)) => Change::Error(error_text(&e)),
             (Some(l), Ok(d)) => {
                 let mut d = serde_json::to_value(d).unwrap_or(Value::Null);
                 // Apply lets go of ignored fields before it leaves them out: they stay as

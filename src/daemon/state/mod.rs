@@ -101,6 +101,8 @@ pub struct State {
     /// Per owned object: its spec and the fields our manager owned after our last write.
     recorded: HashMap<ObjKey, (SpecId, String)>,
     actions: HashMap<ObjKey, String>,
+    /// Why an object's last apply failed or conflicted, until one succeeds.
+    failures: HashMap<ObjKey, String>,
     /// Live state of owned objects, from the watches.
     pub live: Observed,
     last_sync: Option<LastSync>,
@@ -150,6 +152,7 @@ impl State {
             nodes_known: false,
             recorded: HashMap::new(),
             actions: HashMap::new(),
+            failures: HashMap::new(),
             live: Observed::default(),
             last_sync: None,
             health: Vec::new(),
@@ -181,6 +184,7 @@ impl State {
             health: &self.health,
             expected: &self.expected,
             actions: &self.actions,
+            failures: &self.failures,
             leader: self.active,
             leader_problem: self.leader_problem.as_deref(),
             suspensions: &self.suspensions,

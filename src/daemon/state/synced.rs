@@ -108,6 +108,14 @@ impl State {
             }
             self.actions
                 .insert(o.key.clone(), o.action.label().to_string());
+            match &o.action {
+                Action::Failed(e) | Action::Conflict(e) => {
+                    self.failures.insert(o.key.clone(), e.clone());
+                }
+                _ => {
+                    self.failures.remove(&o.key);
+                }
+            }
             if !o.action.is_error()
                 && o.action != Action::Drifted
                 && let Some(fields) = o.fields.clone()
@@ -154,12 +162,9 @@ impl State {
             time: now.wall.to_string(),
             result: result.into(),
             duration_seconds: elapsed.as_secs_f64(),
-            // A stopped sync (a wave not ready, a hook failed) says why, as a refusal does.
-            message: report
-                .prune
-                .refused
-                .clone()
-                .or_else(|| report.stopped.clone()),
+            // What failed, what stopped the sync (a wave not ready, a hook failed), or
+            // why its prune was refused.
+            message: sync_message(&report),
             applied,
             unchanged,
             pruned,
@@ -229,4 +234,50 @@ impl State {
         }
         (outcome, tally)
     }
+}
+
+/// What `last_sync.message` says of a sync: the objects that failed (the first few, with
+/// why), what stopped it, why its prune was refused; `None` when all went well.
+fn sync_message(report: &crate::apply::SyncReport) -> Option<String> {
+    const SHOWN: usize = 3;
+    let mut parts = Vec::new();
+    let failed: Vec<String> = report
+        .objects
+        .iter()
+        .filter_map(|o| match &o.action {
+            Action::Failed(e) | Action::Conflict(e) => Some(format!("{}: {e}", o.key)),
+            _ => None,
+        })
+        .collect();
+    if !failed.is_empty() {
+        let more = match failed.len().saturating_sub(SHOWN) {
+            0 => String::new(),
+            n => format!("; and {n} more"),
+        };
+        let noun = if failed.len() == 1 {
+            "object"
+        } else {
+            "objects"
+        };
+        parts.push(format!(
+            "{} {noun} not applied: {}{more}",
+            failed.len(),
+            failed[..failed.len().min(SHOWN)].join("; ")
+        ));
+    }
+    for failed_prune in report
+        .prune
+        .objects
+        .iter()
+        .filter(|p| matches!(p.action, crate::apply::prune::Action::Failed(_)))
+    {
+        parts.push(format!("{}: {}", failed_prune.key, failed_prune.action));
+    }
+    if let Some(why) = &report.stopped {
+        parts.push(format!("stopped: {why}"));
+    }
+    if let Some(why) = &report.prune.refused {
+        parts.push(why.clone());
+    }
+    (!parts.is_empty()).then(|| parts.join(" | "))
 }

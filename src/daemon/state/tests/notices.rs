@@ -122,7 +122,10 @@ fn a_failing_sync_is_told_once_however_often_it_is_retried() {
         (Event::SyncFailed, Some("r2"))
     );
     assert_eq!(notices[0].specs, [id("a").to_string()]);
-    assert_eq!(notices[0].message, "1 object failed to apply");
+    assert_eq!(
+        notices[0].message,
+        "1 object not applied: Deployment.apps n/a: denied"
+    );
     state.on_sync_done(
         &[spec("a")],
         ran(vec![result("a", Action::Failed("denied".into()))], None),
