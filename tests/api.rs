@@ -554,3 +554,70 @@ async fn a_scale_held_by_a_suspension_is_taken_back_on_resume() {
         .await;
     assert_eq!(daemon.stop(), Some(0));
 }
+
+/// The cloud-IDE backend's flow: write a workspace, at once long-poll it ready, hand out
+/// its address. The answer is the new revision's Pod, never the old one's.
+#[tokio::test]
+async fn wait_ready_answers_for_the_revision_just_written() {
+    use k8s_openapi::api::core::v1::Pod;
+    let client = support::client().await;
+    let ns = support::namespace(&client, "api-rev").await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("ide.toml");
+    let workspace = |image: &str| {
+        format!("namespace = \"{ns}\"\n[workspace.ide]\nimage = \"{image}\"\nstorage = \"1Gi\"\n")
+    };
+    std::fs::write(&file, workspace("codercom/code-server:4.0")).unwrap();
+    let daemon = Daemon::builder(&ns)
+        .args(&["--dir", &dir.path().to_string_lossy(), "--resync", "1h"])
+        .wait(WAIT)
+        .start();
+    let addr = daemon.metrics;
+    let id = format!("workspace/{ns}/ide");
+    let wait = format!("/api/v1/specs/{id}?wait=ready&timeout=90s");
+    let (code, first) = get_json(addr, &wait).await;
+    assert_eq!(code, 200, "{first}");
+    let old_ip = first["figures"]["pod_ip"].clone();
+    assert!(old_ip.is_string(), "{first}");
+    let revision = first["revision"].as_str().unwrap().to_string();
+
+    // A new image whose Pod is ready only 3 s after it starts; asked at once, no sleep.
+    std::fs::write(&file, workspace("codercom/code-server:slowready-3")).unwrap();
+    let asked = std::time::Instant::now();
+    let (code, second) = get_json(addr, &wait).await;
+    assert_eq!(code, 200, "{second}");
+    assert!(asked.elapsed() >= Duration::from_secs(2), "{second}");
+    assert_ne!(
+        second["revision"].as_str(),
+        Some(revision.as_str()),
+        "{second}"
+    );
+    assert_ne!(second["figures"]["pod_ip"], old_ip, "{second}");
+    assert_eq!(second["ready"], true, "{second}");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let pod = pods
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .find(|p| {
+            p.status
+                .as_ref()
+                .and_then(|s| s.pod_ip.as_ref())
+                .map(String::as_str)
+                == second["figures"]["pod_ip"].as_str()
+        })
+        .unwrap_or_else(|| panic!("no Pod with the address given: {second}"));
+    assert_eq!(
+        pod.spec.unwrap().containers[0].image.as_deref(),
+        Some("codercom/code-server:slowready-3")
+    );
+    // Naming a revision that is not (yet) there waits for it, and says so when time is up.
+    let (code, _) = get_json(
+        addr,
+        &format!("/api/v1/specs/{id}?wait=ready&timeout=2s&revision=0123456789abcdef"),
+    )
+    .await;
+    assert_eq!(code, 408);
+}

@@ -425,6 +425,7 @@ fn status(n_specs: usize, revision: &str, ready: bool) -> StatusFile {
             }],
             suspended: None,
             drifted: vec![],
+            revision: None,
         })
         .collect();
     StatusFile {

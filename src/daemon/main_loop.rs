@@ -139,6 +139,23 @@ impl Loop {
                     let _ = control.send(Control::SourceRead { done }).await;
                 });
             }
+            Control::Read { done } => {
+                let (tx, rx) = oneshot::channel();
+                if self.rescan.try_send(Rescan { done: Some(tx) }).is_err() {
+                    tracing::debug!("source read already queued");
+                }
+                let control = self.control.clone();
+                tokio::spawn(async move {
+                    let _ = tokio::time::timeout(Duration::from_secs(120), rx).await;
+                    let _ = control.send(Control::ReadDone { done }).await;
+                });
+            }
+            Control::ReadDone { done } => {
+                while let Ok(update) = src_rx.try_recv() {
+                    self.on_source(update);
+                }
+                let _ = done.send(self.state.revision_seen().map(str::to_string));
+            }
             Control::SourceRead { done } => {
                 // What the read found was sent before it said it was done: take it first,
                 // so the sync below covers it.

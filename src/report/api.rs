@@ -77,6 +77,15 @@ pub enum Control {
     SourceRead {
         done: Option<oneshot::Sender<Result<LastSync, String>>>,
     },
+    /// Read the source now (a directory again; git: fetch); `done` hears the revision
+    /// the daemon has seen once that read reached it.
+    Read {
+        done: oneshot::Sender<Option<String>>,
+    },
+    /// The read a `Read` asked for reached the loop (the loop's own message).
+    ReadDone {
+        done: oneshot::Sender<Option<String>>,
+    },
 }
 
 /// Writes a suspension where every replica reads it (the cluster).
@@ -141,6 +150,23 @@ async fn status(State(api): State<Arc<ApiState>>) -> Response {
 struct WaitQuery {
     wait: Option<String>,
     timeout: Option<String>,
+    /// Wait for this revision (a commit, or its first 7+ hex digits) rather than the one
+    /// a fresh read of the source finds.
+    revision: Option<String>,
+}
+
+/// Whether a spec's `revision` is the one asked about: the same, or a commit it begins
+/// with (abbreviated as git abbreviates, 7 digits at least).
+fn same_revision(spec: &str, asked: &str) -> bool {
+    spec == asked || (asked.len() >= 7 && spec.starts_with(asked))
+}
+
+/// Has the daemon read its source now and says which revision it has seen since; `None`
+/// when it cannot say (busy, stopping, or no valid revision yet).
+async fn read_source(api: &ApiState, limit: Duration) -> Option<String> {
+    let (tx, rx) = oneshot::channel();
+    api.control.try_send(Control::Read { done: tx }).ok()?;
+    tokio::time::timeout(limit, rx).await.ok()?.ok()?
 }
 
 fn entry(spec: &Value) -> Response {
@@ -183,6 +209,13 @@ async fn spec(
         };
     };
     let deadline = tokio::time::Instant::now() + limit;
+    // Readiness of the revision asked about: the one named, or what the source holds now
+    // (a spec written a moment ago, then waited for at once, is waited for in its new
+    // revision, never answered from the old one's Pod).
+    let target = match q.revision {
+        Some(r) => Some(r),
+        None => read_source(&api, limit).await,
+    };
     loop {
         let current = rx.borrow_and_update().clone();
         // A spec just written to the source is not in the status until the daemon has
@@ -193,7 +226,12 @@ async fn spec(
                 _ => return error(StatusCode::NOT_FOUND, format!("no spec {id}")),
             }
         };
-        if s["ready"] == true {
+        let in_target = match (&target, s["revision"].as_str()) {
+            (None, _) => true,
+            (Some(want), Some(have)) => same_revision(have, want),
+            (Some(_), None) => false,
+        };
+        if s["ready"] == true && in_target {
             return entry(&s);
         }
         match tokio::time::timeout_at(deadline, rx.changed()).await {

@@ -37,6 +37,8 @@ pub struct Snapshot<'a> {
     pub actions: &'a HashMap<ObjKey, String>,
     /// Why the last apply of an object failed (or conflicted), while it stands.
     pub failures: &'a HashMap<ObjKey, String>,
+    /// The revision each spec's state reflects.
+    pub settled_in: &'a HashMap<SpecId, String>,
     pub leader: bool,
     /// Why this replica cannot lead, while it cannot: one of `errors` in the file.
     pub leader_problem: Option<&'a str>,
@@ -143,6 +145,7 @@ impl Snapshot<'_> {
                         .unwrap_or_default(),
                     suspended: self.suspensions.get(&id).cloned(),
                     drifted: drifted_by_spec.remove(&spec.id).unwrap_or_default(),
+                    revision: self.settled_in.get(&spec.id).cloned(),
                 }
             })
             .collect();
@@ -264,6 +267,8 @@ mod tests {
     static NO_DRIFT: BTreeMap<ObjKey, SpecId> = BTreeMap::new();
     static NO_FAILURES: std::sync::LazyLock<HashMap<ObjKey, String>> =
         std::sync::LazyLock::new(HashMap::new);
+    static NO_REVISIONS: std::sync::LazyLock<HashMap<SpecId, String>> =
+        std::sync::LazyLock::new(HashMap::new);
 
     fn snapshot<'a>(
         specs: &'a [Spec],
@@ -282,6 +287,7 @@ mod tests {
             expected: &[],
             actions,
             failures: &NO_FAILURES,
+            settled_in: &NO_REVISIONS,
             leader: true,
             leader_problem: None,
             suspensions: &NO_SUSPENSIONS,

@@ -133,6 +133,10 @@ pub struct SpecStatus {
     pub suspended: Option<Suspension>,
     #[serde(default)]
     pub drifted: Vec<String>,
+    /// The revision its state reflects: its change there applied and observed. Not the
+    /// newest revision while that change is pending (and then not ready).
+    #[serde(default)]
+    pub revision: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -508,6 +512,7 @@ mod tests {
             objects: vec![],
             suspended: None,
             drifted: vec![],
+            revision: None,
         }
     }
 

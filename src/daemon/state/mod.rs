@@ -5,6 +5,7 @@
 
 mod notices;
 mod readiness;
+mod settled;
 mod synced;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -131,6 +132,8 @@ pub struct State {
     pub syncing: bool,
     /// What has been told of the transitions (notifications).
     herald: notices::Herald,
+    /// Which revision each spec's readiness reflects (`settled`).
+    settling: settled::Settling,
 }
 
 impl State {
@@ -168,6 +171,7 @@ impl State {
             suspensions: Suspensions::new(),
             syncing: false,
             herald: notices::Herald::default(),
+            settling: settled::Settling::default(),
         }
     }
 
@@ -185,6 +189,7 @@ impl State {
             expected: &self.expected,
             actions: &self.actions,
             failures: &self.failures,
+            settled_in: self.settling.settled_in(),
             leader: self.active,
             leader_problem: self.leader_problem.as_deref(),
             suspensions: &self.suspensions,
@@ -192,6 +197,11 @@ impl State {
             syncing: self.syncing,
             correct_drift: self.correct_drift,
         }
+    }
+
+    /// The newest revision read from the source, valid or not.
+    pub fn revision_seen(&self) -> Option<&str> {
+        self.revision_seen.as_deref()
     }
 
     pub fn specs(&self) -> &[Spec] {
@@ -271,18 +281,24 @@ impl State {
         let incremental = self.tree.is_some()
             && self.revision_applied.is_some()
             && (self.pending.is_some() || self.revision_applied == self.revision_current);
-        let keys = match self.tree.as_deref().filter(|_| incremental) {
+        let (keys, changed) = match self.tree.as_deref().filter(|_| incremental) {
             Some(old) => {
                 let changed = changed_specs(old, &tree);
                 let pending = self.pending.get_or_insert_with(BTreeSet::new);
                 pending.extend(changed.iter().cloned());
-                changed.into_iter().map(Key::Spec).collect()
+                let keys = changed.iter().cloned().map(Key::Spec).collect();
+                (
+                    keys,
+                    Some(changed.into_iter().collect::<BTreeSet<SpecId>>()),
+                )
             }
             None => {
                 self.pending = None;
-                vec![Key::Full]
+                (vec![Key::Full], None)
             }
         };
+        self.settling
+            .on_revision(&id, tree.specs.iter().map(|s| &s.id), changed.as_ref());
         self.tree = Some(Arc::new(tree));
         self.render_dirty = true;
         self.revision_current = Some(id);

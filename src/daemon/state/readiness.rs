@@ -42,6 +42,32 @@ pub fn waiting_on(tree: &SpecTree, health: &[SpecHealth]) -> BTreeMap<SpecId, Ve
         .collect()
 }
 
+/// Says in `h` that its state is not the current revision's yet: the change is not
+/// applied (or held back by a suspension), or not observed since it was.
+fn show_unsettled(h: &mut SpecHealth, revision: Option<&str>, suspended: bool) {
+    let revision = revision.map(short).unwrap_or("?");
+    h.ready = false;
+    if h.status == Status::Current {
+        h.status = Status::InProgress;
+    }
+    if suspended {
+        h.reason = Some("Suspended".into());
+        h.message = format!("suspended: its change in revision {revision} is held back");
+    } else if h.status != Status::Failed {
+        h.reason = Some("RevisionPending".into());
+        h.message = format!(
+            "its change in revision {revision} is not applied and observed yet; {}",
+            h.message
+        );
+    }
+}
+
+/// A revision id as people read it: a commit's first 12 hex digits.
+fn short(revision: &str) -> &str {
+    let hex = revision.rsplit(':').next().unwrap_or(revision);
+    hex.get(..12).unwrap_or(hex)
+}
+
 /// Says in `h` what it waits for: not applied yet (or, once it was, its changes held)
 /// until they are. A spec never applied is not ready, whatever its (absent) objects say.
 fn show_waiting(h: &mut SpecHealth, on: &[SpecId], applied: bool) {
@@ -101,6 +127,17 @@ impl State {
         now: Now,
     ) -> HealthNews {
         let waited = self.waiting();
+        // What the syncs since the last refresh applied is observed now.
+        self.settling.on_observed(self.revision_current.as_deref());
+        for h in healths.iter_mut() {
+            let Ok(id) = h.id.parse::<SpecId>() else {
+                continue;
+            };
+            if !self.settling.is_settled(&id) {
+                let suspended = self.suspensions.contains_key(&h.id);
+                show_unsettled(h, self.revision_current.as_deref(), suspended);
+            }
+        }
         let overdue = self
             .applied_at
             .is_some_and(|t| now.at.duration_since(t) > ready_timeout);

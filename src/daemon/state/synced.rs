@@ -122,11 +122,20 @@ impl State {
             {
                 self.recorded
                     .insert(o.key.clone(), (o.spec.clone(), fields));
-                // The watches are the source of live state; what a write returned only
-                // stands in until the watch reports the object, never over a newer event.
+                // The watches are the source of live state; what a write returned stands
+                // in until the watch reports it, never over a newer event. It does replace
+                // an older one: readiness right after the sync must be the written
+                // object's (a new generation, a new Pod), not the one it replaced.
                 // Moved, not copied: a sync's results hold every object it wrote.
                 if let Some(live) = o.live.take() {
-                    self.live.objects.entry(o.key.clone()).or_insert(live);
+                    let newer = self
+                        .live
+                        .objects
+                        .get(&o.key)
+                        .is_none_or(|cached| written_after(&live, cached));
+                    if newer {
+                        self.live.objects.insert(o.key.clone(), live);
+                    }
                 }
             }
         }
@@ -170,15 +179,32 @@ impl State {
             pruned,
             failed,
         });
+        // A refused prune or a stopped sync leaves its revision not applied: retried.
+        let held_back = report.prune.refused.is_some() || report.stopped.is_some();
         if full {
             self.set_expected(health::expected(objects));
             self.render_dirty = false;
             self.pending = None;
-            tally.applied = self.mark_applied(now);
-        } else {
+            if !held_back {
+                tally.applied = self.mark_applied(now);
+            }
+        } else if !held_back {
             // Like a whole sync, a spec counts as applied when its sync ran, failures and
             // all (they are in the status and retried with backoff).
             tally.applied = self.specs_done(&specs, now);
+        }
+        // What this sync applied, without an error, reflects the current revision once
+        // a readiness refresh has seen it (`settled`).
+        if report.stopped.is_none() {
+            let held = self.held();
+            let waiting = self.waiting();
+            let covered: Vec<SpecId> = match full {
+                true => self.specs().iter().map(|s| s.id.clone()).collect(),
+                false => specs.iter().map(|s| (*s).clone()).collect(),
+            };
+            self.settling.on_synced(covered.iter().filter(|s| {
+                !failed_specs.contains(*s) && !held.contains(*s) && !waiting.contains_key(*s)
+            }));
         }
         if full && self.correct_drift {
             // A whole sync reads objects as metadata only, so it cannot see replicas
@@ -280,4 +306,18 @@ fn sync_message(report: &crate::apply::SyncReport) -> Option<String> {
         parts.push(why.clone());
     }
     (!parts.is_empty()).then(|| parts.join(" | "))
+}
+
+/// Whether `written` is a newer state of the object than `cached` as readiness reads it:
+/// another object (a new UID, as after a replace) or a later generation (a changed spec,
+/// which a controller has yet to observe). The readiness view keeps no resourceVersion.
+fn written_after(written: &crate::object::Packed, cached: &crate::object::Packed) -> bool {
+    let (w, c) = (written.value(), cached.value());
+    let uid = |v: &serde_json::Value| v["metadata"]["uid"].as_str().map(str::to_string);
+    let generation = |v: &serde_json::Value| v["metadata"]["generation"].as_i64();
+    match (generation(&w), generation(&c)) {
+        _ if uid(&w) != uid(&c) => true,
+        (Some(w), Some(c)) => w > c,
+        _ => false,
+    }
 }

@@ -664,8 +664,14 @@ fn a_spec_waits_for_its_dependencies_and_is_released_once_they_are_ready() {
     );
     assert_eq!(waiting[&id("app")], [id("db")]);
 
-    // db is ready: app goes ahead; top, never applied, still waits for app (whose own
-    // objects are not there yet), and says so.
+    // db is applied (a whole sync leaves out the specs that wait) and ready: app goes
+    // ahead; top, never applied, still waits for app (whose own objects are not there
+    // yet), and says so.
+    sync_ran(
+        &mut state,
+        &[Key::Full],
+        vec![result("db", Action::Created)],
+    );
     let healths = vec![
         health("app", Status::InProgress),
         health("db", Status::Current),

@@ -5,7 +5,8 @@
 //! - an image whose name contains `crashloop`: the container is in CrashLoopBackOff;
 //! - an image whose name contains `unpullable`: Pending in ImagePullBackOff;
 //! - annotation `testbed.driftless.dev/ready-delay-seconds: "N"`: Running but not Ready
-//!   for N seconds after the Pod started;
+//!   for N seconds after the Pod started; so does an image whose tag contains
+//!   `slowready-N` (for specs whose kind sets no Pod annotations, as a workspace);
 //! - annotation `testbed.driftless.dev/exit-code: "N"`: containers terminate with code N
 //!   (Succeeded when 0, Failed otherwise);
 //! - a Pod that is not restarted (`restartPolicy` Never or OnFailure, as a Job's are)
@@ -54,6 +55,18 @@ fn behaviour(pod: &Pod) -> Behaviour {
     }
     if image_has("crashloop") {
         return Behaviour::CrashLoop;
+    }
+    let slow = containers.iter().find_map(|c| {
+        let image = c.image.as_deref().unwrap_or_default();
+        let at = image.find("slowready-")? + "slowready-".len();
+        let digits: String = image[at..]
+            .chars()
+            .take_while(char::is_ascii_digit)
+            .collect();
+        digits.parse::<u64>().ok()
+    });
+    if let Some(secs) = slow {
+        return Behaviour::ReadyAfter(Duration::from_secs(secs));
     }
     let ann = pod.annotations();
     if let Some(code) = ann.get(EXIT_CODE_ANNOTATION).and_then(|v| v.parse().ok()) {
@@ -385,6 +398,10 @@ mod tests {
         );
         assert_eq!(
             behaviour(&pod("nginx", &[(READY_DELAY_ANNOTATION, "3")])),
+            Behaviour::ReadyAfter(Duration::from_secs(3))
+        );
+        assert_eq!(
+            behaviour(&pod("code-server:slowready-3", &[])),
             Behaviour::ReadyAfter(Duration::from_secs(3))
         );
         assert_eq!(
