@@ -27,7 +27,7 @@ pub async fn client() -> Client {
     };
     let selection = driftless::cluster::Selection {
         kubeconfig: Some(path.clone().into()),
-        context: None,
+        ..Default::default()
     };
     match selection.client().await {
         Ok(c) => c,
