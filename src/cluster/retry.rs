@@ -5,8 +5,11 @@
 //!
 //! Bounded in tries and in time: a request whose apiserver answers 504 after a minute
 //! (etcd away) is not tried again, and none is tried again past [`Policy::budget`]. The
-//! sync that sent it fails with the apiserver's last answer and how long it was tried;
-//! retrying further is the sync queue's backoff, which is reported.
+//! budget also runs from the first of a client's requests the apiserver has not taken
+//! since it last took one ([`Trouble`]): a sync of thousands of objects against an
+//! apiserver that is down fails as soon as one request would, not after each object has
+//! waited its own turn. The sync fails with the apiserver's last answer and how long it
+//! was tried; retrying further is the sync queue's backoff, which is reported.
 
 use std::error::Error as StdError;
 use std::future::Future;
@@ -250,20 +253,44 @@ impl Bucket {
     }
 }
 
-/// The layer: rate limit, then retries, around kube's service (behind a buffer, which
-/// makes it cloneable).
-#[derive(Clone)]
-pub struct Layer {
-    bucket: Option<Arc<Bucket>>,
+/// Since when the apiserver has taken none of a client's requests: set by the first
+/// answer (or connection) worth retrying, cleared by any answer that is not.
+#[derive(Debug, Default)]
+pub struct Trouble(Mutex<Option<Instant>>);
+
+impl Trouble {
+    /// Notes an outcome at `now`; returns since when the trouble has lasted, if any.
+    pub fn note(&self, now: Instant, retryable: bool) -> Option<Instant> {
+        let mut since = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        if retryable {
+            Some(*since.get_or_insert(now))
+        } else {
+            *since = None;
+            None
+        }
+    }
+}
+
+/// What every request of one client shares.
+#[derive(Debug)]
+struct Shared {
+    bucket: Option<Bucket>,
+    trouble: Trouble,
     policy: Policy,
 }
 
+/// The layer: rate limit, then retries, around kube's service (behind a buffer, which
+/// makes it cloneable).
+#[derive(Clone)]
+pub struct Layer(Arc<Shared>);
+
 impl Layer {
     pub fn new(limit: RateLimit, policy: Policy) -> Layer {
-        Layer {
-            bucket: Bucket::new(limit).map(Arc::new),
+        Layer(Arc::new(Shared {
+            bucket: Bucket::new(limit),
+            trouble: Trouble::default(),
             policy,
-        }
+        }))
     }
 }
 
@@ -272,8 +299,7 @@ impl<S> tower::Layer<S> for Layer {
     fn layer(&self, inner: S) -> Retrying<S> {
         Retrying {
             inner,
-            bucket: self.bucket.clone(),
-            policy: self.policy,
+            shared: self.0.clone(),
         }
     }
 }
@@ -281,8 +307,7 @@ impl<S> tower::Layer<S> for Layer {
 #[derive(Clone)]
 pub struct Retrying<S> {
     inner: S,
-    bucket: Option<Arc<Bucket>>,
-    policy: Policy,
+    shared: Arc<Shared>,
 }
 
 type Answer = Response<Box<DynBody>>;
@@ -302,17 +327,13 @@ where
     }
 
     fn call(&mut self, req: Request<Body>) -> Self::Future {
-        let inner = self.inner.clone();
-        let bucket = self.bucket.clone();
-        let policy = self.policy;
-        Box::pin(send(inner, bucket, policy, req))
+        Box::pin(send(self.inner.clone(), self.shared.clone(), req))
     }
 }
 
 async fn send<S>(
     mut inner: S,
-    bucket: Option<Arc<Bucket>>,
-    policy: Policy,
+    shared: Arc<Shared>,
     mut req: Request<Body>,
 ) -> Result<Answer, BoxError>
 where
@@ -326,7 +347,7 @@ where
     // apiserver's to answer for.
     let mut first = None;
     loop {
-        if let Some(b) = &bucket {
+        if let Some(b) = &shared.bucket {
             let wait = b.take(Instant::now());
             if !wait.is_zero() {
                 tokio::time::sleep(wait).await;
@@ -349,11 +370,20 @@ where
                 Err(e) => Err(&**e),
             },
         );
+        let now = Instant::now();
+        // Only an answer says the apiserver is back: a TLS failure, say, is no news.
+        let since = match (&answer, reason) {
+            (Ok(_), None) => shared.trouble.note(now, false),
+            (_, Some(_)) => shared.trouble.note(now, true),
+            (Err(_), None) => None,
+        };
         let (Some(reason), Some(again)) = (reason, again) else {
             return answer;
         };
+        let policy = shared.policy;
         let wait = policy.wait(tries, reason, jitter());
-        if !policy.again(tries, reason, first.elapsed(), wait) {
+        let elapsed = (now - first).max(since.map_or(Duration::ZERO, |t| now - t));
+        if !policy.again(tries, reason, elapsed, wait) {
             return match answer {
                 Ok(a) => Ok(gave_up(a, tries, first.elapsed()).await),
                 Err(e) => Err(e),

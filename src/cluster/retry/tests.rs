@@ -453,3 +453,68 @@ async fn a_create_is_sent_again_when_the_connection_was_refused_not_when_it_drop
         assert_eq!(tries.load(Ordering::SeqCst), want_tries, "{kind:?}");
     }
 }
+
+#[test]
+fn trouble_lasts_from_the_first_answer_not_taken_until_one_is() {
+    let t = super::Trouble::default();
+    let t0 = Instant::now();
+    assert_eq!(t.note(t0, false), None);
+    assert_eq!(t.note(t0, true), Some(t0));
+    let later = t0 + Duration::from_secs(3);
+    assert_eq!(t.note(later, true), Some(t0), "still the same trouble");
+    assert_eq!(t.note(later, false), None, "an answer ends it");
+    assert_eq!(t.note(later, true), Some(later));
+}
+
+/// An apiserver that is down: once one request has used the budget, the next are not
+/// tried again, so a sync of many objects fails in about the budget, not in the budget
+/// for each of them. One answer taken, and requests are tried again as before.
+#[tokio::test]
+async fn once_the_apiserver_has_been_away_for_the_budget_requests_fail_at_once() {
+    let down = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let tries = Arc::new(AtomicU32::new(0));
+    let (is_down, seen) = (down.clone(), tries.clone());
+    let svc = tower::service_fn(move |_req: Request<Body>| {
+        seen.fetch_add(1, Ordering::SeqCst);
+        let down = is_down.load(Ordering::SeqCst);
+        async move {
+            if down {
+                Err::<Response<Box<DynBody>>, BoxError>(Box::new(Wrapped(
+                    std::io::ErrorKind::ConnectionRefused.into(),
+                )))
+            } else {
+                Ok(answer(200, None, "{}"))
+            }
+        }
+    });
+    let policy = Policy {
+        tries: 100,
+        first_wait: Duration::from_millis(5),
+        max_wait: Duration::from_millis(5),
+        budget: Duration::from_secs(5),
+        connection_budget: Duration::from_millis(100),
+    };
+    let mut client = Layer::new(RateLimit::default(), policy).layer(svc);
+    let mut send = async |req| {
+        tries.store(0, Ordering::SeqCst);
+        let ok = client.ready().await.unwrap().call(req).await.is_ok();
+        (ok, tries.load(Ordering::SeqCst))
+    };
+    let (ok, first) = send(apply_request()).await;
+    assert!(!ok);
+    assert!(
+        first > 5,
+        "the first request rode it out for a while: {first} tries"
+    );
+    assert_eq!(
+        send(apply_request()).await,
+        (false, 1),
+        "the next fails at once"
+    );
+    down.store(false, Ordering::SeqCst);
+    assert_eq!(send(apply_request()).await, (true, 1));
+    down.store(true, Ordering::SeqCst);
+    let (ok, again) = send(apply_request()).await;
+    assert!(!ok);
+    assert!(again > 5, "after an answer, a new budget: {again} tries");
+}
