@@ -60,8 +60,10 @@ pub struct Policy {
     /// The wait before the first retry; it doubles on each, up to `max_wait`.
     pub first_wait: Duration,
     pub max_wait: Duration,
-    /// No retry starts later than this after the first try: an apiserver that has not
-    /// recovered by then is reported, not waited for.
+    /// No retry starts later than this after the first try, nor after the first
+    /// request of the client the apiserver has not taken since it last took one (see
+    /// [`Trouble`]): an apiserver that has not recovered by then is reported, not
+    /// waited for.
     pub budget: Duration,
     /// The same for a connection refused or dropped: a blip (an apiserver restarting
     /// behind its load balancer) is ridden out, an apiserver that is down is reported
