@@ -78,7 +78,7 @@ fn unique_cluster_names(doc: &mut Value, suffix: &str) {
 async fn client_for(kubeconfig: &Path) -> Client {
     driftless::cluster::Selection {
         kubeconfig: Some(kubeconfig.to_path_buf()),
-        context: None,
+        ..Default::default()
     }
     .client()
     .await

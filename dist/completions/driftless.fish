@@ -1,6 +1,6 @@
 # Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
 function __fish_driftless_global_optspecs
-    string join \n kubeconfig= context= log-format= instance= h/help V/version
+    string join \n kubeconfig= context= kube-api-qps= kube-api-burst= log-format= instance= h/help V/version
 end
 
 function __fish_driftless_needs_command
@@ -26,6 +26,8 @@ end
 
 complete -c driftless -n "__fish_driftless_needs_command" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
 complete -c driftless -n "__fish_driftless_needs_command" -l context -d 'The kubeconfig context to use (default: its current-context)' -r
+complete -c driftless -n "__fish_driftless_needs_command" -l kube-api-qps -d 'Requests per second to the apiserver at most, client-side, as client-go\'s rate limit (0: no limit). Answers 429 and 502-504 are retried either way' -r
+complete -c driftless -n "__fish_driftless_needs_command" -l kube-api-burst -d 'Requests that may go out at once above --kube-api-qps before it paces them' -r
 complete -c driftless -n "__fish_driftless_needs_command" -l log-format -d 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)' -r -f -a "text\t''
 json\t''"
 complete -c driftless -n "__fish_driftless_needs_command" -l instance -d 'Name of this driftless instance: instances sharing a cluster never touch each other\'s objects' -r
@@ -47,6 +49,8 @@ complete -c driftless -n "__fish_driftless_using_subcommand validate" -l allow-n
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -l sops-age-key-file -d 'age identities (a keys file, as age-keygen writes it) to decrypt SOPS-encrypted YAML with. Without it: $SOPS_AGE_KEY_FILE, else $SOPS_AGE_KEY, else sops\'s default ~/.config/sops/age/keys.txt when present' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -l context -d 'The kubeconfig context to use (default: its current-context)' -r
+complete -c driftless -n "__fish_driftless_using_subcommand validate" -l kube-api-qps -d 'Requests per second to the apiserver at most, client-side, as client-go\'s rate limit (0: no limit). Answers 429 and 502-504 are retried either way' -r
+complete -c driftless -n "__fish_driftless_using_subcommand validate" -l kube-api-burst -d 'Requests that may go out at once above --kube-api-qps before it paces them' -r
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -l log-format -d 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)' -r -f -a "text\t''
 json\t''"
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -l instance -d 'Name of this driftless instance: instances sharing a cluster never touch each other\'s objects' -r
@@ -57,6 +61,8 @@ complete -c driftless -n "__fish_driftless_using_subcommand render" -l sops-age-
 complete -c driftless -n "__fish_driftless_using_subcommand render" -l nodes -d 'Node names for `localservice` specs, instead of asking the cluster. Such nodes carry no labels, so only an empty node-selector matches them' -r
 complete -c driftless -n "__fish_driftless_using_subcommand render" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand render" -l context -d 'The kubeconfig context to use (default: its current-context)' -r
+complete -c driftless -n "__fish_driftless_using_subcommand render" -l kube-api-qps -d 'Requests per second to the apiserver at most, client-side, as client-go\'s rate limit (0: no limit). Answers 429 and 502-504 are retried either way' -r
+complete -c driftless -n "__fish_driftless_using_subcommand render" -l kube-api-burst -d 'Requests that may go out at once above --kube-api-qps before it paces them' -r
 complete -c driftless -n "__fish_driftless_using_subcommand render" -l log-format -d 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)' -r -f -a "text\t''
 json\t''"
 complete -c driftless -n "__fish_driftless_using_subcommand render" -l instance -d 'Name of this driftless instance: instances sharing a cluster never touch each other\'s objects' -r
@@ -74,6 +80,8 @@ markdown\t''
 json\t''"
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l context -d 'The kubeconfig context to use (default: its current-context)' -r
+complete -c driftless -n "__fish_driftless_using_subcommand diff" -l kube-api-qps -d 'Requests per second to the apiserver at most, client-side, as client-go\'s rate limit (0: no limit). Answers 429 and 502-504 are retried either way' -r
+complete -c driftless -n "__fish_driftless_using_subcommand diff" -l kube-api-burst -d 'Requests that may go out at once above --kube-api-qps before it paces them' -r
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l log-format -d 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)' -r -f -a "text\t''
 json\t''"
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l instance -d 'Name of this driftless instance: instances sharing a cluster never touch each other\'s objects' -r
@@ -93,6 +101,8 @@ complete -c driftless -n "__fish_driftless_using_subcommand apply" -l replace-on
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l timeout -d 'How long --wait waits, e.g. 90s, 5m' -r
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l context -d 'The kubeconfig context to use (default: its current-context)' -r
+complete -c driftless -n "__fish_driftless_using_subcommand apply" -l kube-api-qps -d 'Requests per second to the apiserver at most, client-side, as client-go\'s rate limit (0: no limit). Answers 429 and 502-504 are retried either way' -r
+complete -c driftless -n "__fish_driftless_using_subcommand apply" -l kube-api-burst -d 'Requests that may go out at once above --kube-api-qps before it paces them' -r
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l log-format -d 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)' -r -f -a "text\t''
 json\t''"
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l instance -d 'Name of this driftless instance: instances sharing a cluster never touch each other\'s objects' -r
@@ -138,6 +148,8 @@ complete -c driftless -n "__fish_driftless_using_subcommand run" -l inventory-na
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l replace-on-immutable -d 'Also delete and recreate objects of this kind (KIND or KIND.GROUP, as Job.batch) when an apply is refused only for immutable fields; Jobs always are, unless their `driftless.dev/replace: never` says otherwise. Repeatable' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l context -d 'The kubeconfig context to use (default: its current-context)' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l kube-api-qps -d 'Requests per second to the apiserver at most, client-side, as client-go\'s rate limit (0: no limit). Answers 429 and 502-504 are retried either way' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l kube-api-burst -d 'Requests that may go out at once above --kube-api-qps before it paces them' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l log-format -d 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)' -r -f -a "text\t''
 json\t''"
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l instance -d 'Name of this driftless instance: instances sharing a cluster never touch each other\'s objects' -r
@@ -154,6 +166,8 @@ complete -c driftless -n "__fish_driftless_using_subcommand status" -s o -l outp
 json\t''"
 complete -c driftless -n "__fish_driftless_using_subcommand status" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand status" -l context -d 'The kubeconfig context to use (default: its current-context)' -r
+complete -c driftless -n "__fish_driftless_using_subcommand status" -l kube-api-qps -d 'Requests per second to the apiserver at most, client-side, as client-go\'s rate limit (0: no limit). Answers 429 and 502-504 are retried either way' -r
+complete -c driftless -n "__fish_driftless_using_subcommand status" -l kube-api-burst -d 'Requests that may go out at once above --kube-api-qps before it paces them' -r
 complete -c driftless -n "__fish_driftless_using_subcommand status" -l log-format -d 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)' -r -f -a "text\t''
 json\t''"
 complete -c driftless -n "__fish_driftless_using_subcommand status" -l instance -d 'Name of this driftless instance: instances sharing a cluster never touch each other\'s objects' -r
@@ -164,6 +178,8 @@ complete -c driftless -n "__fish_driftless_using_subcommand reconcile" -l token-
 complete -c driftless -n "__fish_driftless_using_subcommand reconcile" -l timeout -d 'How long to wait for the sync to end' -r
 complete -c driftless -n "__fish_driftless_using_subcommand reconcile" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand reconcile" -l context -d 'The kubeconfig context to use (default: its current-context)' -r
+complete -c driftless -n "__fish_driftless_using_subcommand reconcile" -l kube-api-qps -d 'Requests per second to the apiserver at most, client-side, as client-go\'s rate limit (0: no limit). Answers 429 and 502-504 are retried either way' -r
+complete -c driftless -n "__fish_driftless_using_subcommand reconcile" -l kube-api-burst -d 'Requests that may go out at once above --kube-api-qps before it paces them' -r
 complete -c driftless -n "__fish_driftless_using_subcommand reconcile" -l log-format -d 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)' -r -f -a "text\t''
 json\t''"
 complete -c driftless -n "__fish_driftless_using_subcommand reconcile" -l instance -d 'Name of this driftless instance: instances sharing a cluster never touch each other\'s objects' -r
@@ -174,6 +190,8 @@ complete -c driftless -n "__fish_driftless_using_subcommand suspend" -l server -
 complete -c driftless -n "__fish_driftless_using_subcommand suspend" -l token-file -d 'File holding the API token (the daemon\'s --api-token-file); or set DRIFTLESS_API_TOKEN' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand suspend" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand suspend" -l context -d 'The kubeconfig context to use (default: its current-context)' -r
+complete -c driftless -n "__fish_driftless_using_subcommand suspend" -l kube-api-qps -d 'Requests per second to the apiserver at most, client-side, as client-go\'s rate limit (0: no limit). Answers 429 and 502-504 are retried either way' -r
+complete -c driftless -n "__fish_driftless_using_subcommand suspend" -l kube-api-burst -d 'Requests that may go out at once above --kube-api-qps before it paces them' -r
 complete -c driftless -n "__fish_driftless_using_subcommand suspend" -l log-format -d 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)' -r -f -a "text\t''
 json\t''"
 complete -c driftless -n "__fish_driftless_using_subcommand suspend" -l instance -d 'Name of this driftless instance: instances sharing a cluster never touch each other\'s objects' -r
@@ -183,6 +201,8 @@ complete -c driftless -n "__fish_driftless_using_subcommand resume" -l server -d
 complete -c driftless -n "__fish_driftless_using_subcommand resume" -l token-file -d 'File holding the API token (the daemon\'s --api-token-file); or set DRIFTLESS_API_TOKEN' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand resume" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand resume" -l context -d 'The kubeconfig context to use (default: its current-context)' -r
+complete -c driftless -n "__fish_driftless_using_subcommand resume" -l kube-api-qps -d 'Requests per second to the apiserver at most, client-side, as client-go\'s rate limit (0: no limit). Answers 429 and 502-504 are retried either way' -r
+complete -c driftless -n "__fish_driftless_using_subcommand resume" -l kube-api-burst -d 'Requests that may go out at once above --kube-api-qps before it paces them' -r
 complete -c driftless -n "__fish_driftless_using_subcommand resume" -l log-format -d 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)' -r -f -a "text\t''
 json\t''"
 complete -c driftless -n "__fish_driftless_using_subcommand resume" -l instance -d 'Name of this driftless instance: instances sharing a cluster never touch each other\'s objects' -r
@@ -190,6 +210,8 @@ complete -c driftless -n "__fish_driftless_using_subcommand resume" -s h -l help
 complete -c driftless -n "__fish_driftless_using_subcommand resume" -s V -l version -d 'Print version'
 complete -c driftless -n "__fish_driftless_using_subcommand schema" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand schema" -l context -d 'The kubeconfig context to use (default: its current-context)' -r
+complete -c driftless -n "__fish_driftless_using_subcommand schema" -l kube-api-qps -d 'Requests per second to the apiserver at most, client-side, as client-go\'s rate limit (0: no limit). Answers 429 and 502-504 are retried either way' -r
+complete -c driftless -n "__fish_driftless_using_subcommand schema" -l kube-api-burst -d 'Requests that may go out at once above --kube-api-qps before it paces them' -r
 complete -c driftless -n "__fish_driftless_using_subcommand schema" -l log-format -d 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)' -r -f -a "text\t''
 json\t''"
 complete -c driftless -n "__fish_driftless_using_subcommand schema" -l instance -d 'Name of this driftless instance: instances sharing a cluster never touch each other\'s objects' -r
@@ -198,6 +220,8 @@ complete -c driftless -n "__fish_driftless_using_subcommand schema" -s V -l vers
 complete -c driftless -n "__fish_driftless_using_subcommand completions" -l out-dir -d 'Instead, write the scripts of every shell into this directory' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand completions" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand completions" -l context -d 'The kubeconfig context to use (default: its current-context)' -r
+complete -c driftless -n "__fish_driftless_using_subcommand completions" -l kube-api-qps -d 'Requests per second to the apiserver at most, client-side, as client-go\'s rate limit (0: no limit). Answers 429 and 502-504 are retried either way' -r
+complete -c driftless -n "__fish_driftless_using_subcommand completions" -l kube-api-burst -d 'Requests that may go out at once above --kube-api-qps before it paces them' -r
 complete -c driftless -n "__fish_driftless_using_subcommand completions" -l log-format -d 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)' -r -f -a "text\t''
 json\t''"
 complete -c driftless -n "__fish_driftless_using_subcommand completions" -l instance -d 'Name of this driftless instance: instances sharing a cluster never touch each other\'s objects' -r
@@ -206,6 +230,8 @@ complete -c driftless -n "__fish_driftless_using_subcommand completions" -s V -l
 complete -c driftless -n "__fish_driftless_using_subcommand man" -l out-dir -d 'Instead, write driftless.1 and a driftless-<subcommand>.1 for every visible subcommand into this directory' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand man" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand man" -l context -d 'The kubeconfig context to use (default: its current-context)' -r
+complete -c driftless -n "__fish_driftless_using_subcommand man" -l kube-api-qps -d 'Requests per second to the apiserver at most, client-side, as client-go\'s rate limit (0: no limit). Answers 429 and 502-504 are retried either way' -r
+complete -c driftless -n "__fish_driftless_using_subcommand man" -l kube-api-burst -d 'Requests that may go out at once above --kube-api-qps before it paces them' -r
 complete -c driftless -n "__fish_driftless_using_subcommand man" -l log-format -d 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)' -r -f -a "text\t''
 json\t''"
 complete -c driftless -n "__fish_driftless_using_subcommand man" -l instance -d 'Name of this driftless instance: instances sharing a cluster never touch each other\'s objects' -r

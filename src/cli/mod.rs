@@ -51,6 +51,16 @@ pub struct GlobalArgs {
     /// The kubeconfig context to use (default: its current-context).
     #[arg(long, global = true, value_name = "NAME")]
     pub context: Option<String>,
+    /// Requests per second to the apiserver at most, client-side, as client-go's rate
+    /// limit (0: no limit). Answers 429 and 502-504 are retried either way.
+    #[arg(long, global = true, value_name = "QPS",
+          default_value_t = driftless::cluster::retry::DEFAULT_QPS, value_parser = parse_qps)]
+    pub kube_api_qps: f32,
+    /// Requests that may go out at once above --kube-api-qps before it paces them.
+    #[arg(long, global = true, value_name = "N",
+          default_value_t = driftless::cluster::retry::DEFAULT_BURST,
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub kube_api_burst: u32,
     /// Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise).
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
@@ -59,6 +69,13 @@ pub struct GlobalArgs {
     #[arg(long, global = true, env = "DRIFTLESS_INSTANCE", default_value = driftless::object::ownership::DEFAULT_INSTANCE,
           value_parser = parse_instance)]
     pub instance: String,
+}
+
+fn parse_qps(s: &str) -> Result<f32, String> {
+    match s.parse::<f32>() {
+        Ok(q) if q.is_finite() && q >= 0.0 => Ok(q),
+        _ => Err("expected a number of requests per second, 0 or more".into()),
+    }
 }
 
 fn parse_instance(s: &str) -> Result<String, String> {
@@ -410,6 +427,10 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
     let selection = Selection {
         kubeconfig: cli.global.kubeconfig.clone(),
         context: cli.global.context.clone(),
+        rate: driftless::cluster::retry::RateLimit {
+            qps: cli.global.kube_api_qps,
+            burst: cli.global.kube_api_burst,
+        },
     };
     match &cli.command {
         Command::Validate(args) => validate(&args.path, &args.policy.policy()?),

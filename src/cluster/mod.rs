@@ -2,13 +2,11 @@
 //! `~/.kube/config`, then the in-cluster service account; `--context` picks a context.
 
 mod refusal;
+pub mod retry;
 
 use std::path::{Path, PathBuf};
 
-use std::time::Duration;
-
 use kube::Client;
-use kube::client::retry::RetryPolicy;
 use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError};
 
 #[derive(Debug, thiserror::Error)]
@@ -26,15 +24,14 @@ pub enum ClusterError {
     Infer(#[from] kube::config::InferConfigError),
     #[error("creating the Kubernetes client: {0}")]
     Client(#[from] kube::Error),
-    #[error("the Kubernetes client's retry policy: {0}")]
-    Retry(String),
 }
 
-/// Where to find the cluster; the global CLI flags.
+/// Where to find the cluster and how fast to talk to it; the global CLI flags.
 #[derive(Debug, Clone, Default)]
 pub struct Selection {
     pub kubeconfig: Option<PathBuf>,
     pub context: Option<String>,
+    pub rate: retry::RateLimit,
 }
 
 impl Selection {
@@ -61,17 +58,15 @@ impl Selection {
                 "the kubeconfig sets insecure-skip-tls-verify: the apiserver's certificate is not checked, so anyone on the network path can impersonate it"
             );
         }
-        // kube retries 429/503/504 up to 15 times, backing off up to 1000 s: a request to an
-        // apiserver whose etcd is away (a 504 after each 60 s) then hangs for most of an
-        // hour, and the daemon cannot say what is wrong. A few quick retries ride out
-        // throttling; anything longer is the sync queue's backoff, which is reported.
+        // kube's own retry tries 429/503/504 15 times, backing off up to 1000 s: a request
+        // to an apiserver whose etcd is away (a 504 after each 60 s) then hangs for most
+        // of an hour, and the daemon cannot say what is wrong. Ours (retry.rs) is bounded
+        // in tries and in time, and rate-limits as client-go does.
         config.default_retry = false;
-        let policy = RetryPolicy::new(Duration::from_millis(250), Duration::from_secs(4), 3, true)
-            .map_err(|e| ClusterError::Retry(e.to_string()))?;
-        // Retry needs a service it can clone: the buffer gives one, as kube's docs do.
+        // Retrying needs a service it can clone: the buffer makes kube's one so.
         Ok(kube::client::ClientBuilder::try_from(config)?
             .with_layer(&tower::buffer::BufferLayer::new(1024))
-            .with_layer(&tower::retry::RetryLayer::new(policy))
+            .with_layer(&retry::Layer::new(self.rate, retry::Policy::default()))
             .build())
     }
 }
@@ -117,7 +112,13 @@ fn status_text(s: &kube::core::Status) -> String {
     } else {
         &message
     };
-    match (s.code, s.reason.as_str()) {
+    // kube's words for an answer that was not a Status (plain text, a proxy's page),
+    // not the apiserver's.
+    let reason = match s.reason.as_str() {
+        "Failed to parse error data" => "",
+        r => r,
+    };
+    match (s.code, reason) {
         (0, "") => message.to_string(),
         (0, reason) => format!("{message} ({reason})"),
         (code, "") => format!("{message} ({code})"),

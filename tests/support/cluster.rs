@@ -27,7 +27,10 @@ pub async fn client() -> Client {
     };
     let selection = driftless::cluster::Selection {
         kubeconfig: Some(path.clone().into()),
-        context: None,
+        // No client-side limit: the load some tests make (a storm of Pod patches) is as
+        // much as the apiserver takes, as it was before driftless had one.
+        rate: driftless::cluster::retry::RateLimit { qps: 0.0, burst: 1 },
+        ..Default::default()
     };
     match selection.client().await {
         Ok(c) => c,

@@ -2,12 +2,13 @@
 //! local cluster and a namespace per test (`cluster`), the example files (`files`), the
 //! real binary and `driftless run` as a child process (`binary`), git servers on
 //! loopback (`git`: git daemon, smart HTTP, sshd), plain HTTP to the daemon (`http`), a
-//! real Prometheus scraping it (`prometheus`), and ServiceAccount kubeconfigs
-//! (`accounts`).
+//! real Prometheus scraping it (`prometheus`), ServiceAccount kubeconfigs
+//! (`accounts`), and a second apiserver with flags of a test's own (`apiserver`).
 // Each test binary compiles all of it and uses a part.
 #![allow(dead_code, unused_imports)]
 
 mod accounts;
+mod apiserver;
 mod binary;
 mod browser;
 mod cluster;
@@ -21,6 +22,7 @@ use std::process::Child;
 use std::time::{Duration, Instant};
 
 pub use accounts::*;
+pub use apiserver::*;
 pub use binary::*;
 pub use browser::*;
 pub use cluster::*;
