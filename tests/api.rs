@@ -281,10 +281,13 @@ async fn every_endpoint_answers_as_documented() {
         400
     );
 
-    // The status document is the status file.
+    // The status document is the status file, but for when the file was written.
     support::eventually("the API and the status file agree", WAIT, || async {
         let (code, api) = get_json(addr, "/api/v1/status").await;
-        let file = daemon.status();
+        let mut file = daemon.status();
+        if let Some(Value::Object(f)) = &mut file {
+            assert!(f.remove("written").is_some_and(|w| w.is_string()));
+        }
         if code == 200 && Some(&api) == file.as_ref() {
             Ok(())
         } else {
@@ -413,7 +416,21 @@ async fn a_suspension_holds_a_change_across_a_restart_until_resumed() {
         .await;
     tokio::time::sleep(Duration::from_secs(7)).await;
     assert_eq!(replicas(&client, &ns, "shop").await, Some(1));
+    let status_cmd = |file: &std::path::Path| {
+        support::driftless(&["status", "--status-file", &file.to_string_lossy()])
+    };
+    let out = status_cmd(daemon.status_file());
+    assert_eq!(out.status.code(), Some(1), "{}", support::show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout)
+            .contains(&format!("  - suspended with a change held back: {shop}")),
+        "{}",
+        support::show(&out)
+    );
     daemon.sigkill();
+    // A daemon that died leaves a file nobody rewrites: stale after 30 s.
+    let kept = dir.path().join("after-kill.json");
+    std::fs::copy(daemon.status_file(), &kept).unwrap();
     daemon.restart();
     daemon
         .wait_status("still suspended after the restart", |s| {
@@ -434,7 +451,39 @@ async fn a_suspension_holds_a_change_across_a_restart_until_resumed() {
         })
         .await;
     assert!(entry(&status, &shop)["suspended"].is_null());
+    let converged = daemon
+        .wait_status("converged", |s| {
+            s["specs"]
+                .as_array()
+                .is_some_and(|a| a.iter().all(|s| s["ready"] == true))
+        })
+        .await;
+    let out = status_cmd(daemon.status_file());
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{converged}\n{}",
+        support::show(&out)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).ends_with("\nconverged\n"));
     assert_eq!(daemon.stop(), Some(0));
+    // The copy taken when the daemon was killed has aged past 30 s by now, or soon.
+    let written: k8s_openapi::jiff::Timestamp =
+        serde_json::from_str::<Value>(&std::fs::read_to_string(&kept).unwrap()).unwrap()["written"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+    let age = k8s_openapi::jiff::Timestamp::now().duration_since(written);
+    let left = Duration::from_secs(31).saturating_sub(Duration::try_from(age).unwrap_or_default());
+    tokio::time::sleep(left).await;
+    let out = status_cmd(&kept);
+    assert_eq!(out.status.code(), Some(1), "{}", support::show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("  - stale: the file was written "),
+        "{}",
+        support::show(&out)
+    );
 }
 
 #[tokio::test]

@@ -355,6 +355,21 @@ async fn a_refused_prune_stays_refused_while_the_revision_is_retried() {
             .is_some_and(|m| m.contains("4 of 6")),
         "{status}"
     );
+    // A refused prune leaves its revision not applied, and `status` says so.
+    assert_ne!(
+        status["revision_applied"], status["revision_seen"],
+        "{status}"
+    );
+    let out = support::driftless(&[
+        "status",
+        "--status-file",
+        &daemon.status_file().to_string_lossy(),
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", support::show(&out));
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("not converged:"), "{said}");
+    assert!(said.contains("  - prune refused: "), "{said}");
+    assert!(said.contains("is not applied (applied: "), "{said}");
 
     // Keeping b and c ends the refusal.
     std::fs::write(&file, tree(&["a", "b", "c", "d"])).unwrap();

@@ -429,6 +429,7 @@ fn status(n_specs: usize, revision: &str, ready: bool) -> StatusFile {
         })
         .collect();
     StatusFile {
+        written: Some(k8s_openapi::jiff::Timestamp::now().to_string()),
         version: 1,
         source: "dir:/specs".into(),
         revision_seen: Some(revision.into()),
@@ -553,10 +554,29 @@ fn status_command_prints_a_table_or_json() -> TestResult {
         "{out}"
     );
 
+    assert!(out.ends_with("\nconverged\n"), "{out}");
     let (code, out, _) = driftless_status(&["--status-file", p, "--output", "json"])?;
     assert_eq!(code, 0);
     let back: StatusFile = serde_json::from_str(&out)?;
     assert_eq!(back, file);
+
+    // Without --status-file: where `run` writes it by default, one file per instance.
+    let state = tempfile::tempdir()?;
+    std::fs::create_dir_all(state.path().join("driftless"))?;
+    std::fs::copy(&path, state.path().join("driftless/status-blue.json"))?;
+    let by_default = |instance: &str| {
+        Command::new(env!("CARGO_BIN_EXE_driftless"))
+            .args(["--instance", instance, "status"])
+            .env("XDG_STATE_HOME", state.path())
+            .env_remove("STATE_DIRECTORY")
+            .env_remove("DRIFTLESS_STATUS_FILE")
+            .output()
+    };
+    let out = by_default("blue")?;
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let out = by_default("green")?;
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("driftless/status-green.json"));
 
     // Not converged: an invalid newest revision and a spec not ready → 1, still printed.
     file.revision_seen = Some("badc0ffe".into());
@@ -575,6 +595,14 @@ fn status_command_prints_a_table_or_json() -> TestResult {
         "{out}"
     );
     assert!(out.contains("specs:            1/2 ready\n"), "{out}");
+    assert!(
+        out.contains("\nnot converged:\n  - 1 error: unknown field `replica`\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("\n  - revision badc0ffe is not applied (applied: 0123abcd)\n"),
+        "{out}"
+    );
     let (code, _, _) = driftless_status(&["--status-file", p, "-o", "json"])?;
     assert_eq!(code, 1);
     Ok(())

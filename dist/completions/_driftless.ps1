@@ -140,7 +140,7 @@ Register-ArgumentCompleter -Native -CommandName 'driftless' -ScriptBlock {
             [CompletionResult]::new('--interval', '--interval', [CompletionResultType]::ParameterName, 'How often to fetch with --git (POST /hooks/git fetches at once)')
             [CompletionResult]::new('--resync', '--resync', [CompletionResultType]::ParameterName, 'Full resync (and directory rescan) period')
             [CompletionResult]::new('--cache-dir', '--cache-dir', [CompletionResultType]::ParameterName, 'Where to keep the git clone (default: $CACHE_DIRECTORY from systemd, else ~/.cache/driftless)')
-            [CompletionResult]::new('--status-file', '--status-file', [CompletionResultType]::ParameterName, 'Where to write the status file (JSON, replaced atomically)')
+            [CompletionResult]::new('--status-file', '--status-file', [CompletionResultType]::ParameterName, 'Where to write the status file (JSON, replaced atomically) [default: $STATE_DIRECTORY/status.json under systemd, else ${XDG_STATE_HOME:-~/.local/state}/driftless/status.json; `status-<instance>.json` for an instance other than `default`]. `driftless status` reads the same')
             [CompletionResult]::new('--metrics-addr', '--metrics-addr', [CompletionResultType]::ParameterName, 'Address for /metrics, /healthz, /readyz and /hooks/git')
             [CompletionResult]::new('--hook-secret-file', '--hook-secret-file', [CompletionResultType]::ParameterName, 'File holding the HMAC secret the git hook must sign with (X-Hub-Signature-256)')
             [CompletionResult]::new('--lease-namespace', '--lease-namespace', [CompletionResultType]::ParameterName, 'Namespace of the leader-election Lease')
@@ -179,7 +179,7 @@ Register-ArgumentCompleter -Native -CommandName 'driftless' -ScriptBlock {
             break
         }
         'driftless;status' {
-            [CompletionResult]::new('--status-file', '--status-file', [CompletionResultType]::ParameterName, 'The daemon''s status file')
+            [CompletionResult]::new('--status-file', '--status-file', [CompletionResultType]::ParameterName, 'The daemon''s status file [default: as `run` writes it, see `run --status-file`]')
             [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'How to print it')
             [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'How to print it')
             [CompletionResult]::new('--kubeconfig', '--kubeconfig', [CompletionResultType]::ParameterName, 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)')
@@ -188,8 +188,8 @@ Register-ArgumentCompleter -Native -CommandName 'driftless' -ScriptBlock {
             [CompletionResult]::new('--kube-api-burst', '--kube-api-burst', [CompletionResultType]::ParameterName, 'Requests that may go out at once above --kube-api-qps before it paces them')
             [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)')
             [CompletionResult]::new('--instance', '--instance', [CompletionResultType]::ParameterName, 'Name of this driftless instance: instances sharing a cluster never touch each other''s objects')
-            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
-            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help (see more with ''--help'')')
             [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
             [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
             break

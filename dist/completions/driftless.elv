@@ -132,7 +132,7 @@ set edit:completion:arg-completer[driftless] = {|@words|
             cand --interval 'How often to fetch with --git (POST /hooks/git fetches at once)'
             cand --resync 'Full resync (and directory rescan) period'
             cand --cache-dir 'Where to keep the git clone (default: $CACHE_DIRECTORY from systemd, else ~/.cache/driftless)'
-            cand --status-file 'Where to write the status file (JSON, replaced atomically)'
+            cand --status-file 'Where to write the status file (JSON, replaced atomically) [default: $STATE_DIRECTORY/status.json under systemd, else ${XDG_STATE_HOME:-~/.local/state}/driftless/status.json; `status-<instance>.json` for an instance other than `default`]. `driftless status` reads the same'
             cand --metrics-addr 'Address for /metrics, /healthz, /readyz and /hooks/git'
             cand --hook-secret-file 'File holding the HMAC secret the git hook must sign with (X-Hub-Signature-256)'
             cand --lease-namespace 'Namespace of the leader-election Lease'
@@ -170,7 +170,7 @@ set edit:completion:arg-completer[driftless] = {|@words|
             cand --version 'Print version'
         }
         &'driftless;status'= {
-            cand --status-file 'The daemon''s status file'
+            cand --status-file 'The daemon''s status file [default: as `run` writes it, see `run --status-file`]'
             cand -o 'How to print it'
             cand --output 'How to print it'
             cand --kubeconfig 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)'
@@ -179,8 +179,8 @@ set edit:completion:arg-completer[driftless] = {|@words|
             cand --kube-api-burst 'Requests that may go out at once above --kube-api-qps before it paces them'
             cand --log-format 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)'
             cand --instance 'Name of this driftless instance: instances sharing a cluster never touch each other''s objects'
-            cand -h 'Print help'
-            cand --help 'Print help'
+            cand -h 'Print help (see more with ''--help'')'
+            cand --help 'Print help (see more with ''--help'')'
             cand -V 'Print version'
             cand --version 'Print version'
         }

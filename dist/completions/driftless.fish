@@ -124,7 +124,7 @@ complete -c driftless -n "__fish_driftless_using_subcommand run" -l path -d 'Sub
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l interval -d 'How often to fetch with --git (POST /hooks/git fetches at once)' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l resync -d 'Full resync (and directory rescan) period' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l cache-dir -d 'Where to keep the git clone (default: $CACHE_DIRECTORY from systemd, else ~/.cache/driftless)' -r -F
-complete -c driftless -n "__fish_driftless_using_subcommand run" -l status-file -d 'Where to write the status file (JSON, replaced atomically)' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l status-file -d 'Where to write the status file (JSON, replaced atomically) [default: $STATE_DIRECTORY/status.json under systemd, else ${XDG_STATE_HOME:-~/.local/state}/driftless/status.json; `status-<instance>.json` for an instance other than `default`]. `driftless status` reads the same' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l metrics-addr -d 'Address for /metrics, /healthz, /readyz and /hooks/git' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l hook-secret-file -d 'File holding the HMAC secret the git hook must sign with (X-Hub-Signature-256)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l lease-namespace -d 'Namespace of the leader-election Lease' -r
@@ -161,8 +161,9 @@ complete -c driftless -n "__fish_driftless_using_subcommand run" -l no-prune -d 
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l allow-mass-prune -d 'Allow pruning everything, or more than --max-prune-ratio'
 complete -c driftless -n "__fish_driftless_using_subcommand run" -s h -l help -d 'Print help'
 complete -c driftless -n "__fish_driftless_using_subcommand run" -s V -l version -d 'Print version'
-complete -c driftless -n "__fish_driftless_using_subcommand status" -l status-file -d 'The daemon\'s status file' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand status" -l status-file -d 'The daemon\'s status file [default: as `run` writes it, see `run --status-file`]' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand status" -s o -l output -d 'How to print it' -r -f -a "table\t''
+wide\t'The table with nothing cut'
 json\t''"
 complete -c driftless -n "__fish_driftless_using_subcommand status" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand status" -l context -d 'The kubeconfig context to use (default: its current-context)' -r
@@ -171,7 +172,7 @@ complete -c driftless -n "__fish_driftless_using_subcommand status" -l kube-api-
 complete -c driftless -n "__fish_driftless_using_subcommand status" -l log-format -d 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)' -r -f -a "text\t''
 json\t''"
 complete -c driftless -n "__fish_driftless_using_subcommand status" -l instance -d 'Name of this driftless instance: instances sharing a cluster never touch each other\'s objects' -r
-complete -c driftless -n "__fish_driftless_using_subcommand status" -s h -l help -d 'Print help'
+complete -c driftless -n "__fish_driftless_using_subcommand status" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c driftless -n "__fish_driftless_using_subcommand status" -s V -l version -d 'Print version'
 complete -c driftless -n "__fish_driftless_using_subcommand reconcile" -l server -d 'The daemon\'s HTTP address (its --metrics-addr)' -r
 complete -c driftless -n "__fish_driftless_using_subcommand reconcile" -l token-file -d 'File holding the API token (the daemon\'s --api-token-file); or set DRIFTLESS_API_TOKEN' -r -F

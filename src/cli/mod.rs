@@ -332,8 +332,11 @@ pub struct RunArgs {
     /// ~/.cache/driftless).
     #[arg(long, value_name = "DIR", env = "DRIFTLESS_CACHE_DIR")]
     pub cache_dir: Option<PathBuf>,
-    /// Where to write the status file (JSON, replaced atomically).
-    #[arg(long, value_name = "FILE")]
+    /// Where to write the status file (JSON, replaced atomically) [default:
+    /// $STATE_DIRECTORY/status.json under systemd, else
+    /// ${XDG_STATE_HOME:-~/.local/state}/driftless/status.json; `status-<instance>.json`
+    /// for an instance other than `default`]. `driftless status` reads the same.
+    #[arg(long, value_name = "FILE", env = "DRIFTLESS_STATUS_FILE")]
     pub status_file: Option<PathBuf>,
     /// Address for /metrics, /healthz, /readyz and /hooks/git.
     #[arg(long, default_value = "127.0.0.1:9477")]
@@ -381,9 +384,9 @@ pub struct RunArgs {
 and synced, every spec ready), 1 when the status file says otherwise, 2 when it cannot be read."
 )]
 pub struct StatusArgs {
-    /// The daemon's status file.
-    #[arg(long, value_name = "FILE", default_value = "driftless-status.json")]
-    pub status_file: PathBuf,
+    /// The daemon's status file [default: as `run` writes it, see `run --status-file`].
+    #[arg(long, value_name = "FILE", env = "DRIFTLESS_STATUS_FILE")]
+    pub status_file: Option<PathBuf>,
     /// How to print it.
     #[arg(long, short = 'o', value_enum, default_value_t = StatusOutput::Table)]
     pub output: StatusOutput,
@@ -392,6 +395,8 @@ pub struct StatusArgs {
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StatusOutput {
     Table,
+    /// The table with nothing cut.
+    Wide,
     Json,
 }
 
@@ -443,7 +448,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Diff(args) => sync::diff(args, &cli.global, &selection).await,
         Command::Apply(args) => sync::apply(args, &cli.global, &selection).await,
         Command::Run(args) => run::run(args, &cli.global, &selection).await,
-        Command::Status(args) => status(args),
+        Command::Status(args) => status(args, &cli.global.instance),
         Command::Reconcile(args) => control::reconcile(args).await,
         Command::Suspend(args) => control::suspend(args).await,
         Command::Resume(args) => control::resume(args).await,
@@ -452,24 +457,70 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
     }
 }
 
-fn status(args: &StatusArgs) -> anyhow::Result<u8> {
-    let file = match driftless::report::status::StatusFile::read(&args.status_file) {
+fn status(args: &StatusArgs, instance: &str) -> anyhow::Result<u8> {
+    let path = match &args.status_file {
+        Some(path) => path.clone(),
+        None => default_status_file(instance)?,
+    };
+    let file = match driftless::report::status::StatusFile::read(&path) {
         Ok(file) => file,
         Err(e) => {
             eprintln!("driftless status: {e}");
             return Ok(exit::ERROR);
         }
     };
-    let text = match args.output {
+    let not_converged = file.not_converged(k8s_openapi::jiff::Timestamp::now());
+    let mut text = match args.output {
         StatusOutput::Table => file.table(),
+        StatusOutput::Wide => file.wide_table(),
         StatusOutput::Json => serde_json::to_string_pretty(&file)? + "\n",
     };
+    // The verdict, for a person; JSON stays the file as it is (the exit status says it).
+    if args.output != StatusOutput::Json {
+        match not_converged.is_empty() {
+            true => text.push_str("\nconverged\n"),
+            false => {
+                text.push_str("\nnot converged:\n");
+                for why in &not_converged {
+                    text.push_str(&format!("  - {why}\n"));
+                }
+            }
+        }
+    }
     std::io::stdout().lock().write_all(text.as_bytes())?;
-    Ok(if file.converged() {
-        exit::OK
-    } else {
-        exit::DIFFERENCES
+    Ok(match not_converged.is_empty() {
+        true => exit::OK,
+        false => exit::DIFFERENCES,
     })
+}
+
+/// Where `run` writes its status file and `status` reads it, unless told: systemd's
+/// state directory, else the XDG state directory; one file per instance.
+pub(crate) fn default_status_file(instance: &str) -> anyhow::Result<PathBuf> {
+    let name = match instance {
+        driftless::object::ownership::DEFAULT_INSTANCE => "status.json".to_string(),
+        other => format!("status-{other}.json"),
+    };
+    if let Some(dir) = std::env::var_os("STATE_DIRECTORY").filter(|d| !d.is_empty()) {
+        // systemd may list several, colon-separated: the first is ours.
+        let dir = PathBuf::from(dir);
+        let first = dir
+            .to_str()
+            .and_then(|d| d.split(':').next())
+            .map(PathBuf::from)
+            .unwrap_or(dir);
+        return Ok(first.join(name));
+    }
+    let state = match std::env::var_os("XDG_STATE_HOME").filter(|d| !d.is_empty()) {
+        Some(dir) => PathBuf::from(dir),
+        None => match std::env::var_os("HOME").filter(|d| !d.is_empty()) {
+            Some(home) => PathBuf::from(home).join(".local/state"),
+            None => anyhow::bail!(
+                "no --status-file, and neither STATE_DIRECTORY, XDG_STATE_HOME nor HOME is set to find the default"
+            ),
+        },
+    };
+    Ok(state.join("driftless").join(name))
 }
 
 /// Loads a tree, printing every error; `None` when it is invalid.

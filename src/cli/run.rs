@@ -217,7 +217,18 @@ pub async fn run(args: &RunArgs, global: &GlobalArgs, selection: &Selection) -> 
             .protect(&args.engine.inventory_namespace),
         source,
         resync: args.resync,
-        status_file: args.status_file.clone(),
+        status_file: Some(match &args.status_file {
+            Some(path) => path.clone(),
+            None => {
+                let path = super::default_status_file(&global.instance)?;
+                if let Some(dir) = path.parent() {
+                    // Made if missing; a directory that cannot be made is reported by
+                    // the writer, which retries.
+                    let _ = std::fs::create_dir_all(dir);
+                }
+                path
+            }
+        }),
         metrics_addr: args.metrics_addr,
         hook_secret,
         leader_elect,

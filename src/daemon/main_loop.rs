@@ -92,7 +92,7 @@ impl Loop {
                     if self.state.health_dirty {
                         self.refresh_health().await;
                         self.write_status();
-                    } else if self.status.failing() {
+                    } else if self.status.failing() || self.status.due() {
                         self.write_status();
                     }
                 }

@@ -181,6 +181,7 @@ impl Snapshot<'_> {
                 "report"
             }
             .to_string(),
+            written: None,
         }
     }
 }
@@ -191,6 +192,8 @@ impl Snapshot<'_> {
 pub struct StatusWriter {
     path: Option<PathBuf>,
     failing: bool,
+    /// When the file was last written (or tried).
+    written_at: Option<tokio::time::Instant>,
     published: watch::Sender<Arc<Published>>,
 }
 
@@ -199,6 +202,7 @@ impl StatusWriter {
         StatusWriter {
             path,
             failing: false,
+            written_at: None,
             published,
         }
     }
@@ -209,10 +213,28 @@ impl StatusWriter {
         self.failing
     }
 
+    /// Whether the file is due its periodic rewrite: `driftless status` calls a file
+    /// older than 30 s stale, so a running daemon rewrites it at least every 10 s.
+    pub fn due(&self) -> bool {
+        self.path.is_some()
+            && self
+                .written_at
+                .is_none_or(|t| t.elapsed() >= std::time::Duration::from_secs(10))
+    }
+
     pub fn write(&mut self, snapshot: &Snapshot<'_>, metrics: &Metrics) {
-        let doc = snapshot.status_file();
+        let mut doc = snapshot.status_file();
         if let Some(path) = &self.path {
+            // To the second: writes within one second that change nothing else are
+            // skipped as before. Only the file says it; the API's readers wake for
+            // changes, not for the clock.
+            let now = k8s_openapi::jiff::Timestamp::now();
+            doc.written = k8s_openapi::jiff::Timestamp::from_second(now.as_second())
+                .ok()
+                .map(|t| t.to_string());
             self.write_file(path.clone(), &doc, metrics);
+            self.written_at = Some(tokio::time::Instant::now());
+            doc.written = None;
         }
         // Readers wake only for a change.
         let next = Published::new(&doc);

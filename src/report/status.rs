@@ -85,7 +85,14 @@ pub struct StatusFile {
     pub syncing: bool,
     #[serde(default = "correct")]
     pub drift: String,
+    /// When the daemon wrote the file (RFC 3339): at least every 10 s while it runs, so
+    /// an older file is one nobody keeps up any more.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub written: Option<String>,
 }
+
+/// A status file older than this is stale: its daemon has stopped or hangs.
+pub const STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(30);
 
 fn correct() -> String {
     "correct".into()
@@ -156,6 +163,7 @@ impl StatusFile {
     /// What there is to say before the daemon has read its source.
     pub fn starting() -> StatusFile {
         StatusFile {
+            written: None,
             version: VERSION,
             source: String::new(),
             revision_seen: None,
@@ -205,13 +213,105 @@ impl StatusFile {
             && self.specs.iter().all(|s| s.ready)
     }
 
+    /// Why the cluster is not (known to be) as the newest revision says, one line each;
+    /// empty when it is: the file is fresh, the newest revision valid, applied and its
+    /// last sync a success, every spec ready, and nothing held back.
+    pub fn not_converged(&self, now: Timestamp) -> Vec<String> {
+        let mut why = Vec::new();
+        match self.written.as_deref().map(|w| w.parse::<Timestamp>()) {
+            Some(Ok(written)) => {
+                let age = now.duration_since(written);
+                let age = std::time::Duration::try_from(age).unwrap_or_default();
+                if age > STALE_AFTER {
+                    why.push(format!(
+                        "stale: the file was written {} ago (the daemon rewrites it every 10s): is the daemon running?",
+                        humantime::format_duration(std::time::Duration::from_secs(age.as_secs()))
+                    ));
+                }
+            }
+            _ => why.push(
+                "stale: the file does not say when it was written (an older driftless, or not a daemon's)"
+                    .to_string(),
+            ),
+        }
+        if !self.errors.is_empty() {
+            why.push(format!(
+                "{} error{}: {}",
+                self.errors.len(),
+                if self.errors.len() == 1 { "" } else { "s" },
+                one_line(&self.errors[0].message, MESSAGE_WIDTH)
+            ));
+        }
+        if self.revision_seen.is_some() && self.revision_seen != self.revision_applied {
+            why.push(format!(
+                "revision {} is not applied (applied: {})",
+                self.revision_seen.as_deref().unwrap_or("-"),
+                self.revision_applied.as_deref().unwrap_or("none")
+            ));
+        }
+        match &self.last_sync {
+            None => why.push("no sync yet".to_string()),
+            Some(s) if s.result == "refused" => why.push(format!(
+                "prune refused: {}",
+                one_line(s.message.as_deref().unwrap_or("-"), MESSAGE_WIDTH)
+            )),
+            Some(s) if s.result != "success" => why.push(format!(
+                "last sync {}: {}",
+                s.result,
+                one_line(s.message.as_deref().unwrap_or("-"), MESSAGE_WIDTH)
+            )),
+            Some(_) => {}
+        }
+        let held: Vec<&str> = self
+            .specs
+            .iter()
+            .filter(|s| s.suspended.is_some() && !s.ready)
+            .map(|s| s.id.as_str())
+            .collect();
+        if !held.is_empty() {
+            why.push(format!(
+                "suspended with a change held back: {}",
+                held.join(", ")
+            ));
+        }
+        let not_ready: Vec<&str> = self
+            .specs
+            .iter()
+            .filter(|s| !s.ready && s.suspended.is_none())
+            .map(|s| s.id.as_str())
+            .collect();
+        if !not_ready.is_empty() {
+            let shown: Vec<&str> = not_ready.iter().take(5).copied().collect();
+            let more = match not_ready.len() {
+                n if n > 5 => format!(", and {} more", n - 5),
+                _ => String::new(),
+            };
+            why.push(format!(
+                "{} of {} specs not ready: {}{more}",
+                not_ready.len(),
+                self.specs.len(),
+                shown.join(", ")
+            ));
+        }
+        why
+    }
+
     /// The status for a person: a header block, then one row per spec.
     pub fn table(&self) -> String {
-        self.render_table(Some(Timestamp::now()))
+        self.render_table(Some(Timestamp::now()), false)
+    }
+
+    /// The table with nothing cut: whole figures and messages (`status -o wide`).
+    pub fn wide_table(&self) -> String {
+        self.render_table(Some(Timestamp::now()), true)
     }
 
     /// `now` only adds the age of the last sync; tests leave it out for stable output.
-    fn render_table(&self, now: Option<Timestamp>) -> String {
+    fn render_table(&self, now: Option<Timestamp>, wide: bool) -> String {
+        let cut = |text: &str, width: usize| match wide {
+            true => one_line(text, usize::MAX),
+            false => one_line(text, width),
+        };
         let mut out = String::new();
         let dash = || "-".to_string();
         header(&mut out, "source", &self.source);
@@ -247,7 +347,7 @@ impl StatusFile {
                     ),
                 );
                 if let Some(message) = sync.message.as_deref().filter(|m| !m.is_empty()) {
-                    header(&mut out, "", &one_line(message, HEADER_WIDTH));
+                    header(&mut out, "", &cut(message, HEADER_WIDTH));
                 }
             }
         }
@@ -306,8 +406,8 @@ impl StatusFile {
                     s.id.clone(),
                     if s.ready { "yes" } else { "no" }.to_string(),
                     s.status.clone(),
-                    one_line(&figures(&s.figures), FIGURES_WIDTH),
-                    one_line(&message, MESSAGE_WIDTH),
+                    cut(&figures(&s.figures), FIGURES_WIDTH),
+                    cut(&message, MESSAGE_WIDTH),
                 ]
             })
             .collect();
@@ -518,6 +618,7 @@ mod tests {
 
     fn sample() -> StatusFile {
         StatusFile {
+            written: Some("2025-03-01T12:00:05Z".into()),
             version: VERSION,
             source: "https://example.com/org/specs.git".into(),
             revision_seen: Some("bbbbbbb".into()),
@@ -633,7 +734,7 @@ mod tests {
 
     #[test]
     fn table_has_header_and_one_row_per_spec() {
-        let t = sample().render_table(None);
+        let t = sample().render_table(None, false);
         assert!(
             t.contains("source:           https://example.com/org/specs.git\n"),
             "{t}"
@@ -700,7 +801,7 @@ mod tests {
             }],
             ..StatusFile::starting()
         };
-        let t = s.render_table(None);
+        let t = s.render_table(None, false);
         assert!(t.contains("revision applied: -\n"), "{t}");
         assert!(t.contains("last sync:        never\n"), "{t}");
         assert!(!t.contains("leader"), "{t}");
@@ -726,6 +827,49 @@ mod tests {
     }
 
     #[test]
+    fn not_converged_says_why_each_way_it_is_not() {
+        let now: Timestamp = "2025-03-01T12:00:20Z".parse().unwrap();
+        let mut s = sample();
+        s.errors.clear();
+        s.revision_applied = s.revision_seen.clone();
+        for spec in &mut s.specs {
+            spec.ready = true;
+        }
+        assert_eq!(s.not_converged(now), Vec::<String>::new());
+        let late: Timestamp = "2025-03-01T12:01:05Z".parse().unwrap();
+        assert_eq!(
+            s.not_converged(late),
+            [
+                "stale: the file was written 1m ago (the daemon rewrites it every 10s): is the daemon running?"
+            ]
+        );
+        s.specs[0].ready = false;
+        s.specs[0].suspended = Some(Suspension {
+            reason: "incident".into(),
+            since: "2025-03-01T11:00:00Z".into(),
+        });
+        s.specs[1].ready = false;
+        if let Some(sync) = &mut s.last_sync {
+            sync.result = "refused".into();
+            sync.message = Some("the revision would prune 4 of 6".into());
+        }
+        s.revision_applied = Some("aaaaaaa".into());
+        let why = s.not_converged(now);
+        assert_eq!(why[0], "revision bbbbbbb is not applied (applied: aaaaaaa)");
+        assert_eq!(why[1], "prune refused: the revision would prune 4 of 6");
+        assert_eq!(
+            why[2],
+            format!("suspended with a change held back: {}", s.specs[0].id)
+        );
+        assert!(
+            why[3].starts_with(&format!("1 of 4 specs not ready: {}", s.specs[1].id)),
+            "{why:?}"
+        );
+        s.written = None;
+        assert!(s.not_converged(now)[0].starts_with("stale: the file does not say"));
+    }
+
+    #[test]
     fn age_and_duration() -> Result<(), Box<dyn std::error::Error>> {
         let now: Timestamp = "2025-03-01T12:10:00Z".parse()?;
         assert_eq!(age("2025-03-01T12:09:30Z", now).as_deref(), Some("30s ago"));
@@ -735,7 +879,7 @@ mod tests {
         assert_eq!(duration(125.0), "2m05s");
         assert!(
             sample()
-                .render_table(Some(now))
+                .render_table(Some(now), false)
                 .contains("12:00:00Z (10m ago): success")
         );
         Ok(())
