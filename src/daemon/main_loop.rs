@@ -123,33 +123,12 @@ impl Loop {
     }
 
     /// A request from the API. "Sync now" first has the source read again; once that read
-    /// reached the loop, a whole sync is queued and the caller waits for it.
+    /// reached the loop, a whole sync is queued and the caller waits for it. "Read now"
+    /// (a `?wait=ready`) answers, once its read reached the loop, with the revision seen.
     fn on_control(&mut self, control: Control, src_rx: &mut mpsc::Receiver<SourceUpdate>) {
         match control {
-            Control::Sync { done } => {
-                let (tx, rx) = oneshot::channel();
-                if self.rescan.try_send(Rescan { done: Some(tx) }).is_err() {
-                    // Reads are already queued; the sync below follows them closely enough.
-                    tracing::debug!("source read already queued");
-                }
-                let control = self.control.clone();
-                tokio::spawn(async move {
-                    // A read that never answers (git hanging) still ends in a sync.
-                    let _ = tokio::time::timeout(Duration::from_secs(120), rx).await;
-                    let _ = control.send(Control::SourceRead { done }).await;
-                });
-            }
-            Control::Read { done } => {
-                let (tx, rx) = oneshot::channel();
-                if self.rescan.try_send(Rescan { done: Some(tx) }).is_err() {
-                    tracing::debug!("source read already queued");
-                }
-                let control = self.control.clone();
-                tokio::spawn(async move {
-                    let _ = tokio::time::timeout(Duration::from_secs(120), rx).await;
-                    let _ = control.send(Control::ReadDone { done }).await;
-                });
-            }
+            Control::Sync { done } => self.read_then(Control::SourceRead { done }),
+            Control::Read { done } => self.read_then(Control::ReadDone { done }),
             Control::ReadDone { done } => {
                 while let Ok(update) = src_rx.try_recv() {
                     self.on_source(update);
@@ -167,6 +146,21 @@ impl Loop {
                 self.waiting.extend(done);
             }
         }
+    }
+
+    /// Has the source read again, then hands `then` back to the loop.
+    fn read_then(&self, then: Control) {
+        let (tx, rx) = oneshot::channel();
+        if self.rescan.try_send(Rescan { done: Some(tx) }).is_err() {
+            // Reads are already queued; what follows comes after them closely enough.
+            tracing::debug!("source read already queued");
+        }
+        let control = self.control.clone();
+        tokio::spawn(async move {
+            // A read that never answers (git hanging) still ends in `then`.
+            let _ = tokio::time::timeout(Duration::from_secs(120), rx).await;
+            let _ = control.send(then).await;
+        });
     }
 
     fn on_source(&mut self, update: SourceUpdate) {
