@@ -140,6 +140,19 @@ fn cli(addr: SocketAddr, args: &[&str]) -> std::process::Output {
         .unwrap()
 }
 
+/// As `cli`, with `--server` given as `--metrics-addr` is written: `127.0.0.1:PORT`.
+fn cli_bare(addr: SocketAddr, args: &[&str]) -> std::process::Output {
+    let server = addr.to_string();
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend(["--server", &server]);
+    std::process::Command::new(env!("CARGO_BIN_EXE_driftless"))
+        .args(&all)
+        .env("DRIFTLESS_API_TOKEN", TOKEN)
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap()
+}
+
 /// Opens `/api/v1/events` and reads events (`data:` lines as JSON) as they come.
 struct Events {
     stream: tokio::net::TcpStream,
@@ -281,6 +294,26 @@ async fn every_endpoint_answers_as_documented() {
         400
     );
 
+    // Every spec's entry at once; anything else under /api is a JSON 404.
+    let (code, all) = get_json(addr, "/api/v1/specs").await;
+    assert_eq!(code, 200, "{all}");
+    assert!(
+        all["specs"]
+            .as_array()
+            .is_some_and(|s| s.iter().any(|s| s["id"] == shop.as_str())),
+        "{all}"
+    );
+    for path in ["/api/v1/nope", "/api/v2/status", "/api"] {
+        let (code, body) = get_json(addr, path).await;
+        assert_eq!(code, 404, "{path}");
+        assert!(
+            body["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("no such API route")),
+            "{path}: {body}"
+        );
+    }
+
     // The status document is the status file, but for when the file was written.
     support::eventually("the API and the status file agree", WAIT, || async {
         let (code, api) = get_json(addr, "/api/v1/status").await;
@@ -347,7 +380,8 @@ async fn every_endpoint_answers_as_documented() {
     wait_replicas(&client, &ns, "shop", 12).await;
     // `reconcile` waits for the whole sync it asked for and prints how it ended (`stuck`
     // is not ready, but everything applied: the sync succeeded).
-    let out = cli(addr, &["reconcile"]);
+    // `--server` as `--metrics-addr` is written, without a scheme.
+    let out = cli_bare(addr, &["reconcile"]);
     assert_eq!(out.status.code(), Some(0), "{}", support::show(&out));
     assert!(
         String::from_utf8_lossy(&out.stdout).starts_with("sync success:"),

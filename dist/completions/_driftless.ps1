@@ -141,7 +141,7 @@ Register-ArgumentCompleter -Native -CommandName 'driftless' -ScriptBlock {
             [CompletionResult]::new('--resync', '--resync', [CompletionResultType]::ParameterName, 'Full resync (and directory rescan) period')
             [CompletionResult]::new('--cache-dir', '--cache-dir', [CompletionResultType]::ParameterName, 'Where to keep the git clone (default: $CACHE_DIRECTORY from systemd, else ~/.cache/driftless)')
             [CompletionResult]::new('--status-file', '--status-file', [CompletionResultType]::ParameterName, 'Where to write the status file (JSON, replaced atomically) [default: $STATE_DIRECTORY/status.json under systemd, else ${XDG_STATE_HOME:-~/.local/state}/driftless/status.json; `status-<instance>.json` for an instance other than `default`]. `driftless status` reads the same')
-            [CompletionResult]::new('--metrics-addr', '--metrics-addr', [CompletionResultType]::ParameterName, 'Address for /metrics, /healthz, /readyz and /hooks/git')
+            [CompletionResult]::new('--metrics-addr', '--metrics-addr', [CompletionResultType]::ParameterName, 'Address for /metrics, /healthz, /readyz and /hooks/git (a host name such as `localhost:0` is resolved; its first address is used)')
             [CompletionResult]::new('--hook-secret-file', '--hook-secret-file', [CompletionResultType]::ParameterName, 'File holding the HMAC secret the git hook must sign with (X-Hub-Signature-256)')
             [CompletionResult]::new('--lease-namespace', '--lease-namespace', [CompletionResultType]::ParameterName, 'Namespace of the leader-election Lease')
             [CompletionResult]::new('--lease-name', '--lease-name', [CompletionResultType]::ParameterName, 'Name of the Lease (default: driftless-<instance>)')
@@ -195,7 +195,7 @@ Register-ArgumentCompleter -Native -CommandName 'driftless' -ScriptBlock {
             break
         }
         'driftless;reconcile' {
-            [CompletionResult]::new('--server', '--server', [CompletionResultType]::ParameterName, 'The daemon''s HTTP address (its --metrics-addr)')
+            [CompletionResult]::new('--server', '--server', [CompletionResultType]::ParameterName, 'The daemon''s HTTP address (its --metrics-addr), `http://` assumed without a scheme')
             [CompletionResult]::new('--token-file', '--token-file', [CompletionResultType]::ParameterName, 'File holding the API token (the daemon''s --api-token-file); or set DRIFTLESS_API_TOKEN')
             [CompletionResult]::new('--timeout', '--timeout', [CompletionResultType]::ParameterName, 'How long to wait for the sync to end')
             [CompletionResult]::new('--kubeconfig', '--kubeconfig', [CompletionResultType]::ParameterName, 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)')
@@ -212,7 +212,7 @@ Register-ArgumentCompleter -Native -CommandName 'driftless' -ScriptBlock {
         }
         'driftless;suspend' {
             [CompletionResult]::new('--reason', '--reason', [CompletionResultType]::ParameterName, 'Why; shown in the API, the status file, `driftless status` and the web UI')
-            [CompletionResult]::new('--server', '--server', [CompletionResultType]::ParameterName, 'The daemon''s HTTP address (its --metrics-addr)')
+            [CompletionResult]::new('--server', '--server', [CompletionResultType]::ParameterName, 'The daemon''s HTTP address (its --metrics-addr), `http://` assumed without a scheme')
             [CompletionResult]::new('--token-file', '--token-file', [CompletionResultType]::ParameterName, 'File holding the API token (the daemon''s --api-token-file); or set DRIFTLESS_API_TOKEN')
             [CompletionResult]::new('--kubeconfig', '--kubeconfig', [CompletionResultType]::ParameterName, 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)')
             [CompletionResult]::new('--context', '--context', [CompletionResultType]::ParameterName, 'The kubeconfig context to use (default: its current-context)')
@@ -227,7 +227,7 @@ Register-ArgumentCompleter -Native -CommandName 'driftless' -ScriptBlock {
             break
         }
         'driftless;resume' {
-            [CompletionResult]::new('--server', '--server', [CompletionResultType]::ParameterName, 'The daemon''s HTTP address (its --metrics-addr)')
+            [CompletionResult]::new('--server', '--server', [CompletionResultType]::ParameterName, 'The daemon''s HTTP address (its --metrics-addr), `http://` assumed without a scheme')
             [CompletionResult]::new('--token-file', '--token-file', [CompletionResultType]::ParameterName, 'File holding the API token (the daemon''s --api-token-file); or set DRIFTLESS_API_TOKEN')
             [CompletionResult]::new('--kubeconfig', '--kubeconfig', [CompletionResultType]::ParameterName, 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)')
             [CompletionResult]::new('--context', '--context', [CompletionResultType]::ParameterName, 'The kubeconfig context to use (default: its current-context)')

@@ -133,7 +133,7 @@ set edit:completion:arg-completer[driftless] = {|@words|
             cand --resync 'Full resync (and directory rescan) period'
             cand --cache-dir 'Where to keep the git clone (default: $CACHE_DIRECTORY from systemd, else ~/.cache/driftless)'
             cand --status-file 'Where to write the status file (JSON, replaced atomically) [default: $STATE_DIRECTORY/status.json under systemd, else ${XDG_STATE_HOME:-~/.local/state}/driftless/status.json; `status-<instance>.json` for an instance other than `default`]. `driftless status` reads the same'
-            cand --metrics-addr 'Address for /metrics, /healthz, /readyz and /hooks/git'
+            cand --metrics-addr 'Address for /metrics, /healthz, /readyz and /hooks/git (a host name such as `localhost:0` is resolved; its first address is used)'
             cand --hook-secret-file 'File holding the HMAC secret the git hook must sign with (X-Hub-Signature-256)'
             cand --lease-namespace 'Namespace of the leader-election Lease'
             cand --lease-name 'Name of the Lease (default: driftless-<instance>)'
@@ -185,7 +185,7 @@ set edit:completion:arg-completer[driftless] = {|@words|
             cand --version 'Print version'
         }
         &'driftless;reconcile'= {
-            cand --server 'The daemon''s HTTP address (its --metrics-addr)'
+            cand --server 'The daemon''s HTTP address (its --metrics-addr), `http://` assumed without a scheme'
             cand --token-file 'File holding the API token (the daemon''s --api-token-file); or set DRIFTLESS_API_TOKEN'
             cand --timeout 'How long to wait for the sync to end'
             cand --kubeconfig 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)'
@@ -201,7 +201,7 @@ set edit:completion:arg-completer[driftless] = {|@words|
         }
         &'driftless;suspend'= {
             cand --reason 'Why; shown in the API, the status file, `driftless status` and the web UI'
-            cand --server 'The daemon''s HTTP address (its --metrics-addr)'
+            cand --server 'The daemon''s HTTP address (its --metrics-addr), `http://` assumed without a scheme'
             cand --token-file 'File holding the API token (the daemon''s --api-token-file); or set DRIFTLESS_API_TOKEN'
             cand --kubeconfig 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)'
             cand --context 'The kubeconfig context to use (default: its current-context)'
@@ -215,7 +215,7 @@ set edit:completion:arg-completer[driftless] = {|@words|
             cand --version 'Print version'
         }
         &'driftless;resume'= {
-            cand --server 'The daemon''s HTTP address (its --metrics-addr)'
+            cand --server 'The daemon''s HTTP address (its --metrics-addr), `http://` assumed without a scheme'
             cand --token-file 'File holding the API token (the daemon''s --api-token-file); or set DRIFTLESS_API_TOKEN'
             cand --kubeconfig 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)'
             cand --context 'The kubeconfig context to use (default: its current-context)'

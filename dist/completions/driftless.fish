@@ -125,7 +125,7 @@ complete -c driftless -n "__fish_driftless_using_subcommand run" -l interval -d 
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l resync -d 'Full resync (and directory rescan) period' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l cache-dir -d 'Where to keep the git clone (default: $CACHE_DIRECTORY from systemd, else ~/.cache/driftless)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l status-file -d 'Where to write the status file (JSON, replaced atomically) [default: $STATE_DIRECTORY/status.json under systemd, else ${XDG_STATE_HOME:-~/.local/state}/driftless/status.json; `status-<instance>.json` for an instance other than `default`]. `driftless status` reads the same' -r -F
-complete -c driftless -n "__fish_driftless_using_subcommand run" -l metrics-addr -d 'Address for /metrics, /healthz, /readyz and /hooks/git' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l metrics-addr -d 'Address for /metrics, /healthz, /readyz and /hooks/git (a host name such as `localhost:0` is resolved; its first address is used)' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l hook-secret-file -d 'File holding the HMAC secret the git hook must sign with (X-Hub-Signature-256)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l lease-namespace -d 'Namespace of the leader-election Lease' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l lease-name -d 'Name of the Lease (default: driftless-<instance>)' -r
@@ -174,7 +174,7 @@ json\t''"
 complete -c driftless -n "__fish_driftless_using_subcommand status" -l instance -d 'Name of this driftless instance: instances sharing a cluster never touch each other\'s objects' -r
 complete -c driftless -n "__fish_driftless_using_subcommand status" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c driftless -n "__fish_driftless_using_subcommand status" -s V -l version -d 'Print version'
-complete -c driftless -n "__fish_driftless_using_subcommand reconcile" -l server -d 'The daemon\'s HTTP address (its --metrics-addr)' -r
+complete -c driftless -n "__fish_driftless_using_subcommand reconcile" -l server -d 'The daemon\'s HTTP address (its --metrics-addr), `http://` assumed without a scheme' -r
 complete -c driftless -n "__fish_driftless_using_subcommand reconcile" -l token-file -d 'File holding the API token (the daemon\'s --api-token-file); or set DRIFTLESS_API_TOKEN' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand reconcile" -l timeout -d 'How long to wait for the sync to end' -r
 complete -c driftless -n "__fish_driftless_using_subcommand reconcile" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
@@ -187,7 +187,7 @@ complete -c driftless -n "__fish_driftless_using_subcommand reconcile" -l instan
 complete -c driftless -n "__fish_driftless_using_subcommand reconcile" -s h -l help -d 'Print help'
 complete -c driftless -n "__fish_driftless_using_subcommand reconcile" -s V -l version -d 'Print version'
 complete -c driftless -n "__fish_driftless_using_subcommand suspend" -l reason -d 'Why; shown in the API, the status file, `driftless status` and the web UI' -r
-complete -c driftless -n "__fish_driftless_using_subcommand suspend" -l server -d 'The daemon\'s HTTP address (its --metrics-addr)' -r
+complete -c driftless -n "__fish_driftless_using_subcommand suspend" -l server -d 'The daemon\'s HTTP address (its --metrics-addr), `http://` assumed without a scheme' -r
 complete -c driftless -n "__fish_driftless_using_subcommand suspend" -l token-file -d 'File holding the API token (the daemon\'s --api-token-file); or set DRIFTLESS_API_TOKEN' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand suspend" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand suspend" -l context -d 'The kubeconfig context to use (default: its current-context)' -r
@@ -198,7 +198,7 @@ json\t''"
 complete -c driftless -n "__fish_driftless_using_subcommand suspend" -l instance -d 'Name of this driftless instance: instances sharing a cluster never touch each other\'s objects' -r
 complete -c driftless -n "__fish_driftless_using_subcommand suspend" -s h -l help -d 'Print help'
 complete -c driftless -n "__fish_driftless_using_subcommand suspend" -s V -l version -d 'Print version'
-complete -c driftless -n "__fish_driftless_using_subcommand resume" -l server -d 'The daemon\'s HTTP address (its --metrics-addr)' -r
+complete -c driftless -n "__fish_driftless_using_subcommand resume" -l server -d 'The daemon\'s HTTP address (its --metrics-addr), `http://` assumed without a scheme' -r
 complete -c driftless -n "__fish_driftless_using_subcommand resume" -l token-file -d 'File holding the API token (the daemon\'s --api-token-file); or set DRIFTLESS_API_TOKEN' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand resume" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand resume" -l context -d 'The kubeconfig context to use (default: its current-context)' -r

@@ -180,6 +180,22 @@ pub enum Action {
     Failed(String),
 }
 
+/// What a prune would delete, for a refusal: the first few objects, and how many more.
+pub fn listed(candidates: &[Entry]) -> String {
+    const SHOWN: usize = 10;
+    let names: Vec<String> = candidates
+        .iter()
+        .filter(|e| !e.keep)
+        .take(SHOWN)
+        .map(|e| e.key.to_string())
+        .collect();
+    let total = candidates.iter().filter(|e| !e.keep).count();
+    match total.saturating_sub(SHOWN) {
+        0 => names.join(", "),
+        more => format!("{}, and {more} more", names.join(", ")),
+    }
+}
+
 /// As the CLI, the status and the logs say it.
 impl std::fmt::Display for Action {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -389,11 +405,20 @@ fn waiting_on(live: &Value) -> Option<String> {
         .flatten()
         .filter_map(Value::as_str)
         .collect();
+    // deletionTimestamp is when the object goes: the request's time plus its grace
+    // period, so for a Pod in its grace period a time still to come, never a "since".
+    let ahead = since
+        .parse::<k8s_openapi::jiff::Timestamp>()
+        .is_ok_and(|t| t > k8s_openapi::jiff::Timestamp::now());
+    let when = match ahead {
+        true => format!("its grace period ends at {since}"),
+        false => format!("since {since}"),
+    };
     Some(if finalizers.is_empty() {
-        format!("being deleted since {since} (grace period)")
+        format!("being deleted, {when}")
     } else {
         format!(
-            "being deleted since {since}, waiting for finalizers {}",
+            "being deleted {when}, waiting for finalizers {}",
             finalizers.join(", ")
         )
     })
@@ -713,8 +738,12 @@ mod tests {
                  customresourcecleanup.apiextensions.k8s.io"
             )
         );
-        let graceful = json!({"metadata": {"deletionTimestamp": "t"}});
-        assert!(waiting_on(&graceful).is_some_and(|w| w.contains("grace period")));
+        // A Pod in its grace period: its deletionTimestamp is still to come.
+        let graceful = json!({"metadata": {"deletionTimestamp": "2999-01-01T00:00:00Z"}});
+        assert_eq!(
+            waiting_on(&graceful).as_deref(),
+            Some("being deleted, its grace period ends at 2999-01-01T00:00:00Z")
+        );
     }
 
     #[test]

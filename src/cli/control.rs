@@ -16,12 +16,13 @@ use driftless::report::outbound;
 /// Where the daemon is, and the token its controls need.
 #[derive(Args, Debug)]
 pub struct ServerArgs {
-    /// The daemon's HTTP address (its --metrics-addr).
+    /// The daemon's HTTP address (its --metrics-addr), `http://` assumed without a scheme.
     #[arg(
         long,
         value_name = "URL",
         env = "DRIFTLESS_SERVER",
-        default_value = "http://127.0.0.1:9477"
+        default_value = "http://127.0.0.1:9477",
+        value_parser = server_url
     )]
     pub server: String,
     /// File holding the API token (the daemon's --api-token-file); or set DRIFTLESS_API_TOKEN.
@@ -177,4 +178,41 @@ pub async fn resume(args: &ResumeArgs) -> anyhow::Result<u8> {
     }
     writeln!(std::io::stdout(), "resumed {}", args.id)?;
     Ok(exit::OK)
+}
+
+/// `--server`: a URL, or as `--metrics-addr` is written (`127.0.0.1:9477`), taken as
+/// plain HTTP.
+fn server_url(text: &str) -> Result<String, String> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Err("an address such as http://127.0.0.1:9477".into());
+    }
+    Ok(match text.split_once("://") {
+        Some(("http" | "https", _)) => text.to_string(),
+        Some((scheme, _)) => {
+            return Err(format!(
+                "scheme {scheme}:// is not served: the daemon speaks http:// (or https:// behind a proxy)"
+            ));
+        }
+        None => format!("http://{text}"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::server_url;
+
+    #[test]
+    fn a_server_without_a_scheme_is_http() {
+        assert_eq!(
+            server_url("127.0.0.1:9477").unwrap(),
+            "http://127.0.0.1:9477"
+        );
+        assert_eq!(
+            server_url("https://d.example").unwrap(),
+            "https://d.example"
+        );
+        assert!(server_url("ftp://x").unwrap_err().contains("ftp://"));
+        assert!(server_url(" ").is_err());
+    }
 }

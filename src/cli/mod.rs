@@ -338,8 +338,9 @@ pub struct RunArgs {
     /// for an instance other than `default`]. `driftless status` reads the same.
     #[arg(long, value_name = "FILE", env = "DRIFTLESS_STATUS_FILE")]
     pub status_file: Option<PathBuf>,
-    /// Address for /metrics, /healthz, /readyz and /hooks/git.
-    #[arg(long, default_value = "127.0.0.1:9477")]
+    /// Address for /metrics, /healthz, /readyz and /hooks/git (a host name such as
+    /// `localhost:0` is resolved; its first address is used).
+    #[arg(long, default_value = "127.0.0.1:9477", value_parser = socket_addr)]
     pub metrics_addr: std::net::SocketAddr,
     /// File holding the HMAC secret the git hook must sign with (X-Hub-Signature-256).
     #[arg(long, value_name = "FILE")]
@@ -492,6 +493,24 @@ fn status(args: &StatusArgs, instance: &str) -> anyhow::Result<u8> {
         true => exit::OK,
         false => exit::DIFFERENCES,
     })
+}
+
+/// `--metrics-addr`: `IP:PORT`, or `HOST:PORT` resolved (`localhost:0`), loopback first.
+fn socket_addr(text: &str) -> Result<std::net::SocketAddr, String> {
+    use std::net::ToSocketAddrs as _;
+    if let Ok(addr) = text.parse() {
+        return Ok(addr);
+    }
+    let addrs: Vec<std::net::SocketAddr> = text
+        .to_socket_addrs()
+        .map_err(|e| format!("{text:?} is not an address (HOST:PORT, e.g. 127.0.0.1:9477): {e}"))?
+        .collect();
+    addrs
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or(addrs.first())
+        .copied()
+        .ok_or_else(|| format!("{text:?} resolves to no address"))
 }
 
 /// Where `run` writes its status file and `status` reads it, unless told: systemd's
@@ -666,5 +685,16 @@ mod tests {
         let cli = Cli::try_parse_from(std::iter::once("driftless").chain(args.iter().copied()))
             .unwrap_or_else(|e| panic!("{args:?}: {e}"));
         assert!(matches!(cli.command, Command::Run(_)), "{cli:?}");
+    }
+
+    #[test]
+    fn metrics_addr_takes_a_host_name() {
+        assert_eq!(
+            socket_addr("127.0.0.1:9477").unwrap(),
+            "127.0.0.1:9477".parse().unwrap()
+        );
+        let local = socket_addr("localhost:0").unwrap();
+        assert!(local.ip().is_loopback() && local.port() == 0, "{local}");
+        assert!(socket_addr("no port").unwrap_err().contains("HOST:PORT"));
     }
 }

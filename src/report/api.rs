@@ -56,12 +56,18 @@ impl Published {
 
     /// One spec's entry, by id.
     pub fn spec(&self, id: &str) -> Option<Value> {
+        self.specs().into_iter().find(|s| s["id"] == id)
+    }
+
+    /// Every spec's entry.
+    pub fn specs(&self) -> Vec<Value> {
         #[derive(Deserialize)]
         struct Specs {
             specs: Vec<Value>,
         }
-        let doc: Specs = serde_json::from_str(&self.json).ok()?;
-        doc.specs.into_iter().find(|s| s["id"] == id)
+        serde_json::from_str::<Specs>(&self.json)
+            .map(|d| d.specs)
+            .unwrap_or_default()
     }
 }
 
@@ -128,7 +134,11 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .route("/api/v1/status", get(status))
         .route("/api/v1/events", get(events))
         .route("/api/v1/sync", post(sync))
+        .route("/api/v1/specs", get(specs))
         .route("/api/v1/specs/{*id}", get(spec).post(control_spec))
+        // Anything else under /api answers in JSON too, not with an empty 404.
+        .route("/api", axum::routing::any(unknown))
+        .route("/api/{*rest}", axum::routing::any(unknown))
         .layer(axum::extract::DefaultBodyLimit::max(CONTROL_BODY_LIMIT))
         .with_state(state)
 }
@@ -139,6 +149,21 @@ fn error(code: StatusCode, message: impl Into<String>) -> Response {
 
 fn json_text(text: String) -> Response {
     ([(header::CONTENT_TYPE, "application/json")], text).into_response()
+}
+
+async fn specs(State(api): State<Arc<ApiState>>) -> Response {
+    let current = api.status.borrow().clone();
+    json_text(json!({ "specs": current.specs() }).to_string())
+}
+
+async fn unknown(uri: axum::http::Uri) -> Response {
+    error(
+        StatusCode::NOT_FOUND,
+        format!(
+            "no such API route: {}; the API is /api/v1/status, /api/v1/events, /api/v1/sync and /api/v1/specs[/<id>]",
+            uri.path()
+        ),
+    )
 }
 
 async fn status(State(api): State<Arc<ApiState>>) -> Response {

@@ -176,7 +176,11 @@ impl Engine {
                         name: "guard".into(),
                     },
                     spec: String::new(),
-                    change: Change::Error(format!("prune refused: {why}")),
+                    change: Change::Error(format!(
+                        "prune refused for instance {:?}: {why}; it would prune {}",
+                        self.opts.instance,
+                        prune::listed(&plan.candidates)
+                    )),
                 });
             } else {
                 for entry in &plan.candidates {

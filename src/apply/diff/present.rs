@@ -213,6 +213,8 @@ fn masked_diff(d: &ObjectDiff, color: bool) -> String {
 pub fn render_change(d: &ObjectDiff, color: bool) -> String {
     let head = match &d.change {
         Change::Unchanged => return String::new(),
+        // The prune guard is no object of a spec: its message says it all.
+        Change::Error(e) if d.spec.is_empty() => return format!("error: {e}\n"),
         Change::Error(e) => return format!("error: {} ({}): {e}\n", d.key, d.spec),
         Change::Delete { .. } => format!("# prune: {} left the specs\n", d.key),
         Change::Replace { immutable, .. } => format!(
@@ -394,6 +396,17 @@ mod tests {
                 change: Change::Delete { live: cm("a") },
             },
         ];
+        let guard = ObjectDiff {
+            key: key("Prune", "", "guard"),
+            spec: String::new(),
+            change: Change::Error(
+                "prune refused for instance \"blue\": ...; it would prune ConfigMap dev/a".into(),
+            ),
+        };
+        assert_eq!(
+            render_change(&guard, false),
+            "error: prune refused for instance \"blue\": ...; it would prune ConfigMap dev/a\n"
+        );
         let plain = text(&diffs, false);
         assert!(
             plain.starts_with("# replace: Pod dev/ide cannot change in place (spec.template is immutable); apply deletes and recreates it\n--- live/Pod/dev/ide\n"),
