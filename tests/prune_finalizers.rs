@@ -306,3 +306,69 @@ spec:
     .await;
     assert!(listed(&engine, "ConfigMap", "keep").await.is_some());
 }
+
+/// Uninstall in one run: an emptied tree applied with `--allow-mass-prune --wait` waits
+/// for what its prune left being deleted, and the instance's suspensions go with it.
+#[tokio::test]
+async fn an_uninstall_with_wait_waits_for_what_is_being_deleted() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "uninstall").await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_str().unwrap();
+    let run = |args: &[&str]| support::driftless_on_cluster(&ns, args);
+    std::fs::write(dir.path().join("held.yaml"), configmap(&ns, "held")).unwrap();
+    support::assert_exit(&run(&["apply", path]), 0);
+    let api = configmaps(&client, &ns);
+    let _release = Release(vec![(
+        ApiResource::erase::<ConfigMap>(&()),
+        ns.clone(),
+        "held".into(),
+    )]);
+    finalizer(&api, "held", true).await;
+    let engine = support::engine(&client, &ns);
+    let store = engine.store();
+    let suspension = driftless::apply::suspensions::Suspension {
+        reason: "incident".into(),
+        since: "2026-11-24T10:00:00Z".into(),
+    };
+    store
+        .set_suspension(
+            &client,
+            &engine.writes,
+            &format!("manifest/{ns}/ConfigMap/held"),
+            Some(&suspension),
+        )
+        .await
+        .unwrap();
+    let records: Api<ConfigMap> = Api::namespaced(
+        client.clone(),
+        driftless::apply::inventory::DEFAULT_NAMESPACE,
+    );
+    let record = driftless::apply::suspensions::configmap_name(&ns);
+    assert!(records.get_opt(&record).await.unwrap().is_some());
+
+    // Its controller lets go a few seconds into the uninstall.
+    let releasing = api.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+        finalizer(&releasing, "held", false).await;
+    });
+    std::fs::remove_file(dir.path().join("held.yaml")).unwrap();
+    let out = run(&[
+        "apply",
+        path,
+        "--allow-mass-prune",
+        "--wait",
+        "--timeout",
+        "60s",
+    ]);
+    support::assert_exit(&out, 0);
+    assert!(
+        support::printed(&out).contains("every object prune deleted is gone"),
+        "{}",
+        support::show(&out)
+    );
+    assert!(api.get_opt("held").await.unwrap().is_none());
+    assert!(listed(&engine, "ConfigMap", "held").await.is_none());
+    assert!(records.get_opt(&record).await.unwrap().is_none());
+}

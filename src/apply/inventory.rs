@@ -220,6 +220,26 @@ impl Store {
                 }
             }
         }
+        // An instance that holds nothing any more (uninstalled) keeps no suspensions of
+        // specs it no longer has either.
+        if next.is_empty() {
+            let name = super::suspensions::configmap_name(&self.instance);
+            if api.get_opt(&name).await.ok().flatten().is_some() {
+                writes.count(super::Verb::Delete);
+                match api.delete(&name, &DeleteParams::default()).await {
+                    Ok(_) => {
+                        tracing::info!(configmap = %name, "suspensions of an instance that holds nothing removed")
+                    }
+                    Err(kube::Error::Api(e)) if e.code == 404 => {}
+                    Err(e) => {
+                        return Err(ApplyError::Inventory(format!(
+                            "deleting {name}: {}",
+                            error_text(&e)
+                        )));
+                    }
+                }
+            }
+        }
         Ok(())
     }
 

@@ -81,6 +81,13 @@ pub async fn apply(
     } else {
         exit::DIFFERENCES
     };
+    if args.wait && report.prune.waiting().next().is_some() {
+        // What prune left being deleted (a PVC's finalizer): waited for too, so an
+        // uninstall ends with nothing left rather than needing a second run.
+        if !wait_for_deletions(&engine, &tree, &objects, args.timeout).await? {
+            code = exit::DIFFERENCES;
+        }
+    }
     if args.wait {
         let failed: BTreeSet<String> = report
             .objects
@@ -204,6 +211,39 @@ async fn in_waves(
         }
     }
     Ok(Ok(report))
+}
+
+/// Syncs again (reads, and no writes when nothing changed) until nothing the prune
+/// deleted is still being deleted, or `timeout` passes; whether all are gone.
+async fn wait_for_deletions(
+    engine: &Engine,
+    tree: &SpecTree,
+    objects: &[Object],
+    timeout: Duration,
+) -> anyhow::Result<bool> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let gate = Poll { engine, timeout };
+    loop {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let again = engine.sync(objects, &tree.adopt_specs(), &gate).await?;
+        let waiting: Vec<String> = again
+            .prune
+            .waiting()
+            .map(|o| format!("{} ({})", o.key, o.waiting.as_deref().unwrap_or("")))
+            .collect();
+        if waiting.is_empty() {
+            eprintln!("every object prune deleted is gone");
+            return Ok(true);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            eprintln!(
+                "still being deleted after --timeout {}: {}",
+                humantime::format_duration(timeout),
+                waiting.join("; ")
+            );
+            return Ok(false);
+        }
+    }
 }
 
 fn plural(n: usize, noun: &str) -> String {
