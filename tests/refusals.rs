@@ -67,6 +67,8 @@ async fn diff_fails_where_apply_would_and_the_daemon_says_why() {
                 })
         })
         .await;
+    // Which instance says this, as status, API and UI name it.
+    assert_eq!(status["instance"], ns.as_str());
     let message = status["last_sync"]["message"].as_str().unwrap();
     assert!(message.starts_with("2 objects not applied: "), "{message}");
     assert!(

@@ -420,7 +420,7 @@ fn status(n_specs: usize, revision: &str, ready: bool) -> StatusFile {
                 status: "Current".into(),
                 reason: None,
                 message: "Deployment is available. Replicas: 3".into(),
-                action: Some("configured".into()),
+                action: Some("updated".into()),
                 error: None,
             }],
             suspended: None,
@@ -430,6 +430,7 @@ fn status(n_specs: usize, revision: &str, ready: bool) -> StatusFile {
         .collect();
     StatusFile {
         written: Some(k8s_openapi::jiff::Timestamp::now().to_string()),
+        instance: "default".into(),
         version: 1,
         source: "dir:/specs".into(),
         revision_seen: Some(revision.into()),

@@ -311,6 +311,10 @@ async fn the_dashboard_shows_every_spec_updates_live_and_steers_the_daemon() {
         status["source"].as_str().unwrap()
     );
     assert_eq!(
+        browser.text("#instance").await,
+        status["instance"].as_str().unwrap()
+    );
+    assert_eq!(
         browser.text("#revision-applied").await,
         status["revision_applied"].as_str().unwrap()
     );

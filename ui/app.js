@@ -146,6 +146,7 @@ function renderOverview(doc) {
   setText($("summary"), parts.join(", "));
 
   setText($("source"), dash(doc.source));
+  setText($("instance"), dash(doc.instance));
   setText($("revision-applied"), dash(doc.revision_applied));
   setText($("revision-seen"), dash(doc.revision_seen));
   const sync = doc.last_sync;

@@ -188,7 +188,7 @@ impl Action {
         match self {
             Action::Unchanged => "unchanged",
             Action::Created => "created",
-            Action::Configured => "configured",
+            Action::Configured => "updated",
             Action::Replaced => "replaced",
             Action::Conflict(_) => "conflict",
             Action::Failed(_) => "failed",

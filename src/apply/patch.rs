@@ -242,7 +242,7 @@ impl Engine {
                 } else {
                     Action::Created
                 };
-                tracing::info!(action = action.label(), "applied");
+                tracing::info!(action = %action.label(), "applied");
                 let e = record::confirmed(p, &v, applied, shape);
                 (result(action, Some(v)), Some(e))
             }

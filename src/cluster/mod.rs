@@ -102,7 +102,27 @@ pub fn error_text(e: &(dyn std::error::Error + 'static)) -> String {
         }
         next = source;
     }
-    text
+    transport_in_our_words(&text)
+}
+
+/// A failure to reach the apiserver as a person says it: kube's and hyper's layers
+/// (`ServiceError: client error (Connect): tcp connect error: ...`) name themselves, not
+/// what happened.
+fn transport_in_our_words(text: &str) -> String {
+    let text = text
+        .replace("ServiceError: ", "")
+        .replace("client error (Connect): ", "cannot connect to the Kubernetes API: ")
+        .replace("client error (SendRequest): ", "the Kubernetes API dropped the connection: ")
+        .replace("tcp connect error: ", "")
+        .replace("HyperError: ", "");
+    // The OS's own error code adds nothing to its words.
+    match text.find(" (os error ") {
+        Some(at) => {
+            let end = text[at..].find(')').map_or(text.len(), |e| at + e + 1);
+            format!("{}{}", &text[..at], &text[end..])
+        }
+        None => text,
+    }
 }
 
 fn status_text(s: &kube::core::Status) -> String {
@@ -192,5 +212,21 @@ mod tests {
             ..Default::default()
         }));
         assert_eq!(super::error_text(&bare), "the apiserver refused it (500)");
+    }
+}
+
+#[cfg(test)]
+mod words {
+    use super::transport_in_our_words;
+
+    #[test]
+    fn a_refused_connection_reads_as_one() {
+        assert_eq!(
+            transport_in_our_words(
+                "ServiceError: client error (Connect): tcp connect error: Connection refused (os error 111)"
+            ),
+            "cannot connect to the Kubernetes API: Connection refused"
+        );
+        assert_eq!(transport_in_our_words("x (422)"), "x (422)");
     }
 }

@@ -199,6 +199,7 @@ pub async fn run(
         )
     });
     let mut state = State::new(source_name, *active_rx.borrow());
+    state.instance.clone_from(&cfg.engine.instance);
     state.correct_drift = cfg.engine.correct_drift;
     main_loop::Loop {
         status: crate::report::snapshot::StatusWriter::new(cfg.status_file.clone(), published_tx),

@@ -39,6 +39,8 @@ pub struct Snapshot<'a> {
     pub failures: &'a HashMap<ObjKey, String>,
     /// The revision each spec's state reflects.
     pub settled_in: &'a HashMap<SpecId, String>,
+    /// `--instance`.
+    pub instance: &'a str,
     pub leader: bool,
     /// Why this replica cannot lead, while it cannot: one of `errors` in the file.
     pub leader_problem: Option<&'a str>,
@@ -151,6 +153,7 @@ impl Snapshot<'_> {
             .collect();
         StatusFile {
             version: VERSION,
+            instance: self.instance.to_string(),
             source: self.source.to_string(),
             revision_seen: self.revision_seen.map(str::to_string),
             revision_applied: self.revision_applied.map(str::to_string),
@@ -310,6 +313,7 @@ mod tests {
             actions,
             failures: &NO_FAILURES,
             settled_in: &NO_REVISIONS,
+            instance: "default",
             leader: true,
             leader_problem: None,
             suspensions: &NO_SUSPENSIONS,
@@ -350,7 +354,7 @@ mod tests {
             namespace: "n".into(),
             name: "a".into(),
         };
-        actions.insert(key.clone(), "configured".to_string());
+        actions.insert(key.clone(), "updated".to_string());
         let expected = [Expected {
             spec: specs[0].id.clone(),
             api_version: "apps/v1".into(),
@@ -384,7 +388,7 @@ mod tests {
         assert_eq!(a.status, "InProgress");
         assert_eq!(a.reason.as_deref(), Some("Rollout"));
         assert_eq!(a.objects[0].status, "NotFound");
-        assert_eq!(a.objects[0].action.as_deref(), Some("configured"));
+        assert_eq!(a.objects[0].action.as_deref(), Some("updated"));
         // In the JSON text too, which tools read.
         let json = serde_json::to_string(&status)?;
         assert!(json.contains(r#""status":"InProgress""#), "{json}");

@@ -72,6 +72,9 @@ pub enum StatusError {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StatusFile {
     pub version: u32,
+    /// The daemon's `--instance`.
+    #[serde(default)]
+    pub instance: String,
     pub source: String,
     pub revision_seen: Option<String>,
     pub revision_applied: Option<String>,
@@ -152,7 +155,7 @@ pub struct ObjectState {
     pub status: String,
     pub reason: Option<String>,
     pub message: String,
-    /// The last apply action: created, configured, unchanged...
+    /// The last apply action: created, updated, replaced, unchanged, conflict, failed, drifted.
     pub action: Option<String>,
     /// Why that action failed (or conflicted), in the words the CLI uses.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -164,6 +167,7 @@ impl StatusFile {
     pub fn starting() -> StatusFile {
         StatusFile {
             written: None,
+            instance: String::new(),
             version: VERSION,
             source: String::new(),
             revision_seen: None,
@@ -314,6 +318,9 @@ impl StatusFile {
         };
         let mut out = String::new();
         let dash = || "-".to_string();
+        if !self.instance.is_empty() {
+            header(&mut out, "instance", &self.instance);
+        }
         header(&mut out, "source", &self.source);
         header(
             &mut out,
@@ -619,6 +626,7 @@ mod tests {
     fn sample() -> StatusFile {
         StatusFile {
             written: Some("2025-03-01T12:00:05Z".into()),
+            instance: "default".into(),
             version: VERSION,
             source: "https://example.com/org/specs.git".into(),
             revision_seen: Some("bbbbbbb".into()),

@@ -77,6 +77,8 @@ pub enum Gate {
 /// Everything the loop knows.
 pub struct State {
     source_name: String,
+    /// The driftless instance this daemon is (`--instance`), as the status names it.
+    pub instance: String,
     /// Shared with the sync that applies it (no copy of the tree per sync).
     pub tree: Option<Arc<SpecTree>>,
     /// While a revision is applied spec by spec (only the specs it changed): those not
@@ -140,6 +142,7 @@ impl State {
     pub fn new(source_name: String, active: bool) -> State {
         State {
             source_name,
+            instance: crate::object::ownership::DEFAULT_INSTANCE.to_string(),
             tree: None,
             pending: None,
             expected: Vec::new(),
@@ -189,6 +192,7 @@ impl State {
             expected: &self.expected,
             actions: &self.actions,
             failures: &self.failures,
+            instance: &self.instance,
             settled_in: self.settling.settled_in(),
             leader: self.active,
             leader_problem: self.leader_problem.as_deref(),
