@@ -111,8 +111,14 @@ pub fn error_text(e: &(dyn std::error::Error + 'static)) -> String {
 fn transport_in_our_words(text: &str) -> String {
     let text = text
         .replace("ServiceError: ", "")
-        .replace("client error (Connect): ", "cannot connect to the Kubernetes API: ")
-        .replace("client error (SendRequest): ", "the Kubernetes API dropped the connection: ")
+        .replace(
+            "client error (Connect): ",
+            "cannot connect to the Kubernetes API: ",
+        )
+        .replace(
+            "client error (SendRequest): ",
+            "the Kubernetes API dropped the connection: ",
+        )
         .replace("tcp connect error: ", "")
         .replace("HyperError: ", "");
     // The OS's own error code adds nothing to its words.
