@@ -198,7 +198,7 @@ fn huge_strings_give_short_errors() {
                 "imag".repeat(mb3 / 4)
             ),
             format!(
-                "s.toml:3:1: unknown field `{}… ({mb3} bytes)` in workspace `a`; known fields: namespace, image, port, cpu, memory, storage, storage-class, access-mode, mount-path, state, adopt, ignore-fields, depends-on, prune",
+                "s.toml:3:1: unknown field `{}… ({mb3} bytes)` in workspace `a`; known fields: namespace, image, port, cpu, memory, storage, storage-class, access-mode, mount-path, state, adopt, ignore-fields, depends-on, prune, replace, wave",
                 "imag".repeat(16)
             ),
         ),
