@@ -309,7 +309,8 @@ spec:
 
 /// Uninstall in one run: an emptied tree applied with `--allow-mass-prune --wait` waits
 /// for what its prune left being deleted, and the instance's suspensions go with it.
-#[tokio::test]
+// Multi-threaded: the finalizer is released while the CLI runs (a blocking call).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_uninstall_with_wait_waits_for_what_is_being_deleted() {
     let client = support::client().await;
     let ns = support::namespace(&client, "uninstall").await;
