@@ -129,22 +129,13 @@ async fn steerable(ns: &str, dir: &Path, resync: &str) -> (Daemon, String) {
 
 /// The CLI against the daemon at `addr`.
 fn cli(addr: SocketAddr, args: &[&str]) -> std::process::Output {
-    let server = format!("http://{addr}");
-    let mut all: Vec<&str> = args.to_vec();
-    all.extend(["--server", &server]);
-    std::process::Command::new(env!("CARGO_BIN_EXE_driftless"))
-        .args(&all)
-        .env("DRIFTLESS_API_TOKEN", TOKEN)
-        .env("RUST_LOG", "warn")
-        .output()
-        .unwrap()
+    cli_at(&format!("http://{addr}"), args)
 }
 
-/// As `cli`, with `--server` given as `--metrics-addr` is written: `127.0.0.1:PORT`.
-fn cli_bare(addr: SocketAddr, args: &[&str]) -> std::process::Output {
-    let server = addr.to_string();
+/// `driftless ARGS --server SERVER` with the API token.
+fn cli_at(server: &str, args: &[&str]) -> std::process::Output {
     let mut all: Vec<&str> = args.to_vec();
-    all.extend(["--server", &server]);
+    all.extend(["--server", server]);
     std::process::Command::new(env!("CARGO_BIN_EXE_driftless"))
         .args(&all)
         .env("DRIFTLESS_API_TOKEN", TOKEN)
@@ -381,7 +372,7 @@ async fn every_endpoint_answers_as_documented() {
     // `reconcile` waits for the whole sync it asked for and prints how it ended (`stuck`
     // is not ready, but everything applied: the sync succeeded).
     // `--server` as `--metrics-addr` is written, without a scheme.
-    let out = cli_bare(addr, &["reconcile"]);
+    let out = cli_at(&addr.to_string(), &["reconcile"]);
     assert_eq!(out.status.code(), Some(0), "{}", support::show(&out));
     assert!(
         String::from_utf8_lossy(&out.stdout).starts_with("sync success:"),
