@@ -185,7 +185,7 @@ mod tests {
         );
         assert_eq!(
             super::error_text(&e),
-            "client error (Connect): invalid peer certificate: UnknownIssuer"
+            "cannot connect to the Kubernetes API: invalid peer certificate: UnknownIssuer"
         );
     }
 
