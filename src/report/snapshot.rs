@@ -166,7 +166,12 @@ impl Snapshot<'_> {
                     file: None,
                     line: None,
                     column: None,
-                    message: format!("cannot reach the Kubernetes API: {e}"),
+                    // Said once: the cause may already say it could not connect.
+                    message: format!(
+                        "cannot reach the Kubernetes API: {}",
+                        e.strip_prefix("cannot connect to the Kubernetes API: ")
+                            .unwrap_or(e)
+                    ),
                 }))
                 .chain(self.leader_problem.map(|e| SourceError {
                     file: None,
