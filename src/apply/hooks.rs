@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use kube::api::{DeleteParams, PropagationPolicy};
+use kube::api::{Api, DeleteParams, DynamicObject, PropagationPolicy};
 
 use super::list::Existing;
 use super::live::Live;
@@ -98,11 +98,7 @@ impl Engine {
 
     /// Deletes an earlier run's object (ours only) and waits until it is gone.
     async fn clear_hook(&self, p: &Planned<'_>, live: Option<Option<Live>>) -> Result<(), Action> {
-        let resolved = p.resolved.as_ref().map_err(|e| Action::Failed(e.clone()))?;
-        let api = resolved.api(
-            &self.client,
-            (!p.key.namespace.is_empty()).then_some(p.key.namespace.as_str()),
-        );
+        let api = self.hook_api(p).map_err(|e| Action::Failed(e.clone()))?;
         let read = |e: kube::Error| Action::Failed(format!("reading it: {}", error_text(&e)));
         let live = match live {
             Some(known) => known.map(|l| l.value),
@@ -117,20 +113,11 @@ impl Engine {
         };
         claim(&live, &self.opts.instance, p.adopt)
             .map_err(|refusal| Action::Conflict(refusal.to_string()))?;
-        self.writes.count(Verb::Delete);
-        let dp = DeleteParams {
-            propagation_policy: Some(PropagationPolicy::Background),
-            ..DeleteParams::default()
-        };
-        match api.delete(&p.key.name, &dp).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 404 => return Ok(()),
-            Err(e) => {
-                return Err(Action::Failed(format!(
-                    "deleting its earlier run: {}",
-                    error_text(&e)
-                )));
-            }
+        if let Err(e) = self.delete_run(&api, p).await {
+            return Err(Action::Failed(format!(
+                "deleting its earlier run: {}",
+                error_text(&e)
+            )));
         }
         let deadline = tokio::time::Instant::now() + CLEAR_WAIT;
         loop {
@@ -150,29 +137,47 @@ impl Engine {
     /// Deletes a hook that ran, as its delete policy asks; a failure is said, not fatal
     /// (the next run deletes it first anyway).
     async fn delete_hook(&self, p: &Planned<'_>) {
-        let Ok(resolved) = &p.resolved else {
+        let Ok(api) = self.hook_api(p) else {
             return;
         };
-        let api = resolved.api(
-            &self.client,
-            (!p.key.namespace.is_empty()).then_some(p.key.namespace.as_str()),
-        );
-        let dp = DeleteParams {
-            propagation_policy: Some(PropagationPolicy::Background),
-            ..DeleteParams::default()
-        };
-        self.writes.count(Verb::Delete);
-        match api.delete(&p.key.name, &dp).await {
-            Ok(_) => {
+        match self.delete_run(&api, p).await {
+            Ok(()) => {
                 tracing::info!(spec = %p.obj.spec, object = %p.key, "hook deleted, as its delete policy asks")
             }
-            Err(kube::Error::Api(e)) if e.code == 404 => {}
             Err(e) => tracing::warn!(
                 spec = %p.obj.spec,
                 object = %p.key,
                 error = %error_text(&e),
                 "deleting the hook after its run failed; its next run deletes it first"
             ),
+        }
+    }
+
+    /// Where a hook's object lives; the reason its kind is not served, if it is not.
+    fn hook_api<'p>(&self, p: &'p Planned<'_>) -> Result<Api<DynamicObject>, &'p String> {
+        let resolved = p.resolved.as_ref()?;
+        Ok(resolved.api(
+            &self.client,
+            (!p.key.namespace.is_empty()).then_some(p.key.namespace.as_str()),
+        ))
+    }
+
+    /// Deletes a hook's object with its Pods (a Job's own default would orphan them);
+    /// already gone is done.
+    async fn delete_run(
+        &self,
+        api: &Api<DynamicObject>,
+        p: &Planned<'_>,
+    ) -> Result<(), kube::Error> {
+        self.writes.count(Verb::Delete);
+        let dp = DeleteParams {
+            propagation_policy: Some(PropagationPolicy::Background),
+            ..DeleteParams::default()
+        };
+        match api.delete(&p.key.name, &dp).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+            Err(e) => Err(e),
         }
     }
 }

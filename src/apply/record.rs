@@ -82,17 +82,9 @@ pub(super) fn pending(
             }
         }
     }
-    // A Helm hook driftless does not run is never applied, so never recorded.
-    let never_applied = |p: &Planned<'_>| {
-        p.obj
-            .policy
-            .hook
-            .as_ref()
-            .is_some_and(|h| h.phase == crate::spec::order::Phase::Skipped)
-    };
     for p in planned
         .iter()
-        .filter(|p| !existing.skipped.contains(&p.key) && !never_applied(p))
+        .filter(|p| !existing.skipped.contains(&p.key) && !p.obj.policy.never_applied())
     {
         let takeable = existing
             .live

@@ -172,15 +172,7 @@ impl Engine {
         if !planned.iter().any(|p| p.obj.policy.hook.is_some()) {
             return false;
         }
-        for p in planned {
-            if p.obj
-                .policy
-                .hook
-                .as_ref()
-                .is_some_and(|h| h.phase == Phase::Skipped)
-            {
-                continue;
-            }
+        for p in planned.iter().filter(|p| !p.obj.policy.never_applied()) {
             if self.changed(p, inv.entries.get(&p.key)).await {
                 return true;
             }

@@ -71,15 +71,13 @@ impl Snapshot<'_> {
             .iter()
             .filter_map(|e| Some((e.display.as_str(), self.actions.get(&e.key)?)))
             .collect();
-        let failure_by_ref: HashMap<&str, &String> = self
-            .expected
-            .iter()
-            .filter_map(|e| Some((e.display.as_str(), self.failures.get(&e.key)?)))
-            .collect();
-        // Each spec's first object that failed, known before readiness is.
+        // Why each object failed, and each spec's first object that did (known before
+        // readiness is), in one pass.
+        let mut failure_by_ref: HashMap<&str, &String> = HashMap::new();
         let mut failures_by_spec: HashMap<&SpecId, (&str, &String)> = HashMap::new();
         for e in self.expected {
             if let Some(error) = self.failures.get(&e.key) {
+                failure_by_ref.insert(e.display.as_str(), error);
                 failures_by_spec
                     .entry(&e.spec)
                     .or_insert((e.display.as_str(), error));

@@ -36,6 +36,13 @@ pub enum Replace {
 }
 
 impl ObjectPolicy {
+    /// A Helm hook of a kind driftless does not run: never applied, recorded or shown.
+    pub fn never_applied(&self) -> bool {
+        self.hook
+            .as_ref()
+            .is_some_and(|h| h.phase == super::order::Phase::Skipped)
+    }
+
     /// Whether driftless leaves the field `pointer` names to others once the object
     /// exists: a create-only object's every field, or one its ignore-fields cover.
     pub fn leaves(&self, pointer: &str) -> bool {

@@ -123,13 +123,7 @@ impl Engine {
         // A hook is a run: shown as created when the revision runs hooks, else not at all
         // (its last run may be gone, deleted once it succeeded); a Helm hook driftless
         // does not run never.
-        planned.retain(|p| {
-            p.obj
-                .policy
-                .hook
-                .as_ref()
-                .is_none_or(|h| h.phase != crate::spec::order::Phase::Skipped)
-        });
+        planned.retain(|p| !p.obj.policy.never_applied());
         let hooks_due = self.hooks_due(&planned, &inventory).await;
         let in_revision_crds: Vec<&Object> = objects
             .iter()

@@ -166,8 +166,8 @@ fn notice(event: Event, revision: Option<String>, message: String, now: Now) -> 
     }
 }
 
-/// A commit's usual short form.
-fn short(revision: &str) -> &str {
+/// A commit's usual short form (also what readiness messages name a revision by).
+pub(super) fn short(revision: &str) -> &str {
     revision.get(..12).unwrap_or(revision)
 }
 

@@ -45,7 +45,7 @@ pub fn waiting_on(tree: &SpecTree, health: &[SpecHealth]) -> BTreeMap<SpecId, Ve
 /// Says in `h` that its state is not the current revision's yet: the change is not
 /// applied (or held back by a suspension), or not observed since it was.
 fn show_unsettled(h: &mut SpecHealth, revision: Option<&str>, suspended: bool) {
-    let revision = revision.map(short).unwrap_or("?");
+    let revision = revision.map(super::notices::short).unwrap_or("?");
     h.ready = false;
     if h.status == Status::Current {
         h.status = Status::InProgress;
@@ -60,12 +60,6 @@ fn show_unsettled(h: &mut SpecHealth, revision: Option<&str>, suspended: bool) {
             h.message
         );
     }
-}
-
-/// A revision id as people read it: a commit's first 12 hex digits.
-fn short(revision: &str) -> &str {
-    let hex = revision.rsplit(':').next().unwrap_or(revision);
-    hex.get(..12).unwrap_or(hex)
 }
 
 /// Says in `h` what it waits for: not applied yet (or, once it was, its changes held)
