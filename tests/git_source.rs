@@ -304,6 +304,25 @@ fn file_url_reads_yaml_and_honours_driftlessignore() {
     }
 }
 
+/// The tree-level settings file is read at the spec root (hidden, unlike other files),
+/// and only there: one in a subdirectory, or above the spec path, is not.
+#[test]
+fn file_url_reads_the_settings_file_at_the_spec_root_only() {
+    let work = Work::new();
+    let cache = TempDir::new().unwrap();
+    work.write("specs/app.yaml", "apiVersion: v1\n");
+    work.write("specs/.driftless.toml", "[vars]\ncluster = \"staging\"\n");
+    work.write("specs/sub/.driftless.toml", "[vars]\nx = \"y\"\n");
+    work.write("specs/.hidden.yaml", "not read\n");
+    work.write(".driftless.toml", "[vars]\nabove = \"y\"\n");
+    work.commit("settings");
+    let rev = open(&work.url(), branch("main"), Some("specs"), cache.path())
+        .fetch()
+        .unwrap();
+    assert_eq!(paths(&rev), [".driftless.toml", "app.yaml"]);
+    assert!(content(&rev, ".driftless.toml").contains("staging"));
+}
+
 #[test]
 fn file_url_oversized_file_is_returned_capped() {
     let work = Work::new();

@@ -48,6 +48,8 @@ Register-ArgumentCompleter -Native -CommandName 'driftless' -ScriptBlock {
         'driftless;validate' {
             [CompletionResult]::new('--allow-namespace', '--allow-namespace', [CompletionResultType]::ParameterName, 'Let specs write into this protected namespace (kube-system, kube-public, kube-node-lease, driftless-system and the inventory namespace are refused otherwise). Repeatable')
             [CompletionResult]::new('--sops-age-key-file', '--sops-age-key-file', [CompletionResultType]::ParameterName, 'age identities (a keys file, as age-keygen writes it) to decrypt SOPS-encrypted YAML with. Without it: $SOPS_AGE_KEY_FILE, else $SOPS_AGE_KEY, else sops''s default ~/.config/sops/age/keys.txt when present')
+            [CompletionResult]::new('--var', '--var', [CompletionResultType]::ParameterName, 'Set variable NAME for `${NAME}` in spec values, over the tree''s .driftless.toml [vars] and --vars-file. Repeatable')
+            [CompletionResult]::new('--vars-file', '--vars-file', [CompletionResultType]::ParameterName, 'Variables for `${NAME}` from a TOML file of `NAME = "value"` lines (a cluster''s own values), over the tree''s .driftless.toml [vars]. Read once, at start')
             [CompletionResult]::new('--kubeconfig', '--kubeconfig', [CompletionResultType]::ParameterName, 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)')
             [CompletionResult]::new('--context', '--context', [CompletionResultType]::ParameterName, 'The kubeconfig context to use (default: its current-context)')
             [CompletionResult]::new('--kube-api-qps', '--kube-api-qps', [CompletionResultType]::ParameterName, 'Requests per second to the apiserver at most, client-side, as client-go''s rate limit (0: no limit). Answers 429 and 502-504 are retried either way')
@@ -63,6 +65,8 @@ Register-ArgumentCompleter -Native -CommandName 'driftless' -ScriptBlock {
         'driftless;render' {
             [CompletionResult]::new('--allow-namespace', '--allow-namespace', [CompletionResultType]::ParameterName, 'Let specs write into this protected namespace (kube-system, kube-public, kube-node-lease, driftless-system and the inventory namespace are refused otherwise). Repeatable')
             [CompletionResult]::new('--sops-age-key-file', '--sops-age-key-file', [CompletionResultType]::ParameterName, 'age identities (a keys file, as age-keygen writes it) to decrypt SOPS-encrypted YAML with. Without it: $SOPS_AGE_KEY_FILE, else $SOPS_AGE_KEY, else sops''s default ~/.config/sops/age/keys.txt when present')
+            [CompletionResult]::new('--var', '--var', [CompletionResultType]::ParameterName, 'Set variable NAME for `${NAME}` in spec values, over the tree''s .driftless.toml [vars] and --vars-file. Repeatable')
+            [CompletionResult]::new('--vars-file', '--vars-file', [CompletionResultType]::ParameterName, 'Variables for `${NAME}` from a TOML file of `NAME = "value"` lines (a cluster''s own values), over the tree''s .driftless.toml [vars]. Read once, at start')
             [CompletionResult]::new('--nodes', '--nodes', [CompletionResultType]::ParameterName, 'Node names for `localservice` specs, instead of asking the cluster. Such nodes carry no labels, so only an empty node-selector matches them')
             [CompletionResult]::new('--kubeconfig', '--kubeconfig', [CompletionResultType]::ParameterName, 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)')
             [CompletionResult]::new('--context', '--context', [CompletionResultType]::ParameterName, 'The kubeconfig context to use (default: its current-context)')
@@ -79,6 +83,8 @@ Register-ArgumentCompleter -Native -CommandName 'driftless' -ScriptBlock {
         'driftless;diff' {
             [CompletionResult]::new('--allow-namespace', '--allow-namespace', [CompletionResultType]::ParameterName, 'Let specs write into this protected namespace (kube-system, kube-public, kube-node-lease, driftless-system and the inventory namespace are refused otherwise). Repeatable')
             [CompletionResult]::new('--sops-age-key-file', '--sops-age-key-file', [CompletionResultType]::ParameterName, 'age identities (a keys file, as age-keygen writes it) to decrypt SOPS-encrypted YAML with. Without it: $SOPS_AGE_KEY_FILE, else $SOPS_AGE_KEY, else sops''s default ~/.config/sops/age/keys.txt when present')
+            [CompletionResult]::new('--var', '--var', [CompletionResultType]::ParameterName, 'Set variable NAME for `${NAME}` in spec values, over the tree''s .driftless.toml [vars] and --vars-file. Repeatable')
+            [CompletionResult]::new('--vars-file', '--vars-file', [CompletionResultType]::ParameterName, 'Variables for `${NAME}` from a TOML file of `NAME = "value"` lines (a cluster''s own values), over the tree''s .driftless.toml [vars]. Read once, at start')
             [CompletionResult]::new('--field-manager', '--field-manager', [CompletionResultType]::ParameterName, 'Field manager for server-side apply')
             [CompletionResult]::new('--max-prune-ratio', '--max-prune-ratio', [CompletionResultType]::ParameterName, 'Refuse a revision that would prune more than this share of the inventory')
             [CompletionResult]::new('--concurrency', '--concurrency', [CompletionResultType]::ParameterName, 'Objects applied (or dry-run) at once')
@@ -105,6 +111,8 @@ Register-ArgumentCompleter -Native -CommandName 'driftless' -ScriptBlock {
         'driftless;apply' {
             [CompletionResult]::new('--allow-namespace', '--allow-namespace', [CompletionResultType]::ParameterName, 'Let specs write into this protected namespace (kube-system, kube-public, kube-node-lease, driftless-system and the inventory namespace are refused otherwise). Repeatable')
             [CompletionResult]::new('--sops-age-key-file', '--sops-age-key-file', [CompletionResultType]::ParameterName, 'age identities (a keys file, as age-keygen writes it) to decrypt SOPS-encrypted YAML with. Without it: $SOPS_AGE_KEY_FILE, else $SOPS_AGE_KEY, else sops''s default ~/.config/sops/age/keys.txt when present')
+            [CompletionResult]::new('--var', '--var', [CompletionResultType]::ParameterName, 'Set variable NAME for `${NAME}` in spec values, over the tree''s .driftless.toml [vars] and --vars-file. Repeatable')
+            [CompletionResult]::new('--vars-file', '--vars-file', [CompletionResultType]::ParameterName, 'Variables for `${NAME}` from a TOML file of `NAME = "value"` lines (a cluster''s own values), over the tree''s .driftless.toml [vars]. Read once, at start')
             [CompletionResult]::new('--field-manager', '--field-manager', [CompletionResultType]::ParameterName, 'Field manager for server-side apply')
             [CompletionResult]::new('--max-prune-ratio', '--max-prune-ratio', [CompletionResultType]::ParameterName, 'Refuse a revision that would prune more than this share of the inventory')
             [CompletionResult]::new('--concurrency', '--concurrency', [CompletionResultType]::ParameterName, 'Objects applied (or dry-run) at once')
@@ -132,6 +140,8 @@ Register-ArgumentCompleter -Native -CommandName 'driftless' -ScriptBlock {
             [CompletionResult]::new('--dir', '--dir', [CompletionResultType]::ParameterName, 'Watch this directory of specs')
             [CompletionResult]::new('--allow-namespace', '--allow-namespace', [CompletionResultType]::ParameterName, 'Let specs write into this protected namespace (kube-system, kube-public, kube-node-lease, driftless-system and the inventory namespace are refused otherwise). Repeatable')
             [CompletionResult]::new('--sops-age-key-file', '--sops-age-key-file', [CompletionResultType]::ParameterName, 'age identities (a keys file, as age-keygen writes it) to decrypt SOPS-encrypted YAML with. Without it: $SOPS_AGE_KEY_FILE, else $SOPS_AGE_KEY, else sops''s default ~/.config/sops/age/keys.txt when present')
+            [CompletionResult]::new('--var', '--var', [CompletionResultType]::ParameterName, 'Set variable NAME for `${NAME}` in spec values, over the tree''s .driftless.toml [vars] and --vars-file. Repeatable')
+            [CompletionResult]::new('--vars-file', '--vars-file', [CompletionResultType]::ParameterName, 'Variables for `${NAME}` from a TOML file of `NAME = "value"` lines (a cluster''s own values), over the tree''s .driftless.toml [vars]. Read once, at start')
             [CompletionResult]::new('--git', '--git', [CompletionResultType]::ParameterName, 'Sync from this git repository (credentials come from the environment, never argv)')
             [CompletionResult]::new('--branch', '--branch', [CompletionResultType]::ParameterName, 'Branch to follow with --git (default: main)')
             [CompletionResult]::new('--tag', '--tag', [CompletionResultType]::ParameterName, 'Tag to follow with --git')

@@ -44,6 +44,8 @@ set edit:completion:arg-completer[driftless] = {|@words|
         &'driftless;validate'= {
             cand --allow-namespace 'Let specs write into this protected namespace (kube-system, kube-public, kube-node-lease, driftless-system and the inventory namespace are refused otherwise). Repeatable'
             cand --sops-age-key-file 'age identities (a keys file, as age-keygen writes it) to decrypt SOPS-encrypted YAML with. Without it: $SOPS_AGE_KEY_FILE, else $SOPS_AGE_KEY, else sops''s default ~/.config/sops/age/keys.txt when present'
+            cand --var 'Set variable NAME for `${NAME}` in spec values, over the tree''s .driftless.toml [vars] and --vars-file. Repeatable'
+            cand --vars-file 'Variables for `${NAME}` from a TOML file of `NAME = "value"` lines (a cluster''s own values), over the tree''s .driftless.toml [vars]. Read once, at start'
             cand --kubeconfig 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)'
             cand --context 'The kubeconfig context to use (default: its current-context)'
             cand --kube-api-qps 'Requests per second to the apiserver at most, client-side, as client-go''s rate limit (0: no limit). Answers 429 and 502-504 are retried either way'
@@ -58,6 +60,8 @@ set edit:completion:arg-completer[driftless] = {|@words|
         &'driftless;render'= {
             cand --allow-namespace 'Let specs write into this protected namespace (kube-system, kube-public, kube-node-lease, driftless-system and the inventory namespace are refused otherwise). Repeatable'
             cand --sops-age-key-file 'age identities (a keys file, as age-keygen writes it) to decrypt SOPS-encrypted YAML with. Without it: $SOPS_AGE_KEY_FILE, else $SOPS_AGE_KEY, else sops''s default ~/.config/sops/age/keys.txt when present'
+            cand --var 'Set variable NAME for `${NAME}` in spec values, over the tree''s .driftless.toml [vars] and --vars-file. Repeatable'
+            cand --vars-file 'Variables for `${NAME}` from a TOML file of `NAME = "value"` lines (a cluster''s own values), over the tree''s .driftless.toml [vars]. Read once, at start'
             cand --nodes 'Node names for `localservice` specs, instead of asking the cluster. Such nodes carry no labels, so only an empty node-selector matches them'
             cand --kubeconfig 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)'
             cand --context 'The kubeconfig context to use (default: its current-context)'
@@ -73,6 +77,8 @@ set edit:completion:arg-completer[driftless] = {|@words|
         &'driftless;diff'= {
             cand --allow-namespace 'Let specs write into this protected namespace (kube-system, kube-public, kube-node-lease, driftless-system and the inventory namespace are refused otherwise). Repeatable'
             cand --sops-age-key-file 'age identities (a keys file, as age-keygen writes it) to decrypt SOPS-encrypted YAML with. Without it: $SOPS_AGE_KEY_FILE, else $SOPS_AGE_KEY, else sops''s default ~/.config/sops/age/keys.txt when present'
+            cand --var 'Set variable NAME for `${NAME}` in spec values, over the tree''s .driftless.toml [vars] and --vars-file. Repeatable'
+            cand --vars-file 'Variables for `${NAME}` from a TOML file of `NAME = "value"` lines (a cluster''s own values), over the tree''s .driftless.toml [vars]. Read once, at start'
             cand --field-manager 'Field manager for server-side apply'
             cand --max-prune-ratio 'Refuse a revision that would prune more than this share of the inventory'
             cand --concurrency 'Objects applied (or dry-run) at once'
@@ -98,6 +104,8 @@ set edit:completion:arg-completer[driftless] = {|@words|
         &'driftless;apply'= {
             cand --allow-namespace 'Let specs write into this protected namespace (kube-system, kube-public, kube-node-lease, driftless-system and the inventory namespace are refused otherwise). Repeatable'
             cand --sops-age-key-file 'age identities (a keys file, as age-keygen writes it) to decrypt SOPS-encrypted YAML with. Without it: $SOPS_AGE_KEY_FILE, else $SOPS_AGE_KEY, else sops''s default ~/.config/sops/age/keys.txt when present'
+            cand --var 'Set variable NAME for `${NAME}` in spec values, over the tree''s .driftless.toml [vars] and --vars-file. Repeatable'
+            cand --vars-file 'Variables for `${NAME}` from a TOML file of `NAME = "value"` lines (a cluster''s own values), over the tree''s .driftless.toml [vars]. Read once, at start'
             cand --field-manager 'Field manager for server-side apply'
             cand --max-prune-ratio 'Refuse a revision that would prune more than this share of the inventory'
             cand --concurrency 'Objects applied (or dry-run) at once'
@@ -124,6 +132,8 @@ set edit:completion:arg-completer[driftless] = {|@words|
             cand --dir 'Watch this directory of specs'
             cand --allow-namespace 'Let specs write into this protected namespace (kube-system, kube-public, kube-node-lease, driftless-system and the inventory namespace are refused otherwise). Repeatable'
             cand --sops-age-key-file 'age identities (a keys file, as age-keygen writes it) to decrypt SOPS-encrypted YAML with. Without it: $SOPS_AGE_KEY_FILE, else $SOPS_AGE_KEY, else sops''s default ~/.config/sops/age/keys.txt when present'
+            cand --var 'Set variable NAME for `${NAME}` in spec values, over the tree''s .driftless.toml [vars] and --vars-file. Repeatable'
+            cand --vars-file 'Variables for `${NAME}` from a TOML file of `NAME = "value"` lines (a cluster''s own values), over the tree''s .driftless.toml [vars]. Read once, at start'
             cand --git 'Sync from this git repository (credentials come from the environment, never argv)'
             cand --branch 'Branch to follow with --git (default: main)'
             cand --tag 'Tag to follow with --git'

@@ -47,6 +47,8 @@ complete -c driftless -n "__fish_driftless_needs_command" -f -a "completions" -d
 complete -c driftless -n "__fish_driftless_needs_command" -f -a "man" -d 'Print the man page (roff) of driftless or of one subcommand'
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -l allow-namespace -d 'Let specs write into this protected namespace (kube-system, kube-public, kube-node-lease, driftless-system and the inventory namespace are refused otherwise). Repeatable' -r
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -l sops-age-key-file -d 'age identities (a keys file, as age-keygen writes it) to decrypt SOPS-encrypted YAML with. Without it: $SOPS_AGE_KEY_FILE, else $SOPS_AGE_KEY, else sops\'s default ~/.config/sops/age/keys.txt when present' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand validate" -l var -d 'Set variable NAME for `${NAME}` in spec values, over the tree\'s .driftless.toml [vars] and --vars-file. Repeatable' -r
+complete -c driftless -n "__fish_driftless_using_subcommand validate" -l vars-file -d 'Variables for `${NAME}` from a TOML file of `NAME = "value"` lines (a cluster\'s own values), over the tree\'s .driftless.toml [vars]. Read once, at start' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -l context -d 'The kubeconfig context to use (default: its current-context)' -r
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -l kube-api-qps -d 'Requests per second to the apiserver at most, client-side, as client-go\'s rate limit (0: no limit). Answers 429 and 502-504 are retried either way' -r
@@ -58,6 +60,8 @@ complete -c driftless -n "__fish_driftless_using_subcommand validate" -s h -l he
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -s V -l version -d 'Print version'
 complete -c driftless -n "__fish_driftless_using_subcommand render" -l allow-namespace -d 'Let specs write into this protected namespace (kube-system, kube-public, kube-node-lease, driftless-system and the inventory namespace are refused otherwise). Repeatable' -r
 complete -c driftless -n "__fish_driftless_using_subcommand render" -l sops-age-key-file -d 'age identities (a keys file, as age-keygen writes it) to decrypt SOPS-encrypted YAML with. Without it: $SOPS_AGE_KEY_FILE, else $SOPS_AGE_KEY, else sops\'s default ~/.config/sops/age/keys.txt when present' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand render" -l var -d 'Set variable NAME for `${NAME}` in spec values, over the tree\'s .driftless.toml [vars] and --vars-file. Repeatable' -r
+complete -c driftless -n "__fish_driftless_using_subcommand render" -l vars-file -d 'Variables for `${NAME}` from a TOML file of `NAME = "value"` lines (a cluster\'s own values), over the tree\'s .driftless.toml [vars]. Read once, at start' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand render" -l nodes -d 'Node names for `localservice` specs, instead of asking the cluster. Such nodes carry no labels, so only an empty node-selector matches them' -r
 complete -c driftless -n "__fish_driftless_using_subcommand render" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand render" -l context -d 'The kubeconfig context to use (default: its current-context)' -r
@@ -70,6 +74,8 @@ complete -c driftless -n "__fish_driftless_using_subcommand render" -s h -l help
 complete -c driftless -n "__fish_driftless_using_subcommand render" -s V -l version -d 'Print version'
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l allow-namespace -d 'Let specs write into this protected namespace (kube-system, kube-public, kube-node-lease, driftless-system and the inventory namespace are refused otherwise). Repeatable' -r
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l sops-age-key-file -d 'age identities (a keys file, as age-keygen writes it) to decrypt SOPS-encrypted YAML with. Without it: $SOPS_AGE_KEY_FILE, else $SOPS_AGE_KEY, else sops\'s default ~/.config/sops/age/keys.txt when present' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand diff" -l var -d 'Set variable NAME for `${NAME}` in spec values, over the tree\'s .driftless.toml [vars] and --vars-file. Repeatable' -r
+complete -c driftless -n "__fish_driftless_using_subcommand diff" -l vars-file -d 'Variables for `${NAME}` from a TOML file of `NAME = "value"` lines (a cluster\'s own values), over the tree\'s .driftless.toml [vars]. Read once, at start' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l field-manager -d 'Field manager for server-side apply' -r
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l max-prune-ratio -d 'Refuse a revision that would prune more than this share of the inventory' -r
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l concurrency -d 'Objects applied (or dry-run) at once' -r
@@ -93,6 +99,8 @@ complete -c driftless -n "__fish_driftless_using_subcommand diff" -s h -l help -
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -s V -l version -d 'Print version'
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l allow-namespace -d 'Let specs write into this protected namespace (kube-system, kube-public, kube-node-lease, driftless-system and the inventory namespace are refused otherwise). Repeatable' -r
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l sops-age-key-file -d 'age identities (a keys file, as age-keygen writes it) to decrypt SOPS-encrypted YAML with. Without it: $SOPS_AGE_KEY_FILE, else $SOPS_AGE_KEY, else sops\'s default ~/.config/sops/age/keys.txt when present' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand apply" -l var -d 'Set variable NAME for `${NAME}` in spec values, over the tree\'s .driftless.toml [vars] and --vars-file. Repeatable' -r
+complete -c driftless -n "__fish_driftless_using_subcommand apply" -l vars-file -d 'Variables for `${NAME}` from a TOML file of `NAME = "value"` lines (a cluster\'s own values), over the tree\'s .driftless.toml [vars]. Read once, at start' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l field-manager -d 'Field manager for server-side apply' -r
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l max-prune-ratio -d 'Refuse a revision that would prune more than this share of the inventory' -r
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l concurrency -d 'Objects applied (or dry-run) at once' -r
@@ -116,6 +124,8 @@ complete -c driftless -n "__fish_driftless_using_subcommand apply" -s V -l versi
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l dir -d 'Watch this directory of specs' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l allow-namespace -d 'Let specs write into this protected namespace (kube-system, kube-public, kube-node-lease, driftless-system and the inventory namespace are refused otherwise). Repeatable' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l sops-age-key-file -d 'age identities (a keys file, as age-keygen writes it) to decrypt SOPS-encrypted YAML with. Without it: $SOPS_AGE_KEY_FILE, else $SOPS_AGE_KEY, else sops\'s default ~/.config/sops/age/keys.txt when present' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l var -d 'Set variable NAME for `${NAME}` in spec values, over the tree\'s .driftless.toml [vars] and --vars-file. Repeatable' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l vars-file -d 'Variables for `${NAME}` from a TOML file of `NAME = "value"` lines (a cluster\'s own values), over the tree\'s .driftless.toml [vars]. Read once, at start' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l git -d 'Sync from this git repository (credentials come from the environment, never argv)' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l branch -d 'Branch to follow with --git (default: main)' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l tag -d 'Tag to follow with --git' -r

@@ -1,5 +1,5 @@
-//! Arbitrary bytes as one spec file, a TOML one and a YAML one in turn, through the loader
-//! the CLI and the daemon use
+//! Arbitrary bytes as one spec file (a TOML one, a YAML one and `.driftless.toml` in
+//! turn) through the loader the CLI and the daemon use
 //! (`spec::parse_files`: the same path a directory or a git revision takes), then, when
 //! valid, through rendering (pure). Nothing may panic, and what comes out must be what
 //! the apiserver takes:
@@ -32,7 +32,8 @@ fn facts() -> Facts {
 }
 
 fuzz_target!(|data: &[u8]| {
-    for name in ["fuzz.toml", "fuzz.yaml"] {
+    // The tree-level settings file too: its CEL expressions, patterns and variables.
+    for name in ["fuzz.toml", "fuzz.yaml", ".driftless.toml"] {
         check(name, data);
     }
 });

@@ -18,6 +18,7 @@ mod hooks;
 pub mod inventory;
 mod list;
 mod live;
+mod managers;
 mod namespaces;
 mod normalize;
 mod observe;

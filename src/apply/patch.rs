@@ -1,6 +1,7 @@
 //! One object's apply: the ownership decision, the no-write rule, server-side apply, and
 //! replacement when a Pod cannot change in place.
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
@@ -91,6 +92,33 @@ impl Engine {
                     );
                 }
             },
+        };
+        // Fields another manager owns (`[[ignore]]` managers) are left out as ignored
+        // ones are; only the whole object names them.
+        let stripped;
+        let p = match (&live, p.obj.policy.ignore_managers.is_empty()) {
+            (Some(_), false) => match api.get(&p.key.name).await {
+                Ok(whole) => {
+                    let whole = serde_json::to_value(whole).unwrap_or(Value::Null);
+                    let owned =
+                        super::managers::owned_by(&whole, &p.obj.policy.ignore_managers, &p.body);
+                    match super::managers::without(&p.body, &owned) {
+                        Cow::Borrowed(_) => p,
+                        Cow::Owned(body) => {
+                            stripped = Planned {
+                                body: Cow::Owned(body),
+                                ..p.clone()
+                            };
+                            &stripped
+                        }
+                    }
+                }
+                Err(e) => {
+                    let msg = format!("reading its field managers: {}", error_text(&e));
+                    return (result(Action::Failed(msg), live), entry);
+                }
+            },
+            _ => p,
         };
         // A Secret's hashes are keyed (`hash`), and so are those of any object decrypted
         // from a SOPS file; without the key it is not applied, rather than recorded with

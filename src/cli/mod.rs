@@ -145,6 +145,26 @@ pub struct PolicyArgs {
     /// ~/.config/sops/age/keys.txt when present.
     #[arg(long = "sops-age-key-file", value_name = "FILE")]
     pub sops_age_key_file: Option<PathBuf>,
+    /// Set variable NAME for `${NAME}` in spec values, over the tree's .driftless.toml
+    /// [vars] and --vars-file. Repeatable.
+    #[arg(long = "var", value_name = "NAME=VALUE", value_parser = parse_var)]
+    pub vars: Vec<(String, String)>,
+    /// Variables for `${NAME}` from a TOML file of `NAME = "value"` lines (a cluster's
+    /// own values), over the tree's .driftless.toml [vars]. Read once, at start.
+    #[arg(long = "vars-file", value_name = "FILE")]
+    pub vars_file: Option<PathBuf>,
+}
+
+fn parse_var(s: &str) -> Result<(String, String), String> {
+    let (name, value) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?} is not NAME=VALUE"))?;
+    match driftless::spec::vars::is_name(name) {
+        true => Ok((name.to_string(), value.to_string())),
+        false => Err(format!(
+            "{name:?} is not a variable name: a letter or `_`, then letters, digits and `_`"
+        )),
+    }
 }
 
 fn parse_namespace(s: &str) -> Result<String, String> {
@@ -157,10 +177,13 @@ impl PolicyArgs {
     pub fn policy(&self) -> anyhow::Result<driftless::spec::Policy> {
         let keys = driftless::spec::AgeKeys::from_environment(self.sops_age_key_file.as_deref())
             .context("reading the age keys for SOPS files")?;
-        Ok(
-            driftless::spec::Policy::allowing(self.allow_namespaces.iter().cloned())
-                .with_age_keys(keys),
-        )
+        let mut policy = driftless::spec::Policy::allowing(self.allow_namespaces.iter().cloned())
+            .with_age_keys(keys);
+        if let Some(path) = &self.vars_file {
+            policy.vars = driftless::spec::vars::read_file(path)?;
+        }
+        policy.vars.extend(self.vars.iter().cloned());
+        Ok(policy)
     }
 }
 
@@ -599,6 +622,9 @@ fn validate(path: &std::path::Path, policy: &driftless::spec::Policy) -> anyhow:
             "valid: {} specs ({n} of them YAML manifests)",
             tree.specs.len()
         )?,
+    }
+    if let Some(summary) = tree.settings.summary() {
+        writeln!(out, "settings: {summary}")?;
     }
     Ok(exit::OK)
 }

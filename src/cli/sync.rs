@@ -146,6 +146,7 @@ async fn in_waves(
                 .filter(|s| wave.contains(&s.id))
                 .cloned()
                 .collect(),
+            settings: tree.settings.clone(),
         };
         let gate = Poll {
             engine,

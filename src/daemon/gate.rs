@@ -28,7 +28,8 @@ impl Gate for Poll<'_> {
                     let mut waiting = None;
                     for o in objects {
                         let live = observed.objects.get(&o.key()).map(Packed::value);
-                        let status = kstatus::compute(live.as_ref(), now);
+                        let status =
+                            kstatus::compute_with(live.as_ref(), now, o.policy.health.as_deref());
                         let said = match &status.reason {
                             Some(r) => format!("{} [{r}]: {}", o.display_ref(), status.message),
                             None => format!("{}: {}", o.display_ref(), status.message),

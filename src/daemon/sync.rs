@@ -149,6 +149,7 @@ fn render_keys(
     } else {
         render::render_each(
             tree.specs.iter().filter(|s| specs.contains(&s.id)),
+            &tree.settings,
             &facts,
             &mut keep,
         )?;

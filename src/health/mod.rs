@@ -1,6 +1,7 @@
 //! Readiness, pure: live objects → per-object status (kstatus rules) → per-spec status
 //! and the figures each kind reports.
 
+pub mod cel;
 pub mod kstatus;
 mod view;
 
@@ -79,6 +80,8 @@ pub struct Expected {
     /// subresource moves no field ownership before Kubernetes 1.22, so it is drift only
     /// this value shows.
     pub replicas: Option<i64>,
+    /// The tree's `[[health]]` rule for its kind, if any.
+    pub rule: Option<std::sync::Arc<crate::spec::settings::HealthRule>>,
 }
 
 impl Expected {
@@ -97,6 +100,7 @@ impl Expected {
                 .pointer("/spec/replicas")
                 .and_then(Value::as_i64)
                 .filter(|_| !obj.policy.leaves("/spec/replicas")),
+            rule: obj.policy.health.clone(),
         }
     }
 }
@@ -133,7 +137,7 @@ pub fn spec_health(
         .iter()
         .map(|(o, live)| ObjectHealth {
             object: o.display.clone(),
-            status: kstatus::compute(live.as_ref(), now),
+            status: kstatus::compute_with(live.as_ref(), now, o.rule.as_deref()),
         })
         .collect();
 

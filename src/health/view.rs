@@ -5,6 +5,8 @@
 
 use serde_json::Value;
 
+use crate::spec::settings::BUILT_IN_GROUPS;
+
 /// Spec fields that are maps or lists and that a readiness rule (or the daemon) reads;
 /// every scalar of `spec` is kept (replicas, type, nodeName, parallelism...).
 const SPEC_MAPS: &[&str] = &["selector", "updateStrategy", "names"];
@@ -29,6 +31,12 @@ pub fn readiness_view(mut obj: Value) -> Value {
         return obj;
     };
     let endpoints = map.get("kind").and_then(Value::as_str) == Some("Endpoints");
+    // A custom resource may be judged by a `[[health]]` rule reading any of its fields:
+    // it keeps its labels, annotations and spec (few trees hold many).
+    let custom = map
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .is_some_and(|v| !BUILT_IN_GROUPS.contains(&crate::object::group_of(v)));
     map.retain(|k, _| {
         matches!(
             k.as_str(),
@@ -37,7 +45,7 @@ pub fn readiness_view(mut obj: Value) -> Value {
     });
     if let Some(meta) = map.get_mut("metadata").and_then(Value::as_object_mut) {
         meta.retain(|k, _| METADATA.contains(&k.as_str()));
-        for field in ["labels", "annotations"] {
+        for field in ["labels", "annotations"].into_iter().filter(|_| !custom) {
             if let Some(m) = meta.get_mut(field).and_then(Value::as_object_mut) {
                 m.retain(|k, _| ours(k));
                 if m.is_empty() {
@@ -46,7 +54,11 @@ pub fn readiness_view(mut obj: Value) -> Value {
             }
         }
     }
-    if let Some(spec) = map.get_mut("spec").and_then(Value::as_object_mut) {
+    if let Some(spec) = map
+        .get_mut("spec")
+        .and_then(Value::as_object_mut)
+        .filter(|_| !custom)
+    {
         spec.retain(|k, v| !(v.is_object() || v.is_array()) || SPEC_MAPS.contains(&k.as_str()));
     }
     if let Some(subsets) = map.get_mut("subsets").and_then(Value::as_array_mut) {

@@ -2,12 +2,14 @@
 
 mod kinds;
 pub mod ownership;
+mod tree_rules;
 
 use std::collections::BTreeMap;
 
 use serde_json::Value;
 
 use crate::object::ObjKey;
+use crate::spec::settings::Settings;
 use crate::spec::{ObjectPolicy, Spec, SpecBody, SpecId, SpecTree};
 
 /// What rendering needs to know about the cluster; everything else comes from specs.
@@ -119,8 +121,12 @@ pub fn set_namespace(body: &mut Value, namespace: Option<&str>) {
     }
 }
 
-/// One spec's objects.
-pub fn render_spec(spec: &Spec, facts: &Facts) -> Result<Vec<Object>, RenderError> {
+/// One spec's objects, with what the tree's settings say of each.
+pub fn render_spec(
+    spec: &Spec,
+    settings: &Settings,
+    facts: &Facts,
+) -> Result<Vec<Object>, RenderError> {
     let mut objects = match &spec.body {
         SpecBody::Workspace(w) => kinds::workspace(&spec.id, w, facts)?,
         SpecBody::ElasticWeb(e) => kinds::elasticweb(&spec.id, e, facts)?,
@@ -132,6 +138,9 @@ pub fn render_spec(spec: &Spec, facts: &Facts) -> Result<Vec<Object>, RenderErro
             o.policy = spec.policy.clone();
         }
     }
+    for o in &mut objects {
+        tree_rules::apply(settings, o);
+    }
     Ok(objects)
 }
 
@@ -141,12 +150,13 @@ pub fn render_spec(spec: &Spec, facts: &Facts) -> Result<Vec<Object>, RenderErro
 /// whole tree's (about 15 MiB at 1,000 specs).
 pub fn render_each<'a>(
     specs: impl IntoIterator<Item = &'a Spec>,
+    settings: &Settings,
     facts: &Facts,
     mut each: impl FnMut(&'a Spec, Vec<Object>),
 ) -> Result<(), RenderError> {
     let mut seen: BTreeMap<(String, String, Option<String>, String), &SpecId> = BTreeMap::new();
     for spec in specs {
-        let rendered = render_spec(spec, facts)?;
+        let rendered = render_spec(spec, settings, facts)?;
         for o in &rendered {
             let key = (
                 o.group().to_string(),
@@ -170,7 +180,9 @@ pub fn render_each<'a>(
 /// All objects of a tree, in apply order (stable: spec order within a phase).
 pub fn render(tree: &SpecTree, facts: &Facts) -> Result<Vec<Object>, RenderError> {
     let mut objects = Vec::new();
-    render_each(&tree.specs, facts, |_, rendered| objects.extend(rendered))?;
+    render_each(&tree.specs, &tree.settings, facts, |_, rendered| {
+        objects.extend(rendered)
+    })?;
     objects.sort_by_key(Object::apply_phase);
     Ok(objects)
 }

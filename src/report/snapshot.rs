@@ -365,6 +365,7 @@ mod tests {
             display: "Deployment n/a".into(),
             node: None,
             replicas: None,
+            rule: None,
         }];
         let health = [SpecHealth {
             id: "elasticweb/n/a".into(),

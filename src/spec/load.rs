@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 
 use super::Policy;
 use super::extract::{self, FileCtx, Found};
+use super::settings::{SETTINGS_FILE, Settings};
+use super::vars::Vars;
 use super::{
     Kind, Location, Spec, SpecBody, SpecError, SpecErrors, SpecId, SpecTree, defaults_for_manifest,
 };
@@ -194,6 +196,7 @@ pub fn read_dir(root: &Path) -> Result<Vec<SourceFile>, LoadError> {
         over: None,
     };
     walker.walk(root, "");
+    walker.settings(root);
     if let Some(limit) = walker.over {
         return Err(LoadError::TooLarge {
             path: root.to_path_buf(),
@@ -229,6 +232,32 @@ struct Walker<'a> {
 }
 
 impl Walker<'_> {
+    /// The tree-level settings file at the root, hidden but read as a spec file.
+    fn settings(&mut self, root: &Path) {
+        let path = root.join(super::settings::SETTINGS_FILE);
+        if self.over.is_some() || !path.is_file() {
+            return;
+        }
+        let file = super::settings::SETTINGS_FILE.to_string();
+        match read_capped(&path) {
+            Ok(contents) => match self.budget.take(contents.len()) {
+                Ok(()) => self.files.push(SourceFile {
+                    path: file,
+                    contents,
+                }),
+                Err(limit) => self.over = Some(limit),
+            },
+            Err(e) => self.problems.push(SpecError {
+                at: Location {
+                    file,
+                    line: 1,
+                    column: 1,
+                },
+                message: format!("cannot read file: {e}"),
+            }),
+        }
+    }
+
     fn walk(&mut self, dir: &Path, rel: &str) {
         if self.over.is_some() {
             return;
@@ -319,7 +348,15 @@ pub fn parse_files_with(files: &[SourceFile], policy: &Policy) -> Result<SpecTre
     }
     let mut errors = Vec::new();
     let mut found = Vec::new();
-    for f in files {
+    let settings = match files.iter().find(|f| f.path == SETTINGS_FILE) {
+        Some(f) => read_settings(f, &mut errors),
+        None => Settings::default(),
+    };
+    // The command line's values win over the tree's defaults.
+    let mut vars = settings.vars.clone();
+    vars.extend(policy.vars.iter().map(|(k, v)| (k.clone(), v.clone())));
+    let vars = Vars(vars);
+    for f in files.iter().filter(|f| f.path != SETTINGS_FILE) {
         let yaml = is_yaml(&f.path);
         let format = if yaml { "YAML" } else { "TOML" };
         let start = Location {
@@ -358,14 +395,28 @@ pub fn parse_files_with(files: &[SourceFile], policy: &Policy) -> Result<SpecTre
             continue;
         }
         let (more, end) = if yaml {
-            let (docs, mut errs) = super::sops::file(&f.path, text, &policy.age_keys);
+            let (mut docs, mut errs) = super::sops::file(&f.path, text, &policy.age_keys, &vars);
+            if let Some(ns) = settings.namespace_for(&f.path) {
+                for d in docs.iter_mut().filter(|d| d.namespace.is_none()) {
+                    d.namespace = Some(ns.to_string());
+                }
+            }
             found.extend(docs);
             let more = errs.len().saturating_sub(MAX_ERRORS_PER_FILE);
             errs.truncate(MAX_ERRORS_PER_FILE);
             errors.extend(errs);
             (more, ctx.loc(text.len()))
         } else {
-            found.extend(extract::file(&mut ctx, text));
+            let mut docs = extract::file(&mut ctx, text, &vars);
+            if let Some(ns) = settings.namespace_for(&f.path) {
+                for d in docs
+                    .iter_mut()
+                    .filter(|d| d.kind == Kind::Manifest && d.namespace.is_none())
+                {
+                    d.namespace = Some(ns.to_string());
+                }
+            }
+            found.extend(docs);
             let more = ctx.dropped_errors;
             let end = ctx.loc(text.len());
             errors.extend(ctx.errors);
@@ -467,12 +518,34 @@ pub fn parse_files_with(files: &[SourceFile], policy: &Policy) -> Result<SpecTre
 
     errors.extend(super::depends::resolve(&mut specs, written));
     if errors.is_empty() {
-        Ok(SpecTree { specs })
+        Ok(SpecTree {
+            specs,
+            settings: std::sync::Arc::new(settings),
+        })
     } else {
         errors.sort();
         errors.dedup();
         Err(SpecErrors(errors))
     }
+}
+
+/// The settings file's settings; its errors join the tree's.
+fn read_settings(f: &SourceFile, errors: &mut Vec<SpecError>) -> Settings {
+    let Ok(text) = std::str::from_utf8(&f.contents) else {
+        errors.push(SpecError {
+            at: Location {
+                file: f.path.clone(),
+                line: 1,
+                column: 1,
+            },
+            message: "file is not valid UTF-8".into(),
+        });
+        return Settings::default();
+    };
+    let mut ctx = FileCtx::new(&f.path, text);
+    let settings = extract::settings(&mut ctx, text);
+    errors.extend(ctx.errors);
+    settings
 }
 
 /// The namespaces a spec writes into: its own (none when cluster-scoped), or the one a

@@ -11,7 +11,9 @@ pub mod order;
 pub mod policy;
 pub mod quantity;
 pub mod schema;
+pub mod settings;
 pub mod sops;
+pub mod vars;
 mod yaml;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -46,6 +48,8 @@ pub struct Policy {
     /// The age identities SOPS-encrypted YAML files are decrypted with (none by default:
     /// such a file is then an error naming its recipients).
     pub age_keys: AgeKeys,
+    /// Variables from the command line (`--var`, `--vars-file`): over the tree's `[vars]`.
+    pub vars: BTreeMap<String, String>,
 }
 
 impl Default for Policy {
@@ -54,6 +58,7 @@ impl Default for Policy {
             protected_namespaces: PROTECTED_NAMESPACES.map(String::from).into(),
             allow_namespaces: BTreeSet::new(),
             age_keys: AgeKeys::default(),
+            vars: BTreeMap::new(),
         }
     }
 }
@@ -200,6 +205,8 @@ pub struct Spec {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct SpecTree {
     pub specs: Vec<Spec>,
+    /// Its `.driftless.toml` (`settings`): what render and health take from it.
+    pub settings: std::sync::Arc<settings::Settings>,
 }
 
 impl SpecTree {

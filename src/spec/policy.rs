@@ -24,6 +24,12 @@ pub struct ObjectPolicy {
     /// When it is a hook: run before or after the rest of a revision that changes
     /// something, never drift-corrected or kept in step otherwise.
     pub hook: Option<super::order::Hook>,
+    /// Field managers whose fields driftless leaves alone (`.driftless.toml` `[[ignore]]`
+    /// `managers`): resolved against the live object into pointers, then as
+    /// `ignore_fields`.
+    pub ignore_managers: Vec<String>,
+    /// The CEL rule that judges its readiness (`.driftless.toml` `[[health]]`).
+    pub health: Option<std::sync::Arc<super::settings::HealthRule>>,
 }
 
 /// `driftless.dev/replace`: what an apply refused only because of immutable fields does.
@@ -64,14 +70,17 @@ pub const PRUNE: &str = "driftless.dev/prune";
 pub const DEPENDS_ON: &str = "driftless.dev/depends-on";
 /// `driftless.dev/replace: on-immutable | never`
 pub const REPLACE: &str = "driftless.dev/replace";
+/// `driftless.dev/substitute: disabled`: `${...}` in the object is not a variable.
+pub const SUBSTITUTE: &str = "driftless.dev/substitute";
 
 /// The only `driftless.dev` marks a manifest may set: the rest are driftless's own.
-pub const ANNOTATIONS: [&str; 7] = [
+pub const ANNOTATIONS: [&str; 8] = [
     IGNORE_FIELDS,
     APPLY,
     PRUNE,
     DEPENDS_ON,
     REPLACE,
+    SUBSTITUTE,
     super::order::WAVE,
     super::order::HOOK,
 ];
@@ -124,7 +133,7 @@ pub fn check_annotation(key: &str, value: &str) -> Result<(), String> {
     };
     match key {
         APPLY => expect("create-only"),
-        PRUNE => expect("disabled"),
+        PRUNE | SUBSTITUTE => expect("disabled"),
         REPLACE => match value.trim() {
             "on-immutable" | "never" => Ok(()),
             v => Err(format!(
@@ -253,6 +262,8 @@ pub fn of_annotations(annotations: Option<&serde_json::Value>) -> (ObjectPolicy,
             Some("never") => Some(Replace::Never),
             _ => None,
         },
+        ignore_managers: Vec::new(),
+        health: None,
     };
     let depends_on = get(DEPENDS_ON)
         .map(|v| items(v).map(String::from).collect())
@@ -347,6 +358,8 @@ mod tests {
                 replace: Some(Replace::Never),
                 wave: 0,
                 hook: None,
+                ignore_managers: Vec::new(),
+                health: None,
             }
         );
         assert!(check_annotation(REPLACE, "on-immutable").is_ok());

@@ -15,6 +15,7 @@ use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_saphyr::Spanned;
 
 use super::extract::{FileCtx, Found};
+use super::vars::Vars;
 use super::{Location, SpecError, manifest};
 
 /// A YAML value and where it was written.
@@ -172,19 +173,7 @@ pub(super) fn place<T>(node: &Spanned<T>) -> Place {
 /// count them (YAML also breaks lines at a bare `\r`, and its own numbers would point
 /// past the end of such a file), through the byte offset the parser keeps.
 pub(super) fn location(ctx: &FileCtx, text: &str, at: Option<Place>) -> Location {
-    let offset = at.map_or(0, |p| {
-        let span = p.span();
-        match span.byte_offset() {
-            Some(b) => usize::try_from(b).unwrap_or(usize::MAX),
-            None => {
-                let chars = usize::try_from(span.offset()).unwrap_or(usize::MAX);
-                text.char_indices()
-                    .nth(chars)
-                    .map_or(text.len(), |(b, _)| b)
-            }
-        }
-    });
-    ctx.loc(offset)
+    ctx.loc(at.map_or(0, |p| offset(text, p)))
 }
 
 impl Tree {
@@ -274,12 +263,91 @@ fn list_items(doc: &Node) -> Vec<&Node> {
     }
 }
 
+/// The byte offset of a place in `text`.
+fn offset(text: &str, p: Place) -> usize {
+    let span = p.span();
+    match span.byte_offset() {
+        Some(b) => usize::try_from(b).unwrap_or(usize::MAX),
+        None => {
+            let chars = usize::try_from(span.offset()).unwrap_or(usize::MAX);
+            text.char_indices()
+                .nth(chars)
+                .map_or(text.len(), |(b, _)| b)
+        }
+    }
+}
+
+/// Replaces the variables in every string value under `node` (`spec::vars`); each unset
+/// one is pushed to `unset` with its offset. A plain scalar that is one reference and
+/// nothing else is read as YAML reads the value written there (`replicas: ${n}` is a
+/// number), as if the text had been substituted; a quoted one stays a string. A map
+/// whose `metadata.annotations` say `driftless.dev/substitute: disabled` is left whole.
+fn substitute(node: &mut Node, text: &str, vars: &Vars, unset: &mut Vec<(usize, String)>) {
+    let at = offset(text, node.referenced);
+    match &mut node.value {
+        Tree::Str(s) => match vars.expand(s) {
+            Ok(std::borrow::Cow::Borrowed(_)) => {}
+            Ok(std::borrow::Cow::Owned(new)) => {
+                let plain = !matches!(text.as_bytes().get(at), Some(b'"' | b'\'' | b'|' | b'>'));
+                node.value = match plain && Vars::whole_reference(s) {
+                    true => match documents(&new) {
+                        Ok(docs) if docs.is_empty() => Tree::Null,
+                        Ok(mut docs)
+                            if docs.len() == 1
+                                && !matches!(docs[0].value, Tree::Seq(_) | Tree::Map(_)) =>
+                        {
+                            docs.remove(0).value
+                        }
+                        _ => Tree::Str(new),
+                    },
+                    false => Tree::Str(new),
+                };
+            }
+            Err(refs) => {
+                let end = text.len().min(at.saturating_add(s.len() + 64));
+                for r in refs {
+                    let found = super::extract::raw_offset(text, at..end, &r.name);
+                    unset.push((found, r.message()));
+                }
+            }
+        },
+        Tree::Seq(items) => {
+            for item in items {
+                substitute(item, text, vars, unset);
+            }
+        }
+        Tree::Map(entries) => {
+            let disabled = matches!(
+                node_at(entries, &["metadata", "annotations", crate::spec::policy::SUBSTITUTE]),
+                Some(Tree::Str(v)) if v.trim() == "disabled"
+            );
+            if !disabled {
+                for (_, v) in entries {
+                    substitute(v, text, vars, unset);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The value at `path` under a map's entries.
+fn node_at<'a>(entries: &'a [(Spanned<String>, Node)], path: &[&str]) -> Option<&'a Tree> {
+    let (first, rest) = path.split_first()?;
+    let (_, v) = entries.iter().find(|(k, _)| k.value == *first)?;
+    match (rest.is_empty(), &v.value) {
+        (true, t) => Some(t),
+        (false, Tree::Map(inner)) => node_at(inner, rest),
+        _ => None,
+    }
+}
+
 /// Reads one YAML file: each document a manifest spec, or errors at their places. A
 /// syntax error stops the file, as in TOML.
-pub(super) fn file(path: &str, text: &str) -> (Vec<Found>, Vec<SpecError>) {
+pub(super) fn file(path: &str, text: &str, vars: Option<&Vars>) -> (Vec<Found>, Vec<SpecError>) {
     let ctx = FileCtx::new(path, text);
     let at = |p: Place| location(&ctx, text, Some(p));
-    let docs = match documents(text) {
+    let mut docs = match documents(text) {
         Ok(docs) => docs,
         Err(e) => {
             return (
@@ -293,6 +361,24 @@ pub(super) fn file(path: &str, text: &str) -> (Vec<Found>, Vec<SpecError>) {
     };
     let mut found = Vec::with_capacity(docs.len());
     let mut errors = Vec::new();
+    if let Some(vars) = vars {
+        let mut unset = Vec::new();
+        for doc in &mut docs {
+            substitute(doc, text, vars, &mut unset);
+        }
+        if !unset.is_empty() {
+            // A document with an unset variable is not read further: its value would be
+            // a guess.
+            let errors = unset
+                .into_iter()
+                .map(|(offset, message)| SpecError {
+                    at: ctx.loc(offset),
+                    message,
+                })
+                .collect();
+            return (Vec::new(), errors);
+        }
+    }
     for doc in docs.iter().flat_map(list_items) {
         let json = match document_json(doc) {
             Ok(json) => json,
@@ -349,7 +435,7 @@ mod tests {
     #[test]
     fn lists_are_read_as_their_items_each_at_its_place() {
         let text = "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n  metadata: {name: a}\n- apiVersion: rbac.authorization.k8s.io/v1\n  kind: Role\n  metadata: {name: 'system:r', namespace: ns}\n---\napiVersion: v1\nkind: ConfigMapList\nitems:\n- apiVersion: v1\n  kind: ConfigMap\n  metadata: {name: Bad_Name}\n---\nkind: RoleList\napiVersion: v1\nitems: []\n";
-        let (found, errors) = file("l.yaml", text);
+        let (found, errors) = file("l.yaml", text, None);
         let names: Vec<String> = found
             .iter()
             .map(|f| match &f.body {
@@ -368,7 +454,7 @@ mod tests {
     #[test]
     fn a_kind_ending_in_list_without_items_is_an_object() {
         let text = "apiVersion: example.com/v1\nkind: AllowList\nmetadata: {name: a}\nspec: {items: [x]}\n";
-        let (found, errors) = file("a.yaml", text);
+        let (found, errors) = file("a.yaml", text, None);
         assert!(errors.is_empty(), "{errors:?}");
         assert_eq!(found.len(), 1);
     }
@@ -406,12 +492,12 @@ mod tests {
     #[test]
     fn places_count_lines_by_newline_only() {
         let text = "# a\r\r\r\r\r\rcomment\nkey: [\n";
-        let (found, errors) = file("t.yaml", text);
+        let (found, errors) = file("t.yaml", text, None);
         assert!(found.is_empty());
         assert_eq!(errors.len(), 1, "{errors:?}");
         assert!(errors[0].at.line <= 2, "{errors:?}");
         let text = "a: 1\r\r\r\rb: [x\n";
-        let (_, errors) = file("t.yaml", text);
+        let (_, errors) = file("t.yaml", text, None);
         assert!(errors.iter().all(|e| e.at.line <= 2), "{errors:?}");
     }
 

@@ -224,6 +224,8 @@ impl Engine {
         // resourceVersion read, and a controller's update in between (a Deployment's
         // revision annotation, say) means reading again, not a spurious difference.
         let mut attempt = 0;
+        let mut owned: Vec<String>;
+        let mut stripped: std::borrow::Cow<'_, Value>;
         let (live, dry) = loop {
             attempt += 1;
             let live = match api.get_opt(&key.name).await {
@@ -237,8 +239,17 @@ impl Engine {
                 Some(Ok(c)) => Some(c),
                 None => None,
             };
+            // Fields another manager owns (`[[ignore]]` managers) are left out, as apply
+            // leaves them.
+            owned = match (&live, p.obj.policy.ignore_managers.is_empty()) {
+                (Some(l), false) => {
+                    super::managers::owned_by(l, &p.obj.policy.ignore_managers, &p.body)
+                }
+                _ => Vec::new(),
+            };
+            stripped = super::managers::without(&p.body, &owned);
             let body: &Value = match live {
-                Some(_) => p.body.as_ref(),
+                Some(_) => stripped.as_ref(),
                 None => body,
             };
             let force = self.opts.force_conflicts || claimed == Some(Claim::Adopt);
@@ -304,7 +315,7 @@ impl Engine {
                 // Apply lets go of ignored fields before it leaves them out: they stay as
                 // they are, though a dry-run of the body without them removes what our
                 // manager still owns.
-                for ptr in &p.obj.policy.ignore_fields {
+                for ptr in p.obj.policy.ignore_fields.iter().chain(&owned) {
                     match l.pointer(ptr) {
                         Some(v) => drop(pointer::set(&mut d, ptr, v.clone())),
                         None => drop(pointer::remove(&mut d, ptr)),

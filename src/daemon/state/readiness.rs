@@ -98,7 +98,7 @@ impl State {
             return Ok(());
         };
         let mut expected = Vec::with_capacity(self.expected.len());
-        render::render_each(&tree.specs, &facts, |spec, objects| {
+        render::render_each(&tree.specs, &tree.settings, &facts, |spec, objects| {
             expected.extend(
                 objects
                     .iter()

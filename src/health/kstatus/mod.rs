@@ -112,10 +112,21 @@ impl ObjectStatus {
 
 /// `None` = the object does not exist → NotFound. `now` is used for time-based rules.
 pub fn compute(obj: Option<&Value>, now: Timestamp) -> ObjectStatus {
+    compute_with(obj, now, None)
+}
+
+/// [`compute`], with the tree's `[[health]]` rule for the object's kind when it has one
+/// (`health::cel`): asked once kstatus's own checks of deletion and observed generation
+/// pass, in place of the conditions a custom resource may not have.
+pub fn compute_with(
+    obj: Option<&Value>,
+    now: Timestamp,
+    rule: Option<&crate::spec::settings::HealthRule>,
+) -> ObjectStatus {
     let Some(obj) = obj else {
         return ObjectStatus::new(Status::NotFound, None, "Resource not found");
     };
-    match compute_existing(obj, now) {
+    match compute_existing(obj, now, rule) {
         Ok(status) => status,
         Err(problem) => ObjectStatus::new(Status::Unknown, None, problem),
     }
@@ -124,7 +135,11 @@ pub fn compute(obj: Option<&Value>, now: Timestamp) -> ObjectStatus {
 /// Where kstatus would return an error, this returns `Err(message)` (→ Unknown).
 type Outcome = Result<ObjectStatus, String>;
 
-fn compute_existing(obj: &Value, now: Timestamp) -> Outcome {
+fn compute_existing(
+    obj: &Value,
+    now: Timestamp,
+    rule: Option<&crate::spec::settings::HealthRule>,
+) -> Outcome {
     if !obj.is_object() {
         return Err(format!(
             "Object is {}, expected a JSON object",
@@ -137,6 +152,9 @@ fn compute_existing(obj: &Value, now: Timestamp) -> Outcome {
     }
     if let Some(status) = generic::deletion_and_generation(obj, kind)? {
         return Ok(status);
+    }
+    if let Some(rule) = rule {
+        return Ok(super::cel::judge(rule, obj));
     }
     let conditions = conditions(obj)?;
     if let Some(status) = generic::standard_conditions(&conditions) {

@@ -6,6 +6,7 @@ use std::path::Path;
 use git2::{ErrorCode, ObjectType, Oid, Repository};
 
 use super::GitError;
+use crate::spec::settings::SETTINGS_FILE;
 use crate::spec::{IGNORE_FILE, IgnoreRules, MAX_FILE_BYTES, SourceFile, TreeBudget, is_spec_file};
 
 const MODE_LINK: i32 = 0o120000;
@@ -65,7 +66,9 @@ pub(super) fn read_files(
         let tree = repo.find_tree(tree_id).map_err(tree_error)?;
         for entry in tree.iter() {
             let name = String::from_utf8_lossy(entry.name_bytes());
-            if name.starts_with('.') {
+            // Hidden files are not specs; the settings file at the root is read as one.
+            let settings = prefix.is_empty() && name == SETTINGS_FILE;
+            if name.starts_with('.') && !settings {
                 continue;
             }
             let child = if prefix.is_empty() {

@@ -214,6 +214,37 @@ impl<'t, 'i> Fields<'t, 'i> {
         None
     }
 
+    /// The strings of an array under `key`, each `rule` accepts, with its place.
+    pub fn strings(
+        &mut self,
+        ctx: &mut FileCtx,
+        key: &'static str,
+        rule: impl Fn(&str) -> Result<(), String>,
+    ) -> Vec<(String, crate::spec::Location)> {
+        let mut out = Vec::new();
+        let Some(v) = self.get(key) else {
+            return out;
+        };
+        let Some(items) = ctx.value_as(
+            v,
+            DeValue::as_array,
+            format_args!("`{key}`"),
+            "an array of strings",
+        ) else {
+            return out;
+        };
+        for item in items.iter() {
+            match item.get_ref() {
+                DeValue::String(s) => match rule(s) {
+                    Ok(()) => out.push((s.to_string(), ctx.loc(item.span().start))),
+                    Err(why) => ctx.err(&item.span(), format!("in `{key}`: {why}")),
+                },
+                _ => ctx.wrong_type(item, format_args!("each of `{key}`"), "a string"),
+            }
+        }
+        out
+    }
+
     /// A table of labels (or annotations) under `key`.
     pub fn labels(
         &mut self,

@@ -9,8 +9,13 @@ mod fields;
 mod localservice;
 mod manifest;
 mod messages;
+mod settings;
+mod substitute;
 mod syntax;
 mod workspace;
+
+pub(super) use settings::settings;
+pub(super) use substitute::raw_offset;
 
 use std::fmt;
 use std::ops::Range;
@@ -19,6 +24,7 @@ use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
 use super::model::defaults;
+use super::vars::Vars;
 use super::{Kind, Location, ObjectPolicy, SpecBody, SpecError, names, policy};
 use fields::{Fields, namespace_field};
 use messages::{q, short, suggest, type_name};
@@ -185,7 +191,7 @@ impl Found {
 
 /// Reads one file. Syntax errors stop that file (anything read past them would only add
 /// confusing follow-on errors); every other error is collected and reading goes on.
-pub(super) fn file(ctx: &mut FileCtx, text: &str) -> Vec<Found> {
+pub(super) fn file(ctx: &mut FileCtx, text: &str, vars: &Vars) -> Vec<Found> {
     let root = match DeTable::parse(text) {
         Ok(root) => root,
         Err(first) => {
@@ -193,7 +199,8 @@ pub(super) fn file(ctx: &mut FileCtx, text: &str) -> Vec<Found> {
             return Vec::new();
         }
     };
-    let root = root.into_inner();
+    let mut root = root.into_inner();
+    substitute::table(ctx, text, &mut root, vars);
 
     let mut file_ns = None;
     for (k, v) in root.iter() {
@@ -310,35 +317,12 @@ impl PolicyKeys {
 
 /// `ignore-fields`, `prune` and `depends-on` of a workload spec.
 fn policy_keys(ctx: &mut FileCtx, f: &mut Fields) -> PolicyKeys {
-    let mut list = |ctx: &mut FileCtx, key: &'static str, rule: fn(&str) -> Result<(), String>| {
-        let mut out = Vec::new();
-        let Some(v) = f.get(key) else {
-            return out;
-        };
-        let Some(items) = ctx.value_as(
-            v,
-            DeValue::as_array,
-            format_args!("`{key}`"),
-            "an array of strings",
-        ) else {
-            return out;
-        };
-        for item in items.iter() {
-            match item.get_ref() {
-                DeValue::String(s) => match rule(s) {
-                    Ok(()) => out.push((s.to_string(), ctx.loc(item.span().start))),
-                    Err(why) => ctx.err(&item.span(), format!("in `{key}`: {why}")),
-                },
-                _ => ctx.wrong_type(item, format_args!("each of `{key}`"), "a string"),
-            }
-        }
-        out
-    };
-    let ignore_fields = list(ctx, "ignore-fields", policy::check_pointer)
+    let ignore_fields = f
+        .strings(ctx, "ignore-fields", policy::check_pointer)
         .into_iter()
         .map(|(p, _)| p)
         .collect();
-    let depends_on = list(ctx, "depends-on", policy::check_spec_id);
+    let depends_on = f.strings(ctx, "depends-on", policy::check_spec_id);
     let prune = f.boolean(ctx, "prune").unwrap_or(true);
     use crate::spec::model::ReplaceKey;
     let replace = f.choice(

@@ -29,6 +29,7 @@ use zeroize::Zeroizing;
 
 use super::SpecError;
 use super::extract::{FileCtx, Found};
+use super::vars::Vars;
 use walk::Node;
 
 /// A problem of a SOPS file, at a byte offset.
@@ -47,13 +48,20 @@ struct Decrypted {
 
 /// Reads one YAML spec file, decrypting it first when it is a SOPS file (its specs then
 /// come back sealed).
-pub(super) fn file(path: &str, text: &str, keys: &AgeKeys) -> (Vec<Found>, Vec<SpecError>) {
+/// Variables are substituted in a file read as written, never in a decrypted one: a
+/// secret's value is exactly what was encrypted.
+pub(super) fn file(
+    path: &str,
+    text: &str,
+    keys: &AgeKeys,
+    vars: &Vars,
+) -> (Vec<Found>, Vec<SpecError>) {
     // Most files are not SOPS files, nor parts of one: they skip the second parse.
     if !text.contains("sops") && !text.contains("ENC[") {
-        return super::yaml::file(path, text);
+        return super::yaml::file(path, text, Some(vars));
     }
     match decrypt(text, keys) {
-        Ok(None) => refuse_unread_metadata(super::yaml::file(path, text)),
+        Ok(None) => refuse_unread_metadata(super::yaml::file(path, text, Some(vars))),
         Err(failures) => {
             let ctx = FileCtx::new(path, text);
             let errors = failures
@@ -66,7 +74,7 @@ pub(super) fn file(path: &str, text: &str, keys: &AgeKeys) -> (Vec<Found>, Vec<S
             (Vec::new(), errors)
         }
         Ok(Some(plain)) => {
-            let (mut found, mut errors) = super::yaml::file(path, &plain.text);
+            let (mut found, mut errors) = super::yaml::file(path, &plain.text, None);
             for f in &mut found {
                 f.policy.sealed = true;
             }

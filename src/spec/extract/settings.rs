@@ -1,0 +1,304 @@
+//! `.driftless.toml`: the tree-level settings (`spec::settings`), read as a spec file is,
+//! every problem at its `file:line:col`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use toml::de::{DeTable, DeValue};
+
+use super::fields::{Fields, MetaMap};
+use super::messages::{short, suggest};
+use super::{FileCtx, Value, syntax};
+use crate::spec::settings::{
+    BUILT_IN_GROUPS, Expr, HealthRule, IgnoreRule, NamespaceRule, Settings,
+};
+use crate::spec::{names, policy, vars};
+
+const SECTIONS: [&str; 4] = ["vars", "namespace", "ignore", "health"];
+
+/// The settings in `text`; what is wrong is reported on `ctx` and left out.
+pub(in crate::spec) fn settings(ctx: &mut FileCtx, text: &str) -> Settings {
+    let root = match DeTable::parse(text) {
+        Ok(root) => root.into_inner(),
+        Err(first) => {
+            syntax::report(ctx, text, &first);
+            return Settings::default();
+        }
+    };
+    let mut out = Settings {
+        text: text.to_string(),
+        ..Settings::default()
+    };
+    for (k, v) in root.iter() {
+        match k.get_ref().as_ref() {
+            "vars" => out.vars = var_table(ctx, v),
+            "namespace" => {
+                for (t, at) in tables(ctx, "namespace", v) {
+                    out.namespaces.extend(namespace_rule(ctx, t, at));
+                }
+            }
+            "ignore" => {
+                for (t, at) in tables(ctx, "ignore", v) {
+                    out.ignore.extend(ignore_rule(ctx, t, at));
+                }
+            }
+            "health" => {
+                for (t, at) in tables(ctx, "health", v) {
+                    out.health.extend(health_rule(ctx, t, at).map(Arc::new));
+                }
+            }
+            key => {
+                let msg = match suggest(key, SECTIONS) {
+                    Some(near) => {
+                        format!("unknown setting `{}` (did you mean `{near}`?)", short(key))
+                    }
+                    None => format!(
+                        "unknown setting `{}`; .driftless.toml holds [vars], [[namespace]], [[ignore]] and [[health]]",
+                        short(key)
+                    ),
+                };
+                ctx.err(&k.span(), msg);
+            }
+        }
+    }
+    out
+}
+
+/// `[vars]`: names to string values.
+fn var_table(ctx: &mut FileCtx, v: &Value) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let Some(table) = ctx.value_as(v, DeValue::as_table, "`vars`", "a table of strings") else {
+        return out;
+    };
+    for (k, v) in table.iter() {
+        let name = k.get_ref();
+        if !vars::is_name(name) {
+            ctx.err(
+                &k.span(),
+                format!(
+                    "invalid variable name `{}`: a letter or `_`, then letters, digits and `_`",
+                    short(name)
+                ),
+            );
+            continue;
+        }
+        match v.get_ref() {
+            DeValue::String(s) => {
+                out.insert(name.to_string(), s.to_string());
+            }
+            _ => ctx.wrong_type(
+                v,
+                format_args!("variable `{name}`"),
+                "a string (quote numbers: \"3\")",
+            ),
+        }
+    }
+    out
+}
+
+/// The tables of an array of tables (`[[key]]`), each with where its header is.
+fn tables<'t, 'i>(
+    ctx: &mut FileCtx,
+    key: &str,
+    v: &'t Value<'i>,
+) -> Vec<(&'t DeTable<'i>, std::ops::Range<usize>)> {
+    let Some(items) = ctx.value_as(
+        v,
+        DeValue::as_array,
+        format_args!("`{key}`"),
+        format_args!("an array of tables ([[{key}]])"),
+    ) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for item in items.iter() {
+        match item.get_ref().as_table() {
+            Some(t) => out.push((t, item.span())),
+            None => ctx.wrong_type(item, format_args!("each `{key}`"), "a table"),
+        }
+    }
+    out
+}
+
+fn namespace_rule(
+    ctx: &mut FileCtx,
+    table: &DeTable,
+    at: std::ops::Range<usize>,
+) -> Option<NamespaceRule> {
+    let mut f = Fields::new(table, "[[namespace]]".into(), at);
+    let path = f.req_string(ctx, "path");
+    let namespace = f.req_string(ctx, "namespace");
+    f.finish(ctx);
+    let (path, namespace) = (path?, namespace?);
+    if !ctx.check(
+        &namespace.span(),
+        "namespace",
+        namespace.get_ref(),
+        names::dns1123_label,
+    ) {
+        return None;
+    }
+    let glob = globset::GlobBuilder::new(path.get_ref())
+        .literal_separator(true)
+        .build();
+    match glob {
+        Ok(g) => Some(NamespaceRule {
+            path: path.get_ref().clone(),
+            glob: g.compile_matcher(),
+            namespace: namespace.into_inner(),
+        }),
+        Err(e) => {
+            ctx.err(&path.span(), format!("invalid path pattern: {}", e.kind()));
+            None
+        }
+    }
+}
+
+/// An anchored regular expression under `key`: it must match the whole value.
+fn anchored(
+    ctx: &mut FileCtx,
+    f: &mut Fields,
+    key: &'static str,
+) -> Result<Option<regex::Regex>, ()> {
+    let Some(s) = f.string(ctx, key) else {
+        return Ok(None);
+    };
+    match regex::Regex::new(&format!("^(?:{})$", s.get_ref())) {
+        Ok(r) => Ok(Some(r)),
+        Err(e) => {
+            let why = e.to_string();
+            let why = why.lines().last().unwrap_or_default().trim();
+            let why = why.trim_start_matches("error: ");
+            ctx.err(
+                &s.span(),
+                format!("invalid regular expression in `{key}`: {why}"),
+            );
+            Err(())
+        }
+    }
+}
+
+fn ignore_rule(
+    ctx: &mut FileCtx,
+    table: &DeTable,
+    at: std::ops::Range<usize>,
+) -> Option<IgnoreRule> {
+    let header = at.clone();
+    let mut f = Fields::new(table, "[[ignore]]".into(), at);
+    let group = f.string(ctx, "group").map(|s| s.into_inner());
+    let kind = f.string(ctx, "kind").map(|s| s.into_inner());
+    let name = anchored(ctx, &mut f, "name");
+    let namespace = anchored(ctx, &mut f, "namespace");
+    let labels = f
+        .labels(ctx, "labels", MetaMap::Labels)
+        .map(|l| l.into_inner())
+        .unwrap_or_default();
+    let paths: Vec<String> = f
+        .strings(ctx, "paths", policy::check_pointer)
+        .into_iter()
+        .map(|(p, _)| p)
+        .collect();
+    let managers: Vec<String> = f
+        .strings(ctx, "managers", |m| match m.is_empty() {
+            true => Err("a field manager's name is not empty".into()),
+            false => Ok(()),
+        })
+        .into_iter()
+        .map(|(m, _)| m)
+        .collect();
+    let has = |k: &str| f.has(k);
+    let given = has("paths") || has("managers");
+    f.finish(ctx);
+    if !given {
+        ctx.err(
+            &header,
+            "[[ignore]]: give `paths` (JSON pointers) or `managers` (field managers), or both",
+        );
+        return None;
+    }
+    Some(IgnoreRule {
+        at: ctx.loc(header.start),
+        group,
+        kind,
+        name: name.ok()?,
+        namespace: namespace.ok()?,
+        labels,
+        paths,
+        managers,
+    })
+}
+
+fn health_rule(
+    ctx: &mut FileCtx,
+    table: &DeTable,
+    at: std::ops::Range<usize>,
+) -> Option<HealthRule> {
+    let header = at.clone();
+    let mut f = Fields::new(table, "[[health]]".into(), at);
+    let api_version = f.req_string(ctx, "api-version");
+    let kind = f.req_string(ctx, "kind");
+    let mut expr = |ctx: &mut FileCtx, key: &'static str| -> Result<Option<Expr>, ()> {
+        let Some(s) = f.string(ctx, key) else {
+            return Ok(None);
+        };
+        match compile(s.get_ref()) {
+            Ok(program) => Ok(Some(Expr {
+                source: s.get_ref().clone(),
+                program: Arc::new(program),
+            })),
+            Err(why) => {
+                ctx.err(
+                    &s.span(),
+                    format!("`{key}` is not a valid CEL expression: {why}"),
+                );
+                Err(())
+            }
+        }
+    };
+    let current = expr(ctx, "current");
+    let failed = expr(ctx, "failed");
+    let in_progress = expr(ctx, "in-progress");
+    f.finish(ctx);
+    let (api_version, kind) = (api_version?, kind?);
+    let group = crate::object::group_of(api_version.get_ref());
+    if BUILT_IN_GROUPS.contains(&group) {
+        ctx.err(
+            &api_version.span(),
+            format!(
+                "{} is a Kubernetes kind whose readiness driftless already judges (kstatus); [[health]] rules are for custom resources",
+                api_version.get_ref()
+            ),
+        );
+        return None;
+    }
+    let (current, failed, in_progress) = (current.ok()?, failed.ok()?, in_progress.ok()?);
+    if current.is_none() {
+        ctx.err(&header, "[[health]]: missing required field `current`");
+        return None;
+    }
+    Some(HealthRule {
+        at: ctx.loc(header.start),
+        api_version: api_version.into_inner(),
+        kind: kind.into_inner(),
+        current,
+        failed,
+        in_progress,
+    })
+}
+
+/// The program, or why CEL refuses it in one line.
+fn compile(source: &str) -> Result<cel::Program, String> {
+    // A parser bug must not take down the daemon reading a new revision: it is refused.
+    let compiled = std::panic::catch_unwind(|| cel::Program::compile(source))
+        .map_err(|_| "the CEL parser failed on it".to_string())?;
+    compiled.map_err(|errs| {
+        errs.errors
+            .first()
+            .map(|e| {
+                // The grammar's list of every token it would have taken is no help.
+                let msg = e.msg.split(" expecting ").next().unwrap_or(&e.msg);
+                format!("{msg} (at {}:{})", e.pos.0, e.pos.1 + 1)
+            })
+            .unwrap_or_else(|| "cannot be parsed".into())
+    })
+}

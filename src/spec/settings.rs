@@ -1,0 +1,184 @@
+//! Tree-level settings: `.driftless.toml` at the spec root, what Flux and Argo CD set per
+//! source rather than per object. Variables (`[vars]`, see `vars`), target namespaces by
+//! path (`[[namespace]]`), ignore rules across kinds (`[[ignore]]`) and CEL health rules
+//! for custom resources (`[[health]]`). Read by `extract::settings`; the namespace rules
+//! act while the tree is read, the rest travel with each rendered object's policy.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use super::Location;
+
+/// The file's name. Hidden, so the walkers never take it for specs.
+pub const SETTINGS_FILE: &str = ".driftless.toml";
+
+#[derive(Debug, Clone, Default)]
+pub struct Settings {
+    /// The file as written: what two trees' settings compare by.
+    pub(super) text: String,
+    pub vars: BTreeMap<String, String>,
+    pub namespaces: Vec<NamespaceRule>,
+    pub ignore: Vec<IgnoreRule>,
+    pub health: Vec<Arc<HealthRule>>,
+}
+
+/// Namespaced manifests without a namespace, in files `path` matches, go to `namespace`.
+#[derive(Debug, Clone)]
+pub struct NamespaceRule {
+    pub path: String,
+    pub(super) glob: globset::GlobMatcher,
+    pub namespace: String,
+}
+
+/// Objects an `[[ignore]]` rule selects: every criterion given must hold.
+#[derive(Debug, Clone)]
+pub struct IgnoreRule {
+    pub at: Location,
+    pub group: Option<String>,
+    pub kind: Option<String>,
+    /// Anchored: the whole name (or namespace) must match.
+    pub name: Option<regex::Regex>,
+    pub namespace: Option<regex::Regex>,
+    pub labels: BTreeMap<String, String>,
+    /// JSON pointers, as `ignore-fields`.
+    pub paths: Vec<String>,
+    /// Field managers whose fields driftless leaves alone.
+    pub managers: Vec<String>,
+}
+
+/// A CEL health rule for one kind of custom resource.
+#[derive(Debug, Clone)]
+pub struct HealthRule {
+    pub at: Location,
+    pub api_version: String,
+    pub kind: String,
+    pub current: Option<Expr>,
+    pub failed: Option<Expr>,
+    pub in_progress: Option<Expr>,
+}
+
+/// A compiled CEL expression and its text.
+#[derive(Debug, Clone)]
+pub struct Expr {
+    pub source: String,
+    pub program: Arc<cel::Program>,
+}
+
+/// Rules compare by what was written and where: a compiled program has no equality.
+impl PartialEq for HealthRule {
+    fn eq(&self, other: &Self) -> bool {
+        let src = |e: &Option<Expr>| e.as_ref().map(|e| e.source.clone());
+        self.at == other.at
+            && self.api_version == other.api_version
+            && self.kind == other.kind
+            && src(&self.current) == src(&other.current)
+            && src(&self.failed) == src(&other.failed)
+            && src(&self.in_progress) == src(&other.in_progress)
+    }
+}
+
+impl Eq for HealthRule {}
+
+impl PartialEq for Settings {
+    fn eq(&self, other: &Self) -> bool {
+        self.text == other.text
+    }
+}
+
+impl Settings {
+    /// The namespace the first rule matching `file` gives its namespaced manifests.
+    pub fn namespace_for(&self, file: &str) -> Option<&str> {
+        self.namespaces
+            .iter()
+            .find(|r| r.glob.is_match(file))
+            .map(|r| r.namespace.as_str())
+    }
+
+    /// What the file holds, as `validate` shows it: `.driftless.toml: 2 variables, 1
+    /// namespace rule`; `None` without a file.
+    pub fn summary(&self) -> Option<String> {
+        if self.text.is_empty() {
+            return None;
+        }
+        let count = |n: usize, what: &str| match n {
+            1 => Some(format!("1 {what}")),
+            0 => None,
+            n => Some(format!("{n} {what}s")),
+        };
+        let parts: Vec<String> = [
+            count(self.vars.len(), "variable"),
+            count(self.namespaces.len(), "namespace rule"),
+            count(self.ignore.len(), "ignore rule"),
+            count(self.health.len(), "health rule"),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        Some(match parts.is_empty() {
+            true => format!("{SETTINGS_FILE}: empty"),
+            false => format!("{SETTINGS_FILE}: {}", parts.join(", ")),
+        })
+    }
+
+    /// The health rule for objects of `api_version` and `kind`, if any.
+    pub fn health_for(&self, api_version: &str, kind: &str) -> Option<&Arc<HealthRule>> {
+        self.health
+            .iter()
+            .find(|r| r.api_version == api_version && r.kind == kind)
+    }
+}
+
+impl IgnoreRule {
+    /// Whether the rule selects the object with these group, kind, namespace (`""` when
+    /// cluster-scoped), name and labels.
+    pub fn selects(
+        &self,
+        group: &str,
+        kind: &str,
+        namespace: &str,
+        name: &str,
+        labels: Option<&serde_json::Map<String, serde_json::Value>>,
+    ) -> bool {
+        self.group.as_deref().is_none_or(|g| g == group)
+            && self.kind.as_deref().is_none_or(|k| k == kind)
+            && self.name.as_ref().is_none_or(|r| r.is_match(name))
+            && self
+                .namespace
+                .as_ref()
+                .is_none_or(|r| r.is_match(namespace))
+            && self.labels.iter().all(|(k, v)| {
+                labels
+                    .and_then(|l| l.get(k))
+                    .and_then(serde_json::Value::as_str)
+                    == Some(v.as_str())
+            })
+    }
+}
+
+/// API groups Kubernetes itself serves: kstatus judges their kinds, a rule may not.
+pub const BUILT_IN_GROUPS: &[&str] = &[
+    "",
+    "admissionregistration.k8s.io",
+    "apiextensions.k8s.io",
+    "apiregistration.k8s.io",
+    "apps",
+    "authentication.k8s.io",
+    "authorization.k8s.io",
+    "autoscaling",
+    "batch",
+    "certificates.k8s.io",
+    "coordination.k8s.io",
+    "discovery.k8s.io",
+    "events.k8s.io",
+    "extensions",
+    "flowcontrol.apiserver.k8s.io",
+    "internal.apiserver.k8s.io",
+    "networking.k8s.io",
+    "node.k8s.io",
+    "policy",
+    "rbac.authorization.k8s.io",
+    "resource.k8s.io",
+    "scheduling.k8s.io",
+    "storage.k8s.io",
+    "storagemigration.k8s.io",
+];
