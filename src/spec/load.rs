@@ -235,7 +235,8 @@ impl Walker<'_> {
     /// The tree-level settings file at the root, hidden but read as a spec file.
     fn settings(&mut self, root: &Path) {
         let path = root.join(super::settings::SETTINGS_FILE);
-        if self.over.is_some() || !path.is_file() {
+        let ignored = self.ignore.ignores(super::settings::SETTINGS_FILE, false);
+        if self.over.is_some() || ignored || !path.is_file() {
             return;
         }
         let file = super::settings::SETTINGS_FILE.to_string();
