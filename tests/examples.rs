@@ -87,6 +87,7 @@ fn every_example_tree_validates() {
         ("elastic-web", 3),
         ("local-service", 3),
         ("operator-bundle", 11),
+        ("tree-settings", 4),
         ("virtual-machine", 3),
     ];
     // Every directory of examples/ with spec files is in this list.
@@ -596,6 +597,61 @@ async fn virtual_machine_crd_and_resources_apply_and_prune() {
 // The CI job.
 
 /// The `run` script of the step named `name` in the workflow's job `job`.
+/// examples/tree-settings as its README runs it, with production's values: the vendored
+/// objects land in the `[[namespace]]` rule's namespace, `--vars-file` wins over the
+/// tree's `[vars]`, and the script ConfigMap keeps its own `${HOSTNAME}`.
+#[tokio::test]
+async fn tree_settings_apply_with_a_clusters_values() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "ex-settings").await;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    support::copy_tree(
+        &example("tree-settings"),
+        root,
+        &[("namespace = \"podinfo\"", &format!("namespace = \"{ns}\""))],
+    );
+    let vars = root.join("clusters/prod.toml");
+    let out = apply(&ns, root, &["--vars-file", vars.to_str().unwrap()]);
+    assert_exit(&out, 0);
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let data = cms
+        .get("podinfo-settings")
+        .await
+        .unwrap()
+        .data
+        .unwrap_or_default();
+    assert_eq!(data["cluster"], "prod");
+    let script = cms
+        .get("podinfo-scripts")
+        .await
+        .unwrap()
+        .data
+        .unwrap_or_default();
+    assert!(script["probe.sh"].contains("${HOSTNAME}"), "{script:?}");
+    let web: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    let d = web.get("podinfo").await.unwrap();
+    let container = &d.spec.unwrap().template.spec.unwrap().containers[0];
+    assert_eq!(
+        container.args.as_deref(),
+        Some(&["--level=info".to_string()][..])
+    );
+    // Without production's values it is staging's tree: a difference.
+    assert_exit(&diff(&ns, root), 1);
+    let kubeconfig = support::admin_kubeconfig();
+    let in_sync = driftless(&[
+        "--kubeconfig",
+        kubeconfig.to_str().unwrap(),
+        "--instance",
+        &ns,
+        "diff",
+        root.to_str().unwrap(),
+        "--vars-file",
+        vars.to_str().unwrap(),
+    ]);
+    assert_exit(&in_sync, 0);
+}
+
 fn step_script<'a>(workflow: &'a Value, job: &str, name: &str) -> &'a str {
     workflow["jobs"][job]["steps"]
         .as_array()
