@@ -89,17 +89,13 @@ async fn wait_gauge(addr: SocketAddr, family: &str, ns: &str, name: &str, want: 
 /// Someone else's change: `kubectl scale`, through the scale subresource (which moves
 /// no field ownership before Kubernetes 1.22).
 fn kubectl_scale(ns: &str, name: &str, replicas: u32) {
-    let kubectl = std::process::Command::new("kubectl")
-        .args([
-            "scale",
-            &format!("deployment/{name}"),
-            &format!("--replicas={replicas}"),
-        ])
-        .args(["-n", ns])
-        .env("KUBECONFIG", support::admin_kubeconfig())
-        .output()
-        .expect("kubectl on PATH (see README, The local cluster)");
-    assert!(kubectl.status.success(), "{kubectl:?}");
+    support::kubectl(&[
+        "scale",
+        &format!("deployment/{name}"),
+        &format!("--replicas={replicas}"),
+        "-n",
+        ns,
+    ]);
 }
 
 /// A daemon on the spec directory `dir/specs`, made with an elasticweb `shop` in it,

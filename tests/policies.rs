@@ -24,16 +24,6 @@ fn write(root: &Path, name: &str, text: &str) {
     std::fs::write(root.join(name), text).unwrap();
 }
 
-fn kubectl(args: &[&str]) {
-    let out = std::process::Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(support::admin_kubeconfig())
-        .args(args)
-        .output()
-        .expect("kubectl (testbed/install.sh builds it; source .testbed/env puts it on PATH)");
-    assert!(out.status.success(), "kubectl {args:?}: {}", show(&out));
-}
-
 fn deployment(
     name: &str,
     ns: &str,
@@ -111,8 +101,8 @@ async fn serial_ignored_replicas_stay_as_scaled_with_zero_writes() {
     );
     assert!(!we_own_replicas(&deployments, "shop").await);
 
-    kubectl(&["-n", &ns, "scale", "deployment/web", "--replicas=4"]);
-    kubectl(&[
+    support::kubectl(&["-n", &ns, "scale", "deployment/web", "--replicas=4"]);
+    support::kubectl(&[
         "-n",
         &ns,
         "patch",

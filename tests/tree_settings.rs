@@ -43,16 +43,6 @@ async fn replicas(api: &Api<Deployment>, name: &str) -> i32 {
     d.spec.and_then(|s| s.replicas).unwrap_or_default()
 }
 
-fn kubectl(args: &[&str]) {
-    let out = std::process::Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(support::admin_kubeconfig())
-        .args(args)
-        .output()
-        .expect("kubectl (testbed/install.sh builds it; source .testbed/env puts it on PATH)");
-    assert!(out.status.success(), "kubectl {args:?}: {}", show(&out));
-}
-
 /// A `[[namespace]]` rule puts the namespaced objects of matching files that name no
 /// namespace into its namespace; an object that names one keeps it, and files outside
 /// the path are not touched. `diff` and prune see the same objects.
@@ -147,7 +137,7 @@ async fn serial_an_ignore_rule_by_label_leaves_replicas_to_the_scaler() {
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
     assert_eq!(replicas(&deployments, "auto").await, 2, "sent on create");
 
-    kubectl(&["-n", &ns, "scale", "deployment/auto", "--replicas=4"]);
+    support::kubectl(&["-n", &ns, "scale", "deployment/auto", "--replicas=4"]);
     let before = support::apiserver_writes(&client, &["deployments"]).await;
     let out = run(&["apply", path]);
     assert_exit(&out, 0);
@@ -172,7 +162,7 @@ async fn serial_an_ignore_rule_by_label_leaves_replicas_to_the_scaler() {
 
     // Not selected: its replicas are driftless's, and scaling them is drift the daemon
     // corrects.
-    kubectl(&["-n", &ns, "scale", "deployment/fixed", "--replicas=4"]);
+    support::kubectl(&["-n", &ns, "scale", "deployment/fixed", "--replicas=4"]);
     support::eventually("fixed scaled back to 2", WAIT, || async {
         match replicas(&deployments, "fixed").await {
             2 => Ok(()),

@@ -254,3 +254,19 @@ where
     });
     let _ = done.join();
 }
+
+/// `kubectl ARGS` with the local cluster's admin kubeconfig; fails the test with its
+/// output unless it succeeds.
+pub fn kubectl(args: &[&str]) {
+    let out = std::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(admin_kubeconfig())
+        .args(args)
+        .output()
+        .expect("kubectl (testbed/install.sh builds it; source .testbed/env puts it on PATH)");
+    assert!(
+        out.status.success(),
+        "kubectl {args:?}: {}",
+        super::show(&out)
+    );
+}
