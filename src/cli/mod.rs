@@ -130,6 +130,9 @@ pub enum Command {
     /// Print the man page (roff) of driftless or of one subcommand.
     #[command(hide = true)]
     Man(docs::ManArgs),
+    /// Write the book's generated reference pages (spec kinds, CLI, metrics) into a directory.
+    #[command(hide = true)]
+    Reference(docs::ReferenceArgs),
 }
 
 /// What a spec tree may do: shared by every command that loads one.
@@ -455,6 +458,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Resume(args) => control::resume(args).await,
         Command::Completions(args) => docs::completions(args),
         Command::Man(args) => docs::man(args),
+        Command::Reference(args) => docs::reference(args),
     }
 }
 
