@@ -387,11 +387,7 @@ fn the_readme_is_a_front_door_and_its_commands_are_real() {
     }
     // Install: what the commands name exists, with the flags the binary has.
     let install = readme_section(&readme, "Install");
-    for path in [
-        "Dockerfile",
-        "examples/kubernetes/namespace.yaml",
-        "specs",
-    ] {
+    for path in ["Dockerfile", "examples/kubernetes/namespace.yaml", "specs"] {
         assert!(install.contains(path), "{path} is no longer in Install");
         assert!(repo(path).exists(), "Install names {path}, which is gone");
     }
