@@ -98,7 +98,7 @@ fn kubectl_scale(ns: &str, name: &str, replicas: u32) {
         .args(["-n", ns])
         .env("KUBECONFIG", support::admin_kubeconfig())
         .output()
-        .expect("kubectl on PATH (see README, The local cluster)");
+        .expect("kubectl on PATH (see docs/src/contributing/testbed.md)");
     assert!(kubectl.status.success(), "{kubectl:?}");
 }
 

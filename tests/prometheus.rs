@@ -303,9 +303,7 @@ async fn every_dashboard_panel_returns_data() {
         ])
         .start();
     let id = format!("elasticweb/{ns}/shop");
-    daemon
-        .wait_status("the elasticweb ready", |s| all_ready(s))
-        .await;
+    daemon.wait_status("the elasticweb ready", all_ready).await;
     let prometheus = Prometheus::scraping(daemon.metrics);
     // The events below must come after Prometheus's first samples: a rate needs the
     // counters to move between two of them.
@@ -313,7 +311,10 @@ async fn every_dashboard_panel_returns_data() {
         "Prometheus to scrape the daemon",
         Duration::from_secs(60),
         || async {
-            match prometheus.query("driftless_change_to_ready_seconds_count")?.len() {
+            match prometheus
+                .query("driftless_change_to_ready_seconds_count")?
+                .len()
+            {
                 0 => Err("no sample yet".to_string()),
                 _ => Ok(()),
             }

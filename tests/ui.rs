@@ -536,7 +536,9 @@ async fn the_dashboard_shows_every_spec_updates_live_and_steers_the_daemon() {
         browser
             .eval("document.getElementById('specs-heading').scrollIntoView()")
             .await;
-        browser.screenshot(&Path::new(dir).join("ui-narrow.png")).await;
+        browser
+            .screenshot(&Path::new(dir).join("ui-narrow.png"))
+            .await;
     }
     browser.close().await;
 }

@@ -644,7 +644,7 @@ async fn render(
         nodes,
     };
     let mut objects = driftless::render::render(&tree, &facts)?;
-    // What a SOPS file decrypts to is never printed (README "Secrets (SOPS + age)").
+    // What a SOPS file decrypts to is never printed (docs/src/sops.md).
     for o in objects.iter_mut().filter(|o| o.policy.sealed) {
         driftless::spec::sops::mask_sealed(&mut o.body, None, "");
     }
