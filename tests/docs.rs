@@ -24,24 +24,6 @@ fn read(path: &Path) -> String {
     fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// The files of a directory, by name, with their bytes.
-fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut out: Vec<(String, Vec<u8>)> = fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| {
-            let path = e.expect("entry").path();
-            let name = path
-                .file_name()
-                .expect("name")
-                .to_string_lossy()
-                .into_owned();
-            (name, fs::read(&path).expect("read"))
-        })
-        .collect();
-    out.sort();
-    out
-}
-
 #[test]
 fn committed_reference_pages_are_current() {
     let fresh = tempfile::tempdir().unwrap();
@@ -51,20 +33,7 @@ fn committed_reference_pages_are_current() {
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", show(&out));
-    let generated = files(fresh.path());
-    let committed = files(&repo("docs/src/reference"));
-    let names = |f: &[(String, Vec<u8>)]| f.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
-    assert_eq!(
-        names(&committed),
-        names(&generated),
-        "docs/src/reference does not hold the pages the binary generates; regenerate with scripts/gen-dist"
-    );
-    for ((name, fresh), (_, kept)) in generated.iter().zip(&committed) {
-        assert!(
-            fresh == kept,
-            "docs/src/reference/{name} is stale; regenerate with scripts/gen-dist"
-        );
-    }
+    support::assert_generated_current(fresh.path(), "docs/src/reference", "scripts/gen-dist");
 }
 
 /// The pages SUMMARY.md lists, relative to docs/src.
@@ -102,7 +71,8 @@ fn every_page_is_in_the_summary_and_every_reference_page_too() {
         book_pages(),
         "SUMMARY.md and the pages of docs/src differ"
     );
-    for (name, _) in files(&repo("docs/src/reference")) {
+    for entry in fs::read_dir(repo("docs/src/reference")).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
         assert!(
             listed.contains(&format!("reference/{name}")),
             "reference/{name} is not in SUMMARY.md"
