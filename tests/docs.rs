@@ -474,3 +474,60 @@ fn the_readme_quick_start_runs_as_written() {
         break;
     }
 }
+
+/// The fenced blocks of one language in a Markdown text, in order.
+fn fenced(text: &str, lang: &str) -> Vec<String> {
+    let open = format!("```{lang}");
+    let mut blocks = Vec::new();
+    let mut current: Option<String> = None;
+    for line in text.lines() {
+        let trimmed = line.trim_start();
+        match &mut current {
+            None if trimmed == open => current = Some(String::new()),
+            Some(block) if trimmed == "```" => {
+                blocks.push(std::mem::take(block));
+                current = None;
+            }
+            Some(block) => {
+                block.push_str(line);
+                block.push('\n');
+            }
+            None => {}
+        }
+    }
+    blocks
+}
+
+/// A reader copies an example from a guide: every TOML block, and every YAML block that
+/// is a Kubernetes object, is a valid spec file on its own.
+#[test]
+fn every_spec_example_of_the_book_validates() {
+    let mut checked = 0;
+    for page in book_pages().iter().filter(|p| !p.starts_with("reference/")) {
+        let text = read(&repo("docs/src").join(page));
+        let toml = fenced(&text, "toml").into_iter().map(|b| (b, "toml"));
+        let yaml = fenced(&text, "yaml")
+            .into_iter()
+            .filter(|b| b.contains("apiVersion:") && b.contains("kind:"))
+            .map(|b| (b, "yaml"));
+        for (i, (block, ext)) in toml.chain(yaml).enumerate() {
+            let dir = tempfile::tempdir().unwrap();
+            // `#:schema` points at the schema next to the tree; it is a comment to us.
+            fs::write(dir.path().join(format!("example.{ext}")), &block).unwrap();
+            let out = Command::new(BIN)
+                .arg("validate")
+                .arg(dir.path())
+                .env("RUST_LOG", "warn")
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{page}: example {} ({ext}) is not valid:\n{block}\n{}",
+                i + 1,
+                show(&out)
+            );
+            checked += 1;
+        }
+    }
+    assert!(checked >= 4, "only {checked} examples found");
+}
