@@ -376,6 +376,14 @@ fn the_readme_is_a_front_door_and_its_commands_are_real() {
             && dockerfile.contains("/usr/local/bin/driftless"),
         "the image's binary moved"
     );
+    // The image's one-shot command, with the binary the image holds.
+    assert!(install.contains("driftless validate /specs"));
+    let out = Command::new(BIN)
+        .args(["validate", repo("specs").to_str().unwrap()])
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", show(&out));
     let cargo = read(&repo("Cargo.toml"));
     let rust = cargo
         .lines()
