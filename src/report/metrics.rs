@@ -130,7 +130,7 @@ impl Metrics {
             spec_ready, "spec_ready", None, "Whether a spec is ready (1) or not (0)";
             spec_suspended, "spec_suspended", None, "Whether a spec is suspended (1): not applied, pruned or corrected";
             drifted_objects, "drifted_objects", None, "A spec's objects that someone else changed and that were left so (--drift report, or suspended)";
-            api_writes_total, "api_writes", None, "Writes sent to the Kubernetes API, by verb";
+            api_writes_total, "api_writes", None, "Writes sent to the Kubernetes API, by verb (patch, create, delete)";
             drift_corrections_total, "drift_corrections", None, "Objects changed in the cluster outside driftless and set back";
             pruned_objects_total, "pruned_objects", None, "Objects deleted because they left the specs";
             source_revision_info, "source_revision_info", None, "The source revision last applied (always 1)";

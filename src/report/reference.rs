@@ -98,14 +98,15 @@ fn kind_page(
     let mut out = format!("{GENERATED}\n\n# `{key}`\n\n");
     let _ = writeln!(out, "{}\n", text(body, "description"));
     let table = if prop.get("items").is_some() {
-        format!("`[[{key}]]`")
+        format!("`[[{key}]]` tables in a TOML spec file, or as the documents of a YAML file")
     } else {
-        format!("`[{key}.NAME]`")
+        format!("`[{key}.NAME]` tables in a TOML spec file")
     };
     let _ = writeln!(
         out,
-        "Written as {table} in a TOML spec file ({}). Keys are kebab-case.\n",
-        text(prop, "description").trim_end_matches('.')
+        "Written as {table} ([Spec files](spec-file.md)); TOML keys \
+         are kebab-case. A field marked *required* must be set; any other may be left out \
+         and takes its default (– for none).\n"
     );
     fields_table(&mut out, definition, body, definitions);
     // The object types its fields use, each once, in the order first used.
@@ -141,7 +142,7 @@ fn fields_table(out: &mut String, name: &str, body: &Value, definitions: &Map<St
     };
     for (field, prop) in props {
         let default = if required.contains(&field.as_str()) {
-            "required".to_string()
+            "*required*".to_string()
         } else {
             prop.get("default")
                 .map(|d| format!("`{}`", toml_value(d)))
@@ -408,7 +409,7 @@ mod tests {
             "{web}"
         );
         assert!(
-            web.contains("| `single-pod-qps` | integer | required | ≥ 1 |"),
+            web.contains("| `single-pod-qps` | integer | *required* | ≥ 1 |"),
             "{web}"
         );
         assert!(
@@ -426,7 +427,7 @@ mod tests {
         );
         let local = page("localservice.md");
         assert!(
-            local.contains("| `ports` | list of [ServicePort](#serviceport) | required |"),
+            local.contains("| `ports` | list of [ServicePort](#serviceport) | *required* |"),
             "{local}"
         );
         assert!(local.contains("\n## `ServicePort`\n"), "{local}");
@@ -435,7 +436,7 @@ mod tests {
             "{local}"
         );
         assert!(
-            local.contains("| `selector` | table of string | required |"),
+            local.contains("| `selector` | table of string | *required* |"),
             "{local}"
         );
         let manifest = page("manifest.md");

@@ -252,9 +252,12 @@ api_enum!(Protocol { TCP, UDP, SCTP });
 /// Any Kubernetes object, passed through with ownership labels added.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Manifest {
+    /// The object's API group and version, as `apps/v1` (`v1` for the core group).
     #[serde(rename = "apiVersion")]
     pub api_version: String,
+    /// The object's kind, as `Deployment`.
     pub kind: String,
+    /// Its name, namespace, labels and annotations.
     pub metadata: ManifestMetadata,
     #[serde(flatten)]
     pub rest: BTreeMap<String, serde_json::Value>,
@@ -262,7 +265,10 @@ pub struct Manifest {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ManifestMetadata {
+    /// The object's name, checked as the apiserver checks names of its kind.
     pub name: String,
+    /// The object's namespace (default: the file's `namespace`, else "default"); none for
+    /// a cluster-scoped kind.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
     #[serde(flatten)]
