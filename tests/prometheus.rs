@@ -323,18 +323,7 @@ async fn every_dashboard_panel_returns_data() {
     .await;
 
     // Drift: someone else scales the Deployment; the daemon sets it back.
-    let deployments =
-        kube::Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(client.clone(), &ns);
-    let theirs = serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment",
-        "metadata": {"name": "shop"}, "spec": {"replicas": 7}});
-    deployments
-        .patch(
-            "shop",
-            &kube::api::PatchParams::apply("someone").force(),
-            &kube::api::Patch::Apply(&theirs),
-        )
-        .await
-        .unwrap();
+    support::scale_as_someone_else(&client, &ns, "shop", 7).await;
     // A suspension and its end, through the CLI as an operator would.
     let control = |args: &[&str]| {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_driftless"))

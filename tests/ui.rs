@@ -582,18 +582,7 @@ async fn in_report_mode_drift_is_badged_and_listed_and_localservice_nodes_are_sh
     browser.wait_for_text("#drift", &["reported only"]).await;
 
     // Someone else scales the Deployment; in report mode it stays so, and the page says so.
-    let deployments =
-        kube::Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(client.clone(), &ns);
-    let theirs = json!({"apiVersion": "apps/v1", "kind": "Deployment",
-                        "metadata": {"name": "shop"}, "spec": {"replicas": 3}});
-    deployments
-        .patch(
-            "shop",
-            &kube::api::PatchParams::apply("someone").force(),
-            &kube::api::Patch::Apply(&theirs),
-        )
-        .await
-        .unwrap();
+    support::scale_as_someone_else(&client, &ns, "shop", 3).await;
     let drifted = daemon
         .wait_status("the drift reported", |s| {
             support::spec(s, &shop)["drifted"]

@@ -396,55 +396,48 @@ mod tests {
 
     #[test]
     fn fields_carry_type_default_range_and_description() {
-        let web = page("elasticweb.md");
-        assert!(web.starts_with(GENERATED), "{web}");
-        assert!(
-            web.contains(
-                "| `cpu` | string | `\"100m\"` | – | CPU request and limit of each Pod. |"
+        for (file, needle) in [
+            ("elasticweb.md", GENERATED),
+            (
+                "elasticweb.md",
+                "| `cpu` | string | `\"100m\"` | – | CPU request and limit of each Pod. |",
             ),
-            "{web}"
-        );
-        assert!(
-            web.contains("| `container-port` | integer | `8080` | 1–65535 |"),
-            "{web}"
-        );
-        assert!(
-            web.contains("| `single-pod-qps` | integer | *required* | ≥ 1 |"),
-            "{web}"
-        );
-        assert!(
-            web.contains("| `port` | integer | – | 30000–32767 |"),
-            "{web}"
-        );
-        assert!(
-            web.contains("| `replace` | `\"on-immutable\"` \\| `\"never\"` | – |"),
-            "{web}"
-        );
-        let ide = page("workspace.md");
-        assert!(
-            ide.contains("| `state` | `\"running\"` \\| `\"stopped\"` | `\"running\"` |"),
-            "{ide}"
-        );
-        let local = page("localservice.md");
-        assert!(
-            local.contains("| `ports` | list of [ServicePort](#serviceport) | *required* |"),
-            "{local}"
-        );
-        assert!(local.contains("\n## `ServicePort`\n"), "{local}");
-        assert!(
-            local.contains("| `target-port` | integer or string | – | 1–65535 |"),
-            "{local}"
-        );
-        assert!(
-            local.contains("| `selector` | table of string | *required* |"),
-            "{local}"
-        );
-        let manifest = page("manifest.md");
-        assert!(manifest.contains("\n## `ManifestMetadata`\n"), "{manifest}");
-        assert!(
-            manifest.contains("Any other field of a `Manifest`"),
-            "{manifest}"
-        );
+            (
+                "elasticweb.md",
+                "| `container-port` | integer | `8080` | 1–65535 |",
+            ),
+            (
+                "elasticweb.md",
+                "| `single-pod-qps` | integer | *required* | ≥ 1 |",
+            ),
+            ("elasticweb.md", "| `port` | integer | – | 30000–32767 |"),
+            (
+                "elasticweb.md",
+                "| `replace` | `\"on-immutable\"` \\| `\"never\"` | – |",
+            ),
+            (
+                "workspace.md",
+                "| `state` | `\"running\"` \\| `\"stopped\"` | `\"running\"` |",
+            ),
+            (
+                "localservice.md",
+                "| `ports` | list of [ServicePort](#serviceport) | *required* |",
+            ),
+            ("localservice.md", "\n## `ServicePort`\n"),
+            (
+                "localservice.md",
+                "| `target-port` | integer or string | – | 1–65535 |",
+            ),
+            (
+                "localservice.md",
+                "| `selector` | table of string | *required* |",
+            ),
+            ("manifest.md", "\n## `ManifestMetadata`\n"),
+            ("manifest.md", "Any other field of a `Manifest`"),
+        ] {
+            let text = page(file);
+            assert!(text.contains(needle), "{file}: no {needle:?} in\n{text}");
+        }
     }
 
     #[test]
