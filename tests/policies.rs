@@ -1,4 +1,4 @@
-//! Per-object policies (README: Policies) against the local cluster: ignored fields stay
+//! Per-object policies (docs/src/policies.md) against the local cluster: ignored fields stay
 //! someone else's with zero writes, create-only objects keep hand edits, `prune: disabled`
 //! objects survive their removal, and `depends-on` orders applies in one-shot `apply` and
 //! in the daemon.

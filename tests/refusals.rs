@@ -1,4 +1,4 @@
-//! Objects the apiserver refuses (README "How apply works": a safe CI gate), against the
+//! Objects the apiserver refuses (docs/src/apply.md: a safe CI gate), against the
 //! local cluster: `diff` fails on them as `apply` would, and the daemon says why in its
 //! status file, API and log, in the CLI's words, not "Resource not found" and not a
 //! library's log line.

@@ -1,4 +1,4 @@
-//! Replace on immutable fields (README: Policies): an apply the apiserver refuses only
+//! Replace on immutable fields (docs/src/policies.md): an apply the apiserver refuses only
 //! because immutable fields changed deletes and recreates the object where its policy
 //! says so — a Job by default, what `driftless.dev/replace: on-immutable` or
 //! `--replace-on-immutable KIND.GROUP` names — and `diff` shows the replace first.

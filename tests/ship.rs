@@ -11,6 +11,8 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+mod support;
+
 const BIN: &str = env!("CARGO_BIN_EXE_driftless");
 /// Where the units and the image install the binary.
 const INSTALLED_BIN: &str = "/usr/local/bin/driftless";
@@ -596,23 +598,6 @@ fn dockerfile_builds_locked_and_runs_non_root_without_a_shell() {
 // ---------------------------------------------------------------------------------------
 // Completions and man pages
 
-fn files(dir: &Path) -> Vec<(String, Vec<u8>)> {
-    let mut out: Vec<(String, Vec<u8>)> = fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| {
-            let path = e.expect("entry").path();
-            let name = path
-                .file_name()
-                .expect("name")
-                .to_string_lossy()
-                .into_owned();
-            (name, fs::read(&path).expect("read"))
-        })
-        .collect();
-    out.sort();
-    out
-}
-
 #[test]
 fn committed_completions_and_man_pages_are_current() {
     let fresh = tempfile::tempdir().expect("temp dir");
@@ -624,20 +609,7 @@ fn committed_completions_and_man_pages_are_current() {
             "driftless {what}: {}",
             text(&out.stderr)
         );
-        let generated = files(&out_dir);
-        let committed = files(&repo(dir));
-        let names = |f: &[(String, Vec<u8>)]| f.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
-        assert_eq!(
-            names(&committed),
-            names(&generated),
-            "{dir} does not hold the files the binary generates; regenerate with scripts/gen-dist"
-        );
-        for ((name, fresh), (_, kept)) in generated.iter().zip(&committed) {
-            assert!(
-                fresh == kept,
-                "{dir}/{name} is stale; regenerate with scripts/gen-dist"
-            );
-        }
+        support::assert_generated_current(&out_dir, dir, "scripts/gen-dist");
     }
 }
 

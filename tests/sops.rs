@@ -59,7 +59,7 @@ fn age_key(dir: &Path, name: &str) -> (PathBuf, String) {
 }
 
 /// `plain` encrypted by the real sops for `recipient`, only `data` and `stringData`
-/// encrypted (as the README says to). sops runs in a directory of its own with an empty
+/// encrypted (as docs/src/sops.md says to). sops runs in a directory of its own with an empty
 /// environment, so no config or key of this machine's user takes part.
 fn encrypt(plain: &str, recipient: &str) -> String {
     let work = TempDir::new().unwrap();

@@ -665,7 +665,7 @@ async fn adopting_what_kubectl_applied_drops_what_the_spec_does_not_set() {
         .args(["apply", "-f", &made.to_string_lossy()])
         .env("KUBECONFIG", &kubeconfig)
         .output()
-        .expect("kubectl on PATH (the machine image's; see README, The local cluster)");
+        .expect("kubectl on PATH (the machine image's; see docs/src/contributing/testbed.md)");
     assert!(kubectl.status.success(), "{kubectl:?}");
 
     let specs = dir.path().join("specs");

@@ -1,8 +1,10 @@
 //! The web UI as a person uses it: the real daemon on the real local cluster, looked at
 //! and steered through a real headless Chromium (tests/support/browser.rs).
 //!
-//! `DRIFTLESS_UI_SCREENSHOT_DIR=DIR` keeps screenshots of the dashboard (wide and phone
-//! width) in DIR; README's docs/ui.png is one.
+//! `DRIFTLESS_UI_SCREENSHOT_DIR=DIR` keeps screenshots of the dashboard in DIR: `ui.png`
+//! (wide) and `ui-narrow.png` (phone width). The book's picture is the wide one:
+//! `DRIFTLESS_UI_SCREENSHOT_DIR=docs/src/images cargo test --test ui the_dashboard_shows`
+//! retakes it.
 
 mod support;
 
@@ -451,7 +453,7 @@ async fn the_dashboard_shows_every_spec_updates_live_and_steers_the_daemon() {
     row(&browser, &shop, &["Suspended", "Resume", shown.as_str()]).await;
     let shots = std::env::var_os("DRIFTLESS_UI_SCREENSHOT_DIR");
     if let Some(dir) = &shots {
-        browser.screenshot(&Path::new(dir).join("wide.png")).await;
+        browser.screenshot(&Path::new(dir).join("ui.png")).await;
     }
     browser
         .click(&format!("button[aria-label=\"Resume {shop}\"]"))
@@ -534,7 +536,9 @@ async fn the_dashboard_shows_every_spec_updates_live_and_steers_the_daemon() {
         browser
             .eval("document.getElementById('specs-heading').scrollIntoView()")
             .await;
-        browser.screenshot(&Path::new(dir).join("narrow.png")).await;
+        browser
+            .screenshot(&Path::new(dir).join("ui-narrow.png"))
+            .await;
     }
     browser.close().await;
 }
@@ -578,18 +582,7 @@ async fn in_report_mode_drift_is_badged_and_listed_and_localservice_nodes_are_sh
     browser.wait_for_text("#drift", &["reported only"]).await;
 
     // Someone else scales the Deployment; in report mode it stays so, and the page says so.
-    let deployments =
-        kube::Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(client.clone(), &ns);
-    let theirs = json!({"apiVersion": "apps/v1", "kind": "Deployment",
-                        "metadata": {"name": "shop"}, "spec": {"replicas": 3}});
-    deployments
-        .patch(
-            "shop",
-            &kube::api::PatchParams::apply("someone").force(),
-            &kube::api::Patch::Apply(&theirs),
-        )
-        .await
-        .unwrap();
+    support::scale_as_someone_else(&client, &ns, "shop", 3).await;
     let drifted = daemon
         .wait_status("the drift reported", |s| {
             support::spec(s, &shop)["drifted"]

@@ -1,4 +1,4 @@
-//! Plain Kubernetes YAML in the spec tree (README: Specs): an upstream-style bundle
+//! Plain Kubernetes YAML in the spec tree (docs/src/yaml.md): an upstream-style bundle
 //! applies beside TOML specs, settles with zero writes as the apiserver counts them, and
 //! prunes by file; YAML errors name `file:line:col`; `.driftlessignore` keeps files unread.
 

@@ -1,4 +1,4 @@
-//! The results as Markdown (stdout, README) and the targets of issue 7.
+//! The results as Markdown (stdout, docs/src/contributing/benchmarks.md) and the targets of issue 7.
 
 use std::fmt::Write as _;
 

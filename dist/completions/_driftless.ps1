@@ -43,6 +43,7 @@ Register-ArgumentCompleter -Native -CommandName 'driftless' -ScriptBlock {
             [CompletionResult]::new('schema', 'schema', [CompletionResultType]::ParameterValue, 'Print the JSON Schema (Draft 7) of spec files, for editors')
             [CompletionResult]::new('completions', 'completions', [CompletionResultType]::ParameterValue, 'Print a shell completion script (bash, zsh, fish, elvish, powershell)')
             [CompletionResult]::new('man', 'man', [CompletionResultType]::ParameterValue, 'Print the man page (roff) of driftless or of one subcommand')
+            [CompletionResult]::new('reference', 'reference', [CompletionResultType]::ParameterValue, 'Write the book''s generated reference pages (spec kinds, CLI, metrics) into a directory')
             break
         }
         'driftless;validate' {
@@ -280,6 +281,20 @@ Register-ArgumentCompleter -Native -CommandName 'driftless' -ScriptBlock {
         }
         'driftless;man' {
             [CompletionResult]::new('--out-dir', '--out-dir', [CompletionResultType]::ParameterName, 'Instead, write driftless.1 and a driftless-<subcommand>.1 for every visible subcommand into this directory')
+            [CompletionResult]::new('--kubeconfig', '--kubeconfig', [CompletionResultType]::ParameterName, 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)')
+            [CompletionResult]::new('--context', '--context', [CompletionResultType]::ParameterName, 'The kubeconfig context to use (default: its current-context)')
+            [CompletionResult]::new('--kube-api-qps', '--kube-api-qps', [CompletionResultType]::ParameterName, 'Requests per second to the apiserver at most, client-side, as client-go''s rate limit (0: no limit). Answers 429 and 502-504 are retried either way')
+            [CompletionResult]::new('--kube-api-burst', '--kube-api-burst', [CompletionResultType]::ParameterName, 'Requests that may go out at once above --kube-api-qps before it paces them')
+            [CompletionResult]::new('--log-format', '--log-format', [CompletionResultType]::ParameterName, 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)')
+            [CompletionResult]::new('--instance', '--instance', [CompletionResultType]::ParameterName, 'Name of this driftless instance: instances sharing a cluster never touch each other''s objects')
+            [CompletionResult]::new('-h', '-h', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('--help', '--help', [CompletionResultType]::ParameterName, 'Print help')
+            [CompletionResult]::new('-V', '-V ', [CompletionResultType]::ParameterName, 'Print version')
+            [CompletionResult]::new('--version', '--version', [CompletionResultType]::ParameterName, 'Print version')
+            break
+        }
+        'driftless;reference' {
+            [CompletionResult]::new('--out-dir', '--out-dir', [CompletionResultType]::ParameterName, 'Write the pages (spec-file.md, one page per kind, cli.md, metrics.md) into this directory')
             [CompletionResult]::new('--kubeconfig', '--kubeconfig', [CompletionResultType]::ParameterName, 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)')
             [CompletionResult]::new('--context', '--context', [CompletionResultType]::ParameterName, 'The kubeconfig context to use (default: its current-context)')
             [CompletionResult]::new('--kube-api-qps', '--kube-api-qps', [CompletionResultType]::ParameterName, 'Requests per second to the apiserver at most, client-side, as client-go''s rate limit (0: no limit). Answers 429 and 502-504 are retried either way')

@@ -31,6 +31,9 @@ _driftless() {
             driftless,reconcile)
                 cmd="driftless__subcmd__reconcile"
                 ;;
+            driftless,reference)
+                cmd="driftless__subcmd__reference"
+                ;;
             driftless,render)
                 cmd="driftless__subcmd__render"
                 ;;
@@ -59,7 +62,7 @@ _driftless() {
 
     case "${cmd}" in
         driftless)
-            opts="-h -V --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version validate render diff apply run status reconcile suspend resume schema completions man"
+            opts="-h -V --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version validate render diff apply run status reconcile suspend resume schema completions man reference"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -356,6 +359,48 @@ _driftless() {
                     return 0
                     ;;
                 --timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kubeconfig)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --context)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kube-api-qps)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kube-api-burst)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
+                --instance)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        driftless__subcmd__reference)
+            opts="-h -V --out-dir --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --out-dir)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

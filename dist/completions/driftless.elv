@@ -40,6 +40,7 @@ set edit:completion:arg-completer[driftless] = {|@words|
             cand schema 'Print the JSON Schema (Draft 7) of spec files, for editors'
             cand completions 'Print a shell completion script (bash, zsh, fish, elvish, powershell)'
             cand man 'Print the man page (roff) of driftless or of one subcommand'
+            cand reference 'Write the book''s generated reference pages (spec kinds, CLI, metrics) into a directory'
         }
         &'driftless;validate'= {
             cand --allow-namespace 'Let specs write into this protected namespace (kube-system, kube-public, kube-node-lease, driftless-system and the inventory namespace are refused otherwise). Repeatable'
@@ -265,6 +266,19 @@ set edit:completion:arg-completer[driftless] = {|@words|
         }
         &'driftless;man'= {
             cand --out-dir 'Instead, write driftless.1 and a driftless-<subcommand>.1 for every visible subcommand into this directory'
+            cand --kubeconfig 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)'
+            cand --context 'The kubeconfig context to use (default: its current-context)'
+            cand --kube-api-qps 'Requests per second to the apiserver at most, client-side, as client-go''s rate limit (0: no limit). Answers 429 and 502-504 are retried either way'
+            cand --kube-api-burst 'Requests that may go out at once above --kube-api-qps before it paces them'
+            cand --log-format 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)'
+            cand --instance 'Name of this driftless instance: instances sharing a cluster never touch each other''s objects'
+            cand -h 'Print help'
+            cand --help 'Print help'
+            cand -V 'Print version'
+            cand --version 'Print version'
+        }
+        &'driftless;reference'= {
+            cand --out-dir 'Write the pages (spec-file.md, one page per kind, cli.md, metrics.md) into this directory'
             cand --kubeconfig 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)'
             cand --context 'The kubeconfig context to use (default: its current-context)'
             cand --kube-api-qps 'Requests per second to the apiserver at most, client-side, as client-go''s rate limit (0: no limit). Answers 429 and 502-504 are retried either way'

@@ -45,6 +45,7 @@ complete -c driftless -n "__fish_driftless_needs_command" -f -a "resume" -d 'Let
 complete -c driftless -n "__fish_driftless_needs_command" -f -a "schema" -d 'Print the JSON Schema (Draft 7) of spec files, for editors'
 complete -c driftless -n "__fish_driftless_needs_command" -f -a "completions" -d 'Print a shell completion script (bash, zsh, fish, elvish, powershell)'
 complete -c driftless -n "__fish_driftless_needs_command" -f -a "man" -d 'Print the man page (roff) of driftless or of one subcommand'
+complete -c driftless -n "__fish_driftless_needs_command" -f -a "reference" -d 'Write the book\'s generated reference pages (spec kinds, CLI, metrics) into a directory'
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -l allow-namespace -d 'Let specs write into this protected namespace (kube-system, kube-public, kube-node-lease, driftless-system and the inventory namespace are refused otherwise). Repeatable' -r
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -l sops-age-key-file -d 'age identities (a keys file, as age-keygen writes it) to decrypt SOPS-encrypted YAML with. Without it: $SOPS_AGE_KEY_FILE, else $SOPS_AGE_KEY, else sops\'s default ~/.config/sops/age/keys.txt when present' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -l var -d 'Set variable NAME for `${NAME}` in spec values, over the tree\'s .driftless.toml [vars] and --vars-file. Repeatable' -r
@@ -248,3 +249,13 @@ json\t''"
 complete -c driftless -n "__fish_driftless_using_subcommand man" -l instance -d 'Name of this driftless instance: instances sharing a cluster never touch each other\'s objects' -r
 complete -c driftless -n "__fish_driftless_using_subcommand man" -s h -l help -d 'Print help'
 complete -c driftless -n "__fish_driftless_using_subcommand man" -s V -l version -d 'Print version'
+complete -c driftless -n "__fish_driftless_using_subcommand reference" -l out-dir -d 'Write the pages (spec-file.md, one page per kind, cli.md, metrics.md) into this directory' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand reference" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand reference" -l context -d 'The kubeconfig context to use (default: its current-context)' -r
+complete -c driftless -n "__fish_driftless_using_subcommand reference" -l kube-api-qps -d 'Requests per second to the apiserver at most, client-side, as client-go\'s rate limit (0: no limit). Answers 429 and 502-504 are retried either way' -r
+complete -c driftless -n "__fish_driftless_using_subcommand reference" -l kube-api-burst -d 'Requests that may go out at once above --kube-api-qps before it paces them' -r
+complete -c driftless -n "__fish_driftless_using_subcommand reference" -l log-format -d 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)' -r -f -a "text\t''
+json\t''"
+complete -c driftless -n "__fish_driftless_using_subcommand reference" -l instance -d 'Name of this driftless instance: instances sharing a cluster never touch each other\'s objects' -r
+complete -c driftless -n "__fish_driftless_using_subcommand reference" -s h -l help -d 'Print help'
+complete -c driftless -n "__fish_driftless_using_subcommand reference" -s V -l version -d 'Print version'

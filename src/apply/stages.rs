@@ -1,5 +1,5 @@
-//! Stages of a sync: pre hooks, then sync waves, then post hooks (README "Waves and
-//! hooks"; Argo CD's phases and waves, Helm's hooks).
+//! Stages of a sync: pre hooks, then sync waves, then post hooks (docs/src/policies.md,
+//! "Waves and hooks"; Argo CD's phases and waves, Helm's hooks).
 //!
 //! A stage is applied (each in the usual kind order: Namespaces, CRDs, the rest) and must
 //! be ready before the next starts. Readiness is health's, not apply's: the driver hands

@@ -130,6 +130,9 @@ pub enum Command {
     /// Print the man page (roff) of driftless or of one subcommand.
     #[command(hide = true)]
     Man(docs::ManArgs),
+    /// Write the book's generated reference pages (spec kinds, CLI, metrics) into a directory.
+    #[command(hide = true)]
+    Reference(docs::ReferenceArgs),
 }
 
 /// What a spec tree may do: shared by every command that loads one.
@@ -478,6 +481,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Resume(args) => control::resume(args).await,
         Command::Completions(args) => docs::completions(args),
         Command::Man(args) => docs::man(args),
+        Command::Reference(args) => docs::reference(args),
     }
 }
 
@@ -666,7 +670,7 @@ async fn render(
         nodes,
     };
     let mut objects = driftless::render::render(&tree, &facts)?;
-    // What a SOPS file decrypts to is never printed (README "Secrets (SOPS + age)").
+    // What a SOPS file decrypts to is never printed (docs/src/sops.md).
     for o in objects.iter_mut().filter(|o| o.policy.sealed) {
         driftless::spec::sops::mask_sealed(&mut o.body, None, "");
     }

@@ -35,7 +35,7 @@ pub struct RateLimit {
 }
 
 /// Above what the local test apiserver sustains (about 110 server-side applies a second
-/// on 2 cores, README "Benchmarks"), so a sync is as fast as the apiserver allows; a
+/// on 2 cores, docs/src/contributing/benchmarks.md), so a sync is as fast as the apiserver allows; a
 /// runaway loop still cannot send more. What keeps a sync from crowding an apiserver is
 /// `--concurrency` (requests in flight) and the retries here; on a shared production
 /// cluster, lower it (Flux's controllers use 50 and 300).

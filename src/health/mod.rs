@@ -25,7 +25,7 @@ pub struct ObjectHealth {
     pub status: ObjectStatus,
 }
 
-/// What each kind reports beyond readiness (README: "Status file", `figures`).
+/// What each kind reports beyond readiness (docs/src/daemon.md, the status file: `figures`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(tag = "kind", rename_all = "lowercase")]
 pub enum Figures {

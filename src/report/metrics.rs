@@ -130,7 +130,7 @@ impl Metrics {
             spec_ready, "spec_ready", None, "Whether a spec is ready (1) or not (0)";
             spec_suspended, "spec_suspended", None, "Whether a spec is suspended (1): not applied, pruned or corrected";
             drifted_objects, "drifted_objects", None, "A spec's objects that someone else changed and that were left so (--drift report, or suspended)";
-            api_writes_total, "api_writes", None, "Writes sent to the Kubernetes API, by verb";
+            api_writes_total, "api_writes", None, "Writes sent to the Kubernetes API, by verb (patch, create, delete)";
             drift_corrections_total, "drift_corrections", None, "Objects changed in the cluster outside driftless and set back";
             pruned_objects_total, "pruned_objects", None, "Objects deleted because they left the specs";
             source_revision_info, "source_revision_info", None, "The source revision last applied (always 1)";
@@ -243,6 +243,71 @@ impl Metrics {
             })
             .inc();
     }
+}
+
+/// One metric as a reader of `/metrics` sees it, for the generated reference: what to
+/// query (a counter's `_total` sample; a histogram's family, stored as `_bucket`, `_sum`
+/// and `_count`), its type, its label names and its help text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MetricDoc {
+    pub name: String,
+    pub kind: String,
+    pub labels: Vec<String>,
+    pub help: String,
+}
+
+/// Every metric of the registry, in the order `/metrics` exposes them. Read back from the
+/// encoded registry itself (with one series of each labelled family made up), so the
+/// reference cannot list a metric, a type or a label the daemon does not have.
+pub fn documented() -> Vec<MetricDoc> {
+    let m = Metrics::new();
+    // A labelled family shows its label names only once it has a series.
+    m.set_spec("kind", "namespace", "name", SpecGauges::default());
+    m.add_api_writes("patch", 0);
+    m.set_revision("revision");
+    m.set_real_qps("namespace", "name", 0.0);
+    read_families(&m.encode())
+}
+
+/// The families of an OpenMetrics page, each with the label names of its first sample.
+fn read_families(text: &str) -> Vec<MetricDoc> {
+    let mut docs: Vec<MetricDoc> = Vec::new();
+    let mut help = String::new();
+    for line in text.lines() {
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            help = rest
+                .split_once(' ')
+                .map(|(_, h)| h)
+                .unwrap_or_default()
+                .to_string();
+        } else if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (family, kind) = rest.split_once(' ').unwrap_or((rest, ""));
+            let name = match kind {
+                "counter" => format!("{family}_total"),
+                _ => family.to_string(),
+            };
+            docs.push(MetricDoc {
+                name,
+                kind: kind.to_string(),
+                labels: Vec::new(),
+                help: std::mem::take(&mut help),
+            });
+        } else if !line.starts_with('#')
+            && let Some(doc) = docs.last_mut()
+            && doc.labels.is_empty()
+            && let Some((_, labels)) = line.split_once('{')
+        {
+            doc.labels = labels
+                .split_once('}')
+                .map(|(inside, _)| inside)
+                .unwrap_or_default()
+                .split(',')
+                .filter_map(|pair| pair.split_once('=').map(|(k, _)| k.to_string()))
+                .filter(|k| k != "le")
+                .collect();
+        }
+    }
+    docs
 }
 
 /// A counter by result whose series all exist from the start, so that `rate()` and
@@ -465,5 +530,49 @@ mod tests {
             m.encode()
                 .contains(r#"driftless_source_revision_info{revision="a\"b\\c\nd"} 1"#)
         );
+    }
+
+    #[test]
+    fn documented_lists_every_family_with_its_labels() {
+        let docs = documented();
+        let text = populated().encode();
+        assert_eq!(docs.len(), text.matches("# TYPE ").count(), "{docs:#?}");
+        let find = |name: &str| {
+            docs.iter()
+                .find(|d| d.name == name)
+                .unwrap_or_else(|| panic!("{name}: {docs:#?}"))
+        };
+        assert_eq!(find("driftless_sync_total").labels, ["result"]);
+        assert_eq!(find("driftless_sync_total").kind, "counter");
+        assert_eq!(
+            find("driftless_spec_ready").labels,
+            ["kind", "namespace", "name"]
+        );
+        assert_eq!(
+            find("driftless_elasticweb_real_qps").labels,
+            ["namespace", "name"]
+        );
+        assert_eq!(find("driftless_source_revision_info").labels, ["revision"]);
+        assert_eq!(find("driftless_api_writes_total").labels, ["verb"]);
+        let duration = find("driftless_sync_duration_seconds");
+        assert_eq!(
+            (duration.kind.as_str(), duration.labels.len()),
+            ("histogram", 0)
+        );
+        assert_eq!(duration.help, "How long a sync took.");
+        // A labelled family that `documented` leaves without a series would be listed
+        // without its labels: every family of the populated page has them there too.
+        for doc in docs.iter().filter(|d| d.kind != "histogram") {
+            let sample = samples(&text, &doc.name);
+            let first = sample
+                .first()
+                .unwrap_or_else(|| panic!("{}: no sample", doc.name));
+            assert_eq!(
+                first.contains('{'),
+                !doc.labels.is_empty(),
+                "{}: {first}",
+                doc.name
+            );
+        }
     }
 }

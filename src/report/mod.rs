@@ -1,7 +1,8 @@
 //! What the daemon tells the outside world: the status file (`status`, built from the
 //! daemon's state in `snapshot`), Prometheus metrics (`metrics`) and the HTTP server that
 //! exposes them with health probes and the git hook (`http`), and notifications of
-//! transitions to webhooks, chat and commit statuses (`notify`). Nothing here talks to the
+//! transitions to webhooks, chat and commit statuses (`notify`); the book's generated
+//! reference pages (`reference`). Nothing here talks to the
 //! cluster; the daemon feeds these.
 
 pub mod api;
@@ -9,6 +10,7 @@ pub mod http;
 pub mod metrics;
 pub mod notify;
 pub mod outbound;
+pub mod reference;
 pub mod snapshot;
 pub mod status;
 pub mod ui;

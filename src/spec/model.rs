@@ -37,7 +37,7 @@ macro_rules! api_enum {
 }
 
 /// A workload kind's spec: its own fields, then the keys every workload kind shares
-/// (`adopt` and the policies, README "Policies"), declared once.
+/// (`adopt` and the policies, docs/src/policies.md), declared once.
 macro_rules! workload_kind {
     ($(#[$meta:meta])* pub struct $name:ident { $($field:tt)* }) => {
         $(#[$meta])*
@@ -48,7 +48,7 @@ macro_rules! workload_kind {
             #[serde(default, skip_serializing_if = "std::ops::Not::not")]
             pub adopt: bool,
             /// Fields of its objects sent on create only (JSON pointers, as /spec/replicas):
-            /// others own them afterwards (README "Policies").
+            /// others own them afterwards (see the Policies guide).
             #[serde(default, skip_serializing_if = "Vec::is_empty")]
             pub ignore_fields: Vec<String>,
             /// `false`: its objects stay in the cluster when the spec is removed.
@@ -62,7 +62,7 @@ macro_rules! workload_kind {
             #[serde(default, skip_serializing_if = "Option::is_none")]
             pub replace: Option<ReplaceKey>,
             /// Its sync wave: its objects are applied, and must be ready, after every
-            /// lower wave's and before any higher wave's (README "Waves and hooks").
+            /// lower wave's and before any higher wave's (see the Policies guide).
             #[serde(default, skip_serializing_if = "defaults::is_zero")]
             pub wave: i32,
         }
@@ -252,9 +252,12 @@ api_enum!(Protocol { TCP, UDP, SCTP });
 /// Any Kubernetes object, passed through with ownership labels added.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Manifest {
+    /// The object's API group and version, as `apps/v1` (`v1` for the core group).
     #[serde(rename = "apiVersion")]
     pub api_version: String,
+    /// The object's kind, as `Deployment`.
     pub kind: String,
+    /// Its name, namespace, labels and annotations.
     pub metadata: ManifestMetadata,
     #[serde(flatten)]
     pub rest: BTreeMap<String, serde_json::Value>,
@@ -262,7 +265,10 @@ pub struct Manifest {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ManifestMetadata {
+    /// The object's name, checked as the apiserver checks names of its kind.
     pub name: String,
+    /// The object's namespace (default: the file's `namespace`, else "default"); none for
+    /// a cluster-scoped kind.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
     #[serde(flatten)]

@@ -1,4 +1,4 @@
-//! Ordering marks on objects (README "Waves and hooks"): sync waves, and hooks that run
+//! Ordering marks on objects (docs/src/policies.md, "Waves and hooks"): sync waves, and hooks that run
 //! before or after the rest of a revision.
 //!
 //! driftless's own annotations are checked strictly (a typo is a validation error). Argo

@@ -1,5 +1,5 @@
 //! Per-object policies: what driftless does with a spec's objects besides applying them
-//! (README "Policies"). Written as `driftless.dev/*` annotations on a manifest, or as
+//! (docs/src/policies.md). Written as `driftless.dev/*` annotations on a manifest, or as
 //! keys of a TOML kind; read into an [`ObjectPolicy`] that render hands on with each
 //! object.
 

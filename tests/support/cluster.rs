@@ -270,3 +270,20 @@ pub fn kubectl(args: &[&str]) {
         super::show(&out)
     );
 }
+
+/// Someone other than driftless sets a Deployment's replicas (a server-side apply as
+/// field manager `someone`, forced): drift, as `kubectl scale` makes it.
+pub async fn scale_as_someone_else(client: &Client, ns: &str, name: &str, replicas: i32) {
+    let deployments =
+        kube::Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(client.clone(), ns);
+    let theirs = serde_json::json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": name}, "spec": {"replicas": replicas}});
+    deployments
+        .patch(
+            name,
+            &kube::api::PatchParams::apply("someone").force(),
+            &kube::api::Patch::Apply(&theirs),
+        )
+        .await
+        .unwrap();
+}

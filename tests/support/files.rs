@@ -73,3 +73,41 @@ pub fn yaml_docs(text: &str) -> Vec<Value> {
         serde_saphyr::from_multiple(text).unwrap_or_else(|e| panic!("invalid YAML: {e}\n{text}"));
     docs.into_iter().filter(|d| !d.is_null()).collect()
 }
+
+/// The files of a directory, by name, with their bytes.
+fn dir_files(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out: Vec<(String, Vec<u8>)> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| {
+            let path = e.expect("entry").path();
+            let name = path
+                .file_name()
+                .expect("name")
+                .to_string_lossy()
+                .into_owned();
+            (name, std::fs::read(&path).expect("read"))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// A committed directory of generated files holds exactly what was just generated, byte
+/// for byte; the failure names `committed` (as the repository names it) and the command
+/// that regenerates it.
+pub fn assert_generated_current(generated: &Path, committed: &str, regenerate: &str) {
+    let fresh = dir_files(generated);
+    let kept = dir_files(&Path::new(env!("CARGO_MANIFEST_DIR")).join(committed));
+    let names = |f: &[(String, Vec<u8>)]| f.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
+    assert_eq!(
+        names(&kept),
+        names(&fresh),
+        "{committed} does not hold the files the binary generates; regenerate with {regenerate}"
+    );
+    for ((name, fresh), (_, kept)) in fresh.iter().zip(&kept) {
+        assert!(
+            fresh == kept,
+            "{committed}/{name} is stale; regenerate with {regenerate}"
+        );
+    }
+}

@@ -1,4 +1,4 @@
-//! Which revision each spec's readiness reflects (README "Status file", `revision`).
+//! Which revision each spec's readiness reflects (docs/src/daemon.md, "Status file": `revision`).
 //!
 //! A spec a revision changes is unsettled from the moment the revision is read until a
 //! sync has applied its objects *and* a readiness refresh after that sync has observed

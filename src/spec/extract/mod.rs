@@ -257,7 +257,7 @@ pub(super) fn file(ctx: &mut FileCtx, text: &str, vars: &Vars) -> Vec<Found> {
     found
 }
 
-/// The policy keys every workload kind has (README "Policies"), checked.
+/// The policy keys every workload kind has (docs/src/policies.md), checked.
 struct PolicyKeys {
     ignore_fields: Vec<String>,
     prune: bool,

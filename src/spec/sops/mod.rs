@@ -1,5 +1,5 @@
 //! SOPS-encrypted YAML (getsops/sops's format, age recipients), decrypted in memory before
-//! anything else reads the file (README "Secrets (SOPS + age)").
+//! anything else reads the file (docs/src/sops.md).
 //!
 //! A YAML file whose document has a top-level `sops` map is one. Its data key is opened
 //! with the age identities given ([`AgeKeys`]), each `ENC[AES256_GCM,...]` value is
