@@ -342,8 +342,9 @@ async fn a_health_rule_judges_a_custom_resource_by_its_status() {
 }
 
 /// `${name}` from `[vars]`, overridden by `--var` and `--vars-file`; `$${name}` kept
-/// literally; an object annotated `driftless.dev/substitute: disabled` left alone; a
-/// plain `${n}` read as a number; an unset variable a validation error at its place.
+/// literally; an object annotated `driftless.dev/substitute: disabled` and the files
+/// `[substitute] skip` matches left alone; a plain `${n}` read as a number; an unset
+/// variable a validation error at its place.
 #[tokio::test]
 async fn variables_are_substituted_strictly() {
     let client = support::client().await;
@@ -355,7 +356,15 @@ async fn variables_are_substituted_strictly() {
     write(
         root,
         ".driftless.toml",
-        "[vars]\ncluster = \"staging\"\nreplicas = \"3\"\n",
+        "[vars]\ncluster = \"staging\"\nreplicas = \"3\"\n\n[substitute]\nskip = [\"vendor/**\"]\n",
+    );
+    // A vendored file with shell of its own, skipped whole.
+    write(
+        root,
+        "vendor/provisioner.yaml",
+        &format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: provisioner\n  namespace: {ns}\ndata:\n  setup: mkdir -p ${{absolutePath}}\n"
+        ),
     );
     write(
         root,
@@ -380,6 +389,7 @@ async fn variables_are_substituted_strictly() {
         "cluster: staging",
         "literal: ${cluster}",
         "run.sh: echo ${HOME} ${cluster}",
+        "setup: mkdir -p ${absolutePath}",
         "replicas: 3",
     ] {
         assert!(yaml.contains(want), "{want}: {}", show(&render));
@@ -468,4 +478,33 @@ fn bad_settings_fail_validate_at_their_place() {
     ] {
         assert!(said.contains(want), "{want}: {}", show(&out));
     }
+}
+
+/// Variables are asked for: a tree without `[vars]`, read without `--var`, keeps every
+/// `${...}` as written, as real bundles' scripts need (local-path-provisioner's
+/// `mkdir -p ${absolutePath}`). With `--var`, the same tree is substituted strictly.
+#[test]
+fn without_vars_nothing_is_substituted() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    write(
+        root,
+        "script.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: s\n  namespace: default\ndata:\n  setup: mkdir -p ${absolutePath}\n",
+    );
+    let path = root.to_str().unwrap();
+    let out = support::driftless(&["render", path]);
+    assert_exit(&out, 0);
+    assert!(
+        printed(&out).contains("setup: mkdir -p ${absolutePath}"),
+        "{}",
+        show(&out)
+    );
+    let out = support::driftless(&["validate", path, "--var", "x=1"]);
+    assert_exit(&out, 2);
+    assert!(
+        printed(&out).contains("script.yaml:7:19: variable `absolutePath` is not set"),
+        "{}",
+        show(&out)
+    );
 }

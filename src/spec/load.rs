@@ -357,7 +357,11 @@ pub fn parse_files_with(files: &[SourceFile], policy: &Policy) -> Result<SpecTre
     let mut vars = settings.vars.clone();
     vars.extend(policy.vars.iter().map(|(k, v)| (k.clone(), v.clone())));
     let vars = Vars(vars);
+    // Substitution is asked for: a tree without `[vars]`, read without --var, keeps
+    // every `${...}` as written (a vendored bundle's scripts have their own).
+    let substitutes = settings.declares_vars() || !policy.vars.is_empty();
     for f in files.iter().filter(|f| f.path != SETTINGS_FILE) {
+        let vars = (substitutes && !settings.skips_substitution(&f.path)).then_some(&vars);
         let yaml = is_yaml(&f.path);
         let format = if yaml { "YAML" } else { "TOML" };
         let start = Location {
@@ -396,7 +400,7 @@ pub fn parse_files_with(files: &[SourceFile], policy: &Policy) -> Result<SpecTre
             continue;
         }
         let (more, end) = if yaml {
-            let (mut docs, mut errs) = super::sops::file(&f.path, text, &policy.age_keys, &vars);
+            let (mut docs, mut errs) = super::sops::file(&f.path, text, &policy.age_keys, vars);
             if let Some(ns) = settings.namespace_for(&f.path) {
                 for d in docs.iter_mut().filter(|d| d.namespace.is_none()) {
                     d.namespace = Some(ns.to_string());
@@ -408,7 +412,7 @@ pub fn parse_files_with(files: &[SourceFile], policy: &Policy) -> Result<SpecTre
             errors.extend(errs);
             (more, ctx.loc(text.len()))
         } else {
-            let mut docs = extract::file(&mut ctx, text, &vars);
+            let mut docs = extract::file(&mut ctx, text, vars);
             if let Some(ns) = settings.namespace_for(&f.path) {
                 for d in docs
                     .iter_mut()

@@ -16,7 +16,11 @@ pub const SETTINGS_FILE: &str = ".driftless.toml";
 pub struct Settings {
     /// The file as written: what two trees' settings compare by.
     pub(super) text: String,
+    /// Whether the file has a `[vars]` table (empty or not): variables are substituted.
+    pub(super) declared_vars: bool,
     pub vars: BTreeMap<String, String>,
+    /// `[substitute] skip`: files whose values are left as written.
+    pub(super) skip: Vec<globset::GlobMatcher>,
     pub namespaces: Vec<NamespaceRule>,
     pub ignore: Vec<IgnoreRule>,
     pub health: Vec<Arc<HealthRule>>,
@@ -118,6 +122,16 @@ impl Settings {
             true => format!("{SETTINGS_FILE}: empty"),
             false => format!("{SETTINGS_FILE}: {}", parts.join(", ")),
         })
+    }
+
+    /// Whether the tree asks for variables: it has a `[vars]` table.
+    pub fn declares_vars(&self) -> bool {
+        self.declared_vars
+    }
+
+    /// Whether `[substitute] skip` leaves the file at `path` as written.
+    pub fn skips_substitution(&self, path: &str) -> bool {
+        self.skip.iter().any(|g| g.is_match(path))
     }
 
     /// The health rule for objects of `api_version` and `kind`, if any.

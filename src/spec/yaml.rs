@@ -283,11 +283,14 @@ fn offset(text: &str, p: Place) -> usize {
 /// number), as if the text had been substituted; a quoted one stays a string. A map
 /// whose `metadata.annotations` say `driftless.dev/substitute: disabled` is left whole.
 fn substitute(node: &mut Node, text: &str, vars: &Vars, unset: &mut Vec<(usize, String)>) {
-    let at = offset(text, node.referenced);
+    // Placed only where a value changes: a place without a byte offset costs a scan of
+    // the text.
+    let place = node.referenced;
     match &mut node.value {
         Tree::Str(s) => match vars.expand(s) {
             Ok(std::borrow::Cow::Borrowed(_)) => {}
             Ok(std::borrow::Cow::Owned(new)) => {
+                let at = offset(text, place);
                 let plain = !matches!(text.as_bytes().get(at), Some(b'"' | b'\'' | b'|' | b'>'));
                 node.value = match plain && Vars::whole_reference(s) {
                     true => match documents(&new) {
@@ -304,6 +307,7 @@ fn substitute(node: &mut Node, text: &str, vars: &Vars, unset: &mut Vec<(usize, 
                 };
             }
             Err(refs) => {
+                let at = offset(text, place);
                 let end = text.len().min(at.saturating_add(s.len() + 64));
                 for r in refs {
                     let found = super::extract::raw_offset(text, at..end, &r.name);

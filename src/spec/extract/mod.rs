@@ -191,7 +191,7 @@ impl Found {
 
 /// Reads one file. Syntax errors stop that file (anything read past them would only add
 /// confusing follow-on errors); every other error is collected and reading goes on.
-pub(super) fn file(ctx: &mut FileCtx, text: &str, vars: &Vars) -> Vec<Found> {
+pub(super) fn file(ctx: &mut FileCtx, text: &str, vars: Option<&Vars>) -> Vec<Found> {
     let root = match DeTable::parse(text) {
         Ok(root) => root,
         Err(first) => {
@@ -200,7 +200,9 @@ pub(super) fn file(ctx: &mut FileCtx, text: &str, vars: &Vars) -> Vec<Found> {
         }
     };
     let mut root = root.into_inner();
-    substitute::table(ctx, text, &mut root, vars);
+    if let Some(vars) = vars {
+        substitute::table(ctx, text, &mut root, vars);
+    }
 
     let mut file_ns = None;
     for (k, v) in root.iter() {

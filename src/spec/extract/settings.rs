@@ -14,7 +14,7 @@ use crate::spec::settings::{
 };
 use crate::spec::{names, policy, vars};
 
-const SECTIONS: [&str; 4] = ["vars", "namespace", "ignore", "health"];
+const SECTIONS: [&str; 5] = ["vars", "substitute", "namespace", "ignore", "health"];
 
 /// The settings in `text`; what is wrong is reported on `ctx` and left out.
 pub(in crate::spec) fn settings(ctx: &mut FileCtx, text: &str) -> Settings {
@@ -31,7 +31,11 @@ pub(in crate::spec) fn settings(ctx: &mut FileCtx, text: &str) -> Settings {
     };
     for (k, v) in root.iter() {
         match k.get_ref().as_ref() {
-            "vars" => out.vars = var_table(ctx, v),
+            "vars" => {
+                out.declared_vars = true;
+                out.vars = var_table(ctx, v);
+            }
+            "substitute" => out.skip = substitute_table(ctx, v),
             "namespace" => {
                 for (t, at) in tables(ctx, "namespace", v) {
                     out.namespaces.extend(namespace_rule(ctx, t, at));
@@ -53,7 +57,7 @@ pub(in crate::spec) fn settings(ctx: &mut FileCtx, text: &str) -> Settings {
                         format!("unknown setting `{}` (did you mean `{near}`?)", short(key))
                     }
                     None => format!(
-                        "unknown setting `{}`; .driftless.toml holds [vars], [[namespace]], [[ignore]] and [[health]]",
+                        "unknown setting `{}`; .driftless.toml holds [vars], [substitute], [[namespace]], [[ignore]] and [[health]]",
                         short(key)
                     ),
                 };
@@ -94,6 +98,39 @@ fn var_table(ctx: &mut FileCtx, v: &Value) -> BTreeMap<String, String> {
         }
     }
     out
+}
+
+/// `[substitute]`: `skip`, globs of files whose values are left as written.
+fn substitute_table(ctx: &mut FileCtx, v: &Value) -> Vec<globset::GlobMatcher> {
+    let Some(table) = ctx.value_as(v, DeValue::as_table, "`substitute`", "a table") else {
+        return Vec::new();
+    };
+    let mut f = Fields::new(table, "[substitute]".into(), v.span());
+    let globs = f.strings(ctx, "skip", |_| Ok(()));
+    f.finish(ctx);
+    globs
+        .into_iter()
+        .filter_map(|(pattern, at)| match glob(&pattern) {
+            Ok(g) => Some(g),
+            Err(why) => {
+                ctx.errors.push(crate::spec::SpecError {
+                    at,
+                    message: format!("in `skip`: invalid path pattern: {why}"),
+                });
+                None
+            }
+        })
+        .collect()
+}
+
+/// A path pattern over files relative to the spec root: `*` stays within a directory,
+/// `**` crosses them.
+fn glob(pattern: &str) -> Result<globset::GlobMatcher, String> {
+    globset::GlobBuilder::new(pattern)
+        .literal_separator(true)
+        .build()
+        .map(|g| g.compile_matcher())
+        .map_err(|e| e.kind().to_string())
 }
 
 /// The tables of an array of tables (`[[key]]`), each with where its header is.
@@ -138,17 +175,14 @@ fn namespace_rule(
     ) {
         return None;
     }
-    let glob = globset::GlobBuilder::new(path.get_ref())
-        .literal_separator(true)
-        .build();
-    match glob {
-        Ok(g) => Some(NamespaceRule {
+    match glob(path.get_ref()) {
+        Ok(glob) => Some(NamespaceRule {
             path: path.get_ref().clone(),
-            glob: g.compile_matcher(),
+            glob,
             namespace: namespace.into_inner(),
         }),
-        Err(e) => {
-            ctx.err(&path.span(), format!("invalid path pattern: {}", e.kind()));
+        Err(why) => {
+            ctx.err(&path.span(), format!("invalid path pattern: {why}"));
             None
         }
     }

@@ -54,14 +54,14 @@ pub(super) fn file(
     path: &str,
     text: &str,
     keys: &AgeKeys,
-    vars: &Vars,
+    vars: Option<&Vars>,
 ) -> (Vec<Found>, Vec<SpecError>) {
     // Most files are not SOPS files, nor parts of one: they skip the second parse.
     if !text.contains("sops") && !text.contains("ENC[") {
-        return super::yaml::file(path, text, Some(vars));
+        return super::yaml::file(path, text, vars);
     }
     match decrypt(text, keys) {
-        Ok(None) => refuse_unread_metadata(super::yaml::file(path, text, Some(vars))),
+        Ok(None) => refuse_unread_metadata(super::yaml::file(path, text, vars)),
         Err(failures) => {
             let ctx = FileCtx::new(path, text);
             let errors = failures

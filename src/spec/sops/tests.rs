@@ -42,7 +42,7 @@ fn line_of(text: &str, needle: &str) -> usize {
 
 #[test]
 fn a_sops_file_decrypts_to_its_documents_sealed() {
-    let (found, errors) = file("s.yaml", SECRET, &keys(), &Vars::default());
+    let (found, errors) = file("s.yaml", SECRET, &keys(), None);
     assert!(errors.is_empty(), "{errors:?}");
     assert_eq!(found.len(), 2);
     assert!(found.iter().all(|f| f.policy.sealed));
@@ -72,30 +72,20 @@ fn every_rule_sops_writes_decrypts() {
         ("two-recipients", fixture!("two-recipients.enc.yaml")),
         ("typed", fixture!("typed.enc.yaml")),
     ] {
-        let (found, errors) = file("f.yaml", text, &keys(), &Vars::default());
+        let (found, errors) = file("f.yaml", text, &keys(), None);
         assert!(errors.is_empty(), "{name}: {errors:?}");
         let doc = &bodies(&found)[0];
         assert!(doc["apiVersion"].is_string(), "{name}");
         assert_eq!(doc["metadata"]["namespace"], "dev", "{name}");
     }
-    let (found, _) = file(
-        "f.yaml",
-        fixture!("typed.enc.yaml"),
-        &keys(),
-        &Vars::default(),
-    );
+    let (found, _) = file("f.yaml", fixture!("typed.enc.yaml"), &keys(), None);
     let spec = &bodies(&found)[0]["spec"];
     assert_eq!(spec["password"], "only this is encrypted");
     assert_eq!(
         (&spec["mode"], &spec["quoted_true"]),
         (&json!(420), &json!("true"))
     );
-    let (found, _) = file(
-        "f.yaml",
-        fixture!("mac-only.enc.yaml"),
-        &keys(),
-        &Vars::default(),
-    );
+    let (found, _) = file("f.yaml", fixture!("mac-only.enc.yaml"), &keys(), None);
     assert_eq!(
         bodies(&found)[0]["data"],
         json!({"shown": "visible", "token_secret": "s3cr3t-value"})
@@ -141,7 +131,7 @@ fn the_decrypted_text_keeps_every_line() {
 
 #[test]
 fn without_a_key_the_error_names_the_recipients_and_how_to_give_one() {
-    let (found, errors) = file("s.yaml", SECRET, &AgeKeys::default(), &Vars::default());
+    let (found, errors) = file("s.yaml", SECRET, &AgeKeys::default(), None);
     assert!(found.is_empty());
     assert_eq!(errors.len(), 1, "{errors:?}");
     let e = &errors[0];
@@ -158,7 +148,7 @@ fn without_a_key_the_error_names_the_recipients_and_how_to_give_one() {
 
 #[test]
 fn a_key_that_is_not_a_recipient_is_named_by_its_public_half() {
-    let (_, errors) = file("s.yaml", SECRET, &other_keys(), &Vars::default());
+    let (_, errors) = file("s.yaml", SECRET, &other_keys(), None);
     assert_eq!(errors.len(), 1, "{errors:?}");
     let message = &errors[0].message;
     assert!(message.contains(&other_keys().recipients()[0]), "{message}");
@@ -168,7 +158,7 @@ fn a_key_that_is_not_a_recipient_is_named_by_its_public_half() {
         "t.yaml",
         fixture!("two-recipients.enc.yaml"),
         &other_keys(),
-        &Vars::default(),
+        None,
     );
     assert!(errors.is_empty(), "{errors:?}");
 }
@@ -191,7 +181,7 @@ fn a_changed_encrypted_byte_is_refused_at_its_value() {
         let c = if &l[at..=at] == "A" { "B" } else { "A" };
         format!("{}{c}{}", &l[..at], &l[at + 1..])
     });
-    let (found, errors) = file("s.yaml", &text, &keys(), &Vars::default());
+    let (found, errors) = file("s.yaml", &text, &keys(), None);
     assert!(found.is_empty());
     assert_eq!(errors.len(), 1, "{errors:?}");
     assert_eq!((errors[0].at.line, errors[0].at.column), (line, 15));
@@ -203,7 +193,7 @@ fn a_value_moved_to_another_key_is_refused() {
     let token_line = SECRET.lines().find(|l| l.contains("token: ENC[")).unwrap();
     let token = token_line.split_once(": ").unwrap().1;
     let (text, line) = edited("password: ENC[", |_| format!("    password: {token}"));
-    let (_, errors) = file("s.yaml", &text, &keys(), &Vars::default());
+    let (_, errors) = file("s.yaml", &text, &keys(), None);
     assert_eq!(errors.len(), 1, "{errors:?}");
     assert_eq!(errors[0].at.line, line);
     assert!(errors[0].message.contains("moved"), "{errors:?}");
@@ -212,16 +202,16 @@ fn a_value_moved_to_another_key_is_refused() {
 #[test]
 fn a_changed_plain_value_or_a_removed_one_fails_the_mac() {
     let (text, _) = edited("type: Opaque", |_| "type: kubernetes.io/opaque".into());
-    let (_, errors) = file("s.yaml", &text, &keys(), &Vars::default());
+    let (_, errors) = file("s.yaml", &text, &keys(), None);
     assert_eq!(errors.len(), 1, "{errors:?}");
     assert!(errors[0].message.contains("MAC mismatch"), "{errors:?}");
     assert_eq!(errors[0].at.line, line_of(SECRET, "    mac: "));
     let (text, _) = edited("token: ENC[", |_| String::new());
-    let (_, errors) = file("s.yaml", &text, &keys(), &Vars::default());
+    let (_, errors) = file("s.yaml", &text, &keys(), None);
     assert!(errors[0].message.contains("MAC mismatch"), "{errors:?}");
     // With mac_only_encrypted, plain values are outside the MAC, as in sops.
     let mac_only = fixture!("mac-only.enc.yaml").replace("shown: visible", "shown: changed");
-    let (found, errors) = file("m.yaml", &mac_only, &keys(), &Vars::default());
+    let (found, errors) = file("m.yaml", &mac_only, &keys(), None);
     assert!(errors.is_empty() && found.len() == 1, "{errors:?}");
 }
 
@@ -230,14 +220,14 @@ fn malformed_and_unencrypted_values_are_refused_without_quoting_them() {
     let (text, line) = edited("token: ENC[", |_| {
         "    token: ENC[AES256_GCM,data:xx".into()
     });
-    let (_, errors) = file("s.yaml", &text, &keys(), &Vars::default());
+    let (_, errors) = file("s.yaml", &text, &keys(), None);
     assert_eq!((errors.len(), errors[0].at.line), (1, line), "{errors:?}");
     assert!(
         errors[0].message.starts_with("malformed SOPS value"),
         "{errors:?}"
     );
     let (text, line) = edited("token: ENC[", |_| "    token: c2VjcmV0LXBsYWlu".into());
-    let (_, errors) = file("s.yaml", &text, &keys(), &Vars::default());
+    let (_, errors) = file("s.yaml", &text, &keys(), None);
     assert_eq!((errors.len(), errors[0].at.line), (1, line), "{errors:?}");
     assert!(errors[0].message.contains("not encrypted"), "{errors:?}");
     assert!(!errors[0].message.contains("c2VjcmV0"), "{errors:?}");
@@ -246,7 +236,7 @@ fn malformed_and_unencrypted_values_are_refused_without_quoting_them() {
 #[test]
 fn errors_of_the_decrypted_documents_point_at_their_lines_and_quote_no_plaintext() {
     let text = fixture!("bad-label.enc.yaml");
-    let (found, errors) = file("b.yaml", text, &keys(), &Vars::default());
+    let (found, errors) = file("b.yaml", text, &keys(), None);
     assert!(found.is_empty());
     assert_eq!(errors.len(), 1, "{errors:?}");
     assert_eq!(errors[0].at.line, line_of(text, "team: ENC["));
@@ -264,11 +254,11 @@ fn errors_of_the_decrypted_documents_point_at_their_lines_and_quote_no_plaintext
 #[test]
 fn plain_yaml_that_mentions_sops_is_read_as_before() {
     let text = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: sops\ndata:\n  sops: x\n";
-    let (found, errors) = file("p.yaml", text, &AgeKeys::default(), &Vars::default());
+    let (found, errors) = file("p.yaml", text, &AgeKeys::default(), None);
     assert!(errors.is_empty(), "{errors:?}");
     assert!(!found[0].policy.sealed);
     // A syntax error is the YAML reader's to report, SOPS file or not.
-    let (_, errors) = file("p.yaml", "sops: [\n", &AgeKeys::default(), &Vars::default());
+    let (_, errors) = file("p.yaml", "sops: [\n", &AgeKeys::default(), None);
     assert!(errors[0].message.starts_with("YAML: "), "{errors:?}");
 }
 
@@ -332,12 +322,12 @@ fn a_sops_block_left_unread_is_an_error_not_an_object() {
     assert!(errors[0].message.contains("`sops` block"), "{errors:?}");
     // Values sops encrypted, their `sops` block gone.
     let cut = &SECRET[..SECRET.find("sops:").unwrap()];
-    let (found, errors) = file("c.yaml", cut, &keys(), &Vars::default());
+    let (found, errors) = file("c.yaml", cut, &keys(), None);
     assert!(found.is_empty());
     assert!(errors[0].message.contains("no `sops` block"), "{errors:?}");
     // A `sops` map the SOPS reader does read, but that is not sops's metadata, is a
     // SOPS file's error too.
-    let (found, errors) = file("u.yaml", text, &keys(), &Vars::default());
+    let (found, errors) = file("u.yaml", text, &keys(), None);
     assert!(found.is_empty());
     assert!(errors[0].message.contains("lastmodified"), "{errors:?}");
 }
@@ -360,7 +350,7 @@ fn damaged_files_are_errors_at_real_places() {
         }
     }
     for text in &variants {
-        let (found, errors) = file("d.yaml", text, &keys(), &Vars::default());
+        let (found, errors) = file("d.yaml", text, &keys(), None);
         for e in &errors {
             assert!(e.at.line >= 1 && e.at.line <= lines + 1, "{e}");
             assert!(!e.message.contains('\n'), "a message over lines: {e:?}");
@@ -381,7 +371,7 @@ fn damaged_files_are_errors_at_real_places() {
 fn a_bad_regex_in_the_metadata_is_a_one_line_error() {
     let text = SECRET.replacen("encrypted_regex: ^(data", "encrypted_regex: ^*data", 1);
     assert_ne!(text, SECRET);
-    let (_, errors) = file("r.yaml", &text, &keys(), &Vars::default());
+    let (_, errors) = file("r.yaml", &text, &keys(), None);
     assert_eq!(errors.len(), 1, "{errors:?}");
     let message = &errors[0].message;
     assert!(!message.contains('\n'), "{message:?}");
