@@ -133,7 +133,9 @@ async fn serial_an_ignore_rule_by_label_leaves_replicas_to_the_scaler() {
         &deployment("auto", &ns, "autoscaled: \"true\""),
     );
     write(root, "fixed.yaml", &deployment("fixed", &ns, "team: web"));
-    assert_exit(&run(&["apply", path]), 0);
+    // Ready: the Deployment controller's own first write (its revision annotation) is
+    // made before the count starts.
+    assert_exit(&run(&["apply", path, "--wait", "--timeout", "90s"]), 0);
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
     assert_eq!(replicas(&deployments, "auto").await, 2, "sent on create");
 

@@ -105,6 +105,13 @@ fn levels(specs: &[Spec]) -> (BTreeMap<SpecId, usize>, BTreeSet<SpecId>) {
 }
 
 impl SpecTree {
+    /// Whether a spec is a hook that runs (`spec::order`).
+    pub fn has_hooks(&self) -> bool {
+        self.specs
+            .iter()
+            .any(|s| s.policy.hook.is_some() && !s.policy.never_applied())
+    }
+
     /// The tree's specs in waves: each wave's specs depend only on earlier waves' (one
     /// wave when nothing depends on anything). A valid tree has no cycles, so every spec
     /// is in one.

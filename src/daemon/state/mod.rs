@@ -282,9 +282,12 @@ impl State {
         // being applied spec by spec): the other specs' objects are as last applied, and
         // drift on them is a watch's to report. Otherwise (no revision applied yet: the
         // first, or any that follows while the whole syncs fail outright) the whole tree.
+        // A tree with hooks syncs whole: its hooks run when anything in the revision
+        // changed, which only a sync that holds them (and every object) can tell.
         let incremental = self.tree.is_some()
             && self.revision_applied.is_some()
-            && (self.pending.is_some() || self.revision_applied == self.revision_current);
+            && (self.pending.is_some() || self.revision_applied == self.revision_current)
+            && !tree.has_hooks();
         let (keys, changed) = match self.tree.as_deref().filter(|_| incremental) {
             Some(old) => {
                 let changed = changed_specs(old, &tree);
