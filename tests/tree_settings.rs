@@ -140,7 +140,17 @@ async fn serial_an_ignore_rule_by_label_leaves_replicas_to_the_scaler() {
     assert_eq!(replicas(&deployments, "auto").await, 2, "sent on create");
 
     support::kubectl(&["-n", &ns, "scale", "deployment/auto", "--replicas=4"]);
-    let before = support::apiserver_writes(&client, &["deployments"]).await;
+    // The count starts once the cluster's own writes to Deployments (the Deployment
+    // controller's, under a loaded CI machine late) have stopped for 3 s.
+    let mut before = support::apiserver_writes(&client, &["deployments"]).await;
+    for _ in 0..10 {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let now = support::apiserver_writes(&client, &["deployments"]).await;
+        if now == before {
+            break;
+        }
+        before = now;
+    }
     let out = run(&["apply", path]);
     assert_exit(&out, 0);
     support::assert_no_writes(&out);
