@@ -157,7 +157,7 @@ async fn serial_a_rendered_chart_runs_its_hooks_around_the_rest_and_only_on_a_ch
     let deployment = deployments.get("demo-web").await.unwrap().uid();
 
     // Unchanged: no hook runs, nothing is written, diff is quiet.
-    let before = support::apiserver_writes(&client, WRITTEN).await;
+    let before = support::apiserver_writes_when_quiet(&client, WRITTEN).await;
     let again = run(&["apply", path, "--wait", "--timeout", "30s"]);
     assert_exit(&again, 0);
     assert_eq!(

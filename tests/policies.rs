@@ -111,7 +111,7 @@ async fn serial_ignored_replicas_stay_as_scaled_with_zero_writes() {
         "-p",
         r#"{"spec":{"replicas":3}}"#,
     ]);
-    let before = support::apiserver_writes(&client, &["deployments"]).await;
+    let before = support::apiserver_writes_when_quiet(&client, &["deployments"]).await;
     let out = run(&ns, &["apply", path]);
     assert_exit(&out, 0);
     support::assert_no_writes(&out);

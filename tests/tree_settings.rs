@@ -140,17 +140,10 @@ async fn serial_an_ignore_rule_by_label_leaves_replicas_to_the_scaler() {
     assert_eq!(replicas(&deployments, "auto").await, 2, "sent on create");
 
     support::kubectl(&["-n", &ns, "scale", "deployment/auto", "--replicas=4"]);
-    // The count starts once the cluster's own writes to Deployments (the Deployment
-    // controller's, under a loaded CI machine late) have stopped for 3 s.
-    let mut before = support::apiserver_writes(&client, &["deployments"]).await;
-    for _ in 0..10 {
-        tokio::time::sleep(Duration::from_secs(3)).await;
-        let now = support::apiserver_writes(&client, &["deployments"]).await;
-        if now == before {
-            break;
-        }
-        before = now;
-    }
+    // The count starts once the cluster's own writes to Deployments have stopped: the
+    // Deployment controller's, and the namespace controller's deleting an earlier
+    // test's Deployments.
+    let before = support::apiserver_writes_when_quiet(&client, &["deployments"]).await;
     let out = run(&["apply", path]);
     assert_exit(&out, 0);
     support::assert_no_writes(&out);

@@ -137,7 +137,7 @@ async fn serial_a_yaml_bundle_applies_settles_without_writes_and_prunes_by_file(
     .await;
 
     // A second apply: nothing sent, as the apiserver itself counts it.
-    let before = support::apiserver_writes(&client, &BUNDLE_RESOURCES).await;
+    let before = support::apiserver_writes_when_quiet(&client, &BUNDLE_RESOURCES).await;
     let out = run(&ns, &["apply", path]);
     assert_exit(&out, 0);
     let after = support::apiserver_writes(&client, &BUNDLE_RESOURCES).await;

@@ -235,6 +235,47 @@ pub async fn apiserver_writes(client: &Client, resources: &[&str]) -> u64 {
         .sum::<f64>() as u64
 }
 
+/// [`apiserver_writes`] once the cluster has stopped writing them on its own: no
+/// namespace is terminating (an earlier test's namespace, whose objects the namespace
+/// controller deletes for a while) and the count has held for 3 s (controllers catching
+/// up). A count that starts earlier blames driftless for the cluster's own writes.
+pub async fn apiserver_writes_when_quiet(client: &Client, resources: &[&str]) -> u64 {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    eventually("no namespace terminating", Duration::from_secs(180), || {
+        let namespaces = namespaces.clone();
+        async move {
+            let list = namespaces
+                .list(&Default::default())
+                .await
+                .map_err(|e| e.to_string())?;
+            let terminating: Vec<String> = list
+                .items
+                .iter()
+                .filter(|n| {
+                    n.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Terminating")
+                })
+                .filter_map(|n| n.metadata.name.clone())
+                .collect();
+            if terminating.is_empty() {
+                Ok(())
+            } else {
+                Err(format!("terminating: {}", terminating.join(", ")))
+            }
+        }
+    })
+    .await;
+    let mut before = apiserver_writes(client, resources).await;
+    for _ in 0..20 {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let now = apiserver_writes(client, resources).await;
+        if now == before {
+            return now;
+        }
+        before = now;
+    }
+    panic!("the cluster kept writing {resources:?} for a minute");
+}
+
 /// Runs `cleanup` with an admin client of its own, on a thread of its own, and waits for
 /// it: for `Drop` guards that must work also when the test failed (its runtime, and the
 /// clients bound to it, may be gone).
