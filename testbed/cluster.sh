@@ -216,12 +216,26 @@ KC
     --ready-file "$STATE/testbed.ready"
   wait_for "driftless-testbed (fake nodes)" 300 test -f "$STATE/testbed.ready"
 
+  # The rendering tools testbed/tools.sh installs (testbed/tools.env names their paths).
+  # shellcheck source=testbed/tools.env
+  . "$ROOT/testbed/tools.env"
+  local tool
+  for tool in "$KUBECTL_V35" "$KUBECTL_V30" "$HELM4" "$HELM3"; do
+    [ -x "$tool" ] || log "warning: $tool missing: run testbed/install.sh"
+  done
   cat >"$STATE/env" <<ENVF
 export KUBECONFIG=$STATE/kubeconfig
 export DRIFTLESS_TEST_KUBECONFIG=$STATE/kubeconfig
 export DRIFTLESS_TESTBED_DIR=$STATE
 # A kubectl built by testbed/install.sh (on a machine without one) comes last.
 export PATH=\$PATH:$K8S_BIN
+# Rendering tools (testbed/tools.env): kubectl $KUBECTL_V35_VERSION and $KUBECTL_V30_VERSION, helm $HELM4_VERSION and $HELM3_VERSION.
+export DRIFTLESS_TEST_KUBECTL_V35=$KUBECTL_V35
+export DRIFTLESS_TEST_KUBECTL_V30=$KUBECTL_V30
+export DRIFTLESS_TEST_HELM4=$HELM4
+export DRIFTLESS_TEST_HELM3=$HELM3
+# driftless runs \`kubectl kustomize DIR\` when this program's file name is kubectl.
+export DRIFTLESS_KUSTOMIZE=$KUBECTL_V35
 ENVF
   trap - ERR
   log "up: apiserver https://127.0.0.1:$api_port, $NODES fake nodes, logs in $STATE/logs"

