@@ -6,6 +6,7 @@ mod docs;
 mod output;
 mod run;
 mod sync;
+mod tree;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -18,7 +19,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use driftless::cluster::Selection;
 use driftless::render::{Facts, NodeFacts};
-use driftless::spec::{LoadError, SpecTree};
+use driftless::spec::SpecTree;
 
 /// Exit codes shared by every subcommand (kubectl's where one exists).
 pub mod exit {
@@ -156,6 +157,8 @@ pub struct PolicyArgs {
     /// own values), over the tree's .driftless.toml [vars]. Read once, at start.
     #[arg(long = "vars-file", value_name = "FILE")]
     pub vars_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub tools: tree::RenderToolArgs,
 }
 
 fn parse_var(s: &str) -> Result<(String, String), String> {
@@ -201,6 +204,11 @@ pub struct RenderArgs {
     /// carry no labels, so only an empty node-selector matches them.
     #[arg(long, value_delimiter = ',', value_name = "NODE,...")]
     pub nodes: Option<Vec<String>>,
+    /// Write the tree to DIR instead, every Kustomize directory and Jsonnet file
+    /// replaced by its output as plain YAML (the rendered-manifests pattern: CI commits
+    /// DIR, and driftless applies it with no tool).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -465,7 +473,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         },
     };
     match &cli.command {
-        Command::Validate(args) => validate(&args.path, &args.policy.policy()?),
+        Command::Validate(args) => validate(args),
         Command::Render(args) => render(args, &cli.global, &selection).await,
         Command::Schema => {
             let schema = driftless::spec::schema::generate()?;
@@ -569,30 +577,22 @@ pub(crate) fn default_status_file(instance: &str) -> anyhow::Result<PathBuf> {
     Ok(state.join("driftless").join(name))
 }
 
-/// Loads a tree, printing every error; `None` when it is invalid.
+/// Loads (and renders) a tree, printing every error; `None` when it is invalid.
 pub(crate) fn load(
     path: &std::path::Path,
     policy: &driftless::spec::Policy,
+    tools: &tree::RenderToolArgs,
+    allow_empty: bool,
 ) -> anyhow::Result<Option<SpecTree>> {
-    match driftless::spec::load_dir_with(path, policy) {
-        Ok(tree) => Ok(Some(tree)),
-        Err(LoadError::Invalid(errors)) => {
-            let mut err = std::io::stderr().lock();
-            for e in &errors.0 {
-                writeln!(err, "{e}")?;
-            }
-            let n = errors.0.len();
-            writeln!(err, "{n} error{}", if n == 1 { "" } else { "s" })?;
-            Ok(None)
-        }
-        Err(e) => Err(e.into()),
-    }
+    Ok(tree::load_rendered(path, policy, tools, allow_empty)?.map(|l| l.tree))
 }
 
-fn validate(path: &std::path::Path, policy: &driftless::spec::Policy) -> anyhow::Result<u8> {
-    let Some(tree) = load(path, policy)? else {
+fn validate(args: &PathArg) -> anyhow::Result<u8> {
+    let policy = args.policy.policy()?;
+    let Some(loaded) = tree::load_rendered(&args.path, &policy, &args.policy.tools, false)? else {
         return Ok(exit::ERROR);
     };
+    let tree = &loaded.tree;
     let mut out = std::io::stdout().lock();
     let counts = tree.count_by_kind();
     for kind in driftless::spec::Kind::ALL {
@@ -630,6 +630,7 @@ fn validate(path: &std::path::Path, policy: &driftless::spec::Policy) -> anyhow:
     if let Some(summary) = tree.settings.summary() {
         writeln!(out, "settings: {summary}")?;
     }
+    tree::describe(&mut out, &loaded)?;
     Ok(exit::OK)
 }
 
@@ -638,9 +639,26 @@ async fn render(
     global: &GlobalArgs,
     selection: &Selection,
 ) -> anyhow::Result<u8> {
-    let Some(tree) = load(&args.path, &args.policy.policy()?)? else {
+    let Some(loaded) = tree::load_rendered(
+        &args.path,
+        &args.policy.policy()?,
+        &args.policy.tools,
+        false,
+    )?
+    else {
         return Ok(exit::ERROR);
     };
+    if let Some(dir) = &args.out {
+        let n = tree::write_out(&loaded, dir)?;
+        writeln!(
+            std::io::stdout().lock(),
+            "wrote {n} file{} to {}",
+            if n == 1 { "" } else { "s" },
+            dir.display()
+        )?;
+        return Ok(exit::OK);
+    }
+    let tree = loaded.tree;
     let needs_nodes = tree
         .specs
         .iter()

@@ -241,6 +241,7 @@ pub async fn run(args: &RunArgs, global: &GlobalArgs, selection: &Selection) -> 
         },
         notify,
         api_token,
+        render: args.policy.tools.options(),
     };
     let client = selection
         .client()

@@ -26,7 +26,13 @@ async fn prepare(
         .policy
         .policy()?
         .protect(&args.engine.inventory_namespace);
-    let Some(tree) = load(&args.path, &policy)? else {
+    let Some(tree) = load(
+        &args.path,
+        &policy,
+        &args.policy.tools,
+        args.engine.allow_mass_prune,
+    )?
+    else {
         return Ok(None);
     };
     let client = selection
@@ -147,6 +153,7 @@ async fn in_waves(
                 .cloned()
                 .collect(),
             settings: tree.settings.clone(),
+            rendered: tree.rendered.clone(),
         };
         let gate = Poll {
             engine,

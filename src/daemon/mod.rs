@@ -73,6 +73,8 @@ pub struct Config {
     pub notify: Vec<crate::report::notify::Target>,
     /// The bearer token the API's controls need (`--api-token-file`); none refuses them.
     pub api_token: Option<Vec<u8>>,
+    /// How Kustomize and Jsonnet sources are rendered (`--kustomize`, `--render-timeout`…).
+    pub render: crate::hydrate::Options,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -162,7 +164,18 @@ pub async fn run(
     // Room for a few reconcile requests besides the resync's.
     let (rescan_tx, rescan_rx) = mpsc::channel(8);
     let source_cfg = std::mem::replace(&mut cfg.source, SourceConfig::Dir(PathBuf::new()));
-    let source_name = source::start(source_cfg, src_tx, rescan_rx, hook_rx, stop_rx.clone())?;
+    let renderer = source::Rendering {
+        renderer: Arc::new(crate::hydrate::Renderer::new(cfg.render.clone())),
+        allow_empty: cfg.engine.prune.allow_mass,
+    };
+    let source_name = source::start(
+        source_cfg,
+        renderer,
+        src_tx,
+        rescan_rx,
+        hook_rx,
+        stop_rx.clone(),
+    )?;
 
     let (ev_tx, ev_rx) = mpsc::channel(1024);
     tokio::spawn(watch::watch_nodes(client.clone(), ev_tx.clone()));

@@ -7,10 +7,55 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot, watch as tokio_watch};
 
-use super::state::SourceUpdate;
+use super::state::{Rendering as Rendered, SourceUpdate};
 use super::{DaemonError, SourceConfig};
+use crate::hydrate::{Input, OnDisk, Renderer};
 use crate::source;
 use crate::spec::SourceFile;
+
+/// The rendering stage as the source task runs it: every revision read is rendered
+/// before the loop sees it, off the async threads; its cache lives as long as the task.
+#[derive(Clone)]
+pub struct Rendering {
+    pub renderer: Arc<Renderer>,
+    /// `--allow-mass-prune`: a tree with files but no specs is an uninstall.
+    pub allow_empty: bool,
+}
+
+/// A read revision, rendered: its id, the files the spec loader reads, and what the stage
+/// said.
+type Read = Result<(String, Vec<SourceFile>, Rendered), String>;
+
+impl Rendering {
+    async fn render(&self, id: Option<String>, input: Input) -> Read {
+        let this = self.clone();
+        tokio::task::spawn_blocking(move || {
+            let out = this.renderer.render(input);
+            let if_empty = (out.had_files && !this.allow_empty).then(|| out.empty_tree_error());
+            // A directory's revision is named by what it renders to, so an edit that only
+            // a tool reads (a kustomization's `.env`, a base outside the root) is one.
+            let id = id.unwrap_or_else(|| {
+                let mut named = out.files.clone();
+                named.extend(out.errors.iter().map(|e| SourceFile {
+                    path: e.to_string(),
+                    contents: Vec::new(),
+                }));
+                source::dir::revision_of(&named)
+            });
+            (
+                id,
+                out.files,
+                Rendered {
+                    errors: out.errors,
+                    by: out.rendered,
+                    if_empty,
+                },
+            )
+        })
+        .await
+        .map_err(|e| format!("rendering: {e}"))
+    }
+}
 
 /// A request to read the source again; `done` hears once that read was handed to the
 /// loop (so a whole sync queued after it covers what it found).
@@ -22,6 +67,7 @@ pub struct Rescan {
 /// Starts the source task; returns the source's display name.
 pub fn start(
     cfg: SourceConfig,
+    rendering: Rendering,
     tx: mpsc::Sender<SourceUpdate>,
     rescan: mpsc::Receiver<Rescan>,
     hook: mpsc::Receiver<()>,
@@ -33,14 +79,14 @@ pub fn start(
             let name = format!("dir:{}", root.display());
             tokio::spawn(async move {
                 let _watch = watch;
-                follow_dir(root, tx, changes, rescan, stop).await;
+                follow_dir(root, rendering, tx, changes, rescan, stop).await;
             });
             Ok(name)
         }
         SourceConfig::Git { config, interval } => {
             let git = Arc::new(source::git::GitSource::open(config)?);
             let name = git.display_url();
-            tokio::spawn(follow_git(git, interval, tx, rescan, hook, stop));
+            tokio::spawn(follow_git(git, rendering, interval, tx, rescan, hook, stop));
             Ok(name)
         }
     }
@@ -48,6 +94,7 @@ pub fn start(
 
 async fn follow_dir(
     root: std::path::PathBuf,
+    rendering: Rendering,
     tx: mpsc::Sender<SourceUpdate>,
     mut changes: mpsc::Receiver<()>,
     mut rescan: mpsc::Receiver<Rescan>,
@@ -56,7 +103,10 @@ async fn follow_dir(
     let mut last: Option<String> = None;
     let mut asked: Option<oneshot::Sender<()>> = None;
     loop {
-        let read = source::dir::read(&root).map_err(|e| e.to_string());
+        let read = match read_dir(&root) {
+            Ok(input) => rendering.render(None, input).await,
+            Err(e) => Err(e),
+        };
         if !report(&tx, &mut last, read).await {
             return;
         }
@@ -71,6 +121,17 @@ async fn follow_dir(
     }
 }
 
+/// The directory's files, as the rendering stage takes them.
+fn read_dir(root: &std::path::Path) -> Result<Input, String> {
+    let (files, unread) = crate::spec::read_dir_all(root).map_err(|e| e.to_string())?;
+    let disk = OnDisk::for_dir(root).map_err(|e| format!("spec root {}: {e}", root.display()))?;
+    Ok(Input {
+        files,
+        unread,
+        disk: Some(disk),
+    })
+}
+
 /// Fetches the git hook starts are at least this far apart. The first hook after a quiet
 /// spell fetches at once; hooks that arrive within this of a hook's fetch wait for the
 /// next one, which starts after them and so sees their pushes. A flood of hooks (a forge
@@ -80,6 +141,7 @@ const HOOK_FETCH_SPACING: Duration = Duration::from_secs(2);
 
 async fn follow_git(
     git: Arc<source::git::GitSource>,
+    rendering: Rendering,
     interval: Duration,
     tx: mpsc::Sender<SourceUpdate>,
     mut rescan: mpsc::Receiver<Rescan>,
@@ -110,10 +172,17 @@ async fn follow_git(
             last_hook_fetch = Some(tokio::time::Instant::now());
             tracing::info!("fetch requested by the git hook");
         }
-        let read = source::git::fetch(git.clone())
-            .await
-            .map(|rev| (rev.commit, rev.files))
-            .map_err(|e| e.to_string());
+        let read = match source::git::fetch(git.clone()).await {
+            Ok(rev) => {
+                let input = Input {
+                    files: rev.files,
+                    unread: rev.unread,
+                    disk: rev.disk,
+                };
+                rendering.render(Some(rev.commit), input).await
+            }
+            Err(e) => Err(e.to_string()),
+        };
         if !report(&tx, &mut last, read).await {
             return;
         }
@@ -126,15 +195,15 @@ async fn follow_git(
 /// Sends what a read of the source tells the loop: a revision it has not sent yet, or a
 /// failure. After a failure the next good read is sent even if its revision is the same,
 /// so the error it replaces is cleared. False once the loop has gone.
-async fn report(
-    tx: &mpsc::Sender<SourceUpdate>,
-    last: &mut Option<String>,
-    read: Result<(String, Vec<SourceFile>), String>,
-) -> bool {
+async fn report(tx: &mpsc::Sender<SourceUpdate>, last: &mut Option<String>, read: Read) -> bool {
     let update = match read {
-        Ok((id, files)) => (last.as_ref() != Some(&id)).then(|| {
+        Ok((id, files, rendered)) => (last.as_ref() != Some(&id)).then(|| {
             *last = Some(id.clone());
-            SourceUpdate::Revision { id, files }
+            SourceUpdate::Revision {
+                id,
+                files,
+                rendered,
+            }
         }),
         Err(message) => {
             *last = None;

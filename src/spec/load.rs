@@ -29,6 +29,17 @@ pub fn is_yaml(name: &str) -> bool {
     name.ends_with(".yaml") || name.ends_with(".yml")
 }
 
+/// Whether a source reads the file: a spec file, or one the rendering stage takes (JSON,
+/// Jsonnet, a `Kustomization`). Every other file is only listed, by path.
+pub fn is_source_file(name: &str) -> bool {
+    let base = name.rsplit('/').next().unwrap_or(name);
+    is_spec_file(name)
+        || name.ends_with(".json")
+        || name.ends_with(".jsonnet")
+        || name.ends_with(".libsonnet")
+        || base == "Kustomization"
+}
+
 /// At the spec root, in gitignore syntax: paths it matches are not read, so a repository
 /// can keep a `kustomization.yaml`, a Helm `Chart.yaml` or docs beside its specs.
 pub const IGNORE_FILE: &str = ".driftlessignore";
@@ -153,6 +164,12 @@ pub fn load_dir_with(root: &Path, policy: &Policy) -> Result<SpecTree, LoadError
 /// (a ConfigMap mount's `..2024_…` data dirs and `..data` link among them); symlinks are
 /// followed, each directory at most once.
 pub fn read_dir(root: &Path) -> Result<Vec<SourceFile>, LoadError> {
+    read_dir_all(root).map(|(files, _)| files)
+}
+
+/// Every file under `root` a source reads ([`is_source_file`]), as [`read_dir`] takes
+/// them, and the paths of the other files (what the tree holds that nothing reads).
+pub fn read_dir_all(root: &Path) -> Result<(Vec<SourceFile>, Vec<String>), LoadError> {
     let meta = std::fs::metadata(root).map_err(|source| LoadError::Root {
         path: root.to_path_buf(),
         source,
@@ -167,12 +184,16 @@ pub fn read_dir(root: &Path) -> Result<Vec<SourceFile>, LoadError> {
             path: root.to_path_buf(),
             source,
         })?;
-        return Ok(vec![SourceFile {
-            path: name,
-            contents,
-        }]);
+        return Ok((
+            vec![SourceFile {
+                path: name,
+                contents,
+            }],
+            Vec::new(),
+        ));
     }
     let mut files = Vec::new();
+    let mut unread = Vec::new();
     let mut seen = HashSet::new();
     let mut problems = Vec::new();
     let ignore = match std::fs::read(root.join(IGNORE_FILE)) {
@@ -191,6 +212,7 @@ pub fn read_dir(root: &Path) -> Result<Vec<SourceFile>, LoadError> {
         ignore: &ignore,
         seen: &mut seen,
         files: &mut files,
+        unread: &mut unread,
         problems: &mut problems,
         budget: TreeBudget::default(),
         over: None,
@@ -208,7 +230,8 @@ pub fn read_dir(root: &Path) -> Result<Vec<SourceFile>, LoadError> {
         return Err(SpecErrors(problems).into());
     }
     files.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(files)
+    unread.sort();
+    Ok((files, unread))
 }
 
 fn read_capped(path: &Path) -> std::io::Result<Vec<u8>> {
@@ -225,6 +248,7 @@ struct Walker<'a> {
     ignore: &'a IgnoreRules,
     seen: &'a mut HashSet<PathBuf>,
     files: &'a mut Vec<SourceFile>,
+    unread: &'a mut Vec<String>,
     problems: &'a mut Vec<SpecError>,
     budget: TreeBudget,
     /// The limit the tree went past: the walk stops.
@@ -305,7 +329,9 @@ impl Walker<'_> {
             }
             if meta.is_dir() {
                 self.walk(&path, &child);
-            } else if meta.is_file() && is_spec_file(&name) {
+            } else if meta.is_file() && !is_source_file(&name) {
+                self.unread.push(child);
+            } else if meta.is_file() {
                 match read_capped(&path) {
                     Ok(contents) => {
                         if let Err(limit) = self.budget.take(contents.len()) {
@@ -362,7 +388,9 @@ pub fn parse_files_with(files: &[SourceFile], policy: &Policy) -> Result<SpecTre
     let substitutes = settings.declares_vars() || !policy.vars.is_empty();
     for f in files.iter().filter(|f| f.path != SETTINGS_FILE) {
         let vars = (substitutes && !settings.skips_substitution(&f.path)).then_some(&vars);
-        let yaml = is_yaml(&f.path);
+        // What is not TOML is YAML here: JSON is, and so is what a tool rendered, read at
+        // the path of the file it came from (a kustomization, a Jsonnet file).
+        let yaml = !f.path.ends_with(".toml");
         let format = if yaml { "YAML" } else { "TOML" };
         let start = Location {
             file: f.path.clone(),
@@ -526,11 +554,21 @@ pub fn parse_files_with(files: &[SourceFile], policy: &Policy) -> Result<SpecTre
         Ok(SpecTree {
             specs,
             settings: std::sync::Arc::new(settings),
+            rendered: Default::default(),
         })
     } else {
         errors.sort();
         errors.dedup();
         Err(SpecErrors(errors))
+    }
+}
+
+/// The tree's settings (`.driftless.toml` among `files`), what is wrong in them left out:
+/// the tree's validation reports it.
+pub fn settings_of(files: &[SourceFile]) -> Settings {
+    match files.iter().find(|f| f.path == SETTINGS_FILE) {
+        Some(f) => read_settings(f, &mut Vec::new()),
+        None => Settings::default(),
     }
 }
 

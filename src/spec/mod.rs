@@ -21,8 +21,8 @@ use std::fmt;
 
 pub use load::{
     IGNORE_FILE, IgnoreRules, LoadError, MAX_ERRORS_PER_FILE, MAX_FILE_BYTES, MAX_TREE_BYTES,
-    MAX_TREE_FILES, SourceFile, TreeBudget, TreeLimit, is_spec_file, is_yaml, load_dir,
-    load_dir_with, parse_files, parse_files_with, read_dir,
+    MAX_TREE_FILES, SourceFile, TreeBudget, TreeLimit, is_source_file, is_spec_file, is_yaml,
+    load_dir, load_dir_with, parse_files, parse_files_with, read_dir, read_dir_all, settings_of,
 };
 pub use model::{ElasticWeb, LocalService, Manifest, Workspace};
 pub use policy::ObjectPolicy;
@@ -207,6 +207,17 @@ pub struct SpecTree {
     pub specs: Vec<Spec>,
     /// Its `.driftless.toml` (`settings`): what render and health take from it.
     pub settings: std::sync::Arc<settings::Settings>,
+    /// The files a tool rendered (a kustomization, a Jsonnet file), by path: what made
+    /// the specs read from them.
+    pub rendered: std::sync::Arc<BTreeMap<String, RenderedBy>>,
+}
+
+/// What rendered a file's specs: the tool, its version, the command (DESIGN 1.9).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RenderedBy {
+    pub tool: String,
+    pub version: String,
+    pub command: String,
 }
 
 impl SpecTree {

@@ -24,6 +24,22 @@ pub struct Settings {
     pub namespaces: Vec<NamespaceRule>,
     pub ignore: Vec<IgnoreRule>,
     pub health: Vec<Arc<HealthRule>>,
+    /// `[kustomize] remote-bases`: a kustomization may name bases and resources by URL.
+    pub remote_bases: bool,
+    /// `[jsonnet]`: what every `*.jsonnet` file of the tree is evaluated with.
+    pub jsonnet: JsonnetSettings,
+}
+
+/// `[jsonnet]` in `.driftless.toml`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct JsonnetSettings {
+    /// Library paths (`-J`), relative to the spec root, searched in order after the
+    /// importing file's own directory.
+    pub libs: Vec<String>,
+    /// `std.extVar` values (`--ext-str`).
+    pub ext_vars: BTreeMap<String, String>,
+    /// Top-level arguments (`--tla-str`), for a file whose value is a function.
+    pub tlas: BTreeMap<String, String>,
 }
 
 /// Namespaced manifests without a namespace, in files `path` matches, go to `namespace`.
@@ -114,6 +130,11 @@ impl Settings {
             count(self.namespaces.len(), "namespace rule"),
             count(self.ignore.len(), "ignore rule"),
             count(self.health.len(), "health rule"),
+            self.remote_bases
+                .then(|| "remote kustomize bases allowed".to_string()),
+            count(self.jsonnet.libs.len(), "Jsonnet library path"),
+            count(self.jsonnet.ext_vars.len(), "Jsonnet external variable"),
+            count(self.jsonnet.tlas.len(), "Jsonnet top-level argument"),
         ]
         .into_iter()
         .flatten()

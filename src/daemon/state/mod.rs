@@ -30,8 +30,26 @@ pub use synced::SyncEnd;
 /// What the source produced: a revision's files, or why there is none.
 #[derive(Debug)]
 pub enum SourceUpdate {
-    Revision { id: String, files: Vec<SourceFile> },
-    Failed { message: String },
+    Revision {
+        id: String,
+        files: Vec<SourceFile>,
+        rendered: Rendering,
+    },
+    Failed {
+        message: String,
+    },
+}
+
+/// What the rendering stage (`hydrate`) said of a revision, besides its files.
+#[derive(Debug, Clone, Default)]
+pub struct Rendering {
+    /// Renders that failed: the revision is invalid.
+    pub errors: Vec<crate::spec::SpecError>,
+    /// What rendered each rendered file.
+    pub by: std::collections::BTreeMap<String, crate::spec::RenderedBy>,
+    /// The error a tree without specs is, unless an emptied tree is allowed
+    /// (`--allow-mass-prune`) or the revision holds no file at all.
+    pub if_empty: Option<crate::spec::SpecError>,
 }
 
 /// The time, read once by the loop for a transition.
@@ -238,7 +256,7 @@ impl State {
         now: Now,
     ) -> (Vec<Key>, Tally) {
         let mut tally = Tally::default();
-        let (id, files) = match update {
+        let (id, files, rendered) = match update {
             SourceUpdate::Failed { message } => {
                 tracing::warn!(error = %message, "source error; the last good revision stays in force");
                 tally.source_failed = true;
@@ -250,11 +268,33 @@ impl State {
                 }];
                 return (Vec::new(), tally);
             }
-            SourceUpdate::Revision { id, files } => (id, files),
+            SourceUpdate::Revision {
+                id,
+                files,
+                rendered,
+            } => (id, files, rendered),
         };
         self.revision_seen = Some(id.clone());
         self.seen_at = Some(now.at);
-        let tree = match crate::spec::parse_files_with(&files, policy) {
+        let parsed = match crate::spec::parse_files_with(&files, policy) {
+            Ok(_) if !rendered.errors.is_empty() => {
+                Err(crate::spec::SpecErrors(rendered.errors.clone()))
+            }
+            Ok(tree) if tree.specs.is_empty() && rendered.if_empty.is_some() => Err(
+                crate::spec::SpecErrors(rendered.if_empty.clone().into_iter().collect()),
+            ),
+            Ok(mut tree) => {
+                tree.rendered = Arc::new(rendered.by.clone());
+                Ok(tree)
+            }
+            Err(mut errors) => {
+                errors.0.extend(rendered.errors.iter().cloned());
+                errors.0.sort();
+                errors.0.dedup();
+                Err(errors)
+            }
+        };
+        let tree = match parsed {
             Ok(tree) => tree,
             Err(errors) => {
                 tracing::warn!(revision = %id, errors = errors.0.len(), "invalid revision; nothing applied");

@@ -43,6 +43,7 @@ fn revision(id: &str, files: Vec<SourceFile>) -> SourceUpdate {
     SourceUpdate::Revision {
         id: id.into(),
         files,
+        rendered: Default::default(),
     }
 }
 

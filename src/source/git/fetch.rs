@@ -44,7 +44,18 @@ impl GitSource {
             GitRef::Tag(t) => self.fetch_ref(&repo, &format!("refs/tags/{t}"), &known_hosts)?,
             GitRef::Commit(c) => self.fetch_commit(&repo, c, &known_hosts)?,
         };
-        let files = tree::read_files(&repo, commit, &self.path)?;
+        let (files, unread) = tree::read_files(&repo, commit, &self.path)?;
+        // Tools read files themselves: the commit is checked out, once, where only
+        // driftless looks (never in anyone's work tree).
+        let checkout = if crate::hydrate::needs_disk(&files) {
+            Some(super::checkout::materialise(
+                &repo,
+                commit,
+                &self.cache_path,
+            )?)
+        } else {
+            None
+        };
         tracing::debug!(
             url = %self.display_url,
             reference = %self.reference,
@@ -55,6 +66,15 @@ impl GitSource {
         Ok(Revision {
             commit: commit.to_string(),
             files,
+            unread,
+            disk: checkout.map(|repo_dir| crate::hydrate::OnDisk {
+                root: if self.path.is_empty() {
+                    repo_dir.clone()
+                } else {
+                    repo_dir.join(&self.path)
+                },
+                repo: repo_dir,
+            }),
         })
     }
 

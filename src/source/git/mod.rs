@@ -9,6 +9,7 @@
 mod auth;
 mod cache;
 mod callbacks;
+mod checkout;
 mod fetch;
 mod known_hosts;
 mod tree;
@@ -74,6 +75,10 @@ pub struct Revision {
     /// The full hex id of the commit.
     pub commit: String,
     pub files: Vec<SourceFile>,
+    /// Paths under the spec root that no reader takes.
+    pub unread: Vec<String>,
+    /// The commit checked out, when a tool of the rendering stage needs it on disk.
+    pub disk: Option<crate::hydrate::OnDisk>,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -7,15 +7,19 @@ use git2::{ErrorCode, ObjectType, Oid, Repository};
 
 use super::GitError;
 use crate::spec::settings::SETTINGS_FILE;
-use crate::spec::{IGNORE_FILE, IgnoreRules, MAX_FILE_BYTES, SourceFile, TreeBudget, is_spec_file};
+use crate::spec::{
+    IGNORE_FILE, IgnoreRules, MAX_FILE_BYTES, SourceFile, TreeBudget, is_source_file,
+};
 
 const MODE_LINK: i32 = 0o120000;
 
+/// The files under `path` a source reads ([`is_source_file`]), and the paths of the
+/// others (what nothing reads, for the rendering stage to say so).
 pub(super) fn read_files(
     repo: &Repository,
     commit_id: Oid,
     path: &str,
-) -> Result<Vec<SourceFile>, GitError> {
+) -> Result<(Vec<SourceFile>, Vec<String>), GitError> {
     let tree_error = |e: git2::Error| GitError::Tree {
         commit: commit_id.to_string(),
         message: e.message().to_string(),
@@ -42,10 +46,13 @@ pub(super) fn read_files(
                 // As with a local path: a single file is a tree of one.
                 let name = String::from_utf8_lossy(entry.name_bytes()).into_owned();
                 let contents = read_blob_capped(repo, entry.id()).map_err(tree_error)?;
-                return Ok(vec![SourceFile {
-                    path: name,
-                    contents,
-                }]);
+                return Ok((
+                    vec![SourceFile {
+                        path: name,
+                        contents,
+                    }],
+                    Vec::new(),
+                ));
             }
             _ => {
                 return Err(GitError::Tree {
@@ -60,6 +67,7 @@ pub(super) fn read_files(
         message,
     })?;
     let mut budget = TreeBudget::default();
+    let mut unread = Vec::new();
     // Iterative: a tree nested thousands deep must not overflow the stack.
     let mut pending = vec![(start, String::new())];
     while let Some((tree_id, prefix)) = pending.pop() {
@@ -84,7 +92,10 @@ pub(super) fn read_files(
                 (Some(ObjectType::Tree), _) => pending.push((entry.id(), child)),
                 // Symlinks could point anywhere (even outside the spec dir); submodules
                 // are other repositories.
-                (Some(ObjectType::Blob), mode) if mode != MODE_LINK && is_spec_file(&child) => {
+                (Some(ObjectType::Blob), mode) if mode != MODE_LINK && !is_source_file(&child) => {
+                    unread.push(child);
+                }
+                (Some(ObjectType::Blob), mode) if mode != MODE_LINK => {
                     let contents = read_blob_capped(repo, entry.id()).map_err(tree_error)?;
                     budget
                         .take(contents.len())
@@ -102,7 +113,8 @@ pub(super) fn read_files(
         }
     }
     files.sort_by(|a, b| a.path.cmp(&b.path));
-    Ok(files)
+    unread.sort();
+    Ok((files, unread))
 }
 
 /// The `.driftlessignore` at the spec root `tree`, if it has one (as for a directory).

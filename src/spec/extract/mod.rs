@@ -9,6 +9,7 @@ mod fields;
 mod localservice;
 mod manifest;
 mod messages;
+mod render_settings;
 mod settings;
 mod substitute;
 mod syntax;

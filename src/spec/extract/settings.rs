@@ -14,7 +14,15 @@ use crate::spec::settings::{
 };
 use crate::spec::{names, policy, vars};
 
-const SECTIONS: [&str; 5] = ["vars", "substitute", "namespace", "ignore", "health"];
+const SECTIONS: [&str; 7] = [
+    "vars",
+    "substitute",
+    "namespace",
+    "ignore",
+    "health",
+    "kustomize",
+    "jsonnet",
+];
 
 /// The settings in `text`; what is wrong is reported on `ctx` and left out.
 pub(in crate::spec) fn settings(ctx: &mut FileCtx, text: &str) -> Settings {
@@ -51,13 +59,15 @@ pub(in crate::spec) fn settings(ctx: &mut FileCtx, text: &str) -> Settings {
                     out.health.extend(health_rule(ctx, t, at).map(Arc::new));
                 }
             }
+            "kustomize" => out.remote_bases = super::render_settings::kustomize(ctx, v),
+            "jsonnet" => out.jsonnet = super::render_settings::jsonnet(ctx, v),
             key => {
                 let msg = match suggest(key, SECTIONS) {
                     Some(near) => {
                         format!("unknown setting `{}` (did you mean `{near}`?)", short(key))
                     }
                     None => format!(
-                        "unknown setting `{}`; .driftless.toml holds [vars], [substitute], [[namespace]], [[ignore]] and [[health]]",
+                        "unknown setting `{}`; .driftless.toml holds [vars], [substitute], [[namespace]], [[ignore]], [[health]], [kustomize] and [jsonnet]",
                         short(key)
                     ),
                 };

@@ -1,0 +1,203 @@
+//! Reading a spec tree from a path, as every command does: the source's files, the
+//! rendering stage (`driftless::hydrate`), then the spec loader. Its flags (the tools and
+//! their limits) and `validate`/`render --out`, which show what the stage did.
+
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::Args;
+
+use driftless::hydrate::{self, Renderer};
+use driftless::spec::{LoadError, SpecErrors, SpecTree};
+
+/// How Kustomize directories and Jsonnet files are rendered; every command that reads a
+/// tree takes these.
+#[derive(Args, Debug, Clone)]
+pub struct RenderToolArgs {
+    /// The program that builds kustomizations: `kustomize` (v5), or `kubectl` (1.27 or
+    /// newer, as `kubectl kustomize`). Default: `kustomize` on PATH, else `kubectl`.
+    #[arg(long, env = "DRIFTLESS_KUSTOMIZE", value_name = "PROGRAM")]
+    pub kustomize: Option<PathBuf>,
+    /// How long one render may run before it (and what it started) is killed, e.g. 90s.
+    #[arg(long, default_value = "90s", value_parser = humantime::parse_duration, value_name = "DURATION")]
+    pub render_timeout: Duration,
+    /// Rendering tools run at once at most.
+    #[arg(long, default_value_t = 4, value_name = "N",
+          value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub render_concurrency: u16,
+}
+
+impl Default for RenderToolArgs {
+    fn default() -> Self {
+        RenderToolArgs {
+            kustomize: None,
+            render_timeout: Duration::from_secs(90),
+            render_concurrency: 4,
+        }
+    }
+}
+
+impl RenderToolArgs {
+    pub fn options(&self) -> hydrate::Options {
+        hydrate::Options {
+            kustomize: self.kustomize.clone(),
+            limits: hydrate::runner::Limits {
+                timeout: self.render_timeout,
+                ..hydrate::runner::Limits::default()
+            },
+            concurrency: usize::from(self.render_concurrency),
+        }
+    }
+}
+
+/// A tree as read and rendered.
+pub(crate) struct Loaded {
+    pub tree: SpecTree,
+    pub rendered: hydrate::Output,
+}
+
+/// Reads, renders and validates the tree at `path`; prints every error and `None` when
+/// it is invalid. `allow_empty`: a tree with files but no specs is an uninstall, not a
+/// mistake (`--allow-mass-prune`).
+pub(crate) fn load_rendered(
+    path: &Path,
+    policy: &driftless::spec::Policy,
+    tools: &RenderToolArgs,
+    allow_empty: bool,
+) -> anyhow::Result<Option<Loaded>> {
+    let (files, unread) = match driftless::spec::read_dir_all(path) {
+        Ok(read) => read,
+        Err(LoadError::Invalid(errors)) => return print_errors(&errors).map(|()| None),
+        Err(e) => return Err(e.into()),
+    };
+    let disk =
+        hydrate::OnDisk::for_dir(path).with_context(|| format!("spec root {}", path.display()))?;
+    let renderer = Renderer::new(tools.options());
+    let rendered = renderer.render(hydrate::Input {
+        files,
+        unread,
+        disk: Some(disk),
+    });
+    let mut errors = rendered.errors.clone();
+    match driftless::spec::parse_files_with(&rendered.files, policy) {
+        Ok(mut tree) if errors.is_empty() => {
+            if tree.specs.is_empty() && rendered.had_files && !allow_empty {
+                return print_errors(&SpecErrors(vec![rendered.empty_tree_error()])).map(|()| None);
+            }
+            tree.rendered = std::sync::Arc::new(rendered.rendered.clone());
+            Ok(Some(Loaded { tree, rendered }))
+        }
+        Ok(_) => {
+            errors.sort();
+            print_errors(&SpecErrors(errors)).map(|()| None)
+        }
+        Err(more) => {
+            errors.extend(more.0);
+            errors.sort();
+            errors.dedup();
+            print_errors(&SpecErrors(errors)).map(|()| None)
+        }
+    }
+}
+
+fn print_errors(errors: &SpecErrors) -> anyhow::Result<()> {
+    let mut err = std::io::stderr().lock();
+    for e in &errors.0 {
+        writeln!(err, "{e}")?;
+    }
+    let n = errors.0.len();
+    writeln!(err, "{n} error{}", if n == 1 { "" } else { "s" })?;
+    Ok(())
+}
+
+/// What `validate` says of the stage: rendered sources, and files nothing reads.
+pub(crate) fn describe(out: &mut impl std::io::Write, loaded: &Loaded) -> std::io::Result<()> {
+    for (file, by) in loaded.rendered.rendered.iter() {
+        writeln!(
+            out,
+            "rendered: {file}: {} ({} {})",
+            by.command, by.tool, by.version
+        )?;
+    }
+    let unread = &loaded.rendered.unread;
+    if !unread.is_empty() {
+        let shown: Vec<&str> = unread.iter().take(10).map(String::as_str).collect();
+        let more = unread.len().saturating_sub(10);
+        writeln!(
+            out,
+            "notice: {} file{} not read (neither spec, YAML, JSON manifest nor Jsonnet, nor in a rendered directory; list them in .driftlessignore to silence this): {}{}",
+            unread.len(),
+            if unread.len() == 1 { "" } else { "s" },
+            shown.join(", "),
+            if more > 0 {
+                format!(", and {more} more")
+            } else {
+                String::new()
+            }
+        )?;
+    }
+    Ok(())
+}
+
+/// `render --out DIR`: the tree with every rendered source replaced by its output as
+/// plain YAML, the rest of its spec files as they are; driftless reads it to the same
+/// specs without any tool (the rendered-manifests pattern). A kustomization's output is
+/// `DIR/<its directory>/rendered.yaml`, a Jsonnet file's `DIR/<file>.yaml`.
+pub(crate) fn write_out(loaded: &Loaded, dir: &Path) -> anyhow::Result<usize> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut written = 0;
+    for f in &loaded.rendered.files {
+        let (path, contents) = match loaded.rendered.rendered.get(&f.path) {
+            Some(by) => {
+                let path = out_path(&f.path);
+                let mut text = format!(
+                    "# Rendered by driftless from {}: {} ({} {}). Do not edit: render again.\n",
+                    f.path, by.command, by.tool, by.version
+                )
+                .into_bytes();
+                text.extend_from_slice(&f.contents);
+                (path, text)
+            }
+            None => (f.path.clone(), f.contents.clone()),
+        };
+        let target = dir.join(&path);
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("creating {}", parent.display()))?;
+        }
+        std::fs::write(&target, contents)
+            .with_context(|| format!("writing {}", target.display()))?;
+        written += 1;
+    }
+    Ok(written)
+}
+
+/// Where a rendered source's output goes in `render --out`.
+fn out_path(source: &str) -> String {
+    let base = source.rsplit('/').next().unwrap_or(source);
+    if hydrate::tree::KUSTOMIZATION_FILES.contains(&base) {
+        match source.rsplit_once('/') {
+            Some((dir, _)) => format!("{dir}/rendered.yaml"),
+            None => "rendered.yaml".to_string(),
+        }
+    } else {
+        format!("{source}.yaml")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rendered_sources_are_written_where_no_tool_reads_them() {
+        assert_eq!(
+            out_path("apps/web/kustomization.yaml"),
+            "apps/web/rendered.yaml"
+        );
+        assert_eq!(out_path("Kustomization"), "rendered.yaml");
+        assert_eq!(out_path("ksm/main.jsonnet"), "ksm/main.jsonnet.yaml");
+    }
+}

@@ -1,0 +1,622 @@
+//! The rendering stage, between `source` and `spec` (DESIGN 1.9): a revision's files in,
+//! the files the spec loader reads out. Kustomize directories are built by an external
+//! `kustomize` (`kustomize.rs`, run by `runner.rs`), Jsonnet is evaluated in process
+//! (`jsonnet.rs`), chart directories are recognised (`tree.rs`), JSON manifests are kept;
+//! a rendered source's output is handed on as a YAML file at the path of the file it came
+//! from, so policies, waves, hooks, tree settings, the prune guard and status treat it
+//! exactly as committed YAML. Renders are cached by what they read (`cache.rs`). Cluster
+//! facts, when a tool needs them, come in as values: this stage never reaches the cluster.
+
+pub mod cache;
+pub mod jsonnet;
+pub mod kustomize;
+pub mod runner;
+pub mod tree;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::spec::settings::{JsonnetSettings, SETTINGS_FILE};
+use crate::spec::{Location, RenderedBy, SourceFile, SpecError};
+use tree::{Rendered, base_of, is_under};
+
+/// The Jsonnet evaluator, as provenance names it.
+pub const JSONNET_VERSION: &str = "rsjsonnet 0.5.1";
+
+/// How the stage runs its tools.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// `--kustomize` / `DRIFTLESS_KUSTOMIZE`: the program, else found on `PATH`.
+    pub kustomize: Option<PathBuf>,
+    pub limits: runner::Limits,
+    /// Tool runs at once (`--render-concurrency`).
+    pub concurrency: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            kustomize: None,
+            limits: runner::Limits::default(),
+            concurrency: 4,
+        }
+    }
+}
+
+/// Where a tree lies on disk, for the tools that read files themselves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OnDisk {
+    /// The spec root (canonical).
+    pub root: PathBuf,
+    /// The repository holding it (canonical): what a kustomization may reach.
+    pub repo: PathBuf,
+}
+
+impl OnDisk {
+    /// For a directory or a CLI path: the repository is the git work tree that holds it,
+    /// else the directory itself.
+    pub fn for_dir(root: &Path) -> std::io::Result<OnDisk> {
+        let root = root.canonicalize()?;
+        let root = if root.is_file() {
+            root.parent().map(Path::to_path_buf).unwrap_or(root)
+        } else {
+            root
+        };
+        let repo = root
+            .ancestors()
+            .find(|d| d.join(".git").exists())
+            .unwrap_or(&root)
+            .to_path_buf();
+        Ok(OnDisk { root, repo })
+    }
+}
+
+/// A revision's files, as a source read them.
+#[derive(Debug, Clone, Default)]
+pub struct Input {
+    pub files: Vec<SourceFile>,
+    /// Files the source did not read (by path), for what is said about them.
+    pub unread: Vec<String>,
+    pub disk: Option<OnDisk>,
+}
+
+/// What the spec loader reads, and what the stage found wrong.
+#[derive(Debug, Clone, Default)]
+pub struct Output {
+    pub files: Vec<SourceFile>,
+    /// A render that failed, at its file: the revision is invalid.
+    pub errors: Vec<SpecError>,
+    /// Files nothing reads (neither spec, YAML, JSON manifest, Jsonnet, nor part of a
+    /// rendered directory).
+    pub unread: Vec<String>,
+    pub rendered: BTreeMap<String, RenderedBy>,
+    /// Whether the revision held anything at all: files read or not.
+    pub had_files: bool,
+}
+
+impl Output {
+    /// Why a tree with files but no specs is refused: it would prune everything it once
+    /// applied, and is more often a mistake (a wrong path, a tree of files nothing reads)
+    /// than an uninstall, which says so with `--allow-mass-prune`.
+    pub fn empty_tree_error(&self) -> SpecError {
+        let mut message = "the tree holds no specs".to_string();
+        if !self.unread.is_empty() {
+            let shown: Vec<&str> = self.unread.iter().take(3).map(String::as_str).collect();
+            let more = self.unread.len().saturating_sub(3);
+            message.push_str(&format!(
+                " ({} file{} not read: {}{})",
+                self.unread.len(),
+                if self.unread.len() == 1 { "" } else { "s" },
+                shown.join(", "),
+                if more > 0 {
+                    format!(", and {more} more")
+                } else {
+                    String::new()
+                }
+            ));
+        }
+        message
+            .push_str("; an emptied tree is applied only with --allow-mass-prune (an uninstall)");
+        error_at(".", 1, 1, message)
+    }
+}
+
+/// Whether a revision's files need the tree on disk (a git commit is then checked out).
+pub fn needs_disk(files: &[SourceFile]) -> bool {
+    files
+        .iter()
+        .any(|f| tree::KUSTOMIZATION_FILES.contains(&base_of(&f.path)))
+}
+
+/// A cached Jsonnet evaluation: valid while the settings and every file it read are as
+/// they were.
+struct JsonnetEntry {
+    settings: JsonnetSettings,
+    read: Vec<(String, u64)>,
+    result: Result<Arc<Vec<u8>>, jsonnet::JsonnetError>,
+}
+
+/// The stage: its options, tools found, and caches. One per process (CLI) or daemon.
+pub struct Renderer {
+    opts: Options,
+    slots: runner::Slots,
+    cache: cache::Cache,
+    jsonnet: Mutex<HashMap<String, JsonnetEntry>>,
+    kustomize: Mutex<Option<kustomize::Kustomize>>,
+    runs: AtomicU64,
+}
+
+impl Renderer {
+    pub fn new(opts: Options) -> Self {
+        Renderer {
+            slots: runner::Slots::new(opts.concurrency),
+            opts,
+            cache: cache::Cache::default(),
+            jsonnet: Mutex::new(HashMap::new()),
+            kustomize: Mutex::new(None),
+            runs: AtomicU64::new(0),
+        }
+    }
+
+    /// Tool runs and evaluations so far (not those answered from the cache).
+    pub fn runs(&self) -> u64 {
+        self.runs.load(Ordering::Relaxed)
+    }
+
+    /// The tool, found once; not finding it is asked again next time (it may be
+    /// installed meanwhile).
+    fn kustomize(&self) -> Result<kustomize::Kustomize, String> {
+        let mut found = self.kustomize.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(k) = found.as_ref() {
+            return Ok(k.clone());
+        }
+        let k = kustomize::find(self.opts.kustomize.as_deref(), &self.opts.limits)?;
+        *found = Some(k.clone());
+        Ok(k)
+    }
+
+    /// Renders a revision.
+    pub fn render(&self, input: Input) -> Output {
+        let settings = crate::spec::settings_of(&input.files);
+        let mut out = Output {
+            had_files: !input.files.is_empty() || !input.unread.is_empty(),
+            ..Output::default()
+        };
+        let paths = input
+            .files
+            .iter()
+            .map(|f| f.path.as_str())
+            .chain(input.unread.iter().map(String::as_str));
+        let (dirs, problems) = tree::rendered_dirs(paths);
+        for (file, message) in problems {
+            out.errors.push(error_at(&file, 1, 1, message));
+        }
+        let consumed = |p: &str| dirs.iter().any(|d| is_under(p, d.dir()));
+        let mut jsonnet_files = Vec::new();
+        for f in &input.files {
+            let p = f.path.as_str();
+            if p == SETTINGS_FILE {
+                out.files.push(f.clone());
+            } else if consumed(p) || p.ends_with(".libsonnet") {
+            } else if p.ends_with(".jsonnet") {
+                jsonnet_files.push(p.to_string());
+            } else if p.ends_with(".json") {
+                match json_manifest(f) {
+                    Ok(true) => out.files.push(f.clone()),
+                    Ok(false) => out.unread.push(f.path.clone()),
+                    Err(e) => out.errors.push(e),
+                }
+            } else {
+                out.files.push(f.clone());
+            }
+        }
+        out.unread
+            .extend(input.unread.iter().filter(|p| !consumed(p)).cloned());
+        out.unread.sort();
+
+        let mut kustomizations = Vec::new();
+        for d in &dirs {
+            match d {
+                Rendered::Chart { dir, file } => {
+                    if let Some(e) = chart(dir, file, &input.files) {
+                        out.errors.push(e);
+                    }
+                }
+                Rendered::Kustomize { dir, file } => {
+                    kustomizations.push((dir.clone(), file.clone()))
+                }
+            }
+        }
+        if !kustomizations.is_empty() {
+            self.kustomizations(&kustomizations, &input, &settings, &mut out);
+        }
+        if !jsonnet_files.is_empty() {
+            self.jsonnets(&jsonnet_files, &input.files, &settings.jsonnet, &mut out);
+        }
+        self.cache.retain_used();
+        out.files.sort_by(|a, b| a.path.cmp(&b.path));
+        out.errors.sort();
+        out
+    }
+
+    fn kustomizations(
+        &self,
+        list: &[(String, String)],
+        input: &Input,
+        settings: &crate::spec::settings::Settings,
+        out: &mut Output,
+    ) {
+        let Some(disk) = &input.disk else {
+            for (_, file) in list {
+                out.errors.push(error_at(
+                    file,
+                    1,
+                    1,
+                    "a kustomization needs its tree on disk, and this source has none".to_string(),
+                ));
+            }
+            return;
+        };
+        let tool = match self.kustomize() {
+            Ok(t) => t,
+            Err(why) => {
+                for (_, file) in list {
+                    out.errors.push(error_at(file, 1, 1, why.clone()));
+                }
+                return;
+            }
+        };
+        let results: Vec<(String, String, cache::Entry)> = std::thread::scope(|s| {
+            let handles: Vec<_> = list
+                .iter()
+                .map(|(dir, file)| {
+                    let tool = &tool;
+                    s.spawn(move || {
+                        let r = self.kustomize_one(tool, disk, dir, settings.remote_bases);
+                        (dir.clone(), file.clone(), r)
+                    })
+                })
+                .collect();
+            handles.into_iter().filter_map(|h| h.join().ok()).collect()
+        });
+        for (dir, file, result) in results {
+            match result {
+                Ok(yaml) => {
+                    out.rendered.insert(
+                        file.clone(),
+                        RenderedBy {
+                            tool: "kustomize".into(),
+                            version: tool.version.clone(),
+                            command: tool.shown(&dir),
+                        },
+                    );
+                    out.files.push(SourceFile {
+                        path: file,
+                        contents: yaml.to_vec(),
+                    });
+                }
+                Err(why) => out.errors.push(error_at(&file, 1, 1, why)),
+            }
+        }
+    }
+
+    fn kustomize_one(
+        &self,
+        tool: &kustomize::Kustomize,
+        disk: &OnDisk,
+        dir: &str,
+        remote_ok: bool,
+    ) -> Result<Arc<Vec<u8>>, String> {
+        let abs = disk.root.join(dir);
+        let abs = abs
+            .canonicalize()
+            .map_err(|e| format!("cannot read the kustomization's directory: {e}"))?;
+        if !abs.starts_with(&disk.repo) {
+            return Err(
+                "the kustomization's directory leads out of the repository; refused".into(),
+            );
+        }
+        let closure = kustomize::closure(&disk.repo, &abs, remote_ok)?;
+        let mut key = cache::KeyBuilder::new("kustomize");
+        key.part(tool.program.as_os_str().as_encoded_bytes())
+            .part(tool.version.as_bytes())
+            .part(tool.shown(dir).as_bytes());
+        closure.digest(&disk.repo, &mut key)?;
+        let key = key.finish();
+        // A remote base can change without the repository changing: never cached.
+        if !closure.remote
+            && let Some(hit) = self.cache.get(&key)
+        {
+            return hit;
+        }
+        let span = tracing::info_span!("render", tool = "kustomize", dir = %if dir.is_empty() { "." } else { dir });
+        let _enter = span.enter();
+        self.runs.fetch_add(1, Ordering::Relaxed);
+        let result = runner::run(
+            &tool.program,
+            &tool.args(&abs),
+            &abs,
+            &self.opts.limits,
+            &self.slots,
+        )
+        .map(Arc::new)
+        .map_err(|e| match e {
+            runner::RunError::Failed(line) => format!("kustomize build failed: {line}"),
+            other => format!("kustomize build: {other}"),
+        });
+        match &result {
+            Ok(out) => tracing::info!(bytes = out.len(), "rendered"),
+            Err(why) => tracing::warn!(error = %why, "render failed"),
+        }
+        if !closure.remote {
+            self.cache.put(key, result.clone());
+        }
+        result
+    }
+
+    fn jsonnets(
+        &self,
+        list: &[String],
+        files: &[SourceFile],
+        settings: &JsonnetSettings,
+        out: &mut Output,
+    ) {
+        let index: jsonnet::Files = Arc::new(
+            files
+                .iter()
+                .map(|f| (f.path.clone(), Arc::new(f.contents.clone())))
+                .collect(),
+        );
+        let digest = |p: &str| {
+            index
+                .get(p)
+                .map(|t| crate::spec::names::fnv1a64(t.iter().copied()))
+        };
+        let mut cache = self.jsonnet.lock().unwrap_or_else(|e| e.into_inner());
+        cache.retain(|path, _| list.contains(path));
+        for path in list {
+            let fresh = cache.get(path).is_some_and(|e| {
+                e.settings == *settings && e.read.iter().all(|(p, h)| digest(p) == Some(*h))
+            });
+            if !fresh {
+                self.runs.fetch_add(1, Ordering::Relaxed);
+                let timeout: Duration = self.opts.limits.timeout;
+                let evaluated =
+                    jsonnet::evaluate(path, &index, settings, timeout, self.opts.limits.max_output);
+                let (read, result) = match evaluated {
+                    Ok(ev) => (ev.read, Ok(Arc::new(to_yaml(&ev.objects)))),
+                    Err(e) => (
+                        vec![(path.clone(), digest(path).unwrap_or_default())],
+                        Err(e),
+                    ),
+                };
+                tracing::info!(file = %path, ok = result.is_ok(), "evaluated Jsonnet");
+                cache.insert(
+                    path.clone(),
+                    JsonnetEntry {
+                        settings: settings.clone(),
+                        read,
+                        result,
+                    },
+                );
+            }
+            let Some(entry) = cache.get(path) else {
+                continue;
+            };
+            match &entry.result {
+                Ok(yaml) if yaml.is_empty() => out.errors.push(error_at(
+                    path,
+                    1,
+                    1,
+                    "the Jsonnet file yields no Kubernetes objects (no object with apiVersion and kind); a library is named *.libsonnet".into(),
+                )),
+                Ok(yaml) => {
+                    out.rendered.insert(
+                        path.clone(),
+                        RenderedBy {
+                            tool: "jsonnet".into(),
+                            version: JSONNET_VERSION.into(),
+                            command: jsonnet_command(path, settings),
+                        },
+                    );
+                    out.files.push(SourceFile {
+                        path: path.clone(),
+                        contents: yaml.to_vec(),
+                    });
+                }
+                Err(e) => out
+                    .errors
+                    .push(error_at(&e.file, e.line, e.column, e.message.clone())),
+            }
+        }
+    }
+}
+
+/// The command `jsonnet` would be run with for the same output.
+fn jsonnet_command(path: &str, s: &JsonnetSettings) -> String {
+    let mut parts = vec!["jsonnet".to_string()];
+    for l in &s.libs {
+        parts.push(format!("-J {l}"));
+    }
+    for k in s.ext_vars.keys() {
+        parts.push(format!("--ext-str {k}"));
+    }
+    for k in s.tlas.keys() {
+        parts.push(format!("--tla-str {k}"));
+    }
+    parts.push(path.to_string());
+    parts.join(" ")
+}
+
+/// Objects as YAML documents (each JSON, which YAML reads), one per object.
+fn to_yaml(objects: &[serde_json::Value]) -> Vec<u8> {
+    let mut out = String::new();
+    for o in objects {
+        out.push_str("---\n");
+        out.push_str(&serde_json::to_string_pretty(o).unwrap_or_default());
+        out.push('\n');
+    }
+    out.into_bytes()
+}
+
+fn error_at(file: &str, line: usize, column: usize, message: String) -> SpecError {
+    SpecError {
+        at: Location {
+            file: file.to_string(),
+            line,
+            column,
+        },
+        message,
+    }
+}
+
+/// Whether a JSON file holds a Kubernetes object; not JSON at all is an error at its place.
+fn json_manifest(f: &SourceFile) -> Result<bool, SpecError> {
+    match serde_json::from_slice::<serde_json::Value>(&f.contents) {
+        Ok(v) => Ok(tree::is_manifest_json(&v)),
+        Err(e) => Err(error_at(
+            &f.path,
+            e.line().max(1),
+            e.column().max(1),
+            format!("not valid JSON: {}", strip_position(&e.to_string())),
+        )),
+    }
+}
+
+/// serde_json's message without its own " at line L column C".
+fn strip_position(msg: &str) -> &str {
+    msg.split(" at line ").next().unwrap_or(msg)
+}
+
+/// A chart directory: until the `helm` kind renders it, an error saying what it is and how
+/// it will be rendered. A library chart is never rendered: nothing to say.
+fn chart(dir: &str, file: &str, files: &[SourceFile]) -> Option<SpecError> {
+    let meta: serde_json::Value = files
+        .iter()
+        .find(|f| f.path == file)
+        .and_then(|f| serde_saphyr::from_slice(&f.contents).ok())
+        .unwrap_or_default();
+    if meta.get("type").and_then(|t| t.as_str()) == Some("library") {
+        return None;
+    }
+    let name = meta.get("name").and_then(|n| n.as_str()).unwrap_or("");
+    let version = meta.get("version").and_then(|n| n.as_str()).unwrap_or("");
+    let shown = if dir.is_empty() { "." } else { dir };
+    let release = base_of(if dir.is_empty() { name } else { dir });
+    Some(error_at(
+        file,
+        1,
+        1,
+        format!(
+            "{shown} is a Helm chart ({name} {version}), not specs: driftless renders charts with `helm template` (a chart no spec names, as release {release:?} with its own values) once the `helm` kind lands; until then render it in CI and commit the output, or list {shown}/ in .driftlessignore"
+        ),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(p: &str, t: &str) -> SourceFile {
+        SourceFile {
+            path: p.into(),
+            contents: t.as_bytes().to_vec(),
+        }
+    }
+
+    #[test]
+    fn json_jsonnet_charts_and_unread_files() {
+        let r = Renderer::new(Options::default());
+        let out = r.render(Input {
+            files: vec![
+                file(
+                    "cm.json",
+                    r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"a"}}"#,
+                ),
+                file("dash.json", r#"{"panels":[]}"#),
+                file(
+                    "app.jsonnet",
+                    "{ x: { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'n' } } }",
+                ),
+                file("lib.libsonnet", "{}"),
+                file(
+                    "chart/Chart.yaml",
+                    "apiVersion: v2\nname: web\nversion: 1.2.3\n",
+                ),
+                file("chart/templates/d.yaml", "{{ .Values.x }}"),
+                file(
+                    "libchart/Chart.yaml",
+                    "apiVersion: v2\nname: common\ntype: library\nversion: 1\n",
+                ),
+            ],
+            unread: vec!["README.md".into(), "chart/README.md".into()],
+            disk: None,
+        });
+        let paths: Vec<&str> = out.files.iter().map(|f| f.path.as_str()).collect();
+        assert_eq!(paths, ["app.jsonnet", "cm.json"]);
+        assert_eq!(out.unread, ["README.md", "dash.json"]);
+        assert_eq!(out.errors.len(), 1, "{:?}", out.errors);
+        assert_eq!(out.errors[0].at.file, "chart/Chart.yaml");
+        assert!(
+            out.errors[0]
+                .message
+                .contains("is a Helm chart (web 1.2.3)")
+        );
+        assert_eq!(out.rendered["app.jsonnet"].tool, "jsonnet");
+        assert_eq!(r.runs(), 1);
+        // Unchanged: answered from the cache.
+        let _ = r.render(Input {
+            files: vec![file(
+                "app.jsonnet",
+                "{ x: { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'n' } } }",
+            )],
+            ..Input::default()
+        });
+        assert_eq!(r.runs(), 1);
+    }
+
+    #[test]
+    fn broken_json_is_an_error_at_its_place() {
+        let r = Renderer::new(Options::default());
+        let out = r.render(Input {
+            files: vec![file("x.json", "{\n  \"a\": ,\n}")],
+            ..Input::default()
+        });
+        assert_eq!(out.errors.len(), 1);
+        assert_eq!((out.errors[0].at.line, out.errors[0].at.column), (2, 8));
+        assert!(out.errors[0].message.starts_with("not valid JSON"));
+    }
+
+    #[test]
+    fn a_kustomization_without_a_disk_or_a_tool_is_one_line_at_its_file() {
+        let r = Renderer::new(Options {
+            kustomize: Some(PathBuf::from("/nonexistent/kustomize")),
+            ..Options::default()
+        });
+        let out = r.render(Input {
+            files: vec![file("app/kustomization.yaml", "resources: []\n")],
+            ..Input::default()
+        });
+        assert_eq!(out.errors.len(), 1);
+        assert_eq!(out.errors[0].at.file, "app/kustomization.yaml");
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("app")).unwrap();
+        std::fs::write(dir.path().join("app/kustomization.yaml"), "resources: []\n").unwrap();
+        let out = r.render(Input {
+            files: vec![file("app/kustomization.yaml", "resources: []\n")],
+            disk: Some(OnDisk::for_dir(dir.path()).unwrap()),
+            ..Input::default()
+        });
+        assert_eq!(out.errors.len(), 1);
+        assert!(
+            out.errors[0]
+                .message
+                .contains("/nonexistent/kustomize does not run"),
+            "{:?}",
+            out.errors
+        );
+    }
+}

@@ -1,0 +1,148 @@
+//! What a tree's files are to the rendering stage: kustomization directories and chart
+//! directories (each read whole by its tool, nothing under it on its own), Jsonnet files
+//! (evaluated) and libraries (imports only), JSON files (manifests when they hold one),
+//! and what nothing reads.
+
+use std::collections::BTreeMap;
+
+/// The names kustomize looks for in a directory, in its order.
+pub const KUSTOMIZATION_FILES: [&str; 3] =
+    ["kustomization.yaml", "kustomization.yml", "Kustomization"];
+
+/// A Helm chart's own file.
+pub const CHART_FILE: &str = "Chart.yaml";
+
+/// The directory of `path` ("" at the root).
+pub fn dir_of(path: &str) -> &str {
+    path.rsplit_once('/').map(|(d, _)| d).unwrap_or("")
+}
+
+pub fn base_of(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+/// Whether `path` lies in directory `dir` ("" is the root: everything does).
+pub fn is_under(path: &str, dir: &str) -> bool {
+    dir.is_empty()
+        || (path.len() > dir.len() && path.starts_with(dir) && path.as_bytes()[dir.len()] == b'/')
+}
+
+/// A directory a tool renders whole.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rendered {
+    /// A kustomization: its directory and its file (`dir/kustomization.yaml`).
+    Kustomize { dir: String, file: String },
+    /// A chart: its directory and its `Chart.yaml`.
+    Chart { dir: String, file: String },
+}
+
+impl Rendered {
+    pub fn dir(&self) -> &str {
+        match self {
+            Rendered::Kustomize { dir, .. } | Rendered::Chart { dir, .. } => dir,
+        }
+    }
+}
+
+/// The outermost rendered directories among `paths`: one inside another is the outer
+/// one's to read (a base under an overlay, a subchart in `charts/`). Two kustomization
+/// files in one directory are an error, as kustomize says.
+pub fn rendered_dirs<'a>(
+    paths: impl IntoIterator<Item = &'a str>,
+) -> (Vec<Rendered>, Vec<(String, String)>) {
+    let mut found: BTreeMap<String, Vec<Rendered>> = BTreeMap::new();
+    for p in paths {
+        let (dir, base) = (dir_of(p), base_of(p));
+        let r = if KUSTOMIZATION_FILES.contains(&base) {
+            Rendered::Kustomize {
+                dir: dir.to_string(),
+                file: p.to_string(),
+            }
+        } else if base == CHART_FILE {
+            Rendered::Chart {
+                dir: dir.to_string(),
+                file: p.to_string(),
+            }
+        } else {
+            continue;
+        };
+        found.entry(dir.to_string()).or_default().push(r);
+    }
+    let mut errors = Vec::new();
+    let mut out: Vec<Rendered> = Vec::new();
+    // BTreeMap order puts a directory before what lies in it.
+    for (dir, mut rs) in found {
+        if out
+            .iter()
+            .any(|o| is_under(&dir, o.dir()) || o.dir() == dir)
+        {
+            continue;
+        }
+        let kustomizations: Vec<&Rendered> = rs
+            .iter()
+            .filter(|r| matches!(r, Rendered::Kustomize { .. }))
+            .collect();
+        if kustomizations.len() > 1 {
+            let names: Vec<&str> = kustomizations
+                .iter()
+                .map(|r| match r {
+                    Rendered::Kustomize { file, .. } => base_of(file),
+                    Rendered::Chart { .. } => "",
+                })
+                .collect();
+            if let Some(Rendered::Kustomize { file, .. }) = kustomizations.get(1) {
+                errors.push((
+                    file.clone(),
+                    format!(
+                        "more than one kustomization file in one directory ({}); kustomize reads one: keep one",
+                        names.join(", ")
+                    ),
+                ));
+            }
+        }
+        // A chart directory that also holds a kustomization is a chart.
+        rs.sort_by_key(|r| matches!(r, Rendered::Kustomize { .. }));
+        if let Some(first) = rs.into_iter().next() {
+            out.push(first);
+        }
+    }
+    (out, errors)
+}
+
+/// Whether a JSON document is a Kubernetes object (or a list of them): an object with
+/// `apiVersion` and `kind`. Anything else (a dashboard, a `package.json`) is not read.
+pub fn is_manifest_json(v: &serde_json::Value) -> bool {
+    v.get("apiVersion")
+        .is_some_and(serde_json::Value::is_string)
+        && v.get("kind").is_some_and(serde_json::Value::is_string)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_outermost_directory_reads_what_lies_in_it() {
+        let (dirs, errors) = rendered_dirs([
+            "apps/a/kustomization.yaml",
+            "apps/a/base/kustomization.yaml",
+            "apps/b/Kustomization",
+            "charts/c/Chart.yaml",
+            "charts/c/charts/d/Chart.yaml",
+            "x.yaml",
+        ]);
+        assert!(errors.is_empty());
+        let shown: Vec<&str> = dirs.iter().map(Rendered::dir).collect();
+        assert_eq!(shown, ["apps/a", "apps/b", "charts/c"]);
+        assert!(is_under("apps/a/x.yaml", "apps/a"));
+        assert!(!is_under("apps/ab/x.yaml", "apps/a"));
+        assert!(is_under("x.yaml", ""));
+    }
+
+    #[test]
+    fn two_kustomization_files_in_one_directory_are_an_error() {
+        let (_, errors) = rendered_dirs(["k/kustomization.yaml", "k/kustomization.yml"]);
+        assert_eq!(errors.len(), 1);
+        assert_eq!(errors[0].0, "k/kustomization.yml");
+    }
+}
