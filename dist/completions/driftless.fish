@@ -50,6 +50,9 @@ complete -c driftless -n "__fish_driftless_using_subcommand validate" -l allow-n
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -l sops-age-key-file -d 'age identities (a keys file, as age-keygen writes it) to decrypt SOPS-encrypted YAML with. Without it: $SOPS_AGE_KEY_FILE, else $SOPS_AGE_KEY, else sops\'s default ~/.config/sops/age/keys.txt when present' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -l var -d 'Set variable NAME for `${NAME}` in spec values, over the tree\'s .driftless.toml [vars] and --vars-file. Repeatable' -r
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -l vars-file -d 'Variables for `${NAME}` from a TOML file of `NAME = "value"` lines (a cluster\'s own values), over the tree\'s .driftless.toml [vars]. Read once, at start' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand validate" -l kustomize -d 'The program that builds kustomizations: `kustomize` (v5), or `kubectl` (1.27 or newer, as `kubectl kustomize`). Default: `kustomize` on PATH, else `kubectl`' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand validate" -l render-timeout -d 'How long one render may run before it (and what it started) is killed, e.g. 90s' -r
+complete -c driftless -n "__fish_driftless_using_subcommand validate" -l render-concurrency -d 'Rendering tools run at once at most' -r
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -l context -d 'The kubeconfig context to use (default: its current-context)' -r
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -l kube-api-qps -d 'Requests per second to the apiserver at most, client-side, as client-go\'s rate limit (0: no limit). Answers 429 and 502-504 are retried either way' -r
@@ -63,7 +66,11 @@ complete -c driftless -n "__fish_driftless_using_subcommand render" -l allow-nam
 complete -c driftless -n "__fish_driftless_using_subcommand render" -l sops-age-key-file -d 'age identities (a keys file, as age-keygen writes it) to decrypt SOPS-encrypted YAML with. Without it: $SOPS_AGE_KEY_FILE, else $SOPS_AGE_KEY, else sops\'s default ~/.config/sops/age/keys.txt when present' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand render" -l var -d 'Set variable NAME for `${NAME}` in spec values, over the tree\'s .driftless.toml [vars] and --vars-file. Repeatable' -r
 complete -c driftless -n "__fish_driftless_using_subcommand render" -l vars-file -d 'Variables for `${NAME}` from a TOML file of `NAME = "value"` lines (a cluster\'s own values), over the tree\'s .driftless.toml [vars]. Read once, at start' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand render" -l kustomize -d 'The program that builds kustomizations: `kustomize` (v5), or `kubectl` (1.27 or newer, as `kubectl kustomize`). Default: `kustomize` on PATH, else `kubectl`' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand render" -l render-timeout -d 'How long one render may run before it (and what it started) is killed, e.g. 90s' -r
+complete -c driftless -n "__fish_driftless_using_subcommand render" -l render-concurrency -d 'Rendering tools run at once at most' -r
 complete -c driftless -n "__fish_driftless_using_subcommand render" -l nodes -d 'Node names for `localservice` specs, instead of asking the cluster. Such nodes carry no labels, so only an empty node-selector matches them' -r
+complete -c driftless -n "__fish_driftless_using_subcommand render" -l out -d 'Write the tree to DIR instead, every Kustomize directory and Jsonnet file replaced by its output as plain YAML (the rendered-manifests pattern: CI commits DIR, and driftless applies it with no tool)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand render" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand render" -l context -d 'The kubeconfig context to use (default: its current-context)' -r
 complete -c driftless -n "__fish_driftless_using_subcommand render" -l kube-api-qps -d 'Requests per second to the apiserver at most, client-side, as client-go\'s rate limit (0: no limit). Answers 429 and 502-504 are retried either way' -r
@@ -77,6 +84,9 @@ complete -c driftless -n "__fish_driftless_using_subcommand diff" -l allow-names
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l sops-age-key-file -d 'age identities (a keys file, as age-keygen writes it) to decrypt SOPS-encrypted YAML with. Without it: $SOPS_AGE_KEY_FILE, else $SOPS_AGE_KEY, else sops\'s default ~/.config/sops/age/keys.txt when present' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l var -d 'Set variable NAME for `${NAME}` in spec values, over the tree\'s .driftless.toml [vars] and --vars-file. Repeatable' -r
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l vars-file -d 'Variables for `${NAME}` from a TOML file of `NAME = "value"` lines (a cluster\'s own values), over the tree\'s .driftless.toml [vars]. Read once, at start' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand diff" -l kustomize -d 'The program that builds kustomizations: `kustomize` (v5), or `kubectl` (1.27 or newer, as `kubectl kustomize`). Default: `kustomize` on PATH, else `kubectl`' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand diff" -l render-timeout -d 'How long one render may run before it (and what it started) is killed, e.g. 90s' -r
+complete -c driftless -n "__fish_driftless_using_subcommand diff" -l render-concurrency -d 'Rendering tools run at once at most' -r
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l field-manager -d 'Field manager for server-side apply' -r
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l max-prune-ratio -d 'Refuse a revision that would prune more than this share of the inventory' -r
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l concurrency -d 'Objects applied (or dry-run) at once' -r
@@ -102,6 +112,9 @@ complete -c driftless -n "__fish_driftless_using_subcommand apply" -l allow-name
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l sops-age-key-file -d 'age identities (a keys file, as age-keygen writes it) to decrypt SOPS-encrypted YAML with. Without it: $SOPS_AGE_KEY_FILE, else $SOPS_AGE_KEY, else sops\'s default ~/.config/sops/age/keys.txt when present' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l var -d 'Set variable NAME for `${NAME}` in spec values, over the tree\'s .driftless.toml [vars] and --vars-file. Repeatable' -r
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l vars-file -d 'Variables for `${NAME}` from a TOML file of `NAME = "value"` lines (a cluster\'s own values), over the tree\'s .driftless.toml [vars]. Read once, at start' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand apply" -l kustomize -d 'The program that builds kustomizations: `kustomize` (v5), or `kubectl` (1.27 or newer, as `kubectl kustomize`). Default: `kustomize` on PATH, else `kubectl`' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand apply" -l render-timeout -d 'How long one render may run before it (and what it started) is killed, e.g. 90s' -r
+complete -c driftless -n "__fish_driftless_using_subcommand apply" -l render-concurrency -d 'Rendering tools run at once at most' -r
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l field-manager -d 'Field manager for server-side apply' -r
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l max-prune-ratio -d 'Refuse a revision that would prune more than this share of the inventory' -r
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l concurrency -d 'Objects applied (or dry-run) at once' -r
@@ -127,6 +140,9 @@ complete -c driftless -n "__fish_driftless_using_subcommand run" -l allow-namesp
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l sops-age-key-file -d 'age identities (a keys file, as age-keygen writes it) to decrypt SOPS-encrypted YAML with. Without it: $SOPS_AGE_KEY_FILE, else $SOPS_AGE_KEY, else sops\'s default ~/.config/sops/age/keys.txt when present' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l var -d 'Set variable NAME for `${NAME}` in spec values, over the tree\'s .driftless.toml [vars] and --vars-file. Repeatable' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l vars-file -d 'Variables for `${NAME}` from a TOML file of `NAME = "value"` lines (a cluster\'s own values), over the tree\'s .driftless.toml [vars]. Read once, at start' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l kustomize -d 'The program that builds kustomizations: `kustomize` (v5), or `kubectl` (1.27 or newer, as `kubectl kustomize`). Default: `kustomize` on PATH, else `kubectl`' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l render-timeout -d 'How long one render may run before it (and what it started) is killed, e.g. 90s' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l render-concurrency -d 'Rendering tools run at once at most' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l git -d 'Sync from this git repository (credentials come from the environment, never argv)' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l branch -d 'Branch to follow with --git (default: main)' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l tag -d 'Tag to follow with --git' -r
