@@ -407,6 +407,7 @@ fn status(n_specs: usize, revision: &str, ready: bool) -> StatusFile {
             name: "web".into(),
             file: format!("teams/team-{i}.toml"),
             line: 1,
+            rendered_by: None,
             ready,
             status: if ready { "Current" } else { "InProgress" }.into(),
             reason: None,

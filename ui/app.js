@@ -213,6 +213,7 @@ function renderDetail(doc, id) {
     ["Readiness", readiness(spec)],
     ["Reason / message", reasonText(spec)],
     ["Defined at", `${spec.file}:${spec.line}`],
+    ...(spec.rendered_by ? [["Rendered by", `${spec.rendered_by.command} (${spec.rendered_by.tool} ${spec.rendered_by.version})`]] : []),
     ...figures(spec.figures).map(([k, v]) => [k, dash(v)]),
     ["Suspended", spec.suspended ? `yes, since ${when(spec.suspended.since)}: ${spec.suspended.reason}` : "no"],
   ];

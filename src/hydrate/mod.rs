@@ -182,7 +182,8 @@ impl Renderer {
     pub fn render(&self, input: Input) -> Output {
         let settings = crate::spec::settings_of(&input.files);
         let mut out = Output {
-            had_files: !input.files.is_empty() || !input.unread.is_empty(),
+            // The settings alone are no content: a tree emptied for an uninstall may keep them.
+            had_files: input.files.iter().any(|f| f.path != SETTINGS_FILE) || !input.unread.is_empty(),
             ..Output::default()
         };
         let paths = input

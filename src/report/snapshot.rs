@@ -30,6 +30,8 @@ pub struct Snapshot<'a> {
     /// Why the cluster cannot be reached, while it cannot.
     pub cluster_error: Option<&'a str>,
     pub specs: &'a [Spec],
+    /// What rendered each rendered file of the tree.
+    pub rendered: &'a BTreeMap<String, crate::spec::RenderedBy>,
     pub health: &'a [SpecHealth],
     /// What the specs render to: the objects' display names, for their last actions.
     pub expected: &'a [Expected],
@@ -105,6 +107,7 @@ impl Snapshot<'_> {
                     name: spec.id.name.clone(),
                     file: spec.at.file.clone(),
                     line: spec.at.line,
+                    rendered_by: self.rendered.get(&spec.at.file).cloned(),
                     ready,
                     status: match (failed, ready) {
                         (Some(_), false) => "Failed".to_string(),
@@ -293,6 +296,7 @@ mod tests {
 
     static NO_SUSPENSIONS: Suspensions = Suspensions::new();
     static NO_DRIFT: BTreeMap<ObjKey, SpecId> = BTreeMap::new();
+    static NO_RENDERS: BTreeMap<String, crate::spec::RenderedBy> = BTreeMap::new();
     static NO_FAILURES: std::sync::LazyLock<HashMap<ObjKey, String>> =
         std::sync::LazyLock::new(HashMap::new);
     static NO_REVISIONS: std::sync::LazyLock<HashMap<SpecId, String>> =
@@ -311,6 +315,7 @@ mod tests {
             errors: &[],
             cluster_error: None,
             specs,
+            rendered: &NO_RENDERS,
             health,
             expected: &[],
             actions,

@@ -147,6 +147,10 @@ pub struct SpecStatus {
     /// newest revision while that change is pending (and then not ready).
     #[serde(default)]
     pub revision: Option<String>,
+    /// The tool that rendered its file (a kustomization, a Jsonnet file), its version
+    /// and the command; absent for a file read as written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rendered_by: Option<crate::spec::RenderedBy>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -620,6 +624,7 @@ mod tests {
             suspended: None,
             drifted: vec![],
             revision: None,
+            rendered_by: None,
         }
     }
 

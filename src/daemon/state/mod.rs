@@ -40,6 +40,9 @@ pub enum SourceUpdate {
     },
 }
 
+/// A tree that renders nothing has no renders to name.
+static NO_RENDERS: BTreeMap<String, crate::spec::RenderedBy> = BTreeMap::new();
+
 /// What the rendering stage (`hydrate`) said of a revision, besides its files.
 #[derive(Debug, Clone, Default)]
 pub struct Rendering {
@@ -206,6 +209,7 @@ impl State {
             errors: &self.errors,
             cluster_error: self.cluster_error.as_deref(),
             specs: self.specs(),
+            rendered: self.tree.as_deref().map_or(&NO_RENDERS, |t| t.rendered.as_ref()),
             health: &self.health,
             expected: &self.expected,
             actions: &self.actions,
