@@ -183,7 +183,8 @@ impl Renderer {
         let settings = crate::spec::settings_of(&input.files);
         let mut out = Output {
             // The settings alone are no content: a tree emptied for an uninstall may keep them.
-            had_files: input.files.iter().any(|f| f.path != SETTINGS_FILE) || !input.unread.is_empty(),
+            had_files: input.files.iter().any(|f| f.path != SETTINGS_FILE)
+                || !input.unread.is_empty(),
             ..Output::default()
         };
         let paths = input

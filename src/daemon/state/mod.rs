@@ -209,7 +209,10 @@ impl State {
             errors: &self.errors,
             cluster_error: self.cluster_error.as_deref(),
             specs: self.specs(),
-            rendered: self.tree.as_deref().map_or(&NO_RENDERS, |t| t.rendered.as_ref()),
+            rendered: self
+                .tree
+                .as_deref()
+                .map_or(&NO_RENDERS, |t| t.rendered.as_ref()),
             health: &self.health,
             expected: &self.expected,
             actions: &self.actions,

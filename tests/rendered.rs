@@ -1,0 +1,412 @@
+//! Rendered sources (DESIGN 1.9) against the real tools and the local cluster: podinfo's
+//! `kustomize/` as upstream ships it, built by a real `kubectl kustomize` (the testbed's
+//! kubectl 1.35, `DRIFTLESS_KUSTOMIZE`), through install, no-op, upgrade, the
+//! rendered-manifests pattern and uninstall; kube-state-metrics' Jsonnet against its
+//! committed `examples/standard`; a daemon that renders only what changed; and renders
+//! that fail, which apply and prune nothing.
+//!
+//! The inputs come from `../shared/sources`, never edited. Tests that count the
+//! apiserver's writes are named `serial_*` (scripts/test runs them alone).
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::Api;
+use serde_json::Value;
+
+use support::{Daemon, assert_exit, show};
+
+fn sources() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/sources")
+}
+
+/// The kubectl whose `kubectl kustomize` the tests build with (the testbed's env names it).
+fn kubectl() -> String {
+    std::env::var("DRIFTLESS_KUSTOMIZE").expect(
+        "DRIFTLESS_KUSTOMIZE names the testbed's kubectl 1.35 (source the testbed's env file)",
+    )
+}
+
+fn on_cluster(instance: &str, args: &[&str]) -> Output {
+    support::driftless_on_cluster(instance, args)
+}
+
+/// Every YAML document of `text`, as JSON values.
+fn docs(text: &str) -> Vec<Value> {
+    serde_saphyr::from_multiple::<Value>(text)
+        .unwrap()
+        .into_iter()
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+/// The writes the apiserver counts to what podinfo's kustomization holds.
+const PODINFO: [&str; 4] = [
+    "deployments",
+    "services",
+    "horizontalpodautoscalers",
+    "configmaps",
+];
+
+async fn no_writes(client: &kube::Client, what: &str, run: impl FnOnce() -> Output) -> Output {
+    let before = support::apiserver_writes_when_quiet(client, &PODINFO).await;
+    let out = run();
+    let after = support::apiserver_writes(client, &PODINFO).await;
+    assert_eq!(
+        after - before,
+        0,
+        "{what} wrote to the cluster\n{}",
+        show(&out)
+    );
+    out
+}
+
+#[tokio::test]
+async fn serial_podinfo_kustomize_installs_upgrades_hydrates_and_uninstalls() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "kz").await;
+    let instance = format!("kz-{}", support::suffix(&ns));
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("specs");
+    let app = root.join("podinfo");
+    std::fs::create_dir_all(&root).unwrap();
+    // podinfo's kustomization sets no namespace: the tree places it.
+    std::fs::write(
+        root.join(".driftless.toml"),
+        format!("[[namespace]]\npath = \"podinfo/**\"\nnamespace = \"{ns}\"\n"),
+    )
+    .unwrap();
+    support::copy_tree(&sources().join("podinfo/6.0.0/kustomize"), &app, &[]);
+    let r = root.to_str().unwrap();
+
+    // What driftless reads is byte for byte what kubectl kustomize prints.
+    let out_dir = dir.path().join("out");
+    let out = support::driftless(&["render", r, "--out", out_dir.to_str().unwrap()]);
+    assert_exit(&out, 0);
+    let rendered = std::fs::read_to_string(out_dir.join("podinfo/rendered.yaml")).unwrap();
+    let (header, body) = rendered.split_once('\n').unwrap();
+    assert!(header.starts_with("# Rendered by driftless from podinfo/kustomization.yaml: kubectl kustomize podinfo (kustomize v5."), "{header}");
+    let real = Command::new(kubectl())
+        .arg("kustomize")
+        .arg(&app)
+        .output()
+        .unwrap();
+    assert!(real.status.success());
+    assert_eq!(body, String::from_utf8_lossy(&real.stdout));
+
+    let out = support::driftless(&["validate", r]);
+    assert_exit(&out, 0);
+    let text = support::printed(&out);
+    assert!(text.contains("valid: 3 specs"), "{}", show(&out));
+    assert!(
+        text.contains("rendered: podinfo/kustomization.yaml: kubectl kustomize podinfo"),
+        "{}",
+        show(&out)
+    );
+
+    // Install, then nothing to do.
+    let out = on_cluster(&instance, &["apply", r]);
+    assert_exit(&out, 0);
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    let image = |d: Deployment| {
+        d.spec.unwrap().template.spec.unwrap().containers[0]
+            .image
+            .clone()
+            .unwrap()
+    };
+    assert_eq!(
+        image(deployments.get("podinfo").await.unwrap()),
+        "ghcr.io/stefanprodan/podinfo:6.0.0"
+    );
+    let out = no_writes(&client, "a re-apply", || {
+        on_cluster(&instance, &["apply", r])
+    })
+    .await;
+    assert_exit(&out, 0);
+    support::assert_no_writes(&out);
+    assert_exit(&on_cluster(&instance, &["diff", r]), 0);
+
+    // Renders that fail apply and prune nothing: one line at the file, exit 2.
+    let broken = |what: &str, out: &Output, needle: &str| {
+        assert_exit(out, 2);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+        assert_eq!(
+            lines.len(),
+            2,
+            "{what}: one error and its count\n{}",
+            show(out)
+        );
+        assert!(lines[0].starts_with(needle), "{what}: {}", show(out));
+    };
+    let kz = app.join("kustomization.yaml");
+    let good = std::fs::read_to_string(&kz).unwrap();
+    std::fs::write(&kz, good.replace("hpa.yaml", "no-such-file.yaml")).unwrap();
+    let out = no_writes(&client, "a broken kustomization", || {
+        on_cluster(&instance, &["apply", r])
+    })
+    .await;
+    broken(
+        "kustomize",
+        &out,
+        "podinfo/kustomization.yaml:1:1: kustomize build failed: ",
+    );
+    std::fs::write(&kz, &good).unwrap();
+
+    std::fs::write(
+        root.join("extra.jsonnet"),
+        "{\n  a: error 'not today',\n}\n",
+    )
+    .unwrap();
+    let out = no_writes(&client, "a Jsonnet error", || {
+        on_cluster(&instance, &["apply", r])
+    })
+    .await;
+    broken("jsonnet", &out, "extra.jsonnet:2:6: error: not today");
+    std::fs::remove_file(root.join("extra.jsonnet")).unwrap();
+
+    let out = no_writes(&client, "a missing tool", || {
+        on_cluster(
+            &instance,
+            &["apply", r, "--kustomize", "/nonexistent/kustomize"],
+        )
+    })
+    .await;
+    broken(
+        "missing tool",
+        &out,
+        "podinfo/kustomization.yaml:1:1: /nonexistent/kustomize does not run",
+    );
+
+    // Upgrade: the newer release's kustomization, in place.
+    std::fs::remove_dir_all(&app).unwrap();
+    support::copy_tree(&sources().join("podinfo/6.2.3/kustomize"), &app, &[]);
+    let out = on_cluster(&instance, &["apply", r]);
+    assert_exit(&out, 0);
+    assert_eq!(
+        image(deployments.get("podinfo").await.unwrap()),
+        "ghcr.io/stefanprodan/podinfo:6.2.3"
+    );
+    let out = no_writes(&client, "a re-apply after the upgrade", || {
+        on_cluster(&instance, &["apply", r])
+    })
+    .await;
+    support::assert_no_writes(&out);
+    assert_exit(&on_cluster(&instance, &["diff", r]), 0);
+
+    // The rendered-manifests pattern: what `render --out` wrote applies with no tool and
+    // no write over what the tree itself applied.
+    std::fs::remove_dir_all(&out_dir).unwrap();
+    assert_exit(
+        &support::driftless(&["render", r, "--out", out_dir.to_str().unwrap()]),
+        0,
+    );
+    let o = out_dir.to_str().unwrap();
+    let out = no_writes(&client, "the rendered tree", || {
+        on_cluster(
+            &instance,
+            &["apply", o, "--kustomize", "/nonexistent/kustomize"],
+        )
+    })
+    .await;
+    assert_exit(&out, 0);
+    support::assert_no_writes(&out);
+
+    // Uninstall: an emptied tree, as for any other.
+    let empty = dir.path().join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let out = on_cluster(
+        &instance,
+        &["apply", empty.to_str().unwrap(), "--allow-mass-prune"],
+    );
+    assert_exit(&out, 0);
+    support::eventually("podinfo gone", Duration::from_secs(60), || async {
+        match deployments.get_opt("podinfo").await {
+            Ok(None) => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+}
+
+/// kube-state-metrics' own Jsonnet, with only `.driftless.toml` added (its one external
+/// variable and library path), renders the objects upstream committed as
+/// `examples/standard` for that version.
+#[test]
+fn kube_state_metrics_jsonnet_renders_its_examples_standard() {
+    for (tag, version) in [("v2.0.0", "2.0.0"), ("v2.2.4", "2.2.4")] {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        support::copy_tree(&sources().join("kube-state-metrics").join(tag), root, &[]);
+        std::fs::write(
+            root.join(".driftless.toml"),
+            format!("[jsonnet]\nlibs = [\"jsonnet\"]\next-vars = {{ version = \"{version}\" }}\n"),
+        )
+        .unwrap();
+        let out_dir = dir.path().join("../out-".to_string() + tag);
+        let out = support::driftless(&[
+            "render",
+            root.to_str().unwrap(),
+            "--allow-namespace",
+            "kube-system",
+            "--out",
+            out_dir.to_str().unwrap(),
+        ]);
+        assert_exit(&out, 0);
+        let text = std::fs::read_to_string(out_dir.join("scripts/standard.jsonnet.yaml")).unwrap();
+        let ours = docs(&text);
+        assert_eq!(ours.len(), 5, "{tag}: {text}");
+        for o in &ours {
+            assert_eq!(
+                o["metadata"]["labels"]["app.kubernetes.io/version"], version,
+                "{tag}: {o}"
+            );
+        }
+        // The older version's output is committed upstream: the same objects exactly.
+        if tag == "v2.0.0" {
+            let committed = Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("../shared/realworld/kube-state-metrics/v2.0.0/examples/standard");
+            let mut theirs = Vec::new();
+            for e in std::fs::read_dir(&committed).unwrap() {
+                theirs.extend(docs(&std::fs::read_to_string(e.unwrap().path()).unwrap()));
+            }
+            let key = |v: &Value| serde_json::to_string(v).unwrap();
+            let ours: BTreeSet<String> = ours.iter().map(key).collect();
+            let theirs: BTreeSet<String> = theirs.iter().map(key).collect();
+            assert_eq!(ours, theirs);
+        }
+        let _ = std::fs::remove_dir_all(&out_dir);
+    }
+}
+
+/// A kustomize that logs each build (the directory it was asked for), then runs the real
+/// one: the environment of a run is cleared, so the log's path is written in.
+fn counting_kustomize(dir: &Path) -> (PathBuf, PathBuf) {
+    let log = dir.join("builds.log");
+    let wrapper = dir.join("kubectl");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\n[ \"$1\" = kustomize ] && echo \"$2\" >> '{}'\nexec '{}' \"$@\"\n",
+            log.display(),
+            kubectl()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    (wrapper, log)
+}
+
+fn builds(log: &Path) -> Vec<String> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+#[tokio::test]
+async fn a_daemon_renders_only_what_changed() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "kz-daemon").await;
+    let tools = tempfile::tempdir().unwrap();
+    let (wrapper, log) = counting_kustomize(tools.path());
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let app = |name: &str, value: &str| {
+        let d = root.join("apps").join(name);
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(
+            d.join("kustomization.yaml"),
+            format!("namespace: {ns}\nresources: [cm.yaml]\n"),
+        )
+        .unwrap();
+        std::fs::write(
+            d.join("cm.yaml"),
+            format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  value: \"{value}\"\n"),
+        )
+        .unwrap();
+    };
+    app("a", "1");
+    app("b", "1");
+    let mut daemon = Daemon::builder(&format!("kzd-{}", support::suffix(&ns)))
+        .args(&[
+            "--dir",
+            root.to_str().unwrap(),
+            "--resync",
+            "1s",
+            "--kustomize",
+            wrapper.to_str().unwrap(),
+        ])
+        .start();
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let value = |cms: Api<ConfigMap>, name: &'static str, want: &'static str| async move {
+        match cms.get_opt(name).await {
+            Ok(Some(cm))
+                if cm
+                    .data
+                    .as_ref()
+                    .and_then(|d| d.get("value"))
+                    .map(String::as_str)
+                    == Some(want) =>
+            {
+                Ok(())
+            }
+            other => Err(format!("{name}: {other:?}")),
+        }
+    };
+    support::eventually("both apps applied", Duration::from_secs(60), || async {
+        value(cms.clone(), "a", "1").await?;
+        value(cms.clone(), "b", "1").await
+    })
+    .await;
+    let status = daemon
+        .wait_status("the revision applied", |s| {
+            s["revision_applied"].is_string() && s["revision_applied"] == s["revision_seen"]
+        })
+        .await;
+    let a = status["specs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == format!("manifest/{ns}/ConfigMap/a"))
+        .unwrap_or_else(|| panic!("{status}"));
+    assert_eq!(a["rendered_by"]["tool"], "kustomize", "{a}");
+    assert_eq!(
+        a["rendered_by"]["command"], "kubectl kustomize apps/a",
+        "{a}"
+    );
+    assert_eq!(builds(&log).len(), 2, "{:?}", builds(&log));
+
+    // Resyncs of an unchanged tree run no tool.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(
+        builds(&log).len(),
+        2,
+        "{:?}\n{}",
+        builds(&log),
+        daemon.log()
+    );
+
+    // A change to one application renders that one only.
+    std::fs::write(
+        root.join("apps/a/cm.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\ndata:\n  value: \"2\"\n",
+    )
+    .unwrap();
+    support::eventually("a's change applied", Duration::from_secs(60), || {
+        value(cms.clone(), "a", "2")
+    })
+    .await;
+    let runs = builds(&log);
+    assert_eq!(runs.len(), 3, "{runs:?}");
+    assert!(runs[2].ends_with("/apps/a"), "{runs:?}");
+    assert_eq!(daemon.stop(), Some(0));
+}
