@@ -265,9 +265,10 @@ pub struct Manifest {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ManifestMetadata {
-    /// The object's name, checked as the apiserver checks names of its kind. For a hook
-    /// written with `generateName` instead, that prefix: each run gets a name of its own
-    /// from the apiserver.
+    /// The object's name, checked as the apiserver checks names of its kind.
+    // For a YAML hook written with `generateName` instead, that prefix (`generated`): each
+    // run gets a name of its own from the apiserver. Not in the schema: a TOML
+    // `[[manifest]]` always has a name.
     pub name: String,
     /// The object's namespace (default: the file's `namespace`, else "default"); none for
     /// a cluster-scoped kind.
