@@ -246,7 +246,18 @@ impl Engine {
         if !planned.iter().any(|p| p.obj.policy.hook.is_some()) {
             return false;
         }
-        for p in planned.iter().filter(|p| !p.obj.policy.never_applied()) {
+        // A `SyncFail` hook is not run by a sync that succeeds, so it is never recorded
+        // as applied: it would make every sync look like a change.
+        let counted = |p: &&Planned<'_>| {
+            !p.obj.policy.never_applied()
+                && !p
+                    .obj
+                    .policy
+                    .hook
+                    .as_ref()
+                    .is_some_and(|h| h.phases == [Phase::Fail])
+        };
+        for p in planned.iter().filter(counted) {
             if self.changed(p, inv.entries.get(&p.key)).await {
                 return true;
             }
