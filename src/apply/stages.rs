@@ -249,13 +249,13 @@ impl Engine {
         // A `SyncFail` hook is not run by a sync that succeeds, so it is never recorded
         // as applied: it would make every sync look like a change.
         let counted = |p: &&Planned<'_>| {
-            !p.obj.policy.never_applied()
-                && !p
-                    .obj
-                    .policy
-                    .hook
-                    .as_ref()
-                    .is_some_and(|h| h.phases == [Phase::Fail])
+            let only_on_fail = p
+                .obj
+                .policy
+                .hook
+                .as_ref()
+                .is_some_and(|h| h.phases == [Phase::Fail]);
+            !p.obj.policy.never_applied() && !only_on_fail
         };
         for p in planned.iter().filter(counted) {
             if self.changed(p, inv.entries.get(&p.key)).await {
