@@ -29,6 +29,7 @@ mod record;
 mod release;
 mod replace;
 pub mod resolve;
+mod runs;
 pub mod secret_key;
 pub mod stages;
 pub mod suspensions;

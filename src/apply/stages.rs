@@ -45,29 +45,55 @@ impl Gate for NoWait {
     }
 }
 
-/// Where an object goes: hooks by weight, ordinary objects by wave.
+/// Where an object goes: hooks by weight, ordinary objects (and Argo CD's `Sync` hooks)
+/// by wave. A stage waits for the objects of the waves before it to be ready, but for
+/// Helm's post hooks ([`Stage::Applied`]), which follow them once they are applied.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Stage {
     Pre(i32),
     Wave(i32),
+    Applied(i32),
     Post(i32),
 }
 
 impl Stage {
-    fn of(obj: &Object) -> Option<Stage> {
-        match &obj.policy.hook {
-            None => Some(Stage::Wave(obj.policy.wave)),
-            Some(h) => match h.phase {
+    /// The stages `obj` is applied in: one for an ordinary object, one per phase for a
+    /// hook (each a run of its own). `SyncFail` hooks run apart, only when the sync
+    /// failed ([`fail_hook`]); a hook that is never run has none.
+    fn of(obj: &Object) -> Vec<Stage> {
+        let Some(h) = &obj.policy.hook else {
+            return vec![Stage::Wave(obj.policy.wave)];
+        };
+        h.phases
+            .iter()
+            .filter_map(|phase| match phase {
                 Phase::Pre => Some(Stage::Pre(h.weight)),
+                Phase::Sync => Some(Stage::Wave(obj.policy.wave)),
+                Phase::Applied => Some(Stage::Applied(h.weight)),
                 Phase::Post => Some(Stage::Post(h.weight)),
-                Phase::Skipped => None,
-            },
-        }
+                Phase::Fail | Phase::Skipped => None,
+            })
+            .collect()
     }
 
+    /// Whether every object of the stage is a hook (a wave's `Sync` hooks are run with it).
     fn is_hook(self) -> bool {
         !matches!(self, Stage::Wave(_))
     }
+
+    /// Whether the stage starts only once what came before is ready (all but Helm's
+    /// post hooks, as `helm install` runs them without `--wait`).
+    fn waits(self) -> bool {
+        !matches!(self, Stage::Applied(_))
+    }
+}
+
+/// Whether `obj` runs when the sync fails (Argo CD's `SyncFail`).
+fn fail_hook(obj: &Object) -> bool {
+    obj.policy
+        .hook
+        .as_ref()
+        .is_some_and(|h| h.phases.contains(&Phase::Fail))
 }
 
 impl fmt::Display for Stage {
@@ -75,6 +101,7 @@ impl fmt::Display for Stage {
         match self {
             Stage::Pre(w) => write!(f, "pre hooks (weight {w})"),
             Stage::Wave(w) => write!(f, "wave {w}"),
+            Stage::Applied(w) => write!(f, "Helm post hooks (weight {w})"),
             Stage::Post(w) => write!(f, "post hooks (weight {w})"),
         }
     }
@@ -89,7 +116,8 @@ pub(super) fn staged(planned: &[Planned<'_>]) -> bool {
 
 impl Engine {
     /// Applies `planned` stage by stage (see the module); the results, and why the sync
-    /// stopped before its last stage, if it did.
+    /// stopped before its last stage, if it did. When hooks ran and the sync failed, its
+    /// `SyncFail` hooks run last.
     pub(super) async fn apply_staged<G: Gate>(
         &self,
         planned: Vec<Planned<'_>>,
@@ -98,6 +126,40 @@ impl Engine {
         gate: &G,
     ) -> Result<(Vec<ObjectResult>, Option<String>), ApplyError> {
         let hooks_due = self.hooks_due(&planned, inv).await;
+        let (on_fail, planned): (Vec<Planned>, Vec<Planned>) = planned
+            .into_iter()
+            .partition(|p| fail_hook(p.obj) && !p.obj.policy.never_applied());
+        let (mut results, stopped) = self
+            .apply_stages(planned, hooks_due, existing, inv, gate)
+            .await?;
+        let failed = stopped.is_some() || results.iter().any(|r| r.action.is_error());
+        if hooks_due && failed && !on_fail.is_empty() {
+            let mut on_fail = on_fail;
+            on_fail.sort_by_key(|p| p.obj.policy.hook.as_ref().map_or(0, |h| h.weight));
+            tracing::info!(
+                hooks = on_fail.len(),
+                "the sync failed: running its SyncFail hooks"
+            );
+            self.ensure_namespaces(&super::namespaces::needed(&on_fail))
+                .await?;
+            let (ran, done) = self.run_hooks(on_fail, existing, inv, gate).await;
+            if !ran.iter().any(|r| r.action.is_error()) {
+                self.delete_hooks(done).await;
+            }
+            results.extend(ran);
+        }
+        Ok((results, stopped))
+    }
+
+    /// The stages of [`Self::apply_staged`] but its `SyncFail` hooks.
+    async fn apply_stages<G: Gate>(
+        &self,
+        planned: Vec<Planned<'_>>,
+        hooks_due: bool,
+        existing: &mut Existing,
+        inv: &mut Inventory,
+        gate: &G,
+    ) -> Result<(Vec<ObjectResult>, Option<String>), ApplyError> {
         // Namespaces come first whatever their wave: everything else may live in them,
         // hooks that run before wave 0 included.
         let (namespaces, planned): (Vec<Planned>, Vec<Planned>) = planned
@@ -115,30 +177,51 @@ impl Engine {
         }
         let mut stages: BTreeMap<Stage, Vec<Planned>> = BTreeMap::new();
         for p in planned {
-            match Stage::of(p.obj) {
-                Some(stage) if !stage.is_hook() || hooks_due => {
-                    stages.entry(stage).or_default().push(p)
+            let of = Stage::of(p.obj);
+            if of.is_empty() && !fail_hook(p.obj) {
+                self.say_skipped(p.obj);
+            }
+            let is_hook = p.obj.policy.hook.is_some();
+            for stage in of {
+                if !is_hook || hooks_due {
+                    stages.entry(stage).or_default().push(p.clone());
                 }
-                Some(_) => {}
-                None => self.say_skipped(p.obj),
             }
         }
         // Hooks that succeeded, deleted once their whole phase has.
         let mut succeeded = Vec::new();
+        // The ordinary objects of the last wave applied, and its stage, until a stage
+        // that waits for them to be ready.
+        let mut unready: Option<(Stage, Vec<Object>)> = None;
         let mut stages = stages.into_iter().peekable();
         while let Some((stage, batch)) = stages.next() {
-            let objects: Vec<Object> = batch.iter().map(|p| p.obj.clone()).collect();
-            let ran = match stage.is_hook() {
-                false => self.apply_in_phases(batch, existing, inv).await?,
-                true => {
-                    // What `apply_in_phases` does for other objects.
-                    self.ensure_namespaces(&super::namespaces::needed(&batch))
-                        .await?;
-                    let (ran, done) = self.run_hooks(batch, existing, inv, gate).await;
-                    succeeded.extend(done);
-                    ran
+            if stage.waits()
+                && let Some((before, objects)) = unready.take()
+            {
+                match gate.ready(&objects).await {
+                    Readiness::Ready => {}
+                    Readiness::Failed(why) | Readiness::NotReady(why) => {
+                        return Ok((results, Some(stopped(before, Some(stage), &why))));
+                    }
                 }
-            };
+            }
+            // A wave's own objects first, then its `Sync` hooks, each run to its end.
+            let (hooks, batch): (Vec<Planned>, Vec<Planned>) =
+                batch.into_iter().partition(|p| p.obj.policy.hook.is_some());
+            if !stage.is_hook() {
+                let objects: Vec<Object> = batch.iter().map(|p| p.obj.clone()).collect();
+                let previous = unready.take().map(|(_, o)| o).unwrap_or_default();
+                unready = Some((stage, previous.into_iter().chain(objects).collect()));
+            }
+            let mut ran = self.apply_in_phases(batch, existing, inv).await?;
+            if !hooks.is_empty() && !ran.iter().any(|r| r.action.is_error()) {
+                // What `apply_in_phases` does for other objects.
+                self.ensure_namespaces(&super::namespaces::needed(&hooks))
+                    .await?;
+                let (hook_runs, done) = self.run_hooks(hooks, existing, inv, gate).await;
+                succeeded.extend(done);
+                ran.extend(hook_runs);
+            }
             let failed: Vec<String> = ran
                 .iter()
                 .filter(|r| r.action.is_error())
@@ -153,15 +236,6 @@ impl Engine {
             if !failed.is_empty() {
                 return Ok((results, Some(stopped(stage, rest, &failed.join(", ")))));
             }
-            // A hook stage waited for its own objects as it ran them.
-            if let (Some(_), false) = (rest, stage.is_hook()) {
-                match gate.ready(&objects).await {
-                    Readiness::Ready => {}
-                    Readiness::Failed(why) | Readiness::NotReady(why) => {
-                        return Ok((results, Some(stopped(stage, rest, &why))));
-                    }
-                }
-            }
         }
         Ok((results, None))
     }
@@ -172,7 +246,18 @@ impl Engine {
         if !planned.iter().any(|p| p.obj.policy.hook.is_some()) {
             return false;
         }
-        for p in planned.iter().filter(|p| !p.obj.policy.never_applied()) {
+        // A `SyncFail` hook is not run by a sync that succeeds, so it is never recorded
+        // as applied: it would make every sync look like a change.
+        let counted = |p: &&Planned<'_>| {
+            let only_on_fail = p
+                .obj
+                .policy
+                .hook
+                .as_ref()
+                .is_some_and(|h| h.phases == [Phase::Fail]);
+            !p.obj.policy.never_applied() && !only_on_fail
+        };
+        for p in planned.iter().filter(counted) {
             if self.changed(p, inv.entries.get(&p.key)).await {
                 return true;
             }
@@ -200,8 +285,8 @@ impl Engine {
         }
     }
 
-    /// Says once per object and process that a Helm hook of a kind driftless does not
-    /// run is left out.
+    /// Says once per object and process that a hook driftless does not run (a Helm
+    /// `test`, Argo CD's `Skip`) is left out.
     fn say_skipped(&self, obj: &Object) {
         let key = obj.display_ref();
         let first = self
@@ -220,7 +305,7 @@ impl Engine {
                 object = %key,
                 spec = %obj.spec,
                 hook = %written,
-                "not applied: a Helm hook driftless does not run (only pre- and post-install/upgrade hooks run)"
+                "not applied: a hook driftless does not run (Helm's pre- and post-install/upgrade hooks run, and Argo CD's PreSync, Sync, PostSync and SyncFail)"
             );
         }
     }
@@ -230,7 +315,9 @@ impl Engine {
 fn same_phase(a: Stage, b: Stage) -> bool {
     matches!(
         (a, b),
-        (Stage::Pre(_), Stage::Pre(_)) | (Stage::Post(_), Stage::Post(_))
+        (Stage::Pre(_), Stage::Pre(_))
+            | (Stage::Applied(_), Stage::Applied(_))
+            | (Stage::Post(_), Stage::Post(_))
     )
 }
 
@@ -251,6 +338,7 @@ mod tests {
     fn stages_go_pre_hooks_waves_post_hooks_each_by_number() {
         let mut stages = vec![
             Stage::Post(-1),
+            Stage::Applied(3),
             Stage::Wave(2),
             Stage::Pre(5),
             Stage::Wave(-3),
@@ -266,6 +354,7 @@ mod tests {
                 Stage::Wave(-3),
                 Stage::Wave(0),
                 Stage::Wave(2),
+                Stage::Applied(3),
                 Stage::Post(-1)
             ]
         );

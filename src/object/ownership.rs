@@ -21,6 +21,9 @@ pub const INSTANCE: &str = "driftless.dev/instance";
 pub const SYSTEM: &str = "driftless.dev/system";
 /// Annotation: the spec identity `kind/namespace/name` the object was rendered from.
 pub const SPEC: &str = "driftless.dev/spec";
+/// Label on each run of a hook created from `generateName`: which instance's hook spec it
+/// is a run of (a short hash of both), so that later runs find earlier ones to delete.
+pub const HOOK_RUN: &str = "driftless.dev/hook-run";
 /// The selector labels of the workloads driftless's own kinds render (a Deployment's
 /// selector is immutable, so they stay as first released). Never read as ownership.
 pub const APP_NAME: &str = "app.kubernetes.io/name";

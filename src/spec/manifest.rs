@@ -111,10 +111,24 @@ pub(super) fn check(doc: Value) -> Result<Manifest, Vec<Problem>> {
             serde_json::Map::new()
         }
     };
+    let rule = names::NameRule::of(
+        api_version.as_deref().unwrap_or_default(),
+        kind.as_deref().unwrap_or_default(),
+    );
+    let mut generated = false;
     let name = if meta.is_empty() && problems.iter().any(|p| p.path.is_empty()) {
         None
     } else {
-        string(&meta, &["metadata", "name"], &mut problems)
+        // One problem each: a `generateName` refused is not also a missing name.
+        let before = problems.len();
+        match generate_name(&meta, rule, &mut problems) {
+            Some(prefix) => {
+                generated = true;
+                Some(prefix)
+            }
+            None if problems.len() > before => None,
+            None => string(&meta, &["metadata", "name"], &mut problems),
+        }
     };
     let namespace = match meta.get("namespace") {
         None | Some(Value::Null) => None,
@@ -146,11 +160,8 @@ pub(super) fn check(doc: Value) -> Result<Manifest, Vec<Problem>> {
     {
         problems.push(problem(&["kind"], format!("invalid kind {}", q(k))));
     }
-    let rule = names::NameRule::of(
-        api_version.as_deref().unwrap_or_default(),
-        kind.as_deref().unwrap_or_default(),
-    );
     if let Some(n) = &name
+        && !generated
         && let Err(why) = rule.check(n)
     {
         problems.push(problem(
@@ -187,6 +198,7 @@ pub(super) fn check(doc: Value) -> Result<Manifest, Vec<Problem>> {
         metadata: ManifestMetadata {
             name,
             namespace,
+            generated,
             rest: meta.into_iter().collect::<BTreeMap<_, _>>(),
         },
         rest: obj.into_iter().collect(),
@@ -195,6 +207,60 @@ pub(super) fn check(doc: Value) -> Result<Manifest, Vec<Problem>> {
         return Err(vec![problem(&[], why)]);
     }
     Ok(m)
+}
+
+/// The `generateName` prefix a hook has instead of a name, when it has one (a problem
+/// when the object is not a hook, or the prefix is not one its kind's names can start
+/// with). The apiserver ignores `generateName` when a name is given, and so does this.
+fn generate_name(
+    meta: &serde_json::Map<String, Value>,
+    rule: names::NameRule,
+    problems: &mut Vec<Problem>,
+) -> Option<String> {
+    if meta.get("name").is_some_and(|n| !n.is_null()) {
+        return None;
+    }
+    let at = ["metadata", "generateName"];
+    let prefix = match meta.get("generateName")? {
+        Value::Null => return None,
+        Value::String(s) if s.is_empty() => return None,
+        Value::String(s) => s.clone(),
+        other => {
+            problems.push(problem(
+                &at,
+                format!(
+                    "`metadata.generateName` must be a string, found {}",
+                    type_name(other)
+                ),
+            ));
+            return None;
+        }
+    };
+    let annotations = meta.get("annotations");
+    let get = |key: &str| annotations.and_then(|a| a.get(key)).and_then(Value::as_str);
+    if !super::order::is_hook(get) {
+        problems.push(problem(
+            &at,
+            format!(
+                "`metadata.generateName` is only for hooks (`{}`, `{}` or `{}`), which create a new object each run; an object driftless keeps in sync needs `metadata.name`",
+                super::order::ARGO_HOOK,
+                super::order::HELM_HOOK,
+                super::order::HOOK,
+            ),
+        ));
+        return None;
+    }
+    // As the apiserver checks it: the prefix, cut to the 58 characters it keeps, must
+    // make a valid name once the 5 random ones are added.
+    let kept: String = prefix.chars().take(58).collect();
+    if let Err(why) = rule.check(&format!("{kept}x")) {
+        problems.push(problem(
+            &at,
+            format!("invalid metadata.generateName {}: {why}", q(&prefix)),
+        ));
+        return None;
+    }
+    Some(prefix)
 }
 
 /// Why `m` is more than the apiserver stores for one object, if it is: etcd's default
@@ -326,6 +392,75 @@ mod tests {
                 .1
                 .starts_with("not a Kubernetes object")
         );
+    }
+
+    #[test]
+    fn a_hook_may_use_generate_name_and_nothing_else_may() {
+        let job = |annotations: Value, meta: Value| {
+            let mut meta = meta;
+            meta["annotations"] = annotations;
+            json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": {}})
+        };
+        for hook in [
+            json!({"argocd.argoproj.io/hook": "PreSync"}),
+            json!({"helm.sh/hook": "post-install"}),
+            json!({"driftless.dev/hook": "pre"}),
+            json!({"argocd.argoproj.io/hook": "Skip"}),
+        ] {
+            let m = check(job(hook.clone(), json!({"generateName": "migrate-"}))).unwrap();
+            assert_eq!(m.metadata.name, "migrate-", "{hook}");
+            assert!(m.metadata.generated);
+            // Sent without a name: the apiserver makes one for each run.
+            let sent = m.to_json();
+            assert_eq!(sent["metadata"].get("name"), None);
+            assert_eq!(sent["metadata"]["generateName"], "migrate-");
+        }
+        // A name wins, as the apiserver has it.
+        let named = job(
+            json!({"argocd.argoproj.io/hook": "PreSync"}),
+            json!({"name": "once", "generateName": "migrate-"}),
+        );
+        let m = check(named).unwrap();
+        assert_eq!(
+            (m.metadata.name.as_str(), m.metadata.generated),
+            ("once", false)
+        );
+        assert_eq!(m.to_json()["metadata"]["name"], "once");
+        // Not a hook: one line saying why, not also a missing name.
+        let plain = job(
+            json!({"argocd.argoproj.io/sync-wave": "1"}),
+            json!({"generateName": "x-"}),
+        );
+        let got = messages(plain);
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!(got[0].0, "metadata.generateName");
+        assert!(
+            got[0]
+                .1
+                .starts_with("`metadata.generateName` is only for hooks"),
+            "{got:?}"
+        );
+        assert!(got[0].1.contains("needs `metadata.name`"), "{got:?}");
+        // A prefix no name of its kind can start with.
+        let bad = job(
+            json!({"argocd.argoproj.io/hook": "PreSync"}),
+            json!({"generateName": "Migrate_"}),
+        );
+        let got = messages(bad);
+        assert_eq!(got[0].0, "metadata.generateName");
+        assert!(
+            got[0]
+                .1
+                .starts_with("invalid metadata.generateName \"Migrate_\""),
+            "{got:?}"
+        );
+        // A long prefix is cut by the apiserver, not refused.
+        let long = "m".repeat(100);
+        let m = check(job(
+            json!({"helm.sh/hook": "pre-install"}),
+            json!({"generateName": long}),
+        ));
+        assert!(m.is_ok());
     }
 
     #[test]

@@ -266,11 +266,19 @@ pub struct Manifest {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ManifestMetadata {
     /// The object's name, checked as the apiserver checks names of its kind.
+    // For a YAML hook written with `generateName` instead, that prefix (`generated`): each
+    // run gets a name of its own from the apiserver. Not in the schema: a TOML
+    // `[[manifest]]` always has a name.
     pub name: String,
     /// The object's namespace (default: the file's `namespace`, else "default"); none for
     /// a cluster-scoped kind.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
+    /// `name` is a hook's `generateName` prefix, not a name: the object is sent without
+    /// one (`generateName` stays in `rest`). Never in a spec file's own words.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub generated: bool,
     #[serde(flatten)]
     pub rest: BTreeMap<String, serde_json::Value>,
 }
@@ -294,7 +302,9 @@ impl Manifest {
         for (k, v) in &self.metadata.rest {
             meta.insert(k.clone(), v.clone());
         }
-        meta.insert("name".into(), self.metadata.name.clone().into());
+        if !self.metadata.generated {
+            meta.insert("name".into(), self.metadata.name.clone().into());
+        }
         if let Some(ns) = &self.metadata.namespace {
             meta.insert("namespace".into(), ns.clone().into());
         }

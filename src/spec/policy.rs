@@ -42,11 +42,10 @@ pub enum Replace {
 }
 
 impl ObjectPolicy {
-    /// A Helm hook of a kind driftless does not run: never applied, recorded or shown.
+    /// A hook driftless does not run (a Helm `test`, Argo CD's `Skip`): never applied,
+    /// recorded or shown.
     pub fn never_applied(&self) -> bool {
-        self.hook
-            .as_ref()
-            .is_some_and(|h| h.phase == super::order::Phase::Skipped)
+        self.hook.as_ref().is_some_and(super::order::Hook::skipped)
     }
 
     /// Whether driftless leaves the field `pointer` names to others once the object

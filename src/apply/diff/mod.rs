@@ -121,8 +121,8 @@ impl Engine {
         let mut planned = self.plan(objects, adopt_specs).await;
         let desired: BTreeSet<ObjKey> = planned.iter().map(|p| p.key.clone()).collect();
         // A hook is a run: shown as created when the revision runs hooks, else not at all
-        // (its last run may be gone, deleted once it succeeded); a Helm hook driftless
-        // does not run never.
+        // (its last run may be gone, deleted once it succeeded); a hook driftless does
+        // not run never.
         planned.retain(|p| !p.obj.policy.never_applied());
         let hooks_due = self.hooks_due(&planned, &inventory).await;
         let in_revision_crds: Vec<&Object> = objects
@@ -137,6 +137,10 @@ impl Engine {
                 async move {
                     let change = match (&p.obj.policy.hook, hooks_due) {
                         (None, _) => self.diff_one(p, inventory, crds).await,
+                        // Runs only if the sync fails: not what apply is expected to do.
+                        (Some(h), _) if h.phases == [crate::spec::order::Phase::Fail] => {
+                            Change::Unchanged
+                        }
                         (Some(_), true) => Change::Create {
                             desired: clean(p.full.as_ref().unwrap_or(p.body.as_ref())),
                         },

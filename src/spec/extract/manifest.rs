@@ -103,6 +103,7 @@ fn manifest(ctx: &mut FileCtx, item: &Value) -> Option<Manifest> {
         metadata: ManifestMetadata {
             name,
             namespace,
+            generated: false,
             rest: meta_rest,
         },
         rest,
