@@ -147,7 +147,19 @@ async fn serial_podinfo_kustomize_installs_upgrades_hydrates_and_uninstalls() {
     };
     let kz = app.join("kustomization.yaml");
     let good = std::fs::read_to_string(&kz).unwrap();
+    // Refused before kustomize runs: a file it names is not there.
     std::fs::write(&kz, good.replace("hpa.yaml", "no-such-file.yaml")).unwrap();
+    let out = no_writes(&client, "a kustomization naming a missing file", || {
+        on_cluster(&instance, &["apply", r])
+    })
+    .await;
+    broken(
+        "closure",
+        &out,
+        "podinfo/kustomization.yaml:1:1: `resources` in podinfo: \"no-such-file.yaml\" does not exist",
+    );
+    // Refused by kustomize itself: the same resource twice.
+    std::fs::write(&kz, good.replace("hpa.yaml", "deployment.yaml")).unwrap();
     let out = no_writes(&client, "a broken kustomization", || {
         on_cluster(&instance, &["apply", r])
     })

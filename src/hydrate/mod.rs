@@ -345,14 +345,16 @@ impl Renderer {
             &self.slots,
         )
         .map(Arc::new)
-        .map_err(|e| match e {
-            runner::RunError::Failed(line) => format!("kustomize build failed: {line}"),
-            other => format!("kustomize build: {other}"),
+        .map_err(|e| {
+            let said = match e {
+                runner::RunError::Failed(line) => format!("kustomize build failed: {line}"),
+                other => format!("kustomize build: {other}"),
+            };
+            // Paths as the tree names them, not where this copy of it lies.
+            said.replace(&format!("{}/", disk.repo.display()), "")
         });
-        match &result {
-            Ok(out) => tracing::info!(bytes = out.len(), "rendered"),
-            Err(why) => tracing::warn!(error = %why, "render failed"),
-        }
+        // A failure is the revision's error, said once, where errors are said.
+        tracing::info!(ok = result.is_ok(), "rendered");
         if !closure.remote {
             self.cache.put(key, result.clone());
         }

@@ -207,7 +207,11 @@ pub fn first_error_line(stderr: &[u8]) -> Option<String> {
             && !l.starts_with("WARNING")
             && !l.starts_with("# Warning")
     })?;
-    let mut line = line.trim_start_matches("Error: ").trim().to_string();
+    let line = ["Error: ", "error: "]
+        .iter()
+        .find_map(|p| line.strip_prefix(p))
+        .unwrap_or(line);
+    let mut line = line.trim().to_string();
     if line.chars().count() > 400 {
         line = line.chars().take(400).collect::<String>() + "…";
     }
