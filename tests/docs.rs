@@ -524,7 +524,15 @@ fn every_spec_example_of_the_book_validates() {
             // block of tree-level settings is validated as the tree's `.driftless.toml`.
             let settings = ext == "toml"
                 && block.lines().any(|l| {
-                    ["[vars]", "[[namespace]]", "[[ignore]]", "[[health]]"].contains(&l.trim())
+                    [
+                        "[vars]",
+                        "[[namespace]]",
+                        "[[ignore]]",
+                        "[[health]]",
+                        "[kustomize]",
+                        "[jsonnet]",
+                    ]
+                    .contains(&l.trim())
                 });
             let name = match settings {
                 true => ".driftless.toml".to_string(),

@@ -617,7 +617,7 @@ fn validate(args: &PathArg) -> anyhow::Result<u8> {
     let from_yaml = tree
         .specs
         .iter()
-        .filter(|s| driftless::spec::is_yaml(&s.at.file))
+        .filter(|s| !s.at.file.ends_with(".toml"))
         .count();
     match from_yaml {
         0 => writeln!(out, "valid: {} specs", tree.specs.len())?,
