@@ -422,3 +422,106 @@ async fn a_daemon_renders_only_what_changed() {
     assert!(runs[2].ends_with("/apps/a"), "{runs:?}");
     assert_eq!(daemon.stop(), Some(0));
 }
+
+/// A git source whose `--path` overlay reaches a base outside it (as Argo CD's example
+/// apps do): the commit is checked out once, beside the daemon's git cache, and a commit
+/// that changes the base is rendered and applied.
+#[tokio::test]
+async fn a_git_overlay_builds_on_a_base_outside_its_path() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "kz-git").await;
+    let server = support::GitDaemon::start();
+    let (url, _) = server.create("apps.git");
+    let work = tempfile::tempdir().unwrap();
+    let w = work.path();
+    support::git(w, &["init", "-q", "-b", "main"]);
+    let write = |rel: &str, text: &str| {
+        let p = w.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    let commit = |message: &str| {
+        support::git(w, &["add", "-A"]);
+        support::git(w, &["commit", "-q", "-m", message]);
+        support::git(w, &["push", "-q", &url, "main"]);
+    };
+    write("base/kustomization.yaml", "resources: [cm.yaml]\n");
+    let cm = |v: &str| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: app\ndata:\n  value: \"{v}\"\n"
+        )
+    };
+    write("base/cm.yaml", &cm("1"));
+    write(
+        "apps/prod/kustomization.yaml",
+        &format!("namespace: {ns}\nresources: [../../base]\nnameSuffix: -prod\n"),
+    );
+    commit("one");
+
+    let mut daemon = Daemon::builder(&format!("kzg-{}", support::suffix(&ns)))
+        .args(&[
+            "--git",
+            url.as_str(),
+            "--branch",
+            "main",
+            "--path",
+            "apps/prod",
+            "--interval",
+            "1s",
+        ])
+        .start();
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let value = |want: &'static str| {
+        let cms = cms.clone();
+        async move {
+            match cms.get_opt("app-prod").await {
+                Ok(Some(cm))
+                    if cm
+                        .data
+                        .as_ref()
+                        .and_then(|d| d.get("value"))
+                        .map(String::as_str)
+                        == Some(want) =>
+                {
+                    Ok(())
+                }
+                other => Err(format!("{other:?}")),
+            }
+        }
+    };
+    support::eventually("the overlay applied", Duration::from_secs(60), || {
+        value("1")
+    })
+    .await;
+    // Checked out beside the bare cache, one commit at a time.
+    let checkouts: Vec<PathBuf> = std::fs::read_dir(daemon.cache_dir())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "checkout"))
+        .collect();
+    assert_eq!(checkouts.len(), 1, "{checkouts:?}");
+    assert!(
+        checkouts[0]
+            .read_dir()
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path()
+            .join("base/cm.yaml")
+            .is_file()
+    );
+
+    write("base/cm.yaml", &cm("2"));
+    commit("two");
+    support::eventually("the base's change applied", Duration::from_secs(60), || {
+        value("2")
+    })
+    .await;
+    assert_eq!(
+        std::fs::read_dir(&checkouts[0]).unwrap().count(),
+        1,
+        "only the newest commit's checkout is kept"
+    );
+    assert_eq!(daemon.stop(), Some(0));
+}

@@ -35,12 +35,18 @@ impl Rendering {
             // A directory's revision is named by what it renders to, so an edit that only
             // a tool reads (a kustomization's `.env`, a base outside the root) is one.
             let id = id.unwrap_or_else(|| {
-                let mut named = out.files.clone();
-                named.extend(out.errors.iter().map(|e| SourceFile {
-                    path: e.to_string(),
-                    contents: Vec::new(),
-                }));
-                source::dir::revision_of(&named)
+                let id = source::dir::revision_of(&out.files);
+                match out.errors.is_empty() {
+                    true => id,
+                    // Two broken states of one tree are two revisions, each with its errors.
+                    false => {
+                        let said: String = out.errors.iter().map(|e| format!("{e}\n")).collect();
+                        format!(
+                            "{id}-{:08x}",
+                            crate::spec::names::fnv1a64(said.bytes()) as u32
+                        )
+                    }
+                }
             });
             (
                 id,
