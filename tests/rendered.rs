@@ -247,6 +247,36 @@ async fn serial_podinfo_kustomize_installs_upgrades_hydrates_and_uninstalls() {
     .await;
 }
 
+/// kubectl 1.30's kustomize (a v5.0 pre-release) builds podinfo as kubectl 1.35's does,
+/// and driftless reads what it prints, byte for byte.
+#[test]
+fn an_older_kubectl_kustomize_serves_too() {
+    let old = std::env::var("DRIFTLESS_TEST_KUBECTL_V30")
+        .expect("DRIFTLESS_TEST_KUBECTL_V30 names the testbed's kubectl 1.30");
+    let dir = tempfile::tempdir().unwrap();
+    let app = dir.path().join("specs/podinfo");
+    support::copy_tree(&sources().join("podinfo/6.2.3/kustomize"), &app, &[]);
+    let out_dir = dir.path().join("out");
+    let out = support::driftless(&[
+        "render",
+        dir.path().join("specs").to_str().unwrap(),
+        "--kustomize",
+        &old,
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    assert_exit(&out, 0);
+    let rendered = std::fs::read_to_string(out_dir.join("podinfo/rendered.yaml")).unwrap();
+    let (header, body) = rendered.split_once('\n').unwrap();
+    assert!(header.contains("(kustomize v5.0."), "{header}");
+    let real = Command::new(&old)
+        .arg("kustomize")
+        .arg(&app)
+        .output()
+        .unwrap();
+    assert_eq!(body, String::from_utf8_lossy(&real.stdout));
+}
+
 /// kube-state-metrics' own Jsonnet, with only `.driftless.toml` added (its one external
 /// variable and library path), renders the objects upstream committed as
 /// `examples/standard` for that version.

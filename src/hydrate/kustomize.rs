@@ -111,11 +111,17 @@ fn semver_in(text: &str) -> Option<String> {
     })
     .map(|w| w.trim())
     .find(|w| {
-        let v = w.trim_start_matches('v');
+        // A pre-release or build suffix may follow the patch number (kubectl 1.30's
+        // kustomize is `v5.0.4-0.20230601165947-6ce0bf390ce3`).
+        let core = w
+            .trim_start_matches('v')
+            .split(['-', '+'])
+            .next()
+            .unwrap_or_default();
         w.starts_with('v')
-            && v.split('.').count() >= 3
-            && v.split('.')
-                .take(3)
+            && core.split('.').count() == 3
+            && core
+                .split('.')
                 .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
     })
     .map(str::to_string)
@@ -403,6 +409,10 @@ mod tests {
             Some("v4.5.7")
         );
         assert_eq!(semver_in(" v5.5.0").as_deref(), Some("v5.5.0"));
+        assert_eq!(
+            semver_in("Kustomize Version: v5.0.4-0.20230601165947-6ce0bf390ce3").as_deref(),
+            Some("v5.0.4-0.20230601165947-6ce0bf390ce3")
+        );
         assert_eq!(semver_in("unknown"), None);
     }
 
