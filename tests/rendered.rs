@@ -346,6 +346,23 @@ fn counting_kustomize(dir: &Path) -> (PathBuf, PathBuf) {
     (wrapper, log)
 }
 
+/// Whether ConfigMap `name` holds `value: want`.
+async fn cm_value(cms: &Api<ConfigMap>, name: &str, want: &str) -> Result<(), String> {
+    match cms.get_opt(name).await {
+        Ok(Some(cm))
+            if cm
+                .data
+                .as_ref()
+                .and_then(|d| d.get("value"))
+                .map(String::as_str)
+                == Some(want) =>
+        {
+            Ok(())
+        }
+        other => Err(format!("{name}: {other:?}")),
+    }
+}
+
 fn builds(log: &Path) -> Vec<String> {
     std::fs::read_to_string(log)
         .unwrap_or_default()
@@ -390,19 +407,7 @@ async fn a_daemon_renders_only_what_changed() {
         .start();
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
     let value = |cms: Api<ConfigMap>, name: &'static str, want: &'static str| async move {
-        match cms.get_opt(name).await {
-            Ok(Some(cm))
-                if cm
-                    .data
-                    .as_ref()
-                    .and_then(|d| d.get("value"))
-                    .map(String::as_str)
-                    == Some(want) =>
-            {
-                Ok(())
-            }
-            other => Err(format!("{name}: {other:?}")),
-        }
+        cm_value(&cms, name, want).await
     };
     support::eventually("both apps applied", Duration::from_secs(60), || async {
         value(cms.clone(), "a", "1").await?;
@@ -503,21 +508,7 @@ async fn a_git_overlay_builds_on_a_base_outside_its_path() {
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
     let value = |want: &'static str| {
         let cms = cms.clone();
-        async move {
-            match cms.get_opt("app-prod").await {
-                Ok(Some(cm))
-                    if cm
-                        .data
-                        .as_ref()
-                        .and_then(|d| d.get("value"))
-                        .map(String::as_str)
-                        == Some(want) =>
-                {
-                    Ok(())
-                }
-                other => Err(format!("{other:?}")),
-            }
-        }
+        async move { cm_value(&cms, "app-prod", want).await }
     };
     support::eventually("the overlay applied", Duration::from_secs(60), || {
         value("1")

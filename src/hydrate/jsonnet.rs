@@ -117,18 +117,9 @@ impl<'p> Imports<'p> {
             .find(|p| self.files.contains_key(p))
     }
 
-    fn load(
-        &mut self,
-        program: &mut Program<'p>,
-        path: &str,
-        at: (SpanId, &str),
-    ) -> Result<Thunk<'p>, ImportError> {
-        if let Some(t) = self.loaded.get(path) {
-            return Ok(t.clone());
-        }
-        let Some(text) = self.files.get(path).cloned() else {
-            return Err(ImportError);
-        };
+    /// A source about to be loaded: read (for the cache), and known by its context (for
+    /// positions).
+    fn add_source(&mut self, program: &mut Program<'p>, path: &str, text: &[u8]) -> SpanContextId {
         self.read.insert(
             path.to_string(),
             crate::spec::names::fnv1a64(text.iter().copied()),
@@ -141,6 +132,22 @@ impl<'p> Imports<'p> {
                 text: text.to_vec(),
             },
         ));
+        ctx
+    }
+
+    fn load(
+        &mut self,
+        program: &mut Program<'p>,
+        path: &str,
+        at: (SpanId, &str),
+    ) -> Result<Thunk<'p>, ImportError> {
+        if let Some(t) = self.loaded.get(path) {
+            return Ok(t.clone());
+        }
+        let Some(text) = self.files.get(path).cloned() else {
+            return Err(ImportError);
+        };
+        let ctx = self.add_source(program, path, &text);
         match program.load_source(ctx, &text, true, path) {
             Ok(t) => {
                 self.loaded.insert(path.to_string(), t.clone());
@@ -260,18 +267,7 @@ fn run(
     let Some(text) = files.get(entry).cloned() else {
         return Err(at_start("not found".into()));
     };
-    imports.read.insert(
-        entry.to_string(),
-        crate::spec::names::fnv1a64(text.iter().copied()),
-    );
-    let (ctx, _) = program.span_manager_mut().insert_source_context(text.len());
-    imports.sources.push((
-        ctx,
-        Source {
-            path: entry.to_string(),
-            text: text.to_vec(),
-        },
-    ));
+    let ctx = imports.add_source(&mut program, entry, &text);
     let thunk = program
         .load_source(ctx, &text, true, entry)
         .map_err(|e| load_error(&program, &imports, &e, entry))?;
