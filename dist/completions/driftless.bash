@@ -100,7 +100,7 @@ _driftless() {
             return 0
             ;;
         driftless__subcmd__apply)
-            opts="-h -V --allow-namespace --sops-age-key-file --var --vars-file --kustomize --render-timeout --render-concurrency --field-manager --force-conflicts --adopt --no-prune --max-prune-ratio --allow-mass-prune --concurrency --inventory-namespace --replace-on-immutable --wait --timeout --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
+            opts="-h -V --allow-namespace --sops-age-key-file --var --vars-file --kustomize --helm --render-timeout --render-concurrency --field-manager --force-conflicts --adopt --no-prune --max-prune-ratio --allow-mass-prune --concurrency --inventory-namespace --replace-on-immutable --wait --timeout --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -123,6 +123,10 @@ _driftless() {
                     return 0
                     ;;
                 --kustomize)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --helm)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -232,7 +236,7 @@ _driftless() {
             return 0
             ;;
         driftless__subcmd__diff)
-            opts="-o -h -V --allow-namespace --sops-age-key-file --var --vars-file --kustomize --render-timeout --render-concurrency --field-manager --force-conflicts --adopt --no-prune --max-prune-ratio --allow-mass-prune --concurrency --inventory-namespace --replace-on-immutable --output --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
+            opts="-o -h -V --allow-namespace --sops-age-key-file --var --vars-file --kustomize --helm --render-timeout --render-concurrency --field-manager --force-conflicts --adopt --no-prune --max-prune-ratio --allow-mass-prune --concurrency --inventory-namespace --replace-on-immutable --output --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -255,6 +259,10 @@ _driftless() {
                     return 0
                     ;;
                 --kustomize)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --helm)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -460,7 +468,7 @@ _driftless() {
             return 0
             ;;
         driftless__subcmd__render)
-            opts="-h -V --allow-namespace --sops-age-key-file --var --vars-file --kustomize --render-timeout --render-concurrency --nodes --out --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
+            opts="-h -V --allow-namespace --sops-age-key-file --var --vars-file --kustomize --helm --render-timeout --render-concurrency --nodes --out --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -483,6 +491,10 @@ _driftless() {
                     return 0
                     ;;
                 --kustomize)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --helm)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -580,7 +592,7 @@ _driftless() {
             return 0
             ;;
         driftless__subcmd__run)
-            opts="-h -V --dir --allow-namespace --sops-age-key-file --var --vars-file --kustomize --render-timeout --render-concurrency --git --branch --tag --commit --path --interval --resync --cache-dir --status-file --metrics-addr --hook-secret-file --leader-elect --lease-namespace --lease-name --ready-timeout --sync-timeout --events --api-token-file --drift --notify --notify-secret-file --notify-slack --commit-status --commit-status-url --commit-status-repo --field-manager --force-conflicts --adopt --no-prune --max-prune-ratio --allow-mass-prune --concurrency --inventory-namespace --replace-on-immutable --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
+            opts="-h -V --dir --allow-namespace --sops-age-key-file --var --vars-file --kustomize --helm --render-timeout --render-concurrency --git --branch --tag --commit --path --interval --resync --cache-dir --status-file --metrics-addr --hook-secret-file --leader-elect --lease-namespace --lease-name --ready-timeout --sync-timeout --events --api-token-file --drift --notify --notify-secret-file --notify-slack --commit-status --commit-status-url --commit-status-repo --field-manager --force-conflicts --adopt --no-prune --max-prune-ratio --allow-mass-prune --concurrency --inventory-namespace --replace-on-immutable --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -607,6 +619,10 @@ _driftless() {
                     return 0
                     ;;
                 --kustomize)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --helm)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -900,7 +916,7 @@ _driftless() {
             return 0
             ;;
         driftless__subcmd__validate)
-            opts="-h -V --allow-namespace --sops-age-key-file --var --vars-file --kustomize --render-timeout --render-concurrency --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
+            opts="-h -V --allow-namespace --sops-age-key-file --var --vars-file --kustomize --helm --render-timeout --render-concurrency --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -923,6 +939,10 @@ _driftless() {
                     return 0
                     ;;
                 --kustomize)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --helm)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

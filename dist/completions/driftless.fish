@@ -51,6 +51,7 @@ complete -c driftless -n "__fish_driftless_using_subcommand validate" -l sops-ag
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -l var -d 'Set variable NAME for `${NAME}` in spec values, over the tree\'s .driftless.toml [vars] and --vars-file. Repeatable' -r
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -l vars-file -d 'Variables for `${NAME}` from a TOML file of `NAME = "value"` lines (a cluster\'s own values), over the tree\'s .driftless.toml [vars]. Read once, at start' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -l kustomize -d 'The program that builds kustomizations: `kustomize` (v5), or `kubectl` (1.27 or newer, as `kubectl kustomize`). Default: `kustomize` on PATH, else `kubectl`' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand validate" -l helm -d 'The helm program (3.8 or newer, or 4) that renders charts. Default: `helm` on PATH' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -l render-timeout -d 'How long one render may run before it (and what it started) is killed, e.g. 90s' -r
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -l render-concurrency -d 'Rendering tools run at once at most' -r
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
@@ -67,6 +68,7 @@ complete -c driftless -n "__fish_driftless_using_subcommand render" -l sops-age-
 complete -c driftless -n "__fish_driftless_using_subcommand render" -l var -d 'Set variable NAME for `${NAME}` in spec values, over the tree\'s .driftless.toml [vars] and --vars-file. Repeatable' -r
 complete -c driftless -n "__fish_driftless_using_subcommand render" -l vars-file -d 'Variables for `${NAME}` from a TOML file of `NAME = "value"` lines (a cluster\'s own values), over the tree\'s .driftless.toml [vars]. Read once, at start' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand render" -l kustomize -d 'The program that builds kustomizations: `kustomize` (v5), or `kubectl` (1.27 or newer, as `kubectl kustomize`). Default: `kustomize` on PATH, else `kubectl`' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand render" -l helm -d 'The helm program (3.8 or newer, or 4) that renders charts. Default: `helm` on PATH' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand render" -l render-timeout -d 'How long one render may run before it (and what it started) is killed, e.g. 90s' -r
 complete -c driftless -n "__fish_driftless_using_subcommand render" -l render-concurrency -d 'Rendering tools run at once at most' -r
 complete -c driftless -n "__fish_driftless_using_subcommand render" -l nodes -d 'Node names for `localservice` specs, instead of asking the cluster. Such nodes carry no labels, so only an empty node-selector matches them' -r
@@ -85,6 +87,7 @@ complete -c driftless -n "__fish_driftless_using_subcommand diff" -l sops-age-ke
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l var -d 'Set variable NAME for `${NAME}` in spec values, over the tree\'s .driftless.toml [vars] and --vars-file. Repeatable' -r
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l vars-file -d 'Variables for `${NAME}` from a TOML file of `NAME = "value"` lines (a cluster\'s own values), over the tree\'s .driftless.toml [vars]. Read once, at start' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l kustomize -d 'The program that builds kustomizations: `kustomize` (v5), or `kubectl` (1.27 or newer, as `kubectl kustomize`). Default: `kustomize` on PATH, else `kubectl`' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand diff" -l helm -d 'The helm program (3.8 or newer, or 4) that renders charts. Default: `helm` on PATH' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l render-timeout -d 'How long one render may run before it (and what it started) is killed, e.g. 90s' -r
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l render-concurrency -d 'Rendering tools run at once at most' -r
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l field-manager -d 'Field manager for server-side apply' -r
@@ -113,6 +116,7 @@ complete -c driftless -n "__fish_driftless_using_subcommand apply" -l sops-age-k
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l var -d 'Set variable NAME for `${NAME}` in spec values, over the tree\'s .driftless.toml [vars] and --vars-file. Repeatable' -r
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l vars-file -d 'Variables for `${NAME}` from a TOML file of `NAME = "value"` lines (a cluster\'s own values), over the tree\'s .driftless.toml [vars]. Read once, at start' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l kustomize -d 'The program that builds kustomizations: `kustomize` (v5), or `kubectl` (1.27 or newer, as `kubectl kustomize`). Default: `kustomize` on PATH, else `kubectl`' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand apply" -l helm -d 'The helm program (3.8 or newer, or 4) that renders charts. Default: `helm` on PATH' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l render-timeout -d 'How long one render may run before it (and what it started) is killed, e.g. 90s' -r
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l render-concurrency -d 'Rendering tools run at once at most' -r
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l field-manager -d 'Field manager for server-side apply' -r
@@ -141,6 +145,7 @@ complete -c driftless -n "__fish_driftless_using_subcommand run" -l sops-age-key
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l var -d 'Set variable NAME for `${NAME}` in spec values, over the tree\'s .driftless.toml [vars] and --vars-file. Repeatable' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l vars-file -d 'Variables for `${NAME}` from a TOML file of `NAME = "value"` lines (a cluster\'s own values), over the tree\'s .driftless.toml [vars]. Read once, at start' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l kustomize -d 'The program that builds kustomizations: `kustomize` (v5), or `kubectl` (1.27 or newer, as `kubectl kustomize`). Default: `kustomize` on PATH, else `kubectl`' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l helm -d 'The helm program (3.8 or newer, or 4) that renders charts. Default: `helm` on PATH' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l render-timeout -d 'How long one render may run before it (and what it started) is killed, e.g. 90s' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l render-concurrency -d 'Rendering tools run at once at most' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l git -d 'Sync from this git repository (credentials come from the environment, never argv)' -r

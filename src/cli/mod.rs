@@ -19,7 +19,6 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use driftless::cluster::Selection;
 use driftless::render::{Facts, NodeFacts};
-use driftless::spec::SpecTree;
 
 /// Exit codes shared by every subcommand (kubectl's where one exists).
 pub mod exit {
@@ -575,16 +574,6 @@ pub(crate) fn default_status_file(instance: &str) -> anyhow::Result<PathBuf> {
         },
     };
     Ok(state.join("driftless").join(name))
-}
-
-/// Loads (and renders) a tree, printing every error; `None` when it is invalid.
-pub(crate) fn load(
-    path: &std::path::Path,
-    policy: &driftless::spec::Policy,
-    tools: &tree::RenderToolArgs,
-    allow_empty: bool,
-) -> anyhow::Result<Option<SpecTree>> {
-    Ok(tree::load_rendered(path, policy, tools, allow_empty)?.map(|l| l.tree))
 }
 
 fn validate(args: &PathArg) -> anyhow::Result<u8> {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 
-use super::{ApplyArgs, DiffArgs, DiffOutput, GlobalArgs, TreeArgs, exit, load};
+use super::{ApplyArgs, DiffArgs, DiffOutput, GlobalArgs, TreeArgs, exit};
 use driftless::apply::diff::{self, DiffAction};
 use driftless::apply::{Action, Engine, SyncReport};
 use driftless::cluster::Selection;
@@ -26,19 +26,41 @@ async fn prepare(
         .policy
         .policy()?
         .protect(&args.engine.inventory_namespace);
-    let Some(tree) = load(
+    // Charts are told the cluster's version and APIs, as Argo CD tells them: the client
+    // comes first for a tree that has charts.
+    let early = match super::tree::uses_helm(&args.path) {
+        true => Some(
+            selection
+                .client()
+                .await
+                .context("connecting to the cluster")?,
+        ),
+        false => None,
+    };
+    let facts = match &early {
+        Some(client) => driftless::cluster::chart_facts(client)
+            .await
+            .context("reading the cluster's version and APIs for charts")?,
+        None => Default::default(),
+    };
+    let Some(loaded) = super::tree::load_rendered_for(
         &args.path,
         &policy,
         &args.policy.tools,
         args.engine.allow_mass_prune,
+        facts,
     )?
     else {
         return Ok(None);
     };
-    let client = selection
-        .client()
-        .await
-        .context("connecting to the cluster")?;
+    let tree = loaded.tree;
+    let client = match early {
+        Some(client) => client,
+        None => selection
+            .client()
+            .await
+            .context("connecting to the cluster")?,
+    };
     let nodes = if tree
         .specs
         .iter()

@@ -20,6 +20,9 @@ pub struct RenderToolArgs {
     /// newer, as `kubectl kustomize`). Default: `kustomize` on PATH, else `kubectl`.
     #[arg(long, env = "DRIFTLESS_KUSTOMIZE", value_name = "PROGRAM")]
     pub kustomize: Option<PathBuf>,
+    /// The helm program (3.8 or newer, or 4) that renders charts. Default: `helm` on PATH.
+    #[arg(long, env = "DRIFTLESS_HELM", value_name = "PROGRAM")]
+    pub helm: Option<PathBuf>,
     /// How long one render may run before it (and what it started) is killed, e.g. 90s.
     #[arg(long, default_value = "90s", value_parser = humantime::parse_duration, value_name = "DURATION")]
     pub render_timeout: Duration,
@@ -33,6 +36,7 @@ impl Default for RenderToolArgs {
     fn default() -> Self {
         RenderToolArgs {
             kustomize: None,
+            helm: None,
             render_timeout: Duration::from_secs(90),
             render_concurrency: 4,
         }
@@ -43,6 +47,7 @@ impl RenderToolArgs {
     pub fn options(&self) -> hydrate::Options {
         hydrate::Options {
             kustomize: self.kustomize.clone(),
+            helm: self.helm.clone(),
             limits: hydrate::runner::Limits {
                 timeout: self.render_timeout,
                 ..hydrate::runner::Limits::default()
@@ -67,6 +72,22 @@ pub(crate) fn load_rendered(
     tools: &RenderToolArgs,
     allow_empty: bool,
 ) -> anyhow::Result<Option<Loaded>> {
+    load_rendered_for(path, policy, tools, allow_empty, Default::default())
+}
+
+/// Whether the tree at `path` renders charts (then told of the cluster, when there is one).
+pub(crate) fn uses_helm(path: &Path) -> bool {
+    driftless::spec::read_dir_all(path).is_ok_and(|(files, _)| hydrate::uses_helm(&files))
+}
+
+/// [`load_rendered`], charts told these facts of the cluster.
+pub(crate) fn load_rendered_for(
+    path: &Path,
+    policy: &driftless::spec::Policy,
+    tools: &RenderToolArgs,
+    allow_empty: bool,
+    cluster: hydrate::helm::ClusterFacts,
+) -> anyhow::Result<Option<Loaded>> {
     let (files, unread) = match driftless::spec::read_dir_all(path) {
         Ok(read) => read,
         Err(LoadError::Invalid(errors)) => return print_errors(&errors).map(|()| None),
@@ -79,6 +100,7 @@ pub(crate) fn load_rendered(
         files,
         unread,
         disk: Some(disk),
+        cluster,
     });
     let mut errors = rendered.errors.clone();
     match driftless::spec::parse_files_with(&rendered.files, policy) {
@@ -160,6 +182,7 @@ pub(crate) fn write_out(loaded: &Loaded, dir: &Path) -> anyhow::Result<usize> {
                 text.extend_from_slice(&f.contents);
                 (path, text)
             }
+            None if f.path.ends_with(".toml") => (f.path.clone(), without_helm(&f.contents)),
             None => (f.path.clone(), f.contents.clone()),
         };
         let target = dir.join(&path);
@@ -174,10 +197,33 @@ pub(crate) fn write_out(loaded: &Loaded, dir: &Path) -> anyhow::Result<usize> {
     Ok(written)
 }
 
+/// A TOML spec file without its `[helm.NAME]` releases, whose objects `render --out`
+/// writes on their own; a file without them as it is.
+fn without_helm(text: &[u8]) -> Vec<u8> {
+    let Ok(s) = std::str::from_utf8(text) else {
+        return text.to_vec();
+    };
+    match s.parse::<toml::Table>() {
+        Ok(mut t) if t.contains_key("helm") => {
+            t.remove("helm");
+            let rest = t.keys().any(|k| k != "namespace");
+            match (rest, toml::to_string(&t)) {
+                (true, Ok(out)) => out.into_bytes(),
+                // Nothing but releases: a file with no spec left.
+                _ => b"# Its helm releases are rendered beside it.\n".to_vec(),
+            }
+        }
+        _ => text.to_vec(),
+    }
+}
+
 /// Where a rendered source's output goes in `render --out`.
 fn out_path(source: &str) -> String {
     let base = source.rsplit('/').next().unwrap_or(source);
-    if hydrate::tree::KUSTOMIZATION_FILES.contains(&base) {
+    if let Some((file, release)) = source.split_once("#helm.") {
+        return format!("{}.helm-{release}.yaml", file.trim_end_matches(".toml"));
+    }
+    if hydrate::tree::KUSTOMIZATION_FILES.contains(&base) || base == hydrate::tree::CHART_FILE {
         match source.rsplit_once('/') {
             Some((dir, _)) => format!("{dir}/rendered.yaml"),
             None => "rendered.yaml".to_string(),
@@ -199,5 +245,18 @@ mod tests {
         );
         assert_eq!(out_path("Kustomization"), "rendered.yaml");
         assert_eq!(out_path("ksm/main.jsonnet"), "ksm/main.jsonnet.yaml");
+        assert_eq!(out_path("apps.toml#helm.web"), "apps.helm-web.yaml");
+        assert_eq!(
+            out_path("charts/web/Chart.yaml"),
+            "charts/web/rendered.yaml"
+        );
+        let kept = without_helm(
+            b"namespace = \"a\"\n[helm.x]\nchart = \"c\"\n[elasticweb.w]\nimage = \"i\"\n",
+        );
+        let kept = String::from_utf8(kept).unwrap();
+        assert!(
+            !kept.contains("helm") && kept.contains("[elasticweb.w]"),
+            "{kept}"
+        );
     }
 }

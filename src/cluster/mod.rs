@@ -168,6 +168,29 @@ pub async fn node_facts(client: &Client) -> Result<Vec<crate::render::NodeFacts>
         .collect())
 }
 
+/// What charts are told of the cluster (helm's `--kube-version` and `--api-versions`): its
+/// version and every group/version it serves, from discovery.
+pub async fn chart_facts(
+    client: &Client,
+) -> Result<crate::hydrate::helm::ClusterFacts, kube::Error> {
+    let version = client.apiserver_version().await?;
+    let mut api_versions: Vec<String> = client
+        .list_core_api_versions()
+        .await?
+        .versions
+        .into_iter()
+        .collect();
+    for g in client.list_api_groups().await?.groups {
+        api_versions.extend(g.versions.into_iter().map(|v| v.group_version));
+    }
+    api_versions.sort();
+    api_versions.dedup();
+    Ok(crate::hydrate::helm::ClusterFacts {
+        kube_version: Some(version.git_version),
+        api_versions,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     #[derive(Debug, thiserror::Error)]

@@ -164,9 +164,19 @@ pub async fn run(
     // Room for a few reconcile requests besides the resync's.
     let (rescan_tx, rescan_rx) = mpsc::channel(8);
     let source_cfg = std::mem::replace(&mut cfg.source, SourceConfig::Dir(PathBuf::new()));
+    // Read once: a chart's `.Capabilities` change with an upgrade of the cluster, which
+    // a restart of the daemon follows.
+    let cluster = match crate::cluster::chart_facts(&client).await {
+        Ok(facts) => facts,
+        Err(e) => {
+            tracing::warn!(error = %crate::cluster::error_text(&e), "cannot read the cluster's version for charts; helm's defaults are used");
+            Default::default()
+        }
+    };
     let renderer = source::Rendering {
         renderer: Arc::new(crate::hydrate::Renderer::new(cfg.render.clone())),
         allow_empty: cfg.engine.prune.allow_mass,
+        cluster,
     };
     let source_name = source::start(
         source_cfg,

@@ -20,6 +20,8 @@ pub struct Rendering {
     pub renderer: Arc<Renderer>,
     /// `--allow-mass-prune`: a tree with files but no specs is an uninstall.
     pub allow_empty: bool,
+    /// What charts are told of the cluster, read once at start.
+    pub cluster: crate::hydrate::helm::ClusterFacts,
 }
 
 /// A read revision, rendered: its id, the files the spec loader reads, and what the stage
@@ -29,6 +31,10 @@ type Read = Result<(String, Vec<SourceFile>, Rendered), String>;
 impl Rendering {
     async fn render(&self, id: Option<String>, input: Input) -> Read {
         let this = self.clone();
+        let input = Input {
+            cluster: self.cluster.clone(),
+            ..input
+        };
         tokio::task::spawn_blocking(move || {
             let out = this.renderer.render(input);
             let if_empty = (out.had_files && !this.allow_empty).then(|| out.empty_tree_error());
@@ -135,6 +141,7 @@ fn read_dir(root: &std::path::Path) -> Result<Input, String> {
         files,
         unread,
         disk: Some(disk),
+        ..Input::default()
     })
 }
 
@@ -184,6 +191,7 @@ async fn follow_git(
                     files: rev.files,
                     unread: rev.unread,
                     disk: rev.disk,
+                    ..Input::default()
                 };
                 rendering.render(Some(rev.commit), input).await
             }

@@ -8,6 +8,7 @@
 //! facts, when a tool needs them, come in as values: this stage never reaches the cluster.
 
 pub mod cache;
+pub mod helm;
 pub mod jsonnet;
 pub mod kustomize;
 pub mod runner;
@@ -19,6 +20,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::spec::helm::HelmRelease;
 use crate::spec::settings::{JsonnetSettings, SETTINGS_FILE};
 use crate::spec::{Location, RenderedBy, SourceFile, SpecError};
 use tree::{Rendered, base_of, is_under};
@@ -31,6 +33,8 @@ pub const JSONNET_VERSION: &str = "rsjsonnet 0.5.1";
 pub struct Options {
     /// `--kustomize` / `DRIFTLESS_KUSTOMIZE`: the program, else found on `PATH`.
     pub kustomize: Option<PathBuf>,
+    /// `--helm` / `DRIFTLESS_HELM`: the program, else `helm` on `PATH`.
+    pub helm: Option<PathBuf>,
     pub limits: runner::Limits,
     /// Tool runs at once (`--render-concurrency`).
     pub concurrency: usize,
@@ -40,6 +44,7 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             kustomize: None,
+            helm: None,
             limits: runner::Limits::default(),
             concurrency: 4,
         }
@@ -81,6 +86,8 @@ pub struct Input {
     /// Files the source did not read (by path), for what is said about them.
     pub unread: Vec<String>,
     pub disk: Option<OnDisk>,
+    /// What charts are told of the cluster (`.Capabilities`).
+    pub cluster: helm::ClusterFacts,
 }
 
 /// What the spec loader reads, and what the stage found wrong.
@@ -124,12 +131,26 @@ impl Output {
     }
 }
 
+/// Whether a revision renders charts: helm is then told of the cluster.
+pub fn uses_helm(files: &[SourceFile]) -> bool {
+    files.iter().any(|f| {
+        base_of(&f.path) == tree::CHART_FILE
+            || (f.path.ends_with(".toml") && f.contents.windows(6).any(|w| w == b"[helm."))
+    })
+}
+
 /// Whether a revision's files need the tree on disk (a git commit is then checked out).
 pub fn needs_disk(files: &[SourceFile]) -> bool {
-    files
-        .iter()
-        .any(|f| tree::KUSTOMIZATION_FILES.contains(&base_of(&f.path)))
+    files.iter().any(|f| {
+        let base = base_of(&f.path);
+        tree::KUSTOMIZATION_FILES.contains(&base)
+            || base == tree::CHART_FILE
+            || (f.path.ends_with(".toml") && f.contents.windows(6).any(|w| w == b"[helm."))
+    })
 }
+
+/// One release's render: the command shown and its objects as YAML.
+type Rendered1 = Result<(String, Vec<u8>), String>;
 
 /// A cached Jsonnet evaluation: valid while the settings and every file it read are as
 /// they were.
@@ -146,6 +167,7 @@ pub struct Renderer {
     cache: cache::Cache,
     jsonnet: Mutex<HashMap<String, JsonnetEntry>>,
     kustomize: Mutex<Option<kustomize::Kustomize>>,
+    helm: Mutex<Option<helm::Helm>>,
     runs: AtomicU64,
 }
 
@@ -157,6 +179,7 @@ impl Renderer {
             cache: cache::Cache::default(),
             jsonnet: Mutex::new(HashMap::new()),
             kustomize: Mutex::new(None),
+            helm: Mutex::new(None),
             runs: AtomicU64::new(0),
         }
     }
@@ -176,6 +199,16 @@ impl Renderer {
         let k = kustomize::find(self.opts.kustomize.as_deref(), &self.opts.limits)?;
         *found = Some(k.clone());
         Ok(k)
+    }
+
+    fn helm(&self) -> Result<helm::Helm, String> {
+        let mut found = self.helm.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(h) = found.as_ref() {
+            return Ok(h.clone());
+        }
+        let h = helm::find(self.opts.helm.as_deref(), &self.opts.limits)?;
+        *found = Some(h.clone());
+        Ok(h)
     }
 
     /// Renders a revision.
@@ -219,12 +252,27 @@ impl Renderer {
             .extend(input.unread.iter().filter(|p| !consumed(p)).cloned());
         out.unread.sort();
 
+        let (mut releases, problems) = crate::spec::helm::releases(&input.files);
+        out.errors.extend(problems);
+        let mut release_files: Vec<String> = releases
+            .iter()
+            .map(|r| format!("{}#helm.{}", r.at.file, r.name))
+            .collect();
         let mut kustomizations = Vec::new();
         for d in &dirs {
             match d {
                 Rendered::Chart { dir, file } => {
-                    if let Some(e) = chart(dir, file, &input.files) {
-                        out.errors.push(e);
+                    let named = releases.iter().any(|r| r.chart == *dir);
+                    if !named && !is_library_chart(file, &input.files) {
+                        // Argo CD's rule: a chart nobody names is a release of its own.
+                        let ns = settings.namespace_for(file).unwrap_or("default");
+                        let at = Location {
+                            file: file.clone(),
+                            line: 1,
+                            column: 1,
+                        };
+                        releases.push(helm::unnamed_release(dir, ns, at));
+                        release_files.push(file.clone());
                     }
                 }
                 Rendered::Kustomize { dir, file } => {
@@ -234,6 +282,9 @@ impl Renderer {
         }
         if !kustomizations.is_empty() {
             self.kustomizations(&kustomizations, &input, &settings, &mut out);
+        }
+        if !releases.is_empty() {
+            self.releases(&releases, &release_files, &input, &mut out);
         }
         if !jsonnet_files.is_empty() {
             self.jsonnets(&jsonnet_files, &input.files, &settings.jsonnet, &mut out);
@@ -303,6 +354,97 @@ impl Renderer {
                 Err(why) => out.errors.push(error_at(&file, 1, 1, why)),
             }
         }
+    }
+
+    fn releases(&self, list: &[HelmRelease], files: &[String], input: &Input, out: &mut Output) {
+        let Some(disk) = &input.disk else {
+            for r in list {
+                out.errors.push(error_at(
+                    &r.at.file,
+                    r.at.line,
+                    r.at.column,
+                    "a chart needs its tree on disk, and this source has none".into(),
+                ));
+            }
+            return;
+        };
+        let tool = match self.helm() {
+            Ok(t) => t,
+            Err(why) => {
+                for r in list {
+                    out.errors
+                        .push(error_at(&r.at.file, r.at.line, r.at.column, why.clone()));
+                }
+                return;
+            }
+        };
+        let results: Vec<(usize, Rendered1)> = std::thread::scope(|s| {
+            let handles: Vec<_> = list
+                .iter()
+                .enumerate()
+                .map(|(i, r)| {
+                    let tool = &tool;
+                    s.spawn(move || (i, self.release_one(tool, r, disk, &input.cluster)))
+                })
+                .collect();
+            handles.into_iter().filter_map(|h| h.join().ok()).collect()
+        });
+        for (i, result) in results {
+            let (r, path) = (&list[i], &files[i]);
+            match result {
+                Ok((shown, yaml)) => {
+                    out.rendered.insert(
+                        path.clone(),
+                        RenderedBy {
+                            tool: "helm".into(),
+                            version: tool.version.clone(),
+                            command: shown,
+                        },
+                    );
+                    out.files.push(SourceFile {
+                        path: path.clone(),
+                        contents: yaml,
+                    });
+                }
+                Err(why) => out
+                    .errors
+                    .push(error_at(&r.at.file, r.at.line, r.at.column, why)),
+            }
+        }
+    }
+
+    /// One release: its objects as YAML, and the command shown for it.
+    fn release_one(
+        &self,
+        tool: &helm::Helm,
+        r: &HelmRelease,
+        disk: &OnDisk,
+        facts: &helm::ClusterFacts,
+    ) -> Result<(String, Vec<u8>), String> {
+        let prepared = helm::prepare(tool, r, disk, facts)?;
+        let rendered = match self.cache.get(&prepared.key) {
+            Some(hit) => hit?,
+            None => {
+                let span = tracing::info_span!("render", tool = "helm", release = %r.release_name);
+                let _enter = span.enter();
+                self.runs.fetch_add(1, Ordering::Relaxed);
+                let chart = disk.root.join(&r.chart);
+                let result = runner::run(
+                    &tool.program,
+                    &prepared.args,
+                    &chart,
+                    &self.opts.limits,
+                    &self.slots,
+                )
+                .map(Arc::new)
+                .map_err(|e| helm::said(e, &disk.repo));
+                tracing::info!(ok = result.is_ok(), "rendered");
+                self.cache.put(prepared.key, result.clone());
+                result?
+            }
+        };
+        let objects = helm::objects(&rendered, r)?;
+        Ok((prepared.shown, to_yaml(&objects)))
     }
 
     fn kustomize_one(
@@ -495,29 +637,13 @@ fn strip_position(msg: &str) -> &str {
     msg.split(" at line ").next().unwrap_or(msg)
 }
 
-/// A chart directory: until the `helm` kind renders it, an error saying what it is and how
-/// it will be rendered. A library chart is never rendered: nothing to say.
-fn chart(dir: &str, file: &str, files: &[SourceFile]) -> Option<SpecError> {
-    let meta: serde_json::Value = files
+/// Whether the chart whose `Chart.yaml` is `file` is a library chart (never rendered).
+fn is_library_chart(file: &str, files: &[SourceFile]) -> bool {
+    files
         .iter()
         .find(|f| f.path == file)
-        .and_then(|f| serde_saphyr::from_slice(&f.contents).ok())
-        .unwrap_or_default();
-    if meta.get("type").and_then(|t| t.as_str()) == Some("library") {
-        return None;
-    }
-    let name = meta.get("name").and_then(|n| n.as_str()).unwrap_or("");
-    let version = meta.get("version").and_then(|n| n.as_str()).unwrap_or("");
-    let shown = if dir.is_empty() { "." } else { dir };
-    let release = base_of(if dir.is_empty() { name } else { dir });
-    Some(error_at(
-        file,
-        1,
-        1,
-        format!(
-            "{shown} is a Helm chart ({name} {version}), not specs: driftless renders charts with `helm template` (a chart no spec names, as release {release:?} with its own values) once the `helm` kind lands; until then render it in CI and commit the output, or list {shown}/ in .driftlessignore"
-        ),
-    ))
+        .and_then(|f| serde_saphyr::from_slice::<serde_json::Value>(&f.contents).ok())
+        .is_some_and(|m| m.get("type").and_then(|t| t.as_str()) == Some("library"))
 }
 
 #[cfg(test)]
@@ -557,7 +683,7 @@ mod tests {
                 ),
             ],
             unread: vec!["README.md".into(), "chart/README.md".into()],
-            disk: None,
+            ..Input::default()
         });
         let paths: Vec<&str> = out.files.iter().map(|f| f.path.as_str()).collect();
         assert_eq!(paths, ["app.jsonnet", "cm.json"]);

@@ -3,6 +3,7 @@
 
 mod depends;
 mod extract;
+pub mod helm;
 mod load;
 mod manifest;
 pub mod model;
@@ -168,7 +169,7 @@ impl std::str::FromStr for SpecId {
 }
 
 /// A place in the spec tree; `file` is relative to the tree's root.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Location {
     pub file: String,
     pub line: usize,

@@ -161,7 +161,7 @@ fn metadata(
 }
 
 /// A TOML value as JSON; `None` (reported) for numbers a Kubernetes object cannot hold.
-fn to_json(ctx: &mut FileCtx, v: &Value) -> Option<serde_json::Value> {
+pub(super) fn to_json(ctx: &mut FileCtx, v: &Value) -> Option<serde_json::Value> {
     use serde_json::Value as J;
     Some(match v.get_ref() {
         DeValue::String(s) => J::String(s.to_string()),

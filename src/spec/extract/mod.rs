@@ -6,6 +6,7 @@
 
 mod elasticweb;
 mod fields;
+mod helm;
 mod localservice;
 mod manifest;
 mod messages;
@@ -15,6 +16,7 @@ mod substitute;
 mod syntax;
 mod workspace;
 
+pub(super) use helm::releases as helm_releases;
 pub(super) use settings::settings;
 pub(super) use substitute::raw_offset;
 
@@ -226,6 +228,10 @@ pub(super) fn file(ctx: &mut FileCtx, text: &str, vars: Option<&Vars>) -> Vec<Fo
         if key == "namespace" {
             continue;
         }
+        // Read by `helm_releases`, for the rendering stage: its objects come back as manifests.
+        if key == "helm" {
+            continue;
+        }
         match Kind::parse(key) {
             Some(Kind::Manifest) => manifest::all(ctx, v, file_ns.as_deref(), &mut found),
             Some(kind) => {
@@ -244,13 +250,16 @@ pub(super) fn file(ctx: &mut FileCtx, text: &str, vars: Option<&Vars>) -> Vec<Fo
                 }
             }
             None => {
-                let known = Kind::ALL.iter().map(|k| k.as_str()).chain(["namespace"]);
+                let known = Kind::ALL
+                    .iter()
+                    .map(|k| k.as_str())
+                    .chain(["namespace", "helm"]);
                 let near = suggest(key, known);
                 let key = short(key);
                 let msg = match near {
                     Some(near) => format!("unknown kind `{key}` (did you mean `{near}`?)"),
                     None => format!(
-                        "unknown kind `{key}`; a file holds `namespace` and tables of workspace, elasticweb, localservice or manifest"
+                        "unknown kind `{key}`; a file holds `namespace` and tables of workspace, elasticweb, localservice, manifest or helm"
                     ),
                 };
                 ctx.err(&k.span(), msg);
@@ -262,11 +271,11 @@ pub(super) fn file(ctx: &mut FileCtx, text: &str, vars: Option<&Vars>) -> Vec<Fo
 
 /// The policy keys every workload kind has (docs/src/policies.md), checked.
 struct PolicyKeys {
-    ignore_fields: Vec<String>,
-    prune: bool,
-    depends_on: Vec<(String, Location)>,
-    replace: Option<crate::spec::model::ReplaceKey>,
-    wave: i32,
+    pub ignore_fields: Vec<String>,
+    pub prune: bool,
+    pub depends_on: Vec<(String, Location)>,
+    pub replace: Option<crate::spec::model::ReplaceKey>,
+    pub wave: i32,
 }
 
 impl PolicyKeys {

@@ -1,0 +1,348 @@
+//! Helm charts in the repository, rendered with an external `helm template` (3.8 or newer,
+//! or 4) and the flags Argo CD uses: a `[helm.NAME]` spec names a chart directory, and a
+//! chart directory no spec names is rendered once with its own values, release name =
+//! its directory's name, as Argo CD does (a library chart never). The output is handed on
+//! as manifests: namespaced objects without a namespace get the release's, the release's
+//! policies become driftless's annotations on each object, and `helm.sh/resource-policy:
+//! keep` is `driftless.dev/prune: disabled`.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use super::cache::KeyBuilder;
+use crate::spec::helm::HelmRelease;
+
+/// What a release of a chart nobody names is called: its directory's name.
+pub fn unnamed_release(dir: &str, namespace: &str, at: crate::spec::Location) -> HelmRelease {
+    let name = super::tree::base_of(dir).to_string();
+    HelmRelease {
+        release_name: name.clone(),
+        name,
+        namespace: namespace.to_string(),
+        at,
+        chart: dir.to_string(),
+        values_files: Vec::new(),
+        values: serde_json::Value::Null,
+        include_crds: true,
+        skip_tests: true,
+        kube_version: None,
+        api_versions: Vec::new(),
+        annotations: BTreeMap::new(),
+    }
+}
+
+/// Cluster facts a chart may ask for (`.Capabilities`), handed in by whoever reached the
+/// cluster; empty when rendering offline (helm's defaults, or the spec's own).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClusterFacts {
+    /// `v1.20.2`.
+    pub kube_version: Option<String>,
+    /// `apps/v1`, `monitoring.coreos.com/v1`…
+    pub api_versions: Vec<String>,
+}
+
+/// The helm program and its version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Helm {
+    pub program: PathBuf,
+    pub version: String,
+}
+
+/// Finds helm: `named` (`--helm` / `DRIFTLESS_HELM`), else `helm` on `PATH`; 3.8 or newer.
+pub fn find(named: Option<&Path>, limits: &super::runner::Limits) -> Result<Helm, String> {
+    let program = match named {
+        Some(p) if p.components().count() == 1 => super::runner::on_path(&p.to_string_lossy())
+            .ok_or_else(|| format!("{} is not on PATH", p.display()))?,
+        Some(p) => p.to_path_buf(),
+        None => super::runner::on_path("helm").ok_or_else(|| {
+            "helm is not installed: `helm` is not on PATH (or name it with --helm)".to_string()
+        })?,
+    };
+    let args: Vec<OsString> = vec!["version".into(), "--template".into(), "{{.Version}}".into()];
+    let out = super::runner::run(
+        &program,
+        &args,
+        &std::env::temp_dir(),
+        limits,
+        &super::runner::Slots::new(1),
+    )
+    .map_err(|e| format!("{} does not run: {e}", program.display()))?;
+    let version = String::from_utf8_lossy(&out).trim().to_string();
+    let nums: Vec<u32> = version
+        .trim_start_matches('v')
+        .split(['.', '-', '+'])
+        .take(2)
+        .filter_map(|p| p.parse().ok())
+        .collect();
+    match nums.as_slice() {
+        [3, minor] if *minor >= 8 => {}
+        [major, _] if *major >= 4 => {}
+        _ => {
+            return Err(format!(
+                "{} is helm {version}; driftless needs helm 3.8 or newer",
+                program.display()
+            ));
+        }
+    }
+    Ok(Helm { program, version })
+}
+
+/// A release made ready to run: its arguments (absolute paths), the command as status
+/// shows it, and the key of its render.
+pub struct Prepared {
+    pub args: Vec<OsString>,
+    pub shown: String,
+    pub key: super::cache::Key,
+    /// The inline values, in a file of their own (never on the command line); kept until
+    /// the run is done.
+    _values: Option<tempfile::NamedTempFile>,
+}
+
+/// Checks a release's paths against the repository and builds its run.
+pub fn prepare(
+    helm: &Helm,
+    r: &HelmRelease,
+    disk: &super::OnDisk,
+    facts: &ClusterFacts,
+) -> Result<Prepared, String> {
+    let inside = |rel: &str, what: &str| -> Result<PathBuf, String> {
+        let p = disk.root.join(rel);
+        let real = p
+            .canonicalize()
+            .map_err(|_| format!("{what} {rel:?} is not in the tree"))?;
+        if !real.starts_with(&disk.repo) {
+            return Err(format!(
+                "{what} {rel:?} leads out of the repository; refused"
+            ));
+        }
+        Ok(real)
+    };
+    let chart = inside(&r.chart, "chart")?;
+    if !chart.join("Chart.yaml").is_file() {
+        return Err(format!(
+            "{:?} is not a chart: it has no Chart.yaml",
+            r.chart
+        ));
+    }
+    let mut key = KeyBuilder::new("helm");
+    key.part(helm.program.as_os_str().as_encoded_bytes())
+        .part(helm.version.as_bytes());
+    digest_tree(&disk.repo, &chart, &mut key)?;
+    let mut args: Vec<OsString> = vec![
+        "template".into(),
+        r.release_name.clone().into(),
+        chart.clone().into(),
+        "--namespace".into(),
+        r.namespace.clone().into(),
+    ];
+    let mut shown = vec![
+        "helm template".to_string(),
+        r.release_name.clone(),
+        r.chart.clone(),
+        format!("--namespace {}", r.namespace),
+    ];
+    if r.include_crds {
+        args.push("--include-crds".into());
+        shown.push("--include-crds".into());
+    }
+    if r.skip_tests {
+        args.push("--skip-tests".into());
+        shown.push("--skip-tests".into());
+    }
+    if let Some(v) = r.kube_version.as_ref().or(facts.kube_version.as_ref()) {
+        args.extend(["--kube-version".into(), v.into()]);
+        shown.push(format!("--kube-version {v}"));
+    }
+    let mut api_versions: Vec<&String> = facts.api_versions.iter().chain(&r.api_versions).collect();
+    api_versions.sort();
+    api_versions.dedup();
+    for v in &api_versions {
+        args.extend(["--api-versions".into(), v.as_str().into()]);
+    }
+    if !api_versions.is_empty() {
+        shown.push(format!("--api-versions ({})", api_versions.len()));
+    }
+    for f in &r.values_files {
+        let p = inside(f, "values file")?;
+        let text = std::fs::read(&p).map_err(|e| format!("values file {f:?}: {e}"))?;
+        key.part(f.as_bytes()).part(&text);
+        args.extend(["--values".into(), p.into()]);
+        shown.push(format!("--values {f}"));
+    }
+    let values = match &r.values {
+        serde_json::Value::Object(m) if !m.is_empty() => {
+            let text = serde_json::to_vec(&r.values).unwrap_or_default();
+            key.part(b"inline").part(&text);
+            let mut file = tempfile::Builder::new()
+                .prefix("driftless-values-")
+                .suffix(".json")
+                .tempfile()
+                .map_err(|e| format!("writing the inline values: {e}"))?;
+            file.write_all(&text)
+                .map_err(|e| format!("writing the inline values: {e}"))?;
+            args.extend(["--values".into(), file.path().into()]);
+            shown.push("--values (the spec's values)".into());
+            Some(file)
+        }
+        _ => None,
+    };
+    for a in &args {
+        // Paths are in the digest by content; the rest by what they say.
+        if !Path::new(a).is_absolute() {
+            key.part(a.as_encoded_bytes());
+        }
+    }
+    Ok(Prepared {
+        args,
+        shown: shown.join(" "),
+        key: key.finish(),
+        _values: values,
+    })
+}
+
+/// Every file of a chart, by path and contents, into `key` (a chart's templates, values,
+/// vendored subcharts, all are read by helm).
+fn digest_tree(repo: &Path, dir: &Path, key: &mut KeyBuilder) -> Result<(), String> {
+    let mut files = Vec::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(d) = pending.pop() {
+        let entries = std::fs::read_dir(&d).map_err(|e| format!("{}: {e}", d.display()))?;
+        for e in entries.flatten() {
+            let p = e.path();
+            let Ok(meta) = std::fs::metadata(&p) else {
+                continue;
+            };
+            if meta.is_dir() {
+                let real = p.canonicalize().map_err(|e| e.to_string())?;
+                if !real.starts_with(repo) {
+                    return Err(
+                        "the chart holds a symlink that leads out of the repository; refused"
+                            .into(),
+                    );
+                }
+                pending.push(real);
+            } else if meta.is_file() {
+                files.push(p);
+            }
+        }
+        if files.len() > 20_000 {
+            return Err("the chart holds more than 20000 files; not rendered".into());
+        }
+    }
+    files.sort();
+    for f in files {
+        let text = std::fs::read(&f).map_err(|e| format!("{}: {e}", f.display()))?;
+        key.part(
+            f.strip_prefix(dir)
+                .unwrap_or(&f)
+                .as_os_str()
+                .as_encoded_bytes(),
+        )
+        .part(&text);
+    }
+    Ok(())
+}
+
+/// helm's output as manifests of the release: each object in the release namespace when
+/// it is namespaced and says none, with the release's policies, `keep` honoured.
+pub fn objects(output: &[u8], r: &HelmRelease) -> Result<Vec<serde_json::Value>, String> {
+    let text = String::from_utf8_lossy(output);
+    let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text).map_err(|e| {
+        format!(
+            "helm printed what is not YAML: {}",
+            first_line(&e.to_string())
+        )
+    })?;
+    let crd_cluster: Vec<(String, String)> = docs
+        .iter()
+        .filter(|d| d["kind"] == "CustomResourceDefinition" && d["spec"]["scope"] == "Cluster")
+        .map(|d| {
+            (
+                d["spec"]["group"].as_str().unwrap_or_default().to_string(),
+                d["spec"]["names"]["kind"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            )
+        })
+        .collect();
+    let mut out = Vec::new();
+    for mut d in docs.into_iter().filter(|d| d.is_object()) {
+        let group = d["apiVersion"]
+            .as_str()
+            .and_then(|v| v.split_once('/'))
+            .map(|(g, _)| g.to_string())
+            .unwrap_or_default();
+        let kind = d["kind"].as_str().unwrap_or_default().to_string();
+        let cluster_scoped = crate::spec::CLUSTER_SCOPED.contains(&(group.as_str(), kind.as_str()))
+            || crd_cluster.contains(&(group.clone(), kind.clone()));
+        let Some(meta) = d.get_mut("metadata").and_then(|m| m.as_object_mut()) else {
+            out.push(d);
+            continue;
+        };
+        if !cluster_scoped && meta.get("namespace").is_none_or(|n| n.is_null()) {
+            meta.insert("namespace".into(), r.namespace.clone().into());
+        }
+        let annotations = meta
+            .entry("annotations")
+            .or_insert_with(|| serde_json::Value::Object(Default::default()));
+        if let Some(a) = annotations.as_object_mut() {
+            for (k, v) in &r.annotations {
+                a.entry(k.clone()).or_insert_with(|| v.clone().into());
+            }
+            if a.get("helm.sh/resource-policy").and_then(|v| v.as_str()) == Some("keep") {
+                a.entry(crate::spec::policy::PRUNE.to_string())
+                    .or_insert_with(|| "disabled".into());
+            }
+            if a.is_empty() {
+                meta.remove("annotations");
+            }
+        }
+        out.push(d);
+    }
+    Ok(out)
+}
+
+fn first_line(s: &str) -> String {
+    s.lines().next().unwrap_or_default().to_string()
+}
+
+/// helm's error, in one line: `Error: template: podinfo/templates/x.yaml:4:10: ...` keeps
+/// the chart's own file and line.
+pub fn said(e: super::runner::RunError, repo: &Path) -> String {
+    let said = match e {
+        super::runner::RunError::Failed(line) => format!("helm template failed: {line}"),
+        other => format!("helm template: {other}"),
+    };
+    said.replace(&format!("{}/", repo.display()), "")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn objects_land_in_the_release_namespace_with_its_policies() {
+        let r = HelmRelease {
+            annotations: [(crate::spec::order::WAVE.to_string(), "2".to_string())].into(),
+            ..unnamed_release("charts/web", "shop", crate::spec::Location::default())
+        };
+        let out = objects(
+            b"---\n# Source: web/templates/a.yaml\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  annotations:\n    helm.sh/resource-policy: keep\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: r\n---\napiVersion: v1\nkind: Service\nmetadata:\n  name: s\n  namespace: other\n",
+            &r,
+        )
+        .unwrap();
+        assert_eq!(out.len(), 3);
+        assert_eq!(out[0]["metadata"]["namespace"], "shop");
+        assert_eq!(
+            out[0]["metadata"]["annotations"]["driftless.dev/prune"],
+            "disabled"
+        );
+        assert_eq!(out[0]["metadata"]["annotations"]["driftless.dev/wave"], "2");
+        assert!(out[1]["metadata"].get("namespace").is_none());
+        assert_eq!(out[2]["metadata"]["namespace"], "other");
+        assert_eq!(r.release_name, "web");
+    }
+}

@@ -1,0 +1,54 @@
+//! The `helm` kind (DESIGN 1.10): a chart release, rendered by the rendering stage
+//! (`hydrate::helm`) with `helm template` into manifests that go through everything else
+//! as any manifest does. This is its model; `extract::helm` reads it from TOML with every
+//! error at its `file:line:col`.
+
+use std::collections::BTreeMap;
+
+use super::{Location, SourceFile, SpecError};
+
+/// One `[helm.NAME]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HelmRelease {
+    /// The spec's name.
+    pub name: String,
+    /// The release namespace: where namespaced objects without one go.
+    pub namespace: String,
+    /// Where the spec is.
+    pub at: Location,
+    /// A chart directory in the repository, relative to the spec root.
+    pub chart: String,
+    pub release_name: String,
+    /// Relative to the spec root, in order.
+    pub values_files: Vec<String>,
+    /// Applied last, over the files.
+    pub values: serde_json::Value,
+    pub include_crds: bool,
+    pub skip_tests: bool,
+    pub kube_version: Option<String>,
+    pub api_versions: Vec<String>,
+    /// Policies for every object of the release, as driftless's annotations.
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// Every `[helm.NAME]` of the tree's TOML files, and what is wrong with them.
+pub fn releases(files: &[SourceFile]) -> (Vec<HelmRelease>, Vec<SpecError>) {
+    let mut out = Vec::new();
+    let mut errors = Vec::new();
+    for f in files
+        .iter()
+        .filter(|f| f.path.ends_with(".toml") && f.path != super::settings::SETTINGS_FILE)
+    {
+        let Ok(text) = std::str::from_utf8(&f.contents) else {
+            continue;
+        };
+        // Only files that name the kind are read twice.
+        if !text.contains("helm") {
+            continue;
+        }
+        let (found, errs) = super::extract::helm_releases(&f.path, text);
+        out.extend(found);
+        errors.extend(errs);
+    }
+    (out, errors)
+}

@@ -1,0 +1,263 @@
+//! The `helm` kind and chart directories (DESIGN 1.10) with the real helm 3 and helm 4
+//! (the testbed's `DRIFTLESS_TEST_HELM3`/`DRIFTLESS_TEST_HELM4`), on podinfo's chart as
+//! upstream ships it (`../shared/sources`, never edited): what driftless applies is what
+//! `helm template` renders; the release installs, re-applies with no write, diffs quiet,
+//! upgrades to the newer chart and uninstalls; a template error and a missing helm are
+//! one line each, with nothing written.
+
+mod support;
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::api::Api;
+use serde_json::Value;
+
+use support::{assert_exit, show};
+
+fn chart(version: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../shared/sources/podinfo")
+        .join(version)
+        .join("charts/podinfo")
+}
+
+fn helm(which: &str) -> String {
+    std::env::var(which)
+        .unwrap_or_else(|_| panic!("{which} names a helm of the testbed's (source its env file)"))
+}
+
+fn docs(text: &str) -> Vec<Value> {
+    serde_saphyr::from_multiple::<Value>(text)
+        .unwrap()
+        .into_iter()
+        .filter(|v| v.is_object())
+        .collect()
+}
+
+/// A tree of one release of podinfo's chart `version` in namespace `ns`.
+fn tree(root: &Path, version: &str, ns: &str) {
+    let charts = root.join("charts");
+    if charts.exists() {
+        std::fs::remove_dir_all(&charts).unwrap();
+    }
+    support::copy_tree(&chart(version), &charts.join("podinfo"), &[]);
+    std::fs::write(
+        root.join("apps.toml"),
+        format!(
+            "namespace = \"{ns}\"\n\n[helm.podinfo]\nchart = \"charts/podinfo\"\nvalues-files = [\"charts/podinfo/values-prod.yaml\"]\nvalues = {{ replicaCount = 2, ui = {{ message = \"from driftless\" }} }}\n"
+        ),
+    )
+    .unwrap();
+}
+
+/// What driftless renders equals `helm template` with the same values, the objects placed
+/// in the release namespace: with helm 3 and with helm 4.
+#[test]
+fn a_release_renders_what_helm_template_renders() {
+    for which in ["DRIFTLESS_TEST_HELM3", "DRIFTLESS_TEST_HELM4"] {
+        let helm = helm(which);
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("specs");
+        tree(&root, "6.2.3", "web");
+        let out_dir = dir.path().join("out");
+        let out = support::driftless(&[
+            "render",
+            root.to_str().unwrap(),
+            "--helm",
+            &helm,
+            "--out",
+            out_dir.to_str().unwrap(),
+        ]);
+        assert_exit(&out, 0);
+        let ours = docs(&std::fs::read_to_string(out_dir.join("apps.helm-podinfo.yaml")).unwrap());
+        let values = dir.path().join("values.json");
+        std::fs::write(
+            &values,
+            r#"{"replicaCount":2,"ui":{"message":"from driftless"}}"#,
+        )
+        .unwrap();
+        let real = Command::new(&helm)
+            .args(["template", "podinfo"])
+            .arg(root.join("charts/podinfo"))
+            .args([
+                "--namespace",
+                "web",
+                "--include-crds",
+                "--skip-tests",
+                "--values",
+            ])
+            .arg(root.join("charts/podinfo/values-prod.yaml"))
+            .arg("--values")
+            .arg(&values)
+            .env("HOME", dir.path())
+            .output()
+            .unwrap();
+        assert!(
+            real.status.success(),
+            "{}",
+            String::from_utf8_lossy(&real.stderr)
+        );
+        let theirs: Vec<Value> = docs(&String::from_utf8_lossy(&real.stdout))
+            .into_iter()
+            .map(|mut d| {
+                d["metadata"]["namespace"] = "web".into();
+                d
+            })
+            .collect();
+        let key = |v: &Value| serde_json::to_string(v).unwrap();
+        assert_eq!(
+            ours.iter().map(key).collect::<BTreeSet<_>>(),
+            theirs.iter().map(key).collect::<BTreeSet<_>>(),
+            "{which}"
+        );
+        let deployment = ours.iter().find(|d| d["kind"] == "Deployment").unwrap();
+        // The inline values came last, over the values file.
+        assert!(deployment.to_string().contains("from driftless"), "{which}: {deployment}");
+        // The rendered tree holds no release any more: its objects are plain YAML.
+        let toml = std::fs::read_to_string(out_dir.join("apps.toml")).unwrap();
+        assert!(!toml.contains("[helm"), "{toml}");
+    }
+}
+
+const PODINFO: [&str; 4] = [
+    "deployments",
+    "services",
+    "horizontalpodautoscalers",
+    "configmaps",
+];
+
+async fn no_writes(client: &kube::Client, what: &str, run: impl FnOnce() -> Output) -> Output {
+    let before = support::apiserver_writes_when_quiet(client, &PODINFO).await;
+    let out = run();
+    let after = support::apiserver_writes(client, &PODINFO).await;
+    assert_eq!(
+        after - before,
+        0,
+        "{what} wrote to the cluster\n{}",
+        show(&out)
+    );
+    out
+}
+
+#[tokio::test]
+async fn serial_a_release_installs_upgrades_and_uninstalls_with_helm_3_and_4() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "helm").await;
+    let instance = format!("helm-{}", support::suffix(&ns));
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("specs");
+    let r = root.to_str().unwrap().to_string();
+    let (helm3, helm4) = (helm("DRIFTLESS_TEST_HELM3"), helm("DRIFTLESS_TEST_HELM4"));
+    let run = |helm: &str, args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend([r.as_str(), "--helm", helm]);
+        support::driftless_on_cluster(&instance, &all)
+    };
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    let image = |d: Deployment| {
+        d.spec.unwrap().template.spec.unwrap().containers[0]
+            .image
+            .clone()
+            .unwrap()
+    };
+
+    // Install with helm 3; nothing to do after, with either.
+    tree(&root, "6.0.0", &ns);
+    assert_exit(&run(&helm3, &["apply"]), 0);
+    assert_eq!(
+        image(deployments.get("podinfo").await.unwrap()),
+        "ghcr.io/stefanprodan/podinfo:6.0.0"
+    );
+    for helm in [&helm3, &helm4] {
+        let out = no_writes(&client, "a re-apply", || run(helm, &["apply"])).await;
+        assert_exit(&out, 0);
+        support::assert_no_writes(&out);
+        assert_exit(&run(helm, &["diff"]), 0);
+    }
+
+    // A template error: one line at the spec, naming the chart's file and line.
+    let broken = root.join("charts/podinfo/templates/broken.yaml");
+    std::fs::write(&broken, "kind: ConfigMap\nx: {{ .Values.nothing.here }}\n").unwrap();
+    let out = no_writes(&client, "a template error", || run(&helm4, &["apply"])).await;
+    assert_exit(&out, 2);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 2, "{}", show(&out));
+    assert!(
+        lines[0].starts_with("apps.toml:3:7: helm template failed: ")
+            && lines[0].contains("podinfo/templates/broken.yaml:2:"),
+        "{}",
+        show(&out)
+    );
+    std::fs::remove_file(&broken).unwrap();
+    // No helm at all: one line, nothing written.
+    let out = no_writes(&client, "a missing helm", || {
+        run("/nonexistent/helm", &["apply"])
+    })
+    .await;
+    assert_exit(&out, 2);
+    assert!(
+        String::from_utf8_lossy(&out.stderr)
+            .starts_with("apps.toml:3:7: /nonexistent/helm does not run"),
+        "{}",
+        show(&out)
+    );
+
+    // Upgrade to the newer chart with helm 4, told the cluster's version and APIs.
+    tree(&root, "6.2.3", &ns);
+    let out = run(&helm4, &["apply"]);
+    assert_exit(&out, 0);
+    assert_eq!(
+        image(deployments.get("podinfo").await.unwrap()),
+        "ghcr.io/stefanprodan/podinfo:6.2.3"
+    );
+    let out = no_writes(&client, "a re-apply after the upgrade", || {
+        run(&helm4, &["apply"])
+    })
+    .await;
+    support::assert_no_writes(&out);
+    assert_exit(&run(&helm4, &["diff"]), 0);
+
+    // Uninstall.
+    std::fs::remove_dir_all(&root).unwrap();
+    std::fs::create_dir_all(&root).unwrap();
+    assert_exit(&run(&helm4, &["apply", "--allow-mass-prune"]), 0);
+    support::eventually("podinfo gone", Duration::from_secs(60), || async {
+        match deployments.get_opt("podinfo").await {
+            Ok(None) => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+}
+
+/// A chart directory no spec names is a release of its own (Argo CD's rule): its own
+/// values, its directory's name.
+#[test]
+fn a_chart_nobody_names_is_rendered_with_its_own_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    support::copy_tree(&chart("6.2.3"), &root.join("apps/frontend"), &[]);
+    let out = support::driftless(&[
+        "validate",
+        root.to_str().unwrap(),
+        "--helm",
+        &helm("DRIFTLESS_TEST_HELM4"),
+    ]);
+    assert_exit(&out, 0);
+    let text = support::printed(&out);
+    assert!(
+        text.contains("default/Deployment.apps/frontend-podinfo"),
+        "{}",
+        show(&out)
+    );
+    assert!(
+        text.contains("rendered: apps/frontend/Chart.yaml: helm template frontend apps/frontend --namespace default"),
+        "{}",
+        show(&out)
+    );
+}
