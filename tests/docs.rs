@@ -244,7 +244,13 @@ fn every_schema_field_flag_and_metric_is_in_the_generated_reference() {
     // The schema's fields, each on the page of its kind (nested types included).
     let schema: serde_json::Value =
         serde_json::from_str(&driftless::spec::schema::generate().unwrap()).unwrap();
-    let kinds = ["workspace", "elasticweb", "localservice", "manifest"];
+    let kinds = [
+        "workspace",
+        "elasticweb",
+        "localservice",
+        "manifest",
+        "helm",
+    ];
     let all_kind_pages: String = kinds
         .iter()
         .map(|k| reference(&format!("{k}.md")))

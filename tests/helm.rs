@@ -116,7 +116,10 @@ fn a_release_renders_what_helm_template_renders() {
         );
         let deployment = ours.iter().find(|d| d["kind"] == "Deployment").unwrap();
         // The inline values came last, over the values file.
-        assert!(deployment.to_string().contains("from driftless"), "{which}: {deployment}");
+        assert!(
+            deployment.to_string().contains("from driftless"),
+            "{which}: {deployment}"
+        );
         // The rendered tree holds no release any more: its objects are plain YAML.
         let toml = std::fs::read_to_string(out_dir.join("apps.toml")).unwrap();
         assert!(!toml.contains("[helm"), "{toml}");

@@ -381,6 +381,29 @@ fn schema_describes_every_field_the_loader_knows() {
         schema_props.sort();
         assert_eq!(loader, schema_props, "{kind}");
     }
+    // The helm kind is read apart (for the rendering stage), against the same schema.
+    let (_, errors) = driftless::spec::helm::releases(&[SourceFile {
+        path: "x.toml".into(),
+        contents: b"[helm.x]\nchart = \"c\"\nzzzz-not-a-field = 1\n".to_vec(),
+    }]);
+    let listed = errors
+        .iter()
+        .find_map(|e| {
+            e.message
+                .split_once("known fields: ")
+                .map(|(_, l)| l.to_string())
+        })
+        .unwrap_or_else(|| panic!("no field list in {errors:?}"));
+    let mut loader: Vec<String> = listed.split(", ").map(str::to_string).collect();
+    loader.sort();
+    let mut schema_props: Vec<String> = schema["definitions"]["Helm"]["properties"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    schema_props.sort();
+    assert_eq!(loader, schema_props, "helm");
 }
 
 /// A YAML manifest whose `labels:` or `annotations:` is empty (null) still renders with

@@ -97,6 +97,78 @@ pub struct SpecFile {
     /// Any other Kubernetes object, custom resources and CRDs included.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub manifest: Vec<Manifest>,
+    /// Helm chart releases, keyed by name: rendered with `helm template`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub helm: BTreeMap<String, Helm>,
+}
+
+// Read by `extract::helm` into `spec::helm::HelmRelease`; this type is the schema's.
+/// A Helm chart release: the chart rendered with `helm template` (the flags Argo CD
+/// uses, the cluster's version and APIs), its objects applied as manifests.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
+pub struct Helm {
+    /// Release namespace: where namespaced objects without one go (default: the file's
+    /// `namespace`, else "default").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// The chart's directory in the repository, relative to the spec root. (Charts from
+    /// a chart repository or an OCI registry are not rendered yet.)
+    pub chart: String,
+    /// A chart repository's URL, the chart then named by `chart` (not rendered yet:
+    /// vendor the chart into the repository).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repository: Option<String>,
+    /// The chart's version; checked for charts from a repository or a registry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// The release's name (default: the spec's name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release_name: Option<String>,
+    /// Values files, relative to the spec root, applied in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values_files: Vec<String>,
+    /// Values applied last, over the files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub values: Option<BTreeMap<String, serde_json::Value>>,
+    /// Render the chart's CRDs (`--include-crds`).
+    #[serde(
+        default = "defaults::prune",
+        skip_serializing_if = "defaults::is_prune"
+    )]
+    pub include_crds: bool,
+    /// Leave the chart's tests out (`--skip-tests`).
+    #[serde(
+        default = "defaults::prune",
+        skip_serializing_if = "defaults::is_prune"
+    )]
+    pub skip_tests: bool,
+    /// `--kube-version` (default: the cluster's; needed by validate and render offline).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kube_version: Option<String>,
+    /// Added to what the cluster serves (`--api-versions`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub api_versions: Vec<String>,
+    /// Fields of its objects sent on create only (JSON pointers).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ignore_fields: Vec<String>,
+    /// `false`: its objects stay in the cluster when the release is removed.
+    #[serde(
+        default = "defaults::prune",
+        skip_serializing_if = "defaults::is_prune"
+    )]
+    pub prune: bool,
+    /// Specs (`kind/namespace/name`) that must be ready before its objects are applied.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub depends_on: Vec<String>,
+    /// When only immutable fields refuse an apply of its objects: `on-immutable` deletes
+    /// and recreates them, `never` reports the refusal (each object's own
+    /// `driftless.dev/replace` wins).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replace: Option<ReplaceKey>,
+    /// Its sync wave.
+    #[serde(default, skip_serializing_if = "defaults::is_zero")]
+    pub wave: i32,
 }
 
 workload_kind! {

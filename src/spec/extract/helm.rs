@@ -126,12 +126,13 @@ fn release(
     if keys.wave != 0 {
         annotations.insert(order::WAVE.to_string(), keys.wave.to_string());
     }
-    if keys.replace.is_some() {
-        let span = table.get("replace").map(|v| v.span()).unwrap_or_default();
-        ctx.err(
-            &span,
-            "`replace` is not a key of helm: a chart's objects take `driftless.dev/replace` annotations of their own",
-        );
+    if let Some(r) = keys.replace {
+        use crate::spec::model::ReplaceKey;
+        let value = match r {
+            ReplaceKey::OnImmutable => "on-immutable",
+            ReplaceKey::Never => "never",
+        };
+        annotations.insert(policy::REPLACE.to_string(), value.to_string());
     }
     (ctx.count() == before).then(|| HelmRelease {
         name: name.get_ref().to_string(),
