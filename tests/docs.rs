@@ -545,9 +545,26 @@ fn every_spec_example_of_the_book_validates() {
                 false => format!("example.{ext}"),
             };
             fs::write(dir.path().join(name), &block).unwrap();
+            // A release needs its chart (podinfo's, from ../shared/sources) and helm.
+            let mut helm = Vec::new();
+            if block.contains("[helm.") {
+                support::copy_tree(
+                    &repo("../shared/sources/podinfo/6.2.3/charts/podinfo"),
+                    &dir.path().join("charts/podinfo"),
+                    &[],
+                );
+                fs::create_dir_all(dir.path().join("values")).unwrap();
+                fs::write(dir.path().join("values/prod.yaml"), "{}\n").unwrap();
+                helm = vec![
+                    "--helm".to_string(),
+                    std::env::var("DRIFTLESS_TEST_HELM4")
+                        .expect("DRIFTLESS_TEST_HELM4 names the testbed's helm 4"),
+                ];
+            }
             let out = Command::new(BIN)
                 .arg("validate")
                 .arg(dir.path())
+                .args(&helm)
                 .env("RUST_LOG", "warn")
                 .output()
                 .unwrap();

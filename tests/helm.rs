@@ -45,10 +45,13 @@ fn tree(root: &Path, version: &str, ns: &str) {
         std::fs::remove_dir_all(&charts).unwrap();
     }
     support::copy_tree(&chart(version), &charts.join("podinfo"), &[]);
+    // A values file of the tree's own, beside the specs: helm's to read, not a spec.
+    std::fs::create_dir_all(root.join("values")).unwrap();
+    std::fs::write(root.join("values/web.yaml"), "ui:\n  color: \"#34577c\"\n").unwrap();
     std::fs::write(
         root.join("apps.toml"),
         format!(
-            "namespace = \"{ns}\"\n\n[helm.podinfo]\nchart = \"charts/podinfo\"\nvalues-files = [\"charts/podinfo/values-prod.yaml\"]\nvalues = {{ replicaCount = 2, ui = {{ message = \"from driftless\" }} }}\n"
+            "namespace = \"{ns}\"\n\n[helm.podinfo]\nchart = \"charts/podinfo\"\nvalues-files = [\"charts/podinfo/values-prod.yaml\", \"values/web.yaml\"]\nvalues = {{ replicaCount = 2, ui = {{ message = \"from driftless\" }} }}\n"
         ),
     )
     .unwrap();
@@ -91,6 +94,8 @@ fn a_release_renders_what_helm_template_renders() {
                 "--values",
             ])
             .arg(root.join("charts/podinfo/values-prod.yaml"))
+            .arg("--values")
+            .arg(root.join("values/web.yaml"))
             .arg("--values")
             .arg(&values)
             .env("HOME", dir.path())

@@ -229,7 +229,15 @@ impl Renderer {
         for (file, message) in problems {
             out.errors.push(error_at(&file, 1, 1, message));
         }
-        let consumed = |p: &str| dirs.iter().any(|d| is_under(p, d.dir()));
+        let (mut releases, problems) = crate::spec::helm::releases(&input.files);
+        out.errors.extend(problems);
+        // A release's values files are helm's to read, not specs.
+        let values_files: std::collections::BTreeSet<String> = releases
+            .iter()
+            .flat_map(|r| r.values_files.iter().cloned())
+            .collect();
+        let consumed =
+            |p: &str| values_files.contains(p) || dirs.iter().any(|d| is_under(p, d.dir()));
         let mut jsonnet_files = Vec::new();
         for f in &input.files {
             let p = f.path.as_str();
@@ -252,8 +260,6 @@ impl Renderer {
             .extend(input.unread.iter().filter(|p| !consumed(p)).cloned());
         out.unread.sort();
 
-        let (mut releases, problems) = crate::spec::helm::releases(&input.files);
-        out.errors.extend(problems);
         let mut release_files: Vec<String> = releases
             .iter()
             .map(|r| format!("{}#helm.{}", r.at.file, r.name))
