@@ -269,3 +269,107 @@ fn a_chart_nobody_names_is_rendered_with_its_own_values() {
         show(&out)
     );
 }
+
+/// A helm that logs each `template` (the release), then runs the real one; the log's path
+/// is written in, as a run's environment is cleared.
+fn counting_helm(dir: &Path) -> (PathBuf, PathBuf) {
+    let log = dir.join("templates.log");
+    let wrapper = dir.join("helm");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\n[ \"$1\" = template ] && echo \"$2\" >> '{}'\nexec '{}' \"$@\"\n",
+            log.display(),
+            helm("DRIFTLESS_TEST_HELM4")
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    (wrapper, log)
+}
+
+#[tokio::test]
+async fn a_daemon_runs_helm_only_for_the_release_that_changed() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "helm-daemon").await;
+    let tools = tempfile::tempdir().unwrap();
+    let (wrapper, log) = counting_helm(tools.path());
+    let templates = || -> Vec<String> {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .map(str::to_string)
+            .collect()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    support::copy_tree(&chart("6.2.3"), &root.join("charts/podinfo"), &[]);
+    let releases = |b_message: &str| {
+        format!(
+            "namespace = \"{ns}\"\n[helm.a]\nchart = \"charts/podinfo\"\nvalues = {{ ui = {{ message = \"a\" }} }}\n[helm.b]\nchart = \"charts/podinfo\"\nvalues = {{ ui = {{ message = \"{b_message}\" }} }}\n"
+        )
+    };
+    std::fs::write(root.join("apps.toml"), releases("b1")).unwrap();
+    let mut daemon = support::Daemon::builder(&format!("hd-{}", support::suffix(&ns)))
+        .args(&[
+            "--dir",
+            root.to_str().unwrap(),
+            "--resync",
+            "1s",
+            "--helm",
+            wrapper.to_str().unwrap(),
+        ])
+        .start();
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    let message = |name: &'static str, want: &'static str| {
+        let deployments = deployments.clone();
+        async move {
+            match deployments.get_opt(name).await {
+                Ok(Some(d))
+                    if serde_json::to_string(&d)
+                        .unwrap_or_default()
+                        .contains(&format!("\"{want}\"")) =>
+                {
+                    Ok(())
+                }
+                other => Err(format!("{name}: {:?}", other.map(|d| d.is_some()))),
+            }
+        }
+    };
+    support::eventually("both releases applied", Duration::from_secs(60), || async {
+        message("a-podinfo", "a").await?;
+        message("b-podinfo", "b1").await
+    })
+    .await;
+    let status = daemon
+        .wait_status("the revision applied", |s| {
+            s["revision_applied"].is_string() && s["revision_applied"] == s["revision_seen"]
+        })
+        .await;
+    let a = status["specs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == format!("manifest/{ns}/Deployment.apps/a-podinfo"))
+        .unwrap_or_else(|| panic!("{status}"));
+    assert_eq!(a["rendered_by"]["tool"], "helm", "{a}");
+    assert_eq!(templates().len(), 2, "{:?}", templates());
+
+    // Resyncs of an unchanged tree run no helm.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(templates().len(), 2, "{:?}", templates());
+
+    // New values for one release: that one is rendered again, only.
+    std::fs::write(root.join("apps.toml"), releases("b2")).unwrap();
+    support::eventually("b's values applied", Duration::from_secs(60), || {
+        message("b-podinfo", "b2")
+    })
+    .await;
+    let mut runs = templates();
+    assert_eq!(runs.pop().as_deref(), Some("b"), "{:?}", templates());
+    runs.sort();
+    // The first two ran side by side, in either order.
+    assert_eq!(runs, ["a", "b"]);
+    assert_eq!(daemon.stop(), Some(0));
+}
