@@ -373,3 +373,178 @@ async fn a_daemon_runs_helm_only_for_the_release_that_changed() {
     assert_eq!(runs, ["a", "b"]);
     assert_eq!(daemon.stop(), Some(0));
 }
+
+/// A chart repository on loopback: static files over HTTP/1.1, each request's path
+/// counted.
+struct ChartRepo {
+    url: String,
+    gets: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl ChartRepo {
+    /// `helm package` of podinfo's chart and `helm repo index`, served from `dir`.
+    fn start(dir: &Path) -> ChartRepo {
+        use std::io::{BufRead, BufReader, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let helm = helm("DRIFTLESS_TEST_HELM4");
+        let run = |args: &[&str]| {
+            let out = Command::new(&helm)
+                .args(args)
+                .env("HOME", dir)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        };
+        let served = dir.join("served");
+        for v in ["6.0.0", "6.2.3"] {
+            run(&[
+                "package",
+                chart(v).to_str().unwrap(),
+                "-d",
+                served.to_str().unwrap(),
+            ]);
+        }
+        run(&["repo", "index", served.to_str().unwrap(), "--url", &url]);
+        let gets = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = gets.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut line = String::new();
+                if reader.read_line(&mut line).is_err() {
+                    continue;
+                }
+                // The headers, up to the blank line.
+                let mut h = String::new();
+                while reader.read_line(&mut h).is_ok_and(|n| n > 2) {
+                    h.clear();
+                }
+                let path = line.split_whitespace().nth(1).unwrap_or("/").to_string();
+                seen.lock().unwrap().push(path.clone());
+                let mut stream = stream;
+                match std::fs::read(served.join(path.trim_start_matches('/'))) {
+                    Ok(body) => {
+                        let _ = write!(
+                            stream,
+                            "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                            body.len()
+                        );
+                        let _ = stream.write_all(&body);
+                    }
+                    Err(_) => {
+                        let _ = write!(
+                            stream,
+                            "HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                        );
+                    }
+                }
+            }
+        });
+        ChartRepo { url, gets }
+    }
+
+    fn archives_fetched(&self) -> usize {
+        self.gets
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|p| p.ends_with(".tgz"))
+            .count()
+    }
+}
+
+/// The same chart from a chart repository on loopback renders the objects the chart in
+/// the tree does; it is pulled once, kept by digest, and never fetched again while its
+/// version stays.
+#[test]
+fn a_chart_from_a_repository_is_pulled_once_and_renders_as_the_tree_s() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = ChartRepo::start(dir.path());
+    let cache = dir.path().join("cache");
+    let helm4 = helm("DRIFTLESS_TEST_HELM4");
+    let render = |root: &Path, out: &Path| {
+        let o = Command::new(env!("CARGO_BIN_EXE_driftless"))
+            .args([
+                "render",
+                root.to_str().unwrap(),
+                "--helm",
+                &helm4,
+                "--out",
+                out.to_str().unwrap(),
+            ])
+            .env("DRIFTLESS_CACHE_DIR", &cache)
+            .env("RUST_LOG", "warn")
+            .output()
+            .unwrap();
+        assert_exit(&o, 0);
+        docs(&std::fs::read_to_string(out.join("apps.helm-podinfo.yaml")).unwrap())
+    };
+    let from_repo = dir.path().join("from-repo");
+    std::fs::create_dir_all(&from_repo).unwrap();
+    std::fs::write(
+        from_repo.join("apps.toml"),
+        format!("namespace = \"web\"\n[helm.podinfo]\nchart = \"podinfo\"\nrepository = \"{}\"\nversion = \"6.2.3\"\n", repo.url),
+    )
+    .unwrap();
+    let in_tree = dir.path().join("in-tree");
+    support::copy_tree(&chart("6.2.3"), &in_tree.join("charts/podinfo"), &[]);
+    std::fs::write(
+        in_tree.join("apps.toml"),
+        "namespace = \"web\"\n[helm.podinfo]\nchart = \"charts/podinfo\"\n",
+    )
+    .unwrap();
+    let pulled = render(&from_repo, &dir.path().join("out1"));
+    assert_eq!(repo.archives_fetched(), 1);
+    let vendored = render(&in_tree, &dir.path().join("out2"));
+    let key = |v: &Value| serde_json::to_string(v).unwrap();
+    assert_eq!(
+        pulled.iter().map(key).collect::<BTreeSet<_>>(),
+        vendored.iter().map(key).collect::<BTreeSet<_>>()
+    );
+    // Again: from the cache, nothing fetched.
+    render(&from_repo, &dir.path().join("out3"));
+    assert_eq!(
+        repo.archives_fetched(),
+        1,
+        "{:?}",
+        repo.gets.lock().unwrap()
+    );
+    // A cached archive that no longer has its digest is pulled again.
+    let archive = std::fs::read_dir(cache.join("charts"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path().join("chart.tgz"))
+        .find(|p| p.is_file())
+        .unwrap();
+    std::fs::write(&archive, b"not the chart").unwrap();
+    render(&from_repo, &dir.path().join("out4"));
+    assert_eq!(repo.archives_fetched(), 2);
+    // A version the repository does not have: one line at the spec.
+    std::fs::write(
+        from_repo.join("apps.toml"),
+        format!(
+            "[helm.podinfo]\nchart = \"podinfo\"\nrepository = \"{}\"\nversion = \"9.9.9\"\n",
+            repo.url
+        ),
+    )
+    .unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_driftless"))
+        .args(["validate", from_repo.to_str().unwrap(), "--helm", &helm4])
+        .env("DRIFTLESS_CACHE_DIR", &cache)
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    assert_exit(&o, 2);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.starts_with("apps.toml:1:7: cannot pull chart podinfo 9.9.9 from http://127.0.0.1:"),
+        "{}",
+        show(&o)
+    );
+    assert_eq!(stderr.lines().count(), 2, "{}", show(&o));
+}

@@ -241,7 +241,10 @@ pub async fn run(args: &RunArgs, global: &GlobalArgs, selection: &Selection) -> 
         },
         notify,
         api_token,
-        render: args.policy.tools.options(),
+        render: driftless::hydrate::Options {
+            chart_cache: Some(cache_dir(args).join("charts")),
+            ..args.policy.tools.options()
+        },
     };
     let client = selection
         .client()

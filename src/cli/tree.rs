@@ -48,6 +48,7 @@ impl RenderToolArgs {
         hydrate::Options {
             kustomize: self.kustomize.clone(),
             helm: self.helm.clone(),
+            chart_cache: Some(chart_cache()),
             limits: hydrate::runner::Limits {
                 timeout: self.render_timeout,
                 ..hydrate::runner::Limits::default()
@@ -55,6 +56,17 @@ impl RenderToolArgs {
             concurrency: usize::from(self.render_concurrency),
         }
     }
+}
+
+/// Where charts pulled from repositories are kept: `$DRIFTLESS_CACHE_DIR`, systemd's
+/// `CACHE_DIRECTORY`, else `~/.cache/driftless`, then `charts/`.
+pub(crate) fn chart_cache() -> PathBuf {
+    let base = std::env::var_os("DRIFTLESS_CACHE_DIR")
+        .or_else(|| std::env::var_os("CACHE_DIRECTORY"))
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/driftless")))
+        .unwrap_or_else(|| std::env::temp_dir().join("driftless-cache"));
+    base.join("charts")
 }
 
 /// A tree as read and rendered.

@@ -23,6 +23,8 @@ pub fn unnamed_release(dir: &str, namespace: &str, at: crate::spec::Location) ->
         namespace: namespace.to_string(),
         at,
         chart: dir.to_string(),
+        repository: None,
+        version: None,
         values_files: Vec::new(),
         values: serde_json::Value::Null,
         include_crds: true,
@@ -104,6 +106,7 @@ pub struct Prepared {
 pub fn prepare(
     helm: &Helm,
     r: &HelmRelease,
+    pulled: Option<(&Path, &Path)>,
     disk: &super::OnDisk,
     facts: &ClusterFacts,
 ) -> Result<Prepared, String> {
@@ -119,7 +122,11 @@ pub fn prepare(
         }
         Ok(real)
     };
-    let chart = inside(&r.chart, "chart")?;
+    // A pulled chart (its directory in the cache, and the cache), or one in the tree.
+    let (chart, bound) = match pulled {
+        Some((chart, cache)) => (chart.to_path_buf(), cache.to_path_buf()),
+        None => (inside(&r.chart, "chart")?, disk.repo.clone()),
+    };
     if !chart.join("Chart.yaml").is_file() {
         return Err(format!(
             "{:?} is not a chart: it has no Chart.yaml",
@@ -129,7 +136,7 @@ pub fn prepare(
     let mut key = KeyBuilder::new("helm");
     key.part(helm.program.as_os_str().as_encoded_bytes())
         .part(helm.version.as_bytes());
-    digest_tree(&disk.repo, &chart, &mut key)?;
+    digest_tree(&bound, &chart, &mut key)?;
     let mut args: Vec<OsString> = vec![
         "template".into(),
         r.release_name.clone().into(),
@@ -143,6 +150,9 @@ pub fn prepare(
         r.chart.clone(),
         format!("--namespace {}", r.namespace),
     ];
+    if let (Some(repo), Some(version)) = (&r.repository, &r.version) {
+        shown.push(format!("--repo {repo} --version {version}"));
+    }
     if r.include_crds {
         args.push("--include-crds".into());
         shown.push("--include-crds".into());

@@ -11,6 +11,7 @@ pub mod cache;
 pub mod helm;
 pub mod jsonnet;
 pub mod kustomize;
+pub mod pull;
 pub mod runner;
 pub mod tree;
 
@@ -35,6 +36,8 @@ pub struct Options {
     pub kustomize: Option<PathBuf>,
     /// `--helm` / `DRIFTLESS_HELM`: the program, else `helm` on `PATH`.
     pub helm: Option<PathBuf>,
+    /// Where charts pulled from chart repositories are kept (none: they are refused).
+    pub chart_cache: Option<PathBuf>,
     pub limits: runner::Limits,
     /// Tool runs at once (`--render-concurrency`).
     pub concurrency: usize,
@@ -45,6 +48,7 @@ impl Default for Options {
         Options {
             kustomize: None,
             helm: None,
+            chart_cache: None,
             limits: runner::Limits::default(),
             concurrency: 4,
         }
@@ -427,14 +431,33 @@ impl Renderer {
         disk: &OnDisk,
         facts: &helm::ClusterFacts,
     ) -> Result<(String, Vec<u8>), String> {
-        let prepared = helm::prepare(tool, r, disk, facts)?;
+        let pulled = match &r.repository {
+            Some(repo) => {
+                let cache = self.opts.chart_cache.as_deref().ok_or_else(|| {
+                    "charts from a repository need a cache directory, and none is set".to_string()
+                })?;
+                let dir = pull::chart(tool, r, repo, cache, &self.opts.limits, &self.slots)?;
+                Some((dir, cache.to_path_buf()))
+            }
+            None => None,
+        };
+        let prepared = helm::prepare(
+            tool,
+            r,
+            pulled.as_ref().map(|(d, c)| (d.as_path(), c.as_path())),
+            disk,
+            facts,
+        )?;
         let rendered = match self.cache.get(&prepared.key) {
             Some(hit) => hit?,
             None => {
                 let span = tracing::info_span!("render", tool = "helm", release = %r.release_name);
                 let _enter = span.enter();
                 self.runs.fetch_add(1, Ordering::Relaxed);
-                let chart = disk.root.join(&r.chart);
+                let chart = match &pulled {
+                    Some((dir, _)) => dir.clone(),
+                    None => disk.root.join(&r.chart),
+                };
                 let result = runner::run(
                     &tool.program,
                     &prepared.args,

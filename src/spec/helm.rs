@@ -16,8 +16,13 @@ pub struct HelmRelease {
     pub namespace: String,
     /// Where the spec is.
     pub at: Location,
-    /// A chart directory in the repository, relative to the spec root.
+    /// A chart directory in the repository, relative to the spec root; or, with
+    /// `repository`, the chart's name there.
     pub chart: String,
+    /// An HTTP(S) chart repository the chart is pulled from.
+    pub repository: Option<String>,
+    /// The chart's version (required with `repository`).
+    pub version: Option<String>,
     pub release_name: String,
     /// Relative to the spec root, in order.
     pub values_files: Vec<String>,

@@ -112,14 +112,14 @@ pub struct Helm {
     /// `namespace`, else "default").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
-    /// The chart's directory in the repository, relative to the spec root. (Charts from
-    /// a chart repository or an OCI registry are not rendered yet.)
+    /// The chart's directory in the repository, relative to the spec root; with
+    /// `repository`, the chart's name there. (OCI registries are not rendered yet.)
     pub chart: String,
-    /// A chart repository's URL, the chart then named by `chart` (not rendered yet:
-    /// vendor the chart into the repository).
+    /// An HTTP(S) chart repository's URL: the chart is pulled from it once, into the
+    /// cache, and verified by digest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repository: Option<String>,
-    /// The chart's version; checked for charts from a repository or a registry.
+    /// The chart's exact version (required with `repository`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
     /// The release's name (default: the spec's name).

@@ -59,13 +59,23 @@ fn release(
     let mut f = Fields::new(table, what, name.span());
     let namespace = namespace_field(ctx, &mut f, file_ns, defaults::NAMESPACE);
     let chart = f.req_string(ctx, "chart");
-    if let Some(repo) = f.string(ctx, "repository") {
+    let repository = f.string(ctx, "repository");
+    if let Some(repo) = &repository {
+        let url = repo.get_ref();
+        if !(url.starts_with("https://") || url.starts_with("http://")) {
+            ctx.err(
+                &repo.span(),
+                format!("invalid `repository` {url:?}: an http(s):// chart repository URL (OCI registries are named in `chart` as oci://…, not rendered yet)"),
+            );
+        }
+    }
+    let version = f.string(ctx, "version");
+    if let (Some(repo), None) = (&repository, &version) {
         ctx.err(
             &repo.span(),
-            "charts from a chart repository are not rendered yet: vendor the chart into the repository (`helm pull --untar`) and name its directory",
+            "a chart from a repository needs `version` (an exact version, as \"6.2.3\")",
         );
     }
-    let _version = f.string(ctx, "version");
     let release_name = f
         .string(ctx, "release-name")
         .map(|s| {
@@ -104,6 +114,21 @@ fn release(
             &chart.span(),
             "charts from an OCI registry are not rendered yet: vendor the chart into the repository and name its directory",
         );
+    } else if repository.is_some() {
+        if !chart
+            .get_ref()
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+            || chart.get_ref().starts_with('.')
+        {
+            ctx.err(
+                &chart.span(),
+                format!(
+                    "invalid `chart` {:?}: with `repository`, the chart's name there",
+                    chart.get_ref()
+                ),
+            );
+        }
     } else if let Err(why) = in_tree(chart.get_ref()) {
         ctx.err(&chart.span(), format!("invalid `chart`: {why}"));
     }
@@ -139,6 +164,8 @@ fn release(
         namespace,
         at: ctx.loc(name.span().start),
         chart: chart.get_ref().trim_end_matches('/').to_string(),
+        repository: repository.map(|r| r.into_inner().trim_end_matches('/').to_string()),
+        version: version.map(|v| v.into_inner()),
         release_name,
         values_files,
         values,
