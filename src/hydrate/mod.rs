@@ -431,15 +431,15 @@ impl Renderer {
         disk: &OnDisk,
         facts: &helm::ClusterFacts,
     ) -> Result<(String, Vec<u8>), String> {
-        let pulled = match &r.repository {
-            Some(repo) => {
+        let pulled = match pull::is_pulled(r) {
+            true => {
                 let cache = self.opts.chart_cache.as_deref().ok_or_else(|| {
-                    "charts from a repository need a cache directory, and none is set".to_string()
+                    "pulled charts need a cache directory, and none is set".to_string()
                 })?;
-                let dir = pull::chart(tool, r, repo, cache, &self.opts.limits, &self.slots)?;
+                let dir = pull::chart(tool, r, cache, &self.opts.limits, &self.slots)?;
                 Some((dir, cache.to_path_buf()))
             }
-            None => None,
+            false => None,
         };
         let prepared = helm::prepare(
             tool,

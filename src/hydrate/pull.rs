@@ -1,5 +1,5 @@
-//! Charts from an HTTP(S) chart repository: pulled by `helm pull` once per (repository,
-//! chart, version) into a cache directory, kept with the digest of the archive helm
+//! Charts from an HTTP(S) chart repository or an OCI registry: pulled by `helm pull` once
+//! per (source, chart, version) into a cache directory, kept with the digest of the archive helm
 //! fetched, and verified against it whenever it is used again. A resync or a restart
 //! fetches nothing.
 
@@ -14,24 +14,35 @@ const DIGEST_FILE: &str = "digest";
 const ARCHIVE: &str = "chart.tgz";
 const UNPACKED: &str = "chart";
 
-/// The chart directory of release `r` (whose `repository` is set), pulled if it is not in
-/// `cache` yet; the command as status shows it.
+/// Whether release `r`'s chart is pulled (from a repository, or an `oci://` registry).
+pub fn is_pulled(r: &HelmRelease) -> bool {
+    r.repository.is_some() || r.chart.starts_with("oci://")
+}
+
+/// The chart directory of release `r` (pulled: see [`is_pulled`]), pulled if it is not in
+/// `cache` yet.
 pub fn chart(
     helm: &super::helm::Helm,
     r: &HelmRelease,
-    repository: &str,
     cache: &Path,
     limits: &super::runner::Limits,
     slots: &super::runner::Slots,
 ) -> Result<PathBuf, String> {
-    let version = r.version.as_deref().ok_or_else(|| {
-        "a chart from a repository needs `version` (an exact version, as 6.2.3)".to_string()
-    })?;
-    if version.contains(['^', '~', '>', '<', '*', ' ', ',', 'x']) {
+    let version = r
+        .version
+        .as_deref()
+        .ok_or_else(|| "a pulled chart needs `version` (an exact version, as 6.2.3)".to_string())?;
+    if version.contains(['^', '~', '>', '<', '*', ' ', ',']) {
         return Err(format!(
             "`version` {version:?} is a range; name an exact version (ranges are not resolved yet)"
         ));
     }
+    let repository = r.repository.as_deref().unwrap_or_default();
+    let source = if repository.is_empty() {
+        r.chart.as_str()
+    } else {
+        repository
+    };
     let key = hex(&Sha256::digest(format!(
         "{repository}\0{}\0{version}",
         r.chart
@@ -46,24 +57,27 @@ pub fn chart(
         .prefix(".pull-")
         .tempdir_in(cache)
         .map_err(|e| format!("a directory to pull into: {e}"))?;
-    let args: Vec<OsString> = vec![
-        "pull".into(),
-        r.chart.clone().into(),
-        "--repo".into(),
-        repository.into(),
+    let mut args: Vec<OsString> = vec!["pull".into(), r.chart.clone().into()];
+    if !repository.is_empty() {
+        args.extend(["--repo".into(), repository.into()]);
+    }
+    args.extend([
         "--version".into(),
         version.into(),
         "--destination".into(),
         tmp.path().into(),
-    ];
-    tracing::info!(repository, chart = %r.chart, version, "pulling a chart");
+    ]);
+    if r.plain_http {
+        args.push("--plain-http".into());
+    }
+    tracing::info!(source, chart = %r.chart, version, "pulling a chart");
     super::runner::run(&helm.program, &args, tmp.path(), limits, slots).map_err(|e| {
         let said = match e {
             super::runner::RunError::Failed(line) => line,
             other => other.to_string(),
         };
         format!(
-            "cannot pull chart {} {version} from {repository}: {said}",
+            "cannot pull chart {} {version} from {source}: {said}",
             r.chart
         )
     })?;

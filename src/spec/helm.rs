@@ -21,8 +21,10 @@ pub struct HelmRelease {
     pub chart: String,
     /// An HTTP(S) chart repository the chart is pulled from.
     pub repository: Option<String>,
-    /// The chart's version (required with `repository`).
+    /// The chart's version (required with `repository` and for an `oci://` chart).
     pub version: Option<String>,
+    /// An `oci://` registry over plain HTTP (only when asked).
+    pub plain_http: bool,
     pub release_name: String,
     /// Relative to the spec root, in order.
     pub values_files: Vec<String>,

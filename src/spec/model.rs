@@ -113,15 +113,18 @@ pub struct Helm {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
     /// The chart's directory in the repository, relative to the spec root; with
-    /// `repository`, the chart's name there. (OCI registries are not rendered yet.)
+    /// `repository`, the chart's name there; or `oci://HOST/REPO/CHART`.
     pub chart: String,
     /// An HTTP(S) chart repository's URL: the chart is pulled from it once, into the
     /// cache, and verified by digest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repository: Option<String>,
-    /// The chart's exact version (required with `repository`).
+    /// The chart's exact version (required with `repository` and for an `oci://` chart).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
+    /// Pull an `oci://` chart over plain HTTP (a registry without TLS; only when asked).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub plain_http: bool,
     /// The release's name (default: the spec's name).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub release_name: Option<String>,

@@ -98,6 +98,7 @@ fn release(
         },
         None => serde_json::Value::Null,
     };
+    let plain_http = f.boolean(ctx, "plain-http").unwrap_or(false);
     let include_crds = f.boolean(ctx, "include-crds").unwrap_or(true);
     let skip_tests = f.boolean(ctx, "skip-tests").unwrap_or(true);
     let kube_version = f.string(ctx, "kube-version").map(|s| s.into_inner());
@@ -109,10 +110,24 @@ fn release(
     let keys = super::policy_keys(ctx, &mut f);
     f.finish(ctx);
     let chart = chart?;
-    if chart.get_ref().starts_with("oci://") || chart.get_ref().contains("://") {
+    let oci = chart.get_ref().starts_with("oci://");
+    if oci {
+        if repository.is_some() {
+            ctx.err(
+                &chart.span(),
+                "an oci:// chart names its registry itself: leave `repository` out",
+            );
+        }
+        if version.is_none() {
+            ctx.err(
+                &chart.span(),
+                "a chart from an OCI registry needs `version` (an exact version, as \"6.2.3\")",
+            );
+        }
+    } else if chart.get_ref().contains("://") {
         ctx.err(
             &chart.span(),
-            "charts from an OCI registry are not rendered yet: vendor the chart into the repository and name its directory",
+            "invalid `chart`: a directory in the tree, a chart's name with `repository`, or oci://…",
         );
     } else if repository.is_some() {
         if !chart
@@ -166,6 +181,7 @@ fn release(
         chart: chart.get_ref().trim_end_matches('/').to_string(),
         repository: repository.map(|r| r.into_inner().trim_end_matches('/').to_string()),
         version: version.map(|v| v.into_inner()),
+        plain_http,
         release_name,
         values_files,
         values,
