@@ -224,6 +224,18 @@ pub async fn run(
     let mut state = State::new(source_name, *active_rx.borrow());
     state.instance.clone_from(&cfg.engine.instance);
     state.correct_drift = cfg.engine.correct_drift;
+    // The suspensions as they stand, before the first sync: the watch may list them only
+    // after the source's first revision is in, and a restart must not apply what a
+    // suspension holds back meanwhile.
+    if let Some(now) = watch::read_suspensions(
+        &client,
+        &cfg.engine.inventory_namespace,
+        &cfg.engine.instance,
+    )
+    .await
+    {
+        state.on_event(watch::Event::Suspensions(now));
+    }
     main_loop::Loop {
         status: crate::report::snapshot::StatusWriter::new(cfg.status_file.clone(), published_tx),
         cfg,

@@ -263,6 +263,23 @@ pub async fn watch_nodes(client: Client, tx: mpsc::Sender<Event>) {
 /// Sends the suspended specs whenever their ConfigMap changes (every replica sees a
 /// suspension made through any of them). Without permission to watch it, suspensions
 /// made elsewhere are not seen: said once, retried with backoff.
+/// The suspensions as the cluster holds them now, read once; `None` when they cannot be
+/// read within a few seconds (the watch says so, and brings them when it can).
+pub async fn read_suspensions(
+    client: &kube::Client,
+    namespace: &str,
+    instance: &str,
+) -> Option<Suspensions> {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    let name = suspensions::configmap_name(instance);
+    match tokio::time::timeout(std::time::Duration::from_secs(5), api.get_opt(&name)).await {
+        Ok(Ok(Some(cm))) => Some(suspensions::parse(&cm)),
+        Ok(Ok(None)) => Some(Suspensions::new()),
+        _ => None,
+    }
+}
+
 pub async fn watch_suspensions(
     client: Client,
     namespace: String,

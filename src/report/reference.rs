@@ -387,6 +387,7 @@ mod tests {
             [
                 "spec-file.md",
                 "elasticweb.md",
+                "helm.md",
                 "localservice.md",
                 "manifest.md",
                 "workspace.md"

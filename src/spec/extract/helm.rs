@@ -250,7 +250,7 @@ mod tests {
         assert!(
             shown
                 .iter()
-                .any(|e| e.starts_with("apps.toml:6:14: charts from a chart repository")),
+                .any(|e| e.starts_with("apps.toml:6:14: a chart from a repository needs `version`")),
             "{shown:?}"
         );
     }
