@@ -9,7 +9,7 @@ mod support;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -138,19 +138,6 @@ const PODINFO: [&str; 4] = [
     "configmaps",
 ];
 
-async fn no_writes(client: &kube::Client, what: &str, run: impl FnOnce() -> Output) -> Output {
-    let before = support::apiserver_writes_when_quiet(client, &PODINFO).await;
-    let out = run();
-    let after = support::apiserver_writes(client, &PODINFO).await;
-    assert_eq!(
-        after - before,
-        0,
-        "{what} wrote to the cluster\n{}",
-        show(&out)
-    );
-    out
-}
-
 #[tokio::test]
 async fn serial_a_release_installs_upgrades_and_uninstalls_with_helm_3_and_4() {
     let client = support::client().await;
@@ -181,7 +168,8 @@ async fn serial_a_release_installs_upgrades_and_uninstalls_with_helm_3_and_4() {
         "ghcr.io/stefanprodan/podinfo:6.0.0"
     );
     for helm in [&helm3, &helm4] {
-        let out = no_writes(&client, "a re-apply", || run(helm, &["apply"])).await;
+        let out =
+            support::no_writes(&client, &PODINFO, "a re-apply", || run(helm, &["apply"])).await;
         assert_exit(&out, 0);
         support::assert_no_writes(&out);
         assert_exit(&run(helm, &["diff"]), 0);
@@ -190,7 +178,10 @@ async fn serial_a_release_installs_upgrades_and_uninstalls_with_helm_3_and_4() {
     // A template error: one line at the spec, naming the chart's file and line.
     let broken = root.join("charts/podinfo/templates/broken.yaml");
     std::fs::write(&broken, "kind: ConfigMap\nx: {{ .Values.nothing.here }}\n").unwrap();
-    let out = no_writes(&client, "a template error", || run(&helm4, &["apply"])).await;
+    let out = support::no_writes(&client, &PODINFO, "a template error", || {
+        run(&helm4, &["apply"])
+    })
+    .await;
     assert_exit(&out, 2);
     let stderr = String::from_utf8_lossy(&out.stderr);
     let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
@@ -203,7 +194,7 @@ async fn serial_a_release_installs_upgrades_and_uninstalls_with_helm_3_and_4() {
     );
     std::fs::remove_file(&broken).unwrap();
     // No helm at all: one line, nothing written.
-    let out = no_writes(&client, "a missing helm", || {
+    let out = support::no_writes(&client, &PODINFO, "a missing helm", || {
         run("/nonexistent/helm", &["apply"])
     })
     .await;
@@ -223,7 +214,10 @@ async fn serial_a_release_installs_upgrades_and_uninstalls_with_helm_3_and_4() {
         image(deployments.get("podinfo").await.unwrap()),
         "ghcr.io/stefanprodan/podinfo:6.2.3"
     );
-    let out = no_writes(&client, "a re-apply after the upgrade", || {
+    // Readiness reported, not required (as for the real bundles): the rollout settles.
+    let out = run(&helm4, &["apply", "--wait", "--timeout", "20s"]);
+    assert!(matches!(out.status.code(), Some(0 | 1)), "{}", show(&out));
+    let out = support::no_writes(&client, &PODINFO, "a re-apply after the upgrade", || {
         run(&helm4, &["apply"])
     })
     .await;
@@ -374,6 +368,26 @@ async fn a_daemon_runs_helm_only_for_the_release_that_changed() {
     assert_eq!(daemon.stop(), Some(0));
 }
 
+/// `driftless render --out` of a tree with release `podinfo`, charts pulled into `cache`:
+/// the release's objects.
+fn render_release(helm: &str, root: &Path, out: &Path, cache: &Path) -> Vec<Value> {
+    let o = Command::new(env!("CARGO_BIN_EXE_driftless"))
+        .args([
+            "render",
+            root.to_str().unwrap(),
+            "--helm",
+            helm,
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .env("DRIFTLESS_CACHE_DIR", cache)
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    assert_exit(&o, 0);
+    docs(&std::fs::read_to_string(out.join("apps.helm-podinfo.yaml")).unwrap())
+}
+
 /// A chart repository on loopback: static files over HTTP/1.1, each request's path
 /// counted.
 struct ChartRepo {
@@ -467,23 +481,7 @@ fn a_chart_from_a_repository_is_pulled_once_and_renders_as_the_tree_s() {
     let repo = ChartRepo::start(dir.path());
     let cache = dir.path().join("cache");
     let helm4 = helm("DRIFTLESS_TEST_HELM4");
-    let render = |root: &Path, out: &Path| {
-        let o = Command::new(env!("CARGO_BIN_EXE_driftless"))
-            .args([
-                "render",
-                root.to_str().unwrap(),
-                "--helm",
-                &helm4,
-                "--out",
-                out.to_str().unwrap(),
-            ])
-            .env("DRIFTLESS_CACHE_DIR", &cache)
-            .env("RUST_LOG", "warn")
-            .output()
-            .unwrap();
-        assert_exit(&o, 0);
-        docs(&std::fs::read_to_string(out.join("apps.helm-podinfo.yaml")).unwrap())
-    };
+    let render = |root: &Path, out: &Path| render_release(&helm4, root, out, &cache);
     let from_repo = dir.path().join("from-repo");
     std::fs::create_dir_all(&from_repo).unwrap();
     std::fs::write(
@@ -631,23 +629,7 @@ fn a_chart_from_an_oci_registry_renders_as_the_tree_s() {
         ],
     );
     let cache = dir.path().join("cache");
-    let render = |helm: &str, root: &Path, out: &Path| {
-        let o = Command::new(env!("CARGO_BIN_EXE_driftless"))
-            .args([
-                "render",
-                root.to_str().unwrap(),
-                "--helm",
-                helm,
-                "--out",
-                out.to_str().unwrap(),
-            ])
-            .env("DRIFTLESS_CACHE_DIR", &cache)
-            .env("RUST_LOG", "warn")
-            .output()
-            .unwrap();
-        assert_exit(&o, 0);
-        docs(&std::fs::read_to_string(out.join("apps.helm-podinfo.yaml")).unwrap())
-    };
+    let render = |helm: &str, root: &Path, out: &Path| render_release(helm, root, out, &cache);
     let from_oci = dir.path().join("from-oci");
     std::fs::create_dir_all(&from_oci).unwrap();
     std::fs::write(

@@ -54,19 +54,6 @@ const PODINFO: [&str; 4] = [
     "configmaps",
 ];
 
-async fn no_writes(client: &kube::Client, what: &str, run: impl FnOnce() -> Output) -> Output {
-    let before = support::apiserver_writes_when_quiet(client, &PODINFO).await;
-    let out = run();
-    let after = support::apiserver_writes(client, &PODINFO).await;
-    assert_eq!(
-        after - before,
-        0,
-        "{what} wrote to the cluster\n{}",
-        show(&out)
-    );
-    out
-}
-
 #[tokio::test]
 async fn serial_podinfo_kustomize_installs_upgrades_hydrates_and_uninstalls() {
     let client = support::client().await;
@@ -124,7 +111,7 @@ async fn serial_podinfo_kustomize_installs_upgrades_hydrates_and_uninstalls() {
         image(deployments.get("podinfo").await.unwrap()),
         "ghcr.io/stefanprodan/podinfo:6.0.0"
     );
-    let out = no_writes(&client, "a re-apply", || {
+    let out = support::no_writes(&client, &PODINFO, "a re-apply", || {
         on_cluster(&instance, &["apply", r])
     })
     .await;
@@ -149,9 +136,12 @@ async fn serial_podinfo_kustomize_installs_upgrades_hydrates_and_uninstalls() {
     let good = std::fs::read_to_string(&kz).unwrap();
     // Refused before kustomize runs: a file it names is not there.
     std::fs::write(&kz, good.replace("hpa.yaml", "no-such-file.yaml")).unwrap();
-    let out = no_writes(&client, "a kustomization naming a missing file", || {
-        on_cluster(&instance, &["apply", r])
-    })
+    let out = support::no_writes(
+        &client,
+        &PODINFO,
+        "a kustomization naming a missing file",
+        || on_cluster(&instance, &["apply", r]),
+    )
     .await;
     broken(
         "closure",
@@ -160,7 +150,7 @@ async fn serial_podinfo_kustomize_installs_upgrades_hydrates_and_uninstalls() {
     );
     // Refused by kustomize itself: the same resource twice.
     std::fs::write(&kz, good.replace("hpa.yaml", "deployment.yaml")).unwrap();
-    let out = no_writes(&client, "a broken kustomization", || {
+    let out = support::no_writes(&client, &PODINFO, "a broken kustomization", || {
         on_cluster(&instance, &["apply", r])
     })
     .await;
@@ -176,14 +166,14 @@ async fn serial_podinfo_kustomize_installs_upgrades_hydrates_and_uninstalls() {
         "{\n  a: error 'not today',\n}\n",
     )
     .unwrap();
-    let out = no_writes(&client, "a Jsonnet error", || {
+    let out = support::no_writes(&client, &PODINFO, "a Jsonnet error", || {
         on_cluster(&instance, &["apply", r])
     })
     .await;
     broken("jsonnet", &out, "extra.jsonnet:2:6: error: not today");
     std::fs::remove_file(root.join("extra.jsonnet")).unwrap();
 
-    let out = no_writes(&client, "a missing tool", || {
+    let out = support::no_writes(&client, &PODINFO, "a missing tool", || {
         on_cluster(
             &instance,
             &["apply", r, "--kustomize", "/nonexistent/kustomize"],
@@ -205,7 +195,7 @@ async fn serial_podinfo_kustomize_installs_upgrades_hydrates_and_uninstalls() {
         image(deployments.get("podinfo").await.unwrap()),
         "ghcr.io/stefanprodan/podinfo:6.2.3"
     );
-    let out = no_writes(&client, "a re-apply after the upgrade", || {
+    let out = support::no_writes(&client, &PODINFO, "a re-apply after the upgrade", || {
         on_cluster(&instance, &["apply", r])
     })
     .await;
@@ -220,7 +210,7 @@ async fn serial_podinfo_kustomize_installs_upgrades_hydrates_and_uninstalls() {
         0,
     );
     let o = out_dir.to_str().unwrap();
-    let out = no_writes(&client, "the rendered tree", || {
+    let out = support::no_writes(&client, &PODINFO, "the rendered tree", || {
         on_cluster(
             &instance,
             &["apply", o, "--kustomize", "/nonexistent/kustomize"],

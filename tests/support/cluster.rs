@@ -276,6 +276,26 @@ pub async fn apiserver_writes_when_quiet(client: &Client, resources: &[&str]) ->
     panic!("the cluster kept writing {resources:?} for a minute");
 }
 
+/// Runs `run` (a command) between two counts of the apiserver's writes to `resources`,
+/// the first once the cluster is quiet: fails, naming `what`, if it wrote any.
+pub async fn no_writes(
+    client: &Client,
+    resources: &[&str],
+    what: &str,
+    run: impl FnOnce() -> std::process::Output,
+) -> std::process::Output {
+    let before = apiserver_writes_when_quiet(client, resources).await;
+    let out = run();
+    let after = apiserver_writes(client, resources).await;
+    assert_eq!(
+        after - before,
+        0,
+        "{what} wrote to the cluster\n{}",
+        super::show(&out)
+    );
+    out
+}
+
 /// Runs `cleanup` with an admin client of its own, on a thread of its own, and waits for
 /// it: for `Drop` guards that must work also when the test failed (its runtime, and the
 /// clients bound to it, may be gone).
