@@ -39,7 +39,7 @@ impl Engine {
             let (result, run) = self.run_hook(&p, live, inv, gate).await;
             let failed = result.action.is_error();
             results.push(result);
-            if failed {
+            if failed || gate.cancelled().is_some() {
                 break;
             }
             if p.obj
@@ -95,9 +95,15 @@ impl Engine {
             }
         };
         tracing::info!(spec = %p.obj.spec, object = %p.key, run = %run.name, "hook started");
+        gate.progress(super::stages::Step::Waiting {
+            stage: format!("hook {} to succeed", run.display_ref()),
+        });
         let readiness = gate.ready(std::slice::from_ref(&run)).await;
         let action = match readiness {
             Readiness::Ready => result.action,
+            // Cut short (a newer revision, shutdown): the run did not fail, and is left
+            // for the next sync, which deletes it before its own run.
+            _ if gate.cancelled().is_some() => result.action,
             Readiness::Failed(why) | Readiness::NotReady(why) => {
                 if p.obj.policy.hook.as_ref().is_some_and(|h| h.delete_failed) {
                     self.delete_hook(p, &run.name).await;

@@ -195,21 +195,30 @@ impl Engine {
                 }
                 continue;
             }
-            let reads: Vec<(ObjKey, Option<Live>)> = futures::stream::iter(members)
-                .map(|p| async move {
-                    let ns = (!p.key.namespace.is_empty()).then_some(p.key.namespace.as_str());
-                    let r = match &p.resolved {
-                        Ok(r) => r.api(&self.client, ns).get_opt(&p.key.name).await.ok(),
-                        Err(_) => None,
-                    };
-                    (p.key.clone(), r)
+            // Made up front and boxed as `Send`: a stream holding a closure over
+            // borrowed objects cannot be proven `Send` for every lifetime
+            // (rust-lang/rust#102211), and the daemon runs each sync as a task.
+            let gets: Vec<futures::future::BoxFuture<'_, _>> = members
+                .iter()
+                .map(|p| -> futures::future::BoxFuture<'_, _> {
+                    Box::pin(async move {
+                        let ns = (!p.key.namespace.is_empty()).then_some(p.key.namespace.as_str());
+                        let r = match &p.resolved {
+                            Ok(r) => r.api(&self.client, ns).get_opt(&p.key.name).await.ok(),
+                            Err(_) => None,
+                        };
+                        (p.key.clone(), r)
+                    })
                 })
-                .buffer_unordered(self.opts.concurrency.max(1))
-                .filter_map(
-                    |(k, r)| async move { r.map(|o| (k, o.map(|o| Live::of(o, &self.opts)))) },
-                )
-                .collect()
-                .await;
+                .collect();
+            let read: Vec<(ObjKey, Option<Option<kube::api::DynamicObject>>)> =
+                futures::stream::iter(gets)
+                    .buffer_unordered(self.opts.concurrency.max(1))
+                    .collect()
+                    .await;
+            let reads = read
+                .into_iter()
+                .filter_map(|(k, r)| r.map(|o| (k, o.map(|o| Live::of(o, &self.opts)))));
             out.extend(reads);
         }
         out

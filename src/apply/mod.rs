@@ -47,7 +47,7 @@ use serde_json::Value;
 pub use inventory::{Entry, Inventory, Store};
 pub use live::live_parts;
 pub use resolve::{Resolved, Resolver};
-pub use stages::{Gate, NoWait, Readiness};
+pub use stages::{Gate, NoWait, Readiness, Step};
 
 use crate::object::ownership;
 use crate::object::{ObjKey, Observed, Packed};
@@ -331,12 +331,19 @@ impl Engine {
             .save(&self.client, &loaded, &inv, &self.writes)
             .await?;
         let saved = inv.clone();
+        gate.progress(Step::Planned {
+            objects: planned.len(),
+        });
         let (results, stopped) = match stages::staged(&planned) {
-            false => (
-                self.apply_in_phases(planned, &mut existing, &mut inv)
-                    .await?,
-                None,
-            ),
+            false => {
+                let results = self
+                    .apply_in_phases(planned, &mut existing, &mut inv, gate)
+                    .await?;
+                let stopped = gate.cancelled().map(|why| {
+                    format!("{why}; not every object was applied, and nothing was pruned")
+                });
+                (results, stopped)
+            }
             true => {
                 self.apply_staged(planned, &mut existing, &mut inv, gate)
                     .await?
@@ -349,6 +356,9 @@ impl Engine {
             tracing::info!(reason = %why, "sync stopped before its last stage");
             prune::Report::default()
         } else if self.opts.prune.enabled {
+            gate.progress(Step::Pruning {
+                objects: prune_plan.candidates.len(),
+            });
             self.prune(&prune_plan, &mut inv).await
         } else {
             prune::Report {
@@ -369,11 +379,15 @@ impl Engine {
 
     /// Applies `planned` phase by phase (`object::apply_phase`), creating the namespaces
     /// objects need before the phase that needs them, and records each outcome in `inv`.
+    /// Once `gate` says the sync is cancelled no further object is started: those under
+    /// way finish and are recorded, the rest are left (their inventory entries were
+    /// recorded before apply) for the next sync.
     async fn apply_in_phases(
         &self,
         planned: Vec<Planned<'_>>,
         existing: &mut list::Existing,
         inv: &mut Inventory,
+        gate: &impl Gate,
     ) -> Result<Vec<ObjectResult>, ApplyError> {
         let mut results: Vec<ObjectResult> = Vec::with_capacity(planned.len());
         let namespaces = namespaces::needed(&planned);
@@ -384,6 +398,9 @@ impl Engine {
             phases[usize::from(p.key.apply_phase().min(2))].push(p);
         }
         for phase in 0..=2u8 {
+            if gate.cancelled().is_some() {
+                break;
+            }
             if phase == 1 {
                 // After Namespace manifests, so only namespaces nobody declared get created.
                 self.ensure_namespaces(&namespaces).await?;
@@ -402,21 +419,36 @@ impl Engine {
             } else {
                 batch
             };
-            let mut outcomes: Vec<(usize, ObjectResult, Option<Entry>)> =
-                futures::stream::iter(batch.iter().enumerate())
-                    .map(|(i, p)| {
-                        // Known absent, known present, or (a kind served only now) unknown.
-                        // Moved, not copied: each object is applied once.
-                        let live = existing.take(&p.key);
-                        let entry = inv.entries.get(&p.key).cloned();
-                        async move {
-                            let (r, e) = self.apply_one(p, live, entry).await;
-                            (i, r, e)
+            // Made up front and boxed as `Send`: a stream holding a closure over borrowed
+            // objects cannot be proven `Send` for every lifetime (rust-lang/rust#102211),
+            // and the daemon runs each sync as a task.
+            let applies: Vec<futures::future::BoxFuture<'_, _>> = batch
+                .iter()
+                .enumerate()
+                .map(|(i, p)| -> futures::future::BoxFuture<'_, _> {
+                    // Known absent, known present, or (a kind served only now) unknown.
+                    // Moved, not copied: each object is applied once.
+                    let live = existing.take(&p.key);
+                    let entry = inv.entries.get(&p.key).cloned();
+                    Box::pin(async move {
+                        // Asked when the object's turn comes, not when it was queued.
+                        if gate.cancelled().is_some() {
+                            return None;
                         }
+                        let (r, e) = self.apply_one(p, live, entry).await;
+                        gate.progress(Step::Applied);
+                        Some((i, r, e))
                     })
+                })
+                .collect();
+            let mut outcomes: Vec<(usize, ObjectResult, Option<Entry>)> =
+                futures::stream::iter(applies)
                     .buffer_unordered(self.opts.concurrency.max(1))
-                    .collect()
-                    .await;
+                    .collect::<Vec<_>>()
+                    .await
+                    .into_iter()
+                    .flatten()
+                    .collect();
             outcomes.sort_by_key(|(i, _, _)| *i);
             for (i, result, entry) in outcomes {
                 // The policy as it is now, also for an object left unchanged.

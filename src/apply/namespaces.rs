@@ -50,15 +50,19 @@ impl Engine {
                     .filter(|n| !existing.contains(*n)),
             );
         } else {
-            let found: Vec<(&str, Result<bool, kube::Error>)> =
-                futures::stream::iter(needed.iter().map(String::as_str))
-                    .map(|name| {
-                        let api = &api;
-                        async move { (name, api.get_opt(name).await.map(|ns| ns.is_some())) }
-                    })
-                    .buffer_unordered(self.opts.concurrency.max(1))
-                    .collect()
-                    .await;
+            // Made up front and boxed as `Send` (rust-lang/rust#102211; see `list`).
+            let api = &api;
+            let gets: Vec<futures::future::BoxFuture<'_, _>> = needed
+                .iter()
+                .map(String::as_str)
+                .map(|name| -> futures::future::BoxFuture<'_, _> {
+                    Box::pin(async move { (name, api.get_opt(name).await.map(|ns| ns.is_some())) })
+                })
+                .collect();
+            let found: Vec<(&str, Result<bool, kube::Error>)> = futures::stream::iter(gets)
+                .buffer_unordered(self.opts.concurrency.max(1))
+                .collect()
+                .await;
             for (name, exists) in found {
                 if !exists.map_err(|e| err(name, e))? {
                     missing.insert(name);

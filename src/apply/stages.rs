@@ -31,9 +31,34 @@ pub enum Readiness {
     NotReady(String),
 }
 
-/// Waits until a stage's objects are ready, failed, or its time runs out.
+/// What a sync is doing, as it tells its [`Gate`] (the daemon shows it in its status).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// The sync has read the cluster and will apply (or find unchanged) this many objects.
+    Planned { objects: usize },
+    /// One more object was applied (or found unchanged).
+    Applied,
+    /// What the sync now waits on to be ready: a stage, or a hook's run.
+    Waiting { stage: String },
+    /// The sync prunes this many objects.
+    Pruning { objects: usize },
+}
+
+/// Waits until a stage's objects are ready, failed, or its time runs out; and is the
+/// driver's say in a sync: what it is told of the sync's progress, and whether the sync
+/// is to stop.
 pub trait Gate: Sync {
     fn ready(&self, objects: &[Object]) -> impl Future<Output = Readiness> + Send;
+
+    /// Why the sync is to stop at its next safe point (a newer revision, shutdown, its
+    /// deadline), if it is: no further object is started, no further stage waited for,
+    /// nothing pruned; what was applied is recorded in the inventory as usual.
+    fn cancelled(&self) -> Option<String> {
+        None
+    }
+
+    /// Told as the sync goes; the default keeps nothing.
+    fn progress(&self, _step: Step) {}
 }
 
 /// For callers with no stages to wait for (and tests): everything is ready at once.
@@ -133,7 +158,8 @@ impl Engine {
             .apply_stages(planned, hooks_due, existing, inv, gate)
             .await?;
         let failed = stopped.is_some() || results.iter().any(|r| r.action.is_error());
-        if hooks_due && failed && !on_fail.is_empty() {
+        // A sync told to stop did not fail: its successor runs the hooks it needs.
+        if hooks_due && failed && !on_fail.is_empty() && gate.cancelled().is_none() {
             let mut on_fail = on_fail;
             on_fail.sort_by_key(|p| p.obj.policy.hook.as_ref().map_or(0, |h| h.weight));
             tracing::info!(
@@ -165,7 +191,9 @@ impl Engine {
         let (namespaces, planned): (Vec<Planned>, Vec<Planned>) = planned
             .into_iter()
             .partition(|p| p.key.is("", "Namespace") && p.obj.policy.hook.is_none());
-        let mut results = self.apply_in_phases(namespaces, existing, inv).await?;
+        let mut results = self
+            .apply_in_phases(namespaces, existing, inv, gate)
+            .await?;
         if let Some(failed) = results.iter().find(|r| r.action.is_error()) {
             let why = format!("Namespace {} failed", failed.key.name);
             return Ok((
@@ -195,10 +223,21 @@ impl Engine {
         let mut unready: Option<(Stage, Vec<Object>)> = None;
         let mut stages = stages.into_iter().peekable();
         while let Some((stage, batch)) = stages.next() {
+            if let Some(why) = gate.cancelled() {
+                return Ok((results, Some(stopped_before(stage, &why))));
+            }
             if stage.waits()
                 && let Some((before, objects)) = unready.take()
             {
-                match gate.ready(&objects).await {
+                gate.progress(Step::Waiting {
+                    stage: format!("{before} to be ready"),
+                });
+                let readiness = gate.ready(&objects).await;
+                // A wait cut short is the cancellation's doing, not the objects'.
+                if let Some(why) = gate.cancelled() {
+                    return Ok((results, Some(stopped_before(stage, &why))));
+                }
+                match readiness {
                     Readiness::Ready => {}
                     Readiness::Failed(why) | Readiness::NotReady(why) => {
                         return Ok((results, Some(stopped(before, Some(stage), &why))));
@@ -213,8 +252,11 @@ impl Engine {
                 let previous = unready.take().map(|(_, o)| o).unwrap_or_default();
                 unready = Some((stage, previous.into_iter().chain(objects).collect()));
             }
-            let mut ran = self.apply_in_phases(batch, existing, inv).await?;
-            if !hooks.is_empty() && !ran.iter().any(|r| r.action.is_error()) {
+            let mut ran = self.apply_in_phases(batch, existing, inv, gate).await?;
+            if !hooks.is_empty()
+                && !ran.iter().any(|r| r.action.is_error())
+                && gate.cancelled().is_none()
+            {
                 // What `apply_in_phases` does for other objects.
                 self.ensure_namespaces(&super::namespaces::needed(&hooks))
                     .await?;
@@ -229,6 +271,10 @@ impl Engine {
                 .collect();
             results.extend(ran);
             let rest = stages.peek().map(|(next, _)| *next);
+            if let Some(why) = gate.cancelled() {
+                // Succeeded hooks stay: their phase did not end.
+                return Ok((results, Some(stopped_after(stage, rest, &why))));
+            }
             let phase_ends = rest.is_none_or(|next| !same_phase(stage, next));
             if failed.is_empty() && phase_ends {
                 self.delete_hooks(std::mem::take(&mut succeeded)).await;
@@ -319,6 +365,19 @@ fn same_phase(a: Stage, b: Stage) -> bool {
             | (Stage::Applied(_), Stage::Applied(_))
             | (Stage::Post(_), Stage::Post(_))
     )
+}
+
+/// Why a cancelled sync stopped before `stage`.
+fn stopped_before(stage: Stage, why: &str) -> String {
+    format!("{why}; {stage} and what follows were not applied, and nothing was pruned")
+}
+
+/// Why a cancelled sync stopped after `stage`, with `rest` still to come.
+fn stopped_after(stage: Stage, rest: Option<Stage>, why: &str) -> String {
+    match rest {
+        Some(next) => stopped_before(next, why),
+        None => format!("{why} after {stage}; nothing was pruned"),
+    }
 }
 
 /// Why a sync stopped after `stage`, and what it left for the next.
