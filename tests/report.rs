@@ -450,6 +450,7 @@ fn status(n_specs: usize, revision: &str, ready: bool) -> StatusFile {
         specs,
         leader: None,
         syncing: false,
+        sync_progress: None,
         drift: "correct".into(),
     }
 }

@@ -151,7 +151,8 @@ function renderOverview(doc) {
   setText($("revision-seen"), dash(doc.revision_seen));
   const sync = doc.last_sync;
   // Not in the live summary: a screen reader would announce every sync starting and ending.
-  const running = doc.syncing ? "; syncing now…" : "";
+  const doing = doc.sync_progress && doc.sync_progress.message;
+  const running = doc.syncing ? (doing ? `; syncing now: ${doing}` : "; syncing now…") : "";
   setText($("last-sync"), (sync ? `${sync.result} at ${when(sync.time)}, took ${duration(sync.duration_seconds)}` : "never") + running);
   $("last-sync").dataset.result = sync ? sync.result : "";
   setText($("counts"), sync ? `${sync.applied} applied, ${sync.unchanged} unchanged, ${sync.pruned} pruned, ${sync.failed} failed` : "–");

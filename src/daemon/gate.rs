@@ -1,15 +1,21 @@
 //! The readiness gate between a sync's stages (`apply::stages`), shared by the daemon
 //! and `driftless apply`: polls the stage's objects until each is ready (kstatus), one
-//! has failed, or the time given runs out.
+//! has failed, or the time given runs out. The daemon's own gate (`Steered`) also ends a
+//! wait at once when its sync is cancelled, bounds every wait by the sync's deadline, and
+//! keeps what the sync is doing where the status reads it.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
+use tokio::sync::watch;
+use tokio::time::Instant;
 
-use crate::apply::{Engine, Gate, Readiness};
+use crate::apply::{Engine, Gate, Readiness, Step};
 use crate::health::{Status, kstatus};
 use crate::object::Packed;
 use crate::render::Object;
+use crate::report::status::SyncProgress;
 
 pub struct Poll<'a> {
     pub engine: &'a Engine,
@@ -19,43 +25,181 @@ pub struct Poll<'a> {
 
 impl Gate for Poll<'_> {
     async fn ready(&self, objects: &[Object]) -> Readiness {
-        let deadline = tokio::time::Instant::now() + self.timeout;
-        loop {
-            let late = tokio::time::Instant::now() >= deadline;
-            let waiting = match self.engine.observe(objects).await {
-                Ok(observed) => {
-                    let now = Timestamp::now();
-                    let mut waiting = None;
-                    for o in objects {
-                        let live = observed.objects.get(&o.key()).map(Packed::value);
-                        let status =
-                            kstatus::compute_with(live.as_ref(), now, o.policy.health.as_deref());
-                        let said = match &status.reason {
-                            Some(r) => format!("{} [{r}]: {}", o.display_ref(), status.message),
-                            None => format!("{}: {}", o.display_ref(), status.message),
-                        };
-                        match status.status {
-                            Status::Current => {}
-                            Status::Failed => return Readiness::Failed(said),
-                            _ => {
-                                waiting.get_or_insert(said);
-                            }
+        poll(self.engine, objects, self.timeout, None, |_| {}).await
+    }
+}
+
+/// What a running sync is doing, shared by its task (which writes it) and the loop
+/// (which shows it in the status).
+pub type Progress = Arc<Mutex<SyncProgress>>;
+
+/// The daemon's gate for one sync: `Poll`, cut short when the loop cancels the sync
+/// (`cancel` holds why) or its deadline passes, and telling `progress` as it goes.
+pub struct Steered<'a> {
+    pub engine: &'a Engine,
+    /// How long one stage may take to be ready (`--ready-timeout`).
+    pub stage_timeout: Duration,
+    /// When the whole sync must be done (`--sync-timeout` after it started).
+    pub deadline: Instant,
+    pub sync_timeout: Duration,
+    pub cancel: watch::Receiver<Option<String>>,
+    pub progress: Progress,
+}
+
+impl Steered<'_> {
+    fn update(&self, f: impl FnOnce(&mut SyncProgress)) {
+        // A poisoned lock only means a panic elsewhere; the progress is still plain data.
+        let mut p = match self.progress.lock() {
+            Ok(p) => p,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        f(&mut p);
+    }
+}
+
+impl Gate for Steered<'_> {
+    async fn ready(&self, objects: &[Object]) -> Readiness {
+        if let Some(why) = self.cancelled() {
+            return Readiness::NotReady(why);
+        }
+        // Each stage's wait is bounded by what is left of the whole sync's time.
+        let left = self.deadline.saturating_duration_since(Instant::now());
+        let mut cancel = self.cancel.clone();
+        let started = Instant::now();
+        let waited = poll(
+            self.engine,
+            objects,
+            self.stage_timeout.min(left),
+            Some(&mut cancel),
+            |said| {
+                self.update(|p| {
+                    p.phase = "waiting".into();
+                    p.waiting_on = Some(said.to_string());
+                    p.waiting_seconds = started.elapsed().as_secs();
+                })
+            },
+        )
+        .await;
+        self.update(|p| {
+            p.waiting_on = None;
+            p.waiting_seconds = 0;
+        });
+        match self.cancelled() {
+            Some(why) => Readiness::NotReady(why),
+            None => waited,
+        }
+    }
+
+    fn cancelled(&self) -> Option<String> {
+        if let Some(why) = self.cancel.borrow().clone() {
+            return Some(why);
+        }
+        (Instant::now() >= self.deadline).then(|| {
+            format!(
+                "the sync did not finish within {} (--sync-timeout)",
+                humantime::format_duration(self.sync_timeout)
+            )
+        })
+    }
+
+    fn progress(&self, step: Step) {
+        self.update(|p| match step {
+            Step::Planned { objects } => {
+                p.phase = "applying".into();
+                p.total = objects as u64;
+                p.applied = 0;
+            }
+            Step::Applied => {
+                p.phase = "applying".into();
+                p.applied = p.applied.saturating_add(1);
+                p.waiting_for = None;
+            }
+            Step::Waiting { stage } => {
+                p.phase = "waiting".into();
+                p.waiting_for = Some(stage);
+            }
+            Step::Pruning { objects } => {
+                p.phase = "pruning".into();
+                p.pruning = objects as u64;
+                p.waiting_for = None;
+            }
+        });
+    }
+}
+
+/// Polls `objects` until all are ready, one failed, `timeout` passed, or `cancel` (if
+/// given) says the sync stops; `waiting` hears what is not ready yet after each poll.
+async fn poll(
+    engine: &Engine,
+    objects: &[Object],
+    timeout: Duration,
+    mut cancel: Option<&mut watch::Receiver<Option<String>>>,
+    waiting_on: impl Fn(&str),
+) -> Readiness {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let late = Instant::now() >= deadline;
+        let read = engine.observe(objects);
+        let observed = match cancel.as_deref_mut() {
+            Some(rx) => tokio::select! {
+                o = read => o,
+                why = cancelled(rx) => return Readiness::NotReady(why),
+            },
+            None => read.await,
+        };
+        let waiting = match observed {
+            Ok(observed) => {
+                let now = Timestamp::now();
+                let mut waiting = None;
+                for o in objects {
+                    let live = observed.objects.get(&o.key()).map(Packed::value);
+                    let status =
+                        kstatus::compute_with(live.as_ref(), now, o.policy.health.as_deref());
+                    let said = match &status.reason {
+                        Some(r) => format!("{} [{r}]: {}", o.display_ref(), status.message),
+                        None => format!("{}: {}", o.display_ref(), status.message),
+                    };
+                    match status.status {
+                        Status::Current => {}
+                        Status::Failed => return Readiness::Failed(said),
+                        _ => {
+                            waiting.get_or_insert(said);
                         }
                     }
-                    waiting
                 }
-                Err(e) => Some(format!("reading its objects: {e}")),
-            };
-            match waiting {
-                None => return Readiness::Ready,
-                Some(said) if late => {
-                    return Readiness::NotReady(format!(
-                        "not ready within {}: {said}",
-                        humantime::format_duration(self.timeout)
-                    ));
+                waiting
+            }
+            Err(e) => Some(format!("reading its objects: {e}")),
+        };
+        match waiting {
+            None => return Readiness::Ready,
+            Some(said) if late => {
+                return Readiness::NotReady(format!(
+                    "not ready within {}: {said}",
+                    humantime::format_duration(timeout)
+                ));
+            }
+            Some(said) => {
+                waiting_on(&said);
+                let pause = tokio::time::sleep(Duration::from_millis(500));
+                match cancel.as_deref_mut() {
+                    Some(rx) => tokio::select! {
+                        () = pause => {}
+                        why = cancelled(rx) => return Readiness::NotReady(why),
+                    },
+                    None => pause.await,
                 }
-                Some(_) => tokio::time::sleep(Duration::from_millis(500)).await,
             }
         }
+    }
+}
+
+/// Resolves once the sync is cancelled, with why; never when the canceller is gone
+/// without a word (the sync then runs to its own end).
+async fn cancelled(rx: &mut watch::Receiver<Option<String>>) -> String {
+    let why = rx.wait_for(Option::is_some).await.map(|why| why.clone());
+    match why {
+        Ok(why) => why.unwrap_or_default(),
+        Err(_) => std::future::pending().await,
     }
 }

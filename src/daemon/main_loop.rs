@@ -1,7 +1,11 @@
 //! The loop: one task owns the state and the queue, and waits on the source, the watches,
-//! the queue's next due key, the resync and refresh timers and leadership. One sync runs
-//! at a time (objects within it in parallel, bounded), so the inventory has a single
-//! writer.
+//! the queue's next due key, the resync and refresh timers, leadership and the running
+//! sync. A sync runs as a task beside the loop (`sync::execute`), so the loop keeps
+//! serving the status, the API and new revisions while it runs; it reports back when it
+//! ends, and the loop tells it to stop when a newer revision supersedes it, leadership is
+//! lost or the daemon stops. One sync runs at a time (objects within it in parallel,
+//! bounded), so the inventory has a single writer: keys that come due meanwhile (drift
+//! corrections, a resync) wait in the queue behind it.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -11,21 +15,46 @@ use std::time::Duration;
 use tokio::sync::{mpsc, oneshot, watch as tokio_watch};
 use tokio::time::Instant;
 
+use tokio::task::JoinHandle;
+
 use super::events::Events;
+use super::gate::Progress;
 use super::queue::{Key, Queue};
 use super::source::Rescan;
-use super::state::{Gate, SourceUpdate, State};
+use super::state::{Cancel, Gate, SourceUpdate, State};
+use super::sync::{Finished, Prepared};
 use super::{Config, labeller, readiness, record, sync, watch};
 use crate::apply::{Engine, Verb};
 use crate::report::api::Control;
 use crate::report::metrics::Metrics;
 use crate::report::notify::Notifier;
 use crate::report::snapshot::StatusWriter;
-use crate::report::status::LastSync;
+use crate::report::status::{LastSync, SyncProgress};
+
+/// How long a stopping daemon waits for its running sync to reach a safe point (it is
+/// told at once; waits end at once, writes under way finish).
+const STOP_WAIT: Duration = Duration::from_secs(4);
+
+/// While a sync runs, its progress is written this often at most (and at least every
+/// 10 s, as any status).
+const PROGRESS_EVERY: Duration = Duration::from_secs(2);
+
+/// The sync running beside the loop, as the loop holds it.
+pub(super) struct Running {
+    keys: Vec<Key>,
+    /// Tells the sync why it is to stop.
+    cancel: tokio_watch::Sender<Option<String>>,
+    progress: Progress,
+    /// Who waits for this sync to end (`POST /api/v1/sync?wait=true`).
+    answered: Vec<oneshot::Sender<Result<LastSync, String>>>,
+    /// The progress as last written into the status.
+    written: Option<SyncProgress>,
+    written_at: Instant,
+}
 
 pub(super) struct Loop {
     pub cfg: Config,
-    pub engine: Engine,
+    pub engine: Arc<Engine>,
     pub recorder: Option<Events>,
     pub metrics: Arc<Metrics>,
     /// What `/readyz` answers.
@@ -45,6 +74,18 @@ pub(super) struct Loop {
     pub waiting: Vec<oneshot::Sender<Result<LastSync, String>>>,
     /// The engine's write counters as last added to the metrics.
     pub writes_seen: BTreeMap<&'static str, u64>,
+    /// The sync running beside the loop, if one is.
+    pub running: Option<Running>,
+}
+
+/// The running sync's end (a task that panicked is a failed sync); never, without one.
+async fn ended(task: &mut Option<JoinHandle<Finished>>) -> Result<Finished, String> {
+    match task.as_mut() {
+        Some(handle) => handle
+            .await
+            .map_err(|e| format!("the sync's task ended abnormally: {e}")),
+        None => std::future::pending().await,
+    }
 }
 
 impl Loop {
@@ -66,7 +107,8 @@ impl Loop {
         // default, does that): the loop would spend its time refreshing, not draining
         // events.
         refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut stop = stop_rx.clone();
+        let mut stop = stop_rx;
+        let mut task: Option<JoinHandle<Finished>> = None;
         loop {
             let next = self
                 .queue
@@ -82,7 +124,14 @@ impl Loop {
                         self.queue.push(key, Instant::now() + Duration::from_millis(100));
                     }
                 }
-                _ = tokio::time::sleep_until(next) => self.sync_due(stop_rx.clone()).await,
+                // Keys that come due while a sync runs wait for it to end.
+                _ = tokio::time::sleep_until(next), if task.is_none() => {
+                    task = self.sync_due().await;
+                }
+                done = ended(&mut task) => {
+                    task = None;
+                    self.on_finished(done).await;
+                }
                 _ = resync.tick() => {
                     // The directory is re-read too: a safety net for missed watch events.
                     let _ = self.rescan.try_send(Rescan::default());
@@ -92,7 +141,7 @@ impl Loop {
                     if self.state.health_dirty {
                         self.refresh_health().await;
                         self.write_status();
-                    } else if self.status.failing() || self.status.due() {
+                    } else if self.status.failing() || self.status.due() || self.progressed() {
                         self.write_status();
                     }
                 }
@@ -101,6 +150,7 @@ impl Loop {
                     if let Some(key) = self.state.on_leadership(active) {
                         self.queue.push(key, Instant::now());
                     }
+                    self.cancel_if_due();
                     self.write_status();
                 }
                 Ok(()) = lease_rx.changed() => {
@@ -110,6 +160,23 @@ impl Loop {
             }
         }
         tracing::info!("shutting down");
+        if let Some(why) = self.state.on_shutdown() {
+            self.tell_sync(&why);
+            self.write_status();
+            // Told at once, the sync ends its waits and finishes only the writes under
+            // way; one that cannot is left (as safe as a crash: record-before-apply).
+            match tokio::time::timeout(STOP_WAIT, ended(&mut task)).await {
+                Ok(done) => self.on_finished(done).await,
+                Err(_) => {
+                    tracing::warn!("the running sync did not stop in time; abandoned");
+                    if let Some(running) = self.running.take() {
+                        for w in running.answered {
+                            let _ = w.send(Err("the daemon is stopping".into()));
+                        }
+                    }
+                }
+            }
+        }
         for w in self.waiting.drain(..) {
             let _ = w.send(Err("the daemon is stopping".into()));
         }
@@ -166,8 +233,13 @@ impl Loop {
     fn on_source(&mut self, update: SourceUpdate) {
         let (keys, tally) = self.state.on_source(update, &self.cfg.policy, super::now());
         record(&self.metrics, tally);
+        // A revision with something to sync supersedes the running sync of an older one.
+        let news = !keys.is_empty();
         for key in keys {
             self.queue.push(key, Instant::now());
+        }
+        if news {
+            self.cancel_if_due();
         }
         if self.state.warm_standby() {
             self.ready.store(true, Ordering::Relaxed);
@@ -175,9 +247,9 @@ impl Loop {
         self.write_status();
     }
 
-    /// Syncs the keys that are due, and follows up: retries, write counts, which kinds
-    /// are watched, the localservice selectors, readiness and the status.
-    async fn sync_due(&mut self, stop: tokio_watch::Receiver<bool>) {
+    /// Starts a sync of the keys that are due, as a task; returns it. Keys settled
+    /// without the cluster (held specs, a render that failed) are followed up at once.
+    async fn sync_due(&mut self) -> Option<JoinHandle<Finished>> {
         let keys = self.queue.take_due(Instant::now());
         match self.state.gate() {
             Gate::Sync => {}
@@ -186,7 +258,7 @@ impl Loop {
                     self.queue
                         .push(k, Instant::now() + Duration::from_millis(200));
                 }
-                return;
+                return None;
             }
             Gate::Drop => {
                 let why = if self.state.tree.is_none() {
@@ -197,7 +269,7 @@ impl Loop {
                 for w in self.waiting.drain(..) {
                     let _ = w.send(Err(why.into()));
                 }
-                return;
+                return None;
             }
         }
         let whole = keys.contains(&Key::Full);
@@ -207,25 +279,104 @@ impl Loop {
         } else {
             Vec::new()
         };
-        self.state.syncing = true;
-        self.write_status();
+        let job = match sync::prepare(&self.engine, &mut self.state, keys) {
+            Some(Prepared::Run(job)) => job,
+            Some(Prepared::Done(outcome, tally)) => {
+                record(&self.metrics, tally);
+                self.settle(outcome);
+                self.answer(answered);
+                self.after_sync().await;
+                return None;
+            }
+            None => {
+                self.answer(answered);
+                return None;
+            }
+        };
+        self.state.on_sync_begin();
         if let Some(notifier) = &self.notifier
             && let Some(notice) = self.state.on_sync_start(super::now())
         {
             notifier.send(notice);
         }
-        let done = sync::run(
-            &self.engine,
-            &mut self.state,
-            &keys,
-            self.recorder.as_ref(),
-            stop,
-            self.cfg.sync_timeout,
-            self.cfg.ready_timeout,
-        )
-        .await;
+        let (cancel, cancelled) = tokio_watch::channel(None);
+        let progress: Progress = Arc::new(std::sync::Mutex::new(SyncProgress {
+            revision: self.state.sync_revision().map(str::to_string),
+            started: k8s_openapi::jiff::Timestamp::now().to_string(),
+            phase: "starting".into(),
+            ..SyncProgress::default()
+        }));
+        let limits = sync::Limits {
+            sync: self.cfg.sync_timeout,
+            stage: self.cfg.ready_timeout,
+        };
+        self.running = Some(Running {
+            keys: job.keys.clone(),
+            cancel,
+            progress: progress.clone(),
+            answered,
+            written: None,
+            written_at: Instant::now(),
+        });
+        self.write_status();
+        Some(tokio::spawn(sync::execute(
+            self.engine.clone(),
+            job,
+            limits,
+            cancelled,
+            progress,
+        )))
+    }
+
+    /// The running sync ended: its end goes to the state, its keys are settled (retried
+    /// with backoff when they failed), and whoever waited for it hears how it went.
+    async fn on_finished(&mut self, done: Result<Finished, String>) {
+        let Some(running) = self.running.take() else {
+            return;
+        };
+        let (outcome, tally) = match done {
+            Ok(mut finished) => {
+                if let (Some(recorder), Ok(report)) = (&self.recorder, &finished.result) {
+                    recorder.publish(report, self.state.sync_revision());
+                }
+                let keys = std::mem::take(&mut finished.keys);
+                let end = finished.take_end();
+                self.state.on_sync_done(&keys, end, super::now())
+            }
+            Err(message) => {
+                tracing::error!(error = %message, "sync failed");
+                let end = super::state::SyncEnd::Failed {
+                    message,
+                    elapsed: Duration::ZERO,
+                };
+                self.state.on_sync_done(&running.keys, end, super::now())
+            }
+        };
         sync::release_free_memory();
-        self.state.syncing = false;
+        record(&self.metrics, tally);
+        self.settle(outcome);
+        self.answer(running.answered);
+        self.after_sync().await;
+    }
+
+    /// Each key's success: a failed one is retried with backoff.
+    fn settle(&mut self, outcome: Vec<(Key, bool)>) {
+        for (key, ok) in outcome {
+            if ok {
+                self.queue.succeeded(&key);
+            } else {
+                let delay = self.queue.failed(key.clone(), Instant::now());
+                tracing::info!(
+                    sync = %key,
+                    retry_in = %humantime::format_duration(Duration::from_millis(delay.as_millis() as u64)),
+                    "sync failed; retried with backoff"
+                );
+            }
+        }
+    }
+
+    /// Tells those who waited for a whole sync how it ended.
+    fn answer(&self, answered: Vec<oneshot::Sender<Result<LastSync, String>>>) {
         for w in answered {
             let _ = w.send(
                 self.state
@@ -234,21 +385,11 @@ impl Loop {
                     .ok_or_else(|| "the sync was abandoned".to_string()),
             );
         }
-        if let Some((outcome, tally)) = done {
-            record(&self.metrics, tally);
-            for (key, ok) in outcome {
-                if ok {
-                    self.queue.succeeded(&key);
-                } else {
-                    let delay = self.queue.failed(key.clone(), Instant::now());
-                    tracing::info!(
-                        sync = %key,
-                        retry_in = %humantime::format_duration(Duration::from_millis(delay.as_millis() as u64)),
-                        "sync failed; retried with backoff"
-                    );
-                }
-            }
-        }
+    }
+
+    /// What follows any sync: the keys to sync again at once, write counts, which kinds
+    /// are watched, the localservice selectors, readiness and the status.
+    async fn after_sync(&mut self) {
         for key in self.state.take_rechecks() {
             self.queue.push(key, Instant::now());
         }
@@ -271,6 +412,40 @@ impl Loop {
         self.write_status();
     }
 
+    /// Stops the running sync when what just changed calls for it (a newer revision,
+    /// lost leadership).
+    fn cancel_if_due(&mut self) {
+        if let Some(why) = self.state.cancel_due() {
+            self.tell_sync(&why);
+        }
+    }
+
+    /// Tells the running sync to stop, and why.
+    fn tell_sync(&mut self, why: &Cancel) {
+        let Some(running) = &self.running else {
+            return;
+        };
+        let reason = why.reason();
+        tracing::info!(reason = %reason, "stopping the running sync");
+        if let Ok(mut p) = running.progress.lock() {
+            p.stopping = Some(reason.clone());
+        }
+        let _ = running.cancel.send(Some(reason));
+    }
+
+    /// Whether the running sync's progress changed since it was last written, and is
+    /// due to be written again.
+    fn progressed(&self) -> bool {
+        let Some(running) = &self.running else {
+            return false;
+        };
+        running.written_at.elapsed() >= PROGRESS_EVERY
+            && running
+                .progress
+                .lock()
+                .is_ok_and(|p| running.written.as_ref() != Some(&*p))
+    }
+
     async fn refresh_health(&mut self) {
         let released = readiness::refresh(
             &self.engine,
@@ -288,7 +463,15 @@ impl Loop {
     /// Writes the status file, and tells the receivers what changed: every transition
     /// of the state passes through here.
     fn write_status(&mut self) {
-        self.status.write(&self.state.snapshot(), &self.metrics);
+        let progress = self.running.as_mut().and_then(|r| {
+            let p = r.progress.lock().ok()?.clone();
+            r.written = Some(p.clone());
+            r.written_at = Instant::now();
+            Some(p)
+        });
+        let mut snapshot = self.state.snapshot();
+        snapshot.sync_progress = progress.as_ref();
+        self.status.write(&snapshot, &self.metrics);
         if let Some(notifier) = &self.notifier {
             for notice in self.state.take_notices(super::now()) {
                 notifier.send(notice);

@@ -127,14 +127,15 @@ pub async fn run(
 
     let metrics = Arc::new(Metrics::new());
     let ready = Arc::new(AtomicBool::new(false));
-    let engine = Engine::new(
+    // Shared with the task each sync runs in.
+    let engine = Arc::new(Engine::new(
         client.clone(),
         apply::Options {
             // Stand-ins kept only as what readiness reads of them.
             live_view: Some(health::readiness_view),
             ..cfg.engine.clone()
         },
-    );
+    ));
     let (published_tx, published_rx) =
         tokio_watch::channel(Arc::new(Published::new(&StatusFile::starting())));
     let (control_tx, control_rx) = mpsc::channel(16);
@@ -252,6 +253,7 @@ pub async fn run(
         notifier,
         control: control_tx,
         waiting: Vec::new(),
+        running: None,
     }
     .run(
         src_rx,

@@ -1,30 +1,98 @@
-//! One sync of the due keys: render what they cover, run the engine under a time limit,
-//! and hand the end to the state.
+//! One sync of the due keys, in two halves: `prepare` (in the loop: what the keys cover,
+//! rendered from the state) and `execute` (a task of its own beside the loop: the engine
+//! under the sync's deadline, told by the loop when to stop). The loop hands the end to
+//! the state.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch as tokio_watch;
 use tokio::time::Instant;
 
-use super::events::Events;
+use super::gate::{Progress, Steered};
 use super::queue::Key;
 use super::state::{State, SyncEnd, Tally};
-use crate::apply::{Engine, Scope};
+use crate::apply::{Engine, Scope, SyncReport};
 use crate::render::{self, Object};
 use crate::spec::{Spec, SpecId};
 
-/// Runs `keys` as one sync; returns each key's success and what to count, or `None` when
-/// the sync was abandoned at shutdown.
-pub async fn run(
-    engine: &Engine,
-    state: &mut State,
-    keys: &[Key],
-    recorder: Option<&Events>,
-    mut stop: tokio_watch::Receiver<bool>,
-    sync_timeout: Duration,
-    stage_timeout: Duration,
-) -> Option<(Vec<(Key, bool)>, Tally)> {
+/// Past the sync's deadline, how long the engine has to reach a safe point (it checks
+/// the deadline between objects and in every wait) before it is abandoned.
+const DEADLINE_GRACE: Duration = Duration::from_secs(10);
+
+/// What the keys that came due make.
+pub enum Prepared {
+    /// Settled without the cluster (keys of held specs only, or a render that failed):
+    /// each key's success and what to count.
+    Done(Vec<(Key, bool)>, Tally),
+    /// A sync for the engine to run.
+    Run(Job),
+}
+
+/// A sync ready to run on its own: everything it needs, owned.
+pub struct Job {
+    pub keys: Vec<Key>,
+    objects: Vec<Object>,
+    adopt: BTreeSet<SpecId>,
+    scope: OwnedScope,
+}
+
+/// `apply::Scope`, owning its specs (a task cannot borrow the state's).
+enum OwnedScope {
+    All,
+    Only(BTreeSet<SpecId>),
+    Except(BTreeSet<SpecId>),
+}
+
+impl OwnedScope {
+    fn scope(&self) -> Scope<'_> {
+        match self {
+            OwnedScope::All => Scope::All,
+            OwnedScope::Only(s) => Scope::Only(s),
+            OwnedScope::Except(s) => Scope::Except(s),
+        }
+    }
+}
+
+/// How a sync's task ended.
+pub struct Finished {
+    pub keys: Vec<Key>,
+    pub objects: Vec<Object>,
+    pub result: Result<SyncReport, String>,
+    pub elapsed: Duration,
+}
+
+impl Finished {
+    /// What the state takes of it: the report is moved out (it holds every object the
+    /// sync wrote).
+    pub fn take_end(&mut self) -> SyncEnd<'_> {
+        match &mut self.result {
+            Ok(report) => SyncEnd::Ran {
+                report: std::mem::take(report),
+                objects: &self.objects,
+                elapsed: self.elapsed,
+            },
+            Err(message) => SyncEnd::Failed {
+                message: message.clone(),
+                elapsed: self.elapsed,
+            },
+        }
+    }
+}
+
+/// The time limits of one sync.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    /// The whole sync: renders, applies, waits (`--sync-timeout`).
+    pub sync: Duration,
+    /// One stage's wait for readiness (`--ready-timeout`).
+    pub stage: Duration,
+}
+
+/// Works out what `keys` cover from the state: nothing to run (suspended or waiting
+/// specs only; a render that failed, with its end handed to the state), or a `Job`.
+pub fn prepare(engine: &Engine, state: &mut State, keys: Vec<Key>) -> Option<Prepared> {
     let tree = state.tree.clone()?;
     let full = keys.contains(&Key::Full);
     // Suspended specs are left as they are: not applied, not pruned, not corrected; so
@@ -38,7 +106,8 @@ pub async fn run(
         .cloned()
         .collect();
     if !full && specs.is_empty() {
-        return Some(state.on_held(keys, super::now()));
+        let (outcome, tally) = state.on_held(&keys, super::now());
+        return Some(Prepared::Done(outcome, tally));
     }
     let objects = match render_keys(engine, state, full, &specs) {
         Ok(o) => o,
@@ -50,7 +119,8 @@ pub async fn run(
                 message: format!("rendering the specs: {e}"),
                 elapsed: Duration::ZERO,
             };
-            return Some(state.on_sync_done(keys, end, super::now()));
+            let (outcome, tally) = state.on_sync_done(&keys, end, super::now());
+            return Some(Prepared::Done(outcome, tally));
         }
     };
     let objects: Vec<Object> = if held.is_empty() {
@@ -61,62 +131,62 @@ pub async fn run(
             .filter(|o| !held.contains(&o.spec))
             .collect()
     };
-    let adopt = tree.adopt_specs();
-    let started = Instant::now();
     let scope = if !full {
-        Scope::Only(&specs)
+        OwnedScope::Only(specs)
     } else if held.is_empty() {
-        Scope::All
+        OwnedScope::All
     } else {
-        Scope::Except(&held)
+        OwnedScope::Except(held)
     };
+    Some(Prepared::Run(Job {
+        keys,
+        objects,
+        adopt: tree.adopt_specs(),
+        scope,
+    }))
+}
+
+/// Runs `job` on the engine, until it ends, `cancel` says why it stops (at the engine's
+/// next safe point: between objects, in any wait), or `limits.sync` runs out (the same
+/// way; past a grace period the sync is abandoned, as safe as a crash thanks to the
+/// inventory's record-before-apply).
+pub async fn execute(
+    engine: Arc<Engine>,
+    job: Job,
+    limits: Limits,
+    cancel: tokio_watch::Receiver<Option<String>>,
+    progress: Progress,
+) -> Finished {
+    let started = Instant::now();
+    let deadline = started + limits.sync;
     // Waves and hooks wait for readiness within the sync, each stage up to the time a
-    // spec has to be ready.
-    let gate = super::gate::Poll {
-        engine,
-        timeout: stage_timeout,
+    // spec has to be ready, and all of them within the sync's deadline.
+    let gate = Steered {
+        engine: &engine,
+        stage_timeout: limits.stage,
+        deadline,
+        sync_timeout: limits.sync,
+        cancel,
+        progress,
     };
-    let run = engine.sync_scope(&objects, &adopt, scope, &gate);
-    // On shutdown an in-flight sync gets a few seconds to finish, then is abandoned
-    // (the inventory's record-before-apply keeps that safe).
-    let abandon = async {
-        let _ = stop.wait_for(|s| *s).await;
-        tokio::time::sleep(Duration::from_secs(7)).await;
-    };
-    // Stopping a sync midway is as safe as a crash (record-before-apply); a hung one
-    // would leave the status saying all is well.
-    let result = tokio::select! {
-        r = run => Some(r.map_err(|e| e.to_string())),
-        _ = abandon => None,
-        _ = tokio::time::sleep(sync_timeout) => Some(Err(format!(
+    let run = engine.sync_scope(&job.objects, &job.adopt, job.scope.scope(), &gate);
+    let result = match tokio::time::timeout_at(deadline + DEADLINE_GRACE, run).await {
+        Ok(r) => r.map_err(|e| e.to_string()),
+        Err(_) => Err(format!(
             "the sync did not finish within {}: the Kubernetes API is slow or unreachable; \
              stopped, and retried with backoff",
-            humantime::format_duration(sync_timeout)
-        ))),
+            humantime::format_duration(limits.sync)
+        )),
     };
-    let elapsed = started.elapsed();
-    let now = super::now();
-    let Some(result) = result else {
-        tracing::warn!("in-flight sync abandoned at shutdown");
-        return None;
-    };
-    let end = match result {
-        Ok(report) => {
-            if let Some(recorder) = recorder {
-                recorder.publish(&report, state.revision_current.as_deref());
-            }
-            SyncEnd::Ran {
-                report,
-                objects: &objects,
-                elapsed,
-            }
-        }
-        Err(message) => {
-            tracing::warn!(error = %message, "sync failed");
-            SyncEnd::Failed { message, elapsed }
-        }
-    };
-    Some(state.on_sync_done(keys, end, now))
+    if let Err(message) = &result {
+        tracing::warn!(error = %message, "sync failed");
+    }
+    Finished {
+        keys: job.keys,
+        objects: job.objects,
+        result,
+        elapsed: started.elapsed(),
+    }
 }
 
 /// A whole sync renders every object; a sync of some specs keeps only theirs. When the

@@ -124,7 +124,7 @@ impl Metrics {
             };
         }
         families! {
-            sync_total, "sync", None, "Syncs finished, by result (success, failed, refused, invalid)";
+            sync_total, "sync", None, "Syncs finished, by result (success, failed, refused, invalid, superseded, stopped)";
             sync_duration_seconds, "sync_duration", Some(Unit::Seconds), "How long a sync took";
             last_sync_timestamp_seconds, "last_sync_timestamp", Some(Unit::Seconds), "When the last sync finished, in seconds since the Unix epoch";
             spec_ready, "spec_ready", None, "Whether a spec is ready (1) or not (0)";

@@ -51,6 +51,8 @@ pub struct Snapshot<'a> {
     /// Owned objects someone else changed that were left so, with their specs.
     pub drifted: &'a BTreeMap<ObjKey, SpecId>,
     pub syncing: bool,
+    /// What the running sync is doing, while one runs.
+    pub sync_progress: Option<&'a super::status::SyncProgress>,
     /// `--drift correct` (or `report`).
     pub correct_drift: bool,
 }
@@ -184,6 +186,11 @@ impl Snapshot<'_> {
             specs,
             leader: Some(self.leader),
             syncing: self.syncing,
+            sync_progress: self.sync_progress.filter(|_| self.syncing).map(|p| {
+                let mut p = p.clone();
+                p.message = p.describe();
+                p
+            }),
             drift: if self.correct_drift {
                 "correct"
             } else {
@@ -327,6 +334,7 @@ mod tests {
             suspensions: &NO_SUSPENSIONS,
             drifted: &NO_DRIFT,
             syncing: false,
+            sync_progress: None,
             correct_drift: true,
         }
     }

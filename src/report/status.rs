@@ -8,13 +8,17 @@
 //! source             "dir:/path" or the git URL without credentials
 //! revision_seen      newest revision read from the source, valid or not
 //! revision_applied   last revision that was valid and synced
-//! last_sync          null | { time (RFC 3339), result ("success"|"failed"|"refused"),
-//!                    duration_seconds, message, applied, unchanged, pruned, failed }
+//! last_sync          null | { time (RFC 3339), result ("success"|"failed"|"refused"|
+//!                    "superseded"|"stopped"), duration_seconds, message, applied,
+//!                    unchanged, pruned, failed }
 //! errors             [{ file, line, column, message }]: why revision_seen was not applied
 //! specs              [{ id, kind, namespace, name, file, line, ready, status, reason,
 //!                    message, figures, objects: [{ object, status, reason, message, action }] }]
 //! leader             null without leader election, else whether this replica writes
 //! syncing            whether a sync is running
+//! sync_progress      null | { revision, started, phase ("starting"|"applying"|"waiting"|
+//!                    "pruning"|"stopping"), applied, total, waiting_for, waiting_on,
+//!                    waiting_seconds, pruning, message }: what the running sync does now
 //! drift              "correct" (drift is taken back) or "report" (only reported)
 //! ```
 //!
@@ -86,6 +90,9 @@ pub struct StatusFile {
     pub leader: Option<bool>,
     #[serde(default)]
     pub syncing: bool,
+    /// What the running sync is doing, while one runs.
+    #[serde(default)]
+    pub sync_progress: Option<SyncProgress>,
     #[serde(default = "correct")]
     pub drift: String,
     /// When the daemon wrote the file (RFC 3339): at least every 10 s while it runs, so
@@ -97,6 +104,84 @@ pub struct StatusFile {
 /// A status file older than this is stale: its daemon has stopped or hangs.
 pub const STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// What a running sync is doing: its task keeps it up to date, and the daemon writes it
+/// into the status (at least every 10 s while the sync runs).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SyncProgress {
+    /// The revision being synced.
+    pub revision: Option<String>,
+    /// When the sync started (RFC 3339).
+    pub started: String,
+    /// starting, applying, waiting, pruning or stopping.
+    pub phase: String,
+    /// Objects applied (or found unchanged) so far, of `total`.
+    pub applied: u64,
+    pub total: u64,
+    /// What the sync waits on to be ready: a stage ("wave 1 to be ready") or a hook's run.
+    pub waiting_for: Option<String>,
+    /// The object not ready yet, with kstatus's reason and message.
+    pub waiting_on: Option<String>,
+    /// How long the current wait has lasted.
+    #[serde(default)]
+    pub waiting_seconds: u64,
+    /// Objects being pruned.
+    #[serde(default)]
+    pub pruning: u64,
+    /// Why the sync is stopping (a newer revision, shutdown, its deadline), while it is.
+    #[serde(default)]
+    pub stopping: Option<String>,
+    /// All of the above in one line, for people.
+    #[serde(default)]
+    pub message: String,
+}
+
+impl SyncProgress {
+    /// One line for people: "applying 3 of 10 objects", "waiting for hook Job a/b to
+    /// succeed (12s): Job a/b [Reason]: message", "pruning 2 objects".
+    pub fn describe(&self) -> String {
+        let revision = self
+            .revision
+            .as_deref()
+            .map(|r| format!("revision {}: ", short_revision(r)))
+            .unwrap_or_default();
+        let doing = match self.phase.as_str() {
+            _ if self.stopping.is_some() => {
+                format!(
+                    "stopping ({})",
+                    self.stopping.as_deref().unwrap_or_default()
+                )
+            }
+            "applying" => format!("applying {} of {} objects", self.applied, self.total),
+            "waiting" => {
+                let what = self.waiting_for.as_deref().unwrap_or("objects to be ready");
+                let mut line = format!("waiting for {what}");
+                if self.waiting_seconds > 0 {
+                    line.push_str(&format!(" ({}s)", self.waiting_seconds));
+                }
+                if let Some(on) = &self.waiting_on {
+                    line.push_str(&format!(": {on}"));
+                }
+                line
+            }
+            "pruning" => format!(
+                "pruning {} object{}",
+                self.pruning,
+                if self.pruning == 1 { "" } else { "s" }
+            ),
+            _ => "reading the inventory and the live objects".to_string(),
+        };
+        format!("{revision}{doing}")
+    }
+}
+
+/// A git commit's first 12 characters; anything else as it is.
+fn short_revision(r: &str) -> &str {
+    match r.len() == 40 && r.bytes().all(|b| b.is_ascii_hexdigit()) {
+        true => &r[..12],
+        false => r,
+    }
+}
+
 fn correct() -> String {
     "correct".into()
 }
@@ -105,7 +190,8 @@ fn correct() -> String {
 pub struct LastSync {
     /// RFC 3339.
     pub time: String,
-    /// "success", "failed" or "refused".
+    /// "success", "failed" or "refused"; "superseded" when a newer revision stopped it,
+    /// "stopped" when shutdown or lost leadership did.
     pub result: String,
     pub duration_seconds: f64,
     pub message: Option<String>,
@@ -181,6 +267,7 @@ impl StatusFile {
             specs: Vec::new(),
             leader: None,
             syncing: false,
+            sync_progress: None,
             drift: correct(),
         }
     }
@@ -241,6 +328,16 @@ impl StatusFile {
                 "stale: the file does not say when it was written (an older driftless, or not a daemon's)"
                     .to_string(),
             ),
+        }
+        // While a sync runs, that is the news: what follows may be its unfinished work.
+        if self.syncing {
+            match &self.sync_progress {
+                Some(p) => why.push(format!(
+                    "sync in progress: {}",
+                    one_line(&p.message, MESSAGE_WIDTH + 40)
+                )),
+                None => why.push("sync in progress".to_string()),
+            }
         }
         if !self.errors.is_empty() {
             why.push(format!(
@@ -369,6 +466,13 @@ impl StatusFile {
                 "no (standby)"
             };
             header(&mut out, "leader", text);
+        }
+        if self.syncing {
+            let doing = self
+                .sync_progress
+                .as_ref()
+                .map_or_else(|| "in progress".to_string(), |p| p.message.clone());
+            header(&mut out, "syncing", &cut(&doing, HEADER_WIDTH));
         }
         if self.drift != "correct" {
             header(
@@ -706,6 +810,7 @@ mod tests {
             ],
             leader: Some(true),
             syncing: false,
+            sync_progress: None,
             drift: "correct".into(),
         }
     }
@@ -880,6 +985,48 @@ mod tests {
         );
         s.written = None;
         assert!(s.not_converged(now)[0].starts_with("stale: the file does not say"));
+    }
+
+    #[test]
+    fn a_running_sync_is_said_first_with_what_it_does() {
+        let now: Timestamp = "2025-03-01T12:00:20Z".parse().unwrap();
+        let mut s = sample();
+        s.errors.clear();
+        s.revision_applied = s.revision_seen.clone();
+        for spec in &mut s.specs {
+            spec.ready = true;
+        }
+        s.syncing = true;
+        assert_eq!(s.not_converged(now), ["sync in progress"]);
+        let mut p = SyncProgress {
+            revision: Some("0123456789abcdef0123456789abcdef01234567".into()),
+            phase: "waiting".into(),
+            waiting_for: Some("hook Deployment.apps n/pre to succeed".into()),
+            waiting_on: Some("Deployment.apps n/pre [Progressing]: 0 of 1 ready".into()),
+            waiting_seconds: 12,
+            ..SyncProgress::default()
+        };
+        assert_eq!(
+            p.describe(),
+            "revision 0123456789ab: waiting for hook Deployment.apps n/pre to succeed (12s): \
+             Deployment.apps n/pre [Progressing]: 0 of 1 ready"
+        );
+        p.message = p.describe();
+        s.sync_progress = Some(p.clone());
+        assert!(s.not_converged(now)[0].starts_with("sync in progress: revision 0123456789ab"));
+        assert!(s.table().contains("syncing"), "{}", s.table());
+        p.phase = "applying".into();
+        p.applied = 3;
+        p.total = 10;
+        assert_eq!(
+            p.describe(),
+            "revision 0123456789ab: applying 3 of 10 objects"
+        );
+        p.stopping = Some("superseded by revision r2".into());
+        assert_eq!(
+            p.describe(),
+            "revision 0123456789ab: stopping (superseded by revision r2)"
+        );
     }
 
     #[test]

@@ -5,6 +5,7 @@
 
 mod notices;
 mod readiness;
+mod running;
 mod settled;
 mod synced;
 
@@ -25,6 +26,7 @@ use crate::report::snapshot::Snapshot;
 use crate::report::status::{LastSync, SourceError};
 use crate::spec::{Policy, SourceFile, Spec, SpecBody, SpecId, SpecTree};
 
+pub use running::Cancel;
 pub use synced::SyncEnd;
 
 /// What the source produced: a revision's files, or why there is none.
@@ -153,6 +155,13 @@ pub struct State {
     pub suspensions: Suspensions,
     /// A sync is running.
     pub syncing: bool,
+    /// The running sync: what it covers and whether it was told to stop (`running`).
+    running: Option<running::Running>,
+    /// Bumped whenever what the tree renders to may change (a revision, the nodes), so a
+    /// sync that ran across such a change does not pass its render off as current.
+    render_epoch: u64,
+    /// Keys a cancelled sync left undone, to sync again at once (no backoff).
+    requeue: Vec<Key>,
     /// What has been told of the transitions (notifications).
     herald: notices::Herald,
     /// Which revision each spec's readiness reflects (`settled`).
@@ -194,6 +203,9 @@ impl State {
             recheck: BTreeSet::new(),
             suspensions: Suspensions::new(),
             syncing: false,
+            running: None,
+            render_epoch: 0,
+            requeue: Vec::new(),
             herald: notices::Herald::default(),
             settling: settled::Settling::default(),
         }
@@ -224,6 +236,8 @@ impl State {
             suspensions: &self.suspensions,
             drifted: &self.drifted,
             syncing: self.syncing,
+            // The loop adds what the running sync is doing (its task keeps it).
+            sync_progress: None,
             correct_drift: self.correct_drift,
         }
     }
@@ -355,6 +369,7 @@ impl State {
             .on_revision(&id, tree.specs.iter().map(|s| &s.id), changed.as_ref());
         self.tree = Some(Arc::new(tree));
         self.render_dirty = true;
+        self.render_epoch += 1;
         self.revision_current = Some(id);
         self.latency_observed = false;
         if self.pending.as_ref().is_some_and(BTreeSet::is_empty) {
@@ -388,6 +403,7 @@ impl State {
             watch::Event::Nodes(nodes) => {
                 if self.nodes != nodes {
                     self.render_dirty = true;
+                    self.render_epoch += 1;
                     self.health_dirty = true;
                 }
                 self.nodes = nodes;
@@ -469,10 +485,12 @@ impl State {
 
     /// The specs to sync again at once, taken (see `on_sync_done`).
     pub fn take_rechecks(&mut self) -> Vec<Key> {
-        std::mem::take(&mut self.recheck)
+        let mut keys: Vec<Key> = std::mem::take(&mut self.recheck)
             .into_iter()
             .map(Key::Spec)
-            .collect()
+            .collect();
+        keys.append(&mut self.requeue);
+        keys
     }
 
     /// What the tree renders to, as readiness needs it.

@@ -59,16 +59,38 @@ impl State {
         now: Now,
     ) -> (Vec<(Key, bool)>, Tally) {
         let mut tally = Tally::default();
+        // The sync ran beside the loop: the state may have moved on meanwhile. What it
+        // applied is recorded whatever happened; whether its revision (and render) count
+        // as current is weighed against what the state knows now.
+        let running = self.running.take();
+        self.syncing = false;
+        let current = running
+            .as_ref()
+            .is_none_or(|r| r.revision == self.revision_current);
+        let same_render = current
+            && running
+                .as_ref()
+                .is_none_or(|r| r.render_epoch == self.render_epoch);
+        let cancel = running.and_then(|r| r.cancel);
+        if !current || cancel.is_some() {
+            // Synced again at once, of the revision now current: a spec it left pending
+            // must be synced to count as applied, and an unchanged one writes nothing.
+            self.requeue.extend(keys.iter().cloned());
+        }
         let (mut report, objects, elapsed) = match end {
             SyncEnd::Failed { message, elapsed } => {
+                let (result, message) = match &cancel {
+                    Some(c) => (c.result(), format!("{}: {message}", c.reason())),
+                    None => ("failed", message),
+                };
                 tally.sync = Some(SyncCount {
-                    result: "failed",
+                    result,
                     elapsed,
                     at: now.wall,
                 });
                 self.last_sync = Some(LastSync {
                     time: now.wall.to_string(),
-                    result: "failed".into(),
+                    result: result.into(),
                     duration_seconds: elapsed.as_secs_f64(),
                     message: Some(message),
                     applied: 0,
@@ -77,7 +99,9 @@ impl State {
                     failed: 0,
                 });
                 self.sync_failed_specs.clear();
-                return (keys.iter().map(|k| (k.clone(), false)).collect(), tally);
+                // A stopped sync is no failure: retried at once (above), not backed off.
+                let ok = cancel.is_some();
+                return (keys.iter().map(|k| (k.clone(), ok)).collect(), tally);
             }
             SyncEnd::Ran {
                 report,
@@ -155,7 +179,11 @@ impl State {
             self.live.objects.remove(&p.key);
         }
         let refused = report.prune.refused.is_some();
-        let result = if refused {
+        // Stopped because it was told to: superseded (or stopped), not failed.
+        let cancelled = cancel.as_ref().filter(|_| report.stopped.is_some());
+        let result = if let Some(c) = cancelled {
+            c.result()
+        } else if refused {
             "refused"
         } else if report.ok() {
             "success"
@@ -180,11 +208,17 @@ impl State {
             failed,
         });
         // A refused prune or a stopped sync leaves its revision not applied: retried.
-        let held_back = report.prune.refused.is_some() || report.stopped.is_some();
-        if full {
+        // So does one of a revision that is no longer current.
+        let held_back = report.prune.refused.is_some() || report.stopped.is_some() || !current;
+        if full && same_render {
             self.set_expected(health::expected(objects));
             self.render_dirty = false;
-            self.pending = None;
+        }
+        if full {
+            // The specs pending now are a newer revision's, unless this one is current.
+            if current {
+                self.pending = None;
+            }
             if !held_back {
                 tally.applied = self.mark_applied(now);
             }
@@ -195,7 +229,7 @@ impl State {
         }
         // What this sync applied, without an error, reflects the current revision once
         // a readiness refresh has seen it (`settled`).
-        if report.stopped.is_none() {
+        if report.stopped.is_none() && current {
             let held = self.held();
             let waiting = self.waiting();
             let covered: Vec<SpecId> = match full {
@@ -234,7 +268,8 @@ impl State {
         // backoff, until then.
         let waiting: BTreeSet<&str> = report.prune.waiting().map(|o| o.spec.as_str()).collect();
         // What a stopped sync left is taken up again by retrying its keys, with backoff.
-        let stopped = report.stopped.is_some();
+        // One told to stop is not: its keys are synced again at once (above).
+        let stopped = report.stopped.is_some() && cancelled.is_none();
         let mut outcome: Vec<(Key, bool)> = keys
             .iter()
             .map(|k| {

@@ -752,3 +752,167 @@ fn a_scale_a_whole_sync_cannot_see_is_synced_again_by_spec() {
     whole(&mut state, &[Key::Full], Action::Unchanged);
     assert!(state.take_rechecks().is_empty());
 }
+
+/// A sync that stopped before its end, as the engine reports one told to stop.
+fn stopped(objects: Vec<ObjectResult>, why: &str) -> SyncEnd<'static> {
+    SyncEnd::Ran {
+        report: SyncReport {
+            objects,
+            stopped: Some(why.to_string()),
+            prune: prune::Report::default(),
+        },
+        objects: &[],
+        elapsed: Duration::from_millis(1500),
+    }
+}
+
+#[test]
+fn a_newer_revision_supersedes_the_running_sync_which_is_reported_superseded() {
+    let mut state = with_nodes();
+    let (keys, _) = new_revision(&mut state, "r1", webs(&[("a", 100)]));
+    state.on_sync_begin();
+    assert!(state.syncing);
+    assert_eq!(state.sync_revision(), Some("r1"));
+    // Nothing new: the sync goes on.
+    assert_eq!(state.cancel_due(), None);
+    let (next, _) = new_revision(&mut state, "r2", webs(&[("a", 200)]));
+    assert_eq!(next, [Key::Full]);
+    assert_eq!(state.cancel_due(), Some(Cancel::Superseded("r2".into())));
+    // Told once.
+    assert_eq!(state.cancel_due(), None);
+    let (outcome, tally) = state.on_sync_done(
+        &keys,
+        stopped(
+            vec![result("a", Action::Created)],
+            "superseded by revision r2; wave 1 and what follows were not applied",
+        ),
+        now(),
+    );
+    assert!(!state.syncing);
+    // Not a failure: no backoff, and synced again at once, of the new revision.
+    assert_eq!(outcome, [(Key::Full, true)]);
+    assert_eq!(state.take_rechecks(), [Key::Full]);
+    assert_eq!(tally.sync.as_ref().map(|s| s.result), Some("superseded"));
+    assert_eq!(tally.applied, None);
+    let last = state.last_sync().expect("a last sync");
+    assert_eq!(last.result, "superseded");
+    assert!(
+        last.message
+            .as_deref()
+            .is_some_and(|m| m.contains("superseded by revision r2")),
+        "{:?}",
+        last.message
+    );
+    // What it applied is recorded all the same.
+    assert_eq!(
+        state.actions.get(&deployment("a")).map(String::as_str),
+        Some("created")
+    );
+    assert_eq!(state.snapshot().revision_applied, None);
+    // The next sync, of r2, applies it.
+    state.on_sync_begin();
+    assert_eq!(state.sync_revision(), Some("r2"));
+    let (_, tally) = sync_ran(
+        &mut state,
+        &[Key::Full],
+        vec![result("a", Action::Configured)],
+    );
+    assert_eq!(tally.applied.as_deref(), Some("r2"));
+}
+
+#[test]
+fn a_sync_that_ends_after_a_newer_revision_does_not_count_that_revision_applied() {
+    let mut state = applied();
+    let (keys, _) = new_revision(&mut state, "r2", webs(&[("a", 200), ("b", 100)]));
+    assert_eq!(keys, [spec("a")]);
+    state.on_sync_begin();
+    // r3 changes b while the sync of r2's a runs; it ends before it heard.
+    let (more, _) = new_revision(&mut state, "r3", webs(&[("a", 200), ("b", 300)]));
+    assert_eq!(more, [spec("b")]);
+    let (outcome, tally) = sync_ran(&mut state, &keys, vec![result("a", Action::Configured)]);
+    assert_eq!(outcome, [(spec("a"), true)]);
+    assert_eq!(tally.sync.as_ref().map(|s| s.result), Some("success"));
+    // r3 is applied only once both a (again, a no-op) and b are synced of it.
+    assert_eq!(tally.applied, None);
+    assert_eq!(state.snapshot().revision_applied, Some("r1"));
+    assert_eq!(state.take_rechecks(), [spec("a")]);
+    let (_, tally) = sync_ran(
+        &mut state,
+        &[spec("a"), spec("b")],
+        vec![
+            result("a", Action::Unchanged),
+            result("b", Action::Configured),
+        ],
+    );
+    assert_eq!(tally.applied.as_deref(), Some("r3"));
+}
+
+#[test]
+fn a_whole_sync_across_a_new_revision_keeps_the_render_dirty() {
+    let mut state = with_nodes();
+    let (keys, _) = new_revision(&mut state, "r1", webs(&[("a", 100)]));
+    state.on_sync_begin();
+    let (more, _) = new_revision(&mut state, "r2", webs(&[("a", 300)]));
+    assert_eq!(more, [Key::Full]);
+    let (_, tally) = sync_ran(&mut state, &keys, vec![result("a", Action::Created)]);
+    assert_eq!(tally.applied, None);
+    // What it rendered was r1's: readiness renders r2 before it is judged.
+    assert!(state.render_dirty);
+    assert_eq!(state.snapshot().revision_applied, None);
+}
+
+#[test]
+fn shutdown_stops_the_running_sync_which_is_reported_stopped() {
+    let mut state = applied();
+    assert_eq!(state.on_shutdown(), None, "no sync runs");
+    let (keys, _) = new_revision(&mut state, "r2", webs(&[("a", 200), ("b", 100)]));
+    state.on_sync_begin();
+    assert_eq!(state.on_shutdown(), Some(Cancel::Shutdown));
+    assert_eq!(state.on_shutdown(), None);
+    let (outcome, tally) = state.on_sync_done(
+        &keys,
+        stopped(
+            Vec::new(),
+            "the daemon is stopping; not every object was applied",
+        ),
+        now(),
+    );
+    assert_eq!(outcome, [(spec("a"), true)]);
+    assert_eq!(tally.sync.as_ref().map(|s| s.result), Some("stopped"));
+    assert_eq!(state.snapshot().revision_applied, Some("r1"));
+}
+
+#[test]
+fn a_sync_told_to_stop_that_failed_outright_is_reported_as_stopped_not_failed() {
+    let mut state = applied();
+    let (keys, _) = new_revision(&mut state, "r2", webs(&[("a", 200), ("b", 100)]));
+    state.on_sync_begin();
+    state.on_leadership(false);
+    assert_eq!(state.cancel_due(), Some(Cancel::LostLeadership));
+    let end = SyncEnd::Failed {
+        message: "the sync did not finish within 5m".into(),
+        elapsed: Duration::from_secs(1),
+    };
+    let (outcome, tally) = state.on_sync_done(&keys, end, now());
+    assert_eq!(outcome, [(spec("a"), true)]);
+    assert_eq!(tally.sync.as_ref().map(|s| s.result), Some("stopped"));
+    let last = state.last_sync().expect("a last sync");
+    assert!(
+        last.message
+            .as_deref()
+            .is_some_and(|m| m.starts_with("this replica lost leadership"))
+    );
+}
+
+#[test]
+fn a_sync_told_to_stop_that_finished_anyway_counts_as_it_went() {
+    let mut state = with_nodes();
+    let (keys, _) = new_revision(&mut state, "r1", webs(&[("a", 100)]));
+    state.on_sync_begin();
+    state.on_leadership(false);
+    assert_eq!(state.cancel_due(), Some(Cancel::LostLeadership));
+    let (outcome, tally) = sync_ran(&mut state, &keys, vec![result("a", Action::Created)]);
+    assert_eq!(outcome, [(Key::Full, true)]);
+    assert_eq!(tally.sync.as_ref().map(|s| s.result), Some("success"));
+    assert_eq!(tally.applied.as_deref(), Some("r1"));
+}
