@@ -899,3 +899,222 @@ async fn run_refuses_protected_namespaces_unless_allowed() {
     assert_eq!(cm.data.unwrap()["a"], "1");
     assert_eq!(allowed.stop(), Some(0));
 }
+
+/// A Deployment run as a hook (`hook` its annotation, as `key: value`) whose Pod is
+/// ready `delay` seconds after it starts (the testbed's kubelet stand-in): 600 is never,
+/// as far as a test goes.
+fn hook_deployment(ns: &str, name: &str, hook: &str, delay: u32, image: &str) -> String {
+    format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\n  namespace: {ns}\n  annotations: {{{hook}}}\nspec:\n  replicas: 1\n  selector:\n    matchLabels: {{app: {name}}}\n  template:\n    metadata:\n      labels: {{app: {name}}}\n      annotations: {{testbed.driftless.dev/ready-delay-seconds: \"{delay}\"}}\n    spec:\n      containers:\n      - name: main\n        image: {image}\n"
+    )
+}
+
+fn config_map(ns: &str, name: &str, value: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {ns}\ndata:\n  value: \"{value}\"\n"
+    )
+}
+
+/// How old the status file is, by what it says of itself.
+fn status_age(status: &Value) -> Duration {
+    let written: k8s_openapi::jiff::Timestamp = status["written"]
+        .as_str()
+        .and_then(|w| w.parse().ok())
+        .unwrap_or_else(|| panic!("the status file says when it was written: {status}"));
+    let age = k8s_openapi::jiff::Timestamp::now().duration_since(written);
+    Duration::try_from(age).unwrap_or_default()
+}
+
+/// While a sync waits on a hook that is never ready, the daemon goes on: its status is
+/// fresh and says what it waits on, `driftless status` says a sync is in progress, the
+/// API answers at once, and while `ready` is none of that it fails. Returns the status
+/// seen last.
+async fn still_serving_while_waiting(daemon: &Daemon, hook: &str, for_: Duration) -> Value {
+    let started = std::time::Instant::now();
+    let mut last = Value::Null;
+    while started.elapsed() < for_ {
+        let status = daemon.status().expect("a status file");
+        let age = status_age(&status);
+        assert!(
+            age <= Duration::from_secs(12),
+            "status {age:?} old: {status:#}"
+        );
+        assert_eq!(status["syncing"], true, "{status:#}");
+        let progress = &status["sync_progress"];
+        assert_eq!(progress["phase"], "waiting", "{status:#}");
+        assert!(
+            progress["waiting_for"]
+                .as_str()
+                .is_some_and(|w| w.contains(hook)),
+            "{status:#}"
+        );
+        let asked = std::time::Instant::now();
+        let (code, body) =
+            tokio::time::timeout(Duration::from_secs(2), get(daemon, "/api/v1/specs"))
+                .await
+                .unwrap_or_else(|_| panic!("GET /api/v1/specs took over 2 s while a sync waits"));
+        assert_eq!(code, 200, "{body}");
+        assert!(asked.elapsed() < Duration::from_secs(2));
+        last = status;
+        tokio::time::sleep(Duration::from_millis(700)).await;
+    }
+    let out = support::driftless(&[
+        "status",
+        "--status-file",
+        daemon.status_file().to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", support::show(&out));
+    let said = support::show(&out);
+    assert!(said.contains("sync in progress"), "{said}");
+    assert!(!said.contains("stale"), "{said}");
+    let (_, body) = get(daemon, "/api/v1/status").await;
+    assert!(body.contains("\"sync_progress\""), "{body}");
+    last
+}
+
+#[tokio::test]
+async fn a_fix_supersedes_a_hook_that_never_gets_ready_and_sigterm_stops_a_waiting_sync() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "run-supersede").await;
+    let dir = tempfile::tempdir().unwrap();
+    let hook = "driftless.dev/hook: pre";
+    std::fs::write(
+        dir.path().join("migrate.yaml"),
+        hook_deployment(&ns, "migrate", hook, 600, "nginx:1.21"),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("app.yaml"), config_map(&ns, "app", "one")).unwrap();
+    let mut daemon = Daemon::builder(&ns)
+        .kubeconfig_in_env()
+        .args(&["--dir", dir.path().to_str().unwrap()])
+        .wait(WAIT)
+        .stop_within(Duration::from_secs(5))
+        .start();
+    daemon
+        .wait_status("the sync waiting on the hook", |s| {
+            s["sync_progress"]["phase"] == "waiting"
+                && s["sync_progress"]["waiting_on"]
+                    .as_str()
+                    .is_some_and(|w| w.contains("migrate"))
+        })
+        .await;
+    // Long enough for the periodic rewrite (10 s) to have to happen.
+    still_serving_while_waiting(&daemon, "migrate", Duration::from_secs(14)).await;
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), &ns);
+    assert!(
+        cms.get_opt("app").await.unwrap().is_none(),
+        "applied before its hook"
+    );
+
+    // The fix: the hook now gets ready. Applied at once, not once the old wait ends.
+    let fixed = std::time::Instant::now();
+    std::fs::write(
+        dir.path().join("migrate.yaml"),
+        hook_deployment(&ns, "migrate", hook, 0, "nginx:1.22"),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("app.yaml"), config_map(&ns, "app", "two")).unwrap();
+    let status = daemon
+        .wait_status("the fix applied", |s| {
+            s["last_sync"]["result"] == "success"
+                && s["revision_applied"] == s["revision_seen"]
+                && s["syncing"] == false
+        })
+        .await;
+    let took = fixed.elapsed();
+    assert!(
+        took < Duration::from_secs(10),
+        "the fix took {took:?}: {status:#}"
+    );
+    let app = cms.get("app").await.unwrap();
+    assert_eq!(app.data.unwrap()["value"], "two");
+    let log = daemon.log();
+    assert!(
+        log.contains("superseded by revision"),
+        "{}",
+        support::tail(&log, 4000)
+    );
+
+    // Broken again, and SIGTERM while it waits: the daemon ends within 5 s (the
+    // harness's limit) and says so in a final status.
+    std::fs::write(
+        dir.path().join("migrate.yaml"),
+        hook_deployment(&ns, "migrate", hook, 600, "nginx:1.23"),
+    )
+    .unwrap();
+    daemon
+        .wait_status("the sync waiting on the hook again", |s| {
+            s["sync_progress"]["waiting_on"]
+                .as_str()
+                .is_some_and(|w| w.contains("migrate"))
+        })
+        .await;
+    let stopping = std::time::Instant::now();
+    assert_eq!(daemon.stop(), Some(0));
+    assert!(stopping.elapsed() < Duration::from_secs(5));
+    let status = daemon.status().expect("a final status");
+    assert_eq!(status["syncing"], false, "{status:#}");
+    assert_eq!(status["last_sync"]["result"], "stopped", "{status:#}");
+    assert!(status_age(&status) < Duration::from_secs(6), "{status:#}");
+}
+
+#[tokio::test]
+async fn a_pushed_fix_supersedes_a_helm_pre_hook_that_never_gets_ready() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "run-supersede-git").await;
+    let repo = ConfigRepo::new();
+    let w = repo.work();
+    let hook = "helm.sh/hook: \"pre-install,pre-upgrade\"";
+    std::fs::write(
+        w.join("migrate.yaml"),
+        hook_deployment(&ns, "migrate", hook, 600, "nginx:1.21"),
+    )
+    .unwrap();
+    std::fs::write(w.join("app.yaml"), config_map(&ns, "app", "one")).unwrap();
+    repo.commit("a hook that never gets ready");
+    let server = GitDaemon::serve(repo.base());
+    let url = server.url("config.git");
+    // A long interval: the fix arrives through the hook.
+    let daemon = start(
+        &ns,
+        &["--git", &url, "--branch", "main", "--interval", "1h"],
+    );
+    daemon
+        .wait_status("the sync waiting on the hook", |s| {
+            s["sync_progress"]["waiting_on"]
+                .as_str()
+                .is_some_and(|w| w.contains("migrate"))
+        })
+        .await;
+    still_serving_while_waiting(&daemon, "migrate", Duration::from_secs(3)).await;
+
+    std::fs::write(
+        w.join("migrate.yaml"),
+        hook_deployment(&ns, "migrate", hook, 0, "nginx:1.22"),
+    )
+    .unwrap();
+    std::fs::write(w.join("app.yaml"), config_map(&ns, "app", "two")).unwrap();
+    let fix = repo.commit("the fix");
+    let pushed = std::time::Instant::now();
+    let (code, _) = http(
+        daemon.metrics,
+        "POST",
+        "/hooks/git",
+        &[("Content-Type", "application/json")],
+        b"{}",
+    )
+    .await;
+    assert_eq!(code, 202);
+    let status = daemon
+        .wait_status("the fix applied", |s| {
+            s["revision_applied"] == fix.as_str() && s["last_sync"]["result"] == "success"
+        })
+        .await;
+    let took = pushed.elapsed();
+    assert!(
+        took < Duration::from_secs(10),
+        "the fix took {took:?}: {status:#}"
+    );
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), &ns);
+    assert_eq!(cms.get("app").await.unwrap().data.unwrap()["value"], "two");
+}
