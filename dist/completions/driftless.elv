@@ -170,7 +170,7 @@ set edit:completion:arg-completer[driftless] = {|@words|
             cand --lease-namespace 'Namespace of the leader-election Lease'
             cand --lease-name 'Name of the Lease (default: driftless-<instance>)'
             cand --ready-timeout 'A spec not ready this long after its revision was applied is reported failed'
-            cand --sync-timeout 'A sync still running after this long is stopped, reported failed and retried with backoff (an apiserver that hangs, e.g. with its etcd away, would otherwise hold the daemon silent). Large first applies may need more'
+            cand --sync-timeout 'A whole sync (applies, wave and hook waits, prune) still running after this long stops at its next safe point, is reported failed and retried with backoff; every wait within it is bounded by what is left. Large first applies may need more'
             cand --api-token-file 'File holding the bearer token the API''s controls need (POST /api/v1/sync, suspend, resume); without it they are refused'
             cand --drift 'What to do when someone else changes an owned field: take it back, or only report it (status `drifted`, metric driftless_drifted_objects)'
             cand --notify 'POST each transition as JSON to this URL (repeatable): revision applied and ready, revision invalid, sync failed, prune refused, specs not ready in time, recovered'

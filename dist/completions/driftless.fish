@@ -162,7 +162,7 @@ complete -c driftless -n "__fish_driftless_using_subcommand run" -l hook-secret-
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l lease-namespace -d 'Namespace of the leader-election Lease' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l lease-name -d 'Name of the Lease (default: driftless-<instance>)' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l ready-timeout -d 'A spec not ready this long after its revision was applied is reported failed' -r
-complete -c driftless -n "__fish_driftless_using_subcommand run" -l sync-timeout -d 'A sync still running after this long is stopped, reported failed and retried with backoff (an apiserver that hangs, e.g. with its etcd away, would otherwise hold the daemon silent). Large first applies may need more' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l sync-timeout -d 'A whole sync (applies, wave and hook waits, prune) still running after this long stops at its next safe point, is reported failed and retried with backoff; every wait within it is bounded by what is left. Large first applies may need more' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l api-token-file -d 'File holding the bearer token the API\'s controls need (POST /api/v1/sync, suspend, resume); without it they are refused' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l drift -d 'What to do when someone else changes an owned field: take it back, or only report it (status `drifted`, metric driftless_drifted_objects)' -r -f -a "correct\t''
 report\t''"

@@ -390,9 +390,9 @@ pub struct RunArgs {
     /// A spec not ready this long after its revision was applied is reported failed.
     #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
     pub ready_timeout: Duration,
-    /// A sync still running after this long is stopped, reported failed and retried with
-    /// backoff (an apiserver that hangs, e.g. with its etcd away, would otherwise hold the
-    /// daemon silent). Large first applies may need more.
+    /// A whole sync (applies, wave and hook waits, prune) still running after this long
+    /// stops at its next safe point, is reported failed and retried with backoff; every
+    /// wait within it is bounded by what is left. Large first applies may need more.
     #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
     pub sync_timeout: Duration,
     /// Record Kubernetes Events on the objects each sync changes, prunes or fails on.
