@@ -160,8 +160,12 @@ pub struct State {
     /// Bumped whenever what the tree renders to may change (a revision, the nodes), so a
     /// sync that ran across such a change does not pass its render off as current.
     render_epoch: u64,
-    /// Keys a cancelled sync left undone, to sync again at once (no backoff).
+    /// Keys to sync again at once (no backoff): what a cancelled sync left undone, and
+    /// drift seen while a sync ran.
     requeue: Vec<Key>,
+    /// Changes to owned objects the watches reported while a sync ran, with the fields
+    /// seen last (none: deleted) and the spec: judged once it ends.
+    seen_in_sync: HashMap<ObjKey, (Option<String>, Option<SpecId>)>,
     /// What has been told of the transitions (notifications).
     herald: notices::Herald,
     /// Which revision each spec's readiness reflects (`settled`).
@@ -206,6 +210,7 @@ impl State {
             running: None,
             render_epoch: 0,
             requeue: Vec::new(),
+            seen_in_sync: HashMap::new(),
             herald: notices::Herald::default(),
             settling: settled::Settling::default(),
         }
@@ -435,6 +440,7 @@ impl State {
                 let spec = recorded
                     .map(|(s, _)| s)
                     .or_else(|| live.as_ref().and_then(|w| w.spec.clone()));
+                let fields = live.as_ref().map(|w| w.fields.clone());
                 match live {
                     Some(w) => self.live.objects.insert(key.clone(), w.value),
                     None => self.live.objects.remove(&key),
@@ -443,16 +449,14 @@ impl State {
                     self.drifted.remove(&key);
                     return None;
                 }
-                let held = spec.as_ref().filter(|s| {
-                    !self.correct_drift || self.suspensions.contains_key(&s.to_string())
-                });
-                if let Some(spec) = held {
-                    tracing::info!(object = %key, "drift detected; left as it is");
-                    self.drifted.insert(key, spec.clone());
+                if self.running.is_some() {
+                    // The running sync may be the writer (its own apply, its prune): what
+                    // it recorded is known only once it ends, and the change is judged
+                    // then (`judge_seen_in_sync`).
+                    self.seen_in_sync.insert(key, (fields, spec));
                     return None;
                 }
-                tracing::info!(object = %key, "drift detected");
-                Some(spec.map(Key::Spec).unwrap_or(Key::Full))
+                self.on_drift(key, spec)
             }
             watch::Event::Suspensions(now) => {
                 let resumed = self.suspensions.keys().any(|id| !now.contains_key(id));
@@ -463,6 +467,48 @@ impl State {
                 self.suspensions = now;
                 // What a resumed spec held back goes through now.
                 resumed.then_some(Key::Full)
+            }
+        }
+    }
+
+    /// Drift on `key` of `spec`: the key to sync, or (in report mode, or for a suspended
+    /// spec) none, the object left drifted.
+    fn on_drift(&mut self, key: ObjKey, spec: Option<SpecId>) -> Option<Key> {
+        let held = spec
+            .as_ref()
+            .filter(|s| !self.correct_drift || self.suspensions.contains_key(&s.to_string()));
+        if let Some(spec) = held {
+            tracing::info!(object = %key, "drift detected; left as it is");
+            self.drifted.insert(key, spec.clone());
+            return None;
+        }
+        tracing::info!(object = %key, "drift detected");
+        Some(spec.map(Key::Spec).unwrap_or(Key::Full))
+    }
+
+    /// Judges the changes the watches reported while the sync that just ended ran, now
+    /// that what it recorded is known: its own writes and prunes are no drift; anyone
+    /// else's are, and their keys are synced at once.
+    fn judge_seen_in_sync(&mut self) {
+        for (key, (fields, spec)) in std::mem::take(&mut self.seen_in_sync) {
+            let drift = match (&fields, self.recorded.get(&key)) {
+                (None, Some(_)) => true,
+                (Some(seen), Some((_, recorded))) => {
+                    seen != recorded
+                        || self
+                            .live
+                            .objects
+                            .get(&key)
+                            .is_some_and(|live| self.scaled(&key, live))
+                }
+                _ => false,
+            };
+            if !drift {
+                continue;
+            }
+            let spec = self.recorded.get(&key).map(|(s, _)| s.clone()).or(spec);
+            if let Some(k) = self.on_drift(key, spec) {
+                self.requeue.push(k);
             }
         }
     }

@@ -99,6 +99,7 @@ impl State {
                     failed: 0,
                 });
                 self.sync_failed_specs.clear();
+                self.judge_seen_in_sync();
                 // A stopped sync is no failure: retried at once (above), not backed off.
                 let ok = cancel.is_some();
                 return (keys.iter().map(|k| (k.clone(), ok)).collect(), tally);
@@ -210,9 +211,13 @@ impl State {
         // A refused prune or a stopped sync leaves its revision not applied: retried.
         // So does one of a revision that is no longer current.
         let held_back = report.prune.refused.is_some() || report.stopped.is_some() || !current;
-        if full && same_render {
+        if full && current {
+            // What the watches follow (set from this right after the sync) and readiness
+            // judge; rendered again before readiness reads it if the nodes changed since.
             self.set_expected(health::expected(objects));
-            self.render_dirty = false;
+            if same_render {
+                self.render_dirty = false;
+            }
         }
         if full {
             // The specs pending now are a newer revision's, unless this one is current.
@@ -261,6 +266,7 @@ impl State {
                 }
             }
         }
+        self.judge_seen_in_sync();
         self.health_dirty = true;
         self.sync_failed_specs = failed_specs.clone();
         // What a prune left being deleted (a finalizer) is not an error, but only a later

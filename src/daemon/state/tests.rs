@@ -916,3 +916,27 @@ fn a_sync_told_to_stop_that_finished_anyway_counts_as_it_went() {
     assert_eq!(tally.sync.as_ref().map(|s| s.result), Some("success"));
     assert_eq!(tally.applied.as_deref(), Some("r1"));
 }
+
+#[test]
+fn changes_seen_while_a_sync_runs_are_judged_once_it_ends() {
+    let mut state = applied();
+    let (keys, _) = new_revision(&mut state, "r2", webs(&[("a", 200), ("b", 100)]));
+    assert_eq!(keys, [spec("a")]);
+    state.on_sync_begin();
+    // The sync's own write of a, seen by its watch before the sync ends: not drift.
+    let own = watch::Event::Object(deployment("a"), watched("fields-a2", Some(id("a"))));
+    assert_eq!(state.on_event(own), None);
+    // Someone deletes b meanwhile: drift, synced once the sync ends.
+    assert_eq!(
+        state.on_event(watch::Event::Object(deployment("b"), None)),
+        None
+    );
+    let mut written = result("a", Action::Configured);
+    written.fields = Some("fields-a2".into());
+    let (outcome, _) = sync_ran(&mut state, &keys, vec![written]);
+    assert_eq!(outcome, [(spec("a"), true)]);
+    assert_eq!(state.take_rechecks(), [spec("b")]);
+    // With no sync running, a change is judged at once.
+    let other = watch::Event::Object(deployment("a"), watched("fields-x", Some(id("a"))));
+    assert_eq!(state.on_event(other), Some(spec("a")));
+}
