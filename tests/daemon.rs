@@ -1118,3 +1118,71 @@ async fn a_pushed_fix_supersedes_a_helm_pre_hook_that_never_gets_ready() {
     let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), &ns);
     assert_eq!(cms.get("app").await.unwrap().data.unwrap()["value"], "two");
 }
+
+#[tokio::test]
+async fn a_fix_supersedes_a_wave_and_releases_a_depends_on_chain_waiting_on_an_unready_object() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "run-supersede-wave").await;
+    let dir = tempfile::tempdir().unwrap();
+    let wave = "driftless.dev/wave: \"1\"";
+    std::fs::write(
+        dir.path().join("db.yaml"),
+        hook_deployment(&ns, "db", wave, 600, "nginx:1.21"),
+    )
+    .unwrap();
+    // Wave 2: applied once db is ready.
+    std::fs::write(
+        dir.path().join("app.yaml"),
+        config_map(&ns, "app", "one").replace(
+            "  namespace:",
+            "  annotations: {driftless.dev/wave: \"2\"}\n  namespace:",
+        ),
+    )
+    .unwrap();
+    // And a spec that waits for db through depends-on.
+    std::fs::write(
+        dir.path().join("after.yaml"),
+        config_map(&ns, "after", "one").replace(
+            "  namespace:",
+            &format!(
+                "  annotations: {{driftless.dev/depends-on: manifest/{ns}/Deployment.apps/db}}\n  namespace:"
+            ),
+        ),
+    )
+    .unwrap();
+    let daemon = start(&ns, &["--dir", dir.path().to_str().unwrap()]);
+    daemon
+        .wait_status("the sync waiting on wave 1", |s| {
+            s["sync_progress"]["waiting_for"]
+                .as_str()
+                .is_some_and(|w| w.contains("wave 1"))
+                && s["sync_progress"]["waiting_on"]
+                    .as_str()
+                    .is_some_and(|w| w.contains("db"))
+        })
+        .await;
+    still_serving_while_waiting(&daemon, "wave 1", Duration::from_secs(3)).await;
+
+    let fixed = std::time::Instant::now();
+    std::fs::write(
+        dir.path().join("db.yaml"),
+        hook_deployment(&ns, "db", wave, 0, "nginx:1.22"),
+    )
+    .unwrap();
+    let cms: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), &ns);
+    support::eventually("wave 2 and the dependent applied", WAIT, || async {
+        let app = cms.get_opt("app").await.map_err(|e| e.to_string())?;
+        let after = cms.get_opt("after").await.map_err(|e| e.to_string())?;
+        (app.is_some() && after.is_some())
+            .then_some(())
+            .ok_or_else(|| format!("app {:?}, after {:?}", app.is_some(), after.is_some()))
+    })
+    .await;
+    let took = fixed.elapsed();
+    assert!(
+        took < Duration::from_secs(10),
+        "the fix took {took:?}\n{}",
+        support::tail(&daemon.log(), 4000)
+    );
+    assert!(daemon.log().contains("superseded by revision"));
+}
