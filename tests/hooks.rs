@@ -355,3 +355,22 @@ async fn a_wave_starts_only_once_the_wave_before_is_ready_and_prunes_in_reverse(
         seen.all()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_says_every_10s_what_a_wave_waits_on() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "waves-said").await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("db.yaml"), wave(&ns, "db", 1, 600)).unwrap();
+    std::fs::write(dir.path().join("web.yaml"), wave(&ns, "web", 2, 0)).unwrap();
+    let out = support::driftless_on_cluster(
+        &ns,
+        &["apply", dir.path().to_str().unwrap(), "--timeout", "12s"],
+    );
+    assert_exit(&out, 1);
+    let said = show(&out);
+    assert!(
+        said.contains(&format!("waiting (10s of 12s) for Deployment.apps {ns}/db")),
+        "{said}"
+    );
+}

@@ -10,7 +10,7 @@ use super::{ApplyArgs, DiffArgs, DiffOutput, GlobalArgs, TreeArgs, exit};
 use driftless::apply::diff::{self, DiffAction};
 use driftless::apply::{Action, Engine, SyncReport};
 use driftless::cluster::Selection;
-use driftless::daemon::gate::Poll;
+use driftless::daemon::gate::{Poll, SAY_EVERY};
 use driftless::health::{SpecHealth, Status};
 use driftless::render::{Facts, Object};
 use driftless::spec::SpecTree;
@@ -95,6 +95,7 @@ pub async fn apply(
     let gate = Poll {
         engine: &engine,
         timeout: args.timeout,
+        say: Some(say),
     };
     let report = match tree.has_dependencies() {
         false => engine.sync(&objects, &tree.adopt_specs(), &gate).await?,
@@ -180,6 +181,7 @@ async fn in_waves(
         let gate = Poll {
             engine,
             timeout: deadline.saturating_duration_since(tokio::time::Instant::now()),
+            say: Some(say),
         };
         let report = engine
             .sync_scope(&mine, &adopt, driftless::apply::Scope::Only(wave), &gate)
@@ -231,6 +233,7 @@ async fn in_waves(
     let gate = Poll {
         engine,
         timeout: deadline.saturating_duration_since(tokio::time::Instant::now()),
+        say: Some(say),
     };
     let mut report = engine.sync(objects, &adopt, &gate).await?;
     for o in &mut report.objects {
@@ -252,7 +255,11 @@ async fn wait_for_deletions(
     timeout: Duration,
 ) -> anyhow::Result<bool> {
     let deadline = tokio::time::Instant::now() + timeout;
-    let gate = Poll { engine, timeout };
+    let gate = Poll {
+        engine,
+        timeout,
+        say: None,
+    };
     loop {
         tokio::time::sleep(Duration::from_secs(1)).await;
         let again = engine.sync(objects, &tree.adopt_specs(), &gate).await?;
@@ -345,6 +352,15 @@ fn hopeless(health: &[SpecHealth], failed: &BTreeSet<String>) -> bool {
         })
 }
 
+/// What `apply` says of a wait between stages, every `SAY_EVERY`: on its own line, also
+/// under the terminal's progress line.
+fn say(line: &str) {
+    if std::io::stderr().is_terminal() {
+        eprint!("\r\x1b[2K");
+    }
+    eprintln!("{line}");
+}
+
 /// Polls until every spec is ready or failed, waiting is hopeless (every object not ready
 /// failed to apply or is Failed), or `timeout` passes; the last health.
 async fn wait(
@@ -354,9 +370,11 @@ async fn wait(
     failed: &BTreeSet<String>,
     timeout: Duration,
 ) -> anyhow::Result<Vec<SpecHealth>> {
-    let deadline = tokio::time::Instant::now() + timeout;
+    let started = tokio::time::Instant::now();
+    let deadline = started + timeout;
     let tty = std::io::stderr().is_terminal();
     let expected = driftless::health::expected(objects);
+    let mut said_at = started;
     loop {
         let observed = engine.observe(objects).await?;
         let health = driftless::health::tree_health(
@@ -368,6 +386,20 @@ async fn wait(
         let ready = health.iter().filter(|h| h.ready).count();
         let settled = health.iter().all(|h| h.status != Status::InProgress);
         let hopeless = !settled && hopeless(&health, failed);
+        if said_at.elapsed() >= SAY_EVERY
+            && let Some(first) = health.iter().find(|h| !h.ready)
+        {
+            said_at = tokio::time::Instant::now();
+            let elapsed = Duration::from_secs(started.elapsed().as_secs());
+            say(&format!(
+                "waiting ({} of {}): {ready}/{} specs ready; {}: {}",
+                humantime::format_duration(elapsed),
+                humantime::format_duration(timeout),
+                health.len(),
+                first.id,
+                first.message
+            ));
+        }
         if tty {
             eprint!("\r\x1b[2Kwaiting: {ready}/{} specs ready", health.len());
         }

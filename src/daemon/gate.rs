@@ -21,11 +21,37 @@ pub struct Poll<'a> {
     pub engine: &'a Engine,
     /// How long one stage may take to be ready.
     pub timeout: Duration,
+    /// Told every `SAY_EVERY` of a wait what it waits on, so a person running `apply`
+    /// never faces minutes of silence.
+    pub say: Option<fn(&str)>,
 }
+
+/// How often `Poll::say` hears of a wait.
+pub const SAY_EVERY: Duration = Duration::from_secs(10);
 
 impl Gate for Poll<'_> {
     async fn ready(&self, objects: &[Object]) -> Readiness {
-        poll(self.engine, objects, self.timeout, None, |_| {}).await
+        let started = Instant::now();
+        let said_at = Mutex::new(started);
+        let limit = humantime::format_duration(self.timeout);
+        poll(self.engine, objects, self.timeout, None, |said| {
+            let Some(say) = self.say else {
+                return;
+            };
+            let mut at = match said_at.lock() {
+                Ok(at) => at,
+                Err(poisoned) => poisoned.into_inner(),
+            };
+            if at.elapsed() >= SAY_EVERY {
+                *at = Instant::now();
+                let elapsed = Duration::from_secs(started.elapsed().as_secs());
+                say(&format!(
+                    "waiting ({} of {limit}) for {said}",
+                    humantime::format_duration(elapsed)
+                ));
+            }
+        })
+        .await
     }
 }
 
