@@ -35,9 +35,10 @@ use crate::report::status::{LastSync, SyncProgress};
 /// told at once; waits end at once, writes under way finish).
 const STOP_WAIT: Duration = Duration::from_secs(4);
 
-/// While a sync runs, its progress is written this often at most (and at least every
-/// 10 s, as any status).
-const PROGRESS_EVERY: Duration = Duration::from_secs(2);
+/// While a sync runs, its progress is written this often at most when it changes (and
+/// at least every 10 s, as any status): a status of thousands of specs is not cheap to
+/// write, and a wait's progress changes every poll.
+const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 
 /// The sync running beside the loop, as the loop holds it.
 pub(super) struct Running {
