@@ -374,3 +374,67 @@ async fn apply_says_every_10s_what_a_wave_waits_on() {
         "{said}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_stops_apply_waiting_on_a_wave_and_says_what_was_applied() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "waves-interrupted").await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("db.yaml"), wave(&ns, "db", 1, 600)).unwrap();
+    std::fs::write(dir.path().join("web.yaml"), wave(&ns, "web", 2, 0)).unwrap();
+    let logs = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_driftless"))
+        .args([
+            "--kubeconfig",
+            support::admin_kubeconfig().to_str().unwrap(),
+            "--instance",
+            &ns,
+            "apply",
+            dir.path().to_str().unwrap(),
+            "--timeout",
+            "2m",
+        ])
+        .env_remove("KUBECONFIG")
+        .env("RUST_LOG", "warn")
+        .stdout(std::fs::File::create(logs.path().join("out")).unwrap())
+        .stderr(std::fs::File::create(logs.path().join("err")).unwrap())
+        .spawn()
+        .unwrap();
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    support::eventually("db applied", Duration::from_secs(30), || async {
+        match deployments.get_opt("db").await {
+            Ok(Some(_)) => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let interrupted = std::time::Instant::now();
+    std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let code = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status.code();
+        }
+        assert!(
+            interrupted.elapsed() < Duration::from_secs(5),
+            "apply did not stop within 5 s of Ctrl-C"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let out = std::fs::read_to_string(logs.path().join("out")).unwrap();
+    let err = std::fs::read_to_string(logs.path().join("err")).unwrap();
+    assert_eq!(code, Some(130), "{out}\n{err}");
+    assert!(
+        out.contains("stopped: interrupted (Ctrl-C)"),
+        "{out}\n{err}"
+    );
+    assert!(
+        err.contains("interrupted: what is listed above was applied"),
+        "{err}"
+    );
+    // Wave 2 was never applied.
+    assert!(deployments.get_opt("web").await.unwrap().is_none());
+}

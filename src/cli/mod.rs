@@ -27,6 +27,8 @@ pub mod exit {
     pub const DIFFERENCES: u8 = 1;
     /// Invalid input, a usage error, or something not built yet.
     pub const ERROR: u8 = 2;
+    /// `apply` stopped by Ctrl-C (128 + SIGINT, as a shell reports a process it killed).
+    pub const INTERRUPTED: u8 = 130;
 }
 
 #[derive(Parser, Debug)]

@@ -91,20 +91,30 @@ pub async fn apply(
     let Some((tree, engine, objects)) = prepare(&args.tree, global, selection).await? else {
         return Ok(exit::ERROR);
     };
+    let interrupt = on_interrupt();
     // Waves and hooks wait for readiness within the sync, each stage up to --timeout.
     let gate = Poll {
         engine: &engine,
         timeout: args.timeout,
         say: Some(say),
+        cancel: Some(interrupt.clone()),
     };
     let report = match tree.has_dependencies() {
         false => engine.sync(&objects, &tree.adopt_specs(), &gate).await?,
-        true => match in_waves(&engine, &tree, &objects, args.timeout).await? {
+        true => match in_waves(&engine, &tree, &objects, args.timeout, &interrupt).await? {
             Ok(report) => report,
             Err(code) => return Ok(code),
         },
     };
     print_sync(&tree, &report)?;
+    if interrupt.borrow().is_some() {
+        eprintln!(
+            "interrupted: what is listed above was applied (and recorded), nothing was pruned; \
+             apply again to finish"
+        );
+        eprintln!("{} API writes", engine.writes.total());
+        return Ok(exit::INTERRUPTED);
+    }
     let mut code = if report.ok() {
         exit::OK
     } else {
@@ -124,7 +134,11 @@ pub async fn apply(
             .filter(|o| o.action.is_error())
             .map(|o| o.key.to_string())
             .collect();
-        let health = wait(&engine, &tree, &objects, &failed, args.timeout).await?;
+        let health = wait(&engine, &tree, &objects, &failed, args.timeout, &interrupt).await?;
+        if interrupt.borrow().is_some() {
+            eprintln!("interrupted while waiting for readiness: everything was applied");
+            return Ok(exit::INTERRUPTED);
+        }
         let mut out = std::io::stdout().lock();
         for h in &health {
             let mark = match h.status {
@@ -157,6 +171,7 @@ async fn in_waves(
     tree: &SpecTree,
     objects: &[Object],
     timeout: Duration,
+    interrupt: &Interrupt,
 ) -> anyhow::Result<Result<SyncReport, u8>> {
     let deadline = tokio::time::Instant::now() + timeout;
     let adopt = tree.adopt_specs();
@@ -182,6 +197,7 @@ async fn in_waves(
             engine,
             timeout: deadline.saturating_duration_since(tokio::time::Instant::now()),
             say: Some(say),
+            cancel: Some(interrupt.clone()),
         };
         let report = engine
             .sync_scope(&mine, &adopt, driftless::apply::Scope::Only(wave), &gate)
@@ -193,6 +209,11 @@ async fn in_waves(
                 .filter(|o| o.action.is_write())
                 .cloned(),
         );
+        if interrupt.borrow().is_some() {
+            print_sync(&specs, &report)?;
+            eprintln!("interrupted: what depends on them was not applied, and nothing was pruned");
+            return Ok(Err(exit::INTERRUPTED));
+        }
         if !report.ok() {
             print_sync(&specs, &report)?;
             eprintln!(
@@ -214,7 +235,13 @@ async fn in_waves(
             "waiting for {} before applying what depends on them",
             plural(wave.len(), "spec")
         );
-        let health = wait(engine, &specs, &mine, &BTreeSet::new(), left).await?;
+        let health = wait(engine, &specs, &mine, &BTreeSet::new(), left, interrupt).await?;
+        if interrupt.borrow().is_some() {
+            // The caller says it: what this wave applied is in `written`, nothing more.
+            print_sync(&specs, &report)?;
+            eprintln!("interrupted: what depends on them was not applied, and nothing was pruned");
+            return Ok(Err(exit::INTERRUPTED));
+        }
         let unready: Vec<&str> = health
             .iter()
             .filter(|h| !h.ready)
@@ -234,6 +261,7 @@ async fn in_waves(
         engine,
         timeout: deadline.saturating_duration_since(tokio::time::Instant::now()),
         say: Some(say),
+        cancel: Some(interrupt.clone()),
     };
     let mut report = engine.sync(objects, &adopt, &gate).await?;
     for o in &mut report.objects {
@@ -259,6 +287,7 @@ async fn wait_for_deletions(
         engine,
         timeout,
         say: None,
+        cancel: None,
     };
     loop {
         tokio::time::sleep(Duration::from_secs(1)).await;
@@ -369,6 +398,7 @@ async fn wait(
     objects: &[Object],
     failed: &BTreeSet<String>,
     timeout: Duration,
+    interrupt: &Interrupt,
 ) -> anyhow::Result<Vec<SpecHealth>> {
     let started = tokio::time::Instant::now();
     let deadline = started + timeout;
@@ -403,13 +433,14 @@ async fn wait(
         if tty {
             eprint!("\r\x1b[2Kwaiting: {ready}/{} specs ready", health.len());
         }
-        if settled || hopeless || tokio::time::Instant::now() >= deadline {
+        let interrupted = interrupt.borrow().is_some();
+        if settled || hopeless || interrupted || tokio::time::Instant::now() >= deadline {
             if tty {
                 eprintln!();
             }
             if hopeless {
                 eprintln!("stopped waiting: every object not ready failed to apply or is Failed");
-            } else if !settled {
+            } else if !settled && !interrupted {
                 eprintln!(
                     "timed out after {} waiting for readiness",
                     humantime::format_duration(timeout)
@@ -417,8 +448,33 @@ async fn wait(
             }
             return Ok(health);
         }
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        let mut woken = interrupt.clone();
+        tokio::select! {
+            () = tokio::time::sleep(Duration::from_millis(500)) => {}
+            _ = woken.changed() => {}
+        }
     }
+}
+
+/// Why `apply` is to stop, once Ctrl-C said so.
+type Interrupt = tokio::sync::watch::Receiver<Option<String>>;
+
+/// Listens for Ctrl-C: the first stops the sync at its next safe point (waits end at once,
+/// writes under way finish and are recorded, nothing is pruned), a second quits at once.
+fn on_interrupt() -> Interrupt {
+    let (tx, rx) = tokio::sync::watch::channel(None);
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_err() {
+            // No handler could be installed: Ctrl-C keeps its default, ending at once.
+            return;
+        }
+        eprintln!("\ninterrupted: finishing the writes under way (Ctrl-C again to quit at once)");
+        let _ = tx.send(Some("interrupted (Ctrl-C)".to_string()));
+        if tokio::signal::ctrl_c().await.is_ok() {
+            std::process::exit(i32::from(exit::INTERRUPTED));
+        }
+    });
+    rx
 }
 
 pub async fn diff(

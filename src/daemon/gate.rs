@@ -24,6 +24,8 @@ pub struct Poll<'a> {
     /// Told every `SAY_EVERY` of a wait what it waits on, so a person running `apply`
     /// never faces minutes of silence.
     pub say: Option<fn(&str)>,
+    /// Why the sync is to stop (`apply` interrupted by Ctrl-C), once it is.
+    pub cancel: Option<watch::Receiver<Option<String>>>,
 }
 
 /// How often `Poll::say` hears of a wait.
@@ -34,24 +36,35 @@ impl Gate for Poll<'_> {
         let started = Instant::now();
         let said_at = Mutex::new(started);
         let limit = humantime::format_duration(self.timeout);
-        poll(self.engine, objects, self.timeout, None, |said| {
-            let Some(say) = self.say else {
-                return;
-            };
-            let mut at = match said_at.lock() {
-                Ok(at) => at,
-                Err(poisoned) => poisoned.into_inner(),
-            };
-            if at.elapsed() >= SAY_EVERY {
-                *at = Instant::now();
-                let elapsed = Duration::from_secs(started.elapsed().as_secs());
-                say(&format!(
-                    "waiting ({} of {limit}) for {said}",
-                    humantime::format_duration(elapsed)
-                ));
-            }
-        })
+        let mut cancel = self.cancel.clone();
+        poll(
+            self.engine,
+            objects,
+            self.timeout,
+            cancel.as_mut(),
+            |said| {
+                let Some(say) = self.say else {
+                    return;
+                };
+                let mut at = match said_at.lock() {
+                    Ok(at) => at,
+                    Err(poisoned) => poisoned.into_inner(),
+                };
+                if at.elapsed() >= SAY_EVERY {
+                    *at = Instant::now();
+                    let elapsed = Duration::from_secs(started.elapsed().as_secs());
+                    say(&format!(
+                        "waiting ({} of {limit}) for {said}",
+                        humantime::format_duration(elapsed)
+                    ));
+                }
+            },
+        )
         .await
+    }
+
+    fn cancelled(&self) -> Option<String> {
+        self.cancel.as_ref().and_then(|c| c.borrow().clone())
     }
 }
 
