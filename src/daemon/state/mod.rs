@@ -89,8 +89,9 @@ pub struct SyncCount {
 pub enum Gate {
     /// Sync them now.
     Sync,
-    /// Not before the node set is known: a render would see no nodes, and prune would
-    /// delete every localservice's Services. Queued again, not lost.
+    /// Not before the node set is known (a render would see no nodes, and prune would
+    /// delete every localservice's Services), nor the suspensions (a restarted daemon
+    /// would apply what a suspended spec holds back). Queued again, not lost.
     Later,
     /// Dropped: a standby writes nothing, and without a valid tree there is nothing to
     /// write (leadership and the first valid revision each queue a whole sync).
@@ -124,6 +125,8 @@ pub struct State {
     pub nodes: Vec<NodeFacts>,
     /// Whether the Node watch has delivered its first full list.
     pub nodes_known: bool,
+    /// Whether the suspensions' watch has delivered its first list.
+    suspensions_known: bool,
     /// Per owned object: its spec and the fields our manager owned after our last write.
     recorded: HashMap<ObjKey, (SpecId, String)>,
     actions: HashMap<ObjKey, String>,
@@ -190,6 +193,7 @@ impl State {
             errors: Vec::new(),
             nodes: Vec::new(),
             nodes_known: false,
+            suspensions_known: false,
             recorded: HashMap::new(),
             actions: HashMap::new(),
             failures: HashMap::new(),
@@ -263,7 +267,7 @@ impl State {
     }
 
     pub fn gate(&self) -> Gate {
-        if !self.nodes_known {
+        if !self.nodes_known || !self.suspensions_known {
             Gate::Later
         } else if !self.active || self.tree.is_none() {
             Gate::Drop
@@ -459,6 +463,7 @@ impl State {
                 self.on_drift(key, spec)
             }
             watch::Event::Suspensions(now) => {
+                self.suspensions_known = true;
                 let resumed = self.suspensions.keys().any(|id| !now.contains_key(id));
                 if self.suspensions != now {
                     tracing::info!(suspended = now.len(), "suspensions changed");

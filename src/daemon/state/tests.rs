@@ -125,9 +125,11 @@ fn sync_ran(
     state.on_sync_done(keys, ran(objects, None), now())
 }
 
+/// A leader that knows the nodes and the suspensions (none).
 fn with_nodes() -> State {
     let mut state = State::new("dir:/specs".into(), true);
     state.on_event(watch::Event::Nodes(Vec::new()));
+    state.on_event(watch::Event::Suspensions(Default::default()));
     state
 }
 
@@ -539,6 +541,7 @@ fn endpoints_feed_readiness_and_never_queue() {
 #[test]
 fn node_changes_rerender_and_sync_the_whole_tree_only_under_localservices() {
     let mut state = State::new("dir:/specs".into(), true);
+    state.on_event(watch::Event::Suspensions(Default::default()));
     new_revision(&mut state, "r1", webs(&[("a", 100)]));
     assert_eq!(state.gate(), Gate::Later);
     assert_eq!(state.on_event(watch::Event::Nodes(Vec::new())), None);
@@ -570,6 +573,12 @@ fn keys_wait_for_the_nodes_and_are_dropped_by_a_standby_or_without_a_tree() {
     let mut state = State::new("dir:/specs".into(), false);
     assert_eq!(state.gate(), Gate::Later);
     state.on_event(watch::Event::Nodes(Vec::new()));
+    assert_eq!(
+        state.gate(),
+        Gate::Later,
+        "the suspensions are not known yet"
+    );
+    state.on_event(watch::Event::Suspensions(Default::default()));
     assert_eq!(state.gate(), Gate::Drop);
     assert_eq!(state.on_leadership(true), Some(Key::Full));
     assert_eq!(state.gate(), Gate::Drop, "no tree yet");
