@@ -292,6 +292,7 @@ pub async fn watch_suspensions(
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
     let mut events = events(api, config);
     let mut current = Suspensions::new();
+    let mut listed = false;
     let mut listing: Option<Suspensions> = None;
     let mut warned = false;
     while let Some(ev) = next(&mut events).await {
@@ -319,7 +320,9 @@ pub async fn watch_suspensions(
             watcher::Event::Apply(cm) => suspensions::parse(&cm),
             watcher::Event::Delete(_) => Default::default(),
         };
-        if next != current {
+        // The first list is sent even when empty: no sync starts before it (`Gate`).
+        if next != current || !listed {
+            listed = true;
             current = next.clone();
             if tx.send(Event::Suspensions(next)).await.is_err() {
                 return;
