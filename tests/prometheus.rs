@@ -324,6 +324,19 @@ async fn every_dashboard_panel_returns_data() {
 
     // Drift: someone else scales the Deployment; the daemon sets it back.
     support::scale_as_someone_else(&client, &ns, "shop", 7).await;
+    // Set back before the suspension below: a correction still queued when the spec is
+    // suspended waits for the resume, and the commit after it would then change the very
+    // field someone else holds (a conflict, not drift).
+    let deployments =
+        kube::Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(client.clone(), &ns);
+    support::eventually("the drift corrected", Duration::from_secs(60), || async {
+        let d = deployments.get("shop").await.map_err(|e| e.to_string())?;
+        match d.spec.and_then(|s| s.replicas) {
+            Some(2) => Ok(()),
+            other => Err(format!("replicas {other:?}")),
+        }
+    })
+    .await;
     // A suspension and its end, through the CLI as an operator would.
     let control = |args: &[&str]| {
         let out = std::process::Command::new(env!("CARGO_BIN_EXE_driftless"))
