@@ -167,10 +167,22 @@ pub async fn run(
     let source_cfg = std::mem::replace(&mut cfg.source, SourceConfig::Dir(PathBuf::new()));
     // Read once: a chart's `.Capabilities` change with an upgrade of the cluster, which
     // a restart of the daemon follows.
-    let cluster = match crate::cluster::chart_facts(&client).await {
-        Ok(facts) => facts,
-        Err(e) => {
+    // Bounded: a cluster that is away at start must not hold up the status and the API.
+    let facts = tokio::time::timeout(
+        Duration::from_secs(10),
+        crate::cluster::chart_facts(&client),
+    )
+    .await;
+    let cluster = match facts {
+        Ok(Ok(facts)) => facts,
+        Ok(Err(e)) => {
             tracing::warn!(error = %crate::cluster::error_text(&e), "cannot read the cluster's version for charts; helm's defaults are used");
+            Default::default()
+        }
+        Err(_) => {
+            tracing::warn!(
+                "the cluster did not say its version for charts within 10s; helm's defaults are used"
+            );
             Default::default()
         }
     };
