@@ -11,7 +11,15 @@ use std::ffi::OsString;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
 use super::cache::KeyBuilder;
+use super::{Input, OnDisk, Output, error_at, pull, runner, to_yaml};
+use crate::spec::{RenderedBy, SourceFile};
+
+/// One release's render: the command shown and its objects as YAML.
+type Rendered1 = Result<(String, Vec<u8>), String>;
 use crate::spec::helm::HelmRelease;
 
 /// What a release of a chart nobody names is called: its directory's name.
@@ -332,6 +340,124 @@ pub fn said(e: super::runner::RunError, repo: &Path) -> String {
         other => format!("helm template: {other}"),
     };
     said.replace(&format!("{}/", repo.display()), "")
+}
+
+impl super::Renderer {
+    pub(super) fn releases(
+        &self,
+        list: &[HelmRelease],
+        files: &[String],
+        input: &Input,
+        out: &mut Output,
+    ) {
+        let Some(disk) = &input.disk else {
+            for r in list {
+                out.errors.push(error_at(
+                    &r.at.file,
+                    r.at.line,
+                    r.at.column,
+                    "a chart needs its tree on disk, and this source has none".into(),
+                ));
+            }
+            return;
+        };
+        let tool = match self.helm() {
+            Ok(t) => t,
+            Err(why) => {
+                for r in list {
+                    out.errors
+                        .push(error_at(&r.at.file, r.at.line, r.at.column, why.clone()));
+                }
+                return;
+            }
+        };
+        let results: Vec<(usize, Rendered1)> = std::thread::scope(|s| {
+            let handles: Vec<_> = list
+                .iter()
+                .enumerate()
+                .map(|(i, r)| {
+                    let tool = &tool;
+                    s.spawn(move || (i, self.release_one(tool, r, disk, &input.cluster)))
+                })
+                .collect();
+            handles.into_iter().filter_map(|h| h.join().ok()).collect()
+        });
+        for (i, result) in results {
+            let (r, path) = (&list[i], &files[i]);
+            match result {
+                Ok((shown, yaml)) => {
+                    out.rendered.insert(
+                        path.clone(),
+                        RenderedBy {
+                            tool: "helm".into(),
+                            version: tool.version.clone(),
+                            command: shown,
+                        },
+                    );
+                    out.files.push(SourceFile {
+                        path: path.clone(),
+                        contents: yaml,
+                    });
+                }
+                Err(why) => out
+                    .errors
+                    .push(error_at(&r.at.file, r.at.line, r.at.column, why)),
+            }
+        }
+    }
+
+    /// One release: its objects as YAML, and the command shown for it.
+    fn release_one(
+        &self,
+        tool: &Helm,
+        r: &HelmRelease,
+        disk: &OnDisk,
+        facts: &ClusterFacts,
+    ) -> Result<(String, Vec<u8>), String> {
+        let pulled = match pull::is_pulled(r) {
+            true => {
+                let cache = self.opts.chart_cache.as_deref().ok_or_else(|| {
+                    "pulled charts need a cache directory, and none is set".to_string()
+                })?;
+                let dir = pull::chart(tool, r, cache, &self.opts.limits, &self.slots)?;
+                Some((dir, cache.to_path_buf()))
+            }
+            false => None,
+        };
+        let prepared = prepare(
+            tool,
+            r,
+            pulled.as_ref().map(|(d, c)| (d.as_path(), c.as_path())),
+            disk,
+            facts,
+        )?;
+        let rendered = match self.cache.get(&prepared.key) {
+            Some(hit) => hit?,
+            None => {
+                let span = tracing::info_span!("render", tool = "helm", release = %r.release_name);
+                let _enter = span.enter();
+                self.runs.fetch_add(1, Ordering::Relaxed);
+                let chart = match &pulled {
+                    Some((dir, _)) => dir.clone(),
+                    None => disk.root.join(&r.chart),
+                };
+                let result = runner::run(
+                    &tool.program,
+                    &prepared.args,
+                    &chart,
+                    &self.opts.limits,
+                    &self.slots,
+                )
+                .map(Arc::new)
+                .map_err(|e| said(e, &disk.repo));
+                tracing::info!(ok = result.is_ok(), "rendered");
+                self.cache.put(prepared.key, result.clone());
+                result?
+            }
+        };
+        let objects = objects(&rendered, r)?;
+        Ok((prepared.shown, to_yaml(&objects)))
+    }
 }
 
 #[cfg(test)]

@@ -9,8 +9,13 @@ use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::path::{Component, Path, PathBuf};
 
-use super::cache::KeyBuilder;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use super::cache::{self, KeyBuilder};
 use super::tree::KUSTOMIZATION_FILES;
+use super::{Input, OnDisk, Output, error_at, runner};
+use crate::spec::{RenderedBy, SourceFile};
 
 /// What a closure may hold: a kustomization that names more is refused (a repository
 /// is not rendered whole on every change through one overlay).
@@ -395,6 +400,125 @@ fn named_paths(doc: &serde_json::Value) -> Vec<(&'static str, String)> {
         out.push(("openapi", p.to_string()));
     }
     out
+}
+
+impl super::Renderer {
+    pub(super) fn kustomizations(
+        &self,
+        list: &[(String, String)],
+        input: &Input,
+        settings: &crate::spec::settings::Settings,
+        out: &mut Output,
+    ) {
+        let Some(disk) = &input.disk else {
+            for (_, file) in list {
+                out.errors.push(error_at(
+                    file,
+                    1,
+                    1,
+                    "a kustomization needs its tree on disk, and this source has none".to_string(),
+                ));
+            }
+            return;
+        };
+        let tool = match self.kustomize() {
+            Ok(t) => t,
+            Err(why) => {
+                for (_, file) in list {
+                    out.errors.push(error_at(file, 1, 1, why.clone()));
+                }
+                return;
+            }
+        };
+        let results: Vec<(String, String, cache::Entry)> = std::thread::scope(|s| {
+            let handles: Vec<_> = list
+                .iter()
+                .map(|(dir, file)| {
+                    let tool = &tool;
+                    s.spawn(move || {
+                        let r = self.kustomize_one(tool, disk, dir, settings.remote_bases);
+                        (dir.clone(), file.clone(), r)
+                    })
+                })
+                .collect();
+            handles.into_iter().filter_map(|h| h.join().ok()).collect()
+        });
+        for (dir, file, result) in results {
+            match result {
+                Ok(yaml) => {
+                    out.rendered.insert(
+                        file.clone(),
+                        RenderedBy {
+                            tool: "kustomize".into(),
+                            version: tool.version.clone(),
+                            command: tool.shown(&dir),
+                        },
+                    );
+                    out.files.push(SourceFile {
+                        path: file,
+                        contents: yaml.to_vec(),
+                    });
+                }
+                Err(why) => out.errors.push(error_at(&file, 1, 1, why)),
+            }
+        }
+    }
+
+    fn kustomize_one(
+        &self,
+        tool: &Kustomize,
+        disk: &OnDisk,
+        dir: &str,
+        remote_ok: bool,
+    ) -> Result<Arc<Vec<u8>>, String> {
+        let abs = disk.root.join(dir);
+        let abs = abs
+            .canonicalize()
+            .map_err(|e| format!("cannot read the kustomization's directory: {e}"))?;
+        if !abs.starts_with(&disk.repo) {
+            return Err(
+                "the kustomization's directory leads out of the repository; refused".into(),
+            );
+        }
+        let closure = closure(&disk.repo, &abs, remote_ok)?;
+        let mut key = cache::KeyBuilder::new("kustomize");
+        key.part(tool.program.as_os_str().as_encoded_bytes())
+            .part(tool.version.as_bytes())
+            .part(tool.shown(dir).as_bytes());
+        closure.digest(&disk.repo, &mut key)?;
+        let key = key.finish();
+        // A remote base can change without the repository changing: never cached.
+        if !closure.remote
+            && let Some(hit) = self.cache.get(&key)
+        {
+            return hit;
+        }
+        let span = tracing::info_span!("render", tool = "kustomize", dir = %if dir.is_empty() { "." } else { dir });
+        let _enter = span.enter();
+        self.runs.fetch_add(1, Ordering::Relaxed);
+        let result = runner::run(
+            &tool.program,
+            &tool.args(&abs),
+            &abs,
+            &self.opts.limits,
+            &self.slots,
+        )
+        .map(Arc::new)
+        .map_err(|e| {
+            let said = match e {
+                runner::RunError::Failed(line) => format!("kustomize build failed: {line}"),
+                other => format!("kustomize build: {other}"),
+            };
+            // Paths as the tree names them, not where this copy of it lies.
+            said.replace(&format!("{}/", disk.repo.display()), "")
+        });
+        // A failure is the revision's error, said once, where errors are said.
+        tracing::info!(ok = result.is_ok(), "rendered");
+        if !closure.remote {
+            self.cache.put(key, result.clone());
+        }
+        result
+    }
 }
 
 #[cfg(test)]

@@ -21,7 +21,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::spec::helm::HelmRelease;
 use crate::spec::settings::{JsonnetSettings, SETTINGS_FILE};
 use crate::spec::{Location, RenderedBy, SourceFile, SpecError};
 use tree::{Rendered, base_of, is_under};
@@ -153,9 +152,6 @@ pub fn needs_disk(files: &[SourceFile]) -> bool {
     })
 }
 
-/// One release's render: the command shown and its objects as YAML.
-type Rendered1 = Result<(String, Vec<u8>), String>;
-
 /// A cached Jsonnet evaluation: valid while the settings and every file it read are as
 /// they were.
 struct JsonnetEntry {
@@ -193,26 +189,16 @@ impl Renderer {
         self.runs.load(Ordering::Relaxed)
     }
 
-    /// The tool, found once; not finding it is asked again next time (it may be
-    /// installed meanwhile).
     fn kustomize(&self) -> Result<kustomize::Kustomize, String> {
-        let mut found = self.kustomize.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(k) = found.as_ref() {
-            return Ok(k.clone());
-        }
-        let k = kustomize::find(self.opts.kustomize.as_deref(), &self.opts.limits)?;
-        *found = Some(k.clone());
-        Ok(k)
+        found_once(&self.kustomize, || {
+            kustomize::find(self.opts.kustomize.as_deref(), &self.opts.limits)
+        })
     }
 
     fn helm(&self) -> Result<helm::Helm, String> {
-        let mut found = self.helm.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(h) = found.as_ref() {
-            return Ok(h.clone());
-        }
-        let h = helm::find(self.opts.helm.as_deref(), &self.opts.limits)?;
-        *found = Some(h.clone());
-        Ok(h)
+        found_once(&self.helm, || {
+            helm::find(self.opts.helm.as_deref(), &self.opts.limits)
+        })
     }
 
     /// Renders a revision.
@@ -305,233 +291,6 @@ impl Renderer {
         out
     }
 
-    fn kustomizations(
-        &self,
-        list: &[(String, String)],
-        input: &Input,
-        settings: &crate::spec::settings::Settings,
-        out: &mut Output,
-    ) {
-        let Some(disk) = &input.disk else {
-            for (_, file) in list {
-                out.errors.push(error_at(
-                    file,
-                    1,
-                    1,
-                    "a kustomization needs its tree on disk, and this source has none".to_string(),
-                ));
-            }
-            return;
-        };
-        let tool = match self.kustomize() {
-            Ok(t) => t,
-            Err(why) => {
-                for (_, file) in list {
-                    out.errors.push(error_at(file, 1, 1, why.clone()));
-                }
-                return;
-            }
-        };
-        let results: Vec<(String, String, cache::Entry)> = std::thread::scope(|s| {
-            let handles: Vec<_> = list
-                .iter()
-                .map(|(dir, file)| {
-                    let tool = &tool;
-                    s.spawn(move || {
-                        let r = self.kustomize_one(tool, disk, dir, settings.remote_bases);
-                        (dir.clone(), file.clone(), r)
-                    })
-                })
-                .collect();
-            handles.into_iter().filter_map(|h| h.join().ok()).collect()
-        });
-        for (dir, file, result) in results {
-            match result {
-                Ok(yaml) => {
-                    out.rendered.insert(
-                        file.clone(),
-                        RenderedBy {
-                            tool: "kustomize".into(),
-                            version: tool.version.clone(),
-                            command: tool.shown(&dir),
-                        },
-                    );
-                    out.files.push(SourceFile {
-                        path: file,
-                        contents: yaml.to_vec(),
-                    });
-                }
-                Err(why) => out.errors.push(error_at(&file, 1, 1, why)),
-            }
-        }
-    }
-
-    fn releases(&self, list: &[HelmRelease], files: &[String], input: &Input, out: &mut Output) {
-        let Some(disk) = &input.disk else {
-            for r in list {
-                out.errors.push(error_at(
-                    &r.at.file,
-                    r.at.line,
-                    r.at.column,
-                    "a chart needs its tree on disk, and this source has none".into(),
-                ));
-            }
-            return;
-        };
-        let tool = match self.helm() {
-            Ok(t) => t,
-            Err(why) => {
-                for r in list {
-                    out.errors
-                        .push(error_at(&r.at.file, r.at.line, r.at.column, why.clone()));
-                }
-                return;
-            }
-        };
-        let results: Vec<(usize, Rendered1)> = std::thread::scope(|s| {
-            let handles: Vec<_> = list
-                .iter()
-                .enumerate()
-                .map(|(i, r)| {
-                    let tool = &tool;
-                    s.spawn(move || (i, self.release_one(tool, r, disk, &input.cluster)))
-                })
-                .collect();
-            handles.into_iter().filter_map(|h| h.join().ok()).collect()
-        });
-        for (i, result) in results {
-            let (r, path) = (&list[i], &files[i]);
-            match result {
-                Ok((shown, yaml)) => {
-                    out.rendered.insert(
-                        path.clone(),
-                        RenderedBy {
-                            tool: "helm".into(),
-                            version: tool.version.clone(),
-                            command: shown,
-                        },
-                    );
-                    out.files.push(SourceFile {
-                        path: path.clone(),
-                        contents: yaml,
-                    });
-                }
-                Err(why) => out
-                    .errors
-                    .push(error_at(&r.at.file, r.at.line, r.at.column, why)),
-            }
-        }
-    }
-
-    /// One release: its objects as YAML, and the command shown for it.
-    fn release_one(
-        &self,
-        tool: &helm::Helm,
-        r: &HelmRelease,
-        disk: &OnDisk,
-        facts: &helm::ClusterFacts,
-    ) -> Result<(String, Vec<u8>), String> {
-        let pulled = match pull::is_pulled(r) {
-            true => {
-                let cache = self.opts.chart_cache.as_deref().ok_or_else(|| {
-                    "pulled charts need a cache directory, and none is set".to_string()
-                })?;
-                let dir = pull::chart(tool, r, cache, &self.opts.limits, &self.slots)?;
-                Some((dir, cache.to_path_buf()))
-            }
-            false => None,
-        };
-        let prepared = helm::prepare(
-            tool,
-            r,
-            pulled.as_ref().map(|(d, c)| (d.as_path(), c.as_path())),
-            disk,
-            facts,
-        )?;
-        let rendered = match self.cache.get(&prepared.key) {
-            Some(hit) => hit?,
-            None => {
-                let span = tracing::info_span!("render", tool = "helm", release = %r.release_name);
-                let _enter = span.enter();
-                self.runs.fetch_add(1, Ordering::Relaxed);
-                let chart = match &pulled {
-                    Some((dir, _)) => dir.clone(),
-                    None => disk.root.join(&r.chart),
-                };
-                let result = runner::run(
-                    &tool.program,
-                    &prepared.args,
-                    &chart,
-                    &self.opts.limits,
-                    &self.slots,
-                )
-                .map(Arc::new)
-                .map_err(|e| helm::said(e, &disk.repo));
-                tracing::info!(ok = result.is_ok(), "rendered");
-                self.cache.put(prepared.key, result.clone());
-                result?
-            }
-        };
-        let objects = helm::objects(&rendered, r)?;
-        Ok((prepared.shown, to_yaml(&objects)))
-    }
-
-    fn kustomize_one(
-        &self,
-        tool: &kustomize::Kustomize,
-        disk: &OnDisk,
-        dir: &str,
-        remote_ok: bool,
-    ) -> Result<Arc<Vec<u8>>, String> {
-        let abs = disk.root.join(dir);
-        let abs = abs
-            .canonicalize()
-            .map_err(|e| format!("cannot read the kustomization's directory: {e}"))?;
-        if !abs.starts_with(&disk.repo) {
-            return Err(
-                "the kustomization's directory leads out of the repository; refused".into(),
-            );
-        }
-        let closure = kustomize::closure(&disk.repo, &abs, remote_ok)?;
-        let mut key = cache::KeyBuilder::new("kustomize");
-        key.part(tool.program.as_os_str().as_encoded_bytes())
-            .part(tool.version.as_bytes())
-            .part(tool.shown(dir).as_bytes());
-        closure.digest(&disk.repo, &mut key)?;
-        let key = key.finish();
-        // A remote base can change without the repository changing: never cached.
-        if !closure.remote
-            && let Some(hit) = self.cache.get(&key)
-        {
-            return hit;
-        }
-        let span = tracing::info_span!("render", tool = "kustomize", dir = %if dir.is_empty() { "." } else { dir });
-        let _enter = span.enter();
-        self.runs.fetch_add(1, Ordering::Relaxed);
-        let result = runner::run(
-            &tool.program,
-            &tool.args(&abs),
-            &abs,
-            &self.opts.limits,
-            &self.slots,
-        )
-        .map(Arc::new)
-        .map_err(|e| {
-            let said = match e {
-                runner::RunError::Failed(line) => format!("kustomize build failed: {line}"),
-                other => format!("kustomize build: {other}"),
-            };
-            // Paths as the tree names them, not where this copy of it lies.
-            said.replace(&format!("{}/", disk.repo.display()), "")
-        });
-        // A failure is the revision's error, said once, where errors are said.
-        tracing::info!(ok = result.is_ok(), "rendered");
-        if !closure.remote {
-            self.cache.put(key, result.clone());
-        }
-        result
-    }
-
     fn jsonnets(
         &self,
         list: &[String],
@@ -608,6 +367,21 @@ impl Renderer {
             }
         }
     }
+}
+
+/// A tool, found once; not finding it is asked again next time (it may be installed
+/// meanwhile).
+fn found_once<T: Clone>(
+    slot: &Mutex<Option<T>>,
+    find: impl FnOnce() -> Result<T, String>,
+) -> Result<T, String> {
+    let mut found = slot.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(t) = found.as_ref() {
+        return Ok(t.clone());
+    }
+    let t = find()?;
+    *found = Some(t.clone());
+    Ok(t)
 }
 
 /// The command `jsonnet` would be run with for the same output.
