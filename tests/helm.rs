@@ -30,14 +30,6 @@ fn helm(which: &str) -> String {
         .unwrap_or_else(|_| panic!("{which} names a helm of the testbed's (source its env file)"))
 }
 
-fn docs(text: &str) -> Vec<Value> {
-    serde_saphyr::from_multiple::<Value>(text)
-        .unwrap()
-        .into_iter()
-        .filter(|v| v.is_object())
-        .collect()
-}
-
 /// A tree of one release of podinfo's chart `version` in namespace `ns`.
 fn tree(root: &Path, version: &str, ns: &str) {
     let charts = root.join("charts");
@@ -76,7 +68,9 @@ fn a_release_renders_what_helm_template_renders() {
             out_dir.to_str().unwrap(),
         ]);
         assert_exit(&out, 0);
-        let ours = docs(&std::fs::read_to_string(out_dir.join("apps.helm-podinfo.yaml")).unwrap());
+        let ours = support::yaml_docs(
+            &std::fs::read_to_string(out_dir.join("apps.helm-podinfo.yaml")).unwrap(),
+        );
         let values = dir.path().join("values.json");
         std::fs::write(
             &values,
@@ -106,7 +100,7 @@ fn a_release_renders_what_helm_template_renders() {
             "{}",
             String::from_utf8_lossy(&real.stderr)
         );
-        let theirs: Vec<Value> = docs(&String::from_utf8_lossy(&real.stdout))
+        let theirs: Vec<Value> = support::yaml_docs(&String::from_utf8_lossy(&real.stdout))
             .into_iter()
             .map(|mut d| {
                 d["metadata"]["namespace"] = "web".into();
@@ -385,7 +379,7 @@ fn render_release(helm: &str, root: &Path, out: &Path, cache: &Path) -> Vec<Valu
         .output()
         .unwrap();
     assert_exit(&o, 0);
-    docs(&std::fs::read_to_string(out.join("apps.helm-podinfo.yaml")).unwrap())
+    support::yaml_docs(&std::fs::read_to_string(out.join("apps.helm-podinfo.yaml")).unwrap())
 }
 
 /// A chart repository on loopback: static files over HTTP/1.1, each request's path

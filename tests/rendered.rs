@@ -37,15 +37,6 @@ fn on_cluster(instance: &str, args: &[&str]) -> Output {
     support::driftless_on_cluster(instance, args)
 }
 
-/// Every YAML document of `text`, as JSON values.
-fn docs(text: &str) -> Vec<Value> {
-    serde_saphyr::from_multiple::<Value>(text)
-        .unwrap()
-        .into_iter()
-        .filter(|v| !v.is_null())
-        .collect()
-}
-
 /// The writes the apiserver counts to what podinfo's kustomization holds.
 const PODINFO: [&str; 4] = [
     "deployments",
@@ -292,7 +283,7 @@ fn kube_state_metrics_jsonnet_renders_its_examples_standard() {
         ]);
         assert_exit(&out, 0);
         let text = std::fs::read_to_string(out_dir.join("scripts/standard.jsonnet.yaml")).unwrap();
-        let ours = docs(&text);
+        let ours = support::yaml_docs(&text);
         assert_eq!(ours.len(), 5, "{tag}: {text}");
         for o in &ours {
             assert_eq!(
@@ -306,7 +297,9 @@ fn kube_state_metrics_jsonnet_renders_its_examples_standard() {
                 .join("../shared/realworld/kube-state-metrics/v2.0.0/examples/standard");
             let mut theirs = Vec::new();
             for e in std::fs::read_dir(&committed).unwrap() {
-                theirs.extend(docs(&std::fs::read_to_string(e.unwrap().path()).unwrap()));
+                theirs.extend(support::yaml_docs(
+                    &std::fs::read_to_string(e.unwrap().path()).unwrap(),
+                ));
             }
             let key = |v: &Value| serde_json::to_string(v).unwrap();
             let ours: BTreeSet<String> = ours.iter().map(key).collect();
