@@ -359,6 +359,20 @@ async fn a_daemon_runs_helm_only_for_the_release_that_changed() {
     runs.sort();
     // The first two ran side by side, in either order.
     assert_eq!(runs, ["a", "b"]);
+
+    // A restart renders nothing again: the renders are kept in the cache directory.
+    assert_eq!(daemon.stop(), Some(0));
+    let before = templates().len();
+    // The old status must not answer for the new process.
+    std::fs::remove_file(daemon.status_file()).unwrap();
+    daemon.restart();
+    daemon
+        .wait_status("the restarted daemon applied the revision", |s| {
+            s["revision_applied"].is_string() && s["revision_applied"] == s["revision_seen"]
+        })
+        .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(templates().len(), before, "{:?}", templates());
     assert_eq!(daemon.stop(), Some(0));
 }
 

@@ -243,6 +243,7 @@ pub async fn run(args: &RunArgs, global: &GlobalArgs, selection: &Selection) -> 
         api_token,
         render: driftless::hydrate::Options {
             chart_cache: Some(cache_dir(args).join("charts")),
+            render_cache: Some(cache_dir(args).join("renders")),
             ..args.policy.tools.options()
         },
     };

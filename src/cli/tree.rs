@@ -49,6 +49,8 @@ impl RenderToolArgs {
             kustomize: self.kustomize.clone(),
             helm: self.helm.clone(),
             chart_cache: Some(chart_cache()),
+            // The CLI renders once per process: nothing to keep.
+            render_cache: None,
             limits: hydrate::runner::Limits {
                 timeout: self.render_timeout,
                 ..hydrate::runner::Limits::default()

@@ -1,9 +1,11 @@
 //! Rendered output by what the render read: a key is a digest of the inputs (the files of
 //! its closure, the tool, its version and arguments, the settings it took), so an
 //! unchanged application is never rendered twice, and a commit that touches one
-//! application renders that one only.
+//! application renders that one only. With a directory, successful renders are also kept
+//! on disk, so a daemon that restarts runs no tool for what it rendered before.
 
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use sha2::{Digest, Sha256};
@@ -16,6 +18,12 @@ pub struct Key([u8; 32]);
 /// give the same bytes.
 #[derive(Default)]
 pub struct KeyBuilder(Sha256);
+
+impl Key {
+    fn file_name(&self) -> String {
+        self.0.iter().map(|b| format!("{b:02x}")).collect()
+    }
+}
 
 impl KeyBuilder {
     pub fn new(what: &str) -> Self {
@@ -45,26 +53,54 @@ pub type Entry = Result<Arc<Vec<u8>>, String>;
 #[derive(Debug, Default)]
 pub struct Cache {
     entries: Mutex<HashMap<Key, (Entry, bool)>>,
+    /// Where successful renders are kept across restarts. Errors stay in memory only: a
+    /// timeout or a registry that was away must be tried again by the next process.
+    dir: Option<PathBuf>,
 }
 
 impl Cache {
+    pub fn new(dir: Option<PathBuf>) -> Self {
+        Cache {
+            entries: Mutex::default(),
+            dir,
+        }
+    }
+
     pub fn get(&self, key: &Key) -> Option<Entry> {
         let mut map = self.entries.lock().unwrap_or_else(|e| e.into_inner());
-        map.get_mut(key).map(|(e, used)| {
+        if let Some((e, used)) = map.get_mut(key) {
             *used = true;
-            e.clone()
-        })
+            return Some(e.clone());
+        }
+        let bytes = std::fs::read(self.dir.as_ref()?.join(key.file_name())).ok()?;
+        let entry: Entry = Ok(Arc::new(bytes));
+        map.insert(*key, (entry.clone(), true));
+        Some(entry)
     }
 
     pub fn put(&self, key: Key, entry: Entry) {
+        if let (Some(dir), Ok(bytes)) = (&self.dir, &entry) {
+            // Best effort: a cache that cannot be written costs a run after a restart.
+            let _ = write_atomically(dir, &key.file_name(), bytes);
+        }
         let mut map = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         map.insert(key, (entry, true));
     }
 
-    /// Forgets what the last tree did not use, and starts counting anew.
+    /// Forgets what the last tree did not use, and starts counting anew; on disk too, so
+    /// the directory holds one tree's renders, not every revision's.
     pub fn retain_used(&self) {
         let mut map = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         map.retain(|_, (_, used)| std::mem::take(used));
+        let Some(dir) = &self.dir else { return };
+        let kept: std::collections::HashSet<String> =
+            map.keys().map(Key::file_name).collect();
+        for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if !kept.contains(&name) {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -74,6 +110,15 @@ impl Cache {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+fn write_atomically(dir: &std::path::Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    std::fs::create_dir_all(dir)?;
+    let mut tmp = tempfile::Builder::new().prefix(".put-").tempfile_in(dir)?;
+    tmp.write_all(bytes)?;
+    tmp.persist(dir.join(name)).map_err(|e| e.error)?;
+    Ok(())
 }
 
 #[cfg(test)]
@@ -99,5 +144,30 @@ mod tests {
         assert!(c.get(&k(&["1"])).is_some());
         c.retain_used();
         assert_eq!(c.len(), 1, "the entry not used since is dropped");
+    }
+
+    #[test]
+    fn renders_on_disk_outlive_the_process_and_errors_do_not() {
+        let dir = tempfile::tempdir().unwrap();
+        let k = |s: &str| {
+            let mut b = KeyBuilder::new("t");
+            b.part(s.as_bytes());
+            b.finish()
+        };
+        let first = Cache::new(Some(dir.path().to_path_buf()));
+        first.put(k("ok"), Ok(Arc::new(b"rendered".to_vec())));
+        first.put(k("bad"), Err("timed out".into()));
+        first.put(k("old"), Ok(Arc::new(b"old".to_vec())));
+        drop(first);
+        let second = Cache::new(Some(dir.path().to_path_buf()));
+        assert_eq!(
+            second.get(&k("ok")).unwrap().unwrap().as_slice(),
+            b"rendered"
+        );
+        assert!(second.get(&k("bad")).is_none(), "an error is tried again");
+        second.retain_used();
+        let third = Cache::new(Some(dir.path().to_path_buf()));
+        assert!(third.get(&k("ok")).is_some());
+        assert!(third.get(&k("old")).is_none(), "what the tree no longer uses is gone");
     }
 }

@@ -37,6 +37,8 @@ pub struct Options {
     pub helm: Option<PathBuf>,
     /// Where charts pulled from chart repositories are kept (none: they are refused).
     pub chart_cache: Option<PathBuf>,
+    /// Where renders are kept across restarts (none: in memory only).
+    pub render_cache: Option<PathBuf>,
     pub limits: runner::Limits,
     /// Tool runs at once (`--render-concurrency`).
     pub concurrency: usize,
@@ -48,6 +50,7 @@ impl Default for Options {
             kustomize: None,
             helm: None,
             chart_cache: None,
+            render_cache: None,
             limits: runner::Limits::default(),
             concurrency: 4,
         }
@@ -175,8 +178,8 @@ impl Renderer {
     pub fn new(opts: Options) -> Self {
         Renderer {
             slots: runner::Slots::new(opts.concurrency),
+            cache: cache::Cache::new(opts.render_cache.clone()),
             opts,
-            cache: cache::Cache::default(),
             jsonnet: Mutex::new(HashMap::new()),
             kustomize: Mutex::new(None),
             helm: Mutex::new(None),
