@@ -406,6 +406,19 @@ struct ChartRepo {
 impl ChartRepo {
     /// `helm package` of podinfo's chart and `helm repo index`, served from `dir`.
     fn start(dir: &Path) -> ChartRepo {
+        ChartRepo::serve(dir, None)
+    }
+
+    /// As [`ChartRepo::start`], answering 401 to a request without `user:password`.
+    fn serve(dir: &Path, basic_auth: Option<(&str, &str)>) -> ChartRepo {
+        use base64::Engine as _;
+        let wanted = basic_auth.map(|(u, p)| {
+            format!(
+                "authorization: basic {}",
+                base64::engine::general_purpose::STANDARD.encode(format!("{u}:{p}"))
+            )
+            .to_lowercase()
+        });
         use std::io::{BufRead, BufReader, Write};
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
@@ -443,12 +456,21 @@ impl ChartRepo {
                 }
                 // The headers, up to the blank line.
                 let mut h = String::new();
+                let mut authorized = wanted.is_none();
                 while reader.read_line(&mut h).is_ok_and(|n| n > 2) {
+                    authorized |= wanted.as_deref() == Some(h.trim().to_lowercase().as_str());
                     h.clear();
                 }
                 let path = line.split_whitespace().nth(1).unwrap_or("/").to_string();
                 seen.lock().unwrap().push(path.clone());
                 let mut stream = stream;
+                if !authorized {
+                    let _ = write!(
+                        stream,
+                        "HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"charts\"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                    );
+                    continue;
+                }
                 match std::fs::read(served.join(path.trim_start_matches('/'))) {
                     Ok(body) => {
                         let _ = write!(
@@ -673,4 +695,335 @@ fn a_chart_from_an_oci_registry_renders_as_the_tree_s() {
         .map(key)
         .collect();
     assert_eq!(again, vendored);
+}
+
+/// A helm that logs every command line it is given, then runs the real one.
+fn logging_helm(dir: &Path) -> (PathBuf, PathBuf) {
+    let log = dir.join("argv.log");
+    let wrapper = dir.join("helm");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\necho \"$*\" >> '{}'\nexec '{}' \"$@\"\n",
+            log.display(),
+            helm("DRIFTLESS_TEST_HELM4")
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    (wrapper, log)
+}
+
+/// `driftless render ROOT --out OUT` with `extra` flags: its output.
+fn render_with(
+    helm: &Path,
+    root: &Path,
+    out: &Path,
+    cache: &Path,
+    extra: &[&str],
+) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_driftless"))
+        .args([
+            "render",
+            root.to_str().unwrap(),
+            "--helm",
+            helm.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .args(extra)
+        .env("DRIFTLESS_CACHE_DIR", cache)
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap()
+}
+
+/// A chart repository that wants a password: the credentials are read from the operator's
+/// directory only (never the command line), a range resolves to the newest matching
+/// version, and that resolution holds without asking the repository again.
+#[test]
+fn a_chart_behind_a_password_is_pulled_by_range_with_the_operator_s_credentials() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = ChartRepo::serve(dir.path(), Some(("alice", "s3cret-pass")));
+    let (wrapper, argv) = logging_helm(dir.path());
+    let cache = dir.path().join("cache");
+    let creds = dir.path().join("creds");
+    std::fs::create_dir_all(&creds).unwrap();
+    std::fs::write(creds.join("user"), "alice\n").unwrap();
+    std::fs::write(creds.join("pass"), "s3cret-pass\n").unwrap();
+    let root = dir.path().join("tree");
+    std::fs::create_dir_all(&root).unwrap();
+    let spec = |range: &str| {
+        format!(
+            "namespace = \"web\"\n[helm.podinfo]\nchart = \"podinfo\"\nrepository = \"{}\"\nversion = \"{range}\"\nusername-file = \"user\"\npassword-file = \"pass\"\n",
+            repo.url
+        )
+    };
+    std::fs::write(root.join("apps.toml"), spec("^6.0")).unwrap();
+    let creds_flag = ["--credentials-dir", creds.to_str().unwrap()];
+
+    // Without the operator's directory the files cannot be read: one line at the spec.
+    let o = render_with(&wrapper, &root, &dir.path().join("out0"), &cache, &[]);
+    assert_exit(&o, 2);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.starts_with("apps.toml:2:7: `username-file` names a file in the credentials directory, and none is set (--credentials-dir)"),
+        "{}",
+        show(&o)
+    );
+    assert_eq!(
+        repo.gets.lock().unwrap().len(),
+        0,
+        "nothing was asked of the repository"
+    );
+
+    let o = render_with(
+        &wrapper,
+        &root,
+        &dir.path().join("out1"),
+        &cache,
+        &creds_flag,
+    );
+    assert_exit(&o, 0);
+    let objects = support::yaml_docs(
+        &std::fs::read_to_string(dir.path().join("out1/apps.helm-podinfo.yaml")).unwrap(),
+    );
+    let deployment = objects.iter().find(|o| o["kind"] == "Deployment").unwrap();
+    assert_eq!(
+        deployment["metadata"]["labels"]["helm.sh/chart"], "podinfo-6.2.3",
+        "^6.0 resolves to the newest 6.x the repository has"
+    );
+    assert_eq!(repo.archives_fetched(), 1);
+    let lines = std::fs::read_to_string(&argv).unwrap();
+    assert!(
+        !lines.contains("s3cret-pass"),
+        "the password was on a command line:\n{lines}"
+    );
+    assert!(lines.contains("--password-stdin"), "{lines}");
+
+    // Again, within the resolution's time: the repository is not asked at all.
+    let asked = repo.gets.lock().unwrap().len();
+    let o = render_with(
+        &wrapper,
+        &root,
+        &dir.path().join("out2"),
+        &cache,
+        &creds_flag,
+    );
+    assert_exit(&o, 0);
+    assert_eq!(
+        repo.gets.lock().unwrap().len(),
+        asked,
+        "{:?}",
+        repo.gets.lock().unwrap()
+    );
+
+    // A wrong password: one line naming the chart and the repository.
+    std::fs::write(creds.join("pass"), "wrong\n").unwrap();
+    std::fs::write(root.join("apps.toml"), spec("~6.0.0")).unwrap();
+    let o = render_with(
+        &wrapper,
+        &root,
+        &dir.path().join("out3"),
+        &cache,
+        &creds_flag,
+    );
+    assert_exit(&o, 2);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.starts_with(&format!(
+            "apps.toml:2:7: cannot pull chart podinfo ~6.0.0 from {}",
+            repo.url
+        )),
+        "{}",
+        show(&o)
+    );
+    assert_eq!(stderr.lines().count(), 2, "{}", show(&o));
+
+    // A credentials file named outside the directory is refused where it is written.
+    std::fs::write(
+        root.join("apps.toml"),
+        spec("6.2.3").replace("\"pass\"", "\"../../etc/passwd\""),
+    )
+    .unwrap();
+    let o = render_with(
+        &wrapper,
+        &root,
+        &dir.path().join("out4"),
+        &cache,
+        &creds_flag,
+    );
+    assert_exit(&o, 2);
+    assert!(
+        String::from_utf8_lossy(&o.stderr).starts_with("apps.toml:7:17: invalid `password-file`"),
+        "{}",
+        show(&o)
+    );
+}
+
+/// `openssl` with `args` in `dir`; it must succeed.
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .expect("openssl");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// A chart repository over TLS whose certificate a test CA signed: refused without that
+/// CA, pulled with it as `ca-file`, and pulled unverified only when asked.
+#[test]
+fn a_chart_repository_over_tls_is_verified_against_the_named_ca() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let creds = d.join("creds");
+    std::fs::create_dir_all(&creds).unwrap();
+    let ec = [
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+    ];
+    openssl(
+        &creds,
+        &[
+            &["req", "-x509"][..],
+            &ec,
+            &[
+                "-keyout",
+                "ca.key",
+                "-out",
+                "ca.crt",
+                "-subj",
+                "/CN=driftless test CA",
+                "-days",
+                "2",
+            ],
+        ]
+        .concat(),
+    );
+    openssl(
+        d,
+        &[
+            &["req"][..],
+            &ec,
+            &[
+                "-keyout",
+                "srv.key",
+                "-out",
+                "srv.csr",
+                "-subj",
+                "/CN=127.0.0.1",
+            ],
+        ]
+        .concat(),
+    );
+    std::fs::write(d.join("ext"), "subjectAltName=IP:127.0.0.1\n").unwrap();
+    let ca = creds.join("ca.crt");
+    let ca_key = creds.join("ca.key");
+    openssl(
+        d,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "srv.csr",
+            "-CA",
+            ca.to_str().unwrap(),
+            "-CAkey",
+            ca_key.to_str().unwrap(),
+            "-CAcreateserial",
+            "-out",
+            "srv.crt",
+            "-days",
+            "2",
+            "-extfile",
+            "ext",
+        ],
+    );
+    let port = support::free_port();
+    let url = format!("https://127.0.0.1:{port}");
+    let served = d.join("served");
+    let helm4 = helm("DRIFTLESS_TEST_HELM4");
+    let (chart_dir, served_dir) = (chart("6.2.3"), served.to_str().unwrap().to_string());
+    for args in [
+        &["package", chart_dir.to_str().unwrap(), "-d", &served_dir][..],
+        &["repo", "index", &served_dir, "--url", &url],
+    ] {
+        let out = Command::new(&helm4)
+            .args(args)
+            .env("HOME", d)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // openssl's own web server: serves the files of its directory, over TLS.
+    let server = Command::new("openssl")
+        .args([
+            "s_server",
+            "-accept",
+            &format!("127.0.0.1:{port}"),
+            "-cert",
+            "../srv.crt",
+            "-key",
+            "../srv.key",
+            "-WWW",
+            "-quiet",
+        ])
+        .current_dir(&served)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut server = support::await_ready(server, Duration::from_secs(20), || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    })
+    .expect("openssl s_server did not start");
+    let root = d.join("tree");
+    std::fs::create_dir_all(&root).unwrap();
+    let cache = d.join("cache");
+    let creds_flag = ["--credentials-dir", creds.to_str().unwrap()];
+    let spec = |extra: &str| {
+        std::fs::write(
+            root.join("apps.toml"),
+            format!("namespace = \"web\"\n[helm.podinfo]\nchart = \"podinfo\"\nrepository = \"{url}\"\nversion = \"6.2.3\"\n{extra}"),
+        )
+        .unwrap()
+    };
+    let helm4 = PathBuf::from(helm4);
+
+    spec("");
+    let o = render_with(&helm4, &root, &d.join("out1"), &cache, &creds_flag);
+    assert_exit(&o, 2);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("certificate signed by unknown authority"),
+        "{}",
+        show(&o)
+    );
+    assert_eq!(stderr.lines().count(), 2, "{}", show(&o));
+
+    spec("ca-file = \"ca.crt\"\n");
+    let o = render_with(&helm4, &root, &d.join("out2"), &cache, &creds_flag);
+    assert_exit(&o, 0);
+    let with_ca = std::fs::read_to_string(d.join("out2/apps.helm-podinfo.yaml")).unwrap();
+    assert!(with_ca.contains("podinfo-6.2.3"), "{with_ca}");
+
+    // Unverified only when asked (a fresh cache, so it is pulled again).
+    spec("insecure-skip-tls-verify = true\n");
+    let o = render_with(&helm4, &root, &d.join("out3"), &d.join("cache2"), &[]);
+    assert_exit(&o, 0);
+    let _ = server.kill();
+    let _ = server.wait();
 }

@@ -30,6 +30,10 @@ pub struct RenderToolArgs {
     #[arg(long, default_value_t = 4, value_name = "N",
           value_parser = clap::value_parser!(u16).range(1..=64))]
     pub render_concurrency: u16,
+    /// The directory a chart release's `username-file`, `password-file` and `ca-file` are
+    /// read from (the operator's, e.g. a mounted Secret); a spec can name nothing outside it.
+    #[arg(long, value_name = "DIR")]
+    pub credentials_dir: Option<PathBuf>,
 }
 
 impl Default for RenderToolArgs {
@@ -39,6 +43,7 @@ impl Default for RenderToolArgs {
             helm: None,
             render_timeout: Duration::from_secs(90),
             render_concurrency: 4,
+            credentials_dir: None,
         }
     }
 }
@@ -51,6 +56,7 @@ impl RenderToolArgs {
             chart_cache: Some(chart_cache()),
             // The CLI renders once per process: nothing to keep.
             render_cache: None,
+            credentials_dir: self.credentials_dir.clone(),
             limits: hydrate::runner::Limits {
                 timeout: self.render_timeout,
                 ..hydrate::runner::Limits::default()

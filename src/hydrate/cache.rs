@@ -93,8 +93,7 @@ impl Cache {
         let mut map = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         map.retain(|_, (_, used)| std::mem::take(used));
         let Some(dir) = &self.dir else { return };
-        let kept: std::collections::HashSet<String> =
-            map.keys().map(Key::file_name).collect();
+        let kept: std::collections::HashSet<String> = map.keys().map(Key::file_name).collect();
         for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
             if !kept.contains(&name) {
@@ -168,6 +167,9 @@ mod tests {
         second.retain_used();
         let third = Cache::new(Some(dir.path().to_path_buf()));
         assert!(third.get(&k("ok")).is_some());
-        assert!(third.get(&k("old")).is_none(), "what the tree no longer uses is gone");
+        assert!(
+            third.get(&k("old")).is_none(),
+            "what the tree no longer uses is gone"
+        );
     }
 }

@@ -34,6 +34,10 @@ pub fn unnamed_release(dir: &str, namespace: &str, at: crate::spec::Location) ->
         repository: None,
         version: None,
         plain_http: false,
+        username_file: None,
+        password_file: None,
+        ca_file: None,
+        insecure_skip_tls_verify: false,
         values_files: Vec::new(),
         values: serde_json::Value::Null,
         include_crds: true,
@@ -419,7 +423,14 @@ impl super::Renderer {
                 let cache = self.opts.chart_cache.as_deref().ok_or_else(|| {
                     "pulled charts need a cache directory, and none is set".to_string()
                 })?;
-                let dir = pull::chart(tool, r, cache, &self.opts.limits, &self.slots)?;
+                let (dir, _) = pull::chart(
+                    tool,
+                    r,
+                    cache,
+                    self.opts.credentials_dir.as_deref(),
+                    &self.opts.limits,
+                    &self.slots,
+                )?;
                 Some((dir, cache.to_path_buf()))
             }
             false => None,

@@ -37,6 +37,10 @@ pub struct Options {
     pub helm: Option<PathBuf>,
     /// Where charts pulled from chart repositories are kept (none: they are refused).
     pub chart_cache: Option<PathBuf>,
+    /// `--credentials-dir`: the only place a release's `username-file`, `password-file` and
+    /// `ca-file` are read from. A commit must not make the daemon send any file of its
+    /// host to a repository the commit names.
+    pub credentials_dir: Option<PathBuf>,
     /// Where renders are kept across restarts (none: in memory only).
     pub render_cache: Option<PathBuf>,
     pub limits: runner::Limits,
@@ -51,6 +55,7 @@ impl Default for Options {
             helm: None,
             chart_cache: None,
             render_cache: None,
+            credentials_dir: None,
             limits: runner::Limits::default(),
             concurrency: 4,
         }

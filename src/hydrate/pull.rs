@@ -19,69 +19,274 @@ pub fn is_pulled(r: &HelmRelease) -> bool {
     r.repository.is_some() || r.chart.starts_with("oci://")
 }
 
-/// The chart directory of release `r` (pulled: see [`is_pulled`]), pulled if it is not in
-/// `cache` yet.
+/// How long a range's resolution holds before the source is asked again. A resync inside
+/// it runs no `helm`; a chart published meanwhile is taken within this time.
+const RESOLVE_EVERY: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Whether `version` names one version (as `6.2.3` or `v6.2.3-rc.1`), not a range.
+pub fn is_exact(version: &str) -> bool {
+    let v = version.strip_prefix('v').unwrap_or(version);
+    let core = v.split(['-', '+']).next().unwrap_or_default();
+    let parts: Vec<&str> = core.split('.').collect();
+    parts.len() == 3
+        && parts
+            .iter()
+            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// What a pull sends besides the chart's name: credentials (read from files the operator
+/// put in the credentials directory, never from the tree), a CA, and the TLS choices.
+#[derive(Debug, Default)]
+struct Access {
+    username: Option<String>,
+    password: Option<String>,
+    ca_file: Option<PathBuf>,
+}
+
+impl Access {
+    fn of(r: &HelmRelease, credentials: Option<&Path>) -> Result<Access, String> {
+        let named = [
+            ("username-file", &r.username_file),
+            ("password-file", &r.password_file),
+            ("ca-file", &r.ca_file),
+        ];
+        if named.iter().all(|(_, f)| f.is_none()) {
+            return Ok(Access::default());
+        }
+        let Some(dir) = credentials else {
+            let key = named
+                .iter()
+                .find(|(_, f)| f.is_some())
+                .map_or("username-file", |(k, _)| k);
+            return Err(format!(
+                "`{key}` names a file in the credentials directory, and none is set (--credentials-dir)"
+            ));
+        };
+        let path = |f: &Option<String>| f.as_ref().map(|f| dir.join(f));
+        let read = |key: &str, f: &Option<String>| -> Result<Option<String>, String> {
+            match path(f) {
+                None => Ok(None),
+                Some(p) => std::fs::read_to_string(&p)
+                    .map(|t| Some(t.trim_end_matches(['\n', '\r']).to_string()))
+                    .map_err(|e| format!("`{key}`: cannot read {}: {e}", p.display())),
+            }
+        };
+        let access = Access {
+            username: read("username-file", &r.username_file)?,
+            password: read("password-file", &r.password_file)?,
+            ca_file: path(&r.ca_file),
+        };
+        if access.username.is_some() != access.password.is_some() {
+            return Err("`username-file` and `password-file` go together".into());
+        }
+        if let Some(ca) = &access.ca_file
+            && !ca.is_file()
+        {
+            return Err(format!("`ca-file`: no file {}", ca.display()));
+        }
+        Ok(access)
+    }
+
+    /// The TLS flags `helm pull` and `helm repo add` take alike.
+    fn tls_args(&self, r: &HelmRelease, args: &mut Vec<OsString>) {
+        if let Some(ca) = &self.ca_file {
+            args.extend(["--ca-file".into(), ca.into()]);
+        }
+        if r.insecure_skip_tls_verify {
+            args.push("--insecure-skip-tls-verify".into());
+        }
+    }
+}
+
+/// The chart directory of release `r` (pulled: see [`is_pulled`]) and its exact version,
+/// pulled if it is not in `cache` yet. A range is resolved by the source at most every
+/// [`RESOLVE_EVERY`]; a source that is away then leaves the last resolution in force.
 pub fn chart(
     helm: &super::helm::Helm,
     r: &HelmRelease,
     cache: &Path,
+    credentials: Option<&Path>,
     limits: &super::runner::Limits,
     slots: &super::runner::Slots,
-) -> Result<PathBuf, String> {
-    let version = r
-        .version
-        .as_deref()
-        .ok_or_else(|| "a pulled chart needs `version` (an exact version, as 6.2.3)".to_string())?;
-    if version.contains(['^', '~', '>', '<', '*', ' ', ',']) {
-        return Err(format!(
-            "`version` {version:?} is a range; name an exact version (ranges are not resolved yet)"
-        ));
+) -> Result<(PathBuf, String), String> {
+    let wanted = r.version.as_deref().ok_or_else(|| {
+        "a pulled chart needs `version` (an exact version, as 6.2.3, or a range, as ^6.2)"
+            .to_string()
+    })?;
+    let repository = r.repository.as_deref().unwrap_or_default();
+    let key = |version: &str| {
+        hex(&Sha256::digest(format!(
+            "{repository}\0{}\0{version}",
+            r.chart
+        )))[..24]
+            .to_string()
+    };
+    let resolution = cache.join("ranges").join(key(wanted));
+    let version = if is_exact(wanted) {
+        wanted.to_string()
+    } else {
+        match resolved(&resolution) {
+            Some((version, fresh)) if fresh && verified(&cache.join(key(&version))).is_some() => {
+                version
+            }
+            last => match fetch(helm, r, wanted, cache, credentials, limits, slots) {
+                Ok((version, staged, _tmp)) => {
+                    store(&staged, &cache.join(key(&version)))?;
+                    let _ = std::fs::create_dir_all(cache.join("ranges"));
+                    let _ = std::fs::write(&resolution, &version);
+                    version
+                }
+                Err(e) => match last {
+                    Some((version, _)) if verified(&cache.join(key(&version))).is_some() => {
+                        tracing::warn!(chart = %r.chart, range = wanted, %version, error = %e, "cannot resolve the range again; the last version it gave stays");
+                        version
+                    }
+                    _ => return Err(e),
+                },
+            },
+        }
+    };
+    let dir = cache.join(key(&version));
+    if let Some(chart) = verified(&dir) {
+        return Ok((chart, version));
     }
+    let (_, staged, _tmp) = fetch(helm, r, &version, cache, credentials, limits, slots)?;
+    store(&staged, &dir)?;
+    verified(&dir)
+        .map(|chart| (chart, version))
+        .ok_or_else(|| "the pulled chart did not verify".to_string())
+}
+
+/// The version a range last resolved to, and whether that is recent enough to hold.
+fn resolved(path: &Path) -> Option<(String, bool)> {
+    let version = std::fs::read_to_string(path).ok()?.trim().to_string();
+    let age = std::fs::metadata(path)
+        .ok()?
+        .modified()
+        .ok()?
+        .elapsed()
+        .ok()?;
+    (!version.is_empty()).then_some((version, age < RESOLVE_EVERY))
+}
+
+/// Pulls `version` (exact or a range) of `r`'s chart: the version pulled, a staged cache
+/// entry, and the temporary directory that holds it.
+fn fetch(
+    helm: &super::helm::Helm,
+    r: &HelmRelease,
+    version: &str,
+    cache: &Path,
+    credentials: Option<&Path>,
+    limits: &super::runner::Limits,
+    slots: &super::runner::Slots,
+) -> Result<(String, PathBuf, tempfile::TempDir), String> {
+    use super::runner::{RunError, Session};
+    let access = Access::of(r, credentials)?;
     let repository = r.repository.as_deref().unwrap_or_default();
     let source = if repository.is_empty() {
         r.chart.as_str()
     } else {
         repository
     };
-    let key = hex(&Sha256::digest(format!(
-        "{repository}\0{}\0{version}",
-        r.chart
-    )))[..24]
-        .to_string();
-    let dir = cache.join(&key);
-    if let Some(chart) = verified(&dir) {
-        return Ok(chart);
-    }
-    std::fs::create_dir_all(cache).map_err(|e| format!("creating {}: {e}", cache.display()))?;
-    let tmp = tempfile::Builder::new()
-        .prefix(".pull-")
-        .tempdir_in(cache)
-        .map_err(|e| format!("a directory to pull into: {e}"))?;
-    let mut args: Vec<OsString> = vec!["pull".into(), r.chart.clone().into()];
-    if !repository.is_empty() {
-        args.extend(["--repo".into(), repository.into()]);
-    }
-    args.extend([
-        "--version".into(),
-        version.into(),
-        "--destination".into(),
-        tmp.path().into(),
-    ]);
-    if r.plain_http {
-        args.push("--plain-http".into());
-    }
-    tracing::info!(source, chart = %r.chart, version, "pulling a chart");
-    super::runner::run(&helm.program, &args, tmp.path(), limits, slots).map_err(|e| {
+    let failed = |e: RunError| {
         let said = match e {
-            super::runner::RunError::Failed(line) => line,
+            RunError::Failed(line) => line,
             other => other.to_string(),
         };
         format!(
             "cannot pull chart {} {version} from {source}: {said}",
             r.chart
         )
-    })?;
-    let archive = std::fs::read_dir(tmp.path())
+    };
+    std::fs::create_dir_all(cache).map_err(|e| format!("creating {}: {e}", cache.display()))?;
+    let tmp = tempfile::Builder::new()
+        .prefix(".pull-")
+        .tempdir_in(cache)
+        .map_err(|e| format!("a directory to pull into: {e}"))?;
+    // One home for the login and the pull: the login leaves its token there.
+    let home = tmp.path().join("home");
+    std::fs::create_dir(&home).map_err(|e| e.to_string())?;
+    let session = Session {
+        home: Some(&home),
+        stdin: None,
+    };
+    let login = |args: Vec<OsString>| {
+        super::runner::run_in(
+            &helm.program,
+            &args,
+            tmp.path(),
+            limits,
+            slots,
+            Session {
+                stdin: access.password.as_deref().map(str::as_bytes),
+                ..session
+            },
+        )
+        .map_err(failed)
+    };
+    let mut args: Vec<OsString> = vec!["pull".into()];
+    match (&access.username, repository.is_empty()) {
+        (Some(user), true) => {
+            let host = r
+                .chart
+                .trim_start_matches("oci://")
+                .split('/')
+                .next()
+                .unwrap_or_default();
+            let mut l: Vec<OsString> = vec![
+                "registry".into(),
+                "login".into(),
+                host.into(),
+                "--username".into(),
+                user.into(),
+                "--password-stdin".into(),
+            ];
+            if let Some(ca) = &access.ca_file {
+                l.extend(["--ca-file".into(), ca.into()]);
+            }
+            if r.insecure_skip_tls_verify || r.plain_http {
+                l.push("--insecure".into());
+            }
+            login(l)?;
+            args.push(r.chart.clone().into());
+        }
+        (Some(user), false) => {
+            // `helm repo add` reads the password on stdin; `helm pull --password` would
+            // show it to anyone who lists processes.
+            let mut l: Vec<OsString> = vec![
+                "repo".into(),
+                "add".into(),
+                "pulled".into(),
+                repository.into(),
+                "--username".into(),
+                user.into(),
+                "--password-stdin".into(),
+            ];
+            access.tls_args(r, &mut l);
+            login(l)?;
+            args.push(format!("pulled/{}", r.chart).into());
+        }
+        (None, true) => args.push(r.chart.clone().into()),
+        (None, false) => {
+            args.extend([r.chart.clone().into(), "--repo".into(), repository.into()]);
+        }
+    }
+    let into = tmp.path().join("pulled");
+    std::fs::create_dir(&into).map_err(|e| e.to_string())?;
+    args.extend([
+        "--version".into(),
+        version.into(),
+        "--destination".into(),
+        into.clone().into(),
+    ]);
+    access.tls_args(r, &mut args);
+    if r.plain_http {
+        args.push("--plain-http".into());
+    }
+    tracing::info!(source, chart = %r.chart, version, "pulling a chart");
+    super::runner::run_in(&helm.program, &args, tmp.path(), limits, slots, session)
+        .map_err(failed)?;
+    let archive = std::fs::read_dir(&into)
         .map_err(|e| e.to_string())?
         .flatten()
         .map(|e| e.path())
@@ -98,17 +303,24 @@ pub fn chart(
         .map(|e| e.path())
         .find(|p| p.join("Chart.yaml").is_file())
         .ok_or_else(|| format!("the archive of chart {} holds no Chart.yaml", r.chart))?;
+    let pulled = super::tree::chart_meta(&inner)
+        .map(|m| m.version)
+        .ok_or_else(|| format!("the Chart.yaml of chart {} names no version", r.chart))?;
     let staged = tmp.path().join("staged");
     std::fs::create_dir(&staged).map_err(|e| e.to_string())?;
     std::fs::rename(&inner, staged.join(UNPACKED)).map_err(|e| e.to_string())?;
     std::fs::write(staged.join(ARCHIVE), &bytes).map_err(|e| e.to_string())?;
     std::fs::write(staged.join(DIGEST_FILE), format!("sha256:{digest}\n"))
         .map_err(|e| e.to_string())?;
+    Ok((pulled, staged, tmp))
+}
+
+/// Moves a staged entry into place as `dir`.
+fn store(staged: &Path, dir: &Path) -> Result<(), String> {
     if dir.exists() {
-        let _ = std::fs::remove_dir_all(&dir);
+        let _ = std::fs::remove_dir_all(dir);
     }
-    std::fs::rename(&staged, &dir).map_err(|e| format!("caching the chart: {e}"))?;
-    verified(&dir).ok_or_else(|| "the pulled chart did not verify".to_string())
+    std::fs::rename(staged, dir).map_err(|e| format!("caching the chart: {e}"))
 }
 
 /// The cached chart in `dir`, when its archive still has the digest recorded at pull.

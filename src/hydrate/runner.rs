@@ -90,19 +90,48 @@ pub fn run(
     limits: &Limits,
     slots: &Slots,
 ) -> Result<Vec<u8>, RunError> {
+    run_in(program, args, cwd, limits, slots, Session::default())
+}
+
+/// What a run shares with the runs before and after it: a home (where `helm registry
+/// login` leaves what the next `helm pull` reads), and what it reads on stdin (a password,
+/// never on a command line where `ps` shows it).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Session<'a> {
+    pub home: Option<&'a Path>,
+    pub stdin: Option<&'a [u8]>,
+}
+
+/// [`run`], in a session.
+pub fn run_in(
+    program: &Path,
+    args: &[OsString],
+    cwd: &Path,
+    limits: &Limits,
+    slots: &Slots,
+    session: Session<'_>,
+) -> Result<Vec<u8>, RunError> {
     let _slot = slots.take();
-    let home = tempfile::Builder::new()
-        .prefix("driftless-render-")
-        .tempdir()
-        .map_err(|e| RunError::Start {
-            program: program.display().to_string(),
-            message: format!("no temporary home: {e}"),
-        })?;
+    let own_home = match session.home {
+        Some(_) => None,
+        None => Some(
+            tempfile::Builder::new()
+                .prefix("driftless-render-")
+                .tempdir()
+                .map_err(|e| RunError::Start {
+                    program: program.display().to_string(),
+                    message: format!("no temporary home: {e}"),
+                })?,
+        ),
+    };
     let mut cmd = Command::new(program);
     cmd.args(args)
         .current_dir(cwd)
         .env_clear()
-        .stdin(Stdio::null())
+        .stdin(match session.stdin {
+            Some(_) => Stdio::piped(),
+            None => Stdio::null(),
+        })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         // Its own group, so a timeout kills whatever it started too (git for a remote base).
@@ -112,7 +141,11 @@ pub fn run(
             cmd.env(k, v);
         }
     }
-    let h = home.path();
+    let h = match (&own_home, session.home) {
+        (Some(t), _) => t.path(),
+        (None, Some(h)) => h,
+        (None, None) => Path::new("/nonexistent"),
+    };
     cmd.env("HOME", h)
         .env("TMPDIR", h)
         .env("XDG_CONFIG_HOME", h.join(".config"))
@@ -124,6 +157,11 @@ pub fn run(
         message: e.to_string(),
     })?;
     let pgid = child.id() as i32;
+    if let (Some(mut pipe), Some(bytes)) = (child.stdin.take(), session.stdin) {
+        use std::io::Write;
+        // Small (a password): the pipe's buffer takes it whole; dropping `pipe` closes it.
+        let _ = pipe.write_all(bytes);
+    }
     let over = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let stdout = child.stdout.take().map(|out| {
         let (cap, over) = (limits.max_output, over.clone());
@@ -205,6 +243,10 @@ pub fn first_error_line(stderr: &[u8]) -> Option<String> {
             && !l.starts_with("Usage:")
             && *l != "Error:"
             && !l.starts_with("WARNING")
+            // Helm 4 logs as slog does: its warnings are not the error.
+            && !l.starts_with("level=WARN")
+            && !l.starts_with("level=INFO")
+            && !l.starts_with("level=DEBUG")
             && !l.starts_with("# Warning")
     })?;
     let line = ["Error: ", "error: "]

@@ -117,6 +117,59 @@ pub fn is_manifest_json(v: &serde_json::Value) -> bool {
         && v.get("kind").is_some_and(serde_json::Value::is_string)
 }
 
+/// What a chart's `Chart.yaml` says of it: a release's figures and its dependencies.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ChartMeta {
+    pub name: String,
+    pub version: String,
+    pub app_version: Option<String>,
+    pub chart_type: Option<String>,
+    pub dependencies: Vec<Dependency>,
+}
+
+/// One of `Chart.yaml`'s `dependencies`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Dependency {
+    pub name: String,
+    pub version: Option<String>,
+    pub repository: Option<String>,
+}
+
+impl ChartMeta {
+    pub fn parse(bytes: &[u8]) -> Option<ChartMeta> {
+        let v: serde_json::Value = serde_saphyr::from_slice(bytes).ok()?;
+        // Charts write versions as numbers too (appVersion: 1.16): read as written.
+        let text = |v: Option<&serde_json::Value>| match v? {
+            serde_json::Value::String(s) if !s.is_empty() => Some(s.clone()),
+            serde_json::Value::Number(n) => Some(n.to_string()),
+            _ => None,
+        };
+        let dependencies = v
+            .get("dependencies")
+            .and_then(|d| d.as_array())
+            .into_iter()
+            .flatten()
+            .map(|d| Dependency {
+                name: text(d.get("name")).unwrap_or_default(),
+                version: text(d.get("version")),
+                repository: text(d.get("repository")),
+            })
+            .collect();
+        Some(ChartMeta {
+            name: text(v.get("name")).unwrap_or_default(),
+            version: text(v.get("version"))?,
+            app_version: text(v.get("appVersion")),
+            chart_type: text(v.get("type")),
+            dependencies,
+        })
+    }
+}
+
+/// The `Chart.yaml` of the chart directory `dir` on disk.
+pub fn chart_meta(dir: &std::path::Path) -> Option<ChartMeta> {
+    ChartMeta::parse(&std::fs::read(dir.join(CHART_FILE)).ok()?)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -25,6 +25,13 @@ pub struct HelmRelease {
     pub version: Option<String>,
     /// An `oci://` registry over plain HTTP (only when asked).
     pub plain_http: bool,
+    /// Credentials and CA for the chart's source: files in the operator's credentials
+    /// directory (`--credentials-dir`), never in the tree.
+    pub username_file: Option<String>,
+    pub password_file: Option<String>,
+    pub ca_file: Option<String>,
+    /// TLS without verifying the source's certificate (only when asked).
+    pub insecure_skip_tls_verify: bool,
     pub release_name: String,
     /// Relative to the spec root, in order.
     pub values_files: Vec<String>,

@@ -119,12 +119,28 @@ pub struct Helm {
     /// cache, and verified by digest.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repository: Option<String>,
-    /// The chart's exact version (required with `repository` and for an `oci://` chart).
+    /// The chart's version (required with `repository` and for an `oci://` chart): exact
+    /// (`6.2.3`) or a range (`^6.2`, `>=6.0.0 <7.0.0`), resolved by the source at most every
+    /// 10 minutes; the version in force is reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
     /// Pull an `oci://` chart over plain HTTP (a registry without TLS; only when asked).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub plain_http: bool,
+    /// The chart source's user name: a file's name in the credentials directory
+    /// (`--credentials-dir`), which only the operator fills.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub username_file: Option<String>,
+    /// The chart source's password: a file's name in the credentials directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password_file: Option<String>,
+    /// A CA bundle the chart source's certificate is verified against: a file's name in the
+    /// credentials directory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_file: Option<String>,
+    /// Do not verify the chart source's TLS certificate (only when asked).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub insecure_skip_tls_verify: bool,
     /// The release's name (default: the spec's name).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub release_name: Option<String>,

@@ -65,7 +65,7 @@ fn release(
         if !(url.starts_with("https://") || url.starts_with("http://")) {
             ctx.err(
                 &repo.span(),
-                format!("invalid `repository` {url:?}: an http(s):// chart repository URL (OCI registries are named in `chart` as oci://…, not rendered yet)"),
+                format!("invalid `repository` {url:?}: an http(s):// chart repository URL (an OCI registry is named in `chart` as oci://…)"),
             );
         }
     }
@@ -73,7 +73,7 @@ fn release(
     if let (Some(repo), None) = (&repository, &version) {
         ctx.err(
             &repo.span(),
-            "a chart from a repository needs `version` (an exact version, as \"6.2.3\")",
+            "a chart from a repository needs `version` (an exact version, as \"6.2.3\", or a range, as \"^6.2\")",
         );
     }
     let release_name = f
@@ -99,6 +99,20 @@ fn release(
         None => serde_json::Value::Null,
     };
     let plain_http = f.boolean(ctx, "plain-http").unwrap_or(false);
+    let mut credential = |key: &'static str| {
+        f.string(ctx, key)
+            .and_then(|s| match in_credentials(s.get_ref()) {
+                Ok(()) => Some(s.into_inner()),
+                Err(why) => {
+                    ctx.err(&s.span(), format!("invalid `{key}`: {why}"));
+                    None
+                }
+            })
+    };
+    let username_file = credential("username-file");
+    let password_file = credential("password-file");
+    let ca_file = credential("ca-file");
+    let insecure_skip_tls_verify = f.boolean(ctx, "insecure-skip-tls-verify").unwrap_or(false);
     let include_crds = f.boolean(ctx, "include-crds").unwrap_or(true);
     let skip_tests = f.boolean(ctx, "skip-tests").unwrap_or(true);
     let kube_version = f.string(ctx, "kube-version").map(|s| s.into_inner());
@@ -121,7 +135,7 @@ fn release(
         if version.is_none() {
             ctx.err(
                 &chart.span(),
-                "a chart from an OCI registry needs `version` (an exact version, as \"6.2.3\")",
+                "a chart from an OCI registry needs `version` (an exact version, as \"6.2.3\", or a range, as \"^6.2\")",
             );
         }
     } else if chart.get_ref().contains("://") {
@@ -182,6 +196,10 @@ fn release(
         repository: repository.map(|r| r.into_inner().trim_end_matches('/').to_string()),
         version: version.map(|v| v.into_inner()),
         plain_http,
+        username_file,
+        password_file,
+        ca_file,
+        insecure_skip_tls_verify,
         release_name,
         values_files,
         values,
@@ -191,6 +209,17 @@ fn release(
         api_versions,
         annotations,
     })
+}
+
+/// A file in the operator's credentials directory: its name there, nothing that climbs out.
+fn in_credentials(p: &str) -> Result<(), String> {
+    if p.is_empty() || p.starts_with('/') || p.split('/').any(|c| c == ".." || c.is_empty()) {
+        Err(format!(
+            "{p:?}: a file's name in the credentials directory (--credentials-dir), without `..`"
+        ))
+    } else {
+        Ok(())
+    }
 }
 
 /// A path relative to the spec root, without `..`.
