@@ -1027,3 +1027,93 @@ fn a_chart_repository_over_tls_is_verified_against_the_named_ca() {
     let _ = server.kill();
     let _ = server.wait();
 }
+
+/// A chart in the tree with a dependency from a chart repository (not vendored) and one
+/// given as `file://`: the first is fetched on a private copy, the checkout stays as it
+/// was; a repository that is away is one line naming the chart and the dependency.
+#[test]
+fn a_chart_s_dependencies_are_built_on_a_private_copy() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = ChartRepo::start(dir.path());
+    let root = dir.path().join("tree");
+    let write = |rel: &str, text: &str| {
+        let p = root.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    let chart_yaml = |repository: &str| {
+        format!(
+            "apiVersion: v2\nname: shop\nversion: 0.1.0\ndependencies:\n- name: podinfo\n  version: \"^6.0\"\n  repository: {repository}\n- name: common\n  version: 0.1.0\n  repository: file://../common\n"
+        )
+    };
+    write("charts/shop/Chart.yaml", &chart_yaml(&repo.url));
+    write(
+        "charts/shop/templates/cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: shop\ndata: {}\n",
+    );
+    write(
+        "charts/common/Chart.yaml",
+        "apiVersion: v2\nname: common\nversion: 0.1.0\n",
+    );
+    write(
+        "charts/common/templates/cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: common-{{ .Values.flavour }}\ndata: {}\n",
+    );
+    write("charts/common/values.yaml", "flavour: plain\n");
+    write(
+        "apps.toml",
+        "namespace = \"web\"\n[helm.shop]\nchart = \"charts/shop\"\n",
+    );
+    let helm4 = PathBuf::from(helm("DRIFTLESS_TEST_HELM4"));
+    let cache = dir.path().join("cache");
+    let o = render_with(&helm4, &root, &dir.path().join("out1"), &cache, &[]);
+    assert_exit(&o, 0);
+    let objects = support::yaml_docs(
+        &std::fs::read_to_string(dir.path().join("out1/apps.helm-shop.yaml")).unwrap(),
+    );
+    let names: BTreeSet<String> = objects
+        .iter()
+        .map(|o| {
+            format!(
+                "{}/{}",
+                o["kind"].as_str().unwrap(),
+                o["metadata"]["name"].as_str().unwrap()
+            )
+        })
+        .collect();
+    for want in [
+        "ConfigMap/shop",
+        "ConfigMap/common-plain",
+        "Deployment/shop-podinfo",
+    ] {
+        assert!(names.contains(want), "{want} not in {names:?}");
+    }
+    assert!(
+        !root.join("charts/shop/charts").exists() && !root.join("charts/shop/Chart.lock").exists(),
+        "the build ran in the checkout"
+    );
+    // A change in the file:// dependency is a new render.
+    write("charts/common/values.yaml", "flavour: spicy\n");
+    let o = render_with(&helm4, &root, &dir.path().join("out2"), &cache, &[]);
+    assert_exit(&o, 0);
+    assert!(
+        std::fs::read_to_string(dir.path().join("out2/apps.helm-shop.yaml"))
+            .unwrap()
+            .contains("common-spicy")
+    );
+
+    // The dependency's repository is away: one line naming the chart and the dependency.
+    let away = format!("http://127.0.0.1:{}", support::free_port());
+    write("charts/shop/Chart.yaml", &chart_yaml(&away));
+    let o = render_with(&helm4, &root, &dir.path().join("out3"), &cache, &[]);
+    assert_exit(&o, 2);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.starts_with(&format!(
+            "apps.toml:2:7: chart charts/shop: dependency podinfo ^6.0 from {away} cannot be fetched: "
+        )),
+        "{}",
+        show(&o)
+    );
+    assert_eq!(stderr.lines().count(), 2, "{}", show(&o));
+}

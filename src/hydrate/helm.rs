@@ -110,6 +110,10 @@ pub struct Prepared {
     pub args: Vec<OsString>,
     pub shown: String,
     pub key: super::cache::Key,
+    /// What the chart needs fetched before it renders, and where it is.
+    pub needs: super::dependencies::Needs,
+    pub chart: PathBuf,
+    pub bound: PathBuf,
     /// The inline values, in a file of their own (never on the command line); kept until
     /// the run is done.
     _values: Option<tempfile::NamedTempFile>,
@@ -150,6 +154,10 @@ pub fn prepare(
     key.part(helm.program.as_os_str().as_encoded_bytes())
         .part(helm.version.as_bytes());
     digest_tree(&bound, &chart, &mut key)?;
+    let needs = super::dependencies::of(&chart, &bound)?;
+    for dir in &needs.local {
+        digest_tree(&bound, dir, &mut key)?;
+    }
     let mut args: Vec<OsString> = vec![
         "template".into(),
         r.release_name.clone().into(),
@@ -225,6 +233,9 @@ pub fn prepare(
         args,
         shown: shown.join(" "),
         key: key.finish(),
+        needs,
+        chart,
+        bound,
         _values: values,
     })
 }
@@ -448,19 +459,35 @@ impl super::Renderer {
                 let span = tracing::info_span!("render", tool = "helm", release = %r.release_name);
                 let _enter = span.enter();
                 self.runs.fetch_add(1, Ordering::Relaxed);
-                let chart = match &pulled {
-                    Some((dir, _)) => dir.clone(),
-                    None => disk.root.join(&r.chart),
-                };
-                let result = runner::run(
-                    &tool.program,
-                    &prepared.args,
-                    &chart,
-                    &self.opts.limits,
-                    &self.slots,
-                )
-                .map(Arc::new)
-                .map_err(|e| said(e, &disk.repo));
+                let mut args = prepared.args.clone();
+                let mut chart = prepared.chart.clone();
+                let mut _copy = None;
+                if !prepared.needs.missing.is_empty() {
+                    let (tmp, built) = super::dependencies::build(
+                        &tool.program,
+                        &prepared.chart,
+                        &prepared.bound,
+                        &prepared.needs,
+                        &r.chart,
+                        &self.opts.limits,
+                        &self.slots,
+                    )?;
+                    // `helm template NAME CHART …`: the copy renders instead.
+                    args[2] = built.clone().into();
+                    chart = built;
+                    _copy = Some(tmp);
+                }
+                let result =
+                    runner::run(&tool.program, &args, &chart, &self.opts.limits, &self.slots)
+                        .map(Arc::new)
+                        .map_err(|e| {
+                            let line = said(e, &disk.repo);
+                            match &_copy {
+                                Some(t) => line
+                                    .replace(&format!("{}/", t.path().join("tree").display()), ""),
+                                None => line,
+                            }
+                        });
                 tracing::info!(ok = result.is_ok(), "rendered");
                 self.cache.put(prepared.key, result.clone());
                 result?

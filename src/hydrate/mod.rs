@@ -8,6 +8,7 @@
 //! facts, when a tool needs them, come in as values: this stage never reaches the cluster.
 
 pub mod cache;
+pub mod dependencies;
 pub mod helm;
 pub mod jsonnet;
 pub mod kustomize;
