@@ -343,6 +343,54 @@ async fn a_daemon_runs_helm_only_for_the_release_that_changed() {
         .unwrap_or_else(|| panic!("{status}"));
     assert_eq!(a["rendered_by"]["tool"], "helm", "{a}");
     assert_eq!(templates().len(), 2, "{:?}", templates());
+    // Each release is a unit: its figures, its specs, ready when they all are.
+    let status = daemon
+        .wait_status("both releases ready", |s| {
+            s["releases"]
+                .as_array()
+                .is_some_and(|r| r.len() == 2 && r.iter().all(|r| r["ready"] == true))
+        })
+        .await;
+    let release_a = &status["releases"][0];
+    assert_eq!(
+        (
+            &release_a["name"],
+            &release_a["namespace"],
+            &release_a["chart"],
+            &release_a["version"],
+            &release_a["app_version"],
+            &release_a["status"],
+        ),
+        (
+            &Value::from("a"),
+            &Value::from(ns.as_str()),
+            &Value::from("charts/podinfo"),
+            &Value::from("6.2.3"),
+            &Value::from("6.2.3"),
+            &Value::from("Ready"),
+        ),
+        "{release_a}"
+    );
+    let specs = release_a["specs"].as_array().unwrap();
+    assert!(
+        specs.contains(&Value::from(format!(
+            "manifest/{ns}/Deployment.apps/a-podinfo"
+        ))) && specs.len() == release_a["ready_specs"].as_u64().unwrap() as usize,
+        "{release_a}"
+    );
+    let table = Command::new(env!("CARGO_BIN_EXE_driftless"))
+        .args(["status", "--status-file"])
+        .arg(daemon.status_file())
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        table.contains(&format!(
+            "{ns}/a: chart charts/podinfo 6.2.3 (app 6.2.3), {n}/{n} specs ready",
+            n = specs.len()
+        )),
+        "{table}"
+    );
 
     // Resyncs of an unchanged tree run no helm.
     tokio::time::sleep(Duration::from_secs(5)).await;

@@ -430,6 +430,7 @@ fn status(n_specs: usize, revision: &str, ready: bool) -> StatusFile {
         })
         .collect();
     StatusFile {
+        releases: Vec::new(),
         written: Some(k8s_openapi::jiff::Timestamp::now().to_string()),
         instance: "default".into(),
         version: 1,

@@ -19,7 +19,7 @@ use super::{Input, OnDisk, Output, error_at, pull, runner, to_yaml};
 use crate::spec::{RenderedBy, SourceFile};
 
 /// One release's render: the command shown and its objects as YAML.
-type Rendered1 = Result<(String, Vec<u8>), String>;
+type Rendered1 = Result<(String, Vec<u8>, super::tree::ChartMeta), String>;
 use crate::spec::helm::HelmRelease;
 
 /// What a release of a chart nobody names is called: its directory's name.
@@ -400,13 +400,23 @@ impl super::Renderer {
         for (i, result) in results {
             let (r, path) = (&list[i], &files[i]);
             match result {
-                Ok((shown, yaml)) => {
+                Ok((shown, yaml, meta)) => {
                     out.rendered.insert(
                         path.clone(),
                         RenderedBy {
                             tool: "helm".into(),
                             version: tool.version.clone(),
                             command: shown,
+                            release: Some(crate::spec::Release {
+                                name: r.name.clone(),
+                                release_name: r.release_name.clone(),
+                                namespace: r.namespace.clone(),
+                                chart: r.chart.clone(),
+                                version: meta.version,
+                                app_version: meta.app_version,
+                                file: r.at.file.clone(),
+                                line: r.at.line,
+                            }),
                         },
                     );
                     out.files.push(SourceFile {
@@ -428,7 +438,7 @@ impl super::Renderer {
         r: &HelmRelease,
         disk: &OnDisk,
         facts: &ClusterFacts,
-    ) -> Result<(String, Vec<u8>), String> {
+    ) -> Rendered1 {
         let pulled = match pull::is_pulled(r) {
             true => {
                 let cache = self.opts.chart_cache.as_deref().ok_or_else(|| {
@@ -494,7 +504,8 @@ impl super::Renderer {
             }
         };
         let objects = objects(&rendered, r)?;
-        Ok((prepared.shown, to_yaml(&objects)))
+        let meta = super::tree::chart_meta(&prepared.chart).unwrap_or_default();
+        Ok((prepared.shown, to_yaml(&objects), meta))
     }
 }
 

@@ -452,6 +452,7 @@ impl super::Renderer {
                             tool: "kustomize".into(),
                             version: tool.version.clone(),
                             command: tool.shown(&dir),
+                            release: None,
                         },
                     );
                     out.files.push(SourceFile {

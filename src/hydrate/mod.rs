@@ -363,6 +363,7 @@ impl Renderer {
                             tool: "jsonnet".into(),
                             version: JSONNET_VERSION.into(),
                             command: jsonnet_command(path, settings),
+                            release: None,
                         },
                     );
                     out.files.push(SourceFile {

@@ -153,8 +153,9 @@ impl Snapshot<'_> {
                     revision: self.settled_in.get(&spec.id).cloned(),
                 }
             })
-            .collect();
+            .collect::<Vec<_>>();
         StatusFile {
+            releases: super::releases::of(&specs),
             version: VERSION,
             instance: self.instance.to_string(),
             source: self.source.to_string(),

@@ -87,6 +87,9 @@ pub struct StatusFile {
     pub errors: Vec<SourceError>,
     #[serde(default)]
     pub specs: Vec<SpecStatus>,
+    /// Chart releases, each with its specs (which are in `specs` too).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub releases: Vec<super::releases::ReleaseStatus>,
     pub leader: Option<bool>,
     #[serde(default)]
     pub syncing: bool,
@@ -256,6 +259,7 @@ impl StatusFile {
     /// What there is to say before the daemon has read its source.
     pub fn starting() -> StatusFile {
         StatusFile {
+            releases: Vec::new(),
             written: None,
             instance: String::new(),
             version: VERSION,
@@ -487,6 +491,17 @@ impl StatusFile {
                 // Multi-line messages (a parser's snippet) stay readable under their location.
                 let message = e.message.trim_end().replace('\n', "\n    ");
                 let _ = writeln!(out, "  {}{message}", location(e));
+            }
+        }
+        if !self.releases.is_empty() {
+            let ready = self.releases.iter().filter(|r| r.ready).count();
+            header(
+                &mut out,
+                "releases",
+                &format!("{ready}/{} ready", self.releases.len()),
+            );
+            for r in &self.releases {
+                let _ = writeln!(out, "  {}", r.describe());
             }
         }
         let ready = self.specs.iter().filter(|s| s.ready).count();
@@ -734,6 +749,7 @@ mod tests {
 
     fn sample() -> StatusFile {
         StatusFile {
+            releases: Vec::new(),
             written: Some("2025-03-01T12:00:05Z".into()),
             instance: "default".into(),
             version: VERSION,

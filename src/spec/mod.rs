@@ -219,6 +219,27 @@ pub struct RenderedBy {
     pub tool: String,
     pub version: String,
     pub command: String,
+    /// For a chart: the release its objects make up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub release: Option<Release>,
+}
+
+/// A chart release (DESIGN 1.10): what status, API and UI show it by.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Release {
+    /// The spec's name (`[helm.NAME]`), or the chart directory's for a chart nobody names.
+    pub name: String,
+    pub release_name: String,
+    pub namespace: String,
+    /// The chart as the spec names it.
+    pub chart: String,
+    /// The chart's version in force (a range resolved).
+    pub version: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app_version: Option<String>,
+    /// Where the spec is.
+    pub file: String,
+    pub line: usize,
 }
 
 impl SpecTree {

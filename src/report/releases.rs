@@ -1,0 +1,153 @@
+//! Chart releases as units (DESIGN 1.10): the specs a release rendered, grouped under it,
+//! with its figures (chart, version, app version) and one state: ready when all its
+//! objects are, failed when any is.
+
+use serde::{Deserialize, Serialize};
+
+use super::status::SpecStatus;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReleaseStatus {
+    #[serde(flatten)]
+    pub release: crate::spec::Release,
+    pub ready: bool,
+    /// Ready, Failed or InProgress: the worst of its specs'.
+    pub status: String,
+    /// Its specs' ids, in the tree's order.
+    pub specs: Vec<String>,
+    pub ready_specs: usize,
+}
+
+impl ReleaseStatus {
+    /// One line: `web/podinfo: chart podinfo 6.2.3 (app 6.2.3), 5/5 specs ready`.
+    pub fn describe(&self) -> String {
+        let r = &self.release;
+        let app = r
+            .app_version
+            .as_ref()
+            .map(|a| format!(" (app {a})"))
+            .unwrap_or_default();
+        let state = match self.status.as_str() {
+            "Ready" => String::new(),
+            other => format!(", {other}"),
+        };
+        format!(
+            "{}/{}: chart {} {}{app}, {}/{} specs ready{state}",
+            r.namespace,
+            r.release_name,
+            r.chart,
+            r.version,
+            self.ready_specs,
+            self.specs.len()
+        )
+    }
+}
+
+/// The releases of `specs`, in the order their first spec appears.
+pub fn of(specs: &[SpecStatus]) -> Vec<ReleaseStatus> {
+    let mut out: Vec<ReleaseStatus> = Vec::new();
+    for s in specs {
+        let Some(r) = s.rendered_by.as_ref().and_then(|b| b.release.as_ref()) else {
+            continue;
+        };
+        let i = match out.iter().position(|o| o.release == *r) {
+            Some(i) => i,
+            None => {
+                out.push(ReleaseStatus {
+                    release: r.clone(),
+                    ready: true,
+                    status: "Ready".into(),
+                    specs: Vec::new(),
+                    ready_specs: 0,
+                });
+                out.len() - 1
+            }
+        };
+        let o = &mut out[i];
+        o.specs.push(s.id.clone());
+        if s.ready {
+            o.ready_specs += 1;
+        } else {
+            o.ready = false;
+            if s.status == "Failed" {
+                o.status = "Failed".into();
+            } else if o.status != "Failed" {
+                o.status = "InProgress".into();
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(id: &str, release: Option<&str>, ready: bool, status: &str) -> SpecStatus {
+        SpecStatus {
+            id: id.into(),
+            kind: "manifest".into(),
+            namespace: "web".into(),
+            name: id.into(),
+            file: "apps.helm-x.yaml".into(),
+            line: 1,
+            ready,
+            status: status.into(),
+            reason: None,
+            message: String::new(),
+            figures: serde_json::Value::Null,
+            objects: vec![],
+            suspended: None,
+            drifted: vec![],
+            revision: None,
+            rendered_by: release.map(|name| crate::spec::RenderedBy {
+                tool: "helm".into(),
+                version: "v4.1.4".into(),
+                command: "helm template".into(),
+                release: Some(crate::spec::Release {
+                    name: name.into(),
+                    release_name: name.into(),
+                    namespace: "web".into(),
+                    chart: "charts/x".into(),
+                    version: "1.0.0".into(),
+                    app_version: Some("2.0".into()),
+                    file: "apps.toml".into(),
+                    line: 1,
+                }),
+            }),
+        }
+    }
+
+    #[test]
+    fn a_release_is_ready_when_all_its_specs_are_and_failed_when_one_is() {
+        let r = of(&[
+            spec("a1", Some("a"), true, "Current"),
+            spec("plain", None, false, "InProgress"),
+            spec("b1", Some("b"), true, "Current"),
+            spec("a2", Some("a"), false, "InProgress"),
+            spec("b2", Some("b"), false, "Failed"),
+            spec("b3", Some("b"), false, "InProgress"),
+        ]);
+        assert_eq!(r.len(), 2);
+        assert_eq!(
+            (
+                r[0].release.name.as_str(),
+                r[0].status.as_str(),
+                r[0].ready_specs
+            ),
+            ("a", "InProgress", 1)
+        );
+        assert_eq!(r[0].specs, ["a1", "a2"]);
+        assert_eq!((r[1].status.as_str(), r[1].specs.len()), ("Failed", 3));
+        assert_eq!(
+            r[1].describe(),
+            "web/b: chart charts/x 1.0.0 (app 2.0), 1/3 specs ready, Failed"
+        );
+        let all_ready = of(&[spec("a1", Some("a"), true, "Current")]);
+        assert!(all_ready[0].ready);
+        assert_eq!(
+            all_ready[0].describe(),
+            "web/a: chart charts/x 1.0.0 (app 2.0), 1/1 specs ready"
+        );
+    }
+}
