@@ -200,8 +200,21 @@ async fn serial_a_release_installs_upgrades_and_uninstalls_with_helm_3_and_4() {
         show(&out)
     );
 
-    // Upgrade to the newer chart with helm 4, told the cluster's version and APIs.
+    // Upgrade to the newer chart with helm 4, told the cluster's version and APIs; the
+    // diff first shows the change under the release.
     tree(&root, "6.2.3", &ns);
+    let out = run(&helm4, &["diff"]);
+    assert_exit(&out, 1);
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        shown.starts_with(&format!(
+            "# release {ns}/podinfo: chart charts/podinfo 6.2.3 (app 6.2.3)\n"
+        )) && shown
+            .lines()
+            .any(|l| l.starts_with('+') && l.contains("image: ghcr.io/stefanprodan/podinfo:6.2.3")),
+        "{}",
+        show(&out)
+    );
     let out = run(&helm4, &["apply"]);
     assert_exit(&out, 0);
     assert_eq!(
