@@ -100,7 +100,7 @@ _driftless() {
             return 0
             ;;
         driftless__subcmd__apply)
-            opts="-h -V --allow-namespace --sops-age-key-file --var --vars-file --kustomize --helm --render-timeout --render-concurrency --field-manager --force-conflicts --adopt --no-prune --max-prune-ratio --allow-mass-prune --concurrency --inventory-namespace --replace-on-immutable --wait --timeout --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
+            opts="-h -V --allow-namespace --sops-age-key-file --var --vars-file --kustomize --helm --render-timeout --render-concurrency --credentials-dir --field-manager --force-conflicts --adopt --no-prune --max-prune-ratio --allow-mass-prune --concurrency --inventory-namespace --replace-on-immutable --wait --timeout --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -135,6 +135,10 @@ _driftless() {
                     return 0
                     ;;
                 --render-concurrency)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --credentials-dir)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -236,7 +240,7 @@ _driftless() {
             return 0
             ;;
         driftless__subcmd__diff)
-            opts="-o -h -V --allow-namespace --sops-age-key-file --var --vars-file --kustomize --helm --render-timeout --render-concurrency --field-manager --force-conflicts --adopt --no-prune --max-prune-ratio --allow-mass-prune --concurrency --inventory-namespace --replace-on-immutable --output --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
+            opts="-o -h -V --allow-namespace --sops-age-key-file --var --vars-file --kustomize --helm --render-timeout --render-concurrency --credentials-dir --field-manager --force-conflicts --adopt --no-prune --max-prune-ratio --allow-mass-prune --concurrency --inventory-namespace --replace-on-immutable --output --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -271,6 +275,10 @@ _driftless() {
                     return 0
                     ;;
                 --render-concurrency)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --credentials-dir)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -468,7 +476,7 @@ _driftless() {
             return 0
             ;;
         driftless__subcmd__render)
-            opts="-h -V --allow-namespace --sops-age-key-file --var --vars-file --kustomize --helm --render-timeout --render-concurrency --nodes --out --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
+            opts="-h -V --allow-namespace --sops-age-key-file --var --vars-file --kustomize --helm --render-timeout --render-concurrency --credentials-dir --nodes --out --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -503,6 +511,10 @@ _driftless() {
                     return 0
                     ;;
                 --render-concurrency)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --credentials-dir)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -592,7 +604,7 @@ _driftless() {
             return 0
             ;;
         driftless__subcmd__run)
-            opts="-h -V --dir --allow-namespace --sops-age-key-file --var --vars-file --kustomize --helm --render-timeout --render-concurrency --git --branch --tag --commit --path --interval --resync --cache-dir --status-file --metrics-addr --hook-secret-file --leader-elect --lease-namespace --lease-name --ready-timeout --sync-timeout --events --api-token-file --drift --notify --notify-secret-file --notify-slack --commit-status --commit-status-url --commit-status-repo --field-manager --force-conflicts --adopt --no-prune --max-prune-ratio --allow-mass-prune --concurrency --inventory-namespace --replace-on-immutable --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
+            opts="-h -V --dir --allow-namespace --sops-age-key-file --var --vars-file --kustomize --helm --render-timeout --render-concurrency --credentials-dir --git --branch --tag --commit --path --interval --resync --cache-dir --status-file --metrics-addr --hook-secret-file --leader-elect --lease-namespace --lease-name --ready-timeout --sync-timeout --events --api-token-file --drift --notify --notify-secret-file --notify-slack --commit-status --commit-status-url --commit-status-repo --field-manager --force-conflicts --adopt --no-prune --max-prune-ratio --allow-mass-prune --concurrency --inventory-namespace --replace-on-immutable --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -631,6 +643,10 @@ _driftless() {
                     return 0
                     ;;
                 --render-concurrency)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --credentials-dir)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -916,7 +932,7 @@ _driftless() {
             return 0
             ;;
         driftless__subcmd__validate)
-            opts="-h -V --allow-namespace --sops-age-key-file --var --vars-file --kustomize --helm --render-timeout --render-concurrency --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
+            opts="-h -V --allow-namespace --sops-age-key-file --var --vars-file --kustomize --helm --render-timeout --render-concurrency --credentials-dir --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -951,6 +967,10 @@ _driftless() {
                     return 0
                     ;;
                 --render-concurrency)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --credentials-dir)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -54,6 +54,7 @@ complete -c driftless -n "__fish_driftless_using_subcommand validate" -l kustomi
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -l helm -d 'The helm program (3.8 or newer, or 4) that renders charts. Default: `helm` on PATH' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -l render-timeout -d 'How long one render may run before it (and what it started) is killed, e.g. 90s' -r
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -l render-concurrency -d 'Rendering tools run at once at most' -r
+complete -c driftless -n "__fish_driftless_using_subcommand validate" -l credentials-dir -d 'The directory a chart release\'s `username-file`, `password-file` and `ca-file` are read from (the operator\'s, e.g. a mounted Secret); a spec can name nothing outside it' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -l context -d 'The kubeconfig context to use (default: its current-context)' -r
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -l kube-api-qps -d 'Requests per second to the apiserver at most, client-side, as client-go\'s rate limit (0: no limit). Answers 429 and 502-504 are retried either way' -r
@@ -71,6 +72,7 @@ complete -c driftless -n "__fish_driftless_using_subcommand render" -l kustomize
 complete -c driftless -n "__fish_driftless_using_subcommand render" -l helm -d 'The helm program (3.8 or newer, or 4) that renders charts. Default: `helm` on PATH' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand render" -l render-timeout -d 'How long one render may run before it (and what it started) is killed, e.g. 90s' -r
 complete -c driftless -n "__fish_driftless_using_subcommand render" -l render-concurrency -d 'Rendering tools run at once at most' -r
+complete -c driftless -n "__fish_driftless_using_subcommand render" -l credentials-dir -d 'The directory a chart release\'s `username-file`, `password-file` and `ca-file` are read from (the operator\'s, e.g. a mounted Secret); a spec can name nothing outside it' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand render" -l nodes -d 'Node names for `localservice` specs, instead of asking the cluster. Such nodes carry no labels, so only an empty node-selector matches them' -r
 complete -c driftless -n "__fish_driftless_using_subcommand render" -l out -d 'Write the tree to DIR instead, every Kustomize directory and Jsonnet file replaced by its output as plain YAML (the rendered-manifests pattern: CI commits DIR, and driftless applies it with no tool)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand render" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
@@ -90,6 +92,7 @@ complete -c driftless -n "__fish_driftless_using_subcommand diff" -l kustomize -
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l helm -d 'The helm program (3.8 or newer, or 4) that renders charts. Default: `helm` on PATH' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l render-timeout -d 'How long one render may run before it (and what it started) is killed, e.g. 90s' -r
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l render-concurrency -d 'Rendering tools run at once at most' -r
+complete -c driftless -n "__fish_driftless_using_subcommand diff" -l credentials-dir -d 'The directory a chart release\'s `username-file`, `password-file` and `ca-file` are read from (the operator\'s, e.g. a mounted Secret); a spec can name nothing outside it' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l field-manager -d 'Field manager for server-side apply' -r
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l max-prune-ratio -d 'Refuse a revision that would prune more than this share of the inventory' -r
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l concurrency -d 'Objects applied (or dry-run) at once' -r
@@ -119,6 +122,7 @@ complete -c driftless -n "__fish_driftless_using_subcommand apply" -l kustomize 
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l helm -d 'The helm program (3.8 or newer, or 4) that renders charts. Default: `helm` on PATH' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l render-timeout -d 'How long one render may run before it (and what it started) is killed, e.g. 90s' -r
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l render-concurrency -d 'Rendering tools run at once at most' -r
+complete -c driftless -n "__fish_driftless_using_subcommand apply" -l credentials-dir -d 'The directory a chart release\'s `username-file`, `password-file` and `ca-file` are read from (the operator\'s, e.g. a mounted Secret); a spec can name nothing outside it' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l field-manager -d 'Field manager for server-side apply' -r
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l max-prune-ratio -d 'Refuse a revision that would prune more than this share of the inventory' -r
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l concurrency -d 'Objects applied (or dry-run) at once' -r
@@ -148,6 +152,7 @@ complete -c driftless -n "__fish_driftless_using_subcommand run" -l kustomize -d
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l helm -d 'The helm program (3.8 or newer, or 4) that renders charts. Default: `helm` on PATH' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l render-timeout -d 'How long one render may run before it (and what it started) is killed, e.g. 90s' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l render-concurrency -d 'Rendering tools run at once at most' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l credentials-dir -d 'The directory a chart release\'s `username-file`, `password-file` and `ca-file` are read from (the operator\'s, e.g. a mounted Secret); a spec can name nothing outside it' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l git -d 'Sync from this git repository (credentials come from the environment, never argv)' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l branch -d 'Branch to follow with --git (default: main)' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l tag -d 'Tag to follow with --git' -r
