@@ -3,10 +3,11 @@
 //! and how they scale, each against kubectl and a raw server-side-apply loop; prints a
 //! table and writes JSON. Run on demand, never as part of the test suite.
 
+mod helm;
 mod measure;
 mod report;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 use clap::Parser;
@@ -53,6 +54,11 @@ pub struct Args {
     /// Skip parts: any of cold,noop,diff,daemon,scaling,kubectl (noop and diff need cold).
     #[arg(long, value_delimiter = ',')]
     pub skip: Vec<String>,
+    /// Run the Helm workload instead: this many releases of podinfo's chart, driftless's
+    /// daemon against `helm upgrade --install` and `helm template | kubectl apply` loops.
+    /// Results go to bench/results/helm-latest.json unless --out says otherwise.
+    #[arg(long, value_name = "N")]
+    pub helm: Option<usize>,
     /// Keep the generated spec trees and daemon logs here (default: a temporary dir).
     #[arg(long)]
     pub work_dir: Option<PathBuf>,
@@ -85,6 +91,28 @@ async fn main() -> anyhow::Result<()> {
         "{} not found: build it (cargo build --release) or pass --driftless",
         driftless.display()
     );
+    if let Some(n) = args.helm {
+        let results = helm::run(&args, &driftless, n).await?;
+        let table = helm::markdown(&results);
+        println!("{table}");
+        let out = if args.out == Path::new("bench/results/latest.json") {
+            PathBuf::from("bench/results/helm-latest.json")
+        } else {
+            args.out.clone()
+        };
+        if let Some(dir) = out.parent()
+            && !dir.as_os_str().is_empty()
+        {
+            std::fs::create_dir_all(dir)?;
+        }
+        std::fs::write(&out, serde_json::to_string_pretty(&results)? + "\n")
+            .with_context(|| format!("writing {}", out.display()))?;
+        eprintln!("results written to {}", out.display());
+        if let Some(md) = &args.markdown {
+            std::fs::write(md, &table).with_context(|| format!("writing {}", md.display()))?;
+        }
+        return Ok(());
+    }
     let results = measure::run(&args, &driftless).await?;
     let table = report::markdown(&results);
     println!("{table}");
