@@ -748,6 +748,29 @@ fn a_chart_from_an_oci_registry_renders_as_the_tree_s() {
         .map(key)
         .collect();
     assert_eq!(pulled, vendored);
+    // A range, resolved by the registry's tags, with either helm (each a cache of its own).
+    let ranged = dir.path().join("ranged");
+    std::fs::create_dir_all(&ranged).unwrap();
+    std::fs::write(
+        ranged.join("apps.toml"),
+        format!(
+            "namespace = \"web\"\n[helm.podinfo]\nchart = \"oci://{}/charts/podinfo\"\nversion = \"~6.2.0\"\nplain-http = true\n",
+            registry.host
+        ),
+    )
+    .unwrap();
+    for (i, helm) in [&helm3, &helm4].into_iter().enumerate() {
+        let objects: BTreeSet<String> = render_release(
+            helm,
+            &ranged,
+            &dir.path().join(format!("r{i}")),
+            &dir.path().join(format!("range-cache-{i}")),
+        )
+        .iter()
+        .map(key)
+        .collect();
+        assert_eq!(objects, vendored, "{helm}");
+    }
     // The registry gone: the pulled chart is in the cache, verified by its digest.
     let _ = registry.child.kill();
     let _ = registry.child.wait();
