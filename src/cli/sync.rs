@@ -477,48 +477,6 @@ fn on_interrupt() -> Interrupt {
     rx
 }
 
-/// The text diff, each chart release's objects under a line naming the release.
-fn under_releases(
-    tree: &driftless::spec::SpecTree,
-    diffs: &[driftless::apply::diff::ObjectDiff],
-    color: bool,
-) -> String {
-    let release_of: std::collections::HashMap<String, String> = tree
-        .specs
-        .iter()
-        .filter_map(|s| {
-            let r = tree.rendered.get(&s.at.file)?.release.as_ref()?;
-            let app = r
-                .app_version
-                .as_ref()
-                .map(|a| format!(" (app {a})"))
-                .unwrap_or_default();
-            Some((
-                s.id.to_string(),
-                format!(
-                    "# release {}/{}: chart {} {}{app}\n",
-                    r.namespace, r.release_name, r.chart, r.version
-                ),
-            ))
-        })
-        .collect();
-    let mut out = String::new();
-    let mut under: Option<&String> = None;
-    for d in diffs {
-        let change = diff::render_change(d, color);
-        if change.is_empty() {
-            continue;
-        }
-        let release = release_of.get(&d.spec);
-        if release.is_some() && release != under {
-            out.push_str(release.map_or("", String::as_str));
-        }
-        under = release;
-        out.push_str(&change);
-    }
-    out
-}
-
 pub async fn diff(
     args: &DiffArgs,
     global: &GlobalArgs,
@@ -529,7 +487,9 @@ pub async fn diff(
     };
     let diffs = engine.diff(&objects, &tree.adopt_specs()).await?;
     let text = match args.output {
-        DiffOutput::Text => under_releases(&tree, &diffs, std::io::stdout().is_terminal()),
+        DiffOutput::Text => {
+            driftless::report::releases::diff_text(&tree, &diffs, std::io::stdout().is_terminal())
+        }
         DiffOutput::Markdown => diff::markdown(&diffs),
         DiffOutput::Json => diff::json(&diffs)?,
     };

@@ -79,6 +79,48 @@ pub fn of(specs: &[SpecStatus]) -> Vec<ReleaseStatus> {
     out
 }
 
+/// The text diff, each chart release's objects under a line naming the release.
+pub fn diff_text(
+    tree: &crate::spec::SpecTree,
+    diffs: &[crate::apply::diff::ObjectDiff],
+    color: bool,
+) -> String {
+    let release_of: std::collections::HashMap<String, String> = tree
+        .specs
+        .iter()
+        .filter_map(|s| {
+            let r = tree.rendered.get(&s.at.file)?.release.as_ref()?;
+            let app = r
+                .app_version
+                .as_ref()
+                .map(|a| format!(" (app {a})"))
+                .unwrap_or_default();
+            Some((
+                s.id.to_string(),
+                format!(
+                    "# release {}/{}: chart {} {}{app}\n",
+                    r.namespace, r.release_name, r.chart, r.version
+                ),
+            ))
+        })
+        .collect();
+    let mut out = String::new();
+    let mut under: Option<&String> = None;
+    for d in diffs {
+        let change = crate::apply::diff::render_change(d, color);
+        if change.is_empty() {
+            continue;
+        }
+        let release = release_of.get(&d.spec);
+        if release.is_some() && release != under {
+            out.push_str(release.map_or("", String::as_str));
+        }
+        under = release;
+        out.push_str(&change);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
