@@ -153,8 +153,12 @@ fn cache_dir(args: &RunArgs) -> PathBuf {
 }
 
 pub async fn run(args: &RunArgs, global: &GlobalArgs, selection: &Selection) -> anyhow::Result<u8> {
+    if args.tag.is_some() && args.git.is_none() && args.oci.is_none() {
+        anyhow::bail!("--tag needs --git or --oci");
+    }
     let source = match (&args.dir, &args.git) {
         (Some(dir), _) => SourceConfig::Dir(dir.clone()),
+        (None, None) if args.oci.is_some() => oci_source(args)?,
         (None, Some(url)) => {
             let reference = match (&args.tag, &args.commit, &args.branch) {
                 (Some(t), _, _) => GitRef::Tag(t.clone()),
@@ -181,7 +185,7 @@ pub async fn run(args: &RunArgs, global: &GlobalArgs, selection: &Selection) -> 
                 interval: args.interval,
             }
         }
-        (None, None) => anyhow::bail!("one of --dir or --git is required"),
+        (None, None) => anyhow::bail!("one of --dir, --git or --oci is required"),
     };
     let hook_secret = match &args.hook_secret_file {
         Some(f) => Some(read_secret_file(f, "hook secret")?),
@@ -192,10 +196,17 @@ pub async fn run(args: &RunArgs, global: &GlobalArgs, selection: &Selection) -> 
         Some(f) => Some(read_secret_file(f, "API token")?),
         None => None,
     };
-    if args.git.is_some() && hook_secret.is_none() && !args.metrics_addr.ip().is_loopback() {
+    if (args.git.is_some() || args.oci.is_some())
+        && hook_secret.is_none()
+        && !args.metrics_addr.ip().is_loopback()
+    {
+        let hook = match args.oci.is_some() {
+            true => "/hooks/oci",
+            false => "/hooks/git",
+        };
         tracing::warn!(
             addr = %args.metrics_addr,
-            "POST /hooks/git accepts unsigned requests on a non-loopback address: anyone who \
+            "POST {hook} accepts unsigned requests on a non-loopback address: anyone who \
              reaches it can make the daemon fetch; set --hook-secret-file"
         );
     }
@@ -252,6 +263,35 @@ pub async fn run(args: &RunArgs, global: &GlobalArgs, selection: &Selection) -> 
         .context("connecting to the cluster")?;
     daemon::run(cfg, client, shutdown_signal()).await?;
     Ok(exit::OK)
+}
+
+/// `--oci` and what it follows: `--tag` (default latest, or the reference's own),
+/// `--semver`, `--digest`.
+fn oci_source(args: &RunArgs) -> anyhow::Result<SourceConfig> {
+    use driftless::source::oci::{Selector, reference};
+    let url = args.oci.as_deref().unwrap_or_default();
+    let selector = match (&args.tag, &args.semver, &args.digest) {
+        (Some(t), _, _) => {
+            reference::check_tag(t).map_err(|e| anyhow::anyhow!("--tag: {e}"))?;
+            Some(Selector::Tag(t.clone()))
+        }
+        (_, Some(r), _) => Some(Selector::Semver(
+            semver::VersionReq::parse(r)
+                .map_err(|e| anyhow::anyhow!("--semver {r:?} is not a semver range: {e}"))?,
+        )),
+        (_, _, Some(d)) => Some(Selector::Digest(
+            reference::check_digest(d).map_err(|e| anyhow::anyhow!("--digest: {e}"))?,
+        )),
+        _ => None,
+    };
+    let config = args
+        .policy
+        .registry
+        .config(url, selector, cache_dir(args))?;
+    Ok(SourceConfig::Oci {
+        config,
+        interval: args.interval,
+    })
 }
 
 /// SIGTERM (systemd, kubelet) or SIGINT (a terminal).

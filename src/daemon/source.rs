@@ -26,10 +26,10 @@ pub struct Rendering {
 
 /// A read revision, rendered: its id, the files the spec loader reads, and what the stage
 /// said.
-type Read = Result<(String, Vec<SourceFile>, Rendered), String>;
+pub(super) type Read = Result<(String, Vec<SourceFile>, Rendered), String>;
 
 impl Rendering {
-    async fn render(&self, id: Option<String>, input: Input) -> Read {
+    pub(super) async fn render(&self, id: Option<String>, input: Input) -> Read {
         let this = self.clone();
         let input = Input {
             cluster: self.cluster.clone(),
@@ -101,6 +101,14 @@ pub fn start(
             tokio::spawn(follow_git(git, rendering, interval, tx, rescan, hook, stop));
             Ok(name)
         }
+        SourceConfig::Oci { config, interval } => {
+            let oci = Arc::new(source::oci::OciSource::open(config)?);
+            let name = oci.display();
+            tokio::spawn(super::source_oci::follow(
+                oci, rendering, interval, tx, rescan, hook, stop,
+            ));
+            Ok(name)
+        }
     }
 }
 
@@ -150,7 +158,7 @@ fn read_dir(root: &std::path::Path) -> Result<Input, String> {
 /// next one, which starts after them and so sees their pushes. A flood of hooks (a forge
 /// redelivering, a script, an attacker who reaches the port) is then a fetch every few
 /// seconds at most, not one for each hook that lands while the previous fetch runs.
-const HOOK_FETCH_SPACING: Duration = Duration::from_secs(2);
+pub(super) const HOOK_FETCH_SPACING: Duration = Duration::from_secs(2);
 
 async fn follow_git(
     git: Arc<source::git::GitSource>,
@@ -209,7 +217,11 @@ async fn follow_git(
 /// Sends what a read of the source tells the loop: a revision it has not sent yet, or a
 /// failure. After a failure the next good read is sent even if its revision is the same,
 /// so the error it replaces is cleared. False once the loop has gone.
-async fn report(tx: &mpsc::Sender<SourceUpdate>, last: &mut Option<String>, read: Read) -> bool {
+pub(super) async fn report(
+    tx: &mpsc::Sender<SourceUpdate>,
+    last: &mut Option<String>,
+    read: Read,
+) -> bool {
     let update = match read {
         Ok((id, files, rendered)) => (last.as_ref() != Some(&id)).then(|| {
             *last = Some(id.clone());
