@@ -169,6 +169,7 @@ async fn oci_push_run_follow_the_tag_and_outlive_a_registry_that_goes_away() {
         })
         .await;
     assert!(errors(&status).contains("connection refused"), "{status:#}");
+    eprintln!("registry away, status errors: {}", errors(&status));
     assert_eq!(
         status["revision_applied"],
         format!("latest@{second}").as_str(),
@@ -342,6 +343,7 @@ async fn oci_tls_basic_auth_and_the_hook() {
         let out = cli(&home, &args);
         assert_exit(&out, 2);
         let stderr = String::from_utf8_lossy(&out.stderr);
+        eprintln!("refused: {}", stderr.trim());
         assert_eq!(stderr.lines().count(), 1, "{}", show(&out));
         assert!(
             stderr.contains(expect) && !stderr.contains(REGISTRY_PASSWORD),
@@ -658,9 +660,190 @@ async fn serial_oci_hostile_or_oversized_artifacts_give_one_line_and_apply_nothi
         .await;
         assert_exit(&out, 2);
         let stderr = String::from_utf8_lossy(&out.stderr);
+        eprintln!("refused: {}", stderr.trim());
         assert_eq!(stderr.lines().count(), 1, "{}", show(&out));
         assert!(stderr.contains(expect), "{}", show(&out));
         assert!(!tmp.path().join("escape.toml").exists());
     }
     assert_eq!(replicas(&client, &ns).await, None);
+}
+
+/// Signs `digest` as `cosign sign --key` stores it: a simple signing payload under the tag
+/// `sha256-<hex>.sig`, its ECDSA P-256 signature (DER, base64, here made by `openssl`) in
+/// the `dev.cosignproject.cosign/signature` annotation.
+async fn cosign_sign(dir: &Path, key: &Path, host: &str, repo: &str, digest: &str) {
+    use oci_client::client::{ClientConfig, ClientProtocol, Config, ImageLayer};
+    let payload = format!(
+        r#"{{"critical":{{"identity":{{"docker-reference":"{host}/{repo}"}},"image":{{"docker-manifest-digest":"{digest}"}},"type":"cosign container image signature"}},"optional":null}}"#
+    );
+    let file = dir.join("payload.json");
+    std::fs::write(&file, &payload).unwrap();
+    let out = Command::new("openssl")
+        .args(["dgst", "-sha256", "-sign"])
+        .arg(key)
+        .arg(&file)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let signature = support::base64(&out.stdout);
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = oci_client::Client::new(ClientConfig {
+        protocol: ClientProtocol::Http,
+        ..Default::default()
+    });
+    let tag = format!("{}.sig", digest.replacen(':', "-", 1));
+    let reference = oci_client::Reference::with_tag(host.into(), repo.into(), tag);
+    let layer = ImageLayer::new(
+        payload.into_bytes(),
+        "application/vnd.dev.cosign.simplesigning.v1+json".into(),
+        Some(BTreeMap::from([(
+            "dev.cosignproject.cosign/signature".to_string(),
+            signature,
+        )])),
+    );
+    let config = Config::new(
+        b"{}".to_vec(),
+        "application/vnd.oci.image.config.v1+json".into(),
+        None,
+    );
+    let manifest =
+        oci_client::manifest::OciImageManifest::build(std::slice::from_ref(&layer), &config, None);
+    client
+        .push(
+            &reference,
+            &[layer],
+            config,
+            &oci_client::secrets::RegistryAuth::Anonymous,
+            Some(manifest),
+        )
+        .await
+        .unwrap();
+}
+
+fn ec_key(dir: &Path, name: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let private = dir.join(format!("{name}.key"));
+    let public = dir.join(format!("{name}.pub"));
+    let run = |args: &[&str]| {
+        let out = Command::new("openssl")
+            .current_dir(dir)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    run(&[
+        "ecparam",
+        "-name",
+        "prime256v1",
+        "-genkey",
+        "-noout",
+        "-out",
+        private.to_str().unwrap(),
+    ]);
+    run(&[
+        "ec",
+        "-in",
+        private.to_str().unwrap(),
+        "-pubout",
+        "-out",
+        public.to_str().unwrap(),
+    ]);
+    (private, public)
+}
+
+#[tokio::test]
+async fn oci_verify_key_applies_only_what_the_key_signed() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "oci-verify").await;
+    let tmp = TempDir::new().unwrap();
+    let registry = TestRegistry::plain(tmp.path());
+    let home = tmp.path().join("docker");
+    std::fs::create_dir_all(&home).unwrap();
+    let (key, public) = ec_key(tmp.path(), "cosign");
+    let (other_key, _) = ec_key(tmp.path(), "other");
+    let tree = tmp.path().join("tree");
+    let url = registry.url("team/app");
+    let unsigned = push(
+        &home,
+        &tree,
+        &web(&ns, 200),
+        &format!("{url}:unsigned"),
+        &["--plain-http"],
+    );
+    let wrong = push(
+        &home,
+        &tree,
+        &web(&ns, 300),
+        &format!("{url}:wrong"),
+        &["--plain-http"],
+    );
+    cosign_sign(tmp.path(), &other_key, &registry.host, "team/app", &wrong).await;
+    let signed = push(
+        &home,
+        &tree,
+        &web(&ns, 400),
+        &format!("{url}:signed"),
+        &["--plain-http"],
+    );
+    cosign_sign(tmp.path(), &key, &registry.host, "team/app", &signed).await;
+
+    let verify = ["--plain-http", "--verify-key", public.to_str().unwrap()];
+    for (tag, digest, expect) in [
+        ("unsigned", &unsigned, "no cosign signature"),
+        ("wrong", &wrong, "does not verify with --verify-key"),
+    ] {
+        let reference = format!("{url}:{tag}");
+        let mut args = vec!["--instance", &ns, "apply", &reference];
+        args.extend(verify);
+        let out = cli(&home, &args);
+        assert_exit(&out, 2);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        eprintln!("refused: {}", stderr.trim());
+        assert_eq!(stderr.lines().count(), 1, "{}", show(&out));
+        assert!(
+            stderr.contains(expect) && stderr.contains(digest.as_str()),
+            "{}",
+            show(&out)
+        );
+        assert_eq!(replicas(&client, &ns).await, None, "{}", show(&out));
+    }
+
+    // The daemon likewise: the unsigned tag is reported and nothing applied; once the tag
+    // names the signed artifact, it is applied.
+    let daemon = Daemon::builder(&ns)
+        .args(&["--oci", &url, "--tag", "unsigned", "--interval", "1s"])
+        .args(&verify)
+        .env("DOCKER_CONFIG", home.to_str().unwrap())
+        .start();
+    let status = daemon
+        .wait_status("the unsigned artifact refused", |s| {
+            errors(s).contains("no cosign signature")
+        })
+        .await;
+    assert!(status["revision_applied"].is_null(), "{status:#}");
+    assert_eq!(replicas(&client, &ns).await, None);
+    // The signed tree pushed to the daemon's tag is the signed digest (reproducible), which
+    // the daemon then applies.
+    let moved = push(
+        &home,
+        &tree,
+        &web(&ns, 400),
+        &format!("{url}:unsigned"),
+        &["--plain-http"],
+    );
+    assert_eq!(moved, signed);
+    daemon
+        .wait_status("the signed artifact applied", |s| {
+            s["revision_applied"] == format!("unsigned@{signed}").as_str() && support::all_ready(s)
+        })
+        .await;
+    assert_eq!(replicas(&client, &ns).await, Some(4));
 }

@@ -60,6 +60,7 @@ complete -c driftless -n "__fish_driftless_using_subcommand validate" -l usernam
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -l password-file -d 'File holding the registry password or token' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -l ca-file -d 'PEM certificates to trust for the registry, besides the system\'s roots' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -l layer-media-type -d 'The media type of the artifact\'s layer that holds the tree (a tar+gzip) [default: application/vnd.cncf.flux.content.v1.tar+gzip, as Flux writes it]' -r
+complete -c driftless -n "__fish_driftless_using_subcommand validate" -l verify-key -d 'Pull an artifact only when a cosign signature of its digest by this key (cosign.pub: ECDSA P-256, PEM) is found beside it (the `sha256-<hex>.sig` tag cosign writes). Keyless signatures are not checked' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -l context -d 'The kubeconfig context to use (default: its current-context)' -r
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -l kube-api-qps -d 'Requests per second to the apiserver at most, client-side, as client-go\'s rate limit (0: no limit). Answers 429 and 502-504 are retried either way' -r
@@ -83,6 +84,7 @@ complete -c driftless -n "__fish_driftless_using_subcommand render" -l username-
 complete -c driftless -n "__fish_driftless_using_subcommand render" -l password-file -d 'File holding the registry password or token' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand render" -l ca-file -d 'PEM certificates to trust for the registry, besides the system\'s roots' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand render" -l layer-media-type -d 'The media type of the artifact\'s layer that holds the tree (a tar+gzip) [default: application/vnd.cncf.flux.content.v1.tar+gzip, as Flux writes it]' -r
+complete -c driftless -n "__fish_driftless_using_subcommand render" -l verify-key -d 'Pull an artifact only when a cosign signature of its digest by this key (cosign.pub: ECDSA P-256, PEM) is found beside it (the `sha256-<hex>.sig` tag cosign writes). Keyless signatures are not checked' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand render" -l nodes -d 'Node names for `localservice` specs, instead of asking the cluster. Such nodes carry no labels, so only an empty node-selector matches them' -r
 complete -c driftless -n "__fish_driftless_using_subcommand render" -l out -d 'Write the tree to DIR instead, every Kustomize directory and Jsonnet file replaced by its output as plain YAML (the rendered-manifests pattern: CI commits DIR, and driftless applies it with no tool)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand render" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
@@ -108,6 +110,7 @@ complete -c driftless -n "__fish_driftless_using_subcommand diff" -l username-fi
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l password-file -d 'File holding the registry password or token' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l ca-file -d 'PEM certificates to trust for the registry, besides the system\'s roots' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l layer-media-type -d 'The media type of the artifact\'s layer that holds the tree (a tar+gzip) [default: application/vnd.cncf.flux.content.v1.tar+gzip, as Flux writes it]' -r
+complete -c driftless -n "__fish_driftless_using_subcommand diff" -l verify-key -d 'Pull an artifact only when a cosign signature of its digest by this key (cosign.pub: ECDSA P-256, PEM) is found beside it (the `sha256-<hex>.sig` tag cosign writes). Keyless signatures are not checked' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l field-manager -d 'Field manager for server-side apply' -r
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l max-prune-ratio -d 'Refuse a revision that would prune more than this share of the inventory' -r
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l concurrency -d 'Objects applied (or dry-run) at once' -r
@@ -143,6 +146,7 @@ complete -c driftless -n "__fish_driftless_using_subcommand apply" -l username-f
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l password-file -d 'File holding the registry password or token' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l ca-file -d 'PEM certificates to trust for the registry, besides the system\'s roots' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l layer-media-type -d 'The media type of the artifact\'s layer that holds the tree (a tar+gzip) [default: application/vnd.cncf.flux.content.v1.tar+gzip, as Flux writes it]' -r
+complete -c driftless -n "__fish_driftless_using_subcommand apply" -l verify-key -d 'Pull an artifact only when a cosign signature of its digest by this key (cosign.pub: ECDSA P-256, PEM) is found beside it (the `sha256-<hex>.sig` tag cosign writes). Keyless signatures are not checked' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l field-manager -d 'Field manager for server-side apply' -r
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l max-prune-ratio -d 'Refuse a revision that would prune more than this share of the inventory' -r
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l concurrency -d 'Objects applied (or dry-run) at once' -r
@@ -178,6 +182,7 @@ complete -c driftless -n "__fish_driftless_using_subcommand run" -l username-fil
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l password-file -d 'File holding the registry password or token' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l ca-file -d 'PEM certificates to trust for the registry, besides the system\'s roots' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l layer-media-type -d 'The media type of the artifact\'s layer that holds the tree (a tar+gzip) [default: application/vnd.cncf.flux.content.v1.tar+gzip, as Flux writes it]' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l verify-key -d 'Pull an artifact only when a cosign signature of its digest by this key (cosign.pub: ECDSA P-256, PEM) is found beside it (the `sha256-<hex>.sig` tag cosign writes). Keyless signatures are not checked' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l git -d 'Sync from this git repository (credentials come from the environment, never argv)' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l branch -d 'Branch to follow with --git (default: main)' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l tag -d 'Tag to follow with --git or --oci (--oci\'s default: latest)' -r
@@ -243,6 +248,7 @@ complete -c driftless -n "__fish_driftless_using_subcommand push" -l username-fi
 complete -c driftless -n "__fish_driftless_using_subcommand push" -l password-file -d 'File holding the registry password or token' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand push" -l ca-file -d 'PEM certificates to trust for the registry, besides the system\'s roots' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand push" -l layer-media-type -d 'The media type of the artifact\'s layer that holds the tree (a tar+gzip) [default: application/vnd.cncf.flux.content.v1.tar+gzip, as Flux writes it]' -r
+complete -c driftless -n "__fish_driftless_using_subcommand push" -l verify-key -d 'Pull an artifact only when a cosign signature of its digest by this key (cosign.pub: ECDSA P-256, PEM) is found beside it (the `sha256-<hex>.sig` tag cosign writes). Keyless signatures are not checked' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand push" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand push" -l context -d 'The kubeconfig context to use (default: its current-context)' -r
 complete -c driftless -n "__fish_driftless_using_subcommand push" -l kube-api-qps -d 'Requests per second to the apiserver at most, client-side, as client-go\'s rate limit (0: no limit). Answers 429 and 502-504 are retried either way' -r

@@ -33,6 +33,11 @@ pub struct RegistryArgs {
     /// application/vnd.cncf.flux.content.v1.tar+gzip, as Flux writes it].
     #[arg(long, value_name = "TYPE")]
     pub layer_media_type: Option<String>,
+    /// Pull an artifact only when a cosign signature of its digest by this key (cosign.pub:
+    /// ECDSA P-256, PEM) is found beside it (the `sha256-<hex>.sig` tag cosign writes).
+    /// Keyless signatures are not checked.
+    #[arg(long, value_name = "FILE")]
+    pub verify_key: Option<PathBuf>,
 }
 
 impl RegistryArgs {
@@ -81,6 +86,17 @@ impl RegistryArgs {
             registry: self.options()?,
             cache_dir,
             limits: oci::Limits::default(),
+            verify_key: match &self.verify_key {
+                None => None,
+                Some(path) => {
+                    let text = std::fs::read_to_string(path)
+                        .with_context(|| format!("reading --verify-key {}", path.display()))?;
+                    Some(
+                        oci::verify::VerifyKey::from_pem(&text)
+                            .map_err(|e| anyhow::anyhow!("--verify-key {}: {e}", path.display()))?,
+                    )
+                }
+            },
         })
     }
 }

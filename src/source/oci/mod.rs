@@ -8,6 +8,7 @@ mod pack;
 pub mod reference;
 mod registry;
 mod unpack;
+pub mod verify;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -64,6 +65,8 @@ pub struct OciConfig {
     pub registry: RegistryOptions,
     pub cache_dir: PathBuf,
     pub limits: Limits,
+    /// `--verify-key`: pull only what a cosign signature of this key vouches for.
+    pub verify_key: Option<verify::VerifyKey>,
 }
 
 /// One artifact, unpacked.
@@ -243,6 +246,9 @@ impl OciSource {
                 "{digest} is an image index, not an artifact of one manifest"
             )));
         };
+        if let Some(key) = &self.cfg.verify_key {
+            self.check_signature(key, digest).await?;
+        }
         let layer = self.tree_layer(&manifest).map_err(&bad)?;
         if layer.size < 0 || layer.size as u64 > self.cfg.limits.layer_bytes {
             return Err(bad(format!(
@@ -265,6 +271,58 @@ impl OciSource {
             dir: unpacked,
             annotations: manifest.annotations.clone().unwrap_or_default(),
         })
+    }
+
+    /// A cosign signature of `digest` by `key`, found beside it, or an error saying why not.
+    async fn check_signature(&self, key: &verify::VerifyKey, digest: &str) -> Result<(), OciError> {
+        let refused = |message: String| OciError::Artifact {
+            url: self.display(),
+            message: format!("{digest}: {message}; refused under --verify-key"),
+        };
+        let tag = verify::signature_tag(digest);
+        let signatures = self.reference(&tag);
+        let manifest = match self.client.pull_manifest(&signatures, &self.auth).await {
+            Ok((OciManifest::Image(m), _)) => m,
+            Ok(_) => return Err(refused(format!("{tag} is not a cosign signature manifest"))),
+            Err(e) => match explain(&e) {
+                m if m == NOT_FOUND => {
+                    return Err(refused(format!("no cosign signature (no tag {tag})")));
+                }
+                m => {
+                    return Err(OciError::Registry {
+                        url: self.display(),
+                        message: m,
+                    });
+                }
+            },
+        };
+        let mut why = Vec::new();
+        for layer in manifest
+            .layers
+            .iter()
+            .filter(|l| l.media_type == verify::SIMPLE_SIGNING_MEDIA_TYPE)
+        {
+            let Some(signature) = layer
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(verify::SIGNATURE_ANNOTATION))
+            else {
+                continue;
+            };
+            if !(0..=verify::MAX_PAYLOAD_BYTES).contains(&layer.size) {
+                why.push("a signed payload too large to be one".to_string());
+                continue;
+            }
+            let payload = self.pull_layer(&signatures, layer).await?;
+            match verify::verify(key, &payload, signature, digest) {
+                Ok(()) => return Ok(()),
+                Err(e) => why.push(e),
+            }
+        }
+        Err(refused(match why.first() {
+            Some(first) => first.clone(),
+            None => format!("{tag} holds no cosign signature"),
+        }))
     }
 
     /// The one layer of the tree's media type.
