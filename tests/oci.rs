@@ -493,6 +493,18 @@ fn tar_gz(entries: &[(&str, tar::EntryType, &[u8])]) -> Vec<u8> {
     b.into_inner().unwrap().finish().unwrap()
 }
 
+/// A tar+gzip of one file, its deflate "stored" (no compression): as large as its data.
+fn stored_tar_gz(name: &str, data: &[u8]) -> Vec<u8> {
+    let gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::none());
+    let mut b = tar::Builder::new(gz);
+    let mut h = tar::Header::new_gnu();
+    h.set_size(data.len() as u64);
+    h.set_mode(0o644);
+    h.set_cksum();
+    b.append_data(&mut h, name, data).unwrap();
+    b.into_inner().unwrap().finish().unwrap()
+}
+
 #[tokio::test]
 async fn oci_an_artifact_of_flux_s_layout_is_read_and_driftless_push_writes_that_layout() {
     let tmp = TempDir::new().unwrap();
@@ -643,6 +655,23 @@ async fn serial_oci_hostile_or_oversized_artifacts_give_one_line_and_apply_nothi
             "unpacks to more than 64 MiB",
         ),
     ];
+    // A layer past the limit as served (incompressible: stored, not deflated) is refused
+    // from its manifest's size, before a byte of it is downloaded.
+    let mut noise = vec![0u8; 65 << 20];
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    for chunk in noise.chunks_mut(8) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        chunk.copy_from_slice(&x.to_le_bytes()[..chunk.len()]);
+    }
+    let mut cases = cases;
+    cases.push((
+        "huge",
+        stored_tar_gz("noise.bin", &noise),
+        "more than the 64 MiB a tree may be; not pulled",
+    ));
+    drop(noise);
     for (tag, layer, expect) in cases {
         push_raw(&registry.host, "team/app", tag, layer, FLUX_CONTENT).await;
         let reference = format!("{}:{tag}", registry.url("team/app"));
@@ -664,6 +693,19 @@ async fn serial_oci_hostile_or_oversized_artifacts_give_one_line_and_apply_nothi
         assert_eq!(stderr.lines().count(), 1, "{}", show(&out));
         assert!(stderr.contains(expect), "{}", show(&out));
         assert!(!tmp.path().join("escape.toml").exists());
+        if tag == "huge" {
+            let blobs = registry
+                .requests()
+                .iter()
+                .filter(|r| r.starts_with("GET /v2/team/app/blobs/"))
+                .count();
+            assert_eq!(
+                blobs,
+                3,
+                "only the first three layers were downloaded: {:#?}",
+                registry.requests()
+            );
+        }
     }
     assert_eq!(replicas(&client, &ns).await, None);
 }
