@@ -889,3 +889,70 @@ async fn oci_verify_key_applies_only_what_the_key_signed() {
         .await;
     assert_eq!(replicas(&client, &ns).await, Some(4));
 }
+
+#[tokio::test]
+async fn oci_a_bearer_token_challenge_is_answered_with_the_registry_credentials() {
+    use std::sync::atomic::Ordering;
+    let tmp = TempDir::new().unwrap();
+    let (registry, tokens) = TestRegistry::bearer(tmp.path());
+    let home = tmp.path().join("docker");
+    std::fs::create_dir_all(&home).unwrap();
+    let user = tmp.path().join("user");
+    let password = tmp.path().join("password");
+    let wrong = tmp.path().join("wrong");
+    std::fs::write(&user, REGISTRY_USER).unwrap();
+    std::fs::write(&password, REGISTRY_PASSWORD).unwrap();
+    std::fs::write(&wrong, "not-it").unwrap();
+    let creds = [
+        "--plain-http",
+        "--username-file",
+        user.to_str().unwrap(),
+        "--password-file",
+        password.to_str().unwrap(),
+    ];
+    let tree = tmp.path().join("tree");
+    let manifest =
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: behind-a-token\n  namespace: team\n";
+    std::fs::create_dir_all(&tree).unwrap();
+    std::fs::write(tree.join("cm.yaml"), manifest).unwrap();
+    let reference = format!("{}:v1", registry.url("team/app"));
+    let mut args = vec!["push", tree.to_str().unwrap(), &reference];
+    args.extend(creds);
+    assert_exit(&cli(&home, &args), 0);
+    let after_push = tokens.issued.load(Ordering::Relaxed);
+    assert!(after_push >= 1, "no token was asked for");
+
+    let mut args = vec!["render", &reference];
+    args.extend(creds);
+    let out = cli(&home, &args);
+    assert_exit(&out, 0);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("behind-a-token"),
+        "{}",
+        show(&out)
+    );
+    assert!(tokens.issued.load(Ordering::Relaxed) > after_push);
+    assert_eq!(tokens.refused.load(Ordering::Relaxed), 0);
+
+    // A wrong password, and none: the token service refuses, in one line.
+    for flags in [
+        vec![
+            "--plain-http",
+            "--username-file",
+            user.to_str().unwrap(),
+            "--password-file",
+            wrong.to_str().unwrap(),
+        ],
+        vec!["--plain-http"],
+    ] {
+        let mut args = vec!["render", &reference];
+        args.extend(flags);
+        let out = cli(&home, &args);
+        assert_exit(&out, 2);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        eprintln!("refused: {}", stderr.trim());
+        assert_eq!(stderr.lines().count(), 1, "{}", show(&out));
+        assert!(stderr.contains("refused the credentials"), "{}", show(&out));
+    }
+    assert!(tokens.refused.load(Ordering::Relaxed) >= 2);
+}

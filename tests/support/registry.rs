@@ -206,3 +206,196 @@ impl Drop for TestRegistry {
         self.down();
     }
 }
+
+/// The token service of a registry under token auth (what Docker Hub, GHCR and Harbor
+/// answer a challenge with): ES256 JWTs, signed with a key whose certificate (made by
+/// `openssl`) the registry trusts, given only for [`REGISTRY_USER`]'s basic credentials.
+pub struct TokenService {
+    pub url: String,
+    /// Token requests answered with a token, and refused.
+    pub issued: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    pub refused: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+pub const TOKEN_SERVICE: &str = "driftless-test-registry";
+pub const TOKEN_ISSUER: &str = "driftless-test-issuer";
+
+impl TokenService {
+    fn start(dir: &Path) -> TokenService {
+        use std::io::{BufRead as _, BufReader, Write as _};
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+        openssl(
+            dir,
+            &[
+                "req",
+                "-x509",
+                "-newkey",
+                "ec",
+                "-pkeyopt",
+                "ec_paramgen_curve:prime256v1",
+                "-nodes",
+                "-keyout",
+                "token.key",
+                "-out",
+                "token.pem",
+                "-days",
+                "2",
+                "-subj",
+                "/CN=driftless test token issuer",
+            ],
+        );
+        use p256::pkcs8::DecodePrivateKey as _;
+        let key = p256::ecdsa::SigningKey::from_pkcs8_pem(
+            &std::fs::read_to_string(dir.join("token.key")).unwrap(),
+        )
+        .expect("openssl writes PKCS#8");
+        // x5c is the certificate's DER in base64: the PEM body, joined.
+        let cert: String = std::fs::read_to_string(dir.join("token.pem"))
+            .unwrap()
+            .lines()
+            .filter(|l| !l.starts_with("-----"))
+            .collect();
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let url = format!("http://{}/token", listener.local_addr().unwrap());
+        let (issued, refused, stop) = (
+            Arc::new(AtomicUsize::new(0)),
+            Arc::new(AtomicUsize::new(0)),
+            Arc::new(AtomicBool::new(false)),
+        );
+        let (i, r, s) = (issued.clone(), refused.clone(), stop.clone());
+        let expected = format!(
+            "Basic {}",
+            super::base64(format!("{REGISTRY_USER}:{REGISTRY_PASSWORD}").as_bytes())
+        );
+        std::thread::spawn(move || {
+            while !s.load(Ordering::Relaxed) {
+                let Ok((stream, _)) = listener.accept() else {
+                    std::thread::sleep(Duration::from_millis(20));
+                    continue;
+                };
+                stream.set_nonblocking(false).unwrap();
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut head = Vec::new();
+                loop {
+                    let mut line = String::new();
+                    if reader.read_line(&mut line).unwrap_or(0) == 0 || line == "\r\n" {
+                        break;
+                    }
+                    head.push(line.trim_end().to_string());
+                }
+                let target = head.first().and_then(|l| l.split(' ').nth(1)).unwrap_or("");
+                let authorized = head.iter().any(|l| {
+                    l.split_once(':').is_some_and(|(k, v)| {
+                        k.eq_ignore_ascii_case("authorization") && v.trim() == expected
+                    })
+                });
+                let scope = target
+                    .split(['?', '&'])
+                    .find_map(|p| p.strip_prefix("scope="))
+                    .map(|s| {
+                        s.replace("%3A", ":")
+                            .replace("%2F", "/")
+                            .replace("%2C", ",")
+                    })
+                    .unwrap_or_default();
+                let mut stream = stream;
+                if !authorized {
+                    r.fetch_add(1, Ordering::Relaxed);
+                    let body = r#"{"details":"invalid credentials"}"#;
+                    let _ = write!(
+                        stream,
+                        "HTTP/1.1 401 Unauthorized\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                        body.len()
+                    );
+                    continue;
+                }
+                i.fetch_add(1, Ordering::Relaxed);
+                let token = jwt(&key, &cert, &scope);
+                let body = format!(r#"{{"token":"{token}","expires_in":300}}"#);
+                let _ = write!(
+                    stream,
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+            }
+        });
+        TokenService {
+            url,
+            issued,
+            refused,
+            stop,
+        }
+    }
+}
+
+impl Drop for TokenService {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// An ES256 JWT granting `scope` (`repository:NAME:ACTIONS`), as the registry's token
+/// auth checks it: issuer, audience, times, and a signature by the certificate in `x5c`.
+fn jwt(key: &p256::ecdsa::SigningKey, cert: &str, scope: &str) -> String {
+    use base64::Engine as _;
+    use p256::ecdsa::signature::Signer as _;
+    let b64 = |b: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b);
+    let mut parts = scope.splitn(3, ':');
+    let (kind, name, actions) = (
+        parts.next().unwrap_or(""),
+        parts.next().unwrap_or(""),
+        parts.next().unwrap_or(""),
+    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let header = serde_json::json!({"typ": "JWT", "alg": "ES256", "x5c": [cert]});
+    let claims = serde_json::json!({
+        "iss": TOKEN_ISSUER, "sub": REGISTRY_USER, "aud": TOKEN_SERVICE,
+        "exp": now + 300, "nbf": now - 10, "iat": now, "jti": format!("{now}-{name}"),
+        "access": [{"type": kind, "name": name, "actions": actions.split(',').collect::<Vec<_>>()}],
+    });
+    let input = format!(
+        "{}.{}",
+        b64(header.to_string().as_bytes()),
+        b64(claims.to_string().as_bytes())
+    );
+    let signature: p256::ecdsa::Signature = key.sign(input.as_bytes());
+    format!("{input}.{}", b64(&signature.to_bytes()))
+}
+
+impl TestRegistry {
+    /// Plain HTTP, under token auth: a bearer challenge naming `token`'s service.
+    pub fn bearer(dir: &Path) -> (TestRegistry, TokenService) {
+        let token = TokenService::start(dir);
+        let port = super::free_port();
+        let config = dir.join("registry.yml");
+        std::fs::write(
+            &config,
+            format!(
+                "version: 0.1\nlog:\n  level: error\n  accesslog:\n    disabled: false\n\
+                 storage:\n  filesystem:\n    rootdirectory: {}\n\
+                 http:\n  addr: 127.0.0.1:{port}\n\
+                 auth:\n  token:\n    realm: {}\n    service: {TOKEN_SERVICE}\n    issuer: {TOKEN_ISSUER}\n    rootcertbundle: {}\n",
+                dir.join("storage").display(),
+                token.url,
+                dir.join("token.pem").display()
+            ),
+        )
+        .unwrap();
+        let mut registry = TestRegistry {
+            child: None,
+            dir: dir.to_path_buf(),
+            config,
+            port,
+            host: format!("127.0.0.1:{port}"),
+            ca: None,
+        };
+        registry.up();
+        (registry, token)
+    }
+}
