@@ -4,7 +4,7 @@
 //! loopback (`git`: git daemon, smart HTTP, sshd), plain HTTP to the daemon (`http`), a
 //! real Prometheus scraping it (`prometheus`), ServiceAccount kubeconfigs
 //! (`accounts`), a second apiserver with flags of a test's own (`apiserver`), and OCI
-//! registries on loopback (`registry`).
+//! registries on loopback (`registry`) and artifacts for them (`oci`).
 // Each test binary compiles all of it and uses a part.
 #![allow(dead_code, unused_imports)]
 
@@ -16,6 +16,7 @@ mod cluster;
 mod files;
 mod git;
 mod http;
+mod oci;
 mod prometheus;
 mod registry;
 
@@ -31,6 +32,7 @@ pub use cluster::*;
 pub use files::*;
 pub use git::*;
 pub use http::*;
+pub use oci::*;
 pub use prometheus::*;
 pub use registry::*;
 
