@@ -365,3 +365,124 @@ async fn oci_semver_follows_the_newest_tag_and_a_digest_never_moves() {
     assert_eq!(status["revision_applied"], pinned.as_str(), "{status:#}");
     assert_eq!(replicas(&client, &pinned_ns).await, Some(3));
 }
+
+/// A stand-in for GitHub's status API on loopback: records each request's method, path and
+/// body, answers 201.
+async fn status_recorder() -> (
+    String,
+    std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>,
+) {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let record = seen.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut stream, _)) = listener.accept().await else {
+                return;
+            };
+            let mut raw = Vec::new();
+            let mut buf = [0u8; 4096];
+            // The head, then as much body as Content-Length says.
+            loop {
+                let n = stream.read(&mut buf).await.unwrap_or(0);
+                raw.extend_from_slice(&buf[..n]);
+                let text = String::from_utf8_lossy(&raw).to_string();
+                if let Some(end) = text.find("\r\n\r\n") {
+                    let len = text[..end]
+                        .lines()
+                        .find_map(|l| {
+                            let (k, v) = l.split_once(':')?;
+                            k.eq_ignore_ascii_case("content-length")
+                                .then(|| v.trim().parse().ok())?
+                        })
+                        .unwrap_or(0usize);
+                    if raw.len() >= end + 4 + len || n == 0 {
+                        let line = text.lines().next().unwrap_or("").to_string();
+                        let body = text[end + 4..].to_string();
+                        record.lock().unwrap().push((line, body));
+                        break;
+                    }
+                }
+                if n == 0 {
+                    break;
+                }
+            }
+            let _ = stream
+                .write_all(
+                    b"HTTP/1.1 201 Created\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}",
+                )
+                .await;
+        }
+    });
+    (url, seen)
+}
+
+#[tokio::test]
+async fn oci_commit_statuses_go_to_the_commit_an_artifact_was_built_from() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "oci-status").await;
+    let tmp = TempDir::new().unwrap();
+    let registry = TestRegistry::plain(tmp.path());
+    let home = tmp.path().join("docker");
+    std::fs::create_dir_all(&home).unwrap();
+    let sha = "0123456789abcdef0123456789abcdef01234567";
+    let revision = format!("main@sha1:{sha}");
+    let tree = tmp.path().join("tree");
+    let url = registry.url("team/app");
+    let digest = push(
+        &home,
+        &tree,
+        &web(&ns, 200),
+        &format!("{url}:latest"),
+        &["--plain-http", "--revision", &revision],
+    );
+    let (api, seen) = status_recorder().await;
+    let daemon = Daemon::builder(&ns)
+        .args(&[
+            "--oci",
+            &url,
+            "--plain-http",
+            "--interval",
+            "1h",
+            "--commit-status",
+            "github",
+            "--commit-status-url",
+            &api,
+            "--commit-status-repo",
+            "team/config",
+        ])
+        .env("DOCKER_CONFIG", home.to_str().unwrap())
+        .env("DRIFTLESS_COMMIT_STATUS_TOKEN", "t0ken")
+        .start();
+    daemon
+        .wait_status("the artifact applied", |s| {
+            s["revision_applied"] == format!("latest@{digest}").as_str() && support::all_ready(s)
+        })
+        .await;
+    let path = format!("POST /repos/team/config/statuses/{sha} HTTP/1.1");
+    support::eventually(
+        "pending then success on the origin commit",
+        Duration::from_secs(60),
+        || {
+            let seen = seen.lock().unwrap().clone();
+            let path = path.clone();
+            async move {
+                let states: Vec<String> = seen
+                    .iter()
+                    .filter(|(line, _)| *line == path)
+                    .filter_map(|(_, body)| serde_json::from_str::<Value>(body).ok())
+                    .filter_map(|b| b["state"].as_str().map(str::to_string))
+                    .collect();
+                match states.last().map(String::as_str) {
+                    Some("success") if states.first().map(String::as_str) == Some("pending") => {
+                        Ok(())
+                    }
+                    _ => Err(format!("{seen:?}")),
+                }
+            }
+        },
+    )
+    .await;
+}

@@ -207,10 +207,10 @@ report\t''"
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l notify -d 'POST each transition as JSON to this URL (repeatable): revision applied and ready, revision invalid, sync failed, prune refused, specs not ready in time, recovered' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l notify-secret-file -d 'File holding the secret that signs --notify requests (X-Driftless-Signature: sha256=<HMAC-SHA256 of the body>)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l notify-slack -d 'Post the same transitions to a Slack-compatible incoming webhook (repeatable). The URL is a credential: prefer the environment variable to argv' -r
-complete -c driftless -n "__fish_driftless_using_subcommand run" -l commit-status -d 'Set a commit status on each git revision: pending when its sync starts, success when applied and every spec ready, failure otherwise. Token from DRIFTLESS_COMMIT_STATUS_TOKEN or DRIFTLESS_COMMIT_STATUS_TOKEN_FILE' -r -f -a "github\t''
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l commit-status -d 'Set a commit status on each git revision (with --oci: on the commit each artifact was built from, its org.opencontainers.image.revision): pending when its sync starts, success when applied and every spec ready, failure otherwise. Token from DRIFTLESS_COMMIT_STATUS_TOKEN or DRIFTLESS_COMMIT_STATUS_TOKEN_FILE' -r -f -a "github\t''
 gitlab\t''"
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l commit-status-url -d 'The provider\'s API base URL (default: https://api.github.com, https://gitlab.com/api/v4)' -r
-complete -c driftless -n "__fish_driftless_using_subcommand run" -l commit-status-repo -d 'The repository: GitHub owner/name, GitLab project path (default: from --git)' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l commit-status-repo -d 'The repository: GitHub owner/name, GitLab project path (default: from --git; needed with --oci)' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l field-manager -d 'Field manager for server-side apply' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l max-prune-ratio -d 'Refuse a revision that would prune more than this share of the inventory' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l concurrency -d 'Objects applied (or dry-run) at once' -r

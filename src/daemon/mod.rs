@@ -198,13 +198,17 @@ pub async fn run(
         allow_empty: cfg.engine.prune.allow_mass,
         cluster,
     };
+    let origins = notify::Origins::default();
     let source_name = source::start(
         source_cfg,
         renderer,
-        src_tx,
-        rescan_rx,
-        hook_rx,
-        stop_rx.clone(),
+        source::Channels {
+            tx: src_tx,
+            rescan: rescan_rx,
+            hook: hook_rx,
+            stop: stop_rx.clone(),
+        },
+        origins.clone(),
     )?;
 
     let (ev_tx, ev_rx) = mpsc::channel(1024);
@@ -237,6 +241,7 @@ pub async fn run(
             notify::Context {
                 instance: cfg.engine.instance.clone(),
                 source: source_name.clone(),
+                origins,
             },
             metrics.clone(),
         )

@@ -76,15 +76,28 @@ pub struct Rescan {
     pub done: Option<oneshot::Sender<()>>,
 }
 
-/// Starts the source task; returns the source's display name.
+/// What the source task talks to the loop (and the HTTP hook) through.
+pub struct Channels {
+    pub tx: mpsc::Sender<SourceUpdate>,
+    pub rescan: mpsc::Receiver<Rescan>,
+    pub hook: mpsc::Receiver<()>,
+    pub stop: tokio_watch::Receiver<bool>,
+}
+
+/// Starts the source task; returns the source's display name. `origins` hears the commit
+/// each OCI revision was built from, for commit statuses.
 pub fn start(
     cfg: SourceConfig,
     rendering: Rendering,
-    tx: mpsc::Sender<SourceUpdate>,
-    rescan: mpsc::Receiver<Rescan>,
-    hook: mpsc::Receiver<()>,
-    stop: tokio_watch::Receiver<bool>,
+    channels: Channels,
+    origins: crate::report::notify::Origins,
 ) -> Result<String, DaemonError> {
+    let Channels {
+        tx,
+        rescan,
+        hook,
+        stop,
+    } = channels;
     match cfg {
         SourceConfig::Dir(root) => {
             let (watch, changes) = source::dir::watch(&root, Duration::from_millis(200))?;
@@ -105,7 +118,16 @@ pub fn start(
             let oci = Arc::new(source::oci::OciSource::open(config)?);
             let name = oci.display();
             tokio::spawn(super::source_oci::follow(
-                oci, rendering, interval, tx, rescan, hook, stop,
+                oci,
+                rendering,
+                interval,
+                origins,
+                Channels {
+                    tx,
+                    rescan,
+                    hook,
+                    stop,
+                },
             ));
             Ok(name)
         }

@@ -5,12 +5,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::sync::{mpsc, watch as tokio_watch};
 use tokio::time::Instant;
 
-use super::source::{HOOK_FETCH_SPACING, Read, Rendering, Rescan, report};
-use super::state::SourceUpdate;
+use super::source::{Channels, HOOK_FETCH_SPACING, Read, Rendering, report};
 use crate::hydrate::{Input, OnDisk};
+use crate::report::notify::{Origins, commit_of_origin};
 use crate::source::oci::{Fetched, OciSource, Revision};
 
 /// The longest wait between polls while the registry keeps failing (unless the interval
@@ -31,11 +30,15 @@ pub(super) async fn follow(
     oci: Arc<OciSource>,
     rendering: Rendering,
     interval: Duration,
-    tx: mpsc::Sender<SourceUpdate>,
-    mut rescan: mpsc::Receiver<Rescan>,
-    mut hook: mpsc::Receiver<()>,
-    mut stop: tokio_watch::Receiver<bool>,
+    origins: Origins,
+    channels: Channels,
 ) {
+    let Channels {
+        tx,
+        mut rescan,
+        mut hook,
+        mut stop,
+    } = channels;
     let mut last: Option<String> = None;
     let mut failures = 0u32;
     let mut next = Instant::now();
@@ -62,6 +65,13 @@ pub(super) async fn follow(
         }
         let read: Option<Read> = match oci.fetch().await {
             Ok(Fetched::New(rev)) => {
+                if let Some(commit) = rev
+                    .annotations
+                    .get(crate::source::oci::ANNOTATION_REVISION)
+                    .and_then(|r| commit_of_origin(r))
+                {
+                    origins.record(&rev.id, &commit);
+                }
                 tracing::info!(
                     source = %oci.display(),
                     revision = %rev.id,
