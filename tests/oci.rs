@@ -312,7 +312,21 @@ async fn oci_semver_follows_the_newest_tag_and_a_digest_never_moves() {
     push(&home, &a, &web(&ns, 100), &at("1.0.0"), &plain);
     let v12 = push(&home, &a, &web(&ns, 200), &at("v1.2.0"), &plain);
     push(&home, &a, &web(&ns, 900), &at("2.0.0"), &plain);
-    let pinned = push(&home, &b, &web(&pinned_ns, 300), &at("pinned"), &plain);
+    // The pinned artifact's specs lie under `team/`, which `--path` names; what lies
+    // beside it is not read (it would be invalid).
+    std::fs::create_dir_all(b.join("team")).unwrap();
+    std::fs::write(b.join("team/app.toml"), web(&pinned_ns, 300)).unwrap();
+    std::fs::write(b.join("beside.toml"), "not [valid\n").unwrap();
+    let out = cli(
+        &home,
+        &["push", b.to_str().unwrap(), &at("pinned"), "--plain-http"],
+    );
+    assert_exit(&out, 0);
+    let pinned = String::from_utf8_lossy(&out.stdout)
+        .trim()
+        .rsplit_once('@')
+        .map(|(_, d)| d.to_string())
+        .unwrap();
 
     let semver = Daemon::builder(&ns)
         .args(&[
@@ -332,6 +346,8 @@ async fn oci_semver_follows_the_newest_tag_and_a_digest_never_moves() {
             &url,
             "--digest",
             &pinned,
+            "--path",
+            "team",
             "--plain-http",
             "--interval",
             "1s",
@@ -353,7 +369,13 @@ async fn oci_semver_follows_the_newest_tag_and_a_digest_never_moves() {
     // A newer version in range is followed; the tag the digest came from moving changes
     // nothing for the pinned one.
     let v13 = push(&home, &a, &web(&ns, 300), &at("1.3.0"), &plain);
-    push(&home, &b, &web(&pinned_ns, 700), &at("pinned"), &plain);
+    push(
+        &home,
+        &b.join("team"),
+        &web(&pinned_ns, 700),
+        &at("pinned"),
+        &plain,
+    );
     semver
         .wait_status("the new version in range applied", |s| {
             s["revision_applied"] == format!("1.3.0@{v13}").as_str() && support::all_ready(s)

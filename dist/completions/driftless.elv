@@ -198,7 +198,7 @@ set edit:completion:arg-completer[driftless] = {|@words|
             cand --semver 'Follow the newest tag of --oci within this semver range, e.g. ">=1.0.0 <2.0.0"'
             cand --digest 'Pin --oci to this digest (sha256:…): it never moves'
             cand --commit 'Commit to pin with --git'
-            cand --path 'Subdirectory of the repository that holds the specs'
+            cand --path 'Subdirectory of the repository (--git) or of the artifact''s tree (--oci) that holds the specs'
             cand --interval 'How often to fetch with --git or --oci (POST /hooks/git or /hooks/oci fetches at once)'
             cand --resync 'Full resync (and directory rescan) period'
             cand --cache-dir 'Where to keep the git clone (default: $CACHE_DIRECTORY from systemd, else ~/.cache/driftless)'

@@ -190,7 +190,7 @@ complete -c driftless -n "__fish_driftless_using_subcommand run" -l oci -d 'Sync
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l semver -d 'Follow the newest tag of --oci within this semver range, e.g. ">=1.0.0 <2.0.0"' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l digest -d 'Pin --oci to this digest (sha256:…): it never moves' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l commit -d 'Commit to pin with --git' -r
-complete -c driftless -n "__fish_driftless_using_subcommand run" -l path -d 'Subdirectory of the repository that holds the specs' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l path -d 'Subdirectory of the repository (--git) or of the artifact\'s tree (--oci) that holds the specs' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l interval -d 'How often to fetch with --git or --oci (POST /hooks/git or /hooks/oci fetches at once)' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l resync -d 'Full resync (and directory rescan) period' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l cache-dir -d 'Where to keep the git clone (default: $CACHE_DIRECTORY from systemd, else ~/.cache/driftless)' -r -F

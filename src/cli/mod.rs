@@ -380,8 +380,9 @@ pub struct RunArgs {
     /// Commit to pin with --git.
     #[arg(long, requires = "git")]
     pub commit: Option<String>,
-    /// Subdirectory of the repository that holds the specs.
-    #[arg(long, value_name = "SUBDIR", requires = "git")]
+    /// Subdirectory of the repository (--git) or of the artifact's tree (--oci) that holds
+    /// the specs.
+    #[arg(long, value_name = "SUBDIR")]
     pub path: Option<String>,
     /// How often to fetch with --git or --oci (POST /hooks/git or /hooks/oci fetches at
     /// once).

@@ -86,6 +86,7 @@ impl RegistryArgs {
             registry: self.options()?,
             cache_dir,
             limits: oci::Limits::default(),
+            path: String::new(),
             verify_key: match &self.verify_key {
                 None => None,
                 Some(path) => {

@@ -163,8 +163,14 @@ fn cache_dir(args: &RunArgs) -> PathBuf {
 }
 
 pub async fn run(args: &RunArgs, global: &GlobalArgs, selection: &Selection) -> anyhow::Result<u8> {
-    if args.tag.is_some() && args.git.is_none() && args.oci.is_none() {
-        anyhow::bail!("--tag needs --git or --oci");
+    for (given, flag) in [
+        (args.tag.is_some(), "--tag"),
+        (args.path.is_some(), "--path"),
+    ] {
+        anyhow::ensure!(
+            !given || args.git.is_some() || args.oci.is_some(),
+            "{flag} needs --git or --oci"
+        );
     }
     let source = match (&args.dir, &args.git) {
         (Some(dir), _) => SourceConfig::Dir(dir.clone()),
@@ -294,10 +300,11 @@ fn oci_source(args: &RunArgs) -> anyhow::Result<SourceConfig> {
         )),
         _ => None,
     };
-    let config = args
+    let mut config = args
         .policy
         .registry
         .config(url, selector, cache_dir(args))?;
+    config.path = driftless::source::oci::normalize_path(args.path.as_deref().unwrap_or(""))?;
     Ok(SourceConfig::Oci {
         config,
         interval: args.interval,

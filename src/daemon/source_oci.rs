@@ -79,11 +79,13 @@ pub(super) async fn follow(
                     origin_revision = rev.annotations.get(crate::source::oci::ANNOTATION_REVISION).map(String::as_str).unwrap_or(""),
                     "pulled a new artifact"
                 );
-                Some(read(&rendering, rev).await)
+                Some(read(&oci, &rendering, rev).await)
             }
             // After a failure the unchanged revision is sent again, so that it clears the
             // error; otherwise nothing moved and nothing is read or rendered.
-            Ok(Fetched::Unchanged(rev)) if last.is_none() => Some(read(&rendering, rev).await),
+            Ok(Fetched::Unchanged(rev)) if last.is_none() => {
+                Some(read(&oci, &rendering, rev).await)
+            }
             Ok(Fetched::Unchanged(_)) => None,
             Err(e) => Some(Err(e.to_string())),
         };
@@ -110,12 +112,19 @@ pub(super) async fn follow(
     }
 }
 
-/// The unpacked artifact, read as a directory is, and rendered.
-async fn read(rendering: &Rendering, rev: Revision) -> Read {
-    let dir = rev.dir.clone();
+/// The unpacked artifact (its `--path`), read as a directory is, and rendered.
+/// Kustomize bases may reach the whole artifact's tree, as they reach a git repository.
+async fn read(oci: &OciSource, rendering: &Rendering, rev: Revision) -> Read {
+    let root = oci.spec_root(&rev).map_err(|e| e.to_string())?;
+    let tree = rev.dir.clone();
     let input = tokio::task::spawn_blocking(move || {
-        let (files, unread) = crate::spec::read_dir_all(&dir).map_err(|e| e.to_string())?;
-        let disk = OnDisk::for_dir(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        let (files, unread) = crate::spec::read_dir_all(&root).map_err(|e| e.to_string())?;
+        let disk = OnDisk {
+            root: root
+                .canonicalize()
+                .map_err(|e| format!("{}: {e}", root.display()))?,
+            repo: tree,
+        };
         Ok::<_, String>(Input {
             files,
             unread,

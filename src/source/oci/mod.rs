@@ -65,6 +65,8 @@ pub struct OciConfig {
     pub registry: RegistryOptions,
     pub cache_dir: PathBuf,
     pub limits: Limits,
+    /// `--path`: the spec root within the artifact's tree, normalised ("" for its root).
+    pub path: String,
     /// `--verify-key`: pull only what a cosign signature of this key vouches for.
     pub verify_key: Option<verify::VerifyKey>,
 }
@@ -131,6 +133,21 @@ impl OciSource {
 
     pub fn selector(&self) -> &Selector {
         &self.cfg.selector
+    }
+
+    /// Where the specs lie in an unpacked revision: `--path` within its tree.
+    pub fn spec_root(&self, rev: &Revision) -> Result<PathBuf, OciError> {
+        if self.cfg.path.is_empty() {
+            return Ok(rev.dir.clone());
+        }
+        let root = rev.dir.join(&self.cfg.path);
+        match std::fs::symlink_metadata(&root) {
+            Ok(m) if m.is_dir() => Ok(root),
+            _ => Err(OciError::Artifact {
+                url: self.display(),
+                message: format!("path {:?} is not a directory of {}", self.cfg.path, rev.id),
+            }),
+        }
     }
 
     /// Polls: the tag's digest (one manifest request), and the artifact when it moved.
@@ -395,6 +412,23 @@ impl OciSource {
     }
 }
 
+/// `--path`, checked: `a/b` for `./a//b/`, refused when it leaves the tree.
+pub fn normalize_path(path: &str) -> Result<String, OciError> {
+    let mut parts = Vec::new();
+    for part in path.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                return Err(OciError::Config(format!(
+                    "--path {path:?} leaves the artifact's tree"
+                )));
+            }
+            p => parts.push(p),
+        }
+    }
+    Ok(parts.join("/"))
+}
+
 /// Unpacks `layer` to `dir` (kept: one whole unpack per digest), and drops older ones.
 fn store(layer: &[u8], cache: &Path, dir: &Path, limits: Limits) -> Result<PathBuf, String> {
     if !dir.is_dir() {
@@ -558,4 +592,17 @@ pub async fn push(p: &Push, registry: &RegistryOptions) -> Result<String, OciErr
         .fetch_manifest_digest(&image, &auth)
         .await
         .map_err(fail)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_are_normalised_and_kept_within_the_tree() {
+        assert_eq!(normalize_path("").unwrap(), "");
+        assert_eq!(normalize_path("./team//prod/").unwrap(), "team/prod");
+        let e = normalize_path("team/../../etc").unwrap_err().to_string();
+        assert!(e.contains("leaves the artifact's tree"), "{e}");
+    }
 }

@@ -144,7 +144,13 @@ pub fn auth_from_config(text: &str, registry: &str) -> Result<RegistryAuth, Stri
             .unwrap_or(key);
         key.split('/').next().unwrap_or(key).to_string()
     };
-    let Some((_, entry)) = config.auths.iter().find(|(k, _)| host_of(k) == registry) else {
+    // Docker Hub goes by several names; `docker login` files it under index.docker.io.
+    let hub = ["docker.io", "index.docker.io", "registry-1.docker.io"];
+    let same = |key: &str| {
+        let host = host_of(key);
+        host == registry || (hub.contains(&host.as_str()) && hub.contains(&registry))
+    };
+    let Some((_, entry)) = config.auths.iter().find(|(k, _)| same(k)) else {
         return Ok(RegistryAuth::Anonymous);
     };
     if let Some(token) = entry.registrytoken.as_ref().filter(|t| !t.is_empty()) {
