@@ -374,3 +374,58 @@ async fn oci_a_bearer_token_challenge_is_answered_with_the_registry_credentials(
     }
     assert!(tokens.refused.load(Ordering::Relaxed) >= 2);
 }
+
+#[tokio::test]
+async fn oci_a_kustomization_renders_from_an_artifact_and_push_render_needs_no_tool_after() {
+    let tmp = TempDir::new().unwrap();
+    let registry = TestRegistry::plain(tmp.path());
+    let home = tmp.path().join("docker");
+    std::fs::create_dir_all(&home).unwrap();
+    let tree = tmp.path().join("tree");
+    std::fs::create_dir_all(tree.join("app")).unwrap();
+    std::fs::write(
+        tree.join("app/kustomization.yaml"),
+        "resources: [cm.yaml]\nnamePrefix: prod-\n",
+    )
+    .unwrap();
+    std::fs::write(
+        tree.join("app/cm.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: team\ndata:\n  k: v\n",
+    )
+    .unwrap();
+    let raw = format!("{}:raw", registry.url("team/app"));
+    let rendered = format!("{}:rendered", registry.url("team/app"));
+    for (reference, extra) in [(&raw, None), (&rendered, Some("--render"))] {
+        let mut args = vec!["push", tree.to_str().unwrap(), reference, "--plain-http"];
+        args.extend(extra);
+        assert_exit(&cli(&home, &args), 0);
+    }
+    // With the tool (the testbed's kubectl kustomize), both render the same objects.
+    for reference in [&raw, &rendered] {
+        let out = cli(&home, &["render", reference, "--plain-http"]);
+        assert_exit(&out, 0);
+        let docs = support::yaml_docs(&String::from_utf8_lossy(&out.stdout));
+        assert_eq!(docs.len(), 1, "{}", show(&out));
+        assert_eq!(
+            docs[0]["metadata"]["name"],
+            "prod-settings",
+            "{}",
+            show(&out)
+        );
+    }
+    // Without it, only the artifact pushed rendered can be read.
+    let missing = tmp.path().join("no-such-kustomize");
+    let without = |reference: &str| {
+        let mut args = vec!["render", reference, "--plain-http", "--kustomize"];
+        args.push(missing.to_str().unwrap());
+        cli(&home, &args)
+    };
+    assert_exit(&without(&raw), 2);
+    let out = without(&rendered);
+    assert_exit(&out, 0);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("prod-settings"),
+        "{}",
+        show(&out)
+    );
+}

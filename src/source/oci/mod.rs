@@ -497,6 +497,8 @@ fn explain(e: &oci_client::errors::OciDistributionError) -> String {
             one_line(m)
         ),
         E::RequestError(r) => explain_io(r),
+        // Its own Display shows an Option's Debug form.
+        E::GenericError(m) => one_line(m.as_deref().unwrap_or("the registry request failed")),
         other => one_line(&other.to_string()),
     }
 }
