@@ -49,6 +49,26 @@ async fn oci_push_run_follow_the_tag_and_outlive_a_registry_that_goes_away() {
         .await;
     assert_eq!(status["source"], registry.url("team/app"), "{status:#}");
     assert_eq!(replicas(&client, &ns).await, Some(2));
+    // The API and the metrics name the artifact as the status file does.
+    let (code, body) = http(daemon.metrics, "GET", "/api/v1/status", &[], b"").await;
+    assert_eq!(code, 200, "{body}");
+    let api: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(api["source"], registry.url("team/app"), "{api:#}");
+    assert_eq!(
+        api["revision_applied"],
+        format!("latest@{first}").as_str(),
+        "{api:#}"
+    );
+    let (_, metrics) = http(daemon.metrics, "GET", "/metrics", &[], b"").await;
+    assert!(
+        metrics.contains(&format!("revision=\"latest@{first}\"")),
+        "{}",
+        metrics
+            .lines()
+            .filter(|l| l.contains("revision"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
 
     // Unchanged: every poll is one manifest request (HEAD), nothing is downloaded and
     // nothing is synced.
