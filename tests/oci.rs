@@ -402,6 +402,14 @@ async fn oci_semver_follows_the_newest_tag_and_a_digest_never_moves() {
         })
         .await;
     assert_eq!(replicas(&client, &ns).await, Some(3));
+    // The same tree under a newer version: the same digest, now named by that tag.
+    let v14 = push(&home, &a, &web(&ns, 300), &at("1.4.0"), &plain);
+    assert_eq!(v14, v13);
+    semver
+        .wait_status("the same artifact under the newer tag", |s| {
+            s["revision_applied"] == format!("1.4.0@{v13}").as_str() && support::all_ready(s)
+        })
+        .await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let status = digest.status().unwrap();
     assert_eq!(status["revision_applied"], pinned.as_str(), "{status:#}");

@@ -153,15 +153,18 @@ impl OciSource {
     /// Polls: the tag's digest (one manifest request), and the artifact when it moved.
     pub async fn fetch(&self) -> Result<Fetched, OciError> {
         let (tag, digest) = self.resolve().await?;
-        let last = self.last.lock().ok().and_then(|l| l.clone());
-        if let Some(last) = last.filter(|l| l.digest == digest && l.dir.is_dir()) {
-            return Ok(Fetched::Unchanged(last));
-        }
         let id = match &tag {
             Some(t) => format!("{t}@{digest}"),
             None => digest.clone(),
         };
-        let rev = self.pull(id, &digest).await?;
+        let last = self.last.lock().ok().and_then(|l| l.clone());
+        let rev = match last.filter(|l| l.digest == digest && l.dir.is_dir()) {
+            Some(last) if last.id == id => return Ok(Fetched::Unchanged(last)),
+            // The same artifact under a newer tag (`--semver`): nothing to download, but
+            // the revision names the tag now followed.
+            Some(last) => Revision { id, ..last },
+            None => self.pull(id, &digest).await?,
+        };
         if let Ok(mut l) = self.last.lock() {
             *l = Some(rev.clone());
         }
