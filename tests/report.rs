@@ -158,6 +158,7 @@ impl Server {
             ready: ready.clone(),
             unready: None,
             hook,
+            hook_kind: Default::default(),
             hook_secret,
             api: None,
         };
@@ -383,6 +384,7 @@ async fn an_empty_secret_is_refused() -> TestResult {
         ready: Arc::default(),
         unready: None,
         hook: Some(mpsc::channel(1).0),
+        hook_kind: Default::default(),
         hook_secret: Some(Vec::new()),
         api: None,
     };

@@ -37,7 +37,8 @@ complete -c driftless -n "__fish_driftless_needs_command" -f -a "validate" -d 'C
 complete -c driftless -n "__fish_driftless_needs_command" -f -a "render" -d 'Print the Kubernetes objects a spec tree renders to, as multi-document YAML'
 complete -c driftless -n "__fish_driftless_needs_command" -f -a "diff" -d 'Show what apply would change: live vs desired, including what prune would delete (exit 0: no difference, 1: differences, 2: error)'
 complete -c driftless -n "__fish_driftless_needs_command" -f -a "apply" -d 'Sync a spec tree once (apply, prune), then exit'
-complete -c driftless -n "__fish_driftless_needs_command" -f -a "run" -d 'Run the daemon: keep the cluster in sync with a directory or a git repository'
+complete -c driftless -n "__fish_driftless_needs_command" -f -a "run" -d 'Run the daemon: keep the cluster in sync with a directory, a git repository or an OCI artifact'
+complete -c driftless -n "__fish_driftless_needs_command" -f -a "push" -d 'Publish a spec tree as an OCI artifact, laid out as `flux push artifact` does (reproducible: the same tree gives the same digest)'
 complete -c driftless -n "__fish_driftless_needs_command" -f -a "status" -d 'Show the daemon\'s status file as a table'
 complete -c driftless -n "__fish_driftless_needs_command" -f -a "reconcile" -d 'Ask a running daemon to fetch its source and sync now; wait for the result (exit 1 if the sync failed)'
 complete -c driftless -n "__fish_driftless_needs_command" -f -a "suspend" -d 'Stop a running daemon from applying, pruning or correcting one spec'
@@ -55,6 +56,12 @@ complete -c driftless -n "__fish_driftless_using_subcommand validate" -l helm -d
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -l render-timeout -d 'How long one render may run before it (and what it started) is killed, e.g. 90s' -r
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -l render-concurrency -d 'Rendering tools run at once at most' -r
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -l credentials-dir -d 'The directory a chart release\'s `username-file`, `password-file` and `ca-file` are read from (the operator\'s, e.g. a mounted Secret); a spec can name nothing outside it' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand validate" -l registry-config -d 'A Docker config.json whose `auths` holds the registry\'s credentials [default: $DOCKER_CONFIG/config.json, else ~/.docker/config.json]. Credential helpers (credsStore, credHelpers) are not run' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand validate" -l username-file -d 'File holding the registry user name (with --password-file; wins over config.json)' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand validate" -l password-file -d 'File holding the registry password or token' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand validate" -l ca-file -d 'PEM certificates to trust for the registry, besides the system\'s roots' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand validate" -l layer-media-type -d 'The media type of the artifact\'s layer that holds the tree (a tar+gzip) [default: application/vnd.cncf.flux.content.v1.tar+gzip, as Flux writes it]' -r
+complete -c driftless -n "__fish_driftless_using_subcommand validate" -l verify-key -d 'Pull an artifact only when a cosign signature of its digest by this key (cosign.pub: ECDSA P-256, PEM) is found beside it (the `sha256-<hex>.sig` tag cosign writes). Keyless signatures are not checked' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -l context -d 'The kubeconfig context to use (default: its current-context)' -r
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -l kube-api-qps -d 'Requests per second to the apiserver at most, client-side, as client-go\'s rate limit (0: no limit). Answers 429 and 502-504 are retried either way' -r
@@ -62,6 +69,7 @@ complete -c driftless -n "__fish_driftless_using_subcommand validate" -l kube-ap
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -l log-format -d 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)' -r -f -a "text\t''
 json\t''"
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -l instance -d 'Name of this driftless instance: instances sharing a cluster never touch each other\'s objects' -r
+complete -c driftless -n "__fish_driftless_using_subcommand validate" -l plain-http -d 'Speak plain HTTP to the registry (no TLS): a registry on loopback or in a lab only'
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -s h -l help -d 'Print help'
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -s V -l version -d 'Print version'
 complete -c driftless -n "__fish_driftless_using_subcommand render" -l allow-namespace -d 'Let specs write into this protected namespace (kube-system, kube-public, kube-node-lease, driftless-system and the inventory namespace are refused otherwise). Repeatable' -r
@@ -73,6 +81,12 @@ complete -c driftless -n "__fish_driftless_using_subcommand render" -l helm -d '
 complete -c driftless -n "__fish_driftless_using_subcommand render" -l render-timeout -d 'How long one render may run before it (and what it started) is killed, e.g. 90s' -r
 complete -c driftless -n "__fish_driftless_using_subcommand render" -l render-concurrency -d 'Rendering tools run at once at most' -r
 complete -c driftless -n "__fish_driftless_using_subcommand render" -l credentials-dir -d 'The directory a chart release\'s `username-file`, `password-file` and `ca-file` are read from (the operator\'s, e.g. a mounted Secret); a spec can name nothing outside it' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand render" -l registry-config -d 'A Docker config.json whose `auths` holds the registry\'s credentials [default: $DOCKER_CONFIG/config.json, else ~/.docker/config.json]. Credential helpers (credsStore, credHelpers) are not run' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand render" -l username-file -d 'File holding the registry user name (with --password-file; wins over config.json)' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand render" -l password-file -d 'File holding the registry password or token' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand render" -l ca-file -d 'PEM certificates to trust for the registry, besides the system\'s roots' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand render" -l layer-media-type -d 'The media type of the artifact\'s layer that holds the tree (a tar+gzip) [default: application/vnd.cncf.flux.content.v1.tar+gzip, as Flux writes it]' -r
+complete -c driftless -n "__fish_driftless_using_subcommand render" -l verify-key -d 'Pull an artifact only when a cosign signature of its digest by this key (cosign.pub: ECDSA P-256, PEM) is found beside it (the `sha256-<hex>.sig` tag cosign writes). Keyless signatures are not checked' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand render" -l nodes -d 'Node names for `localservice` specs, instead of asking the cluster. Such nodes carry no labels, so only an empty node-selector matches them' -r
 complete -c driftless -n "__fish_driftless_using_subcommand render" -l out -d 'Write the tree to DIR instead, every Kustomize directory and Jsonnet file replaced by its output as plain YAML (the rendered-manifests pattern: CI commits DIR, and driftless applies it with no tool)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand render" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
@@ -82,6 +96,7 @@ complete -c driftless -n "__fish_driftless_using_subcommand render" -l kube-api-
 complete -c driftless -n "__fish_driftless_using_subcommand render" -l log-format -d 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)' -r -f -a "text\t''
 json\t''"
 complete -c driftless -n "__fish_driftless_using_subcommand render" -l instance -d 'Name of this driftless instance: instances sharing a cluster never touch each other\'s objects' -r
+complete -c driftless -n "__fish_driftless_using_subcommand render" -l plain-http -d 'Speak plain HTTP to the registry (no TLS): a registry on loopback or in a lab only'
 complete -c driftless -n "__fish_driftless_using_subcommand render" -s h -l help -d 'Print help'
 complete -c driftless -n "__fish_driftless_using_subcommand render" -s V -l version -d 'Print version'
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l allow-namespace -d 'Let specs write into this protected namespace (kube-system, kube-public, kube-node-lease, driftless-system and the inventory namespace are refused otherwise). Repeatable' -r
@@ -93,6 +108,12 @@ complete -c driftless -n "__fish_driftless_using_subcommand diff" -l helm -d 'Th
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l render-timeout -d 'How long one render may run before it (and what it started) is killed, e.g. 90s' -r
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l render-concurrency -d 'Rendering tools run at once at most' -r
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l credentials-dir -d 'The directory a chart release\'s `username-file`, `password-file` and `ca-file` are read from (the operator\'s, e.g. a mounted Secret); a spec can name nothing outside it' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand diff" -l registry-config -d 'A Docker config.json whose `auths` holds the registry\'s credentials [default: $DOCKER_CONFIG/config.json, else ~/.docker/config.json]. Credential helpers (credsStore, credHelpers) are not run' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand diff" -l username-file -d 'File holding the registry user name (with --password-file; wins over config.json)' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand diff" -l password-file -d 'File holding the registry password or token' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand diff" -l ca-file -d 'PEM certificates to trust for the registry, besides the system\'s roots' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand diff" -l layer-media-type -d 'The media type of the artifact\'s layer that holds the tree (a tar+gzip) [default: application/vnd.cncf.flux.content.v1.tar+gzip, as Flux writes it]' -r
+complete -c driftless -n "__fish_driftless_using_subcommand diff" -l verify-key -d 'Pull an artifact only when a cosign signature of its digest by this key (cosign.pub: ECDSA P-256, PEM) is found beside it (the `sha256-<hex>.sig` tag cosign writes). Keyless signatures are not checked' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l field-manager -d 'Field manager for server-side apply' -r
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l max-prune-ratio -d 'Refuse a revision that would prune more than this share of the inventory' -r
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l concurrency -d 'Objects applied (or dry-run) at once' -r
@@ -108,6 +129,7 @@ complete -c driftless -n "__fish_driftless_using_subcommand diff" -l kube-api-bu
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l log-format -d 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)' -r -f -a "text\t''
 json\t''"
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l instance -d 'Name of this driftless instance: instances sharing a cluster never touch each other\'s objects' -r
+complete -c driftless -n "__fish_driftless_using_subcommand diff" -l plain-http -d 'Speak plain HTTP to the registry (no TLS): a registry on loopback or in a lab only'
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l force-conflicts -d 'Take fields that other field managers own instead of reporting a conflict'
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l adopt -d 'Take over existing objects driftless did not create (per spec: `adopt = true`)'
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l no-prune -d 'Do not delete objects that left the specs'
@@ -123,6 +145,12 @@ complete -c driftless -n "__fish_driftless_using_subcommand apply" -l helm -d 'T
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l render-timeout -d 'How long one render may run before it (and what it started) is killed, e.g. 90s' -r
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l render-concurrency -d 'Rendering tools run at once at most' -r
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l credentials-dir -d 'The directory a chart release\'s `username-file`, `password-file` and `ca-file` are read from (the operator\'s, e.g. a mounted Secret); a spec can name nothing outside it' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand apply" -l registry-config -d 'A Docker config.json whose `auths` holds the registry\'s credentials [default: $DOCKER_CONFIG/config.json, else ~/.docker/config.json]. Credential helpers (credsStore, credHelpers) are not run' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand apply" -l username-file -d 'File holding the registry user name (with --password-file; wins over config.json)' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand apply" -l password-file -d 'File holding the registry password or token' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand apply" -l ca-file -d 'PEM certificates to trust for the registry, besides the system\'s roots' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand apply" -l layer-media-type -d 'The media type of the artifact\'s layer that holds the tree (a tar+gzip) [default: application/vnd.cncf.flux.content.v1.tar+gzip, as Flux writes it]' -r
+complete -c driftless -n "__fish_driftless_using_subcommand apply" -l verify-key -d 'Pull an artifact only when a cosign signature of its digest by this key (cosign.pub: ECDSA P-256, PEM) is found beside it (the `sha256-<hex>.sig` tag cosign writes). Keyless signatures are not checked' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l field-manager -d 'Field manager for server-side apply' -r
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l max-prune-ratio -d 'Refuse a revision that would prune more than this share of the inventory' -r
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l concurrency -d 'Objects applied (or dry-run) at once' -r
@@ -136,6 +164,7 @@ complete -c driftless -n "__fish_driftless_using_subcommand apply" -l kube-api-b
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l log-format -d 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)' -r -f -a "text\t''
 json\t''"
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l instance -d 'Name of this driftless instance: instances sharing a cluster never touch each other\'s objects' -r
+complete -c driftless -n "__fish_driftless_using_subcommand apply" -l plain-http -d 'Speak plain HTTP to the registry (no TLS): a registry on loopback or in a lab only'
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l force-conflicts -d 'Take fields that other field managers own instead of reporting a conflict'
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l adopt -d 'Take over existing objects driftless did not create (per spec: `adopt = true`)'
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l no-prune -d 'Do not delete objects that left the specs'
@@ -153,12 +182,21 @@ complete -c driftless -n "__fish_driftless_using_subcommand run" -l helm -d 'The
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l render-timeout -d 'How long one render may run before it (and what it started) is killed, e.g. 90s' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l render-concurrency -d 'Rendering tools run at once at most' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l credentials-dir -d 'The directory a chart release\'s `username-file`, `password-file` and `ca-file` are read from (the operator\'s, e.g. a mounted Secret); a spec can name nothing outside it' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l registry-config -d 'A Docker config.json whose `auths` holds the registry\'s credentials [default: $DOCKER_CONFIG/config.json, else ~/.docker/config.json]. Credential helpers (credsStore, credHelpers) are not run' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l username-file -d 'File holding the registry user name (with --password-file; wins over config.json)' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l password-file -d 'File holding the registry password or token' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l ca-file -d 'PEM certificates to trust for the registry, besides the system\'s roots' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l layer-media-type -d 'The media type of the artifact\'s layer that holds the tree (a tar+gzip) [default: application/vnd.cncf.flux.content.v1.tar+gzip, as Flux writes it]' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l verify-key -d 'Pull an artifact only when a cosign signature of its digest by this key (cosign.pub: ECDSA P-256, PEM) is found beside it (the `sha256-<hex>.sig` tag cosign writes). Keyless signatures are not checked' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l git -d 'Sync from this git repository (credentials come from the environment, never argv)' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l branch -d 'Branch to follow with --git (default: main)' -r
-complete -c driftless -n "__fish_driftless_using_subcommand run" -l tag -d 'Tag to follow with --git' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l tag -d 'Tag to follow with --git or --oci (--oci\'s default: latest)' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l oci -d 'Sync from this OCI artifact, oci://HOST/REPO (as `flux push artifact` or `driftless push` publish it); registry flags as for every command' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l semver -d 'Follow the newest tag of --oci within this semver range, e.g. ">=1.0.0 <2.0.0"' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l digest -d 'Pin --oci to this digest (sha256:…): it never moves' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l commit -d 'Commit to pin with --git' -r
-complete -c driftless -n "__fish_driftless_using_subcommand run" -l path -d 'Subdirectory of the repository that holds the specs' -r
-complete -c driftless -n "__fish_driftless_using_subcommand run" -l interval -d 'How often to fetch with --git (POST /hooks/git fetches at once)' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l path -d 'Subdirectory of the repository (--git) or of the artifact\'s tree (--oci) that holds the specs' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l interval -d 'How often to fetch with --git or --oci (POST /hooks/git or /hooks/oci fetches at once)' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l resync -d 'Full resync (and directory rescan) period' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l cache-dir -d 'Where to keep the git clone (default: $CACHE_DIRECTORY from systemd, else ~/.cache/driftless)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l status-file -d 'Where to write the status file (JSON, replaced atomically) [default: $STATE_DIRECTORY/status.json under systemd, else ${XDG_STATE_HOME:-~/.local/state}/driftless/status.json; `status-<instance>.json` for an instance other than `default`]. `driftless status` reads the same' -r -F
@@ -174,10 +212,10 @@ report\t''"
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l notify -d 'POST each transition as JSON to this URL (repeatable): revision applied and ready, revision invalid, sync failed, prune refused, specs not ready in time, recovered' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l notify-secret-file -d 'File holding the secret that signs --notify requests (X-Driftless-Signature: sha256=<HMAC-SHA256 of the body>)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l notify-slack -d 'Post the same transitions to a Slack-compatible incoming webhook (repeatable). The URL is a credential: prefer the environment variable to argv' -r
-complete -c driftless -n "__fish_driftless_using_subcommand run" -l commit-status -d 'Set a commit status on each git revision: pending when its sync starts, success when applied and every spec ready, failure otherwise. Token from DRIFTLESS_COMMIT_STATUS_TOKEN or DRIFTLESS_COMMIT_STATUS_TOKEN_FILE' -r -f -a "github\t''
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l commit-status -d 'Set a commit status on each git revision (with --oci: on the commit each artifact was built from, its org.opencontainers.image.revision): pending when its sync starts, success when applied and every spec ready, failure otherwise. Token from DRIFTLESS_COMMIT_STATUS_TOKEN or DRIFTLESS_COMMIT_STATUS_TOKEN_FILE' -r -f -a "github\t''
 gitlab\t''"
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l commit-status-url -d 'The provider\'s API base URL (default: https://api.github.com, https://gitlab.com/api/v4)' -r
-complete -c driftless -n "__fish_driftless_using_subcommand run" -l commit-status-repo -d 'The repository: GitHub owner/name, GitLab project path (default: from --git)' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l commit-status-repo -d 'The repository: GitHub owner/name, GitLab project path (default: from --git; needed with --oci)' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l field-manager -d 'Field manager for server-side apply' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l max-prune-ratio -d 'Refuse a revision that would prune more than this share of the inventory' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l concurrency -d 'Objects applied (or dry-run) at once' -r
@@ -190,6 +228,7 @@ complete -c driftless -n "__fish_driftless_using_subcommand run" -l kube-api-bur
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l log-format -d 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)' -r -f -a "text\t''
 json\t''"
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l instance -d 'Name of this driftless instance: instances sharing a cluster never touch each other\'s objects' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l plain-http -d 'Speak plain HTTP to the registry (no TLS): a registry on loopback or in a lab only'
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l leader-elect -d 'Only the replica holding the Lease writes; the others keep caches warm'
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l events -d 'Record Kubernetes Events on the objects each sync changes, prunes or fails on'
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l force-conflicts -d 'Take fields that other field managers own instead of reporting a conflict'
@@ -198,6 +237,35 @@ complete -c driftless -n "__fish_driftless_using_subcommand run" -l no-prune -d 
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l allow-mass-prune -d 'Allow pruning everything, or more than --max-prune-ratio'
 complete -c driftless -n "__fish_driftless_using_subcommand run" -s h -l help -d 'Print help'
 complete -c driftless -n "__fish_driftless_using_subcommand run" -s V -l version -d 'Print version'
+complete -c driftless -n "__fish_driftless_using_subcommand push" -l source -d 'The `org.opencontainers.image.source` annotation [default: the git remote `origin` of the repository holding DIR, without credentials]' -r
+complete -c driftless -n "__fish_driftless_using_subcommand push" -l revision -d 'The `org.opencontainers.image.revision` annotation [default: BRANCH@sha1:COMMIT of the repository holding DIR, as Flux writes it]' -r
+complete -c driftless -n "__fish_driftless_using_subcommand push" -l created -d 'The `org.opencontainers.image.created` annotation, RFC 3339 [default: from SOURCE_DATE_EPOCH, else the HEAD commit\'s time, else 1970-01-01T00:00:00Z]: never the clock, so the same tree pushed twice has the same digest' -r
+complete -c driftless -n "__fish_driftless_using_subcommand push" -l allow-namespace -d 'Let specs write into this protected namespace (kube-system, kube-public, kube-node-lease, driftless-system and the inventory namespace are refused otherwise). Repeatable' -r
+complete -c driftless -n "__fish_driftless_using_subcommand push" -l sops-age-key-file -d 'age identities (a keys file, as age-keygen writes it) to decrypt SOPS-encrypted YAML with. Without it: $SOPS_AGE_KEY_FILE, else $SOPS_AGE_KEY, else sops\'s default ~/.config/sops/age/keys.txt when present' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand push" -l var -d 'Set variable NAME for `${NAME}` in spec values, over the tree\'s .driftless.toml [vars] and --vars-file. Repeatable' -r
+complete -c driftless -n "__fish_driftless_using_subcommand push" -l vars-file -d 'Variables for `${NAME}` from a TOML file of `NAME = "value"` lines (a cluster\'s own values), over the tree\'s .driftless.toml [vars]. Read once, at start' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand push" -l kustomize -d 'The program that builds kustomizations: `kustomize` (v5), or `kubectl` (1.27 or newer, as `kubectl kustomize`). Default: `kustomize` on PATH, else `kubectl`' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand push" -l helm -d 'The helm program (3.8 or newer, or 4) that renders charts. Default: `helm` on PATH' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand push" -l render-timeout -d 'How long one render may run before it (and what it started) is killed, e.g. 90s' -r
+complete -c driftless -n "__fish_driftless_using_subcommand push" -l render-concurrency -d 'Rendering tools run at once at most' -r
+complete -c driftless -n "__fish_driftless_using_subcommand push" -l credentials-dir -d 'The directory a chart release\'s `username-file`, `password-file` and `ca-file` are read from (the operator\'s, e.g. a mounted Secret); a spec can name nothing outside it' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand push" -l registry-config -d 'A Docker config.json whose `auths` holds the registry\'s credentials [default: $DOCKER_CONFIG/config.json, else ~/.docker/config.json]. Credential helpers (credsStore, credHelpers) are not run' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand push" -l username-file -d 'File holding the registry user name (with --password-file; wins over config.json)' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand push" -l password-file -d 'File holding the registry password or token' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand push" -l ca-file -d 'PEM certificates to trust for the registry, besides the system\'s roots' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand push" -l layer-media-type -d 'The media type of the artifact\'s layer that holds the tree (a tar+gzip) [default: application/vnd.cncf.flux.content.v1.tar+gzip, as Flux writes it]' -r
+complete -c driftless -n "__fish_driftless_using_subcommand push" -l verify-key -d 'Pull an artifact only when a cosign signature of its digest by this key (cosign.pub: ECDSA P-256, PEM) is found beside it (the `sha256-<hex>.sig` tag cosign writes). Keyless signatures are not checked' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand push" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand push" -l context -d 'The kubeconfig context to use (default: its current-context)' -r
+complete -c driftless -n "__fish_driftless_using_subcommand push" -l kube-api-qps -d 'Requests per second to the apiserver at most, client-side, as client-go\'s rate limit (0: no limit). Answers 429 and 502-504 are retried either way' -r
+complete -c driftless -n "__fish_driftless_using_subcommand push" -l kube-api-burst -d 'Requests that may go out at once above --kube-api-qps before it paces them' -r
+complete -c driftless -n "__fish_driftless_using_subcommand push" -l log-format -d 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)' -r -f -a "text\t''
+json\t''"
+complete -c driftless -n "__fish_driftless_using_subcommand push" -l instance -d 'Name of this driftless instance: instances sharing a cluster never touch each other\'s objects' -r
+complete -c driftless -n "__fish_driftless_using_subcommand push" -l render -d 'Publish the rendered tree (what `render --out` writes: Kustomize, Helm and Jsonnet replaced by plain YAML) instead of the tree as it is'
+complete -c driftless -n "__fish_driftless_using_subcommand push" -l plain-http -d 'Speak plain HTTP to the registry (no TLS): a registry on loopback or in a lab only'
+complete -c driftless -n "__fish_driftless_using_subcommand push" -s h -l help -d 'Print help'
+complete -c driftless -n "__fish_driftless_using_subcommand push" -s V -l version -d 'Print version'
 complete -c driftless -n "__fish_driftless_using_subcommand status" -l status-file -d 'The daemon\'s status file [default: as `run` writes it, see `run --status-file`]' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand status" -s o -l output -d 'How to print it' -r -f -a "table\t''
 wide\t'The table with nothing cut'

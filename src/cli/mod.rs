@@ -3,6 +3,7 @@
 
 mod control;
 mod docs;
+mod oci;
 mod output;
 mod run;
 mod sync;
@@ -112,8 +113,12 @@ pub enum Command {
     Diff(DiffArgs),
     /// Sync a spec tree once (apply, prune), then exit.
     Apply(ApplyArgs),
-    /// Run the daemon: keep the cluster in sync with a directory or a git repository.
+    /// Run the daemon: keep the cluster in sync with a directory, a git repository or an
+    /// OCI artifact.
     Run(RunArgs),
+    /// Publish a spec tree as an OCI artifact, laid out as `flux push artifact` does
+    /// (reproducible: the same tree gives the same digest).
+    Push(oci::PushArgs),
     /// Show the daemon's status file as a table.
     Status(StatusArgs),
     /// Ask a running daemon to fetch its source and sync now; wait for the result
@@ -160,6 +165,9 @@ pub struct PolicyArgs {
     pub vars_file: Option<PathBuf>,
     #[command(flatten)]
     pub tools: tree::RenderToolArgs,
+    /// How an `oci://` PATH (or `run --oci`) is pulled.
+    #[command(flatten)]
+    pub registry: oci::RegistryArgs,
 }
 
 fn parse_var(s: &str) -> Result<(String, String), String> {
@@ -196,7 +204,8 @@ impl PolicyArgs {
 
 #[derive(Args, Debug)]
 pub struct RenderArgs {
-    /// Root of the spec tree (every *.toml, *.yaml and *.yml under it, but what .driftlessignore lists).
+    /// Root of the spec tree (every *.toml, *.yaml and *.yml under it, but what .driftlessignore lists),
+    /// or an OCI artifact, oci://HOST/REPO[:TAG|@sha256:…], pulled first.
     #[arg(default_value = ".")]
     pub path: PathBuf,
     #[command(flatten)]
@@ -214,7 +223,8 @@ pub struct RenderArgs {
 
 #[derive(Args, Debug)]
 pub struct PathArg {
-    /// Root of the spec tree (every *.toml, *.yaml and *.yml under it, but what .driftlessignore lists).
+    /// Root of the spec tree (every *.toml, *.yaml and *.yml under it, but what .driftlessignore lists),
+    /// or an OCI artifact, oci://HOST/REPO[:TAG|@sha256:…], pulled first.
     #[arg(default_value = ".")]
     pub path: PathBuf,
     #[command(flatten)]
@@ -295,7 +305,8 @@ impl EngineArgs {
 /// how the engine writes.
 #[derive(Args, Debug)]
 pub struct TreeArgs {
-    /// Root of the spec tree (every *.toml, *.yaml and *.yml under it, but what .driftlessignore lists).
+    /// Root of the spec tree (every *.toml, *.yaml and *.yml under it, but what .driftlessignore lists),
+    /// or an OCI artifact, oci://HOST/REPO[:TAG|@sha256:…], pulled first.
     #[arg(default_value = ".")]
     pub path: PathBuf,
     #[command(flatten)]
@@ -335,7 +346,7 @@ pub enum DiffOutput {
 }
 
 #[derive(Args, Debug)]
-#[command(group = clap::ArgGroup::new("source").required(true).args(["dir", "git"]))]
+#[command(group = clap::ArgGroup::new("source").required(true).args(["dir", "git", "oci"]))]
 pub struct RunArgs {
     /// Watch this directory of specs.
     #[arg(long, value_name = "PATH")]
@@ -348,16 +359,33 @@ pub struct RunArgs {
     /// Branch to follow with --git (default: main).
     #[arg(long, requires = "git", conflicts_with_all = ["tag", "commit"])]
     pub branch: Option<String>,
-    /// Tag to follow with --git.
-    #[arg(long, requires = "git", conflicts_with = "commit")]
+    /// Tag to follow with --git or --oci (--oci's default: latest).
+    #[arg(long, conflicts_with = "commit")]
     pub tag: Option<String>,
+    /// Sync from this OCI artifact, oci://HOST/REPO (as `flux push artifact` or
+    /// `driftless push` publish it); registry flags as for every command.
+    #[arg(long, value_name = "oci://HOST/REPO")]
+    pub oci: Option<String>,
+    /// Follow the newest tag of --oci within this semver range, e.g. ">=1.0.0 <2.0.0".
+    #[arg(long, value_name = "RANGE", requires = "oci", conflicts_with_all = ["tag", "digest"])]
+    pub semver: Option<String>,
+    /// Pin --oci to this digest (sha256:…): it never moves.
+    #[arg(
+        long,
+        value_name = "sha256:…",
+        requires = "oci",
+        conflicts_with = "tag"
+    )]
+    pub digest: Option<String>,
     /// Commit to pin with --git.
     #[arg(long, requires = "git")]
     pub commit: Option<String>,
-    /// Subdirectory of the repository that holds the specs.
-    #[arg(long, value_name = "SUBDIR", requires = "git")]
+    /// Subdirectory of the repository (--git) or of the artifact's tree (--oci) that holds
+    /// the specs.
+    #[arg(long, value_name = "SUBDIR")]
     pub path: Option<String>,
-    /// How often to fetch with --git (POST /hooks/git fetches at once).
+    /// How often to fetch with --git or --oci (POST /hooks/git or /hooks/oci fetches at
+    /// once).
     #[arg(long, default_value = "1m", value_parser = humantime::parse_duration)]
     pub interval: Duration,
     /// Full resync (and directory rescan) period.
@@ -473,8 +501,18 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
             burst: cli.global.kube_api_burst,
         },
     };
+    let mut cli = cli;
+    // An `oci://` PATH is pulled first, and the commands read the unpacked tree.
+    let _pulled = match &mut cli.command {
+        Command::Validate(a) => oci::pull_path(&mut a.path, &a.policy.registry).await?,
+        Command::Render(a) => oci::pull_path(&mut a.path, &a.policy.registry).await?,
+        Command::Diff(a) => oci::pull_path(&mut a.tree.path, &a.tree.policy.registry).await?,
+        Command::Apply(a) => oci::pull_path(&mut a.tree.path, &a.tree.policy.registry).await?,
+        _ => None,
+    };
     match &cli.command {
         Command::Validate(args) => validate(args),
+        Command::Push(args) => oci::push(args).await,
         Command::Render(args) => render(args, &cli.global, &selection).await,
         Command::Schema => {
             let schema = driftless::spec::schema::generate()?;

@@ -30,16 +30,18 @@ pub struct NotifyArgs {
         value_delimiter = ','
     )]
     pub notify_slack: Vec<String>,
-    /// Set a commit status on each git revision: pending when its sync starts, success
-    /// when applied and every spec ready, failure otherwise. Token from
+    /// Set a commit status on each git revision (with --oci: on the commit each artifact
+    /// was built from, its org.opencontainers.image.revision): pending when its sync
+    /// starts, success when applied and every spec ready, failure otherwise. Token from
     /// DRIFTLESS_COMMIT_STATUS_TOKEN or DRIFTLESS_COMMIT_STATUS_TOKEN_FILE.
-    #[arg(long, value_enum, value_name = "PROVIDER", requires = "git")]
+    #[arg(long, value_enum, value_name = "PROVIDER")]
     pub commit_status: Option<CommitStatusProvider>,
     /// The provider's API base URL (default: https://api.github.com,
     /// https://gitlab.com/api/v4).
     #[arg(long, value_name = "URL", requires = "commit_status")]
     pub commit_status_url: Option<String>,
-    /// The repository: GitHub owner/name, GitLab project path (default: from --git).
+    /// The repository: GitHub owner/name, GitLab project path (default: from --git;
+    /// needed with --oci).
     #[arg(long, value_name = "REPO", requires = "commit_status")]
     pub commit_status_repo: Option<String>,
 }
@@ -81,7 +83,7 @@ fn read_secret_file(path: &std::path::Path, what: &str) -> anyhow::Result<Vec<u8
 }
 
 /// The receivers the flags name, checked before the daemon starts.
-fn notify_targets(args: &NotifyArgs, git: Option<&str>) -> anyhow::Result<Vec<Target>> {
+fn notify_targets(args: &NotifyArgs, git: Option<&str>, oci: bool) -> anyhow::Result<Vec<Target>> {
     let secret = match &args.notify_secret_file {
         Some(f) => Some(read_secret_file(f, "notification secret")?),
         None => None,
@@ -99,6 +101,10 @@ fn notify_targets(args: &NotifyArgs, git: Option<&str>) -> anyhow::Result<Vec<Ta
         targets.push(Target::Slack { url: url.clone() });
     }
     if let Some(provider) = args.commit_status {
+        anyhow::ensure!(
+            git.is_some() || oci,
+            "--commit-status needs --git (or --oci)"
+        );
         let provider = match provider {
             CommitStatusProvider::Github => Provider::GitHub,
             CommitStatusProvider::Gitlab => Provider::GitLab,
@@ -113,7 +119,11 @@ fn notify_targets(args: &NotifyArgs, git: Option<&str>) -> anyhow::Result<Vec<Ta
             (None, Some(url)) => repo_of_git_url(url).with_context(
                 || "cannot tell the repository from --git; set --commit-status-repo",
             )?,
-            (None, None) => anyhow::bail!("--commit-status needs --git"),
+            (None, None) if oci => anyhow::bail!(
+                "--commit-status with --oci needs --commit-status-repo: an artifact does not \
+                 say which repository its commit is in"
+            ),
+            (None, None) => anyhow::bail!("--commit-status needs --git (or --oci)"),
         };
         let token = secret_from_env("DRIFTLESS_COMMIT_STATUS_TOKEN")?.context(
             "--commit-status needs a token in DRIFTLESS_COMMIT_STATUS_TOKEN or \
@@ -153,8 +163,18 @@ fn cache_dir(args: &RunArgs) -> PathBuf {
 }
 
 pub async fn run(args: &RunArgs, global: &GlobalArgs, selection: &Selection) -> anyhow::Result<u8> {
+    for (given, flag) in [
+        (args.tag.is_some(), "--tag"),
+        (args.path.is_some(), "--path"),
+    ] {
+        anyhow::ensure!(
+            !given || args.git.is_some() || args.oci.is_some(),
+            "{flag} needs --git or --oci"
+        );
+    }
     let source = match (&args.dir, &args.git) {
         (Some(dir), _) => SourceConfig::Dir(dir.clone()),
+        (None, None) if args.oci.is_some() => oci_source(args)?,
         (None, Some(url)) => {
             let reference = match (&args.tag, &args.commit, &args.branch) {
                 (Some(t), _, _) => GitRef::Tag(t.clone()),
@@ -181,21 +201,28 @@ pub async fn run(args: &RunArgs, global: &GlobalArgs, selection: &Selection) -> 
                 interval: args.interval,
             }
         }
-        (None, None) => anyhow::bail!("one of --dir or --git is required"),
+        (None, None) => anyhow::bail!("one of --dir, --git or --oci is required"),
     };
     let hook_secret = match &args.hook_secret_file {
         Some(f) => Some(read_secret_file(f, "hook secret")?),
         None => None,
     };
-    let notify = notify_targets(&args.notify, args.git.as_deref())?;
+    let notify = notify_targets(&args.notify, args.git.as_deref(), args.oci.is_some())?;
     let api_token = match &args.api_token_file {
         Some(f) => Some(read_secret_file(f, "API token")?),
         None => None,
     };
-    if args.git.is_some() && hook_secret.is_none() && !args.metrics_addr.ip().is_loopback() {
+    if (args.git.is_some() || args.oci.is_some())
+        && hook_secret.is_none()
+        && !args.metrics_addr.ip().is_loopback()
+    {
+        let hook = match args.oci.is_some() {
+            true => "/hooks/oci",
+            false => "/hooks/git",
+        };
         tracing::warn!(
             addr = %args.metrics_addr,
-            "POST /hooks/git accepts unsigned requests on a non-loopback address: anyone who \
+            "POST {hook} accepts unsigned requests on a non-loopback address: anyone who \
              reaches it can make the daemon fetch; set --hook-secret-file"
         );
     }
@@ -253,6 +280,36 @@ pub async fn run(args: &RunArgs, global: &GlobalArgs, selection: &Selection) -> 
         .context("connecting to the cluster")?;
     daemon::run(cfg, client, shutdown_signal()).await?;
     Ok(exit::OK)
+}
+
+/// `--oci` and what it follows: `--tag` (default latest, or the reference's own),
+/// `--semver`, `--digest`.
+fn oci_source(args: &RunArgs) -> anyhow::Result<SourceConfig> {
+    use driftless::source::oci::{Selector, reference};
+    let url = args.oci.as_deref().unwrap_or_default();
+    let selector = match (&args.tag, &args.semver, &args.digest) {
+        (Some(t), _, _) => {
+            reference::check_tag(t).map_err(|e| anyhow::anyhow!("--tag: {e}"))?;
+            Some(Selector::Tag(t.clone()))
+        }
+        (_, Some(r), _) => Some(Selector::Semver(
+            semver::VersionReq::parse(r)
+                .map_err(|e| anyhow::anyhow!("--semver {r:?} is not a semver range: {e}"))?,
+        )),
+        (_, _, Some(d)) => Some(Selector::Digest(
+            reference::check_digest(d).map_err(|e| anyhow::anyhow!("--digest: {e}"))?,
+        )),
+        _ => None,
+    };
+    let mut config = args
+        .policy
+        .registry
+        .config(url, selector, cache_dir(args))?;
+    config.path = driftless::source::oci::normalize_path(args.path.as_deref().unwrap_or(""))?;
+    Ok(SourceConfig::Oci {
+        config,
+        interval: args.interval,
+    })
 }
 
 /// SIGTERM (systemd, kubelet) or SIGINT (a terminal).

@@ -15,6 +15,7 @@ mod main_loop;
 mod queue;
 mod readiness;
 mod source;
+mod source_oci;
 mod state;
 mod sync;
 mod watch;
@@ -43,6 +44,10 @@ pub enum SourceConfig {
     Dir(PathBuf),
     Git {
         config: crate::source::git::GitConfig,
+        interval: Duration,
+    },
+    Oci {
+        config: crate::source::oci::OciConfig,
         interval: Duration,
     },
 }
@@ -88,6 +93,8 @@ pub enum DaemonError {
     Dir(#[from] crate::source::dir::DirError),
     #[error("opening the git source: {0}")]
     Git(#[from] crate::source::git::GitError),
+    #[error("opening the OCI source: {0}")]
+    Oci(#[from] crate::source::oci::OciError),
 }
 
 /// The time, for a transition of the state (which reads no clock itself).
@@ -191,13 +198,17 @@ pub async fn run(
         allow_empty: cfg.engine.prune.allow_mass,
         cluster,
     };
+    let origins = notify::Origins::default();
     let source_name = source::start(
         source_cfg,
         renderer,
-        src_tx,
-        rescan_rx,
-        hook_rx,
-        stop_rx.clone(),
+        source::Channels {
+            tx: src_tx,
+            rescan: rescan_rx,
+            hook: hook_rx,
+            stop: stop_rx.clone(),
+        },
+        origins.clone(),
     )?;
 
     let (ev_tx, ev_rx) = mpsc::channel(1024);
@@ -230,6 +241,7 @@ pub async fn run(
             notify::Context {
                 instance: cfg.engine.instance.clone(),
                 source: source_name.clone(),
+                origins,
             },
             metrics.clone(),
         )
@@ -289,12 +301,17 @@ async fn start_http(
     mut stop: tokio_watch::Receiver<bool>,
 ) -> Result<mpsc::Receiver<()>, DaemonError> {
     let (hook_tx, hook_rx) = mpsc::channel::<()>(1);
-    let is_git = matches!(cfg.source, SourceConfig::Git { .. });
+    let hook_kind = match cfg.source {
+        SourceConfig::Dir(_) => None,
+        SourceConfig::Git { .. } => Some(http::HookKind::Git),
+        SourceConfig::Oci { .. } => Some(http::HookKind::Oci),
+    };
     let http_state = http::HttpState {
         metrics,
         ready,
         unready: Some(unready),
-        hook: is_git.then_some(hook_tx),
+        hook: hook_kind.is_some().then_some(hook_tx),
+        hook_kind: hook_kind.unwrap_or(http::HookKind::Git),
         hook_secret: cfg.hook_secret.clone(),
         api: Some(Arc::new(api)),
     };

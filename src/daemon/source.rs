@@ -26,10 +26,10 @@ pub struct Rendering {
 
 /// A read revision, rendered: its id, the files the spec loader reads, and what the stage
 /// said.
-type Read = Result<(String, Vec<SourceFile>, Rendered), String>;
+pub(super) type Read = Result<(String, Vec<SourceFile>, Rendered), String>;
 
 impl Rendering {
-    async fn render(&self, id: Option<String>, input: Input) -> Read {
+    pub(super) async fn render(&self, id: Option<String>, input: Input) -> Read {
         let this = self.clone();
         let input = Input {
             cluster: self.cluster.clone(),
@@ -76,15 +76,28 @@ pub struct Rescan {
     pub done: Option<oneshot::Sender<()>>,
 }
 
-/// Starts the source task; returns the source's display name.
+/// What the source task talks to the loop (and the HTTP hook) through.
+pub struct Channels {
+    pub tx: mpsc::Sender<SourceUpdate>,
+    pub rescan: mpsc::Receiver<Rescan>,
+    pub hook: mpsc::Receiver<()>,
+    pub stop: tokio_watch::Receiver<bool>,
+}
+
+/// Starts the source task; returns the source's display name. `origins` hears the commit
+/// each OCI revision was built from, for commit statuses.
 pub fn start(
     cfg: SourceConfig,
     rendering: Rendering,
-    tx: mpsc::Sender<SourceUpdate>,
-    rescan: mpsc::Receiver<Rescan>,
-    hook: mpsc::Receiver<()>,
-    stop: tokio_watch::Receiver<bool>,
+    channels: Channels,
+    origins: crate::report::notify::Origins,
 ) -> Result<String, DaemonError> {
+    let Channels {
+        tx,
+        rescan,
+        hook,
+        stop,
+    } = channels;
     match cfg {
         SourceConfig::Dir(root) => {
             let (watch, changes) = source::dir::watch(&root, Duration::from_millis(200))?;
@@ -99,6 +112,23 @@ pub fn start(
             let git = Arc::new(source::git::GitSource::open(config)?);
             let name = git.display_url();
             tokio::spawn(follow_git(git, rendering, interval, tx, rescan, hook, stop));
+            Ok(name)
+        }
+        SourceConfig::Oci { config, interval } => {
+            let oci = Arc::new(source::oci::OciSource::open(config)?);
+            let name = oci.display();
+            tokio::spawn(super::source_oci::follow(
+                oci,
+                rendering,
+                interval,
+                origins,
+                Channels {
+                    tx,
+                    rescan,
+                    hook,
+                    stop,
+                },
+            ));
             Ok(name)
         }
     }
@@ -150,7 +180,7 @@ fn read_dir(root: &std::path::Path) -> Result<Input, String> {
 /// next one, which starts after them and so sees their pushes. A flood of hooks (a forge
 /// redelivering, a script, an attacker who reaches the port) is then a fetch every few
 /// seconds at most, not one for each hook that lands while the previous fetch runs.
-const HOOK_FETCH_SPACING: Duration = Duration::from_secs(2);
+pub(super) const HOOK_FETCH_SPACING: Duration = Duration::from_secs(2);
 
 async fn follow_git(
     git: Arc<source::git::GitSource>,
@@ -209,7 +239,11 @@ async fn follow_git(
 /// Sends what a read of the source tells the loop: a revision it has not sent yet, or a
 /// failure. After a failure the next good read is sent even if its revision is the same,
 /// so the error it replaces is cleared. False once the loop has gone.
-async fn report(tx: &mpsc::Sender<SourceUpdate>, last: &mut Option<String>, read: Read) -> bool {
+pub(super) async fn report(
+    tx: &mpsc::Sender<SourceUpdate>,
+    last: &mut Option<String>,
+    read: Read,
+) -> bool {
     let update = match read {
         Ok((id, files, rendered)) => (last.as_ref() != Some(&id)).then(|| {
             *last = Some(id.clone());

@@ -26,6 +26,23 @@ pub const HOOK_BODY_LIMIT: usize = 1024 * 1024;
 /// The signature header GitHub and Gitea send: `sha256=<hex HMAC-SHA256 of the body>`.
 pub const SIGNATURE_HEADER: &str = "x-hub-signature-256";
 
+/// The source a hook speaks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HookKind {
+    #[default]
+    Git,
+    Oci,
+}
+
+impl HookKind {
+    fn name(self) -> &'static str {
+        match self {
+            HookKind::Git => "git",
+            HookKind::Oci => "OCI",
+        }
+    }
+}
+
 pub struct HttpState {
     pub metrics: Arc<Metrics>,
     /// `/readyz` answers 200 once this is true (after the first completed sync), else 503.
@@ -33,8 +50,11 @@ pub struct HttpState {
     /// Why this replica is not ready whatever `ready` says, while it is not: a Lease it
     /// may not use (it can never lead, so it is no standby either).
     pub unready: Option<tokio::sync::watch::Receiver<Option<String>>>,
-    /// `POST /hooks/git` sends `()` here; `None` disables the hook (404).
+    /// `POST /hooks/git` (or `/hooks/oci`, as `hook_kind` says) sends `()` here; `None`
+    /// disables the hook (404).
     pub hook: Option<mpsc::Sender<()>>,
+    /// Which source the hook asks to fetch: its path is `/hooks/git` or `/hooks/oci`.
+    pub hook_kind: HookKind,
     /// When set, a hook request needs a valid `X-Hub-Signature-256`; 401 otherwise.
     pub hook_secret: Option<Vec<u8>>,
     /// The JSON API (`/api/v1/...`); `None` serves none of it.
@@ -93,7 +113,13 @@ fn router(mut state: HttpState) -> Router {
         .route("/readyz", get(readyz))
         .route(
             "/hooks/git",
-            post(git_hook).layer(DefaultBodyLimit::max(HOOK_BODY_LIMIT)),
+            post(|s, r| source_hook(HookKind::Git, s, r))
+                .layer(DefaultBodyLimit::max(HOOK_BODY_LIMIT)),
+        )
+        .route(
+            "/hooks/oci",
+            post(|s, r| source_hook(HookKind::Oci, s, r))
+                .layer(DefaultBodyLimit::max(HOOK_BODY_LIMIT)),
         )
         .merge(super::ui::router())
         .with_state(Arc::new(state));
@@ -128,9 +154,21 @@ async fn readyz(State(state): State<Arc<HttpState>>) -> (StatusCode, String) {
     }
 }
 
-async fn git_hook(State(state): State<Arc<HttpState>>, request: Request) -> Response {
-    let Some(hook) = &state.hook else {
-        return (StatusCode::NOT_FOUND, "the git hook is not enabled").into_response();
+async fn source_hook(
+    kind: HookKind,
+    State(state): State<Arc<HttpState>>,
+    request: Request,
+) -> Response {
+    let name = kind.name();
+    let hook = match &state.hook {
+        Some(hook) if state.hook_kind == kind => hook,
+        _ => {
+            return (
+                StatusCode::NOT_FOUND,
+                format!("the {name} hook is not enabled"),
+            )
+                .into_response();
+        }
     };
     // Judging the declared length before reading means a client that waits for
     // `100 Continue` never sends an oversized body at all.
@@ -147,7 +185,7 @@ async fn git_hook(State(state): State<Arc<HttpState>>, request: Request) -> Resp
     match judge_hook(state.hook_secret.as_deref(), &headers, &body) {
         HookVerdict::TooLarge => too_large(),
         HookVerdict::BadSignature => {
-            tracing::warn!("git hook: rejected a request without a valid {SIGNATURE_HEADER}");
+            tracing::warn!("{name} hook: rejected a request without a valid {SIGNATURE_HEADER}");
             (
                 StatusCode::UNAUTHORIZED,
                 "missing or invalid X-Hub-Signature-256",
@@ -158,7 +196,7 @@ async fn git_hook(State(state): State<Arc<HttpState>>, request: Request) -> Resp
             // Full: a fetch is already pending and will see this push too. This is what
             // collapses a flood of hooks into a fetch or two.
             Ok(()) | Err(mpsc::error::TrySendError::Full(())) => {
-                tracing::info!("git hook: fetch requested");
+                tracing::info!("{name} hook: fetch requested");
                 (StatusCode::ACCEPTED, "fetch scheduled").into_response()
             }
             Err(mpsc::error::TrySendError::Closed(())) => (
@@ -324,6 +362,7 @@ mod tests {
             ready: Arc::default(),
             unready: None,
             hook: None,
+            hook_kind: Default::default(),
             hook_secret: Some(b"hunter2".to_vec()),
             api: None,
         };

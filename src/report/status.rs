@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! version            1
-//! source             "dir:/path" or the git URL without credentials
+//! source             "dir:/path", the git URL without credentials, or "oci://HOST/REPO"
 //! revision_seen      newest revision read from the source, valid or not
 //! revision_applied   last revision that was valid and synced
 //! last_sync          null | { time (RFC 3339), result ("success"|"failed"|"refused"|
@@ -177,11 +177,16 @@ impl SyncProgress {
     }
 }
 
-/// A git commit's first 12 characters; anything else as it is.
+/// A git commit's first 12 characters, an OCI digest's (`TAG@sha256:` and 12); anything
+/// else as it is.
 fn short_revision(r: &str) -> &str {
-    match r.len() == 40 && r.bytes().all(|b| b.is_ascii_hexdigit()) {
-        true => &r[..12],
-        false => r,
+    let hex = |s: &str| s.bytes().all(|b| b.is_ascii_hexdigit());
+    if r.len() == 40 && hex(r) {
+        return &r[..12];
+    }
+    match r.find("sha256:") {
+        Some(at) if r.len() == at + 7 + 64 && hex(&r[at + 7..]) => &r[..at + 7 + 12],
+        _ => r,
     }
 }
 

@@ -1,4 +1,5 @@
-//! Where revisions come from: a watched directory, or a git repository.
+//! Where revisions come from: a watched directory, a git repository, or an OCI artifact.
 
 pub mod dir;
 pub mod git;
+pub mod oci;

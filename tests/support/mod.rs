@@ -3,7 +3,8 @@
 //! real binary and `driftless run` as a child process (`binary`), git servers on
 //! loopback (`git`: git daemon, smart HTTP, sshd), plain HTTP to the daemon (`http`), a
 //! real Prometheus scraping it (`prometheus`), ServiceAccount kubeconfigs
-//! (`accounts`), and a second apiserver with flags of a test's own (`apiserver`).
+//! (`accounts`), a second apiserver with flags of a test's own (`apiserver`), and OCI
+//! registries on loopback (`registry`) and artifacts for them (`oci`).
 // Each test binary compiles all of it and uses a part.
 #![allow(dead_code, unused_imports)]
 
@@ -15,7 +16,9 @@ mod cluster;
 mod files;
 mod git;
 mod http;
+mod oci;
 mod prometheus;
+mod registry;
 
 use std::net::TcpListener;
 use std::process::Child;
@@ -29,7 +32,9 @@ pub use cluster::*;
 pub use files::*;
 pub use git::*;
 pub use http::*;
+pub use oci::*;
 pub use prometheus::*;
+pub use registry::*;
 
 /// A bound on waiting for the cluster or a daemon, not a timing assertion.
 pub const WAIT: Duration = Duration::from_secs(120);

@@ -127,7 +127,12 @@ impl Target {
                 repo,
                 token,
             } => {
-                let sha = notice.revision.as_deref().filter(|r| is_commit(r))?;
+                let revision = notice.revision.as_deref()?;
+                let sha = match is_commit(revision) {
+                    true => revision.to_string(),
+                    // An artifact's revision: the commit it was built from, when known.
+                    false => ctx.origins.commit_of(revision)?,
+                };
                 let state = commit_state(notice.event);
                 let description = short(&notice.message, DESCRIPTION_MAX);
                 let context = format!("driftless/{}", ctx.instance);
@@ -169,7 +174,7 @@ impl Target {
 }
 
 /// A full SHA-1 or SHA-256 commit id: a directory source's revisions are not commits.
-fn is_commit(revision: &str) -> bool {
+pub(super) fn is_commit(revision: &str) -> bool {
     matches!(revision.len(), 40 | 64) && revision.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
@@ -368,6 +373,7 @@ mod tests {
         Context {
             instance: "prod".into(),
             source: "https://git.example/team/config".into(),
+            origins: Default::default(),
         }
     }
 
@@ -485,6 +491,38 @@ mod tests {
         assert!(gh.message(&n, &ctx()).is_none());
         n.revision = None;
         assert!(gh.message(&n, &ctx()).is_none());
+    }
+
+    #[test]
+    fn an_artifact_s_status_goes_to_the_commit_it_was_built_from() {
+        let gh = commit_status(Provider::GitHub, "https://api.github.com", "team/config");
+        let ctx = ctx();
+        let mut n = notice(Event::RevisionReady);
+        let artifact = format!("latest@sha256:{}", "e".repeat(64));
+        n.revision = Some(artifact.clone());
+        // Its origin not known: nothing to send.
+        assert!(gh.message(&n, &ctx).is_none());
+        let origin = super::super::commit_of_origin(&format!("main@sha1:{SHA}")).unwrap();
+        ctx.origins.record(&artifact, &origin);
+        let out = gh.message(&n, &ctx).unwrap();
+        assert_eq!(
+            out.url,
+            format!("https://api.github.com/repos/team/config/statuses/{SHA}")
+        );
+        for form in [
+            format!("sha1:{SHA}"),
+            format!("main/{SHA}"),
+            SHA.to_uppercase(),
+        ] {
+            assert_eq!(
+                super::super::commit_of_origin(&form).as_deref(),
+                Some(SHA),
+                "{form}"
+            );
+        }
+        for none in ["v1.2.0", "main@sha1:abc", ""] {
+            assert_eq!(super::super::commit_of_origin(none), None, "{none}");
+        }
     }
 
     #[test]

@@ -84,6 +84,49 @@ pub struct Notice {
 pub struct Context {
     pub instance: String,
     pub source: String,
+    /// The commits revisions that are not commits were built from (an OCI artifact's
+    /// `org.opencontainers.image.revision`), for commit statuses.
+    pub origins: Origins,
+}
+
+/// Revision → the git commit it was built from, as its source learnt it. Shared by the
+/// source task, which records, and the notifier, which reads; bounded.
+#[derive(Debug, Clone, Default)]
+pub struct Origins(Arc<std::sync::Mutex<std::collections::VecDeque<(String, String)>>>);
+
+/// Revisions remembered: far more than can be in flight between a read and its notices.
+const ORIGINS_KEPT: usize = 64;
+
+impl Origins {
+    pub fn record(&self, revision: &str, commit: &str) {
+        if let Ok(mut o) = self.0.lock() {
+            o.retain(|(r, _)| r != revision);
+            o.push_back((revision.to_string(), commit.to_string()));
+            while o.len() > ORIGINS_KEPT {
+                o.pop_front();
+            }
+        }
+    }
+
+    pub fn commit_of(&self, revision: &str) -> Option<String> {
+        let o = self.0.lock().ok()?;
+        o.iter()
+            .rev()
+            .find(|(r, _)| r == revision)
+            .map(|(_, c)| c.clone())
+    }
+}
+
+/// The commit an OCI artifact's `org.opencontainers.image.revision` names, in the forms
+/// Flux writes it: `BRANCH@sha1:HEX`, `sha1:HEX`, `BRANCH/HEX` (before Flux 2.0), or a
+/// bare `HEX`.
+pub fn commit_of_origin(revision: &str) -> Option<String> {
+    let tail = revision.rsplit(['@', '/']).next().unwrap_or(revision);
+    let hex = tail
+        .strip_prefix("sha1:")
+        .or_else(|| tail.strip_prefix("sha256:"))
+        .unwrap_or(tail);
+    message::is_commit(hex).then(|| hex.to_ascii_lowercase())
 }
 
 /// Hands notices to the receivers' delivery tasks; never waits.

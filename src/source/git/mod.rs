@@ -25,9 +25,9 @@ use crate::spec::SourceFile;
 
 pub use auth::GitAuth;
 pub use known_hosts::{KnownHosts, PresentedKey, Rejection};
-pub use url::url_has_credentials;
+pub use url::{strip_userinfo, url_has_credentials};
 
-use url::{Redactor, ssh_port, strip_userinfo};
+use url::{Redactor, ssh_port};
 
 /// What to follow in the repository.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -47,7 +47,7 @@ impl Redactor {
 
 /// `scheme://user:password@host/…` → `scheme://host/…`; scp-like `git@host:path` is left
 /// alone (it cannot carry a password, and the user is part of the address).
-pub(super) fn strip_userinfo(url: &str) -> String {
+pub fn strip_userinfo(url: &str) -> String {
     let Some(scheme_end) = url.find("://") else {
         return url.to_string();
     };

@@ -1,0 +1,613 @@
+//! The OCI source: a spec tree published as an OCI artifact (as `flux push artifact` and
+//! `driftless push` lay it out), followed by tag, by the newest tag in a semver range, or
+//! pinned by digest. Each poll costs one manifest request when nothing moved; a new
+//! digest is pulled, its layer checked and unpacked under the cache directory, where the
+//! rendering stage's tools read it as they read a directory.
+
+mod pack;
+pub mod reference;
+mod registry;
+mod unpack;
+pub mod verify;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use futures::StreamExt as _;
+use oci_client::Reference;
+use oci_client::manifest::{OciDescriptor, OciImageManifest, OciManifest};
+use oci_client::secrets::RegistryAuth;
+use sha2::Digest as _;
+
+pub use pack::{
+    ANNOTATION_CREATED, ANNOTATION_REVISION, ANNOTATION_SOURCE, CONFIG_MEDIA_TYPE,
+    CONTENT_MEDIA_TYPE, MANIFEST_MEDIA_TYPE,
+};
+pub use reference::{Repository, Selector};
+pub use registry::{RegistryOptions, auth_from_config};
+pub use unpack::Limits;
+
+#[derive(Debug, thiserror::Error)]
+pub enum OciError {
+    #[error("invalid OCI reference {0}")]
+    Reference(String),
+    #[error("{0}")]
+    Config(String),
+    #[error("{url}: {message}")]
+    Registry { url: String, message: String },
+    #[error("{url}: {message}")]
+    Artifact { url: String, message: String },
+    #[error("{0}")]
+    Local(String),
+}
+
+impl OciError {
+    /// A stable, low-cardinality label for the error metric.
+    pub fn metric_label(&self) -> &'static str {
+        match self {
+            OciError::Reference(_) => "reference",
+            OciError::Config(_) => "config",
+            OciError::Registry { .. } => "registry",
+            OciError::Artifact { .. } => "artifact",
+            OciError::Local(_) => "local",
+        }
+    }
+}
+
+/// Everything an OCI source needs.
+#[derive(Debug, Clone)]
+pub struct OciConfig {
+    pub repository: Repository,
+    pub selector: Selector,
+    /// The layer that holds the tree (default: Flux's content media type).
+    pub layer_media_type: Option<String>,
+    pub registry: RegistryOptions,
+    pub cache_dir: PathBuf,
+    pub limits: Limits,
+    /// `--path`: the spec root within the artifact's tree, normalised ("" for its root).
+    pub path: String,
+    /// `--verify-key`: pull only what a cosign signature of this key vouches for.
+    pub verify_key: Option<verify::VerifyKey>,
+}
+
+/// One artifact, unpacked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Revision {
+    /// `TAG@sha256:…`, or `sha256:…` when pinned by digest.
+    pub id: String,
+    pub digest: String,
+    /// The unpacked tree (canonical).
+    pub dir: PathBuf,
+    /// The manifest's annotations: where the tree came from (`org.opencontainers.image.*`).
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// What a poll found.
+#[derive(Debug)]
+pub enum Fetched {
+    /// The same digest as the last pull: nothing was downloaded.
+    Unchanged(Revision),
+    New(Revision),
+}
+
+/// A repository in a registry to take spec trees from.
+pub struct OciSource {
+    cfg: OciConfig,
+    client: oci_client::Client,
+    auth: RegistryAuth,
+    cache_path: PathBuf,
+    last: Mutex<Option<Revision>>,
+}
+
+impl std::fmt::Debug for OciSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OciSource")
+            .field("cfg", &self.cfg)
+            .field("cache_path", &self.cache_path)
+            .finish_non_exhaustive()
+    }
+}
+
+impl OciSource {
+    pub fn open(cfg: OciConfig) -> Result<OciSource, OciError> {
+        let (client, auth) = cfg.registry.client(&cfg.repository.registry)?;
+        let name = format!(
+            "{:016x}",
+            crate::spec::names::fnv1a64(cfg.repository.to_string().bytes())
+        );
+        let cache_path = cfg.cache_dir.join("oci").join(name);
+        Ok(OciSource {
+            cfg,
+            client,
+            auth,
+            cache_path,
+            last: Mutex::new(None),
+        })
+    }
+
+    /// `oci://HOST/REPO`, for status and logs.
+    pub fn display(&self) -> String {
+        self.cfg.repository.to_string()
+    }
+
+    pub fn selector(&self) -> &Selector {
+        &self.cfg.selector
+    }
+
+    /// Where the specs lie in an unpacked revision: `--path` within its tree.
+    pub fn spec_root(&self, rev: &Revision) -> Result<PathBuf, OciError> {
+        if self.cfg.path.is_empty() {
+            return Ok(rev.dir.clone());
+        }
+        let root = rev.dir.join(&self.cfg.path);
+        match std::fs::symlink_metadata(&root) {
+            Ok(m) if m.is_dir() => Ok(root),
+            _ => Err(OciError::Artifact {
+                url: self.display(),
+                message: format!("path {:?} is not a directory of {}", self.cfg.path, rev.id),
+            }),
+        }
+    }
+
+    /// Polls: the tag's digest (one manifest request), and the artifact when it moved.
+    pub async fn fetch(&self) -> Result<Fetched, OciError> {
+        let (tag, digest) = self.resolve().await?;
+        let id = match &tag {
+            Some(t) => format!("{t}@{digest}"),
+            None => digest.clone(),
+        };
+        let last = self.last.lock().ok().and_then(|l| l.clone());
+        let rev = match last.filter(|l| l.digest == digest && l.dir.is_dir()) {
+            Some(last) if last.id == id => return Ok(Fetched::Unchanged(last)),
+            // The same artifact under a newer tag (`--semver`): nothing to download, but
+            // the revision names the tag now followed.
+            Some(last) => Revision { id, ..last },
+            None => self.pull(id, &digest).await?,
+        };
+        if let Ok(mut l) = self.last.lock() {
+            *l = Some(rev.clone());
+        }
+        Ok(Fetched::New(rev))
+    }
+
+    fn reference(&self, tag_or_digest: &str) -> Reference {
+        let r = &self.cfg.repository;
+        match tag_or_digest.starts_with("sha256:") {
+            true => Reference::with_digest(
+                r.registry.clone(),
+                r.repository.clone(),
+                tag_or_digest.to_string(),
+            ),
+            false => Reference::with_tag(
+                r.registry.clone(),
+                r.repository.clone(),
+                tag_or_digest.to_string(),
+            ),
+        }
+    }
+
+    fn registry_error(&self, e: oci_client::errors::OciDistributionError) -> OciError {
+        OciError::Registry {
+            url: self.display(),
+            message: explain(&e),
+        }
+    }
+
+    /// The tag followed (none when pinned) and the digest it names now.
+    async fn resolve(&self) -> Result<(Option<String>, String), OciError> {
+        let tag = match &self.cfg.selector {
+            // Pinned: nothing to ask the registry until it is pulled.
+            Selector::Digest(d) => return Ok((None, d.clone())),
+            Selector::Tag(t) => t.clone(),
+            Selector::Semver(range) => {
+                let tags = self.list_tags().await?;
+                reference::newest_matching(&tags, range)
+                    .map(str::to_string)
+                    .ok_or_else(|| OciError::Registry {
+                        url: self.display(),
+                        message: format!("no tag matches the semver range {range}"),
+                    })?
+            }
+        };
+        let digest = self
+            .client
+            .fetch_manifest_digest(&self.reference(&tag), &self.auth)
+            .await
+            .map_err(|e| match self.registry_error(e) {
+                OciError::Registry { url, message } if message == NOT_FOUND => OciError::Registry {
+                    url,
+                    message: format!("tag {tag} not found"),
+                },
+                other => other,
+            })?;
+        Ok((Some(tag), digest))
+    }
+
+    async fn list_tags(&self) -> Result<Vec<String>, OciError> {
+        let image = self.reference("latest");
+        let mut tags = Vec::new();
+        let mut last: Option<String> = None;
+        // Pages of 1000; a repository of more than 100 000 tags is not followed by range.
+        for _ in 0..100 {
+            let page = self
+                .client
+                .list_tags(&image, &self.auth, Some(1000), last.as_deref())
+                .await
+                .map_err(|e| self.registry_error(e))?;
+            let n = page.tags.len();
+            last = page.tags.last().cloned();
+            tags.extend(page.tags);
+            if n < 1000 {
+                break;
+            }
+        }
+        Ok(tags)
+    }
+
+    /// Pulls the manifest and the tree's layer of `digest`, checks and unpacks it.
+    async fn pull(&self, id: String, digest: &str) -> Result<Revision, OciError> {
+        let url = self.display();
+        let bad = |message: String| OciError::Artifact {
+            url: url.clone(),
+            message,
+        };
+        let image = self.reference(digest);
+        let (manifest, got) = self
+            .client
+            .pull_manifest(&image, &self.auth)
+            .await
+            .map_err(|e| self.registry_error(e))?;
+        if got != digest {
+            return Err(bad(format!("the registry served {got} for {digest}")));
+        }
+        let OciManifest::Image(manifest) = manifest else {
+            return Err(bad(format!(
+                "{digest} is an image index, not an artifact of one manifest"
+            )));
+        };
+        if let Some(key) = &self.cfg.verify_key {
+            self.check_signature(key, digest).await?;
+        }
+        let layer = self.tree_layer(&manifest).map_err(&bad)?;
+        if layer.size < 0 || layer.size as u64 > self.cfg.limits.layer_bytes {
+            return Err(bad(format!(
+                "the artifact's layer is {} bytes, more than the {} MiB a tree may be; not pulled",
+                layer.size,
+                self.cfg.limits.layer_bytes >> 20
+            )));
+        }
+        let data = self.pull_layer(&image, layer).await?;
+        let dir = self.cache_path.join(digest.trim_start_matches("sha256:"));
+        let limits = self.cfg.limits;
+        let cache = self.cache_path.clone();
+        let unpacked = tokio::task::spawn_blocking(move || store(&data, &cache, &dir, limits))
+            .await
+            .map_err(|e| OciError::Local(format!("unpacking: {e}")))?
+            .map_err(&bad)?;
+        Ok(Revision {
+            id,
+            digest: digest.to_string(),
+            dir: unpacked,
+            annotations: manifest.annotations.clone().unwrap_or_default(),
+        })
+    }
+
+    /// A cosign signature of `digest` by `key`, found beside it, or an error saying why not.
+    async fn check_signature(&self, key: &verify::VerifyKey, digest: &str) -> Result<(), OciError> {
+        let refused = |message: String| OciError::Artifact {
+            url: self.display(),
+            message: format!("{digest}: {message}; refused under --verify-key"),
+        };
+        let tag = verify::signature_tag(digest);
+        let signatures = self.reference(&tag);
+        let manifest = match self.client.pull_manifest(&signatures, &self.auth).await {
+            Ok((OciManifest::Image(m), _)) => m,
+            Ok(_) => return Err(refused(format!("{tag} is not a cosign signature manifest"))),
+            Err(e) => match explain(&e) {
+                m if m == NOT_FOUND => {
+                    return Err(refused(format!("no cosign signature (no tag {tag})")));
+                }
+                m => {
+                    return Err(OciError::Registry {
+                        url: self.display(),
+                        message: m,
+                    });
+                }
+            },
+        };
+        let mut why = Vec::new();
+        for layer in manifest
+            .layers
+            .iter()
+            .filter(|l| l.media_type == verify::SIMPLE_SIGNING_MEDIA_TYPE)
+        {
+            let Some(signature) = layer
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(verify::SIGNATURE_ANNOTATION))
+            else {
+                continue;
+            };
+            if !(0..=verify::MAX_PAYLOAD_BYTES).contains(&layer.size) {
+                why.push("a signed payload too large to be one".to_string());
+                continue;
+            }
+            let payload = self.pull_layer(&signatures, layer).await?;
+            match verify::verify(key, &payload, signature, digest) {
+                Ok(()) => return Ok(()),
+                Err(e) => why.push(e),
+            }
+        }
+        Err(refused(match why.first() {
+            Some(first) => first.clone(),
+            None => format!("{tag} holds no cosign signature"),
+        }))
+    }
+
+    /// The one layer of the tree's media type.
+    fn tree_layer<'m>(&self, manifest: &'m OciImageManifest) -> Result<&'m OciDescriptor, String> {
+        let wanted = self
+            .cfg
+            .layer_media_type
+            .as_deref()
+            .unwrap_or(CONTENT_MEDIA_TYPE);
+        let mut found = manifest.layers.iter().filter(|l| l.media_type == wanted);
+        match (found.next(), found.next()) {
+            (Some(l), None) => Ok(l),
+            (None, _) => {
+                let types: Vec<&str> = manifest
+                    .layers
+                    .iter()
+                    .map(|l| l.media_type.as_str())
+                    .collect();
+                Err(format!(
+                    "the artifact has no layer of media type {wanted} (it has: {}); \
+                     --layer-media-type chooses another",
+                    match types.is_empty() {
+                        true => "none".to_string(),
+                        false => types.join(", "),
+                    }
+                ))
+            }
+            (Some(_), Some(_)) => Err(format!(
+                "the artifact has more than one layer of media type {wanted}"
+            )),
+        }
+    }
+
+    /// The layer's bytes, no more than its descriptor says, and checked against its digest.
+    async fn pull_layer(
+        &self,
+        image: &Reference,
+        layer: &OciDescriptor,
+    ) -> Result<Vec<u8>, OciError> {
+        let mut stream = self
+            .client
+            .pull_blob_stream(image, layer)
+            .await
+            .map_err(|e| self.registry_error(e))?;
+        let mut data = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk.map_err(|e| OciError::Registry {
+                url: self.display(),
+                message: format!("downloading the layer: {}", explain_io(&e)),
+            })?;
+            data.extend_from_slice(&chunk);
+            if data.len() as u64 > layer.size.max(0) as u64 {
+                return Err(OciError::Artifact {
+                    url: self.display(),
+                    message: "the layer is larger than its manifest says; refused".into(),
+                });
+            }
+        }
+        let actual = format!("sha256:{}", hex(&sha2::Sha256::digest(&data)));
+        if actual != layer.digest {
+            return Err(OciError::Artifact {
+                url: self.display(),
+                message: format!(
+                    "the layer's digest is {actual}, not {}; refused",
+                    layer.digest
+                ),
+            });
+        }
+        Ok(data)
+    }
+}
+
+/// `--path`, checked: `a/b` for `./a//b/`, refused when it leaves the tree.
+pub fn normalize_path(path: &str) -> Result<String, OciError> {
+    let mut parts = Vec::new();
+    for part in path.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                return Err(OciError::Config(format!(
+                    "--path {path:?} leaves the artifact's tree"
+                )));
+            }
+            p => parts.push(p),
+        }
+    }
+    Ok(parts.join("/"))
+}
+
+/// Unpacks `layer` to `dir` (kept: one whole unpack per digest), and drops older ones.
+fn store(layer: &[u8], cache: &Path, dir: &Path, limits: Limits) -> Result<PathBuf, String> {
+    if !dir.is_dir() {
+        let tmp = dir.with_extension("partial");
+        if tmp.exists() {
+            std::fs::remove_dir_all(&tmp)
+                .map_err(|e| format!("removing {}: {e}", tmp.display()))?;
+        }
+        let unpacked = unpack::unpack(layer, &tmp, limits);
+        if let Err(e) = unpacked {
+            let _ = std::fs::remove_dir_all(&tmp);
+            return Err(e);
+        }
+        // Renamed only once whole, so a directory under the digest's name is always whole.
+        std::fs::rename(&tmp, dir).map_err(|e| format!("storing {}: {e}", dir.display()))?;
+    }
+    if let Ok(entries) = std::fs::read_dir(cache) {
+        for e in entries.flatten() {
+            if e.path() != dir {
+                let _ = std::fs::remove_dir_all(e.path());
+            }
+        }
+    }
+    dir.canonicalize()
+        .map_err(|e| format!("{}: {e}", dir.display()))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+const NOT_FOUND: &str = "not found in the registry";
+
+/// The registry client's error in one line, in our words where we know the case.
+fn explain(e: &oci_client::errors::OciDistributionError) -> String {
+    use oci_client::errors::OciDistributionError as E;
+    match e {
+        E::ServerError { code: 401, .. } | E::UnauthorizedError { .. } => {
+            "the registry refused the credentials (401 Unauthorized)".into()
+        }
+        E::ServerError { code: 403, .. } => "the registry denied access (403 Forbidden)".into(),
+        E::ServerError { code: 404, .. } | E::ImageManifestNotFoundError(_) => NOT_FOUND.into(),
+        E::ServerError { code, message, .. } => {
+            format!("the registry answered {code}: {}", one_line(message))
+        }
+        E::RegistryError { envelope, .. } => {
+            use oci_client::errors::OciErrorCode as C;
+            let codes: Vec<&C> = envelope.errors.iter().map(|x| &x.code).collect();
+            if codes.iter().any(|c| matches!(c, C::Unauthorized)) {
+                return "the registry refused the credentials (401 Unauthorized)".into();
+            }
+            if codes.iter().any(|c| matches!(c, C::Denied)) {
+                return "the registry denied access (403 Forbidden)".into();
+            }
+            if codes
+                .iter()
+                .any(|c| matches!(c, C::ManifestUnknown | C::NameUnknown))
+            {
+                return NOT_FOUND.into();
+            }
+            let said: Vec<String> = envelope.errors.iter().map(|x| x.message.clone()).collect();
+            format!("the registry said: {}", one_line(&said.join("; ")))
+        }
+        E::AuthenticationFailure(m) => format!(
+            "the registry's token service refused the credentials: {}",
+            one_line(m)
+        ),
+        E::RequestError(r) => explain_io(r),
+        // Its own Display shows an Option's Debug form.
+        E::GenericError(m) => one_line(m.as_deref().unwrap_or("the registry request failed")),
+        other => one_line(&other.to_string()),
+    }
+}
+
+/// A transport error by its cause (refused, TLS, timeout), without the client's wrapping.
+fn explain_io(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut causes = Vec::new();
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cur {
+        causes.push(c.to_string());
+        cur = c.source();
+    }
+    let all = causes.join(": ");
+    if all.contains("certificate") || all.contains("UnknownIssuer") {
+        let root = causes.last().cloned().unwrap_or_default();
+        return format!(
+            "TLS: the registry's certificate is not trusted ({})",
+            one_line(&root)
+        );
+    }
+    if all.contains("InvalidContentType") || all.contains("corrupt message") {
+        return "TLS: the registry does not speak TLS there (a plain HTTP registry needs --plain-http)".into();
+    }
+    if all.contains("Connection refused") || all.contains("connection refused") {
+        return "cannot connect: connection refused (is the registry up?)".into();
+    }
+    if all.contains("timed out") || all.contains("operation timed out") {
+        return "the registry did not answer in time".into();
+    }
+    one_line(
+        causes
+            .last()
+            .map(String::as_str)
+            .unwrap_or("request failed"),
+    )
+}
+
+fn one_line(s: &str) -> String {
+    let s: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    match s.chars().count() > 300 {
+        true => s.chars().take(300).collect::<String>() + "…",
+        false => s,
+    }
+}
+
+/// What `push` publishes.
+#[derive(Debug, Clone)]
+pub struct Push {
+    pub dir: PathBuf,
+    pub repository: Repository,
+    pub tag: String,
+    /// `org.opencontainers.image.source` (Flux: the git remote).
+    pub source: String,
+    /// `org.opencontainers.image.revision` (Flux: `BRANCH@sha1:COMMIT`).
+    pub revision: String,
+    /// `org.opencontainers.image.created`, RFC 3339.
+    pub created: String,
+}
+
+/// Publishes a tree as a Flux artifact; the manifest's digest.
+pub async fn push(p: &Push, registry: &RegistryOptions) -> Result<String, OciError> {
+    let url = p.repository.to_string();
+    let dir = p.dir.clone();
+    let layer = tokio::task::spawn_blocking(move || pack::layer(&dir))
+        .await
+        .map_err(|e| OciError::Local(format!("packing: {e}")))?
+        .map_err(OciError::Local)?;
+    let (client, auth) = registry.client(&p.repository.registry)?;
+    let image = Reference::with_tag(
+        p.repository.registry.clone(),
+        p.repository.repository.clone(),
+        p.tag.clone(),
+    );
+    let layer = oci_client::client::ImageLayer::new(layer, CONTENT_MEDIA_TYPE.to_string(), None);
+    let config =
+        oci_client::client::Config::new(b"{}".to_vec(), CONFIG_MEDIA_TYPE.to_string(), None);
+    let mut manifest = OciImageManifest::build(
+        std::slice::from_ref(&layer),
+        &config,
+        Some(pack::annotations(&p.source, &p.revision, &p.created)),
+    );
+    manifest.media_type = Some(MANIFEST_MEDIA_TYPE.to_string());
+    let fail = |e: oci_client::errors::OciDistributionError| OciError::Registry {
+        url: url.clone(),
+        message: explain(&e),
+    };
+    client
+        .push(&image, &[layer], config, &auth, Some(manifest.clone()))
+        .await
+        .map_err(fail)?;
+    // The digest of the manifest as pushed: the client writes it canonically, as here.
+    client
+        .fetch_manifest_digest(&image, &auth)
+        .await
+        .map_err(fail)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_are_normalised_and_kept_within_the_tree() {
+        assert_eq!(normalize_path("").unwrap(), "");
+        assert_eq!(normalize_path("./team//prod/").unwrap(), "team/prod");
+        let e = normalize_path("team/../../etc").unwrap_err().to_string();
+        assert!(e.contains("leaves the artifact's tree"), "{e}");
+    }
+}

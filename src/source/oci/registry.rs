@@ -1,0 +1,226 @@
+//! How a registry is reached: TLS (system roots or `--ca-file`), plain HTTP only when asked,
+//! and the credentials, from `--username-file`/`--password-file` or a Docker `config.json`
+//! (`auths` only: credential helpers, `credsStore` and `credHelpers`, are not run).
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use base64::Engine as _;
+use oci_client::client::{Certificate, CertificateEncoding, ClientConfig, ClientProtocol};
+use oci_client::secrets::RegistryAuth;
+
+use super::OciError;
+
+/// What the registry flags say.
+#[derive(Clone, Default)]
+pub struct RegistryOptions {
+    /// `--plain-http`: HTTP, no TLS (a registry on loopback or in a lab).
+    pub plain_http: bool,
+    /// `--ca-file`: PEM certificates trusted besides the system roots.
+    pub ca_file: Option<PathBuf>,
+    /// `--registry-config`: a Docker `config.json`; `None` for `$DOCKER_CONFIG/config.json`
+    /// (else `~/.docker/config.json`) when it exists.
+    pub config_file: Option<PathBuf>,
+    /// `--username-file` and `--password-file`, read: they win over `config.json`.
+    pub basic: Option<(String, String)>,
+}
+
+impl fmt::Debug for RegistryOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RegistryOptions")
+            .field("plain_http", &self.plain_http)
+            .field("ca_file", &self.ca_file)
+            .field("config_file", &self.config_file)
+            .field(
+                "basic",
+                &self.basic.as_ref().map(|(u, _)| (u, "<redacted>")),
+            )
+            .finish()
+    }
+}
+
+/// A registry's requests are bounded: one that hangs is one that is away.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+const READ_TIMEOUT: Duration = Duration::from_secs(60);
+
+impl RegistryOptions {
+    /// A client for `registry`, with its credentials.
+    pub fn client(&self, registry: &str) -> Result<(oci_client::Client, RegistryAuth), OciError> {
+        // The client brings no crypto provider of its own: the process's is ring, as for
+        // kube and the notifications. Installing it twice is refused, harmlessly.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let mut extra = Vec::new();
+        if let Some(path) = &self.ca_file {
+            let data = std::fs::read(path).map_err(|e| {
+                OciError::Config(format!("reading --ca-file {}: {e}", path.display()))
+            })?;
+            if !String::from_utf8_lossy(&data).contains("-----BEGIN CERTIFICATE-----") {
+                return Err(OciError::Config(format!(
+                    "--ca-file {} holds no PEM certificate",
+                    path.display()
+                )));
+            }
+            extra.push(Certificate {
+                encoding: CertificateEncoding::Pem,
+                data,
+            });
+        }
+        let config = ClientConfig {
+            protocol: match self.plain_http {
+                true => ClientProtocol::Http,
+                false => ClientProtocol::Https,
+            },
+            extra_root_certificates: extra,
+            connect_timeout: Some(CONNECT_TIMEOUT),
+            read_timeout: Some(READ_TIMEOUT),
+            user_agent: concat!("driftless/", env!("CARGO_PKG_VERSION")),
+            ..ClientConfig::default()
+        };
+        let auth = self.auth(registry)?;
+        Ok((oci_client::Client::new(config), auth))
+    }
+
+    fn auth(&self, registry: &str) -> Result<RegistryAuth, OciError> {
+        if let Some((user, password)) = &self.basic {
+            return Ok(RegistryAuth::Basic(user.clone(), password.clone()));
+        }
+        let (path, told) = match &self.config_file {
+            Some(p) => (p.clone(), true),
+            None => match default_config_file() {
+                Some(p) => (p, false),
+                None => return Ok(RegistryAuth::Anonymous),
+            },
+        };
+        let text = match std::fs::read_to_string(&path) {
+            Ok(t) => t,
+            Err(e) if !told && e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(RegistryAuth::Anonymous);
+            }
+            Err(e) => {
+                return Err(OciError::Config(format!(
+                    "reading the registry config {}: {e}",
+                    path.display()
+                )));
+            }
+        };
+        auth_from_config(&text, registry)
+            .map_err(|e| OciError::Config(format!("registry config {}: {e}", path.display())))
+    }
+}
+
+/// `$DOCKER_CONFIG/config.json`, else `~/.docker/config.json`, as docker and flux read it.
+fn default_config_file() -> Option<PathBuf> {
+    match std::env::var_os("DOCKER_CONFIG").filter(|d| !d.is_empty()) {
+        Some(dir) => Some(Path::new(&dir).join("config.json")),
+        None => std::env::var_os("HOME").map(|h| Path::new(&h).join(".docker/config.json")),
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct DockerConfig {
+    #[serde(default)]
+    auths: std::collections::BTreeMap<String, DockerAuth>,
+}
+
+#[derive(serde::Deserialize, Default)]
+struct DockerAuth {
+    auth: Option<String>,
+    username: Option<String>,
+    password: Option<String>,
+    identitytoken: Option<String>,
+    registrytoken: Option<String>,
+}
+
+/// The credentials `config.json`'s `auths` holds for `registry`, anonymous when none.
+/// Keys are matched as docker does: the host, with or without a scheme and a path.
+pub fn auth_from_config(text: &str, registry: &str) -> Result<RegistryAuth, String> {
+    let config: DockerConfig =
+        serde_json::from_str(text).map_err(|e| format!("not a Docker config.json: {e}"))?;
+    let host_of = |key: &str| {
+        let key = key
+            .strip_prefix("https://")
+            .or_else(|| key.strip_prefix("http://"))
+            .unwrap_or(key);
+        key.split('/').next().unwrap_or(key).to_string()
+    };
+    // Docker Hub goes by several names; `docker login` files it under index.docker.io.
+    let hub = ["docker.io", "index.docker.io", "registry-1.docker.io"];
+    let same = |key: &str| {
+        let host = host_of(key);
+        host == registry || (hub.contains(&host.as_str()) && hub.contains(&registry))
+    };
+    let Some((_, entry)) = config.auths.iter().find(|(k, _)| same(k)) else {
+        return Ok(RegistryAuth::Anonymous);
+    };
+    if let Some(token) = entry.registrytoken.as_ref().filter(|t| !t.is_empty()) {
+        return Ok(RegistryAuth::Bearer(token.clone()));
+    }
+    if let Some(encoded) = entry.auth.as_ref().filter(|a| !a.is_empty()) {
+        let decoded = base64::engine::general_purpose::STANDARD
+            .decode(encoded.trim())
+            .ok()
+            .and_then(|b| String::from_utf8(b).ok())
+            .ok_or_else(|| format!("the auth of {registry} is not base64 of user:password"))?;
+        let (user, password) = decoded
+            .split_once(':')
+            .ok_or_else(|| format!("the auth of {registry} is not user:password"))?;
+        return Ok(RegistryAuth::Basic(user.to_string(), password.to_string()));
+    }
+    match (&entry.username, &entry.password, &entry.identitytoken) {
+        (Some(u), Some(p), _) => Ok(RegistryAuth::Basic(u.clone(), p.clone())),
+        // An identity token is a refresh token docker trades for access tokens.
+        (_, _, Some(_)) => Err(format!(
+            "the entry of {registry} holds an identity token, which driftless does not trade; \
+             use --username-file/--password-file"
+        )),
+        _ => Ok(RegistryAuth::Anonymous),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_json_auths_are_read_as_docker_writes_them() {
+        let text = r#"{"auths": {
+            "https://reg.example:5000/v1/": {"auth": "Ym9iOnMzY3JldA=="},
+            "other.example": {"username": "ann", "password": "pw"},
+            "tok.example": {"registrytoken": "abc"}
+        }, "credsStore": "desktop"}"#;
+        let basic = |u: &str, p: &str| RegistryAuth::Basic(u.into(), p.into());
+        assert_eq!(
+            auth_from_config(text, "reg.example:5000").unwrap(),
+            basic("bob", "s3cret")
+        );
+        assert_eq!(
+            auth_from_config(text, "other.example").unwrap(),
+            basic("ann", "pw")
+        );
+        assert_eq!(
+            auth_from_config(text, "tok.example").unwrap(),
+            RegistryAuth::Bearer("abc".into())
+        );
+        assert_eq!(
+            auth_from_config(text, "none.example").unwrap(),
+            RegistryAuth::Anonymous
+        );
+        let bad = r#"{"auths": {"r": {"auth": "!!"}}}"#;
+        assert!(auth_from_config(bad, "r").unwrap_err().contains("base64"));
+        assert!(
+            auth_from_config("[", "r")
+                .unwrap_err()
+                .contains("config.json")
+        );
+    }
+
+    #[test]
+    fn debug_hides_the_password() {
+        let o = RegistryOptions {
+            basic: Some(("bob".into(), "s3cret".into())),
+            ..RegistryOptions::default()
+        };
+        assert!(!format!("{o:?}").contains("s3cret"));
+    }
+}
