@@ -638,55 +638,12 @@ fn a_chart_from_a_repository_is_pulled_once_and_renders_as_the_tree_s() {
     assert_eq!(stderr.lines().count(), 2, "{}", show(&o));
 }
 
-/// An OCI registry on loopback: Debian's `docker-registry`, its own config and storage.
-struct Registry {
-    child: std::process::Child,
-    host: String,
-}
-
-impl Registry {
-    fn start(dir: &Path) -> Registry {
-        let port = support::free_port();
-        let config = dir.join("registry.yml");
-        std::fs::write(
-            &config,
-            format!(
-                "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: 127.0.0.1:{port}\n",
-                dir.join("storage").display()
-            ),
-        )
-        .unwrap();
-        let child = Command::new("docker-registry")
-            .arg("serve")
-            .arg(&config)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("docker-registry (testbed/install.sh installs it)");
-        let child = support::await_ready(child, Duration::from_secs(20), || {
-            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-        })
-        .expect("the registry did not start");
-        Registry {
-            child,
-            host: format!("127.0.0.1:{port}"),
-        }
-    }
-}
-
-impl Drop for Registry {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// The chart pushed to an OCI registry on loopback renders what the chart in the tree
 /// does, with helm 3 and helm 4; once pulled, the registry is not needed again.
 #[test]
 fn a_chart_from_an_oci_registry_renders_as_the_tree_s() {
     let dir = tempfile::tempdir().unwrap();
-    let mut registry = Registry::start(dir.path());
+    let mut registry = support::TestRegistry::plain(dir.path());
     let (helm3, helm4) = (helm("DRIFTLESS_TEST_HELM3"), helm("DRIFTLESS_TEST_HELM4"));
     let packaged = dir.path().join("packaged");
     let helm_ok = |helm: &str, args: &[&str]| {
@@ -772,8 +729,7 @@ fn a_chart_from_an_oci_registry_renders_as_the_tree_s() {
         assert_eq!(objects, vendored, "{helm}");
     }
     // The registry gone: the pulled chart is in the cache, verified by its digest.
-    let _ = registry.child.kill();
-    let _ = registry.child.wait();
+    registry.down();
     let again: BTreeSet<String> = render(&helm4, &from_oci, &dir.path().join("o3"))
         .iter()
         .map(key)
@@ -1195,6 +1151,151 @@ fn a_chart_s_dependencies_are_built_on_a_private_copy() {
     assert!(
         stderr.starts_with(&format!(
             "apps.toml:2:7: chart charts/shop: dependency podinfo ^6.0 from {away} cannot be fetched: "
+        )),
+        "{}",
+        show(&o)
+    );
+    assert_eq!(stderr.lines().count(), 2, "{}", show(&o));
+}
+
+/// A chart in a registry over TLS (a test CA) that wants a password: pulled after `helm
+/// registry login` with the operator's files, the password on stdin; refused without the
+/// CA or with a wrong password, in one line each.
+#[test]
+fn a_chart_from_a_registry_with_a_password_and_a_private_ca() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = support::TestRegistry::tls(dir.path());
+    let ca = registry.ca.clone().unwrap();
+    let helm4 = helm("DRIFTLESS_TEST_HELM4");
+    let home = dir.path().join("pusher");
+    let helm_ok = |args: &[&str], stdin: Option<&str>| {
+        let mut c = Command::new(&helm4);
+        c.args(args)
+            .env("HOME", &home)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        let mut child = c.spawn().unwrap();
+        if let Some(text) = stdin {
+            use std::io::Write;
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(text.as_bytes())
+                .unwrap();
+        }
+        drop(child.stdin.take());
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let packaged = dir.path().join("packaged");
+    let ca_s = ca.to_str().unwrap();
+    helm_ok(
+        &[
+            "package",
+            chart("6.2.3").to_str().unwrap(),
+            "-d",
+            packaged.to_str().unwrap(),
+        ],
+        None,
+    );
+    helm_ok(
+        &[
+            "registry",
+            "login",
+            &registry.host,
+            "--username",
+            support::REGISTRY_USER,
+            "--password-stdin",
+            "--ca-file",
+            ca_s,
+        ],
+        Some(support::REGISTRY_PASSWORD),
+    );
+    helm_ok(
+        &[
+            "push",
+            packaged.join("podinfo-6.2.3.tgz").to_str().unwrap(),
+            &format!("oci://{}/charts", registry.host),
+            "--ca-file",
+            ca_s,
+        ],
+        None,
+    );
+    let creds = dir.path().join("creds");
+    std::fs::create_dir_all(&creds).unwrap();
+    std::fs::write(creds.join("user"), support::REGISTRY_USER).unwrap();
+    std::fs::write(creds.join("pass"), support::REGISTRY_PASSWORD).unwrap();
+    std::fs::copy(&ca, creds.join("ca.crt")).unwrap();
+    let root = dir.path().join("tree");
+    std::fs::create_dir_all(&root).unwrap();
+    let spec = |extra: &str| {
+        std::fs::write(
+            root.join("apps.toml"),
+            format!(
+                "namespace = \"web\"\n[helm.podinfo]\nchart = \"oci://{}/charts/podinfo\"\nversion = \"6.2.3\"\nusername-file = \"user\"\npassword-file = \"pass\"\n{extra}",
+                registry.host
+            ),
+        )
+        .unwrap()
+    };
+    let (wrapper, argv) = logging_helm(dir.path());
+    let flag = ["--credentials-dir", creds.to_str().unwrap()];
+
+    spec("");
+    let o = render_with(
+        &wrapper,
+        &root,
+        &dir.path().join("o1"),
+        &dir.path().join("c1"),
+        &flag,
+    );
+    assert_exit(&o, 2);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.contains("certificate signed by unknown authority"),
+        "{}",
+        show(&o)
+    );
+    assert_eq!(stderr.lines().count(), 2, "{}", show(&o));
+
+    spec("ca-file = \"ca.crt\"\n");
+    let o = render_with(
+        &wrapper,
+        &root,
+        &dir.path().join("o2"),
+        &dir.path().join("c2"),
+        &flag,
+    );
+    assert_exit(&o, 0);
+    let rendered = std::fs::read_to_string(dir.path().join("o2/apps.helm-podinfo.yaml")).unwrap();
+    assert!(rendered.contains("podinfo-6.2.3"), "{rendered}");
+    let lines = std::fs::read_to_string(&argv).unwrap();
+    assert!(
+        !lines.contains(support::REGISTRY_PASSWORD),
+        "the password was on a command line:\n{lines}"
+    );
+    assert!(lines.contains("registry login"), "{lines}");
+
+    std::fs::write(creds.join("pass"), "wrong").unwrap();
+    let o = render_with(
+        &wrapper,
+        &root,
+        &dir.path().join("o3"),
+        &dir.path().join("c3"),
+        &flag,
+    );
+    assert_exit(&o, 2);
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        stderr.starts_with(&format!(
+            "apps.toml:2:7: cannot pull chart oci://{}/charts/podinfo 6.2.3 from oci://",
+            registry.host
         )),
         "{}",
         show(&o)
