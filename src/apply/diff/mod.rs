@@ -18,7 +18,7 @@ use futures::StreamExt;
 use kube::api::{Patch, PatchParams};
 use serde_json::Value;
 
-use super::hash::shape_hash;
+use super::hash::{body_hashes, shape_hash};
 use super::plan::Planned;
 use super::prune::{self, Prunable};
 use super::{ApplyError, Engine, Entry, Inventory, ObjKey};
@@ -256,7 +256,17 @@ impl Engine {
                 Some(_) => stripped.as_ref(),
                 None => body,
             };
-            let force = self.opts.force_conflicts || claimed == Some(Claim::Adopt);
+            // Our last applied intent, unchanged, on the object we applied it to: only
+            // someone else's edit moved our fields, and apply takes them back (forcing),
+            // so it shows as the change it is, not as a conflict with that writer.
+            let drifted = match &live {
+                Some(l) if claimed == Some(Claim::Ours) => {
+                    self.same_intent(key, p.obj.policy.sealed, stripped.as_ref(), l, inventory)
+                        .await
+                }
+                _ => false,
+            };
+            let force = self.opts.force_conflicts || claimed == Some(Claim::Adopt) || drifted;
             let pp = PatchParams {
                 force,
                 ..PatchParams::apply(&self.opts.field_manager).dry_run()
@@ -370,6 +380,38 @@ impl Engine {
                 e.message
             )),
             (Some(_), Err(e)) => Change::Error(error_text(&e)),
+        }
+    }
+
+    /// Whether `live` is the object the inventory recorded and `body` the intent last
+    /// applied to it, as apply decides before it takes drift back.
+    async fn same_intent(
+        &self,
+        key: &ObjKey,
+        sealed: bool,
+        body: &Value,
+        live: &Value,
+        inventory: &Inventory,
+    ) -> bool {
+        let Some(entry) = inventory.entries.get(key) else {
+            return false;
+        };
+        let uid = live["metadata"]["uid"].as_str();
+        if uid.is_none() || entry.uid.as_deref() != uid {
+            return false;
+        }
+        let plain = body_hashes(body, None).applied;
+        if entry.applied.as_deref() == Some(plain.as_str()) {
+            return true;
+        }
+        if !(key.is("", "Secret") || sealed) {
+            return false;
+        }
+        match self.existing_hash_key().await {
+            Some(k) => {
+                entry.applied.as_deref() == Some(body_hashes(body, Some(k)).applied.as_str())
+            }
+            None => false,
         }
     }
 
