@@ -160,6 +160,8 @@ async fn the_page_and_its_assets_are_served_with_their_types_and_a_strict_policy
     for (path, content_type) in [
         ("/", "text/html"),
         ("/ui/app.js", "text/javascript"),
+        ("/ui/find.js", "text/javascript"),
+        ("/ui/object.js", "text/javascript"),
         ("/ui/app.css", "text/css"),
         ("/ui/icon.svg", "image/svg+xml"),
     ] {
@@ -307,7 +309,7 @@ async fn the_dashboard_shows_every_spec_updates_live_and_steers_the_daemon() {
         &["workspace", "ide", "Ready", "Running", &url],
     )
     .await;
-    row(&browser, &settings, &["manifest", "settings", "Ready"]).await;
+    row(&browser, &settings, &["ConfigMap", "settings", "Ready"]).await;
     assert_eq!(
         browser.text("#source").await,
         status["source"].as_str().unwrap()

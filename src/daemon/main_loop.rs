@@ -69,6 +69,8 @@ pub(super) struct Loop {
     pub status: StatusWriter,
     /// Where transitions are told (webhooks, chat, commit statuses), if anywhere.
     pub notifier: Option<Notifier>,
+    /// What the object view renders a spec from: the tree and nodes, as they change.
+    pub desired: tokio_watch::Sender<Option<super::inspect::Desired>>,
     /// The API's way in (and the loop's own, once a requested read is done).
     pub control: mpsc::Sender<Control>,
     /// Who waits for the next whole sync to end (`POST /api/v1/sync?wait=true`).
@@ -469,6 +471,20 @@ impl Loop {
             r.written = Some(p.clone());
             r.written_at = Instant::now();
             Some(p)
+        });
+        self.desired.send_if_modified(|d| {
+            let same = match (d.as_ref(), &self.state.tree) {
+                (Some(d), Some(t)) => Arc::ptr_eq(&d.tree, t) && d.nodes == self.state.nodes,
+                (None, None) => true,
+                _ => false,
+            };
+            if !same {
+                *d = self.state.tree.clone().map(|tree| super::inspect::Desired {
+                    tree,
+                    nodes: self.state.nodes.clone(),
+                });
+            }
+            !same
         });
         let mut snapshot = self.state.snapshot();
         snapshot.sync_progress = progress.as_ref();

@@ -103,8 +103,20 @@ pub trait Suspender: Send + Sync {
     ) -> futures::future::BoxFuture<'_, Result<(), String>>;
 }
 
+/// Reads one object of a spec from the cluster for the web UI's object view: live and
+/// desired manifests, their diff, what it owns and the events (see `daemon::inspect`).
+pub trait Inspect: Send + Sync {
+    fn object<'a>(
+        &'a self,
+        spec: &'a str,
+        object: &'a str,
+    ) -> futures::future::BoxFuture<'a, Result<Value, String>>;
+}
+
 pub struct ApiState {
     pub status: watch::Receiver<Arc<Published>>,
+    /// The object view's reads; none without a cluster (tests of the API alone).
+    pub inspect: Option<Arc<dyn Inspect>>,
     pub control: mpsc::Sender<Control>,
     /// The bearer token mutating calls need; `None` refuses them all (403).
     pub token: Option<Vec<u8>>,
@@ -121,6 +133,7 @@ impl ApiState {
     ) -> ApiState {
         ApiState {
             status,
+            inspect: None,
             control,
             token,
             suspender,
@@ -135,6 +148,7 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .route("/api/v1/events", get(events))
         .route("/api/v1/sync", post(sync))
         .route("/api/v1/specs", get(specs))
+        .route("/api/v1/object", get(object))
         .route("/api/v1/specs/{*id}", get(spec).post(control_spec))
         // Anything else under /api answers in JSON too, not with an empty 404.
         .route("/api", axum::routing::any(unknown))
@@ -160,10 +174,51 @@ async fn unknown(uri: axum::http::Uri) -> Response {
     error(
         StatusCode::NOT_FOUND,
         format!(
-            "no such API route: {}; the API is /api/v1/status, /api/v1/events, /api/v1/sync and /api/v1/specs[/<id>]",
+            "no such API route: {}; the API is /api/v1/status, /api/v1/events, /api/v1/sync, /api/v1/specs[/<id>] and /api/v1/object?spec=<id>&object=<object>",
             uri.path()
         ),
     )
+}
+
+#[derive(Deserialize)]
+struct ObjectQuery {
+    spec: String,
+    object: String,
+}
+
+/// One object of a spec, read from the cluster now (`Inspect`). Only an object the
+/// status lists for that spec: an open read must not become a way to read anything the
+/// daemon's identity can.
+async fn object(State(api): State<Arc<ApiState>>, Query(q): Query<ObjectQuery>) -> Response {
+    let Some(spec) = api.status.borrow().clone().spec(&q.spec) else {
+        return error(StatusCode::NOT_FOUND, format!("no spec {}", q.spec));
+    };
+    let listed = spec["objects"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|o| o["object"] == q.object.as_str())
+        || spec["drifted"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|o| o == q.object.as_str());
+    if !listed {
+        return error(
+            StatusCode::NOT_FOUND,
+            format!("spec {} has no object {}", q.spec, q.object),
+        );
+    }
+    let Some(inspect) = &api.inspect else {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "this daemon cannot read objects for the object view",
+        );
+    };
+    match inspect.object(&q.spec, &q.object).await {
+        Ok(view) => json_text(view.to_string()),
+        Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, e),
+    }
 }
 
 async fn status(State(api): State<Arc<ApiState>>) -> Response {

@@ -117,6 +117,26 @@ impl Engine {
         objects: &[Object],
         adopt_specs: &BTreeSet<SpecId>,
     ) -> Result<Vec<ObjectDiff>, ApplyError> {
+        self.diff_with(objects, adopt_specs, self.opts.prune.enabled)
+            .await
+    }
+
+    /// The change apply would make to these objects only, none pruned: what a person
+    /// looking at one object (the web UI's object view) asks.
+    pub async fn diff_objects(
+        &self,
+        objects: &[Object],
+        adopt_specs: &BTreeSet<SpecId>,
+    ) -> Result<Vec<ObjectDiff>, ApplyError> {
+        self.diff_with(objects, adopt_specs, false).await
+    }
+
+    async fn diff_with(
+        &self,
+        objects: &[Object],
+        adopt_specs: &BTreeSet<SpecId>,
+        prune: bool,
+    ) -> Result<Vec<ObjectDiff>, ApplyError> {
         let inventory = self.store().load(&self.client).await?;
         let mut planned = self.plan(objects, adopt_specs).await;
         let desired: BTreeSet<ObjKey> = planned.iter().map(|p| p.key.clone()).collect();
@@ -130,40 +150,22 @@ impl Engine {
             .filter(|o| o.kind == "CustomResourceDefinition")
             .collect();
 
-        let mut out: Vec<(usize, ObjectDiff)> = futures::stream::iter(planned.iter().enumerate())
-            .map(|(i, p)| {
-                let inventory = &inventory;
-                let crds = &in_revision_crds;
-                async move {
-                    let change = match (&p.obj.policy.hook, hooks_due) {
-                        (None, _) => self.diff_one(p, inventory, crds).await,
-                        // Runs only if the sync fails: not what apply is expected to do.
-                        (Some(h), _) if h.phases == [crate::spec::order::Phase::Fail] => {
-                            Change::Unchanged
-                        }
-                        (Some(_), true) => Change::Create {
-                            desired: clean(p.full.as_ref().unwrap_or(p.body.as_ref())),
-                        },
-                        (Some(_), false) => Change::Unchanged,
-                    };
-                    let mut diff = ObjectDiff {
-                        key: p.key.clone(),
-                        spec: p.obj.spec.to_string(),
-                        change,
-                    };
-                    if p.obj.policy.sealed {
-                        diff.seal(&p.obj.body);
-                    }
-                    (i, diff)
-                }
-            })
+        // The futures are made before the stream: a closure returning an async block
+        // over borrowed plans is not provably `Send` for every lifetime, and the web UI's
+        // object view runs a diff inside a boxed `Send` future.
+        let futures: Vec<_> = planned
+            .iter()
+            .enumerate()
+            .map(|(i, p)| self.diff_planned(i, p, &inventory, &in_revision_crds, hooks_due))
+            .collect();
+        let mut out: Vec<(usize, ObjectDiff)> = futures::stream::iter(futures)
             .buffer_unordered(self.opts.concurrency.max(1))
             .collect()
             .await;
         out.sort_by_key(|(i, _)| *i);
         let mut diffs: Vec<ObjectDiff> = out.into_iter().map(|(_, d)| d).collect();
 
-        if self.opts.prune.enabled {
+        if prune {
             let plan = prune::plan(&inventory, &desired, &self.opts.prune);
             if let Some(why) = &plan.refused {
                 diffs.push(ObjectDiff {
@@ -197,6 +199,34 @@ impl Engine {
             }
         }
         Ok(diffs)
+    }
+
+    async fn diff_planned(
+        &self,
+        i: usize,
+        p: &Planned<'_>,
+        inventory: &Inventory,
+        crds: &[&Object],
+        hooks_due: bool,
+    ) -> (usize, ObjectDiff) {
+        let change = match (&p.obj.policy.hook, hooks_due) {
+            (None, _) => self.diff_one(p, inventory, crds).await,
+            // Runs only if the sync fails: not what apply is expected to do.
+            (Some(h), _) if h.phases == [crate::spec::order::Phase::Fail] => Change::Unchanged,
+            (Some(_), true) => Change::Create {
+                desired: clean(p.full.as_ref().unwrap_or(p.body.as_ref())),
+            },
+            (Some(_), false) => Change::Unchanged,
+        };
+        let mut diff = ObjectDiff {
+            key: p.key.clone(),
+            spec: p.obj.spec.to_string(),
+            change,
+        };
+        if p.obj.policy.sealed {
+            diff.seal(&p.obj.body);
+        }
+        (i, diff)
     }
 
     async fn diff_one(&self, p: &Planned<'_>, inventory: &Inventory, crds: &[&Object]) -> Change {

@@ -1,0 +1,74 @@
+// The object view: one object of a spec as the cluster has it, read through the API.
+// Loaded before app.js, which routes to it.
+"use strict";
+
+// The object view reads the cluster on demand (GET /api/v1/object): once when it opens
+// and on Refresh, never on every status event, so a selection in it stays put.
+let objectShown = null;
+
+function table(caption, heads, rows) {
+  return el(
+    "table",
+    { class: "objects" },
+    el("caption", {}, caption),
+    el("thead", {}, el("tr", {}, heads.map((h) => el("th", { scope: "col" }, h)))),
+    el("tbody", {}, rows.map((cells) => el("tr", {}, cells.map((c, i) => el(i ? "td" : "th", i ? { "data-label": heads[i] } : { scope: "row", "data-label": heads[0] }, c)))))
+  );
+}
+
+function lastState(o) {
+  return [o.state, o.last_state].filter(Boolean).join("; ") || "–";
+}
+
+function drawObject(want, view) {
+  const body = $("object-body");
+  if (view.error) {
+    body.replaceChildren(el("p", { class: "bad-text" }, view.error));
+    return;
+  }
+  const owned = view.owned || [];
+  const events = view.events || [];
+  body.replaceChildren(
+    el("p", {}, "Spec ", el("a", { href: specHref(want.spec) }, want.spec), ` · read ${when(view.read_at)} `, el("button", { type: "button", id: "object-refresh", onclick: () => loadObject(want) }, "Refresh")),
+    el("h3", {}, "What it owns"),
+    owned.length
+      ? table(
+          `${plural(owned.length, "object")} owned by ${want.object}`,
+          ["Object", "Phase", "Ready", "Restarts", "State / last state"],
+          owned.map((o) => [el("code", { title: o.object }, o.object), dash(o.phase), dash(o.ready), String(o.restarts ?? "–"), lastState(o)])
+        )
+      : el("p", {}, "Nothing (no ReplicaSets, Pods or Jobs that name it as their owner)."),
+    el("h3", {}, "Events"),
+    events.length
+      ? table(
+          `${plural(events.length, "event")} of it and what it owns, newest first`,
+          ["Object", "Type", "Reason", "Message", "Count", "Last seen"],
+          events.map((e) => [el("code", { title: e.object }, e.object), dash(e.type), dash(e.reason), el("span", { class: "message" }, dash(e.message)), String(e.count ?? 1), e.last ? when(e.last) : "–"])
+        )
+      : el("p", {}, "No events (the cluster keeps them about an hour)."),
+    el("h3", {}, "Diff: live → desired"),
+    view.diff ? el("pre", { class: "diff" }, view.diff.split("\n").map((line) => el("span", { class: line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : "" }, `${line}\n`))) : el("p", {}, view.diff_error || "No difference: apply would change nothing."),
+    el("details", {}, el("summary", {}, "Live manifest"), el("pre", {}, view.live || "Not in the cluster.")),
+    el("details", {}, el("summary", {}, "Desired manifest"), el("pre", {}, view.desired || "–"))
+  );
+}
+
+async function loadObject(want) {
+  const key = JSON.stringify(want);
+  objectShown = key;
+  setText($("object-heading"), want.object);
+  $("object-body").replaceChildren(el("p", {}, "Reading it from the cluster…"));
+  let view;
+  try {
+    const response = await fetch(`/api/v1/object?${new URLSearchParams(want)}`, { cache: "no-store", credentials: "omit" });
+    view = await response.json();
+    if (!response.ok && !view.error) view = { error: `${response.status} ${response.statusText}` };
+  } catch (error) {
+    view = { error: `Reading it failed: ${error.message}` };
+  }
+  if (objectShown === key) drawObject(want, view);
+}
+
+function showObject(want) {
+  if (objectShown !== JSON.stringify(want)) loadObject(want);
+}
