@@ -367,6 +367,18 @@ async fn the_failing_spec_comes_first_is_found_by_status_and_its_view_shows_the_
         })
         .await;
     let cm = format!("ConfigMap {ns}/{drifted_name}");
+    support::eventually("the drift in the ledger", support::WAIT, || async {
+        let (_, ledger) = get_json(addr, "/api/v1/drift").await;
+        let found = ledger["drifts"]
+            .as_array()
+            .is_some_and(|d| d.iter().any(|d| d["object"] == cm.as_str()));
+        if found {
+            Ok(())
+        } else {
+            Err(ledger.to_string())
+        }
+    })
+    .await;
     browser
         .goto(&format!(
             "http://{addr}/#/object?{}",
@@ -374,7 +386,17 @@ async fn the_failing_spec_comes_first_is_found_by_status_and_its_view_shows_the_
         ))
         .await;
     browser
-        .wait_for_text("#object", &["greeting: changed-by-hand", "greeting: hello"])
+        .wait_for_text(
+            "#object",
+            &[
+                "greeting: changed-by-hand",
+                "greeting: hello",
+                "Drift history",
+                "/data/greeting: \"hello\" → \"changed-by-hand\"",
+                "kubectl-patch",
+                "not yet",
+            ],
+        )
         .await;
     let lines = browser
         .eval("return [...document.querySelectorAll('#object pre.diff span')].map(s => s.className + ' ' + s.innerText.trim())")

@@ -20,7 +20,23 @@ function lastState(o) {
   return [o.state, o.last_state].filter(Boolean).join("; ") || "–";
 }
 
-function drawObject(want, view) {
+function driftRows(drifts) {
+  return drifts
+    .slice()
+    .reverse()
+    .map((d) => [
+      d.began ? when(d.began) : "–",
+      d.corrected ? when(d.corrected) : "not yet",
+      (d.managers || []).join(", ") || "–",
+      el(
+        "ul",
+        { class: "fields" },
+        (d.fields || []).map((f) => el("li", {}, el("code", {}, f.pointer), ": ", el("code", {}, JSON.stringify(f.applied)), " → ", el("code", {}, JSON.stringify(f.found))))
+      ),
+    ]);
+}
+
+function drawObject(want, view, drifts) {
   const body = $("object-body");
   if (view.error) {
     body.replaceChildren(el("p", { class: "bad-text" }, view.error));
@@ -46,6 +62,10 @@ function drawObject(want, view) {
           events.map((e) => [el("code", { title: e.object }, e.object), dash(e.type), dash(e.reason), el("span", { class: "message" }, dash(e.message)), String(e.count ?? 1), e.last ? when(e.last) : "–"])
         )
       : el("p", {}, "No events (the cluster keeps them about an hour)."),
+    el("h3", {}, "Drift history"),
+    drifts.length
+      ? table(`${plural(drifts.length, "drift")} of ${want.object} in the drift ledger, newest first`, ["Began", "Corrected", "Written by", "Fields: applied → found"], driftRows(drifts))
+      : el("p", {}, "No drift recorded."),
     el("h3", {}, "Diff: live → desired"),
     view.diff ? el("pre", { class: "diff" }, view.diff.split("\n").map((line) => el("span", { class: line.startsWith("+") ? "add" : line.startsWith("-") ? "del" : "" }, `${line}\n`))) : el("p", {}, view.diff_error || "No difference: apply would change nothing."),
     el("details", {}, el("summary", {}, "Live manifest"), el("pre", {}, view.live || "Not in the cluster.")),
@@ -59,6 +79,13 @@ async function loadObject(want) {
   setText($("object-heading"), want.object);
   $("object-body").replaceChildren(el("p", {}, "Reading it from the cluster…"));
   let view;
+  let drifts = [];
+  try {
+    const ledger = await fetch("/api/v1/drift", { cache: "no-store", credentials: "omit" });
+    if (ledger.ok) drifts = ((await ledger.json()).drifts || []).filter((d) => d.object === want.object);
+  } catch {
+    // The ledger is a part of the view; the object's own state matters more.
+  }
   try {
     const response = await fetch(`/api/v1/object?${new URLSearchParams(want)}`, { cache: "no-store", credentials: "omit" });
     view = await response.json();
@@ -66,7 +93,7 @@ async function loadObject(want) {
   } catch (error) {
     view = { error: `Reading it failed: ${error.message}` };
   }
-  if (objectShown === key) drawObject(want, view);
+  if (objectShown === key) drawObject(want, view, drifts);
 }
 
 function showObject(want) {

@@ -13,6 +13,7 @@
 
 mod adopt;
 pub mod diff;
+pub mod drift;
 mod hash;
 mod hooks;
 pub mod inventory;
@@ -223,6 +224,8 @@ pub struct ObjectResult {
     /// The hash of the fields our field manager owns in the live object (see
     /// `owned_fields_hash`), also for an unchanged one.
     pub fields: Option<String>,
+    /// The drift apply found (and took back, or reporting only, left): field by field.
+    pub drift: Option<Box<drift::DriftSeen>>,
 }
 
 #[derive(Debug, Clone, Default)]

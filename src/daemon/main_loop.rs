@@ -71,6 +71,8 @@ pub(super) struct Loop {
     pub notifier: Option<Notifier>,
     /// What the object view renders a spec from: the tree and nodes, as they change.
     pub desired: tokio_watch::Sender<Option<super::inspect::Desired>>,
+    /// Every drift a sync met (`GET /api/v1/drift`).
+    pub ledger: super::ledger::Ledger,
     /// The API's way in (and the loop's own, once a requested read is done).
     pub control: mpsc::Sender<Control>,
     /// Who waits for the next whole sync to end (`POST /api/v1/sync?wait=true`).
@@ -342,6 +344,16 @@ impl Loop {
                 if let (Some(recorder), Ok(report)) = (&self.recorder, &finished.result) {
                     recorder.publish(report, self.state.sync_revision());
                 }
+                if let Ok(report) = &finished.result {
+                    let now = k8s_openapi::jiff::Timestamp::now();
+                    for o in &report.objects {
+                        let Some(seen) = &o.drift else { continue };
+                        let corrected = o.action.is_write();
+                        if self.ledger.record(&o.key, &o.spec, seen, corrected, now) {
+                            self.metrics.drift_recorded();
+                        }
+                    }
+                }
                 let keys = std::mem::take(&mut finished.keys);
                 let end = finished.take_end();
                 self.state.on_sync_done(&keys, end, super::now())
@@ -486,6 +498,13 @@ impl Loop {
             }
             !same
         });
+        // Before the first sync the state knows of no drift yet: what stands in the
+        // ledger from before a restart is judged by that sync, not taken as corrected.
+        if self.ledger.standing() && self.state.last_sync().is_some() {
+            let drifted = self.state.drifted_objects();
+            self.ledger
+                .settle(|o| drifted.contains(o), k8s_openapi::jiff::Timestamp::now());
+        }
         let mut snapshot = self.state.snapshot();
         snapshot.sync_progress = progress.as_ref();
         self.status.write(&snapshot, &self.metrics);

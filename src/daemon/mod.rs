@@ -12,6 +12,7 @@ pub mod gate;
 mod inspect;
 mod labeller;
 mod leadership;
+mod ledger;
 mod main_loop;
 mod queue;
 mod readiness;
@@ -157,6 +158,9 @@ pub async fn run(
         cfg.engine.instance.clone(),
         desired_rx,
     )));
+    let (ledger, drift_rx) =
+        ledger::Ledger::open(cfg.status_file.as_deref().map(ledger::path_beside));
+    api.drift = Some(drift_rx);
     let leadership = leadership::start(cfg.leader_elect.as_ref(), &client);
     let active_rx = leadership.active;
     let hook_rx = start_http(
@@ -272,6 +276,7 @@ pub async fn run(
         writes_seen: Default::default(),
         notifier,
         desired: desired_tx,
+        ledger,
         control: control_tx,
         waiting: Vec::new(),
         running: None,

@@ -117,6 +117,8 @@ pub struct ApiState {
     pub status: watch::Receiver<Arc<Published>>,
     /// The object view's reads; none without a cluster (tests of the API alone).
     pub inspect: Option<Arc<dyn Inspect>>,
+    /// The drift ledger as JSON (`{"drifts": [...]}`), as the daemon last wrote it.
+    pub drift: Option<watch::Receiver<Arc<String>>>,
     pub control: mpsc::Sender<Control>,
     /// The bearer token mutating calls need; `None` refuses them all (403).
     pub token: Option<Vec<u8>>,
@@ -134,6 +136,7 @@ impl ApiState {
         ApiState {
             status,
             inspect: None,
+            drift: None,
             control,
             token,
             suspender,
@@ -149,6 +152,7 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .route("/api/v1/sync", post(sync))
         .route("/api/v1/specs", get(specs))
         .route("/api/v1/object", get(object))
+        .route("/api/v1/drift", get(drift))
         .route("/api/v1/specs/{*id}", get(spec).post(control_spec))
         // Anything else under /api answers in JSON too, not with an empty 404.
         .route("/api", axum::routing::any(unknown))
@@ -174,10 +178,19 @@ async fn unknown(uri: axum::http::Uri) -> Response {
     error(
         StatusCode::NOT_FOUND,
         format!(
-            "no such API route: {}; the API is /api/v1/status, /api/v1/events, /api/v1/sync, /api/v1/specs[/<id>] and /api/v1/object?spec=<id>&object=<object>",
+            "no such API route: {}; the API is /api/v1/status, /api/v1/events, /api/v1/sync, /api/v1/specs[/<id>], /api/v1/object?spec=<id>&object=<object> and /api/v1/drift",
             uri.path()
         ),
     )
+}
+
+/// The drift ledger: every drift recorded, oldest first (see `daemon::ledger`).
+async fn drift(State(api): State<Arc<ApiState>>) -> Response {
+    let text = api.drift.as_ref().map(|d| d.borrow().clone());
+    match text.filter(|t| !t.is_empty()) {
+        Some(t) => json_text(t.to_string()),
+        None => json_text(json!({"drifts": []}).to_string()),
+    }
 }
 
 #[derive(Deserialize)]
