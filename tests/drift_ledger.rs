@@ -166,6 +166,34 @@ async fn corrected_drift_is_recorded_with_fields_values_manager_and_times_and_su
         "{metrics}"
     );
 
+    // The history of syncs beside it: the first created both objects, a later one took
+    // the image back.
+    let (code, body) = http(daemon.metrics, "GET", "/api/v1/syncs", &[], b"").await;
+    assert_eq!(code, 200, "{body}");
+    let syncs: Value = serde_json::from_str(&body).unwrap();
+    let syncs = syncs["syncs"].as_array().unwrap().clone();
+    let changed = |s: &Value, what: &str| {
+        s["changed"]
+            .as_array()
+            .is_some_and(|c| c.iter().any(|c| c == what))
+    };
+    let first = &syncs[0];
+    assert_eq!(first["result"], "success", "{syncs:#?}");
+    assert!(
+        changed(first, &format!("{web}: created")) && first["applied"] == 2,
+        "{syncs:#?}"
+    );
+    assert!(
+        first["revision"].is_string() && first["started"].is_string(),
+        "{syncs:#?}"
+    );
+    assert!(
+        syncs[1..]
+            .iter()
+            .any(|s| changed(s, &format!("{web}: updated")) && s["result"] == "success"),
+        "{syncs:#?}"
+    );
+
     // Kept beside the status file, and read back after a restart.
     let file = daemon.status_file().with_file_name("status.drift.json");
     assert!(file.is_file(), "{}", file.display());
@@ -174,6 +202,13 @@ async fn corrected_drift_is_recorded_with_fields_values_manager_and_times_and_su
     daemon.wait_status("ready again", support::all_ready).await;
     let after = ledger(daemon.metrics).await;
     assert_eq!(after, drifts, "the ledger after a restart");
+    let (_, body) = http(daemon.metrics, "GET", "/api/v1/syncs", &[], b"").await;
+    let again: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        again["syncs"].as_array().unwrap()[..syncs.len()],
+        syncs[..],
+        "the history after a restart"
+    );
 }
 
 #[tokio::test]

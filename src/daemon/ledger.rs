@@ -3,6 +3,10 @@
 //! beside the status file (the state directory), bounded to the newest `MAX` drifts,
 //! read back at start so it survives restarts; served at `/api/v1/drift`.
 //!
+//! Beside the drifts, the same file keeps the history of syncs (revision, start, end,
+//! result, counts and the objects each changed), with the same bound, served at
+//! `/api/v1/syncs`.
+//!
 //! The file is replaced by a rename, as the status file is: a reader (or a crash) sees
 //! the old or the new ledger, never half of one.
 
@@ -18,7 +22,7 @@ use crate::apply::drift::{DriftSeen, FieldDrift};
 use crate::object::ObjKey;
 use crate::spec::SpecId;
 
-/// Drifts kept: the oldest go first.
+/// Drifts (and syncs) kept: the oldest go first.
 pub const MAX: usize = 1000;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -40,9 +44,33 @@ pub struct DriftRecord {
     pub mode: String,
 }
 
+/// One sync, as the history keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SyncRecord {
+    pub revision: Option<String>,
+    /// RFC 3339.
+    pub started: String,
+    pub ended: String,
+    /// As the status's `last_sync.result`: success, failed, refused, superseded, stopped.
+    pub result: String,
+    pub message: Option<String>,
+    pub applied: u64,
+    pub unchanged: u64,
+    pub pruned: u64,
+    pub failed: u64,
+    /// What it changed: `Kind[.group] namespace/name: created|updated|replaced`, the
+    /// first `CHANGED_SHOWN` of them.
+    pub changed: Vec<String>,
+}
+
+/// Changed objects listed per sync; the counts say how many there were.
+pub const CHANGED_SHOWN: usize = 50;
+
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct File {
     drifts: VecDeque<DriftRecord>,
+    #[serde(default)]
+    syncs: VecDeque<SyncRecord>,
 }
 
 pub struct Ledger {
@@ -58,6 +86,31 @@ pub fn path_beside(status_file: &Path) -> PathBuf {
         .map(|s| s.to_string_lossy().into_owned())
         .unwrap_or_else(|| "status".into());
     status_file.with_file_name(format!("{stem}.drift.json"))
+}
+
+/// The history's record of the sync that ended as `last`.
+pub fn history_of(
+    last: &crate::report::status::LastSync,
+    revision: Option<String>,
+    changed: Vec<String>,
+) -> SyncRecord {
+    let ended: Option<Timestamp> = last.time.parse().ok();
+    let took = k8s_openapi::jiff::SignedDuration::from_secs_f64(last.duration_seconds.max(0.0));
+    let started = ended
+        .and_then(|e| e.checked_sub(took).ok())
+        .map_or_else(|| last.time.clone(), |t| t.to_string());
+    SyncRecord {
+        revision,
+        started,
+        ended: last.time.clone(),
+        result: last.result.clone(),
+        message: last.message.clone(),
+        applied: last.applied,
+        unchanged: last.unchanged,
+        pruned: last.pruned,
+        failed: last.failed,
+        changed,
+    }
 }
 
 impl Ledger {
@@ -139,6 +192,15 @@ impl Ledger {
         };
         self.save();
         new
+    }
+
+    /// Adds a sync to the history.
+    pub fn record_sync(&mut self, sync: SyncRecord) {
+        self.file.syncs.push_back(sync);
+        while self.file.syncs.len() > MAX {
+            self.file.syncs.pop_front();
+        }
+        self.save();
     }
 
     /// Whether some drift stands (is not corrected yet).

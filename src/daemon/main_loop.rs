@@ -339,11 +339,24 @@ impl Loop {
         let Some(running) = self.running.take() else {
             return;
         };
+        let mut history = None;
         let (outcome, tally) = match done {
             Ok(mut finished) => {
                 if let (Some(recorder), Ok(report)) = (&self.recorder, &finished.result) {
                     recorder.publish(report, self.state.sync_revision());
                 }
+                let revision = self.state.sync_revision().map(str::to_string);
+                let changed: Vec<String> = match &finished.result {
+                    Ok(report) => report
+                        .objects
+                        .iter()
+                        .filter(|o| o.action.is_write())
+                        .take(super::ledger::CHANGED_SHOWN)
+                        .map(|o| format!("{}: {}", o.key, o.action.label()))
+                        .collect(),
+                    Err(_) => Vec::new(),
+                };
+                history = Some((revision, changed));
                 if let Ok(report) = &finished.result {
                     let now = k8s_openapi::jiff::Timestamp::now();
                     for o in &report.objects {
@@ -367,6 +380,10 @@ impl Loop {
                 self.state.on_sync_done(&running.keys, end, super::now())
             }
         };
+        if let (Some((revision, changed)), Some(last)) = (history, self.state.last_sync()) {
+            self.ledger
+                .record_sync(super::ledger::history_of(last, revision, changed));
+        }
         sync::release_free_memory();
         record(&self.metrics, tally);
         self.settle(outcome);

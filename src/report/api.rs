@@ -117,7 +117,8 @@ pub struct ApiState {
     pub status: watch::Receiver<Arc<Published>>,
     /// The object view's reads; none without a cluster (tests of the API alone).
     pub inspect: Option<Arc<dyn Inspect>>,
-    /// The drift ledger as JSON (`{"drifts": [...]}`), as the daemon last wrote it.
+    /// The drift ledger and sync history as JSON (`{"drifts": [...], "syncs": [...]}`),
+    /// as the daemon last wrote them.
     pub drift: Option<watch::Receiver<Arc<String>>>,
     pub control: mpsc::Sender<Control>,
     /// The bearer token mutating calls need; `None` refuses them all (403).
@@ -153,6 +154,7 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .route("/api/v1/specs", get(specs))
         .route("/api/v1/object", get(object))
         .route("/api/v1/drift", get(drift))
+        .route("/api/v1/syncs", get(syncs))
         .route("/api/v1/specs/{*id}", get(spec).post(control_spec))
         // Anything else under /api answers in JSON too, not with an empty 404.
         .route("/api", axum::routing::any(unknown))
@@ -178,7 +180,7 @@ async fn unknown(uri: axum::http::Uri) -> Response {
     error(
         StatusCode::NOT_FOUND,
         format!(
-            "no such API route: {}; the API is /api/v1/status, /api/v1/events, /api/v1/sync, /api/v1/specs[/<id>], /api/v1/object?spec=<id>&object=<object> and /api/v1/drift",
+            "no such API route: {}; the API is /api/v1/status, /api/v1/events, /api/v1/sync, /api/v1/specs[/<id>], /api/v1/object?spec=<id>&object=<object>, /api/v1/drift and /api/v1/syncs",
             uri.path()
         ),
     )
@@ -186,11 +188,24 @@ async fn unknown(uri: axum::http::Uri) -> Response {
 
 /// The drift ledger: every drift recorded, oldest first (see `daemon::ledger`).
 async fn drift(State(api): State<Arc<ApiState>>) -> Response {
+    ledger_part(&api, "drifts")
+}
+
+/// The history of syncs, oldest first, kept beside the drift ledger.
+async fn syncs(State(api): State<Arc<ApiState>>) -> Response {
+    ledger_part(&api, "syncs")
+}
+
+fn ledger_part(api: &ApiState, part: &str) -> Response {
     let text = api.drift.as_ref().map(|d| d.borrow().clone());
-    match text.filter(|t| !t.is_empty()) {
-        Some(t) => json_text(t.to_string()),
-        None => json_text(json!({"drifts": []}).to_string()),
-    }
+    let doc: Value = text
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or(Value::Null);
+    let list = match &doc[part] {
+        Value::Array(a) => Value::Array(a.clone()),
+        _ => Value::Array(Vec::new()),
+    };
+    json_text(json!({ part: list }).to_string())
 }
 
 #[derive(Deserialize)]
