@@ -15,6 +15,7 @@ mod adopt;
 pub mod diff;
 pub mod drift;
 mod hash;
+mod held;
 mod hooks;
 pub mod inventory;
 mod list;

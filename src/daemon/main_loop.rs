@@ -368,6 +368,7 @@ impl Loop {
                     }
                 }
                 let keys = std::mem::take(&mut finished.keys);
+                self.state.on_held_applied(&finished.held_applied);
                 let end = finished.take_end();
                 self.state.on_sync_done(&keys, end, super::now())
             }
