@@ -383,9 +383,22 @@ function setConnection(state, text) {
   setText(node, text);
 }
 
+// A delta (see src/report/delta.rs): changed top-level fields, changed or new specs
+// whole, removed ids, and the ids' order when it changed.
+function applyDelta(doc, delta) {
+  Object.assign(doc, delta.set || {});
+  const byId = new Map((doc.specs || []).map((s) => [s.id, s]));
+  for (const spec of delta.specs || []) byId.set(spec.id, spec);
+  for (const id of delta.removed || []) byId.delete(id);
+  const order = delta.order || (doc.specs || []).map((s) => s.id).concat((delta.specs || []).map((s) => s.id).filter((id) => !(doc.specs || []).some((s) => s.id === id)));
+  doc.specs = order.filter((id) => byId.has(id)).map((id) => byId.get(id));
+}
+
 function connect() {
   setConnection("connecting", "Connecting…");
-  const events = new EventSource("/api/v1/events");
+  // The whole document once, then only what changed (`event: delta`): a quiet tree
+  // sends almost nothing, and the page redraws only the rows that changed.
+  const events = new EventSource("/api/v1/events?deltas=1");
   events.addEventListener("open", () => setConnection("live", "Live"));
   events.addEventListener("status", (event) => {
     try {
@@ -394,6 +407,17 @@ function connect() {
       return;
     }
     setConnection("live", "Live");
+    render();
+  });
+  events.addEventListener("delta", (event) => {
+    let delta;
+    try {
+      delta = JSON.parse(event.data);
+    } catch {
+      return;
+    }
+    if (!model) return;
+    applyDelta(model, delta);
     render();
   });
   events.addEventListener("error", () => {

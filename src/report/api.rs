@@ -23,6 +23,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
 
+use super::delta::Delta;
 use super::status::{LastSync, StatusFile};
 use crate::apply::suspensions::Suspension;
 
@@ -354,32 +355,64 @@ async fn spec(
     }
 }
 
-async fn events(State(api): State<Arc<ApiState>>) -> Response {
+#[derive(Deserialize)]
+struct EventsQuery {
+    /// `1`/`true`: the whole document once, then deltas (`delta::Sent`).
+    deltas: Option<String>,
+}
+
+async fn events(State(api): State<Arc<ApiState>>, Query(q): Query<EventsQuery>) -> Response {
     let Ok(permit) = api.streams.clone().try_acquire_owned() else {
         return error(
             StatusCode::SERVICE_UNAVAILABLE,
             format!("at most {MAX_STREAMS} event streams at once"),
         );
     };
-    Sse::new(status_stream(api.status.clone(), permit))
+    let deltas = matches!(q.deltas.as_deref(), Some("1" | "true"));
+    Sse::new(status_stream(api.status.clone(), permit, deltas))
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
         .into_response()
 }
 
-/// The current status at once, then each newer one. Only the newest is ever kept, so a
-/// client that stops reading costs one shared document, not a queue.
+/// The current status at once, then each newer one (or, with `deltas`, what changed in
+/// it). Only the newest is ever kept, so a client that stops reading costs one shared
+/// document (and, with deltas, what it was last sent), not a queue.
 fn status_stream(
     rx: watch::Receiver<Arc<Published>>,
     permit: OwnedSemaphorePermit,
+    deltas: bool,
 ) -> impl Stream<Item = Result<SseEvent, Infallible>> {
-    futures::stream::unfold((rx, permit, true), |(mut rx, permit, first)| async move {
-        if !first {
-            rx.changed().await.ok()?;
-        }
-        let current = rx.borrow_and_update().clone();
-        let event = SseEvent::default().event("status").data(current.json());
-        Some((Ok(event), (rx, permit, false)))
-    })
+    let sent: Option<super::delta::Sent> = None;
+    futures::stream::unfold(
+        (rx, permit, sent, true),
+        move |(mut rx, permit, mut sent, mut first)| async move {
+            loop {
+                if !first {
+                    rx.changed().await.ok()?;
+                }
+                first = false;
+                let current = rx.borrow_and_update().clone();
+                if deltas && let Some(s) = sent.as_mut() {
+                    match s.delta(current.json()) {
+                        Delta::Same => continue,
+                        Delta::Changed(delta) => {
+                            let event = SseEvent::default().event("delta").data(delta);
+                            return Some((Ok(event), (rx, permit, sent, false)));
+                        }
+                        // Not comparable: sent whole, as the first is.
+                        Delta::Whole => {}
+                    }
+                }
+                if deltas {
+                    let mut primed = super::delta::Sent::default();
+                    let _ = primed.delta(current.json());
+                    sent = Some(primed);
+                }
+                let event = SseEvent::default().event("status").data(current.json());
+                return Some((Ok(event), (rx, permit, sent, false)));
+            }
+        },
+    )
     .boxed()
 }
 
