@@ -410,6 +410,30 @@ async fn the_failing_spec_comes_first_is_found_by_status_and_its_view_shows_the_
         "{lines:?}"
     );
 
+    // The history view: every drift recorded, and the syncs.
+    browser.goto(&format!("http://{addr}/#/history")).await;
+    let history = browser
+        .wait_for_text(
+            "#history",
+            &[
+                "1 drift recorded",
+                &cm,
+                "kubectl-patch",
+                "/data/greeting",
+                "Syncs",
+                &format!("Deployment.apps {ns}/crashy: created"),
+            ],
+        )
+        .await;
+    assert!(history.contains("success"), "{history}");
+    browser
+        .click(&format!(
+            "#history a[href=\"#/object?{}\"]",
+            url_params(&drifted_spec, &cm)
+        ))
+        .await;
+    browser.wait_for_text("#object", &["Drift history"]).await;
+
     // A phone: nothing scrolls sideways, in the list and in the views.
     browser.client.set_window_size(400, 900).await.unwrap();
     browser.goto(&format!("http://{addr}/#/")).await;
@@ -435,6 +459,10 @@ async fn the_failing_spec_comes_first_is_found_by_status_and_its_view_shows_the_
         .await;
     browser.wait_for_text("#object", &["Pod crashy-"]).await;
     no_sideways_scroll(&browser, "the object view at 400x900").await;
+    browser.goto(&format!("http://{addr}/#/history")).await;
+    browser.wait_for_text("#history", &["Syncs"]).await;
+    no_sideways_scroll(&browser, "the history at 400x900").await;
+    shot(&browser, "history-narrow.png").await;
     shot(&browser, "object-narrow.png").await;
 
     // Dark mode follows the system: the style sheet redefines the colours for it.

@@ -321,11 +321,14 @@ function render() {
   renderOverview(model);
   const id = routedSpec();
   const object = routedObject();
-  $("list").hidden = id !== null || object !== null;
+  const history = location.hash === "#/history";
+  $("history").hidden = !history;
+  if (history) showHistory();
+  $("list").hidden = id !== null || object !== null || history;
   $("detail").hidden = id === null;
   $("object").hidden = object === null;
   $("back").setAttribute("href", lastList);
-  if (id === null && object === null) renderSpecs(model);
+  if (id === null && object === null && !history) renderSpecs(model);
   if (id !== null) renderDetail(model, id);
   if (object !== null) showObject(object);
   // Redrawn rows are new elements: put focus back where the person left it.
@@ -334,11 +337,12 @@ function render() {
     if (again && document.activeElement !== again) again.focus();
   }
   if (shownRoute !== location.hash) {
-    const wasList = shownRoute === undefined || !/^#\/(spec|object)/.test(shownRoute);
+    const wasList = shownRoute === undefined || !/^#\/(spec|object|history)/.test(shownRoute);
     shownRoute = location.hash;
     if (id !== null) $("detail-heading").focus();
     if (object !== null) $("object-heading").focus();
-    if (id === null && object === null && !wasList) $("specs-heading").focus();
+    if (history) $("history-heading").focus();
+    if (id === null && object === null && !history && !wasList) $("specs-heading").focus();
   }
 }
 
@@ -353,7 +357,7 @@ function onKey(event) {
     }
     if (typing) return;
     if (routedObject()) location.hash = specHref(routedObject().spec);
-    else if (routedSpec() !== null) location.hash = lastList;
+    else if (routedSpec() !== null || location.hash === "#/history") location.hash = lastList;
     return;
   }
   if (typing) return;
@@ -526,7 +530,8 @@ function setUp() {
   });
   window.addEventListener("hashchange", () => {
     if (!routedObject()) objectShown = null;
-    if (routedSpec() === null && !routedObject()) lastList = location.hash || "#/";
+    if (location.hash !== "#/history") historyShown = false;
+    if (routedSpec() === null && !routedObject() && location.hash !== "#/history") lastList = location.hash || "#/";
     render();
   });
   // Typing in the search box updates the list and the URL; the page history gets one
@@ -545,7 +550,7 @@ function setUp() {
   });
   $("help-close").addEventListener("click", () => $("help-dialog").close());
   document.addEventListener("keydown", onKey);
-  if (routedSpec() === null && !routedObject()) lastList = location.hash || "#/";
+  if (routedSpec() === null && !routedObject() && location.hash !== "#/history") lastList = location.hash || "#/";
   // Keeps "n s ago" honest between documents.
   setInterval(() => model && renderOverview(model), 10000);
   showTokenHelp();

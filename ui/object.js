@@ -96,6 +96,64 @@ async function loadObject(want) {
   if (objectShown === key) drawObject(want, view, drifts);
 }
 
+// The history view (`#/history`): the drift ledger and the syncs, newest first, read
+// when it opens and on Refresh.
+let historyShown = false;
+
+async function loadHistory() {
+  historyShown = true;
+  $("history-body").replaceChildren(el("p", {}, "Reading the ledger…"));
+  const read = async (path) => {
+    const response = await fetch(path, { cache: "no-store", credentials: "omit" });
+    if (!response.ok) throw new Error(`${path}: ${response.status} ${response.statusText}`);
+    return response.json();
+  };
+  let drifts;
+  let syncs;
+  try {
+    drifts = (await read("/api/v1/drift")).drifts || [];
+    syncs = (await read("/api/v1/syncs")).syncs || [];
+  } catch (error) {
+    $("history-body").replaceChildren(el("p", { class: "bad-text" }, `Reading the history failed: ${error.message}`));
+    return;
+  }
+  $("history-body").replaceChildren(
+    el("p", {}, el("button", { type: "button", id: "history-refresh", onclick: loadHistory }, "Refresh")),
+    el("h3", {}, "Drift"),
+    drifts.length
+      ? table(
+          `${plural(drifts.length, "drift")} recorded, newest first`,
+          ["Object", "Began", "Corrected", "Written by", "Fields: applied → found"],
+          drifts
+            .slice()
+            .reverse()
+            .map((d, i) => [el("a", { href: objectHref(d.spec, d.object), title: d.object }, el("code", {}, d.object)), ...driftRows([drifts[drifts.length - 1 - i]])[0]])
+        )
+      : el("p", {}, "No drift recorded."),
+    el("h3", {}, "Syncs"),
+    syncs.length
+      ? table(
+          `${plural(syncs.length, "sync")}, newest first`,
+          ["Ended", "Revision", "Result", "Counts", "Changed"],
+          syncs
+            .slice()
+            .reverse()
+            .map((s) => [
+              when(s.ended),
+              el("code", {}, dash(s.revision)),
+              [s.result, s.message].filter(Boolean).join(": "),
+              `${s.applied} applied, ${s.unchanged} unchanged, ${s.pruned} pruned, ${s.failed} failed`,
+              (s.changed || []).length ? el("ul", { class: "fields" }, s.changed.map((c) => el("li", {}, el("code", {}, c)))) : "–",
+            ])
+        )
+      : el("p", {}, "No sync yet.")
+  );
+}
+
+function showHistory() {
+  if (!historyShown) loadHistory();
+}
+
 function showObject(want) {
   if (objectShown !== JSON.stringify(want)) loadObject(want);
 }
