@@ -196,10 +196,19 @@ function renderOverview(doc) {
   );
 }
 
+// The row drawn for each spec entry: a delta replaces only the entries that changed, so
+// an unchanged entry is the same object and its row is reused without comparing.
+const rowOf = new WeakMap();
+
 function specRow(spec, kept) {
+  const same = rowOf.get(spec);
+  if (same) return same;
   const signature = JSON.stringify(spec);
   const old = kept.get(spec.id);
-  if (old && old.dataset.signature === signature) return old;
+  if (old && old.dataset.signature === signature) {
+    rowOf.set(spec, old);
+    return old;
+  }
   const kind = ownKind(spec);
   const row = el(
     "tr",
@@ -222,6 +231,7 @@ function specRow(spec, kept) {
     if (!event.target.closest("a, button")) location.hash = specHref(spec.id);
   });
   row.dataset.signature = signature;
+  rowOf.set(spec, row);
   return row;
 }
 
@@ -242,7 +252,15 @@ function renderSpecs(doc) {
   );
   // A row is redrawn only when its spec changed: a button a person is about to press is
   // not swapped under the pointer by a status event about some other spec.
-  const kept = new Map([...$("spec-rows").querySelectorAll("tr[data-id]")].map((row) => [row.dataset.id, row]));
+  const body = $("spec-rows");
+  // Built only when some entry has no row of its own yet (after a whole document).
+  let keptRows = null;
+  const kept = {
+    get: (id) => {
+      keptRows = keptRows || new Map([...body.querySelectorAll("tr[data-id]")].map((row) => [row.dataset.id, row]));
+      return keptRows.get(id);
+    },
+  };
   let rows = shown.map((spec) => specRow(spec, kept));
   if (state.group === "source") {
     const groups = new Map();
@@ -256,7 +274,19 @@ function renderSpecs(doc) {
       ...members,
     ]);
   }
-  $("spec-rows").replaceChildren(...rows);
+  // Rows are put in place one by one, each only when it is not there already: a
+  // change that moves one row of 10,000 moves that row, not all of them.
+  const now = body.children;
+  if (!now.length) {
+    body.replaceChildren(...rows);
+    return;
+  }
+  const wanted = new Set(rows);
+  for (const row of [...now]) if (!wanted.has(row)) row.remove();
+  for (let i = 0; i < rows.length; i++) {
+    if (now[i] !== rows[i]) body.insertBefore(rows[i], now[i] || null);
+  }
+  while (now.length > rows.length) body.lastElementChild.remove();
 }
 
 function renderDetail(doc, id) {

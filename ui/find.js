@@ -86,11 +86,14 @@ function matches(spec, terms) {
 }
 
 function sortSpecs(specs, sort) {
-  const byId = (a, b) => a.id.localeCompare(b.id);
+  // Code-point order, not localeCompare: ids and names are ASCII, and with 10,000 specs
+  // localeCompare took most of a redraw.
+  const cmp = (x, y) => (x < y ? -1 : x > y ? 1 : 0);
+  const byId = (a, b) => cmp(a.id, b.id);
   const keyed = {
     trouble: (a, b) => troubleRank(a) - troubleRank(b) || byId(a, b),
-    name: (a, b) => a.name.localeCompare(b.name) || byId(a, b),
-    file: (a, b) => a.file.localeCompare(b.file) || (a.line || 0) - (b.line || 0) || byId(a, b),
+    name: (a, b) => cmp(a.name, b.name) || byId(a, b),
+    file: (a, b) => cmp(a.file, b.file) || (a.line || 0) - (b.line || 0) || byId(a, b),
   };
   return [...specs].sort(keyed[sort] || keyed.trouble);
 }
