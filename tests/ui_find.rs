@@ -146,6 +146,7 @@ async fn the_failing_spec_comes_first_is_found_by_status_and_its_view_shows_the_
         "ConfigMap (12)",
         "Deployment (2)",
         "ready (13)",
+        "synced (14)",
     ] {
         assert!(facets.contains(needle), "{needle} not in facets: {facets}");
     }
@@ -187,6 +188,8 @@ async fn the_failing_spec_comes_first_is_found_by_status_and_its_view_shows_the_
         ("fine".to_string(), 1),
         (format!("file:{}", &long_file[..20]), 12),
         ("status:ready kind:ConfigMap cm11".to_string(), 1),
+        ("sync:synced".to_string(), 14),
+        ("sync:conflict".to_string(), 0),
     ] {
         browser
             .eval_with(

@@ -57,10 +57,21 @@ function statusWords(spec) {
   return words;
 }
 
+// Where the spec's sync stands: an object's apply conflicted or failed, its change in
+// the newest revision not applied and observed yet (pending), or synced.
+function syncState(spec) {
+  const actions = (spec.objects || []).map((o) => o.action);
+  if (actions.includes("conflict")) return "conflict";
+  if (actions.includes("failed")) return "error";
+  const newest = model && model.revision_seen;
+  if (!spec.revision || (newest && spec.revision !== newest)) return "pending";
+  return "synced";
+}
+
 function parseQuery(q) {
   const terms = [];
   for (const raw of q.trim().split(/\s+/).filter(Boolean)) {
-    const match = raw.match(/^(ns|namespace|kind|status|file):(.*)$/i);
+    const match = raw.match(/^(ns|namespace|kind|status|sync|file):(.*)$/i);
     if (match) terms.push({ key: { namespace: "ns" }[match[1].toLowerCase()] || match[1].toLowerCase(), value: match[2].toLowerCase() });
     else terms.push({ key: "", value: raw.toLowerCase() });
   }
@@ -77,6 +88,8 @@ function matches(spec, terms) {
         return has(ownKind(spec), value) || has(spec.kind, value);
       case "status":
         return statusWords(spec).includes(value);
+      case "sync":
+        return syncState(spec) === value;
       case "file":
         return has(sourceOf(spec), value);
       default:
@@ -103,6 +116,7 @@ function renderFacets(specs, state) {
   const terms = parseQuery(state.q);
   const groups = [
     ["Status", "status", (s) => statusWords(s).filter((w) => w !== "unready")],
+    ["Sync", "sync", (s) => [syncState(s)]],
     ["Kind", "kind", (s) => [ownKind(s)]],
     ["Namespace", "ns", (s) => [s.namespace || "(cluster)"]],
     ["Source", "file", (s) => [sourceOf(s)]],
