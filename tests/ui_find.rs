@@ -310,6 +310,18 @@ async fn the_failing_spec_comes_first_is_found_by_status_and_its_view_shows_the_
         view["live"].as_str().unwrap().contains("crashloop"),
         "{view:#}"
     );
+    // Nothing to change: no diff, and the desired manifest is the spec's.
+    assert!(
+        view["diff"].is_null() && view["diff_error"].is_null(),
+        "{view:#}"
+    );
+    assert!(
+        view["desired"]
+            .as_str()
+            .unwrap()
+            .contains("image: example.org/crashloop:1"),
+        "{view:#}"
+    );
     // Only an object the status lists for that spec is read.
     let other = format!(
         "/api/v1/object?spec={}&object={}",

@@ -115,6 +115,16 @@ impl Inspector {
                         if let Some(d) = diffs.first() {
                             describe_change(&mut view, d);
                         }
+                        // Nothing to change: what the spec wants is the rendered body,
+                        // masked as the live object is.
+                        if view.get("desired").is_none() {
+                            let mut body = diff::clean(&o.body);
+                            diff::mask_secrets(None, Some(&mut body));
+                            if o.policy.sealed {
+                                crate::spec::sops::mask_sealed(&mut body, None, "desired");
+                            }
+                            view["desired"] = json!(yaml(&body));
+                        }
                     }
                     Err(e) => view["diff_error"] = json!(format!("diffing it: {e}")),
                 }
