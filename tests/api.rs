@@ -428,6 +428,25 @@ async fn a_suspension_holds_a_change_across_a_restart_until_resumed() {
     );
     wait_gauge(daemon.metrics, "driftless_spec_suspended", &ns, "shop", 1.0).await;
 
+    // Restarted with nothing held back (its revision was applied before it was
+    // suspended): ready, not "held back". The old status file goes first: only the new
+    // daemon's word counts.
+    daemon.stop();
+    std::fs::remove_file(daemon.status_file()).unwrap();
+    daemon.restart();
+    let status = daemon
+        .wait_status("suspended and ready after a restart", |s| {
+            s["last_sync"]["result"] == "success"
+                && entry(s, &shop)["suspended"]["reason"] == "incident 42"
+                && entry(s, &shop)["ready"] == true
+        })
+        .await;
+    let message = entry(&status, &shop)["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(!message.contains("held back"), "{status:#}");
+
     // A committed change does not reach the cluster, through resyncs and a restart.
     specs(&dir.path().join("specs"), &ns, &web("shop", 300));
     daemon
@@ -454,10 +473,17 @@ async fn a_suspension_holds_a_change_across_a_restart_until_resumed() {
     std::fs::copy(daemon.status_file(), &kept).unwrap();
     daemon.restart();
     daemon
-        .wait_status("still suspended after the restart", |s| {
-            s["last_sync"]["result"] == "success"
-                && entry(s, &shop)["suspended"]["reason"] == "incident 42"
-        })
+        .wait_status(
+            "still suspended, the change held back, after the restart",
+            |s| {
+                s["last_sync"]["result"] == "success"
+                    && entry(s, &shop)["suspended"]["reason"] == "incident 42"
+                    && entry(s, &shop)["message"]
+                        .as_str()
+                        .is_some_and(|m| m.contains("held back"))
+                    && entry(s, &shop)["ready"] == false
+            },
+        )
         .await;
     tokio::time::sleep(Duration::from_secs(4)).await;
     assert_eq!(replicas(&client, &ns, "shop").await, Some(1));

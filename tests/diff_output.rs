@@ -348,3 +348,83 @@ async fn an_object_the_apiserver_refuses_is_a_diff_error() {
         show(&out)
     );
 }
+
+/// Drift is drift in `diff`: after `kubectl set image` (manager `kubectl-set`) on a
+/// Deployment driftless applied, `diff` shows the image `apply` would take back and exits
+/// 1, not 2 for a conflict with that writer; `apply` then takes it back. A change of our
+/// own intent to a field the other writer holds is still the conflict `apply` meets.
+#[tokio::test]
+async fn drift_by_another_writer_is_a_difference_not_a_conflict() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "diff-drift").await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("app.yaml");
+    let doc = |image: &str, replicas: u8| {
+        format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web, namespace: {ns}}}\n\
+             spec:\n  replicas: {replicas}\n  selector: {{matchLabels: {{app: web}}}}\n  template:\n    \
+             metadata: {{labels: {{app: web}}}}\n    spec: {{containers: [{{name: web, image: \"{image}\"}}]}}\n"
+        )
+    };
+    std::fs::write(&path, doc("nginx:1.17.1", 1)).unwrap();
+    let dir_arg = dir.path().to_string_lossy().to_string();
+    let out = cli(&ns, &["apply", &dir_arg]);
+    assert_eq!(code(&out), Some(0), "{}", show(&out));
+    let out = diff(&ns, dir.path(), "text");
+    assert_eq!(code(&out), Some(0), "{}", show(&out));
+
+    support::kubectl(&[
+        "-n",
+        &ns,
+        "set",
+        "image",
+        "deployment/web",
+        "web=nginx:1.99.0",
+    ]);
+    let out = diff(&ns, dir.path(), "text");
+    assert_eq!(code(&out), Some(1), "{}", show(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with('-') && l.ends_with("image: nginx:1.99.0"))
+            && text
+                .lines()
+                .any(|l| l.starts_with('+') && l.ends_with("image: nginx:1.17.1")),
+        "{}",
+        show(&out)
+    );
+    assert!(
+        !support::printed(&out).contains("conflict"),
+        "{}",
+        show(&out)
+    );
+    let out = diff(&ns, dir.path(), "json");
+    assert_eq!(code(&out), Some(1), "{}", show(&out));
+    let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (
+            json["summary"]["update"].as_u64(),
+            json["summary"]["error"].as_u64()
+        ),
+        (Some(1), Some(0)),
+        "{json:#}"
+    );
+
+    // Our intent changes too (replicas), while kubectl-set still holds the image field
+    // we last applied with another value: apply forces neither, so both say conflict.
+    std::fs::write(&path, doc("nginx:1.17.2", 2)).unwrap();
+    let out = diff(&ns, dir.path(), "text");
+    assert_eq!(code(&out), Some(2), "{}", show(&out));
+    assert!(
+        support::printed(&out).contains("conflict"),
+        "{}",
+        show(&out)
+    );
+
+    // Back to the applied intent: apply takes the image back, and nothing differs.
+    std::fs::write(&path, doc("nginx:1.17.1", 1)).unwrap();
+    let out = cli(&ns, &["apply", &dir_arg]);
+    assert_eq!(code(&out), Some(0), "{}", show(&out));
+    let out = diff(&ns, dir.path(), "text");
+    assert_eq!(code(&out), Some(0), "{}", show(&out));
+}

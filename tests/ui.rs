@@ -160,6 +160,8 @@ async fn the_page_and_its_assets_are_served_with_their_types_and_a_strict_policy
     for (path, content_type) in [
         ("/", "text/html"),
         ("/ui/app.js", "text/javascript"),
+        ("/ui/find.js", "text/javascript"),
+        ("/ui/object.js", "text/javascript"),
         ("/ui/app.css", "text/css"),
         ("/ui/icon.svg", "image/svg+xml"),
     ] {
@@ -307,7 +309,7 @@ async fn the_dashboard_shows_every_spec_updates_live_and_steers_the_daemon() {
         &["workspace", "ide", "Ready", "Running", &url],
     )
     .await;
-    row(&browser, &settings, &["manifest", "settings", "Ready"]).await;
+    row(&browser, &settings, &["ConfigMap", "settings", "Ready"]).await;
     assert_eq!(
         browser.text("#source").await,
         status["source"].as_str().unwrap()
@@ -357,11 +359,23 @@ async fn the_dashboard_shows_every_spec_updates_live_and_steers_the_daemon() {
     browser
         .wait_for_text("#errors", &[&location, first["message"].as_str().unwrap()])
         .await;
+    // The last sync succeeded, but of an older revision: not green beside the red errors.
+    let last = browser
+        .wait_for_text("#last-sync", &["success, of an older revision"])
+        .await;
+    assert_eq!(
+        browser
+            .eval("const e = document.getElementById('last-sync'); return [e.dataset.result, getComputedStyle(e).color]")
+            .await,
+        json!(["stale", "rgb(122, 75, 0)"]),
+        "{last}"
+    );
     std::fs::remove_file(specs.path().join("broken.toml")).unwrap();
     browser
         .wait_for(
             "the errors gone",
-            "return document.getElementById('errors').hidden",
+            "return document.getElementById('errors').hidden \
+               && document.getElementById('last-sync').dataset.result === 'success'",
             vec![],
         )
         .await;

@@ -112,6 +112,7 @@ function reasonText(spec) {
 
 const encodeId = (id) => id.split("/").map(encodeURIComponent).join("/");
 const specHref = (id) => `#/spec/${encodeId(id)}`;
+const objectHref = (spec, object) => `#/object?${new URLSearchParams({ spec, object })}`;
 
 function routedSpec() {
   const match = location.hash.match(/^#\/spec\/(.+)$/);
@@ -123,6 +124,15 @@ function routedSpec() {
   }
 }
 
+function routedObject() {
+  const match = location.hash.match(/^#\/object\?(.*)$/);
+  if (!match) return null;
+  const params = new URLSearchParams(match[1]);
+  const spec = params.get("spec");
+  const object = params.get("object");
+  return spec && object ? { spec, object } : null;
+}
+
 function actionButton(spec) {
   // One key for both buttons, so focus follows Suspend → Resume when the row is redrawn.
   const key = `action:${spec.id}`;
@@ -132,29 +142,44 @@ function actionButton(spec) {
   return el("button", { type: "button", "data-key": key, "aria-label": `Suspend ${spec.id}`, onclick: () => askSuspend(spec.id) }, "Suspend");
 }
 
+function queryLink(text, q) {
+  return el("a", { href: listHref({ ...listState(), q }), class: "count" }, text);
+}
+
 function renderOverview(doc) {
   const specs = doc.specs || [];
   const ready = specs.filter((s) => s.ready).length;
-  const parts = [`${ready}/${plural(specs.length, "spec")} ready`];
-  const suspended = specs.filter((s) => s.suspended).length;
-  const drifted = specs.filter((s) => (s.drifted || []).length).length;
-  if (suspended) parts.push(`${suspended} suspended`);
-  if (drifted) parts.push(`${drifted} drifted`);
+  const count = (word) => specs.filter((s) => statusWords(s).includes(word)).length;
+  // Each count is a link to the list filtered to what it counts.
+  const parts = [queryLink(`${ready}/${plural(specs.length, "spec")} ready`, ready < specs.length ? "status:unready" : "")];
+  for (const [word, label] of [["failed", "failed"], ["suspended", "suspended"], ["drifted", "drifted"]]) {
+    const n = count(word);
+    if (n) parts.push(queryLink(`${n} ${label}`, `status:${word}`));
+  }
   const errors = (doc.errors || []).length;
   if (errors) parts.push(plural(errors, "error"));
-  if (doc.last_sync) parts.push(`last sync ${doc.last_sync.result}`);
-  setText($("summary"), parts.join(", "));
+  // A sync's success is of the revision it ran; a newer one that did not apply is not green.
+  const stale = errors > 0 || (doc.revision_seen && doc.revision_applied && doc.revision_seen !== doc.revision_applied);
+  const sync = doc.last_sync;
+  const result = sync ? (stale && sync.result === "success" ? "success, of an older revision" : sync.result) : "";
+  if (sync) parts.push(`last sync ${result}`);
+  const summary = $("summary");
+  const text = parts.map((p) => (typeof p === "string" ? p : p.textContent)).join(", ");
+  // Rewriting an unchanged aria-live region would make screen readers repeat it.
+  if (summary.textContent !== text || summary.dataset.links !== String(listState().sort + listState().group)) {
+    summary.replaceChildren(...parts.flatMap((p, i) => (i ? [", ", p] : [p])));
+    summary.dataset.links = String(listState().sort + listState().group);
+  }
 
   setText($("source"), dash(doc.source));
   setText($("instance"), dash(doc.instance));
   setText($("revision-applied"), dash(doc.revision_applied));
   setText($("revision-seen"), dash(doc.revision_seen));
-  const sync = doc.last_sync;
   // Not in the live summary: a screen reader would announce every sync starting and ending.
   const doing = doc.sync_progress && doc.sync_progress.message;
   const running = doc.syncing ? (doing ? `; syncing now: ${doing}` : "; syncing now…") : "";
-  setText($("last-sync"), (sync ? `${sync.result} at ${when(sync.time)}, took ${duration(sync.duration_seconds)}` : "never") + running);
-  $("last-sync").dataset.result = sync ? sync.result : "";
+  setText($("last-sync"), (sync ? `${result} at ${when(sync.time)}, took ${duration(sync.duration_seconds)}` : "never") + running);
+  $("last-sync").dataset.result = sync ? (stale && sync.result === "success" ? "stale" : sync.result) : "";
   setText($("counts"), sync ? `${sync.applied} applied, ${sync.unchanged} unchanged, ${sync.pruned} pruned, ${sync.failed} failed` : "–");
   const leader = { true: "yes (this replica syncs)", false: "no (standby)" }[doc.leader] || "no leader election";
   setText($("leader"), leader);
@@ -171,46 +196,113 @@ function renderOverview(doc) {
   );
 }
 
+// The row drawn for each spec entry: a delta replaces only the entries that changed, so
+// an unchanged entry is the same object and its row is reused without comparing.
+const rowOf = new WeakMap();
+
+function specRow(spec, kept) {
+  const same = rowOf.get(spec);
+  if (same) return same;
+  const signature = JSON.stringify(spec);
+  const old = kept.get(spec.id);
+  if (old && old.dataset.signature === signature) {
+    rowOf.set(spec, old);
+    return old;
+  }
+  const kind = ownKind(spec);
+  const row = el(
+    "tr",
+    { "data-id": spec.id, class: spec.ready ? "" : "unready" },
+    el("td", { "data-label": "Kind", title: kind === spec.kind ? kind : `${kind} (${spec.kind} spec)` }, kind),
+    el("td", { "data-label": "Namespace", title: spec.namespace }, spec.namespace),
+    el(
+      "th",
+      { scope: "row", "data-label": "Name" },
+      el("a", { href: specHref(spec.id), "data-key": `open:${spec.id}`, title: spec.id }, spec.name),
+      el("div", { class: "source", title: `${spec.file}:${spec.line}` }, sourceOf(spec))
+    ),
+    el("td", { "data-label": "Readiness", class: "state" }, readiness(spec)),
+    el("td", { "data-label": "Reason / message", class: "message" }, reasonText(spec)),
+    el("td", { "data-label": "Figures" }, figureList(spec.figures)),
+    el("td", { "data-label": "Actions" }, actionButton(spec))
+  );
+  // The name link is the keyboard path; a click anywhere else on the row is a shortcut.
+  row.addEventListener("click", (event) => {
+    if (!event.target.closest("a, button")) location.hash = specHref(spec.id);
+  });
+  row.dataset.signature = signature;
+  rowOf.set(spec, row);
+  return row;
+}
+
 function renderSpecs(doc) {
   const specs = doc.specs || [];
-  setText($("specs-caption"), specs.length ? `${plural(specs.length, "spec")}; select a name for its objects.` : "No specs.");
+  const state = listState();
+  const search = $("search");
+  if (document.activeElement !== search && search.value !== state.q) search.value = state.q;
+  $("sort").value = state.sort;
+  $("group").checked = state.group === "source";
+  renderFacets(specs, state);
+  const shown = sortSpecs(specs.filter((s) => matches(s, parseQuery(state.q))), state.sort);
+  setText(
+    $("specs-caption"),
+    specs.length
+      ? `${shown.length === specs.length ? plural(specs.length, "spec") : `${shown.length} of ${plural(specs.length, "spec")}`}; select a name for its objects.`
+      : "No specs."
+  );
   // A row is redrawn only when its spec changed: a button a person is about to press is
   // not swapped under the pointer by a status event about some other spec.
-  const kept = new Map([...$("spec-rows").children].map((row) => [row.dataset.id, row]));
-  $("spec-rows").replaceChildren(
-    ...specs.map((spec) => {
-      const signature = JSON.stringify(spec);
-      const old = kept.get(spec.id);
-      if (old && old.dataset.signature === signature) return old;
-      const row = el(
-        "tr",
-        { "data-id": spec.id, class: spec.ready ? "" : "unready" },
-        el("td", { "data-label": "Kind" }, spec.kind),
-        el("td", { "data-label": "Namespace" }, spec.namespace),
-        el("th", { scope: "row", "data-label": "Name" }, el("a", { href: specHref(spec.id), "data-key": `open:${spec.id}` }, spec.name)),
-        el("td", { "data-label": "Readiness", class: "state" }, readiness(spec)),
-        el("td", { "data-label": "Reason / message", class: "message" }, reasonText(spec)),
-        el("td", { "data-label": "Figures" }, figureList(spec.figures)),
-        el("td", { "data-label": "Actions" }, actionButton(spec))
-      );
-      // The name link is the keyboard path; a click anywhere else on the row is a shortcut.
-      row.addEventListener("click", (event) => {
-        if (!event.target.closest("a, button")) location.hash = specHref(spec.id);
-      });
-      row.dataset.signature = signature;
-      return row;
-    })
-  );
+  const body = $("spec-rows");
+  // Built only when some entry has no row of its own yet (after a whole document).
+  let keptRows = null;
+  const kept = {
+    get: (id) => {
+      keptRows = keptRows || new Map([...body.querySelectorAll("tr[data-id]")].map((row) => [row.dataset.id, row]));
+      return keptRows.get(id);
+    },
+  };
+  let rows = shown.map((spec) => specRow(spec, kept));
+  if (state.group === "source") {
+    const groups = new Map();
+    shown.forEach((spec, i) => {
+      const key = sourceOf(spec);
+      if (!groups.has(key)) groups.set(key, []);
+      groups.get(key).push(rows[i]);
+    });
+    rows = [...groups].flatMap(([source, members]) => [
+      el("tr", { class: "group" }, el("th", { colspan: "7", scope: "rowgroup" }, `${source} (${members.length})`)),
+      ...members,
+    ]);
+  }
+  // Rows are put in place one by one, each only when it is not there already: a
+  // change that moves one row of 10,000 moves that row, not all of them.
+  const now = body.children;
+  if (!now.length) {
+    body.replaceChildren(...rows);
+    return;
+  }
+  const wanted = new Set(rows);
+  for (const row of [...now]) if (!wanted.has(row)) row.remove();
+  for (let i = 0; i < rows.length; i++) {
+    if (now[i] !== rows[i]) body.insertBefore(rows[i], now[i] || null);
+  }
+  while (now.length > rows.length) body.lastElementChild.remove();
 }
 
 function renderDetail(doc, id) {
   const spec = (doc.specs || []).find((s) => s.id === id);
   setText($("detail-heading"), id);
   if (!spec) {
+    delete $("detail-body").dataset.signature;
     $("detail-body").replaceChildren(el("p", {}, `There is no spec ${id} (any more).`));
     return;
   }
+  // Redrawn only when the spec changed: a selection in it survives other specs' updates.
+  const signature = JSON.stringify(spec);
+  if ($("detail-body").dataset.signature === signature) return;
+  $("detail-body").dataset.signature = signature;
   const facts = [
+    ["Kind", ownKind(spec) === spec.kind ? spec.kind : `${ownKind(spec)} (${spec.kind} spec)`],
     ["Readiness", readiness(spec)],
     ["Reason / message", reasonText(spec)],
     ["Defined at", `${spec.file}:${spec.line}`],
@@ -224,12 +316,14 @@ function renderDetail(doc, id) {
     el("dl", { class: "facts" }, facts.map(([k, v]) => el("div", {}, el("dt", {}, k), el("dd", {}, v)))),
     el("p", {}, actionButton(spec)),
     el("h3", {}, "Drifted objects"),
-    drifted.length ? el("ul", { class: "drifted" }, drifted.map((o) => el("li", {}, el("code", {}, o)))) : el("p", {}, "None."),
+    drifted.length
+      ? el("ul", { class: "drifted" }, drifted.map((o) => el("li", {}, el("a", { href: objectHref(spec.id, o) }, el("code", {}, o)))))
+      : el("p", {}, "None."),
     el("h3", {}, "Objects"),
     el(
       "table",
       { class: "objects" },
-      el("caption", {}, `${plural(objects.length, "object")} of ${spec.id}`),
+      el("caption", {}, `${plural(objects.length, "object")} of ${spec.id}; select one for its live state, diff, Pods and events.`),
       el("thead", {}, el("tr", {}, ["Object", "Status", "Reason", "Message", "Last action"].map((h) => el("th", { scope: "col" }, h)))),
       el(
         "tbody",
@@ -239,7 +333,7 @@ function renderDetail(doc, id) {
           return el(
             "tr",
             {},
-            el("th", { scope: "row", "data-label": "Object" }, el("code", {}, o.object)),
+            el("th", { scope: "row", "data-label": "Object" }, el("a", { href: objectHref(spec.id, o.object), title: o.object }, el("code", {}, o.object))),
             el("td", { "data-label": "Status" }, badge(tone, symbol, text)),
             el("td", { "data-label": "Reason" }, dash(o.reason)),
             el("td", { "data-label": "Message", class: "message" }, dash(o.error || o.message)),
@@ -255,21 +349,67 @@ function render() {
   if (!model) return;
   const focused = document.activeElement && document.activeElement.dataset && document.activeElement.dataset.key;
   renderOverview(model);
-  renderSpecs(model);
   const id = routedSpec();
-  $("list").hidden = id !== null;
+  const object = routedObject();
+  const history = location.hash === "#/history";
+  $("history").hidden = !history;
+  if (history) showHistory();
+  $("list").hidden = id !== null || object !== null || history;
   $("detail").hidden = id === null;
+  $("object").hidden = object === null;
+  $("back").setAttribute("href", lastList);
+  if (id === null && object === null && !history) renderSpecs(model);
   if (id !== null) renderDetail(model, id);
+  if (object !== null) showObject(object);
   // Redrawn rows are new elements: put focus back where the person left it.
   if (focused) {
     const again = document.querySelector(`[data-key="${CSS.escape(focused)}"]`);
     if (again && document.activeElement !== again) again.focus();
   }
   if (shownRoute !== location.hash) {
+    const wasList = shownRoute === undefined || !/^#\/(spec|object|history)/.test(shownRoute);
     shownRoute = location.hash;
     if (id !== null) $("detail-heading").focus();
+    if (object !== null) $("object-heading").focus();
+    if (history) $("history-heading").focus();
+    if (id === null && object === null && !history && !wasList) $("specs-heading").focus();
   }
 }
+
+// Keyboard: `/` search, `j`/`k` move through the rows, Enter opens, Esc goes back, `?` help.
+function onKey(event) {
+  if (event.ctrlKey || event.metaKey || event.altKey) return;
+  const typing = event.target.closest && event.target.closest("input, textarea, select, dialog");
+  if (event.key === "Escape") {
+    if (event.target === $("search")) {
+      $("search").blur();
+      return;
+    }
+    if (typing) return;
+    if (routedObject()) location.hash = specHref(routedObject().spec);
+    else if (routedSpec() !== null || location.hash === "#/history") location.hash = lastList;
+    return;
+  }
+  if (typing) return;
+  if (event.key === "/") {
+    event.preventDefault();
+    if (routedSpec() !== null || routedObject()) location.hash = lastList;
+    $("search").focus();
+    $("search").select();
+  } else if (event.key === "?") {
+    event.preventDefault();
+    $("help-dialog").showModal();
+  } else if ((event.key === "j" || event.key === "k") && !$("list").hidden) {
+    const links = [...document.querySelectorAll("#spec-rows th a")];
+    if (!links.length) return;
+    const at = links.indexOf(document.activeElement);
+    const next = event.key === "j" ? Math.min(at + 1, links.length - 1) : Math.max(at - 1, 0);
+    links[at === -1 ? 0 : next].focus();
+    links[at === -1 ? 0 : next].closest("tr").scrollIntoView({ block: "nearest" });
+  }
+}
+
+let lastList = "#/";
 
 function setConnection(state, text) {
   const node = $("connection");
@@ -277,9 +417,22 @@ function setConnection(state, text) {
   setText(node, text);
 }
 
+// A delta (see src/report/delta.rs): changed top-level fields, changed or new specs
+// whole, removed ids, and the ids' order when it changed.
+function applyDelta(doc, delta) {
+  Object.assign(doc, delta.set || {});
+  const byId = new Map((doc.specs || []).map((s) => [s.id, s]));
+  for (const spec of delta.specs || []) byId.set(spec.id, spec);
+  for (const id of delta.removed || []) byId.delete(id);
+  const order = delta.order || (doc.specs || []).map((s) => s.id).concat((delta.specs || []).map((s) => s.id).filter((id) => !(doc.specs || []).some((s) => s.id === id)));
+  doc.specs = order.filter((id) => byId.has(id)).map((id) => byId.get(id));
+}
+
 function connect() {
   setConnection("connecting", "Connecting…");
-  const events = new EventSource("/api/v1/events");
+  // The whole document once, then only what changed (`event: delta`): a quiet tree
+  // sends almost nothing, and the page redraws only the rows that changed.
+  const events = new EventSource("/api/v1/events?deltas=1");
   events.addEventListener("open", () => setConnection("live", "Live"));
   events.addEventListener("status", (event) => {
     try {
@@ -288,6 +441,17 @@ function connect() {
       return;
     }
     setConnection("live", "Live");
+    render();
+  });
+  events.addEventListener("delta", (event) => {
+    let delta;
+    try {
+      delta = JSON.parse(event.data);
+    } catch {
+      return;
+    }
+    if (!model) return;
+    applyDelta(model, delta);
     render();
   });
   events.addEventListener("error", () => {
@@ -394,7 +558,29 @@ function setUp() {
     const button = document.querySelector(`[data-key="${CSS.escape(`action:${suspending}`)}"]`);
     if (button) button.focus();
   });
-  window.addEventListener("hashchange", render);
+  window.addEventListener("hashchange", () => {
+    if (!routedObject()) objectShown = null;
+    if (location.hash !== "#/history") historyShown = false;
+    if (routedSpec() === null && !routedObject() && location.hash !== "#/history") lastList = location.hash || "#/";
+    render();
+  });
+  // Typing in the search box updates the list and the URL; the page history gets one
+  // entry per search, not one per key.
+  $("search").addEventListener("input", () => {
+    history.replaceState(null, "", listHref({ ...listState(), q: $("search").value }));
+    lastList = location.hash;
+    render();
+  });
+  $("search-form").addEventListener("submit", (event) => event.preventDefault());
+  $("sort").addEventListener("change", () => {
+    location.hash = listHref({ ...listState(), sort: $("sort").value });
+  });
+  $("group").addEventListener("change", () => {
+    location.hash = listHref({ ...listState(), group: $("group").checked ? "source" : "" });
+  });
+  $("help-close").addEventListener("click", () => $("help-dialog").close());
+  document.addEventListener("keydown", onKey);
+  if (routedSpec() === null && !routedObject() && location.hash !== "#/history") lastList = location.hash || "#/";
   // Keeps "n s ago" honest between documents.
   setInterval(() => model && renderOverview(model), 10000);
   showTokenHelp();

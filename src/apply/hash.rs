@@ -105,7 +105,7 @@ impl std::io::Write for MacWriter {
 
 /// HMAC-SHA256 of `v`'s compact JSON under `key`, its first 128 bits in hex: as hard to
 /// forge or invert without the key as the whole, at twice the size of the plain hash.
-fn keyed(key: &HashKey, v: &impl serde::Serialize) -> String {
+pub(super) fn keyed(key: &HashKey, v: &impl serde::Serialize) -> String {
     // HMAC takes a key of any length; `HashKey` holds at least 16 bytes.
     let Ok(mac) = <Hmac<Sha256> as KeyInit>::new_from_slice(&key.0) else {
         return String::new();

@@ -75,6 +75,7 @@ impl Engine {
             action,
             live: None,
             fields: None,
+            drift: None,
         };
         let (result, run) = match super::runs::generated(p.obj) {
             Some(_) => match self.create_run(p, inv).await {

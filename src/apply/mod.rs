@@ -13,7 +13,9 @@
 
 mod adopt;
 pub mod diff;
+pub mod drift;
 mod hash;
+mod held;
 mod hooks;
 pub mod inventory;
 mod list;
@@ -223,6 +225,8 @@ pub struct ObjectResult {
     /// The hash of the fields our field manager owns in the live object (see
     /// `owned_fields_hash`), also for an unchanged one.
     pub fields: Option<String>,
+    /// The drift apply found (and took back, or reporting only, left): field by field.
+    pub drift: Option<Box<drift::DriftSeen>>,
 }
 
 #[derive(Debug, Clone, Default)]

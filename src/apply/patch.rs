@@ -24,6 +24,21 @@ fn scaled(body: &Value, live: &Value) -> bool {
 }
 
 impl Engine {
+    /// The drift apply is about to take back (or leave), read from the whole object:
+    /// one read, only when our unchanged intent was moved by someone else. None when it
+    /// cannot be read: the drift is still handled, only not described.
+    async fn drift_seen(
+        &self,
+        api: &Api<DynamicObject>,
+        p: &Planned<'_>,
+        key: Option<&super::hash::HashKey>,
+    ) -> Option<Box<super::drift::DriftSeen>> {
+        let whole = api.get(&p.key.name).await.ok()?;
+        let whole = serde_json::to_value(whole).ok()?;
+        let seen = super::drift::drift_of(&p.body, &whole, &self.opts.field_manager, key);
+        Some(Box::new(seen))
+    }
+
     pub(super) async fn apply_one(
         &self,
         p: &Planned<'_>,
@@ -67,6 +82,7 @@ impl Engine {
                 action,
                 live,
                 fields,
+                drift: None,
             }
         };
         let resolved = match &p.resolved {
@@ -142,6 +158,7 @@ impl Engine {
         };
         let mut force = self.opts.force_conflicts;
         let mut replace = false;
+        let mut drift_seen = None;
         if let Some(live) = &live {
             match claim(&live.value, &self.opts.instance, p.adopt) {
                 Ok(Claim::Ours) => {}
@@ -207,10 +224,16 @@ impl Engine {
                 // it). A change of *our* intent that collides with another manager's fields
                 // is a conflict to report instead.
                 if same_intent(e) {
+                    let seen = self.drift_seen(&api, p, key).await;
                     if !self.opts.correct_drift {
-                        return (result(Action::Drifted, Some(live.clone())), Some(e.clone()));
+                        let drifted = ObjectResult {
+                            drift: seen,
+                            ..result(Action::Drifted, Some(live.clone()))
+                        };
+                        return (drifted, Some(e.clone()));
                     }
                     force = true;
+                    drift_seen = seen;
                 }
             }
         }
@@ -272,7 +295,11 @@ impl Engine {
                 };
                 tracing::info!(action = %action.label(), "applied");
                 let e = record::confirmed(p, &v, applied, shape);
-                (result(action, Some(v)), Some(e))
+                let done = ObjectResult {
+                    drift: drift_seen,
+                    ..result(action, Some(v))
+                };
+                (done, Some(e))
             }
             Err(kube::Error::Api(e)) if e.code == 409 => {
                 let msg = format!(
@@ -334,6 +361,7 @@ impl Engine {
             action,
             live: live.map(Packed::new),
             fields: None,
+            drift: None,
         };
         let uid = live["metadata"]["uid"].as_str().map(str::to_string);
         let dp = DeleteParams {

@@ -48,6 +48,7 @@ impl Engine {
             action,
             live: None,
             fields: None,
+            drift: None,
         };
         let api = match self.hook_api(p) {
             Ok(api) => api,

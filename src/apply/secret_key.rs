@@ -115,6 +115,22 @@ impl Engine {
         }
         Err(KeyError::Malformed { namespace, name })
     }
+
+    /// The key if one exists, never made: what a read-only command (`diff`) compares
+    /// keyed hashes with. None when there is none yet, or it cannot be read.
+    pub(super) async fn existing_hash_key(&self) -> Option<&HashKey> {
+        if let Some(k) = self.hash_key.get() {
+            return Some(k);
+        }
+        let namespace = &self.opts.inventory_namespace;
+        let name = secret_name(&self.opts.instance);
+        let api: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
+        let secret = api.get_opt(&name).await.ok()??;
+        let key = key_of(&secret, namespace, &name).ok()?;
+        // Another task may have set it meanwhile: either is the same Secret's key.
+        let _ = self.hash_key.set(key);
+        self.hash_key.get()
+    }
 }
 
 fn key_of(secret: &Secret, namespace: &str, name: &str) -> Result<HashKey, KeyError> {

@@ -69,6 +69,10 @@ pub(super) struct Loop {
     pub status: StatusWriter,
     /// Where transitions are told (webhooks, chat, commit statuses), if anywhere.
     pub notifier: Option<Notifier>,
+    /// What the object view renders a spec from: the tree and nodes, as they change.
+    pub desired: tokio_watch::Sender<Option<super::inspect::Desired>>,
+    /// Every drift a sync met (`GET /api/v1/drift`).
+    pub ledger: super::ledger::Ledger,
     /// The API's way in (and the loop's own, once a requested read is done).
     pub control: mpsc::Sender<Control>,
     /// Who waits for the next whole sync to end (`POST /api/v1/sync?wait=true`).
@@ -335,12 +339,36 @@ impl Loop {
         let Some(running) = self.running.take() else {
             return;
         };
+        let mut history = None;
         let (outcome, tally) = match done {
             Ok(mut finished) => {
                 if let (Some(recorder), Ok(report)) = (&self.recorder, &finished.result) {
                     recorder.publish(report, self.state.sync_revision());
                 }
+                let revision = self.state.sync_revision().map(str::to_string);
+                let changed: Vec<String> = match &finished.result {
+                    Ok(report) => report
+                        .objects
+                        .iter()
+                        .filter(|o| o.action.is_write())
+                        .take(super::ledger::CHANGED_SHOWN)
+                        .map(|o| format!("{}: {}", o.key, o.action.label()))
+                        .collect(),
+                    Err(_) => Vec::new(),
+                };
+                history = Some((revision, changed));
+                if let Ok(report) = &finished.result {
+                    let now = k8s_openapi::jiff::Timestamp::now();
+                    for o in &report.objects {
+                        let Some(seen) = &o.drift else { continue };
+                        let corrected = o.action.is_write();
+                        if self.ledger.record(&o.key, &o.spec, seen, corrected, now) {
+                            self.metrics.drift_recorded();
+                        }
+                    }
+                }
                 let keys = std::mem::take(&mut finished.keys);
+                self.state.on_held_applied(&finished.held_applied);
                 let end = finished.take_end();
                 self.state.on_sync_done(&keys, end, super::now())
             }
@@ -353,6 +381,10 @@ impl Loop {
                 self.state.on_sync_done(&running.keys, end, super::now())
             }
         };
+        if let (Some((revision, changed)), Some(last)) = (history, self.state.last_sync()) {
+            self.ledger
+                .record_sync(super::ledger::history_of(last, revision, changed));
+        }
         sync::release_free_memory();
         record(&self.metrics, tally);
         self.settle(outcome);
@@ -470,6 +502,27 @@ impl Loop {
             r.written_at = Instant::now();
             Some(p)
         });
+        self.desired.send_if_modified(|d| {
+            let same = match (d.as_ref(), &self.state.tree) {
+                (Some(d), Some(t)) => Arc::ptr_eq(&d.tree, t) && d.nodes == self.state.nodes,
+                (None, None) => true,
+                _ => false,
+            };
+            if !same {
+                *d = self.state.tree.clone().map(|tree| super::inspect::Desired {
+                    tree,
+                    nodes: self.state.nodes.clone(),
+                });
+            }
+            !same
+        });
+        // Before the first sync the state knows of no drift yet: what stands in the
+        // ledger from before a restart is judged by that sync, not taken as corrected.
+        if self.ledger.standing() && self.state.last_sync().is_some() {
+            let drifted = self.state.drifted_objects();
+            self.ledger
+                .settle(|o| drifted.contains(o), k8s_openapi::jiff::Timestamp::now());
+        }
         let mut snapshot = self.state.snapshot();
         snapshot.sync_progress = progress.as_ref();
         self.status.write(&snapshot, &self.metrics);

@@ -9,8 +9,10 @@
 
 mod events;
 pub mod gate;
+mod inspect;
 mod labeller;
 mod leadership;
+mod ledger;
 mod main_loop;
 mod queue;
 mod readiness;
@@ -146,7 +148,8 @@ pub async fn run(
     let (published_tx, published_rx) =
         tokio_watch::channel(Arc::new(Published::new(&StatusFile::starting())));
     let (control_tx, control_rx) = mpsc::channel(16);
-    let api = ApiState::new(
+    let (desired_tx, desired_rx) = tokio_watch::channel(None);
+    let mut api = ApiState::new(
         published_rx,
         control_tx.clone(),
         cfg.api_token.clone(),
@@ -156,6 +159,15 @@ pub async fn run(
             writes: engine.writes.clone(),
         }),
     );
+    api.inspect = Some(Arc::new(inspect::Inspector::new(
+        client.clone(),
+        engine.clone(),
+        cfg.engine.instance.clone(),
+        desired_rx,
+    )));
+    let (ledger, drift_rx) =
+        ledger::Ledger::open(cfg.status_file.as_deref().map(ledger::path_beside));
+    api.drift = Some(drift_rx);
     let leadership = leadership::start(cfg.leader_elect.as_ref(), &client);
     let active_rx = leadership.active;
     let hook_rx = start_http(
@@ -275,6 +287,8 @@ pub async fn run(
         rescan: rescan_tx,
         writes_seen: Default::default(),
         notifier,
+        desired: desired_tx,
+        ledger,
         control: control_tx,
         waiting: Vec::new(),
         running: None,

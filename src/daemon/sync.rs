@@ -34,6 +34,9 @@ pub enum Prepared {
 pub struct Job {
     pub keys: Vec<Key>,
     objects: Vec<Object>,
+    /// The objects of held specs not settled in the current revision: whether they hold
+    /// anything back is read after the sync (`Engine::applied_as_is`).
+    held_objects: Vec<Object>,
     adopt: BTreeSet<SpecId>,
     scope: OwnedScope,
 }
@@ -59,6 +62,8 @@ impl OwnedScope {
 pub struct Finished {
     pub keys: Vec<Key>,
     pub objects: Vec<Object>,
+    /// Held specs that hold nothing back: applied as they are in this revision.
+    pub held_applied: BTreeSet<SpecId>,
     pub result: Result<SyncReport, String>,
     pub elapsed: Duration,
 }
@@ -123,13 +128,16 @@ pub fn prepare(engine: &Engine, state: &mut State, keys: Vec<Key>) -> Option<Pre
             return Some(Prepared::Done(outcome, tally));
         }
     };
-    let objects: Vec<Object> = if held.is_empty() {
-        objects
+    let (objects, held_objects): (Vec<Object>, Vec<Object>) = if held.is_empty() {
+        (objects, Vec::new())
     } else {
-        objects
+        let (held_objects, objects): (Vec<Object>, Vec<Object>) =
+            objects.into_iter().partition(|o| held.contains(&o.spec));
+        let held_objects = held_objects
             .into_iter()
-            .filter(|o| !held.contains(&o.spec))
-            .collect()
+            .filter(|o| !state.settled(&o.spec))
+            .collect();
+        (objects, held_objects)
     };
     let scope = if !full {
         OwnedScope::Only(specs)
@@ -141,6 +149,7 @@ pub fn prepare(engine: &Engine, state: &mut State, keys: Vec<Key>) -> Option<Pre
     Some(Prepared::Run(Job {
         keys,
         objects,
+        held_objects,
         adopt: tree.adopt_specs(),
         scope,
     }))
@@ -181,9 +190,14 @@ pub async fn execute(
     if let Err(message) = &result {
         tracing::warn!(error = %message, "sync failed");
     }
+    let held_applied = match job.held_objects.is_empty() {
+        true => BTreeSet::new(),
+        false => engine.applied_as_is(&job.held_objects, &job.adopt).await,
+    };
     Finished {
         keys: job.keys,
         objects: job.objects,
+        held_applied,
         result,
         elapsed: started.elapsed(),
     }

@@ -23,6 +23,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
 
+use super::delta::Delta;
 use super::status::{LastSync, StatusFile};
 use crate::apply::suspensions::Suspension;
 
@@ -103,8 +104,23 @@ pub trait Suspender: Send + Sync {
     ) -> futures::future::BoxFuture<'_, Result<(), String>>;
 }
 
+/// Reads one object of a spec from the cluster for the web UI's object view: live and
+/// desired manifests, their diff, what it owns and the events (see `daemon::inspect`).
+pub trait Inspect: Send + Sync {
+    fn object<'a>(
+        &'a self,
+        spec: &'a str,
+        object: &'a str,
+    ) -> futures::future::BoxFuture<'a, Result<Value, String>>;
+}
+
 pub struct ApiState {
     pub status: watch::Receiver<Arc<Published>>,
+    /// The object view's reads; none without a cluster (tests of the API alone).
+    pub inspect: Option<Arc<dyn Inspect>>,
+    /// The drift ledger and sync history as JSON (`{"drifts": [...], "syncs": [...]}`),
+    /// as the daemon last wrote them.
+    pub drift: Option<watch::Receiver<Arc<String>>>,
     pub control: mpsc::Sender<Control>,
     /// The bearer token mutating calls need; `None` refuses them all (403).
     pub token: Option<Vec<u8>>,
@@ -121,6 +137,8 @@ impl ApiState {
     ) -> ApiState {
         ApiState {
             status,
+            inspect: None,
+            drift: None,
             control,
             token,
             suspender,
@@ -135,6 +153,9 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .route("/api/v1/events", get(events))
         .route("/api/v1/sync", post(sync))
         .route("/api/v1/specs", get(specs))
+        .route("/api/v1/object", get(object))
+        .route("/api/v1/drift", get(drift))
+        .route("/api/v1/syncs", get(syncs))
         .route("/api/v1/specs/{*id}", get(spec).post(control_spec))
         // Anything else under /api answers in JSON too, not with an empty 404.
         .route("/api", axum::routing::any(unknown))
@@ -160,10 +181,73 @@ async fn unknown(uri: axum::http::Uri) -> Response {
     error(
         StatusCode::NOT_FOUND,
         format!(
-            "no such API route: {}; the API is /api/v1/status, /api/v1/events, /api/v1/sync and /api/v1/specs[/<id>]",
+            "no such API route: {}; the API is /api/v1/status, /api/v1/events, /api/v1/sync, /api/v1/specs[/<id>], /api/v1/object?spec=<id>&object=<object>, /api/v1/drift and /api/v1/syncs",
             uri.path()
         ),
     )
+}
+
+/// The drift ledger: every drift recorded, oldest first (see `daemon::ledger`).
+async fn drift(State(api): State<Arc<ApiState>>) -> Response {
+    ledger_part(&api, "drifts")
+}
+
+/// The history of syncs, oldest first, kept beside the drift ledger.
+async fn syncs(State(api): State<Arc<ApiState>>) -> Response {
+    ledger_part(&api, "syncs")
+}
+
+fn ledger_part(api: &ApiState, part: &str) -> Response {
+    let text = api.drift.as_ref().map(|d| d.borrow().clone());
+    let doc: Value = text
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or(Value::Null);
+    let list = match &doc[part] {
+        Value::Array(a) => Value::Array(a.clone()),
+        _ => Value::Array(Vec::new()),
+    };
+    json_text(json!({ part: list }).to_string())
+}
+
+#[derive(Deserialize)]
+struct ObjectQuery {
+    spec: String,
+    object: String,
+}
+
+/// One object of a spec, read from the cluster now (`Inspect`). Only an object the
+/// status lists for that spec: an open read must not become a way to read anything the
+/// daemon's identity can.
+async fn object(State(api): State<Arc<ApiState>>, Query(q): Query<ObjectQuery>) -> Response {
+    let Some(spec) = api.status.borrow().clone().spec(&q.spec) else {
+        return error(StatusCode::NOT_FOUND, format!("no spec {}", q.spec));
+    };
+    let listed = spec["objects"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|o| o["object"] == q.object.as_str())
+        || spec["drifted"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|o| o == q.object.as_str());
+    if !listed {
+        return error(
+            StatusCode::NOT_FOUND,
+            format!("spec {} has no object {}", q.spec, q.object),
+        );
+    }
+    let Some(inspect) = &api.inspect else {
+        return error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "this daemon cannot read objects for the object view",
+        );
+    };
+    match inspect.object(&q.spec, &q.object).await {
+        Ok(view) => json_text(view.to_string()),
+        Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, e),
+    }
 }
 
 async fn status(State(api): State<Arc<ApiState>>) -> Response {
@@ -271,32 +355,64 @@ async fn spec(
     }
 }
 
-async fn events(State(api): State<Arc<ApiState>>) -> Response {
+#[derive(Deserialize)]
+struct EventsQuery {
+    /// `1`/`true`: the whole document once, then deltas (`delta::Sent`).
+    deltas: Option<String>,
+}
+
+async fn events(State(api): State<Arc<ApiState>>, Query(q): Query<EventsQuery>) -> Response {
     let Ok(permit) = api.streams.clone().try_acquire_owned() else {
         return error(
             StatusCode::SERVICE_UNAVAILABLE,
             format!("at most {MAX_STREAMS} event streams at once"),
         );
     };
-    Sse::new(status_stream(api.status.clone(), permit))
+    let deltas = matches!(q.deltas.as_deref(), Some("1" | "true"));
+    Sse::new(status_stream(api.status.clone(), permit, deltas))
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
         .into_response()
 }
 
-/// The current status at once, then each newer one. Only the newest is ever kept, so a
-/// client that stops reading costs one shared document, not a queue.
+/// The current status at once, then each newer one (or, with `deltas`, what changed in
+/// it). Only the newest is ever kept, so a client that stops reading costs one shared
+/// document (and, with deltas, what it was last sent), not a queue.
 fn status_stream(
     rx: watch::Receiver<Arc<Published>>,
     permit: OwnedSemaphorePermit,
+    deltas: bool,
 ) -> impl Stream<Item = Result<SseEvent, Infallible>> {
-    futures::stream::unfold((rx, permit, true), |(mut rx, permit, first)| async move {
-        if !first {
-            rx.changed().await.ok()?;
-        }
-        let current = rx.borrow_and_update().clone();
-        let event = SseEvent::default().event("status").data(current.json());
-        Some((Ok(event), (rx, permit, false)))
-    })
+    let sent: Option<super::delta::Sent> = None;
+    futures::stream::unfold(
+        (rx, permit, sent, true),
+        move |(mut rx, permit, mut sent, mut first)| async move {
+            loop {
+                if !first {
+                    rx.changed().await.ok()?;
+                }
+                first = false;
+                let current = rx.borrow_and_update().clone();
+                if deltas && let Some(s) = sent.as_mut() {
+                    match s.delta(current.json()) {
+                        Delta::Same => continue,
+                        Delta::Changed(delta) => {
+                            let event = SseEvent::default().event("delta").data(delta);
+                            return Some((Ok(event), (rx, permit, sent, false)));
+                        }
+                        // Not comparable: sent whole, as the first is.
+                        Delta::Whole => {}
+                    }
+                }
+                if deltas {
+                    let mut primed = super::delta::Sent::default();
+                    let _ = primed.delta(current.json());
+                    sent = Some(primed);
+                }
+                let event = SseEvent::default().event("status").data(current.json());
+                return Some((Ok(event), (rx, permit, sent, false)));
+            }
+        },
+    )
     .boxed()
 }
 

@@ -123,10 +123,11 @@ fn router(mut state: HttpState) -> Router {
         )
         .merge(super::ui::router())
         .with_state(Arc::new(state));
-    match api {
+    let router = match api {
         Some(api) => router.merge(api),
         None => router,
-    }
+    };
+    router.layer(axum::middleware::from_fn(super::compress::gzip))
 }
 
 async fn metrics_page(State(state): State<Arc<HttpState>>) -> Response {

@@ -65,6 +65,7 @@ pub struct Metrics {
     pub drifted_objects: Family<SpecLabels, Gauge>,
     pub api_writes_total: Family<VerbLabels, Counter>,
     pub drift_corrections_total: Counter,
+    pub drift_recorded_total: Counter,
     pub pruned_objects_total: Counter,
     /// A gauge, not an OpenMetrics `info`: promtool (Prometheus text format) and
     /// OpenMetrics parsers both read it, and `*_info` gauges are the common convention.
@@ -106,6 +107,7 @@ impl Metrics {
             drifted_objects: Family::default(),
             api_writes_total: Family::default(),
             drift_corrections_total: Counter::default(),
+            drift_recorded_total: Counter::default(),
             pruned_objects_total: Counter::default(),
             source_revision_info: Family::default(),
             elasticweb_real_qps: Family::default(),
@@ -132,6 +134,7 @@ impl Metrics {
             drifted_objects, "drifted_objects", None, "A spec's objects that someone else changed and that were left so (--drift report, or suspended)";
             api_writes_total, "api_writes", None, "Writes sent to the Kubernetes API, by verb (patch, create, delete)";
             drift_corrections_total, "drift_corrections", None, "Objects changed in the cluster outside driftless and set back";
+            drift_recorded_total, "drift_recorded", None, "Drifts recorded in the drift ledger (GET /api/v1/drift), corrected or reported";
             pruned_objects_total, "pruned_objects", None, "Objects deleted because they left the specs";
             source_revision_info, "source_revision_info", None, "The source revision last applied (always 1)";
             elasticweb_real_qps, "elasticweb_real_qps", None, "Queries per second an elasticweb spec can serve: available replicas times single-pod QPS";
@@ -192,6 +195,10 @@ impl Metrics {
                 verb: verb.to_string(),
             })
             .inc_by(n);
+    }
+
+    pub fn drift_recorded(&self) {
+        self.drift_recorded_total.inc();
     }
 
     pub fn add_drift_corrections(&self, n: u64) {
@@ -411,6 +418,7 @@ mod tests {
             ("driftless_drifted_objects", "gauge"),
             ("driftless_api_writes", "counter"),
             ("driftless_drift_corrections", "counter"),
+            ("driftless_drift_recorded", "counter"),
             ("driftless_pruned_objects", "counter"),
             ("driftless_source_revision_info", "gauge"),
             ("driftless_elasticweb_real_qps", "gauge"),

@@ -6,6 +6,8 @@
 //! cluster; the daemon feeds these.
 
 pub mod api;
+mod compress;
+pub mod delta;
 pub mod http;
 pub mod metrics;
 pub mod notify;

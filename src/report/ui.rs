@@ -36,6 +36,8 @@ macro_rules! asset {
 const ASSETS: &[Asset] = &[
     asset!("index.html", "text/html; charset=utf-8"),
     asset!("app.js", "text/javascript; charset=utf-8"),
+    asset!("find.js", "text/javascript; charset=utf-8"),
+    asset!("object.js", "text/javascript; charset=utf-8"),
     asset!("app.css", "text/css; charset=utf-8"),
     asset!("icon.svg", "image/svg+xml"),
 ];
@@ -107,6 +109,8 @@ mod tests {
         for (name, kind) in [
             ("index.html", "text/html"),
             ("app.js", "text/javascript"),
+            ("find.js", "text/javascript"),
+            ("object.js", "text/javascript"),
             ("app.css", "text/css"),
             ("icon.svg", "image/svg+xml"),
         ] {

@@ -185,6 +185,20 @@ impl Browser {
             .unwrap_or_else(|e| panic!("typing into {css}: {e}"));
     }
 
+    /// Presses `keys` where the focus is (the page itself when nothing has it), as a
+    /// person's keyboard would.
+    pub async fn press(&self, keys: &str) {
+        let focused = self
+            .client
+            .active_element()
+            .await
+            .unwrap_or_else(|e| panic!("the focused element: {e}"));
+        focused
+            .send_keys(keys)
+            .await
+            .unwrap_or_else(|e| panic!("pressing {keys:?}: {e}"));
+    }
+
     pub async fn page_text(&self) -> String {
         match self
             .client

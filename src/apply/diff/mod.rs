@@ -18,7 +18,7 @@ use futures::StreamExt;
 use kube::api::{Patch, PatchParams};
 use serde_json::Value;
 
-use super::hash::shape_hash;
+use super::hash::{body_hashes, shape_hash};
 use super::plan::Planned;
 use super::prune::{self, Prunable};
 use super::{ApplyError, Engine, Entry, Inventory, ObjKey};
@@ -117,6 +117,26 @@ impl Engine {
         objects: &[Object],
         adopt_specs: &BTreeSet<SpecId>,
     ) -> Result<Vec<ObjectDiff>, ApplyError> {
+        self.diff_with(objects, adopt_specs, self.opts.prune.enabled)
+            .await
+    }
+
+    /// The change apply would make to these objects only, none pruned: what a person
+    /// looking at one object (the web UI's object view) asks.
+    pub async fn diff_objects(
+        &self,
+        objects: &[Object],
+        adopt_specs: &BTreeSet<SpecId>,
+    ) -> Result<Vec<ObjectDiff>, ApplyError> {
+        self.diff_with(objects, adopt_specs, false).await
+    }
+
+    async fn diff_with(
+        &self,
+        objects: &[Object],
+        adopt_specs: &BTreeSet<SpecId>,
+        prune: bool,
+    ) -> Result<Vec<ObjectDiff>, ApplyError> {
         let inventory = self.store().load(&self.client).await?;
         let mut planned = self.plan(objects, adopt_specs).await;
         let desired: BTreeSet<ObjKey> = planned.iter().map(|p| p.key.clone()).collect();
@@ -130,40 +150,22 @@ impl Engine {
             .filter(|o| o.kind == "CustomResourceDefinition")
             .collect();
 
-        let mut out: Vec<(usize, ObjectDiff)> = futures::stream::iter(planned.iter().enumerate())
-            .map(|(i, p)| {
-                let inventory = &inventory;
-                let crds = &in_revision_crds;
-                async move {
-                    let change = match (&p.obj.policy.hook, hooks_due) {
-                        (None, _) => self.diff_one(p, inventory, crds).await,
-                        // Runs only if the sync fails: not what apply is expected to do.
-                        (Some(h), _) if h.phases == [crate::spec::order::Phase::Fail] => {
-                            Change::Unchanged
-                        }
-                        (Some(_), true) => Change::Create {
-                            desired: clean(p.full.as_ref().unwrap_or(p.body.as_ref())),
-                        },
-                        (Some(_), false) => Change::Unchanged,
-                    };
-                    let mut diff = ObjectDiff {
-                        key: p.key.clone(),
-                        spec: p.obj.spec.to_string(),
-                        change,
-                    };
-                    if p.obj.policy.sealed {
-                        diff.seal(&p.obj.body);
-                    }
-                    (i, diff)
-                }
-            })
+        // The futures are made before the stream: a closure returning an async block
+        // over borrowed plans is not provably `Send` for every lifetime, and the web UI's
+        // object view runs a diff inside a boxed `Send` future.
+        let futures: Vec<_> = planned
+            .iter()
+            .enumerate()
+            .map(|(i, p)| self.diff_planned(i, p, &inventory, &in_revision_crds, hooks_due))
+            .collect();
+        let mut out: Vec<(usize, ObjectDiff)> = futures::stream::iter(futures)
             .buffer_unordered(self.opts.concurrency.max(1))
             .collect()
             .await;
         out.sort_by_key(|(i, _)| *i);
         let mut diffs: Vec<ObjectDiff> = out.into_iter().map(|(_, d)| d).collect();
 
-        if self.opts.prune.enabled {
+        if prune {
             let plan = prune::plan(&inventory, &desired, &self.opts.prune);
             if let Some(why) = &plan.refused {
                 diffs.push(ObjectDiff {
@@ -197,6 +199,34 @@ impl Engine {
             }
         }
         Ok(diffs)
+    }
+
+    async fn diff_planned(
+        &self,
+        i: usize,
+        p: &Planned<'_>,
+        inventory: &Inventory,
+        crds: &[&Object],
+        hooks_due: bool,
+    ) -> (usize, ObjectDiff) {
+        let change = match (&p.obj.policy.hook, hooks_due) {
+            (None, _) => self.diff_one(p, inventory, crds).await,
+            // Runs only if the sync fails: not what apply is expected to do.
+            (Some(h), _) if h.phases == [crate::spec::order::Phase::Fail] => Change::Unchanged,
+            (Some(_), true) => Change::Create {
+                desired: clean(p.full.as_ref().unwrap_or(p.body.as_ref())),
+            },
+            (Some(_), false) => Change::Unchanged,
+        };
+        let mut diff = ObjectDiff {
+            key: p.key.clone(),
+            spec: p.obj.spec.to_string(),
+            change,
+        };
+        if p.obj.policy.sealed {
+            diff.seal(&p.obj.body);
+        }
+        (i, diff)
     }
 
     async fn diff_one(&self, p: &Planned<'_>, inventory: &Inventory, crds: &[&Object]) -> Change {
@@ -256,7 +286,17 @@ impl Engine {
                 Some(_) => stripped.as_ref(),
                 None => body,
             };
-            let force = self.opts.force_conflicts || claimed == Some(Claim::Adopt);
+            // Our last applied intent, unchanged, on the object we applied it to: only
+            // someone else's edit moved our fields, and apply takes them back (forcing),
+            // so it shows as the change it is, not as a conflict with that writer.
+            let drifted = match &live {
+                Some(l) if claimed == Some(Claim::Ours) => {
+                    self.same_intent(key, p.obj.policy.sealed, stripped.as_ref(), l, inventory)
+                        .await
+                }
+                _ => false,
+            };
+            let force = self.opts.force_conflicts || claimed == Some(Claim::Adopt) || drifted;
             let pp = PatchParams {
                 force,
                 ..PatchParams::apply(&self.opts.field_manager).dry_run()
@@ -370,6 +410,38 @@ impl Engine {
                 e.message
             )),
             (Some(_), Err(e)) => Change::Error(error_text(&e)),
+        }
+    }
+
+    /// Whether `live` is the object the inventory recorded and `body` the intent last
+    /// applied to it, as apply decides before it takes drift back.
+    async fn same_intent(
+        &self,
+        key: &ObjKey,
+        sealed: bool,
+        body: &Value,
+        live: &Value,
+        inventory: &Inventory,
+    ) -> bool {
+        let Some(entry) = inventory.entries.get(key) else {
+            return false;
+        };
+        let uid = live["metadata"]["uid"].as_str();
+        if uid.is_none() || entry.uid.as_deref() != uid {
+            return false;
+        }
+        let plain = body_hashes(body, None).applied;
+        if entry.applied.as_deref() == Some(plain.as_str()) {
+            return true;
+        }
+        if !(key.is("", "Secret") || sealed) {
+            return false;
+        }
+        match self.existing_hash_key().await {
+            Some(k) => {
+                entry.applied.as_deref() == Some(body_hashes(body, Some(k)).applied.as_str())
+            }
+            None => false,
         }
     }
 

@@ -476,16 +476,18 @@ impl State {
         }
     }
 
-    /// Drift on `key` of `spec`: the key to sync, or (in report mode, or for a suspended
-    /// spec) none, the object left drifted.
+    /// Drift on `key` of `spec`: the key to sync, or for a suspended spec none, the
+    /// object left drifted. Reporting only, its spec is synced too: that sync writes
+    /// nothing to a drifted object, and reads it whole for the drift ledger.
     fn on_drift(&mut self, key: ObjKey, spec: Option<SpecId>) -> Option<Key> {
-        let held = spec
+        let suspended = spec
             .as_ref()
-            .filter(|s| !self.correct_drift || self.suspensions.contains_key(&s.to_string()));
+            .is_some_and(|s| self.suspensions.contains_key(&s.to_string()));
+        let held = spec.as_ref().filter(|_| !self.correct_drift || suspended);
         if let Some(spec) = held {
             tracing::info!(object = %key, "drift detected; left as it is");
             self.drifted.insert(key, spec.clone());
-            return None;
+            return (!suspended).then(|| Key::Spec(spec.clone()));
         }
         tracing::info!(object = %key, "drift detected");
         Some(spec.map(Key::Spec).unwrap_or(Key::Full))
@@ -516,6 +518,11 @@ impl State {
                 self.requeue.push(k);
             }
         }
+    }
+
+    /// The objects left drifted, as the status names them.
+    pub fn drifted_objects(&self) -> std::collections::HashSet<String> {
+        self.drifted.keys().map(ObjKey::to_string).collect()
     }
 
     pub fn last_sync(&self) -> Option<&LastSync> {

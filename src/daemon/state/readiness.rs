@@ -112,6 +112,21 @@ impl State {
         Ok(())
     }
 
+    /// Whether `spec`'s state is the current revision's (applied and observed).
+    pub fn settled(&self, spec: &SpecId) -> bool {
+        self.settling.is_settled(spec)
+    }
+
+    /// Held specs whose objects are applied as this revision has them (after a restart,
+    /// a suspension that holds nothing back): settled as a sync's would be, at the next
+    /// readiness refresh.
+    pub fn on_held_applied(&mut self, specs: &std::collections::BTreeSet<SpecId>) {
+        self.settling.on_synced(specs.iter());
+        if !specs.is_empty() {
+            self.health_dirty = true;
+        }
+    }
+
     /// Takes the specs' readiness as just computed: a spec still in progress
     /// `ready_timeout` after its revision was applied counts as failed.
     pub fn take_health(

@@ -93,6 +93,7 @@ fn result(name: &str, action: Action) -> ObjectResult {
         action,
         live: None,
         fields,
+        drift: None,
     }
 }
 

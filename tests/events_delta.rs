@@ -1,0 +1,226 @@
+//! `GET /api/v1/events?deltas=1` against the real daemon on the local cluster: the whole
+//! status document once, then only what changed. A quiet tree sends nothing but
+//! keep-alives, and a change to one spec's object sends that spec alone (the bytes are
+//! measured beside the whole-document stream's). The status document, asked for with
+//! `Accept-Encoding: gzip`, comes compressed.
+
+mod support;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use serde_json::Value;
+use support::Daemon;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+const SPECS: usize = 40;
+
+/// A raw event stream: every byte counted.
+struct Stream {
+    tcp: tokio::net::TcpStream,
+    buffered: String,
+    bytes: usize,
+}
+
+impl Stream {
+    async fn open(addr: SocketAddr, path: &str) -> Stream {
+        support::http(addr, "GET", "/healthz", &[], b"").await;
+        let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let req =
+            format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n\r\n");
+        tcp.write_all(req.as_bytes()).await.unwrap();
+        Stream {
+            tcp,
+            buffered: String::new(),
+            bytes: 0,
+        }
+    }
+
+    /// The next event: (name, data as JSON).
+    async fn next(&mut self) -> (String, Value) {
+        loop {
+            if let Some(at) = self.buffered.find("event: ") {
+                let rest = &self.buffered[at + 7..];
+                if let (Some(eol), Some(data_at)) = (rest.find('\n'), rest.find("\ndata: ")) {
+                    let name = rest[..eol].trim().to_string();
+                    let data = &rest[data_at + 7..];
+                    if let Some(end) = data.find('\n') {
+                        let value = serde_json::from_str(&data[..end]).unwrap();
+                        let consumed = at + 7 + data_at + 7 + end;
+                        self.buffered = self.buffered[consumed..].to_string();
+                        return (name, value);
+                    }
+                }
+            }
+            self.read(support::WAIT).await;
+        }
+    }
+
+    /// Reads what comes within `limit`; false when nothing did.
+    async fn read(&mut self, limit: Duration) -> bool {
+        let mut chunk = [0u8; 65536];
+        match tokio::time::timeout(limit, self.tcp.read(&mut chunk)).await {
+            Ok(Ok(n)) => {
+                assert!(n > 0, "the event stream closed");
+                self.bytes += n;
+                self.buffered
+                    .push_str(&String::from_utf8_lossy(&chunk[..n]));
+                true
+            }
+            Ok(Err(e)) => panic!("reading the event stream: {e}"),
+            Err(_) => false,
+        }
+    }
+
+    /// Bytes received during `span`, from now.
+    async fn bytes_during(&mut self, span: Duration) -> usize {
+        let before = self.bytes;
+        let end = tokio::time::Instant::now() + span;
+        while let Some(left) = end.checked_duration_since(tokio::time::Instant::now()) {
+            self.read(left).await;
+        }
+        self.bytes - before
+    }
+}
+
+/// GET `path` with `Accept-Encoding: gzip`: (headers, body as sent).
+async fn get_gzip(addr: SocketAddr, path: &str) -> (String, Vec<u8>) {
+    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let req = format!(
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept-Encoding: gzip\r\nConnection: close\r\n\r\n"
+    );
+    tcp.write_all(req.as_bytes()).await.unwrap();
+    let mut all = Vec::new();
+    tcp.read_to_end(&mut all).await.unwrap();
+    let split = all
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a header block");
+    let head = String::from_utf8_lossy(&all[..split]).to_lowercase();
+    (head, all[split + 4..].to_vec())
+}
+
+fn configmaps(ns: &str) -> String {
+    (0..SPECS)
+        .map(|i| {
+            format!(
+                "---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: cm-{i}, namespace: {ns}}}\ndata: {{greeting: hello}}\n"
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_quiet_tree_sends_almost_nothing_and_a_change_sends_its_spec_alone() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "sse-delta").await;
+    let specs = tempfile::tempdir().unwrap();
+    let file = specs.path().join("cms.yaml");
+    std::fs::write(&file, configmaps(&ns)).unwrap();
+    let daemon = Daemon::builder(&ns)
+        .args(&[
+            "--dir",
+            &specs.path().display().to_string(),
+            "--resync",
+            "1h",
+        ])
+        .start();
+    let addr = daemon.metrics;
+    daemon
+        .wait_status("every spec ready", |s| {
+            support::all_ready(s) && s["specs"].as_array().is_some_and(|a| a.len() == SPECS)
+        })
+        .await;
+
+    // Compressed when asked: the same document, a fraction of the bytes.
+    let (_, plain) = support::http(addr, "GET", "/api/v1/status", &[], b"").await;
+    let (head, zipped) = get_gzip(addr, "/api/v1/status").await;
+    assert!(head.contains("content-encoding: gzip"), "{head}");
+    let mut unzipped = String::new();
+    std::io::Read::read_to_string(
+        &mut flate2::read::GzDecoder::new(&zipped[..]),
+        &mut unzipped,
+    )
+    .unwrap();
+    let (a, b): (Value, Value) = (
+        serde_json::from_str(&plain).unwrap(),
+        serde_json::from_str(&unzipped).unwrap(),
+    );
+    assert_eq!(a["specs"], b["specs"]);
+    println!(
+        "GET /api/v1/status: {} B, {} B gzip",
+        plain.len(),
+        zipped.len()
+    );
+    assert!(
+        zipped.len() * 4 < plain.len(),
+        "{} B gzip of {} B",
+        zipped.len(),
+        plain.len()
+    );
+
+    let mut deltas = Stream::open(addr, "/api/v1/events?deltas=1").await;
+    let mut whole = Stream::open(addr, "/api/v1/events").await;
+    let (name, first) = deltas.next().await;
+    assert_eq!(name, "status");
+    assert_eq!(first["specs"].as_array().unwrap().len(), SPECS);
+    whole.next().await;
+    let document = first.to_string().len();
+
+    // Quiet: nothing but keep-alive comments, on either stream.
+    let span = Duration::from_secs(20);
+    let (quiet, quiet_whole) = tokio::join!(deltas.bytes_during(span), whole.bytes_during(span));
+    println!(
+        "status document {document} B; a quiet {}s: {quiet} B with deltas, {quiet_whole} B whole",
+        span.as_secs()
+    );
+    assert!(quiet < 1_000, "{quiet} B in a quiet {span:?} with deltas");
+
+    // Someone changes one spec's object (drift, taken back): that spec's entry alone.
+    // (A new revision touches every spec: each entry says the revision it reflects.)
+    support::kubectl(&[
+        "-n",
+        &ns,
+        "patch",
+        "configmap",
+        "cm-7",
+        "--type=merge",
+        "-p",
+        "{\"data\":{\"greeting\":\"by-hand\"}}",
+    ]);
+    let changed = format!("manifest/{ns}/ConfigMap/cm-7");
+    let span = Duration::from_secs(6);
+    let (changed_bytes, changed_whole) =
+        tokio::join!(deltas.bytes_during(span), whole.bytes_during(span));
+    println!(
+        "one object's drift taken back: {changed_bytes} B with deltas, {changed_whole} B whole"
+    );
+    assert!(
+        changed_whole >= document && changed_bytes * 5 < changed_whole,
+        "deltas {changed_bytes} B, whole {changed_whole} B (document {document} B)"
+    );
+    let delta = loop {
+        let (name, data) = deltas.next().await;
+        assert_eq!(name, "delta", "{data}");
+        let ids: Vec<&str> = data["specs"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|s| s["id"].as_str())
+            .collect();
+        if !ids.is_empty() {
+            break data;
+        }
+    };
+    let ids: Vec<&str> = delta["specs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, vec![changed.as_str()], "{delta}");
+    assert!(
+        delta.get("removed").is_none() && delta.get("order").is_none(),
+        "{delta}"
+    );
+}
