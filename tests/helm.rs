@@ -391,6 +391,27 @@ async fn a_daemon_runs_helm_only_for_the_release_that_changed() {
         ))) && specs.len() == release_a["ready_specs"].as_u64().unwrap() as usize,
         "{release_a}"
     );
+    // The web UI shows the release with a spec of it.
+    let browser = support::Browser::start().await;
+    browser
+        .goto(&format!(
+            "http://{}/#/spec/manifest/{ns}/Deployment.apps/a-podinfo",
+            daemon.metrics
+        ))
+        .await;
+    browser
+        .wait_for_text(
+            "#detail-body",
+            &[
+                "Release",
+                &format!(
+                    "{ns}/a: chart charts/podinfo 6.2.3 (app 6.2.3) · {n}/{n} specs ready",
+                    n = specs.len()
+                ),
+            ],
+        )
+        .await;
+    browser.close().await;
     let table = Command::new(env!("CARGO_BIN_EXE_driftless"))
         .args(["status", "--status-file"])
         .arg(daemon.status_file())

@@ -289,6 +289,16 @@ function renderSpecs(doc) {
   while (now.length > rows.length) body.lastElementChild.remove();
 }
 
+// A chart release as one unit: its figures and how many of its specs are ready.
+function releaseText(doc, r) {
+  const app = r.app_version ? ` (app ${r.app_version})` : "";
+  const unit = (doc.releases || []).find(
+    (o) => o.name === r.name && o.namespace === r.namespace && o.file === r.file,
+  );
+  const ready = unit ? ` · ${unit.ready_specs}/${unit.specs.length} specs ready` : "";
+  return `${r.namespace}/${r.release_name}: chart ${r.chart} ${r.version}${app}${ready}`;
+}
+
 function renderDetail(doc, id) {
   const spec = (doc.specs || []).find((s) => s.id === id);
   setText($("detail-heading"), id);
@@ -307,6 +317,7 @@ function renderDetail(doc, id) {
     ["Reason / message", reasonText(spec)],
     ["Defined at", `${spec.file}:${spec.line}`],
     ...(spec.rendered_by ? [["Rendered by", `${spec.rendered_by.command} (${spec.rendered_by.tool} ${spec.rendered_by.version})`]] : []),
+    ...(spec.rendered_by && spec.rendered_by.release ? [["Release", releaseText(doc, spec.rendered_by.release)]] : []),
     ...figures(spec.figures).map(([k, v]) => [k, dash(v)]),
     ["Suspended", spec.suspended ? `yes, since ${when(spec.suspended.since)}: ${spec.suspended.reason}` : "no"],
   ];
