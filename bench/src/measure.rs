@@ -1195,13 +1195,13 @@ impl StatusReader {
     }
 }
 
-fn free_port() -> anyhow::Result<u16> {
+pub(crate) fn free_port() -> anyhow::Result<u16> {
     let l = std::net::TcpListener::bind("127.0.0.1:0")?;
     Ok(l.local_addr()?.port())
 }
 
 /// A `Vm*:` line of /proc/<pid>/status, in KiB.
-fn proc_status_kib(pid: u32, key: &str) -> Option<f64> {
+pub(crate) fn proc_status_kib(pid: u32, key: &str) -> Option<f64> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     text.lines()
         .find_map(|l| l.strip_prefix(key))
@@ -1223,7 +1223,7 @@ async fn metrics_writes(port: u16) -> anyhow::Result<u64> {
     Ok(total as u64)
 }
 
-fn load_average() -> String {
+pub(crate) fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
         .unwrap_or_default()
