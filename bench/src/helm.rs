@@ -66,6 +66,41 @@ pub async fn run(args: &Args, driftless: &Path, n: usize) -> anyhow::Result<Helm
     eprintln!("== helm: driftless daemon, {n} releases");
     ways.push(daemon(args, driftless, &counter, &chart, work.path(), n).await?);
 
+    if args.skips("helm-loops") {
+        notes.push("the helm loops were skipped (--skip helm-loops)".into());
+    } else {
+        ways.extend(loops(args, &counter, &chart, n)?);
+    }
+    eprintln!("== helm: deleting the namespaces");
+    for prefix in ["hbd", "hbh", "hbt", "hbp"] {
+        let names: Vec<String> = (0..n).map(|i| format!("{prefix}-{i}")).collect();
+        for chunk in names.chunks(50) {
+            let _ = output(
+                std::process::Command::new(&args.kubectl)
+                    .args(["delete", "namespace", "--wait=false", "--ignore-not-found"])
+                    .args(chunk),
+            );
+        }
+    }
+    notes.push("namespaces are deleted after the run without waiting".into());
+    Ok(HelmResults {
+        date: k8s_openapi::jiff::Timestamp::now()
+            .strftime("%Y-%m-%d %H:%M UTC")
+            .to_string(),
+        releases: n,
+        helm_version,
+        chart: chart.display().to_string(),
+        load_average_start,
+        load_average_end: load_average(),
+        ways,
+        notes,
+    })
+}
+
+/// The loops people write without driftless, each cold, again, and with one release
+/// changed.
+fn loops(args: &Args, counter: &Counter, chart: &Path, n: usize) -> anyhow::Result<Vec<Way>> {
+    let mut ways = Vec::new();
     for ns in (0..n)
         .map(|i| format!("hbt-{i}"))
         .chain((0..n).map(|i| format!("hbp-{i}")))
@@ -89,7 +124,7 @@ pub async fn run(args: &Args, driftless: &Path, n: usize) -> anyhow::Result<Helm
         for i in 0..n {
             let mut c = counter.command();
             c.args(["upgrade", "--install", "podinfo"])
-                .arg(&chart)
+                .arg(chart)
                 .args(["--namespace", &format!("hbh-{i}"), "--create-namespace"])
                 .args(values(i, changed));
             output(&mut c).with_context(|| format!("helm upgrade --install (release {i})"))?;
@@ -124,7 +159,7 @@ pub async fn run(args: &Args, driftless: &Path, n: usize) -> anyhow::Result<Helm
         for (k, changed) in [false, false, true].into_iter().enumerate() {
             counter.reset();
             let t = Instant::now();
-            template_apply(&counter, &args.kubectl, &chart, prefix, n, parallel, &|i| {
+            template_apply(counter, &args.kubectl, chart, prefix, n, parallel, &|i| {
                 values(i, changed)
             })?;
             times[k] = t.elapsed().as_secs_f64();
@@ -140,30 +175,7 @@ pub async fn run(args: &Args, driftless: &Path, n: usize) -> anyhow::Result<Helm
             peak_rss_mib: None,
         });
     }
-    eprintln!("== helm: deleting the namespaces");
-    for prefix in ["hbd", "hbh", "hbt", "hbp"] {
-        let names: Vec<String> = (0..n).map(|i| format!("{prefix}-{i}")).collect();
-        for chunk in names.chunks(50) {
-            let _ = output(
-                std::process::Command::new(&args.kubectl)
-                    .args(["delete", "namespace", "--wait=false", "--ignore-not-found"])
-                    .args(chunk),
-            );
-        }
-    }
-    notes.push("namespaces are deleted after the run without waiting".into());
-    Ok(HelmResults {
-        date: k8s_openapi::jiff::Timestamp::now()
-            .strftime("%Y-%m-%d %H:%M UTC")
-            .to_string(),
-        releases: n,
-        helm_version,
-        chart: chart.display().to_string(),
-        load_average_start,
-        load_average_end: load_average(),
-        ways,
-        notes,
-    })
+    Ok(ways)
 }
 
 /// The daemon on a tree of N `[helm.*]` releases: cold (start to the revision applied),

@@ -51,7 +51,8 @@ pub struct Args {
     /// A quick smoke run: --n 100 --runs 1 --edits 5 --scaling 50,100,200.
     #[arg(long)]
     pub quick: bool,
-    /// Skip parts: any of cold,noop,diff,daemon,scaling,kubectl (noop and diff need cold).
+    /// Skip parts: any of cold,noop,diff,daemon,scaling,kubectl (noop and diff need cold);
+    /// with --helm, helm-loops (driftless alone).
     #[arg(long, value_delimiter = ',')]
     pub skip: Vec<String>,
     /// Run the Helm workload instead: this many releases of podinfo's chart, driftless's
