@@ -72,7 +72,11 @@ pub async fn run(args: &Args, driftless: &Path, n: usize) -> anyhow::Result<Helm
         ways.extend(loops(args, &counter, &chart, n)?);
     }
     eprintln!("== helm: deleting the namespaces");
-    for prefix in ["hbd", "hbh", "hbt", "hbp"] {
+    let used: &[&str] = match args.skips("helm-loops") {
+        true => &["hbd"],
+        false => &["hbd", "hbh", "hbt", "hbp"],
+    };
+    for prefix in used {
         let names: Vec<String> = (0..n).map(|i| format!("{prefix}-{i}")).collect();
         for chunk in names.chunks(50) {
             let _ = output(
