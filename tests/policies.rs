@@ -285,7 +285,7 @@ async fn depends_on_applies_after_what_it_waits_for_is_ready() {
                 .start();
             let status = d
                 .wait_status("app waiting for db", |s| {
-                    support::spec(s, &app_id)["message"]
+                    support::spec_or_null(s, &app_id)["message"]
                         .as_str()
                         .is_some_and(|m| {
                             m.contains("waiting for manifest/") && m.contains("Deployment.apps/db")

@@ -348,7 +348,7 @@ async fn the_example_rbac_lets_driftless_sync_every_kind_and_nothing_more() {
     // Endpoints are watched: the per-node Services' ready endpoints reach the status.
     daemon
         .wait_status("2 ready endpoints for the localservice", |s| {
-            support::spec(s, &format!("localservice/{apps}/local"))["figures"]["ready_endpoints"]
+            support::spec_or_null(s, &format!("localservice/{apps}/local"))["figures"]["ready_endpoints"]
                 .as_object()
                 .is_some_and(|m| m.values().filter_map(Value::as_u64).sum::<u64>() == 2)
         })

@@ -332,13 +332,13 @@ async fn a_health_rule_judges_a_custom_resource_by_its_status() {
     let id = format!("manifest/{ns}/Widget.{group}/w");
     daemon
         .wait_status("the widget ready", |s| {
-            support::spec(s, &id)["ready"] == true
+            support::spec_or_null(s, &id)["ready"] == true
         })
         .await;
     set_phase("Broken").await;
     let status = daemon
         .wait_status("the widget failed", |s| {
-            support::spec(s, &id)["status"] == "Failed"
+            support::spec_or_null(s, &id)["status"] == "Failed"
         })
         .await;
     let message = support::spec(&status, &id)["message"].to_string();

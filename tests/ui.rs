@@ -576,8 +576,8 @@ async fn in_report_mode_drift_is_badged_and_listed_and_localservice_nodes_are_sh
     let near = format!("localservice/{ns}/near");
     let status = daemon
         .wait_status("shop ready and near's nodes known", |s| {
-            support::spec(s, &shop)["ready"] == true
-                && support::spec(s, &near)["figures"]["nodes"]
+            support::spec_or_null(s, &shop)["ready"] == true
+                && support::spec_or_null(s, &near)["figures"]["nodes"]
                     .as_array()
                     .is_some_and(|n| !n.is_empty())
         })
@@ -599,7 +599,7 @@ async fn in_report_mode_drift_is_badged_and_listed_and_localservice_nodes_are_sh
     support::scale_as_someone_else(&client, &ns, "shop", 3).await;
     let drifted = daemon
         .wait_status("the drift reported", |s| {
-            support::spec(s, &shop)["drifted"]
+            support::spec_or_null(s, &shop)["drifted"]
                 .as_array()
                 .is_some_and(|d| !d.is_empty())
         })

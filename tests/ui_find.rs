@@ -376,7 +376,7 @@ async fn the_failing_spec_comes_first_is_found_by_status_and_its_view_shows_the_
     let drifted_spec = format!("manifest/{ns}/ConfigMap/{drifted_name}");
     daemon
         .wait_status("the drift reported", |s| {
-            support::spec(s, &drifted_spec)["drifted"]
+            support::spec_or_null(s, &drifted_spec)["drifted"]
                 .as_array()
                 .is_some_and(|d| !d.is_empty())
         })

@@ -413,6 +413,16 @@ pub fn all_ready(status: &Value) -> bool {
         .is_some_and(|s| !s.is_empty() && s.iter().all(|s| s["ready"] == true))
 }
 
+/// Spec `id` of `status`, or null while the status does not list it yet: for the
+/// predicates of `wait_status`, which see the status of a daemon still starting.
+pub fn spec_or_null<'a>(status: &'a Value, id: &str) -> &'a Value {
+    static NULL: Value = Value::Null;
+    status["specs"]
+        .as_array()
+        .and_then(|s| s.iter().find(|s| s["id"] == id))
+        .unwrap_or(&NULL)
+}
+
 pub fn spec<'a>(status: &'a Value, id: &str) -> &'a Value {
     status["specs"]
         .as_array()
