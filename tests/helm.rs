@@ -271,15 +271,15 @@ fn a_chart_nobody_names_is_rendered_with_its_own_values() {
     );
 }
 
-/// A helm that logs each `template` (the release), then runs the real one; the log's path
-/// is written in, as a run's environment is cleared.
-fn counting_helm(dir: &Path) -> (PathBuf, PathBuf) {
-    let log = dir.join("templates.log");
+/// A helm that appends what `record` (a shell command) prints to `log` in `dir`, then
+/// runs the real one; the log's path is written in, as a run's environment is cleared.
+fn recording_helm(dir: &Path, log: &str, record: &str) -> (PathBuf, PathBuf) {
+    let log = dir.join(log);
     let wrapper = dir.join("helm");
     std::fs::write(
         &wrapper,
         format!(
-            "#!/bin/sh\n[ \"$1\" = template ] && echo \"$2\" >> '{}'\nexec '{}' \"$@\"\n",
+            "#!/bin/sh\n{record} >> '{}'\nexec '{}' \"$@\"\n",
             log.display(),
             helm("DRIFTLESS_TEST_HELM4")
         ),
@@ -288,6 +288,11 @@ fn counting_helm(dir: &Path) -> (PathBuf, PathBuf) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
     (wrapper, log)
+}
+
+/// A helm that logs each `template` (the release), then runs the real one.
+fn counting_helm(dir: &Path) -> (PathBuf, PathBuf) {
+    recording_helm(dir, "templates.log", "[ \"$1\" = template ] && echo \"$2\"")
 }
 
 #[tokio::test]
@@ -757,20 +762,7 @@ fn a_chart_from_an_oci_registry_renders_as_the_tree_s() {
 
 /// A helm that logs every command line it is given, then runs the real one.
 fn logging_helm(dir: &Path) -> (PathBuf, PathBuf) {
-    let log = dir.join("argv.log");
-    let wrapper = dir.join("helm");
-    std::fs::write(
-        &wrapper,
-        format!(
-            "#!/bin/sh\necho \"$*\" >> '{}'\nexec '{}' \"$@\"\n",
-            log.display(),
-            helm("DRIFTLESS_TEST_HELM4")
-        ),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
-    (wrapper, log)
+    recording_helm(dir, "argv.log", "echo \"$*\"")
 }
 
 /// `driftless render ROOT --out OUT` with `extra` flags: its output.
@@ -885,8 +877,7 @@ fn a_chart_behind_a_password_is_pulled_by_range_with_the_operator_s_credentials(
         &cache,
         &creds_flag,
     );
-    assert_exit(&o, 2);
-    let stderr = String::from_utf8_lossy(&o.stderr);
+    let stderr = one_line_refusal(&o);
     assert!(
         stderr.starts_with(&format!(
             "apps.toml:2:7: cannot pull chart podinfo ~6.0.0 from {}",
@@ -916,20 +907,6 @@ fn a_chart_behind_a_password_is_pulled_by_range_with_the_operator_s_credentials(
     );
 }
 
-/// `openssl` with `args` in `dir`; it must succeed.
-fn openssl(dir: &Path, args: &[&str]) {
-    let out = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .expect("openssl");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// A chart repository over TLS whose certificate a test CA signed: refused without that
 /// CA, pulled with it as `ca-file`, and pulled unverified only when asked.
 #[test]
@@ -945,7 +922,7 @@ fn a_chart_repository_over_tls_is_verified_against_the_named_ca() {
         "ec_paramgen_curve:prime256v1",
         "-nodes",
     ];
-    openssl(
+    support::openssl(
         &creds,
         &[
             &["req", "-x509"][..],
@@ -963,7 +940,7 @@ fn a_chart_repository_over_tls_is_verified_against_the_named_ca() {
         ]
         .concat(),
     );
-    openssl(
+    support::openssl(
         d,
         &[
             &["req"][..],
@@ -982,7 +959,7 @@ fn a_chart_repository_over_tls_is_verified_against_the_named_ca() {
     std::fs::write(d.join("ext"), "subjectAltName=IP:127.0.0.1\n").unwrap();
     let ca = creds.join("ca.crt");
     let ca_key = creds.join("ca.key");
-    openssl(
+    support::openssl(
         d,
         &[
             "x509",

@@ -21,7 +21,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, ListParams};
 use serde_json::Value;
-use support::{Daemon, GitHttp, base64, basic, git, hmac_sha256_hex, scrub_env, tail};
+use support::{Daemon, GitHttp, base64, basic, git, hmac_sha256_hex, openssl, scrub_env, tail};
 use tempfile::TempDir;
 
 const WAIT: Duration = Duration::from_secs(120);
@@ -862,19 +862,6 @@ impl Drop for KillOnDrop {
 
 // ---------------------------------------------------------------------------------------
 // 4. TLS is verified by default
-
-fn openssl(dir: &Path, args: &[&str]) {
-    let out = Command::new("openssl")
-        .current_dir(dir)
-        .args(args)
-        .output()
-        .expect("openssl is installed");
-    assert!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
 
 /// A CA of our own: `<name>.crt` and `<name>.key` in `dir`.
 fn make_ca(dir: &Path, name: &str) -> PathBuf {

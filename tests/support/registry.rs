@@ -21,7 +21,8 @@ pub struct TestRegistry {
 pub const REGISTRY_USER: &str = "ci";
 pub const REGISTRY_PASSWORD: &str = "s3cret-pass";
 
-fn openssl(dir: &Path, args: &[&str]) {
+/// `openssl ARGS` in `dir`; it must succeed.
+pub fn openssl(dir: &Path, args: &[&str]) {
     let out = Command::new("openssl")
         .current_dir(dir)
         .args(args)
