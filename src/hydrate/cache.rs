@@ -21,7 +21,7 @@ pub struct KeyBuilder(Sha256);
 
 impl Key {
     fn file_name(&self) -> String {
-        self.0.iter().map(|b| format!("{b:02x}")).collect()
+        hex(&self.0)
     }
 }
 
@@ -109,6 +109,11 @@ impl Cache {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+}
+
+/// Lower-case hex, as digests are shown and named on disk.
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 fn write_atomically(dir: &std::path::Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {

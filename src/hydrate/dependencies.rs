@@ -18,13 +18,11 @@ pub struct Needs {
     pub missing: Vec<Dependency>,
 }
 
-/// The dependencies of the chart in `chart`, none of which may lead out of `bound`.
-pub fn of(chart: &Path, bound: &Path) -> Result<Needs, String> {
+/// The dependencies `meta` (the `Chart.yaml` of `chart`) names, none of which may lead
+/// out of `bound`.
+pub fn of(meta: &tree::ChartMeta, chart: &Path, bound: &Path) -> Result<Needs, String> {
     let mut needs = Needs::default();
-    let Some(meta) = tree::chart_meta(chart) else {
-        return Ok(needs);
-    };
-    for d in meta.dependencies {
+    for d in &meta.dependencies {
         let repo = d.repository.as_deref().unwrap_or_default();
         if let Some(rel) = repo.strip_prefix("file://") {
             let dir = chart
@@ -39,7 +37,7 @@ pub fn of(chart: &Path, bound: &Path) -> Result<Needs, String> {
             }
             needs.local.push(dir);
         } else if !repo.is_empty() && !vendored(chart, &d.name) {
-            needs.missing.push(d);
+            needs.missing.push(d.clone());
         }
     }
     Ok(needs)

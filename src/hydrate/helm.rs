@@ -110,6 +110,8 @@ pub struct Prepared {
     pub args: Vec<OsString>,
     pub shown: String,
     pub key: super::cache::Key,
+    /// Its `Chart.yaml`: the release's figures.
+    pub meta: super::tree::ChartMeta,
     /// What the chart needs fetched before it renders, and where it is.
     pub needs: super::dependencies::Needs,
     pub chart: PathBuf,
@@ -154,7 +156,8 @@ pub fn prepare(
     key.part(helm.program.as_os_str().as_encoded_bytes())
         .part(helm.version.as_bytes());
     digest_tree(&bound, &chart, &mut key)?;
-    let needs = super::dependencies::of(&chart, &bound)?;
+    let meta = super::tree::chart_meta(&chart).unwrap_or_default();
+    let needs = super::dependencies::of(&meta, &chart, &bound)?;
     for dir in &needs.local {
         digest_tree(&bound, dir, &mut key)?;
     }
@@ -233,6 +236,7 @@ pub fn prepare(
         args,
         shown: shown.join(" "),
         key: key.finish(),
+        meta,
         needs,
         chart,
         bound,
@@ -504,8 +508,7 @@ impl super::Renderer {
             }
         };
         let objects = objects(&rendered, r)?;
-        let meta = super::tree::chart_meta(&prepared.chart).unwrap_or_default();
-        Ok((prepared.shown, to_yaml(&objects), meta))
+        Ok((prepared.shown, to_yaml(&objects), prepared.meta))
     }
 }
 

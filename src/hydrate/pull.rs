@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
+use super::cache::hex;
 use crate::spec::helm::HelmRelease;
 
 const DIGEST_FILE: &str = "digest";
@@ -121,28 +122,34 @@ pub fn chart(
         )))[..24]
             .to_string()
     };
-    let resolution = cache.join("ranges").join(key(wanted));
+    // Each cached entry's archive is hashed once per use: a resync does no more.
+    let cached = |version: &str| verified(&cache.join(key(version)));
     let version = if is_exact(wanted) {
         wanted.to_string()
     } else {
-        match resolved(&resolution) {
-            Some((version, fresh)) if fresh && verified(&cache.join(key(&version))).is_some() => {
+        let resolution = cache.join("ranges").join(key(wanted));
+        let last = resolved(&resolution);
+        if let Some((version, true)) = &last
+            && let Some(chart) = cached(version)
+        {
+            return Ok((chart, version.clone()));
+        }
+        match fetch(helm, r, wanted, cache, credentials, limits, slots) {
+            Ok((version, staged, _tmp)) => {
+                store(&staged, &cache.join(key(&version)))?;
+                let _ = std::fs::create_dir_all(cache.join("ranges"));
+                let _ = std::fs::write(&resolution, &version);
                 version
             }
-            last => match fetch(helm, r, wanted, cache, credentials, limits, slots) {
-                Ok((version, staged, _tmp)) => {
-                    store(&staged, &cache.join(key(&version)))?;
-                    let _ = std::fs::create_dir_all(cache.join("ranges"));
-                    let _ = std::fs::write(&resolution, &version);
-                    version
+            Err(e) => match last {
+                Some((version, _)) => {
+                    let Some(chart) = cached(&version) else {
+                        return Err(e);
+                    };
+                    tracing::warn!(chart = %r.chart, range = wanted, %version, error = %e, "cannot resolve the range again; the last version it gave stays");
+                    return Ok((chart, version));
                 }
-                Err(e) => match last {
-                    Some((version, _)) if verified(&cache.join(key(&version))).is_some() => {
-                        tracing::warn!(chart = %r.chart, range = wanted, %version, error = %e, "cannot resolve the range again; the last version it gave stays");
-                        version
-                    }
-                    _ => return Err(e),
-                },
+                None => return Err(e),
             },
         }
     };
@@ -356,8 +363,4 @@ fn unpack_archive(bytes: &[u8], into: &Path) -> Result<(), String> {
         }
     }
     Ok(())
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }

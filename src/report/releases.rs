@@ -21,22 +21,13 @@ pub struct ReleaseStatus {
 impl ReleaseStatus {
     /// One line: `web/podinfo: chart podinfo 6.2.3 (app 6.2.3), 5/5 specs ready`.
     pub fn describe(&self) -> String {
-        let r = &self.release;
-        let app = r
-            .app_version
-            .as_ref()
-            .map(|a| format!(" (app {a})"))
-            .unwrap_or_default();
         let state = match self.status.as_str() {
             "Ready" => String::new(),
             other => format!(", {other}"),
         };
         format!(
-            "{}/{}: chart {} {}{app}, {}/{} specs ready{state}",
-            r.namespace,
-            r.release_name,
-            r.chart,
-            r.version,
+            "{}, {}/{} specs ready{state}",
+            self.release.title(),
             self.ready_specs,
             self.specs.len()
         )
@@ -90,18 +81,7 @@ pub fn diff_text(
         .iter()
         .filter_map(|s| {
             let r = tree.rendered.get(&s.at.file)?.release.as_ref()?;
-            let app = r
-                .app_version
-                .as_ref()
-                .map(|a| format!(" (app {a})"))
-                .unwrap_or_default();
-            Some((
-                s.id.to_string(),
-                format!(
-                    "# release {}/{}: chart {} {}{app}\n",
-                    r.namespace, r.release_name, r.chart, r.version
-                ),
-            ))
+            Some((s.id.to_string(), format!("# release {}\n", r.title())))
         })
         .collect();
     let mut out = String::new();

@@ -242,6 +242,21 @@ pub struct Release {
     pub line: usize,
 }
 
+impl Release {
+    /// `web/podinfo: chart podinfo 6.2.3 (app 6.2.3)`: how the CLI names a release.
+    pub fn title(&self) -> String {
+        let app = self
+            .app_version
+            .as_ref()
+            .map(|a| format!(" (app {a})"))
+            .unwrap_or_default();
+        format!(
+            "{}/{}: chart {} {}{app}",
+            self.namespace, self.release_name, self.chart, self.version
+        )
+    }
+}
+
 impl SpecTree {
     /// Specs that say `adopt = true`: they may take over objects driftless did not create.
     pub fn adopt_specs(&self) -> BTreeSet<SpecId> {
