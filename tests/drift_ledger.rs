@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 
 use serde_json::Value;
-use support::{Daemon, http};
+use support::{Daemon, Recorder, Request, http};
 
 const IMAGE: &str = "/spec/template/spec/containers/0/image";
 
@@ -52,7 +52,8 @@ fn of<'a>(drifts: &'a [Value], object: &str) -> Vec<&'a Value> {
     drifts.iter().filter(|d| d["object"] == object).collect()
 }
 
-fn start(ns: &str, dir: &Path, mode: &str) -> Daemon {
+/// A daemon in `mode` telling `hooks` (a webhook at `/hook`, a chat at `/chat`).
+fn start(ns: &str, dir: &Path, mode: &str, hooks: &Recorder) -> Daemon {
     Daemon::builder(ns)
         .args(&[
             "--dir",
@@ -61,8 +62,22 @@ fn start(ns: &str, dir: &Path, mode: &str) -> Daemon {
             "1h",
             "--drift",
             mode,
+            "--notify",
+            &hooks.url("/hook"),
+            "--notify-slack",
+            &hooks.url("/chat"),
         ])
         .start()
+}
+
+/// The `drift` notices the webhook got, as JSON.
+fn drift_notices(hooks: &Recorder) -> Vec<Value> {
+    hooks
+        .under("/hook")
+        .iter()
+        .map(Request::json)
+        .filter(|b| b["event"] == "drift")
+        .collect()
 }
 
 #[tokio::test]
@@ -71,7 +86,8 @@ async fn corrected_drift_is_recorded_with_fields_values_manager_and_times_and_su
     let ns = support::namespace(&client, "ledger").await;
     let specs = tempfile::tempdir().unwrap();
     tree(specs.path(), &ns, "nginx:1.17.1");
-    let mut daemon = start(&ns, specs.path(), "correct");
+    let hooks = Recorder::start().await;
+    let mut daemon = start(&ns, specs.path(), "correct", &hooks);
     daemon
         .wait_status("both ready", |s| {
             support::all_ready(s) && s["specs"].as_array().is_some_and(|a| a.len() == 2)
@@ -117,6 +133,42 @@ async fn corrected_drift_is_recorded_with_fields_values_manager_and_times_and_su
         began <= time("seen") && time("seen") <= time("corrected"),
         "{record:#}"
     );
+    // Told once, to the webhook with the record's fields and writer, and to the chat.
+    hooks
+        .wait_for("the drift told", "/hook", |seen| {
+            seen.iter().any(|s| s.json()["event"] == "drift")
+        })
+        .await;
+    let told = drift_notices(&hooks);
+    assert_eq!(told.len(), 1, "{told:#?}");
+    let notice = &told[0];
+    assert_eq!(notice["drift"]["object"], web, "{notice:#}");
+    assert_eq!(notice["drift"]["mode"], "corrected", "{notice:#}");
+    assert_eq!(notice["drift"]["fields"], record["fields"], "{notice:#}");
+    assert_eq!(
+        notice["drift"]["managers"], record["managers"],
+        "{notice:#}"
+    );
+    assert_eq!(notice["drift"]["began"], record["began"], "{notice:#}");
+    assert_eq!(
+        notice["specs"],
+        serde_json::json!([format!("manifest/{ns}/Deployment.apps/web")])
+    );
+    assert_eq!(
+        notice["message"],
+        format!("{web}: {IMAGE} changed by kubectl-set; taken back"),
+        "{notice:#}"
+    );
+    hooks
+        .wait_for("the chat told", "/chat", |seen| {
+            seen.iter().any(|s| {
+                s.json()["text"]
+                    .as_str()
+                    .is_some_and(|t| t.contains(": drift at "))
+            })
+        })
+        .await;
+
     // Taken back in the cluster.
     let live = kube::Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(client.clone(), &ns)
         .get("web")
@@ -147,6 +199,22 @@ async fn corrected_drift_is_recorded_with_fields_values_manager_and_times_and_su
     for plain in ["applied-pw-7f3a", "by-hand-pw-91c2"] {
         assert!(!text.contains(plain), "{plain} in the ledger: {text}");
         assert!(!text.contains(&support::base64(plain.as_bytes())), "{text}");
+    }
+    // Its notice, like the ledger, carries hashes only.
+    hooks
+        .wait_for("the Secret's drift told", "/hook", |seen| {
+            seen.iter()
+                .any(|s| s.json()["drift"]["object"] == secret.as_str())
+        })
+        .await;
+    let told: String = hooks
+        .under("/")
+        .iter()
+        .map(|s| String::from_utf8_lossy(&s.body).into_owned())
+        .collect();
+    for plain in ["applied-pw-7f3a", "by-hand-pw-91c2"] {
+        assert!(!told.contains(plain), "{plain} told: {told}");
+        assert!(!told.contains(&support::base64(plain.as_bytes())), "{told}");
     }
     let field = &of(&drifts, &secret)[0]["fields"][0];
     assert_eq!(field["pointer"], "/data/password", "{field:#}");
@@ -217,7 +285,8 @@ async fn reported_drift_stands_in_the_ledger_diff_shows_it_and_a_correcting_sync
     let ns = support::namespace(&client, "ledger-report").await;
     let specs = tempfile::tempdir().unwrap();
     tree(specs.path(), &ns, "nginx:1.17.1");
-    let daemon = start(&ns, specs.path(), "report");
+    let hooks = Recorder::start().await;
+    let daemon = start(&ns, specs.path(), "report", &hooks);
     daemon
         .wait_status("both ready", |s| {
             support::all_ready(s) && s["specs"].as_array().is_some_and(|a| a.len() == 2)
@@ -247,6 +316,18 @@ async fn reported_drift_stands_in_the_ledger_diff_shows_it_and_a_correcting_sync
     );
     assert_eq!(record["fields"][0]["pointer"], IMAGE);
     assert_eq!(record["fields"][0]["found"], "nginx:1.99.0");
+    hooks
+        .wait_for("the drift told", "/hook", |seen| {
+            seen.iter().any(|s| s.json()["event"] == "drift")
+        })
+        .await;
+    let told = drift_notices(&hooks);
+    assert_eq!(told[0]["drift"]["mode"], "reported", "{told:#?}");
+    assert_eq!(
+        told[0]["message"],
+        format!("{web}: {IMAGE} changed by kubectl-set; left as found (drift report)"),
+        "{told:#?}"
+    );
 
     // `diff` shows that drift as the change apply would take back: exit 1, not 2.
     let out = support::driftless_on_cluster(&ns, &["diff", &specs.path().display().to_string()]);
@@ -280,4 +361,12 @@ async fn reported_drift_stands_in_the_ledger_diff_shows_it_and_a_correcting_sync
     assert_eq!(records.len(), 1, "{drifts:#?}");
     assert_eq!(records[0]["mode"], "corrected", "{drifts:#?}");
     assert_eq!(records[0]["began"], record["began"], "{drifts:#?}");
+    // A drift is told once: seen again by the reporting daemon's syncs, it was not told
+    // again.
+    assert_eq!(
+        drift_notices(&hooks).len(),
+        1,
+        "{:#?}",
+        drift_notices(&hooks)
+    );
 }

@@ -9,90 +9,11 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::body::Bytes;
-use axum::http::{HeaderMap, Uri};
-use serde_json::Value;
-use support::{ConfigRepo, Daemon, GitDaemon, http};
+use support::{ConfigRepo, Daemon, GitDaemon, Recorder, Request, http};
 
 const WAIT: Duration = Duration::from_secs(90);
 const TOKEN: &str = "ghp-t0ken-never-logged";
 const SECRET: &str = "webhook-s3cret";
-
-#[derive(Debug, Clone)]
-struct Seen {
-    path: String,
-    headers: HeaderMap,
-    body: Bytes,
-}
-
-impl Seen {
-    fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
-    }
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers.get(name).and_then(|v| v.to_str().ok())
-    }
-}
-
-/// Records every request and answers 201, as GitHub does for a new status.
-struct Recorder {
-    addr: SocketAddr,
-    seen: Arc<Mutex<Vec<Seen>>>,
-}
-
-impl Recorder {
-    async fn start() -> Recorder {
-        let seen: Arc<Mutex<Vec<Seen>>> = Arc::default();
-        let log = seen.clone();
-        let app = axum::Router::new().fallback(move |uri: Uri, headers: HeaderMap, body: Bytes| {
-            let log = log.clone();
-            async move {
-                log.lock().unwrap().push(Seen {
-                    path: uri.path().to_string(),
-                    headers,
-                    body,
-                });
-                axum::http::StatusCode::CREATED
-            }
-        });
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        tokio::spawn(async move { axum::serve(listener, app).await });
-        Recorder { addr, seen }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://{}{path}", self.addr)
-    }
-
-    fn under(&self, prefix: &str) -> Vec<Seen> {
-        let seen = self.seen.lock().unwrap();
-        seen.iter()
-            .filter(|s| s.path.starts_with(prefix))
-            .cloned()
-            .collect()
-    }
-
-    fn count(&self) -> usize {
-        self.seen.lock().unwrap().len()
-    }
-
-    /// Waits until `check` accepts what arrived under `prefix`.
-    async fn wait_for(&self, what: &str, prefix: &str, check: impl Fn(&[Seen]) -> bool) {
-        support::eventually(what, WAIT, || async {
-            let seen = self.under(prefix);
-            if check(&seen) {
-                Ok(())
-            } else {
-                Err(format!(
-                    "{:#?}",
-                    seen.iter().map(Seen::json).collect::<Vec<_>>()
-                ))
-            }
-        })
-        .await;
-    }
-}
 
 /// Accepts connections and never answers: a receiver that hangs.
 async fn silent_receiver() -> (SocketAddr, Arc<Mutex<usize>>) {
@@ -111,7 +32,7 @@ async fn silent_receiver() -> (SocketAddr, Arc<Mutex<usize>>) {
 }
 
 /// GitHub status states posted for `sha`, in order.
-fn states(statuses: &[Seen], sha: &str) -> Vec<String> {
+fn states(statuses: &[Request], sha: &str) -> Vec<String> {
     statuses
         .iter()
         .filter(|s| s.path.ends_with(&format!("/statuses/{sha}")))
@@ -119,7 +40,7 @@ fn states(statuses: &[Seen], sha: &str) -> Vec<String> {
         .collect()
 }
 
-fn events(hooks: &[Seen]) -> Vec<(String, String)> {
+fn events(hooks: &[Request]) -> Vec<(String, String)> {
     hooks
         .iter()
         .map(|s| {
@@ -306,7 +227,7 @@ async fn a_good_a_broken_and_a_fixed_commit_are_told_once_each() {
         recorder
             .under("/")
             .iter()
-            .map(Seen::json)
+            .map(Request::json)
             .collect::<Vec<_>>()
     );
     assert_eq!(

@@ -579,6 +579,39 @@ image = "codercom/code-server:4"
         (Status::Failed, "CrashLoopBackOff".into())
     );
     assert_eq!(reason("fine").0, Status::Current);
+    // A spec's reason agrees with its objects: the object that carries its verdict says
+    // the same (the Deployment takes its crashing Pod's reason, not "LessAvailable").
+    for h in health.iter().filter(|h| h.status == Status::Failed) {
+        assert!(
+            h.objects
+                .iter()
+                .any(|o| o.status.status == Status::Failed && o.status.reason == h.reason),
+            "{}: Failed {:?}, but no object of it says so: {:#?}",
+            h.id,
+            h.reason,
+            h.objects
+        );
+        assert!(
+            h.objects
+                .iter()
+                .all(|o| o.status.status != Status::InProgress
+                    || o.status.reason.as_deref() != Some("LessAvailable")),
+            "{}: {:#?}",
+            h.id,
+            h.objects
+        );
+    }
+    let webcrash = health.iter().find(|h| h.id.ends_with("/webcrash")).unwrap();
+    let deployment = webcrash
+        .objects
+        .iter()
+        .find(|o| o.object.starts_with("Deployment.apps "))
+        .unwrap();
+    assert!(
+        deployment.status.message.starts_with("Pod ")
+            && deployment.status.message.contains("(Available: 0/1)"),
+        "{deployment:#?}"
+    );
 
     // The CLI's --wait exits non-zero naming the reason.
     let dir = tempfile::tempdir().unwrap();

@@ -557,11 +557,15 @@ async fn serial_ten_thousand_specs_draw_in_under_a_second_and_one_specs_delta_re
              const first = performance.now() - t;\
              const firstRow = document.querySelector('#spec-rows tr[data-id]').dataset.id;\
              const rows = document.querySelectorAll('#spec-rows tr[data-id]').length;\
-             const changed = Object.assign({}, specs[42], {ready: false, status: 'InProgress'});\
-             t = performance.now();\
-             applyDelta(model, {specs: [changed]}); render();\
-             const update = performance.now() - t;\
-             return {first, update, firstRow, rows};",
+             const updates = [];\
+             for (let k = 0; k < 7; k++) {\
+               const changed = Object.assign({}, specs[42 + k], {ready: false, status: 'InProgress'});\
+               t = performance.now();\
+               applyDelta(model, {specs: [changed]}); render();\
+               updates.push(performance.now() - t);\
+             }\
+             const moved = [...document.querySelectorAll('#spec-rows tr[data-id]')].slice(0, 3).map(r => r.dataset.id);\
+             return {first, updates, firstRow, rows, moved};",
         )
         .await;
     println!("10,000 specs in Chromium: {figures}");
@@ -572,10 +576,28 @@ async fn serial_ten_thousand_specs_draw_in_under_a_second_and_one_specs_delta_re
     );
     let first = figures["first"].as_f64().unwrap();
     assert!(first < 1000.0, "first screen took {first} ms");
-    // The issue asks under 50 ms; on this shared 2-core machine it measured 64 to 87 ms,
-    // so the test holds it to 150 ms (a whole redraw of 10,000 rows is several times
-    // that) and prints the figure.
-    let update = figures["update"].as_f64().unwrap();
-    assert!(update < 150.0, "one spec's delta took {update} ms");
+    // Each delta put its spec (now in progress) right after the failed one: the rows
+    // really moved.
+    assert_eq!(
+        figures["moved"],
+        json!([
+            "manifest/ns-45/Deployment.apps/app-7345",
+            "manifest/ns-42/Deployment.apps/app-42",
+            "manifest/ns-43/Deployment.apps/app-43"
+        ]),
+        "{figures}"
+    );
+    // Under 50 ms of script time per update, as the median of seven (one alone can
+    // meet a garbage collection on this shared machine; none may take 150 ms, which a
+    // whole redraw of 10,000 rows takes several times over).
+    let mut updates: Vec<f64> = figures["updates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| u.as_f64().unwrap())
+        .collect();
+    updates.sort_by(f64::total_cmp);
+    assert!(updates[3] < 50.0, "one spec's delta took {updates:?} ms");
+    assert!(updates[6] < 150.0, "one spec's delta took {updates:?} ms");
     browser.close().await;
 }

@@ -149,7 +149,9 @@ function queryLink(text, q) {
 function renderOverview(doc) {
   const specs = doc.specs || [];
   const ready = specs.filter((s) => s.ready).length;
-  const count = (word) => specs.filter((s) => statusWords(s).includes(word)).length;
+  const counts = new Map();
+  for (const spec of specs) for (const word of statusWords(spec)) counts.set(word, (counts.get(word) || 0) + 1);
+  const count = (word) => counts.get(word) || 0;
   // Each count is a link to the list filtered to what it counts.
   const parts = [queryLink(`${ready}/${plural(specs.length, "spec")} ready`, ready < specs.length ? "status:unready" : "")];
   for (const [word, label] of [["failed", "failed"], ["suspended", "suspended"], ["drifted", "drifted"]]) {
@@ -199,6 +201,9 @@ function renderOverview(doc) {
 // The row drawn for each spec entry: a delta replaces only the entries that changed, so
 // an unchanged entry is the same object and its row is reused without comparing.
 const rowOf = new WeakMap();
+// Each spec's row by id, whichever entry drew it: a changed entry finds the row to keep
+// here, without reading 10,000 rows back from the page.
+const rowById = new Map();
 
 function specRow(spec, kept) {
   const same = rowOf.get(spec);
@@ -232,6 +237,7 @@ function specRow(spec, kept) {
   });
   row.dataset.signature = signature;
   rowOf.set(spec, row);
+  kept.set(spec.id, row);
   return row;
 }
 
@@ -243,7 +249,8 @@ function renderSpecs(doc) {
   $("sort").value = state.sort;
   $("group").checked = state.group === "source";
   renderFacets(specs, state);
-  const shown = sortSpecs(specs.filter((s) => matches(s, parseQuery(state.q))), state.sort);
+  const terms = parseQuery(state.q);
+  const shown = sortSpecs(terms.length ? specs.filter((s) => matches(s, terms)) : specs, state.sort);
   setText(
     $("specs-caption"),
     specs.length
@@ -253,15 +260,7 @@ function renderSpecs(doc) {
   // A row is redrawn only when its spec changed: a button a person is about to press is
   // not swapped under the pointer by a status event about some other spec.
   const body = $("spec-rows");
-  // Built only when some entry has no row of its own yet (after a whole document).
-  let keptRows = null;
-  const kept = {
-    get: (id) => {
-      keptRows = keptRows || new Map([...body.querySelectorAll("tr[data-id]")].map((row) => [row.dataset.id, row]));
-      return keptRows.get(id);
-    },
-  };
-  let rows = shown.map((spec) => specRow(spec, kept));
+  let rows = shown.map((spec) => specRow(spec, rowById));
   if (state.group === "source") {
     const groups = new Map();
     shown.forEach((spec, i) => {
@@ -281,8 +280,13 @@ function renderSpecs(doc) {
     body.replaceChildren(...rows);
     return;
   }
+  if (now.length === rows.length && rows.every((row, i) => now[i] === row)) return;
   const wanted = new Set(rows);
-  for (const row of [...now]) if (!wanted.has(row)) row.remove();
+  for (const row of [...now]) {
+    if (wanted.has(row)) continue;
+    row.remove();
+    if (row.dataset.id && rowById.get(row.dataset.id) === row) rowById.delete(row.dataset.id);
+  }
   for (let i = 0; i < rows.length; i++) {
     if (now[i] !== rows[i]) body.insertBefore(rows[i], now[i] || null);
   }

@@ -104,11 +104,25 @@ function sortSpecs(specs, sort) {
   const cmp = (x, y) => (x < y ? -1 : x > y ? 1 : 0);
   const byId = (a, b) => cmp(a.id, b.id);
   const keyed = {
-    trouble: (a, b) => troubleRank(a) - troubleRank(b) || byId(a, b),
     name: (a, b) => cmp(a.name, b.name) || byId(a, b),
     file: (a, b) => cmp(a.file, b.file) || (a.line || 0) - (b.line || 0) || byId(a, b),
   };
-  return [...specs].sort(keyed[sort] || keyed.trouble);
+  if (keyed[sort]) return [...specs].sort(keyed[sort]);
+  // Each spec's rank once, not once per comparison; and when no spec moved rank and
+  // none came or went (most updates), the last order again without sorting: a redraw
+  // of 10,000 specs is within an update's budget only so.
+  const ranks = specs.map(troubleRank);
+  const last = sortSpecs.last;
+  if (
+    last &&
+    last.specs.length === specs.length &&
+    specs.every((spec, i) => spec.id === last.specs[i].id && ranks[i] === last.ranks[i])
+  ) {
+    return last.order.map((i) => specs[i]);
+  }
+  const order = specs.map((_, i) => i).sort((a, b) => ranks[a] - ranks[b] || byId(specs[a], specs[b]));
+  sortSpecs.last = { specs, ranks, order };
+  return order.map((i) => specs[i]);
 }
 
 // Facets: each value with how many specs have it; a click puts its term in the search.
@@ -121,11 +135,19 @@ function renderFacets(specs, state) {
     ["Namespace", "ns", (s) => [s.namespace || "(cluster)"]],
     ["Source", "file", (s) => [sourceOf(s)]],
   ];
-  $("facets").replaceChildren(
-    ...groups.map(([title, key, values]) => {
-      const counts = new Map();
-      for (const spec of specs) for (const v of values(spec)) counts.set(v, (counts.get(v) || 0) + 1);
-      const entries = [...counts].sort((a, b) => b[1] - a[1] || a[0].localeCompare(b[0]));
+  const counted = groups.map(([title, key, values]) => {
+    const counts = new Map();
+    for (const spec of specs) for (const v of values(spec)) counts.set(v, (counts.get(v) || 0) + 1);
+    return [title, key, [...counts].sort((a, b) => b[1] - a[1] || (a[0] < b[0] ? -1 : a[0] > b[0] ? 1 : 0))];
+  });
+  // Hundreds of chips are rebuilt only when a count or the query changed: most updates
+  // move no count.
+  const facets = $("facets");
+  const signature = JSON.stringify([state, counted]);
+  if (facets.dataset.signature === signature) return;
+  facets.dataset.signature = signature;
+  facets.replaceChildren(
+    ...counted.map(([title, key, entries]) => {
       return el(
         "div",
         { class: "facet", role: "group", "aria-label": title },

@@ -20,6 +20,7 @@ use tokio::sync::watch;
 
 use crate::apply::drift::{DriftSeen, FieldDrift};
 use crate::object::ObjKey;
+use crate::report::notify::{DriftNotice, Event, Notice};
 use crate::spec::SpecId;
 
 /// Drifts (and syncs) kept: the oldest go first.
@@ -113,6 +114,38 @@ pub fn history_of(
     }
 }
 
+/// The notification of a drift the ledger newly recorded.
+pub fn notice_of(record: &DriftRecord, revision: Option<String>) -> Notice {
+    let by = match record.managers.as_slice() {
+        [] => String::new(),
+        managers => format!(" by {}", managers.join(", ")),
+    };
+    let what = match record.fields.as_slice() {
+        [one] => one.pointer.clone(),
+        fields => format!("{} fields", fields.len()),
+    };
+    let outcome = if record.mode == "corrected" {
+        "taken back"
+    } else {
+        "left as found (drift report)"
+    };
+    Notice {
+        event: Event::Drift,
+        revision,
+        message: format!("{}: {what} changed{by}; {outcome}", record.object),
+        specs: vec![record.spec.clone()],
+        errors: Vec::new(),
+        time: record.seen.clone(),
+        drift: Some(Box::new(DriftNotice {
+            object: record.object.clone(),
+            fields: record.fields.clone(),
+            managers: record.managers.clone(),
+            mode: record.mode.clone(),
+            began: record.began.clone(),
+        })),
+    }
+}
+
 impl Ledger {
     /// The ledger at `path` (none: kept in memory only), as a previous run left it; a
     /// file that cannot be read is said once and started afresh, never fatal.
@@ -143,7 +176,7 @@ impl Ledger {
 
     /// Records the drift a sync met on `key` of `spec`: corrected at `now` when it was
     /// taken back, else standing (one record per standing drift: seen again, it is
-    /// brought up to date, not repeated). Whether it was a new record.
+    /// brought up to date, not repeated). The record when it is a new one.
     pub fn record(
         &mut self,
         key: &ObjKey,
@@ -151,7 +184,7 @@ impl Ledger {
         seen: &DriftSeen,
         corrected: bool,
         now: Timestamp,
-    ) -> bool {
+    ) -> Option<DriftRecord> {
         let object = key.to_string();
         let now = now.to_string();
         let standing = self
@@ -163,7 +196,7 @@ impl Ledger {
         let new = match standing {
             Some(d) => {
                 if seen.fields.is_empty() && seen.managers.is_empty() && !corrected {
-                    return false;
+                    return None;
                 }
                 d.fields.clone_from(&seen.fields);
                 d.managers.clone_from(&seen.managers);
@@ -171,7 +204,7 @@ impl Ledger {
                     d.corrected = Some(now);
                     d.mode = "corrected".into();
                 }
-                false
+                None
             }
             None => {
                 self.file.drifts.push_back(DriftRecord {
@@ -184,10 +217,11 @@ impl Ledger {
                     corrected: corrected.then_some(now),
                     mode: if corrected { "corrected" } else { "reported" }.into(),
                 });
+                let record = self.file.drifts.back().cloned();
                 while self.file.drifts.len() > MAX {
                     self.file.drifts.pop_front();
                 }
-                true
+                record
             }
         };
         self.save();
@@ -278,9 +312,15 @@ mod tests {
         let now: Timestamp = "2026-01-01T00:00:05Z".parse().unwrap();
         {
             let (mut l, _) = Ledger::open(Some(path.clone()));
-            assert!(l.record(&key(), &spec, &seen("nginx:2"), false, now));
+            assert!(
+                l.record(&key(), &spec, &seen("nginx:2"), false, now)
+                    .is_some()
+            );
             // Seen again while it stands: brought up to date, not repeated.
-            assert!(!l.record(&key(), &spec, &seen("nginx:3"), false, now));
+            assert!(
+                l.record(&key(), &spec, &seen("nginx:3"), false, now)
+                    .is_none()
+            );
         }
         let (mut l, rx) = Ledger::open(Some(path.clone()));
         let doc: serde_json::Value = serde_json::from_str(&rx.borrow()).unwrap();
@@ -291,11 +331,38 @@ mod tests {
         l.settle(|_| false, now);
         let doc: serde_json::Value = serde_json::from_str(&rx.borrow()).unwrap();
         assert_eq!(doc["drifts"][0]["corrected"], "2026-01-01T00:00:05Z");
+        // Each drift corrected as it is seen is a record of its own.
         for _ in 0..MAX + 5 {
-            l.record(&key(), &spec, &seen("nginx:4"), true, now);
+            assert!(
+                l.record(&key(), &spec, &seen("nginx:4"), true, now)
+                    .is_some()
+            );
         }
         let (_, rx) = Ledger::open(Some(path));
         let doc: serde_json::Value = serde_json::from_str(&rx.borrow()).unwrap();
         assert_eq!(doc["drifts"].as_array().unwrap().len(), MAX);
+    }
+
+    #[test]
+    fn a_new_drift_is_told_with_its_field_writer_and_outcome() {
+        let mut l = Ledger::open(None).0;
+        let spec: SpecId = "manifest/x/Deployment.apps/web".parse().unwrap();
+        let now: Timestamp = "2026-01-01T00:00:05Z".parse().unwrap();
+        let new = l
+            .record(&key(), &spec, &seen("nginx:2"), true, now)
+            .unwrap();
+        let told = notice_of(&new, Some("abc".into()));
+        assert_eq!(told.event, Event::Drift);
+        assert_eq!(
+            told.message,
+            "Deployment.apps x/web: /spec/template/spec/containers/0/image changed by kubectl-set; taken back"
+        );
+        assert_eq!(told.specs, vec![spec.to_string()]);
+        let drift = told.drift.unwrap();
+        assert_eq!(
+            (drift.mode.as_str(), drift.began.as_str()),
+            ("corrected", "2026-01-01T00:00:00Z")
+        );
+        assert_eq!(drift.fields, seen("nginx:2").fields);
     }
 }

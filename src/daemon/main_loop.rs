@@ -356,17 +356,21 @@ impl Loop {
                         .collect(),
                     Err(_) => Vec::new(),
                 };
-                history = Some((revision, changed));
                 if let Ok(report) = &finished.result {
                     let now = k8s_openapi::jiff::Timestamp::now();
                     for o in &report.objects {
                         let Some(seen) = &o.drift else { continue };
                         let corrected = o.action.is_write();
-                        if self.ledger.record(&o.key, &o.spec, seen, corrected, now) {
+                        if let Some(new) = self.ledger.record(&o.key, &o.spec, seen, corrected, now)
+                        {
                             self.metrics.drift_recorded();
+                            if let Some(notifier) = &self.notifier {
+                                notifier.send(super::ledger::notice_of(&new, revision.clone()));
+                            }
                         }
                     }
                 }
+                history = Some((revision, changed));
                 let keys = std::mem::take(&mut finished.keys);
                 self.state.on_held_applied(&finished.held_applied);
                 let end = finished.take_end();

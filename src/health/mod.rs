@@ -133,7 +133,7 @@ pub fn spec_health(
         .iter()
         .map(|o| (*o, observed.objects.get(&o.key).map(Packed::value)))
         .collect();
-    let statuses: Vec<ObjectHealth> = lives
+    let mut statuses: Vec<ObjectHealth> = lives
         .iter()
         .map(|(o, live)| ObjectHealth {
             object: o.display.clone(),
@@ -142,26 +142,37 @@ pub fn spec_health(
         .collect();
 
     // A workload's Pods say why it is not progressing (CrashLoopBackOff, ImagePullBackOff,
-    // Unschedulable); the Deployment itself only says "Available: 0/3".
-    let pod_failures: Vec<ObjectHealth> = lives
-        .iter()
-        .filter(|(o, _)| o.key.kind == "Deployment")
-        .flat_map(|(o, _)| observed.pods.get(&o.key).into_iter().flatten())
-        .map(|pod| ObjectHealth {
-            object: format!(
-                "Pod {}/{}",
+    // Unschedulable); the Deployment itself only says "Available: 0/3". The Deployment's
+    // own row takes its first failing Pod's verdict, so the spec's reason and its objects'
+    // states never disagree (a spec Failed beside its only object "In progress").
+    for (health, (o, _)) in statuses.iter_mut().zip(&lives) {
+        if o.key.kind != "Deployment" || health.status.status == Status::Current {
+            continue;
+        }
+        let pod_failure = observed
+            .pods
+            .get(&o.key)
+            .into_iter()
+            .flatten()
+            .find_map(|pod| {
+                let status = kstatus::compute(Some(pod), now);
+                (status.status == Status::Failed).then_some((pod, status))
+            });
+        if let Some((pod, pod_status)) = pod_failure {
+            let message = format!(
+                "Pod {}/{}: {} ({})",
                 pod["metadata"]["namespace"].as_str().unwrap_or_default(),
-                pod["metadata"]["name"].as_str().unwrap_or_default()
-            ),
-            status: kstatus::compute(Some(pod), now),
-        })
-        .filter(|h| h.status.status == Status::Failed)
-        .collect();
-    let workload_current = statuses.iter().all(|s| s.status.status == Status::Current);
-    let failed = statuses
-        .iter()
-        .find(|s| s.status.status == Status::Failed)
-        .or_else(|| pod_failures.first().filter(|_| !workload_current));
+                pod["metadata"]["name"].as_str().unwrap_or_default(),
+                pod_status.message,
+                health.status.message
+            );
+            health.status = ObjectStatus {
+                message,
+                ..pod_status
+            };
+        }
+    }
+    let failed = statuses.iter().find(|s| s.status.status == Status::Failed);
     let waiting = statuses.iter().find(|s| s.status.status != Status::Current);
     let (status, reason, message) = match (failed, waiting) {
         (Some(f), _) => (

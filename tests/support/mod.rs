@@ -18,6 +18,7 @@ mod git;
 mod http;
 mod oci;
 mod prometheus;
+mod recorder;
 mod registry;
 
 use std::net::TcpListener;
@@ -34,6 +35,7 @@ pub use git::*;
 pub use http::*;
 pub use oci::*;
 pub use prometheus::*;
+pub use recorder::*;
 pub use registry::*;
 
 /// A bound on waiting for the cluster or a daemon, not a timing assertion.

@@ -163,6 +163,7 @@ fn notice(event: Event, revision: Option<String>, message: String, now: Now) -> 
         specs: Vec::new(),
         errors: Vec::new(),
         time: now.wall.to_string(),
+        drift: None,
     }
 }
 

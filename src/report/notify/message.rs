@@ -94,7 +94,8 @@ impl Target {
     /// commit status also of the start.
     pub fn takes(&self, event: Event) -> bool {
         match self {
-            Target::CommitStatus { .. } => true,
+            // A drift is not the commit's doing: its status stays as the sync left it.
+            Target::CommitStatus { .. } => event != Event::Drift,
             Target::Webhook { .. } | Target::Slack { .. } => event != Event::SyncStarted,
         }
     }
@@ -240,6 +241,8 @@ struct WebhookBody<'a> {
     specs: &'a [String],
     errors: &'a [SourceError],
     time: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    drift: Option<&'a super::DriftNotice>,
 }
 
 fn webhook_body(notice: &Notice, ctx: &Context) -> Vec<u8> {
@@ -252,6 +255,7 @@ fn webhook_body(notice: &Notice, ctx: &Context) -> Vec<u8> {
         specs: &notice.specs,
         errors: &notice.errors,
         time: &notice.time,
+        drift: notice.drift.as_deref(),
     };
     // Plain strings and numbers: serialising cannot fail.
     serde_json::to_vec(&body).unwrap_or_default()
@@ -273,6 +277,7 @@ fn title(event: Event) -> &'static str {
         Event::PruneRefused => "prune refused",
         Event::NotReady => "specs not ready in time",
         Event::Recovered => "recovered",
+        Event::Drift => "drift",
     }
 }
 
@@ -287,6 +292,8 @@ fn slack_body(notice: &Notice, ctx: &Context) -> Vec<u8> {
         .unwrap_or("-");
     let mark = if notice.event.is_failure() {
         ":x:"
+    } else if notice.event == Event::Drift {
+        ":warning:"
     } else {
         ":white_check_mark:"
     };
@@ -301,7 +308,14 @@ fn slack_body(notice: &Notice, ctx: &Context) -> Vec<u8> {
         title(notice.event),
         escape(&notice.message)
     );
-    let items: Vec<String> = if notice.errors.is_empty() {
+    let items: Vec<String> = if let Some(drift) = &notice.drift {
+        // Where and by whom; the values stay in the webhook's JSON and the ledger.
+        drift
+            .fields
+            .iter()
+            .map(|f| format!("`{}`", escape(&f.pointer)))
+            .collect()
+    } else if notice.errors.is_empty() {
         notice
             .specs
             .iter()
@@ -390,6 +404,7 @@ mod tests {
                 message: "unknown field `imagee`".into(),
             }],
             time: "2026-11-23T10:00:00Z".into(),
+            drift: None,
         }
     }
 
@@ -562,6 +577,45 @@ mod tests {
         let slack = Target::Slack { url: "u".into() };
         assert!(!slack.takes(Event::SyncStarted));
         assert!(slack.takes(Event::Recovered));
+    }
+
+    #[test]
+    fn a_drift_goes_to_chat_and_webhooks_with_its_fields_not_to_commit_statuses() {
+        let mut n = notice(Event::Drift);
+        n.errors.clear();
+        n.drift = Some(Box::new(super::super::DriftNotice {
+            object: "Deployment.apps dev/web".into(),
+            fields: vec![crate::apply::drift::FieldDrift {
+                pointer: "/spec/replicas".into(),
+                applied: serde_json::json!(2),
+                found: serde_json::json!(5),
+            }],
+            managers: vec!["kubectl-scale".into()],
+            mode: "corrected".into(),
+            began: "2026-11-23T09:59:59Z".into(),
+        }));
+        let gh = commit_status(Provider::GitHub, "https://api.github.com", "team/config");
+        assert!(!gh.takes(Event::Drift));
+        let hook = Target::Webhook {
+            url: "http://hooks.example/x".into(),
+            secret: None,
+        };
+        let b = body(&hook.message(&n, &ctx()).unwrap());
+        assert_eq!(b["event"], "drift");
+        assert_eq!(b["drift"]["fields"][0]["found"], 5);
+        assert_eq!(b["drift"]["managers"][0], "kubectl-scale");
+        // Other events carry no `drift` field at all.
+        let plain = body(&hook.message(&notice(Event::Recovered), &ctx()).unwrap());
+        assert!(plain.get("drift").is_none(), "{plain}");
+        let slack = Target::Slack { url: "u".into() };
+        let section = body(&slack.message(&n, &ctx()).unwrap())["blocks"][0]["text"]["text"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(
+            section.starts_with(":warning: *drift*") && section.contains("• `/spec/replicas`"),
+            "{section}"
+        );
     }
 
     #[test]

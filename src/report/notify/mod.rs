@@ -40,6 +40,9 @@ pub enum Event {
     NotReady,
     /// Applied and every spec ready again, after any of the failures above.
     Recovered,
+    /// Another writer changed fields driftless applies: taken back, or (`--drift
+    /// report`) left and reported. Once per drift, when the ledger first records it.
+    Drift,
 }
 
 impl Event {
@@ -52,6 +55,7 @@ impl Event {
             Event::PruneRefused => "prune_refused",
             Event::NotReady => "not_ready",
             Event::Recovered => "recovered",
+            Event::Drift => "drift",
         }
     }
 
@@ -77,6 +81,23 @@ pub struct Notice {
     pub errors: Vec<SourceError>,
     /// RFC 3339.
     pub time: String,
+    /// A drift notice's object, fields and writers.
+    pub drift: Option<Box<DriftNotice>>,
+}
+
+/// A drift as a notification tells it: the ledger's record of it, the values as the
+/// ledger keeps them (a Secret's as keyed hashes, never in clear).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DriftNotice {
+    /// `Kind[.group] namespace/name`.
+    pub object: String,
+    pub fields: Vec<crate::apply::drift::FieldDrift>,
+    /// The field managers that wrote them (`kubectl-set`, `kubectl-edit`…).
+    pub managers: Vec<String>,
+    /// "corrected" (taken back) or "reported" (left, `--drift report`).
+    pub mode: String,
+    /// When it began (RFC 3339): its writer's time, else when it was seen.
+    pub began: String,
 }
 
 /// What every message names besides the notice.
