@@ -20,39 +20,7 @@ use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::Duration;
 
-use kube::api::{Api, DynamicObject};
-use kube::core::GroupVersionKind;
-use kube::discovery::ApiResource;
-
 use support::{assert_exit, show};
-
-fn corpus() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/realworld")
-}
-
-/// A project's two versions, as its `SOURCE` names them (`old: tag X`, `new: tag Y`).
-fn versions(project: &str) -> (PathBuf, PathBuf) {
-    let dir = corpus().join(project);
-    let source = std::fs::read_to_string(dir.join("SOURCE")).unwrap_or_else(|e| {
-        panic!(
-            "{}: {e}; the real bundles live in ../shared/realworld beside the repository",
-            dir.join("SOURCE").display()
-        )
-    });
-    let tag = |which: &str| {
-        source
-            .lines()
-            .find_map(|l| l.strip_prefix(&format!("{which}: tag ")))
-            .and_then(|rest| rest.split_whitespace().next())
-            .map(|tag| dir.join(tag))
-            .unwrap_or_else(|| panic!("{project}/SOURCE names no `{which}: tag`"))
-    };
-    let (old, new) = (tag("old"), tag("new"));
-    for v in [&old, &new] {
-        assert!(v.is_dir(), "{} is missing", v.display());
-    }
-    (old, new)
-}
 
 /// Every YAML file of `version`, into `root/bundle` (which is emptied first).
 fn put(version: &Path, root: &Path) {
@@ -61,50 +29,6 @@ fn put(version: &Path, root: &Path) {
         std::fs::remove_dir_all(&bundle).unwrap();
     }
     support::copy_tree(version, &bundle, &[]);
-}
-
-fn reads_kube_system(version: &Path) -> bool {
-    let mut stack = vec![version.to_path_buf()];
-    while let Some(p) = stack.pop() {
-        if p.is_dir() {
-            stack.extend(std::fs::read_dir(&p).unwrap().map(|e| e.unwrap().path()));
-        } else if std::fs::read_to_string(&p).is_ok_and(|t| t.contains("namespace: kube-system")) {
-            return true;
-        }
-    }
-    false
-}
-
-/// What the bundle renders to, as the library reads it.
-fn objects(root: &Path, kube_system: bool) -> Vec<driftless::render::Object> {
-    let mut policy = driftless::spec::Policy::default();
-    if kube_system {
-        policy.allow_namespaces.insert("kube-system".into());
-    }
-    let tree = driftless::spec::load_dir_with(root, &policy)
-        .unwrap_or_else(|e| panic!("{}: {e}", root.display()));
-    driftless::render::render(&tree, &driftless::render::Facts::default()).expect("render")
-}
-
-/// The API resource of each kind the bundle has, by discovery (custom resources only
-/// once their CRD is served).
-async fn resources(
-    client: &kube::Client,
-    objects: &[driftless::render::Object],
-) -> Vec<(driftless::render::Object, ApiResource)> {
-    let mut out = Vec::new();
-    for o in objects {
-        let (group, version) = match o.api_version.split_once('/') {
-            Some((g, v)) => (g, v),
-            None => ("", o.api_version.as_str()),
-        };
-        let gvk = GroupVersionKind::gvk(group, version, &o.kind);
-        let (ar, _) = kube::discovery::pinned_kind(client, &gvk)
-            .await
-            .unwrap_or_else(|e| panic!("discovering {}: {e}", o.display_ref()));
-        out.push((o.clone(), ar));
-    }
-    out
 }
 
 /// The apiserver's count of writes to `plurals`, once no controller is still writing
@@ -140,7 +64,7 @@ impl Run {
 
     /// A re-apply the apiserver counts no write for, then a diff that finds nothing.
     async fn settled(&self, client: &kube::Client, objects: &[driftless::render::Object]) {
-        let found = resources(client, objects).await;
+        let found = support::resources(client, objects).await;
         let mut plurals: BTreeSet<&str> = found.iter().map(|(_, r)| r.plural.as_str()).collect();
         plurals.insert("configmaps"); // the inventory
         let plurals: Vec<&str> = plurals.into_iter().collect();
@@ -185,19 +109,19 @@ fn short_lines(out: &Output) {
 /// The whole life cycle of `project`.
 async fn life_cycle(project: &str) {
     let client = support::client().await;
-    let (old, new) = versions(project);
+    let (old, new) = support::realworld_versions(project);
     let dir = tempfile::tempdir().unwrap();
     let run = Run {
         instance: format!("rw-{project}"),
         root: dir.path().to_path_buf(),
-        kube_system: reads_kube_system(&old) || reads_kube_system(&new),
+        kube_system: support::reads_kube_system(&old) || support::reads_kube_system(&new),
     };
 
     // Install.
     put(&old, &run.root);
     let out = run.driftless(&["validate"]);
     assert_exit(&out, 0);
-    let old_objects = objects(&run.root, run.kube_system);
+    let old_objects = support::rendered_objects(&run.root, run.kube_system);
     let out = run.driftless(&["apply"]);
     assert_exit(&out, 0);
     no_failures(&out);
@@ -207,7 +131,7 @@ async fn life_cycle(project: &str) {
     put(&new, &run.root);
     let out = run.driftless(&["validate"]);
     assert_exit(&out, 0);
-    let new_objects = objects(&run.root, run.kube_system);
+    let new_objects = support::rendered_objects(&run.root, run.kube_system);
     let out = run.driftless(&["apply"]);
     short_lines(&out);
     assert_exit(&out, 0);
@@ -234,36 +158,16 @@ async fn life_cycle(project: &str) {
     run.settled(&client, &new_objects).await;
 
     // Uninstall: nothing of either version is left.
-    let gone = resources(&client, &old_objects)
+    let gone = support::resources(&client, &old_objects)
         .await
         .into_iter()
-        .chain(resources(&client, &new_objects).await)
+        .chain(support::resources(&client, &new_objects).await)
         .collect::<Vec<_>>();
     std::fs::remove_dir_all(run.root.join("bundle")).unwrap();
     let out = run.driftless(&["apply", "--allow-mass-prune", "--wait", "--timeout", "2m"]);
     assert_exit(&out, 0);
     no_failures(&out);
-    support::eventually("the bundle gone", Duration::from_secs(120), || async {
-        let mut left = Vec::new();
-        for (o, ar) in &gone {
-            let api: Api<DynamicObject> = match &o.namespace {
-                Some(ns) if !ns.is_empty() => Api::namespaced_with(client.clone(), ns, ar),
-                _ => Api::all_with(client.clone(), ar),
-            };
-            match api.get_opt(&o.name).await {
-                Ok(None) => {}
-                // Its kind went with its CRD.
-                Err(kube::Error::Api(e)) if e.code == 404 => {}
-                Ok(Some(_)) => left.push(o.display_ref()),
-                Err(e) => left.push(format!("{}: {e}", o.display_ref())),
-            }
-        }
-        match left.is_empty() {
-            true => Ok(()),
-            false => Err(format!("still there: {left:?}")),
-        }
-    })
-    .await;
+    support::all_gone(&client, &gone).await;
 }
 
 macro_rules! bundles {
@@ -300,13 +204,10 @@ bundles! {
 /// `../shared/realworld` is not silently left out.
 #[test]
 fn every_bundle_of_the_corpus_is_tested() {
-    let mut projects: Vec<String> = std::fs::read_dir(corpus())
-        .expect("../shared/realworld")
-        .map(|e| e.unwrap())
-        .filter(|e| e.path().is_dir())
-        .map(|e| e.file_name().to_string_lossy().replace('-', "_"))
+    let projects: Vec<String> = support::realworld_projects()
+        .iter()
+        .map(|p| p.replace('-', "_"))
         .collect();
-    projects.sort();
     let this = include_str!("realworld.rs");
     for p in &projects {
         assert!(

@@ -11,7 +11,7 @@ use std::net::SocketAddr;
 
 use fantoccini::key::Key;
 use serde_json::{Value, json};
-use support::{Browser, Daemon, http};
+use support::{Browser, Daemon, http, url_params, urlencode};
 
 /// A name of 200 characters without a break: it has to wrap or be cut, never widen.
 fn long(i: usize) -> String {
@@ -24,37 +24,6 @@ fn deployment(ns: &str, name: &str, image: &str) -> String {
          spec:\n  replicas: 1\n  selector: {{matchLabels: {{app: {name}}}}}\n  template:\n    \
          metadata: {{labels: {{app: {name}}}}}\n    spec: {{containers: [{{name: main, image: \"{image}\"}}]}}\n"
     )
-}
-
-/// The ids of the rows shown, in order.
-async fn rows(browser: &Browser) -> Vec<String> {
-    let ids = browser
-        .eval("return [...document.querySelectorAll('#spec-rows tr[data-id]')].map(r => r.dataset.id)")
-        .await;
-    serde_json::from_value(ids).unwrap()
-}
-
-async fn no_sideways_scroll(browser: &Browser, what: &str) {
-    let widths = browser
-        .eval(
-            "const d = document.documentElement; \
-             return [d.scrollWidth, d.clientWidth, document.body.scrollWidth];",
-        )
-        .await;
-    let [scroll, client, body] = [0, 1, 2].map(|i| widths[i].as_u64().unwrap());
-    assert!(
-        scroll <= client && body <= client,
-        "{what}: the page scrolls sideways: scrollWidth {scroll} (body {body}) > clientWidth {client}"
-    );
-}
-
-/// `DRIFTLESS_UI_SCREENSHOT_DIR=DIR` keeps the views' screenshots in DIR.
-async fn shot(browser: &Browser, name: &str) {
-    if let Some(dir) = std::env::var_os("DRIFTLESS_UI_SCREENSHOT_DIR") {
-        browser
-            .screenshot(&std::path::Path::new(&dir).join(name))
-            .await;
-    }
 }
 
 async fn get_json(addr: SocketAddr, path: &str) -> (u16, Value) {
@@ -121,15 +90,17 @@ async fn the_failing_spec_comes_first_is_found_by_status_and_its_view_shows_the_
         )
         .await;
     // Trouble first, by default.
-    assert_eq!(rows(&browser).await[0], crashy);
+    assert_eq!(browser.spec_rows().await[0], crashy);
     // The object's own kind, not `manifest`.
     let first = browser.text("#spec-rows tr[data-id]").await;
     assert!(
         first.starts_with("Deployment") && !first.contains("manifest"),
         "{first}"
     );
-    no_sideways_scroll(&browser, "the list at 1600x1000").await;
-    shot(&browser, "find-wide.png").await;
+    browser
+        .assert_no_sideways_scroll("the list at 1600x1000")
+        .await;
+    browser.shot("find-wide.png").await;
     // A long name is whole in its title, wherever the cell cuts or wraps it.
     let titled = browser
         .eval_with(
@@ -177,7 +148,7 @@ async fn the_failing_spec_comes_first_is_found_by_status_and_its_view_shows_the_
             vec![],
         )
         .await;
-    assert_eq!(rows(&browser).await, vec![crashy.clone()]);
+    assert_eq!(browser.spec_rows().await, vec![crashy.clone()]);
     assert_eq!(
         browser.eval("return location.hash").await,
         "#/?q=status%3Afailed"
@@ -358,8 +329,10 @@ async fn the_failing_spec_comes_first_is_found_by_status_and_its_view_shows_the_
         restarts.as_array().unwrap().iter().any(|r| r == "5"),
         "{restarts} in {shown}"
     );
-    no_sideways_scroll(&browser, "the object view at 1600x1000").await;
-    shot(&browser, "object-wide.png").await;
+    browser
+        .assert_no_sideways_scroll("the object view at 1600x1000")
+        .await;
+    browser.shot("object-wide.png").await;
 
     // Drift left in place (report mode) shows as the object's diff.
     let drifted_name = long(0);
@@ -459,13 +432,17 @@ async fn the_failing_spec_comes_first_is_found_by_status_and_its_view_shows_the_
             vec![],
         )
         .await;
-    no_sideways_scroll(&browser, "the list at 400x900").await;
-    shot(&browser, "find-narrow.png").await;
+    browser
+        .assert_no_sideways_scroll("the list at 400x900")
+        .await;
+    browser.shot("find-narrow.png").await;
     browser
         .goto(&format!("http://{addr}/#/spec/{drifted_spec}"))
         .await;
     browser.wait_for_text("#detail", &["Drifted objects"]).await;
-    no_sideways_scroll(&browser, "a long-named spec at 400x900").await;
+    browser
+        .assert_no_sideways_scroll("a long-named spec at 400x900")
+        .await;
     browser
         .goto(&format!(
             "http://{addr}/#/object?{}",
@@ -473,12 +450,16 @@ async fn the_failing_spec_comes_first_is_found_by_status_and_its_view_shows_the_
         ))
         .await;
     browser.wait_for_text("#object", &["Pod crashy-"]).await;
-    no_sideways_scroll(&browser, "the object view at 400x900").await;
+    browser
+        .assert_no_sideways_scroll("the object view at 400x900")
+        .await;
     browser.goto(&format!("http://{addr}/#/history")).await;
     browser.wait_for_text("#history", &["Syncs"]).await;
-    no_sideways_scroll(&browser, "the history at 400x900").await;
-    shot(&browser, "history-narrow.png").await;
-    shot(&browser, "object-narrow.png").await;
+    browser
+        .assert_no_sideways_scroll("the history at 400x900")
+        .await;
+    browser.shot("history-narrow.png").await;
+    browser.shot("object-narrow.png").await;
 
     // Dark mode follows the system: the style sheet redefines the colours for it.
     let dark = browser
@@ -490,28 +471,6 @@ async fn the_failing_spec_comes_first_is_found_by_status_and_its_view_shows_the_
         .await;
     assert_eq!(dark, true);
     browser.close().await;
-}
-
-/// `spec=…&object=…` as the page's URLSearchParams writes it.
-fn url_params(spec: &str, object: &str) -> String {
-    format!("spec={}&object={}", form(spec), form(object))
-}
-
-/// application/x-www-form-urlencoded, as URLSearchParams encodes.
-fn form(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'*' | b'-' | b'.' | b'_' => {
-                (b as char).to_string()
-            }
-            b' ' => "+".to_string(),
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
-}
-
-fn urlencode(s: &str) -> String {
-    form(s).replace('+', "%20")
 }
 
 /// 10,000 specs in the real page: the time its script takes to draw the first screen

@@ -125,6 +125,10 @@ function sortSpecs(specs, sort) {
   return order.map((i) => specs[i]);
 }
 
+// Values a facet shows until its "more" is pressed, and the facets opened so.
+const FACET_SHOWN = 6;
+const openFacets = new Set();
+
 // Facets: each value with how many specs have it; a click puts its term in the search.
 function renderFacets(specs, state) {
   const terms = parseQuery(state.q);
@@ -143,7 +147,7 @@ function renderFacets(specs, state) {
   // Hundreds of chips are rebuilt only when a count or the query changed: most updates
   // move no count.
   const facets = $("facets");
-  const signature = JSON.stringify([state, counted]);
+  const signature = JSON.stringify([state, counted, [...openFacets]]);
   if (facets.dataset.signature === signature) return;
   facets.dataset.signature = signature;
   facets.replaceChildren(
@@ -152,14 +156,33 @@ function renderFacets(specs, state) {
         "div",
         { class: "facet", role: "group", "aria-label": title },
         el("span", { class: "facet-title" }, title),
-        entries.map(([value, n]) => {
+        entries.map(([value, n], i) => {
           const term = `${key}:${/\s/.test(value) ? value.split(/\s/)[0] : value}`;
           const on = terms.some((t) => t.key === key && t.value === term.slice(key.length + 1).toLowerCase());
+          // A real tree has dozens of files and namespaces: the commonest few show, the
+          // rest behind "more", so the list itself is on the first screen.
+          if (i >= FACET_SHOWN && !on && !openFacets.has(key)) return null;
           const q = on
             ? state.q.split(/\s+/).filter((t) => t.toLowerCase() !== term.toLowerCase()).join(" ")
             : [state.q.trim(), term].filter(Boolean).join(" ");
           return el("a", { class: "chip", href: listHref({ ...state, q }), "aria-current": on ? "true" : null, title: value }, `${value} (${n})`);
-        })
+        }),
+        entries.length > FACET_SHOWN
+          ? el(
+              "button",
+              {
+                type: "button",
+                class: "more",
+                "aria-expanded": String(openFacets.has(key)),
+                onclick: () => {
+                  if (openFacets.has(key)) openFacets.delete(key);
+                  else openFacets.add(key);
+                  renderFacets(specs, state);
+                },
+              },
+              openFacets.has(key) ? "fewer" : `${entries.length - FACET_SHOWN} more`
+            )
+          : null
       );
     })
   );

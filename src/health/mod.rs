@@ -159,9 +159,9 @@ pub fn spec_health(
                 (status.status == Status::Failed).then_some((pod, status))
             });
         if let Some((pod, pod_status)) = pod_failure {
+            // The Pod is in the Deployment's namespace: its name alone.
             let message = format!(
-                "Pod {}/{}: {} ({})",
-                pod["metadata"]["namespace"].as_str().unwrap_or_default(),
+                "Pod {}: {} ({})",
                 pod["metadata"]["name"].as_str().unwrap_or_default(),
                 pod_status.message,
                 health.status.message

@@ -46,6 +46,17 @@ fn truthy(value: &Value) -> bool {
 impl Browser {
     /// Starts chromedriver and a fresh Chromium profile with a 1280×1000 window.
     pub async fn start() -> Browser {
+        Self::start_with(&[]).await
+    }
+
+    /// `start`, the system asking pages for their dark colours (`prefers-color-scheme:
+    /// dark`), as a person's dark desktop does.
+    pub async fn start_dark() -> Browser {
+        Self::start_with(&["--blink-settings=preferredColorScheme=0"]).await
+    }
+
+    /// `start` with more Chromium switches.
+    pub async fn start_with(switches: &[&str]) -> Browser {
         let driver = on_path("chromedriver");
         let (Some(driver), true) = (driver, Path::new(CHROMIUM).is_file()) else {
             panic!(
@@ -66,7 +77,7 @@ impl Browser {
             .spawn()
             .expect("start chromedriver");
         let mut driver = child;
-        let client = Self::connect(port, &dir, &mut driver).await;
+        let client = Self::connect(port, &dir, &mut driver, switches).await;
         let browser = Browser {
             client,
             driver,
@@ -78,24 +89,29 @@ impl Browser {
         browser
     }
 
-    async fn connect(port: u16, dir: &TempDir, driver: &mut Child) -> Client {
+    async fn connect(port: u16, dir: &TempDir, driver: &mut Child, switches: &[&str]) -> Client {
         let profile = dir.path().join("profile");
+        let mut args: Vec<String> = [
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--no-first-run",
+        ]
+        .iter()
+        .chain(switches)
+        .map(|s| s.to_string())
+        .collect();
+        args.push(format!("--user-data-dir={}", profile.display()));
         let mut capabilities = serde_json::Map::new();
         capabilities.insert(
             "goog:chromeOptions".into(),
             json!({
                 "binary": CHROMIUM,
-                "args": [
-                    "--headless=new",
-                    "--no-sandbox",
-                    "--disable-gpu",
-                    "--disable-dev-shm-usage",
-                    "--disable-background-networking",
-                    "--disable-component-update",
-                    "--disable-sync",
-                    "--no-first-run",
-                    format!("--user-data-dir={}", profile.display()),
-                ],
+                "args": args,
             }),
         );
         let url = format!("http://127.0.0.1:{port}");
@@ -251,6 +267,65 @@ impl Browser {
         std::fs::write(path, png).unwrap();
     }
 
+    /// The ids of the spec list's rows shown, in order.
+    pub async fn spec_rows(&self) -> Vec<String> {
+        let ids = self
+            .eval("return [...document.querySelectorAll('#spec-rows tr[data-id]')].map(r => r.dataset.id)")
+            .await;
+        serde_json::from_value(ids).unwrap()
+    }
+
+    /// Asserts the page does not scroll sideways (`scrollWidth <= clientWidth`).
+    pub async fn assert_no_sideways_scroll(&self, what: &str) {
+        let widths = self
+            .eval(
+                "const d = document.documentElement; \
+                 return [d.scrollWidth, d.clientWidth, document.body.scrollWidth];",
+            )
+            .await;
+        let [scroll, client, body] = [0, 1, 2].map(|i| widths[i].as_u64().unwrap());
+        assert!(
+            scroll <= client && body <= client,
+            "{what}: the page scrolls sideways: scrollWidth {scroll} (body {body}) > clientWidth {client}"
+        );
+    }
+
+    /// Every shown element's own text whose colour on its background (the nearest
+    /// opaque one behind it) has a contrast under WCAG's 4.5:1, as rendered: one line
+    /// each, naming the element, its colours and the ratio.
+    pub async fn low_contrast(&self) -> Vec<String> {
+        let found = self
+            .eval(
+                "const channels = (c) => c.match(/[\\d.]+/g).map(Number);\
+                 const lum = (c) => { const [r, g, b] = channels(c).slice(0, 3).map((v) => { v /= 255;\
+                   return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); });\
+                   return 0.2126 * r + 0.7152 * g + 0.0722 * b; };\
+                 const opaque = (c) => { const p = channels(c); return p.length < 4 || p[3] > 0.5; };\
+                 const behind = (e) => { for (; e; e = e.parentElement) { const c = getComputedStyle(e).backgroundColor;\
+                   if (opaque(c)) return c; } return 'rgb(255, 255, 255)'; };\
+                 const low = [];\
+                 for (const e of document.body.querySelectorAll('*')) {\
+                   if (!e.getClientRects().length || getComputedStyle(e).visibility !== 'visible') continue;\
+                   if (![...e.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim())) continue;\
+                   const fg = getComputedStyle(e).color, bg = behind(e);\
+                   const [hi, lo] = [lum(fg), lum(bg)].sort((x, y) => y - x);\
+                   const ratio = (hi + 0.05) / (lo + 0.05);\
+                   if (ratio < 4.5) low.push(`${e.tagName.toLowerCase()}${e.id ? '#' + e.id : ''}${e.className ? '.' + e.className : ''} \
+                     '${e.textContent.trim().slice(0, 40)}': ${fg} on ${bg}: ${ratio.toFixed(2)}:1`);\
+                 }\
+                 return low;",
+            )
+            .await;
+        serde_json::from_value(found).unwrap()
+    }
+
+    /// `DRIFTLESS_UI_SCREENSHOT_DIR=DIR` keeps the views' screenshots in DIR.
+    pub async fn shot(&self, name: &str) {
+        if let Some(dir) = std::env::var_os("DRIFTLESS_UI_SCREENSHOT_DIR") {
+            self.screenshot(&Path::new(&dir).join(name)).await;
+        }
+    }
+
     /// Ends the session (Chromium exits), then chromedriver.
     pub async fn close(self) {
         let _ = self.client.clone().close().await;
@@ -265,4 +340,27 @@ impl Drop for Browser {
             .status();
         let _ = self.driver.wait();
     }
+}
+
+/// `spec=…&object=…` as the page's URLSearchParams writes it.
+pub fn url_params(spec: &str, object: &str) -> String {
+    format!("spec={}&object={}", form(spec), form(object))
+}
+
+/// application/x-www-form-urlencoded, as URLSearchParams encodes.
+pub fn form(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'*' | b'-' | b'.' | b'_' => {
+                (b as char).to_string()
+            }
+            b' ' => "+".to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Percent-encoding for a URL's query (a space as `%20`).
+pub fn urlencode(s: &str) -> String {
+    form(s).replace('+', "%20")
 }

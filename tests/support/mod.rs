@@ -18,6 +18,7 @@ mod git;
 mod http;
 mod oci;
 mod prometheus;
+mod realworld;
 mod recorder;
 mod registry;
 
@@ -35,6 +36,7 @@ pub use git::*;
 pub use http::*;
 pub use oci::*;
 pub use prometheus::*;
+pub use realworld::*;
 pub use recorder::*;
 pub use registry::*;
 
