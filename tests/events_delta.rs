@@ -1,8 +1,8 @@
 //! `GET /api/v1/events?deltas=1` against the real daemon on the local cluster: the whole
 //! status document once, then only what changed. A quiet tree sends nothing but
 //! keep-alives, and a change to one spec's object sends that spec alone (the bytes are
-//! measured beside the whole-document stream's). The status document, asked for with
-//! `Accept-Encoding: gzip`, comes compressed.
+//! measured beside the whole-document stream's). The status document and the event
+//! stream, asked for with `Accept-Encoding: gzip` as browsers do, come compressed.
 
 mod support;
 
@@ -15,24 +15,75 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const SPECS: usize = 40;
 
-/// A raw event stream: every byte counted.
+/// A raw event stream: every byte counted as it came over the wire.
 struct Stream {
     tcp: tokio::net::TcpStream,
     buffered: String,
     bytes: usize,
+    /// Asked for with `Accept-Encoding: gzip`: the wire's bytes not yet decoded, the
+    /// one gzip stream's decoder, and whether the header block is behind.
+    gzip: Option<(Vec<u8>, flate2::write::GzDecoder<Vec<u8>>, bool)>,
 }
 
 impl Stream {
     async fn open(addr: SocketAddr, path: &str) -> Stream {
+        Self::open_with(addr, path, "").await
+    }
+
+    async fn open_gzip(addr: SocketAddr, path: &str) -> Stream {
+        let mut stream = Self::open_with(addr, path, "Accept-Encoding: gzip\r\n").await;
+        stream.gzip = Some((Vec::new(), flate2::write::GzDecoder::new(Vec::new()), false));
+        stream
+    }
+
+    async fn open_with(addr: SocketAddr, path: &str, headers: &str) -> Stream {
         support::http(addr, "GET", "/healthz", &[], b"").await;
         let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-        let req =
-            format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n\r\n");
+        let req = format!(
+            "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n{headers}\r\n"
+        );
         tcp.write_all(req.as_bytes()).await.unwrap();
         Stream {
             tcp,
             buffered: String::new(),
             bytes: 0,
+            gzip: None,
+        }
+    }
+
+    /// The gzip stream's text so far, from the chunked body's whole chunks.
+    fn decode(&mut self, wire: &[u8]) {
+        use std::io::Write as _;
+        let Some((pending, decoder, in_body)) = &mut self.gzip else {
+            return;
+        };
+        pending.extend_from_slice(wire);
+        if !*in_body {
+            let Some(end) = pending.windows(4).position(|w| w == b"\r\n\r\n") else {
+                return;
+            };
+            let head = String::from_utf8_lossy(&pending[..end]).to_lowercase();
+            assert!(head.contains("content-encoding: gzip"), "{head}");
+            assert!(head.contains("transfer-encoding: chunked"), "{head}");
+            *in_body = true;
+            pending.drain(..end + 4);
+        }
+        loop {
+            let Some(eol) = pending.windows(2).position(|w| w == b"\r\n") else {
+                return;
+            };
+            let size =
+                usize::from_str_radix(std::str::from_utf8(&pending[..eol]).unwrap(), 16).unwrap();
+            if pending.len() < eol + 2 + size + 2 {
+                return;
+            }
+            decoder
+                .write_all(&pending[eol + 2..eol + 2 + size])
+                .unwrap();
+            decoder.flush().unwrap();
+            pending.drain(..eol + 2 + size + 2);
+            let text = std::mem::take(decoder.get_mut());
+            self.buffered.push_str(&String::from_utf8(text).unwrap());
         }
     }
 
@@ -58,13 +109,17 @@ impl Stream {
 
     /// Reads what comes within `limit`; false when nothing did.
     async fn read(&mut self, limit: Duration) -> bool {
-        let mut chunk = [0u8; 65536];
+        let mut chunk = vec![0u8; 65536];
         match tokio::time::timeout(limit, self.tcp.read(&mut chunk)).await {
             Ok(Ok(n)) => {
                 assert!(n > 0, "the event stream closed");
                 self.bytes += n;
-                self.buffered
-                    .push_str(&String::from_utf8_lossy(&chunk[..n]));
+                if self.gzip.is_some() {
+                    self.decode(&chunk[..n]);
+                } else {
+                    self.buffered
+                        .push_str(&String::from_utf8_lossy(&chunk[..n]));
+                }
                 true
             }
             Ok(Err(e)) => panic!("reading the event stream: {e}"),
@@ -161,20 +216,39 @@ async fn a_quiet_tree_sends_almost_nothing_and_a_change_sends_its_spec_alone() {
 
     let mut deltas = Stream::open(addr, "/api/v1/events?deltas=1").await;
     let mut whole = Stream::open(addr, "/api/v1/events").await;
+    // As a browser asks for it: compressed, each event decodable as it comes.
+    let mut zipped = Stream::open_gzip(addr, "/api/v1/events?deltas=1").await;
     let (name, first) = deltas.next().await;
     assert_eq!(name, "status");
     assert_eq!(first["specs"].as_array().unwrap().len(), SPECS);
     whole.next().await;
     let document = first.to_string().len();
+    let (name, first_zipped) = zipped.next().await;
+    assert_eq!(name, "status");
+    assert_eq!(first_zipped["specs"], first["specs"]);
+    let (plain_bytes, zipped_bytes) = (deltas.bytes, zipped.bytes);
+    println!("the stream's first document: {plain_bytes} B, {zipped_bytes} B gzip");
+    assert!(
+        zipped_bytes * 4 < plain_bytes,
+        "{zipped_bytes} B gzip of {plain_bytes} B"
+    );
 
     // Quiet: nothing but keep-alive comments, on either stream.
     let span = Duration::from_secs(20);
-    let (quiet, quiet_whole) = tokio::join!(deltas.bytes_during(span), whole.bytes_during(span));
+    let (quiet, quiet_whole, quiet_zipped) = tokio::join!(
+        deltas.bytes_during(span),
+        whole.bytes_during(span),
+        zipped.bytes_during(span)
+    );
     println!(
-        "status document {document} B; a quiet {}s: {quiet} B with deltas, {quiet_whole} B whole",
+        "status document {document} B; a quiet {}s: {quiet} B with deltas ({quiet_zipped} B gzip), {quiet_whole} B whole",
         span.as_secs()
     );
     assert!(quiet < 1_000, "{quiet} B in a quiet {span:?} with deltas");
+    assert!(
+        quiet_zipped < 1_000,
+        "{quiet_zipped} B in a quiet {span:?} with deltas, gzip"
+    );
 
     // Someone changes one spec's object (drift, taken back): that spec's entry alone.
     // (A new revision touches every spec: each entry says the revision it reflects.)
@@ -190,10 +264,17 @@ async fn a_quiet_tree_sends_almost_nothing_and_a_change_sends_its_spec_alone() {
     ]);
     let changed = format!("manifest/{ns}/ConfigMap/cm-7");
     let span = Duration::from_secs(6);
-    let (changed_bytes, changed_whole) =
-        tokio::join!(deltas.bytes_during(span), whole.bytes_during(span));
+    let (changed_bytes, changed_whole, changed_zipped) = tokio::join!(
+        deltas.bytes_during(span),
+        whole.bytes_during(span),
+        zipped.bytes_during(span)
+    );
     println!(
-        "one object's drift taken back: {changed_bytes} B with deltas, {changed_whole} B whole"
+        "one object's drift taken back: {changed_bytes} B with deltas ({changed_zipped} B gzip), {changed_whole} B whole"
+    );
+    assert!(
+        changed_zipped < changed_bytes,
+        "deltas {changed_bytes} B, {changed_zipped} B gzip"
     );
     assert!(
         changed_whole >= document && changed_bytes * 5 < changed_whole,
@@ -219,6 +300,15 @@ async fn a_quiet_tree_sends_almost_nothing_and_a_change_sends_its_spec_alone() {
         .map(|s| s["id"].as_str().unwrap())
         .collect();
     assert_eq!(ids, vec![changed.as_str()], "{delta}");
+    // The compressed stream said the same.
+    let same = loop {
+        let (name, data) = zipped.next().await;
+        assert_eq!(name, "delta", "{data}");
+        if data.get("specs").is_some() {
+            break data;
+        }
+    };
+    assert_eq!(same["specs"], delta["specs"]);
     assert!(
         delta.get("removed").is_none() && delta.get("order").is_none(),
         "{delta}"
