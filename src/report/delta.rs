@@ -53,6 +53,11 @@ impl Sent {
             }
             fields.insert(k, text);
         }
+        // A field left out now (an empty list the status omits, as `releases`) is
+        // cleared: a page keeping the old value would show what is gone.
+        for gone in self.fields.keys().filter(|k| !fields.contains_key(*k)) {
+            set.insert(gone.clone(), Value::Null);
+        }
         let mut changed = Vec::new();
         let mut order = Vec::with_capacity(specs.len());
         let mut now = HashMap::with_capacity(specs.len());
@@ -132,5 +137,18 @@ mod tests {
         assert_eq!(d["order"], json!(["b", "c"]));
         assert!(d.get("set").is_none());
         assert_eq!(sent.delta("not json"), Delta::Whole);
+    }
+
+    #[test]
+    fn a_field_left_out_is_cleared() {
+        let mut sent = Sent::default();
+        let with = json!({"written": "t1", "releases": [{"name": "shop"}], "specs": []});
+        let without = json!({"written": "t1", "specs": []});
+        sent.delta(&with.to_string());
+        assert_eq!(
+            sent.delta(&without.to_string()),
+            Delta::Changed(r#"{"set":{"releases":null}}"#.into())
+        );
+        assert_eq!(sent.delta(&without.to_string()), Delta::Same);
     }
 }
