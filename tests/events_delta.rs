@@ -10,133 +10,10 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use serde_json::Value;
-use support::Daemon;
+use support::{Daemon, EventStream};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const SPECS: usize = 40;
-
-/// A raw event stream: every byte counted as it came over the wire.
-struct Stream {
-    tcp: tokio::net::TcpStream,
-    buffered: String,
-    bytes: usize,
-    /// Asked for with `Accept-Encoding: gzip`: the wire's bytes not yet decoded, the
-    /// one gzip stream's decoder, and whether the header block is behind.
-    gzip: Option<(Vec<u8>, flate2::write::GzDecoder<Vec<u8>>, bool)>,
-}
-
-impl Stream {
-    async fn open(addr: SocketAddr, path: &str) -> Stream {
-        Self::open_with(addr, path, "").await
-    }
-
-    async fn open_gzip(addr: SocketAddr, path: &str) -> Stream {
-        let mut stream = Self::open_with(addr, path, "Accept-Encoding: gzip\r\n").await;
-        stream.gzip = Some((Vec::new(), flate2::write::GzDecoder::new(Vec::new()), false));
-        stream
-    }
-
-    async fn open_with(addr: SocketAddr, path: &str, headers: &str) -> Stream {
-        support::http(addr, "GET", "/healthz", &[], b"").await;
-        let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-        let req = format!(
-            "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept: text/event-stream\r\n{headers}\r\n"
-        );
-        tcp.write_all(req.as_bytes()).await.unwrap();
-        Stream {
-            tcp,
-            buffered: String::new(),
-            bytes: 0,
-            gzip: None,
-        }
-    }
-
-    /// The gzip stream's text so far, from the chunked body's whole chunks.
-    fn decode(&mut self, wire: &[u8]) {
-        use std::io::Write as _;
-        let Some((pending, decoder, in_body)) = &mut self.gzip else {
-            return;
-        };
-        pending.extend_from_slice(wire);
-        if !*in_body {
-            let Some(end) = pending.windows(4).position(|w| w == b"\r\n\r\n") else {
-                return;
-            };
-            let head = String::from_utf8_lossy(&pending[..end]).to_lowercase();
-            assert!(head.contains("content-encoding: gzip"), "{head}");
-            assert!(head.contains("transfer-encoding: chunked"), "{head}");
-            *in_body = true;
-            pending.drain(..end + 4);
-        }
-        loop {
-            let Some(eol) = pending.windows(2).position(|w| w == b"\r\n") else {
-                return;
-            };
-            let size =
-                usize::from_str_radix(std::str::from_utf8(&pending[..eol]).unwrap(), 16).unwrap();
-            if pending.len() < eol + 2 + size + 2 {
-                return;
-            }
-            decoder
-                .write_all(&pending[eol + 2..eol + 2 + size])
-                .unwrap();
-            decoder.flush().unwrap();
-            pending.drain(..eol + 2 + size + 2);
-            let text = std::mem::take(decoder.get_mut());
-            self.buffered.push_str(&String::from_utf8(text).unwrap());
-        }
-    }
-
-    /// The next event: (name, data as JSON).
-    async fn next(&mut self) -> (String, Value) {
-        loop {
-            if let Some(at) = self.buffered.find("event: ") {
-                let rest = &self.buffered[at + 7..];
-                if let (Some(eol), Some(data_at)) = (rest.find('\n'), rest.find("\ndata: ")) {
-                    let name = rest[..eol].trim().to_string();
-                    let data = &rest[data_at + 7..];
-                    if let Some(end) = data.find('\n') {
-                        let value = serde_json::from_str(&data[..end]).unwrap();
-                        let consumed = at + 7 + data_at + 7 + end;
-                        self.buffered = self.buffered[consumed..].to_string();
-                        return (name, value);
-                    }
-                }
-            }
-            self.read(support::WAIT).await;
-        }
-    }
-
-    /// Reads what comes within `limit`; false when nothing did.
-    async fn read(&mut self, limit: Duration) -> bool {
-        let mut chunk = vec![0u8; 65536];
-        match tokio::time::timeout(limit, self.tcp.read(&mut chunk)).await {
-            Ok(Ok(n)) => {
-                assert!(n > 0, "the event stream closed");
-                self.bytes += n;
-                if self.gzip.is_some() {
-                    self.decode(&chunk[..n]);
-                } else {
-                    self.buffered
-                        .push_str(&String::from_utf8_lossy(&chunk[..n]));
-                }
-                true
-            }
-            Ok(Err(e)) => panic!("reading the event stream: {e}"),
-            Err(_) => false,
-        }
-    }
-
-    /// Bytes received during `span`, from now.
-    async fn bytes_during(&mut self, span: Duration) -> usize {
-        let before = self.bytes;
-        let end = tokio::time::Instant::now() + span;
-        while let Some(left) = end.checked_duration_since(tokio::time::Instant::now()) {
-            self.read(left).await;
-        }
-        self.bytes - before
-    }
-}
 
 /// GET `path` with `Accept-Encoding: gzip`: (headers, body as sent).
 async fn get_gzip(addr: SocketAddr, path: &str) -> (String, Vec<u8>) {
@@ -214,10 +91,10 @@ async fn a_quiet_tree_sends_almost_nothing_and_a_change_sends_its_spec_alone() {
         plain.len()
     );
 
-    let mut deltas = Stream::open(addr, "/api/v1/events?deltas=1").await;
-    let mut whole = Stream::open(addr, "/api/v1/events").await;
+    let mut deltas = EventStream::open(addr, "/api/v1/events?deltas=1").await;
+    let mut whole = EventStream::open(addr, "/api/v1/events").await;
     // As a browser asks for it: compressed, each event decodable as it comes.
-    let mut zipped = Stream::open_gzip(addr, "/api/v1/events?deltas=1").await;
+    let mut zipped = EventStream::open_gzip(addr, "/api/v1/events?deltas=1").await;
     let (name, first) = deltas.next().await;
     assert_eq!(name, "status");
     assert_eq!(first["specs"].as_array().unwrap().len(), SPECS);

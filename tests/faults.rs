@@ -888,11 +888,20 @@ async fn load_5000_specs_then_500_saves_in_a_minute() {
     write(&specs.join("burst.toml"), &burst(0));
     let status = tmp.path().join("status.json");
     let dir = specs.display().to_string();
+    let token = tmp.path().join("api-token");
+    write(&token, "load-token\n");
     let mut d = start(
         &instance,
         &status,
         &tmp.path().join("cache"),
-        &["--dir", &dir, "--resync", "1h"],
+        &[
+            "--dir",
+            &dir,
+            "--resync",
+            "1h",
+            "--api-token-file",
+            &token.display().to_string(),
+        ],
     );
     let reader = StatusReader::every(&status, Duration::from_millis(100));
     let started = Instant::now();
@@ -954,6 +963,37 @@ async fn load_5000_specs_then_500_saves_in_a_minute() {
         "RSS grew from {rss_synced:.0} MiB to {rss_after:.0} MiB over the burst"
     );
     assert_converged(&client, &ns, &instance, &want).await;
+
+    // A quiet minute as an open page sees it (the web UI's stream: compressed, the whole
+    // document once, then deltas), with a resync of all 5,001 specs inside it, as
+    // `--resync` would make: what changes is the sync's own news, not the specs.
+    let mut page = support::EventStream::open_gzip(d.metrics, "/api/v1/events?deltas=1").await;
+    let (name, whole) = page.next().await;
+    assert_eq!(name, "status");
+    assert_eq!(whole["specs"].as_array().map_or(0, Vec::len), 5001);
+    let first = page.bytes;
+    let minute = Duration::from_secs(60);
+    let resync = async {
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        support::http(
+            d.metrics,
+            "POST",
+            "/api/v1/sync?wait=true",
+            &[("Authorization", "Bearer load-token")],
+            b"",
+        )
+        .await
+    };
+    let (quiet, (code, answer)) = tokio::join!(page.bytes_during(minute), resync);
+    assert_eq!(code, 200, "{answer}");
+    eprintln!(
+        "load: an open page's stream at 5,001 specs: the document {first} B gzip, then \
+         {quiet} B in a quiet minute with one whole resync"
+    );
+    assert!(
+        quiet < 10_000,
+        "{quiet} B in a quiet minute with a resync at 5,001 specs"
+    );
     reader.finish();
 }
 

@@ -253,7 +253,9 @@ pub struct ObjectState {
     pub status: String,
     pub reason: Option<String>,
     pub message: String,
-    /// The last apply action: created, updated, replaced, unchanged, conflict, failed, drifted.
+    /// The last change a sync made (created, updated, replaced; kept while later syncs
+    /// change nothing), unchanged when none was made since the start, or the standing
+    /// conflict, failed or drifted.
     pub action: Option<String>,
     /// Why that action failed (or conflicted), in the words the CLI uses.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -21,6 +21,7 @@ mod prometheus;
 mod realworld;
 mod recorder;
 mod registry;
+mod sse;
 
 use std::net::TcpListener;
 use std::process::Child;
@@ -39,6 +40,7 @@ pub use prometheus::*;
 pub use realworld::*;
 pub use recorder::*;
 pub use registry::*;
+pub use sse::*;
 
 /// A bound on waiting for the cluster or a daemon, not a timing assertion.
 pub const WAIT: Duration = Duration::from_secs(120);

@@ -12,6 +12,9 @@ use crate::render::Object;
 use crate::report::status::LastSync;
 use crate::spec::SpecId;
 
+/// The actions that change an object, as the status names them.
+const WRITES: [&str; 3] = ["created", "updated", "replaced"];
+
 /// How a sync ended, as the loop hands it over.
 pub enum SyncEnd<'a> {
     /// Nothing was applied: the tree did not render, the engine failed, or the sync timed
@@ -131,8 +134,19 @@ impl State {
                     failed_specs.insert(o.spec.clone());
                 }
             }
-            self.actions
-                .insert(o.key.clone(), o.action.label().to_string());
+            // A sync that leaves an object as it was keeps on show the last change made
+            // to it (created, updated, replaced): otherwise the first resync after a
+            // start rewrites every spec's entry, and each open page is sent the whole
+            // tree again, with nothing changed.
+            let kept = o.action == Action::Unchanged
+                && self
+                    .actions
+                    .get(&o.key)
+                    .is_some_and(|last| WRITES.contains(&last.as_str()));
+            if !kept {
+                self.actions
+                    .insert(o.key.clone(), o.action.label().to_string());
+            }
             match &o.action {
                 Action::Failed(e) | Action::Conflict(e) => {
                     self.failures.insert(o.key.clone(), e.clone());

@@ -950,3 +950,48 @@ fn changes_seen_while_a_sync_runs_are_judged_once_it_ends() {
     let other = watch::Event::Object(deployment("a"), watched("fields-x", Some(id("a"))));
     assert_eq!(state.on_event(other), Some(spec("a")));
 }
+
+#[test]
+fn a_sync_that_changes_nothing_keeps_the_last_change_on_show_but_clears_a_failure() {
+    let mut state = applied();
+    let action = |state: &State| {
+        state
+            .actions
+            .get(&deployment("a"))
+            .cloned()
+            .unwrap_or_default()
+    };
+    sync_ran(&mut state, &[Key::Full], vec![result("a", Action::Created)]);
+    assert_eq!(action(&state), "created");
+    // A resync that wrote nothing: the entry (and so each open page) is left as it was.
+    sync_ran(
+        &mut state,
+        &[Key::Full],
+        vec![result("a", Action::Unchanged)],
+    );
+    assert_eq!(action(&state), "created");
+    sync_ran(
+        &mut state,
+        &[Key::Full],
+        vec![result("a", Action::Configured)],
+    );
+    sync_ran(
+        &mut state,
+        &[Key::Full],
+        vec![result("a", Action::Unchanged)],
+    );
+    assert_eq!(action(&state), "updated");
+    // A failure shows until a sync goes through, whether it writes or not.
+    sync_ran(
+        &mut state,
+        &[Key::Full],
+        vec![result("a", Action::Failed("refused".into()))],
+    );
+    assert_eq!(action(&state), "failed");
+    sync_ran(
+        &mut state,
+        &[Key::Full],
+        vec![result("a", Action::Unchanged)],
+    );
+    assert_eq!(action(&state), "unchanged");
+}
