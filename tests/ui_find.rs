@@ -82,13 +82,7 @@ async fn the_failing_spec_comes_first_is_found_by_status_and_its_view_shows_the_
     let browser = Browser::start().await;
     browser.client.set_window_size(1600, 1000).await.unwrap();
     browser.goto(&format!("http://{addr}/")).await;
-    browser
-        .wait_for(
-            "14 rows",
-            "return document.querySelectorAll('#spec-rows tr[data-id]').length === 14",
-            vec![],
-        )
-        .await;
+    browser.wait_for_spec_rows(14).await;
     // Trouble first, by default.
     assert_eq!(browser.spec_rows().await[0], crashy);
     // The object's own kind, not `manifest`.
@@ -141,13 +135,7 @@ async fn the_failing_spec_comes_first_is_found_by_status_and_its_view_shows_the_
         "search"
     );
     browser.press("status:failed").await;
-    browser
-        .wait_for(
-            "one row",
-            "return document.querySelectorAll('#spec-rows tr[data-id]').length === 1",
-            vec![],
-        )
-        .await;
+    browser.wait_for_spec_rows(1).await;
     assert_eq!(browser.spec_rows().await, vec![crashy.clone()]);
     assert_eq!(
         browser.eval("return location.hash").await,
@@ -193,13 +181,7 @@ async fn the_failing_spec_comes_first_is_found_by_status_and_its_view_shows_the_
     // The keyboard: Esc leaves the search, `j` takes the first row, Enter opens it,
     // Esc goes back; `?` shows the keys.
     browser.goto(&format!("http://{addr}/#/")).await;
-    browser
-        .wait_for(
-            "14 rows",
-            "return document.querySelectorAll('#spec-rows tr[data-id]').length === 14",
-            vec![],
-        )
-        .await;
+    browser.wait_for_spec_rows(14).await;
     browser.press(&char::from(Key::Escape).to_string()).await;
     assert_ne!(
         browser.eval("return document.activeElement.id").await,

@@ -96,13 +96,7 @@ async fn serial_with_the_real_bundles_the_crash_looping_deployment_is_the_first_
         let size = format!("{width}x{height}");
         browser.client.set_window_size(width, height).await.unwrap();
         browser.goto(&format!("http://{addr}/")).await;
-        browser
-            .wait_for(
-                "every spec drawn",
-                "return document.querySelectorAll('#spec-rows tr[data-id]').length === arguments[0]",
-                vec![total.into()],
-            )
-            .await;
+        browser.wait_for_spec_rows(total).await;
         // Trouble first, by default: the failing spec is the first row, its name on the
         // first screen at 1600×1000 (a tree's dozens of files and namespaces are behind
         // "more").
@@ -144,13 +138,7 @@ async fn serial_with_the_real_bundles_the_crash_looping_deployment_is_the_first_
         browser
             .goto(&format!("http://{addr}/#/?q=status%3Afailed"))
             .await;
-        browser
-            .wait_for(
-                "one row",
-                "return document.querySelectorAll('#spec-rows tr[data-id]').length === 1",
-                vec![],
-            )
-            .await;
+        browser.wait_for_spec_rows(1).await;
         assert_eq!(browser.spec_rows().await, vec![crashy.clone()], "at {size}");
 
         // Why: its object view shows the Pod, its restarts, how it ended, the events.

@@ -275,6 +275,16 @@ impl Browser {
         serde_json::from_value(ids).unwrap()
     }
 
+    /// Waits until the spec list shows `n` rows.
+    pub async fn wait_for_spec_rows(&self, n: usize) {
+        self.wait_for(
+            &format!("{n} rows"),
+            "return document.querySelectorAll('#spec-rows tr[data-id]').length === arguments[0]",
+            vec![json!(n)],
+        )
+        .await;
+    }
+
     /// Asserts the page does not scroll sideways (`scrollWidth <= clientWidth`).
     pub async fn assert_no_sideways_scroll(&self, what: &str) {
         let widths = self
