@@ -18,14 +18,6 @@ fn long(i: usize) -> String {
     format!("cm{i}-{}", "averyveryverylongnamewithoutanybreak".repeat(5))
 }
 
-fn deployment(ns: &str, name: &str, image: &str) -> String {
-    format!(
-        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: {name}, namespace: {ns}}}\n\
-         spec:\n  replicas: 1\n  selector: {{matchLabels: {{app: {name}}}}}\n  template:\n    \
-         metadata: {{labels: {{app: {name}}}}}\n    spec: {{containers: [{{name: main, image: \"{image}\"}}]}}\n"
-    )
-}
-
 async fn get_json(addr: SocketAddr, path: &str) -> (u16, Value) {
     let (code, body) = http(addr, "GET", path, &[], b"").await;
     let parsed = serde_json::from_str(&body)
@@ -52,8 +44,8 @@ async fn the_failing_spec_comes_first_is_found_by_status_and_its_view_shows_the_
         specs.path().join("apps.yaml"),
         format!(
             "{}---\n{}",
-            deployment(&ns, "fine", "nginx:1.17.1"),
-            deployment(&ns, "crashy", "example.org/crashloop:1")
+            support::one_pod_deployment(&ns, "fine", "nginx:1.17.1"),
+            support::one_pod_deployment(&ns, "crashy", "example.org/crashloop:1")
         ),
     )
     .unwrap();

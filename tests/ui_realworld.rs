@@ -16,18 +16,6 @@ use std::path::Path;
 
 use support::{Browser, Daemon, url_params};
 
-const CRASHY: &str = "\
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: crashy, namespace: NS}
-spec:
-  replicas: 1
-  selector: {matchLabels: {app: crashy}}
-  template:
-    metadata: {labels: {app: crashy}}
-    spec: {containers: [{name: main, image: \"example.org/crashloop:1\"}]}
-";
-
 /// Every bundle's newer version under `root/<project>`; whether one writes `kube-system`.
 fn put_bundles(root: &Path) -> bool {
     let mut kube_system = false;
@@ -51,7 +39,11 @@ async fn serial_with_the_real_bundles_the_crash_looping_deployment_is_the_first_
     );
     let objects = support::rendered_objects(specs.path(), true);
     assert!(objects.len() >= 200, "{} objects", objects.len());
-    std::fs::write(specs.path().join("crashy.yaml"), CRASHY.replace("NS", &ns)).unwrap();
+    std::fs::write(
+        specs.path().join("crashy.yaml"),
+        support::one_pod_deployment(&ns, "crashy", "example.org/crashloop:1"),
+    )
+    .unwrap();
     let total = objects.len() + 1;
 
     let uninstall = Uninstall(ns.clone());

@@ -205,11 +205,11 @@ const rowOf = new WeakMap();
 // here, without reading 10,000 rows back from the page.
 const rowById = new Map();
 
-function specRow(spec, kept) {
+function specRow(spec) {
   const same = rowOf.get(spec);
   if (same) return same;
   const signature = JSON.stringify(spec);
-  const old = kept.get(spec.id);
+  const old = rowById.get(spec.id);
   if (old && old.dataset.signature === signature) {
     rowOf.set(spec, old);
     return old;
@@ -237,7 +237,7 @@ function specRow(spec, kept) {
   });
   row.dataset.signature = signature;
   rowOf.set(spec, row);
-  kept.set(spec.id, row);
+  rowById.set(spec.id, row);
   return row;
 }
 
@@ -260,7 +260,7 @@ function renderSpecs(doc) {
   // A row is redrawn only when its spec changed: a button a person is about to press is
   // not swapped under the pointer by a status event about some other spec.
   const body = $("spec-rows");
-  let rows = shown.map((spec) => specRow(spec, rowById));
+  let rows = shown.map(specRow);
   if (state.group === "source") {
     const groups = new Map();
     shown.forEach((spec, i) => {

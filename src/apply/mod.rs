@@ -182,10 +182,15 @@ impl Action {
     }
 
     pub fn is_write(&self) -> bool {
-        matches!(
-            self,
-            Action::Created | Action::Configured | Action::Replaced
-        )
+        Self::WRITES.contains(self)
+    }
+
+    /// The actions that change an object.
+    const WRITES: [Action; 3] = [Action::Created, Action::Configured, Action::Replaced];
+
+    /// Whether `label` (as `label` names actions) names one that changes an object.
+    pub fn is_write_label(label: &str) -> bool {
+        Self::WRITES.iter().any(|a| a.label() == label)
     }
 
     pub fn label(&self) -> &'static str {

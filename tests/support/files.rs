@@ -111,3 +111,13 @@ pub fn assert_generated_current(generated: &Path, committed: &str, regenerate: &
         );
     }
 }
+
+/// A Deployment of one replica whose one container, `main`, runs `image` (the testbed's
+/// kubelet crash-loops an image named `crashloop`).
+pub fn one_pod_deployment(ns: &str, name: &str, image: &str) -> String {
+    format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: {name}, namespace: {ns}}}\n\
+         spec:\n  replicas: 1\n  selector: {{matchLabels: {{app: {name}}}}}\n  template:\n    \
+         metadata: {{labels: {{app: {name}}}}}\n    spec: {{containers: [{{name: main, image: \"{image}\"}}]}}\n"
+    )
+}

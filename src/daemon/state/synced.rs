@@ -12,9 +12,6 @@ use crate::render::Object;
 use crate::report::status::LastSync;
 use crate::spec::SpecId;
 
-/// The actions that change an object, as the status names them.
-const WRITES: [&str; 3] = ["created", "updated", "replaced"];
-
 /// How a sync ended, as the loop hands it over.
 pub enum SyncEnd<'a> {
     /// Nothing was applied: the tree did not render, the engine failed, or the sync timed
@@ -142,7 +139,7 @@ impl State {
                 && self
                     .actions
                     .get(&o.key)
-                    .is_some_and(|last| WRITES.contains(&last.as_str()));
+                    .is_some_and(|last| Action::is_write_label(last));
             if !kept {
                 self.actions
                     .insert(o.key.clone(), o.action.label().to_string());
