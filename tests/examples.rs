@@ -65,7 +65,7 @@ fn changed_lines(diff: &str) -> Vec<&str> {
 }
 
 fn replicas(d: &Deployment) -> Option<i32> {
-    d.spec.as_ref().and_then(|s| s.replicas)
+    d.spec.replicas
 }
 
 // ---------------------------------------------------------------------------------------
@@ -631,7 +631,7 @@ async fn tree_settings_apply_with_a_clusters_values() {
     assert!(script["probe.sh"].contains("${HOSTNAME}"), "{script:?}");
     let web: Api<Deployment> = Api::namespaced(client.clone(), &ns);
     let d = web.get("podinfo").await.unwrap();
-    let container = &d.spec.unwrap().template.spec.unwrap().containers[0];
+    let container = &d.spec.template.spec.unwrap().containers[0];
     assert_eq!(
         container.args.as_deref(),
         Some(&["--level=info".to_string()][..])

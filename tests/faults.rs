@@ -931,7 +931,7 @@ async fn load_5000_specs_then_500_saves_in_a_minute() {
             .get("burst")
             .await
             .map_err(|e| e.to_string())?;
-        match d.spec.and_then(|s| s.replicas) {
+        match d.spec.replicas {
             Some(3) => Ok(()),
             r => Err(format!("replicas {r:?}")),
         }

@@ -6,7 +6,7 @@ mod support;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, mpsc};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use driftless::source::git::{GitAuth, GitConfig, GitError, GitRef, GitSource, Revision};
 use driftless::spec::MAX_FILE_BYTES;
@@ -599,6 +599,8 @@ fn basic_helper_encodes_like_rfc_7617() {
     );
 }
 
+/// hang guard for `fetch_bounded`: a refused or failing fetch from loopback ends within
+/// seconds; one that never ends would stall the test run instead of failing it.
 const LIMIT: Duration = Duration::from_secs(90);
 
 #[test]
@@ -616,14 +618,14 @@ fn http_rejected_credentials_give_up_after_three_attempts() {
             password: password.into(),
         },
     );
-    let started = Instant::now();
+    // Given up, not retried for good: an answer within LIMIT, after three attempts
+    // (counted below).
     let err = fetch_bounded(source, LIMIT).unwrap_err();
     assert!(
         matches!(err, GitError::Auth { .. }),
         "expected an auth error, got {err:?}"
     );
     assert_eq!(err.metric_label(), "auth");
-    assert!(started.elapsed() < Duration::from_secs(30));
     let text = format!("{err} {err:?}");
     assert!(!text.contains(password), "{text}");
 

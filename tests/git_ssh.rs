@@ -148,7 +148,7 @@ async fn ssh_commit_is_applied_and_a_pushed_one_follows() {
         "{status:#}"
     );
     let d = deployment(&client, &ns).await.expect("Deployment shop");
-    assert_eq!(d.spec.and_then(|s| s.replicas), Some(2));
+    assert_eq!(d.spec.replicas, Some(2));
     assert!(
         sshd.log()
             .contains(&format!("Accepted publickey for {}", sshd.user)),
@@ -166,7 +166,7 @@ async fn ssh_commit_is_applied_and_a_pushed_one_follows() {
         })
         .await;
     let d = deployment(&client, &ns).await.expect("Deployment shop");
-    assert_eq!(d.spec.and_then(|s| s.replicas), Some(4));
+    assert_eq!(d.spec.replicas, Some(4));
 }
 
 #[tokio::test]

@@ -37,13 +37,15 @@ fn tree(root: &Path, version: &str, ns: &str) {
         std::fs::remove_dir_all(&charts).unwrap();
     }
     support::copy_tree(&chart(version), &charts.join("podinfo"), &[]);
-    // A values file of the tree's own, beside the specs: helm's to read, not a spec.
+    // A values file of the tree's own, beside the specs: helm's to read, not a spec. The
+    // inline values turn off the HorizontalPodAutoscaler podinfo's prod values enable:
+    // podinfo 6.x renders it as `autoscaling/v2beta2`, which Kubernetes 1.26 removed.
     std::fs::create_dir_all(root.join("values")).unwrap();
     std::fs::write(root.join("values/web.yaml"), "ui:\n  color: \"#34577c\"\n").unwrap();
     std::fs::write(
         root.join("apps.toml"),
         format!(
-            "namespace = \"{ns}\"\n\n[helm.podinfo]\nchart = \"charts/podinfo\"\nvalues-files = [\"charts/podinfo/values-prod.yaml\", \"values/web.yaml\"]\nvalues = {{ replicaCount = 2, ui = {{ message = \"from driftless\" }} }}\n"
+            "namespace = \"{ns}\"\n\n[helm.podinfo]\nchart = \"charts/podinfo\"\nvalues-files = [\"charts/podinfo/values-prod.yaml\", \"values/web.yaml\"]\nvalues = {{ replicaCount = 2, ui = {{ message = \"from driftless\" }}, hpa = {{ enabled = false }} }}\n"
         ),
     )
     .unwrap();
@@ -74,7 +76,7 @@ fn a_release_renders_what_helm_template_renders() {
         let values = dir.path().join("values.json");
         std::fs::write(
             &values,
-            r#"{"replicaCount":2,"ui":{"message":"from driftless"}}"#,
+            r#"{"replicaCount":2,"ui":{"message":"from driftless"},"hpa":{"enabled":false}}"#,
         )
         .unwrap();
         let real = Command::new(&helm)
@@ -148,7 +150,7 @@ async fn serial_a_release_installs_upgrades_and_uninstalls_with_helm_3_and_4() {
     };
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
     let image = |d: Deployment| {
-        d.spec.unwrap().template.spec.unwrap().containers[0]
+        d.spec.template.spec.unwrap().containers[0]
             .image
             .clone()
             .unwrap()

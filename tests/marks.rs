@@ -98,10 +98,7 @@ async fn objects_an_earlier_driftless_marked_stay_ours_and_take_the_new_marks() 
     // The selector labels of driftless's own kinds stay: a Deployment's selector is
     // immutable, and its Pod template did not change, so nothing restarted.
     assert_eq!(labels["app.kubernetes.io/name"], "elasticweb");
-    assert_eq!(
-        after.spec.as_ref().unwrap().template,
-        before.spec.as_ref().unwrap().template
-    );
+    assert_eq!(after.spec.template, before.spec.template);
     let sets = replicasets.list(&ListParams::default()).await.unwrap();
     assert_eq!(
         sets.items.len(),

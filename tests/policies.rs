@@ -38,7 +38,7 @@ fn deployment(
 
 async fn replicas(api: &Api<Deployment>, name: &str) -> i32 {
     let d = api.get(name).await.unwrap();
-    d.spec.and_then(|s| s.replicas).unwrap_or_default()
+    d.spec.replicas.unwrap_or_default()
 }
 
 /// Whether driftless's field manager owns `/spec/replicas` of the Deployment.

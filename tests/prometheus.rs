@@ -331,7 +331,7 @@ async fn every_dashboard_panel_returns_data() {
         kube::Api::<k8s_openapi::api::apps::v1::Deployment>::namespaced(client.clone(), &ns);
     support::eventually("the drift corrected", Duration::from_secs(60), || async {
         let d = deployments.get("shop").await.map_err(|e| e.to_string())?;
-        match d.spec.and_then(|s| s.replicas) {
+        match d.spec.replicas {
             Some(2) => Ok(()),
             other => Err(format!("replicas {other:?}")),
         }

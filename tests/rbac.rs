@@ -362,7 +362,7 @@ async fn the_example_rbac_lets_driftless_sync_every_kind_and_nothing_more() {
     let web: Api<Deployment> = Api::namespaced(admin.clone(), &apps);
     support::eventually("web scaled to 3", WAIT, || async {
         let d = web.get("web").await.map_err(|e| e.to_string())?;
-        match d.spec.and_then(|s| s.replicas) {
+        match d.spec.replicas {
             Some(3) => Ok(()),
             other => Err(format!("{other:?}")),
         }

@@ -272,7 +272,7 @@ async fn one_changed_field_shows_in_diff_and_only_its_object_is_written() {
         .get("b")
         .await
         .unwrap();
-    assert_eq!(d.spec.unwrap().replicas, Some(5));
+    assert_eq!(d.spec.replicas, Some(5));
 }
 
 #[tokio::test]
@@ -450,7 +450,7 @@ async fn an_invalid_tree_applies_nothing_and_prunes_nothing() {
         generation(&a),
         "the changed spec was applied"
     );
-    assert_eq!(a_after.spec.unwrap().replicas, Some(1));
+    assert_eq!(a_after.spec.replicas, Some(1));
     let b_after = deployments
         .get_opt("b")
         .await
@@ -694,7 +694,7 @@ async fn adopting_what_kubectl_applied_drops_what_the_spec_does_not_set() {
         deployment(r#"{"name": "A", "value": "1"}, {"name": "B", "value": "2"}"#),
     )
     .unwrap();
-    let kubectl = std::process::Command::new("kubectl")
+    let kubectl = std::process::Command::new(support::kubectl_program())
         .args(["apply", "-f", &made.to_string_lossy()])
         .env("KUBECONFIG", &kubeconfig)
         .output()
@@ -714,7 +714,7 @@ async fn adopting_what_kubectl_applied_drops_what_the_spec_does_not_set() {
         .get("web")
         .await
         .unwrap();
-    let env: Vec<String> = live.spec.unwrap().template.spec.unwrap().containers[0]
+    let env: Vec<String> = live.spec.template.spec.unwrap().containers[0]
         .env
         .iter()
         .flatten()

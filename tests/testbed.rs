@@ -240,11 +240,9 @@ async fn ssa_deployment_becomes_available_and_its_endpoints_list_the_pods() {
         async move {
             let d = deployments.get("web").await.map_err(|e| e.to_string())?;
             let st = d.status.clone().unwrap_or_default();
-            let available = st
-                .conditions
-                .unwrap_or_default()
-                .iter()
-                .any(|c| c.type_ == "Available" && c.status == "True");
+            let available = st.conditions.unwrap_or_default().iter().any(|c| {
+                c.type_.as_deref() == Some("Available") && c.status.as_deref() == Some("True")
+            });
             if available && st.available_replicas == Some(2) {
                 Ok(())
             } else {
@@ -417,7 +415,7 @@ async fn readiness_delay_holds_ready_back_then_releases_it() {
         .and_then(|c| c.last_transition_time)
         .unwrap()
         .0;
-    // Order, not speed: Ready is only granted once the delay has passed.
+    // lower bound (order, not speed): Ready is only granted once the delay has passed.
     assert!(
         became_ready.duration_since(started).as_secs_f64() >= 2.9,
         "ready at {became_ready}, started {started}"

@@ -447,13 +447,16 @@ async fn the_failing_spec_comes_first_is_found_by_status_and_its_view_shows_the_
     browser.close().await;
 }
 
-/// 10,000 specs in the real page: the time its script takes to draw the first screen
-/// from a status document and to apply one spec's delta, measured in Chromium. The
-/// document is made in the page (a daemon with 10,000 specs is more than the shared
-/// test cluster should carry); the drawing is the page's own code. `serial_`: a timing
-/// needs the machine to itself (scripts/test runs these one at a time).
+/// 10,000 specs in the real page, drawn by its own code from a status document: all
+/// 10,000 rows, the failing spec first; then one spec's delta at a time moves exactly
+/// that spec's row (a new row for its new entry, in its new place) and leaves every
+/// other row the very element it was. The document is made in the page (a daemon with
+/// 10,000 specs is more than the shared test cluster should carry). How long the drawing
+/// takes is the benchmark's to say (`scripts/bench --ui`), not this test's: a shared CI
+/// machine's clock would judge the machine. `serial_`: 10,000 rows in Chromium are load
+/// the other tests should not share.
 #[tokio::test]
-async fn serial_ten_thousand_specs_draw_in_under_a_second_and_one_specs_delta_redraws_one_row() {
+async fn serial_ten_thousand_specs_draw_and_one_specs_delta_redraws_one_row() {
     let client = support::client().await;
     let ns = support::namespace(&client, "ui-scale").await;
     let specs = tempfile::tempdir().unwrap();
@@ -472,6 +475,8 @@ async fn serial_ten_thousand_specs_draw_in_under_a_second_and_one_specs_delta_re
     browser.client.set_window_size(1600, 1000).await.unwrap();
     browser.goto(&format!("http://{}/", daemon.metrics)).await;
     browser.wait_for_text("#connection", &["Live"]).await;
+    // Each row drawn is marked; a delta's redraw is what it removed and added, as a
+    // MutationObserver on the list saw it, and which rows lost the mark.
     let figures = browser
         .eval(
             "const specs = [];\
@@ -484,53 +489,48 @@ async fn serial_ten_thousand_specs_draw_in_under_a_second_and_one_specs_delta_re
                  objects: [{object: `Deployment.apps ns-${i % 50}/app-${i}`, status: failed ? 'InProgress' : 'Current',\
                    reason: null, message: '', action: 'unchanged'}], suspended: null, drifted: [], revision: 'r1'});\
              }\
-             const doc = Object.assign({}, model, {specs});\
-             let t = performance.now();\
-             model = doc; render();\
-             const first = performance.now() - t;\
-             const firstRow = document.querySelector('#spec-rows tr[data-id]').dataset.id;\
-             const rows = document.querySelectorAll('#spec-rows tr[data-id]').length;\
-             const updates = [];\
-             for (let k = 0; k < 7; k++) {\
+             model = Object.assign({}, model, {specs}); render();\
+             const body = document.getElementById('spec-rows');\
+             const ids = () => [...body.querySelectorAll('tr[data-id]')].map(r => r.dataset.id);\
+             const first = ids();\
+             const observer = new MutationObserver(() => {});\
+             observer.observe(body, {childList: true});\
+             const deltas = [];\
+             for (let k = 0; k < 3; k++) {\
+               for (const row of body.children) row.drawnBefore = true;\
                const changed = Object.assign({}, specs[42 + k], {ready: false, status: 'InProgress'});\
-               t = performance.now();\
                applyDelta(model, {specs: [changed]}); render();\
-               updates.push(performance.now() - t);\
+               const records = observer.takeRecords();\
+               const rows = [...body.querySelectorAll('tr[data-id]')];\
+               deltas.push({changed: changed.id,\
+                 removed: records.flatMap(r => [...r.removedNodes]).map(n => n.dataset.id),\
+                 added: records.flatMap(r => [...r.addedNodes]).map(n => n.dataset.id),\
+                 redrawn: rows.filter(r => !r.drawnBefore).map(r => r.dataset.id),\
+                 rows: rows.length, top: rows.slice(0, k + 2).map(r => r.dataset.id)});\
              }\
-             const moved = [...document.querySelectorAll('#spec-rows tr[data-id]')].slice(0, 3).map(r => r.dataset.id);\
-             return {first, updates, firstRow, rows, moved};",
+             observer.disconnect();\
+             return {rows: first.length, firstRow: first[0], deltas};",
         )
         .await;
-    println!("10,000 specs in Chromium: {figures}");
     assert_eq!(figures["rows"], 10000, "{figures}");
     assert_eq!(
         figures["firstRow"], "manifest/ns-45/Deployment.apps/app-7345",
         "{figures}"
     );
-    let first = figures["first"].as_f64().unwrap();
-    assert!(first < 1000.0, "first screen took {first} ms");
-    // Each delta put its spec (now in progress) right after the failed one: the rows
-    // really moved.
-    assert_eq!(
-        figures["moved"],
-        json!([
-            "manifest/ns-45/Deployment.apps/app-7345",
-            "manifest/ns-42/Deployment.apps/app-42",
-            "manifest/ns-43/Deployment.apps/app-43"
-        ]),
-        "{figures}"
-    );
-    // Under 50 ms of script time per update, as the median of seven (one alone can
-    // meet a garbage collection on this shared machine; none may take 150 ms, which a
-    // whole redraw of 10,000 rows takes several times over).
-    let mut updates: Vec<f64> = figures["updates"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|u| u.as_f64().unwrap())
-        .collect();
-    updates.sort_by(f64::total_cmp);
-    assert!(updates[3] < 50.0, "one spec's delta took {updates:?} ms");
-    assert!(updates[6] < 150.0, "one spec's delta took {updates:?} ms");
+    let failed = "manifest/ns-45/Deployment.apps/app-7345";
+    let deltas = figures["deltas"].as_array().unwrap();
+    assert_eq!(deltas.len(), 3, "{figures}");
+    let mut moved = vec![json!(failed)];
+    for delta in deltas {
+        let changed = &delta["changed"];
+        // Its old row out, its new row in; nothing else taken out or put in.
+        assert_eq!(delta["removed"], json!([changed]), "{delta}");
+        assert_eq!(delta["added"], json!([changed]), "{delta}");
+        assert_eq!(delta["redrawn"], json!([changed]), "{delta}");
+        assert_eq!(delta["rows"], 10000, "{delta}");
+        // Now in progress: right after the failed spec and the ones moved before it.
+        moved.push(changed.clone());
+        assert_eq!(delta["top"], json!(moved), "{delta}");
+    }
     browser.close().await;
 }

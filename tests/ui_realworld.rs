@@ -1,5 +1,5 @@
 //! The web UI with a real tree, as a new user meets it: the newer version of every
-//! bundle of `../shared/realworld` (fourteen projects, 204 objects: CRDs, RBAC named
+//! bundle of `../shared/realworld-2026` (fourteen projects, hundreds of objects: CRDs, RBAC named
 //! `system:…`, webhooks, operators, objects in `kube-system`) plus one crash-looping
 //! Deployment, under a real `driftless run` on the local cluster, in a real headless
 //! Chromium at 1600×1000 and 400×900. The failing spec is the first row by default and

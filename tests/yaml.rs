@@ -7,7 +7,7 @@ mod support;
 use std::path::Path;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Service, ServiceAccount};
+use k8s_openapi::api::core::v1::Service;
 use kube::api::{Api, DynamicObject};
 use kube::core::{ApiResource, GroupVersionKind};
 
@@ -98,7 +98,7 @@ async fn serial_a_yaml_bundle_applies_settles_without_writes_and_prunes_by_file(
         .get(&operator)
         .await
         .unwrap();
-    let pod = deployment.spec.unwrap().template.spec.unwrap();
+    let pod = deployment.spec.template.spec.unwrap();
     assert_eq!(
         pod.node_selector
             .unwrap()
@@ -123,18 +123,6 @@ async fn serial_a_yaml_bundle_applies_settles_without_writes_and_prunes_by_file(
         widgets.get("front-door").await.unwrap().data["spec"]["size"],
         3
     );
-
-    // The token controller adds its Secret to the ServiceAccount once: let that settle
-    // before counting writes.
-    let sas = Api::<ServiceAccount>::namespaced(client.clone(), &ns);
-    support::eventually("the ServiceAccount's token", support::WAIT, || async {
-        let sa = sas.get(&operator).await.map_err(|e| e.to_string())?;
-        sa.secrets
-            .filter(|s| !s.is_empty())
-            .map(|_| ())
-            .ok_or_else(|| "no token yet".to_string())
-    })
-    .await;
 
     // A second apply: nothing sent, as the apiserver itself counts it.
     let before = support::apiserver_writes_when_quiet(&client, &BUNDLE_RESOURCES).await;

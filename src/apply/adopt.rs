@@ -4,15 +4,21 @@
 //! leaves those entries in place, so a field later dropped from the spec stays on the
 //! object for ever. Before the first apply of an adopted object, their fields move into
 //! our Apply entry, as kubectl's `csaupgrade` does; the apply then owns them, and drops
-//! whatever the spec does not set (the annotation included).
+//! whatever the spec does not set (the annotation included). An object `kubectl create`
+//! made is taken over the same way: its fields are recorded under `kubectl-create`, an
+//! Update entry no later apply would ever let go of.
 
 use kube::api::{Api, DynamicObject};
 use serde_json::{Map, Value, json};
 
 use super::Engine;
 
-/// The managers client-side apply records its ownership under.
-const CLIENT_SIDE_MANAGERS: [&str; 2] = ["kubectl-client-side-apply", "before-first-apply"];
+/// The managers client-side apply (and `kubectl create`) record their ownership under.
+const CLIENT_SIDE_MANAGERS: [&str; 3] = [
+    "kubectl-client-side-apply",
+    "before-first-apply",
+    "kubectl-create",
+];
 
 fn is_client_side(entry: &Value) -> bool {
     entry["manager"]

@@ -57,6 +57,24 @@ use crate::render::Object;
 use crate::spec::SpecId;
 use plan::Planned;
 
+/// Whether `p`, now gone, is a Job that deletes itself once finished
+/// (`ttlSecondsAfterFinished`, as ingress-nginx's certificate Jobs do) and that this
+/// instance created (`e`): it has run, and is not created again, so not run again, until
+/// what it runs changes (the caller compares `e`'s intent). Anything else that is gone is
+/// created again.
+fn removed_by_its_ttl(p: &Planned<'_>, e: &inventory::Entry) -> bool {
+    p.key.is("batch", "Job")
+        && p.body.pointer("/spec/ttlSecondsAfterFinished").is_some()
+        && e.uid.is_some()
+}
+
+/// A server-side apply as driftless sends every one: as `manager`, with the server's
+/// strict field validation (1.27+), so an unknown or duplicated field is refused, never
+/// dropped in silence (the default, `Warn`, would apply the rest).
+pub(crate) fn apply_params(manager: &str) -> kube::api::PatchParams {
+    kube::api::PatchParams::apply(manager).validation(kube::api::ValidationDirective::Strict)
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verb {
     Patch,
@@ -258,8 +276,9 @@ pub struct Engine {
     pub writes: Arc<Writes>,
     /// What Secrets' inventory hashes are keyed with (`secret_key`), once read.
     hash_key: tokio::sync::OnceCell<hash::HashKey>,
-    /// Whether the apiserver predates 1.21 (`without_apply`), once asked.
-    old_apiserver: tokio::sync::OnceCell<bool>,
+    /// The apiserver's version (`major`, `minor`, `gitVersion`), once asked; `None` when
+    /// it does not say.
+    server_version: tokio::sync::OnceCell<Option<(String, String, String)>>,
     said_without_apply: std::sync::atomic::AtomicBool,
     /// Helm hooks of kinds driftless does not run, said once each (`stages`).
     said_skipped: std::sync::Mutex<BTreeSet<String>>,
@@ -273,10 +292,24 @@ impl Engine {
             opts,
             writes: Arc::new(Writes::default()),
             hash_key: tokio::sync::OnceCell::new(),
-            old_apiserver: tokio::sync::OnceCell::new(),
+            server_version: tokio::sync::OnceCell::new(),
             said_without_apply: Default::default(),
             said_skipped: Default::default(),
         }
+    }
+
+    /// The apiserver's version, read once.
+    pub(crate) async fn server_version(&self) -> Option<&(String, String, String)> {
+        self.server_version
+            .get_or_init(|| async {
+                self.client
+                    .apiserver_version()
+                    .await
+                    .ok()
+                    .map(|v| (v.major, v.minor, v.git_version))
+            })
+            .await
+            .as_ref()
     }
 
     pub fn store(&self) -> Store {

@@ -156,6 +156,15 @@ impl Engine {
             e.applied.as_deref() == Some(applied.as_str())
                 || (plain.is_some() && e.applied == plain)
         };
+        if live.is_none()
+            && let Some(e) = entry
+                .as_ref()
+                .filter(|e| super::removed_by_its_ttl(p, e) && same_intent(e))
+        {
+            tracing::debug!("ran, and its TTL removed it: not run again until it changes");
+            let kept = e.clone();
+            return (result(Action::Unchanged, None), Some(kept));
+        }
         let mut force = self.opts.force_conflicts;
         let mut replace = false;
         let mut drift_seen = None;
@@ -251,7 +260,7 @@ impl Engine {
         }
         let pp = PatchParams {
             force,
-            ..PatchParams::apply(&self.opts.field_manager)
+            ..super::apply_params(&self.opts.field_manager)
         };
         // A create sends the ignored fields too: their first value is the spec's.
         let body = match (&live, &p.full) {
@@ -264,7 +273,7 @@ impl Engine {
         } else {
             self.writes.count(Verb::Patch);
             match api.patch(&p.key.name, &pp, &Patch::Apply(body)).await {
-                Err(e) if live.is_some() && self.emptied_map_refused(&e).await => {
+                Err(e) if live.is_some() && self.emptied_map_refused(&e) => {
                     self.apply_after_emptying(&api, &p.key.name, body, &pp, e)
                         .await
                 }
@@ -410,7 +419,7 @@ impl Engine {
         let created = api
             .patch(
                 &p.key.name,
-                &PatchParams::apply(&self.opts.field_manager),
+                &super::apply_params(&self.opts.field_manager),
                 &Patch::Apply(body),
             )
             .await;

@@ -36,18 +36,21 @@ impl Engine {
     ) -> Vec<Planned<'a>> {
         let mut out = Vec::with_capacity(objects.len());
         for obj in objects {
-            let resolved = self
-                .resolver
-                .resolve(&obj.api_version, &obj.kind)
-                .await
-                .map_err(|e| {
-                    format!(
-                        "{} {} is not served by the cluster: {}",
-                        obj.api_version,
-                        obj.kind,
-                        crate::cluster::error_text(&e)
-                    )
-                });
+            let resolved = match self.resolver.resolve(&obj.api_version, &obj.kind).await {
+                Ok(r) => Ok(r),
+                // Which cluster says no: a version a newer Kubernetes serves (or an older
+                // one did) is then plain.
+                Err(e) => Err(format!(
+                    "{} {} is not served by the cluster{}: {}",
+                    obj.api_version,
+                    obj.kind,
+                    self.server_version()
+                        .await
+                        .map(|(_, _, v)| format!(" (Kubernetes {v})"))
+                        .unwrap_or_default(),
+                    crate::cluster::error_text(&e)
+                )),
+            };
             let (body, namespace) = fix_namespace(obj, resolved.as_ref().ok());
             let body = normalize::compatible(obj.group(), &obj.kind, body);
             let (body, full) = without_ignored(body, &obj.policy.ignore_fields);

@@ -1,6 +1,11 @@
 //! API discovery, cached per kind: which resource serves `apiVersion`/`kind`, and
 //! whether it is namespaced. A kind that is not served yet (its CRD was just applied)
 //! is not cached, so a later call sees it once it is Established.
+//!
+//! Where the apiserver offers aggregated discovery (GA in 1.30), the first look-up reads
+//! every group in two requests (`/api` and `/apis`) instead of one request per group
+//! version; a kind missing from that snapshot (a CRD applied since) is asked for by its
+//! group version, as on a server without it.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -8,7 +13,7 @@ use std::sync::Mutex;
 use kube::Client;
 use kube::api::{Api, DynamicObject};
 use kube::core::GroupVersionKind;
-use kube::discovery::{ApiResource, Scope, pinned_kind};
+use kube::discovery::{ApiResource, Discovery, Scope, pinned_kind};
 
 use crate::object::split_api_version;
 
@@ -36,6 +41,9 @@ impl Resolved {
 pub struct Resolver {
     client: Client,
     cache: Mutex<HashMap<(String, String), Resolved>>,
+    /// The aggregated discovery snapshot, read once; `None` inside when the server has
+    /// none (or it failed): per group version from then on.
+    aggregated: tokio::sync::OnceCell<Option<Discovery>>,
 }
 
 impl Resolver {
@@ -43,7 +51,23 @@ impl Resolver {
         Resolver {
             client,
             cache: Mutex::new(HashMap::new()),
+            aggregated: tokio::sync::OnceCell::new(),
         }
+    }
+
+    async fn aggregated(&self) -> Option<&Discovery> {
+        self.aggregated
+            .get_or_init(|| async {
+                match Discovery::new(self.client.clone()).run_aggregated().await {
+                    Ok(d) => Some(d),
+                    Err(e) => {
+                        tracing::debug!(error = %e, "no aggregated discovery; asking per group version");
+                        None
+                    }
+                }
+            })
+            .await
+            .as_ref()
     }
 
     pub async fn resolve(&self, api_version: &str, kind: &str) -> Result<Resolved, kube::Error> {
@@ -53,7 +77,11 @@ impl Resolver {
         }
         let (group, version) = split_api_version(api_version);
         let gvk = GroupVersionKind::gvk(group, version, kind);
-        let (resource, caps) = pinned_kind(&self.client, &gvk).await?;
+        let found = self.aggregated().await.and_then(|d| d.resolve_gvk(&gvk));
+        let (resource, caps) = match found {
+            Some(hit) => hit,
+            None => pinned_kind(&self.client, &gvk).await?,
+        };
         let resolved = Resolved {
             resource,
             namespaced: caps.scope == Scope::Namespaced,

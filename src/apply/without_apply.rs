@@ -9,11 +9,11 @@
 //! as applied, so a change someone else makes to them is not seen as drift, and a field
 //! dropped from the spec stays on the object until it is deleted.
 //!
-//! The same apiserver cannot apply a map emptied either: an apply that sets to `{}` a map
-//! it had filled (kube-prometheus 0.9's `ruleSelector: {}` after 0.8's `matchLabels`)
-//! leaves it null, which the apiserver's own validation then refuses (`Invalid value:
-//! "null"`; structured-merge-diff, fixed in 1.21). There the maps are emptied with a
-//! merge patch first, and the apply sent again.
+//! No apiserver can apply a map emptied: an apply that sets to `{}` a map it had filled
+//! (kube-prometheus 0.9's `ruleSelector: {}` after 0.8's `matchLabels`) leaves it null,
+//! which the apiserver's own validation of a custom resource then refuses (`Invalid
+//! value: "null"`; seen on 1.20, and still on 1.34 and 1.37). On that refusal the maps
+//! are emptied with a merge patch first, and the apply sent again.
 
 use std::sync::atomic::Ordering;
 
@@ -85,22 +85,15 @@ impl Engine {
     /// Whether the apiserver predates 1.21. Read once; an apiserver that does not say is
     /// taken as a current one.
     async fn old_apiserver(&self) -> bool {
-        *self
-            .old_apiserver
-            .get_or_init(|| async {
-                match self.client.apiserver_version().await {
-                    Ok(v) => before_1_21(&v.major, &v.minor),
-                    Err(_) => false,
-                }
-            })
+        self.server_version()
             .await
+            .is_some_and(|(major, minor, _)| before_1_21(major, minor))
     }
 
-    /// Whether `e` is an apiserver before 1.21 refusing what its own apply made of an
-    /// emptied map (see the module doc).
-    pub(super) async fn emptied_map_refused(&self, e: &kube::Error) -> bool {
+    /// Whether `e` is the apiserver refusing what its own apply made of an emptied map
+    /// (see the module doc).
+    pub(super) fn emptied_map_refused(&self, e: &kube::Error) -> bool {
         matches!(e, kube::Error::Api(s) if s.code == 422 && s.message.contains("Invalid value: \"null\""))
-            && self.old_apiserver().await
     }
 
     /// After `refusal` (`emptied_map_refused`): empties the maps with a merge patch, then
@@ -119,7 +112,7 @@ impl Engine {
             return Err(refusal);
         };
         tracing::info!(
-            "this apiserver (Kubernetes before 1.21) cannot apply an emptied map: emptying it with a merge patch first"
+            "the apiserver cannot apply an emptied map: emptying it with a merge patch first"
         );
         let mp = PatchParams {
             field_manager: Some(self.opts.field_manager.clone()),

@@ -353,9 +353,26 @@ fn pod(v: &Value) -> Value {
         .iter()
         .flat_map(|k| v["status"][k].as_array().into_iter().flatten())
         .collect();
-    let main = v["status"]["containerStatuses"].as_array();
-    let ready = main.map_or(0, |c| c.iter().filter(|c| c["ready"] == true).count());
-    let total = v["spec"]["containers"].as_array().map_or(0, Vec::len);
+    // As kubectl counts them: the containers, and the sidecars (init containers that
+    // restart always, GA in 1.33), which run beside them for the Pod's life.
+    let sidecars: BTreeSet<&str> = v["spec"]["initContainers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| c["restartPolicy"] == "Always")
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    let ready_in = |key: &str, only_sidecars: bool| {
+        v["status"][key]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|c| !only_sidecars || c["name"].as_str().is_some_and(|n| sidecars.contains(n)))
+            .filter(|c| c["ready"] == true)
+            .count()
+    };
+    let ready = ready_in("containerStatuses", false) + ready_in("initContainerStatuses", true);
+    let total = v["spec"]["containers"].as_array().map_or(0, Vec::len) + sidecars.len();
     let restarts: u64 = statuses
         .iter()
         .map(|c| c["restartCount"].as_u64().unwrap_or(0))
@@ -418,5 +435,21 @@ mod tests {
                    "state": "web: CrashLoopBackOff",
                    "last_state": "last ended web: Error (exit 1) at 2026-01-01T00:00:00Z"})
         );
+    }
+
+    #[test]
+    fn a_sidecar_counts_as_a_running_container_and_a_finished_init_container_does_not() {
+        let p = json!({
+            "metadata": {"name": "web-1"},
+            "spec": {"containers": [{"name": "web"}],
+                     "initContainers": [{"name": "migrate"}, {"name": "proxy", "restartPolicy": "Always"}]},
+            "status": {"phase": "Running",
+                "initContainerStatuses": [
+                    {"name": "migrate", "ready": false, "restartCount": 0,
+                     "state": {"terminated": {"reason": "Completed", "exitCode": 0}}},
+                    {"name": "proxy", "ready": true, "restartCount": 0, "state": {"running": {}}}],
+                "containerStatuses": [{"name": "web", "ready": true, "restartCount": 0, "state": {"running": {}}}]},
+        });
+        assert_eq!(pod(&p)["ready"], "2/2");
     }
 }

@@ -205,6 +205,7 @@ pub async fn run(
             Default::default()
         }
     };
+    let kubernetes = cluster.kube_version.clone();
     let renderer = source::Rendering {
         renderer: Arc::new(crate::hydrate::Renderer::new(cfg.render.clone())),
         allow_empty: cfg.engine.prune.allow_mass,
@@ -260,6 +261,7 @@ pub async fn run(
     });
     let mut state = State::new(source_name, *active_rx.borrow());
     state.instance.clone_from(&cfg.engine.instance);
+    state.kubernetes = kubernetes;
     state.correct_drift = cfg.engine.correct_drift;
     // The suspensions as they stand, before the first sync: the watch may list them only
     // after the source's first revision is in, and a restart must not apply what a

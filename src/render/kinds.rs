@@ -181,7 +181,7 @@ pub(super) fn elasticweb(
     let replicas = i32::try_from(e.replicas()).unwrap_or(i32::MAX);
     let deployment = Deployment {
         metadata: meta(spec, name, facts),
-        spec: Some(DeploymentSpec {
+        spec: DeploymentSpec {
             replicas: Some(replicas),
             selector: LabelSelector {
                 match_labels: Some(selector.clone()),
@@ -204,7 +204,7 @@ pub(super) fn elasticweb(
                 }),
             },
             ..DeploymentSpec::default()
-        }),
+        },
         ..Deployment::default()
     };
     let svc = Service {

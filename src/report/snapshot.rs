@@ -29,6 +29,8 @@ pub struct Snapshot<'a> {
     pub errors: &'a [SourceError],
     /// Why the cluster cannot be reached, while it cannot.
     pub cluster_error: Option<&'a str>,
+    /// The cluster's Kubernetes version, once read.
+    pub kubernetes: Option<&'a str>,
     pub specs: &'a [Spec],
     /// What rendered each rendered file of the tree.
     pub rendered: &'a BTreeMap<String, crate::spec::RenderedBy>,
@@ -158,6 +160,7 @@ impl Snapshot<'_> {
             releases: super::releases::of(&specs),
             version: VERSION,
             instance: self.instance.to_string(),
+            kubernetes: self.kubernetes.map(str::to_string),
             source: self.source.to_string(),
             revision_seen: self.revision_seen.map(str::to_string),
             revision_applied: self.revision_applied.map(str::to_string),
@@ -322,6 +325,7 @@ mod tests {
             last_sync: None,
             errors: &[],
             cluster_error: None,
+            kubernetes: Some("v1.37.2"),
             specs,
             rendered: &NO_RENDERS,
             health,
@@ -426,6 +430,7 @@ mod tests {
         let status = Snapshot {
             errors: &errors,
             cluster_error: Some("connection refused"),
+            kubernetes: None,
             leader: false,
             leader_problem: Some("leader election: cannot use Lease ns/l: forbidden"),
             ..snapshot(&[], &[], &actions)

@@ -79,6 +79,9 @@ pub struct StatusFile {
     /// The daemon's `--instance`.
     #[serde(default)]
     pub instance: String,
+    /// The cluster's Kubernetes version (`v1.37.2`), as its apiserver says it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kubernetes: Option<String>,
     pub source: String,
     pub revision_seen: Option<String>,
     pub revision_applied: Option<String>,
@@ -269,6 +272,7 @@ impl StatusFile {
             releases: Vec::new(),
             written: None,
             instance: String::new(),
+            kubernetes: None,
             version: VERSION,
             source: String::new(),
             revision_seen: None,
@@ -432,6 +436,9 @@ impl StatusFile {
         let dash = || "-".to_string();
         if !self.instance.is_empty() {
             header(&mut out, "instance", &self.instance);
+        }
+        if let Some(v) = &self.kubernetes {
+            header(&mut out, "kubernetes", v);
         }
         header(&mut out, "source", &self.source);
         header(
@@ -759,6 +766,7 @@ mod tests {
             releases: Vec::new(),
             written: Some("2025-03-01T12:00:05Z".into()),
             instance: "default".into(),
+            kubernetes: Some("v1.37.2".into()),
             version: VERSION,
             source: "https://example.com/org/specs.git".into(),
             revision_seen: Some("bbbbbbb".into()),
@@ -881,6 +889,7 @@ mod tests {
             "{t}"
         );
         assert!(t.contains("revision applied: aaaaaaa\n"), "{t}");
+        assert!(t.contains("kubernetes:       v1.37.2\n"), "{t}");
         assert!(t.contains("revision seen:    bbbbbbb\n"), "{t}");
         assert!(t.contains("last sync:        2025-03-01T12:00:00Z: success in 1.2s (3 applied, 10 unchanged, 1 pruned, 0 failed)\n"), "{t}");
         assert!(t.contains("leader:           yes"), "{t}");

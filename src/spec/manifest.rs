@@ -1,7 +1,8 @@
 //! The checks a manifest passes whatever it was written in, on its JSON: it is a
 //! Kubernetes object (apiVersion, kind, metadata.name), its names are valid, it sets none
-//! of driftless's own marks, and it fits in etcd. Problems name the path of what is
-//! wrong; each format's reader turns that into `file:line:col`.
+//! of driftless's own marks, names no API version Kubernetes has removed, and it fits in
+//! etcd. Problems name the path of what is wrong; each format's reader turns that into
+//! `file:line:col`.
 
 use std::collections::BTreeMap;
 
@@ -159,6 +160,11 @@ pub(super) fn check(doc: Value) -> Result<Manifest, Vec<Problem>> {
         && (k.is_empty() || !k.chars().all(|c| c.is_ascii_alphanumeric()))
     {
         problems.push(problem(&["kind"], format!("invalid kind {}", q(k))));
+    }
+    if let (Some(v), Some(k)) = (&api_version, &kind)
+        && let Some(gone) = super::removed::removed(v, k)
+    {
+        problems.push(problem(&["apiVersion"], gone.message()));
     }
     if let Some(n) = &name
         && !generated
@@ -512,5 +518,21 @@ mod tests {
         let got = messages(json!({"apiVersion": "v1", "kind": "ConfigMap",
                                   "metadata": {"name": "big"}, "data": {"a": big}}));
         assert!(got[0].1.contains("more than the 1536 KiB"), "{got:?}");
+    }
+
+    #[test]
+    fn a_removed_api_version_is_refused_at_its_apiversion() {
+        let got = messages(
+            json!({"apiVersion": "policy/v1beta1", "kind": "PodSecurityPolicy",
+                                  "metadata": {"name": "restricted"}, "spec": {}}),
+        );
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert_eq!(got[0].0, "apiVersion");
+        assert!(
+            got[0]
+                .1
+                .starts_with("policy/v1beta1 PodSecurityPolicy was removed in Kubernetes 1.25"),
+            "{got:?}"
+        );
     }
 }

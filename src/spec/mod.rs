@@ -11,6 +11,7 @@ pub mod names;
 pub mod order;
 pub mod policy;
 pub mod quantity;
+pub mod removed;
 pub mod schema;
 pub mod settings;
 pub mod sops;

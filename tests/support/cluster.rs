@@ -316,15 +316,21 @@ where
     let _ = done.join();
 }
 
+/// The kubectl the tests use as a real client: the pinned 1.35 one of testbed/tools.env
+/// (cluster.sh's env file names it), else whichever is on PATH.
+pub fn kubectl_program() -> std::ffi::OsString {
+    std::env::var_os("DRIFTLESS_TEST_KUBECTL_V35").unwrap_or_else(|| "kubectl".into())
+}
+
 /// `kubectl ARGS` with the local cluster's admin kubeconfig; fails the test with its
 /// output unless it succeeds.
 pub fn kubectl(args: &[&str]) {
-    let out = std::process::Command::new("kubectl")
+    let out = std::process::Command::new(kubectl_program())
         .arg("--kubeconfig")
         .arg(admin_kubeconfig())
         .args(args)
         .output()
-        .expect("kubectl (testbed/install.sh builds it; source .testbed/env puts it on PATH)");
+        .expect("kubectl (testbed/install.sh installs it; source .testbed/env names it)");
     assert!(
         out.status.success(),
         "kubectl {args:?}: {}",

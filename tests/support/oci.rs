@@ -66,7 +66,7 @@ pub async fn replicas(client: &kube::Client, ns: &str) -> Option<i32> {
         .get_opt("shop")
         .await
         .unwrap()
-        .and_then(|d| d.spec?.replicas)
+        .and_then(|d| d.spec.replicas)
 }
 
 pub fn errors(status: &Value) -> String {

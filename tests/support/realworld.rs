@@ -1,4 +1,4 @@
-//! The real bundles of `../shared/realworld` (fourteen projects' install YAML at two
+//! The real bundles of `../shared/realworld-2026` (fourteen projects' install YAML at two
 //! released versions), as tests read them: never copied into the repository nor edited.
 
 use std::path::{Path, PathBuf};
@@ -9,7 +9,7 @@ use kube::core::GroupVersionKind;
 use kube::discovery::ApiResource;
 
 pub fn realworld_corpus() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/realworld")
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/realworld-2026")
 }
 
 /// The corpus's projects, by name.
@@ -29,7 +29,7 @@ pub fn realworld_versions(project: &str) -> (PathBuf, PathBuf) {
     let dir = realworld_corpus().join(project);
     let source = std::fs::read_to_string(dir.join("SOURCE")).unwrap_or_else(|e| {
         panic!(
-            "{}: {e}; the real bundles live in ../shared/realworld beside the repository",
+            "{}: {e}; the real bundles live in ../shared/realworld-2026 beside the repository",
             dir.join("SOURCE").display()
         )
     });

@@ -266,6 +266,17 @@ impl Engine {
                 Ok(o) => o.map(|o| serde_json::to_value(o).unwrap_or(Value::Null)),
                 Err(e) => return Change::Error(format!("reading it: {}", error_text(&e))),
             };
+            // A Job its TTL removed after it ran this intent: apply leaves it gone.
+            if live.is_none()
+                && !p.obj.policy.sealed
+                && inventory.entries.get(key).is_some_and(|e| {
+                    super::removed_by_its_ttl(p, e)
+                        && e.applied.as_deref()
+                            == Some(super::hash::body_hashes(&p.body, None).applied.as_str())
+                })
+            {
+                return Change::Unchanged;
+            }
             let claimed = match live.as_ref().map(|l| claim(l, &self.opts.instance, adopt)) {
                 Some(Err(refusal)) => return Change::Error(format!("conflict: {refusal}")),
                 // Created once, never updated: nothing apply would change.
@@ -299,7 +310,7 @@ impl Engine {
             let force = self.opts.force_conflicts || claimed == Some(Claim::Adopt) || drifted;
             let pp = PatchParams {
                 force,
-                ..PatchParams::apply(&self.opts.field_manager).dry_run()
+                ..crate::apply::apply_params(&self.opts.field_manager).dry_run()
             };
             let mut pinned = body.clone();
             if let Some(rv) = live
@@ -315,10 +326,10 @@ impl Engine {
             } else {
                 api.patch(&key.name, &pp, &Patch::Apply(&pinned)).await
             };
-            // What apply does on an apiserver before 1.21 that cannot apply an emptied
-            // map (`without_apply`): empty it, then apply; dry-run as one merge patch.
+            // What apply does where the apiserver cannot apply an emptied map
+            // (`without_apply`): empty it, then apply; dry-run as one merge patch.
             let dry = match (&live, dry) {
-                (Some(l), Err(e)) if self.emptied_map_refused(&e).await => {
+                (Some(l), Err(e)) if self.emptied_map_refused(&e) => {
                     match super::without_apply::emptying_patch(&pinned, l) {
                         Some(patch) => {
                             let mp = PatchParams {

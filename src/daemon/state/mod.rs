@@ -103,6 +103,8 @@ pub struct State {
     source_name: String,
     /// The driftless instance this daemon is (`--instance`), as the status names it.
     pub instance: String,
+    /// The cluster's Kubernetes version, as its apiserver said it at start.
+    pub kubernetes: Option<String>,
     /// Shared with the sync that applies it (no copy of the tree per sync).
     pub tree: Option<Arc<SpecTree>>,
     /// While a revision is applied spec by spec (only the specs it changed): those not
@@ -180,6 +182,7 @@ impl State {
         State {
             source_name,
             instance: crate::object::ownership::DEFAULT_INSTANCE.to_string(),
+            kubernetes: None,
             tree: None,
             pending: None,
             expected: Vec::new(),
@@ -229,6 +232,7 @@ impl State {
             last_sync: self.last_sync.as_ref(),
             errors: &self.errors,
             cluster_error: self.cluster_error.as_deref(),
+            kubernetes: self.kubernetes.as_deref(),
             specs: self.specs(),
             rendered: self
                 .tree

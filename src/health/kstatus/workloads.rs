@@ -435,4 +435,29 @@ mod tests {
             "Job in progress. succeeded: 2, active: 3, failed: 0",
         );
     }
+
+    /// A 1.31+ Job controller says `SuccessCriteriaMet` (or `FailureTarget`) first, while
+    /// its Pods may still terminate, and `Complete` (`Failed`) only once they have: a hook
+    /// or a wave waits for the last word.
+    #[test]
+    fn job_with_only_the_early_condition_is_still_running() {
+        for early in ["SuccessCriteriaMet", "FailureTarget"] {
+            let job = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
+                             "status": {"startTime": "2024-05-01T11:30:00Z", "active": 1,
+                                        "conditions": [{"type": early, "status": "True"}]}});
+            let got = compute(Some(&job), now());
+            assert_eq!(got.status, Status::InProgress, "{early}: {got:?}");
+            assert_eq!(got.reason.as_deref(), Some("JobRunning"), "{early}");
+        }
+        let done = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
+                          "status": {"startTime": "2024-05-01T11:30:00Z", "succeeded": 1,
+                                     "conditions": [{"type": "SuccessCriteriaMet", "status": "True"},
+                                                    {"type": "Complete", "status": "True"}]}});
+        assert_eq!(compute(Some(&done), now()).status, Status::Current);
+        let failed = json!({"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"},
+                            "status": {"startTime": "2024-05-01T11:30:00Z", "failed": 1,
+                                       "conditions": [{"type": "FailureTarget", "status": "True"},
+                                                      {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded"}]}});
+        assert_eq!(compute(Some(&failed), now()).status, Status::Failed);
+    }
 }

@@ -12,6 +12,12 @@
 //! - a Pod that is not restarted (`restartPolicy` Never or OnFailure, as a Job's are)
 //!   runs to completion: Succeeded, so Jobs complete;
 //! - otherwise Running and Ready.
+//!
+//! Init containers are reported as a 1.29+ kubelet does: an ordinary one terminated
+//! (Completed) before the containers start; a sidecar (`restartPolicy: Always` on the init
+//! container, GA in 1.33) running, started and ready beside them for the Pod's whole life,
+//! also in a Pod that runs to completion (the kubelet stops sidecars after the main
+//! containers exit, so a Succeeded Pod shows them terminated too).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -259,12 +265,14 @@ async fn sync_pod(
         ),
     };
 
+    let init_statuses = init_container_statuses(pod, &b, &started.to_string());
     let reason = (!ready_now).then_some("ContainersNotReady");
     let desired = Summary {
         phase: phase.to_string(),
         pod_ip: pod_ip.clone(),
         ready: ready_now,
         container_states: container_statuses.iter().map(state_key).collect(),
+        init_states: init_statuses.iter().map(state_key).collect(),
     };
     if Summary::of(pod) == Some(desired) {
         return Ok(recheck);
@@ -291,6 +299,7 @@ async fn sync_pod(
             cond("PodScheduled", true),
         ],
         "containerStatuses": container_statuses,
+        "initContainerStatuses": init_statuses,
     }});
     match api
         .patch_status(&name, &PatchParams::default(), &Patch::Merge(patch))
@@ -301,6 +310,32 @@ async fn sync_pod(
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(None),
         Err(e) => Err(e.into()),
     }
+}
+
+/// The init containers' statuses: ordinary ones have run to completion; sidecars
+/// (`restartPolicy: Always`) run beside the containers, and have stopped once a Pod that
+/// runs to completion is done.
+fn init_container_statuses(pod: &Pod, b: &Behaviour, started: &str) -> Vec<Value> {
+    let inits = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.init_containers.as_deref())
+        .unwrap_or_default();
+    let done = json!({"terminated": {"exitCode": 0, "reason": "Completed",
+        "startedAt": started, "finishedAt": started}});
+    inits
+        .iter()
+        .map(|c| {
+            let sidecar = c.restart_policy.as_deref() == Some("Always");
+            match b {
+                Behaviour::Exit(_) => container_status(c, false, done.clone(), None, 0),
+                _ if sidecar => {
+                    container_status(c, true, json!({"running": {"startedAt": started}}), None, 0)
+                }
+                _ => container_status(c, false, done.clone(), None, 0),
+            }
+        })
+        .collect()
 }
 
 fn container_status(
@@ -347,6 +382,7 @@ struct Summary {
     pod_ip: String,
     ready: bool,
     container_states: Vec<String>,
+    init_states: Vec<String>,
 }
 
 impl Summary {
@@ -367,11 +403,23 @@ impl Summary {
                     .unwrap_or_default()
             })
             .collect();
+        let init_states = s
+            .init_container_statuses
+            .as_deref()
+            .unwrap_or_default()
+            .iter()
+            .map(|cs| {
+                serde_json::to_value(cs)
+                    .map(|v| state_key(&v))
+                    .unwrap_or_default()
+            })
+            .collect();
         Some(Summary {
             phase: s.phase.clone()?,
             pod_ip: s.pod_ip.clone()?,
             ready,
             container_states,
+            init_states,
         })
     }
 }

@@ -1,8 +1,8 @@
 //! Stand-ins for what a real node would run, so the local control plane (etcd,
 //! kube-apiserver, controller-manager, scheduler) behaves like a cluster with workers:
 //!
-//! - fake Nodes: created at start, kept Ready and untainted (the node lifecycle
-//!   controller that would do that is off); Nodes a test adds later with the
+//! - fake Nodes: created at start, kept Ready and untainted, their Leases renewed (the
+//!   node lifecycle controller that would read them is off); Nodes a test adds later with the
 //!   `testbed.driftless.dev/fake-node=true` label are made Ready too;
 //! - a kubelet: writes the status of Pods bound to fake Nodes, finishes their deletes,
 //!   and simulates failures (see `kubelet::Behaviour`);
@@ -60,6 +60,7 @@ async fn main() -> anyhow::Result<()> {
 
     let mut tasks = tokio::task::JoinSet::new();
     tasks.spawn(nodes::run(client.clone(), registry.clone()));
+    tasks.spawn(nodes::renew_leases(client.clone(), registry.clone()));
     tasks.spawn(kubelet::run(client.clone(), registry.clone()));
     tasks.spawn(storage::run(client.clone(), args.pv_dir.clone()));
 

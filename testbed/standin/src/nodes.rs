@@ -1,10 +1,13 @@
 //! Fake Nodes: created with the labels a real kubelet sets, then kept Ready and free of
-//! the not-ready taint that the apiserver's admission adds at creation.
+//! the not-ready taint that the apiserver's admission adds at creation, and alive through
+//! their Leases in `kube-node-lease`, renewed as a kubelet renews them (every 10 s of a
+//! 40 s lease), so a cluster whose node lifecycle controller runs would keep them too.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
 use futures::StreamExt;
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -15,6 +18,7 @@ use serde_json::json;
 pub const FAKE_NODE_LABEL: &str = "testbed.driftless.dev/fake-node";
 const MANAGER: &str = "driftless-testbed";
 const ZONES: [&str; 3] = ["a", "b", "c"];
+static KUBELET_VERSION: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
 /// The fake Nodes known so far, with the InternalIP each was given.
 #[derive(Clone, Default)]
@@ -40,6 +44,46 @@ impl Registry {
     fn len(&self) -> usize {
         self.0.read().map(|m| m.len()).unwrap_or(0)
     }
+
+    fn names(&self) -> Vec<String> {
+        self.0
+            .read()
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+}
+
+const LEASE_SECONDS: i32 = 40;
+const RENEW_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Renews every fake Node's Lease, forever.
+pub async fn renew_leases(client: Client, registry: Registry) -> anyhow::Result<()> {
+    let api: Api<Lease> = Api::namespaced(client, "kube-node-lease");
+    loop {
+        for name in registry.names() {
+            let lease = json!({
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": name},
+                "spec": {
+                    "holderIdentity": name,
+                    "leaseDurationSeconds": LEASE_SECONDS,
+                    "renewTime": k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime(k8s_openapi::jiff::Timestamp::now()),
+                },
+            });
+            if let Err(e) = api
+                .patch(
+                    &name,
+                    &PatchParams::apply(MANAGER).force(),
+                    &Patch::Apply(&lease),
+                )
+                .await
+            {
+                tracing::warn!(node = %name, error = %e, "could not renew the node's lease");
+            }
+        }
+        tokio::time::sleep(RENEW_EVERY).await;
+    }
 }
 
 pub async fn create_initial(
@@ -48,6 +92,13 @@ pub async fn create_initial(
     registry: &Registry,
 ) -> anyhow::Result<()> {
     let api: Api<Node> = Api::all(client.clone());
+    // The kubelet's version is the control plane's, as on a cluster kept at one version.
+    let version = client
+        .apiserver_version()
+        .await
+        .map(|v| v.git_version)
+        .unwrap_or_else(|_| "v1.37.0".to_string());
+    KUBELET_VERSION.get_or_init(|| version);
     for i in 1..=count {
         let name = format!("node-{i}");
         let zone = ZONES[(i as usize - 1) % ZONES.len()];
@@ -116,8 +167,8 @@ async fn make_ready(api: &Api<Node>, node: &Node, registry: &Registry) -> anyhow
     registry.insert(&name, ip.clone());
 
     // The labels a kubelet sets on registration, which nodeSelectors in upstream
-    // manifests rely on (a 1.20 kubelet still sets the beta ones, which kube-prometheus
-    // 0.8's Grafana selects on); a Node added later (by a test, say) may lack them.
+    // manifests rely on (the beta ones are still set, and older bundles select on them);
+    // a Node added later (by a test, say) may lack them.
     let standard = [
         ("kubernetes.io/hostname", name.as_str()),
         ("kubernetes.io/os", "linux"),
@@ -170,6 +221,10 @@ async fn make_ready(api: &Api<Node>, node: &Node, registry: &Registry) -> anyhow
         .is_some();
     if !ready || !has_capacity {
         let now = chrono_now();
+        let kubelet_version = KUBELET_VERSION
+            .get()
+            .map(String::as_str)
+            .unwrap_or("v1.37.0");
         let resources =
             json!({"cpu": "4000", "memory": "16Ti", "pods": "10000", "ephemeral-storage": "64Ti"});
         let cond = |type_: &str, status: &str, reason: &str| {
@@ -189,8 +244,8 @@ async fn make_ready(api: &Api<Node>, node: &Node, registry: &Registry) -> anyhow
             "nodeInfo": {
                 "machineID": name, "systemUUID": name, "bootID": name,
                 "kernelVersion": "testbed", "osImage": "driftless-testbed",
-                "containerRuntimeVersion": "testbed://1", "kubeletVersion": "v1.20.2",
-                "kubeProxyVersion": "v1.20.2", "operatingSystem": "linux", "architecture": "amd64",
+                "containerRuntimeVersion": "testbed://1", "kubeletVersion": kubelet_version,
+                "operatingSystem": "linux", "architecture": "amd64",
             },
         }});
         api.patch_status(&name, &PatchParams::default(), &Patch::Merge(status))

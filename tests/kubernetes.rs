@@ -1,0 +1,406 @@
+//! What changed in Kubernetes since 1.20, each proven on the real apiserver: `scripts/test`
+//! runs this file on the 1.37 lane and on the 1.34 one.
+//!
+//! - API versions Kubernetes removed are refused by `validate`, with no cluster;
+//! - a CRD's CEL rule (`x-kubernetes-validations`) and a ValidatingAdmissionPolicy refuse
+//!   in one line naming the object and the rule's or the policy's message;
+//! - what a MutatingAdmissionPolicy adds is not drift: a re-apply writes nothing and diff
+//!   is quiet (on 1.34 the lane turns the beta API on);
+//! - a Pod with a sidecar (an init container that restarts always) counts as running and
+//!   its Deployment becomes ready;
+//! - an object `kubectl create` made is adopted so that a field the tree drops goes.
+
+mod support;
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::Api;
+use serde_json::json;
+use support::{assert_exit, assert_no_writes, printed, show};
+
+/// The cluster's minor version (37 or 34).
+async fn minor(client: &kube::Client) -> u32 {
+    let v = client.apiserver_version().await.unwrap();
+    v.minor.trim_end_matches('+').parse().unwrap()
+}
+
+fn write(dir: &std::path::Path, name: &str, text: &str) {
+    std::fs::write(dir.join(name), text).unwrap();
+}
+
+#[test]
+fn a_removed_api_version_is_refused_by_validate_with_no_cluster() {
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "psp.yaml",
+        "# from a 2019 chart\napiVersion: policy/v1beta1\nkind: PodSecurityPolicy\nmetadata:\n  name: restricted\nspec:\n  privileged: false\n",
+    );
+    write(
+        dir.path(),
+        "cron.yaml",
+        "apiVersion: batch/v1beta1\nkind: CronJob\nmetadata: {name: nightly, namespace: ops}\nspec: {schedule: '@daily'}\n",
+    );
+    let out = support::driftless(&["validate", dir.path().to_str().unwrap()]);
+    assert_exit(&out, 2);
+    let said = printed(&out);
+    assert!(
+        said.lines().any(|l| l.ends_with(
+            "psp.yaml:2:1: policy/v1beta1 PodSecurityPolicy was removed in Kubernetes 1.25 (use Pod Security Admission: namespace labels pod-security.kubernetes.io/*)"
+        )),
+        "{}",
+        show(&out)
+    );
+    assert!(
+        said.lines().any(|l| l.ends_with(
+            "cron.yaml:1:1: batch/v1beta1 CronJob was removed in Kubernetes 1.25 (use batch/v1)"
+        )),
+        "{}",
+        show(&out)
+    );
+}
+
+/// A CRD whose `spec.replicas` is at most 5 by a CEL rule, and a custom resource that
+/// breaks it; a ValidatingAdmissionPolicy that refuses a ConfigMap with a `forbidden` key
+/// in this test's namespace, and one that has it.
+#[tokio::test]
+async fn a_cel_rule_and_an_admission_policy_refuse_in_one_line_each() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "k8s-cel").await;
+    let group = format!("{ns}.driftless.test");
+    let dir = tempfile::tempdir().unwrap();
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("widgets.{group}")},
+        "spec": {"group": group, "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object",
+                        "x-kubernetes-validations": [{"rule": "self.replicas <= 5", "message": "a widget runs at most 5 replicas"}],
+                        "properties": {"replicas": {"type": "integer"}}}}}}}]}});
+    let policy = format!("{ns}-no-forbidden-keys");
+    let vap = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": policy},
+        "spec": {"failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                "operations": ["CREATE", "UPDATE"], "resources": ["configmaps"]}]},
+            "validations": [{"expression": "!has(object.data) || !('forbidden' in object.data)",
+                "message": "no ConfigMap may hold a forbidden key"}]}});
+    let binding = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": policy},
+        "spec": {"policyName": policy, "validationActions": ["Deny"],
+            "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}}}});
+    for (file, doc) in [
+        ("crd.json", &crd),
+        ("vap.json", &vap),
+        ("binding.json", &binding),
+    ] {
+        write(dir.path(), file, &doc.to_string());
+    }
+    let out = support::driftless_on_cluster(&ns, &["apply", dir.path().to_str().unwrap()]);
+    assert_exit(&out, 0);
+
+    // The policy takes effect once the apiserver has read it: a dry-run create of the
+    // ConfigMap it refuses says when.
+    let probe: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "probe", "namespace": ns}, "data": {"forbidden": "x"}}))
+    .unwrap();
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    support::eventually("the policy in force", Duration::from_secs(60), || {
+        let (cms, probe) = (cms.clone(), probe.clone());
+        async move {
+            match cms
+                .create(
+                    &kube::api::PostParams {
+                        dry_run: true,
+                        ..Default::default()
+                    },
+                    &probe,
+                )
+                .await
+            {
+                Err(kube::Error::Api(e)) if e.code == 403 || e.code == 422 => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        }
+    })
+    .await;
+
+    let app = tempfile::tempdir().unwrap();
+    write(
+        app.path(),
+        "app.yaml",
+        &format!(
+            "apiVersion: {group}/v1\nkind: Widget\nmetadata: {{name: big, namespace: {ns}}}\nspec: {{replicas: 9}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: settings, namespace: {ns}}}\ndata: {{forbidden: 'yes'}}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: fine, namespace: {ns}}}\ndata: {{a: b}}\n"
+        ),
+    );
+    let app_instance = format!("{ns}-app");
+    for verb in ["diff", "apply"] {
+        let out =
+            support::driftless_on_cluster(&app_instance, &[verb, app.path().to_str().unwrap()]);
+        assert!(
+            matches!(out.status.code(), Some(1 | 2)),
+            "{verb}: {}",
+            show(&out)
+        );
+        let said = printed(&out);
+        let one_line = |object: &str, words: &str| {
+            said.lines()
+                .any(|l| l.contains(object) && l.contains(words) && l.chars().count() < 400)
+        };
+        assert!(
+            one_line(
+                &format!("Widget.{group} {ns}/big"),
+                "a widget runs at most 5 replicas"
+            ),
+            "{verb}: {}",
+            show(&out)
+        );
+        assert!(
+            one_line(
+                &format!("ConfigMap {ns}/settings"),
+                "no ConfigMap may hold a forbidden key"
+            ) && one_line(&format!("ConfigMap {ns}/settings"), &policy),
+            "{verb}: {}",
+            show(&out)
+        );
+        assert!(!said.contains("Status {"), "{verb}: a dump: {}", show(&out));
+    }
+
+    let uninstall = tempfile::tempdir().unwrap();
+    for instance in [app_instance.as_str(), ns.as_str()] {
+        let out = support::driftless_on_cluster(
+            instance,
+            &[
+                "apply",
+                uninstall.path().to_str().unwrap(),
+                "--allow-mass-prune",
+            ],
+        );
+        assert_exit(&out, 0);
+    }
+}
+
+/// A MutatingAdmissionPolicy that labels every ConfigMap of this test's namespace: the
+/// label is the policy's, not drift.
+#[tokio::test]
+async fn serial_a_mutating_admission_policys_change_is_not_drift() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "k8s-map").await;
+    // GA (v1) in 1.36; the 1.34 lane serves the beta.
+    let version = if minor(&client).await >= 36 {
+        "v1"
+    } else {
+        "v1beta1"
+    };
+    let policy = format!("{ns}-label-configmaps");
+    let dir = tempfile::tempdir().unwrap();
+    let map = json!({
+        "apiVersion": format!("admissionregistration.k8s.io/{version}"), "kind": "MutatingAdmissionPolicy",
+        "metadata": {"name": policy},
+        "spec": {"failurePolicy": "Fail", "reinvocationPolicy": "Never",
+            "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                "operations": ["CREATE", "UPDATE"], "resources": ["configmaps"]}]},
+            "mutations": [{"patchType": "ApplyConfiguration", "applyConfiguration": {
+                "expression": "Object{metadata: Object.metadata{labels: {\"mutated-by\": \"policy\"}}}"}}]}});
+    let binding = json!({
+        "apiVersion": format!("admissionregistration.k8s.io/{version}"), "kind": "MutatingAdmissionPolicyBinding",
+        "metadata": {"name": policy},
+        "spec": {"policyName": policy,
+            "matchResources": {"namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": ns}}}}});
+    write(dir.path(), "map.json", &map.to_string());
+    write(dir.path(), "binding.json", &binding.to_string());
+    let out = support::driftless_on_cluster(&ns, &["apply", dir.path().to_str().unwrap()]);
+    assert_exit(&out, 0);
+
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    support::eventually("the policy in force", Duration::from_secs(60), || {
+        let cms = cms.clone();
+        let ns = ns.clone();
+        async move {
+            let probe: ConfigMap =
+                serde_json::from_value(json!({"metadata": {"name": "probe", "namespace": ns}}))
+                    .unwrap();
+            let made = cms
+                .create(
+                    &kube::api::PostParams {
+                        dry_run: true,
+                        ..Default::default()
+                    },
+                    &probe,
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+            match made.metadata.labels.unwrap_or_default().get("mutated-by") {
+                Some(v) if v == "policy" => Ok(()),
+                _ => Err("not labelled yet".to_string()),
+            }
+        }
+    })
+    .await;
+
+    let app = tempfile::tempdir().unwrap();
+    write(
+        app.path(),
+        "settings.yaml",
+        &format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: settings, namespace: {ns}, labels: {{team: web}}}}\ndata: {{a: b}}\n"
+        ),
+    );
+    let app_instance = format!("{ns}-app");
+    let path = app.path().to_str().unwrap();
+    let out = support::driftless_on_cluster(&app_instance, &["apply", path]);
+    assert_exit(&out, 0);
+    let live = cms.get("settings").await.unwrap();
+    let labels = live.metadata.labels.unwrap_or_default();
+    assert_eq!(labels.get("mutated-by").map(String::as_str), Some("policy"));
+    assert_eq!(labels.get("team").map(String::as_str), Some("web"));
+
+    // The policy's label is not ours to take back: nothing to write, nothing to show.
+    let before = support::apiserver_writes_when_quiet(&client, &["configmaps"]).await;
+    let out = support::driftless_on_cluster(&app_instance, &["apply", path]);
+    assert_exit(&out, 0);
+    assert_no_writes(&out);
+    let after = support::apiserver_writes(&client, &["configmaps"]).await;
+    assert_eq!(after - before, 0, "a re-apply wrote\n{}", show(&out));
+    let diff = support::driftless_on_cluster(&app_instance, &["diff", path]);
+    assert_exit(&diff, 0);
+
+    // A change of ours still goes through, with the policy's label kept.
+    write(
+        app.path(),
+        "settings.yaml",
+        &format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: settings, namespace: {ns}, labels: {{team: web}}}}\ndata: {{a: c}}\n"
+        ),
+    );
+    let out = support::driftless_on_cluster(&app_instance, &["apply", path]);
+    assert_exit(&out, 0);
+    let live = cms.get("settings").await.unwrap();
+    assert_eq!(live.data.unwrap_or_default()["a"], "c");
+    let diff = support::driftless_on_cluster(&app_instance, &["diff", path]);
+    assert_exit(&diff, 0);
+
+    let empty = tempfile::tempdir().unwrap();
+    for instance in [app_instance.as_str(), ns.as_str()] {
+        let out = support::driftless_on_cluster(
+            instance,
+            &[
+                "apply",
+                empty.path().to_str().unwrap(),
+                "--allow-mass-prune",
+            ],
+        );
+        assert_exit(&out, 0);
+    }
+}
+
+/// A Deployment whose Pods run a sidecar (an init container that restarts always, GA in
+/// 1.33): `apply --wait` sees it ready, not stuck on an init container that never ends.
+#[tokio::test]
+async fn a_deployment_with_a_sidecar_becomes_ready() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "k8s-sidecar").await;
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "web.yaml",
+        &format!(
+            r#"apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: web, namespace: {ns}}}
+spec:
+  replicas: 2
+  selector: {{matchLabels: {{app: web}}}}
+  template:
+    metadata: {{labels: {{app: web}}}}
+    spec:
+      initContainers:
+      - {{name: migrate, image: example.org/migrate:1}}
+      - {{name: proxy, image: example.org/proxy:1, restartPolicy: Always}}
+      containers:
+      - {{name: web, image: nginx:1.27}}
+"#
+        ),
+    );
+    let out = support::driftless_on_cluster(
+        &ns,
+        &[
+            "apply",
+            dir.path().to_str().unwrap(),
+            "--wait",
+            "--timeout",
+            "2m",
+        ],
+    );
+    assert_exit(&out, 0);
+    assert!(
+        printed(&out).contains("ready"),
+        "apply --wait said nothing of readiness: {}",
+        show(&out)
+    );
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), &ns);
+    let list = pods.list(&Default::default()).await.unwrap();
+    assert_eq!(list.items.len(), 2);
+    for p in list.items {
+        let st = p.status.unwrap();
+        let sidecar = st
+            .init_container_statuses
+            .unwrap()
+            .into_iter()
+            .find(|c| c.name == "proxy")
+            .unwrap();
+        assert!(sidecar.ready && sidecar.state.unwrap().running.is_some());
+    }
+}
+
+/// A ConfigMap `kubectl create` made, with keys a and b, adopted by a tree that has only a:
+/// b goes, with no conflict and nothing else to do.
+#[tokio::test]
+async fn what_kubectl_create_made_is_adopted_and_a_dropped_field_goes() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "k8s-create").await;
+    support::kubectl(&[
+        "create",
+        "configmap",
+        "prefs",
+        "-n",
+        &ns,
+        "--from-literal=a=1",
+        "--from-literal=b=2",
+    ]);
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "prefs.yaml",
+        &format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: prefs, namespace: {ns}}}\ndata: {{a: '1'}}\n"
+        ),
+    );
+    let out =
+        support::driftless_on_cluster(&ns, &["apply", dir.path().to_str().unwrap(), "--adopt"]);
+    assert_exit(&out, 0);
+    let live = Api::<ConfigMap>::namespaced(client, &ns)
+        .get("prefs")
+        .await
+        .unwrap();
+    let data = live.data.unwrap_or_default();
+    assert_eq!(data.keys().collect::<Vec<_>>(), ["a"], "{data:?}");
+    let managers: Vec<String> = live
+        .metadata
+        .managed_fields
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|m| m.manager)
+        .collect();
+    assert!(
+        !managers.iter().any(|m| m == "kubectl-create"),
+        "{managers:?}"
+    );
+    let diff = support::driftless_on_cluster(&ns, &["diff", dir.path().to_str().unwrap()]);
+    assert_exit(&diff, 0);
+}
