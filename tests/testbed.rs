@@ -67,7 +67,7 @@ async fn fake_nodes_are_ready_untainted_and_zoned() {
             n.labels().get("kubernetes.io/arch").map(String::as_str),
             Some("amd64")
         );
-        // A 1.20 kubelet still sets the beta labels, and bundles select on them.
+        // A kubelet still sets the beta labels, and older bundles select on them.
         assert_eq!(
             n.labels().get("beta.kubernetes.io/os").map(String::as_str),
             Some("linux")
@@ -162,7 +162,8 @@ async fn a_webhooks_service_is_dialled_nowhere() {
         )
         .await
         .unwrap();
-    // 1.20 sets no kubernetes.io/metadata.name label: select by one of the test's own.
+    // Select by one of the test's own labels (kubernetes.io/metadata.name would do too
+    // since 1.22).
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
     namespaces
         .patch(
@@ -511,9 +512,8 @@ async fn pod_delete_completes_without_a_kubelet() {
     .await;
 }
 
-/// Empty strings in a custom resource are strings, as on any 1.20 apiserver: the testbed's
-/// is built with a newer Go, under which go-openapi's zero-value check refused them as
-/// null (kubernetes#99804) until testbed/install.sh patched it.
+/// Empty strings in a custom resource are strings: a 1.20 apiserver built with a newer Go
+/// once refused them as null (kubernetes#99804); the testbed's must never again.
 #[tokio::test]
 async fn a_custom_resources_empty_strings_stay_strings() {
     let client = support::client().await;

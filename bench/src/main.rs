@@ -1,11 +1,13 @@
 //! driftless's benchmark harness: against a running cluster (KUBECONFIG; `scripts/bench`
 //! boots one), it measures cold sync, no-op resync, diff, daemon latency and memory,
 //! and how they scale, each against kubectl and a raw server-side-apply loop; prints a
-//! table and writes JSON. Run on demand, never as part of the test suite.
+//! table and writes JSON. `--helm N` runs the Helm workload instead, `--ui N,N` the web
+//! UI's (headless Chromium, no cluster). Run on demand, never as part of the test suite.
 
 mod helm;
 mod measure;
 mod report;
+mod ui;
 
 use std::path::{Path, PathBuf};
 
@@ -63,6 +65,15 @@ pub struct Args {
     /// Keep the generated spec trees and daemon logs here (default: a temporary dir).
     #[arg(long)]
     pub work_dir: Option<PathBuf>,
+    /// Run the web UI workload instead: the page's own script drawing this many specs
+    /// (sizes, comma-separated) in headless Chromium, its first screen and one spec's
+    /// delta, --runs times each. Needs chromium and chromedriver, no cluster. Results go to
+    /// bench/results/ui-latest.json unless --out says otherwise.
+    #[arg(long, value_name = "N,N", value_delimiter = ',')]
+    pub ui: Option<Vec<usize>>,
+    /// The Chromium binary of the --ui workload.
+    #[arg(long, default_value = "/usr/bin/chromium")]
+    pub chromium: PathBuf,
 }
 
 impl Args {
@@ -92,27 +103,18 @@ async fn main() -> anyhow::Result<()> {
         "{} not found: build it (cargo build --release) or pass --driftless",
         driftless.display()
     );
+    if let Some(sizes) = &args.ui {
+        let results = ui::run(&args, &driftless, sizes).await?;
+        return write_results(&args, "ui-latest.json", &results, &ui::markdown(&results));
+    }
     if let Some(n) = args.helm {
         let results = helm::run(&args, &driftless, n).await?;
-        let table = helm::markdown(&results);
-        println!("{table}");
-        let out = if args.out == Path::new("bench/results/latest.json") {
-            PathBuf::from("bench/results/helm-latest.json")
-        } else {
-            args.out.clone()
-        };
-        if let Some(dir) = out.parent()
-            && !dir.as_os_str().is_empty()
-        {
-            std::fs::create_dir_all(dir)?;
-        }
-        std::fs::write(&out, serde_json::to_string_pretty(&results)? + "\n")
-            .with_context(|| format!("writing {}", out.display()))?;
-        eprintln!("results written to {}", out.display());
-        if let Some(md) = &args.markdown {
-            std::fs::write(md, &table).with_context(|| format!("writing {}", md.display()))?;
-        }
-        return Ok(());
+        return write_results(
+            &args,
+            "helm-latest.json",
+            &results,
+            &helm::markdown(&results),
+        );
     }
     let results = measure::run(&args, &driftless).await?;
     let table = report::markdown(&results);
@@ -127,6 +129,34 @@ async fn main() -> anyhow::Result<()> {
     eprintln!("results written to {}", args.out.display());
     if let Some(md) = &args.markdown {
         std::fs::write(md, &table).with_context(|| format!("writing {}", md.display()))?;
+    }
+    Ok(())
+}
+
+/// Prints `table`, writes the JSON to --out (`bench/results/<default>` when --out was not
+/// given) and the table to --markdown.
+fn write_results(
+    args: &Args,
+    default: &str,
+    results: &impl serde::Serialize,
+    table: &str,
+) -> anyhow::Result<()> {
+    println!("{table}");
+    let out = if args.out == Path::new("bench/results/latest.json") {
+        Path::new("bench/results").join(default)
+    } else {
+        args.out.clone()
+    };
+    if let Some(dir) = out.parent()
+        && !dir.as_os_str().is_empty()
+    {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    std::fs::write(&out, serde_json::to_string_pretty(results)? + "\n")
+        .with_context(|| format!("writing {}", out.display()))?;
+    eprintln!("results written to {}", out.display());
+    if let Some(md) = &args.markdown {
+        std::fs::write(md, table).with_context(|| format!("writing {}", md.display()))?;
     }
     Ok(())
 }

@@ -939,8 +939,10 @@ impl Bench<'_> {
             tree.write_one(dir, i, state)?;
             let seen = tokio::time::timeout(Duration::from_secs(120), async {
                 while let Some(ev) = events.next().await {
+                    // Read as JSON: whether `spec` is optional differs between the
+                    // Kubernetes versions k8s-openapi's features choose.
                     if let Ok(WatchEvent::Modified(d)) = ev
-                        && d.spec.as_ref().and_then(|s| s.replicas) == Some(1)
+                        && serde_json::to_value(&d).is_ok_and(|d| d["spec"]["replicas"] == 1)
                     {
                         return Some(t0.elapsed());
                     }
@@ -1229,7 +1231,7 @@ pub(crate) fn load_average() -> String {
         .unwrap_or_default()
 }
 
-fn machine() -> Machine {
+pub(crate) fn machine() -> Machine {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let cpu = cpuinfo
         .lines()
