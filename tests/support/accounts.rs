@@ -9,8 +9,9 @@ use serde_json::{Value, json};
 
 use super::{WAIT, admin_kubeconfig, eventually, read};
 
-/// The token of a ServiceAccount, from the Secret the token controller fills in: either
-/// the one it creates for the account, or a named `service-account-token` Secret.
+/// The token of a ServiceAccount: from a named `service-account-token` Secret the token
+/// controller fills in, or else a TokenRequest's (no token Secret is made for an account
+/// since Kubernetes 1.24).
 pub async fn account_token(
     admin: &Client,
     ns: &str,
@@ -23,17 +24,20 @@ pub async fn account_token(
         &format!("a token for ServiceAccount {ns}/{account}"),
         WAIT,
         || async {
-            let name = match secret {
-                Some(s) => s.to_string(),
-                None => accounts
-                    .get(account)
+            let Some(name) = secret else {
+                let request: k8s_openapi::api::authentication::v1::TokenRequest =
+                    serde_json::from_value(
+                        json!({"spec": {"audiences": [], "expirationSeconds": 7200}}),
+                    )
+                    .map_err(|e| e.to_string())?;
+                let made = accounts
+                    .create_token_request(account, &Default::default(), &request)
                     .await
-                    .map_err(|e| e.to_string())?
-                    .secrets
-                    .unwrap_or_default()
-                    .into_iter()
-                    .find_map(|r| r.name)
-                    .ok_or("no token Secret yet")?,
+                    .map_err(|e| e.to_string())?;
+                return made
+                    .status
+                    .and_then(|s| s.token)
+                    .ok_or_else(|| "no token in the TokenRequest's status".to_string());
             };
             let s = secrets.get(&name).await.map_err(|e| e.to_string())?;
             let data = s.data.unwrap_or_default();
