@@ -164,7 +164,9 @@ async fn life_cycle(project: &str) {
         .chain(support::resources(&client, &new_objects).await)
         .collect::<Vec<_>>();
     std::fs::remove_dir_all(run.root.join("bundle")).unwrap();
-    let out = run.driftless(&["apply", "--allow-mass-prune", "--wait", "--timeout", "2m"]);
+    // hang guard: longhorn's twenty CRDs wait on the apiserver's CRD cleanup, which took
+    // up to two minutes here with the other lane's cluster busy beside this one.
+    let out = run.driftless(&["apply", "--allow-mass-prune", "--wait", "--timeout", "15m"]);
     assert_exit(&out, 0);
     no_failures(&out);
     support::all_gone(&client, &gone).await;
