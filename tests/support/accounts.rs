@@ -39,7 +39,7 @@ pub async fn account_token(
                     .and_then(|s| s.token)
                     .ok_or_else(|| "no token in the TokenRequest's status".to_string());
             };
-            let s = secrets.get(&name).await.map_err(|e| e.to_string())?;
+            let s = secrets.get(name).await.map_err(|e| e.to_string())?;
             let data = s.data.unwrap_or_default();
             let token = data.get("token").ok_or("token not filled in yet")?;
             String::from_utf8(token.0.clone()).map_err(|e| e.to_string())
