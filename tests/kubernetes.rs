@@ -29,6 +29,22 @@ fn write(dir: &std::path::Path, name: &str, text: &str) {
     std::fs::write(dir.join(name), text).unwrap();
 }
 
+/// Each of `instances` applies an empty tree: what it made is pruned.
+fn uninstall(instances: &[&str]) {
+    let empty = tempfile::tempdir().unwrap();
+    for instance in instances {
+        let out = support::driftless_on_cluster(
+            instance,
+            &[
+                "apply",
+                empty.path().to_str().unwrap(),
+                "--allow-mass-prune",
+            ],
+        );
+        assert_exit(&out, 0);
+    }
+}
+
 #[test]
 fn a_removed_api_version_is_refused_by_validate_with_no_cluster() {
     let dir = tempfile::tempdir().unwrap();
@@ -171,18 +187,7 @@ async fn a_cel_rule_and_an_admission_policy_refuse_in_one_line_each() {
         assert!(!said.contains("Status {"), "{verb}: a dump: {}", show(&out));
     }
 
-    let uninstall = tempfile::tempdir().unwrap();
-    for instance in [app_instance.as_str(), ns.as_str()] {
-        let out = support::driftless_on_cluster(
-            instance,
-            &[
-                "apply",
-                uninstall.path().to_str().unwrap(),
-                "--allow-mass-prune",
-            ],
-        );
-        assert_exit(&out, 0);
-    }
+    uninstall(&[&app_instance, &ns]);
 }
 
 /// A MutatingAdmissionPolicy that labels every ConfigMap of this test's namespace: the
@@ -285,18 +290,7 @@ async fn serial_a_mutating_admission_policys_change_is_not_drift() {
     let diff = support::driftless_on_cluster(&app_instance, &["diff", path]);
     assert_exit(&diff, 0);
 
-    let empty = tempfile::tempdir().unwrap();
-    for instance in [app_instance.as_str(), ns.as_str()] {
-        let out = support::driftless_on_cluster(
-            instance,
-            &[
-                "apply",
-                empty.path().to_str().unwrap(),
-                "--allow-mass-prune",
-            ],
-        );
-        assert_exit(&out, 0);
-    }
+    uninstall(&[&app_instance, &ns]);
 }
 
 /// A Deployment whose Pods run a sidecar (an init container that restarts always, GA in

@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::api::core::v1::{Container, ContainerStatus, Pod};
 use kube::api::{Api, DeleteParams, Patch, PatchParams, Preconditions};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, ResourceExt};
@@ -393,27 +393,18 @@ impl Summary {
             .as_ref()?
             .iter()
             .any(|c| c.type_ == "Ready" && c.status == "True");
-        let container_states = s
-            .container_statuses
-            .as_ref()?
-            .iter()
-            .map(|cs| {
-                serde_json::to_value(cs)
-                    .map(|v| state_key(&v))
-                    .unwrap_or_default()
-            })
-            .collect();
-        let init_states = s
-            .init_container_statuses
-            .as_deref()
-            .unwrap_or_default()
-            .iter()
-            .map(|cs| {
-                serde_json::to_value(cs)
-                    .map(|v| state_key(&v))
-                    .unwrap_or_default()
-            })
-            .collect();
+        let keys = |statuses: &[ContainerStatus]| {
+            statuses
+                .iter()
+                .map(|cs| {
+                    serde_json::to_value(cs)
+                        .map(|v| state_key(&v))
+                        .unwrap_or_default()
+                })
+                .collect()
+        };
+        let container_states = keys(s.container_statuses.as_deref()?);
+        let init_states = keys(s.init_container_statuses.as_deref().unwrap_or_default());
         Some(Summary {
             phase: s.phase.clone()?,
             pod_ip: s.pod_ip.clone()?,
