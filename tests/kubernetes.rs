@@ -8,7 +8,8 @@
 //!   is quiet (on 1.34 the lane turns the beta API on);
 //! - a Pod with a sidecar (an init container that restarts always) counts as running and
 //!   its Deployment becomes ready;
-//! - an object `kubectl create` made is adopted so that a field the tree drops goes.
+//! - an object `kubectl create` made is adopted so that a field the tree drops goes;
+//! - what the apiserver warns of (`Warning` headers) is shown once per object.
 
 mod support;
 
@@ -397,4 +398,99 @@ async fn what_kubectl_create_made_is_adopted_and_a_dropped_field_goes() {
     );
     let diff = support::driftless_on_cluster(&ns, &["diff", dir.path().to_str().unwrap()]);
     assert_exit(&diff, 0);
+}
+
+/// The apiserver's `Warning` headers (here: a node label deprecated since 1.14) are shown
+/// once per object: under its spec in `apply`'s output (not again once it is unchanged),
+/// in the status per spec, in `driftless status` and in the UI.
+#[tokio::test]
+async fn the_apiservers_warnings_are_shown_once_per_object() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "k8s-warn").await;
+    let dir = tempfile::tempdir().unwrap();
+    write(
+        dir.path(),
+        "web.yaml",
+        &format!(
+            r#"apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: web, namespace: {ns}}}
+spec:
+  selector: {{matchLabels: {{app: web}}}}
+  template:
+    metadata: {{labels: {{app: web}}}}
+    spec:
+      nodeSelector: {{beta.kubernetes.io/arch: amd64}}
+      containers:
+      - {{name: web, image: nginx:1.27}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: quiet, namespace: {ns}}}
+data: {{a: "1"}}
+"#
+        ),
+    );
+    let said = "spec.template.spec.nodeSelector[beta.kubernetes.io/arch]: deprecated since v1.14; use \"kubernetes.io/arch\" instead";
+    let line = format!("  warning Deployment.apps {ns}/web: {said}");
+    let out = support::driftless_on_cluster(&ns, &["apply", dir.path().to_str().unwrap()]);
+    assert_exit(&out, 0);
+    let text = printed(&out);
+    assert_eq!(
+        text.lines()
+            .filter(|l| l.contains("warning"))
+            .collect::<Vec<_>>(),
+        [line.as_str()],
+        "{}",
+        show(&out)
+    );
+    // Said of the write: an unchanged object is not warned of again.
+    let again = support::driftless_on_cluster(&ns, &["apply", dir.path().to_str().unwrap()]);
+    assert_exit(&again, 0);
+    assert_no_writes(&again);
+    assert!(!printed(&again).contains("warning"), "{}", show(&again));
+    uninstall(&[&ns]);
+
+    // The daemon keeps it on the spec while the object stands as written.
+    let mut daemon = support::Daemon::builder(&ns)
+        .args(&["--dir", dir.path().to_str().unwrap()])
+        .start();
+    let id = format!("manifest/{ns}/Deployment.apps/web");
+    let want = format!("Deployment.apps {ns}/web: {said}");
+    let status = daemon
+        .wait_status("the spec's warning in the status", |s| {
+            s["specs"].as_array().is_some_and(|specs| {
+                specs
+                    .iter()
+                    .any(|spec| spec["id"] == id.as_str() && spec["warnings"] == json!([want]))
+            })
+        })
+        .await;
+    let quiet = status["specs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["id"] == format!("manifest/{ns}/ConfigMap/quiet"))
+        .unwrap();
+    assert!(quiet.get("warnings").is_none(), "{quiet}");
+    let table = std::process::Command::new(env!("CARGO_BIN_EXE_driftless"))
+        .args(["status", "--status-file"])
+        .arg(daemon.status_file())
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        table.contains(&format!("warnings:         1\n  {id}: {want}\n")),
+        "{table}"
+    );
+    let browser = support::Browser::start().await;
+    browser
+        .goto(&format!("http://{}/#/spec/{id}", daemon.metrics))
+        .await;
+    browser
+        .wait_for_text("#detail-body", &["Warnings from the apiserver", &want])
+        .await;
+    browser.close().await;
+    assert_eq!(daemon.stop(), Some(0));
+    uninstall(&[&ns]);
 }

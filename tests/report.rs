@@ -428,6 +428,7 @@ fn status(n_specs: usize, revision: &str, ready: bool) -> StatusFile {
             }],
             suspended: None,
             drifted: vec![],
+            warnings: vec![],
             revision: None,
         })
         .collect();

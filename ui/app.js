@@ -76,6 +76,8 @@ function readiness(spec) {
   if (spec.suspended) badges.push(badge("paused", "‖", "Suspended", spec.suspended.reason));
   const drifted = spec.drifted || [];
   if (drifted.length) badges.push(badge("drift", "≠", `Drifted (${drifted.length})`, drifted.join("\n")));
+  const warnings = spec.warnings || [];
+  if (warnings.length) badges.push(badge("warn", "!", `Warnings (${warnings.length})`, warnings.join("\n")));
   return badges;
 }
 
@@ -327,9 +329,14 @@ function renderDetail(doc, id) {
   ];
   const drifted = spec.drifted || [];
   const objects = spec.objects || [];
+  // What the apiserver warned of at the last write: shown whole, only when there is any.
+  const warnings = spec.warnings || [];
   $("detail-body").replaceChildren(
     el("dl", { class: "facts" }, facts.map(([k, v]) => el("div", {}, el("dt", {}, k), el("dd", {}, v)))),
     el("p", {}, actionButton(spec)),
+    ...(warnings.length
+      ? [el("h3", {}, "Warnings from the apiserver"), el("ul", { class: "warnings" }, warnings.map((w) => el("li", {}, w)))]
+      : []),
     el("h3", {}, "Drifted objects"),
     drifted.length
       ? el("ul", { class: "drifted" }, drifted.map((o) => el("li", {}, el("a", { href: objectHref(spec.id, o) }, el("code", {}, o)))))

@@ -76,6 +76,7 @@ impl Engine {
             live: None,
             fields: None,
             drift: None,
+            warnings: Vec::new(),
         };
         let (result, run) = match super::runs::generated(p.obj) {
             Some(_) => match self.create_run(p, inv).await {

@@ -35,6 +35,7 @@ mod runs;
 pub mod secret_key;
 pub mod stages;
 pub mod suspensions;
+mod warned;
 mod without_apply;
 
 use std::collections::BTreeSet;
@@ -250,6 +251,9 @@ pub struct ObjectResult {
     pub fields: Option<String>,
     /// The drift apply found (and took back, or reporting only, left): field by field.
     pub drift: Option<Box<drift::DriftSeen>>,
+    /// What the apiserver warned of when it took the write (its `Warning` headers), each
+    /// once: a deprecated API, a finalizer name without a domain, a duplicate port.
+    pub warnings: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default)]

@@ -10,7 +10,7 @@ use serde_json::Value;
 use super::hash::{BodyHashes, body_hashes};
 use super::live::Live;
 use super::plan::Planned;
-use super::{Action, Engine, Entry, ObjectResult, Packed, Verb, record, replace};
+use super::{Action, Engine, Entry, ObjectResult, Packed, Verb, record, replace, warned};
 use crate::cluster::error_text;
 use crate::object::{Claim, claim};
 
@@ -83,6 +83,7 @@ impl Engine {
                 live,
                 fields,
                 drift: None,
+                warnings: Vec::new(),
             }
         };
         let resolved = match &p.resolved {
@@ -267,19 +268,28 @@ impl Engine {
             (None, Some(full)) => full,
             _ => p.body.as_ref(),
         };
+        let mut warnings = Vec::new();
         let written = if self.without_apply(&p.key).await {
             self.write_without_apply(&api, &p.key.name, body, live.is_some(), false)
                 .await
         } else {
             self.writes.count(Verb::Patch);
-            match api.patch(&p.key.name, &pp, &Patch::Apply(body)).await {
+            let namespace = Some(p.key.namespace.as_str());
+            match warned::apply(&self.client, resolved, namespace, &p.key.name, &pp, body).await {
+                Ok((obj, said)) => {
+                    warnings = said;
+                    Ok(obj)
+                }
                 Err(e) if live.is_some() && self.emptied_map_refused(&e) => {
                     self.apply_after_emptying(&api, &p.key.name, body, &pp, e)
                         .await
                 }
-                written => written,
+                Err(e) => Err(e),
             }
         };
+        for w in &warnings {
+            tracing::info!(warning = %w, "the apiserver warned");
+        }
         match written {
             Ok(obj) => {
                 let obj = match live.is_none() && p.full.is_some() {
@@ -306,6 +316,7 @@ impl Engine {
                 let e = record::confirmed(p, &v, applied, shape);
                 let done = ObjectResult {
                     drift: drift_seen,
+                    warnings,
                     ..result(action, Some(v))
                 };
                 (done, Some(e))
@@ -371,6 +382,7 @@ impl Engine {
             live: live.map(Packed::new),
             fields: None,
             drift: None,
+            warnings: Vec::new(),
         };
         let uid = live["metadata"]["uid"].as_str().map(str::to_string);
         let dp = DeleteParams {

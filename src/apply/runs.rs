@@ -49,6 +49,7 @@ impl Engine {
             live: None,
             fields: None,
             drift: None,
+            warnings: Vec::new(),
         };
         let api = match self.hook_api(p) {
             Ok(api) => api,

@@ -345,6 +345,9 @@ fn print_sync(tree: &SpecTree, report: &SyncReport) -> anyhow::Result<()> {
             if let Action::Conflict(m) | Action::Failed(m) = &o.action {
                 writeln!(out, "  {} {}: {m}", o.action.label(), o.key)?;
             }
+            for w in &o.warnings {
+                writeln!(out, "  warning {}: {w}", o.key)?;
+            }
         }
     }
     if let Some(why) = &report.stopped {

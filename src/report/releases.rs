@@ -121,6 +121,7 @@ mod tests {
             objects: vec![],
             suspended: None,
             drifted: vec![],
+            warnings: vec![],
             revision: None,
             rendered_by: release.map(|name| crate::spec::RenderedBy {
                 tool: "helm".into(),

@@ -41,6 +41,8 @@ pub struct Snapshot<'a> {
     pub actions: &'a HashMap<ObjKey, String>,
     /// Why the last apply of an object failed (or conflicted), while it stands.
     pub failures: &'a HashMap<ObjKey, String>,
+    /// What the apiserver warned of at an object's last write.
+    pub warnings: &'a HashMap<ObjKey, Vec<String>>,
     /// The revision each spec's state reflects.
     pub settled_in: &'a HashMap<SpecId, String>,
     /// `--instance`.
@@ -81,7 +83,12 @@ impl Snapshot<'_> {
         // readiness is), in one pass.
         let mut failure_by_ref: HashMap<&str, &String> = HashMap::new();
         let mut failures_by_spec: HashMap<&SpecId, (&str, &String)> = HashMap::new();
+        let mut warnings_by_spec: HashMap<&SpecId, Vec<String>> = HashMap::new();
         for e in self.expected {
+            if let Some(said) = self.warnings.get(&e.key) {
+                let of_spec = warnings_by_spec.entry(&e.spec).or_default();
+                of_spec.extend(said.iter().map(|w| format!("{}: {w}", e.display)));
+            }
             if let Some(error) = self.failures.get(&e.key) {
                 failure_by_ref.insert(e.display.as_str(), error);
                 failures_by_spec
@@ -152,6 +159,7 @@ impl Snapshot<'_> {
                         .unwrap_or_default(),
                     suspended: self.suspensions.get(&id).cloned(),
                     drifted: drifted_by_spec.remove(&spec.id).unwrap_or_default(),
+                    warnings: warnings_by_spec.remove(&spec.id).unwrap_or_default(),
                     revision: self.settled_in.get(&spec.id).cloned(),
                 }
             })
@@ -310,6 +318,8 @@ mod tests {
     static NO_RENDERS: BTreeMap<String, crate::spec::RenderedBy> = BTreeMap::new();
     static NO_FAILURES: std::sync::LazyLock<HashMap<ObjKey, String>> =
         std::sync::LazyLock::new(HashMap::new);
+    static NO_WARNINGS: std::sync::LazyLock<HashMap<ObjKey, Vec<String>>> =
+        std::sync::LazyLock::new(HashMap::new);
     static NO_REVISIONS: std::sync::LazyLock<HashMap<SpecId, String>> =
         std::sync::LazyLock::new(HashMap::new);
 
@@ -332,6 +342,7 @@ mod tests {
             expected: &[],
             actions,
             failures: &NO_FAILURES,
+            warnings: &NO_WARNINGS,
             settled_in: &NO_REVISIONS,
             instance: "default",
             leader: true,

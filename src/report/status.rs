@@ -240,6 +240,10 @@ pub struct SpecStatus {
     pub suspended: Option<Suspension>,
     #[serde(default)]
     pub drifted: Vec<String>,
+    /// What the apiserver warned of at the last write of its objects (`Warning` headers),
+    /// each as `Kind[.group] namespace/name: text`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
     /// The revision its state reflects: its change there applied and observed. Not the
     /// newest revision while that change is pending (and then not ready).
     #[serde(default)]
@@ -575,6 +579,19 @@ impl StatusFile {
             out.push_str(line.trim_end());
             out.push('\n');
         }
+        // Below the table, whole: a warning names what to change, and cut it would not.
+        let warned: Vec<(&str, &String)> = self
+            .specs
+            .iter()
+            .flat_map(|s| s.warnings.iter().map(|w| (s.id.as_str(), w)))
+            .collect();
+        if !warned.is_empty() {
+            out.push('\n');
+            header(&mut out, "warnings", &warned.len().to_string());
+            for (id, w) in warned {
+                let _ = writeln!(out, "  {id}: {w}");
+            }
+        }
         out
     }
 }
@@ -756,6 +773,7 @@ mod tests {
             objects: vec![],
             suspended: None,
             drifted: vec![],
+            warnings: vec![],
             revision: None,
             rendered_by: None,
         }

@@ -134,6 +134,8 @@ pub struct State {
     actions: HashMap<ObjKey, String>,
     /// Why an object's last apply failed or conflicted, until one succeeds.
     failures: HashMap<ObjKey, String>,
+    /// What the apiserver warned of at an object's last write, until the next write.
+    warnings: HashMap<ObjKey, Vec<String>>,
     /// Live state of owned objects, from the watches.
     pub live: Observed,
     last_sync: Option<LastSync>,
@@ -200,6 +202,7 @@ impl State {
             recorded: HashMap::new(),
             actions: HashMap::new(),
             failures: HashMap::new(),
+            warnings: HashMap::new(),
             live: Observed::default(),
             last_sync: None,
             health: Vec::new(),
@@ -242,6 +245,7 @@ impl State {
             expected: &self.expected,
             actions: &self.actions,
             failures: &self.failures,
+            warnings: &self.warnings,
             instance: &self.instance,
             settled_in: self.settling.settled_in(),
             leader: self.active,

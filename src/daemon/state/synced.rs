@@ -144,6 +144,16 @@ impl State {
                 self.actions
                     .insert(o.key.clone(), o.action.label().to_string());
             }
+            // Said of a write, they stand until the next write (an unchanged object is
+            // still as it was warned of).
+            if o.action.is_write() {
+                match o.warnings.is_empty() {
+                    true => self.warnings.remove(&o.key),
+                    false => self
+                        .warnings
+                        .insert(o.key.clone(), std::mem::take(&mut o.warnings)),
+                };
+            }
             match &o.action {
                 Action::Failed(e) | Action::Conflict(e) => {
                     self.failures.insert(o.key.clone(), e.clone());
@@ -188,6 +198,7 @@ impl State {
         tally.pruned = pruned;
         for p in &report.prune.objects {
             self.recorded.remove(&p.key);
+            self.warnings.remove(&p.key);
             self.live.objects.remove(&p.key);
         }
         let refused = report.prune.refused.is_some();

@@ -94,6 +94,7 @@ fn result(name: &str, action: Action) -> ObjectResult {
         live: None,
         fields,
         drift: None,
+        warnings: Vec::new(),
     }
 }
 
