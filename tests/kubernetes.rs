@@ -9,7 +9,8 @@
 //! - a Pod with a sidecar (an init container that restarts always) counts as running and
 //!   its Deployment becomes ready;
 //! - an object `kubectl create` made is adopted so that a field the tree drops goes;
-//! - what the apiserver warns of (`Warning` headers) is shown once per object.
+//! - what the apiserver warns of (`Warning` headers) is shown once per object;
+//! - a field the schema does not have refuses the whole revision, at its `file:line:col`.
 
 mod support;
 
@@ -492,5 +493,99 @@ data: {{a: "1"}}
         .await;
     browser.close().await;
     assert_eq!(daemon.stop(), Some(0));
+    uninstall(&[&ns]);
+}
+
+/// Strict field validation refuses the whole revision: a field the schema does not have
+/// and a list entry given twice are each one line at the manifest's `file:line:col` naming
+/// the field, and the apiserver counts no write (the Namespace and the fine ConfigMap of
+/// the same revision are not made). Fixed, the revision applies.
+#[tokio::test]
+async fn serial_a_field_the_schema_lacks_refuses_the_whole_revision() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "k8s-strict").await;
+    let dir = tempfile::tempdir().unwrap();
+    let tree = |replicas_key: &str, second_port: &str| {
+        format!(
+            r#"apiVersion: v1
+kind: Namespace
+metadata: {{name: {ns}-more}}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {{name: fine, namespace: {ns}}}
+data: {{a: "1"}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: web, namespace: {ns}}}
+spec:
+  {replicas_key}: 1
+  selector: {{matchLabels: {{app: web}}}}
+  template:
+    metadata: {{labels: {{app: web}}}}
+    spec:
+      containers:
+      - name: web
+        image: nginx:1.27
+        ports: [{{containerPort: 80}}, {{containerPort: {second_port}}}]
+---
+apiVersion: v1
+kind: Service
+metadata: {{name: web, namespace: {ns}}}
+spec:
+  ports: [{{port: 80}}]
+  selector: {{app: web}}
+  sessionAffinityy: None
+"#
+        )
+    };
+    write(dir.path(), "app.yaml", &tree("replicass", "80"));
+    let resources = ["namespaces", "configmaps", "deployments", "services"];
+    let before = support::apiserver_writes_when_quiet(&client, &resources).await;
+    let out = support::driftless_on_cluster(&ns, &["apply", dir.path().to_str().unwrap()]);
+    assert_exit(&out, 1);
+    let text = printed(&out);
+    for line in [
+        format!("  failed Deployment.apps {ns}/web: app.yaml:10:1: unknown field spec.replicass"),
+        format!("  failed Service {ns}/web: app.yaml:24:1: unknown field spec.sessionAffinityy"),
+        "stopped: the apiserver refused 2 objects of this revision (a field its schema does not have, or given twice): nothing of it was applied, and nothing was pruned".to_string(),
+    ] {
+        assert!(text.lines().any(|l| l == line), "no line {line:?}\n{}", show(&out));
+    }
+    assert_no_writes(&out);
+    assert_eq!(
+        support::apiserver_writes(&client, &resources).await,
+        before,
+        "the apiserver counted writes\n{}",
+        show(&out)
+    );
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    assert!(configmaps.get_opt("fine").await.unwrap().is_none());
+
+    // The typo fixed, a port given twice is the one refusal left.
+    write(
+        dir.path(),
+        "app.yaml",
+        &tree("replicas", "80").replace("  sessionAffinityy: None\n", ""),
+    );
+    let out = support::driftless_on_cluster(&ns, &["apply", dir.path().to_str().unwrap()]);
+    assert_exit(&out, 1);
+    assert!(
+        printed(&out).lines().any(|l| l
+            == format!("  failed Deployment.apps {ns}/web: app.yaml:10:1: duplicate entries for key [containerPort=80,protocol=\"TCP\"] in spec.template.spec.containers[name=\"web\"].ports")),
+        "{}",
+        show(&out)
+    );
+    assert_no_writes(&out);
+
+    write(
+        dir.path(),
+        "app.yaml",
+        &tree("replicas", "81").replace("  sessionAffinityy: None\n", ""),
+    );
+    let out = support::driftless_on_cluster(&ns, &["apply", dir.path().to_str().unwrap()]);
+    assert_exit(&out, 0);
+    assert!(configmaps.get_opt("fine").await.unwrap().is_some());
     uninstall(&[&ns]);
 }

@@ -19,7 +19,7 @@ fn broken(ns: &str) -> String {
 }
 
 const PREFS: &str = ".data.dark-mode: expected string, got boolean";
-const WEB: &str = ".spec.replica: field not declared in schema";
+const WEB: &str = "app.yaml:7:1: unknown field spec.replica";
 
 #[tokio::test]
 async fn diff_fails_where_apply_would_and_the_daemon_says_why() {

@@ -35,6 +35,7 @@ mod runs;
 pub mod secret_key;
 pub mod stages;
 pub mod suspensions;
+mod validate;
 mod warned;
 mod without_apply;
 
@@ -363,6 +364,17 @@ impl Engine {
 
         let few = matches!(scope, Scope::Only(_));
         let mut existing = self.read_existing(&mut planned, few).await?;
+
+        // Before the first write (the inventory's too): a revision with a field the
+        // cluster's schema refuses is applied not at all.
+        let refused = self.refused_fields(&planned, &loaded).await;
+        if !refused.is_empty() {
+            return Ok(SyncReport {
+                stopped: Some(validate::stopped_for_fields(&refused)),
+                objects: refused,
+                prune: prune::Report::default(),
+            });
+        }
 
         // Record before apply: a crash after the apply must leave the object findable.
         let mut inv = record::pending(

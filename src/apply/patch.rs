@@ -348,7 +348,10 @@ impl Engine {
                     }
                 }
             }
-            Err(e) => (result(Action::Failed(error_text(&e)), live), entry),
+            Err(e) => {
+                let why = super::validate::refusal_text(p, &e);
+                (result(Action::Failed(why), live), entry)
+            }
         }
     }
 

@@ -197,6 +197,7 @@ mod tests {
             name: "migrate-".into(),
             body: serde_json::json!({"metadata": meta}),
             policy: Default::default(),
+            at: None,
         };
         assert_eq!(
             generated(&obj(serde_json::json!({"generateName": "migrate-"}))),

@@ -335,7 +335,9 @@ fn print_sync(tree: &SpecTree, report: &SyncReport) -> anyhow::Result<()> {
             }
         }
         let summary: Vec<String> = counts.iter().map(|(l, n)| format!("{n} {l}")).collect();
-        let summary = if summary.is_empty() {
+        let summary = if summary.is_empty() && report.stopped.is_some() {
+            "not applied".to_string()
+        } else if summary.is_empty() {
             "no objects".to_string()
         } else {
             summary.join(", ")

@@ -50,6 +50,7 @@ fn object<K: Resource + Serialize>(
         name: name.to_string(),
         body,
         policy: Default::default(),
+        at: None,
     })
 }
 
@@ -338,5 +339,6 @@ pub(super) fn manifest(spec: &SpecId, m: &Manifest, facts: &Facts) -> Object {
         name: m.metadata.name.clone(),
         body,
         policy: Default::default(),
+        at: None,
     }
 }

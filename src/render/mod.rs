@@ -49,6 +49,8 @@ pub struct Object {
     pub body: Value,
     /// Its spec's policy (`spec::policy`): what apply, diff and prune do with it.
     pub policy: ObjectPolicy,
+    /// Where its spec is written, for a refusal of its fields (`file:line:col`).
+    pub at: Option<crate::spec::Location>,
 }
 
 impl Object {
@@ -140,6 +142,7 @@ pub fn render_spec(
     }
     for o in &mut objects {
         tree_rules::apply(settings, o);
+        o.at = Some(spec.at.clone());
     }
     Ok(objects)
 }

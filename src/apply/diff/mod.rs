@@ -364,7 +364,7 @@ impl Engine {
             // Any other refusal (a 400, a 422, a 1.20 apiserver's 500 on a type error, a
             // webhook's denial) is what apply would meet: an error here, so that a CI
             // gate on `diff` fails where apply would.
-            (None, Err(e)) => Change::Error(error_text(&e)),
+            (None, Err(e)) => Change::Error(super::validate::refusal_text(p, &e)),
             (Some(l), Ok(d)) => {
                 let mut d = serde_json::to_value(d).unwrap_or(Value::Null);
                 // Apply lets go of ignored fields before it leaves them out: they stay as
@@ -420,7 +420,7 @@ impl Engine {
                 "conflict with another field manager (--force-conflicts takes the fields): {}",
                 e.message
             )),
-            (Some(_), Err(e)) => Change::Error(error_text(&e)),
+            (Some(_), Err(e)) => Change::Error(super::validate::refusal_text(p, &e)),
         }
     }
 

@@ -1,0 +1,237 @@
+//! Before a sync writes anything, the objects it would write are dry-run, so that a field
+//! the cluster's schema does not have (a typo, a field of a newer version) or a list entry
+//! given twice refuses the whole revision: nothing of it is applied and nothing pruned,
+//! as Flux and Argo CD do, rather than half a revision with its Namespace made and its
+//! Deployment refused. Only manifests whose intent changed since they were last applied
+//! are asked about: an unchanged tree costs no request, and neither do the objects
+//! driftless builds from its own kinds.
+
+use futures::StreamExt as _;
+use kube::api::PatchParams;
+
+use super::hash::body_hashes;
+use super::inventory::Inventory;
+use super::plan::Planned;
+use super::{Action, Engine, ObjectResult, warned};
+use crate::cluster::error_text;
+
+impl Engine {
+    /// The objects the apiserver refuses for their fields, with the others it refuses
+    /// besides; empty when none is refused for its fields (the sync then goes on, and
+    /// any other refusal is met by the apply itself, as before).
+    pub(super) async fn refused_fields(
+        &self,
+        planned: &[Planned<'_>],
+        recorded: &Inventory,
+    ) -> Vec<ObjectResult> {
+        let mut asked = Vec::new();
+        for p in planned {
+            // What driftless builds from its own kinds (workspace, elasticweb, ...) comes
+            // from Kubernetes' typed models: only a manifest can name a field that is not.
+            if p.obj.spec.kind != crate::spec::Kind::Manifest {
+                continue;
+            }
+            let Ok(resolved) = &p.resolved else { continue };
+            // Hooks are made, not applied (a generated name has no object to patch), and
+            // an object kept as first created is not written again.
+            if p.obj.policy.hook.is_some() || self.without_apply(&p.key).await {
+                continue;
+            }
+            let entry = recorded.entries.get(&p.key);
+            if p.obj.policy.create_only && entry.is_some() {
+                continue;
+            }
+            let keyed = p.key.is("", "Secret") || p.obj.policy.sealed;
+            let key = match keyed {
+                true => match self.hash_key().await {
+                    Ok(k) => Some(k),
+                    // Not applied either way (`patch`): it says so there.
+                    Err(_) => continue,
+                },
+                false => None,
+            };
+            let applied = body_hashes(&p.body, key).applied;
+            let plain = keyed.then(|| body_hashes(&p.body, None).applied);
+            let unchanged = entry.is_some_and(|e| {
+                e.applied.as_deref() == Some(applied.as_str())
+                    || (plain.is_some() && e.applied == plain)
+            });
+            if !unchanged {
+                asked.push((p, resolved));
+            }
+        }
+        if asked.is_empty() {
+            return Vec::new();
+        }
+        let pp = PatchParams {
+            dry_run: true,
+            // Another manager's fields are the apply's to meet (a conflict, or taken).
+            force: true,
+            ..super::apply_params(&self.opts.field_manager)
+        };
+        // Made up front and boxed as `Send` (rust-lang/rust#102211; see `apply_in_phases`).
+        let pp = &pp;
+        let asks: Vec<futures::future::BoxFuture<'_, (usize, Option<String>, bool)>> = asked
+            .iter()
+            .enumerate()
+            .map(|(i, (p, resolved))| -> futures::future::BoxFuture<'_, _> {
+                Box::pin(async move {
+                    let namespace = Some(p.key.namespace.as_str());
+                    let body = p.full.as_ref().unwrap_or(p.body.as_ref());
+                    let name = &p.key.name;
+                    match warned::apply(&self.client, resolved, namespace, name, pp, body).await {
+                        Ok(_) => (i, None, false),
+                        Err(e) if field_refusal(&e).is_some() => {
+                            (i, Some(refusal_text(p, &e)), true)
+                        }
+                        Err(e) if counts_as_refused(&e) => (i, Some(error_text(&e)), false),
+                        Err(_) => (i, None, false),
+                    }
+                })
+            })
+            .collect();
+        let answers: Vec<(usize, Option<String>, bool)> = futures::stream::iter(asks)
+            .buffer_unordered(self.opts.concurrency.max(1))
+            .collect()
+            .await;
+        if !answers.iter().any(|(_, _, fields)| *fields) {
+            return Vec::new();
+        }
+        let mut refused: Vec<(usize, String)> = answers
+            .into_iter()
+            .filter_map(|(i, why, _)| Some((i, why?)))
+            .collect();
+        refused.sort_by_key(|(i, _)| *i);
+        refused
+            .into_iter()
+            .map(|(i, why)| {
+                let p = asked[i].0;
+                // As the apply says a refusal (`patch`), once.
+                tracing::info!(
+                    spec = %p.obj.spec,
+                    object = %p.key,
+                    action = "failed",
+                    error = %why,
+                    "not applied"
+                );
+                ObjectResult {
+                    key: p.key.clone(),
+                    spec: p.obj.spec.clone(),
+                    action: Action::Failed(why),
+                    live: None,
+                    fields: None,
+                    drift: None,
+                    warnings: Vec::new(),
+                }
+            })
+            .collect()
+    }
+}
+
+/// Why a sync refused by `refused_fields` stopped.
+pub(super) fn stopped_for_fields(results: &[ObjectResult]) -> String {
+    let n = results.len();
+    let objects = if n == 1 { "object" } else { "objects" };
+    format!(
+        "the apiserver refused {n} {objects} of this revision (a field its schema does not have, or given twice): nothing of it was applied, and nothing was pruned"
+    )
+}
+
+/// A refusal met by the apply as well, which then also is reported with the revision:
+/// not a missing namespace (made by the sync), an immutable field (replaced where the
+/// policy says so) or a conflict (the apply's to settle).
+fn counts_as_refused(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::Api(s) => {
+            !matches!(s.code, 404 | 409) && super::replace::immutable_fields(e).is_none()
+        }
+        _ => false,
+    }
+}
+
+/// A refusal for the manifest's own fields, in our words: `unknown field spec.replicass`,
+/// `duplicate entries for key [containerPort=80,protocol="TCP"] in spec.template...ports`.
+/// Server-side apply types the patch before anything else (a 500, with every version we
+/// test), and Strict field validation says `strict decoding error` (a 400).
+pub(super) fn field_refusal(e: &kube::Error) -> Option<String> {
+    let kube::Error::Api(s) = e else { return None };
+    let text = crate::cluster::refusal::plain(&s.message);
+    if let Some(at) = text.find(": field not declared in schema") {
+        let path = last_path(&text[..at]);
+        return Some(format!("unknown field {path}"));
+    }
+    if let Some(at) = text.find(": duplicate entries for key ") {
+        let path = last_path(&text[..at]);
+        let key = text[at + ": duplicate entries for key ".len()..].trim();
+        return Some(format!("duplicate entries for key {key} in {path}"));
+    }
+    let strict = text.find("strict decoding error: ")?;
+    Some(
+        text[strict + "strict decoding error: ".len()..]
+            .trim()
+            .replace('"', ""),
+    )
+}
+
+/// The field path a message ends with (`.spec.replicass`), without its leading dot.
+fn last_path(text: &str) -> &str {
+    let path = text.rsplit([' ', '(']).next().unwrap_or(text);
+    path.strip_prefix('.').unwrap_or(path)
+}
+
+/// A refusal of `p` as apply and diff say it: a field refusal in our words at the place
+/// the object is written, any other as the apiserver put it.
+pub(super) fn refusal_text(p: &Planned<'_>, e: &kube::Error) -> String {
+    match field_refusal(e) {
+        Some(words) => located(p, &words),
+        None => error_text(e),
+    }
+}
+
+/// `words` at the place the object is written (`file:line:col`), when known.
+fn located(p: &Planned<'_>, words: &str) -> String {
+    match &p.obj.at {
+        Some(at) => format!("{at}: {words}"),
+        None => words.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api(code: u16, message: &str) -> kube::Error {
+        kube::Error::Api(
+            kube::core::Status::failure(message, "")
+                .with_code(code)
+                .boxed(),
+        )
+    }
+
+    #[test]
+    fn the_apiservers_field_refusals_in_our_words() {
+        assert_eq!(
+            field_refusal(&api(500, "failed to create typed patch object (ns/web; apps/v1, Kind=Deployment): .spec.replicass: field not declared in schema")).as_deref(),
+            Some("unknown field spec.replicass")
+        );
+        assert_eq!(
+            field_refusal(&api(500, "failed to create typed patch object (ns/web; apps/v1, Kind=Deployment): .spec.template.spec.containers[name=\"web\"].ports: duplicate entries for key [containerPort=80,protocol=\"TCP\"]")).as_deref(),
+            Some("duplicate entries for key [containerPort=80,protocol=\"TCP\"] in spec.template.spec.containers[name=\"web\"].ports")
+        );
+        assert_eq!(
+            field_refusal(&api(
+                400,
+                "strict decoding error: unknown field \"spec.colour\""
+            ))
+            .as_deref(),
+            Some("unknown field spec.colour")
+        );
+        assert_eq!(
+            field_refusal(&api(
+                422,
+                "Deployment.apps \"web\" is invalid: spec.replicas: Invalid value: -1"
+            )),
+            None
+        );
+    }
+}
