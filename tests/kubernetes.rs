@@ -589,3 +589,68 @@ spec:
     assert!(configmaps.get_opt("fine").await.unwrap().is_some());
     uninstall(&[&ns]);
 }
+
+/// A field of a custom resource is judged by the schema its CRD has once applied: an
+/// upgrade that adds the field to the CRD and uses it in the same revision applies (the CRD
+/// first); a field an unchanged CRD does not have refuses the revision at its place.
+#[tokio::test]
+async fn a_field_a_crd_upgrade_adds_applies_with_it() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "k8s-crd-up").await;
+    let group = format!("{ns}.driftless.test");
+    let dir = tempfile::tempdir().unwrap();
+    let crd = |fields: serde_json::Value| {
+        json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": format!("gadgets.{group}")},
+            "spec": {"group": group, "scope": "Namespaced",
+                "names": {"plural": "gadgets", "singular": "gadget", "kind": "Gadget", "listKind": "GadgetList"},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                        "spec": {"type": "object", "properties": fields}}}}}]}})
+        .to_string()
+    };
+    let gadget = |spec: &str| {
+        format!(
+            "apiVersion: {group}/v1\nkind: Gadget\nmetadata: {{name: g, namespace: {ns}}}\nspec: {spec}\n"
+        )
+    };
+    write(
+        dir.path(),
+        "crd.json",
+        &crd(json!({"size": {"type": "integer"}})),
+    );
+    write(dir.path(), "gadget.yaml", &gadget("{size: 1}"));
+    let path = dir.path().to_str().unwrap();
+    let out = support::driftless_on_cluster(&ns, &["apply", path]);
+    assert_exit(&out, 0);
+
+    // The upgrade: the CRD gains `colour`, and the gadget says it.
+    write(
+        dir.path(),
+        "crd.json",
+        &crd(json!({"size": {"type": "integer"}, "colour": {"type": "string"}})),
+    );
+    write(dir.path(), "gadget.yaml", &gadget("{size: 1, colour: red}"));
+    let out = support::driftless_on_cluster(&ns, &["apply", path]);
+    assert_exit(&out, 0);
+
+    // A field the CRD, unchanged, does not have: the revision is refused.
+    write(
+        dir.path(),
+        "gadget.yaml",
+        &gadget("{size: 2, colour: red, weight: 3}"),
+    );
+    let out = support::driftless_on_cluster(&ns, &["apply", path]);
+    assert_exit(&out, 1);
+    assert!(
+        printed(&out).lines().any(|l| l
+            == format!(
+                "  failed Gadget.{group} {ns}/g: gadget.yaml:1:1: unknown field spec.weight"
+            )),
+        "{}",
+        show(&out)
+    );
+    assert_no_writes(&out);
+    uninstall(&[&ns]);
+}

@@ -60,6 +60,18 @@ impl Engine {
                 asked.push((p, resolved));
             }
         }
+        // A custom resource whose CRD this sync changes is judged by the new schema, which
+        // the apiserver has only once the CRD is applied (a field the upgrade adds): its
+        // apply says a refusal, in the same words.
+        let changing: Vec<(&str, &str)> = asked
+            .iter()
+            .filter(|(p, _)| p.key.is("apiextensions.k8s.io", "CustomResourceDefinition"))
+            .filter_map(|(p, _)| {
+                let spec = &p.body["spec"];
+                Some((spec["group"].as_str()?, spec["names"]["kind"].as_str()?))
+            })
+            .collect();
+        asked.retain(|(p, _)| !changing.contains(&(p.key.group.as_str(), p.key.kind.as_str())));
         if asked.is_empty() {
             return Vec::new();
         }
