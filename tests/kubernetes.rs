@@ -540,7 +540,7 @@ spec:
 "#
         )
     };
-    write(dir.path(), "app.yaml", &tree("replicass", "80"));
+    write(dir.path(), "app.yaml", &tree("replicass", "81"));
     let resources = ["namespaces", "configmaps", "deployments", "services"];
     let before = support::apiserver_writes_when_quiet(&client, &resources).await;
     let out = support::driftless_on_cluster(&ns, &["apply", dir.path().to_str().unwrap()]);

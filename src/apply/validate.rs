@@ -167,19 +167,25 @@ fn counts_as_refused(e: &kube::Error) -> bool {
 /// test), and Strict field validation says `strict decoding error` (a 400).
 pub(super) fn field_refusal(e: &kube::Error) -> Option<String> {
     let kube::Error::Api(s) = e else { return None };
-    let text = crate::cluster::refusal::plain(&s.message);
-    if let Some(at) = text.find(": field not declared in schema") {
-        let path = last_path(&text[..at]);
+    // One refusal a line: a patch with several wrong fields is refused with `errors:` and
+    // each on a line of its own.
+    let said: Vec<String> = s.message.lines().filter_map(field_line).collect();
+    (!said.is_empty()).then(|| said.join("; "))
+}
+
+fn field_line(line: &str) -> Option<String> {
+    if let Some(at) = line.find(": field not declared in schema") {
+        let path = last_path(&line[..at]);
         return Some(format!("unknown field {path}"));
     }
-    if let Some(at) = text.find(": duplicate entries for key ") {
-        let path = last_path(&text[..at]);
-        let key = text[at + ": duplicate entries for key ".len()..].trim();
+    if let Some(at) = line.find(": duplicate entries for key ") {
+        let path = last_path(&line[..at]);
+        let key = line[at + ": duplicate entries for key ".len()..].trim();
         return Some(format!("duplicate entries for key {key} in {path}"));
     }
-    let strict = text.find("strict decoding error: ")?;
+    let strict = line.find("strict decoding error: ")?;
     Some(
-        text[strict + "strict decoding error: ".len()..]
+        line[strict + "strict decoding error: ".len()..]
             .trim()
             .replace('"', ""),
     )
@@ -237,6 +243,10 @@ mod tests {
             ))
             .as_deref(),
             Some("unknown field spec.colour")
+        );
+        assert_eq!(
+            field_refusal(&api(500, "failed to create typed patch object (ns/web; apps/v1, Kind=Deployment): errors:\n  .spec.replicass: field not declared in schema\n  .spec.template.spec.containers[name=\"web\"].ports: duplicate entries for key [containerPort=80,protocol=\"TCP\"]")).as_deref(),
+            Some("unknown field spec.replicass; duplicate entries for key [containerPort=80,protocol=\"TCP\"] in spec.template.spec.containers[name=\"web\"].ports")
         );
         assert_eq!(
             field_refusal(&api(

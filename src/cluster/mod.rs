@@ -1,7 +1,7 @@
 //! Cluster selection as kubectl does it: `--kubeconfig`, then `KUBECONFIG`, then
 //! `~/.kube/config`, then the in-cluster service account; `--context` picks a context.
 
-pub(crate) mod refusal;
+mod refusal;
 pub mod retry;
 
 use std::path::{Path, PathBuf};
