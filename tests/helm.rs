@@ -421,12 +421,7 @@ async fn serial_a_daemon_runs_helm_only_for_the_release_that_changed() {
         )
         .await;
     browser.close().await;
-    let table = Command::new(env!("CARGO_BIN_EXE_driftless"))
-        .args(["status", "--status-file"])
-        .arg(daemon.status_file())
-        .output()
-        .unwrap();
-    let table = String::from_utf8_lossy(&table.stdout);
+    let table = daemon.status_table();
     assert!(
         table.contains(&format!(
             "{ns}/a: chart charts/podinfo 6.2.3 (app 6.2.3), {n}/{n} specs ready",

@@ -474,12 +474,7 @@ data: {{a: "1"}}
         .find(|s| s["id"] == format!("manifest/{ns}/ConfigMap/quiet"))
         .unwrap();
     assert!(quiet.get("warnings").is_none(), "{quiet}");
-    let table = std::process::Command::new(env!("CARGO_BIN_EXE_driftless"))
-        .args(["status", "--status-file"])
-        .arg(daemon.status_file())
-        .output()
-        .unwrap();
-    let table = String::from_utf8_lossy(&table.stdout);
+    let table = daemon.status_table();
     assert!(
         table.contains(&format!("warnings:         1\n  {id}: {want}\n")),
         "{table}"

@@ -131,6 +131,33 @@ impl Engine {
         let _ = self.hash_key.set(key);
         self.hash_key.get()
     }
+
+    /// Whether `entry` records `body` as the intent last applied to `key`: its plain hash,
+    /// or for a Secret or a sealed object its keyed one. The key is only read, never made
+    /// (a write): a reader (`diff`, the dry-run ahead of a sync) takes an object whose key
+    /// is not there yet as changed.
+    pub(super) async fn applied_as(
+        &self,
+        entry: &super::inventory::Entry,
+        key: &crate::object::ObjKey,
+        sealed: bool,
+        body: &serde_json::Value,
+    ) -> bool {
+        let plain = super::hash::body_hashes(body, None).applied;
+        if entry.applied.as_deref() == Some(plain.as_str()) {
+            return true;
+        }
+        if !(key.is("", "Secret") || sealed) {
+            return false;
+        }
+        match self.existing_hash_key().await {
+            Some(k) => {
+                let keyed = super::hash::body_hashes(body, Some(k)).applied;
+                entry.applied.as_deref() == Some(keyed.as_str())
+            }
+            None => false,
+        }
+    }
 }
 
 fn key_of(secret: &Secret, namespace: &str, name: &str) -> Result<HashKey, KeyError> {

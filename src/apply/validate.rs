@@ -9,7 +9,6 @@
 use futures::StreamExt as _;
 use kube::api::PatchParams;
 
-use super::hash::body_hashes;
 use super::inventory::Inventory;
 use super::plan::Planned;
 use super::{Action, Engine, ObjectResult, warned};
@@ -41,25 +40,12 @@ impl Engine {
             if p.obj.policy.create_only && entry.is_some() {
                 continue;
             }
-            // Asked about when new, without a hash: the hash key of a Secret is made on
-            // its first use, and that is a write.
             let unchanged = match entry {
-                None => false,
                 Some(e) => {
-                    let keyed = p.key.is("", "Secret") || p.obj.policy.sealed;
-                    let key = match keyed {
-                        true => match self.hash_key().await {
-                            Ok(k) => Some(k),
-                            // Not applied either way (`patch`): it says so there.
-                            Err(_) => continue,
-                        },
-                        false => None,
-                    };
-                    let applied = body_hashes(&p.body, key).applied;
-                    let plain = keyed.then(|| body_hashes(&p.body, None).applied);
-                    e.applied.as_deref() == Some(applied.as_str())
-                        || (plain.is_some() && e.applied == plain)
+                    self.applied_as(e, &p.key, p.obj.policy.sealed, &p.body)
+                        .await
                 }
+                None => false,
             };
             if !unchanged {
                 asked.push((p, resolved));

@@ -305,6 +305,13 @@ impl Daemon {
         &self.status_file
     }
 
+    /// What `driftless status --status-file <its status file>` prints (the table).
+    pub fn status_table(&self) -> String {
+        let path = self.status_file.to_string_lossy();
+        let out = driftless(&["status", "--status-file", &path]);
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
     pub fn cache_dir(&self) -> &Path {
         &self.cache_dir
     }

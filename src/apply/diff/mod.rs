@@ -18,7 +18,7 @@ use futures::StreamExt;
 use kube::api::{Patch, PatchParams};
 use serde_json::Value;
 
-use super::hash::{body_hashes, shape_hash};
+use super::hash::shape_hash;
 use super::plan::Planned;
 use super::prune::{self, Prunable};
 use super::{ApplyError, Engine, Entry, Inventory, ObjKey};
@@ -441,19 +441,7 @@ impl Engine {
         if uid.is_none() || entry.uid.as_deref() != uid {
             return false;
         }
-        let plain = body_hashes(body, None).applied;
-        if entry.applied.as_deref() == Some(plain.as_str()) {
-            return true;
-        }
-        if !(key.is("", "Secret") || sealed) {
-            return false;
-        }
-        match self.existing_hash_key().await {
-            Some(k) => {
-                entry.applied.as_deref() == Some(body_hashes(body, Some(k)).applied.as_str())
-            }
-            None => false,
-        }
+        self.applied_as(entry, key, sealed, body).await
     }
 
     /// The live object prune would delete for `entry`, if it would delete one.
