@@ -2,7 +2,7 @@
 //! real binary on the real local cluster, plain HTTP on loopback, the CLI's `reconcile`,
 //! `suspend` and `resume`, and `kubectl scale` as someone else's change.
 
-mod support;
+use crate::support;
 
 use std::net::SocketAddr;
 use std::path::Path;

@@ -5,7 +5,7 @@
 //! `PostSync` waits for the objects to be ready while Helm's `post-install` follows them
 //! once they are applied (ingress-nginx's bundle on a cluster without load balancers).
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 use std::path::Path;

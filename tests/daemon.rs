@@ -1,7 +1,7 @@
 //! `driftless run` as users run it: the real binary, a real directory or git repository
 //! (served by `git daemon` on loopback), the real local cluster.
 
-mod support;
+use crate::support;
 
 use std::process::{Command, Stdio};
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! added, one removed, a Secret's value changed); both outputs must say exactly that,
 //! with the right counts, actions and diff lines, and never a Secret value.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::Output;

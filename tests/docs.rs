@@ -3,7 +3,7 @@
 //! front door (short, its commands real), and its 5-minute start runs as written against
 //! the local cluster. `mdbook build docs` itself runs in scripts/test (no warnings).
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 use std::fs;

@@ -4,7 +4,7 @@
 //! correct and report modes; a Secret's values only as keyed hashes; served at
 //! `/api/v1/drift`, counted in `/metrics`, and still there after a restart.
 
-mod support;
+use crate::support;
 
 use std::net::SocketAddr;
 use std::path::Path;

@@ -4,7 +4,7 @@
 //! and its own validation refuses it); driftless empties the map with a merge patch
 //! first there (docs/src/apply.md). On 1.21+ the apply alone does it.
 
-mod support;
+use crate::support;
 
 use kube::api::{Api, DynamicObject};
 use kube::core::GroupVersionKind;

@@ -4,7 +4,7 @@
 //! measured beside the whole-document stream's). The status document and the event
 //! stream, asked for with `Accept-Encoding: gzip` as browsers do, come compressed.
 
-mod support;
+use crate::support;
 
 use std::net::SocketAddr;
 use std::time::Duration;

@@ -4,7 +4,7 @@
 //! a workspace, scale by total-qps, prune) work, the in-cluster manifests are consistent,
 //! and the CI job's steps run with bash against the cluster.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

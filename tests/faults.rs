@@ -9,7 +9,7 @@
 //! their own, one at a time, after every other test (`DRIFTLESS_FAULTS=1`). Two of them
 //! mount a tmpfs and so need root, as the CI runs.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 use std::net::{SocketAddr, TcpStream};
@@ -45,7 +45,7 @@ fn guard() {
         std::env::var_os("DRIFTLESS_FAULTS").is_some(),
         "the fault-injection tests stop parts of the shared local cluster, so they run \
          alone: `scripts/test` runs them after the rest (or run \
-         `DRIFTLESS_FAULTS=1 cargo nextest run --test faults --test-threads 1` against \
+         `DRIFTLESS_FAULTS=1 cargo nextest run -E 'test(/^faults::/)' --test-threads 1` against \
          a cluster nothing else is using)"
     );
 }

@@ -2,7 +2,7 @@
 //! served through `file://`, `git daemon` on loopback, and smart HTTP (`git http-backend`
 //! behind a tiny HTTP server that checks Basic auth).
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, mpsc};

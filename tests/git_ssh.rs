@@ -3,7 +3,7 @@
 //! key that is not the known one is refused before anything is fetched, and a client key
 //! the server does not take is given up after a bounded number of tries.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 

@@ -5,7 +5,7 @@
 //! upgrades to the newer chart and uninstalls; a template error and a missing helm are
 //! one line each, with nothing written.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

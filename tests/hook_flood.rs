@@ -4,7 +4,7 @@
 //! some 200 reconciles). Every request gets its answer, the accepted ones collapse into a
 //! few fetches (`support::GitHttp` counts them), and the daemon stays up and synced.
 
-mod support;
+use crate::support;
 
 use std::net::SocketAddr;
 

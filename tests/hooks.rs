@@ -4,7 +4,7 @@
 //! failing pre hook applies nothing else; a wave starts only once the one before is
 //! ready.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 use std::path::Path;

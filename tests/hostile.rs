@@ -7,7 +7,7 @@
 //! Small cases are files in `tests/corpus/hostile/` with `# error:` lines (as in
 //! `tests/corpus/invalid/`); big ones are generated here at run time, never committed.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -12,7 +12,7 @@
 //! - what the apiserver warns of (`Warning` headers) is shown once per object;
 //! - a field the schema does not have refuses the whole revision, at its `file:line:col`.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -5,7 +5,7 @@
 //! `leader: false` for ever, ready, with nothing but a library's ERROR line every retry;
 //! one that could not read it exited at start.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 

@@ -5,7 +5,7 @@
 //! adoption, no surprise prune. Their next apply drops the old labels, and a workload's
 //! Pods are not restarted for it.
 
-mod support;
+use crate::support;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::ConfigMap;

@@ -3,7 +3,7 @@
 //! loopback HTTP recorder that stands in for the receiving end only (a webhook, a chat,
 //! GitHub's commit status API), beside a receiver that is down and one that never answers.
 
-mod support;
+use crate::support;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};

@@ -5,7 +5,7 @@
 //! `--digest` never moves; a registry that goes away keeps the last revision in force;
 //! wrong credentials and an untrusted CA give one line and apply nothing.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

@@ -4,7 +4,7 @@
 //! `--verify-key` applies only what a cosign signature of the key vouches for; a bearer
 //! token challenge is answered with the registry credentials.
 
-mod support;
+use crate::support;
 
 use serde_json::Value;
 use support::{

@@ -3,7 +3,7 @@
 //! objects survive their removal, and `depends-on` orders applies in one-shot `apply` and
 //! in the daemon.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::time::Duration;

@@ -6,7 +6,7 @@
 //! dashboard in examples/monitoring/ returns data once the daemon has synced, corrected
 //! drift, suspended a spec and applied a change.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -3,7 +3,7 @@
 //! leaves being deleted stays in the inventory, is never re-created nor deleted again,
 //! and leaves the inventory only once the apiserver says it is gone.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 

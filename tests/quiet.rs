@@ -2,7 +2,7 @@
 //! warning once and an error once, in its own words, without library log lines; and ends
 //! quietly when its reader goes away, as git does.
 
-mod support;
+use crate::support;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;

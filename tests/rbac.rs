@@ -3,7 +3,7 @@
 //! syncs every kind, takes its Lease, labels Pods, scales and prunes; writes outside its
 //! rules are forbidden. The CI role of `addons/rbac-ci-diff.yaml` can diff, not delete.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 

@@ -13,7 +13,7 @@
 //! The files are never copied into the repository nor edited: they stand for what users
 //! download.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -3,7 +3,7 @@
 //! status file, API and log, in the CLI's words, not "Resource not found" and not a
 //! library's log line.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! Rendered objects of every kind are accepted by the real apiserver (server-side apply,
 //! dry-run), through discovery as apply will do it.
 
-mod support;
+use crate::support;
 
 use std::time::Duration;
 

@@ -8,7 +8,7 @@
 //! The inputs come from `../shared/sources`, never edited. Tests that count the
 //! apiserver's writes are named `serial_*` (scripts/test runs them alone).
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};

@@ -4,7 +4,7 @@
 //! `--replace-on-immutable KIND.GROUP` names — and `diff` shows the replace first.
 //! Anything else keeps the refusal, in one line that says how to opt in.
 
-mod support;
+use crate::support;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::Job;

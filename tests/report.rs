@@ -1,7 +1,7 @@
 //! The report surface without a cluster: the HTTP server over a real loopback socket, the
 //! status file's atomic replace under a concurrent reader, and `driftless status`.
 
-mod support;
+use crate::support;
 
 use std::net::SocketAddr;
 use std::path::Path;

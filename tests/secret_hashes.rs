@@ -6,7 +6,7 @@
 //! `serial_`: it counts the apiserver's own writes to Secrets and ConfigMaps, which
 //! other tests' writes would disturb (`scripts/test` runs these alone).
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 

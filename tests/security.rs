@@ -10,7 +10,7 @@
 //!   request fetches nothing;
 //! - TLS is verified by default, to the apiserver and to git servers.
 
-mod support;
+use crate::support;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};

@@ -11,7 +11,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-mod support;
+use crate::support;
 
 const BIN: &str = env!("CARGO_BIN_EXE_driftless");
 /// Where the units and the image install the binary.

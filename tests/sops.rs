@@ -6,7 +6,7 @@
 //! plaintext never appears in any output: the CLI's, or a daemon's log, status file,
 //! metrics and API.
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

@@ -1,7 +1,7 @@
 //! The sync engine against the real local cluster: apply, no-op resync, diff, prune and
 //! its guards, ownership, replacement, interrupted syncs, readiness failures, CRDs.
 
-mod support;
+use crate::support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;

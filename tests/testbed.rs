@@ -1,7 +1,7 @@
 //! The local cluster itself: these prove that the bed every other cluster test stands on
 //! behaves like a Kubernetes cluster with worker nodes.
 
-mod support;
+use crate::support;
 
 use std::collections::BTreeSet;
 use std::time::Duration;

@@ -9,7 +9,7 @@
 //! `serial_*` so that `scripts/test` runs it alone: another test's load on the machine
 //! would only slow it, but its second apiserver is load for the others.
 
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 

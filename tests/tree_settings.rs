@@ -2,7 +2,7 @@
 //! cluster: target namespaces by path, ignore rules across kinds (by label and by field
 //! manager), CEL health rules for a custom resource, and strict variables.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::Stdio;

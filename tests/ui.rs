@@ -3,10 +3,10 @@
 //!
 //! `DRIFTLESS_UI_SCREENSHOT_DIR=DIR` keeps screenshots of the dashboard in DIR: `ui.png`
 //! (wide) and `ui-narrow.png` (phone width). The book's picture is the wide one:
-//! `DRIFTLESS_UI_SCREENSHOT_DIR=docs/src/images cargo test --test ui the_dashboard_shows`
+//! `DRIFTLESS_UI_SCREENSHOT_DIR=docs/src/images cargo test --test suite ui::the_dashboard_shows`
 //! retakes it.
 
-mod support;
+use crate::support;
 
 use std::net::SocketAddr;
 use std::path::Path;

@@ -5,7 +5,7 @@
 //! `status:failed` finds it alone (and the URL keeps that), its object view shows the
 //! Pod, its restarts and the events; nothing scrolls sideways at 1600 or 400 px.
 
-mod support;
+use crate::support;
 
 use std::net::SocketAddr;
 

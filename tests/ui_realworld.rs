@@ -10,7 +10,7 @@
 //! same ones `tests/realworld.rs` installs, so `scripts/test` runs it alone; it removes
 //! everything it made before it ends.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 

@@ -2,7 +2,7 @@
 //! applies beside TOML specs, settles with zero writes as the apiserver counts them, and
 //! prunes by file; YAML errors name `file:line:col`; `.driftlessignore` keeps files unread.
 
-mod support;
+use crate::support;
 
 use std::path::Path;
 

@@ -1,12 +1,10 @@
-//! What the integration tests share, each test binary taking the part it needs: the
+//! What the integration tests (one binary, `tests/main.rs`) share: the
 //! local cluster and a namespace per test (`cluster`), the example files (`files`), the
 //! real binary and `driftless run` as a child process (`binary`), git servers on
 //! loopback (`git`: git daemon, smart HTTP, sshd), plain HTTP to the daemon (`http`), a
 //! real Prometheus scraping it (`prometheus`), ServiceAccount kubeconfigs
 //! (`accounts`), a second apiserver with flags of a test's own (`apiserver`), and OCI
 //! registries on loopback (`registry`) and artifacts for them (`oci`).
-// Each test binary compiles all of it and uses a part.
-#![allow(dead_code, unused_imports)]
 
 mod accounts;
 mod apiserver;

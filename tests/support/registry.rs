@@ -189,14 +189,6 @@ impl TestRegistry {
             .collect()
     }
 
-    /// Requests so far that start with `prefix` (e.g. `HEAD /v2/app/manifests/`).
-    pub fn count(&self, prefix: &str) -> usize {
-        self.requests()
-            .iter()
-            .filter(|r| r.starts_with(prefix))
-            .count()
-    }
-
     pub fn url(&self, repo: &str) -> String {
         format!("oci://{}/{repo}", self.host)
     }
