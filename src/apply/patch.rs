@@ -68,6 +68,36 @@ impl Engine {
         (result, entry)
     }
 
+    /// The apply itself. A custom resource whose CRD this sync wrote may be refused for a
+    /// field the new schema has, until the apiserver takes that schema up (a moment after
+    /// the CRD's write was answered): such a refusal is asked again, bounded by `crd_wait`.
+    async fn apply_settled(
+        &self,
+        p: &Planned<'_>,
+        resolved: &super::resolve::Resolved,
+        namespace: Option<&str>,
+        pp: &PatchParams,
+        body: &Value,
+    ) -> Result<(kube::api::DynamicObject, Vec<String>), kube::Error> {
+        let deadline = tokio::time::Instant::now() + self.opts.crd_wait;
+        loop {
+            let answer =
+                warned::apply(&self.client, resolved, namespace, &p.key.name, pp, body).await;
+            match &answer {
+                Err(e)
+                    if p.schema_settling
+                        && super::validate::field_refusal(e).is_some()
+                        && tokio::time::Instant::now() < deadline =>
+                {
+                    tracing::debug!("refused by the schema its CRD had: asked again");
+                    tokio::time::sleep(Duration::from_millis(250)).await;
+                    self.writes.count(Verb::Patch);
+                }
+                _ => return answer,
+            }
+        }
+    }
+
     async fn apply_one_inner(
         &self,
         p: &Planned<'_>,
@@ -275,7 +305,7 @@ impl Engine {
         } else {
             self.writes.count(Verb::Patch);
             let namespace = Some(p.key.namespace.as_str());
-            match warned::apply(&self.client, resolved, namespace, &p.key.name, &pp, body).await {
+            match self.apply_settled(p, resolved, namespace, &pp, body).await {
                 Ok((obj, said)) => {
                     warnings = said;
                     Ok(obj)

@@ -24,6 +24,10 @@ pub(super) struct Planned<'a> {
     pub(super) full: Option<Value>,
     pub(super) resolved: Result<Resolved, String>,
     pub(super) adopt: bool,
+    /// A custom resource whose CRD this sync wrote: the apiserver takes up a new schema a
+    /// moment after the CRD's write is answered, and there is no condition to wait for, so
+    /// a field refusal is asked again until then (`crd_wait`).
+    pub(super) schema_settling: bool,
 }
 
 impl Engine {
@@ -65,6 +69,7 @@ impl Engine {
                 full,
                 resolved,
                 adopt: self.opts.adopt || adopt_specs.contains(&obj.spec),
+                schema_settling: false,
                 obj,
             });
         }
@@ -78,8 +83,22 @@ impl Engine {
         batch: Vec<Planned<'a>>,
         applied: &[ObjectResult],
     ) -> Vec<Planned<'a>> {
+        let written: Vec<(String, String)> = applied
+            .iter()
+            .filter(|r| r.key.kind == "CustomResourceDefinition" && r.action.is_write())
+            .filter_map(|r| {
+                let crd = r.live.as_ref()?.value();
+                Some((
+                    crd["spec"]["group"].as_str()?.to_string(),
+                    crd["spec"]["names"]["kind"].as_str()?.to_string(),
+                ))
+            })
+            .collect();
         let mut out = Vec::with_capacity(batch.len());
         for mut p in batch {
+            p.schema_settling = written
+                .iter()
+                .any(|(group, kind)| *group == p.key.group && *kind == p.key.kind);
             if p.resolved.is_err() {
                 let crd = applied.iter().find(|r| {
                     r.key.kind == "CustomResourceDefinition"
