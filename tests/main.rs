@@ -4,6 +4,15 @@
 //! a file's tests are `test(/^FILE::/)`; `serial_*` tests run alone (`test(/::serial_/)`);
 //! the fault injection (`faults::`) runs on its own (scripts/test).
 
+// A panic is how a test fails, and its output is the report: unwrap, expect and print
+// are the tests' own ([lints] in Cargo.toml keeps them out of the crate).
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout,
+    clippy::print_stderr
+)]
+
 mod support;
 
 mod api;
