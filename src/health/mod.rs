@@ -1,7 +1,6 @@
 //! Readiness, pure: live objects → per-object status (kstatus rules) → per-spec status
 //! and the figures each kind reports.
 
-pub mod cel;
 pub mod kstatus;
 mod view;
 

@@ -116,7 +116,7 @@ pub fn of_annotations<'a>(get: impl Fn(&str) -> Option<&'a str>) -> (i32, Option
     let delete: Vec<&str> = [HELM_DELETE, ARGO_DELETE]
         .into_iter()
         .filter_map(&get)
-        .flat_map(super::policy::items)
+        .flat_map(items)
         .collect();
     let has = |helm: &str, argo: &str| delete.iter().any(|d| *d == helm || *d == argo);
     let hook = Hook {
@@ -130,9 +130,15 @@ pub fn of_annotations<'a>(get: impl Fn(&str) -> Option<&'a str>) -> (i32, Option
     (wave, Some(hook))
 }
 
+/// The items of a comma-separated annotation value, trimmed, empty ones skipped (policy
+/// annotations are read the same way).
+pub fn items(value: &str) -> impl Iterator<Item = &str> {
+    value.split(',').map(str::trim).filter(|s| !s.is_empty())
+}
+
 /// The phases of a list of hook kinds as `phase` reads each; `[Skipped]` when none runs.
 fn phases<'v>(value: &'v str, phase: impl Fn(&'v str) -> Option<Phase>) -> Vec<Phase> {
-    let mut out: Vec<Phase> = super::policy::items(value).filter_map(phase).collect();
+    let mut out: Vec<Phase> = items(value).filter_map(phase).collect();
     out.sort_unstable();
     out.dedup();
     if out.is_empty() {

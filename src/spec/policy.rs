@@ -117,11 +117,6 @@ pub fn annotation(key: &str, value: &str) -> Result<(), MarkProblem> {
     }
 }
 
-/// The items of a comma-separated annotation value, trimmed, empty ones skipped.
-pub fn items(value: &str) -> impl Iterator<Item = &str> {
-    value.split(',').map(str::trim).filter(|s| !s.is_empty())
-}
-
 /// Why the value of policy annotation `key` is wrong, if it is.
 pub fn check_annotation(key: &str, value: &str) -> Result<(), String> {
     let expect = |want: &str| match value.trim() {
@@ -167,7 +162,7 @@ fn list(
     check: fn(&str) -> Result<(), String>,
 ) -> Result<(), String> {
     let mut any = false;
-    for item in items(value) {
+    for item in super::order::items(value) {
         any = true;
         check(item).map_err(|why| format!("in annotation `{key}`: {why}"))?;
     }
@@ -251,7 +246,7 @@ pub fn of_annotations(annotations: Option<&serde_json::Value>) -> (ObjectPolicy,
         wave,
         hook,
         ignore_fields: get(IGNORE_FIELDS)
-            .map(|v| items(v).map(String::from).collect())
+            .map(|v| super::order::items(v).map(String::from).collect())
             .unwrap_or_default(),
         create_only: get(APPLY).is_some_and(|v| v.trim() == "create-only"),
         keep: get(PRUNE).is_some_and(|v| v.trim() == "disabled"),
@@ -265,7 +260,7 @@ pub fn of_annotations(annotations: Option<&serde_json::Value>) -> (ObjectPolicy,
         health: None,
     };
     let depends_on = get(DEPENDS_ON)
-        .map(|v| items(v).map(String::from).collect())
+        .map(|v| super::order::items(v).map(String::from).collect())
         .unwrap_or_default();
     (policy, depends_on)
 }

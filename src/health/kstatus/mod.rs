@@ -25,6 +25,7 @@
 //! unknown pod phase) the status is [`Status::Unknown`] with the problem as message. Nothing
 //! here panics, whatever the input.
 
+mod cel;
 mod fields;
 mod generic;
 mod pod;
@@ -116,7 +117,7 @@ pub fn compute(obj: Option<&Value>, now: Timestamp) -> ObjectStatus {
 }
 
 /// [`compute`], with the tree's `[[health]]` rule for the object's kind when it has one
-/// (`health::cel`): asked once kstatus's own checks of deletion and observed generation
+/// (`cel`): asked once kstatus's own checks of deletion and observed generation
 /// pass, in place of the conditions a custom resource may not have.
 pub fn compute_with(
     obj: Option<&Value>,
@@ -154,7 +155,7 @@ fn compute_existing(
         return Ok(status);
     }
     if let Some(rule) = rule {
-        return Ok(super::cel::judge(rule, obj));
+        return Ok(cel::judge(rule, obj));
     }
     let conditions = conditions(obj)?;
     if let Some(status) = generic::standard_conditions(&conditions) {

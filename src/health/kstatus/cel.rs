@@ -12,7 +12,7 @@ use std::sync::{Arc, LazyLock};
 
 use serde_json::Value;
 
-use super::kstatus::{ObjectStatus, Status};
+use super::{ObjectStatus, Status};
 use crate::spec::settings::{Expr, HealthRule};
 
 static ENV: LazyLock<Arc<cel::Env>> = LazyLock::new(|| Arc::new(cel::Env::stdlib()));
