@@ -9,6 +9,7 @@ mod docs;
 mod oci;
 mod output;
 mod run;
+mod status;
 mod sync;
 mod tree;
 
@@ -22,7 +23,6 @@ use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use driftless::cluster::Selection;
-use driftless::render::{Facts, NodeFacts};
 
 /// Exit codes shared by every subcommand (kubectl's where one exists).
 pub mod exit {
@@ -110,7 +110,7 @@ pub enum Command {
     /// Check a spec tree; print every error as file:line:col: message (exit 2 when invalid).
     Validate(PathArg),
     /// Print the Kubernetes objects a spec tree renders to, as multi-document YAML.
-    Render(RenderArgs),
+    Render(tree::RenderArgs),
     /// Show what apply would change: live vs desired, including what prune would delete
     /// (exit 0: no difference, 1: differences, 2: error).
     Diff(DiffArgs),
@@ -118,12 +118,12 @@ pub enum Command {
     Apply(ApplyArgs),
     /// Run the daemon: keep the cluster in sync with a directory, a git repository or an
     /// OCI artifact.
-    Run(RunArgs),
+    Run(run::RunArgs),
     /// Publish a spec tree as an OCI artifact, laid out as `flux push artifact` does
     /// (reproducible: the same tree gives the same digest).
     Push(oci::PushArgs),
     /// Show the daemon's status file as a table.
-    Status(StatusArgs),
+    Status(status::StatusArgs),
     /// Ask a running daemon to fetch its source and sync now; wait for the result
     /// (exit 1 if the sync failed).
     Reconcile(control::ReconcileArgs),
@@ -203,25 +203,6 @@ impl PolicyArgs {
         policy.vars.extend(self.vars.iter().cloned());
         Ok(policy)
     }
-}
-
-#[derive(Args, Debug)]
-pub struct RenderArgs {
-    /// Root of the spec tree (every *.toml, *.yaml and *.yml under it, but what .driftlessignore lists),
-    /// or an OCI artifact, oci://HOST/REPO[:TAG|@sha256:…], pulled first.
-    #[arg(default_value = ".")]
-    pub path: PathBuf,
-    #[command(flatten)]
-    pub policy: PolicyArgs,
-    /// Node names for `localservice` specs, instead of asking the cluster. Such nodes
-    /// carry no labels, so only an empty node-selector matches them.
-    #[arg(long, value_delimiter = ',', value_name = "NODE,...")]
-    pub nodes: Option<Vec<String>>,
-    /// Write the tree to DIR instead, every Kustomize directory and Jsonnet file
-    /// replaced by its output as plain YAML (the rendered-manifests pattern: CI commits
-    /// DIR, and driftless applies it with no tool).
-    #[arg(long, value_name = "DIR")]
-    pub out: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -348,125 +329,6 @@ pub enum DiffOutput {
     Json,
 }
 
-#[derive(Args, Debug)]
-#[command(group = clap::ArgGroup::new("source").required(true).args(["dir", "git", "oci"]))]
-pub struct RunArgs {
-    /// Watch this directory of specs.
-    #[arg(long, value_name = "PATH")]
-    pub dir: Option<PathBuf>,
-    #[command(flatten)]
-    pub policy: PolicyArgs,
-    /// Sync from this git repository (credentials come from the environment, never argv).
-    #[arg(long, value_name = "URL")]
-    pub git: Option<String>,
-    /// Branch to follow with --git (default: main).
-    #[arg(long, requires = "git", conflicts_with_all = ["tag", "commit"])]
-    pub branch: Option<String>,
-    /// Tag to follow with --git or --oci (--oci's default: latest).
-    #[arg(long, conflicts_with = "commit")]
-    pub tag: Option<String>,
-    /// Sync from this OCI artifact, oci://HOST/REPO (as `flux push artifact` or
-    /// `driftless push` publish it); registry flags as for every command.
-    #[arg(long, value_name = "oci://HOST/REPO")]
-    pub oci: Option<String>,
-    /// Follow the newest tag of --oci within this semver range, e.g. ">=1.0.0 <2.0.0".
-    #[arg(long, value_name = "RANGE", requires = "oci", conflicts_with_all = ["tag", "digest"])]
-    pub semver: Option<String>,
-    /// Pin --oci to this digest (sha256:…): it never moves.
-    #[arg(
-        long,
-        value_name = "sha256:…",
-        requires = "oci",
-        conflicts_with = "tag"
-    )]
-    pub digest: Option<String>,
-    /// Commit to pin with --git.
-    #[arg(long, requires = "git")]
-    pub commit: Option<String>,
-    /// Subdirectory of the repository (--git) or of the artifact's tree (--oci) that holds
-    /// the specs.
-    #[arg(long, value_name = "SUBDIR")]
-    pub path: Option<String>,
-    /// How often to fetch with --git or --oci (POST /hooks/git or /hooks/oci fetches at
-    /// once).
-    #[arg(long, default_value = "1m", value_parser = humantime::parse_duration)]
-    pub interval: Duration,
-    /// Full resync (and directory rescan) period.
-    #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
-    pub resync: Duration,
-    /// Where to keep the git clone (default: $CACHE_DIRECTORY from systemd, else
-    /// ~/.cache/driftless).
-    #[arg(long, value_name = "DIR", env = "DRIFTLESS_CACHE_DIR")]
-    pub cache_dir: Option<PathBuf>,
-    /// Where to write the status file (JSON, replaced atomically) [default:
-    /// $STATE_DIRECTORY/status.json under systemd, else
-    /// ${XDG_STATE_HOME:-~/.local/state}/driftless/status.json; `status-<instance>.json`
-    /// for an instance other than `default`]. `driftless status` reads the same.
-    #[arg(long, value_name = "FILE", env = "DRIFTLESS_STATUS_FILE")]
-    pub status_file: Option<PathBuf>,
-    /// Address for /metrics, /healthz, /readyz and /hooks/git (a host name such as
-    /// `localhost:0` is resolved; its first address is used).
-    #[arg(long, default_value = "127.0.0.1:9477", value_parser = socket_addr)]
-    pub metrics_addr: std::net::SocketAddr,
-    /// File holding the HMAC secret the git hook must sign with (X-Hub-Signature-256).
-    #[arg(long, value_name = "FILE")]
-    pub hook_secret_file: Option<PathBuf>,
-    /// Only the replica holding the Lease writes; the others keep caches warm.
-    #[arg(long)]
-    pub leader_elect: bool,
-    /// Namespace of the leader-election Lease.
-    #[arg(long, default_value = driftless::apply::inventory::DEFAULT_NAMESPACE)]
-    pub lease_namespace: String,
-    /// Name of the Lease (default: driftless-<instance>).
-    #[arg(long)]
-    pub lease_name: Option<String>,
-    /// A spec not ready this long after its revision was applied is reported failed.
-    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
-    pub ready_timeout: Duration,
-    /// A whole sync (applies, wave and hook waits, prune) still running after this long
-    /// stops at its next safe point, is reported failed and retried with backoff; every
-    /// wait within it is bounded by what is left. Large first applies may need more.
-    #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
-    pub sync_timeout: Duration,
-    /// Record Kubernetes Events on the objects each sync changes, prunes or fails on.
-    #[arg(long)]
-    pub events: bool,
-    /// File holding the bearer token the API's controls need (POST /api/v1/sync,
-    /// suspend, resume); without it they are refused.
-    #[arg(long, value_name = "FILE")]
-    pub api_token_file: Option<PathBuf>,
-    /// What to do when someone else changes an owned field: take it back, or only
-    /// report it (status `drifted`, metric driftless_drifted_objects).
-    #[arg(long, value_enum, default_value_t = DriftMode::Correct)]
-    pub drift: DriftMode,
-    #[command(flatten)]
-    pub notify: run::NotifyArgs,
-    #[command(flatten)]
-    pub engine: EngineArgs,
-}
-
-#[derive(Args, Debug)]
-#[command(
-    after_help = "Exit status: 0 when the daemon has converged (the newest revision is valid \
-and synced, every spec ready), 1 when the status file says otherwise, 2 when it cannot be read."
-)]
-pub struct StatusArgs {
-    /// The daemon's status file [default: as `run` writes it, see `run --status-file`].
-    #[arg(long, value_name = "FILE", env = "DRIFTLESS_STATUS_FILE")]
-    pub status_file: Option<PathBuf>,
-    /// How to print it.
-    #[arg(long, short = 'o', value_enum, default_value_t = StatusOutput::Table)]
-    pub output: StatusOutput,
-}
-
-#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum StatusOutput {
-    Table,
-    /// The table with nothing cut.
-    Wide,
-    Json,
-}
-
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     // The daemon logs what it does; one-shot commands print results and log only trouble.
@@ -514,9 +376,9 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         _ => None,
     };
     match &cli.command {
-        Command::Validate(args) => validate(args),
+        Command::Validate(args) => tree::validate(args),
         Command::Push(args) => oci::push(args).await,
-        Command::Render(args) => render(args, &cli.global, &selection).await,
+        Command::Render(args) => tree::render(args, &cli.global, &selection).await,
         Command::Schema => {
             let schema = driftless::spec::schema::generate()?;
             std::io::stdout().lock().write_all(schema.as_bytes())?;
@@ -525,7 +387,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Diff(args) => sync::diff(args, &cli.global, &selection).await,
         Command::Apply(args) => sync::apply(args, &cli.global, &selection).await,
         Command::Run(args) => run::run(args, &cli.global, &selection).await,
-        Command::Status(args) => status(args, &cli.global.instance),
+        Command::Status(args) => status::status(args, &cli.global.instance),
         Command::Reconcile(args) => control::reconcile(args).await,
         Command::Suspend(args) => control::suspend(args).await,
         Command::Resume(args) => control::resume(args).await,
@@ -533,201 +395,6 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Man(args) => docs::man(args),
         Command::Reference(args) => docs::reference(args),
     }
-}
-
-fn status(args: &StatusArgs, instance: &str) -> anyhow::Result<u8> {
-    let path = match &args.status_file {
-        Some(path) => path.clone(),
-        None => default_status_file(instance)?,
-    };
-    let file = match driftless::report::status::StatusFile::read(&path) {
-        Ok(file) => file,
-        Err(e) => {
-            eprintln!("driftless status: {e}");
-            return Ok(exit::ERROR);
-        }
-    };
-    let not_converged = file.not_converged(k8s_openapi::jiff::Timestamp::now());
-    let mut text = match args.output {
-        StatusOutput::Table => file.table(),
-        StatusOutput::Wide => file.wide_table(),
-        StatusOutput::Json => serde_json::to_string_pretty(&file)? + "\n",
-    };
-    // The verdict, for a person; JSON stays the file as it is (the exit status says it).
-    if args.output != StatusOutput::Json {
-        match not_converged.is_empty() {
-            true => text.push_str("\nconverged\n"),
-            false => {
-                text.push_str("\nnot converged:\n");
-                for why in &not_converged {
-                    text.push_str(&format!("  - {why}\n"));
-                }
-            }
-        }
-    }
-    std::io::stdout().lock().write_all(text.as_bytes())?;
-    Ok(match not_converged.is_empty() {
-        true => exit::OK,
-        false => exit::DIFFERENCES,
-    })
-}
-
-/// `--metrics-addr`: `IP:PORT`, or `HOST:PORT` resolved (`localhost:0`), loopback first.
-fn socket_addr(text: &str) -> Result<std::net::SocketAddr, String> {
-    use std::net::ToSocketAddrs as _;
-    if let Ok(addr) = text.parse() {
-        return Ok(addr);
-    }
-    let addrs: Vec<std::net::SocketAddr> = text
-        .to_socket_addrs()
-        .map_err(|e| format!("{text:?} is not an address (HOST:PORT, e.g. 127.0.0.1:9477): {e}"))?
-        .collect();
-    addrs
-        .iter()
-        .find(|a| a.is_ipv4())
-        .or(addrs.first())
-        .copied()
-        .ok_or_else(|| format!("{text:?} resolves to no address"))
-}
-
-/// Where `run` writes its status file and `status` reads it, unless told: systemd's
-/// state directory, else the XDG state directory; one file per instance.
-pub(crate) fn default_status_file(instance: &str) -> anyhow::Result<PathBuf> {
-    let name = match instance {
-        driftless::object::ownership::DEFAULT_INSTANCE => "status.json".to_string(),
-        other => format!("status-{other}.json"),
-    };
-    if let Some(dir) = std::env::var_os("STATE_DIRECTORY").filter(|d| !d.is_empty()) {
-        // systemd may list several, colon-separated: the first is ours.
-        let dir = PathBuf::from(dir);
-        let first = dir
-            .to_str()
-            .and_then(|d| d.split(':').next())
-            .map(PathBuf::from)
-            .unwrap_or(dir);
-        return Ok(first.join(name));
-    }
-    let state = match std::env::var_os("XDG_STATE_HOME").filter(|d| !d.is_empty()) {
-        Some(dir) => PathBuf::from(dir),
-        None => match std::env::var_os("HOME").filter(|d| !d.is_empty()) {
-            Some(home) => PathBuf::from(home).join(".local/state"),
-            None => anyhow::bail!(
-                "no --status-file, and neither STATE_DIRECTORY, XDG_STATE_HOME nor HOME is set to find the default"
-            ),
-        },
-    };
-    Ok(state.join("driftless").join(name))
-}
-
-fn validate(args: &PathArg) -> anyhow::Result<u8> {
-    let policy = args.policy.policy()?;
-    let Some(loaded) = tree::load_rendered(&args.path, &policy, &args.policy.tools, false)? else {
-        return Ok(exit::ERROR);
-    };
-    let tree = &loaded.tree;
-    let mut out = std::io::stdout().lock();
-    let counts = tree.count_by_kind();
-    for kind in driftless::spec::Kind::ALL {
-        let ids: Vec<String> = tree
-            .specs
-            .iter()
-            .filter(|s| s.id.kind == kind)
-            .map(|s| match s.id.namespace.as_str() {
-                "" => s.id.name.clone(),
-                ns => format!("{ns}/{}", s.id.name),
-            })
-            .collect();
-        let n = counts.get(&kind).copied().unwrap_or(0);
-        let shown: Vec<&str> = ids.iter().take(5).map(String::as_str).collect();
-        let more = if ids.len() > 5 {
-            format!(", and {} more", ids.len() - 5)
-        } else {
-            String::new()
-        };
-        writeln!(out, "{kind:<13} {n:>4}  {}{more}", shown.join(", "))?;
-    }
-    let from_yaml = tree
-        .specs
-        .iter()
-        .filter(|s| !s.at.file.ends_with(".toml"))
-        .count();
-    match from_yaml {
-        0 => writeln!(out, "valid: {} specs", tree.specs.len())?,
-        n => writeln!(
-            out,
-            "valid: {} specs ({n} of them YAML manifests)",
-            tree.specs.len()
-        )?,
-    }
-    if let Some(summary) = tree.settings.summary() {
-        writeln!(out, "settings: {summary}")?;
-    }
-    tree::describe(&mut out, &loaded)?;
-    Ok(exit::OK)
-}
-
-async fn render(
-    args: &RenderArgs,
-    global: &GlobalArgs,
-    selection: &Selection,
-) -> anyhow::Result<u8> {
-    let Some(loaded) = tree::load_rendered(
-        &args.path,
-        &args.policy.policy()?,
-        &args.policy.tools,
-        false,
-    )?
-    else {
-        return Ok(exit::ERROR);
-    };
-    if let Some(dir) = &args.out {
-        let n = tree::write_out(&loaded, dir)?;
-        writeln!(
-            std::io::stdout().lock(),
-            "wrote {n} file{} to {}",
-            if n == 1 { "" } else { "s" },
-            dir.display()
-        )?;
-        return Ok(exit::OK);
-    }
-    let tree = loaded.tree;
-    let needs_nodes = tree
-        .specs
-        .iter()
-        .any(|s| s.id.kind == driftless::spec::Kind::LocalService);
-    let nodes = match &args.nodes {
-        Some(names) => names
-            .iter()
-            .filter(|n| !n.is_empty())
-            .map(|n| NodeFacts {
-                name: n.clone(),
-                labels: Default::default(),
-            })
-            .collect(),
-        None if needs_nodes => {
-            let client = selection
-                .client()
-                .await
-                .context("localservice specs need the cluster's nodes (or pass --nodes)")?;
-            driftless::cluster::node_facts(&client)
-                .await
-                .context("listing nodes")?
-        }
-        None => Vec::new(),
-    };
-    let facts = Facts {
-        instance: global.instance.clone(),
-        nodes,
-    };
-    let mut objects = driftless::render::render(&tree, &facts)?;
-    // What a SOPS file decrypts to is never printed (docs/src/sops.md).
-    for o in objects.iter_mut().filter(|o| o.policy.sealed) {
-        driftless::spec::sops::mask_sealed(&mut o.body, None, "");
-    }
-    std::io::stdout()
-        .lock()
-        .write_all(driftless::render::to_yaml(&objects)?.as_bytes())?;
-    Ok(exit::OK)
 }
 
 #[cfg(test)]
@@ -765,16 +432,5 @@ mod tests {
         let cli = Cli::try_parse_from(std::iter::once("driftless").chain(args.iter().copied()))
             .unwrap_or_else(|e| panic!("{args:?}: {e}"));
         assert!(matches!(cli.command, Command::Run(_)), "{cli:?}");
-    }
-
-    #[test]
-    fn metrics_addr_takes_a_host_name() {
-        assert_eq!(
-            socket_addr("127.0.0.1:9477").unwrap(),
-            "127.0.0.1:9477".parse().unwrap()
-        );
-        let local = socket_addr("localhost:0").unwrap();
-        assert!(local.ip().is_loopback() && local.port() == 0, "{local}");
-        assert!(socket_addr("no port").unwrap_err().contains("HOST:PORT"));
     }
 }

@@ -1,14 +1,113 @@
 //! `driftless run`: the daemon, from the command line (binary edge).
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::Context as _;
+use clap::Args;
 
-use super::{GlobalArgs, RunArgs, exit};
+use super::{DriftMode, EngineArgs, GlobalArgs, PolicyArgs, exit};
 use driftless::cluster::Selection;
 use driftless::daemon::{self, LeaseConfig, SourceConfig};
 use driftless::report::notify::{Provider, Target, repo_of_git_url};
 use driftless::source::git::{GitAuth, GitConfig, GitRef};
+
+#[derive(Args, Debug)]
+#[command(group = clap::ArgGroup::new("source").required(true).args(["dir", "git", "oci"]))]
+pub struct RunArgs {
+    /// Watch this directory of specs.
+    #[arg(long, value_name = "PATH")]
+    pub dir: Option<PathBuf>,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    /// Sync from this git repository (credentials come from the environment, never argv).
+    #[arg(long, value_name = "URL")]
+    pub git: Option<String>,
+    /// Branch to follow with --git (default: main).
+    #[arg(long, requires = "git", conflicts_with_all = ["tag", "commit"])]
+    pub branch: Option<String>,
+    /// Tag to follow with --git or --oci (--oci's default: latest).
+    #[arg(long, conflicts_with = "commit")]
+    pub tag: Option<String>,
+    /// Sync from this OCI artifact, oci://HOST/REPO (as `flux push artifact` or
+    /// `driftless push` publish it); registry flags as for every command.
+    #[arg(long, value_name = "oci://HOST/REPO")]
+    pub oci: Option<String>,
+    /// Follow the newest tag of --oci within this semver range, e.g. ">=1.0.0 <2.0.0".
+    #[arg(long, value_name = "RANGE", requires = "oci", conflicts_with_all = ["tag", "digest"])]
+    pub semver: Option<String>,
+    /// Pin --oci to this digest (sha256:…): it never moves.
+    #[arg(
+        long,
+        value_name = "sha256:…",
+        requires = "oci",
+        conflicts_with = "tag"
+    )]
+    pub digest: Option<String>,
+    /// Commit to pin with --git.
+    #[arg(long, requires = "git")]
+    pub commit: Option<String>,
+    /// Subdirectory of the repository (--git) or of the artifact's tree (--oci) that holds
+    /// the specs.
+    #[arg(long, value_name = "SUBDIR")]
+    pub path: Option<String>,
+    /// How often to fetch with --git or --oci (POST /hooks/git or /hooks/oci fetches at
+    /// once).
+    #[arg(long, default_value = "1m", value_parser = humantime::parse_duration)]
+    pub interval: Duration,
+    /// Full resync (and directory rescan) period.
+    #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
+    pub resync: Duration,
+    /// Where to keep the git clone (default: $CACHE_DIRECTORY from systemd, else
+    /// ~/.cache/driftless).
+    #[arg(long, value_name = "DIR", env = "DRIFTLESS_CACHE_DIR")]
+    pub cache_dir: Option<PathBuf>,
+    /// Where to write the status file (JSON, replaced atomically) [default:
+    /// $STATE_DIRECTORY/status.json under systemd, else
+    /// ${XDG_STATE_HOME:-~/.local/state}/driftless/status.json; `status-<instance>.json`
+    /// for an instance other than `default`]. `driftless status` reads the same.
+    #[arg(long, value_name = "FILE", env = "DRIFTLESS_STATUS_FILE")]
+    pub status_file: Option<PathBuf>,
+    /// Address for /metrics, /healthz, /readyz and /hooks/git (a host name such as
+    /// `localhost:0` is resolved; its first address is used).
+    #[arg(long, default_value = "127.0.0.1:9477", value_parser = socket_addr)]
+    pub metrics_addr: std::net::SocketAddr,
+    /// File holding the HMAC secret the git hook must sign with (X-Hub-Signature-256).
+    #[arg(long, value_name = "FILE")]
+    pub hook_secret_file: Option<PathBuf>,
+    /// Only the replica holding the Lease writes; the others keep caches warm.
+    #[arg(long)]
+    pub leader_elect: bool,
+    /// Namespace of the leader-election Lease.
+    #[arg(long, default_value = driftless::apply::inventory::DEFAULT_NAMESPACE)]
+    pub lease_namespace: String,
+    /// Name of the Lease (default: driftless-<instance>).
+    #[arg(long)]
+    pub lease_name: Option<String>,
+    /// A spec not ready this long after its revision was applied is reported failed.
+    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+    pub ready_timeout: Duration,
+    /// A whole sync (applies, wave and hook waits, prune) still running after this long
+    /// stops at its next safe point, is reported failed and retried with backoff; every
+    /// wait within it is bounded by what is left. Large first applies may need more.
+    #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
+    pub sync_timeout: Duration,
+    /// Record Kubernetes Events on the objects each sync changes, prunes or fails on.
+    #[arg(long)]
+    pub events: bool,
+    /// File holding the bearer token the API's controls need (POST /api/v1/sync,
+    /// suspend, resume); without it they are refused.
+    #[arg(long, value_name = "FILE")]
+    pub api_token_file: Option<PathBuf>,
+    /// What to do when someone else changes an owned field: take it back, or only
+    /// report it (status `drifted`, metric driftless_drifted_objects).
+    #[arg(long, value_enum, default_value_t = DriftMode::Correct)]
+    pub drift: DriftMode,
+    #[command(flatten)]
+    pub notify: NotifyArgs,
+    #[command(flatten)]
+    pub engine: EngineArgs,
+}
 
 /// Where `driftless run` tells of its transitions.
 #[derive(clap::Args, Debug)]
@@ -247,7 +346,7 @@ pub async fn run(args: &RunArgs, global: &GlobalArgs, selection: &Selection) -> 
         status_file: Some(match &args.status_file {
             Some(path) => path.clone(),
             None => {
-                let path = super::default_status_file(&global.instance)?;
+                let path = default_status_file(&global.instance)?;
                 if let Some(dir) = path.parent() {
                     // Made if missing; a directory that cannot be made is reported by
                     // the writer, which retries.
@@ -328,5 +427,68 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = term => {}
         _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
+/// `--metrics-addr`: `IP:PORT`, or `HOST:PORT` resolved (`localhost:0`), loopback first.
+fn socket_addr(text: &str) -> Result<std::net::SocketAddr, String> {
+    use std::net::ToSocketAddrs as _;
+    if let Ok(addr) = text.parse() {
+        return Ok(addr);
+    }
+    let addrs: Vec<std::net::SocketAddr> = text
+        .to_socket_addrs()
+        .map_err(|e| format!("{text:?} is not an address (HOST:PORT, e.g. 127.0.0.1:9477): {e}"))?
+        .collect();
+    addrs
+        .iter()
+        .find(|a| a.is_ipv4())
+        .or(addrs.first())
+        .copied()
+        .ok_or_else(|| format!("{text:?} resolves to no address"))
+}
+
+/// Where `run` writes its status file and `status` reads it, unless told: systemd's
+/// state directory, else the XDG state directory; one file per instance.
+pub(super) fn default_status_file(instance: &str) -> anyhow::Result<PathBuf> {
+    let name = match instance {
+        driftless::object::ownership::DEFAULT_INSTANCE => "status.json".to_string(),
+        other => format!("status-{other}.json"),
+    };
+    if let Some(dir) = std::env::var_os("STATE_DIRECTORY").filter(|d| !d.is_empty()) {
+        // systemd may list several, colon-separated: the first is ours.
+        let dir = PathBuf::from(dir);
+        let first = dir
+            .to_str()
+            .and_then(|d| d.split(':').next())
+            .map(PathBuf::from)
+            .unwrap_or(dir);
+        return Ok(first.join(name));
+    }
+    let state = match std::env::var_os("XDG_STATE_HOME").filter(|d| !d.is_empty()) {
+        Some(dir) => PathBuf::from(dir),
+        None => match std::env::var_os("HOME").filter(|d| !d.is_empty()) {
+            Some(home) => PathBuf::from(home).join(".local/state"),
+            None => anyhow::bail!(
+                "no --status-file, and neither STATE_DIRECTORY, XDG_STATE_HOME nor HOME is set to find the default"
+            ),
+        },
+    };
+    Ok(state.join("driftless").join(name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metrics_addr_takes_a_host_name() {
+        assert_eq!(
+            socket_addr("127.0.0.1:9477").unwrap(),
+            "127.0.0.1:9477".parse().unwrap()
+        );
+        let local = socket_addr("localhost:0").unwrap();
+        assert!(local.ip().is_loopback() && local.port() == 0, "{local}");
+        assert!(socket_addr("no port").unwrap_err().contains("HOST:PORT"));
     }
 }

@@ -492,9 +492,11 @@ pub async fn diff(
     };
     let diffs = engine.diff(&objects, &tree.adopt_specs()).await?;
     let text = match args.output {
-        DiffOutput::Text => {
-            driftless::report::releases::diff_text(&tree, &diffs, std::io::stdout().is_terminal())
-        }
+        DiffOutput::Text => driftless::report::status::releases::diff_text(
+            &tree,
+            &diffs,
+            std::io::stdout().is_terminal(),
+        ),
         DiffOutput::Markdown => diff::markdown(&diffs),
         DiffOutput::Json => diff::json(&diffs)?,
     };

@@ -9,7 +9,11 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::Args;
 
+use driftless::cluster::Selection;
 use driftless::hydrate::{self, Renderer};
+use driftless::render::{Facts, NodeFacts};
+
+use super::{GlobalArgs, PathArg, PolicyArgs, exit};
 use driftless::spec::{LoadError, SpecErrors, SpecTree};
 
 /// How Kustomize directories and Jsonnet files are rendered; every command that reads a
@@ -251,6 +255,136 @@ fn out_path(source: &str) -> String {
     } else {
         format!("{source}.yaml")
     }
+}
+
+#[derive(Args, Debug)]
+pub struct RenderArgs {
+    /// Root of the spec tree (every *.toml, *.yaml and *.yml under it, but what .driftlessignore lists),
+    /// or an OCI artifact, oci://HOST/REPO[:TAG|@sha256:…], pulled first.
+    #[arg(default_value = ".")]
+    pub path: PathBuf,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    /// Node names for `localservice` specs, instead of asking the cluster. Such nodes
+    /// carry no labels, so only an empty node-selector matches them.
+    #[arg(long, value_delimiter = ',', value_name = "NODE,...")]
+    pub nodes: Option<Vec<String>>,
+    /// Write the tree to DIR instead, every Kustomize directory and Jsonnet file
+    /// replaced by its output as plain YAML (the rendered-manifests pattern: CI commits
+    /// DIR, and driftless applies it with no tool).
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+}
+
+pub(super) fn validate(args: &PathArg) -> anyhow::Result<u8> {
+    let policy = args.policy.policy()?;
+    let Some(loaded) = load_rendered(&args.path, &policy, &args.policy.tools, false)? else {
+        return Ok(exit::ERROR);
+    };
+    let tree = &loaded.tree;
+    let mut out = std::io::stdout().lock();
+    let counts = tree.count_by_kind();
+    for kind in driftless::spec::Kind::ALL {
+        let ids: Vec<String> = tree
+            .specs
+            .iter()
+            .filter(|s| s.id.kind == kind)
+            .map(|s| match s.id.namespace.as_str() {
+                "" => s.id.name.clone(),
+                ns => format!("{ns}/{}", s.id.name),
+            })
+            .collect();
+        let n = counts.get(&kind).copied().unwrap_or(0);
+        let shown: Vec<&str> = ids.iter().take(5).map(String::as_str).collect();
+        let more = if ids.len() > 5 {
+            format!(", and {} more", ids.len() - 5)
+        } else {
+            String::new()
+        };
+        writeln!(out, "{kind:<13} {n:>4}  {}{more}", shown.join(", "))?;
+    }
+    let from_yaml = tree
+        .specs
+        .iter()
+        .filter(|s| !s.at.file.ends_with(".toml"))
+        .count();
+    match from_yaml {
+        0 => writeln!(out, "valid: {} specs", tree.specs.len())?,
+        n => writeln!(
+            out,
+            "valid: {} specs ({n} of them YAML manifests)",
+            tree.specs.len()
+        )?,
+    }
+    if let Some(summary) = tree.settings.summary() {
+        writeln!(out, "settings: {summary}")?;
+    }
+    describe(&mut out, &loaded)?;
+    Ok(exit::OK)
+}
+
+pub(super) async fn render(
+    args: &RenderArgs,
+    global: &GlobalArgs,
+    selection: &Selection,
+) -> anyhow::Result<u8> {
+    let Some(loaded) = load_rendered(
+        &args.path,
+        &args.policy.policy()?,
+        &args.policy.tools,
+        false,
+    )?
+    else {
+        return Ok(exit::ERROR);
+    };
+    if let Some(dir) = &args.out {
+        let n = write_out(&loaded, dir)?;
+        writeln!(
+            std::io::stdout().lock(),
+            "wrote {n} file{} to {}",
+            if n == 1 { "" } else { "s" },
+            dir.display()
+        )?;
+        return Ok(exit::OK);
+    }
+    let tree = loaded.tree;
+    let needs_nodes = tree
+        .specs
+        .iter()
+        .any(|s| s.id.kind == driftless::spec::Kind::LocalService);
+    let nodes = match &args.nodes {
+        Some(names) => names
+            .iter()
+            .filter(|n| !n.is_empty())
+            .map(|n| NodeFacts {
+                name: n.clone(),
+                labels: Default::default(),
+            })
+            .collect(),
+        None if needs_nodes => {
+            let client = selection
+                .client()
+                .await
+                .context("localservice specs need the cluster's nodes (or pass --nodes)")?;
+            driftless::cluster::node_facts(&client)
+                .await
+                .context("listing nodes")?
+        }
+        None => Vec::new(),
+    };
+    let facts = Facts {
+        instance: global.instance.clone(),
+        nodes,
+    };
+    let mut objects = driftless::render::render(&tree, &facts)?;
+    // What a SOPS file decrypts to is never printed (docs/src/sops.md).
+    for o in objects.iter_mut().filter(|o| o.policy.sealed) {
+        driftless::spec::sops::mask_sealed(&mut o.body, None, "");
+    }
+    std::io::stdout()
+        .lock()
+        .write_all(driftless::render::to_yaml(&objects)?.as_bytes())?;
+    Ok(exit::OK)
 }
 
 #[cfg(test)]

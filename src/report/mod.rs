@@ -13,7 +13,6 @@ pub mod metrics;
 pub mod notify;
 pub mod outbound;
 pub mod reference;
-pub mod releases;
 pub mod snapshot;
 pub mod status;
 pub mod ui;

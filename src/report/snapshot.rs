@@ -165,7 +165,7 @@ impl Snapshot<'_> {
             })
             .collect::<Vec<_>>();
         StatusFile {
-            releases: super::releases::of(&specs),
+            releases: super::status::releases::of(&specs),
             version: VERSION,
             instance: self.instance.to_string(),
             kubernetes: self.kubernetes.map(str::to_string),

@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::status::SpecStatus;
+use super::SpecStatus;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReleaseStatus {
@@ -115,14 +115,6 @@ mod tests {
             line: 1,
             ready,
             status: status.into(),
-            reason: None,
-            message: String::new(),
-            figures: serde_json::Value::Null,
-            objects: vec![],
-            suspended: None,
-            drifted: vec![],
-            warnings: vec![],
-            revision: None,
             rendered_by: release.map(|name| crate::spec::RenderedBy {
                 tool: "helm".into(),
                 version: "v4.1.4".into(),
@@ -138,6 +130,7 @@ mod tests {
                     line: 1,
                 }),
             }),
+            ..SpecStatus::default()
         }
     }
 

@@ -1,0 +1,478 @@
+//! `driftless status`: the daemon's status file for a person (a header block, one row per
+//! spec, the warnings whole below) or as JSON, and the verdict as the exit status.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::PathBuf;
+
+use clap::{Args, ValueEnum};
+use driftless::report::status::{MESSAGE_WIDTH, SourceError, StatusFile, one_line};
+use k8s_openapi::jiff::Timestamp;
+use serde_json::Value;
+
+use super::exit;
+
+/// Figures and header values (the last sync's message) may use more of the line.
+const FIGURES_WIDTH: usize = 64;
+const HEADER_WIDTH: usize = 100;
+
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Exit status: 0 when the daemon has converged (the newest revision is valid \
+and synced, every spec ready), 1 when the status file says otherwise, 2 when it cannot be read."
+)]
+pub struct StatusArgs {
+    /// The daemon's status file [default: as `run` writes it, see `run --status-file`].
+    #[arg(long, value_name = "FILE", env = "DRIFTLESS_STATUS_FILE")]
+    pub status_file: Option<PathBuf>,
+    /// How to print it.
+    #[arg(long, short = 'o', value_enum, default_value_t = StatusOutput::Table)]
+    pub output: StatusOutput,
+}
+
+#[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StatusOutput {
+    Table,
+    /// The table with nothing cut.
+    Wide,
+    Json,
+}
+
+pub(super) fn status(args: &StatusArgs, instance: &str) -> anyhow::Result<u8> {
+    let path = match &args.status_file {
+        Some(path) => path.clone(),
+        None => super::run::default_status_file(instance)?,
+    };
+    let file = match StatusFile::read(&path) {
+        Ok(file) => file,
+        Err(e) => {
+            eprintln!("driftless status: {e}");
+            return Ok(exit::ERROR);
+        }
+    };
+    let now = Timestamp::now();
+    let not_converged = file.not_converged(now);
+    let mut text = match args.output {
+        StatusOutput::Table => table(&file, Some(now), false),
+        StatusOutput::Wide => table(&file, Some(now), true),
+        StatusOutput::Json => serde_json::to_string_pretty(&file)? + "\n",
+    };
+    // The verdict, for a person; JSON stays the file as it is (the exit status says it).
+    if args.output != StatusOutput::Json {
+        match not_converged.is_empty() {
+            true => text.push_str("\nconverged\n"),
+            false => {
+                text.push_str("\nnot converged:\n");
+                for why in &not_converged {
+                    text.push_str(&format!("  - {why}\n"));
+                }
+            }
+        }
+    }
+    std::io::stdout().lock().write_all(text.as_bytes())?;
+    Ok(match not_converged.is_empty() {
+        true => exit::OK,
+        false => exit::DIFFERENCES,
+    })
+}
+
+/// `now` only adds the age of the last sync; tests leave it out for stable output.
+fn table(status: &StatusFile, now: Option<Timestamp>, wide: bool) -> String {
+    let cut = |text: &str, width: usize| match wide {
+        true => one_line(text, usize::MAX),
+        false => one_line(text, width),
+    };
+    let mut out = String::new();
+    let dash = || "-".to_string();
+    if !status.instance.is_empty() {
+        header(&mut out, "instance", &status.instance);
+    }
+    if let Some(v) = &status.kubernetes {
+        header(&mut out, "kubernetes", v);
+    }
+    header(&mut out, "source", &status.source);
+    header(
+        &mut out,
+        "revision applied",
+        &status.revision_applied.clone().unwrap_or_else(dash),
+    );
+    header(
+        &mut out,
+        "revision seen",
+        &status.revision_seen.clone().unwrap_or_else(dash),
+    );
+    match &status.last_sync {
+        None => header(&mut out, "last sync", "never"),
+        Some(sync) => {
+            let age = now
+                .and_then(|now| age(&sync.time, now))
+                .map(|a| format!(" ({a})"))
+                .unwrap_or_default();
+            header(
+                &mut out,
+                "last sync",
+                &format!(
+                    "{}{age}: {} in {} ({} applied, {} unchanged, {} pruned, {} failed)",
+                    sync.time,
+                    sync.result,
+                    duration(sync.duration_seconds),
+                    sync.applied,
+                    sync.unchanged,
+                    sync.pruned,
+                    sync.failed
+                ),
+            );
+            if let Some(message) = sync.message.as_deref().filter(|m| !m.is_empty()) {
+                header(&mut out, "", &cut(message, HEADER_WIDTH));
+            }
+        }
+    }
+    if let Some(leader) = status.leader {
+        let text = if leader {
+            "yes (this replica syncs)"
+        } else {
+            "no (standby)"
+        };
+        header(&mut out, "leader", text);
+    }
+    if status.syncing {
+        let doing = status
+            .sync_progress
+            .as_ref()
+            .map_or_else(|| "in progress".to_string(), |p| p.message.clone());
+        header(&mut out, "syncing", &cut(&doing, HEADER_WIDTH));
+    }
+    if status.drift != "correct" {
+        header(
+            &mut out,
+            "drift",
+            &format!("{} (not corrected)", status.drift),
+        );
+    }
+    if !status.errors.is_empty() {
+        header(&mut out, "errors", &status.errors.len().to_string());
+        for e in &status.errors {
+            // Multi-line messages (a parser's snippet) stay readable under their location.
+            let message = e.message.trim_end().replace('\n', "\n    ");
+            let _ = writeln!(out, "  {}{message}", location(e));
+        }
+    }
+    if !status.releases.is_empty() {
+        let ready = status.releases.iter().filter(|r| r.ready).count();
+        header(
+            &mut out,
+            "releases",
+            &format!("{ready}/{} ready", status.releases.len()),
+        );
+        for r in &status.releases {
+            let _ = writeln!(out, "  {}", r.describe());
+        }
+    }
+    let ready = status.specs.iter().filter(|s| s.ready).count();
+    header(
+        &mut out,
+        "specs",
+        &format!("{ready}/{} ready", status.specs.len()),
+    );
+    if status.specs.is_empty() {
+        return out;
+    }
+    out.push('\n');
+
+    let rows: Vec<[String; 5]> = status
+        .specs
+        .iter()
+        .map(|s| {
+            let mut message = match s.reason.as_deref() {
+                Some(r) if !r.is_empty() && !s.message.starts_with(r) => {
+                    format!("{r}: {}", s.message)
+                }
+                _ => s.message.clone(),
+            };
+            // What a person changed comes first: it explains the rest.
+            if !s.drifted.is_empty() {
+                message = format!("drifted: {}; {message}", s.drifted.join(", "));
+            }
+            if let Some(held) = &s.suspended {
+                message = format!("suspended: {}; {message}", held.reason);
+            }
+            [
+                s.id.clone(),
+                if s.ready { "yes" } else { "no" }.to_string(),
+                s.status.clone(),
+                cut(&figures(&s.figures), FIGURES_WIDTH),
+                cut(&message, MESSAGE_WIDTH),
+            ]
+        })
+        .collect();
+    let titles = ["ID", "READY", "STATUS", "FIGURES", "MESSAGE"];
+    let mut widths = titles.map(|t| t.chars().count());
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let titles = titles.map(str::to_string);
+    for row in std::iter::once(&titles).chain(&rows) {
+        let mut line = String::new();
+        for (i, (cell, width)) in row.iter().zip(widths).enumerate() {
+            if i + 1 == row.len() {
+                line.push_str(cell);
+            } else {
+                let _ = write!(line, "{cell:<width$}  ");
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    // Below the table, whole: a warning names what to change, and cut it would not.
+    let warned: Vec<(&str, &String)> = status
+        .specs
+        .iter()
+        .flat_map(|s| s.warnings.iter().map(|w| (s.id.as_str(), w)))
+        .collect();
+    if !warned.is_empty() {
+        out.push('\n');
+        header(&mut out, "warnings", &warned.len().to_string());
+        for (id, w) in warned {
+            let _ = writeln!(out, "  {id}: {w}");
+        }
+    }
+    out
+}
+
+fn header(out: &mut String, label: &str, value: &str) {
+    let label = if label.is_empty() {
+        String::new()
+    } else {
+        format!("{label}:")
+    };
+    let _ = writeln!(out, "{label:<18}{value}");
+}
+
+fn location(e: &SourceError) -> String {
+    match (&e.file, e.line, e.column) {
+        (Some(f), Some(l), Some(c)) => format!("{f}:{l}:{c}: "),
+        (Some(f), Some(l), None) => format!("{f}:{l}: "),
+        (Some(f), None, _) => format!("{f}: "),
+        (None, _, _) => String::new(),
+    }
+}
+
+fn duration(seconds: f64) -> String {
+    if !seconds.is_finite() || seconds < 0.0 {
+        return "?".into();
+    }
+    if seconds < 1.0 {
+        format!("{:.0}ms", seconds * 1000.0)
+    } else if seconds < 60.0 {
+        format!("{seconds:.1}s")
+    } else {
+        let whole = seconds.round() as u64;
+        format!("{}m{:02}s", whole / 60, whole % 60)
+    }
+}
+
+fn age(time: &str, now: Timestamp) -> Option<String> {
+    let then: Timestamp = time.parse().ok()?;
+    let secs = now.as_second() - then.as_second();
+    Some(match secs {
+        s if s < 0 => "in the future: check the clocks".to_string(),
+        s if s < 60 => format!("{s}s ago"),
+        s if s < 3600 => format!("{}m ago", s / 60),
+        s if s < 86_400 => format!("{}h ago", s / 3600),
+        s => format!("{}d ago", s / 86_400),
+    })
+}
+
+/// A kind's figures in a few words: `replicas 2/3 qps 1200`, `node-1 10.0.0.7 http://...`,
+/// `nodes 2 endpoints node-1:1,node-2:0`.
+fn figures(f: &Value) -> String {
+    let text = |key: &str| f.get(key).and_then(Value::as_str);
+    let num = |key: &str| {
+        f.get(key)
+            .filter(|v| v.is_number())
+            .map_or_else(|| "?".to_string(), Value::to_string)
+    };
+    match text("kind") {
+        Some("manifest") => String::new(),
+        Some("elasticweb") => format!(
+            "replicas {}/{} qps {}",
+            num("available_replicas"),
+            num("desired_replicas"),
+            num("real_qps")
+        ),
+        Some("workspace") => {
+            let mut parts = Vec::new();
+            // Running is the normal case; only say so when the workspace is meant to be off.
+            if let Some(state) = text("state").filter(|s| *s != "running") {
+                parts.push(state.to_string());
+            }
+            parts.extend(
+                ["node", "pod_ip", "url"]
+                    .into_iter()
+                    .filter_map(|k| text(k).map(str::to_string)),
+            );
+            parts.join(" ")
+        }
+        Some("localservice") => {
+            let nodes = f.get("nodes").and_then(Value::as_array);
+            let endpoints = f
+                .get("ready_endpoints")
+                .and_then(Value::as_object)
+                .map(|m| {
+                    m.iter()
+                        .map(|(node, n)| format!("{node}:{n}"))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                })
+                .unwrap_or_default();
+            let n = nodes.map_or(0, Vec::len);
+            if endpoints.is_empty() {
+                format!("nodes {n}")
+            } else {
+                format!("nodes {n} endpoints {endpoints}")
+            }
+        }
+        _ if f.is_null() => String::new(),
+        // A kind this build does not know (a newer daemon): show it raw rather than hide it.
+        _ => f.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The model's own sample (src/report/status/sample.json).
+    fn sample() -> StatusFile {
+        serde_json::from_str(include_str!("../report/status/sample.json")).unwrap()
+    }
+
+    #[test]
+    fn figures_are_compact() {
+        let s = sample();
+        let f: Vec<String> = s.specs.iter().map(|s| figures(&s.figures)).collect();
+        assert_eq!(f[0], "replicas 3/3 qps 2400");
+        assert_eq!(
+            f[1],
+            "node-1 10.1.2.3 http://alice.dev.svc.cluster.local:8080"
+        );
+        assert_eq!(f[2], "nodes 2 endpoints node-1:2,node-2:1");
+        assert_eq!(f[3], "");
+        let stopped = serde_json::json!({"kind": "workspace", "state": "stopped", "port": 1, "url": "http://x"});
+        assert_eq!(figures(&stopped), "stopped http://x");
+        let unknown = serde_json::json!({"kind": "future", "x": 1});
+        assert_eq!(figures(&unknown), r#"{"kind":"future","x":1}"#);
+        assert_eq!(
+            figures(&serde_json::json!({"kind": "elasticweb"})),
+            "replicas ?/? qps ?"
+        );
+    }
+
+    #[test]
+    fn table_has_header_and_one_row_per_spec() {
+        let t = table(&sample(), None, false);
+        assert!(
+            t.contains("source:           https://example.com/org/specs.git\n"),
+            "{t}"
+        );
+        assert!(t.contains("revision applied: aaaaaaa\n"), "{t}");
+        assert!(t.contains("kubernetes:       v1.37.2\n"), "{t}");
+        assert!(t.contains("revision seen:    bbbbbbb\n"), "{t}");
+        assert!(t.contains("last sync:        2025-03-01T12:00:00Z: success in 1.2s (3 applied, 10 unchanged, 1 pruned, 0 failed)\n"), "{t}");
+        assert!(t.contains("leader:           yes"), "{t}");
+        assert!(
+            t.contains("  web/shop.toml:4:12: unknown field `replica`"),
+            "{t}"
+        );
+        assert!(t.contains("specs:            3/4 ready\n"), "{t}");
+        let lines: Vec<&str> = t.lines().collect();
+        let head = lines
+            .iter()
+            .position(|l| l.starts_with("ID "))
+            .unwrap_or(usize::MAX);
+        assert!(head < lines.len(), "{t}");
+        assert_eq!(lines.len() - head - 1, 4, "{t}");
+        let columns = |l: &str| l.split_whitespace().map(str::to_string).collect::<Vec<_>>();
+        assert_eq!(
+            columns(lines[head])[..],
+            ["ID", "READY", "STATUS", "FIGURES", "MESSAGE"]
+        );
+        let web = lines[head + 1];
+        assert!(web.starts_with("elasticweb/shop/web "), "{web}");
+        assert!(
+            web.contains(" yes ") && web.contains("replicas 3/3 qps 2400"),
+            "{web}"
+        );
+        let alice = lines[head + 2];
+        assert!(
+            alice.contains(" no ") && alice.contains(" Failed "),
+            "{alice}"
+        );
+        assert!(
+            alice.contains("CrashLoopBackOff: Pod dev/alice: back-off"),
+            "{alice}"
+        );
+        // The long, multi-line message is cut to one terminal-friendly line.
+        assert!(alice.ends_with('…'), "{alice}");
+        let message_start = alice.find("CrashLoopBackOff").unwrap_or(0);
+        assert_eq!(alice[message_start..].chars().count(), MESSAGE_WIDTH);
+        // Columns line up.
+        let status_col = lines[head].find("STATUS");
+        assert!(
+            lines[head + 1..]
+                .iter()
+                .all(|l| l.find("Current").or(l.find("Failed")) == status_col),
+            "{t}"
+        );
+    }
+
+    #[test]
+    fn table_of_a_fresh_daemon() {
+        let s = StatusFile {
+            source: "dir:/specs".into(),
+            errors: vec![SourceError {
+                file: None,
+                line: None,
+                column: None,
+                message: "cannot read /specs".into(),
+            }],
+            ..StatusFile::starting()
+        };
+        let t = table(&s, None, false);
+        assert!(t.contains("revision applied: -\n"), "{t}");
+        assert!(t.contains("last sync:        never\n"), "{t}");
+        assert!(!t.contains("leader"), "{t}");
+        assert!(t.contains("\n  cannot read /specs\n"), "{t}");
+        assert!(t.ends_with("specs:            0/0 ready\n"), "{t}");
+        assert!(!s.converged());
+    }
+
+    #[test]
+    fn age_and_duration() -> Result<(), Box<dyn std::error::Error>> {
+        let now: Timestamp = "2025-03-01T12:10:00Z".parse()?;
+        assert_eq!(age("2025-03-01T12:09:30Z", now).as_deref(), Some("30s ago"));
+        assert_eq!(age("2025-03-01T10:00:00Z", now).as_deref(), Some("2h ago"));
+        assert_eq!(age("not a time", now), None);
+        assert_eq!(duration(0.25), "250ms");
+        assert_eq!(duration(125.0), "2m05s");
+        assert!(table(&sample(), Some(now), false).contains("12:00:00Z (10m ago): success"));
+        Ok(())
+    }
+
+    #[test]
+    fn a_running_sync_is_said_in_the_header() {
+        let mut s = sample();
+        s.syncing = true;
+        s.sync_progress = Some(driftless::report::status::SyncProgress {
+            message: "revision 0123456789ab: applying 3 of 10 objects".into(),
+            ..Default::default()
+        });
+        let t = table(&s, None, false);
+        assert!(
+            t.contains("syncing:          revision 0123456789ab: applying 3 of 10 objects\n"),
+            "{t}"
+        );
+    }
+}
