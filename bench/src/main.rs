@@ -116,7 +116,8 @@ async fn main() -> anyhow::Result<()> {
             &helm::markdown(&results),
         );
     }
-    let results = measure::run(&args, &driftless).await?;
+    let mut results = measure::run(&args, &driftless).await?;
+    results.targets = report::targets(&results);
     let table = report::markdown(&results);
     println!("{table}");
     if let Some(dir) = args.out.parent()
