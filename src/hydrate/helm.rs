@@ -449,7 +449,7 @@ impl super::Renderer {
                     "pulled charts need a cache directory, and none is set".to_string()
                 })?;
                 let (dir, _) = pull::chart(
-                    tool,
+                    &tool.program,
                     r,
                     cache,
                     self.opts.credentials_dir.as_deref(),

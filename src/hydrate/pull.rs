@@ -102,8 +102,9 @@ impl Access {
 /// The chart directory of release `r` (pulled: see [`is_pulled`]) and its exact version,
 /// pulled if it is not in `cache` yet. A range is resolved by the source at most every
 /// [`RESOLVE_EVERY`]; a source that is away then leaves the last resolution in force.
+/// `helm` is the program that pulls.
 pub fn chart(
-    helm: &super::helm::Helm,
+    helm: &Path,
     r: &HelmRelease,
     cache: &Path,
     credentials: Option<&Path>,
@@ -179,7 +180,7 @@ fn resolved(path: &Path) -> Option<(String, bool)> {
 /// Pulls `version` (exact or a range) of `r`'s chart: the version pulled, a staged cache
 /// entry, and the temporary directory that holds it.
 fn fetch(
-    helm: &super::helm::Helm,
+    helm: &Path,
     r: &HelmRelease,
     version: &str,
     cache: &Path,
@@ -219,7 +220,7 @@ fn fetch(
     };
     let login = |args: Vec<OsString>| {
         super::runner::run_in(
-            &helm.program,
+            helm,
             &args,
             tmp.path(),
             limits,
@@ -291,8 +292,7 @@ fn fetch(
         args.push("--plain-http".into());
     }
     tracing::info!(source, chart = %r.chart, version, "pulling a chart");
-    super::runner::run_in(&helm.program, &args, tmp.path(), limits, slots, session)
-        .map_err(failed)?;
+    super::runner::run_in(helm, &args, tmp.path(), limits, slots, session).map_err(failed)?;
     let archive = std::fs::read_dir(&into)
         .map_err(|e| e.to_string())?
         .flatten()
