@@ -32,6 +32,7 @@ mod hook_flood;
 mod hooks;
 mod hostile;
 mod kubernetes;
+mod layout;
 mod lease;
 mod limits;
 mod marks;

@@ -17,7 +17,6 @@ mod main_loop;
 mod queue;
 mod readiness;
 mod source;
-mod source_oci;
 mod state;
 mod sync;
 mod watch;

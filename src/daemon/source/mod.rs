@@ -1,6 +1,8 @@
 //! The source task: reads the directory (on every change and rescan) or fetches the git
 //! repository (every interval, on the hook, on rescan), and sends each new revision or
-//! failure to the loop.
+//! failure to the loop. An OCI artifact's follow loop is its own (`oci`), with a backoff.
+
+mod oci;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -117,7 +119,7 @@ pub fn start(
         SourceConfig::Oci { config, interval } => {
             let oci = Arc::new(source::oci::OciSource::open(config)?);
             let name = oci.display();
-            tokio::spawn(super::source_oci::follow(
+            tokio::spawn(oci::follow(
                 oci,
                 rendering,
                 interval,

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::source::{Channels, HOOK_FETCH_SPACING, Read, Rendering, report};
+use super::{Channels, HOOK_FETCH_SPACING, Read, Rendering, report};
 use crate::hydrate::{Input, OnDisk};
 use crate::report::notify::{Origins, commit_of_origin};
 use crate::source::oci::{Fetched, OciSource, Revision};
