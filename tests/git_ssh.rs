@@ -204,7 +204,9 @@ async fn ssh_unknown_host_key_is_refused_before_anything_is_fetched() {
     assert!(deployment(&client, &ns).await.is_none());
     let (_, metrics) = http(daemon.metrics, "GET", "/metrics", &[], b"").await;
     assert!(
-        !metrics.contains("driftless_source_errors_total 0\n"),
+        metrics.contains("driftless_source_errors_total{source=\"git\",reason=\"host_key\"} ")
+            && !metrics
+                .contains("driftless_source_errors_total{source=\"git\",reason=\"host_key\"} 0\n"),
         "{metrics}"
     );
 }

@@ -473,10 +473,7 @@ async fn planted_secrets_never_reach_any_output() {
     wait_secret(&client, &ns, &password3, &key3).await;
     assert_eq!(server.fetches(&authorization), 2, "{:?}", server.seen());
     assert_eq!(
-        daemon
-            .log()
-            .matches("fetch requested by the git hook")
-            .count(),
+        daemon.log().matches("read requested by the hook").count(),
         1,
         "only the signed request asked for a fetch"
     );

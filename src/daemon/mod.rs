@@ -108,8 +108,8 @@ fn now() -> Now {
 
 /// Counts what a transition of the state reported.
 fn record(metrics: &Metrics, tally: Tally) {
-    if tally.source_failed {
-        metrics.source_failed();
+    if let Some((source, reason)) = tally.source_failed {
+        metrics.source_failed(source, reason);
     }
     if let Some(sync) = tally.sync {
         let unix = sync.at.as_millisecond() as f64 / 1000.0;
@@ -221,6 +221,7 @@ pub async fn run(
             stop: stop_rx.clone(),
         },
         origins.clone(),
+        &metrics,
     )?;
 
     let (ev_tx, ev_rx) = mpsc::channel(1024);

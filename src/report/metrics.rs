@@ -38,6 +38,12 @@ pub struct SpecLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SourceErrorLabels {
+    pub source: String,
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct VerbLabels {
     pub verb: String,
 }
@@ -72,7 +78,7 @@ pub struct Metrics {
     pub source_revision_info: Family<RevisionLabels, Gauge>,
     pub elasticweb_real_qps: Family<ObjectLabels, Gauge<f64, AtomicU64>>,
     pub change_to_ready_seconds: Histogram,
-    pub source_errors_total: Counter,
+    pub source_errors_total: Family<SourceErrorLabels, Counter>,
     pub status_write_errors_total: Counter,
     pub notifications_total: Family<ResultLabels, Counter>,
 }
@@ -112,7 +118,7 @@ impl Metrics {
             source_revision_info: Family::default(),
             elasticweb_real_qps: Family::default(),
             change_to_ready_seconds,
-            source_errors_total: Counter::default(),
+            source_errors_total: Family::default(),
             status_write_errors_total: Counter::default(),
             notifications_total,
             registry: Registry::default(),
@@ -139,7 +145,7 @@ impl Metrics {
             source_revision_info, "source_revision_info", None, "The source revision last applied (always 1)";
             elasticweb_real_qps, "elasticweb_real_qps", None, "Queries per second an elasticweb spec can serve: available replicas times single-pod QPS";
             change_to_ready_seconds, "change_to_ready", Some(Unit::Seconds), "From a commit or a saved file to every spec ready";
-            source_errors_total, "source_errors", None, "Source reads or fetches that failed (git unreachable, disk full, unreadable files); the last good revision stayed in force";
+            source_errors_total, "source_errors", None, "Source reads or fetches that failed, by source (dir, git, oci) and reason (git: fetch, auth, host_key, ref_not_found, ...; oci: registry, artifact, ...; read, render); the last good revision stayed in force";
             status_write_errors_total, "status_write_errors", None, "Status file writes that failed (retried every second until one succeeds)";
             notifications_total, "notifications", None, "Notifications to webhooks, chat and commit statuses, by result (sent, failed, dropped)";
         }
@@ -231,8 +237,21 @@ impl Metrics {
             .remove(&object_labels(namespace, name));
     }
 
-    pub fn source_failed(&self) {
-        self.source_errors_total.inc();
+    pub fn source_failed(&self, source: &str, reason: &str) {
+        self.source_errors_total
+            .get_or_create(&SourceErrorLabels {
+                source: source.to_string(),
+                reason: reason.to_string(),
+            })
+            .inc();
+    }
+
+    /// A series at 0 for a way the source can fail, before it does.
+    pub fn source_may_fail(&self, source: &str, reason: &str) {
+        let _ = self.source_errors_total.get_or_create(&SourceErrorLabels {
+            source: source.to_string(),
+            reason: reason.to_string(),
+        });
     }
 
     pub fn status_write_failed(&self) {
@@ -273,6 +292,7 @@ pub fn documented() -> Vec<MetricDoc> {
     m.add_api_writes("patch", 0);
     m.set_revision("revision");
     m.set_real_qps("namespace", "name", 0.0);
+    m.source_may_fail("source", "reason");
     read_families(&m.encode())
 }
 
@@ -399,7 +419,7 @@ mod tests {
         m.set_revision("0123abcd");
         m.set_real_qps("shop", "web", 2400.0);
         m.observe_change_to_ready(4.2);
-        m.source_failed();
+        m.source_failed("git", "fetch");
         m.status_write_failed();
         m.status_write_failed();
         m.notification("sent");
@@ -470,7 +490,9 @@ mod tests {
         assert!(text.contains("driftless_api_writes_total{verb=\"apply\"} 3\n"));
         assert!(text.contains("driftless_drift_corrections_total 2\n"));
         assert!(text.contains("driftless_pruned_objects_total 1\n"));
-        assert!(text.contains("driftless_source_errors_total 1\n"));
+        assert!(
+            text.contains("driftless_source_errors_total{source=\"git\",reason=\"fetch\"} 1\n")
+        );
         assert!(text.contains("driftless_status_write_errors_total 2\n"));
         assert_eq!(samples(&text, "driftless_notifications_total").len(), 3);
         assert!(text.contains("driftless_notifications_total{result=\"sent\"} 1\n"));
@@ -562,6 +584,10 @@ mod tests {
         );
         assert_eq!(find("driftless_source_revision_info").labels, ["revision"]);
         assert_eq!(find("driftless_api_writes_total").labels, ["verb"]);
+        assert_eq!(
+            find("driftless_source_errors_total").labels,
+            ["source", "reason"]
+        );
         let duration = find("driftless_sync_duration_seconds");
         assert_eq!(
             (duration.kind.as_str(), duration.labels.len()),

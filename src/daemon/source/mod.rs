@@ -1,7 +1,12 @@
-//! The source task: reads the directory (on every change and rescan) or fetches the git
-//! repository (every interval, on the hook, on rescan), and sends each new revision or
-//! failure to the loop. An OCI artifact's follow loop is its own (`oci`), with a backoff.
+//! The source task: one follow loop for every source (`follow`), which reads it when
+//! something says to (a change of the directory, the interval, the hook, a rescan),
+//! renders what it read, and sends each new revision or failure to the daemon's loop.
+//! While reads fail, a polled source is read less often (the interval, doubling to
+//! [`MAX_BACKOFF`]), the last good revision staying in force. What differs between
+//! sources is how one is read: `dir`, `git` and `oci` each implement [`Followed`].
 
+mod dir;
+mod git;
 mod oci;
 
 use std::sync::Arc;
@@ -11,7 +16,7 @@ use tokio::sync::{mpsc, oneshot, watch as tokio_watch};
 
 use super::state::{Rendering as Rendered, SourceUpdate};
 use super::{DaemonError, SourceConfig};
-use crate::hydrate::{Input, OnDisk, Renderer};
+use crate::hydrate::{Input, Renderer};
 use crate::source;
 use crate::spec::SourceFile;
 
@@ -28,7 +33,7 @@ pub struct Rendering {
 
 /// A read revision, rendered: its id, the files the spec loader reads, and what the stage
 /// said.
-pub(super) type Read = Result<(String, Vec<SourceFile>, Rendered), String>;
+pub(super) type Read = Result<(String, Vec<SourceFile>, Rendered), Failure>;
 
 impl Rendering {
     pub(super) async fn render(&self, id: Option<String>, input: Input) -> Read {
@@ -67,7 +72,10 @@ impl Rendering {
             )
         })
         .await
-        .map_err(|e| format!("rendering: {e}"))
+        .map_err(|e| Failure {
+            message: format!("rendering: {e}"),
+            reason: "render",
+        })
     }
 }
 
@@ -93,117 +101,130 @@ pub fn start(
     rendering: Rendering,
     channels: Channels,
     origins: crate::report::notify::Origins,
+    metrics: &crate::report::metrics::Metrics,
 ) -> Result<String, DaemonError> {
-    let Channels {
-        tx,
-        rescan,
-        hook,
-        stop,
-    } = channels;
+    fn reasons<S: Followed>(metrics: &crate::report::metrics::Metrics, _: &S) {
+        for reason in S::REASONS.iter().chain(&["render"]) {
+            metrics.source_may_fail(S::KIND, reason);
+        }
+    }
     match cfg {
         SourceConfig::Dir(root) => {
             let (watch, changes) = source::dir::watch(&root, Duration::from_millis(200))?;
             let name = format!("dir:{}", root.display());
-            tokio::spawn(async move {
-                let _watch = watch;
-                follow_dir(root, rendering, tx, changes, rescan, stop).await;
-            });
+            let dir = dir::Dir {
+                root,
+                _watch: watch,
+            };
+            reasons(metrics, &dir);
+            tokio::spawn(follow(dir, None, Some(changes), rendering, channels));
             Ok(name)
         }
         SourceConfig::Git { config, interval } => {
-            let git = Arc::new(source::git::GitSource::open(config)?);
-            let name = git.display_url();
-            tokio::spawn(follow_git(git, rendering, interval, tx, rescan, hook, stop));
+            let git = git::Git(Arc::new(source::git::GitSource::open(config)?));
+            let name = git.0.display_url();
+            reasons(metrics, &git);
+            tokio::spawn(follow(git, Some(interval), None, rendering, channels));
             Ok(name)
         }
         SourceConfig::Oci { config, interval } => {
-            let oci = Arc::new(source::oci::OciSource::open(config)?);
-            let name = oci.display();
-            tokio::spawn(oci::follow(
-                oci,
-                rendering,
-                interval,
+            let oci = oci::Oci {
+                source: Arc::new(source::oci::OciSource::open(config)?),
                 origins,
-                Channels {
-                    tx,
-                    rescan,
-                    hook,
-                    stop,
-                },
-            ));
+            };
+            let name = oci.source.display();
+            reasons(metrics, &oci);
+            tokio::spawn(follow(oci, Some(interval), None, rendering, channels));
             Ok(name)
         }
     }
 }
 
-async fn follow_dir(
-    root: std::path::PathBuf,
-    rendering: Rendering,
-    tx: mpsc::Sender<SourceUpdate>,
-    mut changes: mpsc::Receiver<()>,
-    mut rescan: mpsc::Receiver<Rescan>,
-    mut stop: tokio_watch::Receiver<bool>,
-) {
-    let mut last: Option<String> = None;
-    let mut asked: Option<oneshot::Sender<()>> = None;
-    loop {
-        let read = match read_dir(&root) {
-            Ok(input) => rendering.render(None, input).await,
-            Err(e) => Err(e),
-        };
-        if !report(&tx, &mut last, read).await {
-            return;
-        }
-        if let Some(done) = asked.take() {
-            let _ = done.send(());
-        }
-        tokio::select! {
-            Some(()) = changes.recv() => {}
-            Some(r) = rescan.recv() => asked = r.done,
-            _ = stop.wait_for(|s| *s) => return,
-        }
-    }
+/// Why a read of a source failed: the words for the status, and a stable, low-cardinality
+/// reason for the error metric (`driftless_source_errors_total{source,reason}`).
+#[derive(Debug)]
+pub(super) struct Failure {
+    pub message: String,
+    pub reason: &'static str,
 }
 
-/// The directory's files, as the rendering stage takes them.
-fn read_dir(root: &std::path::Path) -> Result<Input, String> {
-    let (files, unread) = crate::spec::read_dir_all(root).map_err(|e| e.to_string())?;
-    let disk = OnDisk::for_dir(root).map_err(|e| format!("spec root {}: {e}", root.display()))?;
-    Ok(Input {
-        files,
-        unread,
-        disk: Some(disk),
-        ..Input::default()
-    })
+/// What a read found: the rendering stage's input, and the revision's id when the source
+/// names it (a commit, a digest; a directory's is named by what it renders to).
+pub(super) struct Found {
+    pub id: Option<String>,
+    pub input: Input,
 }
 
-/// Fetches the git hook starts are at least this far apart. The first hook after a quiet
+/// A source the follow loop reads.
+pub(super) trait Followed: Send + Sync + 'static {
+    /// `dir`, `git` or `oci`: the error metric's `source` label.
+    const KIND: &'static str;
+    /// Every reason a read of it can fail for (besides rendering's): the metric has a
+    /// series for each from the start, so a rate over it is 0 rather than absent.
+    const REASONS: &'static [&'static str];
+    /// Reads it: `None` when nothing moved since the last read. `again` asks for the
+    /// revision even then: the last read failed, and a good one clears its error.
+    fn read(&self, again: bool) -> impl Future<Output = Result<Option<Found>, Failure>> + Send;
+}
+
+/// Fetches the hook starts are at least this far apart. The first hook after a quiet
 /// spell fetches at once; hooks that arrive within this of a hook's fetch wait for the
 /// next one, which starts after them and so sees their pushes. A flood of hooks (a forge
 /// redelivering, a script, an attacker who reaches the port) is then a fetch every few
 /// seconds at most, not one for each hook that lands while the previous fetch runs.
 pub(super) const HOOK_FETCH_SPACING: Duration = Duration::from_secs(2);
 
-async fn follow_git(
-    git: Arc<source::git::GitSource>,
+/// The longest wait between polls while the source keeps failing (unless the interval
+/// itself is longer).
+const MAX_BACKOFF: Duration = Duration::from_secs(300);
+
+/// The wait before the next poll after `failures` failed polls in a row: the interval,
+/// then doubling from it, to [`MAX_BACKOFF`] (or the interval, when that is longer).
+pub(super) fn next_poll(interval: Duration, failures: u32) -> Duration {
+    if failures == 0 {
+        return interval;
+    }
+    let doubled = interval.saturating_mul(1u32 << (failures - 1).min(16));
+    doubled.min(MAX_BACKOFF.max(interval))
+}
+
+/// The one follow loop: reads `source` at once, then whenever `interval` (polled sources),
+/// `changes` (a watched directory), the hook or a rescan says to, until stopped.
+async fn follow<S: Followed>(
+    source: S,
+    interval: Option<Duration>,
+    mut changes: Option<mpsc::Receiver<()>>,
     rendering: Rendering,
-    interval: Duration,
-    tx: mpsc::Sender<SourceUpdate>,
-    mut rescan: mpsc::Receiver<Rescan>,
-    mut hook: mpsc::Receiver<()>,
-    mut stop: tokio_watch::Receiver<bool>,
+    channels: Channels,
 ) {
-    let mut ticker = tokio::time::interval(interval);
+    let Channels {
+        tx,
+        mut rescan,
+        mut hook,
+        mut stop,
+    } = channels;
     let mut last: Option<String> = None;
+    let mut failures = 0u32;
+    let mut next = tokio::time::Instant::now();
     let mut last_hook_fetch: Option<tokio::time::Instant> = None;
+    let mut asked: Option<oneshot::Sender<()>> = None;
+    let mut first = true;
     loop {
-        let mut asked = None;
         let mut by_hook = false;
-        tokio::select! {
-            _ = ticker.tick() => {}
-            Some(()) = hook.recv() => by_hook = true,
-            Some(r) = rescan.recv() => asked = r.done,
-            _ = stop.wait_for(|s| *s) => return,
+        if !std::mem::take(&mut first) {
+            let changed = async {
+                match changes.as_mut() {
+                    Some(c) => c.recv().await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = tokio::time::sleep_until(next), if interval.is_some() => {}
+                Some(()) = changed => {}
+                Some(()) = hook.recv() => by_hook = true,
+                Some(r) = rescan.recv() => asked = r.done,
+                _ = stop.wait_for(|s| *s) => return,
+            }
         }
         if by_hook {
             if let Some(at) = last_hook_fetch {
@@ -212,27 +233,37 @@ async fn follow_git(
                     _ = stop.wait_for(|s| *s) => return,
                 }
             }
-            // A hook taken while waiting is answered by the fetch below.
+            // A hook taken while waiting is answered by the read below.
             while hook.try_recv().is_ok() {}
             last_hook_fetch = Some(tokio::time::Instant::now());
-            tracing::info!("fetch requested by the git hook");
+            tracing::info!(source = S::KIND, "read requested by the hook");
         }
-        let read = match source::git::fetch(git.clone()).await {
-            Ok(rev) => {
-                let input = Input {
-                    files: rev.files,
-                    unread: rev.unread,
-                    disk: rev.disk,
-                    ..Input::default()
-                };
-                rendering.render(Some(rev.commit), input).await
-            }
-            Err(e) => Err(e.to_string()),
+        let read = match source.read(last.is_none()).await {
+            Ok(Some(found)) => Some(rendering.render(found.id, found.input).await),
+            Ok(None) => None,
+            Err(failure) => Some(Err(failure)),
         };
-        if !report(&tx, &mut last, read).await {
+        failures = match &read {
+            Some(Err(_)) => failures.saturating_add(1),
+            _ => 0,
+        };
+        if let Some(interval) = interval {
+            let wait = next_poll(interval, failures);
+            next = tokio::time::Instant::now() + wait;
+            if failures > 0 {
+                tracing::warn!(
+                    source = S::KIND,
+                    retry_in = %humantime::format_duration(wait),
+                    "the source failed; the last good revision stays in force"
+                );
+            }
+        }
+        if let Some(read) = read
+            && !report(&tx, &mut last, S::KIND, read).await
+        {
             return;
         }
-        if let Some(done) = asked {
+        if let Some(done) = asked.take() {
             let _ = done.send(());
         }
     }
@@ -241,9 +272,10 @@ async fn follow_git(
 /// Sends what a read of the source tells the loop: a revision it has not sent yet, or a
 /// failure. After a failure the next good read is sent even if its revision is the same,
 /// so the error it replaces is cleared. False once the loop has gone.
-pub(super) async fn report(
+async fn report(
     tx: &mpsc::Sender<SourceUpdate>,
     last: &mut Option<String>,
+    kind: &'static str,
     read: Read,
 ) -> bool {
     let update = match read {
@@ -255,13 +287,36 @@ pub(super) async fn report(
                 rendered,
             }
         }),
-        Err(message) => {
+        Err(Failure { message, reason }) => {
             *last = None;
-            Some(SourceUpdate::Failed { message })
+            Some(SourceUpdate::Failed {
+                message,
+                source: kind,
+                reason,
+            })
         }
     };
     match update {
         Some(u) => tx.send(u).await.is_ok(),
         None => true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn polls_back_off_while_failing_and_return_to_the_interval() {
+        let s = Duration::from_secs;
+        assert_eq!(next_poll(s(60), 0), s(60));
+        assert_eq!(next_poll(s(60), 1), s(60));
+        assert_eq!(next_poll(s(60), 2), s(120));
+        assert_eq!(next_poll(s(60), 3), s(240));
+        assert_eq!(next_poll(s(60), 4), s(300));
+        assert_eq!(next_poll(s(60), 40), s(300));
+        // An interval longer than the cap is never shortened.
+        assert_eq!(next_poll(s(3600), 5), s(3600));
+        assert_eq!(next_poll(s(1), 3), s(4));
     }
 }

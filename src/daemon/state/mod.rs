@@ -39,6 +39,9 @@ pub enum SourceUpdate {
     },
     Failed {
         message: String,
+        /// The source's kind and why it failed, as the error metric labels them.
+        source: &'static str,
+        reason: &'static str,
     },
 }
 
@@ -67,7 +70,8 @@ pub struct Now {
 /// What a transition asks the metrics to count (the state holds no metrics).
 #[derive(Debug, Default, PartialEq)]
 pub struct Tally {
-    pub source_failed: bool,
+    /// A read of the source failed: its kind and the reason (the metric's labels).
+    pub source_failed: Option<(&'static str, &'static str)>,
     pub sync: Option<SyncCount>,
     /// The revision that counts as applied from now on.
     pub applied: Option<String>,
@@ -295,9 +299,13 @@ impl State {
     ) -> (Vec<Key>, Tally) {
         let mut tally = Tally::default();
         let (id, files, rendered) = match update {
-            SourceUpdate::Failed { message } => {
+            SourceUpdate::Failed {
+                message,
+                source,
+                reason,
+            } => {
                 tracing::warn!(error = %message, "source error; the last good revision stays in force");
-                tally.source_failed = true;
+                tally.source_failed = Some((source, reason));
                 self.errors = vec![SourceError {
                     file: None,
                     line: None,

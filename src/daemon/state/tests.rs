@@ -260,12 +260,14 @@ fn a_source_failure_is_reported_until_the_next_revision() {
     let (keys, tally) = state.on_source(
         SourceUpdate::Failed {
             message: "fetch failed".into(),
+            source: "git",
+            reason: "fetch",
         },
         &Policy::default(),
         now(),
     );
     assert!(keys.is_empty());
-    assert!(tally.source_failed);
+    assert_eq!(tally.source_failed, Some(("git", "fetch")));
     assert_eq!(state.snapshot().errors[0].message, "fetch failed");
     assert_eq!(state.snapshot().revision_applied, Some("r1"));
     // The same revision again (the source cleared what it remembered): no spec

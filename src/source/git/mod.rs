@@ -104,6 +104,19 @@ pub enum GitError {
 }
 
 impl GitError {
+    /// Every label [`GitError::metric_label`] gives.
+    pub const METRIC_LABELS: &'static [&'static str] = &[
+        "config",
+        "open",
+        "fetch",
+        "auth",
+        "host_key",
+        "ref_not_found",
+        "path_not_found",
+        "tree",
+        "task",
+    ];
+
     /// A stable, low-cardinality label for the error metric.
     pub fn metric_label(&self) -> &'static str {
         match self {

@@ -43,6 +43,10 @@ pub enum OciError {
 }
 
 impl OciError {
+    /// Every label [`OciError::metric_label`] gives.
+    pub const METRIC_LABELS: &'static [&'static str] =
+        &["reference", "config", "registry", "artifact", "local"];
+
     /// A stable, low-cardinality label for the error metric.
     pub fn metric_label(&self) -> &'static str {
         match self {
