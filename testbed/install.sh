@@ -112,7 +112,7 @@ fi
 MDBOOK_VERSION=0.5.4
 if [ "$(mdbook --version 2>/dev/null || true)" != "mdbook v$MDBOOK_VERSION" ]; then
   log "cargo install mdbook $MDBOOK_VERSION (about 2 minutes)"
-  cargo install --quiet --locked mdbook --version "$MDBOOK_VERSION" --no-default-features --features search
+  cargo install --quiet --locked --debug mdbook --version "$MDBOOK_VERSION" --no-default-features --features search
 fi
 
 # helm 4 and 3, kubectl 1.35 and 1.30 (kustomize) for the tests' rendering, under
