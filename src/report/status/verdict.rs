@@ -137,15 +137,22 @@ mod tests {
         assert!(!s.converged());
     }
 
-    #[test]
-    fn not_converged_says_why_each_way_it_is_not() {
-        let now: Timestamp = "2025-03-01T12:00:20Z".parse().unwrap();
+    /// The sample as a converged daemon writes it: no errors, the newest revision
+    /// applied, every spec ready.
+    fn converged_sample() -> StatusFile {
         let mut s = sample();
         s.errors.clear();
         s.revision_applied = s.revision_seen.clone();
         for spec in &mut s.specs {
             spec.ready = true;
         }
+        s
+    }
+
+    #[test]
+    fn not_converged_says_why_each_way_it_is_not() {
+        let now: Timestamp = "2025-03-01T12:00:20Z".parse().unwrap();
+        let mut s = converged_sample();
         assert_eq!(s.not_converged(now), Vec::<String>::new());
         let late: Timestamp = "2025-03-01T12:01:05Z".parse().unwrap();
         assert_eq!(
@@ -183,12 +190,7 @@ mod tests {
     #[test]
     fn a_running_sync_is_said_first_with_what_it_does() {
         let now: Timestamp = "2025-03-01T12:00:20Z".parse().unwrap();
-        let mut s = sample();
-        s.errors.clear();
-        s.revision_applied = s.revision_seen.clone();
-        for spec in &mut s.specs {
-            spec.ready = true;
-        }
+        let mut s = converged_sample();
         s.syncing = true;
         assert_eq!(s.not_converged(now), ["sync in progress"]);
         let mut p = SyncProgress {
