@@ -335,6 +335,10 @@ impl Engine {
         let live = match api.get_opt(&entry.key.name).await {
             Ok(Some(o)) => serde_json::to_value(o).unwrap_or(Value::Null),
             Ok(None) => return Ok(Prunable::Gone),
+            // kube maps only a Status of reason NotFound to `None`; when the CRD went after
+            // discovery was cached, the path itself is unknown ("404 page not found"), and
+            // so is every object of that kind.
+            Err(e) if resolve::is_not_served(&e) => return Ok(Prunable::Gone),
             Err(e) => return Err(error_text(&e)),
         };
         Ok(match not_ours(entry, &live, &self.opts.instance) {
