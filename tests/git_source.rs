@@ -73,6 +73,7 @@ fn open_with(
         reference,
         path: path.map(str::to_string),
         cache_dir: cache.to_path_buf(),
+        needs_checkout: driftless::hydrate::needs_checkout,
         auth,
     })
     .unwrap()
@@ -135,21 +136,21 @@ async fn file_url_follows_commits_changes_and_deletions() {
     let source = Arc::new(open(&work.url(), branch("main"), None, cache.path()));
     // Through the async wrapper, as the daemon calls it.
     let rev = driftless::source::git::fetch(source.clone()).await.unwrap();
-    assert_eq!(rev.commit, first);
-    assert_eq!(rev.commit.len(), 40);
+    assert_eq!(rev.id.as_deref().unwrap(), first);
+    assert_eq!(rev.id.as_deref().unwrap().len(), 40);
     assert_eq!(paths(&rev), ["app.toml", "other.toml"]);
     assert_eq!(content(&rev, "app.toml"), shop("nginx:1"));
 
     work.write("app.toml", &shop("nginx:2"));
     let second = work.commit("second");
     let rev = driftless::source::git::fetch(source.clone()).await.unwrap();
-    assert_eq!(rev.commit, second);
+    assert_eq!(rev.id.as_deref().unwrap(), second);
     assert_eq!(content(&rev, "app.toml"), shop("nginx:2"));
 
     work.remove("other.toml");
     let third = work.commit("third");
     let rev = source.fetch().unwrap();
-    assert_eq!(rev.commit, third);
+    assert_eq!(rev.id.as_deref().unwrap(), third);
     assert_eq!(paths(&rev), ["app.toml"]);
 
     // The files read from git are what the spec loader takes.
@@ -187,7 +188,7 @@ fn file_url_tree_rules_and_path() {
     let rev = open(&work.url(), branch("main"), None, cache.path())
         .fetch()
         .unwrap();
-    assert_eq!(rev.commit, commit);
+    assert_eq!(rev.id.as_deref().unwrap(), commit);
     assert_eq!(
         paths(&rev),
         [
@@ -263,6 +264,7 @@ fn file_url_tree_rules_and_path() {
             reference: branch("main"),
             path: Some("../x".into()),
             cache_dir: cache.path().into(),
+            needs_checkout: driftless::hydrate::needs_checkout,
             auth: GitAuth::None,
         }),
         Err(GitError::Config(_))
@@ -386,7 +388,7 @@ fn daemon_force_push_and_deleted_branch() {
     let cache = TempDir::new().unwrap();
     let source = open(&url, branch("prod"), Some("specs"), cache.path());
     let rev = source.fetch().unwrap();
-    assert_eq!(rev.commit, first);
+    assert_eq!(rev.id.as_deref().unwrap(), first);
     assert_eq!(content(&rev, "app.toml"), "v = 1\n");
 
     // Rewrite history: the new commit does not descend from the one fetched.
@@ -397,7 +399,7 @@ fn daemon_force_push_and_deleted_branch() {
     assert_ne!(rewritten, first);
     work.git(&["push", "-q", "--force", &url, "main:prod"]);
     let rev = source.fetch().unwrap();
-    assert_eq!(rev.commit, rewritten);
+    assert_eq!(rev.id.as_deref().unwrap(), rewritten);
     assert_eq!(content(&rev, "app.toml"), "v = 2\n");
 
     // Deleted on the remote: not found, although the cache still has its last state.
@@ -411,7 +413,7 @@ fn daemon_force_push_and_deleted_branch() {
     }
     // And when it comes back, it is followed again.
     work.git(&["push", "-q", &url, "main:prod"]);
-    assert_eq!(source.fetch().unwrap().commit, rewritten);
+    assert_eq!(source.fetch().unwrap().id.unwrap(), rewritten);
 }
 
 #[test]
@@ -434,16 +436,16 @@ fn daemon_tags_and_commits() {
 
     let rev = fetch(GitRef::Tag("v1".into())).unwrap();
     assert_eq!(
-        (rev.commit.as_str(), content(&rev, "a.toml")),
+        (rev.id.as_deref().unwrap(), content(&rev, "a.toml")),
         (c1.as_str(), "v = 1\n")
     );
     // An annotated tag resolves to its commit, not to the tag object.
     let rev = fetch(GitRef::Tag("refs/tags/v2".into())).unwrap();
     assert_eq!(
-        (rev.commit.as_str(), content(&rev, "a.toml")),
+        (rev.id.as_deref().unwrap(), content(&rev, "a.toml")),
         (c2.as_str(), "v = 2\n")
     );
-    assert_eq!(fetch(branch("main")).unwrap().commit, c3);
+    assert_eq!(fetch(branch("main")).unwrap().id.unwrap(), c3);
 
     // A commit that no ref points at directly, in full and abbreviated.
     let fresh = TempDir::new().unwrap();
@@ -451,7 +453,7 @@ fn daemon_tags_and_commits() {
         .fetch()
         .unwrap();
     assert_eq!(
-        (rev.commit.as_str(), content(&rev, "a.toml")),
+        (rev.id.as_deref().unwrap(), content(&rev, "a.toml")),
         (c2.as_str(), "v = 2\n")
     );
     let fresh = TempDir::new().unwrap();
@@ -463,7 +465,7 @@ fn daemon_tags_and_commits() {
     )
     .fetch()
     .unwrap();
-    assert_eq!(rev.commit, c1);
+    assert_eq!(rev.id.as_deref().unwrap(), c1);
 
     let missing = "0123456789abcdef0123456789abcdef01234567";
     assert!(matches!(
@@ -501,7 +503,7 @@ fn daemon_commit_no_ref_reaches_needs_a_server_that_serves_it() {
 
     git(&bare, &["config", "uploadpack.allowAnySHA1InWant", "true"]);
     let rev = pinned.fetch().unwrap();
-    assert_eq!(rev.commit, orphaned);
+    assert_eq!(rev.id.as_deref().unwrap(), orphaned);
     assert_eq!(content(&rev, "a.toml"), "v = 1\n");
 }
 
@@ -520,7 +522,7 @@ fn daemon_cache_is_reused_across_opens() {
     let source = open(&url, branch("main"), None, cache.path());
     let cache_path = source.cache_path().to_path_buf();
     assert!(cache_path.starts_with(cache.path()));
-    assert_eq!(source.fetch().unwrap().commit, first);
+    assert_eq!(source.fetch().unwrap().id.unwrap(), first);
     drop(source);
     let after_first = object_counts(&cache_path);
     assert!(after_first.1 + after_first.0 > 0, "{after_first:?}");
@@ -533,7 +535,7 @@ fn daemon_cache_is_reused_across_opens() {
         &["cat-file", "-e", &format!("{first}^{{commit}}")],
     );
     let rev = source.fetch().unwrap();
-    assert_eq!(rev.commit, first);
+    assert_eq!(rev.id.as_deref().unwrap(), first);
     assert_eq!(rev.files.len(), 20);
     assert_eq!(object_counts(&cache_path), after_first);
 
@@ -541,7 +543,7 @@ fn daemon_cache_is_reused_across_opens() {
     work.write("d0/s.toml", "v = 100\n");
     let second = work.commit("two");
     work.git(&["push", "-q", &url, "main"]);
-    assert_eq!(source.fetch().unwrap().commit, second);
+    assert_eq!(source.fetch().unwrap().id.unwrap(), second);
     assert_ne!(object_counts(&cache_path), after_first);
 
     // Another URL gets another cache.
@@ -570,7 +572,7 @@ fn corrupt_cache_is_recreated() {
     std::fs::create_dir_all(cache_path.join("objects/pack")).unwrap();
     let source = open(&url, branch("main"), None, cache.path());
     let rev = source.fetch().unwrap();
-    assert_eq!(rev.commit, first);
+    assert_eq!(rev.id.as_deref().unwrap(), first);
     assert_eq!(content(&rev, "a.toml"), "v = 1\n");
     drop(source);
 
@@ -578,14 +580,14 @@ fn corrupt_cache_is_recreated() {
     std::fs::remove_dir_all(&cache_path).unwrap();
     std::fs::write(&cache_path, "junk").unwrap();
     let source = open(&url, branch("main"), None, cache.path());
-    assert_eq!(source.fetch().unwrap().commit, first);
+    assert_eq!(source.fetch().unwrap().id.unwrap(), first);
     assert!(cache_path.is_dir());
     drop(source);
 
     // A garbled config.
     std::fs::write(cache_path.join("config"), "[[[ not git config").unwrap();
     let source = open(&url, branch("main"), None, cache.path());
-    assert_eq!(source.fetch().unwrap().commit, first);
+    assert_eq!(source.fetch().unwrap().id.unwrap(), first);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -759,7 +761,7 @@ fn http_token_is_sent_as_password_for_user_git() {
         LIMIT,
     )
     .unwrap();
-    assert_eq!(rev.commit, first);
+    assert_eq!(rev.id.as_deref().unwrap(), first);
     assert_eq!(content(&rev, "a.toml"), "v = 1\n");
     assert!(
         server

@@ -171,6 +171,7 @@ fn fetch_error(repo_dir: &Path) -> String {
         reference: GitRef::Branch("main".into()),
         path: None,
         cache_dir: cache.path().to_path_buf(),
+        needs_checkout: driftless::hydrate::needs_checkout,
         auth: GitAuth::None,
     })
     .unwrap();

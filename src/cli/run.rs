@@ -293,6 +293,7 @@ pub async fn run(args: &RunArgs, global: &GlobalArgs, selection: &Selection) -> 
                 reference,
                 path: args.path.clone(),
                 cache_dir: cache_dir(args),
+                needs_checkout: driftless::hydrate::needs_checkout,
                 auth,
             };
             SourceConfig::Git {

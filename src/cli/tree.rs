@@ -14,6 +14,7 @@ use driftless::hydrate::{self, Renderer};
 use driftless::render::{Facts, NodeFacts};
 
 use super::{GlobalArgs, PathArg, PolicyArgs, exit};
+use driftless::source::TreeError;
 use driftless::spec::{LoadError, SpecErrors, SpecTree};
 
 /// How Kustomize directories and Jsonnet files are rendered; every command that reads a
@@ -112,20 +113,15 @@ pub(crate) fn load_rendered_for(
     allow_empty: bool,
     cluster: hydrate::helm::ClusterFacts,
 ) -> anyhow::Result<Option<Loaded>> {
-    let (files, unread) = match driftless::spec::read_dir_all(path) {
-        Ok(read) => read,
-        Err(LoadError::Invalid(errors)) => return print_errors(&errors).map(|()| None),
+    let revision = match driftless::source::read_tree(path, None) {
+        Ok(revision) => revision,
+        Err(TreeError::Read(LoadError::Invalid(errors))) => {
+            return print_errors(&errors).map(|()| None);
+        }
         Err(e) => return Err(e.into()),
     };
-    let disk =
-        hydrate::OnDisk::for_dir(path).with_context(|| format!("spec root {}", path.display()))?;
     let renderer = Renderer::new(tools.options());
-    let rendered = renderer.render(hydrate::Input {
-        files,
-        unread,
-        disk: Some(disk),
-        cluster,
-    });
+    let rendered = renderer.render(hydrate::Input::of(revision, cluster));
     let mut errors = rendered.errors.clone();
     match driftless::spec::parse_files_with(&rendered.files, policy) {
         Ok(mut tree) if errors.is_empty() => {

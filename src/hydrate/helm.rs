@@ -15,7 +15,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use super::cache::KeyBuilder;
-use super::{Input, OnDisk, Output, error_at, pull, runner, to_yaml};
+use super::{Input, Output, error_at, pull, runner, to_yaml};
+use crate::source::Checkout;
 use crate::spec::{RenderedBy, SourceFile};
 
 /// One release's render: the command shown and its objects as YAML.
@@ -126,7 +127,7 @@ pub fn prepare(
     helm: &Helm,
     r: &HelmRelease,
     pulled: Option<(&Path, &Path)>,
-    disk: &super::OnDisk,
+    disk: &crate::source::Checkout,
     facts: &ClusterFacts,
 ) -> Result<Prepared, String> {
     let inside = |rel: &str, what: &str| -> Result<PathBuf, String> {
@@ -369,7 +370,7 @@ impl super::Renderer {
         input: &Input,
         out: &mut Output,
     ) {
-        let Some(disk) = &input.disk else {
+        let Some(disk) = &input.checkout else {
             for r in list {
                 out.errors.push(error_at(
                     &r.at.file,
@@ -440,7 +441,7 @@ impl super::Renderer {
         &self,
         tool: &Helm,
         r: &HelmRelease,
-        disk: &OnDisk,
+        disk: &Checkout,
         facts: &ClusterFacts,
     ) -> Rendered1 {
         let pulled = match pull::is_pulled(r) {

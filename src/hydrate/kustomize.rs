@@ -14,7 +14,8 @@ use std::sync::atomic::Ordering;
 
 use super::cache::{self, KeyBuilder};
 use super::tree::KUSTOMIZATION_FILES;
-use super::{Input, OnDisk, Output, error_at, runner};
+use super::{Input, Output, error_at, runner};
+use crate::source::Checkout;
 use crate::spec::{RenderedBy, SourceFile};
 
 /// What a closure may hold: a kustomization that names more is refused (a repository
@@ -410,7 +411,7 @@ impl super::Renderer {
         settings: &crate::spec::settings::Settings,
         out: &mut Output,
     ) {
-        let Some(disk) = &input.disk else {
+        let Some(disk) = &input.checkout else {
             for (_, file) in list {
                 out.errors.push(error_at(
                     file,
@@ -468,7 +469,7 @@ impl super::Renderer {
     fn kustomize_one(
         &self,
         tool: &Kustomize,
-        disk: &OnDisk,
+        disk: &Checkout,
         dir: &str,
         remote_ok: bool,
     ) -> Result<Arc<Vec<u8>>, String> {

@@ -17,11 +17,12 @@ pub mod runner;
 pub mod tree;
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::source::{Checkout, Revision};
 use crate::spec::settings::{JsonnetSettings, SETTINGS_FILE};
 use crate::spec::{Location, RenderedBy, SourceFile, SpecError};
 use tree::{Rendered, base_of, is_under};
@@ -63,43 +64,28 @@ impl Default for Options {
     }
 }
 
-/// Where a tree lies on disk, for the tools that read files themselves.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OnDisk {
-    /// The spec root (canonical).
-    pub root: PathBuf,
-    /// The repository holding it (canonical): what a kustomization may reach.
-    pub repo: PathBuf,
-}
-
-impl OnDisk {
-    /// For a directory or a CLI path: the repository is the git work tree that holds it,
-    /// else the directory itself.
-    pub fn for_dir(root: &Path) -> std::io::Result<OnDisk> {
-        let root = root.canonicalize()?;
-        let root = if root.is_file() {
-            root.parent().map(Path::to_path_buf).unwrap_or(root)
-        } else {
-            root
-        };
-        let repo = root
-            .ancestors()
-            .find(|d| d.join(".git").exists())
-            .unwrap_or(&root)
-            .to_path_buf();
-        Ok(OnDisk { root, repo })
-    }
-}
-
 /// A revision's files, as a source read them.
 #[derive(Debug, Clone, Default)]
 pub struct Input {
     pub files: Vec<SourceFile>,
     /// Files the source did not read (by path), for what is said about them.
     pub unread: Vec<String>,
-    pub disk: Option<OnDisk>,
+    /// Where the tree lies on disk, for the tools that read files themselves.
+    pub checkout: Option<Checkout>,
     /// What charts are told of the cluster (`.Capabilities`).
     pub cluster: helm::ClusterFacts,
+}
+
+impl Input {
+    /// A source's revision, with what charts are told of the cluster.
+    pub fn of(revision: Revision, cluster: helm::ClusterFacts) -> Input {
+        Input {
+            files: revision.files,
+            unread: revision.unread,
+            checkout: revision.checkout,
+            cluster,
+        }
+    }
 }
 
 /// What the spec loader reads, and what the stage found wrong.
@@ -152,7 +138,7 @@ pub fn uses_helm(files: &[SourceFile]) -> bool {
 }
 
 /// Whether a revision's files need the tree on disk (a git commit is then checked out).
-pub fn needs_disk(files: &[SourceFile]) -> bool {
+pub fn needs_checkout(files: &[SourceFile]) -> bool {
     files.iter().any(|f| {
         let base = base_of(&f.path);
         tree::KUSTOMIZATION_FILES.contains(&base)
@@ -554,7 +540,7 @@ mod tests {
         std::fs::write(dir.path().join("app/kustomization.yaml"), "resources: []\n").unwrap();
         let out = r.render(Input {
             files: vec![file("app/kustomization.yaml", "resources: []\n")],
-            disk: Some(OnDisk::for_dir(dir.path()).unwrap()),
+            checkout: Some(Checkout::for_dir(dir.path()).unwrap()),
             ..Input::default()
         });
         assert_eq!(out.errors.len(), 1);

@@ -1,5 +1,91 @@
 //! Where revisions come from: a watched directory, a git repository, or an OCI artifact.
+//!
+//! Every kind yields the same [`Revision`]: its files, the paths nothing reads, and where
+//! its tree lies on disk when a render tool must read it there. What follows a source never
+//! asks which kind it is. This module knows nothing of the stages above it: which trees
+//! need a checkout is a predicate the caller hands to git ([`git::GitConfig`]).
 
 pub mod dir;
 pub mod git;
 pub mod oci;
+
+use std::path::{Path, PathBuf};
+
+use crate::spec::{LoadError, SourceFile};
+
+/// Where a revision's tree lies on disk, for the render tools that read files themselves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checkout {
+    /// The spec root (canonical).
+    pub root: PathBuf,
+    /// The repository holding it (canonical): what a kustomization may reach.
+    pub repo: PathBuf,
+}
+
+impl Checkout {
+    /// For a directory or a CLI path: the repository is the git work tree that holds it,
+    /// else the directory itself.
+    pub fn for_dir(root: &Path) -> std::io::Result<Checkout> {
+        let root = root.canonicalize()?;
+        let root = if root.is_file() {
+            root.parent().map(Path::to_path_buf).unwrap_or(root)
+        } else {
+            root
+        };
+        let repo = root
+            .ancestors()
+            .find(|d| d.join(".git").exists())
+            .unwrap_or(&root)
+            .to_path_buf();
+        Ok(Checkout { root, repo })
+    }
+}
+
+/// One revision of a source, whichever its kind: what the rendering stage reads.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Revision {
+    /// The source's name for it: a commit, or `TAG@sha256:…`. `None` for a directory,
+    /// which is named by what it renders to.
+    pub id: Option<String>,
+    pub files: Vec<SourceFile>,
+    /// Paths under the spec root that no reader takes.
+    pub unread: Vec<String>,
+    /// The tree on disk: always for a directory or an artifact, for a commit when a tool
+    /// needs it.
+    pub checkout: Option<Checkout>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TreeError {
+    #[error(transparent)]
+    Read(#[from] LoadError),
+    #[error("spec root {}: {source}", root.display())]
+    Root {
+        root: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// A tree on disk read as a revision: what a directory, an unpacked artifact and the CLI's
+/// path all are. `repo` is what a kustomization may reach when the caller knows it (an
+/// artifact's whole tree); else the git work tree holding `root`, or `root` itself.
+pub fn read_tree(root: &Path, repo: Option<PathBuf>) -> Result<Revision, TreeError> {
+    let (files, unread) = crate::spec::read_dir_all(root)?;
+    let at = |source| TreeError::Root {
+        root: root.to_path_buf(),
+        source,
+    };
+    let checkout = match repo {
+        Some(repo) => Checkout {
+            root: root.canonicalize().map_err(at)?,
+            repo,
+        },
+        None => Checkout::for_dir(root).map_err(at)?,
+    };
+    Ok(Revision {
+        id: None,
+        files,
+        unread,
+        checkout: Some(checkout),
+    })
+}

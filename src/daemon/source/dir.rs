@@ -1,7 +1,7 @@
 //! A directory as a followed source: read whole on every change the watch reports.
 
-use super::{Failure, Followed, Found};
-use crate::hydrate::{Input, OnDisk};
+use super::{Failure, Followed};
+use crate::source::Revision;
 
 pub(super) struct Dir {
     pub root: std::path::PathBuf,
@@ -13,24 +13,13 @@ impl Followed for Dir {
     const KIND: &'static str = "dir";
     const REASONS: &'static [&'static str] = &["read"];
 
-    async fn read(&self, _again: bool) -> Result<Option<Found>, Failure> {
-        let failure = |message: String| Failure {
-            message,
-            reason: "read",
-        };
-        let (files, unread) =
-            crate::spec::read_dir_all(&self.root).map_err(|e| failure(e.to_string()))?;
-        let disk = OnDisk::for_dir(&self.root)
-            .map_err(|e| failure(format!("spec root {}: {e}", self.root.display())))?;
-        Ok(Some(Found {
-            // Named by what it renders to.
-            id: None,
-            input: Input {
-                files,
-                unread,
-                disk: Some(disk),
-                ..Input::default()
-            },
-        }))
+    async fn read(&self, _again: bool) -> Result<Option<Revision>, Failure> {
+        // Named by what it renders to (`id: None`).
+        crate::source::read_tree(&self.root, None)
+            .map(Some)
+            .map_err(|e| Failure {
+                message: e.to_string(),
+                reason: "read",
+            })
     }
 }

@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use super::{Failure, Followed, Found};
-use crate::hydrate::Input;
+use super::{Failure, Followed};
+use crate::source::Revision;
 use crate::source::git::GitSource;
 
 pub(super) struct Git(pub Arc<GitSource>);
@@ -13,17 +13,9 @@ impl Followed for Git {
     const KIND: &'static str = "git";
     const REASONS: &'static [&'static str] = crate::source::git::GitError::METRIC_LABELS;
 
-    async fn read(&self, _again: bool) -> Result<Option<Found>, Failure> {
+    async fn read(&self, _again: bool) -> Result<Option<Revision>, Failure> {
         match crate::source::git::fetch(self.0.clone()).await {
-            Ok(rev) => Ok(Some(Found {
-                id: Some(rev.commit),
-                input: Input {
-                    files: rev.files,
-                    unread: rev.unread,
-                    disk: rev.disk,
-                    ..Input::default()
-                },
-            })),
+            Ok(rev) => Ok(Some(rev)),
             Err(e) => Err(Failure {
                 reason: e.metric_label(),
                 message: e.to_string(),

@@ -36,12 +36,10 @@ pub struct Rendering {
 pub(super) type Read = Result<(String, Vec<SourceFile>, Rendered), Failure>;
 
 impl Rendering {
-    pub(super) async fn render(&self, id: Option<String>, input: Input) -> Read {
+    pub(super) async fn render(&self, revision: source::Revision) -> Read {
         let this = self.clone();
-        let input = Input {
-            cluster: self.cluster.clone(),
-            ..input
-        };
+        let id = revision.id.clone();
+        let input = Input::of(revision, self.cluster.clone());
         tokio::task::spawn_blocking(move || {
             let out = this.renderer.render(input);
             let if_empty = (out.had_files && !this.allow_empty).then(|| out.empty_tree_error());
@@ -148,13 +146,6 @@ pub(super) struct Failure {
     pub reason: &'static str,
 }
 
-/// What a read found: the rendering stage's input, and the revision's id when the source
-/// names it (a commit, a digest; a directory's is named by what it renders to).
-pub(super) struct Found {
-    pub id: Option<String>,
-    pub input: Input,
-}
-
 /// A source the follow loop reads.
 pub(super) trait Followed: Send + Sync + 'static {
     /// `dir`, `git` or `oci`: the error metric's `source` label.
@@ -164,7 +155,10 @@ pub(super) trait Followed: Send + Sync + 'static {
     const REASONS: &'static [&'static str];
     /// Reads it: `None` when nothing moved since the last read. `again` asks for the
     /// revision even then: the last read failed, and a good one clears its error.
-    fn read(&self, again: bool) -> impl Future<Output = Result<Option<Found>, Failure>> + Send;
+    fn read(
+        &self,
+        again: bool,
+    ) -> impl Future<Output = Result<Option<source::Revision>, Failure>> + Send;
 }
 
 /// Fetches the hook starts are at least this far apart. The first hook after a quiet
@@ -239,7 +233,7 @@ async fn follow<S: Followed>(
             tracing::info!(source = S::KIND, "read requested by the hook");
         }
         let read = match source.read(last.is_none()).await {
-            Ok(Some(found)) => Some(rendering.render(found.id, found.input).await),
+            Ok(Some(revision)) => Some(rendering.render(revision).await),
             Ok(None) => None,
             Err(failure) => Some(Err(failure)),
         };

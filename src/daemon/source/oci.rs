@@ -4,10 +4,10 @@
 
 use std::sync::Arc;
 
-use super::{Failure, Followed, Found};
-use crate::hydrate::{Input, OnDisk};
+use super::{Failure, Followed};
 use crate::report::notify::{Origins, commit_of_origin};
-use crate::source::oci::{ANNOTATION_REVISION, ANNOTATION_SOURCE, Fetched, OciSource, Revision};
+use crate::source::Revision;
+use crate::source::oci::{ANNOTATION_REVISION, ANNOTATION_SOURCE, Artifact, Fetched, OciSource};
 
 pub(super) struct Oci {
     pub source: Arc<OciSource>,
@@ -19,7 +19,7 @@ impl Followed for Oci {
     const KIND: &'static str = "oci";
     const REASONS: &'static [&'static str] = crate::source::oci::OciError::METRIC_LABELS;
 
-    async fn read(&self, again: bool) -> Result<Option<Found>, Failure> {
+    async fn read(&self, again: bool) -> Result<Option<Revision>, Failure> {
         let failure = |e: crate::source::oci::OciError| Failure {
             reason: e.metric_label(),
             message: e.to_string(),
@@ -53,7 +53,7 @@ impl Followed for Oci {
 impl Oci {
     /// The unpacked artifact (its `--path`), read as a directory is. Kustomize bases may
     /// reach the whole artifact's tree, as they reach a git repository.
-    async fn unpacked(&self, rev: Revision) -> Result<Found, Failure> {
+    async fn unpacked(&self, rev: Artifact) -> Result<Revision, Failure> {
         let local = |message: String| Failure {
             message,
             reason: "local",
@@ -63,27 +63,13 @@ impl Oci {
             .spec_root(&rev)
             .map_err(|e| local(e.to_string()))?;
         let tree = rev.dir.clone();
-        let input = tokio::task::spawn_blocking(move || {
-            let (files, unread) = crate::spec::read_dir_all(&root).map_err(|e| e.to_string())?;
-            let disk = OnDisk {
-                root: root
-                    .canonicalize()
-                    .map_err(|e| format!("{}: {e}", root.display()))?,
-                repo: tree,
-            };
-            Ok::<_, String>(Input {
-                files,
-                unread,
-                disk: Some(disk),
-                ..Input::default()
-            })
-        })
-        .await
-        .map_err(|e| local(format!("reading the artifact: {e}")))?
-        .map_err(local)?;
-        Ok(Found {
+        let read = tokio::task::spawn_blocking(move || crate::source::read_tree(&root, Some(tree)))
+            .await
+            .map_err(|e| local(format!("reading the artifact: {e}")))?
+            .map_err(|e| local(e.to_string()))?;
+        Ok(Revision {
             id: Some(rev.id),
-            input,
+            ..read
         })
     }
 }

@@ -47,7 +47,7 @@ impl GitSource {
         let (files, unread) = tree::read_files(&repo, commit, &self.path)?;
         // Tools read files themselves: the commit is checked out, once, where only
         // driftless looks (never in anyone's work tree).
-        let checkout = if crate::hydrate::needs_disk(&files) {
+        let checkout = if (self.needs_checkout)(&files) {
             Some(super::checkout::materialise(
                 &repo,
                 commit,
@@ -64,10 +64,10 @@ impl GitSource {
             "read git revision"
         );
         Ok(Revision {
-            commit: commit.to_string(),
+            id: Some(commit.to_string()),
             files,
             unread,
-            disk: checkout.map(|repo_dir| crate::hydrate::OnDisk {
+            checkout: checkout.map(|repo_dir| crate::source::Checkout {
                 root: if self.path.is_empty() {
                     repo_dir.clone()
                 } else {

@@ -27,6 +27,8 @@ pub use auth::GitAuth;
 pub use known_hosts::{KnownHosts, PresentedKey, Rejection};
 pub use url::{strip_userinfo, url_has_credentials};
 
+pub use super::Revision;
+
 use url::{Redactor, ssh_port};
 
 /// What to follow in the repository.
@@ -55,6 +57,9 @@ pub struct GitConfig {
     pub path: Option<String>,
     pub cache_dir: PathBuf,
     pub auth: GitAuth,
+    /// Whether a commit's files need its tree on disk (the rendering stage's judgement,
+    /// handed down: then the commit is checked out).
+    pub needs_checkout: fn(&[SourceFile]) -> bool,
 }
 
 impl fmt::Debug for GitConfig {
@@ -67,18 +72,6 @@ impl fmt::Debug for GitConfig {
             .field("auth", &self.auth)
             .finish()
     }
-}
-
-/// One commit's spec files.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Revision {
-    /// The full hex id of the commit.
-    pub commit: String,
-    pub files: Vec<SourceFile>,
-    /// Paths under the spec root that no reader takes.
-    pub unread: Vec<String>,
-    /// The commit checked out, when a tool of the rendering stage needs it on disk.
-    pub disk: Option<crate::hydrate::OnDisk>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -144,6 +137,7 @@ pub struct GitSource {
     /// For known_hosts lookups, which spell a non-default port as `[host]:port`.
     ssh_port: u16,
     cache_path: PathBuf,
+    needs_checkout: fn(&[SourceFile]) -> bool,
     /// git2 repositories are not Sync; the lock also keeps two fetches from racing on
     /// the same refs.
     repo: Mutex<Repository>,
@@ -183,6 +177,7 @@ impl GitSource {
             path,
             auth: cfg.auth,
             cache_path,
+            needs_checkout: cfg.needs_checkout,
             repo: Mutex::new(repo),
             redactor,
         })
@@ -274,6 +269,7 @@ mod tests {
             reference: GitRef::Branch("main".into()),
             path: None,
             cache_dir: "/cache".into(),
+            needs_checkout: |_| false,
             auth: GitAuth::Token {
                 username: None,
                 token: "tok-secret".into(),
@@ -292,6 +288,7 @@ mod tests {
             reference: GitRef::Branch("main".into()),
             path: None,
             cache_dir: cache.path().into(),
+            needs_checkout: |_| false,
             auth: GitAuth::Token {
                 username: None,
                 token: "tok-123".into(),
@@ -320,6 +317,7 @@ mod tests {
             reference: GitRef::Branch("main".into()),
             path: None,
             cache_dir: cache.path().into(),
+            needs_checkout: |_| false,
             auth: GitAuth::None,
         })
         .unwrap();

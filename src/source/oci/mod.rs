@@ -75,9 +75,9 @@ pub struct OciConfig {
     pub verify_key: Option<verify::VerifyKey>,
 }
 
-/// One artifact, unpacked.
+/// One artifact, unpacked (what the daemon reads as a [`crate::source::Revision`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Revision {
+pub struct Artifact {
     /// `TAG@sha256:…`, or `sha256:…` when pinned by digest.
     pub id: String,
     pub digest: String,
@@ -91,8 +91,8 @@ pub struct Revision {
 #[derive(Debug)]
 pub enum Fetched {
     /// The same digest as the last pull: nothing was downloaded.
-    Unchanged(Revision),
-    New(Revision),
+    Unchanged(Artifact),
+    New(Artifact),
 }
 
 /// A repository in a registry to take spec trees from.
@@ -101,7 +101,7 @@ pub struct OciSource {
     client: oci_client::Client,
     auth: RegistryAuth,
     cache_path: PathBuf,
-    last: Mutex<Option<Revision>>,
+    last: Mutex<Option<Artifact>>,
 }
 
 impl std::fmt::Debug for OciSource {
@@ -140,7 +140,7 @@ impl OciSource {
     }
 
     /// Where the specs lie in an unpacked revision: `--path` within its tree.
-    pub fn spec_root(&self, rev: &Revision) -> Result<PathBuf, OciError> {
+    pub fn spec_root(&self, rev: &Artifact) -> Result<PathBuf, OciError> {
         if self.cfg.path.is_empty() {
             return Ok(rev.dir.clone());
         }
@@ -166,7 +166,7 @@ impl OciSource {
             Some(last) if last.id == id => return Ok(Fetched::Unchanged(last)),
             // The same artifact under a newer tag (`--semver`): nothing to download, but
             // the revision names the tag now followed.
-            Some(last) => Revision { id, ..last },
+            Some(last) => Artifact { id, ..last },
             None => self.pull(id, &digest).await?,
         };
         if let Ok(mut l) = self.last.lock() {
@@ -250,7 +250,7 @@ impl OciSource {
     }
 
     /// Pulls the manifest and the tree's layer of `digest`, checks and unpacks it.
-    async fn pull(&self, id: String, digest: &str) -> Result<Revision, OciError> {
+    async fn pull(&self, id: String, digest: &str) -> Result<Artifact, OciError> {
         let url = self.display();
         let bad = |message: String| OciError::Artifact {
             url: url.clone(),
@@ -289,7 +289,7 @@ impl OciSource {
             .await
             .map_err(|e| OciError::Local(format!("unpacking: {e}")))?
             .map_err(&bad)?;
-        Ok(Revision {
+        Ok(Artifact {
             id,
             digest: digest.to_string(),
             dir: unpacked,
