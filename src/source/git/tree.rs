@@ -62,9 +62,9 @@ pub(super) fn read_files(
             }
         }
     };
-    let ignore = ignore_rules(repo, start).map_err(|message| GitError::Tree {
+    let ignore = ignore_rules(repo, start).map_err(|e| GitError::Tree {
         commit: commit_id.to_string(),
-        message,
+        message: e.to_string(),
     })?;
     let mut budget = TreeBudget::default();
     let mut unread = Vec::new();
@@ -117,17 +117,26 @@ pub(super) fn read_files(
     Ok((files, unread))
 }
 
+/// Why a commit's `.driftlessignore` was not read.
+#[derive(Debug, thiserror::Error)]
+enum IgnoreError {
+    #[error("{}", .0.message())]
+    Git(#[from] git2::Error),
+    #[error(transparent)]
+    Rules(#[from] crate::spec::SpecError),
+}
+
 /// The `.driftlessignore` at the spec root `tree`, if it has one (as for a directory).
-fn ignore_rules(repo: &Repository, tree: Oid) -> Result<IgnoreRules, String> {
-    let tree = repo.find_tree(tree).map_err(|e| e.message().to_string())?;
+fn ignore_rules(repo: &Repository, tree: Oid) -> Result<IgnoreRules, IgnoreError> {
+    let tree = repo.find_tree(tree)?;
     let Some(entry) = tree.get_name(IGNORE_FILE) else {
         return Ok(IgnoreRules::default());
     };
     if entry.kind() != Some(ObjectType::Blob) || entry.filemode() == MODE_LINK {
         return Ok(IgnoreRules::default());
     }
-    let bytes = read_blob_capped(repo, entry.id()).map_err(|e| e.message().to_string())?;
-    IgnoreRules::parse(&String::from_utf8_lossy(&bytes)).map_err(|e| e.to_string())
+    let bytes = read_blob_capped(repo, entry.id())?;
+    Ok(IgnoreRules::parse(&String::from_utf8_lossy(&bytes))?)
 }
 
 /// The blob, or its first `MAX_FILE_BYTES + 1` bytes when it is larger: enough for the

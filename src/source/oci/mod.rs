@@ -59,6 +59,17 @@ impl OciError {
     }
 }
 
+/// Why no layer of an artifact was taken as its tree.
+#[derive(Debug, thiserror::Error)]
+enum LayerError {
+    #[error(
+        "the artifact has no layer of media type {wanted} (it has: {has}); --layer-media-type chooses another"
+    )]
+    None { wanted: String, has: String },
+    #[error("the artifact has more than one layer of media type {0}")]
+    Several(String),
+}
+
 /// Everything an OCI source needs.
 #[derive(Debug, Clone)]
 pub struct OciConfig {
@@ -273,7 +284,7 @@ impl OciSource {
         if let Some(key) = &self.cfg.verify_key {
             self.check_signature(key, digest).await?;
         }
-        let layer = self.tree_layer(&manifest).map_err(&bad)?;
+        let layer = self.tree_layer(&manifest).map_err(|e| bad(e.to_string()))?;
         if layer.size < 0 || layer.size as u64 > self.cfg.limits.layer_bytes {
             return Err(bad(format!(
                 "the artifact's layer is {} bytes, more than the {} MiB a tree may be; not pulled",
@@ -288,7 +299,7 @@ impl OciSource {
         let unpacked = tokio::task::spawn_blocking(move || store(&data, &cache, &dir, limits))
             .await
             .map_err(|e| OciError::Local(format!("unpacking: {e}")))?
-            .map_err(&bad)?;
+            .map_err(|e| bad(e.to_string()))?;
         Ok(Artifact {
             id,
             digest: digest.to_string(),
@@ -340,7 +351,7 @@ impl OciSource {
             let payload = self.pull_layer(&signatures, layer).await?;
             match verify::verify(key, &payload, signature, digest) {
                 Ok(()) => return Ok(()),
-                Err(e) => why.push(e),
+                Err(e) => why.push(e.to_string()),
             }
         }
         Err(refused(match why.first() {
@@ -350,7 +361,10 @@ impl OciSource {
     }
 
     /// The one layer of the tree's media type.
-    fn tree_layer<'m>(&self, manifest: &'m OciImageManifest) -> Result<&'m OciDescriptor, String> {
+    fn tree_layer<'m>(
+        &self,
+        manifest: &'m OciImageManifest,
+    ) -> Result<&'m OciDescriptor, LayerError> {
         let wanted = self
             .cfg
             .layer_media_type
@@ -365,18 +379,15 @@ impl OciSource {
                     .iter()
                     .map(|l| l.media_type.as_str())
                     .collect();
-                Err(format!(
-                    "the artifact has no layer of media type {wanted} (it has: {}); \
-                     --layer-media-type chooses another",
-                    match types.is_empty() {
+                Err(LayerError::None {
+                    wanted: wanted.to_string(),
+                    has: match types.is_empty() {
                         true => "none".to_string(),
                         false => types.join(", "),
-                    }
-                ))
+                    },
+                })
             }
-            (Some(_), Some(_)) => Err(format!(
-                "the artifact has more than one layer of media type {wanted}"
-            )),
+            (Some(_), Some(_)) => Err(LayerError::Several(wanted.to_string())),
         }
     }
 
@@ -437,12 +448,18 @@ pub fn normalize_path(path: &str) -> Result<String, OciError> {
 }
 
 /// Unpacks `layer` to `dir` (kept: one whole unpack per digest), and drops older ones.
-fn store(layer: &[u8], cache: &Path, dir: &Path, limits: Limits) -> Result<PathBuf, String> {
+fn store(
+    layer: &[u8],
+    cache: &Path,
+    dir: &Path,
+    limits: Limits,
+) -> Result<PathBuf, unpack::UnpackError> {
+    use unpack::UnpackError;
     if !dir.is_dir() {
         let tmp = dir.with_extension("partial");
         if tmp.exists() {
             std::fs::remove_dir_all(&tmp)
-                .map_err(|e| format!("removing {}: {e}", tmp.display()))?;
+                .map_err(UnpackError::io(format!("removing {}", tmp.display())))?;
         }
         let unpacked = unpack::unpack(layer, &tmp, limits);
         if let Err(e) = unpacked {
@@ -450,7 +467,8 @@ fn store(layer: &[u8], cache: &Path, dir: &Path, limits: Limits) -> Result<PathB
             return Err(e);
         }
         // Renamed only once whole, so a directory under the digest's name is always whole.
-        std::fs::rename(&tmp, dir).map_err(|e| format!("storing {}: {e}", dir.display()))?;
+        std::fs::rename(&tmp, dir)
+            .map_err(UnpackError::io(format!("storing {}", dir.display())))?;
     }
     if let Ok(entries) = std::fs::read_dir(cache) {
         for e in entries.flatten() {
@@ -460,7 +478,7 @@ fn store(layer: &[u8], cache: &Path, dir: &Path, limits: Limits) -> Result<PathB
         }
     }
     dir.canonicalize()
-        .map_err(|e| format!("{}: {e}", dir.display()))
+        .map_err(UnpackError::io(dir.display().to_string()))
 }
 
 fn hex(bytes: &[u8]) -> String {
@@ -572,7 +590,7 @@ pub async fn push(p: &Push, registry: &RegistryOptions) -> Result<String, OciErr
     let layer = tokio::task::spawn_blocking(move || pack::layer(&dir))
         .await
         .map_err(|e| OciError::Local(format!("packing: {e}")))?
-        .map_err(OciError::Local)?;
+        .map_err(|e| OciError::Local(e.to_string()))?;
     let (client, auth) = registry.client(&p.repository.registry)?;
     let image = Reference::with_tag(
         p.repository.registry.clone(),

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The media types of a Flux artifact.
 pub const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
@@ -19,11 +19,35 @@ pub const ANNOTATION_CREATED: &str = "org.opencontainers.image.created";
 /// Directories of version control that never belong in an artifact (as Flux leaves them).
 const SKIPPED_DIRS: [&str; 3] = [".git", ".hg", ".svn"];
 
+/// Why a tree was not packed: one line each.
+#[derive(Debug, thiserror::Error)]
+pub enum PackError {
+    /// What was being done (`reading /x`, `packing a.toml`), and why it failed.
+    #[error("{doing}: {source}")]
+    Io {
+        doing: String,
+        source: std::io::Error,
+    },
+    #[error("{} is not a directory", .0.display())]
+    NotADirectory(PathBuf),
+    #[error("{}: a file name that is not UTF-8", .0.display())]
+    NotUtf8(PathBuf),
+    #[error("{} is a symbolic link; an artifact holds no links", .0.display())]
+    Link(PathBuf),
+    #[error("{} is not a file or a directory", .0.display())]
+    NotAFile(PathBuf),
+}
+
+fn io(doing: impl Into<String>) -> impl FnOnce(std::io::Error) -> PackError {
+    let doing = doing.into();
+    move |source| PackError::Io { doing, source }
+}
+
 /// The tree at `root` as a reproducible tar+gzip layer.
-pub fn layer(root: &Path) -> Result<Vec<u8>, String> {
-    let meta = std::fs::metadata(root).map_err(|e| format!("{}: {e}", root.display()))?;
+pub fn layer(root: &Path) -> Result<Vec<u8>, PackError> {
+    let meta = std::fs::metadata(root).map_err(io(root.display().to_string()))?;
     if !meta.is_dir() {
-        return Err(format!("{} is not a directory", root.display()));
+        return Err(PackError::NotADirectory(root.to_path_buf()));
     }
     let mut paths = Vec::new();
     collect(root, "", &mut paths)?;
@@ -47,33 +71,33 @@ pub fn layer(root: &Path) -> Result<Vec<u8>, String> {
             h.set_mode(0o755);
             h.set_size(0);
             tar.append_data(&mut h, format!("{rel}/"), std::io::empty())
-                .map_err(|e| format!("packing {rel}: {e}"))?;
+                .map_err(io(format!("packing {rel}")))?;
         } else {
-            let data =
-                std::fs::read(&full).map_err(|e| format!("reading {}: {e}", full.display()))?;
+            let data = std::fs::read(&full).map_err(io(format!("reading {}", full.display())))?;
             h.set_entry_type(tar::EntryType::Regular);
             h.set_mode(0o644);
             h.set_size(data.len() as u64);
             tar.append_data(&mut h, rel, data.as_slice())
-                .map_err(|e| format!("packing {rel}: {e}"))?;
+                .map_err(io(format!("packing {rel}")))?;
         }
     }
-    let gz = tar.into_inner().map_err(|e| format!("packing: {e}"))?;
-    let mut out = gz.finish().map_err(|e| format!("packing: {e}"))?;
-    out.flush().map_err(|e| format!("packing: {e}"))?;
+    let gz = tar.into_inner().map_err(io("packing"))?;
+    let mut out = gz.finish().map_err(io("packing"))?;
+    out.flush().map_err(io("packing"))?;
     Ok(out)
 }
 
 /// Every directory and file below `dir` as (path, is a directory); links are refused,
 /// since an artifact's tree holds none and following one could pack what lies outside.
-fn collect(root: &Path, rel: &str, out: &mut Vec<(String, bool)>) -> Result<(), String> {
+fn collect(root: &Path, rel: &str, out: &mut Vec<(String, bool)>) -> Result<(), PackError> {
     let dir = root.join(rel);
-    let entries = std::fs::read_dir(&dir).map_err(|e| format!("reading {}: {e}", dir.display()))?;
+    let reading = || io(format!("reading {}", dir.display()));
+    let entries = std::fs::read_dir(&dir).map_err(reading())?;
     for entry in entries {
-        let entry = entry.map_err(|e| format!("reading {}: {e}", dir.display()))?;
+        let entry = entry.map_err(reading())?;
         let name = entry.file_name();
         let Some(name) = name.to_str() else {
-            return Err(format!("{}: a file name that is not UTF-8", dir.display()));
+            return Err(PackError::NotUtf8(dir));
         };
         let child = match rel {
             "" => name.to_string(),
@@ -81,12 +105,9 @@ fn collect(root: &Path, rel: &str, out: &mut Vec<(String, bool)>) -> Result<(), 
         };
         let kind = entry
             .file_type()
-            .map_err(|e| format!("reading {}: {e}", entry.path().display()))?;
+            .map_err(io(format!("reading {}", entry.path().display())))?;
         if kind.is_symlink() {
-            return Err(format!(
-                "{} is a symbolic link; an artifact holds no links",
-                entry.path().display()
-            ));
+            return Err(PackError::Link(entry.path()));
         } else if kind.is_dir() {
             if SKIPPED_DIRS.contains(&name) {
                 continue;
@@ -96,10 +117,7 @@ fn collect(root: &Path, rel: &str, out: &mut Vec<(String, bool)>) -> Result<(), 
         } else if kind.is_file() {
             out.push((child, false));
         } else {
-            return Err(format!(
-                "{} is not a file or a directory",
-                entry.path().display()
-            ));
+            return Err(PackError::NotAFile(entry.path()));
         }
     }
     Ok(())
@@ -156,7 +174,7 @@ mod tests {
     fn links_are_refused() {
         let a = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink("/etc/passwd", a.path().join("p.yaml")).unwrap();
-        let e = layer(a.path()).unwrap_err();
+        let e = layer(a.path()).unwrap_err().to_string();
         assert!(e.contains("symbolic link") && !e.contains('\n'), "{e}");
     }
 }

@@ -46,7 +46,7 @@ pub fn parse(text: &str) -> Result<(Repository, Option<Selector>), OciError> {
         .strip_prefix("oci://")
         .ok_or_else(|| bad("an OCI reference starts with oci://"))?;
     let (rest, digest) = match rest.split_once('@') {
-        Some((r, d)) => (r, Some(check_digest(d).map_err(|e| bad(&e))?)),
+        Some((r, d)) => (r, Some(check_digest(d).map_err(|e| bad(&e.to_string()))?)),
         None => (rest, None),
     };
     let (registry, path) = rest
@@ -73,7 +73,7 @@ pub fn parse(text: &str) -> Result<(Repository, Option<Selector>), OciError> {
         ));
     }
     if let Some(t) = tag {
-        check_tag(t).map_err(|e| bad(&e))?;
+        check_tag(t).map_err(|e| bad(&e.to_string()))?;
     }
     let selector = match (tag, digest) {
         (_, Some(d)) => Some(Selector::Digest(d)),
@@ -89,8 +89,17 @@ pub fn parse(text: &str) -> Result<(Repository, Option<Selector>), OciError> {
     ))
 }
 
+/// A tag or a digest that is not one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NameError {
+    #[error("{0:?} is not a tag")]
+    Tag(String),
+    #[error("{0:?} is not a digest (sha256: and 64 hex digits)")]
+    Digest(String),
+}
+
 /// A tag as the distribution spec allows it: `[A-Za-z0-9_][A-Za-z0-9._-]{0,127}`.
-pub fn check_tag(tag: &str) -> Result<(), String> {
+pub fn check_tag(tag: &str) -> Result<(), NameError> {
     let ok = (1..=128).contains(&tag.len())
         && tag
             .bytes()
@@ -101,18 +110,16 @@ pub fn check_tag(tag: &str) -> Result<(), String> {
             .all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
     match ok {
         true => Ok(()),
-        false => Err(format!("{tag:?} is not a tag")),
+        false => Err(NameError::Tag(tag.to_string())),
     }
 }
 
 /// `sha256:` and 64 lowercase hex digits.
-pub fn check_digest(digest: &str) -> Result<String, String> {
+pub fn check_digest(digest: &str) -> Result<String, NameError> {
     let digest = digest.to_ascii_lowercase();
     match digest.strip_prefix("sha256:") {
         Some(hex) if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()) => Ok(digest),
-        _ => Err(format!(
-            "{digest:?} is not a digest (sha256: and 64 hex digits)"
-        )),
+        _ => Err(NameError::Digest(digest)),
     }
 }
 

@@ -132,11 +132,25 @@ struct DockerAuth {
     registrytoken: Option<String>,
 }
 
+/// Why a Docker `config.json` gave no credentials for a registry.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("not a Docker config.json: {0}")]
+    NotDockerConfig(serde_json::Error),
+    #[error("the auth of {0} is not base64 of user:password")]
+    NotBase64(String),
+    #[error("the auth of {0} is not user:password")]
+    NotUserPassword(String),
+    #[error(
+        "the entry of {0} holds an identity token, which driftless does not trade; use --username-file/--password-file"
+    )]
+    IdentityToken(String),
+}
+
 /// The credentials `config.json`'s `auths` holds for `registry`, anonymous when none.
 /// Keys are matched as docker does: the host, with or without a scheme and a path.
-pub fn auth_from_config(text: &str, registry: &str) -> Result<RegistryAuth, String> {
-    let config: DockerConfig =
-        serde_json::from_str(text).map_err(|e| format!("not a Docker config.json: {e}"))?;
+pub fn auth_from_config(text: &str, registry: &str) -> Result<RegistryAuth, ConfigError> {
+    let config: DockerConfig = serde_json::from_str(text).map_err(ConfigError::NotDockerConfig)?;
     let host_of = |key: &str| {
         let key = key
             .strip_prefix("https://")
@@ -161,19 +175,16 @@ pub fn auth_from_config(text: &str, registry: &str) -> Result<RegistryAuth, Stri
             .decode(encoded.trim())
             .ok()
             .and_then(|b| String::from_utf8(b).ok())
-            .ok_or_else(|| format!("the auth of {registry} is not base64 of user:password"))?;
+            .ok_or_else(|| ConfigError::NotBase64(registry.to_string()))?;
         let (user, password) = decoded
             .split_once(':')
-            .ok_or_else(|| format!("the auth of {registry} is not user:password"))?;
+            .ok_or_else(|| ConfigError::NotUserPassword(registry.to_string()))?;
         return Ok(RegistryAuth::Basic(user.to_string(), password.to_string()));
     }
     match (&entry.username, &entry.password, &entry.identitytoken) {
         (Some(u), Some(p), _) => Ok(RegistryAuth::Basic(u.clone(), p.clone())),
         // An identity token is a refresh token docker trades for access tokens.
-        (_, _, Some(_)) => Err(format!(
-            "the entry of {registry} holds an identity token, which driftless does not trade; \
-             use --username-file/--password-file"
-        )),
+        (_, _, Some(_)) => Err(ConfigError::IdentityToken(registry.to_string())),
         _ => Ok(RegistryAuth::Anonymous),
     }
 }
@@ -207,10 +218,16 @@ mod tests {
             RegistryAuth::Anonymous
         );
         let bad = r#"{"auths": {"r": {"auth": "!!"}}}"#;
-        assert!(auth_from_config(bad, "r").unwrap_err().contains("base64"));
+        assert!(
+            auth_from_config(bad, "r")
+                .unwrap_err()
+                .to_string()
+                .contains("base64")
+        );
         assert!(
             auth_from_config("[", "r")
                 .unwrap_err()
+                .to_string()
                 .contains("config.json")
         );
     }

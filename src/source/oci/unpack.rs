@@ -31,31 +31,61 @@ impl Default for Limits {
     }
 }
 
-/// Unpacks a tar+gzip `layer` into `dest` (made here, empty); one line on refusal.
-pub fn unpack(layer: &[u8], dest: &Path, limits: Limits) -> Result<(), String> {
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dest)
-        .map_err(|e| format!("creating {}: {e}", dest.display()))?;
+/// Why an artifact's layer was not unpacked: one line each.
+#[derive(Debug, thiserror::Error)]
+pub enum UnpackError {
+    /// A file-system step: what was being done (`creating /x`, `writing a.toml`), and why
+    /// it failed.
+    #[error("{doing}: {source}")]
+    Io {
+        doing: String,
+        source: std::io::Error,
+    },
+    #[error("the layer is not a tar+gzip archive: {0}")]
+    NotAnArchive(std::io::Error),
+    #[error("the layer is not a readable tar+gzip archive: {0}")]
+    Unreadable(std::io::Error),
+    #[error("an entry's path is not valid: {0}")]
+    EntryPath(std::io::Error),
+    #[error("the artifact's entry {0:?} leaves the tree; refused")]
+    LeavesTheTree(String),
+    #[error("the artifact's entry {0:?} is a link; an artifact's tree holds no links")]
+    Link(String),
+    #[error("the artifact's entry {0:?} is not a file or a directory; refused")]
+    NotAFile(String),
+    #[error("the artifact's entry {0:?} has no name")]
+    NoName(String),
+    #[error("the artifact's entry {0:?} is cut short")]
+    CutShort(String),
+    #[error("the artifact holds more than {0} files, the limit for a tree; not read")]
+    TooManyFiles(usize),
+    #[error("the artifact unpacks to more than {} MiB, the limit for a tree; not read", .0 >> 20)]
+    TooLarge(u64),
+}
+
+impl UnpackError {
+    pub(super) fn io(doing: impl Into<String>) -> impl FnOnce(std::io::Error) -> UnpackError {
+        let doing = doing.into();
+        move |source| UnpackError::Io { doing, source }
+    }
+}
+
+/// Unpacks a tar+gzip `layer` into `dest` (made here, empty).
+pub fn unpack(layer: &[u8], dest: &Path, limits: Limits) -> Result<(), UnpackError> {
+    make_dir(dest)?;
     let gz = flate2::read::GzDecoder::new(layer);
     // One byte past the limit tells an archive at it from one beyond.
     let mut archive = tar::Archive::new(gz.take(limits.unpacked_bytes + 1 + 1024 * 1024));
-    let entries = archive
-        .entries()
-        .map_err(|e| format!("the layer is not a tar+gzip archive: {e}"))?;
+    let entries = archive.entries().map_err(UnpackError::NotAnArchive)?;
     let mut files = 0usize;
     let mut bytes = 0u64;
     for entry in entries {
-        let mut entry =
-            entry.map_err(|e| format!("the layer is not a readable tar+gzip archive: {e}"))?;
-        let raw = entry
-            .path()
-            .map_err(|e| format!("an entry's path is not valid: {e}"))?
-            .into_owned();
+        let mut entry = entry.map_err(UnpackError::Unreadable)?;
+        let raw = entry.path().map_err(UnpackError::EntryPath)?.into_owned();
         let shown = raw.display().to_string();
-        let rel = inside(&raw)
-            .ok_or_else(|| format!("the artifact's entry {shown:?} leaves the tree; refused"))?;
+        let Some(rel) = inside(&raw) else {
+            return Err(UnpackError::LeavesTheTree(shown));
+        };
         let kind = entry.header().entry_type();
         if kind.is_dir() {
             if !rel.as_os_str().is_empty() {
@@ -64,29 +94,22 @@ pub fn unpack(layer: &[u8], dest: &Path, limits: Limits) -> Result<(), String> {
             continue;
         }
         if kind.is_symlink() || kind.is_hard_link() {
-            return Err(format!(
-                "the artifact's entry {shown:?} is a link; an artifact's tree holds no links"
-            ));
+            return Err(UnpackError::Link(shown));
         }
         if !kind.is_file() {
-            return Err(format!(
-                "the artifact's entry {shown:?} is not a file or a directory; refused"
-            ));
+            return Err(UnpackError::NotAFile(shown));
         }
         if rel.as_os_str().is_empty() {
-            return Err(format!("the artifact's entry {shown:?} has no name"));
+            return Err(UnpackError::NoName(shown));
         }
         files += 1;
         if files > limits.files {
-            return Err(format!(
-                "the artifact holds more than {} files, the limit for a tree; not read",
-                limits.files
-            ));
+            return Err(UnpackError::TooManyFiles(limits.files));
         }
         let size = entry.header().size().unwrap_or(u64::MAX);
         bytes = bytes.saturating_add(size);
         if bytes > limits.unpacked_bytes {
-            return Err(too_large(limits.unpacked_bytes));
+            return Err(UnpackError::TooLarge(limits.unpacked_bytes));
         }
         let path = dest.join(&rel);
         if let Some(parent) = path.parent() {
@@ -104,29 +127,22 @@ pub fn unpack(layer: &[u8], dest: &Path, limits: Limits) -> Result<(), String> {
                     .truncate(true)
                     .open(&path)
             })
-            .map_err(|e| format!("writing {shown}: {e}"))?;
+            .map_err(UnpackError::io(format!("writing {shown}")))?;
         let copied = std::io::copy(&mut (&mut entry).take(size), &mut out)
-            .map_err(|e| format!("unpacking {shown}: {e}"))?;
+            .map_err(UnpackError::io(format!("unpacking {shown}")))?;
         if copied != size {
-            return Err(format!("the artifact's entry {shown:?} is cut short"));
+            return Err(UnpackError::CutShort(shown));
         }
     }
     Ok(())
 }
 
-fn too_large(limit: u64) -> String {
-    format!(
-        "the artifact unpacks to more than {} MiB, the limit for a tree; not read",
-        limit >> 20
-    )
-}
-
-fn make_dir(dir: &Path) -> Result<(), String> {
+fn make_dir(dir: &Path) -> Result<(), UnpackError> {
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(dir)
-        .map_err(|e| format!("creating {}: {e}", dir.display()))
+        .map_err(UnpackError::io(format!("creating {}", dir.display())))
 }
 
 /// The entry's path below the tree's root, or `None` when it leaves it (`..`, absolute).
@@ -221,7 +237,9 @@ pub(crate) mod tests {
         ];
         for (layer, expect) in cases {
             let d = tempfile::tempdir().unwrap();
-            let e = unpack(&layer, &d.path().join("t"), Limits::default()).unwrap_err();
+            let e = unpack(&layer, &d.path().join("t"), Limits::default())
+                .unwrap_err()
+                .to_string();
             assert!(e.contains(expect), "{e}");
             assert!(!e.contains('\n'), "{e}");
             assert!(!d.path().join("evil.toml").exists());
@@ -236,13 +254,17 @@ pub(crate) mod tests {
             ..Limits::default()
         };
         let d = tempfile::tempdir().unwrap();
-        let e = unpack(&layer, &d.path().join("t"), small).unwrap_err();
+        let e = unpack(&layer, &d.path().join("t"), small)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("unpacks to more than"), "{e}");
         let few = Limits {
             files: 1,
             ..Limits::default()
         };
-        let e = unpack(&layer, &d.path().join("u"), few).unwrap_err();
+        let e = unpack(&layer, &d.path().join("u"), few)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("more than 1 files"), "{e}");
     }
 }

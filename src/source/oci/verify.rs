@@ -20,15 +20,32 @@ pub const MAX_PAYLOAD_BYTES: i64 = 64 * 1024;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VerifyKey(p256::ecdsa::VerifyingKey);
 
+/// Why a key or a signature was not taken: one line each.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VerifyError {
+    #[error(
+        "not an ECDSA P-256 public key in PEM (what `cosign generate-key-pair` writes to cosign.pub)"
+    )]
+    Key,
+    #[error("the signature is not base64")]
+    NotBase64,
+    #[error("the signature is not an ECDSA signature")]
+    NotEcdsa,
+    #[error("the signature does not verify with --verify-key")]
+    DoesNotVerify,
+    #[error("the signed payload is not cosign's simple signing JSON")]
+    NotSimpleSigning,
+    #[error("the signed payload's type is {0:?}")]
+    PayloadType(String),
+    #[error("the signature is of {signed}, not of {digest}")]
+    OtherDigest { signed: String, digest: String },
+}
+
 impl VerifyKey {
-    pub fn from_pem(text: &str) -> Result<VerifyKey, String> {
+    pub fn from_pem(text: &str) -> Result<VerifyKey, VerifyError> {
         p256::ecdsa::VerifyingKey::from_public_key_pem(text.trim())
             .map(VerifyKey)
-            .map_err(|_| {
-                "not an ECDSA P-256 public key in PEM (what `cosign generate-key-pair` writes \
-                 to cosign.pub)"
-                    .to_string()
-            })
+            .map_err(|_| VerifyError::Key)
     }
 }
 
@@ -63,28 +80,24 @@ pub fn verify(
     payload: &[u8],
     signature: &str,
     digest: &str,
-) -> Result<(), String> {
+) -> Result<(), VerifyError> {
     let der = base64::engine::general_purpose::STANDARD
         .decode(signature.trim())
-        .map_err(|_| "the signature is not base64".to_string())?;
-    let sig = p256::ecdsa::Signature::from_der(&der)
-        .map_err(|_| "the signature is not an ECDSA signature".to_string())?;
+        .map_err(|_| VerifyError::NotBase64)?;
+    let sig = p256::ecdsa::Signature::from_der(&der).map_err(|_| VerifyError::NotEcdsa)?;
     key.0
         .verify(payload, &sig)
-        .map_err(|_| "the signature does not verify with --verify-key".to_string())?;
-    let payload: Payload = serde_json::from_slice(payload)
-        .map_err(|_| "the signed payload is not cosign's simple signing JSON".to_string())?;
+        .map_err(|_| VerifyError::DoesNotVerify)?;
+    let payload: Payload =
+        serde_json::from_slice(payload).map_err(|_| VerifyError::NotSimpleSigning)?;
     if payload.critical.kind != PAYLOAD_TYPE {
-        return Err(format!(
-            "the signed payload's type is {:?}",
-            payload.critical.kind
-        ));
+        return Err(VerifyError::PayloadType(payload.critical.kind));
     }
     if payload.critical.image.digest != digest {
-        return Err(format!(
-            "the signature is of {}, not of {digest}",
-            payload.critical.image.digest
-        ));
+        return Err(VerifyError::OtherDigest {
+            signed: payload.critical.image.digest,
+            digest: digest.to_string(),
+        });
     }
     Ok(())
 }
@@ -127,16 +140,23 @@ mod tests {
         assert!(
             verify(&other, &p, &s, &d)
                 .unwrap_err()
+                .to_string()
                 .contains("does not verify")
         );
         let e = format!("sha256:{}", "b".repeat(64));
-        assert!(verify(&public, &p, &s, &e).unwrap_err().contains("not of"));
+        assert!(
+            verify(&public, &p, &s, &e)
+                .unwrap_err()
+                .to_string()
+                .contains("not of")
+        );
         let mut tampered = p.clone();
         tampered[5] ^= 1;
         assert!(verify(&public, &tampered, &s, &d).is_err());
         assert!(
             verify(&public, &p, "!!", &d)
                 .unwrap_err()
+                .to_string()
                 .contains("base64")
         );
         assert_eq!(signature_tag(&d), format!("sha256-{}.sig", "a".repeat(64)));
