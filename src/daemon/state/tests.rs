@@ -7,6 +7,7 @@ use super::readiness::HealthNews;
 use super::*;
 use crate::apply::prune;
 use crate::apply::{Action, ObjectResult, SyncReport};
+use crate::daemon::watch;
 use crate::health::{Figures, Status};
 use crate::object::Packed;
 use crate::spec::{Kind, parse_files};

@@ -1,0 +1,170 @@
+//! How a watch event changes the state: drift of an owned object (corrected, reported or
+//! left to a scaler), a node change, the cluster's reachability; and the drift the status
+//! shows.
+
+use std::collections::HashMap;
+
+use super::State;
+use crate::daemon::queue::Key;
+use crate::daemon::watch;
+use crate::object::{ObjKey, Packed};
+use crate::spec::{SpecBody, SpecId};
+
+impl State {
+    /// Folds a watch event into the state; returns a key to sync when it is drift or a
+    /// node change that matters.
+    pub fn on_event(&mut self, ev: watch::Event) -> Option<Key> {
+        match ev {
+            watch::Event::Cluster(error) => {
+                self.cluster_error = error;
+                // Written with the next refresh.
+                self.health_dirty = true;
+                None
+            }
+            watch::Event::Nodes(nodes) => {
+                if self.nodes != nodes {
+                    self.render_dirty = true;
+                    self.render_epoch += 1;
+                    self.health_dirty = true;
+                }
+                self.nodes = nodes;
+                self.nodes_known = true;
+                let has_local = self
+                    .specs()
+                    .iter()
+                    .any(|s| matches!(s.body, SpecBody::LocalService(_)));
+                has_local.then_some(Key::Full)
+            }
+            watch::Event::Object(key, live) => {
+                self.health_dirty = true;
+                if key.group.is_empty() && key.kind == "Endpoints" {
+                    let k = (key.namespace.clone(), key.name.clone());
+                    match live {
+                        Some(w) => self.live.endpoints.insert(k, w.value),
+                        None => self.live.endpoints.remove(&k),
+                    };
+                    return None;
+                }
+                let recorded = self.recorded.get(&key).cloned();
+                let drift = match (&live, &recorded) {
+                    (None, Some(_)) => true,
+                    (Some(w), Some((_, fields))) => {
+                        &w.fields != fields || self.scaled(&key, &w.value)
+                    }
+                    _ => false,
+                };
+                let spec = recorded
+                    .map(|(s, _)| s)
+                    .or_else(|| live.as_ref().and_then(|w| w.spec.clone()));
+                let fields = live.as_ref().map(|w| w.fields.clone());
+                match live {
+                    Some(w) => self.live.objects.insert(key.clone(), w.value),
+                    None => self.live.objects.remove(&key),
+                };
+                if !drift {
+                    self.drifted.remove(&key);
+                    return None;
+                }
+                if self.running.is_some() {
+                    // The running sync may be the writer (its own apply, its prune): what
+                    // it recorded is known only once it ends, and the change is judged
+                    // then (`judge_seen_in_sync`).
+                    self.seen_in_sync.insert(key, (fields, spec));
+                    return None;
+                }
+                self.on_drift(key, spec)
+            }
+            watch::Event::Suspensions(now) => {
+                self.suspensions_known = true;
+                let resumed = self.suspensions.keys().any(|id| !now.contains_key(id));
+                if self.suspensions != now {
+                    tracing::info!(suspended = now.len(), "suspensions changed");
+                    self.health_dirty = true;
+                }
+                self.suspensions = now;
+                // What a resumed spec held back goes through now.
+                resumed.then_some(Key::Full)
+            }
+        }
+    }
+
+    /// Drift on `key` of `spec`: the key to sync, or for a suspended spec none, the
+    /// object left drifted. Reporting only, its spec is synced too: that sync writes
+    /// nothing to a drifted object, and reads it whole for the drift ledger.
+    pub(super) fn on_drift(&mut self, key: ObjKey, spec: Option<SpecId>) -> Option<Key> {
+        let suspended = spec
+            .as_ref()
+            .is_some_and(|s| self.suspensions.contains_key(&s.to_string()));
+        let held = spec.as_ref().filter(|_| !self.correct_drift || suspended);
+        if let Some(spec) = held {
+            tracing::info!(object = %key, "drift detected; left as it is");
+            self.drifted.insert(key, spec.clone());
+            return (!suspended).then(|| Key::Spec(spec.clone()));
+        }
+        tracing::info!(object = %key, "drift detected");
+        Some(spec.map(Key::Spec).unwrap_or(Key::Full))
+    }
+
+    /// Judges the changes the watches reported while the sync that just ended ran, now
+    /// that what it recorded is known: its own writes and prunes are no drift; anyone
+    /// else's are, and their keys are synced at once.
+    pub(super) fn judge_seen_in_sync(&mut self) {
+        for (key, (fields, spec)) in std::mem::take(&mut self.seen_in_sync) {
+            let drift = match (&fields, self.recorded.get(&key)) {
+                (None, Some(_)) => true,
+                (Some(seen), Some((_, recorded))) => {
+                    seen != recorded
+                        || self
+                            .live
+                            .objects
+                            .get(&key)
+                            .is_some_and(|live| self.scaled(&key, live))
+                }
+                _ => false,
+            };
+            if !drift {
+                continue;
+            }
+            let spec = self.recorded.get(&key).map(|(s, _)| s.clone()).or(spec);
+            if let Some(k) = self.on_drift(key, spec) {
+                self.requeue.push(k);
+            }
+        }
+    }
+
+    /// The objects left drifted, as the status names them.
+    pub fn drifted_objects(&self) -> std::collections::HashSet<String> {
+        self.drifted.keys().map(ObjKey::to_string).collect()
+    }
+
+    /// Whether the object runs other replicas than the tree asks for: scaled through
+    /// the scale subresource, which before Kubernetes 1.22 moves no field ownership.
+    pub(super) fn scaled(&self, key: &ObjKey, live: &Packed) -> bool {
+        let Some(want) = self.replicas_wanted.get(key) else {
+            return false;
+        };
+        live.value()
+            .pointer("/spec/replicas")
+            .and_then(serde_json::Value::as_i64)
+            .is_some_and(|have| have != *want)
+    }
+
+    /// The specs to sync again at once, taken (see `on_sync_done`).
+    pub fn take_rechecks(&mut self) -> Vec<Key> {
+        let mut keys: Vec<Key> = std::mem::take(&mut self.recheck)
+            .into_iter()
+            .map(Key::Spec)
+            .collect();
+        keys.append(&mut self.requeue);
+        keys
+    }
+
+    /// How many objects of each spec were left drifted.
+    pub fn drifted_by_spec(&self) -> HashMap<&SpecId, usize> {
+        let mut out: HashMap<&SpecId, usize> = HashMap::new();
+        for spec in self.drifted.values() {
+            *out.entry(spec).or_default() += 1;
+        }
+        out
+    }
+}
