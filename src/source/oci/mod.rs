@@ -22,7 +22,7 @@ use sha2::Digest as _;
 
 pub use pack::{
     ANNOTATION_CREATED, ANNOTATION_REVISION, ANNOTATION_SOURCE, CONFIG_MEDIA_TYPE,
-    CONTENT_MEDIA_TYPE, MANIFEST_MEDIA_TYPE,
+    CONTENT_MEDIA_TYPE, MANIFEST_MEDIA_TYPE, Push, push,
 };
 pub use reference::{Repository, Selector};
 pub use registry::{RegistryOptions, auth_from_config};
@@ -567,58 +567,6 @@ fn one_line(s: &str) -> String {
         true => s.chars().take(300).collect::<String>() + "…",
         false => s,
     }
-}
-
-/// What `push` publishes.
-#[derive(Debug, Clone)]
-pub struct Push {
-    pub dir: PathBuf,
-    pub repository: Repository,
-    pub tag: String,
-    /// `org.opencontainers.image.source` (Flux: the git remote).
-    pub source: String,
-    /// `org.opencontainers.image.revision` (Flux: `BRANCH@sha1:COMMIT`).
-    pub revision: String,
-    /// `org.opencontainers.image.created`, RFC 3339.
-    pub created: String,
-}
-
-/// Publishes a tree as a Flux artifact; the manifest's digest.
-pub async fn push(p: &Push, registry: &RegistryOptions) -> Result<String, OciError> {
-    let url = p.repository.to_string();
-    let dir = p.dir.clone();
-    let layer = tokio::task::spawn_blocking(move || pack::layer(&dir))
-        .await
-        .map_err(|e| OciError::Local(format!("packing: {e}")))?
-        .map_err(|e| OciError::Local(e.to_string()))?;
-    let (client, auth) = registry.client(&p.repository.registry)?;
-    let image = Reference::with_tag(
-        p.repository.registry.clone(),
-        p.repository.repository.clone(),
-        p.tag.clone(),
-    );
-    let layer = oci_client::client::ImageLayer::new(layer, CONTENT_MEDIA_TYPE.to_string(), None);
-    let config =
-        oci_client::client::Config::new(b"{}".to_vec(), CONFIG_MEDIA_TYPE.to_string(), None);
-    let mut manifest = OciImageManifest::build(
-        std::slice::from_ref(&layer),
-        &config,
-        Some(pack::annotations(&p.source, &p.revision, &p.created)),
-    );
-    manifest.media_type = Some(MANIFEST_MEDIA_TYPE.to_string());
-    let fail = |e: oci_client::errors::OciDistributionError| OciError::Registry {
-        url: url.clone(),
-        message: explain(&e),
-    };
-    client
-        .push(&image, &[layer], config, &auth, Some(manifest.clone()))
-        .await
-        .map_err(fail)?;
-    // The digest of the manifest as pushed: the client writes it canonically, as here.
-    client
-        .fetch_manifest_digest(&image, &auth)
-        .await
-        .map_err(fail)
 }
 
 #[cfg(test)]

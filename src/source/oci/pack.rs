@@ -1,11 +1,17 @@
 //! A spec tree packed as Flux packs it (`flux push artifact`): one tar+gzip layer of the
 //! tree, an empty JSON config, and the source, revision and creation time as manifest
 //! annotations. Reproducible: entries sorted, times, owners and modes fixed, the gzip
-//! header without a name or a time, so the same tree gives the same digest.
+//! header without a name or a time, so the same tree gives the same digest. `push`
+//! publishes it.
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
+
+use oci_client::Reference;
+use oci_client::manifest::OciImageManifest;
+
+use super::{OciError, RegistryOptions, Repository};
 
 /// The media types of a Flux artifact.
 pub const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
@@ -130,6 +136,58 @@ pub fn annotations(source: &str, revision: &str, created: &str) -> BTreeMap<Stri
         (ANNOTATION_REVISION.to_string(), revision.to_string()),
         (ANNOTATION_SOURCE.to_string(), source.to_string()),
     ])
+}
+
+/// What `push` publishes.
+#[derive(Debug, Clone)]
+pub struct Push {
+    pub dir: PathBuf,
+    pub repository: Repository,
+    pub tag: String,
+    /// `org.opencontainers.image.source` (Flux: the git remote).
+    pub source: String,
+    /// `org.opencontainers.image.revision` (Flux: `BRANCH@sha1:COMMIT`).
+    pub revision: String,
+    /// `org.opencontainers.image.created`, RFC 3339.
+    pub created: String,
+}
+
+/// Publishes a tree as a Flux artifact; the manifest's digest.
+pub async fn push(p: &Push, registry: &RegistryOptions) -> Result<String, OciError> {
+    let url = p.repository.to_string();
+    let dir = p.dir.clone();
+    let layer = tokio::task::spawn_blocking(move || layer(&dir))
+        .await
+        .map_err(|e| OciError::Local(format!("packing: {e}")))?
+        .map_err(|e| OciError::Local(e.to_string()))?;
+    let (client, auth) = registry.client(&p.repository.registry)?;
+    let image = Reference::with_tag(
+        p.repository.registry.clone(),
+        p.repository.repository.clone(),
+        p.tag.clone(),
+    );
+    let layer = oci_client::client::ImageLayer::new(layer, CONTENT_MEDIA_TYPE.to_string(), None);
+    let config =
+        oci_client::client::Config::new(b"{}".to_vec(), CONFIG_MEDIA_TYPE.to_string(), None);
+    let mut manifest = OciImageManifest::build(
+        std::slice::from_ref(&layer),
+        &config,
+        Some(annotations(&p.source, &p.revision, &p.created)),
+    );
+    manifest.media_type = Some(MANIFEST_MEDIA_TYPE.to_string());
+    let fail = |e: oci_client::errors::OciDistributionError| OciError::Registry {
+        url: url.clone(),
+        message: super::explain(&e),
+    };
+    client
+        .push(&image, &[layer], config, &auth, Some(manifest.clone()))
+        .await
+        .map_err(fail)?;
+    // The digest of the manifest as pushed: the client writes it canonically, as here.
+    client
+        .fetch_manifest_digest(&image, &auth)
+        .await
+        .map_err(fail)
 }
 
 #[cfg(test)]
