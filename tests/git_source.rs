@@ -8,7 +8,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
-use driftless::source::git::{GitAuth, GitConfig, GitError, GitRef, GitSource, Revision};
+use driftless::source::Revision;
+use driftless::source::git::{GitAuth, GitConfig, GitError, GitRef, GitSource};
 use driftless::spec::MAX_FILE_BYTES;
 use support::{GitDaemon, GitHttp, basic, git};
 use tempfile::TempDir;

@@ -137,14 +137,13 @@ pub fn uses_helm(files: &[SourceFile]) -> bool {
     })
 }
 
-/// Whether a revision's files need the tree on disk (a git commit is then checked out).
+/// Whether a revision's files need the tree on disk (a git commit is then checked out):
+/// kustomize and helm read files themselves.
 pub fn needs_checkout(files: &[SourceFile]) -> bool {
-    files.iter().any(|f| {
-        let base = base_of(&f.path);
-        tree::KUSTOMIZATION_FILES.contains(&base)
-            || base == tree::CHART_FILE
-            || (f.path.ends_with(".toml") && f.contents.windows(6).any(|w| w == b"[helm."))
-    })
+    uses_helm(files)
+        || files
+            .iter()
+            .any(|f| tree::KUSTOMIZATION_FILES.contains(&base_of(&f.path)))
 }
 
 /// A cached Jsonnet evaluation: valid while the settings and every file it read are as

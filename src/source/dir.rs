@@ -12,7 +12,7 @@ use notify::RecursiveMode;
 use notify_debouncer_full::{DebounceEventResult, Debouncer, RecommendedCache, new_debouncer};
 use tokio::sync::mpsc;
 
-use crate::spec::{LoadError, SourceFile, read_dir};
+use crate::spec::SourceFile;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DirError {
@@ -64,12 +64,6 @@ pub fn watch(root: &Path, debounce: Duration) -> Result<(DirWatch, mpsc::Receive
     ))
 }
 
-/// A revision of a directory: its files and a content hash naming it.
-pub fn read(root: &Path) -> Result<(String, Vec<SourceFile>), LoadError> {
-    let files = read_dir(root)?;
-    Ok((revision_of(&files), files))
-}
-
 /// `dir:` + a hash of every path and content: the same tree is the same revision.
 pub fn revision_of(files: &[SourceFile]) -> String {
     // A 0 after each path and content keeps ("ab", "") and ("a", "b") apart.
@@ -99,6 +93,12 @@ mod tests {
         assert_ne!(a, revision_of(&[f("b.toml", "x")]));
         // The separator keeps ("ab","") and ("a","b") apart.
         assert_ne!(revision_of(&[f("ab", "")]), revision_of(&[f("a", "b")]));
+    }
+
+    /// The directory read as the daemon reads it, and the hash that names it.
+    fn read(root: &Path) -> Result<(String, Vec<SourceFile>), crate::source::TreeError> {
+        let files = crate::source::read_tree(root, None)?.files;
+        Ok((revision_of(&files), files))
     }
 
     #[tokio::test]

@@ -7,7 +7,8 @@ use git2::{
 };
 
 use super::callbacks::{Refusals, remote_callbacks};
-use super::{GitAuth, GitError, GitRef, GitSource, KnownHosts, Revision, tree};
+use super::{GitAuth, GitError, GitRef, GitSource, KnownHosts, tree};
+use crate::source::Revision;
 
 /// libgit2 waits forever by default; a stalled server would then hold the source's lock
 /// and starve every later sync.

@@ -27,8 +27,6 @@ pub use auth::GitAuth;
 pub use known_hosts::{KnownHosts, PresentedKey, Rejection};
 pub use url::{strip_userinfo, url_has_credentials};
 
-pub use super::Revision;
-
 use url::{Redactor, ssh_port};
 
 /// What to follow in the repository.
@@ -204,7 +202,7 @@ impl GitSource {
 }
 
 /// spawn_blocking wrapper (git2 blocks).
-pub async fn fetch(source: Arc<GitSource>) -> Result<Revision, GitError> {
+pub async fn fetch(source: Arc<GitSource>) -> Result<super::Revision, GitError> {
     tokio::task::spawn_blocking(move || source.fetch())
         .await
         .map_err(|e| GitError::Task(e.to_string()))?
