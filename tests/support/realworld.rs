@@ -93,7 +93,15 @@ pub async fn resources(
 }
 
 /// Waits (2 minutes at most) until none of `gone` is left in the cluster.
+///
+/// A CRD the apiserver fails to finalize is nudged. Its cleanup finalizer can list the
+/// custom resources while their storage is still starting ("storage is (re)initializing"),
+/// and the retry then meets a conflict the controller reads as "called again later": the
+/// CRD stays Terminating until the informer's next resync, up to five minutes on. Any
+/// change besides that condition queues the CRD again, so the wait touches an annotation.
 pub async fn all_gone(client: &kube::Client, gone: &[(driftless::render::Object, ApiResource)]) {
+    let nudged =
+        std::sync::Mutex::new(std::collections::HashMap::<String, std::time::Instant>::new());
     super::eventually("the bundle gone", Duration::from_secs(120), || async {
         let mut left = Vec::new();
         for (o, ar) in gone {
@@ -105,7 +113,12 @@ pub async fn all_gone(client: &kube::Client, gone: &[(driftless::render::Object,
                 Ok(None) => {}
                 // Its kind went with its CRD.
                 Err(kube::Error::Api(e)) if e.code == 404 => {}
-                Ok(Some(_)) => left.push(o.display_ref()),
+                Ok(Some(live)) => {
+                    if finalizer_failed(&live) && due(&nudged, &o.name) {
+                        nudge(&api, &o.name).await;
+                    }
+                    left.push(o.display_ref());
+                }
                 Err(e) => left.push(format!("{}: {e}", o.display_ref())),
             }
         }
@@ -115,4 +128,46 @@ pub async fn all_gone(client: &kube::Client, gone: &[(driftless::render::Object,
         }
     })
     .await;
+}
+
+/// A CRD being deleted whose cleanup finalizer failed its last try.
+fn finalizer_failed(live: &DynamicObject) -> bool {
+    live.metadata.deletion_timestamp.is_some()
+        && live.data["status"]["conditions"]
+            .as_array()
+            .is_some_and(|cs| {
+                cs.iter()
+                    .any(|c| c["type"] == "Terminating" && c["reason"] == "InstanceDeletionFailed")
+            })
+}
+
+/// Once per 5 seconds per object, so a nudge's own retry has time to finish.
+fn due(
+    nudged: &std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>,
+    name: &str,
+) -> bool {
+    let mut nudged = nudged.lock().unwrap();
+    let now = std::time::Instant::now();
+    match nudged.get(name) {
+        Some(at) if now.duration_since(*at) < Duration::from_secs(5) => false,
+        _ => {
+            nudged.insert(name.to_string(), now);
+            true
+        }
+    }
+}
+
+async fn nudge(api: &Api<DynamicObject>, name: &str) {
+    eprintln!("the apiserver's finalizer of {name} failed its last try: nudging it");
+    let stamp = format!("{:?}", std::time::SystemTime::now());
+    let patch = serde_json::json!({
+        "metadata": {"annotations": {"driftless-test/finalizer-retry": stamp}}
+    });
+    let _ = api
+        .patch(
+            name,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await;
 }
