@@ -11,17 +11,18 @@ use std::ffi::OsString;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 
 use super::cache::KeyBuilder;
-use super::{Input, Output, error_at, pull, runner, to_yaml};
+use super::tool::{Context, Rendered, Tool, ToolError};
+use super::{Renderer, pull, runner, to_yaml};
 use crate::source::Checkout;
-use crate::spec::{RenderedBy, SourceFile};
-
-/// One release's render: the command shown and its objects as YAML.
-type Rendered1 = Result<(String, Vec<u8>, super::tree::ChartMeta), String>;
 use crate::spec::helm::HelmRelease;
+use crate::spec::{Location, RenderedBy};
+
+/// One release's render: the command shown, its objects as YAML, and its chart's figures.
+type Rendered1 = Result<(String, Vec<u8>, super::tree::ChartMeta), String>;
 
 /// What a release of a chart nobody names is called: its directory's name.
 pub fn unnamed_release(dir: &str, namespace: &str, at: crate::spec::Location) -> HelmRelease {
@@ -362,155 +363,154 @@ pub fn said(e: super::runner::RunError, repo: &Path) -> String {
     said.replace(&format!("{}/", repo.display()), "")
 }
 
-impl super::Renderer {
-    pub(super) fn releases(
-        &self,
-        list: &[HelmRelease],
-        files: &[String],
-        input: &Input,
-        out: &mut Output,
-    ) {
-        let Some(disk) = &input.checkout else {
-            for r in list {
-                out.errors.push(error_at(
-                    &r.at.file,
-                    r.at.line,
-                    r.at.column,
-                    "a chart needs its tree on disk, and this source has none".into(),
-                ));
-            }
-            return;
-        };
-        let tool = match self.helm() {
-            Ok(t) => t,
-            Err(why) => {
-                for r in list {
-                    out.errors
-                        .push(error_at(&r.at.file, r.at.line, r.at.column, why.clone()));
-                }
-                return;
-            }
-        };
-        let results: Vec<(usize, Rendered1)> = std::thread::scope(|s| {
-            let handles: Vec<_> = list
-                .iter()
-                .enumerate()
-                .map(|(i, r)| {
-                    let tool = &tool;
-                    s.spawn(move || (i, self.release_one(tool, r, disk, &input.cluster)))
-                })
-                .collect();
-            handles.into_iter().filter_map(|h| h.join().ok()).collect()
-        });
-        for (i, result) in results {
-            let (r, path) = (&list[i], &files[i]);
-            match result {
-                Ok((shown, yaml, meta)) => {
-                    out.rendered.insert(
-                        path.clone(),
-                        RenderedBy {
-                            tool: "helm".into(),
-                            version: tool.version.clone(),
-                            command: shown,
-                            release: Some(crate::spec::Release {
-                                name: r.name.clone(),
-                                release_name: r.release_name.clone(),
-                                namespace: r.namespace.clone(),
-                                chart: r.chart.clone(),
-                                version: meta.version,
-                                app_version: meta.app_version,
-                                file: r.at.file.clone(),
-                                line: r.at.line,
-                            }),
-                        },
-                    );
-                    out.files.push(SourceFile {
-                        path: path.clone(),
-                        contents: yaml,
-                    });
-                }
-                Err(why) => out
-                    .errors
-                    .push(error_at(&r.at.file, r.at.line, r.at.column, why)),
-            }
-        }
+/// Helm as the stage drives it: the program, found once per process (not finding it is
+/// asked again next revision).
+#[derive(Debug, Default)]
+pub struct Releases {
+    found: Mutex<Option<Helm>>,
+}
+
+/// A release, and the file its output is handed on as: `FILE#helm.NAME` for a spec's
+/// release, the chart's `Chart.yaml` for a chart nobody names.
+#[derive(Debug, Clone)]
+pub struct ReleaseAt {
+    pub release: HelmRelease,
+    pub file: String,
+}
+
+impl Tool for Releases {
+    type Item = ReleaseAt;
+    type Ready = Helm;
+
+    fn reads_disk(&self) -> Option<&'static str> {
+        Some("a chart")
     }
 
-    /// One release: its objects as YAML, and the command shown for it.
-    fn release_one(
-        &self,
-        tool: &Helm,
-        r: &HelmRelease,
-        disk: &Checkout,
-        facts: &ClusterFacts,
-    ) -> Rendered1 {
-        let pulled = match pull::is_pulled(r) {
-            true => {
-                let cache = self.opts.chart_cache.as_deref().ok_or_else(|| {
-                    "pulled charts need a cache directory, and none is set".to_string()
-                })?;
-                let (dir, _) = pull::chart(
-                    &tool.program,
-                    r,
-                    cache,
-                    self.opts.credentials_dir.as_deref(),
-                    &self.opts.limits,
-                    &self.slots,
-                )?;
-                Some((dir, cache.to_path_buf()))
-            }
-            false => None,
-        };
-        let prepared = prepare(
-            tool,
-            r,
-            pulled.as_ref().map(|(d, c)| (d.as_path(), c.as_path())),
-            disk,
-            facts,
-        )?;
-        let rendered = match self.cache.get(&prepared.key) {
-            Some(hit) => hit?,
-            None => {
-                let span = tracing::info_span!("render", tool = "helm", release = %r.release_name);
-                let _enter = span.enter();
-                self.runs.fetch_add(1, Ordering::Relaxed);
-                let mut args = prepared.args.clone();
-                let mut chart = prepared.chart.clone();
-                let mut _copy = None;
-                if !prepared.needs.missing.is_empty() {
-                    let (tmp, built) = super::dependencies::build(
-                        &tool.program,
-                        &prepared.chart,
-                        &prepared.bound,
-                        &prepared.needs,
-                        &r.chart,
-                        &self.opts.limits,
-                        &self.slots,
-                    )?;
-                    // `helm template NAME CHART …`: the copy renders instead.
-                    args[2] = built.clone().into();
-                    chart = built;
-                    _copy = Some(tmp);
-                }
-                let result =
-                    runner::run(&tool.program, &args, &chart, &self.opts.limits, &self.slots)
-                        .map(Arc::new)
-                        .map_err(|e| {
-                            let line = said(e, &disk.repo);
-                            match &_copy {
-                                Some(t) => line
-                                    .replace(&format!("{}/", t.path().join("tree").display()), ""),
-                                None => line,
-                            }
-                        });
-                tracing::info!(ok = result.is_ok(), "rendered");
-                self.cache.put(prepared.key, result.clone());
-                result?
-            }
-        };
-        let objects = objects(&rendered, r)?;
-        Ok((prepared.shown, to_yaml(&objects), prepared.meta))
+    fn at(&self, item: &ReleaseAt) -> Location {
+        item.release.at.clone()
     }
+
+    fn output_file(&self, item: &ReleaseAt) -> String {
+        item.file.clone()
+    }
+
+    fn ready(&self, r: &Renderer, _: &Context) -> Result<Helm, String> {
+        super::found_once(&self.found, || find(r.opts.helm.as_deref(), &r.opts.limits))
+    }
+
+    fn render(
+        &self,
+        r: &Renderer,
+        tool: &Helm,
+        item: &ReleaseAt,
+        cx: &Context,
+    ) -> Result<Rendered, ToolError> {
+        let disk = cx
+            .input
+            .checkout
+            .as_ref()
+            .ok_or_else(|| "a chart needs its tree on disk".to_string())?;
+        let rel = &item.release;
+        let (shown, yaml, meta) = release_one(r, tool, rel, disk, &cx.input.cluster)?;
+        Ok(Rendered {
+            yaml,
+            by: RenderedBy {
+                tool: "helm".into(),
+                version: tool.version.clone(),
+                command: shown,
+                release: Some(crate::spec::Release {
+                    name: rel.name.clone(),
+                    release_name: rel.release_name.clone(),
+                    namespace: rel.namespace.clone(),
+                    chart: rel.chart.clone(),
+                    version: meta.version,
+                    app_version: meta.app_version,
+                    file: rel.at.file.clone(),
+                    line: rel.at.line,
+                }),
+            },
+        })
+    }
+}
+
+/// One release: its objects as YAML, and the command shown for it.
+fn release_one(
+    stage: &Renderer,
+    tool: &Helm,
+    r: &HelmRelease,
+    disk: &Checkout,
+    facts: &ClusterFacts,
+) -> Rendered1 {
+    let pulled = match pull::is_pulled(r) {
+        true => {
+            let cache = stage.opts.chart_cache.as_deref().ok_or_else(|| {
+                "pulled charts need a cache directory, and none is set".to_string()
+            })?;
+            let (dir, _) = pull::chart(
+                &tool.program,
+                r,
+                cache,
+                stage.opts.credentials_dir.as_deref(),
+                &stage.opts.limits,
+                &stage.slots,
+            )?;
+            Some((dir, cache.to_path_buf()))
+        }
+        false => None,
+    };
+    let prepared = prepare(
+        tool,
+        r,
+        pulled.as_ref().map(|(d, c)| (d.as_path(), c.as_path())),
+        disk,
+        facts,
+    )?;
+    let rendered = match stage.cache.get(&prepared.key) {
+        Some(hit) => hit?,
+        None => {
+            let span = tracing::info_span!("render", tool = "helm", release = %r.release_name);
+            let _enter = span.enter();
+            stage.runs.fetch_add(1, Ordering::Relaxed);
+            let mut args = prepared.args.clone();
+            let mut chart = prepared.chart.clone();
+            let mut _copy = None;
+            if !prepared.needs.missing.is_empty() {
+                let (tmp, built) = super::dependencies::build(
+                    &tool.program,
+                    &prepared.chart,
+                    &prepared.bound,
+                    &prepared.needs,
+                    &r.chart,
+                    &stage.opts.limits,
+                    &stage.slots,
+                )?;
+                // `helm template NAME CHART …`: the copy renders instead.
+                args[2] = built.clone().into();
+                chart = built;
+                _copy = Some(tmp);
+            }
+            let result = runner::run(
+                &tool.program,
+                &args,
+                &chart,
+                &stage.opts.limits,
+                &stage.slots,
+            )
+            .map(Arc::new)
+            .map_err(|e| {
+                let line = said(e, &disk.repo);
+                match &_copy {
+                    Some(t) => line.replace(&format!("{}/", t.path().join("tree").display()), ""),
+                    None => line,
+                }
+            });
+            tracing::info!(ok = result.is_ok(), "rendered");
+            stage.cache.put(prepared.key, result.clone());
+            result?
+        }
+    };
+    let objects = objects(&rendered, r)?;
+    Ok((prepared.shown, to_yaml(&objects), prepared.meta))
 }
 
 #[cfg(test)]

@@ -9,14 +9,15 @@ use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::path::{Component, Path, PathBuf};
 
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
 
 use super::cache::{self, KeyBuilder};
+use super::tool::{Context, Rendered, Tool, ToolError};
 use super::tree::KUSTOMIZATION_FILES;
-use super::{Input, Output, error_at, runner};
+use super::{Renderer, runner};
 use crate::source::Checkout;
-use crate::spec::{RenderedBy, SourceFile};
+use crate::spec::{Location, RenderedBy};
 
 /// What a closure may hold: a kustomization that names more is refused (a repository
 /// is not rendered whole on every change through one overlay).
@@ -403,124 +404,124 @@ fn named_paths(doc: &serde_json::Value) -> Vec<(&'static str, String)> {
     out
 }
 
-impl super::Renderer {
-    pub(super) fn kustomizations(
-        &self,
-        list: &[(String, String)],
-        input: &Input,
-        settings: &crate::spec::settings::Settings,
-        out: &mut Output,
-    ) {
-        let Some(disk) = &input.checkout else {
-            for (_, file) in list {
-                out.errors.push(error_at(
-                    file,
-                    1,
-                    1,
-                    "a kustomization needs its tree on disk, and this source has none".to_string(),
-                ));
-            }
-            return;
-        };
-        let tool = match self.kustomize() {
-            Ok(t) => t,
-            Err(why) => {
-                for (_, file) in list {
-                    out.errors.push(error_at(file, 1, 1, why.clone()));
-                }
-                return;
-            }
-        };
-        let results: Vec<(String, String, cache::Entry)> = std::thread::scope(|s| {
-            let handles: Vec<_> = list
-                .iter()
-                .map(|(dir, file)| {
-                    let tool = &tool;
-                    s.spawn(move || {
-                        let r = self.kustomize_one(tool, disk, dir, settings.remote_bases);
-                        (dir.clone(), file.clone(), r)
-                    })
-                })
-                .collect();
-            handles.into_iter().filter_map(|h| h.join().ok()).collect()
-        });
-        for (dir, file, result) in results {
-            match result {
-                Ok(yaml) => {
-                    out.rendered.insert(
-                        file.clone(),
-                        RenderedBy {
-                            tool: "kustomize".into(),
-                            version: tool.version.clone(),
-                            command: tool.shown(&dir),
-                            release: None,
-                        },
-                    );
-                    out.files.push(SourceFile {
-                        path: file,
-                        contents: yaml.to_vec(),
-                    });
-                }
-                Err(why) => out.errors.push(error_at(&file, 1, 1, why)),
-            }
+/// Kustomize as the stage drives it: the program, found once per process (not finding
+/// it is asked again next revision: it may be installed meanwhile).
+#[derive(Debug, Default)]
+pub struct Kustomizations {
+    found: Mutex<Option<Kustomize>>,
+}
+
+/// A kustomization: its directory and its file, relative to the spec root.
+#[derive(Debug, Clone)]
+pub struct Dir {
+    pub dir: String,
+    pub file: String,
+}
+
+impl Tool for Kustomizations {
+    type Item = Dir;
+    type Ready = Kustomize;
+
+    fn reads_disk(&self) -> Option<&'static str> {
+        Some("a kustomization")
+    }
+
+    fn at(&self, item: &Dir) -> Location {
+        Location {
+            file: item.file.clone(),
+            line: 1,
+            column: 1,
         }
     }
 
-    fn kustomize_one(
-        &self,
-        tool: &Kustomize,
-        disk: &Checkout,
-        dir: &str,
-        remote_ok: bool,
-    ) -> Result<Arc<Vec<u8>>, String> {
-        let abs = disk.root.join(dir);
-        let abs = abs
-            .canonicalize()
-            .map_err(|e| format!("cannot read the kustomization's directory: {e}"))?;
-        if !abs.starts_with(&disk.repo) {
-            return Err(
-                "the kustomization's directory leads out of the repository; refused".into(),
-            );
-        }
-        let closure = closure(&disk.repo, &abs, remote_ok)?;
-        let mut key = cache::KeyBuilder::new("kustomize");
-        key.part(tool.program.as_os_str().as_encoded_bytes())
-            .part(tool.version.as_bytes())
-            .part(tool.shown(dir).as_bytes());
-        closure.digest(&disk.repo, &mut key)?;
-        let key = key.finish();
-        // A remote base can change without the repository changing: never cached.
-        if !closure.remote
-            && let Some(hit) = self.cache.get(&key)
-        {
-            return hit;
-        }
-        let span = tracing::info_span!("render", tool = "kustomize", dir = %if dir.is_empty() { "." } else { dir });
-        let _enter = span.enter();
-        self.runs.fetch_add(1, Ordering::Relaxed);
-        let result = runner::run(
-            &tool.program,
-            &tool.args(&abs),
-            &abs,
-            &self.opts.limits,
-            &self.slots,
-        )
-        .map(Arc::new)
-        .map_err(|e| {
-            let said = match e {
-                runner::RunError::Failed(line) => format!("kustomize build failed: {line}"),
-                other => format!("kustomize build: {other}"),
-            };
-            // Paths as the tree names them, not where this copy of it lies.
-            said.replace(&format!("{}/", disk.repo.display()), "")
-        });
-        // A failure is the revision's error, said once, where errors are said.
-        tracing::info!(ok = result.is_ok(), "rendered");
-        if !closure.remote {
-            self.cache.put(key, result.clone());
-        }
-        result
+    fn output_file(&self, item: &Dir) -> String {
+        item.file.clone()
     }
+
+    fn ready(&self, r: &Renderer, _: &Context) -> Result<Kustomize, String> {
+        super::found_once(&self.found, || {
+            find(r.opts.kustomize.as_deref(), &r.opts.limits)
+        })
+    }
+
+    fn render(
+        &self,
+        r: &Renderer,
+        tool: &Kustomize,
+        item: &Dir,
+        cx: &Context,
+    ) -> Result<Rendered, ToolError> {
+        let disk = cx
+            .input
+            .checkout
+            .as_ref()
+            .ok_or_else(|| "a kustomization needs its tree on disk".to_string())?;
+        let yaml = build(r, tool, disk, &item.dir, cx.settings.remote_bases)?;
+        Ok(Rendered {
+            yaml: yaml.to_vec(),
+            by: RenderedBy {
+                tool: "kustomize".into(),
+                version: tool.version.clone(),
+                command: tool.shown(&item.dir),
+                release: None,
+            },
+        })
+    }
+}
+
+/// One kustomization built (or answered from the cache by its closure).
+fn build(
+    r: &Renderer,
+    tool: &Kustomize,
+    disk: &Checkout,
+    dir: &str,
+    remote_ok: bool,
+) -> Result<Arc<Vec<u8>>, String> {
+    let abs = disk.root.join(dir);
+    let abs = abs
+        .canonicalize()
+        .map_err(|e| format!("cannot read the kustomization's directory: {e}"))?;
+    if !abs.starts_with(&disk.repo) {
+        return Err("the kustomization's directory leads out of the repository; refused".into());
+    }
+    let closure = closure(&disk.repo, &abs, remote_ok)?;
+    let mut key = cache::KeyBuilder::new("kustomize");
+    key.part(tool.program.as_os_str().as_encoded_bytes())
+        .part(tool.version.as_bytes())
+        .part(tool.shown(dir).as_bytes());
+    closure.digest(&disk.repo, &mut key)?;
+    let key = key.finish();
+    // A remote base can change without the repository changing: never cached.
+    if !closure.remote
+        && let Some(hit) = r.cache.get(&key)
+    {
+        return hit;
+    }
+    let span = tracing::info_span!("render", tool = "kustomize", dir = %if dir.is_empty() { "." } else { dir });
+    let _enter = span.enter();
+    r.runs.fetch_add(1, Ordering::Relaxed);
+    let result = runner::run(
+        &tool.program,
+        &tool.args(&abs),
+        &abs,
+        &r.opts.limits,
+        &r.slots,
+    )
+    .map(Arc::new)
+    .map_err(|e| {
+        let said = match e {
+            runner::RunError::Failed(line) => format!("kustomize build failed: {line}"),
+            other => format!("kustomize build: {other}"),
+        };
+        // Paths as the tree names them, not where this copy of it lies.
+        said.replace(&format!("{}/", disk.repo.display()), "")
+    });
+    // A failure is the revision's error, said once, where errors are said.
+    tracing::info!(ok = result.is_ok(), "rendered");
+    if !closure.remote {
+        r.cache.put(key, result.clone());
+    }
+    result
 }
 
 #[cfg(test)]

@@ -14,16 +14,16 @@ pub mod jsonnet;
 pub mod kustomize;
 pub mod pull;
 pub mod runner;
+pub mod tool;
 pub mod tree;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use crate::source::{Checkout, Revision};
-use crate::spec::settings::{JsonnetSettings, SETTINGS_FILE};
+use crate::spec::settings::SETTINGS_FILE;
 use crate::spec::{Location, RenderedBy, SourceFile, SpecError};
 use tree::{Rendered, base_of, is_under};
 
@@ -146,23 +146,16 @@ pub fn needs_checkout(files: &[SourceFile]) -> bool {
             .any(|f| tree::KUSTOMIZATION_FILES.contains(&base_of(&f.path)))
 }
 
-/// A cached Jsonnet evaluation: valid while the settings and every file it read are as
-/// they were.
-struct JsonnetEntry {
-    settings: JsonnetSettings,
-    read: Vec<(String, u64)>,
-    result: Result<Arc<Vec<u8>>, jsonnet::JsonnetError>,
-}
-
 /// The stage: its options, tools found, and caches. One per process (CLI) or daemon.
 pub struct Renderer {
     opts: Options,
     slots: runner::Slots,
     cache: cache::Cache,
-    jsonnet: Mutex<HashMap<String, JsonnetEntry>>,
-    kustomize: Mutex<Option<kustomize::Kustomize>>,
-    helm: Mutex<Option<helm::Helm>>,
     runs: AtomicU64,
+    // The tools (tool.rs), each with what it keeps between revisions.
+    kustomize: kustomize::Kustomizations,
+    helm: helm::Releases,
+    jsonnet: jsonnet::Evaluations,
 }
 
 impl Renderer {
@@ -171,28 +164,16 @@ impl Renderer {
             slots: runner::Slots::new(opts.concurrency),
             cache: cache::Cache::new(opts.render_cache.clone()),
             opts,
-            jsonnet: Mutex::new(HashMap::new()),
-            kustomize: Mutex::new(None),
-            helm: Mutex::new(None),
             runs: AtomicU64::new(0),
+            kustomize: kustomize::Kustomizations::default(),
+            helm: helm::Releases::default(),
+            jsonnet: jsonnet::Evaluations::default(),
         }
     }
 
     /// Tool runs and evaluations so far (not those answered from the cache).
     pub fn runs(&self) -> u64 {
         self.runs.load(Ordering::Relaxed)
-    }
-
-    fn kustomize(&self) -> Result<kustomize::Kustomize, String> {
-        found_once(&self.kustomize, || {
-            kustomize::find(self.opts.kustomize.as_deref(), &self.opts.limits)
-        })
-    }
-
-    fn helm(&self) -> Result<helm::Helm, String> {
-        found_once(&self.helm, || {
-            helm::find(self.opts.helm.as_deref(), &self.opts.limits)
-        })
     }
 
     /// Renders a revision.
@@ -213,7 +194,7 @@ impl Renderer {
         for (file, message) in problems {
             out.errors.push(error_at(&file, 1, 1, message));
         }
-        let (mut releases, problems) = crate::spec::helm::releases(&input.files);
+        let (releases, problems) = crate::spec::helm::releases(&input.files);
         out.errors.extend(problems);
         // A release's values files are helm's to read, not specs.
         let values_files: std::collections::BTreeSet<String> = releases
@@ -244,15 +225,18 @@ impl Renderer {
             .extend(input.unread.iter().filter(|p| !consumed(p)).cloned());
         out.unread.sort();
 
-        let mut release_files: Vec<String> = releases
-            .iter()
-            .map(|r| format!("{}#helm.{}", r.at.file, r.name))
+        let mut releases: Vec<helm::ReleaseAt> = releases
+            .into_iter()
+            .map(|r| helm::ReleaseAt {
+                file: format!("{}#helm.{}", r.at.file, r.name),
+                release: r,
+            })
             .collect();
         let mut kustomizations = Vec::new();
         for d in &dirs {
             match d {
                 Rendered::Chart { dir, file } => {
-                    let named = releases.iter().any(|r| r.chart == *dir);
+                    let named = releases.iter().any(|r| r.release.chart == *dir);
                     if !named && !is_library_chart(file, &input.files) {
                         // Argo CD's rule: a chart nobody names is a release of its own.
                         let ns = settings.namespace_for(file).unwrap_or("default");
@@ -261,106 +245,29 @@ impl Renderer {
                             line: 1,
                             column: 1,
                         };
-                        releases.push(helm::unnamed_release(dir, ns, at));
-                        release_files.push(file.clone());
+                        releases.push(helm::ReleaseAt {
+                            release: helm::unnamed_release(dir, ns, at),
+                            file: file.clone(),
+                        });
                     }
                 }
-                Rendered::Kustomize { dir, file } => {
-                    kustomizations.push((dir.clone(), file.clone()))
-                }
+                Rendered::Kustomize { dir, file } => kustomizations.push(kustomize::Dir {
+                    dir: dir.clone(),
+                    file: file.clone(),
+                }),
             }
         }
-        if !kustomizations.is_empty() {
-            self.kustomizations(&kustomizations, &input, &settings, &mut out);
-        }
-        if !releases.is_empty() {
-            self.releases(&releases, &release_files, &input, &mut out);
-        }
-        if !jsonnet_files.is_empty() {
-            self.jsonnets(&jsonnet_files, &input.files, &settings.jsonnet, &mut out);
-        }
+        let cx = tool::Context {
+            input: &input,
+            settings: &settings,
+        };
+        self.run(&self.kustomize, &kustomizations, &cx, &mut out);
+        self.run(&self.helm, &releases, &cx, &mut out);
+        self.run(&self.jsonnet, &jsonnet_files, &cx, &mut out);
         self.cache.retain_used();
         out.files.sort_by(|a, b| a.path.cmp(&b.path));
         out.errors.sort();
         out
-    }
-
-    fn jsonnets(
-        &self,
-        list: &[String],
-        files: &[SourceFile],
-        settings: &JsonnetSettings,
-        out: &mut Output,
-    ) {
-        let index: jsonnet::Files = Arc::new(
-            files
-                .iter()
-                .map(|f| (f.path.clone(), Arc::new(f.contents.clone())))
-                .collect(),
-        );
-        let digest = |p: &str| {
-            index
-                .get(p)
-                .map(|t| crate::spec::names::fnv1a64(t.iter().copied()))
-        };
-        let mut cache = self.jsonnet.lock().unwrap_or_else(|e| e.into_inner());
-        cache.retain(|path, _| list.contains(path));
-        for path in list {
-            let fresh = cache.get(path).is_some_and(|e| {
-                e.settings == *settings && e.read.iter().all(|(p, h)| digest(p) == Some(*h))
-            });
-            if !fresh {
-                self.runs.fetch_add(1, Ordering::Relaxed);
-                let timeout: Duration = self.opts.limits.timeout;
-                let evaluated =
-                    jsonnet::evaluate(path, &index, settings, timeout, self.opts.limits.max_output);
-                let (read, result) = match evaluated {
-                    Ok(ev) => (ev.read, Ok(Arc::new(to_yaml(&ev.objects)))),
-                    Err(e) => (
-                        vec![(path.clone(), digest(path).unwrap_or_default())],
-                        Err(e),
-                    ),
-                };
-                tracing::info!(file = %path, ok = result.is_ok(), "evaluated Jsonnet");
-                cache.insert(
-                    path.clone(),
-                    JsonnetEntry {
-                        settings: settings.clone(),
-                        read,
-                        result,
-                    },
-                );
-            }
-            let Some(entry) = cache.get(path) else {
-                continue;
-            };
-            match &entry.result {
-                Ok(yaml) if yaml.is_empty() => out.errors.push(error_at(
-                    path,
-                    1,
-                    1,
-                    "the Jsonnet file yields no Kubernetes objects (no object with apiVersion and kind); a library is named *.libsonnet".into(),
-                )),
-                Ok(yaml) => {
-                    out.rendered.insert(
-                        path.clone(),
-                        RenderedBy {
-                            tool: "jsonnet".into(),
-                            version: JSONNET_VERSION.into(),
-                            command: jsonnet_command(path, settings),
-                            release: None,
-                        },
-                    );
-                    out.files.push(SourceFile {
-                        path: path.clone(),
-                        contents: yaml.to_vec(),
-                    });
-                }
-                Err(e) => out
-                    .errors
-                    .push(error_at(&e.file, e.line, e.column, e.message.clone())),
-            }
-        }
     }
 }
 
@@ -377,22 +284,6 @@ fn found_once<T: Clone>(
     let t = find()?;
     *found = Some(t.clone());
     Ok(t)
-}
-
-/// The command `jsonnet` would be run with for the same output.
-fn jsonnet_command(path: &str, s: &JsonnetSettings) -> String {
-    let mut parts = vec!["jsonnet".to_string()];
-    for l in &s.libs {
-        parts.push(format!("-J {l}"));
-    }
-    for k in s.ext_vars.keys() {
-        parts.push(format!("--ext-str {k}"));
-    }
-    for k in s.tlas.keys() {
-        parts.push(format!("--tla-str {k}"));
-    }
-    parts.push(path.to_string());
-    parts.join(" ")
 }
 
 /// Objects as YAML documents (each JSON, which YAML reads), one per object.

@@ -55,7 +55,7 @@ impl Slots {
         Slots(Arc::new((Mutex::new(0), Condvar::new())), n.max(1))
     }
 
-    fn take(&self) -> SlotGuard<'_> {
+    pub(super) fn take(&self) -> SlotGuard<'_> {
         let (lock, cv) = &*self.0;
         let mut busy = lock.lock().unwrap_or_else(|e| e.into_inner());
         while *busy >= self.1 {
@@ -66,7 +66,7 @@ impl Slots {
     }
 }
 
-struct SlotGuard<'a>(&'a Slots);
+pub(super) struct SlotGuard<'a>(&'a Slots);
 
 impl Drop for SlotGuard<'_> {
     fn drop(&mut self) {

@@ -1,0 +1,138 @@
+//! One shape for every rendering tool. Kustomize, Helm and Jsonnet each say what they
+//! need once per revision (a program found and its version, an index of the files) and
+//! how one item renders (a kustomization directory, a release, a Jsonnet file); the
+//! stage's one loop does the rest alike for all of them: an error per item when the tool
+//! cannot run at all, the items rendered side by side, and each output handed on at its
+//! file with its provenance. A new tool is a file with one `impl Tool` and a line in
+//! `Renderer::render` (docs/src/contributing/layout.md, "Adding a render tool").
+
+use crate::spec::settings::Settings;
+use crate::spec::{Location, RenderedBy, SourceFile};
+
+use super::{Input, Output, Renderer, error_at};
+
+/// What a tool renders from: the revision's files (and its checkout), and the tree's
+/// settings.
+pub struct Context<'a> {
+    pub input: &'a Input,
+    pub settings: &'a Settings,
+}
+
+/// One item's output: YAML documents, handed on as a file, and what made them.
+pub struct Rendered {
+    pub yaml: Vec<u8>,
+    pub by: RenderedBy,
+}
+
+/// Why an item did not render, in one line. Said at the item's own place unless the
+/// tool knows a closer one (Jsonnet's error inside a file it imports).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ToolError {
+    pub at: Option<Location>,
+    pub message: String,
+}
+
+impl From<String> for ToolError {
+    fn from(message: String) -> Self {
+        ToolError { at: None, message }
+    }
+}
+
+/// A rendering tool as the stage drives it.
+pub trait Tool: Sync {
+    /// What renders once: a kustomization directory, a release, a Jsonnet file.
+    type Item: Sync;
+    /// What every item of a revision shares: the program found, its version.
+    type Ready: Sync;
+
+    /// What the tool renders, as an error names it when the tree is not on disk ("a
+    /// kustomization"); `None` when it reads the revision's files in memory.
+    fn reads_disk(&self) -> Option<&'static str>;
+
+    /// Where an item's errors are said.
+    fn at(&self, item: &Self::Item) -> Location;
+
+    /// The file an item's output is handed on as (and its provenance is keyed by).
+    fn output_file(&self, item: &Self::Item) -> String;
+
+    /// Once per revision, before any item: the tool found (or why it cannot run).
+    fn ready(&self, r: &Renderer, cx: &Context) -> Result<Self::Ready, String>;
+
+    /// One item. Runs beside the revision's other items, so it takes `&self` only.
+    fn render(
+        &self,
+        r: &Renderer,
+        ready: &Self::Ready,
+        item: &Self::Item,
+        cx: &Context,
+    ) -> Result<Rendered, ToolError>;
+}
+
+impl Renderer {
+    /// Renders `items` with `tool` into `out`.
+    pub(super) fn run<T: Tool>(&self, tool: &T, items: &[T::Item], cx: &Context, out: &mut Output) {
+        if items.is_empty() {
+            return;
+        }
+        let each_fails = |out: &mut Output, why: &str| {
+            for item in items {
+                let at = tool.at(item);
+                out.errors
+                    .push(error_at(&at.file, at.line, at.column, why.to_string()));
+            }
+        };
+        if let Some(what) = tool.reads_disk()
+            && cx.input.checkout.is_none()
+        {
+            each_fails(
+                out,
+                &format!("{what} needs its tree on disk, and this source has none"),
+            );
+            return;
+        }
+        let ready = match tool.ready(self, cx) {
+            Ok(ready) => ready,
+            Err(why) => {
+                each_fails(out, &why);
+                return;
+            }
+        };
+        let ready = &ready;
+        // Side by side: each run waits for a slot of its own (runner::Slots), so this
+        // bounds nothing itself.
+        let results: Vec<Result<Rendered, ToolError>> = std::thread::scope(|s| {
+            let handles: Vec<_> = items
+                .iter()
+                .map(|item| s.spawn(move || tool.render(self, ready, item, cx)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(ToolError::from(
+                            "the render stopped unexpectedly".to_string(),
+                        ))
+                    })
+                })
+                .collect()
+        });
+        for (item, result) in items.iter().zip(results) {
+            match result {
+                Ok(rendered) => {
+                    let file = tool.output_file(item);
+                    out.rendered.insert(file.clone(), rendered.by);
+                    out.files.push(SourceFile {
+                        path: file,
+                        contents: rendered.yaml,
+                    });
+                }
+                Err(e) => {
+                    let at = e.at.unwrap_or_else(|| tool.at(item));
+                    out.errors
+                        .push(error_at(&at.file, at.line, at.column, e.message));
+                }
+            }
+        }
+    }
+}
