@@ -144,8 +144,61 @@ pub struct Closure {
     dirs: BTreeSet<PathBuf>,
 }
 
+/// Why a kustomization's closure was refused or could not be walked.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ClosureError {
+    #[error("cannot read {path}: {message}")]
+    Read { path: String, message: String },
+    #[error("{path}: {message}")]
+    Io { path: String, message: String },
+    #[error("{path} is not valid YAML: {message}")]
+    NotYaml { path: String, message: String },
+    /// A path a kustomization's field names.
+    #[error("`{field}` in {dir}{why}", why = why.said(path))]
+    Named {
+        field: &'static str,
+        dir: String,
+        path: String,
+        why: Named,
+    },
+    #[error("{0} is a symlink that leads out of the repository; refused")]
+    LeadsOut(String),
+    #[error("the kustomization reads more than {MAX_CLOSURE_FILES} files; not built")]
+    TooManyFiles,
+    #[error("the kustomization reads more than {} MiB of files; not built", MAX_CLOSURE_BYTES >> 20)]
+    TooManyBytes,
+}
+
+/// What is wrong with a path a kustomization names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Named {
+    RemoteRefused,
+    Outside,
+    Missing,
+    Unresolved(String),
+    LeadsOut,
+}
+
+impl Named {
+    fn said(&self, path: &str) -> String {
+        match self {
+            Named::RemoteRefused => format!(
+                " names the remote base {path:?}; remote bases are refused unless .driftless.toml has [kustomize] remote-bases = true"
+            ),
+            Named::Outside => format!(
+                ": {path:?} lies outside the repository; driftless builds only what the repository holds"
+            ),
+            Named::Missing => format!(": {path:?} does not exist"),
+            Named::Unresolved(e) => format!(": {path:?}: {e}"),
+            Named::LeadsOut => {
+                format!(": {path:?} is a symlink that leads out of the repository; refused")
+            }
+        }
+    }
+}
+
 /// Walks the closure of the kustomization in `dir`, all within `repo` (both canonical).
-pub fn closure(repo: &Path, dir: &Path, remote_ok: bool) -> Result<Closure, String> {
+pub fn closure(repo: &Path, dir: &Path, remote_ok: bool) -> Result<Closure, ClosureError> {
     let mut c = Closure::default();
     visit(repo, dir, remote_ok, &mut c)?;
     Ok(c)
@@ -153,18 +206,17 @@ pub fn closure(repo: &Path, dir: &Path, remote_ok: bool) -> Result<Closure, Stri
 
 impl Closure {
     /// The key of a render of it: every file's path (relative to `repo`) and contents.
-    pub fn digest(&self, repo: &Path, key: &mut KeyBuilder) -> Result<(), String> {
+    pub fn digest(&self, repo: &Path, key: &mut KeyBuilder) -> Result<(), ClosureError> {
         let mut bytes = 0u64;
         for f in &self.files {
             let rel = f.strip_prefix(repo).unwrap_or(f);
-            let contents =
-                std::fs::read(f).map_err(|e| format!("cannot read {}: {e}", rel.display()))?;
+            let contents = std::fs::read(f).map_err(|e| ClosureError::Read {
+                path: rel.display().to_string(),
+                message: e.to_string(),
+            })?;
             bytes += contents.len() as u64;
             if bytes > MAX_CLOSURE_BYTES {
-                return Err(format!(
-                    "the kustomization reads more than {} MiB of files; not built",
-                    MAX_CLOSURE_BYTES >> 20
-                ));
+                return Err(ClosureError::TooManyBytes);
             }
             key.part(rel.to_string_lossy().as_bytes()).part(&contents);
         }
@@ -172,7 +224,7 @@ impl Closure {
     }
 }
 
-fn visit(repo: &Path, dir: &Path, remote_ok: bool, c: &mut Closure) -> Result<(), String> {
+fn visit(repo: &Path, dir: &Path, remote_ok: bool, c: &mut Closure) -> Result<(), ClosureError> {
     if !c.dirs.insert(dir.to_path_buf()) {
         return Ok(());
     }
@@ -185,36 +237,37 @@ fn visit(repo: &Path, dir: &Path, remote_ok: bool, c: &mut Closure) -> Result<()
         return Ok(());
     };
     let rel_dir = shown(repo, dir);
-    let text = std::fs::read_to_string(&file)
-        .map_err(|e| format!("cannot read {}: {e}", shown(repo, &file)))?;
-    let doc: serde_json::Value = serde_saphyr::from_str(&text).map_err(|e| {
-        let e = e.to_string();
-        let first = e.lines().next().unwrap_or_default().to_string();
-        format!("{} is not valid YAML: {first}", shown(repo, &file))
+    let text = std::fs::read_to_string(&file).map_err(|e| ClosureError::Read {
+        path: shown(repo, &file),
+        message: e.to_string(),
     })?;
+    let doc: serde_json::Value =
+        serde_saphyr::from_str(&text).map_err(|e| ClosureError::NotYaml {
+            path: shown(repo, &file),
+            message: e.to_string().lines().next().unwrap_or_default().to_string(),
+        })?;
     add_file(repo, &file, c)?;
     for (field, path) in named_paths(&doc) {
+        let named = |why: Named| ClosureError::Named {
+            field,
+            dir: rel_dir.clone(),
+            path: path.clone(),
+            why,
+        };
         if is_remote(&path) && !dir.join(&path).exists() {
             if !remote_ok {
-                return Err(format!(
-                    "`{field}` in {rel_dir} names the remote base {path:?}; remote bases are refused unless .driftless.toml has [kustomize] remote-bases = true"
-                ));
+                return Err(named(Named::RemoteRefused));
             }
             c.remote = true;
             continue;
         }
-        let target = inside(repo, dir, &path).ok_or_else(|| {
-            format!("`{field}` in {rel_dir}: {path:?} lies outside the repository; driftless builds only what the repository holds")
-        })?;
-        let meta = std::fs::metadata(&target)
-            .map_err(|_| format!("`{field}` in {rel_dir}: {path:?} does not exist"))?;
+        let target = inside(repo, dir, &path).ok_or_else(|| named(Named::Outside))?;
+        let meta = std::fs::metadata(&target).map_err(|_| named(Named::Missing))?;
         let real = target
             .canonicalize()
-            .map_err(|e| format!("`{field}` in {rel_dir}: {path:?}: {e}"))?;
+            .map_err(|e| named(Named::Unresolved(e.to_string())))?;
         if !real.starts_with(repo) {
-            return Err(format!(
-                "`{field}` in {rel_dir}: {path:?} is a symlink that leads out of the repository; refused"
-            ));
+            return Err(named(Named::LeadsOut));
         }
         if meta.is_dir() {
             visit(repo, &real, remote_ok, c)?;
@@ -229,27 +282,26 @@ fn visit(repo: &Path, dir: &Path, remote_ok: bool, c: &mut Closure) -> Result<()
     add_dir_files(repo, dir, c)
 }
 
-fn add_file(repo: &Path, file: &Path, c: &mut Closure) -> Result<(), String> {
-    let real = file
-        .canonicalize()
-        .map_err(|e| format!("{}: {e}", shown(repo, file)))?;
+fn add_file(repo: &Path, file: &Path, c: &mut Closure) -> Result<(), ClosureError> {
+    let real = file.canonicalize().map_err(|e| ClosureError::Io {
+        path: shown(repo, file),
+        message: e.to_string(),
+    })?;
     if !real.starts_with(repo) {
-        return Err(format!(
-            "{} is a symlink that leads out of the repository; refused",
-            shown(repo, file)
-        ));
+        return Err(ClosureError::LeadsOut(shown(repo, file)));
     }
     c.files.insert(real);
     if c.files.len() > MAX_CLOSURE_FILES {
-        return Err(format!(
-            "the kustomization reads more than {MAX_CLOSURE_FILES} files; not built"
-        ));
+        return Err(ClosureError::TooManyFiles);
     }
     Ok(())
 }
 
-fn add_dir_files(repo: &Path, dir: &Path, c: &mut Closure) -> Result<(), String> {
-    let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", shown(repo, dir)))?;
+fn add_dir_files(repo: &Path, dir: &Path, c: &mut Closure) -> Result<(), ClosureError> {
+    let entries = std::fs::read_dir(dir).map_err(|e| ClosureError::Io {
+        path: shown(repo, dir),
+        message: e.to_string(),
+    })?;
     for e in entries.flatten() {
         let p = e.path();
         if e.file_name().to_string_lossy().starts_with('.') {
@@ -263,14 +315,17 @@ fn add_dir_files(repo: &Path, dir: &Path, c: &mut Closure) -> Result<(), String>
 }
 
 /// Every file under `dir` (a base named whole): a base may read any of them.
-fn add_tree(repo: &Path, dir: &Path, c: &mut Closure) -> Result<(), String> {
+fn add_tree(repo: &Path, dir: &Path, c: &mut Closure) -> Result<(), ClosureError> {
     let mut pending = vec![dir.to_path_buf()];
     let mut seen = BTreeSet::new();
     while let Some(d) = pending.pop() {
         if !seen.insert(d.clone()) {
             continue;
         }
-        let entries = std::fs::read_dir(&d).map_err(|e| format!("{}: {e}", shown(repo, &d)))?;
+        let entries = std::fs::read_dir(&d).map_err(|e| ClosureError::Io {
+            path: shown(repo, &d),
+            message: e.to_string(),
+        })?;
         for e in entries.flatten() {
             if e.file_name().to_string_lossy().starts_with('.') {
                 continue;
@@ -280,14 +335,12 @@ fn add_tree(repo: &Path, dir: &Path, c: &mut Closure) -> Result<(), String> {
                 continue;
             };
             if meta.is_dir() {
-                let real = p
-                    .canonicalize()
-                    .map_err(|e| format!("{}: {e}", shown(repo, &p)))?;
+                let real = p.canonicalize().map_err(|e| ClosureError::Io {
+                    path: shown(repo, &p),
+                    message: e.to_string(),
+                })?;
                 if !real.starts_with(repo) {
-                    return Err(format!(
-                        "{} is a symlink that leads out of the repository; refused",
-                        shown(repo, &p)
-                    ));
+                    return Err(ClosureError::LeadsOut(shown(repo, &p)));
                 }
                 pending.push(real);
             } else if meta.is_file() {
@@ -484,12 +537,14 @@ fn build(
     if !abs.starts_with(&disk.repo) {
         return Err("the kustomization's directory leads out of the repository; refused".into());
     }
-    let closure = closure(&disk.repo, &abs, remote_ok)?;
+    let closure = closure(&disk.repo, &abs, remote_ok).map_err(|e| e.to_string())?;
     let mut key = cache::KeyBuilder::new("kustomize");
     key.part(tool.program.as_os_str().as_encoded_bytes())
         .part(tool.version.as_bytes())
         .part(tool.shown(dir).as_bytes());
-    closure.digest(&disk.repo, &mut key)?;
+    closure
+        .digest(&disk.repo, &mut key)
+        .map_err(|e| e.to_string())?;
     let key = key.finish();
     // A remote base can change without the repository changing: never cached.
     if !closure.remote
@@ -573,19 +628,25 @@ mod tests {
         assert!(!rel.iter().any(|r| r.starts_with("elsewhere")));
 
         w("out/kustomization.yaml", "resources: [../../etc]\n");
-        let e = closure(&repo, &repo.join("out"), false).unwrap_err();
+        let e = closure(&repo, &repo.join("out"), false)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("outside the repository"), "{e}");
 
         std::os::unix::fs::symlink("/etc", repo.join("link")).unwrap();
         w("viasym/kustomization.yaml", "resources: [../link]\n");
-        let e = closure(&repo, &repo.join("viasym"), false).unwrap_err();
+        let e = closure(&repo, &repo.join("viasym"), false)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("symlink that leads out"), "{e}");
 
         w(
             "remote/kustomization.yaml",
             "resources: [https://github.com/x/y//config?ref=v1]\n",
         );
-        let e = closure(&repo, &repo.join("remote"), false).unwrap_err();
+        let e = closure(&repo, &repo.join("remote"), false)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("remote-bases = true"), "{e}");
         assert!(closure(&repo, &repo.join("remote"), true).unwrap().remote);
     }
