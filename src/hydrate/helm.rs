@@ -15,7 +15,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use super::cache::KeyBuilder;
-use super::tool::{Context, Rendered, Tool, ToolError};
+use super::tool::{Context, FindError, Rendered, Tool, ToolError};
 use super::{Renderer, pull, runner, to_yaml};
 use crate::source::Checkout;
 use crate::spec::helm::HelmRelease;
@@ -68,14 +68,14 @@ pub struct Helm {
 }
 
 /// Finds helm: `named` (`--helm` / `DRIFTLESS_HELM`), else `helm` on `PATH`; 3.8 or newer.
-pub fn find(named: Option<&Path>, limits: &super::runner::Limits) -> Result<Helm, String> {
+pub fn find(named: Option<&Path>, limits: &super::runner::Limits) -> Result<Helm, FindError> {
     let program = match named {
         Some(p) if p.components().count() == 1 => super::runner::on_path(&p.to_string_lossy())
-            .ok_or_else(|| format!("{} is not on PATH", p.display()))?,
+            .ok_or_else(|| FindError::NotOnPath(p.display().to_string()))?,
         Some(p) => p.to_path_buf(),
-        None => super::runner::on_path("helm").ok_or_else(|| {
-            "helm is not installed: `helm` is not on PATH (or name it with --helm)".to_string()
-        })?,
+        None => super::runner::on_path("helm").ok_or(FindError::NotInstalled(
+            "helm is not installed: `helm` is not on PATH (or name it with --helm)",
+        ))?,
     };
     let args: Vec<OsString> = vec!["version".into(), "--template".into(), "{{.Version}}".into()];
     let out = super::runner::run(
@@ -85,7 +85,10 @@ pub fn find(named: Option<&Path>, limits: &super::runner::Limits) -> Result<Helm
         limits,
         &super::runner::Slots::new(1),
     )
-    .map_err(|e| format!("{} does not run: {e}", program.display()))?;
+    .map_err(|e| FindError::DoesNotRun {
+        program: program.display().to_string(),
+        message: e.to_string(),
+    })?;
     let version = String::from_utf8_lossy(&out).trim().to_string();
     let nums: Vec<u32> = version
         .trim_start_matches('v')
@@ -97,10 +100,12 @@ pub fn find(named: Option<&Path>, limits: &super::runner::Limits) -> Result<Helm
         [3, minor] if *minor >= 8 => {}
         [major, _] if *major >= 4 => {}
         _ => {
-            return Err(format!(
-                "{} is helm {version}; driftless needs helm 3.8 or newer",
-                program.display()
-            ));
+            return Err(FindError::TooOld {
+                program: program.display().to_string(),
+                tool: "helm",
+                version,
+                need: "helm 3.8 or newer",
+            });
         }
     }
     Ok(Helm { program, version })
@@ -394,7 +399,7 @@ impl Tool for Releases {
         item.file.clone()
     }
 
-    fn ready(&self, r: &Renderer, _: &Context) -> Result<Helm, String> {
+    fn ready(&self, r: &Renderer, _: &Context) -> Result<Helm, FindError> {
         super::found_once(&self.found, || find(r.opts.helm.as_deref(), &r.opts.limits))
     }
 

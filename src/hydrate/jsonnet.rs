@@ -19,7 +19,7 @@ use rsjsonnet_lang::program::{
 use rsjsonnet_lang::span::{SpanContextId, SpanId};
 
 use super::Renderer;
-use super::tool::{Context, Rendered, Tool, ToolError};
+use super::tool::{Context, FindError, Rendered, Tool, ToolError};
 use crate::spec::settings::JsonnetSettings;
 use crate::spec::{Location, RenderedBy};
 
@@ -544,7 +544,7 @@ impl Tool for Evaluations {
         path.clone()
     }
 
-    fn ready(&self, _: &Renderer, cx: &Context) -> Result<Files, String> {
+    fn ready(&self, _: &Renderer, cx: &Context) -> Result<Files, FindError> {
         let files: Files = Arc::new(
             cx.input
                 .files

@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use super::cache::{self, KeyBuilder};
-use super::tool::{Context, Rendered, Tool, ToolError};
+use super::tool::{Context, FindError, Rendered, Tool, ToolError};
 use super::tree::KUSTOMIZATION_FILES;
 use super::{Renderer, runner};
 use crate::source::Checkout;
@@ -53,19 +53,22 @@ impl Kustomize {
     }
 }
 
+/// The kustomize driftless needs, as its errors say.
+const NEED: &str = "kustomize v5 (or kubectl 1.27 or newer)";
+
 /// Finds the tool: `named` (`--kustomize` / `DRIFTLESS_KUSTOMIZE`), else `kustomize` on
 /// `PATH`, else `kubectl` on `PATH`; then asks its version. kustomize older than v5 is
 /// refused: its output differs (v4's `commonLabels` on selectors, v3's ordering).
-pub fn find(named: Option<&Path>, limits: &super::runner::Limits) -> Result<Kustomize, String> {
+pub fn find(named: Option<&Path>, limits: &super::runner::Limits) -> Result<Kustomize, FindError> {
     let program = match named {
         Some(p) if p.components().count() == 1 => super::runner::on_path(&p.to_string_lossy())
-            .ok_or_else(|| format!("{} is not on PATH", p.display()))?,
+            .ok_or_else(|| FindError::NotOnPath(p.display().to_string()))?,
         Some(p) => p.to_path_buf(),
         None => super::runner::on_path("kustomize")
             .or_else(|| super::runner::on_path("kubectl"))
-            .ok_or_else(|| {
-                "kustomize is not installed: neither `kustomize` nor `kubectl` is on PATH (or name one with --kustomize)".to_string()
-            })?,
+            .ok_or(FindError::NotInstalled(
+                "kustomize is not installed: neither `kustomize` nor `kubectl` is on PATH (or name one with --kustomize)",
+            ))?,
     };
     let via_kubectl = program
         .file_name()
@@ -77,7 +80,10 @@ pub fn find(named: Option<&Path>, limits: &super::runner::Limits) -> Result<Kust
     };
     let cwd = std::env::temp_dir();
     let out = super::runner::run(&program, &args, &cwd, limits, &super::runner::Slots::new(1))
-        .map_err(|e| format!("{} does not run: {e}", program.display()))?;
+        .map_err(|e| FindError::DoesNotRun {
+            program: program.display().to_string(),
+            message: e.to_string(),
+        })?;
     let text = String::from_utf8_lossy(&out);
     let version = if via_kubectl {
         text.lines()
@@ -86,11 +92,10 @@ pub fn find(named: Option<&Path>, limits: &super::runner::Limits) -> Result<Kust
     } else {
         semver_in(&text)
     }
-    .ok_or_else(|| {
-        format!(
-            "{} printed no kustomize version; driftless needs kustomize v5 (or kubectl 1.27 or newer)",
-            program.display()
-        )
+    .ok_or_else(|| FindError::NoVersion {
+        program: program.display().to_string(),
+        tool: "kustomize",
+        need: NEED,
     })?;
     let major: u32 = version
         .trim_start_matches('v')
@@ -99,10 +104,12 @@ pub fn find(named: Option<&Path>, limits: &super::runner::Limits) -> Result<Kust
         .and_then(|m| m.parse().ok())
         .unwrap_or(0);
     if major < 5 {
-        return Err(format!(
-            "{} is kustomize {version}; driftless needs kustomize v5 (or kubectl 1.27 or newer)",
-            program.display()
-        ));
+        return Err(FindError::TooOld {
+            program: program.display().to_string(),
+            tool: "kustomize",
+            version,
+            need: NEED,
+        });
     }
     Ok(Kustomize {
         program,
@@ -491,7 +498,7 @@ impl Tool for Kustomizations {
         item.file.clone()
     }
 
-    fn ready(&self, r: &Renderer, _: &Context) -> Result<Kustomize, String> {
+    fn ready(&self, r: &Renderer, _: &Context) -> Result<Kustomize, FindError> {
         super::found_once(&self.found, || {
             find(r.opts.kustomize.as_deref(), &r.opts.limits)
         })

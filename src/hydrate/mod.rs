@@ -275,8 +275,8 @@ impl Renderer {
 /// meanwhile).
 fn found_once<T: Clone>(
     slot: &Mutex<Option<T>>,
-    find: impl FnOnce() -> Result<T, String>,
-) -> Result<T, String> {
+    find: impl FnOnce() -> Result<T, tool::FindError>,
+) -> Result<T, tool::FindError> {
     let mut found = slot.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(t) = found.as_ref() {
         return Ok(t.clone());

@@ -39,6 +39,31 @@ impl From<String> for ToolError {
     }
 }
 
+/// Why a tool cannot run at all: every item of the revision says so.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FindError {
+    #[error("{0} is not on PATH")]
+    NotOnPath(String),
+    /// Nothing named and nothing found; what to install, in the tool's words.
+    #[error("{0}")]
+    NotInstalled(&'static str),
+    #[error("{program} does not run: {message}")]
+    DoesNotRun { program: String, message: String },
+    #[error("{program} printed no {tool} version; driftless needs {need}")]
+    NoVersion {
+        program: String,
+        tool: &'static str,
+        need: &'static str,
+    },
+    #[error("{program} is {tool} {version}; driftless needs {need}")]
+    TooOld {
+        program: String,
+        tool: &'static str,
+        version: String,
+        need: &'static str,
+    },
+}
+
 /// A rendering tool as the stage drives it.
 pub trait Tool: Sync {
     /// What renders once: a kustomization directory, a release, a Jsonnet file.
@@ -57,7 +82,7 @@ pub trait Tool: Sync {
     fn output_file(&self, item: &Self::Item) -> String;
 
     /// Once per revision, before any item: the tool found (or why it cannot run).
-    fn ready(&self, r: &Renderer, cx: &Context) -> Result<Self::Ready, String>;
+    fn ready(&self, r: &Renderer, cx: &Context) -> Result<Self::Ready, FindError>;
 
     /// One item. Runs beside the revision's other items, so it takes `&self` only.
     fn render(
@@ -94,7 +119,7 @@ impl Renderer {
         let ready = match tool.ready(self, cx) {
             Ok(ready) => ready,
             Err(why) => {
-                each_fails(out, &why);
+                each_fails(out, &why.to_string());
                 return;
             }
         };
