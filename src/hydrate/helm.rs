@@ -128,6 +128,30 @@ pub struct Prepared {
     _values: Option<tempfile::NamedTempFile>,
 }
 
+/// Why a release could not be made ready to run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PrepareError {
+    #[error("{what} {path:?} is not in the tree")]
+    NotInTree { what: &'static str, path: String },
+    #[error("{what} {path:?} leads out of the repository; refused")]
+    LeadsOut { what: &'static str, path: String },
+    #[error("{0:?} is not a chart: it has no Chart.yaml")]
+    NotAChart(String),
+    #[error("the chart holds a symlink that leads out of the repository; refused")]
+    ChartLeadsOut,
+    #[error("the chart holds more than 20000 files; not rendered")]
+    TooManyFiles,
+    #[error("{path}: {message}")]
+    Read { path: String, message: String },
+    #[error("values file {path:?}: {message}")]
+    Values { path: String, message: String },
+    #[error("writing the inline values: {0}")]
+    InlineValues(String),
+    /// The chart's dependencies, as dependencies.rs says.
+    #[error("{0}")]
+    Dependencies(String),
+}
+
 /// Checks a release's paths against the repository and builds its run.
 pub fn prepare(
     helm: &Helm,
@@ -135,16 +159,18 @@ pub fn prepare(
     pulled: Option<(&Path, &Path)>,
     disk: &crate::source::Checkout,
     facts: &ClusterFacts,
-) -> Result<Prepared, String> {
-    let inside = |rel: &str, what: &str| -> Result<PathBuf, String> {
+) -> Result<Prepared, PrepareError> {
+    let inside = |rel: &str, what: &'static str| -> Result<PathBuf, PrepareError> {
         let p = disk.root.join(rel);
-        let real = p
-            .canonicalize()
-            .map_err(|_| format!("{what} {rel:?} is not in the tree"))?;
+        let real = p.canonicalize().map_err(|_| PrepareError::NotInTree {
+            what,
+            path: rel.to_string(),
+        })?;
         if !real.starts_with(&disk.repo) {
-            return Err(format!(
-                "{what} {rel:?} leads out of the repository; refused"
-            ));
+            return Err(PrepareError::LeadsOut {
+                what,
+                path: rel.to_string(),
+            });
         }
         Ok(real)
     };
@@ -154,17 +180,15 @@ pub fn prepare(
         None => (inside(&r.chart, "chart")?, disk.repo.clone()),
     };
     if !chart.join("Chart.yaml").is_file() {
-        return Err(format!(
-            "{:?} is not a chart: it has no Chart.yaml",
-            r.chart
-        ));
+        return Err(PrepareError::NotAChart(r.chart.clone()));
     }
     let mut key = KeyBuilder::new("helm");
     key.part(helm.program.as_os_str().as_encoded_bytes())
         .part(helm.version.as_bytes());
     digest_tree(&bound, &chart, &mut key)?;
     let meta = super::tree::chart_meta(&chart).unwrap_or_default();
-    let needs = super::dependencies::of(&meta, &chart, &bound)?;
+    let needs =
+        super::dependencies::of(&meta, &chart, &bound).map_err(PrepareError::Dependencies)?;
     for dir in &needs.local {
         digest_tree(&bound, dir, &mut key)?;
     }
@@ -211,7 +235,10 @@ pub fn prepare(
     }
     for f in &r.values_files {
         let p = inside(f, "values file")?;
-        let text = std::fs::read(&p).map_err(|e| format!("values file {f:?}: {e}"))?;
+        let text = std::fs::read(&p).map_err(|e| PrepareError::Values {
+            path: f.clone(),
+            message: e.to_string(),
+        })?;
         key.part(f.as_bytes()).part(&text);
         args.extend(["--values".into(), p.into()]);
         shown.push(format!("--values {f}"));
@@ -224,9 +251,9 @@ pub fn prepare(
                 .prefix("driftless-values-")
                 .suffix(".json")
                 .tempfile()
-                .map_err(|e| format!("writing the inline values: {e}"))?;
+                .map_err(|e| PrepareError::InlineValues(e.to_string()))?;
             file.write_all(&text)
-                .map_err(|e| format!("writing the inline values: {e}"))?;
+                .map_err(|e| PrepareError::InlineValues(e.to_string()))?;
             args.extend(["--values".into(), file.path().into()]);
             shown.push("--values (the spec's values)".into());
             Some(file)
@@ -253,23 +280,27 @@ pub fn prepare(
 
 /// Every file of a chart, by path and contents, into `key` (a chart's templates, values,
 /// vendored subcharts, all are read by helm).
-fn digest_tree(repo: &Path, dir: &Path, key: &mut KeyBuilder) -> Result<(), String> {
+fn digest_tree(repo: &Path, dir: &Path, key: &mut KeyBuilder) -> Result<(), PrepareError> {
+    let read = |p: &Path, e: std::io::Error| PrepareError::Read {
+        path: p.display().to_string(),
+        message: e.to_string(),
+    };
     let mut files = Vec::new();
     let mut pending = vec![dir.to_path_buf()];
     while let Some(d) = pending.pop() {
-        let entries = std::fs::read_dir(&d).map_err(|e| format!("{}: {e}", d.display()))?;
+        let entries = std::fs::read_dir(&d).map_err(|e| read(&d, e))?;
         for e in entries.flatten() {
             let p = e.path();
             let Ok(meta) = std::fs::metadata(&p) else {
                 continue;
             };
             if meta.is_dir() {
-                let real = p.canonicalize().map_err(|e| e.to_string())?;
+                let real = p.canonicalize().map_err(|e| PrepareError::Read {
+                    path: p.display().to_string(),
+                    message: e.to_string(),
+                })?;
                 if !real.starts_with(repo) {
-                    return Err(
-                        "the chart holds a symlink that leads out of the repository; refused"
-                            .into(),
-                    );
+                    return Err(PrepareError::ChartLeadsOut);
                 }
                 pending.push(real);
             } else if meta.is_file() {
@@ -277,12 +308,12 @@ fn digest_tree(repo: &Path, dir: &Path, key: &mut KeyBuilder) -> Result<(), Stri
             }
         }
         if files.len() > 20_000 {
-            return Err("the chart holds more than 20000 files; not rendered".into());
+            return Err(PrepareError::TooManyFiles);
         }
     }
     files.sort();
     for f in files {
-        let text = std::fs::read(&f).map_err(|e| format!("{}: {e}", f.display()))?;
+        let text = std::fs::read(&f).map_err(|e| read(&f, e))?;
         key.part(
             f.strip_prefix(dir)
                 .unwrap_or(&f)
@@ -469,7 +500,8 @@ fn release_one(
         pulled.as_ref().map(|(d, c)| (d.as_path(), c.as_path())),
         disk,
         facts,
-    )?;
+    )
+    .map_err(|e| e.to_string())?;
     let rendered = match stage.cache.get(&prepared.key) {
         Some(hit) => hit?,
         None => {
