@@ -18,9 +18,27 @@ pub struct Needs {
     pub missing: Vec<Dependency>,
 }
 
+/// Why a chart's dependencies could not be used or built.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DependencyError {
+    #[error("dependency {name}: {repository} is not in the tree")]
+    NotInTree { name: String, repository: String },
+    #[error("dependency {name}: {repository} leads out of the repository; refused")]
+    LeadsOut { name: String, repository: String },
+    /// A step of the build on disk: what was being done, and the system's words.
+    #[error("{doing}: {message}")]
+    Disk { doing: String, message: String },
+    #[error("chart {chart}: dependency {names} cannot be fetched: {said}")]
+    Fetch {
+        chart: String,
+        names: String,
+        said: String,
+    },
+}
+
 /// The dependencies `meta` (the `Chart.yaml` of `chart`) names, none of which may lead
 /// out of `bound`.
-pub fn of(meta: &tree::ChartMeta, chart: &Path, bound: &Path) -> Result<Needs, String> {
+pub fn of(meta: &tree::ChartMeta, chart: &Path, bound: &Path) -> Result<Needs, DependencyError> {
     let mut needs = Needs::default();
     for d in &meta.dependencies {
         let repo = d.repository.as_deref().unwrap_or_default();
@@ -28,12 +46,15 @@ pub fn of(meta: &tree::ChartMeta, chart: &Path, bound: &Path) -> Result<Needs, S
             let dir = chart
                 .join(rel)
                 .canonicalize()
-                .map_err(|_| format!("dependency {}: {repo} is not in the tree", d.name))?;
+                .map_err(|_| DependencyError::NotInTree {
+                    name: d.name.clone(),
+                    repository: repo.to_string(),
+                })?;
             if !dir.starts_with(bound) {
-                return Err(format!(
-                    "dependency {}: {repo} leads out of the repository; refused",
-                    d.name
-                ));
+                return Err(DependencyError::LeadsOut {
+                    name: d.name.clone(),
+                    repository: repo.to_string(),
+                });
             }
             needs.local.push(dir);
         } else if !repo.is_empty() && !vendored(chart, &d.name) {
@@ -68,22 +89,31 @@ pub fn build(
     shown: &str,
     limits: &runner::Limits,
     slots: &runner::Slots,
-) -> Result<(tempfile::TempDir, PathBuf), String> {
+) -> Result<(tempfile::TempDir, PathBuf), DependencyError> {
+    let disk = |doing: String| {
+        move |e: std::io::Error| DependencyError::Disk {
+            doing,
+            message: e.to_string(),
+        }
+    };
     let tmp = tempfile::Builder::new()
         .prefix("driftless-chart-")
         .tempdir()
-        .map_err(|e| format!("a directory to build chart {shown}'s dependencies in: {e}"))?;
+        .map_err(disk(format!(
+            "a directory to build chart {shown}'s dependencies in"
+        )))?;
     let mirror = |p: &Path| {
         tmp.path()
             .join("tree")
             .join(p.strip_prefix(bound).unwrap_or(p))
     };
     for dir in std::iter::once(chart).chain(needs.local.iter().map(PathBuf::as_path)) {
-        copy_dir(dir, &mirror(dir), bound)
-            .map_err(|e| format!("copying chart {shown} to build its dependencies: {e}"))?;
+        copy_dir(dir, &mirror(dir), bound).map_err(disk(format!(
+            "copying chart {shown} to build its dependencies"
+        )))?;
     }
     let home = tmp.path().join("home");
-    std::fs::create_dir(&home).map_err(|e| e.to_string())?;
+    std::fs::create_dir(&home).map_err(disk("a home for helm".to_string()))?;
     let copy = mirror(chart);
     let args: Vec<OsString> = vec!["dependency".into(), "build".into(), copy.clone().into()];
     runner::run_in(
@@ -117,11 +147,11 @@ pub fn build(
                 )
             })
             .collect();
-        format!(
-            "chart {shown}: dependency {} cannot be fetched: {}",
-            names.join(", "),
-            said.replace(&format!("{}/", tmp.path().display()), "")
-        )
+        DependencyError::Fetch {
+            chart: shown.to_string(),
+            names: names.join(", "),
+            said: said.replace(&format!("{}/", tmp.path().display()), ""),
+        }
     })?;
     Ok((tmp, copy))
 }

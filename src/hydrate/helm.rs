@@ -22,7 +22,7 @@ use crate::spec::helm::HelmRelease;
 use crate::spec::{Location, RenderedBy};
 
 /// One release's render: the command shown, its objects as YAML, and its chart's figures.
-type Rendered1 = Result<(String, Vec<u8>, super::tree::ChartMeta), String>;
+type Rendered1 = Result<(String, Vec<u8>, super::tree::ChartMeta), ToolError>;
 
 /// What a release of a chart nobody names is called: its directory's name.
 pub fn unnamed_release(dir: &str, namespace: &str, at: crate::spec::Location) -> HelmRelease {
@@ -147,9 +147,8 @@ pub enum PrepareError {
     Values { path: String, message: String },
     #[error("writing the inline values: {0}")]
     InlineValues(String),
-    /// The chart's dependencies, as dependencies.rs says.
-    #[error("{0}")]
-    Dependencies(String),
+    #[error(transparent)]
+    Dependencies(#[from] super::dependencies::DependencyError),
 }
 
 /// Checks a release's paths against the repository and builds its run.
@@ -187,8 +186,7 @@ pub fn prepare(
         .part(helm.version.as_bytes());
     digest_tree(&bound, &chart, &mut key)?;
     let meta = super::tree::chart_meta(&chart).unwrap_or_default();
-    let needs =
-        super::dependencies::of(&meta, &chart, &bound).map_err(PrepareError::Dependencies)?;
+    let needs = super::dependencies::of(&meta, &chart, &bound)?;
     for dir in &needs.local {
         digest_tree(&bound, dir, &mut key)?;
     }
@@ -489,7 +487,8 @@ fn release_one(
                 stage.opts.credentials_dir.as_deref(),
                 &stage.opts.limits,
                 &stage.slots,
-            )?;
+            )
+            .map_err(|e| e.to_string())?;
             Some((dir, cache.to_path_buf()))
         }
         false => None,
@@ -520,7 +519,8 @@ fn release_one(
                     &r.chart,
                     &stage.opts.limits,
                     &stage.slots,
-                )?;
+                )
+                .map_err(|e| e.to_string())?;
                 // `helm template NAME CHART …`: the copy renders instead.
                 args[2] = built.clone().into();
                 chart = built;

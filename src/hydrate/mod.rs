@@ -1,7 +1,7 @@
 //! The rendering stage, between `source` and `spec` (DESIGN 1.9): a revision's files in,
 //! the files the spec loader reads out. Kustomize directories are built by an external
 //! `kustomize` (`kustomize.rs`, run by `runner.rs`), Jsonnet is evaluated in process
-//! (`jsonnet.rs`), chart directories are recognised (`tree.rs`), JSON manifests are kept;
+//! (`jsonnet/`), chart directories are recognised (`tree.rs`), JSON manifests are kept;
 //! a rendered source's output is handed on as a YAML file at the path of the file it came
 //! from, so policies, waves, hooks, tree settings, the prune guard and status treat it
 //! exactly as committed YAML. Renders are cached by what they read (`cache.rs`). Cluster

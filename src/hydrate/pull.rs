@@ -35,6 +35,61 @@ pub fn is_exact(version: &str) -> bool {
             .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
 }
 
+/// Why a chart could not be pulled, or its cached copy used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PullError {
+    #[error("`{0}` names a file in the credentials directory, and none is set (--credentials-dir)")]
+    NoCredentialsDir(&'static str),
+    #[error("`{key}`: cannot read {path}: {message}")]
+    Credential {
+        key: &'static str,
+        path: String,
+        message: String,
+    },
+    #[error("`username-file` and `password-file` go together")]
+    HalfCredentials,
+    #[error("`ca-file`: no file {0}")]
+    NoCaFile(String),
+    #[error("a pulled chart needs `version` (an exact version, as 6.2.3, or a range, as ^6.2)")]
+    NoVersion,
+    #[error("cannot pull chart {chart} {version} from {place}: {said}")]
+    Pull {
+        chart: String,
+        version: String,
+        /// The repository or registry.
+        place: String,
+        said: String,
+    },
+    /// A step on the cache's disk: what was being done, and the system's words.
+    #[error("{doing}: {message}")]
+    Disk { doing: String, message: String },
+    #[error("helm pulled no archive of chart {0}")]
+    NoArchive(String),
+    #[error("the archive of chart {0} holds no Chart.yaml")]
+    NoChartFile(String),
+    #[error("the Chart.yaml of chart {0} names no version")]
+    NoChartVersion(String),
+    #[error("the pulled chart did not verify")]
+    NotVerified,
+    #[error("a broken chart archive: {0}")]
+    BrokenArchive(String),
+    #[error("the chart archive holds a link or a special file; refused")]
+    SpecialFile,
+    #[error("the chart archive holds a path that leads out; refused")]
+    LeadsOut,
+    #[error("unpacking the chart: {0}")]
+    Unpack(String),
+}
+
+/// A failed step on disk, said as the step and the system's words.
+fn disk(doing: impl Into<String>) -> impl Fn(std::io::Error) -> PullError {
+    let doing = doing.into();
+    move |e| PullError::Disk {
+        doing: doing.clone(),
+        message: e.to_string(),
+    }
+}
+
 /// What a pull sends besides the chart's name: credentials (read from files the operator
 /// put in the credentials directory, never from the tree), a CA, and the TLS choices.
 #[derive(Debug, Default)]
@@ -45,7 +100,7 @@ struct Access {
 }
 
 impl Access {
-    fn of(r: &HelmRelease, credentials: Option<&Path>) -> Result<Access, String> {
+    fn of(r: &HelmRelease, credentials: Option<&Path>) -> Result<Access, PullError> {
         let named = [
             ("username-file", &r.username_file),
             ("password-file", &r.password_file),
@@ -59,17 +114,19 @@ impl Access {
                 .iter()
                 .find(|(_, f)| f.is_some())
                 .map_or("username-file", |(k, _)| k);
-            return Err(format!(
-                "`{key}` names a file in the credentials directory, and none is set (--credentials-dir)"
-            ));
+            return Err(PullError::NoCredentialsDir(key));
         };
         let path = |f: &Option<String>| f.as_ref().map(|f| dir.join(f));
-        let read = |key: &str, f: &Option<String>| -> Result<Option<String>, String> {
+        let read = |key: &'static str, f: &Option<String>| -> Result<Option<String>, PullError> {
             match path(f) {
                 None => Ok(None),
                 Some(p) => std::fs::read_to_string(&p)
                     .map(|t| Some(t.trim_end_matches(['\n', '\r']).to_string()))
-                    .map_err(|e| format!("`{key}`: cannot read {}: {e}", p.display())),
+                    .map_err(|e| PullError::Credential {
+                        key,
+                        path: p.display().to_string(),
+                        message: e.to_string(),
+                    }),
             }
         };
         let access = Access {
@@ -78,12 +135,12 @@ impl Access {
             ca_file: path(&r.ca_file),
         };
         if access.username.is_some() != access.password.is_some() {
-            return Err("`username-file` and `password-file` go together".into());
+            return Err(PullError::HalfCredentials);
         }
         if let Some(ca) = &access.ca_file
             && !ca.is_file()
         {
-            return Err(format!("`ca-file`: no file {}", ca.display()));
+            return Err(PullError::NoCaFile(ca.display().to_string()));
         }
         Ok(access)
     }
@@ -110,11 +167,8 @@ pub fn chart(
     credentials: Option<&Path>,
     limits: &super::runner::Limits,
     slots: &super::runner::Slots,
-) -> Result<(PathBuf, String), String> {
-    let wanted = r.version.as_deref().ok_or_else(|| {
-        "a pulled chart needs `version` (an exact version, as 6.2.3, or a range, as ^6.2)"
-            .to_string()
-    })?;
+) -> Result<(PathBuf, String), PullError> {
+    let wanted = r.version.as_deref().ok_or(PullError::NoVersion)?;
     let repository = r.repository.as_deref().unwrap_or_default();
     let key = |version: &str| {
         hex(&Sha256::digest(format!(
@@ -162,7 +216,7 @@ pub fn chart(
     store(&staged, &dir)?;
     verified(&dir)
         .map(|chart| (chart, version))
-        .ok_or_else(|| "the pulled chart did not verify".to_string())
+        .ok_or(PullError::NotVerified)
 }
 
 /// The version a range last resolved to, and whether that is recent enough to hold.
@@ -187,7 +241,7 @@ fn fetch(
     credentials: Option<&Path>,
     limits: &super::runner::Limits,
     slots: &super::runner::Slots,
-) -> Result<(String, PathBuf, tempfile::TempDir), String> {
+) -> Result<(String, PathBuf, tempfile::TempDir), PullError> {
     use super::runner::{RunError, Session};
     let access = Access::of(r, credentials)?;
     let repository = r.repository.as_deref().unwrap_or_default();
@@ -201,19 +255,21 @@ fn fetch(
             RunError::Failed(line) => line,
             other => other.to_string(),
         };
-        format!(
-            "cannot pull chart {} {version} from {source}: {said}",
-            r.chart
-        )
+        PullError::Pull {
+            chart: r.chart.clone(),
+            version: version.to_string(),
+            place: source.to_string(),
+            said,
+        }
     };
-    std::fs::create_dir_all(cache).map_err(|e| format!("creating {}: {e}", cache.display()))?;
+    std::fs::create_dir_all(cache).map_err(disk(format!("creating {}", cache.display())))?;
     let tmp = tempfile::Builder::new()
         .prefix(".pull-")
         .tempdir_in(cache)
-        .map_err(|e| format!("a directory to pull into: {e}"))?;
+        .map_err(disk("a directory to pull into"))?;
     // One home for the login and the pull: the login leaves its token there.
     let home = tmp.path().join("home");
-    std::fs::create_dir(&home).map_err(|e| e.to_string())?;
+    std::fs::create_dir(&home).map_err(disk("a home for helm"))?;
     let session = Session {
         home: Some(&home),
         stdin: None,
@@ -280,7 +336,7 @@ fn fetch(
         }
     }
     let into = tmp.path().join("pulled");
-    std::fs::create_dir(&into).map_err(|e| e.to_string())?;
+    std::fs::create_dir(&into).map_err(disk("a directory to pull into"))?;
     args.extend([
         "--version".into(),
         version.into(),
@@ -294,40 +350,40 @@ fn fetch(
     tracing::info!(source, chart = %r.chart, version, "pulling a chart");
     super::runner::run_in(helm, &args, tmp.path(), limits, slots, session).map_err(failed)?;
     let archive = std::fs::read_dir(&into)
-        .map_err(|e| e.to_string())?
+        .map_err(disk("reading what helm pulled"))?
         .flatten()
         .map(|e| e.path())
         .find(|p| p.extension().is_some_and(|x| x == "tgz"))
-        .ok_or_else(|| format!("helm pulled no archive of chart {}", r.chart))?;
-    let bytes = std::fs::read(&archive).map_err(|e| e.to_string())?;
+        .ok_or_else(|| PullError::NoArchive(r.chart.clone()))?;
+    let bytes = std::fs::read(&archive).map_err(disk("reading the chart archive"))?;
     let digest = hex(&Sha256::digest(&bytes));
     let unpack = tmp.path().join("unpacked");
     unpack_archive(&bytes, &unpack)?;
     // The archive holds one directory, the chart's.
     let inner = std::fs::read_dir(&unpack)
-        .map_err(|e| e.to_string())?
+        .map_err(disk("reading the unpacked chart"))?
         .flatten()
         .map(|e| e.path())
         .find(|p| p.join("Chart.yaml").is_file())
-        .ok_or_else(|| format!("the archive of chart {} holds no Chart.yaml", r.chart))?;
+        .ok_or_else(|| PullError::NoChartFile(r.chart.clone()))?;
     let pulled = super::tree::chart_meta(&inner)
         .map(|m| m.version)
-        .ok_or_else(|| format!("the Chart.yaml of chart {} names no version", r.chart))?;
+        .ok_or_else(|| PullError::NoChartVersion(r.chart.clone()))?;
     let staged = tmp.path().join("staged");
-    std::fs::create_dir(&staged).map_err(|e| e.to_string())?;
-    std::fs::rename(&inner, staged.join(UNPACKED)).map_err(|e| e.to_string())?;
-    std::fs::write(staged.join(ARCHIVE), &bytes).map_err(|e| e.to_string())?;
-    std::fs::write(staged.join(DIGEST_FILE), format!("sha256:{digest}\n"))
-        .map_err(|e| e.to_string())?;
+    let staging = disk("staging the chart for the cache");
+    std::fs::create_dir(&staged).map_err(&staging)?;
+    std::fs::rename(&inner, staged.join(UNPACKED)).map_err(&staging)?;
+    std::fs::write(staged.join(ARCHIVE), &bytes).map_err(&staging)?;
+    std::fs::write(staged.join(DIGEST_FILE), format!("sha256:{digest}\n")).map_err(&staging)?;
     Ok((pulled, staged, tmp))
 }
 
 /// Moves a staged entry into place as `dir`.
-fn store(staged: &Path, dir: &Path) -> Result<(), String> {
+fn store(staged: &Path, dir: &Path) -> Result<(), PullError> {
     if dir.exists() {
         let _ = std::fs::remove_dir_all(dir);
     }
-    std::fs::rename(staged, dir).map_err(|e| format!("caching the chart: {e}"))
+    std::fs::rename(staged, dir).map_err(disk("caching the chart"))
 }
 
 /// The cached chart in `dir`, when its archive still has the digest recorded at pull.
@@ -341,25 +397,21 @@ fn verified(dir: &Path) -> Option<PathBuf> {
 }
 
 /// A chart archive (`.tgz`), unpacked where nothing may land outside `into`.
-fn unpack_archive(bytes: &[u8], into: &Path) -> Result<(), String> {
+fn unpack_archive(bytes: &[u8], into: &Path) -> Result<(), PullError> {
     let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(bytes));
-    std::fs::create_dir_all(into).map_err(|e| e.to_string())?;
-    for entry in archive
-        .entries()
-        .map_err(|e| format!("a broken chart archive: {e}"))?
-    {
-        let mut entry = entry.map_err(|e| format!("a broken chart archive: {e}"))?;
+    std::fs::create_dir_all(into).map_err(disk("a directory to unpack the chart in"))?;
+    let broken = |e: std::io::Error| PullError::BrokenArchive(e.to_string());
+    for entry in archive.entries().map_err(broken)? {
+        let mut entry = entry.map_err(broken)?;
         let kind = entry.header().entry_type();
         if !(kind.is_file() || kind.is_dir()) {
-            return Err("the chart archive holds a link or a special file; refused".into());
+            return Err(PullError::SpecialFile);
         }
         // unpack_in refuses paths that climb out of `into`.
         match entry.unpack_in(into) {
             Ok(true) => {}
-            Ok(false) => {
-                return Err("the chart archive holds a path that leads out; refused".into());
-            }
-            Err(e) => return Err(format!("unpacking the chart: {e}")),
+            Ok(false) => return Err(PullError::LeadsOut),
+            Err(e) => return Err(PullError::Unpack(e.to_string())),
         }
     }
     Ok(())
