@@ -261,9 +261,9 @@ impl Renderer {
             input: &input,
             settings: &settings,
         };
-        self.run(&self.kustomize, &kustomizations, &cx, &mut out);
-        self.run(&self.helm, &releases, &cx, &mut out);
-        self.run(&self.jsonnet, &jsonnet_files, &cx, &mut out);
+        self.render_with(&self.kustomize, &kustomizations, &cx, &mut out);
+        self.render_with(&self.helm, &releases, &cx, &mut out);
+        self.render_with(&self.jsonnet, &jsonnet_files, &cx, &mut out);
         self.cache.retain_used();
         out.files.sort_by(|a, b| a.path.cmp(&b.path));
         out.errors.sort();

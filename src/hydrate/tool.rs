@@ -96,7 +96,13 @@ pub trait Tool: Sync {
 
 impl Renderer {
     /// Renders `items` with `tool` into `out`.
-    pub(super) fn run<T: Tool>(&self, tool: &T, items: &[T::Item], cx: &Context, out: &mut Output) {
+    pub(super) fn render_with<T: Tool>(
+        &self,
+        tool: &T,
+        items: &[T::Item],
+        cx: &Context,
+        out: &mut Output,
+    ) {
         if items.is_empty() {
             return;
         }
