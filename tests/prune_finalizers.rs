@@ -7,7 +7,7 @@ use crate::support;
 
 use std::collections::BTreeSet;
 
-use driftless::apply::prune::{self, Action as PruneAction};
+use driftless::apply::prune::{self, PruneAction};
 use driftless::apply::{Engine, Entry, SyncReport};
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;

@@ -157,8 +157,7 @@ impl Server {
             metrics: metrics.clone(),
             ready: ready.clone(),
             unready: None,
-            hook,
-            hook_kind: Default::default(),
+            hook: hook.map(|h| ("git", h)),
             hook_secret,
             api: None,
         };
@@ -383,8 +382,7 @@ async fn an_empty_secret_is_refused() -> TestResult {
         metrics: Arc::new(Metrics::new()),
         ready: Arc::default(),
         unready: None,
-        hook: Some(mpsc::channel(1).0),
-        hook_kind: Default::default(),
+        hook: Some(("git", mpsc::channel(1).0)),
         hook_secret: Some(Vec::new()),
         api: None,
     };

@@ -336,7 +336,7 @@ async fn prune_removes_only_what_left_and_is_ours_and_guards_hold() {
         .prune
         .objects
         .iter()
-        .filter(|o| o.action == prune::Action::Pruned)
+        .filter(|o| o.action == prune::PruneAction::Pruned)
         .map(|o| format!("{}/{}", o.key.kind, o.key.name))
         .collect();
     pruned.sort();

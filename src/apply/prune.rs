@@ -165,7 +165,7 @@ fn renames(inventory: &Inventory, desired: &BTreeSet<ObjKey>, deleted: &[&Entry]
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Action {
+pub enum PruneAction {
     /// Deleted by this sync (the apiserver accepted the DELETE). It may still be there,
     /// being deleted: see `Outcome::waiting`.
     Pruned,
@@ -197,15 +197,15 @@ pub fn listed(candidates: &[Entry]) -> String {
 }
 
 /// As the CLI, the status and the logs say it.
-impl std::fmt::Display for Action {
+impl std::fmt::Display for PruneAction {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Action::Pruned => f.write_str("pruned"),
-            Action::Deleting => f.write_str("not deleted again"),
-            Action::AlreadyGone => f.write_str("already gone"),
-            Action::Kept => f.write_str("kept (prune: disabled), no longer tracked"),
-            Action::LeftAlone(why) => write!(f, "left alone: {why}"),
-            Action::Failed(e) => write!(f, "prune failed: {e}"),
+            PruneAction::Pruned => f.write_str("pruned"),
+            PruneAction::Deleting => f.write_str("not deleted again"),
+            PruneAction::AlreadyGone => f.write_str("already gone"),
+            PruneAction::Kept => f.write_str("kept (prune: disabled), no longer tracked"),
+            PruneAction::LeftAlone(why) => write!(f, "left alone: {why}"),
+            PruneAction::Failed(e) => write!(f, "prune failed: {e}"),
         }
     }
 }
@@ -214,7 +214,7 @@ impl std::fmt::Display for Action {
 pub struct Outcome {
     pub key: ObjKey,
     pub spec: String,
-    pub action: Action,
+    pub action: PruneAction,
     /// Still there after this sync, being deleted: what it waits for (its finalizers, or
     /// a grace period). Its entry stays in the inventory and the next sync checks again;
     /// not an error.
@@ -235,13 +235,13 @@ impl Report {
             && !self
                 .objects
                 .iter()
-                .any(|o| matches!(o.action, Action::Failed(_)))
+                .any(|o| matches!(o.action, PruneAction::Failed(_)))
     }
 
     pub fn pruned(&self) -> usize {
         self.objects
             .iter()
-            .filter(|o| o.action == Action::Pruned)
+            .filter(|o| o.action == PruneAction::Pruned)
             .count()
     }
 
@@ -263,7 +263,7 @@ pub(super) enum Prunable {
     /// Ours, and being deleted already: what it waits for.
     Deleting(String),
     /// Never pruned, or no longer ours: forgotten, not deleted.
-    Keep(Action),
+    Keep(PruneAction),
 }
 
 impl Engine {
@@ -282,7 +282,7 @@ impl Engine {
         for entry in deletes.iter().chain(&plan.deleting) {
             let (action, waiting) = self.prune_one(entry).await;
             match (&action, &waiting) {
-                (Action::Failed(e), _) => {
+                (PruneAction::Failed(e), _) => {
                     tracing::warn!(object = %entry.key, error = %e, "prune failed")
                 }
                 (_, Some(on)) => {
@@ -291,14 +291,14 @@ impl Engine {
                         e.deleting = true;
                     }
                 }
-                (Action::Pruned, None) => {
+                (PruneAction::Pruned, None) => {
                     tracing::info!(object = %entry.key, spec = %entry.spec, "pruned")
                 }
                 (other, None) => {
                     tracing::info!(object = %entry.key, outcome = %other, "not pruned")
                 }
             }
-            if waiting.is_none() && !matches!(action, Action::Failed(_)) {
+            if waiting.is_none() && !matches!(action, PruneAction::Failed(_)) {
                 inv.entries.remove(&entry.key);
             }
             objects.push(Outcome {
@@ -319,7 +319,7 @@ impl Engine {
     /// `diff`'s preview of it.
     pub(super) async fn prunable(&self, entry: &Entry) -> Result<Prunable, String> {
         if entry.keep {
-            return Ok(Prunable::Keep(Action::Kept));
+            return Ok(Prunable::Keep(PruneAction::Kept));
         }
         let resolved = match self
             .resolver
@@ -342,13 +342,13 @@ impl Engine {
             Err(e) => return Err(error_text(&e)),
         };
         Ok(match not_ours(entry, &live, &self.opts.instance) {
-            Some(why) => Prunable::Keep(Action::LeftAlone(why)),
+            Some(why) => Prunable::Keep(PruneAction::LeftAlone(why)),
             None => match waiting_on(&live) {
                 Some(on) => Prunable::Deleting(on),
                 // Ours, not being deleted, though a DELETE was accepted for this entry
                 // (its UID was unknown: a pending record): a new object of that name,
                 // which this entry never stood for.
-                None if entry.deleting => Prunable::Keep(Action::LeftAlone(
+                None if entry.deleting => Prunable::Keep(PruneAction::LeftAlone(
                     "a new object of that name, not the one being deleted".into(),
                 )),
                 None => Prunable::Delete {
@@ -360,13 +360,13 @@ impl Engine {
     }
 
     /// One entry's prune, and what the object still waits for if it is still there.
-    async fn prune_one(&self, entry: &Entry) -> (Action, Option<String>) {
+    async fn prune_one(&self, entry: &Entry) -> (PruneAction, Option<String>) {
         let (api, live) = match self.prunable(entry).await {
             Ok(Prunable::Delete { api, live }) => (api, live),
-            Ok(Prunable::Gone) => return (Action::AlreadyGone, None),
-            Ok(Prunable::Deleting(on)) => return (Action::Deleting, Some(on)),
+            Ok(Prunable::Gone) => return (PruneAction::AlreadyGone, None),
+            Ok(Prunable::Deleting(on)) => return (PruneAction::Deleting, Some(on)),
             Ok(Prunable::Keep(action)) => return (action, None),
-            Err(e) => return (Action::Failed(e), None),
+            Err(e) => return (PruneAction::Failed(e), None),
         };
         let dp = DeleteParams {
             preconditions: Some(Preconditions {
@@ -383,17 +383,17 @@ impl Engine {
             Ok(answer) => {
                 let after = answer.left().map(serde_json::to_value);
                 (
-                    Action::Pruned,
+                    PruneAction::Pruned,
                     after.and_then(Result::ok).as_ref().and_then(waiting_on),
                 )
             }
-            Err(kube::Error::Api(e)) if e.code == 404 => (Action::AlreadyGone, None),
+            Err(kube::Error::Api(e)) if e.code == 404 => (PruneAction::AlreadyGone, None),
             // The UID precondition failed: it was replaced by someone else's object.
             Err(kube::Error::Api(e)) if e.code == 409 => (
-                Action::LeftAlone(format!("replaced meanwhile: {}", e.message)),
+                PruneAction::LeftAlone(format!("replaced meanwhile: {}", e.message)),
                 None,
             ),
-            Err(e) => (Action::Failed(error_text(&e)), None),
+            Err(e) => (PruneAction::Failed(error_text(&e)), None),
         }
     }
 }

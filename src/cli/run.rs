@@ -8,8 +8,9 @@ use clap::Args;
 
 use super::{DriftMode, EngineArgs, GlobalArgs, PolicyArgs, exit};
 use driftless::cluster::Selection;
-use driftless::daemon::{self, LeaseConfig, SourceConfig};
+use driftless::daemon::{self, LeaseConfig};
 use driftless::report::notify::{Provider, Target, repo_of_git_url};
+use driftless::source::Config as SourceConfig;
 use driftless::source::git::{GitAuth, GitConfig, GitRef};
 
 #[derive(Args, Debug)]

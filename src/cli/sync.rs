@@ -10,7 +10,7 @@ use super::{ApplyArgs, DiffArgs, DiffOutput, GlobalArgs, TreeArgs, exit};
 use driftless::apply::diff::{self, DiffAction};
 use driftless::apply::{Action, Engine, SyncReport};
 use driftless::cluster::Selection;
-use driftless::daemon::gate::{Poll, SAY_EVERY};
+use driftless::gate::{Poll, SAY_EVERY};
 use driftless::health::{SpecHealth, Status};
 use driftless::render::{Facts, Object};
 use driftless::spec::SpecTree;

@@ -10,7 +10,7 @@ use anyhow::Context as _;
 use clap::Args;
 
 use driftless::cluster::Selection;
-use driftless::hydrate::{self, Renderer};
+use driftless::hydrate::{self, Hydrator};
 use driftless::render::{Facts, NodeFacts};
 
 use super::{GlobalArgs, PathArg, PolicyArgs, exit};
@@ -85,7 +85,7 @@ pub(crate) fn chart_cache() -> PathBuf {
 /// A tree as read and rendered.
 pub(crate) struct Loaded {
     pub tree: SpecTree,
-    pub rendered: hydrate::Output,
+    pub rendered: hydrate::Hydrated,
 }
 
 /// Reads, renders and validates the tree at `path`; prints every error and `None` when
@@ -120,8 +120,8 @@ pub(crate) fn load_rendered_for(
         }
         Err(e) => return Err(e.into()),
     };
-    let renderer = Renderer::new(tools.options());
-    let rendered = renderer.render(hydrate::Input::of(revision, cluster));
+    let hydrator = Hydrator::new(tools.options());
+    let rendered = hydrator.hydrate(hydrate::Input::of(revision, cluster));
     let mut errors = rendered.errors.clone();
     match driftless::spec::parse_files_with(&rendered.files, policy) {
         Ok(mut tree) if errors.is_empty() => {

@@ -87,12 +87,12 @@ impl Events {
         }
         for p in &report.prune.objects {
             let (type_, reason, note) = match &p.action {
-                prune::Action::Pruned => (
+                prune::PruneAction::Pruned => (
                     EventType::Normal,
                     "Pruned",
                     format!("deleted: it left the specs (was spec {})", p.spec),
                 ),
-                prune::Action::Failed(e) => (EventType::Warning, "PruneFailed", e.clone()),
+                prune::PruneAction::Failed(e) => (EventType::Warning, "PruneFailed", e.clone()),
                 _ => continue,
             };
             out.push((reference(&p.key, None, None), event(type_, reason, note)));

@@ -17,7 +17,7 @@ use tokio::sync::watch;
 use crate::apply::Engine;
 use crate::apply::diff::{self, Change};
 use crate::render::{self, NodeFacts};
-use crate::report::api::Inspect;
+use crate::report::api::{Inspect, InspectError};
 use crate::spec::SpecTree;
 
 /// Most Pods, ReplicaSets, Jobs or Events listed in one namespace for one view.
@@ -32,14 +32,13 @@ pub struct Desired {
     pub nodes: Vec<NodeFacts>,
 }
 
+/// Why the live copy of an object could not be read (said in the view, `live_error`).
 #[derive(Debug, thiserror::Error)]
-pub enum InspectError {
-    #[error("the daemon has no valid revision of the specs yet")]
-    NoTree,
-    #[error("there is no spec {0} in the current revision")]
-    NoSpec(String),
-    #[error("rendering spec {spec}: {message}")]
-    Render { spec: String, message: String },
+enum LiveError {
+    #[error("finding its API: {}", crate::cluster::error_text(.0))]
+    Api(kube::Error),
+    #[error("reading it: {}", crate::cluster::error_text(.0))]
+    Read(kube::Error),
 }
 
 pub struct Inspector {
@@ -86,9 +85,9 @@ impl Inspector {
             &facts,
             |_, objects| rendered = objects,
         )
-        .map_err(|e| InspectError::Render {
+        .map_err(|source| InspectError::Render {
             spec: spec.to_string(),
-            message: e.to_string(),
+            source,
         })?;
         let wanted = rendered.into_iter().find(|o| o.key().to_string() == object);
 
@@ -130,7 +129,7 @@ impl Inspector {
                 }
                 match self.read_live_of(o).await {
                     Ok(l) => live = l,
-                    Err(e) => view["live_error"] = json!(e),
+                    Err(e) => view["live_error"] = json!(e.to_string()),
                 }
             }
         }
@@ -155,20 +154,17 @@ impl Inspector {
         Ok(view)
     }
 
-    async fn read_live_of(&self, o: &render::Object) -> Result<Option<Value>, String> {
+    async fn read_live_of(&self, o: &render::Object) -> Result<Option<Value>, LiveError> {
         let (group, version) = crate::object::split_api_version(&o.api_version);
         let gvk = GroupVersionKind::gvk(group, version, &o.kind);
         let (resource, _) = kube::discovery::pinned_kind(&self.client, &gvk)
             .await
-            .map_err(|e| format!("finding its API: {}", crate::cluster::error_text(&e)))?;
+            .map_err(LiveError::Api)?;
         let api: Api<DynamicObject> = match &o.namespace {
             Some(ns) => Api::namespaced_with(self.client.clone(), ns, &resource),
             None => Api::all_with(self.client.clone(), &resource),
         };
-        let got = api
-            .get_opt(&o.name)
-            .await
-            .map_err(|e| format!("reading it: {}", crate::cluster::error_text(&e)))?;
+        let got = api.get_opt(&o.name).await.map_err(LiveError::Read)?;
         Ok(got.and_then(|g| serde_json::to_value(g).ok()))
     }
 
@@ -272,8 +268,8 @@ impl Inspect for Inspector {
         &'a self,
         spec: &'a str,
         object: &'a str,
-    ) -> futures::future::BoxFuture<'a, Result<Value, String>> {
-        Box::pin(async move { self.view(spec, object).await.map_err(|e| e.to_string()) })
+    ) -> futures::future::BoxFuture<'a, Result<Value, InspectError>> {
+        Box::pin(self.view(spec, object))
     }
 }
 

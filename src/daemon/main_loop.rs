@@ -18,14 +18,14 @@ use tokio::time::Instant;
 use tokio::task::JoinHandle;
 
 use super::events::Events;
-use super::gate::Progress;
 use super::queue::{Key, Queue};
 use super::source::Rescan;
-use super::state::{Cancel, Gate, SourceUpdate, State};
-use super::sync::{Finished, Prepared};
+use super::state::{Cancel, Due, SourceUpdate, State};
+use super::sync::{Finished, Prepared, SyncError};
 use super::{Config, labeller, readiness, record, sync, watch};
 use crate::apply::{Engine, Verb};
-use crate::report::api::Control;
+use crate::gate::Progress;
+use crate::report::api::{Control, NoSync};
 use crate::report::metrics::Metrics;
 use crate::report::notify::Notifier;
 use crate::report::snapshot::StatusWriter;
@@ -47,7 +47,7 @@ pub(super) struct Running {
     cancel: tokio_watch::Sender<Option<String>>,
     progress: Progress,
     /// Who waits for this sync to end (`POST /api/v1/sync?wait=true`).
-    answered: Vec<oneshot::Sender<Result<LastSync, String>>>,
+    answered: Vec<oneshot::Sender<Result<LastSync, NoSync>>>,
     /// The progress as last written into the status.
     written: Option<SyncProgress>,
     written_at: Instant,
@@ -76,7 +76,7 @@ pub(super) struct Loop {
     /// The API's way in (and the loop's own, once a requested read is done).
     pub control: mpsc::Sender<Control>,
     /// Who waits for the next whole sync to end (`POST /api/v1/sync?wait=true`).
-    pub waiting: Vec<oneshot::Sender<Result<LastSync, String>>>,
+    pub waiting: Vec<oneshot::Sender<Result<LastSync, NoSync>>>,
     /// The engine's write counters as last added to the metrics.
     pub writes_seen: BTreeMap<&'static str, u64>,
     /// The sync running beside the loop, if one is.
@@ -84,11 +84,9 @@ pub(super) struct Loop {
 }
 
 /// The running sync's end (a task that panicked is a failed sync); never, without one.
-async fn ended(task: &mut Option<JoinHandle<Finished>>) -> Result<Finished, String> {
+async fn ended(task: &mut Option<JoinHandle<Finished>>) -> Result<Finished, SyncError> {
     match task.as_mut() {
-        Some(handle) => handle
-            .await
-            .map_err(|e| format!("the sync's task ended abnormally: {e}")),
+        Some(handle) => handle.await.map_err(SyncError::from),
         None => std::future::pending().await,
     }
 }
@@ -176,14 +174,14 @@ impl Loop {
                     tracing::warn!("the running sync did not stop in time; abandoned");
                     if let Some(running) = self.running.take() {
                         for w in running.answered {
-                            let _ = w.send(Err("the daemon is stopping".into()));
+                            let _ = w.send(Err(NoSync::Stopping));
                         }
                     }
                 }
             }
         }
         for w in self.waiting.drain(..) {
-            let _ = w.send(Err("the daemon is stopping".into()));
+            let _ = w.send(Err(NoSync::Stopping));
         }
         // The final status reflects every change already reported, not a stale copy.
         while let Ok(ev) = ev_rx.try_recv() {
@@ -256,23 +254,23 @@ impl Loop {
     /// without the cluster (held specs, a render that failed) are followed up at once.
     async fn sync_due(&mut self) -> Option<JoinHandle<Finished>> {
         let keys = self.queue.take_due(Instant::now());
-        match self.state.gate() {
-            Gate::Sync => {}
-            Gate::Later => {
+        match self.state.due() {
+            Due::Sync => {}
+            Due::Later => {
                 for k in keys {
                     self.queue
                         .push(k, Instant::now() + Duration::from_millis(200));
                 }
                 return None;
             }
-            Gate::Drop => {
+            Due::Drop => {
                 let why = if self.state.tree.is_none() {
-                    "no valid revision to sync yet"
+                    NoSync::NoRevision
                 } else {
-                    "this replica is a standby; the leader syncs"
+                    NoSync::Standby
                 };
                 for w in self.waiting.drain(..) {
-                    let _ = w.send(Err(why.into()));
+                    let _ = w.send(Err(why));
                 }
                 return None;
             }
@@ -335,7 +333,7 @@ impl Loop {
 
     /// The running sync ended: its end goes to the state, its keys are settled (retried
     /// with backoff when they failed), and whoever waited for it hears how it went.
-    async fn on_finished(&mut self, done: Result<Finished, String>) {
+    async fn on_finished(&mut self, done: Result<Finished, SyncError>) {
         let Some(running) = self.running.take() else {
             return;
         };
@@ -376,10 +374,10 @@ impl Loop {
                 let end = finished.take_end();
                 self.state.on_sync_done(&keys, end, super::now())
             }
-            Err(message) => {
-                tracing::error!(error = %message, "sync failed");
+            Err(e) => {
+                tracing::error!(error = %e, "sync failed");
                 let end = super::state::SyncEnd::Failed {
-                    message,
+                    message: e.to_string(),
                     elapsed: Duration::ZERO,
                 };
                 self.state.on_sync_done(&running.keys, end, super::now())
@@ -413,14 +411,9 @@ impl Loop {
     }
 
     /// Tells those who waited for a whole sync how it ended.
-    fn answer(&self, answered: Vec<oneshot::Sender<Result<LastSync, String>>>) {
+    fn answer(&self, answered: Vec<oneshot::Sender<Result<LastSync, NoSync>>>) {
         for w in answered {
-            let _ = w.send(
-                self.state
-                    .last_sync()
-                    .cloned()
-                    .ok_or_else(|| "the sync was abandoned".to_string()),
-            );
+            let _ = w.send(self.state.last_sync().cloned().ok_or(NoSync::Abandoned));
         }
     }
 

@@ -1,4 +1,4 @@
-//! The daemon: a source (directory or git) feeds revisions; one loop owns the state and
+//! The daemon: a source (a directory, git, OCI) feeds revisions; one loop owns the state and
 //! a keyed queue; watches report drift, node changes and live state; syncs are applied
 //! by the engine; readiness flows into the status file and metrics.
 //!
@@ -8,7 +8,6 @@
 //! own.
 
 mod events;
-pub mod gate;
 mod inspect;
 mod labeller;
 mod leadership;
@@ -41,18 +40,6 @@ use crate::report::status::StatusFile;
 use crate::report::{http, metrics::Metrics};
 use state::{Now, State, Tally};
 
-pub enum SourceConfig {
-    Dir(PathBuf),
-    Git {
-        config: crate::source::git::GitConfig,
-        interval: Duration,
-    },
-    Oci {
-        config: crate::source::oci::OciConfig,
-        interval: Duration,
-    },
-}
-
 #[derive(Debug, Clone)]
 pub struct LeaseConfig {
     pub namespace: String,
@@ -61,7 +48,7 @@ pub struct LeaseConfig {
 }
 
 pub struct Config {
-    pub source: SourceConfig,
+    pub source: crate::source::Config,
     pub resync: Duration,
     pub status_file: Option<PathBuf>,
     pub metrics_addr: SocketAddr,
@@ -90,12 +77,8 @@ pub enum DaemonError {
         addr: SocketAddr,
         source: std::io::Error,
     },
-    #[error("watching the spec directory: {0}")]
-    Dir(#[from] crate::source::dir::DirError),
-    #[error("opening the git source: {0}")]
-    Git(#[from] crate::source::git::GitError),
-    #[error("opening the OCI source: {0}")]
-    Oci(#[from] crate::source::oci::OciError),
+    #[error(transparent)]
+    Source(#[from] crate::source::OpenError),
 }
 
 /// The time, for a transition of the state (which reads no clock itself).
@@ -182,7 +165,7 @@ pub async fn run(
     let (src_tx, src_rx) = mpsc::channel(4);
     // Room for a few reconcile requests besides the resync's.
     let (rescan_tx, rescan_rx) = mpsc::channel(8);
-    let source_cfg = std::mem::replace(&mut cfg.source, SourceConfig::Dir(PathBuf::new()));
+    let source_cfg = std::mem::replace(&mut cfg.source, crate::source::Config::Dir(PathBuf::new()));
     // Read once: a chart's `.Capabilities` change with an upgrade of the cluster, which
     // a restart of the daemon follows.
     // Bounded: a cluster that is away at start must not hold up the status and the API.
@@ -205,15 +188,15 @@ pub async fn run(
         }
     };
     let kubernetes = cluster.kube_version.clone();
-    let renderer = source::Rendering {
-        renderer: Arc::new(crate::hydrate::Renderer::new(cfg.render.clone())),
+    let stage = source::Stage {
+        hydrator: Arc::new(crate::hydrate::Hydrator::new(cfg.render.clone())),
         allow_empty: cfg.engine.prune.allow_mass,
         cluster,
     };
     let origins = notify::Origins::default();
     let source_name = source::start(
         source_cfg,
-        renderer,
+        stage,
         source::Channels {
             tx: src_tx,
             rescan: rescan_rx,
@@ -317,17 +300,12 @@ async fn start_http(
     mut stop: tokio_watch::Receiver<bool>,
 ) -> Result<mpsc::Receiver<()>, DaemonError> {
     let (hook_tx, hook_rx) = mpsc::channel::<()>(1);
-    let hook_kind = match cfg.source {
-        SourceConfig::Dir(_) => None,
-        SourceConfig::Git { .. } => Some(http::HookKind::Git),
-        SourceConfig::Oci { .. } => Some(http::HookKind::Oci),
-    };
+    let (kind, polled) = cfg.source.kind();
     let http_state = http::HttpState {
         metrics,
         ready,
         unready: Some(unready),
-        hook: hook_kind.is_some().then_some(hook_tx),
-        hook_kind: hook_kind.unwrap_or(http::HookKind::Git),
+        hook: polled.then_some((kind, hook_tx)),
         hook_secret: cfg.hook_secret.clone(),
         api: Some(Arc::new(api)),
     };
@@ -360,12 +338,11 @@ impl Suspender for ClusterSuspender {
         &self,
         id: String,
         suspension: Option<Suspension>,
-    ) -> futures::future::BoxFuture<'_, Result<(), String>> {
+    ) -> futures::future::BoxFuture<'_, Result<(), apply::ApplyError>> {
         Box::pin(async move {
             self.store
                 .set_suspension(&self.client, &self.writes, &id, suspension.as_ref())
                 .await
-                .map_err(|e| e.to_string())
         })
     }
 }

@@ -3,28 +3,26 @@
 //! renders what it read, and sends each new revision or failure to the daemon's loop.
 //! While reads fail, a polled source is read less often (the interval, doubling to
 //! [`MAX_BACKOFF`]), the last good revision staying in force. What differs between
-//! sources is how one is read: `dir`, `git` and `oci` each implement [`Followed`].
-
-mod dir;
-mod git;
-mod oci;
+//! sources is how one is read: each implements [`source::Followed`] in its own module
+//! of `source`, and `source::Config` chooses among them.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::{mpsc, oneshot, watch as tokio_watch};
 
-use super::state::{Rendering as Rendered, SourceUpdate};
-use super::{DaemonError, SourceConfig};
-use crate::hydrate::{Input, Renderer};
-use crate::source;
+use super::state::{HydrateReport, SourceUpdate};
+use crate::hydrate::{Hydrator, Input};
+use crate::report::metrics::Metrics;
+use crate::report::notify::Origins;
+use crate::source::{self, Failure, Followed};
 use crate::spec::SourceFile;
 
-/// The rendering stage as the source task runs it: every revision read is rendered
+/// The hydrate stage as the source task runs it: every revision read is rendered
 /// before the loop sees it, off the async threads; its cache lives as long as the task.
 #[derive(Clone)]
-pub struct Rendering {
-    pub renderer: Arc<Renderer>,
+pub struct Stage {
+    pub hydrator: Arc<Hydrator>,
     /// `--allow-mass-prune`: a tree with files but no specs is an uninstall.
     pub allow_empty: bool,
     /// What charts are told of the cluster, read once at start.
@@ -33,15 +31,15 @@ pub struct Rendering {
 
 /// A read revision, rendered: its id, the files the spec loader reads, and what the stage
 /// said.
-pub(super) type Read = Result<(String, Vec<SourceFile>, Rendered), Failure>;
+pub(super) type Read = Result<(String, Vec<SourceFile>, HydrateReport), Failure>;
 
-impl Rendering {
-    pub(super) async fn render(&self, revision: source::Revision) -> Read {
+impl Stage {
+    pub(super) async fn hydrate(&self, revision: source::Revision) -> Read {
         let this = self.clone();
         let id = revision.id.clone();
         let input = Input::of(revision, self.cluster.clone());
         tokio::task::spawn_blocking(move || {
-            let out = this.renderer.render(input);
+            let out = this.hydrator.hydrate(input);
             let if_empty = (out.had_files && !this.allow_empty).then(|| out.empty_tree_error());
             // A directory's revision is named by what it renders to, so an edit that only
             // a tool reads (a kustomization's `.env`, a base outside the root) is one.
@@ -62,7 +60,7 @@ impl Rendering {
             (
                 id,
                 out.files,
-                Rendered {
+                HydrateReport {
                     errors: out.errors,
                     by: out.rendered,
                     if_empty,
@@ -70,10 +68,7 @@ impl Rendering {
             )
         })
         .await
-        .map_err(|e| Failure {
-            message: format!("rendering: {e}"),
-            reason: "render",
-        })
+        .map_err(|e| Failure::new("render", format!("rendering: {e}")))
     }
 }
 
@@ -93,72 +88,53 @@ pub struct Channels {
 }
 
 /// Starts the source task; returns the source's display name. `origins` hears the commit
-/// each OCI revision was built from, for commit statuses.
+/// each revision was built from, when it says (an OCI artifact), for commit statuses.
 pub fn start(
-    cfg: SourceConfig,
-    rendering: Rendering,
+    cfg: source::Config,
+    stage: Stage,
     channels: Channels,
-    origins: crate::report::notify::Origins,
-    metrics: &crate::report::metrics::Metrics,
-) -> Result<String, DaemonError> {
-    fn reasons<S: Followed>(metrics: &crate::report::metrics::Metrics, _: &S) {
+    origins: Origins,
+    metrics: &Metrics,
+) -> Result<String, source::OpenError> {
+    cfg.open(Start {
+        stage,
+        channels,
+        origins,
+        metrics,
+    })
+}
+
+/// What a source, once opened, is started with.
+struct Start<'m> {
+    stage: Stage,
+    channels: Channels,
+    origins: Origins,
+    metrics: &'m Metrics,
+}
+
+impl source::Follow for Start<'_> {
+    type Output = String;
+
+    fn follow<S: Followed>(
+        self,
+        source: S,
+        interval: Option<Duration>,
+        changes: Option<mpsc::Receiver<()>>,
+    ) -> String {
         for reason in S::REASONS.iter().chain(&["render"]) {
-            metrics.source_may_fail(S::KIND, reason);
+            self.metrics.source_may_fail(S::KIND, reason);
         }
+        let name = source.name();
+        tokio::spawn(follow(
+            source,
+            interval,
+            changes,
+            self.stage,
+            self.channels,
+            self.origins,
+        ));
+        name
     }
-    match cfg {
-        SourceConfig::Dir(root) => {
-            let (watch, changes) = source::dir::watch(&root, Duration::from_millis(200))?;
-            let name = format!("dir:{}", root.display());
-            let dir = dir::Dir {
-                root,
-                _watch: watch,
-            };
-            reasons(metrics, &dir);
-            tokio::spawn(follow(dir, None, Some(changes), rendering, channels));
-            Ok(name)
-        }
-        SourceConfig::Git { config, interval } => {
-            let git = git::Git(Arc::new(source::git::GitSource::open(config)?));
-            let name = git.0.display_url();
-            reasons(metrics, &git);
-            tokio::spawn(follow(git, Some(interval), None, rendering, channels));
-            Ok(name)
-        }
-        SourceConfig::Oci { config, interval } => {
-            let oci = oci::Oci {
-                source: Arc::new(source::oci::OciSource::open(config)?),
-                origins,
-            };
-            let name = oci.source.display();
-            reasons(metrics, &oci);
-            tokio::spawn(follow(oci, Some(interval), None, rendering, channels));
-            Ok(name)
-        }
-    }
-}
-
-/// Why a read of a source failed: the words for the status, and a stable, low-cardinality
-/// reason for the error metric (`driftless_source_errors_total{source,reason}`).
-#[derive(Debug)]
-pub(super) struct Failure {
-    pub message: String,
-    pub reason: &'static str,
-}
-
-/// A source the follow loop reads.
-pub(super) trait Followed: Send + Sync + 'static {
-    /// `dir`, `git` or `oci`: the error metric's `source` label.
-    const KIND: &'static str;
-    /// Every reason a read of it can fail for (besides rendering's): the metric has a
-    /// series for each from the start, so a rate over it is 0 rather than absent.
-    const REASONS: &'static [&'static str];
-    /// Reads it: `None` when nothing moved since the last read. `again` asks for the
-    /// revision even then: the last read failed, and a good one clears its error.
-    fn read(
-        &self,
-        again: bool,
-    ) -> impl Future<Output = Result<Option<source::Revision>, Failure>> + Send;
 }
 
 /// Fetches the hook starts are at least this far apart. The first hook after a quiet
@@ -188,8 +164,9 @@ async fn follow<S: Followed>(
     source: S,
     interval: Option<Duration>,
     mut changes: Option<mpsc::Receiver<()>>,
-    rendering: Rendering,
+    stage: Stage,
     channels: Channels,
+    origins: Origins,
 ) {
     let Channels {
         tx,
@@ -233,7 +210,12 @@ async fn follow<S: Followed>(
             tracing::info!(source = S::KIND, "read requested by the hook");
         }
         let read = match source.read(last.is_none()).await {
-            Ok(Some(revision)) => Some(rendering.render(revision).await),
+            Ok(Some(revision)) => {
+                if let (Some(id), Some(commit)) = (&revision.id, &revision.origin) {
+                    origins.record(id, commit);
+                }
+                Some(stage.hydrate(revision).await)
+            }
             Ok(None) => None,
             Err(failure) => Some(Err(failure)),
         };

@@ -10,10 +10,10 @@ use std::time::Duration;
 use tokio::sync::watch as tokio_watch;
 use tokio::time::Instant;
 
-use super::gate::{Progress, Steered};
 use super::queue::Key;
 use super::state::{State, SyncEnd, Tally};
-use crate::apply::{Engine, Scope, SyncReport};
+use crate::apply::{ApplyError, Engine, Scope, SyncReport};
+use crate::gate::{Progress, Steered};
 use crate::render::{self, Object};
 use crate::spec::{Spec, SpecId};
 
@@ -58,13 +58,29 @@ impl OwnedScope {
     }
 }
 
+/// Why a sync ended without a report.
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    #[error(transparent)]
+    Apply(#[from] ApplyError),
+    #[error(
+        "the sync did not finish within {}: the Kubernetes API is slow or unreachable; \
+         stopped, and retried with backoff",
+        humantime::format_duration(*.0)
+    )]
+    Overran(Duration),
+    /// The task panicked or was cancelled: a failed sync, not a crash of the loop.
+    #[error("the sync's task ended abnormally: {0}")]
+    Task(#[from] tokio::task::JoinError),
+}
+
 /// How a sync's task ended.
 pub struct Finished {
     pub keys: Vec<Key>,
     pub objects: Vec<Object>,
     /// Held specs that hold nothing back: applied as they are in this revision.
     pub held_applied: BTreeSet<SpecId>,
-    pub result: Result<SyncReport, String>,
+    pub result: Result<SyncReport, SyncError>,
     pub elapsed: Duration,
 }
 
@@ -78,8 +94,8 @@ impl Finished {
                 objects: &self.objects,
                 elapsed: self.elapsed,
             },
-            Err(message) => SyncEnd::Failed {
-                message: message.clone(),
+            Err(e) => SyncEnd::Failed {
+                message: e.to_string(),
                 elapsed: self.elapsed,
             },
         }
@@ -180,15 +196,11 @@ pub async fn execute(
     };
     let run = engine.sync_scope(&job.objects, &job.adopt, job.scope.scope(), &gate);
     let result = match tokio::time::timeout_at(deadline + DEADLINE_GRACE, run).await {
-        Ok(r) => r.map_err(|e| e.to_string()),
-        Err(_) => Err(format!(
-            "the sync did not finish within {}: the Kubernetes API is slow or unreachable; \
-             stopped, and retried with backoff",
-            humantime::format_duration(limits.sync)
-        )),
+        Ok(r) => r.map_err(SyncError::from),
+        Err(_) => Err(SyncError::Overran(limits.sync)),
     };
-    if let Err(message) = &result {
-        tracing::warn!(error = %message, "sync failed");
+    if let Err(e) = &result {
+        tracing::warn!(error = %e, "sync failed");
     }
     let held_applied = match job.held_objects.is_empty() {
         true => BTreeSet::new(),

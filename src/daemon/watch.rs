@@ -124,10 +124,9 @@ where
     watcher(api, config).default_backoff().boxed()
 }
 
-/// The next event, or why the watch failed (in our words); `None` once it ended.
-async fn next<K>(events: &mut Events<K>) -> Option<Result<watcher::Event<K>, String>> {
-    let ev = events.try_next().await.transpose()?;
-    Some(ev.map_err(|e| crate::cluster::error_text(&e)))
+/// The next event, or why the watch failed; `None` once it ended.
+async fn next<K>(events: &mut Events<K>) -> Option<Result<watcher::Event<K>, watcher::Error>> {
+    events.try_next().await.transpose()
 }
 
 fn key_of(r: &Resolved, obj: &DynamicObject) -> ObjKey {
@@ -159,8 +158,9 @@ async fn watch_kind(
     while let Some(ev) = next(&mut events).await {
         let ev = match ev {
             Ok(ev) => ev,
-            Err(why) => {
+            Err(e) => {
                 permit = None;
+                let why = crate::cluster::error_text(&e);
                 tracing::warn!(kind = %r.resource.kind, error = %why, "watch error");
                 continue;
             }
@@ -215,7 +215,9 @@ pub async fn watch_nodes(client: Client, tx: mpsc::Sender<Event>) {
     while let Some(ev) = next(&mut events).await {
         let ev = match ev {
             Ok(ev) => ev,
-            Err(why) => {
+            Err(e) => {
+                // In our words: it goes into the status as the cluster's condition.
+                let why = crate::cluster::error_text(&e);
                 tracing::warn!(error = %why, "node watch error");
                 if failing.as_ref() != Some(&why) {
                     failing = Some(why.clone());
@@ -300,6 +302,7 @@ pub async fn watch_suspensions(
             Ok(ev) => ev,
             Err(why) => {
                 if !warned {
+                    let why = crate::cluster::error_text(&why);
                     tracing::warn!(configmap = %name, error = %why, "cannot watch the suspensions");
                     warned = true;
                 }

@@ -10,6 +10,8 @@ use std::sync::{Arc, Mutex};
 
 use sha2::{Digest, Sha256};
 
+use super::tool::ToolError;
+
 /// A digest of a render's inputs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Key([u8; 32]);
@@ -45,7 +47,7 @@ impl KeyBuilder {
 
 /// What a render gave: its output, or its error (an unchanged broken input fails the
 /// same way without running the tool again).
-pub type Entry = Result<Arc<Vec<u8>>, String>;
+pub type Entry = Result<Arc<Vec<u8>>, ToolError>;
 
 /// The renders of the trees seen last. Entries not used by the latest tree are dropped
 /// once it is done ([`Cache::retain_used`]), so the cache holds one tree's output, not
@@ -142,7 +144,7 @@ mod tests {
         assert_ne!(k(&["ab", ""]), k(&["a", "b"]));
         let c = Cache::default();
         c.put(k(&["1"]), Ok(Arc::new(b"x".to_vec())));
-        c.put(k(&["2"]), Err("no".into()));
+        c.put(k(&["2"]), Err(ToolError::from("no".to_string())));
         c.retain_used();
         assert_eq!(c.len(), 2);
         assert!(c.get(&k(&["1"])).is_some());
@@ -160,7 +162,7 @@ mod tests {
         };
         let first = Cache::new(Some(dir.path().to_path_buf()));
         first.put(k("ok"), Ok(Arc::new(b"rendered".to_vec())));
-        first.put(k("bad"), Err("timed out".into()));
+        first.put(k("bad"), Err(ToolError::from("timed out".to_string())));
         first.put(k("old"), Ok(Arc::new(b"old".to_vec())));
         drop(first);
         let second = Cache::new(Some(dir.path().to_path_buf()));

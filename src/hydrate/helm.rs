@@ -15,8 +15,11 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use super::cache::KeyBuilder;
+pub use super::stage::ClusterFacts;
+use super::stage::{Shared, to_yaml};
+use super::tool::found_once;
 use super::tool::{Context, FindError, Rendered, Tool, ToolError};
-use super::{Renderer, pull, runner, to_yaml};
+use super::{pull, runner};
 use crate::source::Checkout;
 use crate::spec::helm::HelmRelease;
 use crate::spec::{Location, RenderedBy};
@@ -48,16 +51,6 @@ pub fn unnamed_release(dir: &str, namespace: &str, at: crate::spec::Location) ->
         api_versions: Vec::new(),
         annotations: BTreeMap::new(),
     }
-}
-
-/// Cluster facts a chart may ask for (`.Capabilities`), handed in by whoever reached the
-/// cluster; empty when rendering offline (helm's defaults, or the spec's own).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ClusterFacts {
-    /// `v1.20.2`.
-    pub kube_version: Option<String>,
-    /// `apps/v1`, `monitoring.coreos.com/v1`…
-    pub api_versions: Vec<String>,
 }
 
 /// The helm program and its version.
@@ -114,7 +107,9 @@ pub fn find(named: Option<&Path>, limits: &super::runner::Limits) -> Result<Helm
 /// A release made ready to run: its arguments (absolute paths), the command as status
 /// shows it, and the key of its render.
 pub struct Prepared {
-    pub args: Vec<OsString>,
+    /// What follows `helm template NAME CHART`.
+    flags: Vec<OsString>,
+    release: String,
     pub shown: String,
     pub key: super::cache::Key,
     /// Its `Chart.yaml`: the release's figures.
@@ -126,6 +121,17 @@ pub struct Prepared {
     /// The inline values, in a file of their own (never on the command line); kept until
     /// the run is done.
     _values: Option<tempfile::NamedTempFile>,
+}
+
+impl Prepared {
+    /// The command line that renders `chart`: the release's own, or a copy of it with
+    /// its dependencies built.
+    pub fn args(&self, chart: &Path) -> Vec<OsString> {
+        let mut args: Vec<OsString> =
+            vec!["template".into(), self.release.clone().into(), chart.into()];
+        args.extend(self.flags.iter().cloned());
+        args
+    }
 }
 
 /// Why a release could not be made ready to run.
@@ -190,13 +196,7 @@ pub fn prepare(
     for dir in &needs.local {
         digest_tree(&bound, dir, &mut key)?;
     }
-    let mut args: Vec<OsString> = vec![
-        "template".into(),
-        r.release_name.clone().into(),
-        chart.clone().into(),
-        "--namespace".into(),
-        r.namespace.clone().into(),
-    ];
+    let mut args: Vec<OsString> = vec!["--namespace".into(), r.namespace.clone().into()];
     let mut shown = vec![
         "helm template".to_string(),
         r.release_name.clone(),
@@ -258,14 +258,16 @@ pub fn prepare(
         }
         _ => None,
     };
-    for a in &args {
+    let head: [OsString; 2] = ["template".into(), r.release_name.clone().into()];
+    for a in head.iter().chain(&args) {
         // Paths are in the digest by content; the rest by what they say.
         if !Path::new(a).is_absolute() {
             key.part(a.as_encoded_bytes());
         }
     }
     Ok(Prepared {
-        args,
+        flags: args,
+        release: r.release_name.clone(),
         shown: shown.join(" "),
         key: key.finish(),
         meta,
@@ -323,16 +325,17 @@ fn digest_tree(repo: &Path, dir: &Path, key: &mut KeyBuilder) -> Result<(), Prep
     Ok(())
 }
 
+/// helm printed what is not YAML (the parser's first line).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("helm printed what is not YAML: {0}")]
+pub struct NotYaml(String);
+
 /// helm's output as manifests of the release: each object in the release namespace when
 /// it is namespaced and says none, with the release's policies, `keep` honoured.
-pub fn objects(output: &[u8], r: &HelmRelease) -> Result<Vec<serde_json::Value>, String> {
+pub fn objects(output: &[u8], r: &HelmRelease) -> Result<Vec<serde_json::Value>, NotYaml> {
     let text = String::from_utf8_lossy(output);
-    let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text).map_err(|e| {
-        format!(
-            "helm printed what is not YAML: {}",
-            first_line(&e.to_string())
-        )
-    })?;
+    let docs: Vec<serde_json::Value> =
+        serde_saphyr::from_multiple(&text).map_err(|e| NotYaml(first_line(&e.to_string())))?;
     let crd_cluster: Vec<(String, String)> = docs
         .iter()
         .filter(|d| d["kind"] == "CustomResourceDefinition" && d["spec"]["scope"] == "Cluster")
@@ -428,13 +431,13 @@ impl Tool for Releases {
         item.file.clone()
     }
 
-    fn ready(&self, r: &Renderer, _: &Context) -> Result<Helm, FindError> {
-        super::found_once(&self.found, || find(r.opts.helm.as_deref(), &r.opts.limits))
+    fn ready(&self, r: &Shared, _: &Context) -> Result<Helm, FindError> {
+        found_once(&self.found, || find(r.opts.helm.as_deref(), &r.opts.limits))
     }
 
     fn render(
         &self,
-        r: &Renderer,
+        r: &Shared,
         tool: &Helm,
         item: &ReleaseAt,
         cx: &Context,
@@ -469,7 +472,7 @@ impl Tool for Releases {
 
 /// One release: its objects as YAML, and the command shown for it.
 fn release_one(
-    stage: &Renderer,
+    stage: &Shared,
     tool: &Helm,
     r: &HelmRelease,
     disk: &Checkout,
@@ -507,7 +510,6 @@ fn release_one(
             let span = tracing::info_span!("render", tool = "helm", release = %r.release_name);
             let _enter = span.enter();
             stage.runs.fetch_add(1, Ordering::Relaxed);
-            let mut args = prepared.args.clone();
             let mut chart = prepared.chart.clone();
             let mut _copy = None;
             if !prepared.needs.missing.is_empty() {
@@ -521,14 +523,12 @@ fn release_one(
                     &stage.slots,
                 )
                 .map_err(|e| e.to_string())?;
-                // `helm template NAME CHART …`: the copy renders instead.
-                args[2] = built.clone().into();
                 chart = built;
                 _copy = Some(tmp);
             }
             let result = runner::run(
                 &tool.program,
-                &args,
+                &prepared.args(&chart),
                 &chart,
                 &stage.opts.limits,
                 &stage.slots,
@@ -536,17 +536,18 @@ fn release_one(
             .map(Arc::new)
             .map_err(|e| {
                 let line = said(e, &disk.repo);
-                match &_copy {
+                let line = match &_copy {
                     Some(t) => line.replace(&format!("{}/", t.path().join("tree").display()), ""),
                     None => line,
-                }
+                };
+                ToolError::from(line)
             });
             tracing::info!(ok = result.is_ok(), "rendered");
             stage.cache.put(prepared.key, result.clone());
             result?
         }
     };
-    let objects = objects(&rendered, r)?;
+    let objects = objects(&rendered, r).map_err(|e| ToolError::from(e.to_string()))?;
     Ok((prepared.shown, to_yaml(&objects), prepared.meta))
 }
 

@@ -13,9 +13,11 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
 use super::cache::{self, KeyBuilder};
+use super::runner;
+use super::stage::Shared;
+use super::tool::found_once;
 use super::tool::{Context, FindError, Rendered, Tool, ToolError};
 use super::tree::KUSTOMIZATION_FILES;
-use super::{Renderer, runner};
 use crate::source::Checkout;
 use crate::spec::{Location, RenderedBy};
 
@@ -498,15 +500,15 @@ impl Tool for Kustomizations {
         item.file.clone()
     }
 
-    fn ready(&self, r: &Renderer, _: &Context) -> Result<Kustomize, FindError> {
-        super::found_once(&self.found, || {
+    fn ready(&self, r: &Shared, _: &Context) -> Result<Kustomize, FindError> {
+        found_once(&self.found, || {
             find(r.opts.kustomize.as_deref(), &r.opts.limits)
         })
     }
 
     fn render(
         &self,
-        r: &Renderer,
+        r: &Shared,
         tool: &Kustomize,
         item: &Dir,
         cx: &Context,
@@ -531,27 +533,30 @@ impl Tool for Kustomizations {
 
 /// One kustomization built (or answered from the cache by its closure).
 fn build(
-    r: &Renderer,
+    r: &Shared,
     tool: &Kustomize,
     disk: &Checkout,
     dir: &str,
     remote_ok: bool,
-) -> Result<Arc<Vec<u8>>, String> {
+) -> cache::Entry {
+    let said = |message: String| ToolError { at: None, message };
     let abs = disk.root.join(dir);
     let abs = abs
         .canonicalize()
-        .map_err(|e| format!("cannot read the kustomization's directory: {e}"))?;
+        .map_err(|e| said(format!("cannot read the kustomization's directory: {e}")))?;
     if !abs.starts_with(&disk.repo) {
-        return Err("the kustomization's directory leads out of the repository; refused".into());
+        return Err(said(
+            "the kustomization's directory leads out of the repository; refused".into(),
+        ));
     }
-    let closure = closure(&disk.repo, &abs, remote_ok).map_err(|e| e.to_string())?;
+    let closure = closure(&disk.repo, &abs, remote_ok).map_err(|e| said(e.to_string()))?;
     let mut key = cache::KeyBuilder::new("kustomize");
     key.part(tool.program.as_os_str().as_encoded_bytes())
         .part(tool.version.as_bytes())
         .part(tool.shown(dir).as_bytes());
     closure
         .digest(&disk.repo, &mut key)
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| said(e.to_string()))?;
     let key = key.finish();
     // A remote base can change without the repository changing: never cached.
     if !closure.remote
@@ -576,7 +581,7 @@ fn build(
             other => format!("kustomize build: {other}"),
         };
         // Paths as the tree names them, not where this copy of it lies.
-        said.replace(&format!("{}/", disk.repo.display()), "")
+        ToolError::from(said.replace(&format!("{}/", disk.repo.display()), ""))
     });
     // A failure is the revision's error, said once, where errors are said.
     tracing::info!(ok = result.is_ok(), "rendered");

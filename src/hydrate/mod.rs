@@ -14,120 +14,19 @@ pub mod jsonnet;
 pub mod kustomize;
 pub mod pull;
 pub mod runner;
+pub mod stage;
 pub mod tool;
 pub mod tree;
 
-use std::collections::BTreeMap;
-use std::path::PathBuf;
-use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
-use crate::source::{Checkout, Revision};
 use crate::spec::settings::SETTINGS_FILE;
-use crate::spec::{Location, RenderedBy, SourceFile, SpecError};
+use crate::spec::{Location, SourceFile, SpecError};
 use tree::{Rendered, base_of, is_under};
 
-/// The Jsonnet evaluator, as provenance names it.
-pub const JSONNET_VERSION: &str = "rsjsonnet 0.5.1";
-
-/// How the stage runs its tools.
-#[derive(Debug, Clone)]
-pub struct Options {
-    /// `--kustomize` / `DRIFTLESS_KUSTOMIZE`: the program, else found on `PATH`.
-    pub kustomize: Option<PathBuf>,
-    /// `--helm` / `DRIFTLESS_HELM`: the program, else `helm` on `PATH`.
-    pub helm: Option<PathBuf>,
-    /// Where charts pulled from chart repositories are kept (none: they are refused).
-    pub chart_cache: Option<PathBuf>,
-    /// `--credentials-dir`: the only place a release's `username-file`, `password-file` and
-    /// `ca-file` are read from. A commit must not make the daemon send any file of its
-    /// host to a repository the commit names.
-    pub credentials_dir: Option<PathBuf>,
-    /// Where renders are kept across restarts (none: in memory only).
-    pub render_cache: Option<PathBuf>,
-    pub limits: runner::Limits,
-    /// Tool runs at once (`--render-concurrency`).
-    pub concurrency: usize,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Options {
-            kustomize: None,
-            helm: None,
-            chart_cache: None,
-            render_cache: None,
-            credentials_dir: None,
-            limits: runner::Limits::default(),
-            concurrency: 4,
-        }
-    }
-}
-
-/// A revision's files, as a source read them.
-#[derive(Debug, Clone, Default)]
-pub struct Input {
-    pub files: Vec<SourceFile>,
-    /// Files the source did not read (by path), for what is said about them.
-    pub unread: Vec<String>,
-    /// Where the tree lies on disk, for the tools that read files themselves.
-    pub checkout: Option<Checkout>,
-    /// What charts are told of the cluster (`.Capabilities`).
-    pub cluster: helm::ClusterFacts,
-}
-
-impl Input {
-    /// A source's revision, with what charts are told of the cluster.
-    pub fn of(revision: Revision, cluster: helm::ClusterFacts) -> Input {
-        Input {
-            files: revision.files,
-            unread: revision.unread,
-            checkout: revision.checkout,
-            cluster,
-        }
-    }
-}
-
-/// What the spec loader reads, and what the stage found wrong.
-#[derive(Debug, Clone, Default)]
-pub struct Output {
-    pub files: Vec<SourceFile>,
-    /// A render that failed, at its file: the revision is invalid.
-    pub errors: Vec<SpecError>,
-    /// Files nothing reads (neither spec, YAML, JSON manifest, Jsonnet, nor part of a
-    /// rendered directory).
-    pub unread: Vec<String>,
-    pub rendered: BTreeMap<String, RenderedBy>,
-    /// Whether the revision held anything at all: files read or not.
-    pub had_files: bool,
-}
-
-impl Output {
-    /// Why a tree with files but no specs is refused: it would prune everything it once
-    /// applied, and is more often a mistake (a wrong path, a tree of files nothing reads)
-    /// than an uninstall, which says so with `--allow-mass-prune`.
-    pub fn empty_tree_error(&self) -> SpecError {
-        let mut message = "the tree holds no specs".to_string();
-        if !self.unread.is_empty() {
-            let shown: Vec<&str> = self.unread.iter().take(3).map(String::as_str).collect();
-            let more = self.unread.len().saturating_sub(3);
-            message.push_str(&format!(
-                " ({} file{} not read: {}{})",
-                self.unread.len(),
-                if self.unread.len() == 1 { "" } else { "s" },
-                shown.join(", "),
-                if more > 0 {
-                    format!(", and {more} more")
-                } else {
-                    String::new()
-                }
-            ));
-        }
-        message
-            .push_str("; an emptied tree is applied only with --allow-mass-prune (an uninstall)");
-        error_at(".", 1, 1, message)
-    }
-}
+pub use jsonnet::JSONNET_VERSION;
+pub use stage::{Hydrated, Input, Options};
+use stage::{Shared, error_at};
 
 /// Whether a revision renders charts: helm is then told of the cluster.
 pub fn uses_helm(files: &[SourceFile]) -> bool {
@@ -147,24 +46,18 @@ pub fn needs_checkout(files: &[SourceFile]) -> bool {
 }
 
 /// The stage: its options, tools found, and caches. One per process (CLI) or daemon.
-pub struct Renderer {
-    opts: Options,
-    slots: runner::Slots,
-    cache: cache::Cache,
-    runs: AtomicU64,
+pub struct Hydrator {
+    shared: Shared,
     // The tools (tool.rs), each with what it keeps between revisions.
     kustomize: kustomize::Kustomizations,
     helm: helm::Releases,
     jsonnet: jsonnet::Evaluations,
 }
 
-impl Renderer {
+impl Hydrator {
     pub fn new(opts: Options) -> Self {
-        Renderer {
-            slots: runner::Slots::new(opts.concurrency),
-            cache: cache::Cache::new(opts.render_cache.clone()),
-            opts,
-            runs: AtomicU64::new(0),
+        Hydrator {
+            shared: Shared::new(opts),
             kustomize: kustomize::Kustomizations::default(),
             helm: helm::Releases::default(),
             jsonnet: jsonnet::Evaluations::default(),
@@ -173,17 +66,17 @@ impl Renderer {
 
     /// Tool runs and evaluations so far (not those answered from the cache).
     pub fn runs(&self) -> u64 {
-        self.runs.load(Ordering::Relaxed)
+        self.shared.runs.load(Ordering::Relaxed)
     }
 
     /// Renders a revision.
-    pub fn render(&self, input: Input) -> Output {
+    pub fn hydrate(&self, input: Input) -> Hydrated {
         let settings = crate::spec::settings_of(&input.files);
-        let mut out = Output {
+        let mut out = Hydrated {
             // The settings alone are no content: a tree emptied for an uninstall may keep them.
             had_files: input.files.iter().any(|f| f.path != SETTINGS_FILE)
                 || !input.unread.is_empty(),
-            ..Output::default()
+            ..Hydrated::default()
         };
         let paths = input
             .files
@@ -261,50 +154,19 @@ impl Renderer {
             input: &input,
             settings: &settings,
         };
-        self.render_with(&self.kustomize, &kustomizations, &cx, &mut out);
-        self.render_with(&self.helm, &releases, &cx, &mut out);
-        self.render_with(&self.jsonnet, &jsonnet_files, &cx, &mut out);
-        self.cache.retain_used();
+        tool::hydrate_with(
+            &self.shared,
+            &self.kustomize,
+            &kustomizations,
+            &cx,
+            &mut out,
+        );
+        tool::hydrate_with(&self.shared, &self.helm, &releases, &cx, &mut out);
+        tool::hydrate_with(&self.shared, &self.jsonnet, &jsonnet_files, &cx, &mut out);
+        self.shared.cache.retain_used();
         out.files.sort_by(|a, b| a.path.cmp(&b.path));
         out.errors.sort();
         out
-    }
-}
-
-/// A tool, found once; not finding it is asked again next time (it may be installed
-/// meanwhile).
-fn found_once<T: Clone>(
-    slot: &Mutex<Option<T>>,
-    find: impl FnOnce() -> Result<T, tool::FindError>,
-) -> Result<T, tool::FindError> {
-    let mut found = slot.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(t) = found.as_ref() {
-        return Ok(t.clone());
-    }
-    let t = find()?;
-    *found = Some(t.clone());
-    Ok(t)
-}
-
-/// Objects as YAML documents (each JSON, which YAML reads), one per object.
-fn to_yaml(objects: &[serde_json::Value]) -> Vec<u8> {
-    let mut out = String::new();
-    for o in objects {
-        out.push_str("---\n");
-        out.push_str(&serde_json::to_string_pretty(o).unwrap_or_default());
-        out.push('\n');
-    }
-    out.into_bytes()
-}
-
-fn error_at(file: &str, line: usize, column: usize, message: String) -> SpecError {
-    SpecError {
-        at: Location {
-            file: file.to_string(),
-            line,
-            column,
-        },
-        message,
     }
 }
 
@@ -338,6 +200,8 @@ fn is_library_chart(file: &str, files: &[SourceFile]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::source::Checkout;
+    use std::path::PathBuf;
 
     fn file(p: &str, t: &str) -> SourceFile {
         SourceFile {
@@ -348,8 +212,8 @@ mod tests {
 
     #[test]
     fn json_jsonnet_charts_and_unread_files() {
-        let r = Renderer::new(Options::default());
-        let out = r.render(Input {
+        let r = Hydrator::new(Options::default());
+        let out = r.hydrate(Input {
             files: vec![
                 file(
                     "cm.json",
@@ -391,7 +255,7 @@ mod tests {
         assert_eq!(out.rendered["app.jsonnet"].tool, "jsonnet");
         assert_eq!(r.runs(), 1);
         // Unchanged: answered from the cache.
-        let _ = r.render(Input {
+        let _ = r.hydrate(Input {
             files: vec![file(
                 "app.jsonnet",
                 "{ x: { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'n' } } }",
@@ -403,8 +267,8 @@ mod tests {
 
     #[test]
     fn broken_json_is_an_error_at_its_place() {
-        let r = Renderer::new(Options::default());
-        let out = r.render(Input {
+        let r = Hydrator::new(Options::default());
+        let out = r.hydrate(Input {
             files: vec![file("x.json", "{\n  \"a\": ,\n}")],
             ..Input::default()
         });
@@ -415,11 +279,11 @@ mod tests {
 
     #[test]
     fn a_kustomization_without_a_disk_or_a_tool_is_one_line_at_its_file() {
-        let r = Renderer::new(Options {
+        let r = Hydrator::new(Options {
             kustomize: Some(PathBuf::from("/nonexistent/kustomize")),
             ..Options::default()
         });
-        let out = r.render(Input {
+        let out = r.hydrate(Input {
             files: vec![file("app/kustomization.yaml", "resources: []\n")],
             ..Input::default()
         });
@@ -428,7 +292,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::create_dir(dir.path().join("app")).unwrap();
         std::fs::write(dir.path().join("app/kustomization.yaml"), "resources: []\n").unwrap();
-        let out = r.render(Input {
+        let out = r.hydrate(Input {
             files: vec![file("app/kustomization.yaml", "resources: []\n")],
             checkout: Some(Checkout::for_dir(dir.path()).unwrap()),
             ..Input::default()

@@ -4,12 +4,14 @@
 //! stage's one loop does the rest alike for all of them: an error per item when the tool
 //! cannot run at all, the items rendered side by side, and each output handed on at its
 //! file with its provenance. A new tool is a file with one `impl Tool` and a line in
-//! `Renderer::render` (docs/src/contributing/layout.md, "Adding a render tool").
+//! `Hydrator::hydrate` (docs/src/contributing/layout.md, "Adding a render tool").
 
 use crate::spec::settings::Settings;
 use crate::spec::{Location, RenderedBy, SourceFile};
 
-use super::{Input, Output, Renderer, error_at};
+use std::sync::Mutex;
+
+use super::stage::{Hydrated, Input, Shared, error_at};
 
 /// What a tool renders from: the revision's files (and its checkout), and the tree's
 /// settings.
@@ -82,88 +84,101 @@ pub trait Tool: Sync {
     fn output_file(&self, item: &Self::Item) -> String;
 
     /// Once per revision, before any item: the tool found (or why it cannot run).
-    fn ready(&self, r: &Renderer, cx: &Context) -> Result<Self::Ready, FindError>;
+    fn ready(&self, r: &Shared, cx: &Context) -> Result<Self::Ready, FindError>;
 
     /// One item. Runs beside the revision's other items, so it takes `&self` only.
     fn render(
         &self,
-        r: &Renderer,
+        r: &Shared,
         ready: &Self::Ready,
         item: &Self::Item,
         cx: &Context,
     ) -> Result<Rendered, ToolError>;
 }
 
-impl Renderer {
-    /// Renders `items` with `tool` into `out`.
-    pub(super) fn render_with<T: Tool>(
-        &self,
-        tool: &T,
-        items: &[T::Item],
-        cx: &Context,
-        out: &mut Output,
-    ) {
-        if items.is_empty() {
+/// Renders `items` with `tool` into `out`: the one loop every tool is driven by.
+pub(super) fn hydrate_with<T: Tool>(
+    shared: &Shared,
+    tool: &T,
+    items: &[T::Item],
+    cx: &Context,
+    out: &mut Hydrated,
+) {
+    if items.is_empty() {
+        return;
+    }
+    let each_fails = |out: &mut Hydrated, why: &str| {
+        for item in items {
+            let at = tool.at(item);
+            out.errors
+                .push(error_at(&at.file, at.line, at.column, why.to_string()));
+        }
+    };
+    if let Some(what) = tool.reads_disk()
+        && cx.input.checkout.is_none()
+    {
+        each_fails(
+            out,
+            &format!("{what} needs its tree on disk, and this source has none"),
+        );
+        return;
+    }
+    let ready = match tool.ready(shared, cx) {
+        Ok(ready) => ready,
+        Err(why) => {
+            each_fails(out, &why.to_string());
             return;
         }
-        let each_fails = |out: &mut Output, why: &str| {
-            for item in items {
-                let at = tool.at(item);
-                out.errors
-                    .push(error_at(&at.file, at.line, at.column, why.to_string()));
-            }
-        };
-        if let Some(what) = tool.reads_disk()
-            && cx.input.checkout.is_none()
-        {
-            each_fails(
-                out,
-                &format!("{what} needs its tree on disk, and this source has none"),
-            );
-            return;
-        }
-        let ready = match tool.ready(self, cx) {
-            Ok(ready) => ready,
-            Err(why) => {
-                each_fails(out, &why.to_string());
-                return;
-            }
-        };
-        let ready = &ready;
-        // Side by side: each run waits for a slot of its own (runner::Slots), so this
-        // bounds nothing itself.
-        let results: Vec<Result<Rendered, ToolError>> = std::thread::scope(|s| {
-            let handles: Vec<_> = items
-                .iter()
-                .map(|item| s.spawn(move || tool.render(self, ready, item, cx)))
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join().unwrap_or_else(|_| {
-                        Err(ToolError::from(
-                            "the render stopped unexpectedly".to_string(),
-                        ))
-                    })
+    };
+    let ready = &ready;
+    // Side by side: each run waits for a slot of its own (runner::Slots), so this
+    // bounds nothing itself.
+    let results: Vec<Result<Rendered, ToolError>> = std::thread::scope(|s| {
+        let handles: Vec<_> = items
+            .iter()
+            .map(|item| s.spawn(move || tool.render(shared, ready, item, cx)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(ToolError::from(
+                        "the render stopped unexpectedly".to_string(),
+                    ))
                 })
-                .collect()
-        });
-        for (item, result) in items.iter().zip(results) {
-            match result {
-                Ok(rendered) => {
-                    let file = tool.output_file(item);
-                    out.rendered.insert(file.clone(), rendered.by);
-                    out.files.push(SourceFile {
-                        path: file,
-                        contents: rendered.yaml,
-                    });
-                }
-                Err(e) => {
-                    let at = e.at.unwrap_or_else(|| tool.at(item));
-                    out.errors
-                        .push(error_at(&at.file, at.line, at.column, e.message));
-                }
+            })
+            .collect()
+    });
+    for (item, result) in items.iter().zip(results) {
+        match result {
+            Ok(rendered) => {
+                let file = tool.output_file(item);
+                out.rendered.insert(file.clone(), rendered.by);
+                out.files.push(SourceFile {
+                    path: file,
+                    contents: rendered.yaml,
+                });
+            }
+            Err(e) => {
+                let at = e.at.unwrap_or_else(|| tool.at(item));
+                out.errors
+                    .push(error_at(&at.file, at.line, at.column, e.message));
             }
         }
     }
+}
+
+/// A tool, found once; not finding it is asked again next time (it may be installed
+/// meanwhile).
+pub(super) fn found_once<T: Clone>(
+    slot: &Mutex<Option<T>>,
+    find: impl FnOnce() -> Result<T, FindError>,
+) -> Result<T, FindError> {
+    let mut found = slot.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(t) = found.as_ref() {
+        return Ok(t.clone());
+    }
+    let t = find()?;
+    *found = Some(t.clone());
+    Ok(t)
 }

@@ -25,6 +25,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
 
 use super::delta::Delta;
 use super::status::{LastSync, StatusFile};
+use crate::apply::ApplyError;
 use crate::apply::suspensions::Suspension;
 
 /// Longest a long-poll may wait.
@@ -78,11 +79,11 @@ pub enum Control {
     /// Fetch the source now and run a whole sync; `done` hears how that sync ended (or
     /// why none ran).
     Sync {
-        done: Option<oneshot::Sender<Result<LastSync, String>>>,
+        done: Option<oneshot::Sender<Result<LastSync, NoSync>>>,
     },
     /// The read a `Sync` asked of the source reached the loop (the loop's own message).
     SourceRead {
-        done: Option<oneshot::Sender<Result<LastSync, String>>>,
+        done: Option<oneshot::Sender<Result<LastSync, NoSync>>>,
     },
     /// Read the source now (a directory again; git: fetch); `done` hears the revision
     /// the daemon has seen once that read reached it.
@@ -95,13 +96,42 @@ pub enum Control {
     },
 }
 
+/// Why a sync asked for (`POST /api/v1/sync?wait=true`) has no end to tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum NoSync {
+    #[error("the daemon is stopping")]
+    Stopping,
+    /// It ended without an end the state kept.
+    #[error("the sync was abandoned")]
+    Abandoned,
+    #[error("no valid revision to sync yet")]
+    NoRevision,
+    #[error("this replica is a standby; the leader syncs")]
+    Standby,
+}
+
 /// Writes a suspension where every replica reads it (the cluster).
 pub trait Suspender: Send + Sync {
     fn set(
         &self,
         id: String,
         suspension: Option<Suspension>,
-    ) -> futures::future::BoxFuture<'_, Result<(), String>>;
+    ) -> futures::future::BoxFuture<'_, Result<(), ApplyError>>;
+}
+
+/// Why the object view has no view to show. What cannot be read of the object itself
+/// (its live copy, its diff) is said inside the view, not as this.
+#[derive(Debug, thiserror::Error)]
+pub enum InspectError {
+    #[error("the daemon has no valid revision of the specs yet")]
+    NoTree,
+    #[error("there is no spec {0} in the current revision")]
+    NoSpec(String),
+    #[error("rendering spec {spec}: {source}")]
+    Render {
+        spec: String,
+        source: crate::render::RenderError,
+    },
 }
 
 /// Reads one object of a spec from the cluster for the web UI's object view: live and
@@ -111,7 +141,7 @@ pub trait Inspect: Send + Sync {
         &'a self,
         spec: &'a str,
         object: &'a str,
-    ) -> futures::future::BoxFuture<'a, Result<Value, String>>;
+    ) -> futures::future::BoxFuture<'a, Result<Value, InspectError>>;
 }
 
 pub struct ApiState {
@@ -246,7 +276,7 @@ async fn object(State(api): State<Arc<ApiState>>, Query(q): Query<ObjectQuery>) 
     };
     match inspect.object(&q.spec, &q.object).await {
         Ok(view) => json_text(view.to_string()),
-        Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, e),
+        Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
     }
 }
 
@@ -485,7 +515,7 @@ async fn sync(
             };
             (code, axum::Json(json!({"last_sync": last}))).into_response()
         }
-        Ok(Err(why)) => error(StatusCode::CONFLICT, why),
+        Ok(Err(why)) => error(StatusCode::CONFLICT, why.to_string()),
         Err(_) => error(StatusCode::SERVICE_UNAVAILABLE, "the daemon is stopping"),
     }
 }
@@ -538,7 +568,7 @@ async fn control_spec(
     tracing::info!(spec = %id, verb, "requested through the API");
     match api.suspender.set(id.clone(), suspension.clone()).await {
         Ok(()) => axum::Json(json!({"id": id, "suspended": suspension})).into_response(),
-        Err(e) => error(StatusCode::BAD_GATEWAY, e),
+        Err(e) => error(StatusCode::BAD_GATEWAY, e.to_string()),
     }
 }
 

@@ -1,4 +1,4 @@
-//! The HTTP side of the daemon: `/metrics`, `/healthz`, `/readyz` and `POST /hooks/git`.
+//! The HTTP side of the daemon: `/metrics`, `/healthz`, `/readyz` and `POST /hooks/KIND` (`git`, `oci`).
 
 use std::fmt;
 use std::future::Future;
@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{DefaultBodyLimit, FromRequest, Request, State};
+use axum::extract::{DefaultBodyLimit, FromRequest, Path, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -26,23 +26,6 @@ pub const HOOK_BODY_LIMIT: usize = 1024 * 1024;
 /// The signature header GitHub and Gitea send: `sha256=<hex HMAC-SHA256 of the body>`.
 pub const SIGNATURE_HEADER: &str = "x-hub-signature-256";
 
-/// The source a hook speaks for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum HookKind {
-    #[default]
-    Git,
-    Oci,
-}
-
-impl HookKind {
-    fn name(self) -> &'static str {
-        match self {
-            HookKind::Git => "git",
-            HookKind::Oci => "OCI",
-        }
-    }
-}
-
 pub struct HttpState {
     pub metrics: Arc<Metrics>,
     /// `/readyz` answers 200 once this is true (after the first completed sync), else 503.
@@ -50,11 +33,9 @@ pub struct HttpState {
     /// Why this replica is not ready whatever `ready` says, while it is not: a Lease it
     /// may not use (it can never lead, so it is no standby either).
     pub unready: Option<tokio::sync::watch::Receiver<Option<String>>>,
-    /// `POST /hooks/git` (or `/hooks/oci`, as `hook_kind` says) sends `()` here; `None`
-    /// disables the hook (404).
-    pub hook: Option<mpsc::Sender<()>>,
-    /// Which source the hook asks to fetch: its path is `/hooks/git` or `/hooks/oci`.
-    pub hook_kind: HookKind,
+    /// The hook: the kind of the source it asks to read (`git`, `oci`: its path is
+    /// `/hooks/KIND`), and where `POST` to it sends `()`. `None` disables it (404).
+    pub hook: Option<(&'static str, mpsc::Sender<()>)>,
     /// When set, a hook request needs a valid `X-Hub-Signature-256`; 401 otherwise.
     pub hook_secret: Option<Vec<u8>>,
     /// The JSON API (`/api/v1/...`); `None` serves none of it.
@@ -112,14 +93,8 @@ fn router(mut state: HttpState) -> Router {
         .route("/healthz", get(healthz))
         .route("/readyz", get(readyz))
         .route(
-            "/hooks/git",
-            post(|s, r| source_hook(HookKind::Git, s, r))
-                .layer(DefaultBodyLimit::max(HOOK_BODY_LIMIT)),
-        )
-        .route(
-            "/hooks/oci",
-            post(|s, r| source_hook(HookKind::Oci, s, r))
-                .layer(DefaultBodyLimit::max(HOOK_BODY_LIMIT)),
+            "/hooks/{kind}",
+            post(source_hook).layer(DefaultBodyLimit::max(HOOK_BODY_LIMIT)),
         )
         .merge(super::ui::router())
         .with_state(Arc::new(state));
@@ -156,20 +131,14 @@ async fn readyz(State(state): State<Arc<HttpState>>) -> (StatusCode, String) {
 }
 
 async fn source_hook(
-    kind: HookKind,
+    Path(kind): Path<String>,
     State(state): State<Arc<HttpState>>,
     request: Request,
 ) -> Response {
-    let name = kind.name();
-    let hook = match &state.hook {
-        Some(hook) if state.hook_kind == kind => hook,
-        _ => {
-            return (
-                StatusCode::NOT_FOUND,
-                format!("the {name} hook is not enabled"),
-            )
-                .into_response();
-        }
+    let (name, hook) = match &state.hook {
+        Some((name, hook)) if *name == kind => (*name, hook),
+        // The path is the caller's: not said back.
+        _ => return (StatusCode::NOT_FOUND, "no such hook is enabled").into_response(),
     };
     // Judging the declared length before reading means a client that waits for
     // `100 Continue` never sends an oversized body at all.
@@ -363,7 +332,6 @@ mod tests {
             ready: Arc::default(),
             unready: None,
             hook: None,
-            hook_kind: Default::default(),
             hook_secret: Some(b"hunter2".to_vec()),
             api: None,
         };

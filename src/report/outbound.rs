@@ -33,8 +33,23 @@ pub fn client() -> HttpClient {
     Client::builder(TokioExecutor::new()).build(connector)
 }
 
-/// One request: the answer's status and body, or why there is none (in words, with
-/// causes). Bodies are read up to `MAX_BODY`.
+/// Why a request has no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    #[error("invalid request: {0}")]
+    Invalid(#[from] hyper::http::Error),
+    /// Connecting, TLS or the exchange itself, with its causes (hyper's own error says
+    /// only "client error (Connect)").
+    #[error("{0}")]
+    Exchange(String),
+    #[error("reading the answer: {0}")]
+    Body(String),
+    #[error("no answer within {}s", .0.as_secs())]
+    TimedOut(Duration),
+}
+
+/// One request: the answer's status and body, or why there is none. Bodies are read up
+/// to `MAX_BODY`.
 pub async fn request(
     client: &HttpClient,
     method: Method,
@@ -42,27 +57,28 @@ pub async fn request(
     headers: &[(&str, String)],
     body: Vec<u8>,
     timeout: Duration,
-) -> Result<(StatusCode, Bytes), String> {
+) -> Result<(StatusCode, Bytes), RequestError> {
     let mut request = hyper::Request::builder().method(method).uri(url);
     for (name, value) in headers {
         request = request.header(*name, value);
     }
-    let request = request
-        .body(Full::new(Bytes::from(body)))
-        .map_err(|e| format!("invalid request: {e}"))?;
+    let request = request.body(Full::new(Bytes::from(body)))?;
     let exchange = async {
-        let response = client.request(request).await.map_err(|e| error_chain(&e))?;
+        let response = client
+            .request(request)
+            .await
+            .map_err(|e| RequestError::Exchange(error_chain(&e)))?;
         let status = response.status();
         let body = http_body_util::Limited::new(response.into_body(), MAX_BODY)
             .collect()
             .await
-            .map_err(|e| format!("reading the answer: {e}"))?
+            .map_err(|e| RequestError::Body(e.to_string()))?
             .to_bytes();
         Ok((status, body))
     };
     tokio::time::timeout(timeout, exchange)
         .await
-        .map_err(|_| format!("no answer within {}s", timeout.as_secs()))?
+        .map_err(|_| RequestError::TimedOut(timeout))?
 }
 
 /// Largest answer read: the API's status of thousands of specs is a few MiB.

@@ -77,6 +77,43 @@ pub fn revision_of(files: &[SourceFile]) -> String {
     format!("dir:{:016x}", crate::spec::names::fnv1a64(bytes))
 }
 
+/// A directory as a followed source: read whole on every change its watch reports.
+pub struct Dir {
+    root: PathBuf,
+    /// Kept for as long as the directory is followed: dropping it stops the watch.
+    _watch: DirWatch,
+}
+
+impl Dir {
+    /// Starts watching `root`; the receiver hears its changes.
+    pub fn open(root: PathBuf) -> Result<(Dir, mpsc::Receiver<()>), DirError> {
+        let (watch, changes) = watch(&root, Duration::from_millis(200))?;
+        Ok((
+            Dir {
+                root,
+                _watch: watch,
+            },
+            changes,
+        ))
+    }
+}
+
+impl super::Followed for Dir {
+    const KIND: &'static str = "dir";
+    const REASONS: &'static [&'static str] = &["read"];
+
+    fn name(&self) -> String {
+        format!("dir:{}", self.root.display())
+    }
+
+    async fn read(&self, _again: bool) -> Result<Option<super::Revision>, super::Failure> {
+        // Named by what it renders to (`id: None`).
+        super::read_tree(&self.root, None)
+            .map(Some)
+            .map_err(|e| super::Failure::new("read", e))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,17 +1,76 @@
 //! Where revisions come from: a watched directory, a git repository, or an OCI artifact.
 //!
 //! Every kind yields the same [`Revision`]: its files, the paths nothing reads, and where
-//! its tree lies on disk when a render tool must read it there. What follows a source never
-//! asks which kind it is. This module knows nothing of the stages above it: which trees
-//! need a checkout is a predicate the caller hands to git ([`git::GitConfig`]).
+//! its tree lies on disk when a render tool must read it there. Every kind is followed
+//! the same way ([`Followed`]), and [`Config`] is the one place where they are chosen.
+//! What follows a source never asks which kind it is. This module knows nothing of the
+//! stages above it: which trees need a checkout is a predicate the caller hands to git
+//! ([`git::GitConfig`]).
 
 pub mod dir;
+mod followed;
 pub mod git;
 pub mod oci;
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+pub use followed::{Failure, Follow, Followed};
 
 use crate::spec::{LoadError, SourceFile};
+
+/// The source a daemon follows, as its flags chose it. A new kind of source is a variant
+/// here and its arm in [`Config::open`] and [`Config::kind`].
+#[derive(Debug)]
+pub enum Config {
+    Dir(PathBuf),
+    Git {
+        config: git::GitConfig,
+        interval: Duration,
+    },
+    Oci {
+        config: oci::OciConfig,
+        interval: Duration,
+    },
+}
+
+/// Why a source could not be opened (before its first read).
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("watching the spec directory: {0}")]
+    Dir(#[from] dir::DirError),
+    #[error("opening the git source: {0}")]
+    Git(#[from] git::GitError),
+    #[error("opening the OCI source: {0}")]
+    Oci(#[from] oci::OciError),
+}
+
+impl Config {
+    /// Opens the source and hands it to `follow`.
+    pub fn open<F: Follow>(self, follow: F) -> Result<F::Output, OpenError> {
+        Ok(match self {
+            Config::Dir(root) => {
+                let (source, changes) = dir::Dir::open(root)?;
+                follow.follow(source, None, Some(changes))
+            }
+            Config::Git { config, interval } => {
+                follow.follow(git::Git::open(config)?, Some(interval), None)
+            }
+            Config::Oci { config, interval } => {
+                follow.follow(oci::Oci::open(config)?, Some(interval), None)
+            }
+        })
+    }
+
+    /// Its kind ([`Followed::KIND`]), and whether it is polled (and so has a hook).
+    pub fn kind(&self) -> (&'static str, bool) {
+        match self {
+            Config::Dir(_) => (dir::Dir::KIND, false),
+            Config::Git { .. } => (git::Git::KIND, true),
+            Config::Oci { .. } => (oci::Oci::KIND, true),
+        }
+    }
+}
 
 /// Where a revision's tree lies on disk, for the render tools that read files themselves.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,6 +112,9 @@ pub struct Revision {
     /// The tree on disk: always for a directory or an artifact, for a commit when a tool
     /// needs it.
     pub checkout: Option<Checkout>,
+    /// The commit it was built from, when it says (an OCI artifact's annotation): what
+    /// commit statuses are reported on.
+    pub origin: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -87,5 +149,6 @@ pub fn read_tree(root: &Path, repo: Option<PathBuf>) -> Result<Revision, TreeErr
         files,
         unread,
         checkout: Some(checkout),
+        origin: None,
     })
 }

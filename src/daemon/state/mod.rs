@@ -36,7 +36,7 @@ pub enum SourceUpdate {
     Revision {
         id: String,
         files: Vec<SourceFile>,
-        rendered: Rendering,
+        rendered: HydrateReport,
     },
     Failed {
         message: String,
@@ -49,9 +49,9 @@ pub enum SourceUpdate {
 /// A tree that renders nothing has no renders to name.
 static NO_RENDERS: BTreeMap<String, crate::spec::RenderedBy> = BTreeMap::new();
 
-/// What the rendering stage (`hydrate`) said of a revision, besides its files.
+/// What the hydrate stage said of a revision, besides its files.
 #[derive(Debug, Clone, Default)]
-pub struct Rendering {
+pub struct HydrateReport {
     /// Renders that failed: the revision is invalid.
     pub errors: Vec<crate::spec::SpecError>,
     /// What rendered each rendered file.
@@ -91,7 +91,7 @@ pub struct SyncCount {
 
 /// What the loop does with keys that came due.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Gate {
+pub enum Due {
     /// Sync them now.
     Sync,
     /// Not before the node set is known (a render would see no nodes, and prune would
@@ -279,13 +279,13 @@ impl State {
         !self.active && self.revision_seen.is_some()
     }
 
-    pub fn gate(&self) -> Gate {
+    pub fn due(&self) -> Due {
         if !self.nodes_known || !self.suspensions_known {
-            Gate::Later
+            Due::Later
         } else if !self.active || self.tree.is_none() {
-            Gate::Drop
+            Due::Drop
         } else {
-            Gate::Sync
+            Due::Sync
         }
     }
 

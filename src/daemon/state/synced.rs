@@ -358,7 +358,7 @@ fn sync_message(report: &crate::apply::SyncReport) -> Option<String> {
         .prune
         .objects
         .iter()
-        .filter(|p| matches!(p.action, crate::apply::prune::Action::Failed(_)))
+        .filter(|p| matches!(p.action, crate::apply::prune::PruneAction::Failed(_)))
     {
         parts.push(format!("{}: {}", failed_prune.key, failed_prune.action));
     }

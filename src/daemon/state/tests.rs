@@ -426,7 +426,7 @@ fn a_prune_left_waiting_on_a_finalizer_is_retried_but_is_no_failure() {
     let waiting = prune::Outcome {
         key: deployment("b"),
         spec: id("b").to_string(),
-        action: prune::Action::Pruned,
+        action: prune::PruneAction::Pruned,
         waiting: Some("waiting for finalizers x".into()),
     };
     let end = |objects: Vec<prune::Outcome>| SyncEnd::Ran {
@@ -449,7 +449,7 @@ fn a_prune_left_waiting_on_a_finalizer_is_retried_but_is_no_failure() {
     assert_eq!(outcome, [(Key::Full, false)]);
     // Gone: done.
     let gone = prune::Outcome {
-        action: prune::Action::AlreadyGone,
+        action: prune::PruneAction::AlreadyGone,
         waiting: None,
         ..waiting
     };
@@ -548,9 +548,9 @@ fn node_changes_rerender_and_sync_the_whole_tree_only_under_localservices() {
     let mut state = State::new("dir:/specs".into(), true);
     state.on_event(watch::Event::Suspensions(Default::default()));
     new_revision(&mut state, "r1", webs(&[("a", 100)]));
-    assert_eq!(state.gate(), Gate::Later);
+    assert_eq!(state.due(), Due::Later);
     assert_eq!(state.on_event(watch::Event::Nodes(Vec::new())), None);
-    assert_eq!(state.gate(), Gate::Sync);
+    assert_eq!(state.due(), Due::Sync);
     let node = NodeFacts {
         name: "node-1".into(),
         labels: Default::default(),
@@ -576,23 +576,19 @@ fn node_changes_rerender_and_sync_the_whole_tree_only_under_localservices() {
 #[test]
 fn keys_wait_for_the_nodes_and_are_dropped_by_a_standby_or_without_a_tree() {
     let mut state = State::new("dir:/specs".into(), false);
-    assert_eq!(state.gate(), Gate::Later);
+    assert_eq!(state.due(), Due::Later);
     state.on_event(watch::Event::Nodes(Vec::new()));
-    assert_eq!(
-        state.gate(),
-        Gate::Later,
-        "the suspensions are not known yet"
-    );
+    assert_eq!(state.due(), Due::Later, "the suspensions are not known yet");
     state.on_event(watch::Event::Suspensions(Default::default()));
-    assert_eq!(state.gate(), Gate::Drop);
+    assert_eq!(state.due(), Due::Drop);
     assert_eq!(state.on_leadership(true), Some(Key::Full));
-    assert_eq!(state.gate(), Gate::Drop, "no tree yet");
+    assert_eq!(state.due(), Due::Drop, "no tree yet");
     assert!(!state.warm_standby());
     new_revision(&mut state, "r1", webs(&[("a", 100)]));
-    assert_eq!(state.gate(), Gate::Sync);
+    assert_eq!(state.due(), Due::Sync);
     assert_eq!(state.on_leadership(true), None);
     assert_eq!(state.on_leadership(false), None);
-    assert_eq!(state.gate(), Gate::Drop);
+    assert_eq!(state.due(), Due::Drop);
     assert!(state.warm_standby());
     assert!(!state.snapshot().leader);
 }

@@ -16,10 +16,13 @@ use std::sync::{Arc, Mutex};
 
 pub use eval::{Evaluated, Files, JsonnetError, evaluate, extract};
 
-use super::Renderer;
+use super::stage::{Shared, to_yaml};
 use super::tool::{Context, FindError, Rendered, Tool, ToolError};
 use crate::spec::settings::JsonnetSettings;
 use crate::spec::{Location, RenderedBy};
+
+/// The Jsonnet evaluator, as provenance names it.
+pub const JSONNET_VERSION: &str = "rsjsonnet 0.5.1";
 
 /// Jsonnet as the stage drives it: evaluated in process, each file's result kept while
 /// the settings and every file it read are as they were (what it reads is known only
@@ -64,7 +67,7 @@ impl Tool for Evaluations {
         path.clone()
     }
 
-    fn ready(&self, _: &Renderer, cx: &Context) -> Result<Files, FindError> {
+    fn ready(&self, _: &Shared, cx: &Context) -> Result<Files, FindError> {
         let files: Files = Arc::new(
             cx.input
                 .files
@@ -80,7 +83,7 @@ impl Tool for Evaluations {
 
     fn render(
         &self,
-        r: &Renderer,
+        r: &Shared,
         files: &Files,
         path: &String,
         cx: &Context,
@@ -112,7 +115,7 @@ impl Tool for Evaluations {
                     )
                 };
                 let (read, result) = match evaluated {
-                    Ok(ev) => (ev.read, Ok(Arc::new(super::to_yaml(&ev.objects)))),
+                    Ok(ev) => (ev.read, Ok(Arc::new(to_yaml(&ev.objects)))),
                     Err(e) => (
                         vec![(path.clone(), digest_of(files, path).unwrap_or_default())],
                         Err(e),
@@ -139,7 +142,7 @@ impl Tool for Evaluations {
                 yaml: yaml.to_vec(),
                 by: RenderedBy {
                     tool: "jsonnet".into(),
-                    version: super::JSONNET_VERSION.into(),
+                    version: JSONNET_VERSION.into(),
                     command: command(path, settings),
                     release: None,
                 },

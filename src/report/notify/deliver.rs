@@ -71,7 +71,10 @@ async fn post(client: &HttpClient, out: &Outgoing) -> Result<(), Failure> {
         REQUEST_TIMEOUT,
     )
     .await
-    .map_err(|why| Failure { why, retry: true })?;
+    .map_err(|e| Failure {
+        why: e.to_string(),
+        retry: true,
+    })?;
     if status.is_success() {
         return Ok(());
     }

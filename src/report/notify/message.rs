@@ -517,7 +517,7 @@ mod tests {
         n.revision = Some(artifact.clone());
         // Its origin not known: nothing to send.
         assert!(gh.message(&n, &ctx).is_none());
-        let origin = super::super::commit_of_origin(&format!("main@sha1:{SHA}")).unwrap();
+        let origin = crate::source::oci::commit_of_origin(&format!("main@sha1:{SHA}")).unwrap();
         ctx.origins.record(&artifact, &origin);
         let out = gh.message(&n, &ctx).unwrap();
         assert_eq!(
@@ -530,13 +530,13 @@ mod tests {
             SHA.to_uppercase(),
         ] {
             assert_eq!(
-                super::super::commit_of_origin(&form).as_deref(),
+                crate::source::oci::commit_of_origin(&form).as_deref(),
                 Some(SHA),
                 "{form}"
             );
         }
         for none in ["v1.2.0", "main@sha1:abc", ""] {
-            assert_eq!(super::super::commit_of_origin(none), None, "{none}");
+            assert_eq!(crate::source::oci::commit_of_origin(none), None, "{none}");
         }
     }
 

@@ -138,18 +138,6 @@ impl Origins {
     }
 }
 
-/// The commit an OCI artifact's `org.opencontainers.image.revision` names, in the forms
-/// Flux writes it: `BRANCH@sha1:HEX`, `sha1:HEX`, `BRANCH/HEX` (before Flux 2.0), or a
-/// bare `HEX`.
-pub fn commit_of_origin(revision: &str) -> Option<String> {
-    let tail = revision.rsplit(['@', '/']).next().unwrap_or(revision);
-    let hex = tail
-        .strip_prefix("sha1:")
-        .or_else(|| tail.strip_prefix("sha256:"))
-        .unwrap_or(tail);
-    message::is_commit(hex).then(|| hex.to_ascii_lowercase())
-}
-
 /// Hands notices to the receivers' delivery tasks; never waits.
 pub struct Notifier {
     queues: Vec<(Arc<Target>, mpsc::Sender<Arc<Notice>>)>,

@@ -51,7 +51,7 @@ pub const VERSION: u32 = 1;
 /// (or close to it) whatever the cluster says; the verdict's lines are cut as wide.
 pub const MESSAGE_WIDTH: usize = 60;
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct StatusFile {
     pub version: u32,
     /// The daemon's `--instance`.
@@ -172,7 +172,7 @@ fn correct() -> String {
     "correct".into()
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct LastSync {
     /// RFC 3339.
     pub time: String,
@@ -187,7 +187,7 @@ pub struct LastSync {
     pub failed: u64,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SourceError {
     pub file: Option<String>,
     pub line: Option<usize>,
@@ -230,7 +230,7 @@ pub struct SpecStatus {
     pub rendered_by: Option<crate::spec::RenderedBy>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ObjectState {
     pub object: String,
     pub status: String,

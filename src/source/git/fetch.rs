@@ -76,6 +76,7 @@ impl GitSource {
                 },
                 repo: repo_dir,
             }),
+            origin: None,
         })
     }
 

@@ -11,9 +11,12 @@ mod cache;
 mod callbacks;
 mod checkout;
 mod fetch;
+mod follow;
 mod known_hosts;
 mod tree;
 mod url;
+
+pub use follow::Git;
 
 use std::fmt;
 use std::path::{Path, PathBuf};

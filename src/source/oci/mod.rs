@@ -4,11 +4,14 @@
 //! digest is pulled, its layer checked and unpacked under the cache directory, where the
 //! rendering stage's tools read it as they read a directory.
 
+mod follow;
 mod pack;
 pub mod reference;
 mod registry;
 mod unpack;
 pub mod verify;
+
+pub use follow::{Oci, commit_of_origin};
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

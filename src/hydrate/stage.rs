@@ -1,0 +1,162 @@
+//! What the stage and every tool share: how tools are run (`Options`), what a revision
+//! brings in (`Input`) and what the stage hands on (`Hydrated`), the runs' shared parts
+//! (`Shared`: slots, the render cache, the count of runs), and how an error is placed.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicU64;
+
+use super::{cache, runner};
+use crate::source::{Checkout, Revision};
+use crate::spec::{Location, RenderedBy, SourceFile, SpecError};
+
+/// How the stage runs its tools.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// `--kustomize` / `DRIFTLESS_KUSTOMIZE`: the program, else found on `PATH`.
+    pub kustomize: Option<PathBuf>,
+    /// `--helm` / `DRIFTLESS_HELM`: the program, else `helm` on `PATH`.
+    pub helm: Option<PathBuf>,
+    /// Where charts pulled from chart repositories are kept (none: they are refused).
+    pub chart_cache: Option<PathBuf>,
+    /// `--credentials-dir`: the only place a release's `username-file`, `password-file` and
+    /// `ca-file` are read from. A commit must not make the daemon send any file of its
+    /// host to a repository the commit names.
+    pub credentials_dir: Option<PathBuf>,
+    /// Where renders are kept across restarts (none: in memory only).
+    pub render_cache: Option<PathBuf>,
+    pub limits: runner::Limits,
+    /// Tool runs at once (`--render-concurrency`).
+    pub concurrency: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            kustomize: None,
+            helm: None,
+            chart_cache: None,
+            render_cache: None,
+            credentials_dir: None,
+            limits: runner::Limits::default(),
+            concurrency: 4,
+        }
+    }
+}
+
+/// A revision's files, as a source read them.
+#[derive(Debug, Clone, Default)]
+pub struct Input {
+    pub files: Vec<SourceFile>,
+    /// Files the source did not read (by path), for what is said about them.
+    pub unread: Vec<String>,
+    /// Where the tree lies on disk, for the tools that read files themselves.
+    pub checkout: Option<Checkout>,
+    /// What charts are told of the cluster (`.Capabilities`).
+    pub cluster: ClusterFacts,
+}
+
+impl Input {
+    /// A source's revision, with what charts are told of the cluster.
+    pub fn of(revision: Revision, cluster: ClusterFacts) -> Input {
+        Input {
+            files: revision.files,
+            unread: revision.unread,
+            checkout: revision.checkout,
+            cluster,
+        }
+    }
+}
+
+/// What the spec loader reads, and what the stage found wrong.
+#[derive(Debug, Clone, Default)]
+pub struct Hydrated {
+    pub files: Vec<SourceFile>,
+    /// A render that failed, at its file: the revision is invalid.
+    pub errors: Vec<SpecError>,
+    /// Files nothing reads (neither spec, YAML, JSON manifest, Jsonnet, nor part of a
+    /// rendered directory).
+    pub unread: Vec<String>,
+    pub rendered: BTreeMap<String, RenderedBy>,
+    /// Whether the revision held anything at all: files read or not.
+    pub had_files: bool,
+}
+
+impl Hydrated {
+    /// Why a tree with files but no specs is refused: it would prune everything it once
+    /// applied, and is more often a mistake (a wrong path, a tree of files nothing reads)
+    /// than an uninstall, which says so with `--allow-mass-prune`.
+    pub fn empty_tree_error(&self) -> SpecError {
+        let mut message = "the tree holds no specs".to_string();
+        if !self.unread.is_empty() {
+            let shown: Vec<&str> = self.unread.iter().take(3).map(String::as_str).collect();
+            let more = self.unread.len().saturating_sub(3);
+            message.push_str(&format!(
+                " ({} file{} not read: {}{})",
+                self.unread.len(),
+                if self.unread.len() == 1 { "" } else { "s" },
+                shown.join(", "),
+                if more > 0 {
+                    format!(", and {more} more")
+                } else {
+                    String::new()
+                }
+            ));
+        }
+        message
+            .push_str("; an emptied tree is applied only with --allow-mass-prune (an uninstall)");
+        error_at(".", 1, 1, message)
+    }
+}
+
+/// Cluster facts a chart may ask for (`.Capabilities`), handed in by whoever reached the
+/// cluster; empty when rendering offline (helm's defaults, or the spec's own).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ClusterFacts {
+    /// `v1.20.2`.
+    pub kube_version: Option<String>,
+    /// `apps/v1`, `monitoring.coreos.com/v1`…
+    pub api_versions: Vec<String>,
+}
+
+/// What every tool's runs share, whichever the tool: the options, the slots runs wait
+/// for, the render cache, and the count of runs.
+pub struct Shared {
+    pub opts: Options,
+    pub slots: runner::Slots,
+    pub cache: cache::Cache,
+    pub runs: AtomicU64,
+}
+
+impl Shared {
+    pub fn new(opts: Options) -> Shared {
+        Shared {
+            slots: runner::Slots::new(opts.concurrency),
+            cache: cache::Cache::new(opts.render_cache.clone()),
+            opts,
+            runs: AtomicU64::new(0),
+        }
+    }
+}
+
+/// Objects as YAML documents (each JSON, which YAML reads), one per object.
+pub fn to_yaml(objects: &[serde_json::Value]) -> Vec<u8> {
+    let mut out = String::new();
+    for o in objects {
+        out.push_str("---\n");
+        out.push_str(&serde_json::to_string_pretty(o).unwrap_or_default());
+        out.push('\n');
+    }
+    out.into_bytes()
+}
+
+pub fn error_at(file: &str, line: usize, column: usize, message: String) -> SpecError {
+    SpecError {
+        at: Location {
+            file: file.to_string(),
+            line,
+            column,
+        },
+        message,
+    }
+}
