@@ -788,6 +788,73 @@ fn render_with(
         .unwrap()
 }
 
+/// The command line keeps renders too: a second `render` or a `validate` of an unchanged
+/// release runs no helm, a changed one runs it once, another tree's renders stay beside
+/// it, and `--cache-dir` moves the cache (renders there are made anew).
+#[test]
+fn the_command_line_renders_an_unchanged_release_once_across_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let (wrapper, log) = counting_helm(dir.path());
+    let templates = || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    let cache = dir.path().join("cache");
+    let root = dir.path().join("tree");
+    tree(&root, "6.2.3", "web");
+    let render = |root: &Path, out: &str, extra: &[&str]| {
+        let o = render_with(&wrapper, root, &dir.path().join(out), &cache, extra);
+        assert_exit(&o, 0);
+        std::fs::read_to_string(dir.path().join(out).join("apps.helm-podinfo.yaml")).unwrap()
+    };
+    let first = render(&root, "out1", &[]);
+    assert_eq!(templates(), 1);
+    assert!(
+        std::fs::read_dir(cache.join("renders")).unwrap().count() >= 1,
+        "the render is kept on disk"
+    );
+    let again = render(&root, "out2", &[]);
+    assert_eq!(templates(), 1, "an unchanged release is not rendered again");
+    assert_eq!(again, first, "the kept render is what helm rendered");
+    let validate = Command::new(env!("CARGO_BIN_EXE_driftless"))
+        .args([
+            "validate",
+            root.to_str().unwrap(),
+            "--helm",
+            wrapper.to_str().unwrap(),
+        ])
+        .env("DRIFTLESS_CACHE_DIR", &cache)
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    assert_exit(&validate, 0);
+    assert_eq!(templates(), 1, "validate reads the same cache");
+
+    // Another tree (the newer chart) renders once, and the first tree's render stays.
+    let other = dir.path().join("other");
+    tree(&other, "6.0.0", "web");
+    render(&other, "out3", &[]);
+    assert_eq!(templates(), 2);
+    render(&root, "out4", &[]);
+    assert_eq!(templates(), 2, "another tree's render did not push it out");
+
+    // A changed values file: rendered once more, then kept.
+    std::fs::write(root.join("values/web.yaml"), "ui:\n  color: \"#000000\"\n").unwrap();
+    let changed = render(&root, "out5", &[]);
+    assert_eq!(templates(), 3);
+    assert!(changed.contains("#000000"), "{changed}");
+    render(&root, "out6", &[]);
+    assert_eq!(templates(), 3);
+
+    // Elsewhere: nothing kept there yet.
+    let moved = dir.path().join("moved");
+    render(&root, "out7", &["--cache-dir", moved.to_str().unwrap()]);
+    assert_eq!(templates(), 4);
+    assert!(moved.join("renders").is_dir());
+}
+
 /// A chart repository that wants a password: the credentials are read from the operator's
 /// directory only (never the command line), a range resolves to the newest matching
 /// version, and that resolution holds without asking the repository again.

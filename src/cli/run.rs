@@ -59,10 +59,6 @@ pub struct RunArgs {
     /// Full resync (and directory rescan) period.
     #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
     pub resync: Duration,
-    /// Where to keep the git clone (default: $CACHE_DIRECTORY from systemd, else
-    /// ~/.cache/driftless).
-    #[arg(long, value_name = "DIR", env = "DRIFTLESS_CACHE_DIR")]
-    pub cache_dir: Option<PathBuf>,
     /// Where to write the status file (JSON, replaced atomically) [default:
     /// $STATE_DIRECTORY/status.json under systemd, else
     /// ${XDG_STATE_HOME:-~/.local/state}/driftless/status.json; `status-<instance>.json`
@@ -249,17 +245,7 @@ fn check_url(url: &str, flag: &str) -> anyhow::Result<()> {
 }
 
 fn cache_dir(args: &RunArgs) -> PathBuf {
-    if let Some(dir) = &args.cache_dir {
-        return dir.clone();
-    }
-    // systemd's CacheDirectory= sets this.
-    if let Some(dir) = std::env::var_os("CACHE_DIRECTORY") {
-        return PathBuf::from(dir);
-    }
-    match std::env::var_os("HOME") {
-        Some(home) => PathBuf::from(home).join(".cache/driftless"),
-        None => std::env::temp_dir().join("driftless-cache"),
-    }
+    args.policy.tools.cache_dir()
 }
 
 pub async fn run(args: &RunArgs, global: &GlobalArgs, selection: &Selection) -> anyhow::Result<u8> {
@@ -370,8 +356,8 @@ pub async fn run(args: &RunArgs, global: &GlobalArgs, selection: &Selection) -> 
         notify,
         api_token,
         render: driftless::hydrate::Options {
-            chart_cache: Some(cache_dir(args).join("charts")),
-            render_cache: Some(cache_dir(args).join("renders")),
+            // The daemon's directory holds the one tree it follows.
+            render_cache_max: None,
             ..args.policy.tools.options()
         },
     };

@@ -39,6 +39,12 @@ pub struct RenderToolArgs {
     /// read from (the operator's, e.g. a mounted Secret); a spec can name nothing outside it.
     #[arg(long, value_name = "DIR")]
     pub credentials_dir: Option<PathBuf>,
+    /// Where driftless keeps what it fetched and rendered: pulled charts, renders (an
+    /// unchanged chart, kustomization or Jsonnet file is not rendered again), and with
+    /// `run` the git clone or OCI artifacts [default: $CACHE_DIRECTORY from systemd, else
+    /// ~/.cache/driftless].
+    #[arg(long, value_name = "DIR", env = "DRIFTLESS_CACHE_DIR")]
+    pub cache_dir: Option<PathBuf>,
 }
 
 impl Default for RenderToolArgs {
@@ -49,18 +55,25 @@ impl Default for RenderToolArgs {
             render_timeout: Duration::from_secs(90),
             render_concurrency: 4,
             credentials_dir: None,
+            cache_dir: None,
         }
     }
 }
 
+/// How much of the cache directory a command line's renders may take: every tree it
+/// reads shares it, the least recently used renders going first.
+const RENDER_CACHE_MAX: u64 = 512 * 1024 * 1024;
+
 impl RenderToolArgs {
+    /// The CLI's: renders kept on disk for the next command, whichever tree it reads.
     pub fn options(&self) -> hydrate::Options {
+        let cache = self.cache_dir();
         hydrate::Options {
             kustomize: self.kustomize.clone(),
             helm: self.helm.clone(),
-            chart_cache: Some(chart_cache()),
-            // The CLI renders once per process: nothing to keep.
-            render_cache: None,
+            chart_cache: Some(cache.join("charts")),
+            render_cache: Some(cache.join("renders")),
+            render_cache_max: Some(RENDER_CACHE_MAX),
             credentials_dir: self.credentials_dir.clone(),
             limits: hydrate::runner::Limits {
                 timeout: self.render_timeout,
@@ -71,15 +84,16 @@ impl RenderToolArgs {
     }
 }
 
-/// Where charts pulled from repositories are kept: `$DRIFTLESS_CACHE_DIR`, systemd's
-/// `CACHE_DIRECTORY`, else `~/.cache/driftless`, then `charts/`.
-pub(crate) fn chart_cache() -> PathBuf {
-    let base = std::env::var_os("DRIFTLESS_CACHE_DIR")
-        .or_else(|| std::env::var_os("CACHE_DIRECTORY"))
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/driftless")))
-        .unwrap_or_else(|| std::env::temp_dir().join("driftless-cache"));
-    base.join("charts")
+impl RenderToolArgs {
+    /// `--cache-dir` (or `$DRIFTLESS_CACHE_DIR`), systemd's `CACHE_DIRECTORY`, else
+    /// `~/.cache/driftless`.
+    pub fn cache_dir(&self) -> PathBuf {
+        self.cache_dir
+            .clone()
+            .or_else(|| std::env::var_os("CACHE_DIRECTORY").map(PathBuf::from))
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/driftless")))
+            .unwrap_or_else(|| std::env::temp_dir().join("driftless-cache"))
+    }
 }
 
 /// A tree as read and rendered.

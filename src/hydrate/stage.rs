@@ -25,6 +25,9 @@ pub struct Options {
     pub credentials_dir: Option<PathBuf>,
     /// Where renders are kept across restarts (none: in memory only).
     pub render_cache: Option<PathBuf>,
+    /// The render cache's directory is shared by every tree read (the CLI's), up to this
+    /// many bytes; none: it holds the latest tree's renders (a daemon's).
+    pub render_cache_max: Option<u64>,
     pub limits: runner::Limits,
     /// Tool runs at once (`--render-concurrency`).
     pub concurrency: usize,
@@ -37,6 +40,7 @@ impl Default for Options {
             helm: None,
             chart_cache: None,
             render_cache: None,
+            render_cache_max: None,
             credentials_dir: None,
             limits: runner::Limits::default(),
             concurrency: 4,
@@ -132,7 +136,10 @@ impl Shared {
     pub fn new(opts: Options) -> Shared {
         Shared {
             slots: runner::Slots::new(opts.concurrency),
-            cache: cache::Cache::new(opts.render_cache.clone()),
+            cache: match (&opts.render_cache, opts.render_cache_max) {
+                (Some(dir), Some(max)) => cache::Cache::shared(dir.clone(), max),
+                (dir, _) => cache::Cache::new(dir.clone()),
+            },
             opts,
             runs: AtomicU64::new(0),
         }
