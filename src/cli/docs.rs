@@ -183,7 +183,7 @@ Log level and filter (default: info for \fBrun\fR, warn otherwise).
 When not empty, log lines carry no ANSI colours (the systemd units and the container image set it).
 .TP
 \fBDRIFTLESS_CACHE_DIR\fR, \fBCACHE_DIRECTORY\fR
-\fBrun \-\-git\fR: where the clone is kept, as \fB\-\-cache\-dir\fR; systemd's CacheDirectory= sets \fBCACHE_DIRECTORY\fR (default: ~/.cache/driftless).
+Where pulled charts and renders are kept (and, for \fBrun\fR, the git clone or OCI artifacts), as \fB\-\-cache\-dir\fR; systemd's CacheDirectory= sets \fBCACHE_DIRECTORY\fR (default: ~/.cache/driftless).
 .TP
 \fBDRIFTLESS_GIT_TOKEN\fR, \fBDRIFTLESS_GIT_TOKEN_FILE\fR
 \fBrun \-\-git\fR: an HTTPS token (or a file holding it), sent as the password of \fBDRIFTLESS_GIT_USERNAME\fR (default: git).

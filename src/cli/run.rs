@@ -244,10 +244,6 @@ fn check_url(url: &str, flag: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn cache_dir(args: &RunArgs) -> PathBuf {
-    args.policy.tools.cache_dir()
-}
-
 pub async fn run(args: &RunArgs, global: &GlobalArgs, selection: &Selection) -> anyhow::Result<u8> {
     for (given, flag) in [
         (args.tag.is_some(), "--tag"),
@@ -279,7 +275,7 @@ pub async fn run(args: &RunArgs, global: &GlobalArgs, selection: &Selection) -> 
                 url: url.clone(),
                 reference,
                 path: args.path.clone(),
-                cache_dir: cache_dir(args),
+                cache_dir: args.policy.tools.cache_dir(),
                 needs_checkout: driftless::hydrate::needs_checkout,
                 auth,
             };
@@ -391,7 +387,7 @@ fn oci_source(args: &RunArgs) -> anyhow::Result<SourceConfig> {
     let mut config = args
         .policy
         .registry
-        .config(url, selector, cache_dir(args))?;
+        .config(url, selector, args.policy.tools.cache_dir())?;
     config.path = driftless::source::oci::normalize_path(args.path.as_deref().unwrap_or(""))?;
     Ok(SourceConfig::Oci {
         config,

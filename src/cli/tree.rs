@@ -82,9 +82,7 @@ impl RenderToolArgs {
             concurrency: usize::from(self.render_concurrency),
         }
     }
-}
 
-impl RenderToolArgs {
     /// `--cache-dir` (or `$DRIFTLESS_CACHE_DIR`), systemd's `CACHE_DIRECTORY`, else
     /// `~/.cache/driftless`.
     pub fn cache_dir(&self) -> PathBuf {

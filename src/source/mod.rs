@@ -128,6 +128,11 @@ pub enum TreeError {
     },
 }
 
+/// A full SHA-1 or SHA-256 commit id (a directory's revisions are not commits).
+pub fn is_commit(revision: &str) -> bool {
+    matches!(revision.len(), 40 | 64) && revision.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
 /// A tree on disk read as a revision: what a directory, an unpacked artifact and the CLI's
 /// path all are. `repo` is what a kustomization may reach when the caller knows it (an
 /// artifact's whole tree); else the git work tree holding `root`, or `root` itself.

@@ -129,7 +129,7 @@ impl Target {
                 token,
             } => {
                 let revision = notice.revision.as_deref()?;
-                let sha = match is_commit(revision) {
+                let sha = match crate::source::is_commit(revision) {
                     true => revision.to_string(),
                     // An artifact's revision: the commit it was built from, when known.
                     false => ctx.origins.commit_of(revision)?,
@@ -172,11 +172,6 @@ impl Target {
             }
         }
     }
-}
-
-/// A full SHA-1 or SHA-256 commit id: a directory source's revisions are not commits.
-pub(super) fn is_commit(revision: &str) -> bool {
-    matches!(revision.len(), 40 | 64) && revision.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 /// GitHub's words: `pending`, `success`, `failure`.

@@ -80,6 +80,5 @@ pub fn commit_of_origin(revision: &str) -> Option<String> {
         .strip_prefix("sha1:")
         .or_else(|| tail.strip_prefix("sha256:"))
         .unwrap_or(tail);
-    let is_commit = matches!(hex.len(), 40 | 64) && hex.bytes().all(|b| b.is_ascii_hexdigit());
-    is_commit.then(|| hex.to_ascii_lowercase())
+    crate::source::is_commit(hex).then(|| hex.to_ascii_lowercase())
 }
