@@ -978,3 +978,126 @@ if [ "$1" = api ] && [ "$2" != --method ]; then printf '%s' "${STUB_COMMENT_ID:-
         show(&out)
     );
 }
+
+/// The preview jobs (`examples/ci/preview-*.yml`) run with no kubeconfig and no secret: a
+/// pull request scaling the elastic-web example is previewed as an update of its
+/// Deployment, put in the job summary and commented under the preview's own marker; an
+/// invalid tree fails the step.
+#[test]
+fn the_preview_jobs_show_a_pull_requests_change_without_a_cluster() {
+    let text = support::read(&example("ci/preview-github.yml"));
+    assert!(
+        !text.contains("${{ secrets."),
+        "the preview needs no secret"
+    );
+    let workflow: Value = serde_saphyr::from_str(&text).unwrap();
+    let preview = step_script(&workflow, "preview", "Preview the change");
+    let comment_step = step_script(&workflow, "preview", "Comment on the pull request");
+    assert!(
+        preview.contains("diff --base HEAD^1 specs/ --output markdown"),
+        "{preview}"
+    );
+    assert_eq!(
+        workflow["jobs"]["preview"]["steps"][0]["with"]["fetch-depth"], 2,
+        "HEAD^1 is not fetched"
+    );
+    for step in workflow["jobs"]["preview"]["steps"].as_array().unwrap() {
+        assert!(
+            !step["run"].as_str().unwrap_or_default().contains("${{"),
+            "{step}"
+        );
+    }
+
+    // A config repository: the base commit, then the pull request's (as the merge commit
+    // actions/checkout makes, whose first parent is the base).
+    let repo = tempfile::tempdir().unwrap();
+    let specs = repo.path().join("specs");
+    support::copy_tree(&example("elastic-web"), &specs, &[]);
+    support::git(repo.path(), &["init", "-q", "-b", "main"]);
+    support::git(repo.path(), &["add", "."]);
+    support::git(repo.path(), &["commit", "-q", "-m", "base"]);
+    let base = support::git(repo.path(), &["rev-parse", "HEAD"]);
+    let apps =
+        support::read(&specs.join("apps.toml")).replace("total-qps = 1000", "total-qps = 2000");
+    std::fs::write(specs.join("apps.toml"), apps).unwrap();
+    support::git(repo.path(), &["commit", "-q", "-am", "scale checkout"]);
+
+    let runner_temp = tempfile::tempdir().unwrap();
+    let summary = runner_temp.path().join("summary.md");
+    let env = [
+        ("RUNNER_TEMP", runner_temp.path().to_str().unwrap()),
+        ("GITHUB_STEP_SUMMARY", summary.to_str().unwrap()),
+        ("DRIFTLESS_INSTANCE", "default"),
+    ];
+    let out = run_script(preview, repo.path(), &env);
+    assert_exit(&out, 0);
+    let md = support::read(&summary);
+    assert!(
+        md.starts_with("<!-- driftless diff --base -->\n### driftless diff: HEAD^1 (")
+            && md.contains("| `apps.toml` | 0 | 1 | 0 |")
+            && md.contains("<b>update</b> <code>Deployment.apps shop/checkout</code> in app <code>apps.toml</code>")
+            && md.contains("-  replicas: 2\n+  replicas: 4\n"),
+        "{md}"
+    );
+
+    let (_gh, gh_path) = stub(
+        "gh",
+        "if [ \"$1\" = api ] && [ \"$2\" != --method ]; then printf ''; fi\n",
+    );
+    let gh_log = runner_temp.path().join("gh.log");
+    let mut comment_env = env.to_vec();
+    let log = gh_log.to_string_lossy().into_owned();
+    comment_env.extend([
+        ("PATH", gh_path.as_str()),
+        ("STUB_LOG", log.as_str()),
+        ("GH_TOKEN", "token"),
+        ("PR_NUMBER", "7"),
+        ("GITHUB_REPOSITORY", "acme/config"),
+    ]);
+    let out = run_script(comment_step, repo.path(), &comment_env);
+    assert_exit(&out, 0);
+    let calls = support::read(&gh_log);
+    assert!(
+        calls.contains("select(.user.type == \"Bot\" and (.body | startswith(\"<!-- driftless diff --base -->\")))")
+            && calls.ends_with(&format!(
+                "\npr comment 7 --repo acme/config --body-file {}/preview.md\n",
+                runner_temp.path().display()
+            )),
+        "{calls}"
+    );
+
+    // GitLab's job, against the merge base it is given.
+    let gitlab: Value =
+        serde_saphyr::from_str(&support::read(&example("ci/preview-gitlab.yml"))).unwrap();
+    let script = gitlab["driftless-preview"]["script"][0].as_str().unwrap();
+    let out = run_script(
+        script,
+        repo.path(),
+        &[
+            ("CI_MERGE_REQUEST_DIFF_BASE_SHA", base.trim()),
+            ("DRIFTLESS_INSTANCE", "default"),
+        ],
+    );
+    assert_exit(&out, 0);
+    assert!(
+        stdout(&out).contains("changes what is applied"),
+        "{}",
+        show(&out)
+    );
+    assert!(
+        support::read(&repo.path().join("preview.md")).contains("Deployment.apps shop/checkout")
+    );
+
+    // An invalid tree in the pull request fails the step, saying where.
+    std::fs::write(specs.join("bad.toml"), "[elasticweb.x]\nimage = 1\n").unwrap();
+    support::git(repo.path(), &["add", "."]);
+    support::git(repo.path(), &["commit", "-q", "-m", "break"]);
+    let out = run_script(preview, repo.path(), &env);
+    assert_exit(&out, 2);
+    assert!(
+        stdout(&out).contains("bad.toml:2:")
+            && stdout(&out).contains("::error::driftless diff --base failed"),
+        "{}",
+        show(&out)
+    );
+}

@@ -271,6 +271,22 @@ fn a_chart_nobody_names_is_rendered_with_its_own_values() {
         "{}",
         show(&out)
     );
+
+    // A chart that is the spec root itself has no directory of its own in the tree: it
+    // is named by its chart, wherever the tree lies (a work tree, a commit's checkout).
+    let out = support::driftless(&[
+        "validate",
+        root.join("apps/frontend").to_str().unwrap(),
+        "--helm",
+        &helm("DRIFTLESS_TEST_HELM4"),
+    ]);
+    assert_exit(&out, 0);
+    assert!(
+        support::printed(&out)
+            .contains("rendered: Chart.yaml: helm template podinfo . --namespace default"),
+        "{}",
+        show(&out)
+    );
 }
 
 /// A helm that appends what `record` (a shell command) prints to `log` in `dir`, then

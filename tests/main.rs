@@ -40,6 +40,7 @@ mod notify;
 mod oci;
 mod oci_artifacts;
 mod policies;
+mod preview;
 mod prometheus;
 mod prune_finalizers;
 mod quiet;

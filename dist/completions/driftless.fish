@@ -125,6 +125,9 @@ complete -c driftless -n "__fish_driftless_using_subcommand diff" -l replace-on-
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -s o -l output -d 'How to print the diff: text (unified diffs, coloured at a terminal), markdown (a pull-request comment: a summary table and a collapsed diff per object, at most 60,000 characters), json (one document: a summary and an entry per object)' -r -f -a "text\t''
 markdown\t''
 json\t''"
+complete -c driftless -n "__fish_driftless_using_subcommand diff" -l base -d 'Preview a change with no cluster: render the tree as commit REV has it and as the work tree has it (or --head), and show what applying the change over REV creates, updates and prunes, per app. Needs no kubeconfig' -r
+complete -c driftless -n "__fish_driftless_using_subcommand diff" -l head -d 'With --base: the change is commit REV, not the work tree' -r
+complete -c driftless -n "__fish_driftless_using_subcommand diff" -l nodes -d 'With --base: node names for `localservice` specs (there is no cluster to list them)' -r
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l context -d 'The kubeconfig context to use (default: its current-context)' -r
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l kube-api-qps -d 'Requests per second to the apiserver at most, client-side, as client-go\'s rate limit (0: no limit). Answers 429 and 502-504 are retried either way' -r

@@ -8,6 +8,7 @@ mod control;
 mod docs;
 mod oci;
 mod output;
+mod preview;
 mod run;
 mod status;
 mod sync;
@@ -320,6 +321,22 @@ pub struct DiffArgs {
     /// 60,000 characters), json (one document: a summary and an entry per object).
     #[arg(long, short = 'o', value_enum, default_value_t = DiffOutput::Text)]
     pub output: DiffOutput,
+    /// Preview a change with no cluster: render the tree as commit REV has it and as the
+    /// work tree has it (or --head), and show what applying the change over REV creates,
+    /// updates and prunes, per app. Needs no kubeconfig.
+    #[arg(long, value_name = "REV")]
+    pub base: Option<String>,
+    /// With --base: the change is commit REV, not the work tree.
+    #[arg(long, value_name = "REV", requires = "base")]
+    pub head: Option<String>,
+    /// With --base: node names for `localservice` specs (there is no cluster to list them).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "NODE,...",
+        requires = "base"
+    )]
+    pub nodes: Option<Vec<String>>,
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
@@ -371,6 +388,9 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
     let _pulled = match &mut cli.command {
         Command::Validate(a) => oci::pull_path(&mut a.path, &a.policy.registry).await?,
         Command::Render(a) => oci::pull_path(&mut a.path, &a.policy.registry).await?,
+        Command::Diff(a) if a.base.is_some() && oci::is_oci(&a.tree.path) => {
+            anyhow::bail!("--base reads a git repository's history; an oci:// PATH has none")
+        }
         Command::Diff(a) => oci::pull_path(&mut a.tree.path, &a.tree.policy.registry).await?,
         Command::Apply(a) => oci::pull_path(&mut a.tree.path, &a.tree.policy.registry).await?,
         _ => None,
@@ -384,7 +404,10 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
             std::io::stdout().lock().write_all(schema.as_bytes())?;
             Ok(exit::OK)
         }
-        Command::Diff(args) => sync::diff(args, &cli.global, &selection).await,
+        Command::Diff(args) => match &args.base {
+            Some(base) => preview::preview(args, base, &cli.global).await,
+            None => sync::diff(args, &cli.global, &selection).await,
+        },
         Command::Apply(args) => sync::apply(args, &cli.global, &selection).await,
         Command::Run(args) => run::run(args, &cli.global, &selection).await,
         Command::Status(args) => status::status(args, &cli.global.instance),

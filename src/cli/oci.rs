@@ -104,6 +104,11 @@ impl RegistryArgs {
 
 /// An `oci://` PATH pulled into a temporary directory, which `path` then names; the
 /// directory lives as long as what is returned.
+/// Whether a command's PATH names an artifact (`oci://…`), not a directory.
+pub fn is_oci(path: &Path) -> bool {
+    path.to_str().is_some_and(|p| p.starts_with("oci://"))
+}
+
 pub async fn pull_path(
     path: &mut PathBuf,
     registry: &RegistryArgs,

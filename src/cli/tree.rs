@@ -132,6 +132,17 @@ pub(crate) fn load_rendered_for(
         }
         Err(e) => return Err(e.into()),
     };
+    load_revision(revision, policy, tools, allow_empty, cluster)
+}
+
+/// [`load_rendered_for`] of a revision already read.
+pub(crate) fn load_revision(
+    revision: driftless::source::Revision,
+    policy: &driftless::spec::Policy,
+    tools: &RenderToolArgs,
+    allow_empty: bool,
+    cluster: hydrate::helm::ClusterFacts,
+) -> anyhow::Result<Option<Loaded>> {
     let hydrator = Hydrator::new(tools.options());
     let rendered = hydrator.hydrate(hydrate::Input::of(revision, cluster));
     let mut errors = rendered.errors.clone();
@@ -156,7 +167,7 @@ pub(crate) fn load_rendered_for(
     }
 }
 
-fn print_errors(errors: &SpecErrors) -> anyhow::Result<()> {
+pub(crate) fn print_errors(errors: &SpecErrors) -> anyhow::Result<()> {
     let mut err = std::io::stderr().lock();
     for e in &errors.0 {
         writeln!(err, "{e}")?;

@@ -27,9 +27,14 @@ use crate::spec::{Location, RenderedBy};
 /// One release's render: the command shown, its objects as YAML, and its chart's figures.
 type Rendered1 = Result<(String, Vec<u8>, super::tree::ChartMeta), ToolError>;
 
-/// What a release of a chart nobody names is called: its directory's name.
-pub fn unnamed_release(dir: &str, namespace: &str, at: crate::spec::Location) -> HelmRelease {
-    let name = super::tree::base_of(dir).to_string();
+/// A release of the chart in `dir` that nobody names, called `name` (its directory's).
+pub fn unnamed_release(
+    dir: &str,
+    name: &str,
+    namespace: &str,
+    at: crate::spec::Location,
+) -> HelmRelease {
+    let name = name.to_string();
     HelmRelease {
         release_name: name.clone(),
         name,
@@ -200,7 +205,10 @@ pub fn prepare(
     let mut shown = vec![
         "helm template".to_string(),
         r.release_name.clone(),
-        r.chart.clone(),
+        match r.chart.as_str() {
+            "" => ".".to_string(),
+            chart => chart.to_string(),
+        },
         format!("--namespace {}", r.namespace),
     ];
     match (&r.repository, &r.version) {
@@ -559,7 +567,12 @@ mod tests {
     fn objects_land_in_the_release_namespace_with_its_policies() {
         let r = HelmRelease {
             annotations: [(crate::spec::order::WAVE.to_string(), "2".to_string())].into(),
-            ..unnamed_release("charts/web", "shop", crate::spec::Location::default())
+            ..unnamed_release(
+                "charts/web",
+                "web",
+                "shop",
+                crate::spec::Location::default(),
+            )
         };
         let out = objects(
             b"---\n# Source: web/templates/a.yaml\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  annotations:\n    helm.sh/resource-policy: keep\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: r\n---\napiVersion: v1\nkind: Service\nmetadata:\n  name: s\n  namespace: other\n",

@@ -130,7 +130,9 @@ impl Hydrator {
             match d {
                 Rendered::Chart { dir, file } => {
                     let named = releases.iter().any(|r| r.release.chart == *dir);
-                    if !named && !is_library_chart(file, &input.files) {
+                    let meta = chart_yaml(file, &input.files);
+                    let library = meta.as_ref().and_then(|m| m.chart_type.as_deref());
+                    if !named && library != Some("library") {
                         // Argo CD's rule: a chart nobody names is a release of its own.
                         let ns = settings.namespace_for(file).unwrap_or("default");
                         let at = Location {
@@ -138,8 +140,15 @@ impl Hydrator {
                             line: 1,
                             column: 1,
                         };
+                        // A chart at the spec root has no directory name of its own
+                        // (the checkout's is a commit or a temporary directory): it is
+                        // named as `helm install NAME .` users name it, by its chart.
+                        let name = match dir.as_str() {
+                            "" => meta.map(|m| m.name).unwrap_or_default(),
+                            dir => tree::base_of(dir).to_string(),
+                        };
                         releases.push(helm::ReleaseAt {
-                            release: helm::unnamed_release(dir, ns, at),
+                            release: helm::unnamed_release(dir, &name, ns, at),
                             file: file.clone(),
                         });
                     }
@@ -189,12 +198,11 @@ fn strip_position(msg: &str) -> &str {
 }
 
 /// Whether the chart whose `Chart.yaml` is `file` is a library chart (never rendered).
-fn is_library_chart(file: &str, files: &[SourceFile]) -> bool {
+fn chart_yaml(file: &str, files: &[SourceFile]) -> Option<tree::ChartMeta> {
     files
         .iter()
         .find(|f| f.path == file)
-        .and_then(|f| serde_saphyr::from_slice::<serde_json::Value>(&f.contents).ok())
-        .is_some_and(|m| m.get("type").and_then(|t| t.as_str()) == Some("library"))
+        .and_then(|f| tree::ChartMeta::parse(&f.contents))
 }
 
 #[cfg(test)]

@@ -273,6 +273,26 @@ impl SpecTree {
             .collect()
     }
 
+    /// The application each spec belongs to, by spec id: its chart release
+    /// (`release NS/NAME`), else the file it is read from (for what a tool rendered, the
+    /// kustomization or Jsonnet file). What a preview (`diff --base`) groups changes by.
+    pub fn apps(&self) -> BTreeMap<String, String> {
+        self.specs
+            .iter()
+            .map(|s| {
+                let app = match self
+                    .rendered
+                    .get(&s.at.file)
+                    .and_then(|r| r.release.as_ref())
+                {
+                    Some(r) => format!("release {}/{}", r.namespace, r.release_name),
+                    None => s.at.file.clone(),
+                };
+                (s.id.to_string(), app)
+            })
+            .collect()
+    }
+
     /// How many specs of each kind, for `validate`'s summary.
     pub fn count_by_kind(&self) -> BTreeMap<Kind, usize> {
         let mut counts = BTreeMap::new();

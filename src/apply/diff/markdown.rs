@@ -13,6 +13,9 @@ pub const MARKDOWN_LIMIT: usize = 60_000;
 /// The first line, so a CI job can find and update its own earlier comment.
 pub const MARKER: &str = "<!-- driftless diff -->";
 
+/// The first line of a preview (`diff --base`): a job may post both, each its own comment.
+pub const PREVIEW_MARKER: &str = "<!-- driftless diff --base -->";
+
 /// Kept free for the note on left-out sections, so it is never itself cut short.
 const NOTE_ROOM: usize = 2_000;
 
@@ -22,17 +25,22 @@ pub fn markdown(diffs: &[ObjectDiff]) -> String {
 }
 
 fn markdown_within(diffs: &[ObjectDiff], limit: usize) -> String {
-    let mut objects = shown(diffs);
-    // Errors first: they fail the job, and a reviewer reads them before any diff. The
-    // sort is stable, so the rest keep the engine's order (apply order, prunes last).
-    objects.sort_by_key(|o| o.action != DiffAction::Error);
+    let objects = shown(diffs);
     let mut out = format!("{MARKER}\n### driftless diff\n\n");
     if objects.is_empty() {
         out.push_str("No changes: the cluster matches the specs.\n");
         return out;
     }
     out.push_str(&table(&Summary::of(&objects)));
+    sections(out, objects, limit)
+}
 
+/// `out` (the head: heading and table), then a collapsed section per object, those that
+/// would pass `limit` left out and named in a note.
+pub(super) fn sections(mut out: String, mut objects: Vec<Shown>, limit: usize) -> String {
+    // Errors first: they fail the job, and a reviewer reads them before any diff. The
+    // sort is stable, so the rest keep the engine's order (apply order, prunes last).
+    objects.sort_by_key(|o| o.action != DiffAction::Error);
     let room = limit.saturating_sub(out.len() + NOTE_ROOM);
     let mut used = 0;
     let mut left_out = Vec::new();
@@ -81,7 +89,9 @@ fn headline(o: &Shown) -> String {
         DiffAction::Error => "error",
     };
     let mut line = format!("<b>{action}</b> <code>{}</code>", escape(&o.id));
-    if !o.spec.is_empty() {
+    if let Some(app) = &o.app {
+        line.push_str(&format!(" in app <code>{}</code>", escape(app)));
+    } else if !o.spec.is_empty() {
         line.push_str(&format!(" from spec <code>{}</code>", escape(&o.spec)));
     }
     match o.action {
@@ -116,7 +126,7 @@ fn fence(body: &str) -> String {
 }
 
 /// Text placed in HTML (the `<summary>` line), where Markdown does not escape it.
-fn escape(s: &str) -> String {
+pub(super) fn escape(s: &str) -> String {
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")

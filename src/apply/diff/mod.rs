@@ -2,14 +2,17 @@
 //! apiserver's own answer to a server-side dry-run apply with our field manager, so
 //! defaults and normalisation appear on both sides and only real changes show.
 //! How a diff is shown (text, markdown for a pull request, JSON) is `present` and
-//! `markdown`: pure functions of the `ObjectDiff`s found here.
+//! `markdown`: pure functions of the `ObjectDiff`s found here. `preview` finds them with no
+//! cluster, between two revisions' renders (`diff --base`).
 
 mod markdown;
 mod present;
+pub mod preview;
 
 pub use markdown::{MARKDOWN_LIMIT, markdown};
 pub use present::{
-    DiffAction, Shown, Summary, json, mask_secrets, render_change, shown, text, unified,
+    DiffAction, Shown, Sides, Summary, json, mask_secrets, render_change, render_change_between,
+    shown, shown_between, text, unified, unified_between,
 };
 
 use std::collections::BTreeSet;

@@ -66,6 +66,26 @@ fn yaml(v: &Value) -> String {
     serde_saphyr::to_string(v).unwrap_or_else(|e| format!("# cannot show as YAML: {e}\n"))
 }
 
+/// What a diff compares: the names its unified diffs give the two sides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sides {
+    pub before: &'static str,
+    pub after: &'static str,
+}
+
+impl Sides {
+    /// `diff`: the live object and what the specs make of it.
+    pub const LIVE: Sides = Sides {
+        before: "live",
+        after: "desired",
+    };
+    /// `diff --base`: the object as the base revision renders it and as the change does.
+    pub const REVISIONS: Sides = Sides {
+        before: "base",
+        after: "head",
+    };
+}
+
 /// A unified diff of two object states, headed `--- live/<ref>` / `+++ desired/<ref>`.
 pub fn unified(
     reference: &str,
@@ -73,17 +93,28 @@ pub fn unified(
     desired: Option<&Value>,
     color: bool,
 ) -> String {
+    unified_between(reference, live, desired, Sides::LIVE, color)
+}
+
+/// [`unified`], its sides named by `sides`.
+pub fn unified_between(
+    reference: &str,
+    before: Option<&Value>,
+    after: Option<&Value>,
+    sides: Sides,
+    color: bool,
+) -> String {
     let (a, b) = (
-        live.map(yaml).unwrap_or_default(),
-        desired.map(yaml).unwrap_or_default(),
+        before.map(yaml).unwrap_or_default(),
+        after.map(yaml).unwrap_or_default(),
     );
     let diff = similar::TextDiff::from_lines(&a, &b);
     let text = diff
         .unified_diff()
         .context_radius(3)
         .header(
-            &format!("live/{reference}"),
-            &format!("desired/{reference}"),
+            &format!("{}/{reference}", sides.before),
+            &format!("{}/{reference}", sides.after),
         )
         .to_string();
     if !color {
@@ -143,6 +174,9 @@ pub struct Shown {
     pub id: String,
     /// The spec that renders it (for a prune, the one that did); empty for the prune guard.
     pub spec: String,
+    /// For a preview (`diff --base`): the application the spec belongs to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub app: Option<String>,
     pub kind: String,
     /// The API group; empty for the core group.
     pub group: String,
@@ -194,7 +228,7 @@ impl Summary {
 }
 
 /// The masked unified diff of one change; empty when unchanged or an error.
-fn masked_diff(d: &ObjectDiff, color: bool) -> String {
+fn masked_diff(d: &ObjectDiff, sides: Sides, color: bool) -> String {
     let (live, desired) = match &d.change {
         Change::Unchanged | Change::Error(_) => return String::new(),
         Change::Create { desired } => (None, Some(desired)),
@@ -206,11 +240,16 @@ fn masked_diff(d: &ObjectDiff, color: bool) -> String {
     let (mut live, mut desired) = (live.cloned(), desired.cloned());
     mask_secrets(live.as_mut(), desired.as_mut());
     let reference = d.key.to_string().replace(' ', "/");
-    unified(&reference, live.as_ref(), desired.as_ref(), color)
+    unified_between(&reference, live.as_ref(), desired.as_ref(), sides, color)
 }
 
 /// Renders one object's change for the terminal; empty when unchanged.
 pub fn render_change(d: &ObjectDiff, color: bool) -> String {
+    render_change_between(d, Sides::LIVE, color)
+}
+
+/// [`render_change`], the diff's sides named by `sides`.
+pub fn render_change_between(d: &ObjectDiff, sides: Sides, color: bool) -> String {
     let head = match &d.change {
         Change::Unchanged => return String::new(),
         // The prune guard is no object of a spec: its message says it all.
@@ -224,7 +263,7 @@ pub fn render_change(d: &ObjectDiff, color: bool) -> String {
         ),
         Change::Create { .. } | Change::Update { .. } => String::new(),
     };
-    head + &masked_diff(d, color)
+    head + &masked_diff(d, sides, color)
 }
 
 /// `--output text`: every change for the terminal, in the engine's order.
@@ -234,18 +273,24 @@ pub fn text(diffs: &[ObjectDiff], color: bool) -> String {
 
 /// The objects that differ (or failed), in the engine's order: apply order, then prunes.
 pub fn shown(diffs: &[ObjectDiff]) -> Vec<Shown> {
+    shown_between(diffs, Sides::LIVE)
+}
+
+/// [`shown`], the diffs' sides named by `sides`.
+pub fn shown_between(diffs: &[ObjectDiff], sides: Sides) -> Vec<Shown> {
     diffs
         .iter()
         .filter_map(|d| {
             Some(Shown {
                 id: d.key.to_string(),
                 spec: d.spec.clone(),
+                app: None,
                 kind: d.key.kind.clone(),
                 group: d.key.group.clone(),
                 namespace: d.key.namespace.clone(),
                 name: d.key.name.clone(),
                 action: d.change.action()?,
-                diff: masked_diff(d, false),
+                diff: masked_diff(d, sides, false),
                 error: match &d.change {
                     Change::Error(e) => Some(e.clone()),
                     _ => None,

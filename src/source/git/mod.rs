@@ -13,6 +13,7 @@ mod checkout;
 mod fetch;
 mod follow;
 mod known_hosts;
+pub mod local;
 mod tree;
 mod url;
 
