@@ -347,17 +347,24 @@ fn template_apply(
     }
 }
 
-/// Counts helm runs: a wrapper that appends a line to a log, then runs the real helm.
-struct Counter {
+/// Counts a tool's renders (helm's template and upgrade, kubectl's and kustomize's builds):
+/// a wrapper that appends its verb to a log, then runs the real program.
+pub(crate) struct Counter {
     wrapper: PathBuf,
     log: PathBuf,
     base: Arc<AtomicUsize>,
 }
 
 impl Counter {
-    fn new(dir: &Path, helm: &Path) -> anyhow::Result<Counter> {
-        let log = dir.join("helm-runs.log");
-        let wrapper = dir.join("helm");
+    pub(crate) fn new(dir: &Path, program: &Path) -> anyhow::Result<Counter> {
+        Counter::named(dir, "helm", program)
+    }
+
+    /// A wrapper `dir/name` of `program`.
+    pub(crate) fn named(dir: &Path, name: &str, program: &Path) -> anyhow::Result<Counter> {
+        let log = dir.join(format!("{name}-runs.log"));
+        let wrapper = dir.join(name);
+        let helm = program;
         std::fs::write(
             &wrapper,
             format!(
@@ -375,11 +382,11 @@ impl Counter {
         })
     }
 
-    fn wrapper(&self) -> &Path {
+    pub(crate) fn wrapper(&self) -> &Path {
         &self.wrapper
     }
 
-    fn command(&self) -> std::process::Command {
+    pub(crate) fn command(&self) -> std::process::Command {
         std::process::Command::new(&self.wrapper)
     }
 
@@ -387,17 +394,17 @@ impl Counter {
         std::fs::read_to_string(&self.log)
             .map(|t| {
                 t.lines()
-                    .filter(|l| matches!(*l, "template" | "upgrade"))
+                    .filter(|l| matches!(*l, "template" | "upgrade" | "kustomize" | "build"))
                     .count()
             })
             .unwrap_or(0)
     }
 
-    fn reset(&self) {
+    pub(crate) fn reset(&self) {
         self.base.store(self.lines(), Ordering::SeqCst);
     }
 
-    fn runs(&self) -> usize {
+    pub(crate) fn runs(&self) -> usize {
         self.lines()
             .saturating_sub(self.base.load(Ordering::SeqCst))
     }
@@ -424,7 +431,7 @@ async fn wait_status(
 }
 
 /// podinfo's chart from the shared sources, beside the repository.
-fn chart_dir() -> anyhow::Result<PathBuf> {
+pub(crate) fn chart_dir() -> anyhow::Result<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/sources/podinfo");
     let dir = std::env::var_os("DRIFTLESS_BENCH_CHART")
         .map(PathBuf::from)
@@ -437,7 +444,7 @@ fn chart_dir() -> anyhow::Result<PathBuf> {
     Ok(dir)
 }
 
-fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
+pub(crate) fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(to)?;
     for e in std::fs::read_dir(from)?.flatten() {
         let target = to.join(e.file_name());
@@ -450,7 +457,7 @@ fn copy_dir(from: &Path, to: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-fn output(cmd: &mut std::process::Command) -> anyhow::Result<String> {
+pub(crate) fn output(cmd: &mut std::process::Command) -> anyhow::Result<String> {
     let out = cmd.stdin(Stdio::null()).output()?;
     if !out.status.success() {
         bail!(
@@ -464,7 +471,7 @@ fn output(cmd: &mut std::process::Command) -> anyhow::Result<String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-fn which(name: &str) -> Option<PathBuf> {
+pub(crate) fn which(name: &str) -> Option<PathBuf> {
     std::env::split_paths(&std::env::var_os("PATH")?)
         .map(|d| d.join(name))
         .find(|p| p.is_file())

@@ -2,10 +2,11 @@
 //! boots one), it measures cold sync, no-op resync, diff, daemon latency and memory,
 //! and how they scale, each against kubectl and a raw server-side-apply loop; prints a
 //! table and writes JSON. `--helm N` runs the Helm workload instead, `--ui N,N` the web
-//! UI's (headless Chromium, no cluster). Run on demand, never as part of the test suite.
+//! UI's (headless Chromium, no cluster), `--preview N` a pull request's preview (no cluster). Run on demand, never as part of the test suite.
 
 mod helm;
 mod measure;
+mod preview;
 mod report;
 mod ui;
 
@@ -71,6 +72,12 @@ pub struct Args {
     /// bench/results/ui-latest.json unless --out says otherwise.
     #[arg(long, value_name = "N,N", value_delimiter = ',')]
     pub ui: Option<Vec<usize>>,
+    /// Run the preview workload instead: `diff --base` on a git repository of this many
+    /// apps (charts and kustomizations) with one changed, against rendering every app of
+    /// both revisions; no cluster. Results go to bench/results/preview-latest.json unless
+    /// --out says otherwise.
+    #[arg(long, value_name = "N")]
+    pub preview: Option<usize>,
     /// The Chromium binary of the --ui workload.
     #[arg(long, default_value = "/usr/bin/chromium")]
     pub chromium: PathBuf,
@@ -106,6 +113,15 @@ async fn main() -> anyhow::Result<()> {
     if let Some(sizes) = &args.ui {
         let results = ui::run(&args, &driftless, sizes).await?;
         return write_results(&args, "ui-latest.json", &results, &ui::markdown(&results));
+    }
+    if let Some(n) = args.preview {
+        let results = preview::run(&args, &driftless, n).await?;
+        return write_results(
+            &args,
+            "preview-latest.json",
+            &results,
+            &preview::markdown(&results),
+        );
     }
     if let Some(n) = args.helm {
         let results = helm::run(&args, &driftless, n).await?;
