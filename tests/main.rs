@@ -25,6 +25,7 @@ mod emptied_map;
 mod events_delta;
 mod examples;
 mod faults;
+mod flux;
 mod git_source;
 mod git_ssh;
 mod helm;

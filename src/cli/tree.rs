@@ -186,6 +186,9 @@ pub(crate) fn describe(out: &mut impl std::io::Write, loaded: &Loaded) -> std::i
             by.command, by.tool, by.version
         )?;
     }
+    for notice in &loaded.rendered.notices {
+        writeln!(out, "notice: {notice}")?;
+    }
     let unread = &loaded.rendered.unread;
     if !unread.is_empty() {
         let shown: Vec<&str> = unread.iter().take(10).map(String::as_str).collect();

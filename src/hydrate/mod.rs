@@ -1,7 +1,8 @@
 //! The rendering stage, between `source` and `spec` (DESIGN 1.9): a revision's files in,
 //! the files the spec loader reads out. Kustomize directories are built by an external
 //! `kustomize` (`kustomize.rs`, run by `runner.rs`), Jsonnet is evaluated in process
-//! (`jsonnet/`), chart directories are recognised (`tree.rs`), JSON manifests are kept;
+//! (`jsonnet/`), chart directories are recognised (`tree.rs`), JSON manifests are kept,
+//! Flux's Kustomizations are carried out rather than applied (`flux.rs`);
 //! a rendered source's output is handed on as a YAML file at the path of the file it came
 //! from, so policies, waves, hooks, tree settings, the prune guard and status treat it
 //! exactly as committed YAML. Renders are cached by what they read (`cache.rs`). Cluster
@@ -9,6 +10,7 @@
 
 pub mod cache;
 pub mod dependencies;
+pub mod flux;
 pub mod helm;
 pub mod jsonnet;
 pub mod kustomize;
@@ -40,9 +42,12 @@ pub fn uses_helm(files: &[SourceFile]) -> bool {
 /// kustomize and helm read files themselves.
 pub fn needs_checkout(files: &[SourceFile]) -> bool {
     uses_helm(files)
-        || files
-            .iter()
-            .any(|f| tree::KUSTOMIZATION_FILES.contains(&base_of(&f.path)))
+        || files.iter().any(|f| {
+            tree::KUSTOMIZATION_FILES.contains(&base_of(&f.path))
+                || f.contents
+                    .windows(27)
+                    .any(|w| w == b"kustomize.toolkit.fluxcd.io")
+        })
 }
 
 /// The stage: its options, tools found, and caches. One per process (CLI) or daemon.
@@ -52,6 +57,7 @@ pub struct Hydrator {
     kustomize: kustomize::Kustomizations,
     helm: helm::Releases,
     jsonnet: jsonnet::Evaluations,
+    flux: flux::Kustomizations,
 }
 
 impl Hydrator {
@@ -61,6 +67,7 @@ impl Hydrator {
             kustomize: kustomize::Kustomizations::default(),
             helm: helm::Releases::default(),
             jsonnet: jsonnet::Evaluations::default(),
+            flux: flux::Kustomizations::default(),
         }
     }
 
@@ -172,10 +179,54 @@ impl Hydrator {
         );
         tool::hydrate_with(&self.shared, &self.helm, &releases, &cx, &mut out);
         tool::hydrate_with(&self.shared, &self.jsonnet, &jsonnet_files, &cx, &mut out);
+        self.carry_out_flux(&cx, &mut out);
         self.shared.cache.retain_used();
         out.files.sort_by(|a, b| a.path.cmp(&b.path));
         out.errors.sort();
         out
+    }
+}
+
+impl Hydrator {
+    /// Flux's Kustomizations in what the tree holds and renders, carried out in turn (one
+    /// may render more).
+    fn carry_out_flux(&self, cx: &tool::Context, out: &mut Hydrated) {
+        let root = cx.input.checkout.as_ref().map(|c| {
+            c.root
+                .strip_prefix(&c.repo)
+                .map(|p| p.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        });
+        let mut waves = std::collections::BTreeMap::new();
+        let mut left_out = 0;
+        for depth in 0..=flux::MAX_DEPTH {
+            let found = flux::find(&mut out.files, root.as_deref(), &mut waves);
+            out.errors.extend(found.errors);
+            left_out += found.install_left_out;
+            if found.items.is_empty() {
+                break;
+            }
+            if depth == flux::MAX_DEPTH {
+                for k in &found.items {
+                    out.errors.push(error_at(
+                        &k.at.file,
+                        k.at.line,
+                        k.at.column,
+                        format!(
+                            "Flux Kustomizations render Kustomizations more than {} deep; not carried out",
+                            flux::MAX_DEPTH
+                        ),
+                    ));
+                }
+                break;
+            }
+            tool::hydrate_with(&self.shared, &self.flux, &found.items, cx, out);
+        }
+        if left_out > 0 {
+            out.notices.push(format!(
+                "{left_out} objects of Flux's own install (gotk-components) not applied: driftless carries out Flux's Kustomizations itself"
+            ));
+        }
     }
 }
 

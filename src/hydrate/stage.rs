@@ -84,6 +84,8 @@ pub struct Hydrated {
     pub rendered: BTreeMap<String, RenderedBy>,
     /// Whether the revision held anything at all: files read or not.
     pub had_files: bool,
+    /// What the stage left out on purpose, for `validate` to say.
+    pub notices: Vec<String>,
 }
 
 impl Hydrated {

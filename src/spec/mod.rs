@@ -258,6 +258,19 @@ impl Release {
     }
 }
 
+/// The file a Flux Kustomization's objects are handed on as, written in `file`: an app of
+/// their own ([`SpecTree::apps`]).
+pub fn flux_output_file(file: &str, namespace: &str, name: &str) -> String {
+    format!("{file}#flux.{namespace}.{name}")
+}
+
+/// `flux/NAMESPACE/NAME` for a file [`flux_output_file`] named.
+fn flux_app(file: &str) -> Option<String> {
+    let (_, rest) = file.rsplit_once("#flux.")?;
+    let (ns, name) = rest.split_once('.')?;
+    Some(format!("flux/{ns}/{name}"))
+}
+
 impl SpecTree {
     /// Specs that say `adopt = true`: they may take over objects driftless did not create.
     pub fn adopt_specs(&self) -> BTreeSet<SpecId> {
@@ -274,7 +287,7 @@ impl SpecTree {
     }
 
     /// The application each spec belongs to, by spec id: its chart release
-    /// (`release NS/NAME`), else the file it is read from (for what a tool rendered, the
+    /// (`release NS/NAME`), its Flux Kustomization (`flux/NS/NAME`), else the file it is read from (for what a tool rendered, the
     /// kustomization or Jsonnet file). What a preview (`diff --base`) groups changes by.
     pub fn apps(&self) -> BTreeMap<String, String> {
         self.specs
@@ -286,7 +299,7 @@ impl SpecTree {
                     .and_then(|r| r.release.as_ref())
                 {
                     Some(r) => format!("release {}/{}", r.namespace, r.release_name),
-                    None => s.at.file.clone(),
+                    None => flux_app(&s.at.file).unwrap_or_else(|| s.at.file.clone()),
                 };
                 (s.id.to_string(), app)
             })

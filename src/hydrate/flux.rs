@@ -1,0 +1,976 @@
+//! Flux's `Kustomization` (`kustomize.toolkit.fluxcd.io/v1`) carried out, not applied: a
+//! Flux repository is read as Flux's kustomize-controller reads it, with no Flux
+//! controller in the cluster. Each Kustomization found in the tree's YAML (written there or
+//! rendered, nested ones in turn) builds its `path` of this repository as Flux does: the
+//! directory's kustomization (one generated from its manifests when it has none) with
+//! `targetNamespace`, `namePrefix`/`nameSuffix`, `patches`, `images` and `components` put
+//! in, then `postBuild.substitute`, `commonMetadata` and Flux's own labels. Its objects are
+//! handed on as `FILE#flux.NAMESPACE.NAME` (an app of its own), `dependsOn` as waves,
+//! `prune: false` and `force` as driftless's marks. The build runs on a private copy of
+//! what it reads, never in the tree.
+//!
+//! The source objects (`GitRepository`, `OCIRepository`, ...) are read, not applied; Flux's
+//! own install (`gotk-components.yaml`) is left out, as driftless does its job. What this
+//! does not carry out (another repository, a field that changes what Flux would do) is an
+//! error at its place, and nothing is applied.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+
+use super::cache::{self, KeyBuilder};
+use super::kustomize::{self, Kustomize, closure};
+use super::runner;
+use super::stage::{Shared, error_at};
+use super::tool::{Context, FindError, Rendered, Tool, ToolError, found_once};
+use super::tree::KUSTOMIZATION_FILES;
+use crate::spec::{Location, RenderedBy, SourceFile, SpecError};
+
+/// Flux's API groups end so.
+const TOOLKIT: &str = ".toolkit.fluxcd.io";
+const KUSTOMIZE_GROUP: &str = "kustomize.toolkit.fluxcd.io";
+const SOURCE_GROUP: &str = "source.toolkit.fluxcd.io";
+/// Kustomizations that render Kustomizations, this deep at most.
+pub const MAX_DEPTH: usize = 8;
+/// The label Flux's controller puts on what a Kustomization applies.
+const NAME_LABEL: &str = "kustomize.toolkit.fluxcd.io/name";
+const NAMESPACE_LABEL: &str = "kustomize.toolkit.fluxcd.io/namespace";
+const SUBSTITUTE_ANNOTATION: &str = "kustomize.toolkit.fluxcd.io/substitute";
+
+/// `spec` fields carried out, or accepted as driftless already does what they ask
+/// (it waits for every object's health; it has no interval).
+const CARRIED: &[&str] = &[
+    "sourceRef",
+    "path",
+    "targetNamespace",
+    "namePrefix",
+    "nameSuffix",
+    "patches",
+    "images",
+    "components",
+    "commonMetadata",
+    "postBuild",
+    "prune",
+    "dependsOn",
+    "force",
+    "suspend",
+    "interval",
+    "retryInterval",
+    "timeout",
+    "wait",
+    "healthChecks",
+    "healthCheckExprs",
+];
+
+/// One Flux Kustomization to carry out.
+#[derive(Debug, Clone)]
+pub struct Kustomization {
+    /// Where it is written (a file, or a render's output).
+    pub at: Location,
+    pub namespace: String,
+    pub name: String,
+    /// The directory to build, relative to the repository ("" for its root).
+    pub path: String,
+    pub spec: Value,
+    /// Its place in `dependsOn` order: 0 depends on nothing.
+    pub wave: i32,
+}
+
+/// What one pass over the tree's YAML found of Flux.
+#[derive(Debug, Default)]
+pub struct Found {
+    pub items: Vec<Kustomization>,
+    pub errors: Vec<SpecError>,
+    /// Objects of Flux's own install left out.
+    pub install_left_out: usize,
+}
+
+/// Finds Flux's objects in `files` (YAML, written or rendered), takes them out of what is
+/// applied (their lines blanked, so every other document keeps its place), and returns the
+/// Kustomizations to carry out. `root`: the spec root within the repository, `waves`: the
+/// Kustomizations found in earlier passes (their waves, by `namespace/name`).
+pub fn find(
+    files: &mut [SourceFile],
+    root: Option<&str>,
+    waves: &mut BTreeMap<String, i32>,
+) -> Found {
+    let mut found = Found::default();
+    let mut sources: BTreeMap<String, Option<String>> = BTreeMap::new();
+    let mut items = Vec::new();
+    for f in files.iter_mut() {
+        if f.path.ends_with(".toml") || !mentions_flux(&f.contents) {
+            continue;
+        }
+        let Ok(text) = std::str::from_utf8(&f.contents) else {
+            continue;
+        };
+        let mut lines: Vec<&str> = text.split_inclusive('\n').collect();
+        let mut blank = Vec::new();
+        for (start, end) in documents(&lines) {
+            let doc: String = lines[start..end].concat();
+            let Ok(v) = serde_saphyr::from_str::<Value>(&doc) else {
+                continue; // the spec loader says what is wrong with it
+            };
+            let api = v["apiVersion"].as_str().unwrap_or_default();
+            let kind = v["kind"].as_str().unwrap_or_default();
+            let group = api.split('/').next().unwrap_or_default();
+            let at = |line: usize| Location {
+                file: f.path.clone(),
+                line: start + line + 1,
+                column: 1,
+            };
+            if group.ends_with(TOOLKIT) {
+                blank.push((start, end));
+                let ns = v["metadata"]["namespace"].as_str().unwrap_or("default");
+                let name = v["metadata"]["name"].as_str().unwrap_or_default();
+                match (group, kind) {
+                    (KUSTOMIZE_GROUP, "Kustomization") => {
+                        match item(&v, &doc, at(0), ns, name) {
+                            Ok(k) => items.push(k),
+                            Err(e) => found.errors.push(e),
+                        }
+                    }
+                    (SOURCE_GROUP, "GitRepository" | "OCIRepository" | "HelmRepository" | "Bucket") => {
+                        let url = v["spec"]["url"].as_str().map(normalise_url);
+                        sources.insert(format!("{kind}/{ns}/{name}"), url);
+                    }
+                    _ => found.errors.push(err(
+                        at(0),
+                        format!(
+                            "Flux's {kind} ({api}) is not carried out by driftless yet: driftless reads Flux's Kustomization and its sources; take it out of the tree"
+                        ),
+                    )),
+                }
+            } else if is_flux_install(&v) {
+                blank.push((start, end));
+                found.install_left_out += 1;
+            }
+        }
+        if blank.is_empty() {
+            continue;
+        }
+        for (start, end) in blank {
+            for l in &mut lines[start..end] {
+                *l = if l.ends_with('\n') { "\n" } else { "" };
+            }
+        }
+        f.contents = lines.concat().into_bytes();
+    }
+    let own = sources
+        .get("GitRepository/flux-system/flux-system")
+        .cloned()
+        .flatten();
+    items.retain_mut(|k| match followed(k, &sources, own.as_deref(), root) {
+        Ok(true) => true,
+        Ok(false) => {
+            // The tree being read: its objects are those already read.
+            waves.insert(format!("{}/{}", k.namespace, k.name), 0);
+            false
+        }
+        Err(e) => {
+            found.errors.push(e);
+            false
+        }
+    });
+    order(&mut items, waves, &mut found.errors);
+    found.items = items;
+    found
+}
+
+fn mentions_flux(bytes: &[u8]) -> bool {
+    let has = |needle: &[u8]| bytes.windows(needle.len()).any(|w| w == needle);
+    has(b"fluxcd.io") || has(b"part-of: flux")
+}
+
+/// Flux's own install, as `flux bootstrap` writes it (`gotk-components.yaml`).
+fn is_flux_install(v: &Value) -> bool {
+    let labels = &v["metadata"]["labels"];
+    labels["app.kubernetes.io/part-of"] == "flux"
+        && labels["app.kubernetes.io/instance"] == "flux-system"
+}
+
+/// The documents of a YAML stream, as line ranges (`---` lines between them).
+fn documents(lines: &[&str]) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for (i, l) in lines.iter().enumerate() {
+        let t = l.trim_end();
+        if t == "---" || t.starts_with("--- ") || t == "..." {
+            if i > start {
+                out.push((start, i));
+            }
+            start = i + 1;
+        }
+    }
+    if start < lines.len() {
+        out.push((start, lines.len()));
+    }
+    out
+}
+
+fn err(at: Location, message: String) -> SpecError {
+    error_at(&at.file, at.line, at.column, message)
+}
+
+/// The line of `key:` in `doc` (its first), counted from the document's start.
+fn line_of(doc: &str, key: &str) -> usize {
+    doc.lines()
+        .position(|l| l.trim_start().starts_with(&format!("{key}:")))
+        .unwrap_or(0)
+}
+
+/// A Kustomization read and checked: every field that changes what Flux does is carried
+/// out or refused here.
+fn item(
+    v: &Value,
+    doc: &str,
+    at: Location,
+    ns: &str,
+    name: &str,
+) -> Result<Kustomization, SpecError> {
+    let field_at = |key: &str| Location {
+        line: at.line + line_of(doc, key),
+        ..at.clone()
+    };
+    let spec = v["spec"].as_object().cloned().unwrap_or_default();
+    if name.is_empty() {
+        return Err(err(at, "a Flux Kustomization without metadata.name".into()));
+    }
+    for key in spec.keys() {
+        if !CARRIED.contains(&key.as_str()) {
+            return Err(err(
+                field_at(key),
+                format!(
+                    "Kustomization {ns}/{name}: `spec.{key}` is not carried out by driftless yet; nothing is applied"
+                ),
+            ));
+        }
+    }
+    if spec.get("suspend").and_then(Value::as_bool) == Some(true) {
+        return Err(err(
+            field_at("suspend"),
+            format!(
+                "Kustomization {ns}/{name}: `suspend: true` is not carried out by driftless yet (use driftless suspend); nothing is applied"
+            ),
+        ));
+    }
+    if let Some(pb) = spec.get("postBuild").and_then(Value::as_object)
+        && let Some(key) = pb.keys().find(|k| *k != "substitute")
+    {
+        return Err(err(
+            field_at(key),
+            format!(
+                "Kustomization {ns}/{name}: `spec.postBuild.{key}` is not carried out by driftless yet; put the variables in `substitute`"
+            ),
+        ));
+    }
+    let raw = spec.get("path").and_then(Value::as_str).unwrap_or("");
+    let path = clean_path(raw).ok_or_else(|| {
+        err(
+            field_at("path"),
+            format!("Kustomization {ns}/{name}: path {raw:?} leads out of the repository"),
+        )
+    })?;
+    Ok(Kustomization {
+        at,
+        namespace: ns.to_string(),
+        name: name.to_string(),
+        path,
+        spec: Value::Object(spec),
+        wave: 0,
+    })
+}
+
+/// `./apps/staging/` as `apps/staging`; `None` when it climbs out.
+fn clean_path(raw: &str) -> Option<String> {
+    let mut parts: Vec<&str> = Vec::new();
+    for p in raw.split('/') {
+        match p {
+            "" | "." => {}
+            ".." => {
+                parts.pop()?;
+            }
+            p => parts.push(p),
+        }
+    }
+    Some(parts.join("/"))
+}
+
+/// `https://github.com/Org/Repo.git/` and `ssh://git@github.com/org/repo` alike.
+fn normalise_url(url: &str) -> String {
+    let url = url.trim().trim_end_matches('/').trim_end_matches(".git");
+    let url = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let url = url.split_once('@').map_or(url, |(_, rest)| rest);
+    url.replacen(':', "/", 1).to_lowercase()
+}
+
+/// Whether `k` is built here (`false`: it is the tree being read); an error when its
+/// source is not this repository.
+fn followed(
+    k: &Kustomization,
+    sources: &BTreeMap<String, Option<String>>,
+    own: Option<&str>,
+    root: Option<&str>,
+) -> Result<bool, SpecError> {
+    let r = &k.spec["sourceRef"];
+    let kind = r["kind"].as_str().unwrap_or("GitRepository");
+    let name = r["name"].as_str().unwrap_or_default();
+    let ns = r["namespace"].as_str().unwrap_or(&k.namespace);
+    let this_repo = kind == "GitRepository"
+        && ((ns == "flux-system" && name == "flux-system")
+            || own.is_some_and(|own| {
+                sources
+                    .get(&format!("GitRepository/{ns}/{name}"))
+                    .cloned()
+                    .flatten()
+                    .as_deref()
+                    == Some(own)
+            }));
+    if !this_repo {
+        return Err(err(
+            k.at.clone(),
+            format!(
+                "Kustomization {}/{}: its source {kind} {ns}/{name} is not the repository being read; driftless follows only this one, and nothing is applied",
+                k.namespace, k.name
+            ),
+        ));
+    }
+    let Some(root) = root else {
+        // No tree on disk: the tool says so for each.
+        return Ok(true);
+    };
+    let shown = |p: &str| match p {
+        "" => ".".to_string(),
+        p => p.to_string(),
+    };
+    let under =
+        |inner: &str, outer: &str| outer.is_empty() || inner.starts_with(&format!("{outer}/"));
+    if k.path == root {
+        return Ok(false);
+    }
+    if under(root, &k.path) {
+        return Err(err(
+            k.at.clone(),
+            format!(
+                "Kustomization {}/{}: path {:?} holds the tree being read ({}); point driftless at {:?} instead",
+                k.namespace,
+                k.name,
+                shown(&k.path),
+                shown(root),
+                shown(&k.path)
+            ),
+        ));
+    }
+    if under(&k.path, root) {
+        return Err(err(
+            k.at.clone(),
+            format!(
+                "Kustomization {}/{}: path {:?} lies in the tree being read ({}), whose files driftless reads already: point driftless at the path Flux's own Kustomization names (as clusters/NAME)",
+                k.namespace,
+                k.name,
+                shown(&k.path),
+                shown(root)
+            ),
+        ));
+    }
+    Ok(true)
+}
+
+/// Each Kustomization's wave: one past the highest it depends on; a cycle or an unknown
+/// dependency is an error.
+fn order(
+    items: &mut Vec<Kustomization>,
+    waves: &mut BTreeMap<String, i32>,
+    errors: &mut Vec<SpecError>,
+) {
+    let key = |k: &Kustomization| format!("{}/{}", k.namespace, k.name);
+    let deps = |k: &Kustomization| -> Vec<String> {
+        k.spec["dependsOn"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|d| {
+                let name = d["name"].as_str()?;
+                Some(format!(
+                    "{}/{name}",
+                    d["namespace"].as_str().unwrap_or(&k.namespace)
+                ))
+            })
+            .collect()
+    };
+    let mut pending: Vec<usize> = (0..items.len()).collect();
+    let mut bad = BTreeSet::new();
+    while !pending.is_empty() {
+        let before = pending.len();
+        pending.retain(|&i| {
+            let ds = deps(&items[i]);
+            let known: Option<Vec<i32>> = ds.iter().map(|d| waves.get(d).copied()).collect();
+            match known {
+                Some(ws) => {
+                    let wave = ws.into_iter().map(|w| w + 1).max().unwrap_or(0);
+                    items[i].wave = wave;
+                    waves.insert(key(&items[i]), wave);
+                    false
+                }
+                None => true,
+            }
+        });
+        if pending.len() == before {
+            let here: BTreeSet<String> = pending.iter().map(|&i| key(&items[i])).collect();
+            for &i in &pending {
+                let k = &items[i];
+                let missing: Vec<String> = deps(k)
+                    .into_iter()
+                    .filter(|d| !waves.contains_key(d))
+                    .collect();
+                let why = match missing.iter().find(|d| !here.contains(*d)) {
+                    Some(d) => {
+                        format!("depends on Kustomization {d}, which the tree does not hold")
+                    }
+                    None => format!("is in a dependsOn cycle ({})", missing.join(", ")),
+                };
+                errors.push(err(
+                    k.at.clone(),
+                    format!("Kustomization {}: {why}", key(k)),
+                ));
+                bad.insert(i);
+            }
+            break;
+        }
+    }
+    let mut i = 0;
+    items.retain(|_| {
+        i += 1;
+        !bad.contains(&(i - 1))
+    });
+}
+
+/// The Flux Kustomization tool: kustomize found once.
+#[derive(Default)]
+pub struct Kustomizations {
+    found: Mutex<Option<Kustomize>>,
+}
+
+impl Tool for Kustomizations {
+    type Item = Kustomization;
+    type Ready = Kustomize;
+
+    fn reads_disk(&self) -> Option<&'static str> {
+        Some("a Flux Kustomization")
+    }
+
+    fn at(&self, item: &Kustomization) -> Location {
+        item.at.clone()
+    }
+
+    fn output_file(&self, item: &Kustomization) -> String {
+        crate::spec::flux_output_file(&item.at.file, &item.namespace, &item.name)
+    }
+
+    fn ready(&self, r: &Shared, _: &Context) -> Result<Kustomize, FindError> {
+        found_once(&self.found, || {
+            kustomize::find(r.opts.kustomize.as_deref(), &r.opts.limits)
+        })
+    }
+
+    fn render(
+        &self,
+        r: &Shared,
+        tool: &Kustomize,
+        k: &Kustomization,
+        cx: &Context,
+    ) -> Result<Rendered, ToolError> {
+        let disk = cx
+            .input
+            .checkout
+            .as_ref()
+            .ok_or_else(|| "a Flux Kustomization needs its tree on disk".to_string())?;
+        let built = build(r, tool, &disk.repo, k)?;
+        let yaml = finish(&built, k)?;
+        Ok(Rendered {
+            yaml,
+            by: RenderedBy {
+                tool: "kustomize".into(),
+                version: tool.version.clone(),
+                command: format!(
+                    "Flux Kustomization {}/{}: {}",
+                    k.namespace,
+                    k.name,
+                    tool.shown(if k.path.is_empty() { "." } else { &k.path })
+                ),
+                release: None,
+            },
+        })
+    }
+}
+
+/// The kustomization Flux builds for `k` in `dir` (the repository's copy): the
+/// directory's own, or one listing its manifests, with `k`'s fields put in. Returns the
+/// file name and its text, and the files (relative to the repository) the build reads.
+fn kustomization_for(
+    repo: &Path,
+    dir: &Path,
+    k: &Kustomization,
+) -> Result<(String, Value, BTreeSet<PathBuf>), String> {
+    let mut files = BTreeSet::new();
+    let add_closure = |d: &Path, files: &mut BTreeSet<PathBuf>| -> Result<(), String> {
+        let c = closure(repo, d, false).map_err(|e| e.to_string())?;
+        files.extend(c.files);
+        Ok(())
+    };
+    let own = KUSTOMIZATION_FILES.iter().find(|n| dir.join(n).is_file());
+    let (name, mut kus) = match own {
+        Some(n) => {
+            add_closure(dir, &mut files)?;
+            let text =
+                std::fs::read_to_string(dir.join(n)).map_err(|e| format!("reading {n}: {e}"))?;
+            let v: Value =
+                serde_saphyr::from_str(&text).map_err(|e| format!("{n} is not valid YAML: {e}"))?;
+            (n.to_string(), v)
+        }
+        None => {
+            // Flux's generator: every manifest under the directory, and each directory
+            // holding a kustomization as one resource.
+            let mut resources = Vec::new();
+            let mut pending = vec![dir.to_path_buf()];
+            while let Some(d) = pending.pop() {
+                let mut entries: Vec<PathBuf> = std::fs::read_dir(&d)
+                    .map_err(|e| format!("reading {}: {e}", d.display()))?
+                    .flatten()
+                    .map(|e| e.path())
+                    .collect();
+                entries.sort();
+                for p in entries {
+                    let rel = p
+                        .strip_prefix(dir)
+                        .unwrap_or(&p)
+                        .to_string_lossy()
+                        .into_owned();
+                    if p.file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+                    {
+                        continue;
+                    }
+                    if p.is_dir() {
+                        if KUSTOMIZATION_FILES.iter().any(|n| p.join(n).is_file()) {
+                            add_closure(&p, &mut files)?;
+                            resources.push(format!("./{rel}"));
+                        } else {
+                            pending.push(p);
+                        }
+                    } else if rel.ends_with(".yaml") || rel.ends_with(".yml") {
+                        files.insert(p.canonicalize().map_err(|e| e.to_string())?);
+                        resources.push(format!("./{rel}"));
+                    }
+                }
+            }
+            resources.sort();
+            (
+                "kustomization.yaml".to_string(),
+                json!({"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "resources": resources}),
+            )
+        }
+    };
+    let spec = &k.spec;
+    let Some(obj) = kus.as_object_mut() else {
+        return Err(format!("{name} is not a kustomization"));
+    };
+    if let Some(ns) = spec["targetNamespace"].as_str() {
+        obj.insert("namespace".into(), json!(ns));
+    }
+    for field in ["namePrefix", "nameSuffix"] {
+        if let Some(s) = spec[field].as_str() {
+            obj.insert(field.into(), json!(s));
+        }
+    }
+    if let Some(ps) = spec["patches"].as_array() {
+        let list = obj.entry("patches").or_insert_with(|| json!([]));
+        if let Some(list) = list.as_array_mut() {
+            list.extend(ps.iter().cloned());
+        }
+    }
+    if let Some(images) = spec["images"].as_array() {
+        let list = obj.entry("images").or_insert_with(|| json!([]));
+        if let Some(list) = list.as_array_mut() {
+            for image in images {
+                match list.iter_mut().find(|i| i["name"] == image["name"]) {
+                    Some(i) => *i = image.clone(),
+                    None => list.push(image.clone()),
+                }
+            }
+        }
+    }
+    if let Some(components) = spec["components"].as_array() {
+        for c in components {
+            let rel = c.as_str().ok_or("a component is not a path")?;
+            let cdir = dir
+                .join(rel)
+                .canonicalize()
+                .map_err(|e| format!("component {rel:?}: {e}"))?;
+            if !cdir.starts_with(repo) {
+                return Err(format!("component {rel:?} lies outside the repository"));
+            }
+            add_closure(&cdir, &mut files)?;
+        }
+        let list = obj.entry("components").or_insert_with(|| json!([]));
+        if let Some(list) = list.as_array_mut() {
+            list.extend(components.iter().cloned());
+        }
+    }
+    Ok((name, kus, files))
+}
+
+/// Builds `k` on a private copy of what it reads (or answers from the cache).
+fn build(r: &Shared, tool: &Kustomize, repo: &Path, k: &Kustomization) -> cache::Entry {
+    let said = |message: String| ToolError { at: None, message };
+    let dir = repo.join(&k.path);
+    let dir = dir
+        .canonicalize()
+        .map_err(|e| said(format!("path {:?}: {e}", k.path)))?;
+    if !dir.starts_with(repo) || !dir.is_dir() {
+        return Err(said(format!(
+            "path {:?} is not a directory of the repository",
+            k.path
+        )));
+    }
+    let (name, kus, files) = kustomization_for(repo, &dir, k).map_err(said)?;
+    let text = serde_json::to_string_pretty(&kus).map_err(|e| said(e.to_string()))?;
+    let mut key = KeyBuilder::new("flux-kustomization");
+    key.part(tool.program.as_os_str().as_encoded_bytes())
+        .part(tool.version.as_bytes())
+        .part(k.path.as_bytes())
+        .part(name.as_bytes())
+        .part(text.as_bytes());
+    let mut contents = Vec::new();
+    for f in &files {
+        let rel = f.strip_prefix(repo).unwrap_or(f).to_path_buf();
+        let bytes =
+            std::fs::read(f).map_err(|e| said(format!("reading {}: {e}", rel.display())))?;
+        key.part(rel.to_string_lossy().as_bytes()).part(&bytes);
+        contents.push((rel, bytes));
+    }
+    let key = key.finish();
+    if let Some(hit) = r.cache.get(&key) {
+        return hit;
+    }
+    let copy = tempfile::Builder::new()
+        .prefix("driftless-flux-")
+        .tempdir()
+        .map_err(|e| said(format!("a directory to build in: {e}")))?;
+    for (rel, bytes) in &contents {
+        let target = copy.path().join(rel);
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| said(e.to_string()))?;
+        }
+        std::fs::write(&target, bytes).map_err(|e| said(e.to_string()))?;
+    }
+    let at = copy.path().join(&k.path);
+    std::fs::create_dir_all(&at).map_err(|e| said(e.to_string()))?;
+    std::fs::write(at.join(&name), &text).map_err(|e| said(e.to_string()))?;
+    let span = tracing::info_span!("render", tool = "flux", kustomization = %format!("{}/{}", k.namespace, k.name));
+    let _enter = span.enter();
+    r.runs.fetch_add(1, Ordering::Relaxed);
+    let mut args = tool.args(&at);
+    // Flux builds with kustomize's load restrictions off, within the repository.
+    args.extend(["--load-restrictor".into(), "LoadRestrictionsNone".into()]);
+    let result = runner::run(&tool.program, &args, &at, &r.opts.limits, &r.slots)
+        .map(Arc::new)
+        .map_err(|e| {
+            let said = match e {
+                runner::RunError::Failed(line) => format!("kustomize build failed: {line}"),
+                other => format!("kustomize build: {other}"),
+            };
+            ToolError::from(said.replace(&format!("{}/", copy.path().display()), ""))
+        });
+    tracing::info!(ok = result.is_ok(), "rendered");
+    r.cache.put(key, result.clone());
+    result
+}
+
+/// What Flux does after the build: `postBuild.substitute`, `commonMetadata`, its labels;
+/// and driftless's marks for `dependsOn`, `prune: false` and `force`.
+fn finish(built: &[u8], k: &Kustomization) -> Result<Vec<u8>, ToolError> {
+    let text = std::str::from_utf8(built)
+        .map_err(|_| ToolError::from("kustomize printed no UTF-8".to_string()))?;
+    let vars: Option<BTreeMap<String, String>> =
+        k.spec["postBuild"]["substitute"].as_object().map(|m| {
+            m.iter()
+                .map(|(k, v)| {
+                    (
+                        k.clone(),
+                        v.as_str().map_or_else(|| v.to_string(), str::to_string),
+                    )
+                })
+                .collect()
+        });
+    let meta = &k.spec["commonMetadata"];
+    let mut out = Vec::new();
+    let lines: Vec<&str> = text.split_inclusive('\n').collect();
+    for (start, end) in documents(&lines) {
+        let mut doc = lines[start..end].concat();
+        if doc.trim().is_empty() {
+            continue;
+        }
+        let disabled = doc.contains(&format!("{SUBSTITUTE_ANNOTATION}: disabled"));
+        if let (Some(vars), false) = (&vars, disabled) {
+            doc = substitute(&doc, vars);
+        }
+        let mut v: Value = serde_saphyr::from_str(&doc)
+            .map_err(|e| ToolError::from(format!("the build's output is not YAML: {e}")))?;
+        let Some(metadata) = v.get_mut("metadata").and_then(Value::as_object_mut) else {
+            out.push(v);
+            continue;
+        };
+        let mut set = |field: &str, key: &str, value: &str| {
+            let m = metadata.entry(field).or_insert_with(|| json!({}));
+            if let Some(m) = m.as_object_mut() {
+                m.insert(key.to_string(), json!(value));
+            }
+        };
+        for (field, from) in [
+            ("labels", &meta["labels"]),
+            ("annotations", &meta["annotations"]),
+        ] {
+            for (key, value) in from.as_object().into_iter().flatten() {
+                set(field, key, value.as_str().unwrap_or_default());
+            }
+        }
+        set("labels", NAME_LABEL, &k.name);
+        set("labels", NAMESPACE_LABEL, &k.namespace);
+        // Flux's substitution is done: driftless's own `${...}` is not theirs.
+        set("annotations", crate::spec::policy::SUBSTITUTE, "disabled");
+        if k.wave > 0 {
+            set("annotations", crate::spec::order::WAVE, &k.wave.to_string());
+        }
+        if k.spec["prune"].as_bool() == Some(false) {
+            set("annotations", crate::spec::policy::PRUNE, "disabled");
+        }
+        if k.spec["force"].as_bool() == Some(true) {
+            set("annotations", crate::spec::policy::REPLACE, "on-immutable");
+        }
+        out.push(v);
+    }
+    Ok(super::stage::to_yaml(&out))
+}
+
+/// Flux's post-build substitution (drone/envsubst as Flux uses it): `${name}`, `$name`,
+/// `${name:=default}` and `${name:-default}`; a name with no value and no default becomes
+/// empty; `$$` is a `$` never substituted.
+pub fn substitute(text: &str, vars: &BTreeMap<String, String>) -> String {
+    let is_name = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        if let Some(tail) = after.strip_prefix('$') {
+            out.push('$');
+            rest = tail;
+        } else if let Some(body) = after.strip_prefix('{') {
+            match body.find('}') {
+                Some(close) => {
+                    let inner = &body[..close];
+                    let (name, default) = match inner.find(":=").or_else(|| inner.find(":-")) {
+                        Some(p) => (&inner[..p], Some(&inner[p + 2..])),
+                        None => (inner, None),
+                    };
+                    if !name.is_empty()
+                        && name.chars().all(is_name)
+                        && !name.starts_with(|c: char| c.is_ascii_digit())
+                    {
+                        let value = vars
+                            .get(name)
+                            .filter(|v| !v.is_empty() || default.is_none());
+                        out.push_str(value.map(String::as_str).or(default).unwrap_or(""));
+                    } else {
+                        out.push_str(&rest[i..i + 2 + close + 1]);
+                    }
+                    rest = &body[close + 1..];
+                }
+                None => {
+                    out.push('$');
+                    rest = after;
+                }
+            }
+        } else {
+            let len = after.find(|c: char| !is_name(c)).unwrap_or(after.len());
+            let name = &after[..len];
+            if len > 0 && !name.starts_with(|c: char| c.is_ascii_digit()) {
+                out.push_str(vars.get(name).map_or("", String::as_str));
+            } else {
+                out.push('$');
+                out.push_str(name);
+            }
+            rest = &after[len..];
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(path: &str, text: &str) -> SourceFile {
+        SourceFile {
+            path: path.into(),
+            contents: text.as_bytes().to_vec(),
+        }
+    }
+
+    const SYNC: &str = "---\napiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata:\n  name: flux-system\n  namespace: flux-system\nspec:\n  url: ssh://git@github.com/acme/fleet\n---\napiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: flux-system\n  namespace: flux-system\nspec:\n  path: ./clusters/staging\n  prune: true\n  sourceRef:\n    kind: GitRepository\n    name: flux-system\n";
+
+    fn kustomization(name: &str, path: &str, extra: &str) -> String {
+        format!(
+            "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: {name}\n  namespace: flux-system\nspec:\n  path: {path}\n  prune: true\n  sourceRef:\n    kind: GitRepository\n    name: flux-system\n{extra}"
+        )
+    }
+
+    #[test]
+    fn kustomizations_are_found_ordered_and_taken_out_of_what_is_applied() {
+        let apps = format!(
+            "{}---\n{}",
+            kustomization(
+                "apps",
+                "./apps/staging",
+                "  dependsOn:\n    - name: infra\n"
+            ),
+            kustomization("infra", "./infrastructure", "")
+        );
+        let mut files = vec![
+            file("flux-system/gotk-sync.yaml", SYNC),
+            file("apps.yaml", &apps),
+            file(
+                "cm.yaml",
+                "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n",
+            ),
+        ];
+        let mut waves = BTreeMap::new();
+        let found = find(&mut files, Some("clusters/staging"), &mut waves);
+        assert!(found.errors.is_empty(), "{:?}", found.errors);
+        let got: Vec<(&str, &str, i32, usize)> = found
+            .items
+            .iter()
+            .map(|k| (k.name.as_str(), k.path.as_str(), k.wave, k.at.line))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("apps", "apps/staging", 1, 1),
+                ("infra", "infrastructure", 0, 15)
+            ]
+        );
+        // Blanked line for line: the ConfigMap file is untouched, the others hold nothing.
+        let text = |i: usize| String::from_utf8(files[i].contents.clone()).unwrap();
+        assert_eq!(text(1).lines().count(), apps.lines().count());
+        assert!(
+            text(1).trim_matches(|c| c == '\n' || c == '-').is_empty(),
+            "{}",
+            text(1)
+        );
+        assert!(text(0).trim_matches(|c| c == '\n' || c == '-').is_empty());
+        assert!(text(2).contains("ConfigMap"));
+        assert_eq!(
+            waves.get("flux-system/flux-system"),
+            Some(&0),
+            "the tree itself"
+        );
+    }
+
+    #[test]
+    fn what_is_not_carried_out_is_an_error_at_its_place() {
+        let cases = [
+            (
+                kustomization("a", "./a", "  kubeConfig:\n    secretRef: {name: x}\n"),
+                "a.yaml:12:1: Kustomization flux-system/a: `spec.kubeConfig` is not carried out",
+            ),
+            (
+                kustomization("a", "./a", "  suspend: true\n"),
+                "a.yaml:12:1: Kustomization flux-system/a: `suspend: true`",
+            ),
+            (
+                kustomization("a", "../../etc", ""),
+                "a.yaml:7:1: Kustomization flux-system/a: path \"../../etc\" leads out",
+            ),
+            (
+                kustomization("a", "./a", "  dependsOn:\n    - name: nobody\n"),
+                "a.yaml:1:1: Kustomization flux-system/a: depends on Kustomization flux-system/nobody, which the tree does not hold",
+            ),
+            (
+                kustomization("a", "./a", "  dependsOn:\n    - name: a\n"),
+                "a.yaml:1:1: Kustomization flux-system/a: is in a dependsOn cycle (flux-system/a)",
+            ),
+            (
+                kustomization("a", "./a", "").replace("name: flux-system\n", "name: tenant\n"),
+                "a.yaml:1:1: Kustomization flux-system/a: its source GitRepository flux-system/tenant is not the repository being read",
+            ),
+            (
+                "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: r}\n"
+                    .to_string(),
+                "a.yaml:1:1: Flux's HelmRelease (helm.toolkit.fluxcd.io/v2) is not carried out by driftless yet",
+            ),
+            (
+                kustomization("a", "./", ""),
+                "a.yaml:1:1: Kustomization flux-system/a: path \".\" holds the tree being read",
+            ),
+        ];
+        for (text, want) in cases {
+            let mut files = vec![file("a.yaml", &text)];
+            let found = find(&mut files, Some("clusters/x"), &mut BTreeMap::new());
+            let said: Vec<String> = found.errors.iter().map(ToString::to_string).collect();
+            assert!(
+                said.len() == 1 && said[0].starts_with(want),
+                "{said:?}\nwanted {want}"
+            );
+            assert!(found.items.is_empty());
+        }
+    }
+
+    #[test]
+    fn flux_s_own_install_is_left_out() {
+        let install = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: flux-system\n  labels:\n    app.kubernetes.io/instance: flux-system\n    app.kubernetes.io/part-of: flux\n";
+        let mut files = vec![file("gotk-components.yaml", install)];
+        let found = find(&mut files, Some(""), &mut BTreeMap::new());
+        assert_eq!(found.install_left_out, 1);
+        assert!(files[0].contents.iter().all(|b| *b == b'\n'));
+    }
+
+    #[test]
+    fn substitution_is_flux_s() {
+        let vars: BTreeMap<String, String> = [
+            ("cluster".to_string(), "staging".to_string()),
+            ("empty".to_string(), String::new()),
+        ]
+        .into();
+        assert_eq!(
+            substitute(
+                "a: ${cluster}-$cluster ${missing} ${missing:=x} ${empty:-d} $$HOME ${not valid} $1",
+                &vars
+            ),
+            "a: staging-staging  x d $HOME ${not valid} $1"
+        );
+    }
+
+    #[test]
+    fn urls_and_paths_normalise() {
+        assert_eq!(
+            normalise_url("https://GitHub.com/Acme/Fleet.git/"),
+            "github.com/acme/fleet"
+        );
+        assert_eq!(
+            normalise_url("ssh://git@github.com/acme/fleet"),
+            "github.com/acme/fleet"
+        );
+        assert_eq!(
+            normalise_url("git@github.com:acme/fleet.git"),
+            "github.com/acme/fleet"
+        );
+        assert_eq!(clean_path("./apps/./staging/"), Some("apps/staging".into()));
+        assert_eq!(clean_path("apps/../infra"), Some("infra".into()));
+        assert_eq!(clean_path("../x"), None);
+    }
+}

@@ -1,0 +1,209 @@
+//! A Flux repository, laid out as `flux bootstrap` and Flux's kustomize example lay one out
+//! (`clusters/staging/flux-system/`, Kustomizations for infrastructure and apps, a base and
+//! an overlay), taken to the test cluster by driftless with no Flux controller present:
+//! Flux's Kustomizations are carried out (path, targetNamespace, namePrefix, images,
+//! patches, postBuild.substitute, commonMetadata, dependsOn), its own install is left out,
+//! an upgrade is applied, a pull request is previewed per Flux app, and a Kustomization
+//! removed from the tree is pruned. What is not carried out is an error at its place, and
+//! nothing is applied.
+
+use crate::support;
+
+use std::path::Path;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::Api;
+
+use support::{assert_exit, git, printed, show};
+
+fn write(root: &Path, path: &str, text: &str) {
+    let file = root.join(path);
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(file, text).unwrap();
+}
+
+/// What `flux bootstrap` commits (its install cut down to two objects: the real one is
+/// the same kind of object, 6,000 lines of them), and the repository's own layout.
+fn repository(root: &Path, ns: &str, tag: &str) {
+    write(
+        root,
+        "clusters/staging/flux-system/gotk-components.yaml",
+        "---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: flux-system\n  labels:\n    app.kubernetes.io/instance: flux-system\n    app.kubernetes.io/part-of: flux\n---\napiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: source-controller\n  namespace: flux-system\n  labels:\n    app.kubernetes.io/instance: flux-system\n    app.kubernetes.io/part-of: flux\n",
+    );
+    write(
+        root,
+        "clusters/staging/flux-system/gotk-sync.yaml",
+        "---\napiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata:\n  name: flux-system\n  namespace: flux-system\nspec:\n  interval: 1m0s\n  ref:\n    branch: main\n  secretRef:\n    name: flux-system\n  url: ssh://git@github.com/acme/fleet\n---\napiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: flux-system\n  namespace: flux-system\nspec:\n  interval: 10m0s\n  path: ./clusters/staging\n  prune: true\n  sourceRef:\n    kind: GitRepository\n    name: flux-system\n",
+    );
+    write(
+        root,
+        "clusters/staging/flux-system/kustomization.yaml",
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- gotk-components.yaml\n- gotk-sync.yaml\n",
+    );
+    write(
+        root,
+        "clusters/staging/infrastructure.yaml",
+        &format!(
+            "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: infra-configs\n  namespace: flux-system\nspec:\n  interval: 1h\n  retryInterval: 1m\n  timeout: 5m\n  sourceRef:\n    kind: GitRepository\n    name: flux-system\n  path: ./infrastructure/configs\n  targetNamespace: {ns}\n  prune: true\n  wait: true\n"
+        ),
+    );
+    write(
+        root,
+        "clusters/staging/apps.yaml",
+        &format!(
+            "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: apps\n  namespace: flux-system\nspec:\n  interval: 10m0s\n  dependsOn:\n    - name: infra-configs\n  sourceRef:\n    kind: GitRepository\n    name: flux-system\n  path: ./apps/staging\n  prune: true\n  wait: true\n  targetNamespace: {ns}\n  namePrefix: stg-\n  commonMetadata:\n    labels:\n      team: shop\n  images:\n    - name: nginx\n      newTag: \"{tag}\"\n  patches:\n    - patch: |\n        - op: replace\n          path: /spec/replicas\n          value: 2\n      target:\n        kind: Deployment\n  postBuild:\n    substitute:\n      cluster_env: staging\n"
+        ),
+    );
+    // No kustomization.yaml: Flux generates one from the manifests.
+    write(
+        root,
+        "infrastructure/configs/settings.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: infra-settings\ndata:\n  tier: shared\n",
+    );
+    write(
+        root,
+        "apps/base/web/kustomization.yaml",
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- deployment.yaml\n- config.yaml\n",
+    );
+    write(
+        root,
+        "apps/base/web/deployment.yaml",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicas: 1\n  selector:\n    matchLabels: {app: web}\n  template:\n    metadata:\n      labels: {app: web}\n    spec:\n      containers:\n        - name: web\n          image: nginx:1.0\n",
+    );
+    write(
+        root,
+        "apps/base/web/config.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: web-config\ndata:\n  env: ${cluster_env}\n  greeting: ${greeting:=hello}\n",
+    );
+    write(
+        root,
+        "apps/staging/kustomization.yaml",
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- ../base/web\n",
+    );
+}
+
+fn on_cluster(ns: &str, args: &[&str]) -> std::process::Output {
+    support::driftless_on_cluster(ns, args)
+}
+
+#[tokio::test]
+async fn a_flux_repository_installs_upgrades_previews_and_prunes_with_no_flux_controller() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "flux").await;
+    let repo = tempfile::tempdir().unwrap();
+    let root = repo.path();
+    repository(root, &ns, "1.27.0");
+    git(root, &["init", "-q", "-b", "main"]);
+    git(root, &["add", "."]);
+    git(root, &["commit", "-q", "-m", "bootstrap"]);
+    let cluster = root.join("clusters/staging");
+    let cluster = cluster.to_str().unwrap();
+
+    let out = support::driftless(&["validate", cluster]);
+    assert_exit(&out, 0);
+    let said = printed(&out);
+    for line in [
+        "rendered: apps.yaml#flux.flux-system.apps: Flux Kustomization flux-system/apps: kubectl kustomize apps/staging",
+        "rendered: infrastructure.yaml#flux.flux-system.infra-configs: Flux Kustomization flux-system/infra-configs: kubectl kustomize infrastructure/configs",
+        "notice: 2 objects of Flux's own install (gotk-components) not applied",
+    ] {
+        assert!(said.contains(line), "no {line:?} in\n{said}");
+    }
+    assert!(said.contains("valid: 3 specs"), "{said}");
+
+    let out = on_cluster(&ns, &["apply", cluster, "--wait", "--timeout", "3m"]);
+    assert_exit(&out, 0);
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    let web = deployments.get("stg-web").await.unwrap();
+    let labels = web.metadata.labels.clone().unwrap_or_default();
+    assert_eq!(labels.get("team").map(String::as_str), Some("shop"));
+    assert_eq!(
+        labels
+            .get("kustomize.toolkit.fluxcd.io/name")
+            .map(String::as_str),
+        Some("apps")
+    );
+    let spec = web.spec.clone();
+    assert_eq!(spec.replicas, Some(2), "the patch");
+    let image = spec.template.spec.unwrap().containers[0].image.clone();
+    assert_eq!(image.as_deref(), Some("nginx:1.27.0"), "the image override");
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let config = maps.get("stg-web-config").await.unwrap().data.unwrap();
+    assert_eq!(config.get("env").map(String::as_str), Some("staging"));
+    assert_eq!(config.get("greeting").map(String::as_str), Some("hello"));
+    assert!(
+        maps.get("infra-settings").await.is_ok(),
+        "the infrastructure"
+    );
+    // Flux's own install and its objects were not applied: no GitRepository or
+    // Kustomization kind exists, and nothing of flux-system was written.
+    let diff = on_cluster(&ns, &["diff", cluster, "--output", "json"]);
+    assert_exit(&diff, 0);
+
+    // A pull request: the image tag moves. Previewed per Flux app, with no cluster.
+    repository(root, &ns, "1.27.1");
+    let preview = support::driftless(&["diff", "--base", "main", cluster, "--output", "json"]);
+    assert_exit(&preview, 1);
+    let doc: serde_json::Value = serde_json::from_slice(&preview.stdout).unwrap();
+    assert_eq!(
+        doc["apps"],
+        serde_json::json!([{"app": "flux/flux-system/apps", "summary": {"create": 0, "update": 1, "replace": 0, "prune": 0, "error": 0}}]),
+        "{doc:#}"
+    );
+    let out = on_cluster(&ns, &["apply", cluster, "--wait", "--timeout", "3m"]);
+    assert_exit(&out, 0);
+    let web = deployments.get("stg-web").await.unwrap();
+    let image = web.spec.template.spec.unwrap().containers[0].image.clone();
+    assert_eq!(image.as_deref(), Some("nginx:1.27.1"));
+
+    // The apps Kustomization leaves the tree: what it applied is pruned, the rest stays.
+    std::fs::remove_file(root.join("clusters/staging/apps.yaml")).unwrap();
+    // Two of three objects go: past the prune guard's default share.
+    let out = on_cluster(&ns, &["apply", cluster, "--allow-mass-prune"]);
+    assert_exit(&out, 0);
+    assert!(
+        deployments.get_opt("stg-web").await.unwrap().is_none(),
+        "{}",
+        show(&out)
+    );
+    assert!(maps.get("infra-settings").await.is_ok());
+}
+
+/// A field that changes what Flux would do and driftless does not carry out, or a source
+/// that is another repository: one line at its place, and nothing is applied.
+#[tokio::test]
+async fn what_driftless_does_not_carry_out_is_refused_at_its_place() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "flux-refused").await;
+    let repo = tempfile::tempdir().unwrap();
+    let root = repo.path();
+    repository(root, &ns, "1.27.0");
+    git(root, &["init", "-q", "-b", "main"]);
+    let apps = root.join("clusters/staging/apps.yaml");
+    let text = std::fs::read_to_string(&apps).unwrap();
+    std::fs::write(
+        &apps,
+        text.replace(
+            "  prune: true\n",
+            "  prune: true\n  kubeConfig:\n    secretRef:\n      name: remote\n",
+        ),
+    )
+    .unwrap();
+    let cluster = root.join("clusters/staging");
+    let out = on_cluster(&ns, &["apply", cluster.to_str().unwrap()]);
+    assert_exit(&out, 2);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.starts_with(
+            "apps.yaml:15:1: Kustomization flux-system/apps: `spec.kubeConfig` is not carried out by driftless yet; nothing is applied\n"
+        ),
+        "{}",
+        show(&out)
+    );
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    assert!(
+        maps.get_opt("infra-settings").await.unwrap().is_none(),
+        "something was applied"
+    );
+}
