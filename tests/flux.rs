@@ -2,7 +2,8 @@
 //! (`clusters/staging/flux-system/`, Kustomizations for infrastructure and apps, a base and
 //! an overlay), taken to the test cluster by driftless with no Flux controller present:
 //! Flux's Kustomizations are carried out (path, targetNamespace, namePrefix, images,
-//! patches, postBuild.substitute, commonMetadata, dependsOn), its own install is left out,
+//! patches, postBuild.substitute, commonMetadata, dependsOn) and its HelmRelease rendered
+//! from a chart repository on loopback, its own install is left out,
 //! an upgrade is applied, a pull request is previewed per Flux app, and a Kustomization
 //! removed from the tree is pruned. What is not carried out is an error at its place, and
 //! nothing is applied.
@@ -25,7 +26,7 @@ fn write(root: &Path, path: &str, text: &str) {
 
 /// What `flux bootstrap` commits (its install cut down to two objects: the real one is
 /// the same kind of object, 6,000 lines of them), and the repository's own layout.
-fn repository(root: &Path, ns: &str, tag: &str) {
+fn repository(root: &Path, ns: &str, tag: &str, charts: &str) {
     write(
         root,
         "clusters/staging/flux-system/gotk-components.yaml",
@@ -79,12 +80,49 @@ fn repository(root: &Path, ns: &str, tag: &str) {
     write(
         root,
         "apps/staging/kustomization.yaml",
-        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- ../base/web\n",
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- ../base/web\n- ../base/podinfo\npatches:\n- path: podinfo-values.yaml\n  target:\n    kind: HelmRelease\n",
+    );
+    // As Flux's example keeps a chart: a HelmRelease in the base, the overlay's values
+    // patched in; its HelmRepository with the infrastructure (out of the apps'
+    // namePrefix, which would rename it and not the reference, in Flux too).
+    write(
+        root,
+        "apps/base/podinfo/kustomization.yaml",
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- release.yaml\n",
+    );
+    write(
+        root,
+        "infrastructure/configs/podinfo-repository.yaml",
+        &format!(
+            "apiVersion: source.toolkit.fluxcd.io/v1\nkind: HelmRepository\nmetadata:\n  name: podinfo\nspec:\n  interval: 5m\n  url: {charts}\n"
+        ),
+    );
+    write(
+        root,
+        "apps/base/podinfo/release.yaml",
+        "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: podinfo\nspec:\n  releaseName: podinfo\n  chart:\n    spec:\n      chart: podinfo\n      version: \">=6.0.0\"\n      sourceRef:\n        kind: HelmRepository\n        name: podinfo\n  interval: 50m\n  install:\n    remediation:\n      retries: 3\n  values:\n    replicaCount: 1\n    hpa:\n      enabled: false\n",
+    );
+    write(
+        root,
+        "apps/staging/podinfo-values.yaml",
+        "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: podinfo\nspec:\n  values:\n    ui:\n      message: staging\n",
     );
 }
 
+/// The testbed's helm 4, for the HelmRelease.
+fn helm() -> String {
+    std::env::var("DRIFTLESS_TEST_HELM4")
+        .expect("DRIFTLESS_TEST_HELM4 names the testbed's helm 4 (source its env file)")
+}
+
 fn on_cluster(ns: &str, args: &[&str]) -> std::process::Output {
-    support::driftless_on_cluster(ns, args)
+    let helm = helm();
+    support::driftless_on_cluster(ns, &[args, &["--helm", &helm]].concat())
+}
+
+fn offline(args: &[&str]) -> std::process::Output {
+    let helm = helm();
+    support::driftless(&[args, &["--helm", &helm]].concat())
 }
 
 #[tokio::test]
@@ -93,14 +131,16 @@ async fn a_flux_repository_installs_upgrades_previews_and_prunes_with_no_flux_co
     let ns = support::namespace(&client, "flux").await;
     let repo = tempfile::tempdir().unwrap();
     let root = repo.path();
-    repository(root, &ns, "1.27.0");
+    let charts_dir = tempfile::tempdir().unwrap();
+    let charts = crate::helm::ChartRepo::start(charts_dir.path());
+    repository(root, &ns, "1.27.0", &charts.url);
     git(root, &["init", "-q", "-b", "main"]);
     git(root, &["add", "."]);
     git(root, &["commit", "-q", "-m", "bootstrap"]);
     let cluster = root.join("clusters/staging");
     let cluster = cluster.to_str().unwrap();
 
-    let out = support::driftless(&["validate", cluster]);
+    let out = offline(&["validate", cluster]);
     assert_exit(&out, 0);
     let said = printed(&out);
     for line in [
@@ -110,7 +150,9 @@ async fn a_flux_repository_installs_upgrades_previews_and_prunes_with_no_flux_co
     ] {
         assert!(said.contains(line), "no {line:?} in\n{said}");
     }
-    assert!(said.contains("valid: 3 specs"), "{said}");
+    assert!(said.contains("valid: 5 specs"), "{said}");
+    let release = "rendered: apps.yaml#flux.flux-system.apps#flux-helm.NS.stg-podinfo: helm template podinfo podinfo --namespace NS --repo ";
+    assert!(said.contains(&release.replace("NS", &ns)), "{said}");
 
     let out = on_cluster(&ns, &["apply", cluster, "--wait", "--timeout", "3m"]);
     assert_exit(&out, 0);
@@ -136,14 +178,26 @@ async fn a_flux_repository_installs_upgrades_previews_and_prunes_with_no_flux_co
         maps.get("infra-settings").await.is_ok(),
         "the infrastructure"
     );
+    // The HelmRelease, as a release of the chart from the loopback repository, with the
+    // overlay's values.
+    let podinfo = deployments.get("podinfo").await.unwrap();
+    let env = podinfo.spec.template.spec.unwrap().containers[0]
+        .env
+        .clone()
+        .unwrap_or_default();
+    assert!(
+        env.iter()
+            .any(|e| e.name == "PODINFO_UI_MESSAGE" && e.value.as_deref() == Some("staging")),
+        "{env:?}"
+    );
     // Flux's own install and its objects were not applied: no GitRepository or
     // Kustomization kind exists, and nothing of flux-system was written.
     let diff = on_cluster(&ns, &["diff", cluster, "--output", "json"]);
     assert_exit(&diff, 0);
 
     // A pull request: the image tag moves. Previewed per Flux app, with no cluster.
-    repository(root, &ns, "1.27.1");
-    let preview = support::driftless(&["diff", "--base", "main", cluster, "--output", "json"]);
+    repository(root, &ns, "1.27.1", &charts.url);
+    let preview = offline(&["diff", "--base", "main", cluster, "--output", "json"]);
     assert_exit(&preview, 1);
     let doc: serde_json::Value = serde_json::from_slice(&preview.stdout).unwrap();
     assert_eq!(
@@ -167,6 +221,7 @@ async fn a_flux_repository_installs_upgrades_previews_and_prunes_with_no_flux_co
         "{}",
         show(&out)
     );
+    assert!(deployments.get_opt("podinfo").await.unwrap().is_none());
     assert!(maps.get("infra-settings").await.is_ok());
 }
 
@@ -178,7 +233,7 @@ async fn what_driftless_does_not_carry_out_is_refused_at_its_place() {
     let ns = support::namespace(&client, "flux-refused").await;
     let repo = tempfile::tempdir().unwrap();
     let root = repo.path();
-    repository(root, &ns, "1.27.0");
+    repository(root, &ns, "1.27.0", "http://127.0.0.1:9");
     git(root, &["init", "-q", "-b", "main"]);
     let apps = root.join("clusters/staging/apps.yaml");
     let text = std::fs::read_to_string(&apps).unwrap();

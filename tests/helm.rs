@@ -500,14 +500,14 @@ fn render_release(helm: &str, root: &Path, out: &Path, cache: &Path) -> Vec<Valu
 
 /// A chart repository on loopback: static files over HTTP/1.1, each request's path
 /// counted.
-struct ChartRepo {
-    url: String,
+pub(crate) struct ChartRepo {
+    pub(crate) url: String,
     gets: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl ChartRepo {
     /// `helm package` of podinfo's chart and `helm repo index`, served from `dir`.
-    fn start(dir: &Path) -> ChartRepo {
+    pub(crate) fn start(dir: &Path) -> ChartRepo {
         ChartRepo::serve(dir, None)
     }
 

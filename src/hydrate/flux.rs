@@ -33,6 +33,7 @@ use crate::spec::{Location, RenderedBy, SourceFile, SpecError};
 const TOOLKIT: &str = ".toolkit.fluxcd.io";
 const KUSTOMIZE_GROUP: &str = "kustomize.toolkit.fluxcd.io";
 const SOURCE_GROUP: &str = "source.toolkit.fluxcd.io";
+const HELM_GROUP: &str = "helm.toolkit.fluxcd.io";
 /// Kustomizations that render Kustomizations, this deep at most.
 pub const MAX_DEPTH: usize = 8;
 /// The label Flux's controller puts on what a Kustomization applies.
@@ -86,6 +87,8 @@ pub struct Found {
     pub errors: Vec<SpecError>,
     /// Objects of Flux's own install left out.
     pub install_left_out: usize,
+    /// Flux's HelmReleases, as chart releases of the `helm` kind.
+    pub releases: Vec<super::helm::ReleaseAt>,
 }
 
 /// Finds Flux's objects in `files` (YAML, written or rendered), takes them out of what is
@@ -98,8 +101,9 @@ pub fn find(
     waves: &mut BTreeMap<String, i32>,
 ) -> Found {
     let mut found = Found::default();
-    let mut sources: BTreeMap<String, Option<String>> = BTreeMap::new();
+    let mut sources: BTreeMap<String, Value> = BTreeMap::new();
     let mut items = Vec::new();
+    let mut releases = Vec::new();
     for f in files.iter_mut() {
         if f.path.ends_with(".toml") || !mentions_flux(&f.contents) {
             continue;
@@ -134,13 +138,13 @@ pub fn find(
                         }
                     }
                     (SOURCE_GROUP, "GitRepository" | "OCIRepository" | "HelmRepository" | "Bucket") => {
-                        let url = v["spec"]["url"].as_str().map(normalise_url);
-                        sources.insert(format!("{kind}/{ns}/{name}"), url);
+                        sources.insert(format!("{kind}/{ns}/{name}"), v.clone());
                     }
+                    (HELM_GROUP, "HelmRelease") => releases.push((at(0), doc.clone(), v.clone())),
                     _ => found.errors.push(err(
                         at(0),
                         format!(
-                            "Flux's {kind} ({api}) is not carried out by driftless yet: driftless reads Flux's Kustomization and its sources; take it out of the tree"
+                            "Flux's {kind} ({api}) is not carried out by driftless yet: driftless reads Flux's Kustomization, HelmRelease and their sources; take it out of the tree"
                         ),
                     )),
                 }
@@ -159,15 +163,23 @@ pub fn find(
         }
         f.contents = lines.concat().into_bytes();
     }
-    let own = sources
-        .get("GitRepository/flux-system/flux-system")
-        .cloned()
-        .flatten();
-    items.retain_mut(|k| match followed(k, &sources, own.as_deref(), root) {
+    let url_of = |key: &str| {
+        sources
+            .get(key)
+            .and_then(|v| v["spec"]["url"].as_str())
+            .map(normalise_url)
+    };
+    let own = url_of("GitRepository/flux-system/flux-system");
+    let git: BTreeMap<String, Option<String>> = sources
+        .keys()
+        .filter(|k| k.starts_with("GitRepository/"))
+        .map(|k| (k.clone(), url_of(k)))
+        .collect();
+    items.retain_mut(|k| match followed(k, &git, own.as_deref(), root) {
         Ok(true) => true,
         Ok(false) => {
             // The tree being read: its objects are those already read.
-            waves.insert(format!("{}/{}", k.namespace, k.name), 0);
+            waves.insert(format!("kustomization/{}/{}", k.namespace, k.name), 0);
             false
         }
         Err(e) => {
@@ -177,6 +189,15 @@ pub fn find(
     });
     order(&mut items, waves, &mut found.errors);
     found.items = items;
+    found.releases = chart_releases(
+        releases,
+        &sources,
+        &git,
+        own.as_deref(),
+        root,
+        waves,
+        &mut found.errors,
+    );
     found
 }
 
@@ -380,72 +401,446 @@ fn followed(
 }
 
 /// Each Kustomization's wave: one past the highest it depends on; a cycle or an unknown
-/// dependency is an error.
+/// dependency is an error, and that Kustomization is not carried out.
 fn order(
     items: &mut Vec<Kustomization>,
     waves: &mut BTreeMap<String, i32>,
     errors: &mut Vec<SpecError>,
 ) {
-    let key = |k: &Kustomization| format!("{}/{}", k.namespace, k.name);
-    let deps = |k: &Kustomization| -> Vec<String> {
-        k.spec["dependsOn"]
-            .as_array()
+    let nodes: Vec<Node> = items
+        .iter()
+        .map(|k| Node {
+            key: format!("kustomization/{}/{}", k.namespace, k.name),
+            deps: depends_on(&k.spec["dependsOn"], &k.namespace)
+                .into_iter()
+                .map(|d| format!("kustomization/{d}"))
+                .collect(),
+            at: k.at.clone(),
+            base: 0,
+        })
+        .collect();
+    let ws = waves_of(&nodes, waves, errors);
+    let mut kept = Vec::new();
+    for (mut k, w) in items.drain(..).zip(ws) {
+        if let Some(w) = w {
+            k.wave = w;
+            kept.push(k);
+        }
+    }
+    *items = kept;
+}
+
+/// HelmRelease `spec` fields carried out, or accepted (driftless renders and applies a
+/// release itself: there is no Helm storage, history or remediation to configure).
+const RELEASE_CARRIED: &[&str] = &[
+    "chart",
+    "chartRef",
+    "releaseName",
+    "targetNamespace",
+    "values",
+    "install",
+    "upgrade",
+    "dependsOn",
+    "suspend",
+    "interval",
+    "timeout",
+    "maxHistory",
+    "storageNamespace",
+    "driftDetection",
+    "rollback",
+    "uninstall",
+];
+
+/// Each HelmRelease as a chart release of the `helm` kind: its chart from its source (a
+/// HelmRepository over HTTP or OCI, an OCIRepository, or this repository), its values,
+/// release name and namespace as Flux names them, and its waves.
+fn chart_releases(
+    found: Vec<(Location, String, Value)>,
+    sources: &BTreeMap<String, Value>,
+    git: &BTreeMap<String, Option<String>>,
+    own: Option<&str>,
+    root: Option<&str>,
+    waves: &mut BTreeMap<String, i32>,
+    errors: &mut Vec<SpecError>,
+) -> Vec<super::helm::ReleaseAt> {
+    let mut out = Vec::new();
+    let mut nodes = Vec::new();
+    for (at, doc, v) in found {
+        match chart_release(&at, &doc, &v, sources, git, own, root) {
+            Ok(r) => {
+                let deps = depends_on(&v["spec"]["dependsOn"], &r.namespace_of_object);
+                nodes.push(Node {
+                    key: format!("helmrelease/{}/{}", r.namespace_of_object, r.release.name),
+                    deps: deps
+                        .into_iter()
+                        .map(|d| format!("helmrelease/{d}"))
+                        .collect(),
+                    at: at.clone(),
+                    base: r.wave,
+                });
+                out.push(super::helm::ReleaseAt {
+                    file: format!(
+                        "{}#flux-helm.{}.{}",
+                        at.file, r.namespace_of_object, r.release.name
+                    ),
+                    release: r.release,
+                });
+            }
+            Err(e) => errors.push(e),
+        }
+    }
+    let ws = waves_of(&nodes, waves, errors);
+    let mut kept = Vec::new();
+    for (mut r, w) in out.into_iter().zip(ws) {
+        if let Some(w) = w {
+            if w > 0 {
+                r.release
+                    .annotations
+                    .insert(crate::spec::order::WAVE.to_string(), w.to_string());
+            }
+            kept.push(r);
+        }
+    }
+    kept
+}
+
+struct Converted {
+    release: crate::spec::helm::HelmRelease,
+    /// The HelmRelease object's own namespace (what `dependsOn` names).
+    namespace_of_object: String,
+    wave: i32,
+}
+
+fn chart_release(
+    at: &Location,
+    doc: &str,
+    v: &Value,
+    sources: &BTreeMap<String, Value>,
+    git: &BTreeMap<String, Option<String>>,
+    own: Option<&str>,
+    root: Option<&str>,
+) -> Result<Converted, SpecError> {
+    let ns = v["metadata"]["namespace"].as_str().unwrap_or("default");
+    let name = v["metadata"]["name"].as_str().unwrap_or_default();
+    let field_at = |key: &str| Location {
+        line: at.line + line_of(doc, key),
+        ..at.clone()
+    };
+    let refuse = |key: &str, what: String| {
+        Err(err(
+            field_at(key),
+            format!("HelmRelease {ns}/{name}: {what}; nothing is applied"),
+        ))
+    };
+    let spec = v["spec"].as_object().cloned().unwrap_or_default();
+    for key in spec.keys() {
+        if !RELEASE_CARRIED.contains(&key.as_str()) {
+            return refuse(
+                key,
+                format!("`spec.{key}` is not carried out by driftless yet"),
+            );
+        }
+    }
+    if spec.get("suspend").and_then(Value::as_bool) == Some(true) {
+        return refuse(
+            "suspend",
+            "`suspend: true` is not carried out by driftless yet (use driftless suspend)".into(),
+        );
+    }
+    for phase in ["install", "upgrade"] {
+        for key in spec
+            .get(phase)
+            .and_then(Value::as_object)
             .into_iter()
             .flatten()
-            .filter_map(|d| {
-                let name = d["name"].as_str()?;
-                Some(format!(
-                    "{}/{name}",
-                    d["namespace"].as_str().unwrap_or(&k.namespace)
-                ))
-            })
-            .collect()
+            .map(|(k, _)| k)
+        {
+            if ![
+                "crds",
+                "remediation",
+                "timeout",
+                "createNamespace",
+                "cleanupOnFail",
+                "disableWait",
+                "disableWaitForJobs",
+            ]
+            .contains(&key.as_str())
+            {
+                return refuse(
+                    key,
+                    format!("`spec.{phase}.{key}` is not carried out by driftless yet"),
+                );
+            }
+        }
+    }
+    let target = spec.get("targetNamespace").and_then(Value::as_str);
+    let namespace = target.unwrap_or(ns).to_string();
+    let release_name = match (spec.get("releaseName").and_then(Value::as_str), target) {
+        (Some(r), _) => r.to_string(),
+        (None, Some(t)) => format!("{t}-{name}"),
+        (None, None) => name.to_string(),
     };
-    let mut pending: Vec<usize> = (0..items.len()).collect();
-    let mut bad = BTreeSet::new();
-    while !pending.is_empty() {
+    let mut release = crate::spec::helm::HelmRelease {
+        name: name.to_string(),
+        namespace,
+        at: at.clone(),
+        chart: String::new(),
+        repository: None,
+        version: None,
+        plain_http: false,
+        username_file: None,
+        password_file: None,
+        ca_file: None,
+        insecure_skip_tls_verify: false,
+        release_name,
+        values_files: Vec::new(),
+        values: spec.get("values").cloned().unwrap_or(Value::Null),
+        include_crds: v["spec"]["install"]["crds"].as_str() != Some("Skip"),
+        skip_tests: true,
+        kube_version: None,
+        api_versions: Vec::new(),
+        annotations: BTreeMap::new(),
+    };
+    // The marks the Kustomization that rendered it put on it (its wave, prune, force)
+    // hold for every object of the release.
+    let mut wave = 0;
+    for (k, value) in v["metadata"]["annotations"]
+        .as_object()
+        .into_iter()
+        .flatten()
+    {
+        if let (true, Some(value)) = (k.starts_with("driftless.dev/"), value.as_str()) {
+            if k == crate::spec::order::WAVE {
+                wave = value.trim().parse().unwrap_or(0);
+            } else {
+                release.annotations.insert(k.clone(), value.to_string());
+            }
+        }
+    }
+    let creds = |release: &mut crate::spec::helm::HelmRelease, source: &Value| {
+        if let Some(secret) = source["spec"]["secretRef"]["name"].as_str() {
+            release.username_file = Some(format!("{secret}/username"));
+            release.password_file = Some(format!("{secret}/password"));
+        }
+        if let Some(secret) = source["spec"]["certSecretRef"]["name"].as_str() {
+            release.ca_file = Some(format!("{secret}/ca.crt"));
+        }
+        release.plain_http = source["spec"]["insecure"].as_bool() == Some(true);
+    };
+    if let Some(chart_ref) = spec.get("chartRef") {
+        let kind = chart_ref["kind"].as_str().unwrap_or_default();
+        let rname = chart_ref["name"].as_str().unwrap_or_default();
+        let rns = chart_ref["namespace"].as_str().unwrap_or(ns);
+        let Some(source) = sources
+            .get(&format!("{kind}/{rns}/{rname}"))
+            .filter(|_| kind == "OCIRepository")
+        else {
+            return refuse(
+                "chartRef",
+                format!("its chartRef {kind} {rns}/{rname} is not an OCIRepository the tree holds"),
+            );
+        };
+        release.chart = source["spec"]["url"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let reference = &source["spec"]["ref"];
+        release.version = Some(
+            reference["tag"]
+                .as_str()
+                .or_else(|| reference["semver"].as_str())
+                .unwrap_or("*")
+                .to_string(),
+        );
+        if reference["digest"].is_string() {
+            return refuse(
+                "chartRef",
+                format!("OCIRepository {rns}/{rname}: a `ref.digest` is not carried out yet"),
+            );
+        }
+        creds(&mut release, source);
+        return Ok(Converted {
+            release,
+            namespace_of_object: ns.to_string(),
+            wave,
+        });
+    }
+    let chart = &spec.get("chart").cloned().unwrap_or_default()["spec"];
+    let chart_name = chart["chart"].as_str().unwrap_or_default();
+    if chart_name.is_empty() {
+        return refuse(
+            "chart",
+            "names no chart (`spec.chart.spec.chart` or `spec.chartRef`)".into(),
+        );
+    }
+    if chart.get("valuesFiles").is_some() || chart.get("valuesFile").is_some() {
+        return refuse(
+            "valuesFiles",
+            "`spec.chart.spec.valuesFiles` is not carried out by driftless yet".into(),
+        );
+    }
+    let kind = chart["sourceRef"]["kind"]
+        .as_str()
+        .unwrap_or("HelmRepository");
+    let sname = chart["sourceRef"]["name"].as_str().unwrap_or_default();
+    let sns = chart["sourceRef"]["namespace"].as_str().unwrap_or(ns);
+    let version = chart["version"].as_str().unwrap_or("*").to_string();
+    match kind {
+        "HelmRepository" => {
+            let Some(source) = sources.get(&format!("HelmRepository/{sns}/{sname}")) else {
+                return refuse(
+                    "sourceRef",
+                    format!("its HelmRepository {sns}/{sname} is not in the tree"),
+                );
+            };
+            let url = source["spec"]["url"]
+                .as_str()
+                .unwrap_or_default()
+                .trim_end_matches('/');
+            if source["spec"]["type"].as_str() == Some("oci") || url.starts_with("oci://") {
+                release.chart = format!("{url}/{chart_name}");
+            } else {
+                release.chart = chart_name.to_string();
+                release.repository = Some(url.to_string());
+            }
+            release.version = Some(version);
+            creds(&mut release, source);
+        }
+        "GitRepository" => {
+            let this_repo = (sns == "flux-system" && sname == "flux-system")
+                || own.is_some_and(|own| {
+                    git.get(&format!("GitRepository/{sns}/{sname}"))
+                        .cloned()
+                        .flatten()
+                        .as_deref()
+                        == Some(own)
+                });
+            if !this_repo {
+                return refuse(
+                    "sourceRef",
+                    format!("its GitRepository {sns}/{sname} is not the repository being read"),
+                );
+            }
+            let path = clean_path(chart_name).ok_or_else(|| {
+                err(
+                    field_at("chart"),
+                    format!(
+                        "HelmRelease {ns}/{name}: chart {chart_name:?} leads out of the repository"
+                    ),
+                )
+            })?;
+            // The chart's path from the spec root, which the `helm` kind reads from.
+            let up = root.map_or(0, |r| {
+                if r.is_empty() {
+                    0
+                } else {
+                    r.split('/').count()
+                }
+            });
+            release.chart = format!("{}{path}", "../".repeat(up));
+        }
+        other => {
+            return refuse(
+                "sourceRef",
+                format!("a chart from a {other} is not carried out by driftless yet"),
+            );
+        }
+    }
+    Ok(Converted {
+        release,
+        namespace_of_object: ns.to_string(),
+        wave,
+    })
+}
+
+/// `dependsOn` entries as `namespace/name` (the namespace defaults to the object's).
+fn depends_on(list: &Value, ns: &str) -> Vec<String> {
+    list.as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|d| {
+            let name = d["name"].as_str()?;
+            Some(format!("{}/{name}", d["namespace"].as_str().unwrap_or(ns)))
+        })
+        .collect()
+}
+
+/// One object of a `dependsOn` graph.
+struct Node {
+    key: String,
+    deps: Vec<String>,
+    at: Location,
+    /// The lowest wave it may take.
+    base: i32,
+}
+
+/// Each node's wave (one past the highest it depends on, at least its base), recorded in
+/// `waves`; `None` for one in a cycle or depending on what is not there (an error each).
+fn waves_of(
+    nodes: &[Node],
+    waves: &mut BTreeMap<String, i32>,
+    errors: &mut Vec<SpecError>,
+) -> Vec<Option<i32>> {
+    let mut out = vec![None; nodes.len()];
+    let mut pending: Vec<usize> = (0..nodes.len()).collect();
+    loop {
         let before = pending.len();
         pending.retain(|&i| {
-            let ds = deps(&items[i]);
-            let known: Option<Vec<i32>> = ds.iter().map(|d| waves.get(d).copied()).collect();
+            let known: Option<Vec<i32>> = nodes[i]
+                .deps
+                .iter()
+                .map(|d| waves.get(d).copied())
+                .collect();
             match known {
                 Some(ws) => {
-                    let wave = ws.into_iter().map(|w| w + 1).max().unwrap_or(0);
-                    items[i].wave = wave;
-                    waves.insert(key(&items[i]), wave);
+                    let wave = ws
+                        .into_iter()
+                        .map(|w| w + 1)
+                        .max()
+                        .unwrap_or(0)
+                        .max(nodes[i].base);
+                    waves.insert(nodes[i].key.clone(), wave);
+                    out[i] = Some(wave);
                     false
                 }
                 None => true,
             }
         });
+        if pending.is_empty() {
+            return out;
+        }
         if pending.len() == before {
-            let here: BTreeSet<String> = pending.iter().map(|&i| key(&items[i])).collect();
+            let here: BTreeSet<&str> = pending.iter().map(|&i| nodes[i].key.as_str()).collect();
             for &i in &pending {
-                let k = &items[i];
-                let missing: Vec<String> = deps(k)
-                    .into_iter()
-                    .filter(|d| !waves.contains_key(d))
+                let n = &nodes[i];
+                let (kind, key) = n.key.split_once('/').unwrap_or(("", &n.key));
+                let missing: Vec<&str> = n
+                    .deps
+                    .iter()
+                    .filter(|d| !waves.contains_key(*d))
+                    .map(|d| d.split_once('/').map_or(d.as_str(), |(_, k)| k))
                     .collect();
-                let why = match missing.iter().find(|d| !here.contains(*d)) {
-                    Some(d) => {
-                        format!("depends on Kustomization {d}, which the tree does not hold")
-                    }
+                let what = if kind == "helmrelease" {
+                    "HelmRelease"
+                } else {
+                    "Kustomization"
+                };
+                let why = match n
+                    .deps
+                    .iter()
+                    .find(|d| !waves.contains_key(*d) && !here.contains(d.as_str()))
+                {
+                    Some(d) => format!(
+                        "depends on {what} {}, which the tree does not hold",
+                        d.split_once('/').map_or(d.as_str(), |(_, k)| k)
+                    ),
                     None => format!("is in a dependsOn cycle ({})", missing.join(", ")),
                 };
-                errors.push(err(
-                    k.at.clone(),
-                    format!("Kustomization {}: {why}", key(k)),
-                ));
-                bad.insert(i);
+                errors.push(err(n.at.clone(), format!("{what} {key}: {why}")));
             }
-            break;
+            return out;
         }
     }
-    let mut i = 0;
-    items.retain(|_| {
-        i += 1;
-        !bad.contains(&(i - 1))
-    });
 }
 
 /// The Flux Kustomization tool: kustomize found once.
@@ -875,7 +1270,7 @@ mod tests {
         assert!(text(0).trim_matches(|c| c == '\n' || c == '-').is_empty());
         assert!(text(2).contains("ConfigMap"));
         assert_eq!(
-            waves.get("flux-system/flux-system"),
+            waves.get("kustomization/flux-system/flux-system"),
             Some(&0),
             "the tree itself"
         );
@@ -909,9 +1304,19 @@ mod tests {
                 "a.yaml:1:1: Kustomization flux-system/a: its source GitRepository flux-system/tenant is not the repository being read",
             ),
             (
-                "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: r}\n"
+                "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: r}\nspec:\n  postRenderers: []\n"
                     .to_string(),
-                "a.yaml:1:1: Flux's HelmRelease (helm.toolkit.fluxcd.io/v2) is not carried out by driftless yet",
+                "a.yaml:5:1: HelmRelease default/r: `spec.postRenderers` is not carried out by driftless yet",
+            ),
+            (
+                "apiVersion: notification.toolkit.fluxcd.io/v1\nkind: Alert\nmetadata: {name: r}\n"
+                    .to_string(),
+                "a.yaml:1:1: Flux's Alert (notification.toolkit.fluxcd.io/v1) is not carried out by driftless yet",
+            ),
+            (
+                "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: r}\nspec:\n  chart:\n    spec:\n      chart: x\n      sourceRef: {kind: HelmRepository, name: nowhere}\n"
+                    .to_string(),
+                "a.yaml:8:1: HelmRelease default/r: its HelmRepository default/nowhere is not in the tree",
             ),
             (
                 kustomization("a", "./", ""),
@@ -928,6 +1333,71 @@ mod tests {
             );
             assert!(found.items.is_empty());
         }
+    }
+
+    #[test]
+    fn helm_releases_become_chart_releases_as_flux_names_them() {
+        let text = "apiVersion: source.toolkit.fluxcd.io/v1\nkind: HelmRepository\nmetadata: {name: podinfo, namespace: flux-system}\nspec:\n  url: https://charts.example/podinfo/\n  secretRef: {name: charts}\n---\napiVersion: source.toolkit.fluxcd.io/v1\nkind: HelmRepository\nmetadata: {name: oci, namespace: flux-system}\nspec: {type: oci, url: oci://registry.example/charts}\n---\napiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: podinfo\n  namespace: web\n  annotations: {driftless.dev/wave: \"1\", driftless.dev/prune: disabled}\nspec:\n  targetNamespace: shop\n  chart:\n    spec:\n      chart: podinfo\n      version: '6.x'\n      sourceRef: {kind: HelmRepository, name: podinfo, namespace: flux-system}\n  install: {crds: Skip}\n  values: {replicaCount: 2}\n---\napiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: cache, namespace: web}\nspec:\n  releaseName: redis\n  dependsOn: [{name: podinfo}]\n  chart:\n    spec:\n      chart: redis\n      sourceRef: {kind: HelmRepository, name: oci, namespace: flux-system}\n---\napiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: local, namespace: web}\nspec:\n  chart:\n    spec:\n      chart: ./charts/local\n      sourceRef: {kind: GitRepository, name: flux-system, namespace: flux-system}\n";
+        let mut files = vec![file("apps.yaml", text)];
+        let found = find(&mut files, Some("clusters/staging"), &mut BTreeMap::new());
+        assert!(found.errors.is_empty(), "{:?}", found.errors);
+        let r: Vec<&crate::spec::helm::HelmRelease> =
+            found.releases.iter().map(|r| &r.release).collect();
+        assert_eq!(r.len(), 3);
+        assert_eq!(
+            (
+                r[0].release_name.as_str(),
+                r[0].namespace.as_str(),
+                r[0].chart.as_str(),
+                r[0].repository.as_deref(),
+                r[0].version.as_deref()
+            ),
+            (
+                "shop-podinfo",
+                "shop",
+                "podinfo",
+                Some("https://charts.example/podinfo"),
+                Some("6.x")
+            )
+        );
+        assert_eq!(r[0].username_file.as_deref(), Some("charts/username"));
+        assert!(!r[0].include_crds);
+        assert_eq!(r[0].values, json!({"replicaCount": 2}));
+        assert_eq!(
+            r[0].annotations
+                .get("driftless.dev/wave")
+                .map(String::as_str),
+            Some("1")
+        );
+        assert_eq!(
+            r[0].annotations
+                .get("driftless.dev/prune")
+                .map(String::as_str),
+            Some("disabled")
+        );
+        assert_eq!(
+            (
+                r[1].release_name.as_str(),
+                r[1].namespace.as_str(),
+                r[1].chart.as_str(),
+                r[1].version.as_deref()
+            ),
+            (
+                "redis",
+                "web",
+                "oci://registry.example/charts/redis",
+                Some("*")
+            )
+        );
+        assert_eq!(
+            r[1].annotations
+                .get("driftless.dev/wave")
+                .map(String::as_str),
+            Some("2"),
+            "after podinfo"
+        );
+        assert_eq!(r[2].chart, "../../charts/local");
+        assert_eq!(found.releases[0].file, "apps.yaml#flux-helm.web.podinfo");
     }
 
     #[test]

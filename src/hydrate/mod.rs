@@ -35,6 +35,9 @@ pub fn uses_helm(files: &[SourceFile]) -> bool {
     files.iter().any(|f| {
         base_of(&f.path) == tree::CHART_FILE
             || (f.path.ends_with(".toml") && f.contents.windows(6).any(|w| w == b"[helm."))
+            || f.contents
+                .windows(22)
+                .any(|w| w == b"helm.toolkit.fluxcd.io")
     })
 }
 
@@ -203,7 +206,7 @@ impl Hydrator {
             let found = flux::find(&mut out.files, root.as_deref(), &mut waves);
             out.errors.extend(found.errors);
             left_out += found.install_left_out;
-            if found.items.is_empty() {
+            if found.items.is_empty() && found.releases.is_empty() {
                 break;
             }
             if depth == flux::MAX_DEPTH {
@@ -221,6 +224,7 @@ impl Hydrator {
                 break;
             }
             tool::hydrate_with(&self.shared, &self.flux, &found.items, cx, out);
+            tool::hydrate_with(&self.shared, &self.helm, &found.releases, cx, out);
         }
         if left_out > 0 {
             out.notices.push(format!(
