@@ -40,6 +40,8 @@ pub const MAX_DEPTH: usize = 8;
 const NAME_LABEL: &str = "kustomize.toolkit.fluxcd.io/name";
 const NAMESPACE_LABEL: &str = "kustomize.toolkit.fluxcd.io/namespace";
 const SUBSTITUTE_ANNOTATION: &str = "kustomize.toolkit.fluxcd.io/substitute";
+const SSA_ANNOTATION: &str = "kustomize.toolkit.fluxcd.io/ssa";
+const RECONCILE_ANNOTATION: &str = "kustomize.toolkit.fluxcd.io/reconcile";
 
 /// `spec` fields carried out, or accepted as driftless already does what they ask
 /// (it waits for every object's health; it has no interval).
@@ -188,16 +190,22 @@ pub fn find(
         }
     });
     order(&mut items, waves, &mut found.errors);
+    let mut data = TreeData::new(files);
+    items.retain_mut(|k| match variables(k, &mut data) {
+        Ok(()) => true,
+        Err(e) => {
+            found.errors.push(e);
+            false
+        }
+    });
     found.items = items;
-    found.releases = chart_releases(
-        releases,
-        &sources,
-        &git,
-        own.as_deref(),
+    let known = Known {
+        sources: &sources,
+        git: &git,
+        own: own.as_deref(),
         root,
-        waves,
-        &mut found.errors,
-    );
+    };
+    found.releases = chart_releases(releases, &known, waves, &mut data, &mut found.errors);
     found
 }
 
@@ -279,12 +287,14 @@ fn item(
         ));
     }
     if let Some(pb) = spec.get("postBuild").and_then(Value::as_object)
-        && let Some(key) = pb.keys().find(|k| *k != "substitute")
+        && let Some(key) = pb
+            .keys()
+            .find(|k| *k != "substitute" && *k != "substituteFrom")
     {
         return Err(err(
             field_at(key),
             format!(
-                "Kustomization {ns}/{name}: `spec.postBuild.{key}` is not carried out by driftless yet; put the variables in `substitute`"
+                "Kustomization {ns}/{name}: `spec.postBuild.{key}` is not carried out by driftless yet"
             ),
         ));
     }
@@ -440,6 +450,7 @@ const RELEASE_CARRIED: &[&str] = &[
     "values",
     "install",
     "upgrade",
+    "valuesFrom",
     "dependsOn",
     "suspend",
     "interval",
@@ -454,19 +465,30 @@ const RELEASE_CARRIED: &[&str] = &[
 /// Each HelmRelease as a chart release of the `helm` kind: its chart from its source (a
 /// HelmRepository over HTTP or OCI, an OCIRepository, or this repository), its values,
 /// release name and namespace as Flux names them, and its waves.
+/// What a HelmRelease's chart is found by: the tree's sources, its GitRepositories' URLs,
+/// this repository's, and the spec root within it.
+struct Known<'a> {
+    sources: &'a BTreeMap<String, Value>,
+    git: &'a BTreeMap<String, Option<String>>,
+    own: Option<&'a str>,
+    root: Option<&'a str>,
+}
+
 fn chart_releases(
     found: Vec<(Location, String, Value)>,
-    sources: &BTreeMap<String, Value>,
-    git: &BTreeMap<String, Option<String>>,
-    own: Option<&str>,
-    root: Option<&str>,
+    known: &Known<'_>,
     waves: &mut BTreeMap<String, i32>,
+    data: &mut TreeData<'_>,
     errors: &mut Vec<SpecError>,
 ) -> Vec<super::helm::ReleaseAt> {
     let mut out = Vec::new();
     let mut nodes = Vec::new();
     for (at, doc, v) in found {
-        match chart_release(&at, &doc, &v, sources, git, own, root) {
+        let converted = chart_release(&at, &doc, &v, known).and_then(|mut r| {
+            values_from(&at, &v, &mut r.release, data)?;
+            Ok(r)
+        });
+        match converted {
             Ok(r) => {
                 let deps = depends_on(&v["spec"]["dependsOn"], &r.namespace_of_object);
                 nodes.push(Node {
@@ -515,11 +537,14 @@ fn chart_release(
     at: &Location,
     doc: &str,
     v: &Value,
-    sources: &BTreeMap<String, Value>,
-    git: &BTreeMap<String, Option<String>>,
-    own: Option<&str>,
-    root: Option<&str>,
+    known: &Known<'_>,
 ) -> Result<Converted, SpecError> {
+    let Known {
+        sources,
+        git,
+        own,
+        root,
+    } = *known;
     let ns = v["metadata"]["namespace"].as_str().unwrap_or("default");
     let name = v["metadata"]["name"].as_str().unwrap_or_default();
     let field_at = |key: &str| Location {
@@ -751,6 +776,221 @@ fn chart_release(
         namespace_of_object: ns.to_string(),
         wave,
     })
+}
+
+/// The ConfigMaps and Secrets the tree holds (as written or rendered): what
+/// `substituteFrom` and `valuesFrom` read, as Flux reads them from the cluster.
+/// Read only when a Kustomization or HelmRelease asks: most trees never do.
+pub struct TreeData<'a> {
+    files: &'a [SourceFile],
+    objects: Option<BTreeMap<String, Value>>,
+}
+
+impl<'a> TreeData<'a> {
+    fn new(files: &'a [SourceFile]) -> TreeData<'a> {
+        TreeData {
+            files,
+            objects: None,
+        }
+    }
+
+    fn index(files: &[SourceFile]) -> BTreeMap<String, Value> {
+        let mut objects = BTreeMap::new();
+        for f in files.iter().filter(|f| !f.path.ends_with(".toml")) {
+            let has = |needle: &[u8]| f.contents.windows(needle.len()).any(|w| w == needle);
+            if !has(b"ConfigMap") && !has(b"Secret") {
+                continue;
+            }
+            let Ok(text) = std::str::from_utf8(&f.contents) else {
+                continue;
+            };
+            let lines: Vec<&str> = text.split_inclusive('\n').collect();
+            for (start, end) in documents(&lines) {
+                let Ok(v) = serde_saphyr::from_str::<Value>(&lines[start..end].concat()) else {
+                    continue;
+                };
+                if v["apiVersion"] != "v1"
+                    || !matches!(v["kind"].as_str(), Some("ConfigMap" | "Secret"))
+                {
+                    continue;
+                }
+                let ns = v["metadata"]["namespace"].as_str().unwrap_or("default");
+                let name = v["metadata"]["name"].as_str().unwrap_or_default();
+                objects.insert(
+                    format!("{}/{ns}/{name}", v["kind"].as_str().unwrap_or_default()),
+                    v,
+                );
+            }
+        }
+        objects
+    }
+
+    /// The string data of ConfigMap or Secret `ns/name` (a Secret's `data` decoded);
+    /// `Ok(None)` when the tree does not hold it.
+    fn read(
+        &mut self,
+        kind: &str,
+        ns: &str,
+        name: &str,
+    ) -> Result<Option<BTreeMap<String, String>>, String> {
+        use base64::Engine as _;
+        let files = self.files;
+        let objects = self.objects.get_or_insert_with(|| TreeData::index(files));
+        let Some(v) = objects.get(&format!("{kind}/{ns}/{name}")) else {
+            return Ok(None);
+        };
+        if v.get("sops").is_some() {
+            return Err(format!(
+                "{kind} {ns}/{name} is encrypted with SOPS, and not read for this yet"
+            ));
+        }
+        let mut out = BTreeMap::new();
+        for (k, val) in v["data"].as_object().into_iter().flatten() {
+            let text = val.as_str().unwrap_or_default();
+            let text = match kind {
+                "Secret" => {
+                    let bytes = base64::engine::general_purpose::STANDARD
+                        .decode(text.trim())
+                        .map_err(|_| format!("{kind} {ns}/{name}: data.{k} is not base64"))?;
+                    String::from_utf8(bytes)
+                        .map_err(|_| format!("{kind} {ns}/{name}: data.{k} is not text"))?
+                }
+                _ => text.to_string(),
+            };
+            out.insert(k.clone(), text);
+        }
+        for (k, val) in v["stringData"].as_object().into_iter().flatten() {
+            out.insert(k.clone(), val.as_str().unwrap_or_default().to_string());
+        }
+        Ok(Some(out))
+    }
+}
+
+/// A Kustomization's `postBuild.substituteFrom` read from the tree into its `substitute`
+/// (whose own values win, as in Flux).
+fn variables(k: &mut Kustomization, data: &mut TreeData<'_>) -> Result<(), SpecError> {
+    let from = k.spec["postBuild"]["substituteFrom"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    if from.is_empty() {
+        return Ok(());
+    }
+    let mut vars = BTreeMap::new();
+    for source in &from {
+        let kind = source["kind"].as_str().unwrap_or("ConfigMap");
+        let name = source["name"].as_str().unwrap_or_default();
+        let said = |why: String| {
+            err(
+                k.at.clone(),
+                format!(
+                    "Kustomization {}/{}: substituteFrom: {why}",
+                    k.namespace, k.name
+                ),
+            )
+        };
+        match data.read(kind, &k.namespace, name).map_err(said)? {
+            Some(values) => vars.extend(values),
+            None if source["optional"].as_bool() == Some(true) => {}
+            None => {
+                return Err(said(format!(
+                    "{kind} {}/{name} is not in the tree",
+                    k.namespace
+                )));
+            }
+        }
+    }
+    for (key, value) in k.spec["postBuild"]["substitute"]
+        .as_object()
+        .into_iter()
+        .flatten()
+    {
+        vars.insert(
+            key.clone(),
+            value
+                .as_str()
+                .map_or_else(|| value.to_string(), str::to_string),
+        );
+    }
+    k.spec["postBuild"]["substitute"] = json!(vars);
+    Ok(())
+}
+
+/// A HelmRelease's `valuesFrom` read from the tree, in order, under its `values` (which
+/// win, as in Flux); `targetPath` puts one value at a dotted path.
+fn values_from(
+    at: &Location,
+    v: &Value,
+    release: &mut crate::spec::helm::HelmRelease,
+    data: &mut TreeData<'_>,
+) -> Result<(), SpecError> {
+    let Some(list) = v["spec"]["valuesFrom"].as_array() else {
+        return Ok(());
+    };
+    let ns = v["metadata"]["namespace"].as_str().unwrap_or("default");
+    let said = |why: String| {
+        err(
+            at.clone(),
+            format!("HelmRelease {ns}/{}: valuesFrom: {why}", release.name),
+        )
+    };
+    let mut merged = json!({});
+    for source in list {
+        let kind = source["kind"].as_str().unwrap_or("ConfigMap");
+        let name = source["name"].as_str().unwrap_or_default();
+        let key = source["valuesKey"].as_str().unwrap_or("values.yaml");
+        let optional = source["optional"].as_bool() == Some(true);
+        let found = data.read(kind, ns, name).map_err(&said)?;
+        let Some(text) = found.as_ref().and_then(|d| d.get(key)) else {
+            if optional {
+                continue;
+            }
+            return Err(said(match found {
+                Some(_) => format!("{kind} {ns}/{name} has no key {key:?}"),
+                None => format!("{kind} {ns}/{name} is not in the tree"),
+            }));
+        };
+        let parsed: Value = serde_saphyr::from_str(text)
+            .map_err(|e| said(format!("{kind} {ns}/{name} key {key:?} is not YAML: {e}")))?;
+        match source["targetPath"].as_str() {
+            Some(path) => {
+                let mut slot = &mut merged;
+                for part in path.split('.') {
+                    if !slot.is_object() {
+                        *slot = json!({});
+                    }
+                    slot = slot
+                        .as_object_mut()
+                        .map(|m| m.entry(part.to_string()).or_insert(Value::Null))
+                        .ok_or_else(|| said(format!("targetPath {path:?}")))?;
+                }
+                *slot = parsed;
+            }
+            None => merge(&mut merged, parsed),
+        }
+    }
+    let own = std::mem::take(&mut release.values);
+    merge(&mut merged, own);
+    release.values = merged;
+    Ok(())
+}
+
+/// Helm's coalescing: maps merge key by key, anything else replaces.
+fn merge(into: &mut Value, from: Value) {
+    match (into, from) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, v) in b {
+                match a.get_mut(&k) {
+                    Some(slot) => merge(slot, v),
+                    None => {
+                        a.insert(k, v);
+                    }
+                }
+            }
+        }
+        (_, Value::Null) => {}
+        (slot, v) => *slot = v,
+    }
 }
 
 /// `dependsOn` entries as `namespace/name` (the namespace defaults to the object's).
@@ -1115,6 +1355,13 @@ fn finish(built: &[u8], k: &Kustomization) -> Result<Vec<u8>, ToolError> {
         }
         let mut v: Value = serde_saphyr::from_str(&doc)
             .map_err(|e| ToolError::from(format!("the build's output is not YAML: {e}")))?;
+        let flux_mark = |key: &str| {
+            v["metadata"]["annotations"][key]
+                .as_str()
+                .map(str::to_string)
+        };
+        let ssa = flux_mark(SSA_ANNOTATION);
+        let reconcile = flux_mark(RECONCILE_ANNOTATION);
         let Some(metadata) = v.get_mut("metadata").and_then(Value::as_object_mut) else {
             out.push(v);
             continue;
@@ -1145,6 +1392,17 @@ fn finish(built: &[u8], k: &Kustomization) -> Result<Vec<u8>, ToolError> {
         }
         if k.spec["force"].as_bool() == Some(true) {
             set("annotations", crate::spec::policy::REPLACE, "on-immutable");
+        }
+        // Flux's marks on an object: applied only when missing (IfNotPresent), or left
+        // alone (Ignore, reconcile: disabled: created when missing, never changed or
+        // pruned, the nearest driftless has).
+        let left_alone =
+            ssa.as_deref() == Some("Ignore") || reconcile.as_deref() == Some("disabled");
+        if ssa.as_deref() == Some("IfNotPresent") || left_alone {
+            set("annotations", crate::spec::policy::APPLY, "create-only");
+        }
+        if left_alone {
+            set("annotations", crate::spec::policy::PRUNE, "disabled");
         }
         out.push(v);
     }
@@ -1401,12 +1659,82 @@ mod tests {
     }
 
     #[test]
+    fn variables_and_values_come_from_the_tree_s_config_maps_and_secrets() {
+        let vars = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cluster-vars, namespace: flux-system}\ndata: {region: eu, env: prod}\n---\napiVersion: v1\nkind: Secret\nmetadata: {name: creds, namespace: flux-system}\ndata: {token: czNjcmV0}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: podinfo-values, namespace: web}\ndata:\n  values.yaml: |\n    ui: {message: from-map, color: blue}\n    replicaCount: 3\n  color: red\n";
+        let k = kustomization(
+            "a",
+            "./a",
+            "  postBuild:\n    substitute: {env: staging}\n    substituteFrom:\n      - {kind: ConfigMap, name: cluster-vars}\n      - {kind: Secret, name: creds}\n      - {kind: ConfigMap, name: absent, optional: true}\n",
+        );
+        let release = "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: podinfo, namespace: web}\nspec:\n  chart:\n    spec:\n      chart: ./charts/podinfo\n      sourceRef: {kind: GitRepository, name: flux-system, namespace: flux-system}\n  valuesFrom:\n    - {kind: ConfigMap, name: podinfo-values}\n    - {kind: ConfigMap, name: podinfo-values, valuesKey: color, targetPath: ui.color}\n  values: {replicaCount: 1}\n";
+        let mut files = vec![
+            file("vars.yaml", vars),
+            file("a.yaml", &k),
+            file("r.yaml", release),
+        ];
+        let found = find(&mut files, Some("clusters/x"), &mut BTreeMap::new());
+        assert!(found.errors.is_empty(), "{:?}", found.errors);
+        assert_eq!(
+            found.items[0].spec["postBuild"]["substitute"],
+            json!({"env": "staging", "region": "eu", "token": "s3cret"}),
+            "substitute wins over substituteFrom"
+        );
+        assert_eq!(
+            found.releases[0].release.values,
+            json!({"ui": {"message": "from-map", "color": "red"}, "replicaCount": 1})
+        );
+
+        let missing = kustomization(
+            "b",
+            "./b",
+            "  postBuild:\n    substituteFrom:\n      - {kind: ConfigMap, name: nowhere}\n",
+        );
+        let mut files = vec![file("b.yaml", &missing)];
+        let found = find(&mut files, Some("clusters/x"), &mut BTreeMap::new());
+        assert_eq!(
+            found.errors[0].to_string(),
+            "b.yaml:1:1: Kustomization flux-system/b: substituteFrom: ConfigMap flux-system/nowhere is not in the tree"
+        );
+    }
+
+    #[test]
     fn flux_s_own_install_is_left_out() {
         let install = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: flux-system\n  labels:\n    app.kubernetes.io/instance: flux-system\n    app.kubernetes.io/part-of: flux\n";
         let mut files = vec![file("gotk-components.yaml", install)];
         let found = find(&mut files, Some(""), &mut BTreeMap::new());
         assert_eq!(found.install_left_out, 1);
         assert!(files[0].contents.iter().all(|b| *b == b'\n'));
+    }
+
+    #[test]
+    fn flux_s_marks_and_the_kustomization_s_become_driftless_s() {
+        let mut k = item(
+            &serde_saphyr::from_str::<Value>(&kustomization("a", "./a", "  force: true\n  commonMetadata:\n    labels: {team: x}\n  postBuild:\n    substitute: {v: one}\n")).unwrap(),
+            "",
+            Location::default(),
+            "flux-system",
+            "a",
+        )
+        .unwrap();
+        k.wave = 2;
+        k.spec["prune"] = json!(false);
+        let built = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  annotations:\n    kustomize.toolkit.fluxcd.io/ssa: IfNotPresent\ndata:\n  k: \"${v}\"\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: d\n  annotations:\n    kustomize.toolkit.fluxcd.io/reconcile: disabled\n    kustomize.toolkit.fluxcd.io/substitute: disabled\ndata:\n  k: \"${v}\"\n";
+        let out = finish(built.as_bytes(), &k).unwrap();
+        let docs: Vec<Value> =
+            serde_saphyr::from_multiple(std::str::from_utf8(&out).unwrap()).unwrap();
+        let a = |i: usize, key: &str| docs[i]["metadata"]["annotations"][key].clone();
+        assert_eq!(docs[0]["data"]["k"], "one");
+        assert_eq!(docs[1]["data"]["k"], "${v}", "substitution disabled");
+        assert_eq!(
+            docs[0]["metadata"]["labels"],
+            json!({"team": "x", NAME_LABEL: "a", NAMESPACE_LABEL: "flux-system"})
+        );
+        assert_eq!(a(0, "driftless.dev/wave"), "2");
+        assert_eq!(a(0, "driftless.dev/prune"), "disabled");
+        assert_eq!(a(0, "driftless.dev/replace"), "on-immutable");
+        assert_eq!(a(0, "driftless.dev/apply"), "create-only");
+        assert_eq!(a(1, "driftless.dev/apply"), "create-only");
+        assert_eq!(a(1, "driftless.dev/substitute"), "disabled");
     }
 
     #[test]
