@@ -34,6 +34,7 @@ const TOOLKIT: &str = ".toolkit.fluxcd.io";
 const KUSTOMIZE_GROUP: &str = "kustomize.toolkit.fluxcd.io";
 const SOURCE_GROUP: &str = "source.toolkit.fluxcd.io";
 const HELM_GROUP: &str = "helm.toolkit.fluxcd.io";
+const EXTENSIONS_GROUP: &str = "source.extensions.fluxcd.io";
 /// Kustomizations that render Kustomizations, this deep at most.
 pub const MAX_DEPTH: usize = 8;
 /// The label Flux's controller puts on what a Kustomization applies.
@@ -80,6 +81,19 @@ pub struct Kustomization {
     pub spec: Value,
     /// Its place in `dependsOn` order: 0 depends on nothing.
     pub wave: i32,
+    /// For a source that is an ArtifactGenerator's artifact (`ExternalArtifact`): how the
+    /// artifact is made of this repository's files; `path` is then within the artifact.
+    pub artifact: Option<Vec<CopyRule>>,
+}
+
+/// One of an ArtifactGenerator's `copy` rules, on this repository.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CopyRule {
+    /// A path of the repository: a file, a directory, `DIR/**` (everything under it) or
+    /// `DIR/*.yaml` (a glob in one directory).
+    pub from: String,
+    /// Where in the artifact (a directory when it ends in `/` or is empty).
+    pub to: String,
 }
 
 /// What one pass over the tree's YAML found of Flux.
@@ -106,6 +120,7 @@ pub fn find(
     let mut sources: BTreeMap<String, Value> = BTreeMap::new();
     let mut items = Vec::new();
     let mut releases = Vec::new();
+    let mut generators = Vec::new();
     for f in files.iter_mut() {
         if f.path.ends_with(".toml") || !mentions_flux(&f.contents) {
             continue;
@@ -128,7 +143,10 @@ pub fn find(
                 line: start + line + 1,
                 column: 1,
             };
-            if group.ends_with(TOOLKIT) {
+            if group == EXTENSIONS_GROUP && kind == "ArtifactGenerator" {
+                blank.push((start, end));
+                generators.push(v.clone());
+            } else if group.ends_with(TOOLKIT) {
                 blank.push((start, end));
                 let ns = v["metadata"]["namespace"].as_str().unwrap_or("default");
                 let name = v["metadata"]["name"].as_str().unwrap_or_default();
@@ -177,18 +195,20 @@ pub fn find(
         .filter(|k| k.starts_with("GitRepository/"))
         .map(|k| (k.clone(), url_of(k)))
         .collect();
-    items.retain_mut(|k| match followed(k, &git, own.as_deref(), root) {
-        Ok(true) => true,
-        Ok(false) => {
-            // The tree being read: its objects are those already read.
-            waves.insert(format!("kustomization/{}/{}", k.namespace, k.name), 0);
-            false
-        }
-        Err(e) => {
-            found.errors.push(e);
-            false
-        }
-    });
+    items.retain_mut(
+        |k| match from_source(k, &generators, &git, own.as_deref(), root) {
+            Ok(true) => true,
+            Ok(false) => {
+                // The tree being read: its objects are those already read.
+                waves.insert(format!("kustomization/{}/{}", k.namespace, k.name), 0);
+                false
+            }
+            Err(e) => {
+                found.errors.push(e);
+                false
+            }
+        },
+    );
     order(&mut items, waves, &mut found.errors);
     let mut data = TreeData::new(files);
     items.retain_mut(|k| match variables(k, &mut data) {
@@ -312,6 +332,7 @@ fn item(
         path,
         spec: Value::Object(spec),
         wave: 0,
+        artifact: None,
     })
 }
 
@@ -336,6 +357,213 @@ fn normalise_url(url: &str) -> String {
     let url = url.split_once("://").map_or(url, |(_, rest)| rest);
     let url = url.split_once('@').map_or(url, |(_, rest)| rest);
     url.replacen(':', "/", 1).to_lowercase()
+}
+
+/// Whether `k` is built here, from this repository or from an artifact an
+/// ArtifactGenerator makes of it (then its copy rules are put on `k`).
+fn from_source(
+    k: &mut Kustomization,
+    generators: &[Value],
+    sources: &BTreeMap<String, Option<String>>,
+    own: Option<&str>,
+    root: Option<&str>,
+) -> Result<bool, SpecError> {
+    if k.spec["sourceRef"]["kind"] != "ExternalArtifact" {
+        return followed(k, sources, own, root);
+    }
+    let name = k.spec["sourceRef"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let ns = k.spec["sourceRef"]["namespace"]
+        .as_str()
+        .unwrap_or(&k.namespace)
+        .to_string();
+    let said = |why: String| {
+        err(
+            k.at.clone(),
+            format!(
+                "Kustomization {}/{}: its ExternalArtifact {ns}/{name} {why}; nothing is applied",
+                k.namespace, k.name
+            ),
+        )
+    };
+    let found = generators.iter().find_map(|g| {
+        let gns = g["metadata"]["namespace"].as_str().unwrap_or("default");
+        let artifact = g["spec"]["artifacts"]
+            .as_array()?
+            .iter()
+            .find(|a| a["name"] == name.as_str())?;
+        (gns == ns).then_some((g, artifact))
+    });
+    let Some((generator, artifact)) = found else {
+        return Err(said(
+            "is made by no ArtifactGenerator the tree holds".into(),
+        ));
+    };
+    let gns = generator["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or("default");
+    let mut rules = Vec::new();
+    for rule in artifact["copy"].as_array().into_iter().flatten() {
+        if rule.get("exclude").is_some() {
+            return Err(said(
+                "has a copy rule with `exclude`, not carried out by driftless yet".into(),
+            ));
+        }
+        let from = rule["from"].as_str().unwrap_or_default();
+        let to = rule["to"].as_str().unwrap_or_default();
+        let Some((alias, rest)) = from.strip_prefix('@').and_then(|f| f.split_once('/')) else {
+            return Err(said(format!("copies from {from:?}, which names no source")));
+        };
+        let source = generator["spec"]["sources"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|s| s["alias"] == alias);
+        let this_repo = source.is_some_and(|s| {
+            let sname = s["name"].as_str().unwrap_or_default();
+            let sns = s["namespace"].as_str().unwrap_or(gns);
+            s["kind"] == "GitRepository"
+                && ((sns == "flux-system" && sname == "flux-system")
+                    || own.is_some_and(|own| {
+                        sources
+                            .get(&format!("GitRepository/{sns}/{sname}"))
+                            .cloned()
+                            .flatten()
+                            .as_deref()
+                            == Some(own)
+                    }))
+        });
+        if !this_repo {
+            return Err(said(format!(
+                "copies from source {alias:?}, which is not the repository being read"
+            )));
+        }
+        let Some(to) = to.strip_prefix("@artifact") else {
+            return Err(said(format!("copies to {to:?}, not into `@artifact/`")));
+        };
+        let dir = to.ends_with('/') || to.is_empty();
+        let (Some(from_path), Some(mut to_path)) = (clean_path(rest), clean_path(to)) else {
+            return Err(said(format!("copies {from:?} to {to:?}, which leads out")));
+        };
+        if dir && !to_path.is_empty() {
+            to_path.push('/');
+        }
+        let from_path = if rest.ends_with("/**") || rest == "**" {
+            format!(
+                "{}/**",
+                from_path.trim_end_matches("/**").trim_end_matches("**")
+            )
+            .trim_start_matches('/')
+            .to_string()
+        } else {
+            from_path
+        };
+        rules.push(CopyRule {
+            from: from_path,
+            to: to_path,
+        });
+    }
+    k.artifact = Some(rules);
+    Ok(true)
+}
+
+/// Makes the artifact `rules` describe of `repo` in `into`.
+fn materialise(repo: &Path, rules: &[CopyRule], into: &Path) -> Result<(), String> {
+    let inside = |p: &Path| -> Result<PathBuf, String> {
+        let real = p
+            .canonicalize()
+            .map_err(|e| format!("{}: {e}", p.strip_prefix(repo).unwrap_or(p).display()))?;
+        match real.starts_with(repo) {
+            true => Ok(real),
+            false => Err(format!(
+                "{} leads out of the repository",
+                p.strip_prefix(repo).unwrap_or(p).display()
+            )),
+        }
+    };
+    let copy = |from: &Path, to: &Path| -> Result<(), String> {
+        if let Some(parent) = to.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
+        }
+        std::fs::copy(from, to).map(drop).map_err(|e| e.to_string())
+    };
+    let all_under = |dir: &Path, to: &Path| -> Result<(), String> {
+        let mut pending = vec![dir.to_path_buf()];
+        while let Some(d) = pending.pop() {
+            for e in std::fs::read_dir(&d).map_err(|e| e.to_string())?.flatten() {
+                let p = inside(&e.path())?;
+                if p.is_dir() {
+                    pending.push(p);
+                } else {
+                    copy(&p, &to.join(p.strip_prefix(dir).unwrap_or(&p)))?;
+                }
+            }
+        }
+        Ok(())
+    };
+    for rule in rules {
+        let to = into.join(&rule.to);
+        if let Some(dir) = rule.from.strip_suffix("**") {
+            let dir = inside(&repo.join(dir.trim_end_matches('/')))?;
+            all_under(&dir, &to)?;
+        } else if rule
+            .from
+            .rsplit('/')
+            .next()
+            .is_some_and(|last| last.contains('*'))
+        {
+            let (dir, glob) = rule
+                .from
+                .rsplit_once('/')
+                .unwrap_or(("", rule.from.as_str()));
+            let dir = inside(&repo.join(dir))?;
+            for e in std::fs::read_dir(&dir)
+                .map_err(|e| e.to_string())?
+                .flatten()
+            {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let p = inside(&e.path())?;
+                if p.is_file() && glob_match(glob, &name) {
+                    copy(&p, &to.join(&name))?;
+                }
+            }
+        } else {
+            let src = inside(&repo.join(&rule.from))?;
+            let base = src.file_name().map(PathBuf::from).unwrap_or_default();
+            let into_dir = rule.to.is_empty() || rule.to.ends_with('/');
+            match (src.is_dir(), into_dir) {
+                (true, _) => all_under(&src, &to.join(base))?,
+                (false, true) => copy(&src, &to.join(base))?,
+                (false, false) => copy(&src, &to)?,
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `*` matches any run of characters within a name; nothing else is special.
+fn glob_match(glob: &str, name: &str) -> bool {
+    let parts: Vec<&str> = glob.split('*').collect();
+    let (first, last) = (parts[0], parts[parts.len() - 1]);
+    if parts.len() == 1 {
+        return glob == name;
+    }
+    if !name.starts_with(first)
+        || !name[first.len()..].ends_with(last)
+        || name.len() < first.len() + last.len()
+    {
+        return false;
+    }
+    let mut rest = &name[first.len()..name.len() - last.len()];
+    for p in &parts[1..parts.len() - 1] {
+        match rest.find(p) {
+            Some(i) => rest = &rest[i + p.len()..],
+            None => return false,
+        }
+    }
+    true
 }
 
 /// Whether `k` is built here (`false`: it is the tree being read); an error when its
@@ -460,6 +688,7 @@ const RELEASE_CARRIED: &[&str] = &[
     "driftDetection",
     "rollback",
     "uninstall",
+    "test",
 ];
 
 /// Each HelmRelease as a chart release of the `helm` kind: its chart from its source (a
@@ -566,6 +795,12 @@ fn chart_release(
             );
         }
     }
+    if v["spec"]["test"]["enable"].as_bool() == Some(true) {
+        return refuse(
+            "test",
+            "`test.enable: true` is not carried out: driftless does not run a chart's tests (its health checks judge the release)".into(),
+        );
+    }
     if spec.get("suspend").and_then(Value::as_bool) == Some(true) {
         return refuse(
             "suspend",
@@ -583,6 +818,7 @@ fn chart_release(
             if ![
                 "crds",
                 "remediation",
+                "strategy",
                 "timeout",
                 "createNamespace",
                 "cleanupOnFail",
@@ -1123,7 +1359,22 @@ impl Tool for Kustomizations {
             .checkout
             .as_ref()
             .ok_or_else(|| "a Flux Kustomization needs its tree on disk".to_string())?;
-        let built = build(r, tool, &disk.repo, k)?;
+        let built = match &k.artifact {
+            Some(rules) => {
+                let artifact = tempfile::Builder::new()
+                    .prefix("driftless-artifact-")
+                    .tempdir()
+                    .map_err(|e| format!("a directory for the artifact: {e}"))?;
+                let said = |e: String| ToolError::from(format!("making its artifact: {e}"));
+                materialise(&disk.repo, rules, artifact.path()).map_err(said)?;
+                let dir = artifact
+                    .path()
+                    .canonicalize()
+                    .map_err(|e| said(e.to_string()))?;
+                build(r, tool, &dir, k)?
+            }
+            None => build(r, tool, &disk.repo, k)?,
+        };
         let yaml = finish(&built, k)?;
         Ok(Rendered {
             yaml,
@@ -1567,6 +1818,11 @@ mod tests {
                 "a.yaml:5:1: HelmRelease default/r: `spec.postRenderers` is not carried out by driftless yet",
             ),
             (
+                "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: r}\nspec:\n  test:\n    enable: true\n"
+                    .to_string(),
+                "a.yaml:5:1: HelmRelease default/r: `test.enable: true` is not carried out",
+            ),
+            (
                 "apiVersion: notification.toolkit.fluxcd.io/v1\nkind: Alert\nmetadata: {name: r}\n"
                     .to_string(),
                 "a.yaml:1:1: Flux's Alert (notification.toolkit.fluxcd.io/v1) is not carried out by driftless yet",
@@ -1695,6 +1951,97 @@ mod tests {
             found.errors[0].to_string(),
             "b.yaml:1:1: Kustomization flux-system/b: substituteFrom: ConfigMap flux-system/nowhere is not in the tree"
         );
+    }
+
+    #[test]
+    fn an_artifact_generator_s_artifact_is_made_of_this_repository() {
+        // As flux2-kustomize-helm-example has it: apps/base and apps/staging copied into
+        // one artifact, beside each other, and a Kustomization reading it.
+        let generator = "apiVersion: source.extensions.fluxcd.io/v1beta1\nkind: ArtifactGenerator\nmetadata: {name: flux-system, namespace: flux-system}\nspec:\n  sources:\n    - {alias: monorepo, kind: GitRepository, name: flux-system}\n  artifacts:\n    - name: apps\n      copy:\n        - {from: \"@monorepo/apps/base/**\", to: \"@artifact/base/\"}\n        - {from: \"@monorepo/apps/staging/**\", to: \"@artifact/staging/\"}\n        - {from: \"@monorepo/extra/*.yaml\", to: \"@artifact/staging/extra/\"}\n        - {from: \"@monorepo/README\", to: \"@artifact/docs/README.md\"}\n";
+        let apps = "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: apps, namespace: flux-system}\nspec:\n  sourceRef: {kind: ExternalArtifact, name: apps}\n  path: ./staging\n  prune: true\n";
+        let mut files = vec![file("artifacts.yaml", generator), file("apps.yaml", apps)];
+        let found = find(&mut files, Some("clusters/staging"), &mut BTreeMap::new());
+        assert!(found.errors.is_empty(), "{:?}", found.errors);
+        let k = &found.items[0];
+        assert_eq!(k.path, "staging");
+        let rules = k.artifact.clone().unwrap();
+        let rule = |from: &str, to: &str| CopyRule {
+            from: from.into(),
+            to: to.into(),
+        };
+        assert_eq!(
+            rules,
+            [
+                rule("apps/base/**", "base/"),
+                rule("apps/staging/**", "staging/"),
+                rule("extra/*.yaml", "staging/extra/"),
+                rule("README", "docs/README.md"),
+            ]
+        );
+        assert!(
+            files[0].contents.iter().all(|b| *b == b'\n'),
+            "read, not applied"
+        );
+
+        let repo = tempfile::tempdir().unwrap();
+        for p in [
+            "apps/base/podinfo/release.yaml",
+            "apps/staging/kustomization.yaml",
+            "extra/a.yaml",
+            "extra/b.txt",
+            "README",
+            "other/x.yaml",
+        ] {
+            let f = repo.path().join(p);
+            std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+            std::fs::write(f, p).unwrap();
+        }
+        let into = tempfile::tempdir().unwrap();
+        let repo_dir = repo.path().canonicalize().unwrap();
+        materialise(&repo_dir, &rules, into.path()).unwrap();
+        let mut made: Vec<String> = Vec::new();
+        let mut pending = vec![into.path().to_path_buf()];
+        while let Some(d) = pending.pop() {
+            for e in std::fs::read_dir(d).unwrap().flatten() {
+                match e.path().is_dir() {
+                    true => pending.push(e.path()),
+                    false => made.push(
+                        e.path()
+                            .strip_prefix(into.path())
+                            .unwrap()
+                            .to_string_lossy()
+                            .into_owned(),
+                    ),
+                }
+            }
+        }
+        made.sort();
+        assert_eq!(
+            made,
+            [
+                "base/podinfo/release.yaml",
+                "docs/README.md",
+                "staging/extra/a.yaml",
+                "staging/kustomization.yaml"
+            ]
+        );
+
+        // Another source's files are refused.
+        let foreign = generator.replace(
+            "name: flux-system}\n  artifacts",
+            "name: tenant}\n  artifacts",
+        );
+        let mut files = vec![file("artifacts.yaml", &foreign), file("apps.yaml", apps)];
+        let found = find(&mut files, Some("clusters/staging"), &mut BTreeMap::new());
+        let said = found.errors[0].to_string();
+        assert!(
+            said.contains(
+                "copies from source \"monorepo\", which is not the repository being read"
+            ),
+            "{said}"
+        );
+        assert!(glob_match("*.yaml", "a.yaml") && !glob_match("*.yaml", "a.yml"));
+        assert!(glob_match("a*b*c", "axxbyyc") && !glob_match("a*b*c", "ac"));
     }
 
     #[test]
