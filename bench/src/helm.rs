@@ -44,12 +44,7 @@ pub struct Way {
 }
 
 pub async fn run(args: &Args, driftless: &Path, n: usize) -> anyhow::Result<HelmResults> {
-    let helm = std::env::var("DRIFTLESS_TEST_HELM4")
-        .map(PathBuf::from)
-        .or_else(|_| which("helm").ok_or(()))
-        .map_err(|()| {
-            anyhow::anyhow!("no helm: set DRIFTLESS_TEST_HELM4 (the testbed's env does)")
-        })?;
+    let helm = tool("DRIFTLESS_TEST_HELM4", "helm")?;
     let chart = chart_dir()?;
     let work = tempfile::Builder::new()
         .prefix("driftless-bench-helm.")
@@ -469,6 +464,14 @@ pub(crate) fn output(cmd: &mut std::process::Command) -> anyhow::Result<String> 
         );
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The program `$VAR` names (the testbed's env names each), else `name` on PATH.
+pub(crate) fn tool(var: &str, name: &str) -> anyhow::Result<PathBuf> {
+    std::env::var(var)
+        .map(PathBuf::from)
+        .or_else(|_| which(name).ok_or(()))
+        .map_err(|()| anyhow::anyhow!("no {name}: set {var} (the testbed's env does)"))
 }
 
 pub(crate) fn which(name: &str) -> Option<PathBuf> {

@@ -17,7 +17,7 @@ use serde::Serialize;
 use driftless_bench::stats::median;
 
 use crate::Args;
-use crate::helm::{Counter, chart_dir, copy_dir, output, which};
+use crate::helm::{Counter, chart_dir, copy_dir, output, tool};
 use crate::measure::load_average;
 
 #[derive(Debug, Serialize)]
@@ -49,18 +49,8 @@ pub struct Way {
 
 pub async fn run(args: &Args, driftless: &Path, n: usize) -> anyhow::Result<PreviewResults> {
     anyhow::ensure!(n >= 2, "--preview needs at least 2 apps");
-    let helm = std::env::var("DRIFTLESS_TEST_HELM4")
-        .map(PathBuf::from)
-        .or_else(|_| which("helm").ok_or(()))
-        .map_err(|()| {
-            anyhow::anyhow!("no helm: set DRIFTLESS_TEST_HELM4 (the testbed's env does)")
-        })?;
-    let kubectl = std::env::var("DRIFTLESS_KUSTOMIZE")
-        .map(PathBuf::from)
-        .or_else(|_| which("kustomize").ok_or(()))
-        .map_err(|()| {
-            anyhow::anyhow!("no kustomize: set DRIFTLESS_KUSTOMIZE (the testbed's env does)")
-        })?;
+    let helm = tool("DRIFTLESS_TEST_HELM4", "helm")?;
+    let kubectl = tool("DRIFTLESS_KUSTOMIZE", "kustomize")?;
     let work = match &args.work_dir {
         Some(dir) => {
             std::fs::create_dir_all(dir)?;

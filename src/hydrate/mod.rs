@@ -2,7 +2,7 @@
 //! the files the spec loader reads out. Kustomize directories are built by an external
 //! `kustomize` (`kustomize.rs`, run by `runner.rs`), Jsonnet is evaluated in process
 //! (`jsonnet/`), chart directories are recognised (`tree.rs`), JSON manifests are kept,
-//! Flux's Kustomizations are carried out rather than applied (`flux.rs`);
+//! Flux's Kustomizations and HelmReleases are carried out rather than applied (`flux/`);
 //! a rendered source's output is handed on as a YAML file at the path of the file it came
 //! from, so policies, waves, hooks, tree settings, the prune guard and status treat it
 //! exactly as committed YAML. Renders are cached by what they read (`cache.rs`). Cluster

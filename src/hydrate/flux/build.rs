@@ -1,0 +1,415 @@
+//! The Flux Kustomization tool: a path built as Flux builds it, on a private copy, then
+//! what Flux does after the build.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+
+use super::model::*;
+use super::source::materialise;
+use crate::hydrate::cache::{self, KeyBuilder};
+use crate::hydrate::kustomize::{self, Kustomize, closure};
+use crate::hydrate::runner;
+use crate::hydrate::stage::Shared;
+use crate::hydrate::tool::{Context, FindError, Rendered, Tool, ToolError, found_once};
+use crate::hydrate::tree::KUSTOMIZATION_FILES;
+use crate::spec::{Location, RenderedBy};
+
+/// The Flux Kustomization tool: kustomize found once.
+#[derive(Default)]
+pub struct Kustomizations {
+    found: Mutex<Option<Kustomize>>,
+}
+
+impl Tool for Kustomizations {
+    type Item = Kustomization;
+    type Ready = Kustomize;
+
+    fn reads_disk(&self) -> Option<&'static str> {
+        Some("a Flux Kustomization")
+    }
+
+    fn at(&self, item: &Kustomization) -> Location {
+        item.at.clone()
+    }
+
+    fn output_file(&self, item: &Kustomization) -> String {
+        crate::spec::flux_output_file(&item.at.file, &item.namespace, &item.name)
+    }
+
+    fn ready(&self, r: &Shared, _: &Context) -> Result<Kustomize, FindError> {
+        found_once(&self.found, || {
+            kustomize::find(r.opts.kustomize.as_deref(), &r.opts.limits)
+        })
+    }
+
+    fn render(
+        &self,
+        r: &Shared,
+        tool: &Kustomize,
+        k: &Kustomization,
+        cx: &Context,
+    ) -> Result<Rendered, ToolError> {
+        let disk = cx
+            .input
+            .checkout
+            .as_ref()
+            .ok_or_else(|| "a Flux Kustomization needs its tree on disk".to_string())?;
+        let built = match &k.artifact {
+            Some(rules) => {
+                let artifact = tempfile::Builder::new()
+                    .prefix("driftless-artifact-")
+                    .tempdir()
+                    .map_err(|e| format!("a directory for the artifact: {e}"))?;
+                let said = |e: String| ToolError::from(format!("making its artifact: {e}"));
+                materialise(&disk.repo, rules, artifact.path()).map_err(said)?;
+                let dir = artifact
+                    .path()
+                    .canonicalize()
+                    .map_err(|e| said(e.to_string()))?;
+                build(r, tool, &dir, k)?
+            }
+            None => build(r, tool, &disk.repo, k)?,
+        };
+        let yaml = finish(&built, k)?;
+        Ok(Rendered {
+            yaml,
+            by: RenderedBy {
+                tool: "kustomize".into(),
+                version: tool.version.clone(),
+                command: format!(
+                    "Flux Kustomization {}/{}: {}",
+                    k.namespace,
+                    k.name,
+                    tool.shown(if k.path.is_empty() { "." } else { &k.path })
+                ),
+                release: None,
+            },
+        })
+    }
+}
+
+/// The kustomization Flux builds for `k` in `dir` (the repository's copy): the
+/// directory's own, or one listing its manifests, with `k`'s fields put in. Returns the
+/// file name and its text, and the files (relative to the repository) the build reads.
+pub(super) fn kustomization_for(
+    repo: &Path,
+    dir: &Path,
+    k: &Kustomization,
+) -> Result<(String, Value, BTreeSet<PathBuf>), String> {
+    let mut files = BTreeSet::new();
+    let add_closure = |d: &Path, files: &mut BTreeSet<PathBuf>| -> Result<(), String> {
+        let c = closure(repo, d, false).map_err(|e| e.to_string())?;
+        files.extend(c.files);
+        Ok(())
+    };
+    let own = KUSTOMIZATION_FILES.iter().find(|n| dir.join(n).is_file());
+    let (name, mut kus) = match own {
+        Some(n) => {
+            add_closure(dir, &mut files)?;
+            let text =
+                std::fs::read_to_string(dir.join(n)).map_err(|e| format!("reading {n}: {e}"))?;
+            let v: Value =
+                serde_saphyr::from_str(&text).map_err(|e| format!("{n} is not valid YAML: {e}"))?;
+            (n.to_string(), v)
+        }
+        None => {
+            // Flux's generator: every manifest under the directory, and each directory
+            // holding a kustomization as one resource.
+            let mut resources = Vec::new();
+            let mut pending = vec![dir.to_path_buf()];
+            while let Some(d) = pending.pop() {
+                let mut entries: Vec<PathBuf> = std::fs::read_dir(&d)
+                    .map_err(|e| format!("reading {}: {e}", d.display()))?
+                    .flatten()
+                    .map(|e| e.path())
+                    .collect();
+                entries.sort();
+                for p in entries {
+                    let rel = p
+                        .strip_prefix(dir)
+                        .unwrap_or(&p)
+                        .to_string_lossy()
+                        .into_owned();
+                    if p.file_name()
+                        .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+                    {
+                        continue;
+                    }
+                    if p.is_dir() {
+                        if KUSTOMIZATION_FILES.iter().any(|n| p.join(n).is_file()) {
+                            add_closure(&p, &mut files)?;
+                            resources.push(format!("./{rel}"));
+                        } else {
+                            pending.push(p);
+                        }
+                    } else if rel.ends_with(".yaml") || rel.ends_with(".yml") {
+                        files.insert(p.canonicalize().map_err(|e| e.to_string())?);
+                        resources.push(format!("./{rel}"));
+                    }
+                }
+            }
+            resources.sort();
+            (
+                "kustomization.yaml".to_string(),
+                json!({"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "resources": resources}),
+            )
+        }
+    };
+    let spec = &k.spec;
+    let Some(obj) = kus.as_object_mut() else {
+        return Err(format!("{name} is not a kustomization"));
+    };
+    if let Some(ns) = spec["targetNamespace"].as_str() {
+        obj.insert("namespace".into(), json!(ns));
+    }
+    for field in ["namePrefix", "nameSuffix"] {
+        if let Some(s) = spec[field].as_str() {
+            obj.insert(field.into(), json!(s));
+        }
+    }
+    if let Some(ps) = spec["patches"].as_array() {
+        let list = obj.entry("patches").or_insert_with(|| json!([]));
+        if let Some(list) = list.as_array_mut() {
+            list.extend(ps.iter().cloned());
+        }
+    }
+    if let Some(images) = spec["images"].as_array() {
+        let list = obj.entry("images").or_insert_with(|| json!([]));
+        if let Some(list) = list.as_array_mut() {
+            for image in images {
+                match list.iter_mut().find(|i| i["name"] == image["name"]) {
+                    Some(i) => *i = image.clone(),
+                    None => list.push(image.clone()),
+                }
+            }
+        }
+    }
+    if let Some(components) = spec["components"].as_array() {
+        for c in components {
+            let rel = c.as_str().ok_or("a component is not a path")?;
+            let cdir = dir
+                .join(rel)
+                .canonicalize()
+                .map_err(|e| format!("component {rel:?}: {e}"))?;
+            if !cdir.starts_with(repo) {
+                return Err(format!("component {rel:?} lies outside the repository"));
+            }
+            add_closure(&cdir, &mut files)?;
+        }
+        let list = obj.entry("components").or_insert_with(|| json!([]));
+        if let Some(list) = list.as_array_mut() {
+            list.extend(components.iter().cloned());
+        }
+    }
+    Ok((name, kus, files))
+}
+
+/// Builds `k` on a private copy of what it reads (or answers from the cache).
+pub(super) fn build(r: &Shared, tool: &Kustomize, repo: &Path, k: &Kustomization) -> cache::Entry {
+    let said = |message: String| ToolError { at: None, message };
+    let dir = repo.join(&k.path);
+    let dir = dir
+        .canonicalize()
+        .map_err(|e| said(format!("path {:?}: {e}", k.path)))?;
+    if !dir.starts_with(repo) || !dir.is_dir() {
+        return Err(said(format!(
+            "path {:?} is not a directory of the repository",
+            k.path
+        )));
+    }
+    let (name, kus, files) = kustomization_for(repo, &dir, k).map_err(said)?;
+    let text = serde_json::to_string_pretty(&kus).map_err(|e| said(e.to_string()))?;
+    let mut key = KeyBuilder::new("flux-kustomization");
+    key.part(tool.program.as_os_str().as_encoded_bytes())
+        .part(tool.version.as_bytes())
+        .part(k.path.as_bytes())
+        .part(name.as_bytes())
+        .part(text.as_bytes());
+    let mut contents = Vec::new();
+    for f in &files {
+        let rel = f.strip_prefix(repo).unwrap_or(f).to_path_buf();
+        let bytes =
+            std::fs::read(f).map_err(|e| said(format!("reading {}: {e}", rel.display())))?;
+        key.part(rel.to_string_lossy().as_bytes()).part(&bytes);
+        contents.push((rel, bytes));
+    }
+    let key = key.finish();
+    if let Some(hit) = r.cache.get(&key) {
+        return hit;
+    }
+    let copy = tempfile::Builder::new()
+        .prefix("driftless-flux-")
+        .tempdir()
+        .map_err(|e| said(format!("a directory to build in: {e}")))?;
+    for (rel, bytes) in &contents {
+        let target = copy.path().join(rel);
+        if let Some(parent) = target.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| said(e.to_string()))?;
+        }
+        std::fs::write(&target, bytes).map_err(|e| said(e.to_string()))?;
+    }
+    let at = copy.path().join(&k.path);
+    std::fs::create_dir_all(&at).map_err(|e| said(e.to_string()))?;
+    std::fs::write(at.join(&name), &text).map_err(|e| said(e.to_string()))?;
+    let span = tracing::info_span!("render", tool = "flux", kustomization = %format!("{}/{}", k.namespace, k.name));
+    let _enter = span.enter();
+    r.runs.fetch_add(1, Ordering::Relaxed);
+    let mut args = tool.args(&at);
+    // Flux builds with kustomize's load restrictions off, within the repository.
+    args.extend(["--load-restrictor".into(), "LoadRestrictionsNone".into()]);
+    let result = runner::run(&tool.program, &args, &at, &r.opts.limits, &r.slots)
+        .map(Arc::new)
+        .map_err(|e| {
+            let said = match e {
+                runner::RunError::Failed(line) => format!("kustomize build failed: {line}"),
+                other => format!("kustomize build: {other}"),
+            };
+            ToolError::from(said.replace(&format!("{}/", copy.path().display()), ""))
+        });
+    tracing::info!(ok = result.is_ok(), "rendered");
+    r.cache.put(key, result.clone());
+    result
+}
+
+/// What Flux does after the build: `postBuild.substitute`, `commonMetadata`, its labels;
+/// and driftless's marks for `dependsOn`, `prune: false` and `force`.
+pub(super) fn finish(built: &[u8], k: &Kustomization) -> Result<Vec<u8>, ToolError> {
+    let text = std::str::from_utf8(built)
+        .map_err(|_| ToolError::from("kustomize printed no UTF-8".to_string()))?;
+    let vars: Option<BTreeMap<String, String>> =
+        k.spec["postBuild"]["substitute"].as_object().map(|m| {
+            m.iter()
+                .map(|(k, v)| {
+                    (
+                        k.clone(),
+                        v.as_str().map_or_else(|| v.to_string(), str::to_string),
+                    )
+                })
+                .collect()
+        });
+    let meta = &k.spec["commonMetadata"];
+    let mut out = Vec::new();
+    let lines: Vec<&str> = text.split_inclusive('\n').collect();
+    for (start, end) in documents(&lines) {
+        let mut doc = lines[start..end].concat();
+        if doc.trim().is_empty() {
+            continue;
+        }
+        let disabled = doc.contains(&format!("{SUBSTITUTE_ANNOTATION}: disabled"));
+        if let (Some(vars), false) = (&vars, disabled) {
+            doc = substitute(&doc, vars);
+        }
+        let mut v: Value = serde_saphyr::from_str(&doc)
+            .map_err(|e| ToolError::from(format!("the build's output is not YAML: {e}")))?;
+        let flux_mark = |key: &str| {
+            v["metadata"]["annotations"][key]
+                .as_str()
+                .map(str::to_string)
+        };
+        let ssa = flux_mark(SSA_ANNOTATION);
+        let reconcile = flux_mark(RECONCILE_ANNOTATION);
+        let Some(metadata) = v.get_mut("metadata").and_then(Value::as_object_mut) else {
+            out.push(v);
+            continue;
+        };
+        let mut set = |field: &str, key: &str, value: &str| {
+            let m = metadata.entry(field).or_insert_with(|| json!({}));
+            if let Some(m) = m.as_object_mut() {
+                m.insert(key.to_string(), json!(value));
+            }
+        };
+        for (field, from) in [
+            ("labels", &meta["labels"]),
+            ("annotations", &meta["annotations"]),
+        ] {
+            for (key, value) in from.as_object().into_iter().flatten() {
+                set(field, key, value.as_str().unwrap_or_default());
+            }
+        }
+        set("labels", NAME_LABEL, &k.name);
+        set("labels", NAMESPACE_LABEL, &k.namespace);
+        // Flux's substitution is done: driftless's own `${...}` is not theirs.
+        set("annotations", crate::spec::policy::SUBSTITUTE, "disabled");
+        if k.wave > 0 {
+            set("annotations", crate::spec::order::WAVE, &k.wave.to_string());
+        }
+        if k.spec["prune"].as_bool() == Some(false) {
+            set("annotations", crate::spec::policy::PRUNE, "disabled");
+        }
+        if k.spec["force"].as_bool() == Some(true) {
+            set("annotations", crate::spec::policy::REPLACE, "on-immutable");
+        }
+        // Flux's marks on an object: applied only when missing (IfNotPresent), or left
+        // alone (Ignore, reconcile: disabled: created when missing, never changed or
+        // pruned, the nearest driftless has).
+        let left_alone =
+            ssa.as_deref() == Some("Ignore") || reconcile.as_deref() == Some("disabled");
+        if ssa.as_deref() == Some("IfNotPresent") || left_alone {
+            set("annotations", crate::spec::policy::APPLY, "create-only");
+        }
+        if left_alone {
+            set("annotations", crate::spec::policy::PRUNE, "disabled");
+        }
+        out.push(v);
+    }
+    Ok(crate::hydrate::stage::to_yaml(&out))
+}
+
+/// Flux's post-build substitution (drone/envsubst as Flux uses it): `${name}`, `$name`,
+/// `${name:=default}` and `${name:-default}`; a name with no value and no default becomes
+/// empty; `$$` is a `$` never substituted.
+pub fn substitute(text: &str, vars: &BTreeMap<String, String>) -> String {
+    let is_name = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        if let Some(tail) = after.strip_prefix('$') {
+            out.push('$');
+            rest = tail;
+        } else if let Some(body) = after.strip_prefix('{') {
+            match body.find('}') {
+                Some(close) => {
+                    let inner = &body[..close];
+                    let (name, default) = match inner.find(":=").or_else(|| inner.find(":-")) {
+                        Some(p) => (&inner[..p], Some(&inner[p + 2..])),
+                        None => (inner, None),
+                    };
+                    if !name.is_empty()
+                        && name.chars().all(is_name)
+                        && !name.starts_with(|c: char| c.is_ascii_digit())
+                    {
+                        let value = vars
+                            .get(name)
+                            .filter(|v| !v.is_empty() || default.is_none());
+                        out.push_str(value.map(String::as_str).or(default).unwrap_or(""));
+                    } else {
+                        out.push_str(&rest[i..i + 2 + close + 1]);
+                    }
+                    rest = &body[close + 1..];
+                }
+                None => {
+                    out.push('$');
+                    rest = after;
+                }
+            }
+        } else {
+            let len = after.find(|c: char| !is_name(c)).unwrap_or(after.len());
+            let name = &after[..len];
+            if len > 0 && !name.starts_with(|c: char| c.is_ascii_digit()) {
+                out.push_str(vars.get(name).map_or("", String::as_str));
+            } else {
+                out.push('$');
+                out.push_str(name);
+            }
+            rest = &after[len..];
+        }
+    }
+    out.push_str(rest);
+    out
+}

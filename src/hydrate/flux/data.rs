@@ -1,0 +1,224 @@
+//! The tree's ConfigMaps and Secrets, read when asked: Flux's `substituteFrom` and
+//! `valuesFrom`.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::model::*;
+use crate::spec::{Location, SourceFile, SpecError};
+
+/// The ConfigMaps and Secrets the tree holds (as written or rendered): what
+/// `substituteFrom` and `valuesFrom` read, as Flux reads them from the cluster.
+/// Read only when a Kustomization or HelmRelease asks: most trees never do.
+pub struct TreeData<'a> {
+    files: &'a [SourceFile],
+    objects: Option<BTreeMap<String, Value>>,
+}
+
+impl<'a> TreeData<'a> {
+    pub(super) fn new(files: &'a [SourceFile]) -> TreeData<'a> {
+        TreeData {
+            files,
+            objects: None,
+        }
+    }
+
+    fn index(files: &[SourceFile]) -> BTreeMap<String, Value> {
+        let mut objects = BTreeMap::new();
+        for f in files.iter().filter(|f| !f.path.ends_with(".toml")) {
+            let has = |needle: &[u8]| f.contents.windows(needle.len()).any(|w| w == needle);
+            if !has(b"ConfigMap") && !has(b"Secret") {
+                continue;
+            }
+            let Ok(text) = std::str::from_utf8(&f.contents) else {
+                continue;
+            };
+            let lines: Vec<&str> = text.split_inclusive('\n').collect();
+            for (start, end) in documents(&lines) {
+                let Ok(v) = serde_saphyr::from_str::<Value>(&lines[start..end].concat()) else {
+                    continue;
+                };
+                if v["apiVersion"] != "v1"
+                    || !matches!(v["kind"].as_str(), Some("ConfigMap" | "Secret"))
+                {
+                    continue;
+                }
+                let ns = v["metadata"]["namespace"].as_str().unwrap_or("default");
+                let name = v["metadata"]["name"].as_str().unwrap_or_default();
+                objects.insert(
+                    format!("{}/{ns}/{name}", v["kind"].as_str().unwrap_or_default()),
+                    v,
+                );
+            }
+        }
+        objects
+    }
+
+    /// The string data of ConfigMap or Secret `ns/name` (a Secret's `data` decoded);
+    /// `Ok(None)` when the tree does not hold it.
+    fn read(
+        &mut self,
+        kind: &str,
+        ns: &str,
+        name: &str,
+    ) -> Result<Option<BTreeMap<String, String>>, String> {
+        use base64::Engine as _;
+        let files = self.files;
+        let objects = self.objects.get_or_insert_with(|| TreeData::index(files));
+        let Some(v) = objects.get(&format!("{kind}/{ns}/{name}")) else {
+            return Ok(None);
+        };
+        if v.get("sops").is_some() {
+            return Err(format!(
+                "{kind} {ns}/{name} is encrypted with SOPS, and not read for this yet"
+            ));
+        }
+        let mut out = BTreeMap::new();
+        for (k, val) in v["data"].as_object().into_iter().flatten() {
+            let text = val.as_str().unwrap_or_default();
+            let text = match kind {
+                "Secret" => {
+                    let bytes = base64::engine::general_purpose::STANDARD
+                        .decode(text.trim())
+                        .map_err(|_| format!("{kind} {ns}/{name}: data.{k} is not base64"))?;
+                    String::from_utf8(bytes)
+                        .map_err(|_| format!("{kind} {ns}/{name}: data.{k} is not text"))?
+                }
+                _ => text.to_string(),
+            };
+            out.insert(k.clone(), text);
+        }
+        for (k, val) in v["stringData"].as_object().into_iter().flatten() {
+            out.insert(k.clone(), val.as_str().unwrap_or_default().to_string());
+        }
+        Ok(Some(out))
+    }
+}
+
+/// A Kustomization's `postBuild.substituteFrom` read from the tree into its `substitute`
+/// (whose own values win, as in Flux).
+pub(super) fn variables(k: &mut Kustomization, data: &mut TreeData<'_>) -> Result<(), SpecError> {
+    let from = k.spec["postBuild"]["substituteFrom"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    if from.is_empty() {
+        return Ok(());
+    }
+    let mut vars = BTreeMap::new();
+    for source in &from {
+        let kind = source["kind"].as_str().unwrap_or("ConfigMap");
+        let name = source["name"].as_str().unwrap_or_default();
+        let said = |why: String| {
+            err(
+                k.at.clone(),
+                format!(
+                    "Kustomization {}/{}: substituteFrom: {why}",
+                    k.namespace, k.name
+                ),
+            )
+        };
+        match data.read(kind, &k.namespace, name).map_err(said)? {
+            Some(values) => vars.extend(values),
+            None if source["optional"].as_bool() == Some(true) => {}
+            None => {
+                return Err(said(format!(
+                    "{kind} {}/{name} is not in the tree",
+                    k.namespace
+                )));
+            }
+        }
+    }
+    for (key, value) in k.spec["postBuild"]["substitute"]
+        .as_object()
+        .into_iter()
+        .flatten()
+    {
+        vars.insert(
+            key.clone(),
+            value
+                .as_str()
+                .map_or_else(|| value.to_string(), str::to_string),
+        );
+    }
+    k.spec["postBuild"]["substitute"] = json!(vars);
+    Ok(())
+}
+
+/// A HelmRelease's `valuesFrom` read from the tree, in order, under its `values` (which
+/// win, as in Flux); `targetPath` puts one value at a dotted path.
+pub(super) fn values_from(
+    at: &Location,
+    v: &Value,
+    release: &mut crate::spec::helm::HelmRelease,
+    data: &mut TreeData<'_>,
+) -> Result<(), SpecError> {
+    let Some(list) = v["spec"]["valuesFrom"].as_array() else {
+        return Ok(());
+    };
+    let ns = v["metadata"]["namespace"].as_str().unwrap_or("default");
+    let said = |why: String| {
+        err(
+            at.clone(),
+            format!("HelmRelease {ns}/{}: valuesFrom: {why}", release.name),
+        )
+    };
+    let mut merged = json!({});
+    for source in list {
+        let kind = source["kind"].as_str().unwrap_or("ConfigMap");
+        let name = source["name"].as_str().unwrap_or_default();
+        let key = source["valuesKey"].as_str().unwrap_or("values.yaml");
+        let optional = source["optional"].as_bool() == Some(true);
+        let found = data.read(kind, ns, name).map_err(&said)?;
+        let Some(text) = found.as_ref().and_then(|d| d.get(key)) else {
+            if optional {
+                continue;
+            }
+            return Err(said(match found {
+                Some(_) => format!("{kind} {ns}/{name} has no key {key:?}"),
+                None => format!("{kind} {ns}/{name} is not in the tree"),
+            }));
+        };
+        let parsed: Value = serde_saphyr::from_str(text)
+            .map_err(|e| said(format!("{kind} {ns}/{name} key {key:?} is not YAML: {e}")))?;
+        match source["targetPath"].as_str() {
+            Some(path) => {
+                let mut slot = &mut merged;
+                for part in path.split('.') {
+                    if !slot.is_object() {
+                        *slot = json!({});
+                    }
+                    slot = slot
+                        .as_object_mut()
+                        .map(|m| m.entry(part.to_string()).or_insert(Value::Null))
+                        .ok_or_else(|| said(format!("targetPath {path:?}")))?;
+                }
+                *slot = parsed;
+            }
+            None => merge(&mut merged, parsed),
+        }
+    }
+    let own = std::mem::take(&mut release.values);
+    merge(&mut merged, own);
+    release.values = merged;
+    Ok(())
+}
+
+/// Helm's coalescing: maps merge key by key, anything else replaces.
+pub(super) fn merge(into: &mut Value, from: Value) {
+    match (into, from) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, v) in b {
+                match a.get_mut(&k) {
+                    Some(slot) => merge(slot, v),
+                    None => {
+                        a.insert(k, v);
+                    }
+                }
+            }
+        }
+        (_, Value::Null) => {}
+        (slot, v) => *slot = v,
+    }
+}

@@ -1,0 +1,657 @@
+//! Flux's `Kustomization` (`kustomize.toolkit.fluxcd.io/v1`) carried out, not applied: a
+//! Flux repository is read as Flux's kustomize-controller reads it, with no Flux
+//! controller in the cluster. Each Kustomization found in the tree's YAML (written there or
+//! rendered, nested ones in turn) builds its `path` of this repository as Flux does: the
+//! directory's kustomization (one generated from its manifests when it has none) with
+//! `targetNamespace`, `namePrefix`/`nameSuffix`, `patches`, `images` and `components` put
+//! in, then `postBuild.substitute`, `commonMetadata` and Flux's own labels. Its objects are
+//! handed on as `FILE#flux.NAMESPACE.NAME` (an app of its own), `dependsOn` as waves,
+//! `prune: false` and `force` as driftless's marks. The build runs on a private copy of
+//! what it reads, never in the tree.
+//!
+//! The source objects (`GitRepository`, `OCIRepository`, ...) are read, not applied; Flux's
+//! own install (`gotk-components.yaml`) is left out, as driftless does its job. What this
+//! does not carry out (another repository, a field that changes what Flux would do) is an
+//! error at its place, and nothing is applied.
+
+mod build;
+mod data;
+mod model;
+mod order;
+mod release;
+mod source;
+
+pub use build::{Kustomizations, substitute};
+pub use data::TreeData;
+pub use model::{CopyRule, Kustomization, MAX_DEPTH};
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use crate::spec::{Location, SourceFile, SpecError};
+#[cfg(test)]
+use build::finish;
+use data::variables;
+use model::*;
+use order::order;
+use release::{Known, chart_releases};
+use source::from_source;
+#[cfg(test)]
+use source::{glob_match, materialise};
+
+/// What one pass over the tree's YAML found of Flux.
+#[derive(Debug, Default)]
+pub struct Found {
+    pub items: Vec<Kustomization>,
+    pub errors: Vec<SpecError>,
+    /// Objects of Flux's own install left out.
+    pub install_left_out: usize,
+    /// Flux's HelmReleases, as chart releases of the `helm` kind.
+    pub releases: Vec<crate::hydrate::helm::ReleaseAt>,
+}
+
+/// Finds Flux's objects in `files` (YAML, written or rendered), takes them out of what is
+/// applied (their lines blanked, so every other document keeps its place), and returns the
+/// Kustomizations to carry out. `root`: the spec root within the repository, `waves`: the
+/// Kustomizations found in earlier passes (their waves, by `namespace/name`).
+pub fn find(
+    files: &mut [SourceFile],
+    root: Option<&str>,
+    waves: &mut BTreeMap<String, i32>,
+) -> Found {
+    let mut found = Found::default();
+    let mut sources: BTreeMap<String, Value> = BTreeMap::new();
+    let mut items = Vec::new();
+    let mut releases = Vec::new();
+    let mut generators = Vec::new();
+    for f in files.iter_mut() {
+        if f.path.ends_with(".toml") || !mentions_flux(&f.contents) {
+            continue;
+        }
+        let Ok(text) = std::str::from_utf8(&f.contents) else {
+            continue;
+        };
+        let mut lines: Vec<&str> = text.split_inclusive('\n').collect();
+        let mut blank = Vec::new();
+        for (start, end) in documents(&lines) {
+            let doc: String = lines[start..end].concat();
+            let Ok(v) = serde_saphyr::from_str::<Value>(&doc) else {
+                continue; // the spec loader says what is wrong with it
+            };
+            let api = v["apiVersion"].as_str().unwrap_or_default();
+            let kind = v["kind"].as_str().unwrap_or_default();
+            let group = api.split('/').next().unwrap_or_default();
+            let at = |line: usize| Location {
+                file: f.path.clone(),
+                line: start + line + 1,
+                column: 1,
+            };
+            if group == EXTENSIONS_GROUP && kind == "ArtifactGenerator" {
+                blank.push((start, end));
+                generators.push(v.clone());
+            } else if group.ends_with(TOOLKIT) {
+                blank.push((start, end));
+                let ns = v["metadata"]["namespace"].as_str().unwrap_or("default");
+                let name = v["metadata"]["name"].as_str().unwrap_or_default();
+                match (group, kind) {
+                    (KUSTOMIZE_GROUP, "Kustomization") => {
+                        match item(&v, &doc, at(0), ns, name) {
+                            Ok(k) => items.push(k),
+                            Err(e) => found.errors.push(e),
+                        }
+                    }
+                    (SOURCE_GROUP, "GitRepository" | "OCIRepository" | "HelmRepository" | "Bucket") => {
+                        sources.insert(format!("{kind}/{ns}/{name}"), v.clone());
+                    }
+                    (HELM_GROUP, "HelmRelease") => releases.push((at(0), doc.clone(), v.clone())),
+                    _ => found.errors.push(err(
+                        at(0),
+                        format!(
+                            "Flux's {kind} ({api}) is not carried out by driftless yet: driftless reads Flux's Kustomization, HelmRelease and their sources; take it out of the tree"
+                        ),
+                    )),
+                }
+            } else if is_flux_install(&v) {
+                blank.push((start, end));
+                found.install_left_out += 1;
+            }
+        }
+        if blank.is_empty() {
+            continue;
+        }
+        for (start, end) in blank {
+            for l in &mut lines[start..end] {
+                *l = if l.ends_with('\n') { "\n" } else { "" };
+            }
+        }
+        f.contents = lines.concat().into_bytes();
+    }
+    let url_of = |key: &str| {
+        sources
+            .get(key)
+            .and_then(|v| v["spec"]["url"].as_str())
+            .map(normalise_url)
+    };
+    let own = url_of("GitRepository/flux-system/flux-system");
+    let git: BTreeMap<String, Option<String>> = sources
+        .keys()
+        .filter(|k| k.starts_with("GitRepository/"))
+        .map(|k| (k.clone(), url_of(k)))
+        .collect();
+    items.retain_mut(
+        |k| match from_source(k, &generators, &git, own.as_deref(), root) {
+            Ok(true) => true,
+            Ok(false) => {
+                // The tree being read: its objects are those already read.
+                waves.insert(format!("kustomization/{}/{}", k.namespace, k.name), 0);
+                false
+            }
+            Err(e) => {
+                found.errors.push(e);
+                false
+            }
+        },
+    );
+    order(&mut items, waves, &mut found.errors);
+    let mut data = TreeData::new(files);
+    items.retain_mut(|k| match variables(k, &mut data) {
+        Ok(()) => true,
+        Err(e) => {
+            found.errors.push(e);
+            false
+        }
+    });
+    found.items = items;
+    let known = Known {
+        sources: &sources,
+        git: &git,
+        own: own.as_deref(),
+        root,
+    };
+    found.releases = chart_releases(releases, &known, waves, &mut data, &mut found.errors);
+    found
+}
+
+fn mentions_flux(bytes: &[u8]) -> bool {
+    let has = |needle: &[u8]| bytes.windows(needle.len()).any(|w| w == needle);
+    has(b"fluxcd.io") || has(b"part-of: flux")
+}
+
+/// Flux's own install, as `flux bootstrap` writes it (`gotk-components.yaml`).
+fn is_flux_install(v: &Value) -> bool {
+    let labels = &v["metadata"]["labels"];
+    labels["app.kubernetes.io/part-of"] == "flux"
+        && labels["app.kubernetes.io/instance"] == "flux-system"
+}
+
+/// A Kustomization read and checked: every field that changes what Flux does is carried
+/// out or refused here.
+fn item(
+    v: &Value,
+    doc: &str,
+    at: Location,
+    ns: &str,
+    name: &str,
+) -> Result<Kustomization, SpecError> {
+    let field_at = |key: &str| Location {
+        line: at.line + line_of(doc, key),
+        ..at.clone()
+    };
+    let spec = v["spec"].as_object().cloned().unwrap_or_default();
+    if name.is_empty() {
+        return Err(err(at, "a Flux Kustomization without metadata.name".into()));
+    }
+    for key in spec.keys() {
+        if !CARRIED.contains(&key.as_str()) {
+            return Err(err(
+                field_at(key),
+                format!(
+                    "Kustomization {ns}/{name}: `spec.{key}` is not carried out by driftless yet; nothing is applied"
+                ),
+            ));
+        }
+    }
+    if spec.get("suspend").and_then(Value::as_bool) == Some(true) {
+        return Err(err(
+            field_at("suspend"),
+            format!(
+                "Kustomization {ns}/{name}: `suspend: true` is not carried out by driftless yet (use driftless suspend); nothing is applied"
+            ),
+        ));
+    }
+    if let Some(pb) = spec.get("postBuild").and_then(Value::as_object)
+        && let Some(key) = pb
+            .keys()
+            .find(|k| *k != "substitute" && *k != "substituteFrom")
+    {
+        return Err(err(
+            field_at(key),
+            format!(
+                "Kustomization {ns}/{name}: `spec.postBuild.{key}` is not carried out by driftless yet"
+            ),
+        ));
+    }
+    let raw = spec.get("path").and_then(Value::as_str).unwrap_or("");
+    let path = clean_path(raw).ok_or_else(|| {
+        err(
+            field_at("path"),
+            format!("Kustomization {ns}/{name}: path {raw:?} leads out of the repository"),
+        )
+    })?;
+    Ok(Kustomization {
+        at,
+        namespace: ns.to_string(),
+        name: name.to_string(),
+        path,
+        spec: Value::Object(spec),
+        wave: 0,
+        artifact: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn file(path: &str, text: &str) -> SourceFile {
+        SourceFile {
+            path: path.into(),
+            contents: text.as_bytes().to_vec(),
+        }
+    }
+
+    const SYNC: &str = "---\napiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata:\n  name: flux-system\n  namespace: flux-system\nspec:\n  url: ssh://git@github.com/acme/fleet\n---\napiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: flux-system\n  namespace: flux-system\nspec:\n  path: ./clusters/staging\n  prune: true\n  sourceRef:\n    kind: GitRepository\n    name: flux-system\n";
+
+    fn kustomization(name: &str, path: &str, extra: &str) -> String {
+        format!(
+            "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: {name}\n  namespace: flux-system\nspec:\n  path: {path}\n  prune: true\n  sourceRef:\n    kind: GitRepository\n    name: flux-system\n{extra}"
+        )
+    }
+
+    #[test]
+    fn kustomizations_are_found_ordered_and_taken_out_of_what_is_applied() {
+        let apps = format!(
+            "{}---\n{}",
+            kustomization(
+                "apps",
+                "./apps/staging",
+                "  dependsOn:\n    - name: infra\n"
+            ),
+            kustomization("infra", "./infrastructure", "")
+        );
+        let mut files = vec![
+            file("flux-system/gotk-sync.yaml", SYNC),
+            file("apps.yaml", &apps),
+            file(
+                "cm.yaml",
+                "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n",
+            ),
+        ];
+        let mut waves = BTreeMap::new();
+        let found = find(&mut files, Some("clusters/staging"), &mut waves);
+        assert!(found.errors.is_empty(), "{:?}", found.errors);
+        let got: Vec<(&str, &str, i32, usize)> = found
+            .items
+            .iter()
+            .map(|k| (k.name.as_str(), k.path.as_str(), k.wave, k.at.line))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("apps", "apps/staging", 1, 1),
+                ("infra", "infrastructure", 0, 15)
+            ]
+        );
+        // Blanked line for line: the ConfigMap file is untouched, the others hold nothing.
+        let text = |i: usize| String::from_utf8(files[i].contents.clone()).unwrap();
+        assert_eq!(text(1).lines().count(), apps.lines().count());
+        assert!(
+            text(1).trim_matches(|c| c == '\n' || c == '-').is_empty(),
+            "{}",
+            text(1)
+        );
+        assert!(text(0).trim_matches(|c| c == '\n' || c == '-').is_empty());
+        assert!(text(2).contains("ConfigMap"));
+        assert_eq!(
+            waves.get("kustomization/flux-system/flux-system"),
+            Some(&0),
+            "the tree itself"
+        );
+    }
+
+    #[test]
+    fn what_is_not_carried_out_is_an_error_at_its_place() {
+        let cases = [
+            (
+                kustomization("a", "./a", "  kubeConfig:\n    secretRef: {name: x}\n"),
+                "a.yaml:12:1: Kustomization flux-system/a: `spec.kubeConfig` is not carried out",
+            ),
+            (
+                kustomization("a", "./a", "  suspend: true\n"),
+                "a.yaml:12:1: Kustomization flux-system/a: `suspend: true`",
+            ),
+            (
+                kustomization("a", "../../etc", ""),
+                "a.yaml:7:1: Kustomization flux-system/a: path \"../../etc\" leads out",
+            ),
+            (
+                kustomization("a", "./a", "  dependsOn:\n    - name: nobody\n"),
+                "a.yaml:1:1: Kustomization flux-system/a: depends on Kustomization flux-system/nobody, which the tree does not hold",
+            ),
+            (
+                kustomization("a", "./a", "  dependsOn:\n    - name: a\n"),
+                "a.yaml:1:1: Kustomization flux-system/a: is in a dependsOn cycle (flux-system/a)",
+            ),
+            (
+                kustomization("a", "./a", "").replace("name: flux-system\n", "name: tenant\n"),
+                "a.yaml:1:1: Kustomization flux-system/a: its source GitRepository flux-system/tenant is not the repository being read",
+            ),
+            (
+                "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: r}\nspec:\n  postRenderers: []\n"
+                    .to_string(),
+                "a.yaml:5:1: HelmRelease default/r: `spec.postRenderers` is not carried out by driftless yet",
+            ),
+            (
+                "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: r}\nspec:\n  test:\n    enable: true\n"
+                    .to_string(),
+                "a.yaml:5:1: HelmRelease default/r: `test.enable: true` is not carried out",
+            ),
+            (
+                "apiVersion: notification.toolkit.fluxcd.io/v1\nkind: Alert\nmetadata: {name: r}\n"
+                    .to_string(),
+                "a.yaml:1:1: Flux's Alert (notification.toolkit.fluxcd.io/v1) is not carried out by driftless yet",
+            ),
+            (
+                "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: r}\nspec:\n  chart:\n    spec:\n      chart: x\n      sourceRef: {kind: HelmRepository, name: nowhere}\n"
+                    .to_string(),
+                "a.yaml:8:1: HelmRelease default/r: its HelmRepository default/nowhere is not in the tree",
+            ),
+            (
+                kustomization("a", "./", ""),
+                "a.yaml:1:1: Kustomization flux-system/a: path \".\" holds the tree being read",
+            ),
+        ];
+        for (text, want) in cases {
+            let mut files = vec![file("a.yaml", &text)];
+            let found = find(&mut files, Some("clusters/x"), &mut BTreeMap::new());
+            let said: Vec<String> = found.errors.iter().map(ToString::to_string).collect();
+            assert!(
+                said.len() == 1 && said[0].starts_with(want),
+                "{said:?}\nwanted {want}"
+            );
+            assert!(found.items.is_empty());
+        }
+    }
+
+    #[test]
+    fn helm_releases_become_chart_releases_as_flux_names_them() {
+        let text = "apiVersion: source.toolkit.fluxcd.io/v1\nkind: HelmRepository\nmetadata: {name: podinfo, namespace: flux-system}\nspec:\n  url: https://charts.example/podinfo/\n  secretRef: {name: charts}\n---\napiVersion: source.toolkit.fluxcd.io/v1\nkind: HelmRepository\nmetadata: {name: oci, namespace: flux-system}\nspec: {type: oci, url: oci://registry.example/charts}\n---\napiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: podinfo\n  namespace: web\n  annotations: {driftless.dev/wave: \"1\", driftless.dev/prune: disabled}\nspec:\n  targetNamespace: shop\n  chart:\n    spec:\n      chart: podinfo\n      version: '6.x'\n      sourceRef: {kind: HelmRepository, name: podinfo, namespace: flux-system}\n  install: {crds: Skip}\n  values: {replicaCount: 2}\n---\napiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: cache, namespace: web}\nspec:\n  releaseName: redis\n  dependsOn: [{name: podinfo}]\n  chart:\n    spec:\n      chart: redis\n      sourceRef: {kind: HelmRepository, name: oci, namespace: flux-system}\n---\napiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: local, namespace: web}\nspec:\n  chart:\n    spec:\n      chart: ./charts/local\n      sourceRef: {kind: GitRepository, name: flux-system, namespace: flux-system}\n";
+        let mut files = vec![file("apps.yaml", text)];
+        let found = find(&mut files, Some("clusters/staging"), &mut BTreeMap::new());
+        assert!(found.errors.is_empty(), "{:?}", found.errors);
+        let r: Vec<&crate::spec::helm::HelmRelease> =
+            found.releases.iter().map(|r| &r.release).collect();
+        assert_eq!(r.len(), 3);
+        assert_eq!(
+            (
+                r[0].release_name.as_str(),
+                r[0].namespace.as_str(),
+                r[0].chart.as_str(),
+                r[0].repository.as_deref(),
+                r[0].version.as_deref()
+            ),
+            (
+                "shop-podinfo",
+                "shop",
+                "podinfo",
+                Some("https://charts.example/podinfo"),
+                Some("6.x")
+            )
+        );
+        assert_eq!(r[0].username_file.as_deref(), Some("charts/username"));
+        assert!(!r[0].include_crds);
+        assert_eq!(r[0].values, json!({"replicaCount": 2}));
+        assert_eq!(
+            r[0].annotations
+                .get("driftless.dev/wave")
+                .map(String::as_str),
+            Some("1")
+        );
+        assert_eq!(
+            r[0].annotations
+                .get("driftless.dev/prune")
+                .map(String::as_str),
+            Some("disabled")
+        );
+        assert_eq!(
+            (
+                r[1].release_name.as_str(),
+                r[1].namespace.as_str(),
+                r[1].chart.as_str(),
+                r[1].version.as_deref()
+            ),
+            (
+                "redis",
+                "web",
+                "oci://registry.example/charts/redis",
+                Some("*")
+            )
+        );
+        assert_eq!(
+            r[1].annotations
+                .get("driftless.dev/wave")
+                .map(String::as_str),
+            Some("2"),
+            "after podinfo"
+        );
+        assert_eq!(r[2].chart, "../../charts/local");
+        assert_eq!(found.releases[0].file, "apps.yaml#flux-helm.web.podinfo");
+    }
+
+    #[test]
+    fn variables_and_values_come_from_the_tree_s_config_maps_and_secrets() {
+        let vars = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cluster-vars, namespace: flux-system}\ndata: {region: eu, env: prod}\n---\napiVersion: v1\nkind: Secret\nmetadata: {name: creds, namespace: flux-system}\ndata: {token: czNjcmV0}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: podinfo-values, namespace: web}\ndata:\n  values.yaml: |\n    ui: {message: from-map, color: blue}\n    replicaCount: 3\n  color: red\n";
+        let k = kustomization(
+            "a",
+            "./a",
+            "  postBuild:\n    substitute: {env: staging}\n    substituteFrom:\n      - {kind: ConfigMap, name: cluster-vars}\n      - {kind: Secret, name: creds}\n      - {kind: ConfigMap, name: absent, optional: true}\n",
+        );
+        let release = "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: podinfo, namespace: web}\nspec:\n  chart:\n    spec:\n      chart: ./charts/podinfo\n      sourceRef: {kind: GitRepository, name: flux-system, namespace: flux-system}\n  valuesFrom:\n    - {kind: ConfigMap, name: podinfo-values}\n    - {kind: ConfigMap, name: podinfo-values, valuesKey: color, targetPath: ui.color}\n  values: {replicaCount: 1}\n";
+        let mut files = vec![
+            file("vars.yaml", vars),
+            file("a.yaml", &k),
+            file("r.yaml", release),
+        ];
+        let found = find(&mut files, Some("clusters/x"), &mut BTreeMap::new());
+        assert!(found.errors.is_empty(), "{:?}", found.errors);
+        assert_eq!(
+            found.items[0].spec["postBuild"]["substitute"],
+            json!({"env": "staging", "region": "eu", "token": "s3cret"}),
+            "substitute wins over substituteFrom"
+        );
+        assert_eq!(
+            found.releases[0].release.values,
+            json!({"ui": {"message": "from-map", "color": "red"}, "replicaCount": 1})
+        );
+
+        let missing = kustomization(
+            "b",
+            "./b",
+            "  postBuild:\n    substituteFrom:\n      - {kind: ConfigMap, name: nowhere}\n",
+        );
+        let mut files = vec![file("b.yaml", &missing)];
+        let found = find(&mut files, Some("clusters/x"), &mut BTreeMap::new());
+        assert_eq!(
+            found.errors[0].to_string(),
+            "b.yaml:1:1: Kustomization flux-system/b: substituteFrom: ConfigMap flux-system/nowhere is not in the tree"
+        );
+    }
+
+    #[test]
+    fn an_artifact_generator_s_artifact_is_made_of_this_repository() {
+        // As flux2-kustomize-helm-example has it: apps/base and apps/staging copied into
+        // one artifact, beside each other, and a Kustomization reading it.
+        let generator = "apiVersion: source.extensions.fluxcd.io/v1beta1\nkind: ArtifactGenerator\nmetadata: {name: flux-system, namespace: flux-system}\nspec:\n  sources:\n    - {alias: monorepo, kind: GitRepository, name: flux-system}\n  artifacts:\n    - name: apps\n      copy:\n        - {from: \"@monorepo/apps/base/**\", to: \"@artifact/base/\"}\n        - {from: \"@monorepo/apps/staging/**\", to: \"@artifact/staging/\"}\n        - {from: \"@monorepo/extra/*.yaml\", to: \"@artifact/staging/extra/\"}\n        - {from: \"@monorepo/README\", to: \"@artifact/docs/README.md\"}\n";
+        let apps = "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: apps, namespace: flux-system}\nspec:\n  sourceRef: {kind: ExternalArtifact, name: apps}\n  path: ./staging\n  prune: true\n";
+        let mut files = vec![file("artifacts.yaml", generator), file("apps.yaml", apps)];
+        let found = find(&mut files, Some("clusters/staging"), &mut BTreeMap::new());
+        assert!(found.errors.is_empty(), "{:?}", found.errors);
+        let k = &found.items[0];
+        assert_eq!(k.path, "staging");
+        let rules = k.artifact.clone().unwrap();
+        let rule = |from: &str, to: &str| CopyRule {
+            from: from.into(),
+            to: to.into(),
+        };
+        assert_eq!(
+            rules,
+            [
+                rule("apps/base/**", "base/"),
+                rule("apps/staging/**", "staging/"),
+                rule("extra/*.yaml", "staging/extra/"),
+                rule("README", "docs/README.md"),
+            ]
+        );
+        assert!(
+            files[0].contents.iter().all(|b| *b == b'\n'),
+            "read, not applied"
+        );
+
+        let repo = tempfile::tempdir().unwrap();
+        for p in [
+            "apps/base/podinfo/release.yaml",
+            "apps/staging/kustomization.yaml",
+            "extra/a.yaml",
+            "extra/b.txt",
+            "README",
+            "other/x.yaml",
+        ] {
+            let f = repo.path().join(p);
+            std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+            std::fs::write(f, p).unwrap();
+        }
+        let into = tempfile::tempdir().unwrap();
+        let repo_dir = repo.path().canonicalize().unwrap();
+        materialise(&repo_dir, &rules, into.path()).unwrap();
+        let mut made: Vec<String> = Vec::new();
+        let mut pending = vec![into.path().to_path_buf()];
+        while let Some(d) = pending.pop() {
+            for e in std::fs::read_dir(d).unwrap().flatten() {
+                match e.path().is_dir() {
+                    true => pending.push(e.path()),
+                    false => made.push(
+                        e.path()
+                            .strip_prefix(into.path())
+                            .unwrap()
+                            .to_string_lossy()
+                            .into_owned(),
+                    ),
+                }
+            }
+        }
+        made.sort();
+        assert_eq!(
+            made,
+            [
+                "base/podinfo/release.yaml",
+                "docs/README.md",
+                "staging/extra/a.yaml",
+                "staging/kustomization.yaml"
+            ]
+        );
+
+        // Another source's files are refused.
+        let foreign = generator.replace(
+            "name: flux-system}\n  artifacts",
+            "name: tenant}\n  artifacts",
+        );
+        let mut files = vec![file("artifacts.yaml", &foreign), file("apps.yaml", apps)];
+        let found = find(&mut files, Some("clusters/staging"), &mut BTreeMap::new());
+        let said = found.errors[0].to_string();
+        assert!(
+            said.contains(
+                "copies from source \"monorepo\", which is not the repository being read"
+            ),
+            "{said}"
+        );
+        assert!(glob_match("*.yaml", "a.yaml") && !glob_match("*.yaml", "a.yml"));
+        assert!(glob_match("a*b*c", "axxbyyc") && !glob_match("a*b*c", "ac"));
+    }
+
+    #[test]
+    fn flux_s_own_install_is_left_out() {
+        let install = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: flux-system\n  labels:\n    app.kubernetes.io/instance: flux-system\n    app.kubernetes.io/part-of: flux\n";
+        let mut files = vec![file("gotk-components.yaml", install)];
+        let found = find(&mut files, Some(""), &mut BTreeMap::new());
+        assert_eq!(found.install_left_out, 1);
+        assert!(files[0].contents.iter().all(|b| *b == b'\n'));
+    }
+
+    #[test]
+    fn flux_s_marks_and_the_kustomization_s_become_driftless_s() {
+        let mut k = item(
+            &serde_saphyr::from_str::<Value>(&kustomization("a", "./a", "  force: true\n  commonMetadata:\n    labels: {team: x}\n  postBuild:\n    substitute: {v: one}\n")).unwrap(),
+            "",
+            Location::default(),
+            "flux-system",
+            "a",
+        )
+        .unwrap();
+        k.wave = 2;
+        k.spec["prune"] = json!(false);
+        let built = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  annotations:\n    kustomize.toolkit.fluxcd.io/ssa: IfNotPresent\ndata:\n  k: \"${v}\"\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: d\n  annotations:\n    kustomize.toolkit.fluxcd.io/reconcile: disabled\n    kustomize.toolkit.fluxcd.io/substitute: disabled\ndata:\n  k: \"${v}\"\n";
+        let out = finish(built.as_bytes(), &k).unwrap();
+        let docs: Vec<Value> =
+            serde_saphyr::from_multiple(std::str::from_utf8(&out).unwrap()).unwrap();
+        let a = |i: usize, key: &str| docs[i]["metadata"]["annotations"][key].clone();
+        assert_eq!(docs[0]["data"]["k"], "one");
+        assert_eq!(docs[1]["data"]["k"], "${v}", "substitution disabled");
+        assert_eq!(
+            docs[0]["metadata"]["labels"],
+            json!({"team": "x", NAME_LABEL: "a", NAMESPACE_LABEL: "flux-system"})
+        );
+        assert_eq!(a(0, "driftless.dev/wave"), "2");
+        assert_eq!(a(0, "driftless.dev/prune"), "disabled");
+        assert_eq!(a(0, "driftless.dev/replace"), "on-immutable");
+        assert_eq!(a(0, "driftless.dev/apply"), "create-only");
+        assert_eq!(a(1, "driftless.dev/apply"), "create-only");
+        assert_eq!(a(1, "driftless.dev/substitute"), "disabled");
+    }
+
+    #[test]
+    fn substitution_is_flux_s() {
+        let vars: BTreeMap<String, String> = [
+            ("cluster".to_string(), "staging".to_string()),
+            ("empty".to_string(), String::new()),
+        ]
+        .into();
+        assert_eq!(
+            substitute(
+                "a: ${cluster}-$cluster ${missing} ${missing:=x} ${empty:-d} $$HOME ${not valid} $1",
+                &vars
+            ),
+            "a: staging-staging  x d $HOME ${not valid} $1"
+        );
+    }
+
+    #[test]
+    fn urls_and_paths_normalise() {
+        assert_eq!(
+            normalise_url("https://GitHub.com/Acme/Fleet.git/"),
+            "github.com/acme/fleet"
+        );
+        assert_eq!(
+            normalise_url("ssh://git@github.com/acme/fleet"),
+            "github.com/acme/fleet"
+        );
+        assert_eq!(
+            normalise_url("git@github.com:acme/fleet.git"),
+            "github.com/acme/fleet"
+        );
+        assert_eq!(clean_path("./apps/./staging/"), Some("apps/staging".into()));
+        assert_eq!(clean_path("apps/../infra"), Some("infra".into()));
+        assert_eq!(clean_path("../x"), None);
+    }
+}

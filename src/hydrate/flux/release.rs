@@ -1,0 +1,350 @@
+//! Flux's HelmRelease as a chart release of the `helm` kind: its chart from its source,
+//! its name, namespace and values as Flux has them.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::data::{TreeData, values_from};
+use super::model::*;
+use super::order::{Node, depends_on, waves_of};
+use crate::spec::{Location, SpecError};
+
+/// HelmRelease `spec` fields carried out, or accepted (driftless renders and applies a
+/// release itself: there is no Helm storage, history or remediation to configure).
+pub(super) const RELEASE_CARRIED: &[&str] = &[
+    "chart",
+    "chartRef",
+    "releaseName",
+    "targetNamespace",
+    "values",
+    "install",
+    "upgrade",
+    "valuesFrom",
+    "dependsOn",
+    "suspend",
+    "interval",
+    "timeout",
+    "maxHistory",
+    "storageNamespace",
+    "driftDetection",
+    "rollback",
+    "uninstall",
+    "test",
+];
+
+/// Each HelmRelease as a chart release of the `helm` kind: its chart from its source (a
+/// HelmRepository over HTTP or OCI, an OCIRepository, or this repository), its values,
+/// release name and namespace as Flux names them, and its waves.
+/// What a HelmRelease's chart is found by: the tree's sources, its GitRepositories' URLs,
+/// this repository's, and the spec root within it.
+pub(super) struct Known<'a> {
+    pub(super) sources: &'a BTreeMap<String, Value>,
+    pub(super) git: &'a BTreeMap<String, Option<String>>,
+    pub(super) own: Option<&'a str>,
+    pub(super) root: Option<&'a str>,
+}
+
+pub(super) fn chart_releases(
+    found: Vec<(Location, String, Value)>,
+    known: &Known<'_>,
+    waves: &mut BTreeMap<String, i32>,
+    data: &mut TreeData<'_>,
+    errors: &mut Vec<SpecError>,
+) -> Vec<crate::hydrate::helm::ReleaseAt> {
+    let mut out = Vec::new();
+    let mut nodes = Vec::new();
+    for (at, doc, v) in found {
+        let converted = chart_release(&at, &doc, &v, known).and_then(|mut r| {
+            values_from(&at, &v, &mut r.release, data)?;
+            Ok(r)
+        });
+        match converted {
+            Ok(r) => {
+                let deps = depends_on(&v["spec"]["dependsOn"], &r.namespace_of_object);
+                nodes.push(Node {
+                    key: format!("helmrelease/{}/{}", r.namespace_of_object, r.release.name),
+                    deps: deps
+                        .into_iter()
+                        .map(|d| format!("helmrelease/{d}"))
+                        .collect(),
+                    at: at.clone(),
+                    base: r.wave,
+                });
+                out.push(crate::hydrate::helm::ReleaseAt {
+                    file: format!(
+                        "{}#flux-helm.{}.{}",
+                        at.file, r.namespace_of_object, r.release.name
+                    ),
+                    release: r.release,
+                });
+            }
+            Err(e) => errors.push(e),
+        }
+    }
+    let ws = waves_of(&nodes, waves, errors);
+    let mut kept = Vec::new();
+    for (mut r, w) in out.into_iter().zip(ws) {
+        if let Some(w) = w {
+            if w > 0 {
+                r.release
+                    .annotations
+                    .insert(crate::spec::order::WAVE.to_string(), w.to_string());
+            }
+            kept.push(r);
+        }
+    }
+    kept
+}
+
+pub(super) struct Converted {
+    release: crate::spec::helm::HelmRelease,
+    /// The HelmRelease object's own namespace (what `dependsOn` names).
+    namespace_of_object: String,
+    wave: i32,
+}
+
+pub(super) fn chart_release(
+    at: &Location,
+    doc: &str,
+    v: &Value,
+    known: &Known<'_>,
+) -> Result<Converted, SpecError> {
+    let Known {
+        sources,
+        git,
+        own,
+        root,
+    } = *known;
+    let ns = v["metadata"]["namespace"].as_str().unwrap_or("default");
+    let name = v["metadata"]["name"].as_str().unwrap_or_default();
+    let field_at = |key: &str| Location {
+        line: at.line + line_of(doc, key),
+        ..at.clone()
+    };
+    let refuse = |key: &str, what: String| {
+        Err(err(
+            field_at(key),
+            format!("HelmRelease {ns}/{name}: {what}; nothing is applied"),
+        ))
+    };
+    let spec = v["spec"].as_object().cloned().unwrap_or_default();
+    for key in spec.keys() {
+        if !RELEASE_CARRIED.contains(&key.as_str()) {
+            return refuse(
+                key,
+                format!("`spec.{key}` is not carried out by driftless yet"),
+            );
+        }
+    }
+    if v["spec"]["test"]["enable"].as_bool() == Some(true) {
+        return refuse(
+            "test",
+            "`test.enable: true` is not carried out: driftless does not run a chart's tests (its health checks judge the release)".into(),
+        );
+    }
+    if spec.get("suspend").and_then(Value::as_bool) == Some(true) {
+        return refuse(
+            "suspend",
+            "`suspend: true` is not carried out by driftless yet (use driftless suspend)".into(),
+        );
+    }
+    for phase in ["install", "upgrade"] {
+        for key in spec
+            .get(phase)
+            .and_then(Value::as_object)
+            .into_iter()
+            .flatten()
+            .map(|(k, _)| k)
+        {
+            if ![
+                "crds",
+                "remediation",
+                "strategy",
+                "timeout",
+                "createNamespace",
+                "cleanupOnFail",
+                "disableWait",
+                "disableWaitForJobs",
+            ]
+            .contains(&key.as_str())
+            {
+                return refuse(
+                    key,
+                    format!("`spec.{phase}.{key}` is not carried out by driftless yet"),
+                );
+            }
+        }
+    }
+    let target = spec.get("targetNamespace").and_then(Value::as_str);
+    let namespace = target.unwrap_or(ns).to_string();
+    let release_name = match (spec.get("releaseName").and_then(Value::as_str), target) {
+        (Some(r), _) => r.to_string(),
+        (None, Some(t)) => format!("{t}-{name}"),
+        (None, None) => name.to_string(),
+    };
+    let mut release = crate::spec::helm::HelmRelease {
+        name: name.to_string(),
+        namespace,
+        at: at.clone(),
+        chart: String::new(),
+        repository: None,
+        version: None,
+        plain_http: false,
+        username_file: None,
+        password_file: None,
+        ca_file: None,
+        insecure_skip_tls_verify: false,
+        release_name,
+        values_files: Vec::new(),
+        values: spec.get("values").cloned().unwrap_or(Value::Null),
+        include_crds: v["spec"]["install"]["crds"].as_str() != Some("Skip"),
+        skip_tests: true,
+        kube_version: None,
+        api_versions: Vec::new(),
+        annotations: BTreeMap::new(),
+    };
+    // The marks the Kustomization that rendered it put on it (its wave, prune, force)
+    // hold for every object of the release.
+    let mut wave = 0;
+    for (k, value) in v["metadata"]["annotations"]
+        .as_object()
+        .into_iter()
+        .flatten()
+    {
+        if let (true, Some(value)) = (k.starts_with("driftless.dev/"), value.as_str()) {
+            if k == crate::spec::order::WAVE {
+                wave = value.trim().parse().unwrap_or(0);
+            } else {
+                release.annotations.insert(k.clone(), value.to_string());
+            }
+        }
+    }
+    let creds = |release: &mut crate::spec::helm::HelmRelease, source: &Value| {
+        if let Some(secret) = source["spec"]["secretRef"]["name"].as_str() {
+            release.username_file = Some(format!("{secret}/username"));
+            release.password_file = Some(format!("{secret}/password"));
+        }
+        if let Some(secret) = source["spec"]["certSecretRef"]["name"].as_str() {
+            release.ca_file = Some(format!("{secret}/ca.crt"));
+        }
+        release.plain_http = source["spec"]["insecure"].as_bool() == Some(true);
+    };
+    if let Some(chart_ref) = spec.get("chartRef") {
+        let kind = chart_ref["kind"].as_str().unwrap_or_default();
+        let rname = chart_ref["name"].as_str().unwrap_or_default();
+        let rns = chart_ref["namespace"].as_str().unwrap_or(ns);
+        let Some(source) = sources
+            .get(&format!("{kind}/{rns}/{rname}"))
+            .filter(|_| kind == "OCIRepository")
+        else {
+            return refuse(
+                "chartRef",
+                format!("its chartRef {kind} {rns}/{rname} is not an OCIRepository the tree holds"),
+            );
+        };
+        release.chart = source["spec"]["url"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let reference = &source["spec"]["ref"];
+        release.version = Some(
+            reference["tag"]
+                .as_str()
+                .or_else(|| reference["semver"].as_str())
+                .unwrap_or("*")
+                .to_string(),
+        );
+        if reference["digest"].is_string() {
+            return refuse(
+                "chartRef",
+                format!("OCIRepository {rns}/{rname}: a `ref.digest` is not carried out yet"),
+            );
+        }
+        creds(&mut release, source);
+        return Ok(Converted {
+            release,
+            namespace_of_object: ns.to_string(),
+            wave,
+        });
+    }
+    let chart = &spec.get("chart").cloned().unwrap_or_default()["spec"];
+    let chart_name = chart["chart"].as_str().unwrap_or_default();
+    if chart_name.is_empty() {
+        return refuse(
+            "chart",
+            "names no chart (`spec.chart.spec.chart` or `spec.chartRef`)".into(),
+        );
+    }
+    if chart.get("valuesFiles").is_some() || chart.get("valuesFile").is_some() {
+        return refuse(
+            "valuesFiles",
+            "`spec.chart.spec.valuesFiles` is not carried out by driftless yet".into(),
+        );
+    }
+    let kind = chart["sourceRef"]["kind"]
+        .as_str()
+        .unwrap_or("HelmRepository");
+    let sname = chart["sourceRef"]["name"].as_str().unwrap_or_default();
+    let sns = chart["sourceRef"]["namespace"].as_str().unwrap_or(ns);
+    let version = chart["version"].as_str().unwrap_or("*").to_string();
+    match kind {
+        "HelmRepository" => {
+            let Some(source) = sources.get(&format!("HelmRepository/{sns}/{sname}")) else {
+                return refuse(
+                    "sourceRef",
+                    format!("its HelmRepository {sns}/{sname} is not in the tree"),
+                );
+            };
+            let url = source["spec"]["url"]
+                .as_str()
+                .unwrap_or_default()
+                .trim_end_matches('/');
+            if source["spec"]["type"].as_str() == Some("oci") || url.starts_with("oci://") {
+                release.chart = format!("{url}/{chart_name}");
+            } else {
+                release.chart = chart_name.to_string();
+                release.repository = Some(url.to_string());
+            }
+            release.version = Some(version);
+            creds(&mut release, source);
+        }
+        "GitRepository" => {
+            let this_repo = is_this_repository(sns, sname, git, own);
+            if !this_repo {
+                return refuse(
+                    "sourceRef",
+                    format!("its GitRepository {sns}/{sname} is not the repository being read"),
+                );
+            }
+            let path = clean_path(chart_name).ok_or_else(|| {
+                err(
+                    field_at("chart"),
+                    format!(
+                        "HelmRelease {ns}/{name}: chart {chart_name:?} leads out of the repository"
+                    ),
+                )
+            })?;
+            // The chart's path from the spec root, which the `helm` kind reads from.
+            let up = root.map_or(0, |r| {
+                if r.is_empty() {
+                    0
+                } else {
+                    r.split('/').count()
+                }
+            });
+            release.chart = format!("{}{path}", "../".repeat(up));
+        }
+        other => {
+            return refuse(
+                "sourceRef",
+                format!("a chart from a {other} is not carried out by driftless yet"),
+            );
+        }
+    }
+    Ok(Converted {
+        release,
+        namespace_of_object: ns.to_string(),
+        wave,
+    })
+}
