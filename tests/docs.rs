@@ -537,6 +537,7 @@ fn every_spec_example_of_the_book_validates() {
                         "[[health]]",
                         "[kustomize]",
                         "[jsonnet]",
+                        "[repository]",
                     ]
                     .contains(&l.trim())
                 });

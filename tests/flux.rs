@@ -16,13 +16,10 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::Api;
 
-use support::{assert_exit, git, printed, show};
-
-fn write(root: &Path, path: &str, text: &str) {
-    let file = root.join(path);
-    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
-    std::fs::write(file, text).unwrap();
-}
+use support::{
+    assert_exit, driftless_helm4 as offline, driftless_helm4_on_cluster as on_cluster, git,
+    printed, show, write_file as write,
+};
 
 /// What `flux bootstrap` commits (its install cut down to two objects: the real one is
 /// the same kind of object, 6,000 lines of them), and the repository's own layout.
@@ -107,22 +104,6 @@ fn repository(root: &Path, ns: &str, tag: &str, charts: &str) {
         "apps/staging/podinfo-values.yaml",
         "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: podinfo\nspec:\n  values:\n    ui:\n      message: staging\n",
     );
-}
-
-/// The testbed's helm 4, for the HelmRelease.
-fn helm() -> String {
-    std::env::var("DRIFTLESS_TEST_HELM4")
-        .expect("DRIFTLESS_TEST_HELM4 names the testbed's helm 4 (source its env file)")
-}
-
-fn on_cluster(ns: &str, args: &[&str]) -> std::process::Output {
-    let helm = helm();
-    support::driftless_on_cluster(ns, &[args, &["--helm", &helm]].concat())
-}
-
-fn offline(args: &[&str]) -> std::process::Output {
-    let helm = helm();
-    support::driftless(&[args, &["--helm", &helm]].concat())
 }
 
 #[tokio::test]

@@ -16,6 +16,7 @@
 mod support;
 
 mod api;
+mod argo;
 mod argo_hooks;
 mod daemon;
 mod diff_output;

@@ -90,7 +90,7 @@ set edit:completion:arg-completer[driftless] = {|@words|
             cand --layer-media-type 'The media type of the artifact''s layer that holds the tree (a tar+gzip) [default: application/vnd.cncf.flux.content.v1.tar+gzip, as Flux writes it]'
             cand --verify-key 'Pull an artifact only when a cosign signature of its digest by this key (cosign.pub: ECDSA P-256, PEM) is found beside it (the `sha256-<hex>.sig` tag cosign writes). Keyless signatures are not checked'
             cand --nodes 'Node names for `localservice` specs, instead of asking the cluster. Such nodes carry no labels, so only an empty node-selector matches them'
-            cand --out 'Write the tree to DIR instead, every Kustomize directory and Jsonnet file replaced by its output as plain YAML (the rendered-manifests pattern: CI commits DIR, and driftless applies it with no tool)'
+            cand --out 'Write the tree to DIR instead, every Kustomize directory, Jsonnet file, chart release and Flux or Argo CD app replaced by its output as plain YAML, an app''s in DIR/argo/NAME.yaml or DIR/flux/NS/NAME.yaml (the rendered-manifests pattern: CI commits DIR, and driftless applies it with no tool)'
             cand --kubeconfig 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)'
             cand --context 'The kubeconfig context to use (default: its current-context)'
             cand --kube-api-qps 'Requests per second to the apiserver at most, client-side, as client-go''s rate limit (0: no limit). Answers 429 and 502-504 are retried either way'

@@ -418,14 +418,33 @@ fn waiting_on(live: &Value) -> Option<String> {
         true => format!("its grace period ends at {since}"),
         false => format!("since {since}"),
     };
-    Some(if finalizers.is_empty() {
+    let mut said = if finalizers.is_empty() {
         format!("being deleted, {when}")
     } else {
         format!(
             "being deleted {when}, waiting for finalizers {}",
             finalizers.join(", ")
         )
-    })
+    };
+    // A namespace's or a CRD's own word on what its deletion waits for (content left, a
+    // group the namespace controller cannot discover, instances still being deleted).
+    for c in live["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let kind = c["type"].as_str().unwrap_or_default();
+        if c["status"] == "True"
+            && (kind.starts_with("NamespaceDeletion")
+                || kind.starts_with("NamespaceContent")
+                || kind.starts_with("NamespaceFinalizers")
+                || kind == "Terminating")
+        {
+            let message = c["message"].as_str().unwrap_or_default();
+            said.push_str(&format!("; {kind}: {message}"));
+        }
+    }
+    Some(said)
 }
 
 /// Why `live` must not be deleted on the strength of `entry`, if so.
@@ -452,6 +471,21 @@ pub fn not_ours(entry: &Entry, live: &Value, instance: &str) -> Option<String> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_namespace_being_deleted_says_what_it_waits_for() {
+        let live = json!({
+            "metadata": {"name": "cnpg-system", "deletionTimestamp": "2026-01-01T00:00:00Z"},
+            "status": {"phase": "Terminating", "conditions": [
+                {"type": "NamespaceDeletionDiscoveryFailure", "status": "True", "message": "unable to retrieve the complete list of server APIs: metrics.k8s.io/v1beta1: stale GroupVersion discovery"},
+                {"type": "NamespaceContentRemaining", "status": "False", "message": ""},
+            ]},
+        });
+        assert_eq!(
+            waiting_on(&live).unwrap(),
+            "being deleted, since 2026-01-01T00:00:00Z; NamespaceDeletionDiscoveryFailure: unable to retrieve the complete list of server APIs: metrics.k8s.io/v1beta1: stale GroupVersion discovery"
+        );
+    }
 
     fn key(kind: &str, name: &str) -> ObjKey {
         let group = if kind == "CustomResourceDefinition" {

@@ -212,7 +212,8 @@ pub(crate) fn describe(out: &mut impl std::io::Write, loaded: &Loaded) -> std::i
 /// `render --out DIR`: the tree with every rendered source replaced by its output as
 /// plain YAML, the rest of its spec files as they are; driftless reads it to the same
 /// specs without any tool (the rendered-manifests pattern). A kustomization's output is
-/// `DIR/<its directory>/rendered.yaml`, a Jsonnet file's `DIR/<file>.yaml`.
+/// `DIR/<its directory>/rendered.yaml`, a Jsonnet file's `DIR/<file>.yaml`, an Argo CD
+/// Application's `DIR/argo/NAME.yaml`, a Flux Kustomization's `DIR/flux/NS/NAME.yaml`.
 pub(crate) fn write_out(loaded: &Loaded, dir: &Path) -> anyhow::Result<usize> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let mut written = 0;
@@ -265,6 +266,25 @@ fn without_helm(text: &[u8]) -> Vec<u8> {
 
 /// Where a rendered source's output goes in `render --out`.
 fn out_path(source: &str) -> String {
+    // What an app (Flux's, Argo CD's) renders, a file per app, by the app's name.
+    let app = ["#argo.", "#flux.", "#flux-helm."]
+        .iter()
+        .filter_map(|m| source.rfind(m).map(|i| (i, *m)))
+        .max();
+    if let Some((i, marker)) = app {
+        let rest = &source[i + marker.len()..];
+        return match marker {
+            "#argo." => match rest.split_once('#') {
+                Some((name, index)) => format!("argo/{name}.{index}.yaml"),
+                None => format!("argo/{rest}.yaml"),
+            },
+            flux => {
+                let (ns, name) = rest.split_once('.').unwrap_or(("", rest));
+                let what = if flux == "#flux-helm." { ".helm" } else { "" };
+                format!("flux/{ns}/{name}{what}.yaml")
+            }
+        };
+    }
     let base = source.rsplit('/').next().unwrap_or(source);
     if let Some((file, release)) = source.split_once("#helm.") {
         return format!("{}.helm-{release}.yaml", file.trim_end_matches(".toml"));
@@ -291,9 +311,10 @@ pub struct RenderArgs {
     /// carry no labels, so only an empty node-selector matches them.
     #[arg(long, value_delimiter = ',', value_name = "NODE,...")]
     pub nodes: Option<Vec<String>>,
-    /// Write the tree to DIR instead, every Kustomize directory and Jsonnet file
-    /// replaced by its output as plain YAML (the rendered-manifests pattern: CI commits
-    /// DIR, and driftless applies it with no tool).
+    /// Write the tree to DIR instead, every Kustomize directory, Jsonnet file, chart
+    /// release and Flux or Argo CD app replaced by its output as plain YAML, an app's in
+    /// DIR/argo/NAME.yaml or DIR/flux/NS/NAME.yaml (the rendered-manifests pattern: CI
+    /// commits DIR, and driftless applies it with no tool).
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
 }
@@ -422,6 +443,20 @@ mod tests {
         assert_eq!(out_path("Kustomization"), "rendered.yaml");
         assert_eq!(out_path("ksm/main.jsonnet"), "ksm/main.jsonnet.yaml");
         assert_eq!(out_path("apps.toml#helm.web"), "apps.helm-web.yaml");
+        // Each app of Argo CD's and Flux's, a file of its own.
+        assert_eq!(out_path("root.yaml#argo.root#argo.web"), "argo/web.yaml");
+        assert_eq!(
+            out_path("root.yaml#argo.root#argo.web#1"),
+            "argo/web.1.yaml"
+        );
+        assert_eq!(
+            out_path("apps.yaml#flux.flux-system.apps"),
+            "flux/flux-system/apps.yaml"
+        );
+        assert_eq!(
+            out_path("apps.yaml#flux.flux-system.apps#flux-helm.shop.podinfo"),
+            "flux/shop/podinfo.helm.yaml"
+        );
         assert_eq!(
             out_path("charts/web/Chart.yaml"),
             "charts/web/rendered.yaml"

@@ -344,29 +344,10 @@ pub fn objects(output: &[u8], r: &HelmRelease) -> Result<Vec<serde_json::Value>,
     let text = String::from_utf8_lossy(output);
     let docs: Vec<serde_json::Value> =
         serde_saphyr::from_multiple(&text).map_err(|e| NotYaml(first_line(&e.to_string())))?;
-    let crd_cluster: Vec<(String, String)> = docs
-        .iter()
-        .filter(|d| d["kind"] == "CustomResourceDefinition" && d["spec"]["scope"] == "Cluster")
-        .map(|d| {
-            (
-                d["spec"]["group"].as_str().unwrap_or_default().to_string(),
-                d["spec"]["names"]["kind"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string(),
-            )
-        })
-        .collect();
+    let crd_cluster = super::stage::cluster_scoped_crds(&docs);
     let mut out = Vec::new();
     for mut d in docs.into_iter().filter(|d| d.is_object()) {
-        let group = d["apiVersion"]
-            .as_str()
-            .and_then(|v| v.split_once('/'))
-            .map(|(g, _)| g.to_string())
-            .unwrap_or_default();
-        let kind = d["kind"].as_str().unwrap_or_default().to_string();
-        let cluster_scoped = crate::spec::CLUSTER_SCOPED.contains(&(group.as_str(), kind.as_str()))
-            || crd_cluster.contains(&(group.clone(), kind.clone()));
+        let cluster_scoped = super::stage::is_cluster_scoped(&d, &crd_cluster);
         let Some(meta) = d.get_mut("metadata").and_then(|m| m.as_object_mut()) else {
             out.push(d);
             continue;

@@ -8,6 +8,8 @@
 //! exactly as committed YAML. Renders are cached by what they read (`cache.rs`). Cluster
 //! facts, when a tool needs them, come in as values: this stage never reaches the cluster.
 
+pub mod app_yaml;
+pub mod argo;
 pub mod cache;
 pub mod dependencies;
 pub mod flux;
@@ -38,6 +40,7 @@ pub fn uses_helm(files: &[SourceFile]) -> bool {
             || f.contents
                 .windows(22)
                 .any(|w| w == b"helm.toolkit.fluxcd.io")
+            || is_argo_application(&f.contents)
     })
 }
 
@@ -53,6 +56,13 @@ pub fn needs_checkout(files: &[SourceFile]) -> bool {
         })
 }
 
+/// Whether a file may hold an Argo CD Application (its sources are read from disk, and
+/// may be charts).
+fn is_argo_application(bytes: &[u8]) -> bool {
+    let has = |needle: &[u8]| bytes.windows(needle.len()).any(|w| w == needle);
+    has(b"argoproj.io") && has(b"Application")
+}
+
 /// The stage: its options, tools found, and caches. One per process (CLI) or daemon.
 pub struct Hydrator {
     shared: Shared,
@@ -61,6 +71,7 @@ pub struct Hydrator {
     helm: helm::Releases,
     jsonnet: jsonnet::Evaluations,
     flux: flux::Kustomizations,
+    argo: argo::Directories,
 }
 
 impl Hydrator {
@@ -71,6 +82,7 @@ impl Hydrator {
             helm: helm::Releases::default(),
             jsonnet: jsonnet::Evaluations::default(),
             flux: flux::Kustomizations::default(),
+            argo: argo::Directories::default(),
         }
     }
 
@@ -182,7 +194,7 @@ impl Hydrator {
         );
         tool::hydrate_with(&self.shared, &self.helm, &releases, &cx, &mut out);
         tool::hydrate_with(&self.shared, &self.jsonnet, &jsonnet_files, &cx, &mut out);
-        self.carry_out_flux(&cx, &mut out);
+        self.carry_out_apps(&cx, &mut out);
         self.shared.cache.retain_used();
         out.files.sort_by(|a, b| a.path.cmp(&b.path));
         out.errors.sort();
@@ -191,32 +203,60 @@ impl Hydrator {
 }
 
 impl Hydrator {
-    /// Flux's Kustomizations in what the tree holds and renders, carried out in turn (one
-    /// may render more).
-    fn carry_out_flux(&self, cx: &tool::Context, out: &mut Hydrated) {
+    /// Flux's Kustomizations and HelmReleases and Argo CD's Applications in what the tree
+    /// holds and renders, carried out in turn (one may render more).
+    fn carry_out_apps(&self, cx: &tool::Context, out: &mut Hydrated) {
         let root = cx.input.checkout.as_ref().map(|c| {
             c.root
                 .strip_prefix(&c.repo)
                 .map(|p| p.to_string_lossy().into_owned())
                 .unwrap_or_default()
         });
+        let urls = cx
+            .input
+            .checkout
+            .iter()
+            .flat_map(|c| c.urls.iter())
+            .chain(&cx.settings.repository_urls)
+            .map(|u| app_yaml::normalise_url(u))
+            .collect();
+        let repo = argo::Repository {
+            repo: cx.input.checkout.as_ref().map(|c| c.repo.as_path()),
+            root: root.as_deref(),
+            urls,
+        };
         let mut waves = std::collections::BTreeMap::new();
-        let mut left_out = 0;
+        let mut seen = std::collections::BTreeSet::new();
+        let (mut flux_left_out, mut argo_left_out) = (0, 0);
         for depth in 0..=flux::MAX_DEPTH {
-            let found = flux::find(&mut out.files, root.as_deref(), &mut waves);
+            let found = flux::find(&mut out.files, root.as_deref(), &mut waves, &repo.urls);
             out.errors.extend(found.errors);
-            left_out += found.install_left_out;
-            if found.items.is_empty() && found.releases.is_empty() {
+            flux_left_out += found.install_left_out;
+            let argo = argo::find(&mut out.files, &repo, &mut seen);
+            out.errors.extend(argo.errors);
+            argo_left_out += argo.install_left_out;
+            drop_consumed(out, &argo.consumed);
+            if found.items.is_empty()
+                && found.releases.is_empty()
+                && argo.parts.is_empty()
+                && argo.releases.is_empty()
+            {
                 break;
             }
             if depth == flux::MAX_DEPTH {
-                for k in &found.items {
+                let places = found
+                    .items
+                    .iter()
+                    .map(|k| &k.at)
+                    .chain(argo.parts.iter().map(|p| &p.at))
+                    .chain(argo.releases.iter().map(|r| &r.release.at));
+                for at in places {
                     out.errors.push(error_at(
-                        &k.at.file,
-                        k.at.line,
-                        k.at.column,
+                        &at.file,
+                        at.line,
+                        at.column,
                         format!(
-                            "Flux Kustomizations render Kustomizations more than {} deep; not carried out",
+                            "Flux Kustomizations or Argo CD Applications render more of them more than {} deep; not carried out",
                             flux::MAX_DEPTH
                         ),
                     ));
@@ -225,13 +265,38 @@ impl Hydrator {
             }
             tool::hydrate_with(&self.shared, &self.flux, &found.items, cx, out);
             tool::hydrate_with(&self.shared, &self.helm, &found.releases, cx, out);
+            tool::hydrate_with(&self.shared, &self.argo, &argo.parts, cx, out);
+            tool::hydrate_with(&self.shared, &self.helm, &argo.releases, cx, out);
+            argo::mark(&mut out.files, &argo::by_name(&argo.apps), &mut out.errors);
         }
-        if left_out > 0 {
+        if flux_left_out > 0 {
             out.notices.push(format!(
-                "{left_out} objects of Flux's own install (gotk-components) not applied: driftless carries out Flux's Kustomizations itself"
+                "{flux_left_out} objects of Flux's own install (gotk-components) not applied: driftless carries out Flux's Kustomizations itself"
+            ));
+        }
+        if argo_left_out > 0 {
+            out.notices.push(format!(
+                "{argo_left_out} objects of Argo CD's own install not applied: driftless carries out Argo CD's Applications itself"
             ));
         }
     }
+}
+
+/// Takes out what lies in directories an Application renders (`dirs`, relative to the
+/// spec root): those files are its, and a render of them as the tree's own (a chart nobody
+/// named, a kustomization) would apply them twice.
+fn drop_consumed(out: &mut Hydrated, dirs: &[String]) {
+    if dirs.is_empty() {
+        return;
+    }
+    let inside = |p: &str| {
+        let base = p.split('#').next().unwrap_or(p);
+        dirs.iter().any(|d| is_under(base, d) || d.is_empty())
+    };
+    out.files.retain(|f| !inside(&f.path));
+    out.unread.retain(|p| !inside(p));
+    out.rendered.retain(|p, _| !inside(p));
+    out.errors.retain(|e| !inside(&e.at.file));
 }
 
 /// Whether a JSON file holds a Kubernetes object; not JSON at all is an error at its place.

@@ -169,3 +169,29 @@ pub fn error_at(file: &str, line: usize, column: usize, message: String) -> Spec
         message,
     }
 }
+
+/// The kinds the CustomResourceDefinitions among `docs` make cluster-scoped, as
+/// `(group, kind)`.
+pub(crate) fn cluster_scoped_crds(docs: &[serde_json::Value]) -> Vec<(String, String)> {
+    docs.iter()
+        .filter(|d| d["kind"] == "CustomResourceDefinition" && d["spec"]["scope"] == "Cluster")
+        .map(|d| {
+            let s = |v: &serde_json::Value| v.as_str().unwrap_or_default().to_string();
+            (s(&d["spec"]["group"]), s(&d["spec"]["names"]["kind"]))
+        })
+        .collect()
+}
+
+/// Whether `doc` is of a cluster-scoped kind: built in, or made so by one of `crds`
+/// ([`cluster_scoped_crds`]). A rendered object of any other kind that names no namespace
+/// goes to its release's or app's.
+pub(crate) fn is_cluster_scoped(doc: &serde_json::Value, crds: &[(String, String)]) -> bool {
+    let group = doc["apiVersion"]
+        .as_str()
+        .and_then(|v| v.split_once('/'))
+        .map(|(g, _)| g)
+        .unwrap_or_default();
+    let kind = doc["kind"].as_str().unwrap_or_default();
+    crate::spec::CLUSTER_SCOPED.contains(&(group, kind))
+        || crds.iter().any(|(g, k)| g == group && k == kind)
+}

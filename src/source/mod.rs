@@ -79,6 +79,9 @@ pub struct Checkout {
     pub root: PathBuf,
     /// The repository holding it (canonical): what a kustomization may reach.
     pub repo: PathBuf,
+    /// The URLs the repository is fetched from (a git source's, a work tree's remotes'):
+    /// an Argo CD Application or a Flux source naming one of them names this repository.
+    pub urls: Vec<String>,
 }
 
 impl Checkout {
@@ -96,8 +99,23 @@ impl Checkout {
             .find(|d| d.join(".git").exists())
             .unwrap_or(&root)
             .to_path_buf();
-        Ok(Checkout { root, repo })
+        let urls = remote_urls(&repo);
+        Ok(Checkout { root, repo, urls })
     }
+}
+
+/// The URLs of a work tree's remotes (none when it is not a git repository).
+pub fn remote_urls(repo: &Path) -> Vec<String> {
+    let Ok(r) = git2::Repository::open(repo) else {
+        return Vec::new();
+    };
+    let Ok(names) = r.remotes() else {
+        return Vec::new();
+    };
+    (0..names.len())
+        .filter_map(|i| names.get(i).ok().flatten())
+        .filter_map(|n| r.find_remote(n).ok()?.url().ok().map(str::to_string))
+        .collect()
 }
 
 /// One revision of a source, whichever its kind: what the rendering stage reads.
@@ -145,6 +163,7 @@ pub fn read_tree(root: &Path, repo: Option<PathBuf>) -> Result<Revision, TreeErr
     let checkout = match repo {
         Some(repo) => Checkout {
             root: root.canonicalize().map_err(at)?,
+            urls: remote_urls(&repo),
             repo,
         },
         None => Checkout::for_dir(root).map_err(at)?,

@@ -271,6 +271,28 @@ fn flux_app(file: &str) -> Option<String> {
     Some(format!("flux/{ns}/{name}"))
 }
 
+/// `argo/NAME` for a file an Argo CD Application's render is handed on as
+/// (`FILE#argo.NAME`, `FILE#argo.NAME#2` for its second source).
+fn argo_app(file: &str) -> Option<String> {
+    argo_app_name(file).map(|name| format!("argo/{name}"))
+}
+
+/// The file source `index` of Argo CD Application `name`, written at `file`, is handed on
+/// as.
+pub fn argo_output_file(file: &str, name: &str, index: usize) -> String {
+    match index {
+        0 => format!("{file}#argo.{name}"),
+        i => format!("{file}#argo.{name}#{i}"),
+    }
+}
+
+/// The Application a file [`argo_output_file`] named belongs to (the innermost, for an
+/// app of apps).
+pub fn argo_app_name(file: &str) -> Option<&str> {
+    let (_, rest) = file.rsplit_once("#argo.")?;
+    Some(rest.split('#').next().unwrap_or(rest))
+}
+
 impl SpecTree {
     /// Specs that say `adopt = true`: they may take over objects driftless did not create.
     pub fn adopt_specs(&self) -> BTreeSet<SpecId> {
@@ -293,13 +315,14 @@ impl SpecTree {
         self.specs
             .iter()
             .map(|s| {
-                let app = match self
+                let release = self
                     .rendered
                     .get(&s.at.file)
-                    .and_then(|r| r.release.as_ref())
-                {
-                    Some(r) => format!("release {}/{}", r.namespace, r.release_name),
-                    None => flux_app(&s.at.file).unwrap_or_else(|| s.at.file.clone()),
+                    .and_then(|r| r.release.as_ref());
+                let app = match (argo_app(&s.at.file), release) {
+                    (Some(app), _) => app,
+                    (None, Some(r)) => format!("release {}/{}", r.namespace, r.release_name),
+                    (None, None) => flux_app(&s.at.file).unwrap_or_else(|| s.at.file.clone()),
                 };
                 (s.id.to_string(), app)
             })

@@ -26,6 +26,9 @@ pub struct Settings {
     pub health: Vec<Arc<HealthRule>>,
     /// `[kustomize] remote-bases`: a kustomization may name bases and resources by URL.
     pub remote_bases: bool,
+    /// `[repository] urls`: more URLs this repository is known by (a mirror's, the one
+    /// Argo CD or Flux names it by), beside its remotes'.
+    pub repository_urls: Vec<String>,
     /// `[jsonnet]`: what every `*.jsonnet` file of the tree is evaluated with.
     pub jsonnet: JsonnetSettings,
 }

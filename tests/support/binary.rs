@@ -39,6 +39,24 @@ pub fn driftless_on_cluster(instance: &str, args: &[&str]) -> Output {
 
 /// Fails with the whole output unless the command exited with `code`.
 #[track_caller]
+/// The testbed's helm 4 (`DRIFTLESS_TEST_HELM4`).
+pub fn helm4() -> String {
+    std::env::var("DRIFTLESS_TEST_HELM4")
+        .expect("DRIFTLESS_TEST_HELM4 names the testbed's helm 4 (source its env file)")
+}
+
+/// `driftless ARGS --helm HELM4` on the test cluster as `instance`.
+pub fn driftless_helm4_on_cluster(instance: &str, args: &[&str]) -> Output {
+    let helm = helm4();
+    driftless_on_cluster(instance, &[args, &["--helm", &helm]].concat())
+}
+
+/// `driftless ARGS --helm HELM4` with no cluster.
+pub fn driftless_helm4(args: &[&str]) -> Output {
+    let helm = helm4();
+    driftless(&[args, &["--helm", &helm]].concat())
+}
+
 pub fn assert_exit(out: &Output, code: i32) {
     assert_eq!(out.status.code(), Some(code), "{}", show(out));
 }

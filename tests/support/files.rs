@@ -11,6 +11,13 @@ pub fn example(rel: &str) -> PathBuf {
         .join(rel)
 }
 
+/// Writes `text` to `root/path`, making its directories.
+pub fn write_file(root: &Path, path: &str, text: &str) {
+    let file = root.join(path);
+    std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+    std::fs::write(file, text).unwrap();
+}
+
 pub fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
 }

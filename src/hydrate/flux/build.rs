@@ -177,6 +177,21 @@ pub(super) fn kustomization_for(
             list.extend(ps.iter().cloned());
         }
     }
+    // Argo CD's `kustomize` options (an Application's, handed in as these fields).
+    for field in ["commonLabels", "commonAnnotations"] {
+        if let Some(m) = spec[field].as_object() {
+            let to = obj.entry(field).or_insert_with(|| json!({}));
+            if let Some(to) = to.as_object_mut() {
+                to.extend(m.iter().map(|(k, v)| (k.clone(), v.clone())));
+            }
+        }
+    }
+    if let Some(rs) = spec["replicas"].as_array() {
+        let list = obj.entry("replicas").or_insert_with(|| json!([]));
+        if let Some(list) = list.as_array_mut() {
+            list.extend(rs.iter().cloned());
+        }
+    }
     if let Some(images) = spec["images"].as_array() {
         let list = obj.entry("images").or_insert_with(|| json!([]));
         if let Some(list) = list.as_array_mut() {
@@ -209,7 +224,7 @@ pub(super) fn kustomization_for(
 }
 
 /// Builds `k` on a private copy of what it reads (or answers from the cache).
-pub(super) fn build(r: &Shared, tool: &Kustomize, repo: &Path, k: &Kustomization) -> cache::Entry {
+pub(crate) fn build(r: &Shared, tool: &Kustomize, repo: &Path, k: &Kustomization) -> cache::Entry {
     let said = |message: String| ToolError { at: None, message };
     let dir = repo.join(&k.path);
     let dir = dir

@@ -21,6 +21,7 @@ mod order;
 mod release;
 mod source;
 
+pub(crate) use build::build as build_kustomization;
 pub use build::{Kustomizations, substitute};
 pub use data::TreeData;
 pub use model::{CopyRule, Kustomization, MAX_DEPTH};
@@ -34,6 +35,7 @@ use crate::spec::{Location, SourceFile, SpecError};
 use build::finish;
 use data::variables;
 use model::*;
+
 use order::order;
 use release::{Known, chart_releases};
 use source::from_source;
@@ -54,91 +56,73 @@ pub struct Found {
 /// Finds Flux's objects in `files` (YAML, written or rendered), takes them out of what is
 /// applied (their lines blanked, so every other document keeps its place), and returns the
 /// Kustomizations to carry out. `root`: the spec root within the repository, `waves`: the
-/// Kustomizations found in earlier passes (their waves, by `namespace/name`).
+/// Kustomizations found in earlier passes (their waves, by `namespace/name`), `urls`: the
+/// URLs the repository is known by (normalised).
 pub fn find(
     files: &mut [SourceFile],
     root: Option<&str>,
     waves: &mut BTreeMap<String, i32>,
+    urls: &std::collections::BTreeSet<String>,
 ) -> Found {
     let mut found = Found::default();
     let mut sources: BTreeMap<String, Value> = BTreeMap::new();
     let mut items = Vec::new();
     let mut releases = Vec::new();
     let mut generators = Vec::new();
-    for f in files.iter_mut() {
-        if f.path.ends_with(".toml") || !mentions_flux(&f.contents) {
-            continue;
-        }
-        let Ok(text) = std::str::from_utf8(&f.contents) else {
-            continue;
-        };
-        let mut lines: Vec<&str> = text.split_inclusive('\n').collect();
-        let mut blank = Vec::new();
-        for (start, end) in documents(&lines) {
-            let doc: String = lines[start..end].concat();
-            let Ok(v) = serde_saphyr::from_str::<Value>(&doc) else {
-                continue; // the spec loader says what is wrong with it
-            };
-            let api = v["apiVersion"].as_str().unwrap_or_default();
-            let kind = v["kind"].as_str().unwrap_or_default();
-            let group = api.split('/').next().unwrap_or_default();
-            let at = |line: usize| Location {
-                file: f.path.clone(),
-                line: start + line + 1,
-                column: 1,
-            };
-            if group == EXTENSIONS_GROUP && kind == "ArtifactGenerator" {
-                blank.push((start, end));
-                generators.push(v.clone());
-            } else if group.ends_with(TOOLKIT) {
-                blank.push((start, end));
-                let ns = v["metadata"]["namespace"].as_str().unwrap_or("default");
-                let name = v["metadata"]["name"].as_str().unwrap_or_default();
-                match (group, kind) {
-                    (KUSTOMIZE_GROUP, "Kustomization") => {
-                        match item(&v, &doc, at(0), ns, name) {
-                            Ok(k) => items.push(k),
-                            Err(e) => found.errors.push(e),
-                        }
-                    }
-                    (SOURCE_GROUP, "GitRepository" | "OCIRepository" | "HelmRepository" | "Bucket") => {
-                        sources.insert(format!("{kind}/{ns}/{name}"), v.clone());
-                    }
-                    (HELM_GROUP, "HelmRelease") => releases.push((at(0), doc.clone(), v.clone())),
-                    _ => found.errors.push(err(
-                        at(0),
-                        format!(
-                            "Flux's {kind} ({api}) is not carried out by driftless yet: driftless reads Flux's Kustomization, HelmRelease and their sources; take it out of the tree"
-                        ),
-                    )),
+    crate::hydrate::app_yaml::take_out(files, mentions_flux, |at, doc, v| {
+        let api = v["apiVersion"].as_str().unwrap_or_default();
+        let kind = v["kind"].as_str().unwrap_or_default();
+        let group = api.split('/').next().unwrap_or_default();
+        if group == EXTENSIONS_GROUP && kind == "ArtifactGenerator" {
+            generators.push(v);
+            true
+        } else if group.ends_with(TOOLKIT) {
+            let ns = v["metadata"]["namespace"].as_str().unwrap_or("default");
+            let name = v["metadata"]["name"].as_str().unwrap_or_default();
+            match (group, kind) {
+                (KUSTOMIZE_GROUP, "Kustomization") => match item(&v, doc, at, ns, name) {
+                    Ok(k) => items.push(k),
+                    Err(e) => found.errors.push(e),
+                },
+                (SOURCE_GROUP, "GitRepository" | "OCIRepository" | "HelmRepository" | "Bucket") => {
+                    sources.insert(format!("{kind}/{ns}/{name}"), v.clone());
                 }
-            } else if is_flux_install(&v) {
-                blank.push((start, end));
-                found.install_left_out += 1;
+                (HELM_GROUP, "HelmRelease") => releases.push((at, doc.to_string(), v.clone())),
+                _ => found.errors.push(err(
+                    at,
+                    format!(
+                        "Flux's {kind} ({api}) is not carried out by driftless yet: driftless reads Flux's Kustomization, HelmRelease and their sources; take it out of the tree"
+                    ),
+                )),
             }
+            true
+        } else if is_flux_install(&v) {
+            found.install_left_out += 1;
+            true
+        } else {
+            false
         }
-        if blank.is_empty() {
-            continue;
-        }
-        for (start, end) in blank {
-            for l in &mut lines[start..end] {
-                *l = if l.ends_with('\n') { "\n" } else { "" };
-            }
-        }
-        f.contents = lines.concat().into_bytes();
-    }
+    });
     let url_of = |key: &str| {
         sources
             .get(key)
             .and_then(|v| v["spec"]["url"].as_str())
             .map(normalise_url)
     };
-    let own = url_of("GitRepository/flux-system/flux-system");
+    // The repository's own URLs (its remotes', the tree's `[repository] urls`) and
+    // bootstrap's GitRepository's all name this repository: one name for all of them.
+    const THIS: &str = "\0this repository";
+    let bootstrap = url_of("GitRepository/flux-system/flux-system");
+    let this = |u: String| match urls.contains(&u) || Some(&u) == bootstrap.as_ref() {
+        true => THIS.to_string(),
+        false => u,
+    };
     let git: BTreeMap<String, Option<String>> = sources
         .keys()
         .filter(|k| k.starts_with("GitRepository/"))
-        .map(|k| (k.clone(), url_of(k)))
+        .map(|k| (k.clone(), url_of(k).map(this)))
         .collect();
+    let own = Some(THIS.to_string());
     items.retain_mut(
         |k| match from_source(k, &generators, &git, own.as_deref(), root) {
             Ok(true) => true,
@@ -290,7 +274,12 @@ mod tests {
             ),
         ];
         let mut waves = BTreeMap::new();
-        let found = find(&mut files, Some("clusters/staging"), &mut waves);
+        let found = find(
+            &mut files,
+            Some("clusters/staging"),
+            &mut waves,
+            &Default::default(),
+        );
         assert!(found.errors.is_empty(), "{:?}", found.errors);
         let got: Vec<(&str, &str, i32, usize)> = found
             .items
@@ -375,7 +364,12 @@ mod tests {
         ];
         for (text, want) in cases {
             let mut files = vec![file("a.yaml", &text)];
-            let found = find(&mut files, Some("clusters/x"), &mut BTreeMap::new());
+            let found = find(
+                &mut files,
+                Some("clusters/x"),
+                &mut BTreeMap::new(),
+                &Default::default(),
+            );
             let said: Vec<String> = found.errors.iter().map(ToString::to_string).collect();
             assert!(
                 said.len() == 1 && said[0].starts_with(want),
@@ -389,7 +383,12 @@ mod tests {
     fn helm_releases_become_chart_releases_as_flux_names_them() {
         let text = "apiVersion: source.toolkit.fluxcd.io/v1\nkind: HelmRepository\nmetadata: {name: podinfo, namespace: flux-system}\nspec:\n  url: https://charts.example/podinfo/\n  secretRef: {name: charts}\n---\napiVersion: source.toolkit.fluxcd.io/v1\nkind: HelmRepository\nmetadata: {name: oci, namespace: flux-system}\nspec: {type: oci, url: oci://registry.example/charts}\n---\napiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: podinfo\n  namespace: web\n  annotations: {driftless.dev/wave: \"1\", driftless.dev/prune: disabled}\nspec:\n  targetNamespace: shop\n  chart:\n    spec:\n      chart: podinfo\n      version: '6.x'\n      sourceRef: {kind: HelmRepository, name: podinfo, namespace: flux-system}\n  install: {crds: Skip}\n  values: {replicaCount: 2}\n---\napiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: cache, namespace: web}\nspec:\n  releaseName: redis\n  dependsOn: [{name: podinfo}]\n  chart:\n    spec:\n      chart: redis\n      sourceRef: {kind: HelmRepository, name: oci, namespace: flux-system}\n---\napiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: local, namespace: web}\nspec:\n  chart:\n    spec:\n      chart: ./charts/local\n      sourceRef: {kind: GitRepository, name: flux-system, namespace: flux-system}\n";
         let mut files = vec![file("apps.yaml", text)];
-        let found = find(&mut files, Some("clusters/staging"), &mut BTreeMap::new());
+        let found = find(
+            &mut files,
+            Some("clusters/staging"),
+            &mut BTreeMap::new(),
+            &Default::default(),
+        );
         assert!(found.errors.is_empty(), "{:?}", found.errors);
         let r: Vec<&crate::spec::helm::HelmRelease> =
             found.releases.iter().map(|r| &r.release).collect();
@@ -464,7 +463,12 @@ mod tests {
             file("a.yaml", &k),
             file("r.yaml", release),
         ];
-        let found = find(&mut files, Some("clusters/x"), &mut BTreeMap::new());
+        let found = find(
+            &mut files,
+            Some("clusters/x"),
+            &mut BTreeMap::new(),
+            &Default::default(),
+        );
         assert!(found.errors.is_empty(), "{:?}", found.errors);
         assert_eq!(
             found.items[0].spec["postBuild"]["substitute"],
@@ -482,7 +486,12 @@ mod tests {
             "  postBuild:\n    substituteFrom:\n      - {kind: ConfigMap, name: nowhere}\n",
         );
         let mut files = vec![file("b.yaml", &missing)];
-        let found = find(&mut files, Some("clusters/x"), &mut BTreeMap::new());
+        let found = find(
+            &mut files,
+            Some("clusters/x"),
+            &mut BTreeMap::new(),
+            &Default::default(),
+        );
         assert_eq!(
             found.errors[0].to_string(),
             "b.yaml:1:1: Kustomization flux-system/b: substituteFrom: ConfigMap flux-system/nowhere is not in the tree"
@@ -496,7 +505,12 @@ mod tests {
         let generator = "apiVersion: source.extensions.fluxcd.io/v1beta1\nkind: ArtifactGenerator\nmetadata: {name: flux-system, namespace: flux-system}\nspec:\n  sources:\n    - {alias: monorepo, kind: GitRepository, name: flux-system}\n  artifacts:\n    - name: apps\n      copy:\n        - {from: \"@monorepo/apps/base/**\", to: \"@artifact/base/\"}\n        - {from: \"@monorepo/apps/staging/**\", to: \"@artifact/staging/\"}\n        - {from: \"@monorepo/extra/*.yaml\", to: \"@artifact/staging/extra/\"}\n        - {from: \"@monorepo/README\", to: \"@artifact/docs/README.md\"}\n";
         let apps = "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: apps, namespace: flux-system}\nspec:\n  sourceRef: {kind: ExternalArtifact, name: apps}\n  path: ./staging\n  prune: true\n";
         let mut files = vec![file("artifacts.yaml", generator), file("apps.yaml", apps)];
-        let found = find(&mut files, Some("clusters/staging"), &mut BTreeMap::new());
+        let found = find(
+            &mut files,
+            Some("clusters/staging"),
+            &mut BTreeMap::new(),
+            &Default::default(),
+        );
         assert!(found.errors.is_empty(), "{:?}", found.errors);
         let k = &found.items[0];
         assert_eq!(k.path, "staging");
@@ -568,7 +582,12 @@ mod tests {
             "name: tenant}\n  artifacts",
         );
         let mut files = vec![file("artifacts.yaml", &foreign), file("apps.yaml", apps)];
-        let found = find(&mut files, Some("clusters/staging"), &mut BTreeMap::new());
+        let found = find(
+            &mut files,
+            Some("clusters/staging"),
+            &mut BTreeMap::new(),
+            &Default::default(),
+        );
         let said = found.errors[0].to_string();
         assert!(
             said.contains(
@@ -584,7 +603,12 @@ mod tests {
     fn flux_s_own_install_is_left_out() {
         let install = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: flux-system\n  labels:\n    app.kubernetes.io/instance: flux-system\n    app.kubernetes.io/part-of: flux\n";
         let mut files = vec![file("gotk-components.yaml", install)];
-        let found = find(&mut files, Some(""), &mut BTreeMap::new());
+        let found = find(
+            &mut files,
+            Some(""),
+            &mut BTreeMap::new(),
+            &Default::default(),
+        );
         assert_eq!(found.install_left_out, 1);
         assert!(files[0].contents.iter().all(|b| *b == b'\n'));
     }

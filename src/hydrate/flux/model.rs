@@ -3,8 +3,7 @@
 
 use serde_json::Value;
 
-use crate::hydrate::stage::error_at;
-use crate::spec::{Location, SpecError};
+use crate::spec::Location;
 
 /// Flux's API groups end so.
 pub(super) const TOOLKIT: &str = ".toolkit.fluxcd.io";
@@ -73,58 +72,7 @@ pub struct CopyRule {
     pub to: String,
 }
 
-/// The documents of a YAML stream, as line ranges (`---` lines between them).
-pub(super) fn documents(lines: &[&str]) -> Vec<(usize, usize)> {
-    let mut out = Vec::new();
-    let mut start = 0;
-    for (i, l) in lines.iter().enumerate() {
-        let t = l.trim_end();
-        if t == "---" || t.starts_with("--- ") || t == "..." {
-            if i > start {
-                out.push((start, i));
-            }
-            start = i + 1;
-        }
-    }
-    if start < lines.len() {
-        out.push((start, lines.len()));
-    }
-    out
-}
-
-pub(super) fn err(at: Location, message: String) -> SpecError {
-    error_at(&at.file, at.line, at.column, message)
-}
-
-/// The line of `key:` in `doc` (its first), counted from the document's start.
-pub(super) fn line_of(doc: &str, key: &str) -> usize {
-    doc.lines()
-        .position(|l| l.trim_start().starts_with(&format!("{key}:")))
-        .unwrap_or(0)
-}
-
-/// `./apps/staging/` as `apps/staging`; `None` when it climbs out.
-pub(super) fn clean_path(raw: &str) -> Option<String> {
-    let mut parts: Vec<&str> = Vec::new();
-    for p in raw.split('/') {
-        match p {
-            "" | "." => {}
-            ".." => {
-                parts.pop()?;
-            }
-            p => parts.push(p),
-        }
-    }
-    Some(parts.join("/"))
-}
-
-/// `https://github.com/Org/Repo.git/` and `ssh://git@github.com/org/repo` alike.
-pub(super) fn normalise_url(url: &str) -> String {
-    let url = url.trim().trim_end_matches('/').trim_end_matches(".git");
-    let url = url.split_once("://").map_or(url, |(_, rest)| rest);
-    let url = url.split_once('@').map_or(url, |(_, rest)| rest);
-    url.replacen(':', "/", 1).to_lowercase()
-}
+pub(super) use crate::hydrate::app_yaml::{clean_path, documents, err, line_of, normalise_url};
 
 /// Whether GitRepository `ns/name` is the repository being read: bootstrap's
 /// `flux-system/flux-system`, or one whose URL (`git`: each GitRepository's, normalised)

@@ -75,6 +75,7 @@ impl GitSource {
                     repo_dir.join(&self.path)
                 },
                 repo: repo_dir,
+                urls: vec![super::strip_userinfo(&self.url)],
             }),
             origin: None,
         })

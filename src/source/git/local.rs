@@ -65,6 +65,10 @@ pub fn at_commit(path: &Path, rev: &str, into: &Path) -> Result<Revision, LocalE
         .map_err(|e| fail(format!("{}: {e}", into.display())))?;
     let mut revision = read_tree(&repo_dir.join(&rel), Some(repo_dir))?;
     revision.id = Some(id);
+    // The copy has no remotes: the tree's apps name the repository it was taken from.
+    if let (Some(c), Some(workdir)) = (revision.checkout.as_mut(), repo.workdir()) {
+        c.urls = crate::source::remote_urls(workdir);
+    }
     Ok(revision)
 }
 

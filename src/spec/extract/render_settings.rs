@@ -20,6 +20,20 @@ pub(super) fn kustomize(ctx: &mut FileCtx, v: &Value) -> bool {
     remote
 }
 
+/// `[repository]`: `urls`, more URLs this repository is named by.
+pub(super) fn repository(ctx: &mut FileCtx, v: &Value) -> Vec<String> {
+    let Some(table) = ctx.value_as(v, DeValue::as_table, "`repository`", "a table") else {
+        return Vec::new();
+    };
+    let mut f = Fields::new(table, "[repository]".into(), v.span());
+    let urls = f.strings(ctx, "urls", |u| match u.trim().is_empty() {
+        true => Err("an empty URL".to_string()),
+        false => Ok(()),
+    });
+    f.finish(ctx);
+    urls.into_iter().map(|(u, _)| u).collect()
+}
+
 /// `[jsonnet]`: `libs`, `ext-vars`, `tlas`.
 pub(super) fn jsonnet(ctx: &mut FileCtx, v: &Value) -> JsonnetSettings {
     let Some(table) = ctx.value_as(v, DeValue::as_table, "`jsonnet`", "a table") else {

@@ -14,7 +14,7 @@ use crate::spec::settings::{
 };
 use crate::spec::{names, policy, vars};
 
-const SECTIONS: [&str; 7] = [
+const SECTIONS: [&str; 8] = [
     "vars",
     "substitute",
     "namespace",
@@ -22,6 +22,7 @@ const SECTIONS: [&str; 7] = [
     "health",
     "kustomize",
     "jsonnet",
+    "repository",
 ];
 
 /// The settings in `text`; what is wrong is reported on `ctx` and left out.
@@ -61,13 +62,14 @@ pub(in crate::spec) fn settings(ctx: &mut FileCtx, text: &str) -> Settings {
             }
             "kustomize" => out.remote_bases = super::render_settings::kustomize(ctx, v),
             "jsonnet" => out.jsonnet = super::render_settings::jsonnet(ctx, v),
+            "repository" => out.repository_urls = super::render_settings::repository(ctx, v),
             key => {
                 let msg = match suggest(key, SECTIONS) {
                     Some(near) => {
                         format!("unknown setting `{}` (did you mean `{near}`?)", short(key))
                     }
                     None => format!(
-                        "unknown setting `{}`; .driftless.toml holds [vars], [substitute], [[namespace]], [[ignore]], [[health]], [kustomize] and [jsonnet]",
+                        "unknown setting `{}`; .driftless.toml holds [vars], [substitute], [[namespace]], [[ignore]], [[health]], [kustomize], [jsonnet] and [repository]",
                         short(key)
                     ),
                 };

@@ -1,0 +1,105 @@
+//! What the finders of app objects (Flux's, Argo CD's) share: the documents of a YAML
+//! stream by lines (so a taken-out object leaves every other document at its place), an
+//! error at a place, and the readers of paths and repository URLs.
+
+use serde_json::Value;
+
+use super::stage::error_at;
+use crate::spec::{Location, SourceFile, SpecError};
+
+/// Hands every YAML document of `files` that `mentions` (a cheap look at a file's bytes)
+/// may concern to `take`, parsed, with its place and text; the documents `take` says it
+/// took are blanked line for line, so every other document keeps its `file:line`. TOML
+/// files and documents that do not parse (the spec loader says why) are passed by.
+pub(crate) fn take_out(
+    files: &mut [SourceFile],
+    mentions: impl Fn(&[u8]) -> bool,
+    mut take: impl FnMut(Location, &str, Value) -> bool,
+) {
+    for f in files.iter_mut() {
+        if f.path.ends_with(".toml") || !mentions(&f.contents) {
+            continue;
+        }
+        let Ok(text) = std::str::from_utf8(&f.contents) else {
+            continue;
+        };
+        let mut lines: Vec<&str> = text.split_inclusive('\n').collect();
+        let mut blank = Vec::new();
+        for (start, end) in documents(&lines) {
+            let doc: String = lines[start..end].concat();
+            let Ok(v) = serde_saphyr::from_str::<Value>(&doc) else {
+                continue;
+            };
+            let at = Location {
+                file: f.path.clone(),
+                line: start + 1,
+                column: 1,
+            };
+            if take(at, &doc, v) {
+                blank.push((start, end));
+            }
+        }
+        if blank.is_empty() {
+            continue;
+        }
+        for (start, end) in blank {
+            for l in &mut lines[start..end] {
+                *l = if l.ends_with('\n') { "\n" } else { "" };
+            }
+        }
+        f.contents = lines.concat().into_bytes();
+    }
+}
+
+/// The documents of a YAML stream, as line ranges (`---` lines between them).
+pub(crate) fn documents(lines: &[&str]) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for (i, l) in lines.iter().enumerate() {
+        let t = l.trim_end();
+        if t == "---" || t.starts_with("--- ") || t == "..." {
+            if i > start {
+                out.push((start, i));
+            }
+            start = i + 1;
+        }
+    }
+    if start < lines.len() {
+        out.push((start, lines.len()));
+    }
+    out
+}
+
+pub(crate) fn err(at: Location, message: String) -> SpecError {
+    error_at(&at.file, at.line, at.column, message)
+}
+
+/// The line of `key:` in `doc` (its first), counted from the document's start.
+pub(crate) fn line_of(doc: &str, key: &str) -> usize {
+    doc.lines()
+        .position(|l| l.trim_start().starts_with(&format!("{key}:")))
+        .unwrap_or(0)
+}
+
+/// `./apps/staging/` as `apps/staging`; `None` when it climbs out.
+pub(crate) fn clean_path(raw: &str) -> Option<String> {
+    let mut parts: Vec<&str> = Vec::new();
+    for p in raw.split('/') {
+        match p {
+            "" | "." => {}
+            ".." => {
+                parts.pop()?;
+            }
+            p => parts.push(p),
+        }
+    }
+    Some(parts.join("/"))
+}
+
+/// `https://github.com/Org/Repo.git/` and `ssh://git@github.com/org/repo` alike.
+pub(crate) fn normalise_url(url: &str) -> String {
+    let url = url.trim().trim_end_matches('/').trim_end_matches(".git");
+    let url = url.split_once("://").map_or(url, |(_, rest)| rest);
+    let url = url.split_once('@').map_or(url, |(_, rest)| rest);
+    url.replacen(':', "/", 1).to_lowercase()
+}

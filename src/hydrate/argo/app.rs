@@ -1,0 +1,701 @@
+//! One Application read: each source as what renders it (a directory, a Kustomize
+//! directory, a chart release), and its marks. Every field that changes what Argo CD would
+//! do is carried out or refused here, at its line.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use super::{App, Ignore, Part, PartSource, Repository, output_file};
+use crate::hydrate::app_yaml::{clean_path, err, line_of};
+use crate::hydrate::helm::ReleaseAt;
+use crate::spec::{Location, SpecError};
+
+/// `spec` fields carried out, or accepted as driftless already does what they ask.
+const CARRIED: &[&str] = &[
+    "project",
+    "source",
+    "sources",
+    "destination",
+    "syncPolicy",
+    "ignoreDifferences",
+    "info",
+    "revisionHistoryLimit",
+];
+const SOURCE_CARRIED: &[&str] = &[
+    "repoURL",
+    "path",
+    "targetRevision",
+    "chart",
+    "helm",
+    "kustomize",
+    "directory",
+    "ref",
+    "name",
+];
+const HELM_CARRIED: &[&str] = &[
+    "valueFiles",
+    "values",
+    "valuesObject",
+    "parameters",
+    "releaseName",
+    "skipCrds",
+    "skipTests",
+    "ignoreMissingValueFiles",
+    "passCredentials",
+    "version",
+    "namespace",
+    "kubeVersion",
+    "apiVersions",
+];
+const KUSTOMIZE_CARRIED: &[&str] = &[
+    "namePrefix",
+    "nameSuffix",
+    "images",
+    "commonLabels",
+    "commonAnnotations",
+    "namespace",
+    "patches",
+    "replicas",
+    "components",
+    "version",
+];
+/// Sync options driftless carries out, or does always (it applies server-side, only
+/// what differs, validates with the apiserver's schema, and prunes last).
+const SYNC_OPTIONS: &[&str] = &[
+    "CreateNamespace",
+    "ServerSideApply",
+    "Replace",
+    "PruneLast",
+    "Prune",
+    "Validate",
+    "RespectIgnoreDifferences",
+    "ApplyOutOfSyncOnly",
+    "SkipDryRunOnMissingResource",
+];
+
+/// A key of object `v` that `known` does not list.
+fn unknown<'a>(v: &'a Value, known: &[&str]) -> Option<&'a String> {
+    v.as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, _)| k)
+        .find(|k| !known.contains(&k.as_str()))
+}
+
+/// What one Application renders, and its marks.
+pub(super) struct Read {
+    pub(super) app: App,
+    /// The directories of this repository it reads (relative to it).
+    pub(super) paths: Vec<String>,
+    pub(super) parts: Vec<Part>,
+    pub(super) releases: Vec<ReleaseAt>,
+}
+
+pub(super) fn read(
+    at: &Location,
+    doc: &str,
+    v: &Value,
+    repo: &Repository,
+) -> Result<Read, SpecError> {
+    let name = v["metadata"]["name"].as_str().unwrap_or_default();
+    let field_at = |key: &str| Location {
+        line: at.line + line_of(doc, key),
+        ..at.clone()
+    };
+    let refuse = |key: &str, what: String| {
+        err(
+            field_at(key),
+            format!("Application {name}: {what}; nothing is applied"),
+        )
+    };
+    if name.is_empty() {
+        return Err(err(
+            at.clone(),
+            "an Argo CD Application without metadata.name".into(),
+        ));
+    }
+    let spec = v["spec"].as_object().cloned().unwrap_or_default();
+    if let Some(key) = unknown(&v["spec"], CARRIED) {
+        return Err(refuse(
+            key,
+            format!("`spec.{key}` is not carried out by driftless yet"),
+        ));
+    }
+    let mut app = App {
+        name: name.to_string(),
+        namespace: v["spec"]["destination"]["namespace"]
+            .as_str()
+            .filter(|n| !n.is_empty())
+            .map(str::to_string),
+        prune: v["spec"]["syncPolicy"]["automated"]["prune"].as_bool() == Some(true),
+        ..App::default()
+    };
+    if let Some(server) = v["spec"]["destination"]["server"].as_str()
+        && server != "https://kubernetes.default.svc"
+    {
+        return Err(refuse(
+            "server",
+            format!("its destination {server} is not the cluster driftless applies to"),
+        ));
+    }
+    if let Some(cluster) = v["spec"]["destination"]["name"].as_str()
+        && cluster != "in-cluster"
+    {
+        return Err(refuse(
+            "destination",
+            format!("its destination cluster {cluster:?} is not the cluster driftless applies to"),
+        ));
+    }
+    if let Some(wave) = v["metadata"]["annotations"][crate::spec::order::ARGO_WAVE].as_str() {
+        app.wave = wave.trim().parse().map_err(|_| {
+            refuse(
+                crate::spec::order::ARGO_WAVE,
+                format!("sync wave {wave:?} is not a whole number"),
+            )
+        })?;
+    }
+    for option in v["spec"]["syncPolicy"]["syncOptions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let text = option.as_str().unwrap_or_default();
+        let (key, value) = text.split_once('=').unwrap_or((text, ""));
+        if !SYNC_OPTIONS.contains(&key) {
+            return Err(refuse(
+                "syncOptions",
+                format!("sync option {text:?} is not carried out by driftless yet"),
+            ));
+        }
+        let on = value.eq_ignore_ascii_case("true");
+        match key {
+            "CreateNamespace" => app.create_namespace = on,
+            "Replace" => app.replace = on,
+            "Prune" if value.eq_ignore_ascii_case("false") => app.prune = false,
+            _ => {}
+        }
+    }
+    if app.create_namespace && app.namespace.is_none() {
+        return Err(refuse(
+            "syncOptions",
+            "`CreateNamespace=true` with no `destination.namespace`".into(),
+        ));
+    }
+    for (i, d) in v["spec"]["ignoreDifferences"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        app.ignore.push(ignore(d).map_err(|why| {
+            refuse(
+                "ignoreDifferences",
+                format!("ignoreDifferences[{i}]: {why}"),
+            )
+        })?);
+    }
+    let sources: Vec<Value> = match (spec.get("source"), spec.get("sources")) {
+        (Some(s), None) => vec![s.clone()],
+        (None, Some(Value::Array(list))) if !list.is_empty() => list.clone(),
+        (Some(_), Some(_)) => {
+            return Err(refuse("sources", "has both `source` and `sources`".into()));
+        }
+        _ => return Err(refuse("spec", "names no source".into())),
+    };
+    // `ref` sources: their repository's root, for `$ref/...` values files.
+    let mut refs: BTreeMap<String, ()> = BTreeMap::new();
+    for s in &sources {
+        if let Some(r) = s["ref"].as_str() {
+            let url = s["repoURL"].as_str().unwrap_or_default();
+            if !repo.names(url) {
+                return Err(refuse(
+                    "ref",
+                    format!("its source {r:?} is {url}, not the repository being read"),
+                ));
+            }
+            refs.insert(r.to_string(), ());
+        }
+    }
+    let mut out = Read {
+        app,
+        paths: Vec::new(),
+        parts: Vec::new(),
+        releases: Vec::new(),
+    };
+    for (index, s) in sources.iter().enumerate() {
+        let file = output_file(&at.file, name, index);
+        if let Some(key) = unknown(s, SOURCE_CARRIED) {
+            return Err(refuse(
+                key,
+                format!("`source.{key}` is not carried out by driftless yet"),
+            ));
+        }
+        let url = s["repoURL"].as_str().unwrap_or_default();
+        if s["ref"].is_string() && s["path"].is_null() && s["chart"].is_null() {
+            continue; // only a root for values files
+        }
+        if let Some(chart) = s["chart"].as_str() {
+            let release = chart_release(at, name, &out.app, s, chart, &refs, repo)
+                .map_err(|why| refuse("chart", why))?;
+            out.releases.push(ReleaseAt { release, file });
+            continue;
+        }
+        if !repo.names(url) {
+            return Err(refuse(
+                "repoURL",
+                format!(
+                    "its source {url} is not the repository being read (not followed: name this repository's URLs in .driftless.toml [repository] urls if it is)"
+                ),
+            ));
+        }
+        let raw = s["path"].as_str().unwrap_or("");
+        let path = clean_path(raw)
+            .ok_or_else(|| refuse("path", format!("path {raw:?} leads out of the repository")))?;
+        out.paths.push(path.clone());
+        let on_disk = |f: &str| repo.repo.is_some_and(|r| r.join(&path).join(f).is_file());
+        let is_helm = s.get("helm").is_some() || on_disk("Chart.yaml");
+        let is_kustomize = s.get("kustomize").is_some()
+            || crate::hydrate::tree::KUSTOMIZATION_FILES
+                .iter()
+                .any(|f| on_disk(f));
+        if is_helm {
+            let release = local_release(at, name, &out.app, s, &path, &refs, repo)
+                .map_err(|why| refuse("helm", why))?;
+            out.releases.push(ReleaseAt { release, file });
+        } else if is_kustomize {
+            let k = kustomization(at, name, s, &path).map_err(|why| refuse("kustomize", why))?;
+            out.parts.push(Part {
+                at: at.clone(),
+                app: name.to_string(),
+                output: file,
+                source: PartSource::Kustomize(k),
+            });
+        } else {
+            let d = &s["directory"];
+            if let Some(key) = unknown(d, &["recurse", "include", "exclude", "jsonnet"]) {
+                return Err(refuse(
+                    key,
+                    format!("`directory.{key}` is not carried out by driftless yet"),
+                ));
+            }
+            if d["jsonnet"].as_object().is_some_and(|j| !j.is_empty()) {
+                return Err(refuse(
+                    "jsonnet",
+                    "`directory.jsonnet` is not carried out by driftless yet".into(),
+                ));
+            }
+            out.parts.push(Part {
+                at: at.clone(),
+                app: name.to_string(),
+                output: file,
+                source: PartSource::Directory {
+                    path,
+                    recurse: d["recurse"].as_bool() == Some(true),
+                    include: d["include"].as_str().map(str::to_string),
+                    exclude: d["exclude"].as_str().map(str::to_string),
+                },
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// An `ignoreDifferences` entry as JSON pointers: `jsonPointers` as they are, and
+/// `jqPathExpressions` that are plain paths (`.spec.replicas`, `.data["k"]`).
+fn ignore(d: &Value) -> Result<Ignore, String> {
+    if d.get("managedFieldsManagers").is_some() {
+        return Err("`managedFieldsManagers` is not carried out by driftless yet (its fields are another manager's already)".into());
+    }
+    let mut pointers: Vec<String> = d["jsonPointers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|p| p.as_str().map(str::to_string))
+        .collect();
+    for jq in d["jqPathExpressions"].as_array().into_iter().flatten() {
+        let jq = jq.as_str().unwrap_or_default();
+        pointers.push(jq_pointer(jq).ok_or_else(|| {
+            format!("the jq expression {jq:?} is not a plain path (`.a.b`, `.a[\"k\"]`); write it as a JSON pointer")
+        })?);
+    }
+    let kind = d["kind"].as_str().unwrap_or_default();
+    if kind.is_empty() {
+        return Err("names no `kind`".into());
+    }
+    Ok(Ignore {
+        group: d["group"].as_str().unwrap_or_default().to_string(),
+        kind: kind.to_string(),
+        name: d["name"].as_str().map(str::to_string),
+        namespace: d["namespace"].as_str().map(str::to_string),
+        pointers,
+    })
+}
+
+/// `.spec.replicas` or `.data["a.b"]` as `/spec/replicas`, `/data/a.b`.
+fn jq_pointer(jq: &str) -> Option<String> {
+    let mut out = String::new();
+    let mut rest = jq.trim();
+    if rest.is_empty() {
+        return None;
+    }
+    while !rest.is_empty() {
+        let key;
+        if let Some(r) = rest.strip_prefix("[\"") {
+            let end = r.find("\"]")?;
+            key = &r[..end];
+            rest = &r[end + 2..];
+        } else if let Some(r) = rest.strip_prefix('.') {
+            if let Some(r2) = r.strip_prefix("[\"") {
+                let end = r2.find("\"]")?;
+                key = &r2[..end];
+                rest = &r2[end + 2..];
+            } else {
+                let end = r.find(['.', '[']).unwrap_or(r.len());
+                key = &r[..end];
+                rest = &r[end..];
+                if key.is_empty()
+                    || !key
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+                {
+                    return None;
+                }
+            }
+        } else {
+            return None;
+        }
+        out.push('/');
+        out.push_str(&key.replace('~', "~0").replace('/', "~1"));
+    }
+    Some(out)
+}
+
+/// The release Argo CD makes of a chart: its name, namespace, values and parameters.
+fn release_of(
+    at: &Location,
+    app_name: &str,
+    app: &App,
+    s: &Value,
+) -> Result<crate::spec::helm::HelmRelease, String> {
+    let h = &s["helm"];
+    if let Some(key) = unknown(h, HELM_CARRIED) {
+        return Err(format!("`helm.{key}` is not carried out by driftless yet"));
+    }
+    let namespace = h["namespace"]
+        .as_str()
+        .map(str::to_string)
+        .or_else(|| app.namespace.clone())
+        .unwrap_or_else(|| "default".into());
+    let mut values = match (&h["values"], &h["valuesObject"]) {
+        (_, Value::Object(o)) => Value::Object(o.clone()),
+        (Value::String(text), _) if !text.trim().is_empty() => {
+            serde_saphyr::from_str::<Value>(text)
+                .map_err(|e| format!("`helm.values` is not YAML: {e}"))?
+        }
+        _ => Value::Null,
+    };
+    for p in h["parameters"].as_array().into_iter().flatten() {
+        let key = p["name"].as_str().unwrap_or_default();
+        let raw = p["value"].as_str().unwrap_or_default();
+        let value = if p["forceString"].as_bool() == Some(true) {
+            json!(raw)
+        } else {
+            set_value(raw)
+        };
+        set_path(&mut values, key, value).map_err(|why| format!("parameter {key:?}: {why}"))?;
+    }
+    let mut release = crate::hydrate::helm::unnamed_release("", app_name, &namespace, at.clone());
+    release.release_name = h["releaseName"].as_str().unwrap_or(app_name).to_string();
+    release.values = values;
+    release.include_crds = h["skipCrds"].as_bool() != Some(true);
+    release.kube_version = h["kubeVersion"].as_str().map(str::to_string);
+    release.api_versions = h["apiVersions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v.as_str().map(str::to_string))
+        .collect();
+    Ok(release)
+}
+
+/// `helm --set`'s reading of a value: a bool, an integer, or a string.
+fn set_value(raw: &str) -> Value {
+    match raw {
+        "true" => json!(true),
+        "false" => json!(false),
+        "null" => Value::Null,
+        _ => raw
+            .parse::<i64>()
+            .map(|n| json!(n))
+            .unwrap_or_else(|_| json!(raw)),
+    }
+}
+
+/// Sets `a.b.c` (helm's `--set` path; `\.` is a dot in a key) in `values`.
+fn set_path(values: &mut Value, path: &str, value: Value) -> Result<(), String> {
+    let mut keys = Vec::new();
+    let mut cur = String::new();
+    let mut chars = path.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' if chars.peek() == Some(&'.') => {
+                cur.push('.');
+                chars.next();
+            }
+            '.' => keys.push(std::mem::take(&mut cur)),
+            '[' => return Err("list indexes are not carried out by driftless yet".into()),
+            c => cur.push(c),
+        }
+    }
+    keys.push(cur);
+    if keys.iter().any(String::is_empty) {
+        return Err("an empty key".into());
+    }
+    let mut at = values;
+    for k in &keys[..keys.len() - 1] {
+        if !at.is_object() {
+            *at = json!({});
+        }
+        at = at
+            .as_object_mut()
+            .map(|o| o.entry(k.clone()).or_insert_with(|| json!({})))
+            .ok_or("not a map")?;
+    }
+    if !at.is_object() {
+        *at = json!({});
+    }
+    if let Some(o) = at.as_object_mut() {
+        o.insert(keys[keys.len() - 1].clone(), value);
+    }
+    Ok(())
+}
+
+/// `"../"` as many times as the spec root is deep in the repository: paths of the
+/// repository as the `helm` kind reads them (from the spec root).
+fn up(repo: &Repository) -> String {
+    let depth = repo.root.map_or(0, |r| {
+        if r.is_empty() {
+            0
+        } else {
+            r.split('/').count()
+        }
+    });
+    "../".repeat(depth)
+}
+
+/// Values files as the `helm` kind reads them: `$ref/...` from a `ref` source's root
+/// (this repository), the rest from the chart's directory (`dir`; none for a chart of a
+/// chart repository, whose files are not this repository's).
+fn values_files(
+    s: &Value,
+    dir: Option<&str>,
+    refs: &BTreeMap<String, ()>,
+    repo: &Repository,
+) -> Result<Vec<String>, String> {
+    let h = &s["helm"];
+    let optional = h["ignoreMissingValueFiles"].as_bool() == Some(true);
+    let mut out = Vec::new();
+    for f in h["valueFiles"].as_array().into_iter().flatten() {
+        let f = f.as_str().unwrap_or_default();
+        let rel = if let Some(rest) = f.strip_prefix('$') {
+            let (r, path) = rest.split_once('/').unwrap_or((rest, ""));
+            if !refs.contains_key(r) {
+                return Err(format!("values file {f:?} names no `ref` source {r:?}"));
+            }
+            clean_path(path)
+        } else if f.contains("://") {
+            return Err(format!("values file {f:?} is a URL; not fetched"));
+        } else {
+            match dir {
+                Some(d) => clean_path(&format!("{d}/{f}")),
+                None => {
+                    return Err(format!(
+                        "values file {f:?} of a chart repository's chart: name it from this repository with a `ref` source (`$values/...`)"
+                    ));
+                }
+            }
+        };
+        let rel = rel.ok_or_else(|| format!("values file {f:?} leads out of the repository"))?;
+        let there = repo.repo.is_none_or(|r| Path::new(r).join(&rel).is_file());
+        if !there && optional {
+            continue;
+        }
+        out.push(format!("{}{rel}", up(repo)));
+    }
+    Ok(out)
+}
+
+/// A chart of this repository at `path`.
+fn local_release(
+    at: &Location,
+    name: &str,
+    app: &App,
+    s: &Value,
+    path: &str,
+    refs: &BTreeMap<String, ()>,
+    repo: &Repository,
+) -> Result<crate::spec::helm::HelmRelease, String> {
+    let mut release = release_of(at, name, app, s)?;
+    release.chart = format!("{}{path}", up(repo));
+    release.values_files = values_files(s, Some(path), refs, repo)?;
+    Ok(release)
+}
+
+/// A chart of a chart repository (HTTP, or OCI named with or without `oci://`).
+fn chart_release(
+    at: &Location,
+    name: &str,
+    app: &App,
+    s: &Value,
+    chart: &str,
+    refs: &BTreeMap<String, ()>,
+    repo: &Repository,
+) -> Result<crate::spec::helm::HelmRelease, String> {
+    let mut release = release_of(at, name, app, s)?;
+    let url = s["repoURL"]
+        .as_str()
+        .unwrap_or_default()
+        .trim_end_matches('/');
+    let version = s["targetRevision"].as_str().unwrap_or("*");
+    if url.starts_with("http://") || url.starts_with("https://") {
+        release.chart = chart.to_string();
+        release.repository = Some(url.to_string());
+    } else {
+        let registry = url.strip_prefix("oci://").unwrap_or(url);
+        release.chart = format!("oci://{registry}/{chart}");
+    }
+    release.version = Some(version.to_string());
+    release.values_files = values_files(s, None, refs, repo)?;
+    Ok(release)
+}
+
+/// The Application's `kustomize` options as the Flux Kustomization fields the build
+/// puts into the kustomization (Argo CD's `kustomize edit` does the same).
+fn kustomization(
+    at: &Location,
+    name: &str,
+    s: &Value,
+    path: &str,
+) -> Result<crate::hydrate::flux::Kustomization, String> {
+    let k = &s["kustomize"];
+    if let Some(key) = unknown(k, KUSTOMIZE_CARRIED) {
+        return Err(format!(
+            "`kustomize.{key}` is not carried out by driftless yet"
+        ));
+    }
+    let mut spec = serde_json::Map::new();
+    if let Some(ns) = k["namespace"].as_str() {
+        spec.insert("targetNamespace".into(), json!(ns));
+    }
+    for field in [
+        "namePrefix",
+        "nameSuffix",
+        "patches",
+        "components",
+        "commonLabels",
+        "commonAnnotations",
+        "replicas",
+    ] {
+        if let Some(v) = k.get(field) {
+            spec.insert(field.into(), v.clone());
+        }
+    }
+    if let Some(images) = k["images"].as_array() {
+        let list: Result<Vec<Value>, String> = images
+            .iter()
+            .map(|i| image(i.as_str().unwrap_or_default()))
+            .collect();
+        spec.insert("images".into(), Value::Array(list?));
+    }
+    Ok(crate::hydrate::flux::Kustomization {
+        at: at.clone(),
+        namespace: "argo".into(),
+        name: name.to_string(),
+        path: path.to_string(),
+        spec: Value::Object(spec),
+        wave: 0,
+        artifact: None,
+    })
+}
+
+/// `kustomize edit set image`'s `[OLD=]NEW[:TAG|@DIGEST]` as a kustomization image.
+fn image(text: &str) -> Result<Value, String> {
+    let (old, new) = match text.split_once('=') {
+        Some((o, n)) => (Some(o), n),
+        None => (None, text),
+    };
+    let (new_name, tag, digest) = match new.split_once('@') {
+        Some((n, d)) => (n, None, Some(d)),
+        None => {
+            let slash = new.rfind('/').map_or(0, |i| i + 1);
+            match new[slash..].split_once(':') {
+                Some((n, t)) => (&new[..slash + n.len()], Some(t), None),
+                None => (new, None, None),
+            }
+        }
+    };
+    if new_name.is_empty() {
+        return Err(format!("image {text:?} names no image"));
+    }
+    let mut out = serde_json::Map::new();
+    out.insert("name".into(), json!(old.unwrap_or(new_name)));
+    if old.is_some_and(|o| o != new_name) {
+        out.insert("newName".into(), json!(new_name));
+    }
+    if let Some(t) = tag {
+        out.insert("newTag".into(), json!(t));
+    }
+    if let Some(d) = digest {
+        out.insert("digest".into(), json!(d));
+    }
+    Ok(Value::Object(out))
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+
+    #[test]
+    fn jq_paths_become_pointers() {
+        assert_eq!(
+            jq_pointer(".spec.replicas").as_deref(),
+            Some("/spec/replicas")
+        );
+        assert_eq!(
+            jq_pointer(".data[\"a.b/c\"]").as_deref(),
+            Some("/data/a.b~1c")
+        );
+        assert_eq!(
+            jq_pointer(".spec.template.spec.containers[] | select(.name == \"x\")"),
+            None
+        );
+    }
+
+    #[test]
+    fn images_as_kustomize_edit_reads_them() {
+        assert_eq!(
+            image("nginx=registry.local/nginx:1.27").unwrap(),
+            json!({"name": "nginx", "newName": "registry.local/nginx", "newTag": "1.27"})
+        );
+        assert_eq!(
+            image("localhost:5000/web:2").unwrap(),
+            json!({"name": "localhost:5000/web", "newTag": "2"})
+        );
+        assert_eq!(
+            image("web@sha256:abc").unwrap(),
+            json!({"name": "web", "digest": "sha256:abc"})
+        );
+    }
+
+    #[test]
+    fn parameters_set_values_as_helm_set_does() {
+        let mut v = json!({"a": {"keep": 1}});
+        set_path(&mut v, "a.b", set_value("3")).unwrap();
+        set_path(&mut v, "c\\.d", set_value("true")).unwrap();
+        set_path(&mut v, "e", set_value("x")).unwrap();
+        assert_eq!(v, json!({"a": {"keep": 1, "b": 3}, "c.d": true, "e": "x"}));
+        assert!(set_path(&mut v, "list[0]", json!(1)).is_err());
+    }
+}

@@ -1,0 +1,198 @@
+//! The Argo CD source tool: a directory of manifests read as Argo CD reads one, or a
+//! Kustomize directory built with the Application's options (as the Flux Kustomization's
+//! build does it: on a private copy, the options put into its kustomization).
+
+use std::path::Path;
+use std::sync::Mutex;
+
+use super::{Part, PartSource};
+use crate::hydrate::kustomize::{self, Kustomize};
+use crate::hydrate::stage::Shared;
+use crate::hydrate::tool::{Context, FindError, Rendered, Tool, ToolError, found_once};
+use crate::spec::{Location, RenderedBy};
+
+/// The Argo CD directory and Kustomize sources: kustomize found once, when asked.
+#[derive(Default)]
+pub struct Directories {
+    found: Mutex<Option<Kustomize>>,
+}
+
+/// Manifests Argo CD reads from a directory source.
+const MANIFESTS: [&str; 3] = [".yaml", ".yml", ".json"];
+
+impl Tool for Directories {
+    type Item = Part;
+    /// kustomize, when a part needs it (a tree of directories only needs none).
+    type Ready = Option<Kustomize>;
+
+    fn reads_disk(&self) -> Option<&'static str> {
+        Some("an Argo CD Application")
+    }
+
+    fn at(&self, item: &Part) -> Location {
+        item.at.clone()
+    }
+
+    fn output_file(&self, item: &Part) -> String {
+        item.output.clone()
+    }
+
+    fn ready(&self, r: &Shared, _: &Context) -> Result<Option<Kustomize>, FindError> {
+        // Directories alone need no kustomize; the Kustomize parts say why it is missing.
+        Ok(found_once(&self.found, || {
+            kustomize::find(r.opts.kustomize.as_deref(), &r.opts.limits)
+        })
+        .ok())
+    }
+
+    fn render(
+        &self,
+        r: &Shared,
+        tool: &Option<Kustomize>,
+        part: &Part,
+        cx: &Context,
+    ) -> Result<Rendered, ToolError> {
+        let disk = cx
+            .input
+            .checkout
+            .as_ref()
+            .ok_or_else(|| "an Argo CD Application needs its tree on disk".to_string())?;
+        match &part.source {
+            PartSource::Directory {
+                path,
+                recurse,
+                include,
+                exclude,
+            } => {
+                let yaml = directory(&disk.repo, path, *recurse, include, exclude)?;
+                Ok(Rendered {
+                    yaml,
+                    by: RenderedBy {
+                        // Read as it is: driftless is the tool.
+                        tool: "driftless".into(),
+                        version: env!("CARGO_PKG_VERSION").into(),
+                        command: format!(
+                            "Argo CD Application {}: directory {}",
+                            part.app,
+                            if path.is_empty() { "." } else { path }
+                        ),
+                        release: None,
+                    },
+                })
+            }
+            PartSource::Kustomize(k) => {
+                let tool = match tool {
+                    Some(t) => t.clone(),
+                    None => kustomize::find(r.opts.kustomize.as_deref(), &r.opts.limits)
+                        .map_err(|e| ToolError::from(e.to_string()))?,
+                };
+                let built = crate::hydrate::flux::build_kustomization(r, &tool, &disk.repo, k)?;
+                Ok(Rendered {
+                    yaml: built.to_vec(),
+                    by: RenderedBy {
+                        tool: "kustomize".into(),
+                        version: tool.version.clone(),
+                        command: format!(
+                            "Argo CD Application {}: {}",
+                            part.app,
+                            tool.shown(if k.path.is_empty() { "." } else { &k.path })
+                        ),
+                        release: None,
+                    },
+                })
+            }
+        }
+    }
+}
+
+/// The manifests of `path` (relative to `repo`) as one YAML stream, as Argo CD reads a
+/// directory source: its YAML and JSON files (all below it with `recurse`), those
+/// `include` matches and `exclude` does not (globs on the path within the directory,
+/// `{a,b}` alternatives). Hidden files and directories are skipped.
+fn directory(
+    repo: &Path,
+    path: &str,
+    recurse: bool,
+    include: &Option<String>,
+    exclude: &Option<String>,
+) -> Result<Vec<u8>, ToolError> {
+    let said = |m: String| ToolError::from(m);
+    let glob = |g: &Option<String>| -> Result<Option<globset::GlobMatcher>, ToolError> {
+        g.as_deref()
+            .filter(|g| !g.is_empty())
+            .map(|g| {
+                globset::GlobBuilder::new(g)
+                    .literal_separator(false)
+                    .build()
+                    .map(|g| g.compile_matcher())
+                    .map_err(|e| said(format!("glob {g:?}: {e}")))
+            })
+            .transpose()
+    };
+    let (include, exclude) = (glob(include)?, glob(exclude)?);
+    let dir = repo
+        .join(path)
+        .canonicalize()
+        .map_err(|e| said(format!("path {path:?}: {e}")))?;
+    if !dir.starts_with(repo) || !dir.is_dir() {
+        return Err(said(format!(
+            "path {path:?} is not a directory of the repository"
+        )));
+    }
+    let mut files = Vec::new();
+    let mut pending = vec![dir.clone()];
+    while let Some(d) = pending.pop() {
+        let entries = std::fs::read_dir(&d).map_err(|e| said(format!("reading {path}: {e}")))?;
+        for e in entries.flatten() {
+            let p = e.path();
+            let hidden = p
+                .file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with('.'));
+            if hidden {
+                continue;
+            }
+            if p.is_dir() {
+                if recurse {
+                    pending.push(p);
+                }
+                continue;
+            }
+            let rel = p
+                .strip_prefix(&dir)
+                .unwrap_or(&p)
+                .to_string_lossy()
+                .into_owned();
+            if !MANIFESTS.iter().any(|ext| rel.ends_with(ext)) {
+                continue;
+            }
+            if include.as_ref().is_some_and(|g| !g.is_match(&rel))
+                || exclude.as_ref().is_some_and(|g| g.is_match(&rel))
+            {
+                continue;
+            }
+            files.push((rel, p));
+        }
+    }
+    files.sort();
+    let mut out = Vec::new();
+    for (rel, p) in files {
+        let bytes = std::fs::read(&p).map_err(|e| said(format!("reading {rel}: {e}")))?;
+        if rel.ends_with(".json") {
+            let v: serde_json::Value = serde_json::from_slice(&bytes)
+                .map_err(|e| said(format!("{path}/{rel}: not valid JSON: {e}")))?;
+            // A JSON file that is not an object (a dashboard) is not a manifest.
+            if !crate::hydrate::tree::is_manifest_json(&v) {
+                continue;
+            }
+            out.extend_from_slice(b"---\n");
+            out.extend_from_slice(&crate::hydrate::stage::to_yaml(&[v]));
+        } else {
+            out.extend_from_slice(b"---\n");
+            out.extend_from_slice(&bytes);
+            if !bytes.ends_with(b"\n") {
+                out.push(b'\n');
+            }
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,210 @@
+use super::*;
+
+fn file(path: &str, text: &str) -> SourceFile {
+    SourceFile {
+        path: path.into(),
+        contents: text.as_bytes().to_vec(),
+    }
+}
+
+fn repository<'a>(root: &'a str) -> Repository<'a> {
+    Repository {
+        repo: None,
+        root: Some(root),
+        urls: [normalise_url("https://github.com/acme/gitops.git")]
+            .into_iter()
+            .collect(),
+    }
+}
+
+fn application(name: &str, path: &str, extra: &str) -> String {
+    format!(
+        "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: {name}\n  namespace: argocd\nspec:\n  project: default\n  source:\n    repoURL: git@github.com:acme/GitOps.git\n    path: {path}\n    targetRevision: HEAD\n  destination:\n    server: https://kubernetes.default.svc\n    namespace: shop\n{extra}"
+    )
+}
+
+#[test]
+fn applications_are_found_taken_out_and_their_directories_are_theirs() {
+    let root_app = application(
+        "root",
+        "apps",
+        "  syncPolicy:\n    automated:\n      prune: true\n",
+    );
+    let mut files = vec![
+        file(
+            "root.yaml",
+            &format!(
+                "{root_app}---\napiVersion: argoproj.io/v1alpha1\nkind: AppProject\nmetadata:\n  name: p\n"
+            ),
+        ),
+        file("apps/web.yaml", &application("web", "web", "")),
+        file(
+            "cm.yaml",
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n",
+        ),
+    ];
+    let mut seen = BTreeSet::new();
+    let found = find(&mut files, &repository(""), &mut seen);
+    assert!(found.errors.is_empty(), "{:?}", found.errors);
+    // The app in `apps/` is the root app's to render: found once that render is read.
+    assert_eq!(found.apps.len(), 1);
+    assert_eq!(found.apps[0].name, "root");
+    assert!(found.apps[0].prune);
+    assert_eq!(found.consumed, ["apps"]);
+    assert_eq!(found.parts.len(), 1);
+    assert_eq!(found.parts[0].output, "root.yaml#argo.root");
+    assert!(matches!(
+        &found.parts[0].source,
+        PartSource::Directory { path, recurse: false, .. } if path == "apps"
+    ));
+    // Blanked line for line.
+    let text = String::from_utf8(files[0].contents.clone()).unwrap();
+    assert!(
+        text.trim_matches(|c| c == '\n' || c == '-').is_empty(),
+        "{text}"
+    );
+    assert!(String::from_utf8_lossy(&files[2].contents).contains("ConfigMap"));
+
+    // The root app's render holds the app in `apps/`: it is found in turn.
+    let mut rendered = vec![file("root.yaml#argo.root", &application("web", "web", ""))];
+    let found = find(&mut rendered, &repository(""), &mut seen);
+    assert!(found.errors.is_empty(), "{:?}", found.errors);
+    assert_eq!(found.parts[0].output, "root.yaml#argo.root#argo.web");
+    assert!(!found.apps[0].prune, "no automated prune");
+    // Met again: a cycle.
+    let mut again = vec![file("x.yaml", &application("web", "web", ""))];
+    let found = find(&mut again, &repository(""), &mut seen);
+    assert_eq!(found.errors.len(), 1);
+    assert!(
+        found.errors[0].message.contains("met twice"),
+        "{:?}",
+        found.errors
+    );
+}
+
+#[test]
+fn what_is_not_carried_out_is_an_error_at_its_place() {
+    let cases = [
+        (
+            application("a", "a", "").replace("acme/GitOps", "other/repo"),
+            "a.yaml:9:1: Application a: its source git@github.com:other/repo.git is not the repository being read",
+        ),
+        (
+            application(
+                "a",
+                "a",
+                "  syncPolicy:\n    syncOptions:\n      - FailOnSharedResource=true\n",
+            ),
+            "a.yaml:16:1: Application a: sync option \"FailOnSharedResource=true\" is not carried out by driftless yet; nothing is applied",
+        ),
+        (
+            application("a", "a", "").replace("kubernetes.default.svc", "prod.example.com"),
+            "a.yaml:13:1: Application a: its destination https://prod.example.com is not the cluster driftless applies to; nothing is applied",
+        ),
+        (
+            application(
+                "a",
+                "a",
+                "  ignoreDifferences:\n    - kind: Deployment\n      jqPathExpressions: ['.spec.template.spec.containers[] | select(.name == \"x\")']\n",
+            ),
+            "a.yaml:15:1: Application a: ignoreDifferences[0]: the jq expression",
+        ),
+        (
+            "apiVersion: argoproj.io/v1alpha1\nkind: ApplicationSet\nmetadata:\n  name: s\n"
+                .to_string(),
+            "a.yaml:1:1: Argo CD's ApplicationSet is not carried out by driftless yet",
+        ),
+    ];
+    for (text, want) in cases {
+        let mut files = vec![file("a.yaml", &text)];
+        let found = find(&mut files, &repository(""), &mut BTreeSet::new());
+        assert_eq!(found.errors.len(), 1, "{text}");
+        let said = found.errors[0].to_string();
+        assert!(said.starts_with(want), "{said}\nwanted {want}");
+        assert!(found.parts.is_empty() && found.releases.is_empty());
+    }
+}
+
+#[test]
+fn charts_become_releases_with_their_values() {
+    let text = "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: podinfo\nspec:\n  sources:\n    - repoURL: https://charts.example.com/\n      chart: podinfo\n      targetRevision: 6.2.3\n      helm:\n        releaseName: web\n        valueFiles: [$values/values/podinfo.yaml]\n        valuesObject: {ui: {message: hi}}\n        parameters:\n          - {name: replicaCount, value: \"2\"}\n          - {name: ui.color, value: \"007\", forceString: true}\n        skipCrds: true\n    - repoURL: https://github.com/acme/gitops\n      targetRevision: main\n      ref: values\n  destination:\n    namespace: shop\n";
+    let mut files = vec![file("apps/podinfo.yaml", text)];
+    let found = find(
+        &mut files,
+        &repository("clusters/prod"),
+        &mut BTreeSet::new(),
+    );
+    assert!(found.errors.is_empty(), "{:?}", found.errors);
+    assert_eq!(found.releases.len(), 1);
+    let r = &found.releases[0];
+    assert_eq!(r.file, "apps/podinfo.yaml#argo.podinfo");
+    assert_eq!(r.release.chart, "podinfo");
+    assert_eq!(
+        r.release.repository.as_deref(),
+        Some("https://charts.example.com")
+    );
+    assert_eq!(r.release.version.as_deref(), Some("6.2.3"));
+    assert_eq!(r.release.release_name, "web");
+    assert_eq!(r.release.namespace, "shop");
+    assert_eq!(r.release.values_files, ["../../values/podinfo.yaml"]);
+    assert_eq!(
+        r.release.values,
+        serde_json::json!({"ui": {"message": "hi", "color": "007"}, "replicaCount": 2})
+    );
+    assert!(!r.release.include_crds);
+}
+
+#[test]
+fn marks_say_what_the_application_says() {
+    let app = App {
+        name: "web".into(),
+        namespace: Some("shop".into()),
+        wave: 2,
+        prune: false,
+        replace: true,
+        create_namespace: true,
+        ignore: vec![Ignore {
+            group: "apps".into(),
+            kind: "Deployment".into(),
+            pointers: vec!["/spec/replicas".into()],
+            ..Ignore::default()
+        }],
+    };
+    let mut files = vec![
+        file(
+            "root.yaml#argo.web",
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d\nspec: {}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: r\n  annotations:\n    argocd.argoproj.io/sync-wave: \"-1\"\n",
+        ),
+        file("other.yaml", "kept: as it is\n"),
+    ];
+    let mut errors = Vec::new();
+    mark(
+        &mut files,
+        &by_name(std::slice::from_ref(&app)),
+        &mut errors,
+    );
+    assert!(errors.is_empty());
+    let docs: Vec<serde_json::Value> =
+        serde_saphyr::from_multiple(&String::from_utf8_lossy(&files[0].contents)).unwrap();
+    assert_eq!(docs[0]["kind"], "Namespace");
+    assert_eq!(
+        docs[0]["metadata"]["annotations"]["driftless.dev/apply"],
+        "create-only"
+    );
+    let d = &docs[1]["metadata"];
+    assert_eq!(d["namespace"], "shop");
+    assert_eq!(d["annotations"]["driftless.dev/wave"], "2");
+    assert_eq!(d["annotations"]["driftless.dev/prune"], "disabled");
+    assert_eq!(d["annotations"]["driftless.dev/replace"], "on-immutable");
+    assert_eq!(
+        d["annotations"]["driftless.dev/ignore-fields"],
+        "/spec/replicas"
+    );
+    let r = &docs[2]["metadata"];
+    assert!(r.get("namespace").is_none(), "cluster-scoped");
+    assert!(
+        r["annotations"].get("driftless.dev/wave").is_none(),
+        "its own wave"
+    );
+    assert_eq!(files[1].contents, b"kept: as it is\n");
+}

@@ -1,0 +1,279 @@
+//! An Argo CD repository, laid out as Argo CD's users lay one out (a root Application in
+//! `argocd/` rendering the Applications of `apps/`: app of apps), taken to the test
+//! cluster by driftless with no Argo CD present: a directory app (`recurse`,
+//! `ignoreDifferences`), a Kustomize app (`namePrefix`, `images`, `commonLabels`, its sync
+//! wave), a chart of the repository (`valueFiles`, `parameters`, `releaseName`) and a chart
+//! of a chart repository on loopback with its values from this repository (`sources` with
+//! a `ref`); a pull request previewed per Argo CD app with no cluster; an app removed from
+//! the tree pruned. What is not carried out is one line at its place, and nothing is
+//! applied.
+
+use crate::support;
+
+use std::path::Path;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, Patch, PatchParams};
+
+use support::{
+    assert_exit, driftless_helm4 as offline, driftless_helm4_on_cluster as on_cluster, git,
+    printed, show, write_file as write,
+};
+
+const REPO: &str = "https://github.com/acme/gitops.git";
+
+fn application(name: &str, ns: &str, source: &str, extra: &str) -> String {
+    format!(
+        "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: {name}\n  namespace: argocd\n  finalizers:\n    - resources-finalizer.argocd.argoproj.io\nspec:\n  project: default\n{source}  destination:\n    server: https://kubernetes.default.svc\n    namespace: {ns}\n  syncPolicy:\n    automated:\n      prune: true\n      selfHeal: true\n{extra}"
+    )
+}
+
+fn repository(root: &Path, ns: &str, tag: &str, charts: &str) {
+    // The root app: every Application of apps/ (the repository named as its remote is,
+    // in another spelling).
+    write(
+        root,
+        "argocd/root.yaml",
+        &application(
+            "root",
+            "argocd",
+            "  source:\n    repoURL: git@github.com:acme/gitops\n    targetRevision: HEAD\n    path: apps\n",
+            "",
+        ),
+    );
+    write(
+        root,
+        "apps/guestbook.yaml",
+        &application(
+            &format!("{ns}-guestbook"),
+            ns,
+            &format!(
+                "  source:\n    repoURL: {REPO}\n    targetRevision: HEAD\n    path: guestbook\n    directory:\n      recurse: true\n      exclude: '*-test.yaml'\n"
+            ),
+            "  ignoreDifferences:\n    - group: apps\n      kind: Deployment\n      jsonPointers:\n        - /spec/replicas\n",
+        ),
+    );
+    write(
+        root,
+        "guestbook/deployment.yaml",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: guestbook\nspec:\n  replicas: 1\n  selector:\n    matchLabels: {app: guestbook}\n  template:\n    metadata:\n      labels: {app: guestbook}\n    spec:\n      containers:\n        - name: ui\n          image: nginx:1.27.0\n",
+    );
+    write(
+        root,
+        "guestbook/config/settings.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: guestbook-settings\ndata:\n  theme: dark\n",
+    );
+    write(
+        root,
+        "guestbook/smoke-test.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: excluded\n",
+    );
+    write(root, "guestbook/README.md", "# guestbook\n");
+    write(
+        root,
+        "apps/shop.yaml",
+        &application(
+            &format!("{ns}-shop"),
+            ns,
+            &format!("  source:\n    repoURL: {REPO}\n    targetRevision: HEAD\n    path: shop/overlays/staging\n    kustomize:\n      namePrefix: stg-\n      commonLabels:\n        team: shop\n      images:\n        - nginx:{tag}\n"),
+            "",
+        )
+        .replace(
+            "  finalizers:",
+            "  annotations:\n    argocd.argoproj.io/sync-wave: \"1\"\n  finalizers:",
+        ),
+    );
+    write(
+        root,
+        "shop/base/kustomization.yaml",
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- deployment.yaml\n",
+    );
+    write(
+        root,
+        "shop/base/deployment.yaml",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: shop\nspec:\n  replicas: 1\n  selector:\n    matchLabels: {app: shop}\n  template:\n    metadata:\n      labels: {app: shop}\n    spec:\n      containers:\n        - name: shop\n          image: nginx:1.0\n",
+    );
+    write(
+        root,
+        "shop/overlays/staging/kustomization.yaml",
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- ../../base\n",
+    );
+    // A chart of the repository, and one of a chart repository with values from here.
+    write(
+        root,
+        "apps/web.yaml",
+        &application(
+            &format!("{ns}-web"),
+            ns,
+            &format!(
+                "  source:\n    repoURL: {REPO}\n    targetRevision: HEAD\n    path: charts/podinfo\n    helm:\n      releaseName: web\n      valueFiles:\n        - values-web.yaml\n      parameters:\n        - name: replicaCount\n          value: \"1\"\n"
+            ),
+            "",
+        ),
+    );
+    support::copy_tree(
+        &Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../shared/sources/podinfo/6.2.3/charts/podinfo"),
+        &root.join("charts/podinfo"),
+        &[],
+    );
+    write(
+        root,
+        "charts/podinfo/values-web.yaml",
+        "ui:\n  message: web\nhpa:\n  enabled: false\n",
+    );
+    write(
+        root,
+        "apps/podinfo.yaml",
+        &application(
+            &format!("{ns}-podinfo"),
+            ns,
+            &format!(
+                "  sources:\n    - repoURL: {charts}\n      chart: podinfo\n      targetRevision: 6.2.3\n      helm:\n        releaseName: podinfo\n        valueFiles:\n          - $values/values/podinfo.yaml\n    - repoURL: {REPO}\n      targetRevision: HEAD\n      ref: values\n"
+            ),
+            "",
+        ),
+    );
+    write(
+        root,
+        "values/podinfo.yaml",
+        "ui:\n  message: from-argo\nhpa:\n  enabled: false\n",
+    );
+}
+
+fn init(root: &Path) {
+    git(root, &["init", "-q", "-b", "main"]);
+    git(root, &["remote", "add", "origin", REPO]);
+    git(root, &["add", "."]);
+    git(root, &["commit", "-q", "-m", "apps"]);
+}
+
+#[tokio::test]
+async fn an_argo_cd_repository_installs_previews_and_prunes_with_no_argo_cd() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "argo").await;
+    let repo = tempfile::tempdir().unwrap();
+    let root = repo.path();
+    let charts_dir = tempfile::tempdir().unwrap();
+    let charts = crate::helm::ChartRepo::start(charts_dir.path());
+    repository(root, &ns, "1.27.0", &charts.url);
+    init(root);
+    let tree = root.join("argocd");
+    let tree = tree.to_str().unwrap();
+
+    let out = offline(&["validate", tree]);
+    assert_exit(&out, 0);
+    let said = printed(&out);
+    for line in [
+        "rendered: root.yaml#argo.root: Argo CD Application root: directory apps".to_string(),
+        format!(
+            "rendered: root.yaml#argo.root#argo.{ns}-shop: Argo CD Application {ns}-shop: kubectl kustomize shop/overlays/staging"
+        ),
+        format!(
+            "rendered: root.yaml#argo.root#argo.{ns}-web: helm template web ../charts/podinfo --namespace {ns}"
+        ),
+    ] {
+        assert!(said.contains(&line), "no {line:?} in\n{said}");
+    }
+
+    let out = on_cluster(&ns, &["apply", tree, "--wait", "--timeout", "3m"]);
+    assert_exit(&out, 0);
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    // The directory app: recursed, the excluded file and the README left out.
+    assert!(deployments.get("guestbook").await.is_ok(), "{}", show(&out));
+    assert!(maps.get("guestbook-settings").await.is_ok());
+    assert!(maps.get_opt("excluded").await.unwrap().is_none());
+    // The Kustomize app, with the Application's options.
+    let shop = deployments.get("stg-shop").await.unwrap();
+    let labels = shop.metadata.labels.clone().unwrap_or_default();
+    assert_eq!(labels.get("team").map(String::as_str), Some("shop"));
+    let image = shop.spec.template.spec.unwrap().containers[0].image.clone();
+    assert_eq!(image.as_deref(), Some("nginx:1.27.0"));
+    // Both charts, with their values.
+    for (name, message) in [("web-podinfo", "web"), ("podinfo", "from-argo")] {
+        let d = deployments.get(name).await.unwrap();
+        let env = d.spec.template.spec.unwrap().containers[0]
+            .env
+            .clone()
+            .unwrap_or_default();
+        assert!(
+            env.iter()
+                .any(|e| e.name == "PODINFO_UI_MESSAGE" && e.value.as_deref() == Some(message)),
+            "{name}: {env:?}"
+        );
+    }
+
+    // ignoreDifferences: replicas scaled by hand stay, and nothing differs.
+    deployments
+        .patch(
+            "guestbook",
+            &PatchParams::apply("scaler").force(),
+            &Patch::Apply(serde_json::json!({
+                "apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "guestbook"}, "spec": {"replicas": 3}
+            })),
+        )
+        .await
+        .unwrap();
+    let diff = on_cluster(&ns, &["diff", tree]);
+    assert_exit(&diff, 0);
+    let out = on_cluster(&ns, &["apply", tree]);
+    assert_exit(&out, 0);
+    support::assert_no_writes(&out);
+    let scaled = deployments.get("guestbook").await.unwrap();
+    assert_eq!(scaled.spec.replicas, Some(3));
+
+    // A pull request: the shop's image tag moves. Previewed per Argo CD app, no cluster.
+    repository(root, &ns, "1.27.1", &charts.url);
+    let preview = offline(&["diff", "--base", "main", tree, "--output", "json"]);
+    assert_exit(&preview, 1);
+    let doc: serde_json::Value = serde_json::from_slice(&preview.stdout).unwrap();
+    assert_eq!(
+        doc["apps"],
+        serde_json::json!([{"app": format!("argo/{ns}-shop"), "summary": {"create": 0, "update": 1, "replace": 0, "prune": 0, "error": 0}}]),
+        "{doc:#}"
+    );
+
+    // The guestbook app leaves the tree: what it applied is pruned, the rest stays.
+    std::fs::remove_file(root.join("apps/guestbook.yaml")).unwrap();
+    let out = on_cluster(&ns, &["apply", tree, "--allow-mass-prune"]);
+    assert_exit(&out, 0);
+    assert!(
+        deployments.get_opt("guestbook").await.unwrap().is_none(),
+        "{}",
+        show(&out)
+    );
+    assert!(maps.get_opt("guestbook-settings").await.unwrap().is_none());
+    assert!(deployments.get("stg-shop").await.is_ok());
+}
+
+/// A source that is another repository, or a field that changes what Argo CD would do and
+/// driftless does not carry out: one line at its place, and nothing is applied.
+#[tokio::test]
+async fn what_driftless_does_not_carry_out_is_refused_at_its_place() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "argo-refused").await;
+    let repo = tempfile::tempdir().unwrap();
+    let root = repo.path();
+    repository(root, &ns, "1.27.0", "http://127.0.0.1:9");
+    init(root);
+    let web = root.join("apps/web.yaml");
+    let text = std::fs::read_to_string(&web).unwrap();
+    std::fs::write(&web, text.replace(REPO, "https://github.com/someone/else")).unwrap();
+    let tree = root.join("argocd");
+    let out = on_cluster(&ns, &["apply", tree.to_str().unwrap()]);
+    assert_exit(&out, 2);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.starts_with("root.yaml#argo.root:") && stderr.contains(&format!("Application {ns}-web: its source https://github.com/someone/else is not the repository being read")),
+        "{}",
+        show(&out)
+    );
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    assert!(
+        deployments.get_opt("guestbook").await.unwrap().is_none(),
+        "something was applied"
+    );
+}
