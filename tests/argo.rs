@@ -277,3 +277,134 @@ async fn what_driftless_does_not_carry_out_is_refused_at_its_place() {
         "something was applied"
     );
 }
+
+/// The daemon on an Argo CD tree: each Application is an app of its own in the status
+/// file, `driftless status` and the web UI (trouble first, each narrowing the list to its
+/// specs), at 1600 and 400 px in Chromium.
+#[tokio::test]
+async fn each_argo_cd_app_is_a_unit_in_the_status_and_the_ui() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "argo-ui").await;
+    let repo = tempfile::tempdir().unwrap();
+    let root = repo.path();
+    let charts_dir = tempfile::tempdir().unwrap();
+    let charts = crate::helm::ChartRepo::start(charts_dir.path());
+    repository(root, &ns, "1.27.0", &charts.url);
+    // An app whose Deployment never becomes ready, synced last.
+    write(
+        root,
+        "apps/broken.yaml",
+        &application(
+            &format!("{ns}-broken"),
+            &ns,
+            &format!("  source:\n    repoURL: {REPO}\n    path: broken\n"),
+            "",
+        )
+        // Last: a wave waits for the one before it to be ready.
+        .replace(
+            "  finalizers:",
+            "  annotations:\n    argocd.argoproj.io/sync-wave: \"2\"\n  finalizers:",
+        ),
+    );
+    write(
+        root,
+        "broken/crashy.yaml",
+        &support::one_pod_deployment(&ns, "crashy", "example.org/crashloop:1"),
+    );
+    init(root);
+    let tree = root.join("argocd");
+    let helm = support::helm4();
+    let daemon = support::Daemon::builder(&ns)
+        .args(&[
+            "--dir",
+            tree.to_str().unwrap(),
+            "--resync",
+            "1h",
+            "--helm",
+            &helm,
+        ])
+        .start();
+    let broken = format!("argo/{ns}-broken");
+    let status = daemon
+        .wait_status("every app applied, the broken one failed", |s| {
+            let apps = s["apps"].as_array().cloned().unwrap_or_default();
+            apps.len() == 5
+                && apps[0]["name"] == broken.as_str()
+                && apps[0]["status"] == "Failed"
+                && apps[1..].iter().all(|a| a["ready"] == true)
+        })
+        .await;
+    let apps: Vec<&str> = status["apps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        apps,
+        [
+            broken.clone(),
+            format!("argo/{ns}-guestbook"),
+            format!("argo/{ns}-podinfo"),
+            format!("argo/{ns}-shop"),
+            format!("argo/{ns}-web"),
+        ],
+        "trouble first, then by name"
+    );
+    // Every spec of the tree is some app's, and says which.
+    let shop = format!("argo/{ns}-shop");
+    let specs = status["specs"].as_array().unwrap();
+    assert!(specs.iter().all(|s| s["app"].is_string()), "{status:#}");
+    let shop_specs = specs.iter().filter(|s| s["app"] == shop.as_str()).count();
+    assert_eq!(shop_specs, 1, "the shop's one Deployment");
+    let table = daemon.status_table();
+    assert!(table.contains("apps"), "{table}");
+    assert!(
+        table.contains(&format!("{broken}: 0/1 specs ready, Failed")),
+        "{table}"
+    );
+
+    let browser = support::Browser::start().await;
+    let addr = daemon.metrics;
+    for (width, height) in [(1600, 1000), (400, 900)] {
+        let size = format!("{width}x{height}");
+        browser.client.set_window_size(width, height).await.unwrap();
+        browser.goto(&format!("http://{addr}/")).await;
+        let first = browser
+            .wait_for(
+                &format!("the apps at {size}"),
+                "const rows = [...document.querySelectorAll('#app-rows tr')];\
+                 return rows.length === 5 ? rows.map(r => r.innerText) : null;",
+                vec![],
+            )
+            .await;
+        let first = first[0].as_str().unwrap_or_default();
+        assert!(
+            first.contains(&broken) && first.contains("Failed") && first.contains("0/1"),
+            "at {size}: {first}"
+        );
+        browser
+            .assert_no_sideways_scroll(&format!("the apps at {size}"))
+            .await;
+        browser.shot(&format!("argo-apps-{size}.png")).await;
+        // An app's link narrows the list to its specs.
+        browser
+            .click(&format!("#app-rows tr[data-app='{shop}'] a"))
+            .await;
+        browser.wait_for_spec_rows(1).await;
+        let rows = browser.spec_rows().await;
+        assert_eq!(
+            rows,
+            [format!("manifest/{ns}/Deployment.apps/stg-shop")],
+            "at {size}"
+        );
+        assert_eq!(
+            browser
+                .eval("return document.getElementById('search').value")
+                .await,
+            serde_json::json!(format!("app:{shop}")),
+            "at {size}"
+        );
+    }
+    browser.close().await;
+}

@@ -428,10 +428,12 @@ fn status(n_specs: usize, revision: &str, ready: bool) -> StatusFile {
             drifted: vec![],
             warnings: vec![],
             revision: None,
+            app: None,
         })
         .collect();
     StatusFile {
         releases: Vec::new(),
+        apps: Vec::new(),
         written: Some(k8s_openapi::jiff::Timestamp::now().to_string()),
         instance: "default".into(),
         kubernetes: None,

@@ -295,6 +295,30 @@ function renderSpecs(doc) {
   while (now.length > rows.length) body.lastElementChild.remove();
 }
 
+// Flux's and Argo CD's apps, trouble first (the status orders them): each links to the
+// list narrowed to its specs.
+function renderApps(doc) {
+  const apps = doc.apps || [];
+  $("apps").hidden = !apps.length;
+  const signature = JSON.stringify([apps, listState().sort, listState().group]);
+  const body = $("app-rows");
+  if (body.dataset.signature === signature) return;
+  body.dataset.signature = signature;
+  const badge = { Ready: "ok", Failed: "bad" };
+  body.replaceChildren(
+    ...apps.map((a) =>
+      el(
+        "tr",
+        { "data-app": a.name, class: a.ready ? "" : "unready" },
+        el("th", { scope: "row", "data-label": "App" }, el("a", { href: listHref({ ...listState(), q: `app:${a.name}` }), title: `${a.name}: its specs` }, a.name)),
+        el("td", { "data-label": "Health" }, el("span", { class: `badge ${badge[a.status] || "warn"}` }, { InProgress: "In progress" }[a.status] || a.status)),
+        el("td", { "data-label": "Specs ready" }, `${a.ready_specs}/${a.specs.length}`),
+        el("td", { "data-label": "Revision", title: a.revision || "its specs are at different revisions" }, a.revision ? a.revision.slice(0, 12) : "–")
+      )
+    )
+  );
+}
+
 // A chart release as one unit: its figures and how many of its specs are ready.
 function releaseText(doc, r) {
   const app = r.app_version ? ` (app ${r.app_version})` : "";
@@ -377,10 +401,14 @@ function render() {
   $("history").hidden = !history;
   if (history) showHistory();
   $("list").hidden = id !== null || object !== null || history;
+  $("apps").hidden = $("list").hidden || !(model.apps || []).length;
   $("detail").hidden = id === null;
   $("object").hidden = object === null;
   $("back").setAttribute("href", lastList);
-  if (id === null && object === null && !history) renderSpecs(model);
+  if (id === null && object === null && !history) {
+    renderApps(model);
+    renderSpecs(model);
+  }
   if (id !== null) renderDetail(model, id);
   if (object !== null) showObject(object);
   // Redrawn rows are new elements: put focus back where the person left it.

@@ -71,7 +71,7 @@ function syncState(spec) {
 function parseQuery(q) {
   const terms = [];
   for (const raw of q.trim().split(/\s+/).filter(Boolean)) {
-    const match = raw.match(/^(ns|namespace|kind|status|sync|file):(.*)$/i);
+    const match = raw.match(/^(ns|namespace|kind|status|sync|file|app):(.*)$/i);
     if (match) terms.push({ key: { namespace: "ns" }[match[1].toLowerCase()] || match[1].toLowerCase(), value: match[2].toLowerCase() });
     else terms.push({ key: "", value: raw.toLowerCase() });
   }
@@ -92,6 +92,8 @@ function matches(spec, terms) {
         return syncState(spec) === value;
       case "file":
         return has(sourceOf(spec), value);
+      case "app":
+        return has(spec.app, value);
       default:
         return [spec.id, spec.name, spec.namespace, spec.kind, ownKind(spec), spec.file].some((t) => has(t, value));
     }
@@ -138,6 +140,8 @@ function renderFacets(specs, state) {
     ["Kind", "kind", (s) => [ownKind(s)]],
     ["Namespace", "ns", (s) => [s.namespace || "(cluster)"]],
     ["Source", "file", (s) => [sourceOf(s)]],
+    // Only a tree of Flux's or Argo CD's apps has this one.
+    ...(specs.some((s) => s.app) ? [["App", "app", (s) => (s.app ? [s.app] : [])]] : []),
   ];
   const counted = groups.map(([title, key, values]) => {
     const counts = new Map();

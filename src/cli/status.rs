@@ -168,6 +168,17 @@ fn table(status: &StatusFile, now: Option<Timestamp>, wide: bool) -> String {
             let _ = writeln!(out, "  {}", r.describe());
         }
     }
+    if !status.apps.is_empty() {
+        let ready = status.apps.iter().filter(|a| a.ready).count();
+        header(
+            &mut out,
+            "apps",
+            &format!("{ready}/{} ready", status.apps.len()),
+        );
+        for a in &status.apps {
+            let _ = writeln!(out, "  {}", a.describe());
+        }
+    }
     let ready = status.specs.iter().filter(|s| s.ready).count();
     header(
         &mut out,

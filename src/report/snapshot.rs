@@ -119,6 +119,7 @@ impl Snapshot<'_> {
                     file: spec.at.file.clone(),
                     line: spec.at.line,
                     rendered_by: self.rendered.get(&spec.at.file).cloned(),
+                    app: crate::spec::app_of(&spec.at.file),
                     ready,
                     status: match (failed, ready) {
                         (Some(_), false) => "Failed".to_string(),
@@ -166,6 +167,7 @@ impl Snapshot<'_> {
             .collect::<Vec<_>>();
         StatusFile {
             releases: super::status::releases::of(&specs),
+            apps: super::status::apps::of(&specs),
             version: VERSION,
             instance: self.instance.to_string(),
             kubernetes: self.kubernetes.map(str::to_string),

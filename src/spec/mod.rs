@@ -271,10 +271,21 @@ fn flux_app(file: &str) -> Option<String> {
     Some(format!("flux/{ns}/{name}"))
 }
 
-/// `argo/NAME` for a file an Argo CD Application's render is handed on as
-/// (`FILE#argo.NAME`, `FILE#argo.NAME#2` for its second source).
-fn argo_app(file: &str) -> Option<String> {
-    argo_app_name(file).map(|name| format!("argo/{name}"))
+/// The Flux or Argo CD app a file is the render of: `flux/NAMESPACE/NAME` for a Flux
+/// Kustomization's ([`flux_output_file`]), `argo/NAME` for an Argo CD Application's
+/// ([`argo_output_file`]); the innermost, for an app an app rendered.
+pub fn app_of(file: &str) -> Option<String> {
+    // A Flux HelmRelease's objects are its release's (`release NS/NAME`), as Flux
+    // reconciles a HelmRelease on its own.
+    let last = ["#argo.", "#flux.", "#flux-helm."]
+        .into_iter()
+        .filter_map(|m| file.rfind(m).map(|i| (i, m)))
+        .max()?;
+    match last.1 {
+        "#argo." => argo_app_name(file).map(|name| format!("argo/{name}")),
+        "#flux." => flux_app(file),
+        _ => None,
+    }
 }
 
 /// The file source `index` of Argo CD Application `name`, written at `file`, is handed on
@@ -319,10 +330,10 @@ impl SpecTree {
                     .rendered
                     .get(&s.at.file)
                     .and_then(|r| r.release.as_ref());
-                let app = match (argo_app(&s.at.file), release) {
+                let app = match (app_of(&s.at.file), release) {
                     (Some(app), _) => app,
                     (None, Some(r)) => format!("release {}/{}", r.namespace, r.release_name),
-                    (None, None) => flux_app(&s.at.file).unwrap_or_else(|| s.at.file.clone()),
+                    (None, None) => s.at.file.clone(),
                 };
                 (s.id.to_string(), app)
             })

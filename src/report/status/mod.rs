@@ -32,6 +32,7 @@
 //! why not), `releases` groups its specs by chart release. The terminal table is the
 //! CLI's (`driftless status`, src/cli/status.rs).
 
+pub mod apps;
 mod file;
 pub mod releases;
 mod verdict;
@@ -71,6 +72,10 @@ pub struct StatusFile {
     /// Chart releases, each with its specs (which are in `specs` too).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub releases: Vec<releases::ReleaseStatus>,
+    /// Flux's and Argo CD's apps, each with its specs (which are in `specs` too), trouble
+    /// first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub apps: Vec<apps::AppStatus>,
     pub leader: Option<bool>,
     #[serde(default)]
     pub syncing: bool,
@@ -228,6 +233,9 @@ pub struct SpecStatus {
     /// and the command; absent for a file read as written.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rendered_by: Option<crate::spec::RenderedBy>,
+    /// The Flux or Argo CD app it belongs to (`flux/NS/NAME`, `argo/NAME`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -250,6 +258,7 @@ impl StatusFile {
     pub fn starting() -> StatusFile {
         StatusFile {
             releases: Vec::new(),
+            apps: Vec::new(),
             written: None,
             instance: String::new(),
             kubernetes: None,
