@@ -387,9 +387,9 @@ async fn each_argo_cd_app_is_a_unit_in_the_status_and_the_ui() {
             .assert_no_sideways_scroll(&format!("the apps at {size}"))
             .await;
         browser.shot(&format!("argo-apps-{size}.png")).await;
-        // An app's link narrows the list to its specs.
+        // An app's count of specs narrows the list to them.
         browser
-            .click(&format!("#app-rows tr[data-app='{shop}'] a"))
+            .click(&format!("#app-rows tr[data-app='{shop}'] a.specs-link"))
             .await;
         browser.wait_for_spec_rows(1).await;
         let rows = browser.spec_rows().await;
@@ -405,6 +405,42 @@ async fn each_argo_cd_app_is_a_unit_in_the_status_and_the_ui() {
             serde_json::json!(format!("app:{shop}")),
             "at {size}"
         );
+
+        // An app's name opens its objects as a tree by owner: Deployment → ReplicaSet →
+        // Pod, each coloured by its health.
+        browser.goto(&format!("http://{addr}/")).await;
+        browser
+            .click(&format!("#app-rows tr[data-app='{broken}'] th a"))
+            .await;
+        let tree = browser
+            .wait_for(
+                &format!("the broken app's tree at {size}"),
+                "const pod = document.querySelector('#app-body ul.tree > li[data-object^=\"Deployment\"] > ul > li[data-object^=\"ReplicaSet\"] > ul > li[data-object^=\"Pod\"]');\
+                 const top = document.querySelector('#app-body ul.tree > li[data-object^=\"Deployment\"]');\
+                 return pod && top ? [top.dataset.object, top.querySelector('.badge').className, pod.dataset.object, pod.querySelector('.badge').className] : null;",
+                vec![],
+            )
+            .await;
+        assert_eq!(tree[0], format!("Deployment.apps {ns}/crashy"), "at {size}");
+        assert!(
+            tree[1].as_str().unwrap().contains("bad"),
+            "at {size}: {tree}"
+        );
+        assert!(
+            tree[2].as_str().unwrap().starts_with("Pod crashy-"),
+            "at {size}: {tree}"
+        );
+        browser
+            .assert_no_sideways_scroll(&format!("the app view at {size}"))
+            .await;
+        browser.shot(&format!("argo-app-tree-{size}.png")).await;
+        // Its own objects link to their object view.
+        browser
+            .click("#app-body ul.tree > li[data-object^='Deployment'] > a")
+            .await;
+        browser
+            .wait_for_text("#object-heading", &["Deployment.apps", "crashy"])
+            .await;
     }
     browser.close().await;
 }

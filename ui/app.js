@@ -295,6 +295,12 @@ function renderSpecs(doc) {
   while (now.length > rows.length) body.lastElementChild.remove();
 }
 
+// An app's health as a badge: the worst of its specs'.
+function appBadge(a) {
+  const [text, tone, symbol] = a.ready ? STATES.Current : stateOf(a.status);
+  return badge(tone, symbol, text);
+}
+
 // Flux's and Argo CD's apps, trouble first (the status orders them): each links to the
 // list narrowed to its specs.
 function renderApps(doc) {
@@ -304,15 +310,14 @@ function renderApps(doc) {
   const body = $("app-rows");
   if (body.dataset.signature === signature) return;
   body.dataset.signature = signature;
-  const badge = { Ready: "ok", Failed: "bad" };
   body.replaceChildren(
     ...apps.map((a) =>
       el(
         "tr",
         { "data-app": a.name, class: a.ready ? "" : "unready" },
-        el("th", { scope: "row", "data-label": "App" }, el("a", { href: listHref({ ...listState(), q: `app:${a.name}` }), title: `${a.name}: its specs` }, a.name)),
-        el("td", { "data-label": "Health" }, el("span", { class: `badge ${badge[a.status] || "warn"}` }, { InProgress: "In progress" }[a.status] || a.status)),
-        el("td", { "data-label": "Specs ready" }, `${a.ready_specs}/${a.specs.length}`),
+        el("th", { scope: "row", "data-label": "App" }, el("a", { href: appHref(a.name), title: `${a.name}: its objects` }, a.name)),
+        el("td", { "data-label": "Health" }, appBadge(a)),
+        el("td", { "data-label": "Specs ready" }, el("a", { class: "specs-link", href: listHref({ ...listState(), q: `app:${a.name}` }), title: `${a.name}: its specs` }, `${a.ready_specs}/${a.specs.length}`)),
         el("td", { "data-label": "Revision", title: a.revision || "its specs are at different revisions" }, a.revision ? a.revision.slice(0, 12) : "–")
       )
     )
@@ -398,14 +403,17 @@ function render() {
   const id = routedSpec();
   const object = routedObject();
   const history = location.hash === "#/history";
+  const app = routedApp();
   $("history").hidden = !history;
   if (history) showHistory();
-  $("list").hidden = id !== null || object !== null || history;
+  $("app").hidden = app === null;
+  if (app !== null) showApp(app);
+  $("list").hidden = id !== null || object !== null || history || app !== null;
   $("apps").hidden = $("list").hidden || !(model.apps || []).length;
   $("detail").hidden = id === null;
   $("object").hidden = object === null;
   $("back").setAttribute("href", lastList);
-  if (id === null && object === null && !history) {
+  if ($("list").hidden === false) {
     renderApps(model);
     renderSpecs(model);
   }
@@ -417,12 +425,13 @@ function render() {
     if (again && document.activeElement !== again) again.focus();
   }
   if (shownRoute !== location.hash) {
-    const wasList = shownRoute === undefined || !/^#\/(spec|object|history)/.test(shownRoute);
+    const wasList = shownRoute === undefined || !/^#\/(spec|object|history|app)/.test(shownRoute);
     shownRoute = location.hash;
     if (id !== null) $("detail-heading").focus();
     if (object !== null) $("object-heading").focus();
     if (history) $("history-heading").focus();
-    if (id === null && object === null && !history && !wasList) $("specs-heading").focus();
+    if (app !== null) $("app-heading").focus();
+    if ($("list").hidden === false && !wasList) $("specs-heading").focus();
   }
 }
 
@@ -437,7 +446,7 @@ function onKey(event) {
     }
     if (typing) return;
     if (routedObject()) location.hash = specHref(routedObject().spec);
-    else if (routedSpec() !== null || location.hash === "#/history") location.hash = lastList;
+    else if (routedSpec() !== null || routedApp() !== null || location.hash === "#/history") location.hash = lastList;
     return;
   }
   if (typing) return;
@@ -611,7 +620,7 @@ function setUp() {
   window.addEventListener("hashchange", () => {
     if (!routedObject()) objectShown = null;
     if (location.hash !== "#/history") historyShown = false;
-    if (routedSpec() === null && !routedObject() && location.hash !== "#/history") lastList = location.hash || "#/";
+    if (routedSpec() === null && !routedObject() && routedApp() === null && location.hash !== "#/history") lastList = location.hash || "#/";
     render();
   });
   // Typing in the search box updates the list and the URL; the page history gets one

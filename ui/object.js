@@ -157,3 +157,125 @@ function showHistory() {
 function showObject(want) {
   if (objectShown !== JSON.stringify(want)) loadObject(want);
 }
+
+// The app view (`#/app?name=argo/shop`): every object of a Flux or Argo CD app as a tree
+// by owner references (Deployment → ReplicaSet → Pods, with Services and the rest beside),
+// each node coloured by its health and, for the app's own objects, linked to its object
+// view, as Argo CD draws an app's resources. What they own is read from the cluster when
+// it opens and on Refresh.
+let appShown = null;
+
+function routedApp() {
+  const match = location.hash.match(/^#\/app\?(.*)$/);
+  if (!match) return null;
+  return new URLSearchParams(match[1]).get("name");
+}
+
+const appHref = (name) => `#/app?${new URLSearchParams({ name })}`;
+
+// `Deployment.apps ns/web` and `Deployment web` name one object: kind and name.
+function kindAndName(object) {
+  const [kind, rest] = object.split(" ");
+  return `${kind.split(".")[0]} ${(rest || "").split("/").pop()}`;
+}
+
+// A ReplicaSet, Job or Pod the cluster has: its health from what the view says of it.
+function ownedTone(o) {
+  const state = `${o.phase || ""} ${o.state || ""}`;
+  if (/Failed|CrashLoopBackOff|Error|ImagePullBackOff/.test(state)) return ["bad", "✕"];
+  const [ready, wanted] = String(o.ready || "").split("/");
+  if (o.object.startsWith("Job ")) return o.phase === "Complete" ? ["ok", "✓"] : ["warn", "…"];
+  if (wanted !== undefined && ready === wanted && (!o.phase || o.phase === "Running")) return ["ok", "✓"];
+  return ["warn", "…"];
+}
+
+function drawApp(name, roots, owned) {
+  const app = (model.apps || []).find((a) => a.name === name);
+  const body = $("app-body");
+  // Redrawn only when something shown changed: a status event about another app does
+  // not take the Refresh button from under the pointer.
+  const signature = JSON.stringify([app, roots, owned]);
+  if (body.dataset.signature === signature) return;
+  body.dataset.signature = signature;
+  if (!app) {
+    body.replaceChildren(el("p", { class: "bad-text" }, `No app ${name} in the status.`));
+    return;
+  }
+  const below = (parent) => owned.filter((o) => o.owner === parent);
+  const node = (o, depth) => {
+    const [tone, symbol] = ownedTone(o);
+    const children = depth < 3 ? below(kindAndName(o.object)) : [];
+    return el(
+      "li",
+      { "data-object": o.object },
+      badge(tone, symbol, o.object, [o.phase, o.ready, o.state].filter(Boolean).join(" · ")),
+      children.length ? el("ul", {}, children.map((c) => node(c, depth + 1))) : null
+    );
+  };
+  body.replaceChildren(
+    el(
+      "p",
+      {},
+      appBadge(app),
+      ` ${app.ready_specs}/${plural(app.specs.length, "spec")} ready · `,
+      el("a", { href: listHref({ ...listState(), q: `app:${name}` }) }, "its specs"),
+      " ",
+      el("button", { type: "button", id: "app-refresh", onclick: () => loadApp(name) }, "Refresh")
+    ),
+    el(
+      "ul",
+      { class: "tree", "aria-label": `The objects of ${name}` },
+      roots.map((r) => {
+        const [text, tone, symbol] = stateOf(r.status);
+        const children = below(kindAndName(r.object));
+        return el(
+          "li",
+          { "data-object": r.object },
+          el("a", { href: objectHref(r.spec, r.object), title: [text, r.reason, r.message].filter(Boolean).join(": ") }, badge(tone, symbol, r.object)),
+          children.length ? el("ul", {}, children.map((c) => node(c, 1))) : null
+        );
+      })
+    )
+  );
+}
+
+// Workloads first, as the cluster runs them; the rest by name.
+const workloadRank = (o) => (/^(Deployment|StatefulSet|DaemonSet|CronJob|Job)[. ]/.test(o) ? 0 : 1);
+
+// The app's own objects, as the status has them now.
+function appRoots(name) {
+  return (model.specs || [])
+    .filter((s) => s.app === name)
+    .flatMap((s) => (s.objects || []).map((o) => ({ spec: s.id, ...o })))
+    .sort((a, b) => workloadRank(a.object) - workloadRank(b.object) || (a.object < b.object ? -1 : a.object > b.object ? 1 : 0));
+}
+
+// What the app's workloads own, as last read.
+let appOwned = [];
+
+async function loadApp(name) {
+  appShown = name;
+  appOwned = [];
+  setText($("app-heading"), name);
+  const roots = appRoots(name);
+  drawApp(name, roots, appOwned);
+  const owned = [];
+  for (const r of roots.filter((r) => workloadRank(r.object) === 0)) {
+    try {
+      const response = await fetch(`/api/v1/object?${new URLSearchParams({ spec: r.spec, object: r.object })}`, { cache: "no-store", credentials: "omit" });
+      if (response.ok) owned.push(...((await response.json()).owned || []));
+    } catch {
+      // A workload whose children cannot be read is drawn alone.
+    }
+  }
+  if (appShown !== name) return;
+  appOwned = owned;
+  drawApp(name, appRoots(name), appOwned);
+}
+
+// Each status event redraws the app's own objects (their health moves); what they own is
+// read again on Refresh.
+function showApp(name) {
+  if (appShown !== name) loadApp(name);
+  else drawApp(name, appRoots(name), appOwned);
+}

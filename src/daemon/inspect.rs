@@ -197,7 +197,9 @@ impl Inspector {
                     if let Some(u) = v["metadata"]["uid"].as_str() {
                         uids.insert(u.to_string());
                     }
-                    shown.push(workload(&v, kind));
+                    let mut w = workload(&v, kind);
+                    w["owner"] = json!(owner(&v));
+                    shown.push(w);
                 }
             }
         }
@@ -218,7 +220,9 @@ impl Inspector {
                 if let Some(u) = v["metadata"]["uid"].as_str() {
                     uids.insert(u.to_string());
                 }
-                shown.push(pod(v));
+                let mut p = pod(v);
+                p["owner"] = json!(owner(v));
+                shown.push(p);
             }
         }
         (shown, uids)
@@ -307,6 +311,17 @@ fn owned_by(v: &Value, uids: &HashSet<String>) -> bool {
             refs.iter()
                 .any(|r| r["uid"].as_str().is_some_and(|u| uids.contains(u)))
         })
+}
+
+/// What owns `v`, as the view names objects (`ReplicaSet web-5d4f`): its controller, else
+/// its first owner. What draws a tree of them nests each under its owner.
+fn owner(v: &Value) -> Option<String> {
+    let refs = v["metadata"]["ownerReferences"].as_array()?;
+    let r = refs
+        .iter()
+        .find(|r| r["controller"] == true)
+        .or_else(|| refs.first())?;
+    Some(format!("{} {}", r["kind"].as_str()?, r["name"].as_str()?))
 }
 
 /// A ReplicaSet or Job in a line: its ready (or succeeded) count of its wanted.
@@ -413,6 +428,16 @@ fn ended(t: &serde_json::Map<String, Value>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_owned_object_names_its_controller() {
+        let v = json!({"metadata": {"ownerReferences": [
+            {"kind": "Node", "name": "n1"},
+            {"kind": "ReplicaSet", "name": "web-5d4f", "controller": true},
+        ]}});
+        assert_eq!(owner(&v).as_deref(), Some("ReplicaSet web-5d4f"));
+        assert_eq!(owner(&json!({"metadata": {}})), None);
+    }
 
     #[test]
     fn a_crash_looping_pod_says_its_restarts_and_how_it_last_ended() {
