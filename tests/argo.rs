@@ -4,8 +4,9 @@
 //! `ignoreDifferences`), a Kustomize app (`namePrefix`, `images`, `commonLabels`, its sync
 //! wave), a chart of the repository (`valueFiles`, `parameters`, `releaseName`) and a chart
 //! of a chart repository on loopback with its values from this repository (`sources` with
-//! a `ref`); a pull request previewed per Argo CD app with no cluster; an app removed from
-//! the tree pruned. What is not carried out is one line at its place, and nothing is
+//! a `ref`); a pull request previewed per Argo CD app with no cluster, as the live diff
+//! sees it, then applied; an app removed from the tree pruned; the root app removed, all of
+//! it uninstalled. What is not carried out is one line at its place, and nothing is
 //! applied.
 
 use crate::support;
@@ -236,6 +237,21 @@ async fn an_argo_cd_repository_installs_previews_and_prunes_with_no_argo_cd() {
         "{doc:#}"
     );
 
+    // The live diff of the same change names the same objects, the same way; applied,
+    // the change is there.
+    let live = on_cluster(&ns, &["diff", tree, "--output", "json"]);
+    assert_exit(&live, 1);
+    let live: serde_json::Value = serde_json::from_slice(&live.stdout).unwrap();
+    assert_eq!(changes(&doc), changes(&live), "{doc:#}\n{live:#}");
+    let out = on_cluster(&ns, &["apply", tree, "--wait", "--timeout", "3m"]);
+    assert_exit(&out, 0);
+    let shop = deployments.get("stg-shop").await.unwrap();
+    let image = shop.spec.template.spec.unwrap().containers[0].image.clone();
+    assert_eq!(image.as_deref(), Some("nginx:1.27.1"));
+    git(root, &["commit", "-q", "-am", "shop 1.27.1"]);
+    let preview = offline(&["diff", "--base", "main", tree]);
+    assert_exit(&preview, 0);
+
     // The guestbook app leaves the tree: what it applied is pruned, the rest stays.
     std::fs::remove_file(root.join("apps/guestbook.yaml")).unwrap();
     let out = on_cluster(&ns, &["apply", tree, "--allow-mass-prune"]);
@@ -247,6 +263,43 @@ async fn an_argo_cd_repository_installs_previews_and_prunes_with_no_argo_cd() {
     );
     assert!(maps.get_opt("guestbook-settings").await.unwrap().is_none());
     assert!(deployments.get("stg-shop").await.is_ok());
+
+    // Uninstall: the root app leaves, and with it every app and what each applied.
+    std::fs::remove_file(root.join("argocd/root.yaml")).unwrap();
+    let out = on_cluster(
+        &ns,
+        &[
+            "apply",
+            tree,
+            "--allow-mass-prune",
+            "--wait",
+            "--timeout",
+            "3m",
+        ],
+    );
+    assert_exit(&out, 0);
+    for name in ["stg-shop", "web-podinfo", "podinfo"] {
+        assert!(
+            deployments.get_opt(name).await.unwrap().is_none(),
+            "{name} left: {}",
+            show(&out)
+        );
+    }
+}
+
+/// What a diff says it would do: each object and its action.
+fn changes(doc: &serde_json::Value) -> std::collections::BTreeSet<(String, String)> {
+    doc["objects"]
+        .as_array()
+        .expect("an objects array")
+        .iter()
+        .map(|o| {
+            (
+                o["id"].as_str().unwrap_or_default().to_string(),
+                o["action"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
 }
 
 /// A source that is another repository, or a field that changes what Argo CD would do and
