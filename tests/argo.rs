@@ -2,12 +2,12 @@
 //! `argocd/` rendering the Applications of `apps/`: app of apps), taken to the test
 //! cluster by driftless with no Argo CD present: a directory app (`recurse`,
 //! `ignoreDifferences`), a Kustomize app (`namePrefix`, `images`, `commonLabels`, its sync
-//! wave), a chart of the repository (`valueFiles`, `parameters`, `releaseName`) and a chart
-//! of a chart repository on loopback with its values from this repository (`sources` with
-//! a `ref`); a pull request previewed per Argo CD app with no cluster, as the live diff
-//! sees it, then applied; an app removed from the tree pruned; the root app removed, all of
-//! it uninstalled. What is not carried out is one line at its place, and nothing is
-//! applied.
+//! wave), an ApplicationSet (an app per directory), a chart of the repository
+//! (`valueFiles`, `parameters`, `releaseName`) and a chart of a chart repository on
+//! loopback with its values from this repository (`sources` with a `ref`); a pull request
+//! previewed per Argo CD app with no cluster, as the live diff sees it, then applied; an
+//! app removed from the tree pruned; the root app removed, all of it uninstalled. What is
+//! not carried out is one line at its place, and nothing is applied.
 
 use crate::support;
 
@@ -136,6 +136,23 @@ fn repository(root: &Path, ns: &str, tag: &str, charts: &str) {
             "",
         ),
     );
+    // An ApplicationSet: an app per directory of teams/.
+    write(
+        root,
+        "apps/teams.yaml",
+        &format!(
+            "apiVersion: argoproj.io/v1alpha1\nkind: ApplicationSet\nmetadata:\n  name: teams\n  namespace: argocd\nspec:\n  goTemplate: true\n  generators:\n    - git:\n        repoURL: {REPO}\n        revision: HEAD\n        directories:\n          - path: teams/*\n  template:\n    metadata:\n      name: '{ns}-team-{{{{.path.basename}}}}'\n    spec:\n      project: default\n      source:\n        repoURL: {REPO}\n        targetRevision: HEAD\n        path: '{{{{.path.path}}}}'\n      destination:\n        server: https://kubernetes.default.svc\n        namespace: {ns}\n      syncPolicy:\n        automated:\n          prune: true\n"
+        ),
+    );
+    for team in ["blue", "red"] {
+        write(
+            root,
+            &format!("teams/{team}/settings.yaml"),
+            &format!(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: team-{team}\ndata:\n  team: {team}\n"
+            ),
+        );
+    }
     write(
         root,
         "values/podinfo.yaml",
@@ -186,6 +203,10 @@ async fn an_argo_cd_repository_installs_previews_and_prunes_with_no_argo_cd() {
     assert!(deployments.get("guestbook").await.is_ok(), "{}", show(&out));
     assert!(maps.get("guestbook-settings").await.is_ok());
     assert!(maps.get_opt("excluded").await.unwrap().is_none());
+    // The ApplicationSet's apps, one per team directory.
+    for team in ["team-blue", "team-red"] {
+        assert!(maps.get(team).await.is_ok(), "{team}");
+    }
     // The Kustomize app, with the Application's options.
     let shop = deployments.get("stg-shop").await.unwrap();
     let labels = shop.metadata.labels.clone().unwrap_or_default();
@@ -285,6 +306,7 @@ async fn an_argo_cd_repository_installs_previews_and_prunes_with_no_argo_cd() {
             show(&out)
         );
     }
+    assert!(maps.get_opt("team-blue").await.unwrap().is_none());
 }
 
 /// What a diff says it would do: each object and its action.
@@ -381,7 +403,7 @@ async fn each_argo_cd_app_is_a_unit_in_the_status_and_the_ui() {
     let status = daemon
         .wait_status("every app applied, the broken one failed", |s| {
             let apps = s["apps"].as_array().cloned().unwrap_or_default();
-            apps.len() == 5
+            apps.len() == 7
                 && apps[0]["name"] == broken.as_str()
                 && apps[0]["status"] == "Failed"
                 && apps[1..].iter().all(|a| a["ready"] == true)
@@ -400,6 +422,8 @@ async fn each_argo_cd_app_is_a_unit_in_the_status_and_the_ui() {
             format!("argo/{ns}-guestbook"),
             format!("argo/{ns}-podinfo"),
             format!("argo/{ns}-shop"),
+            format!("argo/{ns}-team-blue"),
+            format!("argo/{ns}-team-red"),
             format!("argo/{ns}-web"),
         ],
         "trouble first, then by name"
@@ -427,7 +451,7 @@ async fn each_argo_cd_app_is_a_unit_in_the_status_and_the_ui() {
             .wait_for(
                 &format!("the apps at {size}"),
                 "const rows = [...document.querySelectorAll('#app-rows tr')];\
-                 return rows.length === 5 ? rows.map(r => r.innerText) : null;",
+                 return rows.length === 7 ? rows.map(r => r.innerText) : null;",
                 vec![],
             )
             .await;

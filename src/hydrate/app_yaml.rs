@@ -77,7 +77,12 @@ pub(crate) fn err(at: Location, message: String) -> SpecError {
 /// The line of `key:` in `doc` (its first), counted from the document's start.
 pub(crate) fn line_of(doc: &str, key: &str) -> usize {
     doc.lines()
-        .position(|l| l.trim_start().starts_with(&format!("{key}:")))
+        .position(|l| {
+            let l = l.trim_start();
+            // A list item's first key too: `- list:`.
+            let l = l.strip_prefix("- ").map_or(l, str::trim_start);
+            l.starts_with(&format!("{key}:"))
+        })
         .unwrap_or(0)
 }
 

@@ -12,11 +12,13 @@
 //! that name none, its sync wave, `prune`, `Replace=true`, `CreateNamespace=true` and
 //! `ignoreDifferences`.
 //!
-//! `AppProject`s are read, not applied; Argo CD's own install is left out, as driftless
+//! An `ApplicationSet`'s `list` and `git` generators make its Applications
+//! (`appset.rs`). `AppProject`s are read, not applied; Argo CD's own install is left out, as driftless
 //! does its job. What this does not carry out (another repository, a field that changes
 //! what Argo CD would do) is an error at its place, and nothing is applied.
 
 mod app;
+mod appset;
 mod build;
 mod marks;
 
@@ -139,10 +141,19 @@ pub fn find(files: &mut [SourceFile], repo: &Repository, seen: &mut BTreeSet<Str
             // that with its own flags.
             "AppProject" => true,
             "ApplicationSet" => {
-                found.errors.push(err(
-                    at,
-                    "Argo CD's ApplicationSet is not carried out by driftless yet: write its Applications out; nothing is applied".into(),
-                ));
+                let name = v["metadata"]["name"].as_str().unwrap_or_default();
+                match appset::applications(&v, doc, repo) {
+                    Ok(made) => {
+                        apps.extend(made.into_iter().map(|a| (at.clone(), doc.to_string(), a)))
+                    }
+                    Err((line, why)) => found.errors.push(err(
+                        Location {
+                            line: at.line + line,
+                            ..at
+                        },
+                        format!("ApplicationSet {name}: {why}; nothing is applied"),
+                    )),
+                }
                 true
             }
             // Argo Rollouts, Workflows and Events are ordinary objects to apply.

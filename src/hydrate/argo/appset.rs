@@ -1,0 +1,385 @@
+//! Argo CD's `ApplicationSet`: its Applications made as the ApplicationSet controller makes
+//! them, from the `list` generator's elements and the `git` generator's directories and
+//! files of this repository, each put into the template (`{{name}}`, or `{{.name}}` with
+//! `goTemplate`). What it does not carry out (another generator, a template function) is
+//! an error at its place.
+
+use std::path::Path;
+
+use serde_json::{Map, Value, json};
+
+use super::Repository;
+use crate::hydrate::app_yaml::line_of;
+
+/// One generator's parameters for one Application.
+type Params = Map<String, Value>;
+
+/// The Applications `set` makes, each as the document an Application written in the tree
+/// would be; or why it is not carried out (and the key it is said at).
+pub(super) fn applications(
+    set: &Value,
+    doc: &str,
+    repo: &Repository,
+) -> Result<Vec<Value>, (usize, String)> {
+    let at = |key: &str| line_of(doc, key);
+    let spec = &set["spec"];
+    for key in spec.as_object().into_iter().flatten().map(|(k, _)| k) {
+        if ![
+            "generators",
+            "template",
+            "goTemplate",
+            "goTemplateOptions",
+            "syncPolicy",
+            "strategy",
+        ]
+        .contains(&key.as_str())
+        {
+            return Err((
+                at(key),
+                format!("`spec.{key}` is not carried out by driftless yet"),
+            ));
+        }
+    }
+    let go = spec["goTemplate"].as_bool() == Some(true);
+    let mut out = Vec::new();
+    for g in spec["generators"].as_array().into_iter().flatten() {
+        let Some((kind, body)) = g.as_object().and_then(|o| o.iter().next()) else {
+            continue;
+        };
+        let params: Vec<Params> = match kind.as_str() {
+            "list" => list(body).map_err(|why| (at("list"), why))?,
+            "git" => git(body, repo, go).map_err(|why| (at("git"), why))?,
+            other => {
+                return Err((
+                    at(other),
+                    format!(
+                        "the {other} generator is not carried out by driftless yet (list and git are)"
+                    ),
+                ));
+            }
+        };
+        let template = match g[kind.as_str()]["template"].as_object() {
+            Some(own) => merge(spec["template"].clone(), Value::Object(own.clone())),
+            None => spec["template"].clone(),
+        };
+        for p in params {
+            let mut app = put(&template, &p, go).map_err(|why| (at("template"), why))?;
+            app["apiVersion"] = json!("argoproj.io/v1alpha1");
+            app["kind"] = json!("Application");
+            if app["metadata"]["namespace"].is_null() {
+                app["metadata"]["namespace"] = set["metadata"]["namespace"].clone();
+            }
+            out.push(app);
+        }
+    }
+    Ok(out)
+}
+
+/// `list`: each element's keys.
+fn list(body: &Value) -> Result<Vec<Params>, String> {
+    if body.get("elementsYaml").is_some() {
+        return Err(
+            "the list generator's `elementsYaml` is not carried out by driftless yet".into(),
+        );
+    }
+    Ok(body["elements"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.as_object().cloned())
+        .collect())
+}
+
+/// `git`: this repository's directories (`directories`) or files (`files`) that match.
+fn git(body: &Value, repo: &Repository, go: bool) -> Result<Vec<Params>, String> {
+    let url = body["repoURL"].as_str().unwrap_or_default();
+    if !repo.names(url) {
+        return Err(format!(
+            "the git generator reads {url}, not the repository being read"
+        ));
+    }
+    let Some(disk) = repo.repo else {
+        return Err("the git generator needs the tree on disk".into());
+    };
+    let all = walk(disk);
+    let mut out = Vec::new();
+    if let Some(dirs) = body["directories"].as_array() {
+        let rule = |d: &Value| -> Result<(globset::GlobMatcher, bool), String> {
+            let p = d["path"].as_str().unwrap_or_default();
+            let g = globset::GlobBuilder::new(p)
+                .literal_separator(true)
+                .build()
+                .map_err(|e| format!("path {p:?}: {e}"))?;
+            Ok((g.compile_matcher(), d["exclude"].as_bool() == Some(true)))
+        };
+        let rules: Vec<(globset::GlobMatcher, bool)> =
+            dirs.iter().map(rule).collect::<Result<_, _>>()?;
+        for (dir, is_dir) in &all {
+            if !is_dir {
+                continue;
+            }
+            let included = rules.iter().any(|(g, ex)| !ex && g.is_match(dir));
+            let excluded = rules.iter().any(|(g, ex)| *ex && g.is_match(dir));
+            if included && !excluded {
+                out.push(path_params(dir, go));
+            }
+        }
+    }
+    for f in body["files"].as_array().into_iter().flatten() {
+        let p = f["path"].as_str().unwrap_or_default();
+        let g = globset::GlobBuilder::new(p)
+            .literal_separator(true)
+            .build()
+            .map_err(|e| format!("path {p:?}: {e}"))?
+            .compile_matcher();
+        for (file, is_dir) in &all {
+            if *is_dir || !g.is_match(file) {
+                continue;
+            }
+            let text = std::fs::read_to_string(disk.join(file))
+                .map_err(|e| format!("reading {file}: {e}"))?;
+            let v: Value = serde_saphyr::from_str(&text)
+                .map_err(|e| format!("{file} is not YAML or JSON: {e}"))?;
+            let dir = file.rsplit_once('/').map_or("", |(d, _)| d);
+            let mut params = Params::new();
+            match go {
+                true => params.extend(v.as_object().cloned().unwrap_or_default()),
+                false => flatten("", &v, &mut params),
+            }
+            params.extend(path_params(dir, go));
+            out.push(params);
+        }
+    }
+    Ok(out)
+}
+
+/// Every directory and file of the repository below its root (relative, `.git` and
+/// hidden entries left out), directories flagged.
+fn walk(root: &Path) -> Vec<(String, bool)> {
+    let mut out = Vec::new();
+    let mut pending = vec![root.to_path_buf()];
+    while let Some(d) = pending.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+            {
+                continue;
+            }
+            let rel = p
+                .strip_prefix(root)
+                .unwrap_or(&p)
+                .to_string_lossy()
+                .into_owned();
+            let is_dir = p.is_dir();
+            if is_dir {
+                pending.push(p);
+            }
+            out.push((rel, is_dir));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The `path` parameters of a directory, as the git generator names them.
+fn path_params(dir: &str, go: bool) -> Params {
+    let base = dir.rsplit('/').next().unwrap_or(dir);
+    let normalized: String = base
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    let segments: Vec<&str> = dir.split('/').filter(|s| !s.is_empty()).collect();
+    let mut p = Params::new();
+    if go {
+        p.insert(
+            "path".into(),
+            json!({"path": dir, "basename": base, "basenameNormalized": normalized, "segments": segments}),
+        );
+    } else {
+        p.insert("path".into(), json!(dir));
+        p.insert("path.path".into(), json!(dir));
+        p.insert("path.basename".into(), json!(base));
+        p.insert("path.basenameNormalized".into(), json!(normalized));
+        for (i, s) in segments.iter().enumerate() {
+            p.insert(format!("path[{i}]"), json!(s));
+        }
+    }
+    p
+}
+
+/// A file's values as fasttemplate names them: `a.b.c`.
+fn flatten(prefix: &str, v: &Value, out: &mut Params) {
+    match v {
+        Value::Object(m) => {
+            for (k, v) in m {
+                let key = match prefix {
+                    "" => k.clone(),
+                    p => format!("{p}.{k}"),
+                };
+                flatten(&key, v, out);
+            }
+        }
+        other => {
+            out.insert(prefix.to_string(), other.clone());
+        }
+    }
+}
+
+/// A generator's own template over the ApplicationSet's, field by field.
+fn merge(mut base: Value, over: Value) -> Value {
+    match (&mut base, over) {
+        (Value::Object(b), Value::Object(o)) => {
+            for (k, v) in o {
+                let merged = merge(b.remove(&k).unwrap_or(Value::Null), v);
+                b.insert(k, merged);
+            }
+            base
+        }
+        (_, over) => over,
+    }
+}
+
+/// The template with `params` put in every string.
+fn put(template: &Value, params: &Params, go: bool) -> Result<Value, String> {
+    Ok(match template {
+        Value::String(s) => Value::String(fill(s, params, go)?),
+        Value::Array(a) => Value::Array(
+            a.iter()
+                .map(|v| put(v, params, go))
+                .collect::<Result<_, _>>()?,
+        ),
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .map(|(k, v)| Ok((fill(k, params, go)?, put(v, params, go)?)))
+                .collect::<Result<_, String>>()?,
+        ),
+        other => other.clone(),
+    })
+}
+
+/// `{{name}}` (or `{{.name}}`, `{{ .path.basename }}` with goTemplate) replaced by its
+/// parameter's value.
+fn fill(s: &str, params: &Params, go: bool) -> Result<String, String> {
+    let mut out = String::new();
+    let mut rest = s;
+    while let Some(i) = rest.find("{{") {
+        out.push_str(&rest[..i]);
+        let Some(end) = rest[i..].find("}}") else {
+            out.push_str(&rest[i..]);
+            return Ok(out);
+        };
+        let tag = rest[i + 2..i + end].trim();
+        rest = &rest[i + end + 2..];
+        let value = match go {
+            true => {
+                let path = tag.strip_prefix('.').filter(|p| {
+                    !p.is_empty()
+                        && p.chars()
+                            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.' || c == '-')
+                });
+                let Some(path) = path else {
+                    return Err(format!(
+                        "the template's {{{{{tag}}}}} is not a plain field (`{{{{.a.b}}}}`); template functions are not carried out by driftless yet"
+                    ));
+                };
+                let mut at = params.get(path.split('.').next().unwrap_or_default());
+                for k in path.split('.').skip(1) {
+                    at = at.and_then(|v| v.get(k));
+                }
+                at.cloned()
+            }
+            false => params.get(tag).cloned(),
+        };
+        match value {
+            Some(Value::String(v)) => out.push_str(&v),
+            Some(Value::Null) | None if !go => {
+                // fasttemplate leaves an unknown tag as it is.
+                out.push_str(&format!("{{{{{tag}}}}}"));
+            }
+            Some(Value::Null) | None => {
+                return Err(format!("the template's {{{{{tag}}}}} names no parameter"));
+            }
+            Some(other) => out.push_str(&other.to_string()),
+        }
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn repository(dir: &Path) -> Repository<'_> {
+        Repository {
+            repo: Some(dir),
+            root: Some(""),
+            urls: [crate::hydrate::app_yaml::normalise_url(
+                "https://github.com/acme/gitops",
+            )]
+            .into_iter()
+            .collect(),
+        }
+    }
+
+    #[test]
+    fn list_and_git_generators_make_their_applications() {
+        let dir = tempfile::tempdir().unwrap();
+        for d in ["apps/web", "apps/shop", "apps/old", "config/prod"] {
+            std::fs::create_dir_all(dir.path().join(d)).unwrap();
+        }
+        std::fs::write(
+            dir.path().join("config/prod/config.json"),
+            r#"{"cluster": {"name": "prod", "tier": 1}}"#,
+        )
+        .unwrap();
+        let set: Value = serde_saphyr::from_str(
+            "apiVersion: argoproj.io/v1alpha1\nkind: ApplicationSet\nmetadata:\n  name: s\n  namespace: argocd\nspec:\n  generators:\n    - list:\n        elements:\n          - name: one\n            ns: team-a\n    - git:\n        repoURL: https://github.com/acme/gitops.git\n        directories:\n          - path: apps/*\n          - path: apps/old\n            exclude: true\n    - git:\n        repoURL: https://github.com/acme/gitops.git\n        files:\n          - path: config/*/config.json\n  template:\n    metadata:\n      name: '{{path.basename}}{{name}}{{cluster.name}}'\n    spec:\n      source:\n        path: '{{path}}'\n      destination:\n        namespace: '{{ns}}'\n",
+        )
+        .unwrap();
+        let apps = applications(&set, "", &repository(dir.path())).unwrap();
+        let names: Vec<&str> = apps
+            .iter()
+            .map(|a| a["metadata"]["name"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "{{path.basename}}one{{cluster.name}}",
+                "shop{{name}}{{cluster.name}}",
+                "web{{name}}{{cluster.name}}",
+                "prod{{name}}prod"
+            ]
+        );
+        assert_eq!(apps[1]["spec"]["source"]["path"], "apps/shop");
+        assert_eq!(apps[1]["kind"], "Application");
+        assert_eq!(apps[1]["metadata"]["namespace"], "argocd");
+        assert_eq!(apps[0]["spec"]["destination"]["namespace"], "team-a");
+    }
+
+    #[test]
+    fn go_templates_read_fields_and_refuse_functions() {
+        let mut p = Params::new();
+        p.insert("path".into(), json!({"basename": "web"}));
+        assert_eq!(
+            fill("app-{{ .path.basename }}", &p, true).unwrap(),
+            "app-web"
+        );
+        assert!(fill("{{ .missing }}", &p, true).is_err());
+        assert!(
+            fill("{{ .path.basename | upper }}", &p, true)
+                .unwrap_err()
+                .contains("template functions")
+        );
+    }
+}
