@@ -263,7 +263,11 @@ async fn an_argo_cd_repository_installs_previews_and_prunes_with_no_argo_cd() {
     let live = on_cluster(&ns, &["diff", tree, "--output", "json"]);
     assert_exit(&live, 1);
     let live: serde_json::Value = serde_json::from_slice(&live.stdout).unwrap();
-    assert_eq!(changes(&doc), changes(&live), "{doc:#}\n{live:#}");
+    assert_eq!(
+        support::diff_changes(&doc),
+        support::diff_changes(&live),
+        "{doc:#}\n{live:#}"
+    );
     let out = on_cluster(&ns, &["apply", tree, "--wait", "--timeout", "3m"]);
     assert_exit(&out, 0);
     let shop = deployments.get("stg-shop").await.unwrap();
@@ -307,21 +311,6 @@ async fn an_argo_cd_repository_installs_previews_and_prunes_with_no_argo_cd() {
         );
     }
     assert!(maps.get_opt("team-blue").await.unwrap().is_none());
-}
-
-/// What a diff says it would do: each object and its action.
-fn changes(doc: &serde_json::Value) -> std::collections::BTreeSet<(String, String)> {
-    doc["objects"]
-        .as_array()
-        .expect("an objects array")
-        .iter()
-        .map(|o| {
-            (
-                o["id"].as_str().unwrap_or_default().to_string(),
-                o["action"].as_str().unwrap_or_default().to_string(),
-            )
-        })
-        .collect()
 }
 
 /// A source that is another repository, or a field that changes what Argo CD would do and

@@ -127,21 +127,6 @@ fn on_cluster(repo: &Path, kubectl: &Path, ns: &str, verb: &str, extra: &[&str])
     support::driftless_on_cluster(ns, &args)
 }
 
-/// (object, action) of every entry of a `--output json` document.
-fn changes(doc: &Value) -> BTreeSet<(String, String)> {
-    doc["objects"]
-        .as_array()
-        .expect("an objects array")
-        .iter()
-        .map(|o| {
-            (
-                o["id"].as_str().unwrap_or_default().to_string(),
-                o["action"].as_str().unwrap_or_default().to_string(),
-            )
-        })
-        .collect()
-}
-
 fn json(out: &Output) -> Value {
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", show(out)))
 }
@@ -203,7 +188,7 @@ async fn a_pull_request_is_previewed_without_a_cluster_as_the_cluster_would_take
     .into_iter()
     .map(|(id, action)| (id, action.to_string()))
     .collect();
-    assert_eq!(changes(&doc), want, "{doc:#}");
+    assert_eq!(support::diff_changes(&doc), want, "{doc:#}");
     let apps: Vec<(&str, &Value)> = doc["apps"]
         .as_array()
         .unwrap()
@@ -246,7 +231,7 @@ async fn a_pull_request_is_previewed_without_a_cluster_as_the_cluster_would_take
     // The live diff of the same change names the same objects, the same way.
     let live = on_cluster(repo, &kubectl, &ns, "diff", &["--output", "json"]);
     assert_exit(&live, 1);
-    assert_eq!(changes(&json(&live)), want, "{}", show(&live));
+    assert_eq!(support::diff_changes(&json(&live)), want, "{}", show(&live));
 
     // Markdown for the pull request: the table of apps, a section per object.
     std::fs::remove_file(log.as_path()).unwrap();
@@ -292,7 +277,7 @@ async fn a_pull_request_is_previewed_without_a_cluster_as_the_cluster_would_take
         &["--base", "HEAD~1", "--head", "HEAD", "-o", "json"],
     );
     assert_exit(&out, 1);
-    assert_eq!(changes(&json(&out)), want);
+    assert_eq!(support::diff_changes(&json(&out)), want);
 }
 
 /// Bad input: a revision that names nothing, a path outside any repository, and an

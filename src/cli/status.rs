@@ -158,7 +158,7 @@ fn table(status: &StatusFile, now: Option<Timestamp>, wide: bool) -> String {
         }
     }
     if !status.releases.is_empty() {
-        let ready = status.releases.iter().filter(|r| r.ready).count();
+        let ready = status.releases.iter().filter(|r| r.tally.ready).count();
         header(
             &mut out,
             "releases",
@@ -169,7 +169,7 @@ fn table(status: &StatusFile, now: Option<Timestamp>, wide: bool) -> String {
         }
     }
     if !status.apps.is_empty() {
-        let ready = status.apps.iter().filter(|a| a.ready).count();
+        let ready = status.apps.iter().filter(|a| a.tally.ready).count();
         header(
             &mut out,
             "apps",

@@ -57,6 +57,21 @@ pub fn driftless_helm4(args: &[&str]) -> Output {
     driftless(&[args, &["--helm", &helm]].concat())
 }
 
+/// What a `diff --output json` says it would do: each object's id and action.
+pub fn diff_changes(doc: &Value) -> std::collections::BTreeSet<(String, String)> {
+    doc["objects"]
+        .as_array()
+        .expect("an objects array")
+        .iter()
+        .map(|o| {
+            (
+                o["id"].as_str().unwrap_or_default().to_string(),
+                o["action"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect()
+}
+
 pub fn assert_exit(out: &Output, code: i32) {
     assert_eq!(out.status.code(), Some(code), "{}", show(out));
 }

@@ -5,18 +5,14 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::SpecStatus;
+use super::{SpecStatus, Tally};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AppStatus {
     /// `flux/NS/NAME` or `argo/NAME`.
     pub name: String,
-    pub ready: bool,
-    /// Ready, Failed or InProgress: the worst of its specs'.
-    pub status: String,
-    /// Its specs' ids, in the tree's order.
-    pub specs: Vec<String>,
-    pub ready_specs: usize,
+    #[serde(flatten)]
+    pub tally: Tally,
     /// The revision every one of its specs reflects; none while any lags (its change
     /// pending) or when they differ.
     pub revision: Option<String>,
@@ -25,16 +21,7 @@ pub struct AppStatus {
 impl AppStatus {
     /// One line: `argo/shop: 4/5 specs ready, InProgress`.
     pub fn describe(&self) -> String {
-        let state = match self.status.as_str() {
-            "Ready" => String::new(),
-            other => format!(", {other}"),
-        };
-        format!(
-            "{}: {}/{} specs ready{state}",
-            self.name,
-            self.ready_specs,
-            self.specs.len()
-        )
+        format!("{}: {}", self.name, self.tally.said())
     }
 }
 
@@ -49,31 +36,18 @@ pub fn of(specs: &[SpecStatus]) -> Vec<AppStatus> {
         let i = *index.entry(app.clone()).or_insert_with(|| {
             out.push(AppStatus {
                 name: app.clone(),
-                ready: true,
-                status: "Ready".into(),
-                specs: Vec::new(),
-                ready_specs: 0,
+                tally: Tally::default(),
                 revision: s.revision.clone(),
             });
             out.len() - 1
         });
         let o = &mut out[i];
-        o.specs.push(s.id.clone());
+        o.tally.add(s);
         if o.revision != s.revision {
             o.revision = None;
         }
-        if s.ready {
-            o.ready_specs += 1;
-        } else {
-            o.ready = false;
-            if s.status == "Failed" {
-                o.status = "Failed".into();
-            } else if o.status != "Failed" {
-                o.status = "InProgress".into();
-            }
-        }
     }
-    let rank = |a: &AppStatus| match a.status.as_str() {
+    let rank = |a: &AppStatus| match a.tally.status.as_str() {
         "Failed" => 0,
         "InProgress" => 1,
         _ => 2,
@@ -112,9 +86,9 @@ mod tests {
             .map(|a| {
                 (
                     a.name.as_str(),
-                    a.status.as_str(),
-                    a.ready_specs,
-                    a.specs.len(),
+                    a.tally.status.as_str(),
+                    a.tally.ready_specs,
+                    a.tally.specs.len(),
                     a.revision.as_deref(),
                 )
             })

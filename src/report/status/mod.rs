@@ -200,6 +200,58 @@ pub struct SourceError {
     pub message: String,
 }
 
+/// What a group of specs (a chart release, an app) says as one: ready when all its specs
+/// are, Failed when any is, else InProgress.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tally {
+    pub ready: bool,
+    /// Ready, Failed or InProgress: the worst of its specs'.
+    pub status: String,
+    /// Its specs' ids, in the tree's order.
+    pub specs: Vec<String>,
+    pub ready_specs: usize,
+}
+
+impl Default for Tally {
+    fn default() -> Self {
+        Tally {
+            ready: true,
+            status: "Ready".into(),
+            specs: Vec::new(),
+            ready_specs: 0,
+        }
+    }
+}
+
+impl Tally {
+    pub fn add(&mut self, s: &SpecStatus) {
+        self.specs.push(s.id.clone());
+        if s.ready {
+            self.ready_specs += 1;
+        } else {
+            self.ready = false;
+            if s.status == "Failed" {
+                self.status = "Failed".into();
+            } else if self.status != "Failed" {
+                self.status = "InProgress".into();
+            }
+        }
+    }
+
+    /// `4/5 specs ready, InProgress`.
+    pub fn said(&self) -> String {
+        let state = match self.status.as_str() {
+            "Ready" => String::new(),
+            other => format!(", {other}"),
+        };
+        format!(
+            "{}/{} specs ready{state}",
+            self.ready_specs,
+            self.specs.len()
+        )
+    }
+}
+
 /// Every field has a default, so a builder of one says only what it knows.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct SpecStatus {

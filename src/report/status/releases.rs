@@ -4,33 +4,20 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::SpecStatus;
+use super::{SpecStatus, Tally};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReleaseStatus {
     #[serde(flatten)]
     pub release: crate::spec::Release,
-    pub ready: bool,
-    /// Ready, Failed or InProgress: the worst of its specs'.
-    pub status: String,
-    /// Its specs' ids, in the tree's order.
-    pub specs: Vec<String>,
-    pub ready_specs: usize,
+    #[serde(flatten)]
+    pub tally: Tally,
 }
 
 impl ReleaseStatus {
     /// One line: `web/podinfo: chart podinfo 6.2.3 (app 6.2.3), 5/5 specs ready`.
     pub fn describe(&self) -> String {
-        let state = match self.status.as_str() {
-            "Ready" => String::new(),
-            other => format!(", {other}"),
-        };
-        format!(
-            "{}, {}/{} specs ready{state}",
-            self.release.title(),
-            self.ready_specs,
-            self.specs.len()
-        )
+        format!("{}, {}", self.release.title(), self.tally.said())
     }
 }
 
@@ -46,26 +33,12 @@ pub fn of(specs: &[SpecStatus]) -> Vec<ReleaseStatus> {
             None => {
                 out.push(ReleaseStatus {
                     release: r.clone(),
-                    ready: true,
-                    status: "Ready".into(),
-                    specs: Vec::new(),
-                    ready_specs: 0,
+                    tally: Tally::default(),
                 });
                 out.len() - 1
             }
         };
-        let o = &mut out[i];
-        o.specs.push(s.id.clone());
-        if s.ready {
-            o.ready_specs += 1;
-        } else {
-            o.ready = false;
-            if s.status == "Failed" {
-                o.status = "Failed".into();
-            } else if o.status != "Failed" {
-                o.status = "InProgress".into();
-            }
-        }
+        out[i].tally.add(s);
     }
     out
 }
@@ -148,19 +121,22 @@ mod tests {
         assert_eq!(
             (
                 r[0].release.name.as_str(),
-                r[0].status.as_str(),
-                r[0].ready_specs
+                r[0].tally.status.as_str(),
+                r[0].tally.ready_specs
             ),
             ("a", "InProgress", 1)
         );
-        assert_eq!(r[0].specs, ["a1", "a2"]);
-        assert_eq!((r[1].status.as_str(), r[1].specs.len()), ("Failed", 3));
+        assert_eq!(r[0].tally.specs, ["a1", "a2"]);
+        assert_eq!(
+            (r[1].tally.status.as_str(), r[1].tally.specs.len()),
+            ("Failed", 3)
+        );
         assert_eq!(
             r[1].describe(),
             "web/b: chart charts/x 1.0.0 (app 2.0), 1/3 specs ready, Failed"
         );
         let all_ready = of(&[spec("a1", Some("a"), true, "Current")]);
-        assert!(all_ready[0].ready);
+        assert!(all_ready[0].tally.ready);
         assert_eq!(
             all_ready[0].describe(),
             "web/a: chart charts/x 1.0.0 (app 2.0), 1/1 specs ready"
