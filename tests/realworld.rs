@@ -164,10 +164,10 @@ async fn life_cycle(project: &str) {
         .chain(support::resources(&client, &new_objects).await)
         .collect::<Vec<_>>();
     std::fs::remove_dir_all(run.root.join("bundle")).unwrap();
-    // hang guard: longhorn's twenty CRDs wait on the apiserver's CRD cleanup, which took
-    // up to two minutes here with the other lane's cluster busy beside this one. Shorter
-    // than the runner's guard (.config/nextest.toml), so a deletion that never ends
-    // fails with driftless's word on what it waits for, not a silent kill.
+    // hang guard: the bundle's CRDs wait on the apiserver's CRD cleanup (driftless nudges
+    // one whose cleanup stalled, which otherwise waits up to five minutes). Shorter than
+    // the runner's guard (.config/nextest.toml), so a deletion that never ends fails with
+    // driftless's word on what it waits for, not a silent kill.
     let out = run.driftless(&["apply", "--allow-mass-prune", "--wait", "--timeout", "5m"]);
     assert_exit(&out, 0);
     no_failures(&out);

@@ -19,7 +19,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use kube::api::{Api, DeleteParams, DynamicObject, Preconditions};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
 use serde_json::Value;
 
 use super::{Engine, Entry, Inventory, ObjKey, Verb, resolve};
@@ -260,8 +260,12 @@ pub(super) enum Prunable {
     },
     /// Gone already (or its kind is: the CRD was deleted, and every object with it).
     Gone,
-    /// Ours, and being deleted already: what it waits for.
-    Deleting(String),
+    /// Ours, and being deleted already: what it waits for; and, for a CRD whose cleanup
+    /// stalled ([`stalled_cleanup`]), where to nudge it.
+    Deleting {
+        on: String,
+        stalled: Option<Box<Api<DynamicObject>>>,
+    },
     /// Never pruned, or no longer ours: forgotten, not deleted.
     Keep(PruneAction),
 }
@@ -344,7 +348,11 @@ impl Engine {
         Ok(match not_ours(entry, &live, &self.opts.instance) {
             Some(why) => Prunable::Keep(PruneAction::LeftAlone(why)),
             None => match waiting_on(&live) {
-                Some(on) => Prunable::Deleting(on),
+                Some(on) => Prunable::Deleting {
+                    on,
+                    stalled: stalled_cleanup(&live, k8s_openapi::jiff::Timestamp::now())
+                        .then(|| Box::new(api)),
+                },
                 // Ours, not being deleted, though a DELETE was accepted for this entry
                 // (its UID was unknown: a pending record): a new object of that name,
                 // which this entry never stood for.
@@ -359,12 +367,35 @@ impl Engine {
         })
     }
 
+    /// Touches a CRD whose cleanup stalled, so the apiserver's finalizer takes it up again
+    /// now rather than at its next resync (up to five minutes on).
+    async fn nudge(&self, api: &Api<DynamicObject>, name: &str) {
+        let patch = serde_json::json!({"metadata": {"annotations": {
+            CLEANUP_RETRY: k8s_openapi::jiff::Timestamp::now().to_string(),
+        }}});
+        self.writes.count(Verb::Patch);
+        let result = api
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await;
+        match result {
+            Ok(_) => tracing::info!(object = %name, "nudged the apiserver's stalled CRD cleanup"),
+            Err(e) => {
+                tracing::warn!(object = %name, error = %error_text(&e), "nudging a stalled CRD cleanup failed")
+            }
+        }
+    }
+
     /// One entry's prune, and what the object still waits for if it is still there.
     async fn prune_one(&self, entry: &Entry) -> (PruneAction, Option<String>) {
         let (api, live) = match self.prunable(entry).await {
             Ok(Prunable::Delete { api, live }) => (api, live),
             Ok(Prunable::Gone) => return (PruneAction::AlreadyGone, None),
-            Ok(Prunable::Deleting(on)) => return (PruneAction::Deleting, Some(on)),
+            Ok(Prunable::Deleting { on, stalled }) => {
+                if let Some(api) = stalled {
+                    self.nudge(&api, &entry.key.name).await;
+                }
+                return (PruneAction::Deleting, Some(on));
+            }
             Ok(Prunable::Keep(action)) => return (action, None),
             Err(e) => return (PruneAction::Failed(e), None),
         };
@@ -396,6 +427,31 @@ impl Engine {
             Err(e) => (PruneAction::Failed(error_text(&e)), None),
         }
     }
+}
+
+/// When driftless last nudged a CRD's stalled cleanup (RFC 3339).
+const CLEANUP_RETRY: &str = "driftless.dev/cleanup-retry";
+
+/// Whether `live` is a CRD being deleted whose cleanup finalizer failed its last try and
+/// was not nudged in the last 5 seconds. The apiserver's finalizer can list the custom
+/// resources while their storage is still starting ("storage is (re)initializing"); it
+/// then leaves the CRD Terminating until its informer's next resync, up to five minutes
+/// on (seen on 1.34 and 1.37), while any other change to the CRD takes it up at once.
+fn stalled_cleanup(live: &Value, now: k8s_openapi::jiff::Timestamp) -> bool {
+    let failed = live["kind"] == "CustomResourceDefinition"
+        && live["metadata"]["deletionTimestamp"].is_string()
+        && live["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == "Terminating" && c["reason"] == "InstanceDeletionFailed");
+    let last = live["metadata"]["annotations"][CLEANUP_RETRY]
+        .as_str()
+        .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok());
+    failed
+        && last.is_none_or(|t| {
+            now.duration_since(t) >= k8s_openapi::jiff::SignedDuration::from_secs(5)
+        })
 }
 
 /// What an object being deleted (deletionTimestamp set) still waits for; `None` when it
@@ -471,6 +527,36 @@ pub fn not_ours(entry: &Entry, live: &Value, instance: &str) -> Option<String> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_crd_whose_cleanup_failed_is_nudged_every_5_seconds_at_most() {
+        let now: k8s_openapi::jiff::Timestamp = "2026-01-01T00:01:00Z".parse().unwrap();
+        let crd = |annotations: Value, reason: &str| {
+            json!({
+                "kind": "CustomResourceDefinition",
+                "metadata": {"name": "kafkatopics.kafka.strimzi.io", "deletionTimestamp": "2026-01-01T00:00:00Z", "annotations": annotations},
+                "status": {"conditions": [{"type": "Terminating", "status": "True", "reason": reason, "message": "could not list instances: storage is (re)initializing"}]},
+            })
+        };
+        assert!(stalled_cleanup(
+            &crd(json!({}), "InstanceDeletionFailed"),
+            now
+        ));
+        assert!(!stalled_cleanup(
+            &crd(json!({}), "InstanceDeletionInProgress"),
+            now
+        ));
+        let recent = json!({CLEANUP_RETRY: "2026-01-01T00:00:57Z"});
+        assert!(!stalled_cleanup(
+            &crd(recent, "InstanceDeletionFailed"),
+            now
+        ));
+        let earlier = json!({CLEANUP_RETRY: "2026-01-01T00:00:50Z"});
+        assert!(stalled_cleanup(
+            &crd(earlier, "InstanceDeletionFailed"),
+            now
+        ));
+    }
 
     #[test]
     fn a_namespace_being_deleted_says_what_it_waits_for() {
