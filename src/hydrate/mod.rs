@@ -60,7 +60,8 @@ pub fn needs_checkout(files: &[SourceFile]) -> bool {
 /// may be charts).
 fn is_argo_application(bytes: &[u8]) -> bool {
     let has = |needle: &[u8]| bytes.windows(needle.len()).any(|w| w == needle);
-    has(b"argoproj.io") && has(b"Application")
+    // Argo Rollouts' and Workflows' bundles name the group too, and need no disk.
+    has(b"argoproj.io") && (has(b"kind: Application") || has(b"kind: \"Application"))
 }
 
 /// The stage: its options, tools found, and caches. One per process (CLI) or daemon.
