@@ -265,13 +265,25 @@ async fn the_daemon_replaces_a_changed_job() {
         },
     )
     .await;
-    let status = daemon
-        .wait_status("the sync", |s| s["last_sync"]["result"] == "success")
+    // The new Job can be seen before that sync ends and says so: wait for the sync of the
+    // change itself, not the one before it.
+    daemon
+        .wait_status("the change's sync", |s| {
+            s["last_sync"]["result"] == "success"
+                && s["revision_applied"] == s["revision_seen"]
+                && s["syncing"] == false
+        })
         .await;
-    assert!(
-        daemon.log().contains("replaced"),
-        "{status}\n{}",
-        daemon.log()
-    );
+    support::eventually(
+        "the daemon saying it replaced the Job",
+        std::time::Duration::from_secs(10),
+        || async {
+            match daemon.log() {
+                log if log.contains("replaced") => Ok(()),
+                log => Err(log),
+            }
+        },
+    )
+    .await;
     daemon.stop();
 }
