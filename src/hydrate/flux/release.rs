@@ -183,27 +183,11 @@ pub(super) fn chart_release(
         (None, Some(t)) => format!("{t}-{name}"),
         (None, None) => name.to_string(),
     };
-    let mut release = crate::spec::helm::HelmRelease {
-        name: name.to_string(),
-        namespace,
-        at: at.clone(),
-        chart: String::new(),
-        repository: None,
-        version: None,
-        plain_http: false,
-        username_file: None,
-        password_file: None,
-        ca_file: None,
-        insecure_skip_tls_verify: false,
-        release_name,
-        values_files: Vec::new(),
-        values: spec.get("values").cloned().unwrap_or(Value::Null),
-        include_crds: v["spec"]["install"]["crds"].as_str() != Some("Skip"),
-        skip_tests: true,
-        kube_version: None,
-        api_versions: Vec::new(),
-        annotations: BTreeMap::new(),
-    };
+    // The chart is set from its source below.
+    let mut release = crate::hydrate::helm::unnamed_release("", name, &namespace, at.clone());
+    release.release_name = release_name;
+    release.values = spec.get("values").cloned().unwrap_or(Value::Null);
+    release.include_crds = v["spec"]["install"]["crds"].as_str() != Some("Skip");
     // The marks the Kustomization that rendered it put on it (its wave, prune, force)
     // hold for every object of the release.
     let mut wave = 0;
