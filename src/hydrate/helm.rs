@@ -431,11 +431,7 @@ impl Tool for Releases {
         item: &ReleaseAt,
         cx: &Context,
     ) -> Result<Rendered, ToolError> {
-        let disk = cx
-            .input
-            .checkout
-            .as_ref()
-            .ok_or_else(|| "a chart needs its tree on disk".to_string())?;
+        let disk = cx.disk("a chart")?;
         let rel = &item.release;
         let (shown, yaml, meta) = release_one(r, tool, rel, disk, &cx.input.cluster)?;
         Ok(Rendered {

@@ -513,11 +513,7 @@ impl Tool for Kustomizations {
         item: &Dir,
         cx: &Context,
     ) -> Result<Rendered, ToolError> {
-        let disk = cx
-            .input
-            .checkout
-            .as_ref()
-            .ok_or_else(|| "a kustomization needs its tree on disk".to_string())?;
+        let disk = cx.disk("a kustomization")?;
         let yaml = build(r, tool, disk, &item.dir, cx.settings.remote_bases)?;
         Ok(Rendered {
             yaml: yaml.to_vec(),

@@ -20,6 +20,18 @@ pub struct Context<'a> {
     pub settings: &'a Settings,
 }
 
+impl Context<'_> {
+    /// The tree on disk, for a tool that reads files itself (`what` it renders, as an
+    /// error names it). [`hydrate_with`] checks it once before any item; this is the
+    /// item's own guard.
+    pub fn disk(&self, what: &str) -> Result<&crate::source::Checkout, ToolError> {
+        self.input
+            .checkout
+            .as_ref()
+            .ok_or_else(|| ToolError::from(format!("{what} needs its tree on disk")))
+    }
+}
+
 /// One item's output: YAML documents, handed on as a file, and what made them.
 pub struct Rendered {
     pub yaml: Vec<u8>,

@@ -52,11 +52,7 @@ impl Tool for Directories {
         part: &Part,
         cx: &Context,
     ) -> Result<Rendered, ToolError> {
-        let disk = cx
-            .input
-            .checkout
-            .as_ref()
-            .ok_or_else(|| "an Argo CD Application needs its tree on disk".to_string())?;
+        let disk = cx.disk("an Argo CD Application")?;
         match &part.source {
             PartSource::Directory {
                 path,

@@ -53,11 +53,7 @@ impl Tool for Kustomizations {
         k: &Kustomization,
         cx: &Context,
     ) -> Result<Rendered, ToolError> {
-        let disk = cx
-            .input
-            .checkout
-            .as_ref()
-            .ok_or_else(|| "a Flux Kustomization needs its tree on disk".to_string())?;
+        let disk = cx.disk("a Flux Kustomization")?;
         let built = match &k.artifact {
             Some(rules) => {
                 let artifact = tempfile::Builder::new()
