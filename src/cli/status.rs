@@ -157,28 +157,19 @@ fn table(status: &StatusFile, now: Option<Timestamp>, wide: bool) -> String {
             let _ = writeln!(out, "  {}{message}", location(e));
         }
     }
-    if !status.releases.is_empty() {
-        let ready = status.releases.iter().filter(|r| r.tally.ready).count();
-        header(
-            &mut out,
-            "releases",
-            &format!("{ready}/{} ready", status.releases.len()),
-        );
-        for r in &status.releases {
-            let _ = writeln!(out, "  {}", r.describe());
-        }
-    }
-    if !status.apps.is_empty() {
-        let ready = status.apps.iter().filter(|a| a.tally.ready).count();
-        header(
-            &mut out,
-            "apps",
-            &format!("{ready}/{} ready", status.apps.len()),
-        );
-        for a in &status.apps {
-            let _ = writeln!(out, "  {}", a.describe());
-        }
-    }
+    units(
+        &mut out,
+        "releases",
+        status
+            .releases
+            .iter()
+            .map(|r| (r.tally.ready, r.describe())),
+    );
+    units(
+        &mut out,
+        "apps",
+        status.apps.iter().map(|a| (a.tally.ready, a.describe())),
+    );
     let ready = status.specs.iter().filter(|s| s.ready).count();
     header(
         &mut out,
@@ -250,6 +241,20 @@ fn table(status: &StatusFile, now: Option<Timestamp>, wide: bool) -> String {
         }
     }
     out
+}
+
+/// A section of units (chart releases, apps): how many are ready, then a line each; none
+/// when there are none.
+fn units(out: &mut String, label: &str, lines: impl Iterator<Item = (bool, String)>) {
+    let lines: Vec<(bool, String)> = lines.collect();
+    if lines.is_empty() {
+        return;
+    }
+    let ready = lines.iter().filter(|(r, _)| *r).count();
+    header(out, label, &format!("{ready}/{} ready", lines.len()));
+    for (_, line) in lines {
+        let _ = writeln!(out, "  {line}");
+    }
 }
 
 fn header(out: &mut String, label: &str, value: &str) {

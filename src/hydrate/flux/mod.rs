@@ -239,6 +239,11 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// `find` with no earlier passes and no URLs the repository is known by.
+    fn find_in(files: &mut [SourceFile], root: Option<&str>) -> Found {
+        find(files, root, &mut BTreeMap::new(), &Default::default())
+    }
+
     fn file(path: &str, text: &str) -> SourceFile {
         SourceFile {
             path: path.into(),
@@ -364,12 +369,7 @@ mod tests {
         ];
         for (text, want) in cases {
             let mut files = vec![file("a.yaml", &text)];
-            let found = find(
-                &mut files,
-                Some("clusters/x"),
-                &mut BTreeMap::new(),
-                &Default::default(),
-            );
+            let found = find_in(&mut files, Some("clusters/x"));
             let said: Vec<String> = found.errors.iter().map(ToString::to_string).collect();
             assert!(
                 said.len() == 1 && said[0].starts_with(want),
@@ -383,12 +383,7 @@ mod tests {
     fn helm_releases_become_chart_releases_as_flux_names_them() {
         let text = "apiVersion: source.toolkit.fluxcd.io/v1\nkind: HelmRepository\nmetadata: {name: podinfo, namespace: flux-system}\nspec:\n  url: https://charts.example/podinfo/\n  secretRef: {name: charts}\n---\napiVersion: source.toolkit.fluxcd.io/v1\nkind: HelmRepository\nmetadata: {name: oci, namespace: flux-system}\nspec: {type: oci, url: oci://registry.example/charts}\n---\napiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: podinfo\n  namespace: web\n  annotations: {driftless.dev/wave: \"1\", driftless.dev/prune: disabled}\nspec:\n  targetNamespace: shop\n  chart:\n    spec:\n      chart: podinfo\n      version: '6.x'\n      sourceRef: {kind: HelmRepository, name: podinfo, namespace: flux-system}\n  install: {crds: Skip}\n  values: {replicaCount: 2}\n---\napiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: cache, namespace: web}\nspec:\n  releaseName: redis\n  dependsOn: [{name: podinfo}]\n  chart:\n    spec:\n      chart: redis\n      sourceRef: {kind: HelmRepository, name: oci, namespace: flux-system}\n---\napiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: local, namespace: web}\nspec:\n  chart:\n    spec:\n      chart: ./charts/local\n      sourceRef: {kind: GitRepository, name: flux-system, namespace: flux-system}\n";
         let mut files = vec![file("apps.yaml", text)];
-        let found = find(
-            &mut files,
-            Some("clusters/staging"),
-            &mut BTreeMap::new(),
-            &Default::default(),
-        );
+        let found = find_in(&mut files, Some("clusters/staging"));
         assert!(found.errors.is_empty(), "{:?}", found.errors);
         let r: Vec<&crate::spec::helm::HelmRelease> =
             found.releases.iter().map(|r| &r.release).collect();
@@ -463,12 +458,7 @@ mod tests {
             file("a.yaml", &k),
             file("r.yaml", release),
         ];
-        let found = find(
-            &mut files,
-            Some("clusters/x"),
-            &mut BTreeMap::new(),
-            &Default::default(),
-        );
+        let found = find_in(&mut files, Some("clusters/x"));
         assert!(found.errors.is_empty(), "{:?}", found.errors);
         assert_eq!(
             found.items[0].spec["postBuild"]["substitute"],
@@ -486,12 +476,7 @@ mod tests {
             "  postBuild:\n    substituteFrom:\n      - {kind: ConfigMap, name: nowhere}\n",
         );
         let mut files = vec![file("b.yaml", &missing)];
-        let found = find(
-            &mut files,
-            Some("clusters/x"),
-            &mut BTreeMap::new(),
-            &Default::default(),
-        );
+        let found = find_in(&mut files, Some("clusters/x"));
         assert_eq!(
             found.errors[0].to_string(),
             "b.yaml:1:1: Kustomization flux-system/b: substituteFrom: ConfigMap flux-system/nowhere is not in the tree"
@@ -505,12 +490,7 @@ mod tests {
         let generator = "apiVersion: source.extensions.fluxcd.io/v1beta1\nkind: ArtifactGenerator\nmetadata: {name: flux-system, namespace: flux-system}\nspec:\n  sources:\n    - {alias: monorepo, kind: GitRepository, name: flux-system}\n  artifacts:\n    - name: apps\n      copy:\n        - {from: \"@monorepo/apps/base/**\", to: \"@artifact/base/\"}\n        - {from: \"@monorepo/apps/staging/**\", to: \"@artifact/staging/\"}\n        - {from: \"@monorepo/extra/*.yaml\", to: \"@artifact/staging/extra/\"}\n        - {from: \"@monorepo/README\", to: \"@artifact/docs/README.md\"}\n";
         let apps = "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: apps, namespace: flux-system}\nspec:\n  sourceRef: {kind: ExternalArtifact, name: apps}\n  path: ./staging\n  prune: true\n";
         let mut files = vec![file("artifacts.yaml", generator), file("apps.yaml", apps)];
-        let found = find(
-            &mut files,
-            Some("clusters/staging"),
-            &mut BTreeMap::new(),
-            &Default::default(),
-        );
+        let found = find_in(&mut files, Some("clusters/staging"));
         assert!(found.errors.is_empty(), "{:?}", found.errors);
         let k = &found.items[0];
         assert_eq!(k.path, "staging");
@@ -582,12 +562,7 @@ mod tests {
             "name: tenant}\n  artifacts",
         );
         let mut files = vec![file("artifacts.yaml", &foreign), file("apps.yaml", apps)];
-        let found = find(
-            &mut files,
-            Some("clusters/staging"),
-            &mut BTreeMap::new(),
-            &Default::default(),
-        );
+        let found = find_in(&mut files, Some("clusters/staging"));
         let said = found.errors[0].to_string();
         assert!(
             said.contains(
@@ -603,12 +578,7 @@ mod tests {
     fn flux_s_own_install_is_left_out() {
         let install = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: flux-system\n  labels:\n    app.kubernetes.io/instance: flux-system\n    app.kubernetes.io/part-of: flux\n";
         let mut files = vec![file("gotk-components.yaml", install)];
-        let found = find(
-            &mut files,
-            Some(""),
-            &mut BTreeMap::new(),
-            &Default::default(),
-        );
+        let found = find_in(&mut files, Some(""));
         assert_eq!(found.install_left_out, 1);
         assert!(files[0].contents.iter().all(|b| *b == b'\n'));
     }
