@@ -108,3 +108,12 @@ pub(crate) fn normalise_url(url: &str) -> String {
     let url = url.split_once('@').map_or(url, |(_, rest)| rest);
     url.replacen(':', "/", 1).to_lowercase()
 }
+
+/// A key of object `v` that `known` does not list.
+pub(crate) fn unknown<'a>(v: &'a Value, known: &[&str]) -> Option<&'a String> {
+    v.as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, _)| k)
+        .find(|k| !known.contains(&k.as_str()))
+}

@@ -3,12 +3,12 @@
 //! do is carried out or refused here, at its line.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use serde_json::{Value, json};
 
+use super::chart::{chart_release, local_release};
 use super::{App, Ignore, Part, PartSource, Repository, output_file};
-use crate::hydrate::app_yaml::{clean_path, err, line_of};
+use crate::hydrate::app_yaml::{clean_path, err, line_of, unknown};
 use crate::hydrate::helm::ReleaseAt;
 use crate::spec::{Location, SpecError};
 
@@ -33,21 +33,6 @@ const SOURCE_CARRIED: &[&str] = &[
     "directory",
     "ref",
     "name",
-];
-const HELM_CARRIED: &[&str] = &[
-    "valueFiles",
-    "values",
-    "valuesObject",
-    "parameters",
-    "releaseName",
-    "skipCrds",
-    "skipTests",
-    "ignoreMissingValueFiles",
-    "passCredentials",
-    "version",
-    "namespace",
-    "kubeVersion",
-    "apiVersions",
 ];
 const KUSTOMIZE_CARRIED: &[&str] = &[
     "namePrefix",
@@ -74,15 +59,6 @@ const SYNC_OPTIONS: &[&str] = &[
     "ApplyOutOfSyncOnly",
     "SkipDryRunOnMissingResource",
 ];
-
-/// A key of object `v` that `known` does not list.
-fn unknown<'a>(v: &'a Value, known: &[&str]) -> Option<&'a String> {
-    v.as_object()
-        .into_iter()
-        .flatten()
-        .map(|(k, _)| k)
-        .find(|k| !known.contains(&k.as_str()))
-}
 
 /// What one Application renders, and its marks.
 pub(super) struct Read {
@@ -372,205 +348,6 @@ fn jq_pointer(jq: &str) -> Option<String> {
     Some(out)
 }
 
-/// The release Argo CD makes of a chart: its name, namespace, values and parameters.
-fn release_of(
-    at: &Location,
-    app_name: &str,
-    app: &App,
-    s: &Value,
-) -> Result<crate::spec::helm::HelmRelease, String> {
-    let h = &s["helm"];
-    if let Some(key) = unknown(h, HELM_CARRIED) {
-        return Err(format!("`helm.{key}` is not carried out by driftless yet"));
-    }
-    let namespace = h["namespace"]
-        .as_str()
-        .map(str::to_string)
-        .or_else(|| app.namespace.clone())
-        .unwrap_or_else(|| "default".into());
-    let mut values = match (&h["values"], &h["valuesObject"]) {
-        (_, Value::Object(o)) => Value::Object(o.clone()),
-        (Value::String(text), _) if !text.trim().is_empty() => {
-            serde_saphyr::from_str::<Value>(text)
-                .map_err(|e| format!("`helm.values` is not YAML: {e}"))?
-        }
-        _ => Value::Null,
-    };
-    for p in h["parameters"].as_array().into_iter().flatten() {
-        let key = p["name"].as_str().unwrap_or_default();
-        let raw = p["value"].as_str().unwrap_or_default();
-        let value = if p["forceString"].as_bool() == Some(true) {
-            json!(raw)
-        } else {
-            set_value(raw)
-        };
-        set_path(&mut values, key, value).map_err(|why| format!("parameter {key:?}: {why}"))?;
-    }
-    let mut release = crate::hydrate::helm::unnamed_release("", app_name, &namespace, at.clone());
-    release.release_name = h["releaseName"].as_str().unwrap_or(app_name).to_string();
-    release.values = values;
-    release.include_crds = h["skipCrds"].as_bool() != Some(true);
-    release.kube_version = h["kubeVersion"].as_str().map(str::to_string);
-    release.api_versions = h["apiVersions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|v| v.as_str().map(str::to_string))
-        .collect();
-    Ok(release)
-}
-
-/// `helm --set`'s reading of a value: a bool, an integer, or a string.
-fn set_value(raw: &str) -> Value {
-    match raw {
-        "true" => json!(true),
-        "false" => json!(false),
-        "null" => Value::Null,
-        _ => raw
-            .parse::<i64>()
-            .map(|n| json!(n))
-            .unwrap_or_else(|_| json!(raw)),
-    }
-}
-
-/// Sets `a.b.c` (helm's `--set` path; `\.` is a dot in a key) in `values`.
-fn set_path(values: &mut Value, path: &str, value: Value) -> Result<(), String> {
-    let mut keys = Vec::new();
-    let mut cur = String::new();
-    let mut chars = path.chars().peekable();
-    while let Some(c) = chars.next() {
-        match c {
-            '\\' if chars.peek() == Some(&'.') => {
-                cur.push('.');
-                chars.next();
-            }
-            '.' => keys.push(std::mem::take(&mut cur)),
-            '[' => return Err("list indexes are not carried out by driftless yet".into()),
-            c => cur.push(c),
-        }
-    }
-    keys.push(cur);
-    if keys.iter().any(String::is_empty) {
-        return Err("an empty key".into());
-    }
-    let mut at = values;
-    for k in &keys[..keys.len() - 1] {
-        if !at.is_object() {
-            *at = json!({});
-        }
-        at = at
-            .as_object_mut()
-            .map(|o| o.entry(k.clone()).or_insert_with(|| json!({})))
-            .ok_or("not a map")?;
-    }
-    if !at.is_object() {
-        *at = json!({});
-    }
-    if let Some(o) = at.as_object_mut() {
-        o.insert(keys[keys.len() - 1].clone(), value);
-    }
-    Ok(())
-}
-
-/// `"../"` as many times as the spec root is deep in the repository: paths of the
-/// repository as the `helm` kind reads them (from the spec root).
-fn up(repo: &Repository) -> String {
-    let depth = repo.root.map_or(0, |r| {
-        if r.is_empty() {
-            0
-        } else {
-            r.split('/').count()
-        }
-    });
-    "../".repeat(depth)
-}
-
-/// Values files as the `helm` kind reads them: `$ref/...` from a `ref` source's root
-/// (this repository), the rest from the chart's directory (`dir`; none for a chart of a
-/// chart repository, whose files are not this repository's).
-fn values_files(
-    s: &Value,
-    dir: Option<&str>,
-    refs: &BTreeMap<String, ()>,
-    repo: &Repository,
-) -> Result<Vec<String>, String> {
-    let h = &s["helm"];
-    let optional = h["ignoreMissingValueFiles"].as_bool() == Some(true);
-    let mut out = Vec::new();
-    for f in h["valueFiles"].as_array().into_iter().flatten() {
-        let f = f.as_str().unwrap_or_default();
-        let rel = if let Some(rest) = f.strip_prefix('$') {
-            let (r, path) = rest.split_once('/').unwrap_or((rest, ""));
-            if !refs.contains_key(r) {
-                return Err(format!("values file {f:?} names no `ref` source {r:?}"));
-            }
-            clean_path(path)
-        } else if f.contains("://") {
-            return Err(format!("values file {f:?} is a URL; not fetched"));
-        } else {
-            match dir {
-                Some(d) => clean_path(&format!("{d}/{f}")),
-                None => {
-                    return Err(format!(
-                        "values file {f:?} of a chart repository's chart: name it from this repository with a `ref` source (`$values/...`)"
-                    ));
-                }
-            }
-        };
-        let rel = rel.ok_or_else(|| format!("values file {f:?} leads out of the repository"))?;
-        let there = repo.repo.is_none_or(|r| Path::new(r).join(&rel).is_file());
-        if !there && optional {
-            continue;
-        }
-        out.push(format!("{}{rel}", up(repo)));
-    }
-    Ok(out)
-}
-
-/// A chart of this repository at `path`.
-fn local_release(
-    at: &Location,
-    name: &str,
-    app: &App,
-    s: &Value,
-    path: &str,
-    refs: &BTreeMap<String, ()>,
-    repo: &Repository,
-) -> Result<crate::spec::helm::HelmRelease, String> {
-    let mut release = release_of(at, name, app, s)?;
-    release.chart = format!("{}{path}", up(repo));
-    release.values_files = values_files(s, Some(path), refs, repo)?;
-    Ok(release)
-}
-
-/// A chart of a chart repository (HTTP, or OCI named with or without `oci://`).
-fn chart_release(
-    at: &Location,
-    name: &str,
-    app: &App,
-    s: &Value,
-    chart: &str,
-    refs: &BTreeMap<String, ()>,
-    repo: &Repository,
-) -> Result<crate::spec::helm::HelmRelease, String> {
-    let mut release = release_of(at, name, app, s)?;
-    let url = s["repoURL"]
-        .as_str()
-        .unwrap_or_default()
-        .trim_end_matches('/');
-    let version = s["targetRevision"].as_str().unwrap_or("*");
-    if url.starts_with("http://") || url.starts_with("https://") {
-        release.chart = chart.to_string();
-        release.repository = Some(url.to_string());
-    } else {
-        let registry = url.strip_prefix("oci://").unwrap_or(url);
-        release.chart = format!("oci://{registry}/{chart}");
-    }
-    release.version = Some(version.to_string());
-    release.values_files = values_files(s, None, refs, repo)?;
-    Ok(release)
-}
-
 /// The Application's `kustomize` options as the Flux Kustomization fields the build
 /// puts into the kustomization (Argo CD's `kustomize edit` does the same).
 fn kustomization(
@@ -687,15 +464,5 @@ pub(super) mod tests {
             image("web@sha256:abc").unwrap(),
             json!({"name": "web", "digest": "sha256:abc"})
         );
-    }
-
-    #[test]
-    fn parameters_set_values_as_helm_set_does() {
-        let mut v = json!({"a": {"keep": 1}});
-        set_path(&mut v, "a.b", set_value("3")).unwrap();
-        set_path(&mut v, "c\\.d", set_value("true")).unwrap();
-        set_path(&mut v, "e", set_value("x")).unwrap();
-        assert_eq!(v, json!({"a": {"keep": 1, "b": 3}, "c.d": true, "e": "x"}));
-        assert!(set_path(&mut v, "list[0]", json!(1)).is_err());
     }
 }

@@ -20,6 +20,7 @@
 mod app;
 mod appset;
 mod build;
+mod chart;
 mod marks;
 
 pub use build::Directories;
