@@ -295,35 +295,6 @@ function renderSpecs(doc) {
   while (now.length > rows.length) body.lastElementChild.remove();
 }
 
-// An app's health as a badge: the worst of its specs'.
-function appBadge(a) {
-  const [text, tone, symbol] = a.ready ? STATES.Current : stateOf(a.status);
-  return badge(tone, symbol, text);
-}
-
-// Flux's and Argo CD's apps, trouble first (the status orders them): each links to the
-// list narrowed to its specs.
-function renderApps(doc) {
-  const apps = doc.apps || [];
-  $("apps").hidden = !apps.length;
-  const signature = JSON.stringify([apps, listState().sort, listState().group]);
-  const body = $("app-rows");
-  if (body.dataset.signature === signature) return;
-  body.dataset.signature = signature;
-  body.replaceChildren(
-    ...apps.map((a) =>
-      el(
-        "tr",
-        { "data-app": a.name, class: a.ready ? "" : "unready" },
-        el("th", { scope: "row", "data-label": "App" }, el("a", { href: appHref(a.name), title: `${a.name}: its objects` }, a.name)),
-        el("td", { "data-label": "Health" }, appBadge(a)),
-        el("td", { "data-label": "Specs ready" }, el("a", { class: "specs-link", href: listHref({ ...listState(), q: `app:${a.name}` }), title: `${a.name}: its specs` }, `${a.ready_specs}/${a.specs.length}`)),
-        el("td", { "data-label": "Revision", title: a.revision || "its specs are at different revisions" }, a.revision ? a.revision.slice(0, 12) : "–")
-      )
-    )
-  );
-}
-
 // A chart release as one unit: its figures and how many of its specs are ready.
 function releaseText(doc, r) {
   const app = r.app_version ? ` (app ${r.app_version})` : "";
