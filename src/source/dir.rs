@@ -34,7 +34,7 @@ pub fn watch(root: &Path, debounce: Duration) -> Result<(DirWatch, mpsc::Receive
     let mut debouncer = new_debouncer(debounce, None, move |res: DebounceEventResult| {
         match res {
             // A full channel means a reload is already pending: nothing is lost.
-            Ok(events) if !events.is_empty() => {
+            Ok(events) if events.iter().any(|e| changes_tree(&e.event.kind)) => {
                 let _ = tx.try_send(());
             }
             Ok(_) => {}
@@ -62,6 +62,19 @@ pub fn watch(root: &Path, debounce: Duration) -> Result<(DirWatch, mpsc::Receive
         },
         rx,
     ))
+}
+
+/// Whether an event can change what the tree reads as. inotify also reports files being
+/// opened and closed unwritten (notify 8 asks for IN_OPEN): the daemon's own read of the
+/// tree is such a burst, and taking it for a change made every read start the next one, a
+/// loop that kept a core busy re-reading 10,000 files for as long as the daemon ran.
+fn changes_tree(kind: &notify::EventKind) -> bool {
+    use notify::event::{AccessKind, AccessMode, EventKind};
+    match kind {
+        EventKind::Access(AccessKind::Close(AccessMode::Write)) => true,
+        EventKind::Access(_) => false,
+        _ => true,
+    }
 }
 
 /// `dir:` + a hash of every path and content: the same tree is the same revision.
@@ -170,5 +183,53 @@ mod tests {
             .await
             .expect("no event for the save");
         assert_eq!(read(root).unwrap().1.len(), 2);
+    }
+
+    #[test]
+    fn opening_or_reading_a_file_is_no_change() {
+        use notify::event::{
+            AccessKind, AccessMode, CreateKind, DataChange, EventKind, ModifyKind,
+        };
+        assert!(!changes_tree(&EventKind::Access(AccessKind::Open(
+            AccessMode::Any
+        ))));
+        assert!(!changes_tree(&EventKind::Access(AccessKind::Close(
+            AccessMode::Read
+        ))));
+        assert!(changes_tree(&EventKind::Access(AccessKind::Close(
+            AccessMode::Write
+        ))));
+        assert!(changes_tree(&EventKind::Create(CreateKind::File)));
+        assert!(changes_tree(&EventKind::Modify(ModifyKind::Data(
+            DataChange::Any
+        ))));
+    }
+
+    /// The daemon's own read of the tree must not count as a change: it started the next
+    /// read, for ever.
+    #[tokio::test]
+    async fn reading_the_tree_does_not_wake_the_watch() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        for i in 0..20 {
+            std::fs::write(
+                root.join(format!("{i}.toml")),
+                "[workspace.a]\nimage = \"x\"\n",
+            )
+            .unwrap();
+        }
+        let (_w, mut rx) = watch(root, Duration::from_millis(50)).unwrap();
+        read(root).unwrap();
+        // Well past the debounce: an event for the read would be here by now.
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        assert!(
+            rx.try_recv().is_err(),
+            "a read of the tree was taken for a change"
+        );
+        // A real change still is one.
+        std::fs::write(root.join("0.toml"), "[workspace.a]\nimage = \"y\"\n").unwrap();
+        tokio::time::timeout(Duration::from_secs(10), rx.recv())
+            .await
+            .expect("no event for the save");
     }
 }
