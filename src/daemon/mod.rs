@@ -277,6 +277,7 @@ pub async fn run(
         control: control_tx,
         waiting: Vec::new(),
         running: None,
+        refresh_after: tokio::time::Instant::now(),
     }
     .run(
         src_rx,
