@@ -173,13 +173,21 @@ impl Browser {
         }
     }
 
-    /// Clicks what `css` names now. A live page may redraw the element between finding and
-    /// clicking it (WebDriver's "stale element reference"); a person would click the new
-    /// one, so the element is found again, within `WAIT`.
+    /// Clicks what `css` names, once the page shows it. A page just loaded draws what it
+    /// fetched a moment later, and a live page may redraw the element between finding and
+    /// clicking it (WebDriver's "stale element reference"); a person would wait for it, or
+    /// click the new one, so the element is looked for again, within `WAIT`.
     pub async fn click(&self, css: &str) {
         let deadline = tokio::time::Instant::now() + WAIT;
         loop {
-            let element = self.find(css).await;
+            let element = match self.client.find(Locator::Css(css)).await {
+                Ok(element) => element,
+                Err(e) if e.is_no_such_element() && tokio::time::Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+                Err(e) => panic!("no element {css}: {e}\n{}", self.page_text().await),
+            };
             match element.click().await {
                 Ok(()) => return,
                 Err(e)
