@@ -40,13 +40,6 @@ const STOP_WAIT: Duration = Duration::from_secs(4);
 /// write, and a wait's progress changes every poll.
 const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 
-/// A readiness refresh judges every spec and writes the status: at 10,000 specs one took
-/// most of a second, and one a second while they rolled out kept a core from the
-/// apiserver. The next waits this many times the last one's own time after it ended, so
-/// at most a quarter of a core goes to them; at 1,000 specs (tens of milliseconds) the
-/// one-second tick still sets the pace.
-const REFRESH_SHARE: u32 = 3;
-
 /// The sync running beside the loop, as the loop holds it.
 pub(super) struct Running {
     keys: Vec<Key>,
@@ -88,8 +81,6 @@ pub(super) struct Loop {
     pub writes_seen: BTreeMap<&'static str, u64>,
     /// The sync running beside the loop, if one is.
     pub running: Option<Running>,
-    /// No readiness refresh before this (`REFRESH_SHARE`).
-    pub refresh_after: Instant,
 }
 
 /// The running sync's end (a task that panicked is a failed sync); never, without one.
@@ -150,11 +141,9 @@ impl Loop {
                     self.queue.push(Key::Full, Instant::now());
                 }
                 _ = refresh.tick() => {
-                    if self.state.health_dirty && Instant::now() >= self.refresh_after {
-                        let began = Instant::now();
+                    if self.state.health_dirty {
                         self.refresh_health().await;
                         self.write_status();
-                        self.refresh_after = Instant::now() + began.elapsed() * REFRESH_SHARE;
                     } else if self.status.failing() || self.status.due() || self.progressed() {
                         self.write_status();
                     }

@@ -277,7 +277,6 @@ pub async fn run(
         control: control_tx,
         waiting: Vec::new(),
         running: None,
-        refresh_after: tokio::time::Instant::now(),
     }
     .run(
         src_rx,
