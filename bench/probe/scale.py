@@ -20,17 +20,24 @@ drv = os.environ.get("DRV", os.path.join(os.path.dirname(os.path.abspath(__file_
 os.makedirs("/tmp/w", exist_ok=True)
 st = f"/tmp/w/status-{inst}.json"
 if mode == "first" and os.path.exists(st): os.remove(st)
-def procs_early():
+CONTROL_PLANE = ("kube-apiserver", "etcd", "kube-controller", "kube-scheduler", "driftless-testb")
+def cpu(pid):
+    """CPU seconds (user + system) the process has used."""
+    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+def procs():
+    """CPU seconds of each control-plane process, by its name."""
     out = {}
     for pid in os.listdir("/proc"):
         if pid.isdigit():
             try:
                 name = open(f"/proc/{pid}/comm").read().strip()
-                if name in ("kube-apiserver", "etcd", "kube-controller", "kube-scheduler", "driftless-testb"):
-                    f = open(f"/proc/{pid}/stat").read().rsplit(")",1)[1].split()
-                    out[name] = out.get(name, 0) + (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+                if name in CONTROL_PLANE:
+                    out[name] = out.get(name, 0) + cpu(pid)
             except Exception: pass
     return out
+def kib(pid, field):
+    return int(re.search(field + r":\s+(\d+)", open(f"/proc/{pid}/status").read()).group(1))
 def writes():
     out = subprocess.run(["kubectl", "get", "--raw", "/metrics"], capture_output=True, text=True).stdout
     tot = {}
@@ -43,18 +50,15 @@ def writes():
                 tot[k] = tot.get(k, 0) + float(line.rsplit(" ", 1)[1])
     return tot
 w0 = writes()
-c0 = None
 log = open(f"/tmp/w/daemon-{inst}-{mode}.log", "w")
 t0 = time.time()
-c0 = procs_early()
+c0 = procs()
 p = subprocess.Popen([drv, "run", "--dir", d, "--instance", inst, "--status-file", st,
                       "--metrics-addr", "127.0.0.1:0", "--cache-dir", f"/tmp/w/cache-{inst}"] + extra,
                      stdout=log, stderr=log)
 peak = 0; conv = None; mtime = 0
 while True:
-    try:
-        s = open(f"/proc/{p.pid}/status").read()
-        rss = int(re.search(r"VmRSS:\s+(\d+)", s).group(1)); peak = max(peak, rss)
+    try: peak = max(peak, kib(p.pid, "VmRSS"))
     except Exception: pass
     if p.poll() is not None: print("daemon exited", p.returncode); break
     try:
@@ -71,28 +75,16 @@ while True:
     except Exception as e: pass
     if time.time() - t0 > 1800: print("timeout"); break
     time.sleep(1.0)
-def cpu(pid):
-    f = open(f"/proc/{pid}/stat").read().rsplit(")",1)[1].split()
-    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
-def procs():
-    out = {}
-    for pid in os.listdir("/proc"):
-        if pid.isdigit():
-            try:
-                name = open(f"/proc/{pid}/comm").read().strip()
-                if name in ("kube-apiserver", "etcd", "kube-controller", "kube-scheduler", "driftless-testb"):
-                    out[name] = out.get(name, 0) + cpu(pid)
-            except Exception: pass
-    return out
 print("cpu: daemon", cpu(p.pid), {k: round(v - c0.get(k, 0), 1) for k, v in procs().items()})
-hwm = int(re.search(r"VmHWM:\s+(\d+)", open(f"/proc/{p.pid}/status").read()).group(1))
+hwm = kib(p.pid, "VmHWM")
 w1 = writes()
 dw = {k: w1.get(k, 0) - w0.get(k, 0) for k in w1 if w1.get(k, 0) - w0.get(k, 0) > 0}
-print(f"{mode} N={n}: converged {conv:.1f}s, peak RSS sampled {peak/1024:.0f} MiB, VmHWM {hwm/1024:.0f} MiB, apiserver writes {dw}")
-# steady: wait 20 s more, sample
+took = "never" if conv is None else f"{conv:.1f}s"
+print(f"{mode} N={n}: converged {took}, peak RSS sampled {peak/1024:.0f} MiB, VmHWM {hwm/1024:.0f} MiB, apiserver writes {dw}")
+# STEADY: S seconds more, the RSS still sampled.
 if os.environ.get("STEADY"):
-    t1=time.time()
-    while time.time()-t1 < float(os.environ["STEADY"]):
-        s = open(f"/proc/{p.pid}/status").read(); peak = max(peak, int(re.search(r"VmRSS:\s+(\d+)", s).group(1))); time.sleep(0.5)
+    t1 = time.time()
+    while time.time() - t1 < float(os.environ["STEADY"]):
+        peak = max(peak, kib(p.pid, "VmRSS")); time.sleep(0.5)
     print(f"after steady: peak {peak/1024:.0f} MiB")
 os.kill(p.pid, signal.SIGKILL); p.wait()

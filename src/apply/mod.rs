@@ -515,7 +515,6 @@ impl Engine {
                     None => break,
                 }
             }
-            drop(running);
             outcomes.sort_by_key(|(i, _, _)| *i);
             for (i, result, entry) in outcomes {
                 // The policy as it is now, also for an object left unchanged.
