@@ -46,7 +46,7 @@ fn allocations() -> u64 {
 }
 
 const TOO_MANY_FILES: &str =
-    "the spec tree has more than 10000 spec files, the limit for a tree; not read";
+    "the spec tree has more than 50000 spec files, the limit for a tree; not read";
 const TOO_MANY_BYTES: &str =
     "the spec tree's files hold more than 64 MiB, the limit for a tree; not read";
 

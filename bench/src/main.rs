@@ -2,12 +2,14 @@
 //! boots one), it measures cold sync, no-op resync, diff, daemon latency and memory,
 //! and how they scale, each against kubectl and a raw server-side-apply loop; prints a
 //! table and writes JSON. `--helm N` runs the Helm workload instead, `--ui N,N` the web
-//! UI's (headless Chromium, no cluster), `--preview N` a pull request's preview (no cluster). Run on demand, never as part of the test suite.
+//! UI's (headless Chromium, no cluster), `--preview N` a pull request's preview (no cluster), `--stages N,N` the pure stages'
+//! instruction counts (valgrind, no cluster). Run on demand, never as part of the test suite.
 
 mod helm;
 mod measure;
 mod preview;
 mod report;
+mod stages;
 mod ui;
 
 use std::path::{Path, PathBuf};
@@ -78,6 +80,15 @@ pub struct Args {
     /// --out says otherwise.
     #[arg(long, value_name = "N")]
     pub preview: Option<usize>,
+    /// Run the pure stages' workload instead: instruction counts (callgrind) of load,
+    /// render, diff planning, health and status at each of these tree sizes, with their
+    /// change against the last committed run. Needs valgrind, no cluster. Results go to
+    /// bench/results/stages-latest.json unless --out says otherwise.
+    #[arg(long, value_name = "N,N", value_delimiter = ',')]
+    pub stages: Option<Vec<usize>>,
+    /// One stage in this process (what --stages runs under callgrind).
+    #[arg(long, hide = true, value_name = "STAGE")]
+    pub stage_child: Option<String>,
     /// The Chromium binary of the --ui workload.
     #[arg(long, default_value = "/usr/bin/chromium")]
     pub chromium: PathBuf,
@@ -92,6 +103,9 @@ impl Args {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let mut args = Args::parse();
+    if let Some(stage) = &args.stage_child {
+        return stages::child(stage, args.n);
+    }
     if args.quick {
         args.n = 100;
         args.runs = 1;
@@ -99,6 +113,19 @@ async fn main() -> anyhow::Result<()> {
         args.scaling = vec![50, 100, 200];
     }
     args.runs = args.runs.max(1);
+    if let Some(sizes) = args.stages.clone() {
+        // The baseline is read from where the results go.
+        if args.out == Path::new("bench/results/latest.json") {
+            args.out = PathBuf::from("bench/results/stages-latest.json");
+        }
+        let results = stages::run(&args, &sizes).await?;
+        return write_results(
+            &args,
+            "stages-latest.json",
+            &results,
+            &stages::markdown(&results),
+        );
+    }
     let driftless = match &args.driftless {
         Some(p) => p.clone(),
         None => std::env::current_exe()

@@ -82,7 +82,9 @@ pub async fn refresh(
             .pods
             .insert(key, pods.into_iter().map(health::readiness_view).collect());
     }
-    let healths = health::tree_health(&tree.specs, state.expected(), &observed, Timestamp::now());
+    let mut judged = std::mem::take(&mut state.judged);
+    let healths = judged.tree_health(&tree.specs, state.expected(), &observed, Timestamp::now());
+    state.judged = judged;
     observed.pods.clear();
     state.live = observed;
     let news = state.take_health(healths, ready_timeout, super::now());

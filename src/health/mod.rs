@@ -2,15 +2,17 @@
 //! and the figures each kind reports.
 
 pub mod kstatus;
+mod memo;
 mod view;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 use serde_json::Value;
 
 pub use kstatus::{ObjectStatus, Status};
+pub use memo::Judged;
 pub use view::readiness_view;
 
 use crate::object::{ObjKey, Observed, Packed};
@@ -276,17 +278,5 @@ pub fn tree_health(
     observed: &Observed,
     now: Timestamp,
 ) -> Vec<SpecHealth> {
-    // Objects grouped by spec in one pass (in their order): filtering all objects per
-    // spec was quadratic, seconds per refresh at a few thousand specs.
-    let mut by_spec: HashMap<&SpecId, Vec<&Expected>> = HashMap::with_capacity(specs.len());
-    for o in objects {
-        by_spec.entry(&o.spec).or_default().push(o);
-    }
-    specs
-        .iter()
-        .map(|spec| {
-            let mine = by_spec.get(&spec.id).map(Vec::as_slice).unwrap_or_default();
-            spec_health(spec, mine, observed, now)
-        })
-        .collect()
+    memo::judge(None, specs, objects, observed, now)
 }

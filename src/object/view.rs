@@ -28,6 +28,11 @@ impl Packed {
         Packed(serde_json::to_string(value).unwrap_or_default().into())
     }
 
+    /// The compact text: what two views are compared by without reading them back.
+    pub fn text(&self) -> &str {
+        &self.0
+    }
+
     /// The value again (`Null` if the text were not JSON, which `new` never makes).
     pub fn value(&self) -> Value {
         serde_json::from_str(&self.0).unwrap_or(Value::Null)

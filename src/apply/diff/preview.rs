@@ -47,6 +47,11 @@ pub fn between(base: &[Object], head: &[Object], prune: bool) -> Vec<ObjectDiff>
                 desired: o.body.clone(),
             },
             Some(b) => {
+                // Most objects are unchanged: compared in place, as cloning both bodies
+                // of each to compare them was most of a preview's instructions.
+                if o.policy.create_only || (o.policy.ignore_fields.is_empty() && b.body == o.body) {
+                    continue;
+                }
                 let (live, desired) = (applied(b, o), applied(o, o));
                 if live == desired {
                     continue;

@@ -117,6 +117,8 @@ pub struct State {
     pending: Option<BTreeSet<SpecId>>,
     /// What the tree renders to, as readiness needs it (not the objects' bodies).
     expected: Vec<health::Expected>,
+    /// Ready specs' verdicts, judged again only when their live objects change.
+    pub judged: health::Judged,
     /// The tree or the nodes changed since `expected` was rendered.
     pub render_dirty: bool,
     /// The revision `tree` came from, once synced.
@@ -193,6 +195,7 @@ impl State {
             tree: None,
             pending: None,
             expected: Vec::new(),
+            judged: health::Judged::default(),
             render_dirty: true,
             revision_applied: None,
             revision_current: None,
@@ -432,6 +435,7 @@ impl State {
             .filter_map(|e| Some((e.key.clone(), e.replicas?)))
             .collect();
         self.expected = expected;
+        self.judged.clear();
     }
 
     /// The specs whose `depends-on` are not all ready, with what they wait for: not
