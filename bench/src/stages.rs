@@ -218,6 +218,14 @@ fn output(cmd: &mut Command) -> anyhow::Result<String> {
 
 /// Runs `stage` on a tree of `n` specs and prints what it made and its time.
 pub fn child(stage: &str, n: usize) -> anyhow::Result<()> {
+    let (made, elapsed) = run_stage(stage, n)?;
+    println!("made: {made}");
+    println!("ms: {:.3}", elapsed.as_secs_f64() * 1000.0);
+    Ok(())
+}
+
+/// Runs `stage` on a tree of `n` specs: what it made, and its time.
+fn run_stage(stage: &str, n: usize) -> anyhow::Result<(String, std::time::Duration)> {
     let tree = Tree::new(n, 10, "bench-s");
     let facts = Facts {
         instance: "bench".into(),
@@ -325,9 +333,7 @@ pub fn child(stage: &str, n: usize) -> anyhow::Result<()> {
         }
         other => bail!("no stage {other}: one of {}", STAGES.join(", ")),
     }
-    println!("made: {made}");
-    println!("ms: {:.3}", elapsed.as_secs_f64() * 1000.0);
-    Ok(())
+    Ok((made, elapsed))
 }
 
 fn files_of(tree: &Tree, edits: &Edits) -> Vec<SourceFile> {
@@ -484,4 +490,87 @@ pub fn markdown(r: &StageResults) -> String {
         out.push('\n');
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_stage_makes_what_its_check_wants() {
+        for stage in STAGES {
+            let (made, _) = run_stage(stage, 100).unwrap();
+            check(stage, 100, &made).unwrap();
+        }
+        assert!(run_stage("nothing", 100).is_err());
+    }
+
+    #[test]
+    fn a_stage_that_made_too_little_fails_its_check() {
+        assert!(check("load", 100, "99 specs").is_err());
+        assert!(check("refresh", 1000, "1000 specs, 1000 ready, 1000 judged again").is_err());
+        assert!(check("refresh", 1000, "1000 specs, 1000 ready, 10 judged again").is_ok());
+    }
+
+    #[test]
+    fn callgrind_totals_are_read_and_their_absence_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("out");
+        std::fs::write(&file, "events: Ir\nfn=x\n1 5\ntotals: 12345\n").unwrap();
+        assert_eq!(totals(&file).unwrap(), 12345);
+        std::fs::write(&file, "events: Ir\nsummary: 678\n").unwrap();
+        assert_eq!(totals(&file).unwrap(), 678);
+        std::fs::write(&file, "events: Ir\n").unwrap();
+        assert!(totals(&file).is_err());
+    }
+
+    #[test]
+    fn the_change_is_against_the_same_stage_and_size() {
+        let point = |stage: &str, specs, instructions| Point {
+            stage: stage.into(),
+            specs,
+            objects: 0,
+            instructions,
+            made: String::new(),
+            native_ms: 0.0,
+            change_pct: None,
+        };
+        let base = StageResults {
+            date: String::new(),
+            commit: "abc".into(),
+            valgrind: String::new(),
+            points: vec![point("load", 100, 1000), point("load", 200, 4000)],
+            baseline_commit: None,
+        };
+        let mut now = StageResults {
+            points: vec![
+                point("load", 100, 900),
+                point("load", 200, 4000),
+                point("render", 100, 5),
+            ],
+            commit: "def".into(),
+            date: String::new(),
+            valgrind: String::new(),
+            baseline_commit: None,
+        };
+        compare(&mut now, &base);
+        let changes: Vec<Option<String>> = now
+            .points
+            .iter()
+            .map(|p| p.change_pct.map(|c| format!("{c:.2}")))
+            .collect();
+        assert_eq!(changes, [Some("-10.00".into()), Some("0.00".into()), None]);
+        let table = markdown(&now);
+        assert!(
+            table.contains("against the last committed run (abc)"),
+            "{table}"
+        );
+        assert!(table.contains("| -10.00 % |"), "{table}");
+        assert!(table.contains("| new |"), "{table}");
+        // 900 a spec at 100, 2,000 at 200: not linear, and said so.
+        assert!(
+            table.contains("- load: per spec at 200 specs is 2.22x that at 100"),
+            "{table}"
+        );
+    }
 }
