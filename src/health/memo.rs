@@ -11,9 +11,10 @@ use crate::spec::{Spec, SpecId};
 
 /// Ready specs' health, kept while the live views it was judged from stay the same: a
 /// refresh then judges again only the specs whose objects changed, or that are not ready.
-/// While 10,000 specs rolled out, judging every one each second (reading back every
-/// packed view) took most of a core. Only a ready verdict is kept: it never depends on
-/// the time (an unschedulable Pod's grace does, and it is not ready).
+/// While 10,000 specs rolled out, a refresh ran each second and took about a core;
+/// judging every spec afresh (reading every packed view back) was 755 M instructions of
+/// each. Only a ready verdict is kept: it never depends on the time (an unschedulable
+/// Pod's grace does, and it is not ready).
 #[derive(Debug, Default)]
 pub struct Judged {
     ready: HashMap<SpecId, (u64, SpecHealth)>,
