@@ -14,7 +14,7 @@
 
 use std::path::Path;
 use std::process::Command;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, bail};
 use k8s_openapi::jiff::Timestamp;
@@ -225,7 +225,7 @@ pub fn child(stage: &str, n: usize) -> anyhow::Result<()> {
 }
 
 /// Runs `stage` on a tree of `n` specs: what it made, and its time.
-fn run_stage(stage: &str, n: usize) -> anyhow::Result<(String, std::time::Duration)> {
+fn run_stage(stage: &str, n: usize) -> anyhow::Result<(String, Duration)> {
     let tree = Tree::new(n, 10, "bench-s");
     let facts = Facts {
         instance: "bench".into(),
@@ -237,103 +237,112 @@ fn run_stage(stage: &str, n: usize) -> anyhow::Result<(String, std::time::Durati
             .collect(),
     };
     let files = files_of(&tree, &Edits::default());
-    let made;
-    let started;
-    let elapsed;
-    match stage {
+    let now = Timestamp::from_second(1_800_000_000)?;
+    let ready_count = |judged: &[health::SpecHealth]| judged.iter().filter(|h| h.ready).count();
+    Ok(match stage {
         "load" => {
-            let mut out = None;
-            started = Instant::now();
-            driftless_bench_measured(&mut || out = Some(parse_files(&files)));
-            elapsed = started.elapsed();
-            let specs = out
-                .context("load did not run")?
-                .map_err(|e| anyhow::anyhow!("{e}"))?;
-            made = format!("{} specs", specs.specs.len());
+            let (specs, elapsed) = measured(|| parse_files(&files))?;
+            let specs = specs.map_err(|e| anyhow::anyhow!("{e}"))?;
+            (format!("{} specs", specs.specs.len()), elapsed)
         }
         "render" => {
             let specs = load(&files)?;
-            let mut out = None;
-            started = Instant::now();
-            driftless_bench_measured(&mut || out = Some(render(&specs, &facts)));
-            elapsed = started.elapsed();
-            made = format!("{} objects", out.context("render did not run")??.len());
+            let (objects, elapsed) = measured(|| render(&specs, &facts))?;
+            (format!("{} objects", objects?.len()), elapsed)
         }
         "diff" => {
             let base = render(&load(&files)?, &facts)?;
             let edited = files_of(&tree, &generate::one_percent(n));
             let head = render(&load(&edited)?, &facts)?;
-            let mut out = None;
-            started = Instant::now();
-            driftless_bench_measured(&mut || out = Some(preview::between(&base, &head, true)));
-            elapsed = started.elapsed();
-            made = format!("{} changes", out.context("diff did not run")?.len());
+            let (changes, elapsed) = measured(|| preview::between(&base, &head, true))?;
+            (format!("{} changes", changes.len()), elapsed)
         }
-        "health" | "refresh" | "status" => {
-            let specs = load(&files)?;
-            let objects = render(&specs, &facts)?;
-            let expected = health::expected(&objects);
-            let observed = ready(&objects);
-            let now = Timestamp::from_second(1_800_000_000)?;
-            if stage == "refresh" {
-                let mut memo = health::Judged::default();
-                memo.tree_health(&specs.specs, &expected, &observed, now);
-                // The edited specs' Deployments rolled out again since: their views
-                // changed, still ready.
-                let mut observed = observed;
-                for i in generate::one_percent(n).image {
-                    let name = tree.name(i);
-                    let Some(o) = objects
-                        .iter()
-                        .find(|o| o.kind == "Deployment" && o.name == name)
-                    else {
-                        bail!("no Deployment {name}");
-                    };
-                    observed
-                        .objects
-                        .insert(o.key(), Packed::new(&health::readiness_view(live(o, 2))));
-                }
-                let mut out = None;
-                started = Instant::now();
-                driftless_bench_measured(&mut || {
-                    out = Some(memo.tree_health(&specs.specs, &expected, &observed, now))
-                });
-                elapsed = started.elapsed();
-                let judged = out.context("refresh did not run")?;
-                made = format!(
-                    "{} specs, {} ready, {} judged again",
-                    judged.len(),
-                    judged.iter().filter(|h| h.ready).count(),
-                    memo.last_judged
-                );
-            } else if stage == "health" {
-                let mut out = None;
-                started = Instant::now();
-                driftless_bench_measured(&mut || {
-                    out = Some(health::tree_health(&specs.specs, &expected, &observed, now))
-                });
-                elapsed = started.elapsed();
-                let judged = out.context("health did not run")?;
-                made = format!(
-                    "{} specs judged, {} ready",
-                    judged.len(),
-                    judged.iter().filter(|h| h.ready).count()
-                );
-            } else {
-                let judged = health::tree_health(&specs.specs, &expected, &observed, now);
-                let mut out = None;
-                started = Instant::now();
-                driftless_bench_measured(&mut || {
-                    out = Some(status(&specs, &judged, &expected));
-                });
-                elapsed = started.elapsed();
-                let (specs, bytes) = out.context("status did not run")??;
-                made = format!("{specs} specs in the status, {bytes} bytes");
+        "health" => {
+            let c = Converged::of(&files, &facts)?;
+            let (judged, elapsed) =
+                measured(|| health::tree_health(&c.specs.specs, &c.expected, &c.observed, now))?;
+            let made = format!(
+                "{} specs judged, {} ready",
+                judged.len(),
+                ready_count(&judged)
+            );
+            (made, elapsed)
+        }
+        "refresh" => {
+            let mut c = Converged::of(&files, &facts)?;
+            let mut memo = health::Judged::default();
+            memo.tree_health(&c.specs.specs, &c.expected, &c.observed, now);
+            // The edited specs' Deployments rolled out again since: their views
+            // changed, still ready.
+            for i in generate::one_percent(n).image {
+                let name = tree.name(i);
+                let Some(o) = c
+                    .objects
+                    .iter()
+                    .find(|o| o.kind == "Deployment" && o.name == name)
+                else {
+                    bail!("no Deployment {name}");
+                };
+                c.observed
+                    .objects
+                    .insert(o.key(), Packed::new(&health::readiness_view(live(o, 2))));
             }
+            let (judged, elapsed) =
+                measured(|| memo.tree_health(&c.specs.specs, &c.expected, &c.observed, now))?;
+            let made = format!(
+                "{} specs, {} ready, {} judged again",
+                judged.len(),
+                ready_count(&judged),
+                memo.last_judged
+            );
+            (made, elapsed)
+        }
+        "status" => {
+            let c = Converged::of(&files, &facts)?;
+            let judged = health::tree_health(&c.specs.specs, &c.expected, &c.observed, now);
+            let (written, elapsed) = measured(|| status(&c.specs, &judged, &c.expected))?;
+            let (specs, bytes) = written?;
+            (
+                format!("{specs} specs in the status, {bytes} bytes"),
+                elapsed,
+            )
         }
         other => bail!("no stage {other}: one of {}", STAGES.join(", ")),
+    })
+}
+
+/// Runs `f` as the counted stage: what it gave, and its time. Its result is dropped by
+/// the caller, outside the count.
+fn measured<T>(f: impl FnOnce() -> T) -> anyhow::Result<(T, Duration)> {
+    let mut f = Some(f);
+    let mut out = None;
+    let started = Instant::now();
+    driftless_bench_measured(&mut || out = f.take().map(|f| f()));
+    let elapsed = started.elapsed();
+    Ok((out.context("the stage did not run")?, elapsed))
+}
+
+/// A tree applied and every object done: what health and status read.
+struct Converged {
+    specs: SpecTree,
+    objects: Vec<Object>,
+    expected: Vec<health::Expected>,
+    observed: Observed,
+}
+
+impl Converged {
+    fn of(files: &[SourceFile], facts: &Facts) -> anyhow::Result<Converged> {
+        let specs = load(files)?;
+        let objects = render(&specs, facts)?;
+        let expected = health::expected(&objects);
+        let observed = ready(&objects);
+        Ok(Converged {
+            specs,
+            objects,
+            expected,
+            observed,
+        })
     }
-    Ok((made, elapsed))
 }
 
 fn files_of(tree: &Tree, edits: &Edits) -> Vec<SourceFile> {
