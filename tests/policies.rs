@@ -149,6 +149,116 @@ async fn serial_ignored_replicas_stay_as_scaled_with_zero_writes() {
     assert_eq!(replicas(&deployments, "shop").await, 3);
 }
 
+/// `driftless.dev/drift: report` on a Deployment: `kubectl scale` moves its replicas, and
+/// `apply` says `drifted` and leaves them (the apiserver counts no write to it) while it
+/// takes back the same kind of edit on an unmarked ConfigMap; `diff` shows nothing; a
+/// daemon that corrects drift lists the Deployment drifted in its status and leaves it.
+/// A new revision of the Deployment is applied whole: the replicas come back with it.
+/// `serial_`: it counts the apiserver's own write requests.
+#[tokio::test]
+async fn serial_reported_drift_is_left_as_edited_with_zero_writes() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "drift-report").await;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let web = |image_note: &str| {
+        deployment(
+            "web",
+            &ns,
+            "driftless.dev/drift: report",
+            2,
+            &format!("note: {image_note}"),
+        )
+    };
+    write(root, "web.yaml", &web("one"));
+    write(
+        root,
+        "settings.yaml",
+        &format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: {ns}\ndata:\n  level: info\n"
+        ),
+    );
+    let path = root.to_str().unwrap();
+    let out = run(&ns, &["apply", path]);
+    assert_exit(&out, 0);
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    assert_eq!(replicas(&deployments, "web").await, 2);
+
+    support::kubectl(&["-n", &ns, "scale", "deployment/web", "--replicas=4"]);
+    let edit = |level: &str| {
+        support::kubectl(&[
+            "-n",
+            &ns,
+            "patch",
+            "configmap/settings",
+            "--type=merge",
+            "-p",
+            &format!(r#"{{"data":{{"level":"{level}"}}}}"#),
+        ])
+    };
+    edit("debug");
+    let level = || async {
+        let m = maps.get("settings").await.unwrap();
+        m.data.unwrap_or_default().get("level").cloned()
+    };
+    let before = support::apiserver_writes_when_quiet(&client, &["deployments"]).await;
+    let out = run(&ns, &["apply", path]);
+    assert_exit(&out, 0);
+    let id = format!("manifest/{ns}/Deployment.apps/web");
+    let says = |out: &std::process::Output, what: &str| {
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .any(|l| l.starts_with(&id) && l.ends_with(what))
+    };
+    assert!(says(&out, " 1 drifted"), "{}", show(&out));
+    assert_eq!(replicas(&deployments, "web").await, 4, "left as scaled");
+    assert_eq!(
+        level().await.as_deref(),
+        Some("info"),
+        "unmarked: taken back"
+    );
+    let out = run(&ns, &["diff", path]);
+    assert_exit(&out, 0);
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "", "{}", show(&out));
+
+    let mut daemon = Daemon::builder(&ns)
+        .args(&["--dir", path])
+        .wait(WAIT)
+        .start();
+    let object = format!("Deployment.apps {ns}/web");
+    let status = daemon
+        .wait_status("the drift listed", |s| {
+            support::spec_or_null(s, &id)["drifted"]
+                .as_array()
+                .is_some_and(|d| d.iter().any(|o| o == object.as_str()))
+        })
+        .await;
+    assert_eq!(status["drift"], "correct", "the daemon corrects the rest");
+    edit("trace");
+    support::eventually("the ConfigMap's edit taken back", WAIT, || async {
+        match level().await.as_deref() {
+            Some("info") => Ok(()),
+            other => Err(format!("level {other:?}")),
+        }
+    })
+    .await;
+    daemon
+        .wait_status("a finished sync", |s| s["syncing"] == false)
+        .await;
+    daemon.stop();
+    let after = support::apiserver_writes(&client, &["deployments"]).await;
+    assert_eq!(after, before, "writes to the Deployment: {}", daemon.log());
+    assert_eq!(replicas(&deployments, "web").await, 4);
+
+    // A new revision: applied whole, the scaled replicas taken back with it.
+    write(root, "web.yaml", &web("two"));
+    let out = run(&ns, &["apply", path]);
+    assert_exit(&out, 0);
+    assert!(says(&out, " 1 updated"), "{}", show(&out));
+    assert_eq!(replicas(&deployments, "web").await, 2);
+}
+
 /// `driftless.dev/apply: create-only` keeps hand edits and spec changes out; a missing
 /// object is created again. `driftless.dev/prune: disabled` and `prune = false` keep
 /// objects in the cluster when their specs go, and out of the inventory.

@@ -265,7 +265,7 @@ impl Engine {
                 // is a conflict to report instead.
                 if same_intent(e) {
                     let seen = self.drift_seen(&api, p, key).await;
-                    if !self.opts.correct_drift {
+                    if !self.opts.correct_drift || p.obj.policy.report_drift {
                         let drifted = ObjectResult {
                             drift: seen,
                             ..result(Action::Drifted, Some(live.clone()))
@@ -274,6 +274,10 @@ impl Engine {
                     }
                     force = true;
                     drift_seen = seen;
+                } else if p.obj.policy.report_drift {
+                    // Drift left as it was is not someone's claim on the fields: a new
+                    // revision takes them back, as Argo CD's and Flux's syncs do.
+                    force = true;
                 }
             }
         }

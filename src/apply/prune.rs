@@ -379,6 +379,10 @@ impl Engine {
             .await;
         match result {
             Ok(_) => tracing::info!(object = %name, "nudged the apiserver's stalled CRD cleanup"),
+            // The cleanup finished between the read and the touch: what the nudge was for.
+            Err(kube::Error::Api(e)) if e.code == 404 => {
+                tracing::debug!(object = %name, "a stalled CRD's cleanup ended before its nudge")
+            }
             Err(e) => {
                 tracing::warn!(object = %name, error = %error_text(&e), "nudging a stalled CRD cleanup failed")
             }

@@ -55,6 +55,7 @@ pub fn unnamed_release(
         kube_version: None,
         api_versions: Vec::new(),
         annotations: BTreeMap::new(),
+        ignore: Vec::new(),
     }
 }
 
@@ -355,6 +356,15 @@ pub fn objects(output: &[u8], r: &HelmRelease) -> Result<Vec<serde_json::Value>,
         if !cluster_scoped && meta.get("namespace").is_none_or(|n| n.is_null()) {
             meta.insert("namespace".into(), r.namespace.clone().into());
         }
+        let ignored: Vec<String> = r
+            .ignore
+            .iter()
+            .filter(|i| i.selects(&d))
+            .flat_map(|i| i.pointers.iter().cloned())
+            .collect();
+        let Some(meta) = d.get_mut("metadata").and_then(|m| m.as_object_mut()) else {
+            continue;
+        };
         let annotations = meta
             .entry("annotations")
             .or_insert_with(|| serde_json::Value::Object(Default::default()));
@@ -362,6 +372,7 @@ pub fn objects(output: &[u8], r: &HelmRelease) -> Result<Vec<serde_json::Value>,
             for (k, v) in &r.annotations {
                 a.entry(k.clone()).or_insert_with(|| v.clone().into());
             }
+            super::stage::ignore_fields(a, &ignored);
             if a.get("helm.sh/resource-policy").and_then(|v| v.as_str()) == Some("keep") {
                 a.entry(crate::spec::policy::PRUNE.to_string())
                     .or_insert_with(|| "disabled".into());

@@ -195,3 +195,26 @@ pub(crate) fn is_cluster_scoped(doc: &serde_json::Value, crds: &[(String, String
     crate::spec::CLUSTER_SCOPED.contains(&(group, kind))
         || crds.iter().any(|(g, k)| g == group && k == kind)
 }
+
+/// Joins `pointers` to the `driftless.dev/ignore-fields` of an object's annotations `a`,
+/// each once, after those it lists already.
+pub(crate) fn ignore_fields(
+    a: &mut serde_json::Map<String, serde_json::Value>,
+    pointers: impl IntoIterator<Item = impl AsRef<str>>,
+) {
+    use crate::spec::policy::IGNORE_FIELDS;
+    let mut all: Vec<String> = a
+        .get(IGNORE_FIELDS)
+        .and_then(serde_json::Value::as_str)
+        .map(|s| crate::spec::order::items(s).map(String::from).collect())
+        .unwrap_or_default();
+    let before = all.len();
+    for p in pointers {
+        if !all.iter().any(|x| x == p.as_ref()) {
+            all.push(p.as_ref().to_string());
+        }
+    }
+    if all.len() > before {
+        a.insert(IGNORE_FIELDS.into(), all.join(", ").into());
+    }
+}

@@ -43,6 +43,38 @@ pub struct HelmRelease {
     pub api_versions: Vec<String>,
     /// Policies for every object of the release, as driftless's annotations.
     pub annotations: BTreeMap<String, String>,
+    /// Fields left to others on the objects a rule selects (Flux's
+    /// `driftDetection.ignore`), joined to their `ignore-fields`.
+    pub ignore: Vec<IgnoreRule>,
+}
+
+/// JSON pointers left to others on the objects of a release that match every part given.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct IgnoreRule {
+    pub group: Option<String>,
+    pub version: Option<String>,
+    pub kind: Option<String>,
+    pub name: Option<String>,
+    pub namespace: Option<String>,
+    pub pointers: Vec<String>,
+}
+
+impl IgnoreRule {
+    /// Whether the rule selects `obj` (a manifest as rendered, its namespace set).
+    pub fn selects(&self, obj: &serde_json::Value) -> bool {
+        let api_version = obj["apiVersion"].as_str().unwrap_or_default();
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        let meta = &obj["metadata"];
+        let is = |want: &Option<String>, have: &str| want.as_deref().is_none_or(|w| w == have);
+        is(&self.group, group)
+            && is(&self.version, version)
+            && is(&self.kind, obj["kind"].as_str().unwrap_or_default())
+            && is(&self.name, meta["name"].as_str().unwrap_or_default())
+            && is(
+                &self.namespace,
+                meta["namespace"].as_str().unwrap_or_default(),
+            )
+    }
 }
 
 /// Every `[helm.NAME]` of the tree's TOML files, and what is wrong with them.

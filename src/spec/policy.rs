@@ -30,6 +30,9 @@ pub struct ObjectPolicy {
     pub ignore_managers: Vec<String>,
     /// The CEL rule that judges its readiness (`.driftless.toml` `[[health]]`).
     pub health: Option<std::sync::Arc<super::settings::HealthRule>>,
+    /// Someone else's edit of its fields is reported, never taken back (`--drift report`
+    /// for this object alone); a change of the spec is still applied.
+    pub report_drift: bool,
 }
 
 /// `driftless.dev/replace`: what an apply refused only because of immutable fields does.
@@ -71,15 +74,18 @@ pub const DEPENDS_ON: &str = "driftless.dev/depends-on";
 pub const REPLACE: &str = "driftless.dev/replace";
 /// `driftless.dev/substitute: disabled`: `${...}` in the object is not a variable.
 pub const SUBSTITUTE: &str = "driftless.dev/substitute";
+/// `driftless.dev/drift: report`
+pub const DRIFT: &str = "driftless.dev/drift";
 
 /// The only `driftless.dev` marks a manifest may set: the rest are driftless's own.
-pub const ANNOTATIONS: [&str; 8] = [
+pub const ANNOTATIONS: [&str; 9] = [
     IGNORE_FIELDS,
     APPLY,
     PRUNE,
     DEPENDS_ON,
     REPLACE,
     SUBSTITUTE,
+    DRIFT,
     super::order::WAVE,
     super::order::HOOK,
 ];
@@ -128,6 +134,7 @@ pub fn check_annotation(key: &str, value: &str) -> Result<(), String> {
     match key {
         APPLY => expect("create-only"),
         PRUNE | SUBSTITUTE => expect("disabled"),
+        DRIFT => expect("report"),
         REPLACE => match value.trim() {
             "on-immutable" | "never" => Ok(()),
             v => Err(format!(
@@ -258,6 +265,7 @@ pub fn of_annotations(annotations: Option<&serde_json::Value>) -> (ObjectPolicy,
         },
         ignore_managers: Vec::new(),
         health: None,
+        report_drift: get(DRIFT).is_some_and(|v| v.trim() == "report"),
     };
     let depends_on = get(DEPENDS_ON)
         .map(|v| super::order::items(v).map(String::from).collect())
@@ -311,6 +319,7 @@ mod tests {
         for (key, value, says) in [
             (APPLY, "always", "the only value is \"create-only\""),
             (PRUNE, "false", "the only value is \"disabled\""),
+            (DRIFT, "correct", "the only value is \"report\""),
             (IGNORE_FIELDS, " , ", "lists no fields"),
             (
                 IGNORE_FIELDS,
@@ -337,6 +346,7 @@ mod tests {
             PRUNE: "disabled",
             DEPENDS_ON: "elasticweb/dev/db",
             REPLACE: "never",
+            DRIFT: "report",
             "other": "x",
         })));
         assert_eq!(
@@ -354,6 +364,7 @@ mod tests {
                 hook: None,
                 ignore_managers: Vec::new(),
                 health: None,
+                report_drift: true,
             }
         );
         assert!(check_annotation(REPLACE, "on-immutable").is_ok());

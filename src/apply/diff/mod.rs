@@ -310,7 +310,15 @@ impl Engine {
                 }
                 _ => false,
             };
-            let force = self.opts.force_conflicts || claimed == Some(Claim::Adopt) || drifted;
+            // Left drifted by apply: nothing it would change.
+            if drifted && p.obj.policy.report_drift {
+                return Change::Unchanged;
+            }
+            // A new revision of an object whose drift is only reported takes its fields
+            // back, as apply does.
+            let retaken = claimed == Some(Claim::Ours) && p.obj.policy.report_drift;
+            let force =
+                self.opts.force_conflicts || claimed == Some(Claim::Adopt) || drifted || retaken;
             let pp = PatchParams {
                 force,
                 ..crate::apply::apply_params(&self.opts.field_manager).dry_run()

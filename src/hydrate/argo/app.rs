@@ -106,6 +106,7 @@ pub(super) fn read(
             .filter(|n| !n.is_empty())
             .map(str::to_string),
         prune: v["spec"]["syncPolicy"]["automated"]["prune"].as_bool() == Some(true),
+        self_heal: v["spec"]["syncPolicy"]["automated"]["selfHeal"].as_bool() == Some(true),
         ..App::default()
     };
     if let Some(server) = v["spec"]["destination"]["server"].as_str()

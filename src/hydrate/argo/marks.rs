@@ -1,6 +1,6 @@
 //! What an Application says of its objects, put on them once rendered (whichever tool
 //! rendered them): `destination.namespace` where they name none, and driftless's marks for
-//! its sync wave, `prune`, `Replace=true` and `ignoreDifferences`; `CreateNamespace=true`
+//! its sync wave, `prune`, `selfHeal`, `Replace=true` and `ignoreDifferences`; `CreateNamespace=true`
 //! adds its namespace.
 
 use std::collections::BTreeMap;
@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::{App, app_of};
 use crate::hydrate::stage::{cluster_scoped_crds, error_at, is_cluster_scoped, to_yaml};
 use crate::spec::order::{ARGO_WAVE, WAVE};
-use crate::spec::policy::{APPLY, IGNORE_FIELDS, PRUNE, REPLACE};
+use crate::spec::policy::{APPLY, DRIFT, PRUNE, REPLACE};
 use crate::spec::{SourceFile, SpecError};
 
 /// Marks the output files of `apps` among `files`.
@@ -118,19 +118,10 @@ fn marked(mut d: Value, app: &App, crds: &[(String, String)]) -> Value {
     if app.replace {
         a.entry(REPLACE).or_insert_with(|| json!("on-immutable"));
     }
-    if !pointers.is_empty() {
-        let mut all: Vec<String> = a
-            .get(IGNORE_FIELDS)
-            .and_then(Value::as_str)
-            .map(|s| s.split(',').map(|p| p.trim().to_string()).collect())
-            .unwrap_or_default();
-        for p in pointers {
-            if !all.iter().any(|x| x == p) {
-                all.push(p.to_string());
-            }
-        }
-        a.insert(IGNORE_FIELDS.into(), json!(all.join(", ")));
+    if !app.self_heal {
+        a.entry(DRIFT).or_insert_with(|| json!("report"));
     }
+    crate::hydrate::stage::ignore_fields(a, pointers);
     if a.is_empty() {
         meta.remove("annotations");
     }

@@ -48,6 +48,9 @@ pub struct App {
     pub wave: i32,
     /// `syncPolicy.automated.prune` and not `Prune=false`.
     pub prune: bool,
+    /// `syncPolicy.automated.selfHeal`: without it, someone else's edit is reported
+    /// (out of sync, in Argo CD's words), not taken back.
+    pub self_heal: bool,
     /// `Replace=true`.
     pub replace: bool,
     /// `CreateNamespace=true`.

@@ -161,6 +161,7 @@ fn marks_say_what_the_application_says() {
         namespace: Some("shop".into()),
         wave: 2,
         prune: false,
+        self_heal: false,
         replace: true,
         create_namespace: true,
         ignore: vec![Ignore {
@@ -196,6 +197,10 @@ fn marks_say_what_the_application_says() {
     assert_eq!(d["annotations"]["driftless.dev/wave"], "2");
     assert_eq!(d["annotations"]["driftless.dev/prune"], "disabled");
     assert_eq!(d["annotations"]["driftless.dev/replace"], "on-immutable");
+    assert_eq!(
+        d["annotations"]["driftless.dev/drift"], "report",
+        "no selfHeal"
+    );
     assert_eq!(
         d["annotations"]["driftless.dev/ignore-fields"],
         "/spec/replicas"

@@ -380,6 +380,77 @@ mod tests {
     }
 
     #[test]
+    fn drift_detection_is_drift_reported_or_corrected_and_its_ignore_rules_select_objects() {
+        let release = |dd: &str| {
+            format!(
+                "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {{name: r, namespace: web}}\nspec:\n  chart:\n    spec:\n      chart: ./charts/r\n      sourceRef: {{kind: GitRepository, name: flux-system, namespace: flux-system}}\n{dd}"
+            )
+        };
+        let converted = |dd: &str| {
+            let mut files = vec![file("r.yaml", &release(dd))];
+            let found = find_in(&mut files, Some("clusters/staging"));
+            let said: Vec<String> = found.errors.iter().map(ToString::to_string).collect();
+            (found.releases.into_iter().map(|r| r.release).next(), said)
+        };
+        let drift = |r: &crate::spec::helm::HelmRelease| {
+            r.annotations.get(crate::spec::policy::DRIFT).cloned()
+        };
+        // Flux's default leaves a changed object as it is: reported, not corrected.
+        for dd in [
+            "",
+            "  driftDetection: {mode: disabled}\n",
+            "  driftDetection: {mode: warn}\n",
+        ] {
+            let (r, said) = converted(dd);
+            assert!(said.is_empty(), "{said:?}");
+            assert_eq!(drift(&r.unwrap()).as_deref(), Some("report"), "{dd}");
+        }
+        let (r, _) = converted(
+            "  driftDetection:\n    mode: enabled\n    ignore:\n      - paths: [/spec/replicas]\n        target: {kind: Deployment, name: web}\n      - paths: [/data/x]\n",
+        );
+        let r = r.unwrap();
+        assert_eq!(drift(&r), None);
+        let out = crate::hydrate::helm::objects(
+            b"apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: api, annotations: {driftless.dev/ignore-fields: /spec/paused}}\n",
+            &r,
+        )
+        .unwrap();
+        let ignored =
+            |i: usize| out[i]["metadata"]["annotations"]["driftless.dev/ignore-fields"].clone();
+        assert_eq!(ignored(0), "/spec/replicas, /data/x");
+        assert_eq!(
+            ignored(1),
+            "/spec/paused, /data/x",
+            "its own first; no replicas"
+        );
+        for (dd, want) in [
+            (
+                "  driftDetection: {mode: sometimes}\n",
+                "r.yaml:9:1: HelmRelease web/r: `driftDetection.mode: sometimes` is none of enabled, warn, disabled",
+            ),
+            (
+                "  driftDetection:\n    ignore:\n      - paths: [spec/replicas]\n",
+                "r.yaml:11:1: HelmRelease web/r: driftDetection.ignore: \"spec/replicas\" is not a JSON pointer",
+            ),
+            (
+                "  driftDetection:\n    ignore:\n      - paths: [/spec/replicas]\n        target: {labelSelector: app=web}\n",
+                "r.yaml:12:1: HelmRelease web/r: `driftDetection.ignore[].target.labelSelector` is not carried out",
+            ),
+            (
+                "  driftDetection:\n    ignore:\n      - paths: [/spec/replicas]\n        target: {name: web-.*}\n",
+                "r.yaml:12:1: HelmRelease web/r: `driftDetection.ignore[].target.name: web-.*` is a pattern",
+            ),
+        ] {
+            let (r, said) = converted(dd);
+            assert!(r.is_none());
+            assert!(
+                said.len() == 1 && said[0].starts_with(want),
+                "{said:?}\nwanted {want}"
+            );
+        }
+    }
+
+    #[test]
     fn helm_releases_become_chart_releases_as_flux_names_them() {
         let text = "apiVersion: source.toolkit.fluxcd.io/v1\nkind: HelmRepository\nmetadata: {name: podinfo, namespace: flux-system}\nspec:\n  url: https://charts.example/podinfo/\n  secretRef: {name: charts}\n---\napiVersion: source.toolkit.fluxcd.io/v1\nkind: HelmRepository\nmetadata: {name: oci, namespace: flux-system}\nspec: {type: oci, url: oci://registry.example/charts}\n---\napiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: podinfo\n  namespace: web\n  annotations: {driftless.dev/wave: \"1\", driftless.dev/prune: disabled}\nspec:\n  targetNamespace: shop\n  chart:\n    spec:\n      chart: podinfo\n      version: '6.x'\n      sourceRef: {kind: HelmRepository, name: podinfo, namespace: flux-system}\n  install: {crds: Skip}\n  values: {replicaCount: 2}\n---\napiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: cache, namespace: web}\nspec:\n  releaseName: redis\n  dependsOn: [{name: podinfo}]\n  chart:\n    spec:\n      chart: redis\n      sourceRef: {kind: HelmRepository, name: oci, namespace: flux-system}\n---\napiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: local, namespace: web}\nspec:\n  chart:\n    spec:\n      chart: ./charts/local\n      sourceRef: {kind: GitRepository, name: flux-system, namespace: flux-system}\n";
         let mut files = vec![file("apps.yaml", text)];

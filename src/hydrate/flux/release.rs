@@ -204,6 +204,9 @@ pub(super) fn chart_release(
             }
         }
     }
+    if let Err((key, why)) = drift_detection(&v["spec"]["driftDetection"], &mut release) {
+        return refuse(key, why);
+    }
     let creds = |release: &mut crate::spec::helm::HelmRelease, source: &Value| {
         if let Some(secret) = source["spec"]["secretRef"]["name"].as_str() {
             release.username_file = Some(format!("{secret}/username"));
@@ -331,4 +334,70 @@ pub(super) fn chart_release(
         namespace_of_object: ns.to_string(),
         wave,
     })
+}
+
+/// `driftDetection` as driftless's drift policies: `enabled` corrects drift as driftless
+/// does; `warn` and `disabled` (Flux's default, which leaves a changed object as it is)
+/// report it and write nothing; each `ignore` rule's paths are left to others on the
+/// objects its target selects. What cannot be carried out: the key at fault and why.
+fn drift_detection(
+    dd: &Value,
+    release: &mut crate::spec::helm::HelmRelease,
+) -> Result<(), (&'static str, String)> {
+    use crate::spec::policy::{DRIFT, check_pointer};
+    match dd["mode"].as_str().unwrap_or("disabled") {
+        "enabled" => {}
+        "warn" | "disabled" => {
+            release
+                .annotations
+                .insert(DRIFT.to_string(), "report".to_string());
+        }
+        other => {
+            return Err((
+                "driftDetection",
+                format!("`driftDetection.mode: {other}` is none of enabled, warn, disabled"),
+            ));
+        }
+    }
+    for rule in dd["ignore"].as_array().into_iter().flatten() {
+        let target = &rule["target"];
+        if let Some(key) = ["labelSelector", "annotationSelector"]
+            .into_iter()
+            .find(|k| target.get(*k).is_some())
+        {
+            return Err((
+                "target",
+                format!(
+                    "`driftDetection.ignore[].target.{key}` is not carried out by driftless yet"
+                ),
+            ));
+        }
+        let part = |key: &str| -> Result<Option<String>, (&'static str, String)> {
+            match target[key].as_str() {
+                // A kustomize selector's name is a regular expression: a plain name only.
+                Some(v) if v.contains(|c: char| "^$*+?()[]{}|\\".contains(c)) => Err((
+                    "target",
+                    format!(
+                        "`driftDetection.ignore[].target.{key}: {v}` is a pattern; driftless matches names as written"
+                    ),
+                )),
+                v => Ok(v.map(str::to_string)),
+            }
+        };
+        let mut pointers = Vec::new();
+        for p in rule["paths"].as_array().into_iter().flatten() {
+            let p = p.as_str().unwrap_or_default();
+            check_pointer(p).map_err(|why| ("paths", format!("driftDetection.ignore: {why}")))?;
+            pointers.push(p.to_string());
+        }
+        release.ignore.push(crate::spec::helm::IgnoreRule {
+            group: part("group")?,
+            version: part("version")?,
+            kind: part("kind")?,
+            name: part("name")?,
+            namespace: part("namespace")?,
+            pointers,
+        });
+    }
+    Ok(())
 }

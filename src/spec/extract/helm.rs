@@ -208,6 +208,7 @@ fn release(
         kube_version,
         api_versions,
         annotations,
+        ignore: Vec::new(),
     })
 }
 
