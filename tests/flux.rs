@@ -243,3 +243,104 @@ async fn what_driftless_does_not_carry_out_is_refused_at_its_place() {
         "something was applied"
     );
 }
+
+/// A Kustomization's `healthCheckExprs` judge the custom resources it applies, as Flux
+/// judges them: a status the `failed` expression holds for makes `apply --wait` exit 1
+/// with the expression and where it is written, the `current` one makes it ready. A
+/// Widget of the same kind written outside that Kustomization has no status at all and
+/// is ready at once: the rule is the Kustomization's, not the tree's. A daemon judges
+/// the same.
+#[tokio::test]
+async fn health_check_exprs_judge_what_their_kustomization_applies() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "flux-health").await;
+    let group = format!("{ns}.driftless.test");
+    let repo = tempfile::tempdir().unwrap();
+    let root = repo.path();
+    write(
+        root,
+        "clusters/staging/widgets.yaml",
+        &format!(
+            "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: widgets\n  namespace: flux-system\nspec:\n  interval: 10m\n  path: ./widgets\n  prune: true\n  wait: true\n  targetNamespace: {ns}\n  sourceRef:\n    kind: GitRepository\n    name: flux-system\n  healthCheckExprs:\n    - apiVersion: {group}/v1\n      kind: Widget\n      failed: status.phase == 'Broken'\n      current: status.phase == 'Ready'\n"
+        ),
+    );
+    write(
+        root,
+        "clusters/staging/crd.yaml",
+        &format!(
+            "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: widgets.{group}\nspec:\n  group: {group}\n  names: {{kind: Widget, plural: widgets, singular: widget}}\n  scope: Namespaced\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    subresources: {{status: {{}}}}\n    schema:\n      openAPIV3Schema:\n        type: object\n        properties:\n          spec: {{type: object, x-kubernetes-preserve-unknown-fields: true}}\n          status: {{type: object, x-kubernetes-preserve-unknown-fields: true}}\n"
+        ),
+    );
+    write(
+        root,
+        "clusters/staging/plain.yaml",
+        &format!(
+            "apiVersion: {group}/v1\nkind: Widget\nmetadata:\n  name: plain\n  namespace: {ns}\nspec:\n  size: 1\n"
+        ),
+    );
+    write(
+        root,
+        "widgets/widget.yaml",
+        &format!("apiVersion: {group}/v1\nkind: Widget\nmetadata:\n  name: w\nspec:\n  size: 3\n"),
+    );
+    git(root, &["init", "-q", "-b", "main"]);
+    git(root, &["add", "."]);
+    git(root, &["commit", "-q", "-m", "widgets"]);
+    let cluster = root.join("clusters/staging");
+    let cluster = cluster.to_str().unwrap();
+    let out = on_cluster(&ns, &["apply", cluster]);
+    assert_exit(&out, 0);
+
+    let ar = kube::discovery::ApiResource::from_gvk_with_plural(
+        &kube::core::GroupVersionKind::gvk(&group, "v1", "Widget"),
+        "widgets",
+    );
+    let widgets: Api<kube::api::DynamicObject> = Api::namespaced_with(client.clone(), &ns, &ar);
+    let set_phase = |phase: &'static str| {
+        let widgets = widgets.clone();
+        async move {
+            let status = kube::api::Patch::Merge(serde_json::json!({"status": {"phase": phase}}));
+            widgets
+                .patch_status("w", &kube::api::PatchParams::default(), &status)
+                .await
+                .unwrap();
+        }
+    };
+    set_phase("Broken").await;
+    let out = on_cluster(&ns, &["apply", cluster, "--wait", "--timeout", "90s"]);
+    assert_exit(&out, 1);
+    let said = printed(&out);
+    assert!(
+        said.contains("failed: status.phase == 'Broken' (rule at widgets.yaml:19:1)"),
+        "{}",
+        show(&out)
+    );
+    set_phase("Ready").await;
+    let out = on_cluster(&ns, &["apply", cluster, "--wait", "--timeout", "90s"]);
+    assert_exit(&out, 0);
+    assert!(widgets.get("plain").await.is_ok());
+
+    // The daemon judges it by the same rule.
+    let mut daemon = support::Daemon::builder(&ns)
+        .args(&["--dir", cluster])
+        .wait(std::time::Duration::from_secs(90))
+        .start();
+    let id = format!("manifest/{ns}/Widget.{group}/w");
+    daemon
+        .wait_status("the widget ready", |s| {
+            support::spec_or_null(s, &id)["ready"] == true
+        })
+        .await;
+    set_phase("Broken").await;
+    let status = daemon
+        .wait_status("the widget failed", |s| {
+            support::spec_or_null(s, &id)["status"] == "Failed"
+        })
+        .await;
+    let message = support::spec(&status, &id)["message"].to_string();
+    assert!(
+        message.contains("status.phase == 'Broken' (rule at widgets.yaml:19:1)"),
+        "{message}"
+    );
+    daemon.stop();
+}

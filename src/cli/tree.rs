@@ -152,6 +152,7 @@ pub(crate) fn load_revision(
                 return print_errors(&SpecErrors(vec![rendered.empty_tree_error()])).map(|()| None);
             }
             tree.rendered = std::sync::Arc::new(rendered.rendered.clone());
+            tree.add_health(&rendered.health);
             Ok(Some(Loaded { tree, rendered }))
         }
         Ok(_) => {

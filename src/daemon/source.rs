@@ -44,7 +44,16 @@ impl Stage {
             // A directory's revision is named by what it renders to, so an edit that only
             // a tool reads (a kustomization's `.env`, a base outside the root) is one.
             let id = id.unwrap_or_else(|| {
-                let id = source::dir::revision_of(&out.files);
+                let mut id = source::dir::revision_of(&out.files);
+                // Rules a render found are in no file it hands on (a Flux
+                // Kustomization's lines are taken out): a change of them is a revision too.
+                if !out.health.is_empty() {
+                    let rules: String = out.health.iter().map(|r| r.text()).collect();
+                    id = format!(
+                        "{id}-{:08x}",
+                        crate::spec::names::fnv1a64(rules.bytes()) as u32
+                    );
+                }
                 match out.errors.is_empty() {
                     true => id,
                     // Two broken states of one tree are two revisions, each with its errors.
@@ -64,6 +73,7 @@ impl Stage {
                     errors: out.errors,
                     by: out.rendered,
                     if_empty,
+                    health: out.health,
                 },
             )
         })

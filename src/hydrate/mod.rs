@@ -264,6 +264,8 @@ impl Hydrator {
                 }
                 break;
             }
+            out.health
+                .extend(found.items.iter().flat_map(|k| k.health.iter().cloned()));
             tool::hydrate_with(&self.shared, &self.flux, &found.items, cx, out);
             tool::hydrate_with(&self.shared, &self.helm, &found.releases, cx, out);
             tool::hydrate_with(&self.shared, &self.argo, &argo.parts, cx, out);

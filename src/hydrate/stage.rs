@@ -86,6 +86,8 @@ pub struct Hydrated {
     pub had_files: bool,
     /// What the stage left out on purpose, for `validate` to say.
     pub notices: Vec<String>,
+    /// Health rules the rendered apps give their objects (Flux's `healthCheckExprs`).
+    pub health: Vec<std::sync::Arc<crate::spec::settings::HealthRule>>,
 }
 
 impl Hydrated {

@@ -141,7 +141,7 @@ pub fn render_spec(
         }
     }
     for o in &mut objects {
-        tree_rules::apply(settings, o);
+        tree_rules::apply(settings, o, &spec.at.file);
         o.at = Some(spec.at.clone());
     }
     Ok(objects)

@@ -5,8 +5,8 @@
 use super::Object;
 use crate::spec::settings::Settings;
 
-/// Adds the rules `settings` has for `obj` to its policy.
-pub(super) fn apply(settings: &Settings, obj: &mut Object) {
+/// Adds the rules `settings` has for `obj`, of a spec at `file`, to its policy.
+pub(super) fn apply(settings: &Settings, obj: &mut Object, file: &str) {
     if settings.ignore.is_empty() && settings.health.is_empty() {
         return;
     }
@@ -31,7 +31,7 @@ pub(super) fn apply(settings: &Settings, obj: &mut Object) {
             }
         }
     }
-    if let Some(rule) = settings.health_for(&obj.api_version, &obj.kind) {
+    if let Some(rule) = settings.health_for(&obj.api_version, &obj.kind, file) {
         policy.health = Some(rule.clone());
     }
 }

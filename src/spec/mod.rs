@@ -305,6 +305,16 @@ pub fn argo_app_name(file: &str) -> Option<&str> {
 }
 
 impl SpecTree {
+    /// Joins the health rules a render found (Flux's `healthCheckExprs`, each scoped to
+    /// its Kustomization's objects) to the tree's own.
+    pub fn add_health(&mut self, rules: &[std::sync::Arc<settings::HealthRule>]) {
+        if !rules.is_empty() {
+            std::sync::Arc::make_mut(&mut self.settings)
+                .health
+                .extend(rules.iter().cloned());
+        }
+    }
+
     /// Specs that say `adopt = true`: they may take over objects driftless did not create.
     pub fn adopt_specs(&self) -> BTreeSet<SpecId> {
         self.specs

@@ -78,6 +78,9 @@ pub struct HealthRule {
     pub current: Option<Expr>,
     pub failed: Option<Expr>,
     pub in_progress: Option<Expr>,
+    /// The file of the specs whose objects it judges (a Flux Kustomization's output,
+    /// for its `healthCheckExprs`); `None`: every object of its kind in the tree.
+    pub scope: Option<String>,
 }
 
 /// A compiled CEL expression and its text.
@@ -87,11 +90,52 @@ pub struct Expr {
     pub program: Arc<cel::Program>,
 }
 
+impl HealthRule {
+    /// What was written, and where: what a change of the rule changes.
+    pub fn text(&self) -> String {
+        let src = |e: &Option<Expr>| e.as_ref().map_or("", |e| e.source.as_str()).to_string();
+        format!(
+            "{}|{:?}|{}|{}|{}|{}|{}\n",
+            self.at,
+            self.scope,
+            self.api_version,
+            self.kind,
+            src(&self.current),
+            src(&self.failed),
+            src(&self.in_progress)
+        )
+    }
+}
+
+impl Expr {
+    /// The program, or why CEL refuses it in one line.
+    pub fn compile(source: &str) -> Result<Expr, String> {
+        // A parser bug must not take down the daemon reading a new revision: it is refused.
+        let compiled = std::panic::catch_unwind(|| cel::Program::compile(source))
+            .map_err(|_| "the CEL parser failed on it".to_string())?;
+        let program = compiled.map_err(|errs| {
+            errs.errors
+                .first()
+                .map(|e| {
+                    // The grammar's list of every token it would have taken is no help.
+                    let msg = e.msg.split(" expecting ").next().unwrap_or(&e.msg);
+                    format!("{msg} (at {}:{})", e.pos.0, e.pos.1 + 1)
+                })
+                .unwrap_or_else(|| "cannot be parsed".into())
+        })?;
+        Ok(Expr {
+            source: source.to_string(),
+            program: Arc::new(program),
+        })
+    }
+}
+
 /// Rules compare by what was written and where: a compiled program has no equality.
 impl PartialEq for HealthRule {
     fn eq(&self, other: &Self) -> bool {
         let src = |e: &Option<Expr>| e.as_ref().map(|e| e.source.clone());
         self.at == other.at
+            && self.scope == other.scope
             && self.api_version == other.api_version
             && self.kind == other.kind
             && src(&self.current) == src(&other.current)
@@ -104,7 +148,8 @@ impl Eq for HealthRule {}
 
 impl PartialEq for Settings {
     fn eq(&self, other: &Self) -> bool {
-        self.text == other.text
+        // The rules a render added (Flux's healthCheckExprs) are not in the text.
+        self.text == other.text && self.health == other.health
     }
 }
 
@@ -132,7 +177,11 @@ impl Settings {
             count(self.vars.len(), "variable"),
             count(self.namespaces.len(), "namespace rule"),
             count(self.ignore.len(), "ignore rule"),
-            count(self.health.len(), "health rule"),
+            // The file's own: those a render added are said with what rendered them.
+            count(
+                self.health.iter().filter(|r| r.scope.is_none()).count(),
+                "health rule",
+            ),
             self.remote_bases
                 .then(|| "remote kustomize bases allowed".to_string()),
             count(self.jsonnet.libs.len(), "Jsonnet library path"),
@@ -158,11 +207,22 @@ impl Settings {
         self.skip.iter().any(|g| g.is_match(path))
     }
 
-    /// The health rule for objects of `api_version` and `kind`, if any.
-    pub fn health_for(&self, api_version: &str, kind: &str) -> Option<&Arc<HealthRule>> {
-        self.health
-            .iter()
-            .find(|r| r.api_version == api_version && r.kind == kind)
+    /// The health rule for objects of `api_version` and `kind` that a spec of `file`
+    /// renders, if any: one scoped to that file first, then the tree's.
+    pub fn health_for(
+        &self,
+        api_version: &str,
+        kind: &str,
+        file: &str,
+    ) -> Option<&Arc<HealthRule>> {
+        let of_kind = || {
+            self.health
+                .iter()
+                .filter(move |r| r.api_version == api_version && r.kind == kind)
+        };
+        of_kind()
+            .find(|r| r.scope.as_deref() == Some(file))
+            .or_else(|| of_kind().find(|r| r.scope.is_none()))
     }
 }
 

@@ -59,6 +59,8 @@ pub struct HydrateReport {
     /// The error a tree without specs is, unless an emptied tree is allowed
     /// (`--allow-mass-prune`) or the revision holds no file at all.
     pub if_empty: Option<crate::spec::SpecError>,
+    /// Health rules the rendered apps give their objects.
+    pub health: Vec<Arc<crate::spec::settings::HealthRule>>,
 }
 
 /// The time, read once by the loop for a transition.
@@ -335,6 +337,7 @@ impl State {
             ),
             Ok(mut tree) => {
                 tree.rendered = Arc::new(rendered.by.clone());
+                tree.add_health(&rendered.health);
                 Ok(tree)
             }
             Err(mut errors) => {

@@ -89,6 +89,7 @@ mod tests {
             current: expr(current),
             failed: expr(failed),
             in_progress: in_progress.and_then(expr),
+            scope: None,
         }
     }
 

@@ -395,6 +395,7 @@ fn kustomization(
         spec: Value::Object(spec),
         wave: 0,
         artifact: None,
+        health: Vec::new(),
     })
 }
 

@@ -223,6 +223,7 @@ fn item(
             format!("Kustomization {ns}/{name}: path {raw:?} leads out of the repository"),
         )
     })?;
+    let health = health_checks(&spec, doc, &at, ns, name)?;
     Ok(Kustomization {
         at,
         namespace: ns.to_string(),
@@ -231,7 +232,96 @@ fn item(
         spec: Value::Object(spec),
         wave: 0,
         artifact: None,
+        health,
     })
+}
+
+/// `healthCheckExprs` as health rules of the objects the Kustomization renders (its
+/// output file's specs), as Flux judges them: `failed`, then `current`, else in progress.
+fn health_checks(
+    spec: &serde_json::Map<String, Value>,
+    doc: &str,
+    at: &Location,
+    ns: &str,
+    name: &str,
+) -> Result<Vec<std::sync::Arc<crate::spec::settings::HealthRule>>, SpecError> {
+    use crate::spec::settings::{BUILT_IN_GROUPS, Expr, HealthRule};
+    let Some(exprs) = spec.get("healthCheckExprs") else {
+        return Ok(Vec::new());
+    };
+    let key_line = at.line + line_of(doc, "healthCheckExprs");
+    // An expression is found by its text; what is not is said where the list starts.
+    let line_with = |text: &str| {
+        doc.lines()
+            .position(|l| !text.is_empty() && l.contains(text))
+            .map_or(key_line, |n| at.line + n)
+    };
+    let fail = |line: usize, what: String| {
+        err(
+            Location { line, ..at.clone() },
+            format!("Kustomization {ns}/{name}: healthCheckExprs: {what}; nothing is applied"),
+        )
+    };
+    let Some(list) = exprs.as_array() else {
+        return Err(fail(key_line, "not a list".into()));
+    };
+    let scope = crate::spec::flux_output_file(&at.file, ns, name);
+    let mut rules = Vec::new();
+    for item in list {
+        let api_version = item["apiVersion"].as_str().unwrap_or_default();
+        let kind = item["kind"].as_str().unwrap_or_default();
+        if api_version.is_empty() || kind.is_empty() {
+            return Err(fail(
+                key_line,
+                "an entry without `apiVersion` and `kind`".into(),
+            ));
+        }
+        let group = crate::object::group_of(api_version);
+        if BUILT_IN_GROUPS.contains(&group) {
+            return Err(fail(
+                line_with(api_version),
+                format!(
+                    "{api_version} is a Kubernetes kind whose readiness driftless already judges (kstatus); healthCheckExprs are for custom resources"
+                ),
+            ));
+        }
+        let compiled = |key: &str| -> Result<Option<Expr>, SpecError> {
+            let Some(source) = item.get(key) else {
+                return Ok(None);
+            };
+            let source = source.as_str().unwrap_or_default();
+            Expr::compile(source).map(Some).map_err(|why| {
+                fail(
+                    line_with(source),
+                    format!("`{key}` of {kind} is not a valid CEL expression: {why}"),
+                )
+            })
+        };
+        let (current, failed, in_progress) = (
+            compiled("current")?,
+            compiled("failed")?,
+            compiled("inProgress")?,
+        );
+        if current.is_none() {
+            return Err(fail(
+                line_with(kind),
+                format!("the entry for {kind} has no `current`"),
+            ));
+        }
+        rules.push(std::sync::Arc::new(HealthRule {
+            at: Location {
+                line: line_with(current.as_ref().map_or("", |e| e.source.as_str())),
+                ..at.clone()
+            },
+            api_version: api_version.to_string(),
+            kind: kind.to_string(),
+            current,
+            failed,
+            in_progress,
+            scope: Some(scope.clone()),
+        }));
+    }
+    Ok(rules)
 }
 
 #[cfg(test)]
@@ -369,6 +459,69 @@ mod tests {
         ];
         for (text, want) in cases {
             let mut files = vec![file("a.yaml", &text)];
+            let found = find_in(&mut files, Some("clusters/x"));
+            let said: Vec<String> = found.errors.iter().map(ToString::to_string).collect();
+            assert!(
+                said.len() == 1 && said[0].starts_with(want),
+                "{said:?}\nwanted {want}"
+            );
+            assert!(found.items.is_empty());
+        }
+    }
+
+    #[test]
+    fn health_check_exprs_judge_the_objects_of_their_kustomization_only() {
+        let exprs = "  healthCheckExprs:\n    - apiVersion: example.com/v1\n      kind: Widget\n      failed: status.phase == 'Broken'\n      current: status.phase == 'Ready'\n";
+        let mut files = vec![file("a.yaml", &kustomization("a", "./a", exprs))];
+        let found = find_in(&mut files, Some("clusters/x"));
+        assert!(found.errors.is_empty(), "{:?}", found.errors);
+        let rules = &found.items[0].health;
+        assert_eq!(rules.len(), 1);
+        let r = &rules[0];
+        assert_eq!(r.scope.as_deref(), Some("a.yaml#flux.flux-system.a"));
+        assert_eq!(r.at.to_string(), "a.yaml:16:1");
+        assert_eq!(
+            r.current.as_ref().map(|e| e.source.as_str()),
+            Some("status.phase == 'Ready'")
+        );
+        assert!(r.in_progress.is_none());
+        // Scoped: the rule judges that file's objects, the tree's rule the rest.
+        let mut settings = crate::spec::settings::Settings::default();
+        let tree_wide = std::sync::Arc::new(crate::spec::settings::HealthRule {
+            scope: None,
+            ..(**r).clone()
+        });
+        settings.health = vec![tree_wide.clone(), r.clone()];
+        let rule = |file: &str| {
+            settings
+                .health_for("example.com/v1", "Widget", file)
+                .cloned()
+        };
+        assert_eq!(rule("a.yaml#flux.flux-system.a"), Some(r.clone()));
+        assert_eq!(rule("b.yaml"), Some(tree_wide));
+        assert_eq!(
+            rule("a.yaml#flux.flux-system.a#flux-helm.x.y"),
+            settings
+                .health_for("example.com/v1", "Widget", "z")
+                .cloned(),
+            "a HelmRelease's objects are its own"
+        );
+
+        for (extra, want) in [
+            (
+                "  healthCheckExprs:\n    - apiVersion: example.com/v1\n      kind: Widget\n      current: status.phase ==\n",
+                "a.yaml:15:1: Kustomization flux-system/a: healthCheckExprs: `current` of Widget is not a valid CEL expression",
+            ),
+            (
+                "  healthCheckExprs:\n    - apiVersion: apps/v1\n      kind: Deployment\n      current: 'true'\n",
+                "a.yaml:13:1: Kustomization flux-system/a: healthCheckExprs: apps/v1 is a Kubernetes kind whose readiness driftless already judges",
+            ),
+            (
+                "  healthCheckExprs:\n    - apiVersion: example.com/v1\n      kind: Widget\n      failed: 'false'\n",
+                "a.yaml:14:1: Kustomization flux-system/a: healthCheckExprs: the entry for Widget has no `current`",
+            ),
+        ] {
+            let mut files = vec![file("a.yaml", &kustomization("a", "./a", extra))];
             let found = find_in(&mut files, Some("clusters/x"));
             let said: Vec<String> = found.errors.iter().map(ToString::to_string).collect();
             assert!(

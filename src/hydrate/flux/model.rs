@@ -60,6 +60,8 @@ pub struct Kustomization {
     /// For a source that is an ArtifactGenerator's artifact (`ExternalArtifact`): how the
     /// artifact is made of this repository's files; `path` is then within the artifact.
     pub artifact: Option<Vec<CopyRule>>,
+    /// Its `healthCheckExprs`, judging the objects it renders.
+    pub health: Vec<std::sync::Arc<crate::spec::settings::HealthRule>>,
 }
 
 /// One of an ArtifactGenerator's `copy` rules, on this repository.

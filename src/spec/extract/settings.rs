@@ -287,11 +287,8 @@ fn health_rule(
         let Some(s) = f.string(ctx, key) else {
             return Ok(None);
         };
-        match compile(s.get_ref()) {
-            Ok(program) => Ok(Some(Expr {
-                source: s.get_ref().clone(),
-                program: Arc::new(program),
-            })),
+        match Expr::compile(s.get_ref()) {
+            Ok(expr) => Ok(Some(expr)),
             Err(why) => {
                 ctx.err(
                     &s.span(),
@@ -329,22 +326,6 @@ fn health_rule(
         current,
         failed,
         in_progress,
-    })
-}
-
-/// The program, or why CEL refuses it in one line.
-fn compile(source: &str) -> Result<cel::Program, String> {
-    // A parser bug must not take down the daemon reading a new revision: it is refused.
-    let compiled = std::panic::catch_unwind(|| cel::Program::compile(source))
-        .map_err(|_| "the CEL parser failed on it".to_string())?;
-    compiled.map_err(|errs| {
-        errs.errors
-            .first()
-            .map(|e| {
-                // The grammar's list of every token it would have taken is no help.
-                let msg = e.msg.split(" expecting ").next().unwrap_or(&e.msg);
-                format!("{msg} (at {}:{})", e.pos.0, e.pos.1 + 1)
-            })
-            .unwrap_or_else(|| "cannot be parsed".into())
+        scope: None,
     })
 }
