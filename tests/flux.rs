@@ -249,7 +249,7 @@ async fn what_driftless_does_not_carry_out_is_refused_at_its_place() {
 /// with the expression and where it is written, the `current` one makes it ready. A
 /// Widget of the same kind written outside that Kustomization has no status at all and
 /// is ready at once: the rule is the Kustomization's, not the tree's. A daemon judges
-/// the same.
+/// the same, and logs once that it left Flux's own install out.
 #[tokio::test]
 async fn health_check_exprs_judge_what_their_kustomization_applies() {
     let client = support::client().await;
@@ -282,6 +282,12 @@ async fn health_check_exprs_judge_what_their_kustomization_applies() {
         root,
         "widgets/widget.yaml",
         &format!("apiVersion: {group}/v1\nkind: Widget\nmetadata:\n  name: w\nspec:\n  size: 3\n"),
+    );
+    // Flux's own install, as bootstrap commits it: left out, with a notice.
+    write(
+        root,
+        "clusters/staging/flux-system/gotk-components.yaml",
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: flux-system\n  labels:\n    app.kubernetes.io/instance: flux-system\n    app.kubernetes.io/part-of: flux\n",
     );
     git(root, &["init", "-q", "-b", "main"]);
     git(root, &["add", "."]);
@@ -343,4 +349,7 @@ async fn health_check_exprs_judge_what_their_kustomization_applies() {
         "{message}"
     );
     daemon.stop();
+    let log = daemon.log();
+    let notice = "1 object of Flux's own install (gotk-components) not applied";
+    assert_eq!(log.matches(notice).count(), 1, "once: {log}");
 }

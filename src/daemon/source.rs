@@ -74,6 +74,7 @@ impl Stage {
                     by: out.rendered,
                     if_empty,
                     health: out.health,
+                    notices: out.notices,
                 },
             )
         })

@@ -272,14 +272,20 @@ impl Hydrator {
             tool::hydrate_with(&self.shared, &self.helm, &argo.releases, cx, out);
             argo::mark(&mut out.files, &argo::by_name(&argo.apps), &mut out.errors);
         }
+        let objects = |n: usize| match n {
+            1 => "1 object".to_string(),
+            n => format!("{n} objects"),
+        };
         if flux_left_out > 0 {
             out.notices.push(format!(
-                "{flux_left_out} objects of Flux's own install (gotk-components) not applied: driftless carries out Flux's Kustomizations itself"
+                "{} of Flux's own install (gotk-components) not applied: driftless carries out Flux's Kustomizations itself",
+                objects(flux_left_out)
             ));
         }
         if argo_left_out > 0 {
             out.notices.push(format!(
-                "{argo_left_out} objects of Argo CD's own install not applied: driftless carries out Argo CD's Applications itself"
+                "{} of Argo CD's own install not applied: driftless carries out Argo CD's Applications itself",
+                objects(argo_left_out)
             ));
         }
     }

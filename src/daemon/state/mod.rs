@@ -61,6 +61,8 @@ pub struct HydrateReport {
     pub if_empty: Option<crate::spec::SpecError>,
     /// Health rules the rendered apps give their objects.
     pub health: Vec<Arc<crate::spec::settings::HealthRule>>,
+    /// What the render left out on purpose (`validate` prints the same).
+    pub notices: Vec<String>,
 }
 
 /// The time, read once by the loop for a transition.
@@ -326,6 +328,12 @@ impl State {
                 rendered,
             } => (id, files, rendered),
         };
+        // What the render left out on purpose (Flux's own install), once per revision.
+        if self.revision_seen.as_ref() != Some(&id) {
+            for notice in &rendered.notices {
+                tracing::info!(revision = %id, "{notice}");
+            }
+        }
         self.revision_seen = Some(id.clone());
         self.seen_at = Some(now.at);
         let parsed = match crate::spec::parse_files_with(&files, policy) {
