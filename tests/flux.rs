@@ -353,3 +353,240 @@ async fn health_check_exprs_judge_what_their_kustomization_applies() {
     let notice = "1 object of Flux's own install (gotk-components) not applied";
     assert_eq!(log.matches(notice).count(), 1, "once: {log}");
 }
+
+/// The layout of Flux's kustomize-helm example as it is kept now: an `ArtifactGenerator`
+/// cuts `infrastructure/` and `apps/` into artifacts, `infra-controllers` installs an
+/// operator's chart from an OCI registry (an `OCIRepository` `chartRef`, its CRD in the
+/// chart), `infra-configs` waits for it and applies a custom resource of that CRD with a
+/// patch, and `apps` waits for both and releases podinfo from a chart repository, its
+/// staging values patched in. Installed, upgraded (a new chart version) and uninstalled on
+/// the test cluster by driftless, with every source on loopback and no Flux controller.
+#[tokio::test]
+async fn the_example_layout_of_artifacts_installs_upgrades_and_uninstalls() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "flux-example").await;
+    let group = format!("{ns}.driftless.test");
+    let work = tempfile::tempdir().unwrap();
+    for dir in ["charts", "registry"] {
+        std::fs::create_dir_all(work.path().join(dir)).unwrap();
+    }
+    let charts = crate::helm::ChartRepo::start(&work.path().join("charts"));
+    let registry = support::TestRegistry::plain(&work.path().join("registry"));
+    // The operator's chart: its CRD, and a Deployment of its controller.
+    let operator = work.path().join("widget-operator");
+    write(
+        &operator,
+        "Chart.yaml",
+        "apiVersion: v2\nname: widget-operator\nversion: 1.2.0\n",
+    );
+    write(
+        &operator,
+        "crds/widgets.yaml",
+        &format!(
+            "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: widgets.{group}\nspec:\n  group: {group}\n  names: {{kind: Widget, plural: widgets, singular: widget}}\n  scope: Namespaced\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    schema:\n      openAPIV3Schema:\n        type: object\n        properties:\n          spec: {{type: object, x-kubernetes-preserve-unknown-fields: true}}\n"
+        ),
+    );
+    write(
+        &operator,
+        "templates/deployment.yaml",
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {{ .Release.Name }}\nspec:\n  replicas: 1\n  selector:\n    matchLabels: {app: widget-operator}\n  template:\n    metadata:\n      labels: {app: widget-operator}\n    spec:\n      containers:\n        - name: manager\n          image: example.com/widget-operator:1.2.0\n",
+    );
+    let helm = support::helm4();
+    for args in [
+        vec![
+            "package",
+            operator.to_str().unwrap(),
+            "-d",
+            work.path().to_str().unwrap(),
+        ],
+        vec![
+            "push",
+            work.path()
+                .join("widget-operator-1.2.0.tgz")
+                .to_str()
+                .unwrap(),
+            &format!("oci://{}/charts", registry.host),
+            "--plain-http",
+        ],
+    ] {
+        let out = std::process::Command::new(&helm)
+            .args(&args)
+            .env("HOME", work.path())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    let repo = tempfile::tempdir().unwrap();
+    let root = repo.path();
+    write(
+        root,
+        "clusters/staging/flux-system/gotk-components.yaml",
+        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: flux-system\n  labels:\n    app.kubernetes.io/instance: flux-system\n    app.kubernetes.io/part-of: flux\n",
+    );
+    write(
+        root,
+        "clusters/staging/flux-system/gotk-sync.yaml",
+        "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata:\n  name: flux-system\n  namespace: flux-system\nspec:\n  interval: 1m\n  ref: {branch: main}\n  url: https://git.example.com/fleet\n---\napiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: flux-system\n  namespace: flux-system\nspec:\n  interval: 10m\n  path: ./clusters/staging\n  prune: true\n  sourceRef: {kind: GitRepository, name: flux-system}\n",
+    );
+    write(
+        root,
+        "clusters/staging/flux-system/kustomization.yaml",
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - gotk-components.yaml\n  - gotk-sync.yaml\n",
+    );
+    write(
+        root,
+        "clusters/staging/artifacts.yaml",
+        "apiVersion: source.extensions.fluxcd.io/v1beta1\nkind: ArtifactGenerator\nmetadata:\n  name: flux-system\n  namespace: flux-system\nspec:\n  sources:\n    - alias: monorepo\n      kind: GitRepository\n      name: flux-system\n  artifacts:\n    - name: infrastructure\n      originRevision: \"@monorepo\"\n      copy:\n        - from: \"@monorepo/infrastructure/**\"\n          to: \"@artifact/\"\n    - name: apps\n      originRevision: \"@monorepo\"\n      copy:\n        - from: \"@monorepo/apps/base/**\"\n          to: \"@artifact/base/\"\n        - from: \"@monorepo/apps/staging/**\"\n          to: \"@artifact/staging/\"\n",
+    );
+    write(
+        root,
+        "clusters/staging/infrastructure.yaml",
+        "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: infra-controllers\n  namespace: flux-system\nspec:\n  interval: 1h\n  retryInterval: 2m\n  timeout: 5m\n  sourceRef:\n    kind: ExternalArtifact\n    name: infrastructure\n  path: ./controllers\n  prune: true\n  wait: true\n---\napiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: infra-configs\n  namespace: flux-system\nspec:\n  dependsOn:\n    - name: infra-controllers\n  interval: 1h\n  sourceRef:\n    kind: ExternalArtifact\n    name: infrastructure\n  path: ./configs\n  prune: true\n  patches:\n    - patch: |\n        - op: replace\n          path: /spec/size\n          value: 3\n      target:\n        kind: Widget\n        name: main\n",
+    );
+    write(
+        root,
+        "clusters/staging/apps.yaml",
+        "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: apps\n  namespace: flux-system\nspec:\n  dependsOn:\n    - name: infra-configs\n  interval: 1h\n  sourceRef:\n    kind: ExternalArtifact\n    name: apps\n  path: ./staging\n  prune: true\n  wait: true\n",
+    );
+    write(
+        root,
+        "infrastructure/controllers/kustomization.yaml",
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - widget-operator.yaml\n",
+    );
+    write(
+        root,
+        "infrastructure/controllers/widget-operator.yaml",
+        &format!(
+            "apiVersion: source.toolkit.fluxcd.io/v1\nkind: OCIRepository\nmetadata:\n  name: widget-operator\n  namespace: {ns}\nspec:\n  interval: 24h\n  url: oci://{}/charts/widget-operator\n  insecure: true\n  layerSelector:\n    mediaType: \"application/vnd.cncf.helm.chart.content.v1.tar+gzip\"\n    operation: copy\n  ref:\n    semver: \"1.x\"\n---\napiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: widget-operator\n  namespace: {ns}\nspec:\n  interval: 12h\n  install:\n    strategy:\n      name: RetryOnFailure\n  upgrade:\n    strategy:\n      name: RetryOnFailure\n  chartRef:\n    kind: OCIRepository\n    name: widget-operator\n",
+            registry.host
+        ),
+    );
+    write(
+        root,
+        "infrastructure/configs/kustomization.yaml",
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - widget.yaml\n",
+    );
+    write(
+        root,
+        "infrastructure/configs/widget.yaml",
+        &format!(
+            "apiVersion: {group}/v1\nkind: Widget\nmetadata:\n  name: main\n  namespace: {ns}\nspec:\n  size: 1\n"
+        ),
+    );
+    write(
+        root,
+        "apps/base/podinfo/kustomization.yaml",
+        &format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: {ns}\nresources:\n  - repository.yaml\n  - release.yaml\n"
+        ),
+    );
+    write(
+        root,
+        "apps/base/podinfo/repository.yaml",
+        &format!(
+            "apiVersion: source.toolkit.fluxcd.io/v1\nkind: HelmRepository\nmetadata:\n  name: podinfo\nspec:\n  interval: 5m\n  url: {}\n",
+            charts.url
+        ),
+    );
+    write(
+        root,
+        "apps/base/podinfo/release.yaml",
+        "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: podinfo\nspec:\n  interval: 50m\n  releaseName: podinfo\n  chart:\n    spec:\n      chart: podinfo\n      sourceRef:\n        kind: HelmRepository\n        name: podinfo\n  install:\n    strategy:\n      name: RetryOnFailure\n  values:\n    replicaCount: 1\n    hpa:\n      enabled: false\n",
+    );
+    write(
+        root,
+        "apps/staging/kustomization.yaml",
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - ../base/podinfo\npatches:\n  - path: podinfo-values.yaml\n    target:\n      kind: HelmRelease\n",
+    );
+    let staging_values = |version: &str| {
+        format!(
+            "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: podinfo\nspec:\n  chart:\n    spec:\n      version: \"{version}\"\n  test:\n    enable: false\n  values:\n    ui:\n      message: staging\n"
+        )
+    };
+    write(
+        root,
+        "apps/staging/podinfo-values.yaml",
+        &staging_values("6.0.x"),
+    );
+    git(root, &["init", "-q", "-b", "main"]);
+    git(root, &["add", "."]);
+    git(root, &["commit", "-q", "-m", "bootstrap"]);
+    let cluster = root.join("clusters/staging");
+    let cluster = cluster.to_str().unwrap();
+
+    // Installed: the operator from the registry, its CRD and the patched resource, then
+    // the app from the chart repository.
+    let out = on_cluster(&ns, &["apply", cluster, "--wait", "--timeout", "3m"]);
+    assert_exit(&out, 0);
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    assert!(deployments.get("widget-operator").await.is_ok());
+    let ar = kube::discovery::ApiResource::from_gvk_with_plural(
+        &kube::core::GroupVersionKind::gvk(&group, "v1", "Widget"),
+        "widgets",
+    );
+    let widgets: Api<kube::api::DynamicObject> = Api::namespaced_with(client.clone(), &ns, &ar);
+    let widget = widgets.get("main").await.unwrap();
+    assert_eq!(widget.data["spec"]["size"], 3, "infra-configs' patch");
+    let chart_of = |d: &Deployment| {
+        d.metadata
+            .labels
+            .clone()
+            .unwrap_or_default()
+            .get("helm.sh/chart")
+            .cloned()
+    };
+    let podinfo = deployments.get("podinfo").await.unwrap();
+    assert_eq!(chart_of(&podinfo).as_deref(), Some("podinfo-6.0.0"));
+    let env = podinfo.spec.template.spec.unwrap().containers[0]
+        .env
+        .clone()
+        .unwrap_or_default();
+    assert!(
+        env.iter()
+            .any(|e| e.name == "PODINFO_UI_MESSAGE" && e.value.as_deref() == Some("staging")),
+        "{env:?}"
+    );
+
+    // Upgraded: the staging values ask for any version from the repository.
+    write(
+        root,
+        "apps/staging/podinfo-values.yaml",
+        &staging_values(">=1.0.0-alpha"),
+    );
+    let out = on_cluster(&ns, &["apply", cluster, "--wait", "--timeout", "3m"]);
+    assert_exit(&out, 0);
+    let podinfo = deployments.get("podinfo").await.unwrap();
+    assert_eq!(chart_of(&podinfo).as_deref(), Some("podinfo-6.2.3"));
+
+    // Uninstalled: the Kustomizations and the generator leave the tree.
+    for f in ["apps.yaml", "infrastructure.yaml", "artifacts.yaml"] {
+        std::fs::remove_file(root.join("clusters/staging").join(f)).unwrap();
+    }
+    let out = on_cluster(&ns, &["apply", cluster, "--allow-mass-prune"]);
+    assert_exit(&out, 0);
+    for name in ["podinfo", "widget-operator"] {
+        assert!(
+            deployments.get_opt(name).await.unwrap().is_none(),
+            "{name}: {}",
+            show(&out)
+        );
+    }
+    let crds: Api<k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition> =
+        Api::all(client.clone());
+    support::eventually(
+        "the operator's CRD gone",
+        std::time::Duration::from_secs(90),
+        || async {
+            match crds.get_opt(&format!("widgets.{group}")).await {
+                Ok(None) => Ok(()),
+                other => Err(format!("{other:?}")),
+            }
+        },
+    )
+    .await;
+}

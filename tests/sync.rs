@@ -670,6 +670,48 @@ spec = {{ a = 1 }}
     assert!(stdout.contains("not served by the cluster"), "{stdout}");
 }
 
+/// The same when the sync stopped at a wave: wave 1's object cannot be applied, so wave 2
+/// is never applied, and waiting for its ConfigMap to appear cannot help either.
+#[tokio::test]
+async fn apply_wait_stops_once_a_stopped_wave_leaves_the_rest_unapplied() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "sync-wavefail").await;
+    let text = format!(
+        r#"
+namespace = "{ns}"
+
+[[manifest]]
+apiVersion = "nothing.driftless.test/v1"
+kind = "Nope"
+metadata = {{ name = "never", annotations = {{ "driftless.dev/wave" = "1" }} }}
+spec = {{ a = 1 }}
+
+[[manifest]]
+apiVersion = "v1"
+kind = "ConfigMap"
+metadata = {{ name = "later", annotations = {{ "driftless.dev/wave" = "2" }} }}
+data = {{ a = "1" }}
+"#
+    );
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("t.toml"), &text).unwrap();
+    let out = cli_apply(dir.path(), &ns, &["--wait", "--timeout", "3m"]);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    assert!(
+        stdout.contains("wave 2 and what follows were not applied"),
+        "{stdout}"
+    );
+    assert!(
+        stderr.contains("stopped waiting: every object not ready failed to apply, was not applied"),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("timed out"), "{stderr}");
+}
+
 /// A Deployment made by `kubectl apply` (client-side) with env A and B, adopted by a spec
 /// that has only A: kubectl's ownership moves to driftless first (as `csaupgrade` does),
 /// so B and kubectl's last-applied annotation go instead of staying for ever.

@@ -77,7 +77,11 @@ impl Engine {
     }
 
     /// Custom resources whose kind was not served at planning time: wait (bounded) for
-    /// their CRD, applied in phase 1, to be Established, then resolve again.
+    /// their CRD to be served, then resolve again. The CRD is one this sync applied in
+    /// phase 1, or one already in the cluster: an earlier wave's (one-shot `apply` syncs
+    /// each wave on its own), an operator's. A CRD reported Established can still be
+    /// unknown to discovery for a moment (its discovery is updated apart from the
+    /// condition): "404 page not found".
     pub(super) async fn resolve_deferred<'a>(
         &self,
         batch: Vec<Planned<'a>>,
@@ -94,6 +98,11 @@ impl Engine {
                 ))
             })
             .collect();
+        // The cluster's CRDs, read once and only when a kind is still unknown and this
+        // sync wrote no CRD for it.
+        let mut in_cluster: Option<Vec<CrdServes>> = None;
+        // Kinds waited for in vain: their other objects do not wait again.
+        let mut gave_up: Vec<(String, String)> = Vec::new();
         let mut out = Vec::with_capacity(batch.len());
         for mut p in batch {
             p.schema_settling = written
@@ -108,7 +117,34 @@ impl Engine {
                                     == Some(p.key.kind.as_str())
                         })
                 });
-                if let Some(crd) = crd {
+                let mut crd_name = crd.map(|c| c.key.name.clone());
+                if crd_name.is_none() {
+                    let crds = match &in_cluster {
+                        Some(crds) => crds,
+                        None => in_cluster.insert(self.crds_in_cluster().await),
+                    };
+                    let version = crate::object::split_api_version(&p.obj.api_version).1;
+                    crd_name = crds
+                        .iter()
+                        .find(|c| {
+                            c.group == p.key.group
+                                && c.kind == p.key.kind
+                                && c.versions.iter().any(|v| v == version)
+                        })
+                        .map(|c| c.name.clone());
+                }
+                let kind = (p.key.group.clone(), p.key.kind.clone());
+                let not_established = |crd: &str| {
+                    format!(
+                        "its CustomResourceDefinition {crd} was not Established within {:?}",
+                        self.opts.crd_wait
+                    )
+                };
+                if let Some(crd_name) = &crd_name
+                    && gave_up.contains(&kind)
+                {
+                    p.resolved = Err(not_established(crd_name));
+                } else if let Some(crd_name) = crd_name {
                     let deadline = tokio::time::Instant::now() + self.opts.crd_wait;
                     loop {
                         if let Ok(r) = self.resolver.resolve(&p.obj.api_version, &p.obj.kind).await
@@ -121,10 +157,8 @@ impl Engine {
                             break;
                         }
                         if tokio::time::Instant::now() >= deadline {
-                            p.resolved = Err(format!(
-                                "its CustomResourceDefinition {} was not Established within {:?}",
-                                crd.key.name, self.opts.crd_wait
-                            ));
+                            gave_up.push(kind);
+                            p.resolved = Err(not_established(&crd_name));
                             break;
                         }
                         tokio::time::sleep(Duration::from_millis(250)).await;
@@ -135,6 +169,44 @@ impl Engine {
         }
         out
     }
+
+    /// Every CRD in the cluster; none when they cannot be read (the kind's own error then
+    /// stands). Whole objects: a rare read (a kind unknown to discovery), and CRDs have
+    /// no field selector for their group.
+    async fn crds_in_cluster(&self) -> Vec<CrdServes> {
+        use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+        let api: kube::Api<CustomResourceDefinition> = kube::Api::all(self.client.clone());
+        match api.list(&Default::default()).await {
+            Ok(list) => list
+                .items
+                .into_iter()
+                .map(|c| CrdServes {
+                    versions: c
+                        .spec
+                        .versions
+                        .iter()
+                        .filter(|v| v.served)
+                        .map(|v| v.name.clone())
+                        .collect(),
+                    group: c.spec.group,
+                    kind: c.spec.names.kind,
+                    name: c.metadata.name.unwrap_or_default(),
+                })
+                .collect(),
+            Err(e) => {
+                tracing::debug!(error = %crate::cluster::error_text(&e), "listing CRDs");
+                Vec::new()
+            }
+        }
+    }
+}
+
+/// A CRD in the cluster: the kind it defines, and the versions it serves.
+struct CrdServes {
+    group: String,
+    kind: String,
+    name: String,
+    versions: Vec<String>,
 }
 
 /// `body` without the fields `ignored` names, and the whole body when that took any.

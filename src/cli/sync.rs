@@ -12,6 +12,7 @@ use driftless::apply::{Action, Engine, SyncReport};
 use driftless::cluster::Selection;
 use driftless::gate::{Poll, SAY_EVERY};
 use driftless::health::{SpecHealth, Status};
+use driftless::object::ObjKey;
 use driftless::render::{Facts, Object};
 use driftless::spec::SpecTree;
 
@@ -128,12 +129,23 @@ pub async fn apply(
         }
     }
     if args.wait {
-        let failed: BTreeSet<String> = report
+        let mut failed: BTreeSet<String> = report
             .objects
             .iter()
             .filter(|o| o.action.is_error())
             .map(|o| o.key.to_string())
             .collect();
+        // A sync stopped at a stage never reached the later ones: their objects will not
+        // appear by waiting, and count as failed to apply.
+        if report.stopped.is_some() {
+            let reached: BTreeSet<&ObjKey> = report.objects.iter().map(|o| &o.key).collect();
+            failed.extend(
+                driftless::health::expected(&objects)
+                    .into_iter()
+                    .filter(|e| !reached.contains(&e.key))
+                    .map(|e| e.display),
+            );
+        }
         let health = wait(&engine, &tree, &objects, &failed, args.timeout, &interrupt).await?;
         if interrupt.borrow().is_some() {
             eprintln!("interrupted while waiting for readiness: everything was applied");
@@ -444,7 +456,9 @@ async fn wait(
                 eprintln!();
             }
             if hopeless {
-                eprintln!("stopped waiting: every object not ready failed to apply or is Failed");
+                eprintln!(
+                    "stopped waiting: every object not ready failed to apply, was not applied, or is Failed"
+                );
             } else if !settled && !interrupted {
                 eprintln!(
                     "timed out after {} waiting for readiness",
