@@ -590,3 +590,155 @@ async fn the_example_layout_of_artifacts_installs_upgrades_and_uninstalls() {
     )
     .await;
 }
+
+/// Flux's multi-tenancy layout: the platform's Kustomization gives a tenant a
+/// ServiceAccount and a Role (ConfigMaps only) in its namespace, and the tenant's
+/// Kustomization, with `serviceAccountName`, applies what the tenant keeps. driftless
+/// writes as that account may: its ConfigMap is applied, its Secret is refused in one line
+/// and never written, as Flux's impersonation refuses it.
+#[tokio::test]
+async fn a_tenants_kustomization_writes_only_what_its_service_account_may() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "flux-tenant").await;
+    let repo = tempfile::tempdir().unwrap();
+    let root = repo.path();
+    write(
+        root,
+        "clusters/staging/tenants.yaml",
+        &format!(
+            "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: tenants\n  namespace: flux-system\nspec:\n  interval: 5m\n  sourceRef: {{kind: GitRepository, name: flux-system}}\n  path: ./tenants/base\n  prune: true\n---\napiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: dev-team\n  namespace: {ns}\nspec:\n  dependsOn:\n    - name: tenants\n      namespace: flux-system\n  serviceAccountName: dev-team\n  interval: 5m\n  sourceRef: {{kind: GitRepository, name: flux-system, namespace: flux-system}}\n  path: ./dev-team\n  targetNamespace: {ns}\n  prune: true\n"
+        ),
+    );
+    write(
+        root,
+        "tenants/base/rbac.yaml",
+        &format!(
+            "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: dev-team\n  namespace: {ns}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: dev-team\n  namespace: {ns}\nrules:\n  - apiGroups: [\"\"]\n    resources: [configmaps]\n    verbs: [get, list, watch, create, patch, update, delete]\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: dev-team\n  namespace: {ns}\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: Role\n  name: dev-team\nsubjects:\n  - kind: ServiceAccount\n    name: dev-team\n    namespace: {ns}\n"
+        ),
+    );
+    write(
+        root,
+        "dev-team/app.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: allowed\ndata:\n  a: \"1\"\n---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: forbidden\nstringData:\n  token: x\n",
+    );
+    git(root, &["init", "-q", "-b", "main"]);
+    git(root, &["add", "."]);
+    git(root, &["commit", "-q", "-m", "tenants"]);
+    let cluster = root.join("clusters/staging");
+    let out = on_cluster(&ns, &["apply", cluster.to_str().unwrap()]);
+    assert_exit(&out, 1);
+    let said = printed(&out);
+    assert!(
+        said.contains(&format!(
+            "failed Secret {ns}/forbidden: ServiceAccount {ns}/dev-team may not create it"
+        )),
+        "{}",
+        show(&out)
+    );
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    assert!(maps.get("allowed").await.is_ok(), "{}", show(&out));
+    let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), &ns);
+    assert!(secrets.get_opt("forbidden").await.unwrap().is_none());
+}
+
+/// A HelmRelease's kustomize post-renderers (`patches`, `images`) run over the chart's
+/// output before it is applied, in order, as Flux's helm-controller runs them; a second
+/// render of the unchanged release runs neither helm nor kustomize (the render cache).
+#[tokio::test]
+async fn a_helm_releases_post_renderers_patch_what_the_chart_renders() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "flux-post").await;
+    let work = tempfile::tempdir().unwrap();
+    let charts = crate::helm::ChartRepo::start(work.path());
+    let repo = tempfile::tempdir().unwrap();
+    let root = repo.path();
+    write(
+        root,
+        "clusters/staging/podinfo.yaml",
+        &format!(
+            "apiVersion: source.toolkit.fluxcd.io/v1\nkind: HelmRepository\nmetadata:\n  name: podinfo\n  namespace: {ns}\nspec:\n  url: {}\n---\napiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: podinfo\n  namespace: {ns}\nspec:\n  chart:\n    spec:\n      chart: podinfo\n      version: 6.2.3\n      sourceRef: {{kind: HelmRepository, name: podinfo}}\n  values:\n    hpa: {{enabled: false}}\n  postRenderers:\n    - kustomize:\n        patches:\n          - target: {{kind: Deployment, name: podinfo}}\n            patch: |\n              - op: add\n                path: /metadata/labels/team\n                value: shop\n        images:\n          - name: ghcr.io/stefanprodan/podinfo\n            newName: registry.example/podinfo\n    - kustomize:\n        patches:\n          - target: {{kind: Deployment, name: podinfo}}\n            patch: |\n              - op: replace\n                path: /metadata/labels/team\n                value: web\n",
+            charts.url
+        ),
+    );
+    git(root, &["init", "-q", "-b", "main"]);
+    git(root, &["add", "."]);
+    git(root, &["commit", "-q", "-m", "podinfo"]);
+    let cluster = root.join("clusters/staging");
+    let cluster = cluster.to_str().unwrap();
+    let cache = work.path().join("cache");
+    let run = |args: &[&str]| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_driftless"))
+            .args(args)
+            .args(["--helm", &support::helm4()])
+            .env_remove("KUBECONFIG")
+            .env("DRIFTLESS_CACHE_DIR", &cache)
+            .env("RUST_LOG", "driftless::hydrate=info")
+            .output()
+            .unwrap()
+    };
+    let kubeconfig = support::admin_kubeconfig();
+    let kubeconfig = kubeconfig.to_str().unwrap();
+    let apply = || {
+        run(&[
+            "--kubeconfig",
+            kubeconfig,
+            "--instance",
+            &ns,
+            "apply",
+            cluster,
+        ])
+    };
+    let out = apply();
+    assert_exit(&out, 0);
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    let podinfo = deployments.get("podinfo").await.unwrap();
+    let labels = podinfo.metadata.labels.clone().unwrap_or_default();
+    assert_eq!(
+        labels.get("team").map(String::as_str),
+        Some("web"),
+        "the second renderer after the first"
+    );
+    let image = podinfo.spec.template.spec.unwrap().containers[0]
+        .image
+        .clone()
+        .unwrap_or_default();
+    assert!(image.starts_with("registry.example/podinfo:"), "{image}");
+    let renders = |out: &std::process::Output| {
+        String::from_utf8_lossy(&out.stderr)
+            .lines()
+            .filter(|l| l.contains("rendered") && l.contains("ok=true"))
+            .count()
+    };
+    // With no cluster (a cluster's API versions, which other tests change, are part of
+    // helm's key), a second render of the unchanged release runs no tool.
+    let rendered = work.path().join("rendered");
+    let rendered = rendered.to_str().unwrap();
+    let first = run(&["render", cluster, "--out", rendered]);
+    assert_exit(&first, 0);
+    assert!(renders(&first) >= 1, "{}", show(&first));
+    let written: String = walkdir(std::path::Path::new(rendered))
+        .iter()
+        .map(|f| std::fs::read_to_string(f).unwrap_or_default())
+        .collect();
+    assert!(
+        written.contains("\"image\": \"registry.example/podinfo:")
+            && written.contains("\"team\": \"web\""),
+        "{written}"
+    );
+    let again = run(&["render", cluster, "--out", rendered]);
+    assert_exit(&again, 0);
+    assert_eq!(renders(&again), 0, "{}", show(&again));
+}
+
+/// Every file under `dir`.
+fn walkdir(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let p = e.path();
+        match p.is_dir() {
+            true => out.extend(walkdir(&p)),
+            false => out.push(p),
+        }
+    }
+    out
+}

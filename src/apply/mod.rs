@@ -11,6 +11,7 @@
 //! are still the ones it owned right after that apply. Anyone changing one of our
 //! fields moves its ownership, which shows up as drift.
 
+mod access;
 mod adopt;
 pub mod diff;
 pub mod drift;

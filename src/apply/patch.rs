@@ -282,6 +282,11 @@ impl Engine {
             }
         }
 
+        if let Some(account) = &p.obj.policy.service_account
+            && let Err(why) = self.may_write(account, p, resolved, live.is_some()).await
+        {
+            return (result(Action::Failed(why), live), entry);
+        }
         if replace && let Some(live) = &live {
             return self.replace(p, &api, &live.value, applied, shape).await;
         }

@@ -28,6 +28,11 @@ impl Key {
     fn file_name(&self) -> String {
         hex(&self.0)
     }
+
+    /// The digest, to key a render made of another's output.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
 }
 
 impl KeyBuilder {

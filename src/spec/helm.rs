@@ -46,6 +46,9 @@ pub struct HelmRelease {
     /// Fields left to others on the objects a rule selects (Flux's
     /// `driftDetection.ignore`), joined to their `ignore-fields`.
     pub ignore: Vec<IgnoreRule>,
+    /// Kustomizations run over helm's output, in order, before anything else reads it
+    /// (Flux's `postRenderers`): each a kustomization's `patches` and `images`.
+    pub post_render: Vec<serde_json::Value>,
 }
 
 /// JSON pointers left to others on the objects of a release that match every part given.

@@ -33,6 +33,10 @@ pub struct ObjectPolicy {
     /// Someone else's edit of its fields is reported, never taken back (`--drift report`
     /// for this object alone); a change of the spec is still applied.
     pub report_drift: bool,
+    /// `NAMESPACE/NAME` of a ServiceAccount: the object is written only where that
+    /// account may write it (Flux's `serviceAccountName`); driftless's own rights are
+    /// never more than that for it.
+    pub service_account: Option<String>,
 }
 
 /// `driftless.dev/replace`: what an apply refused only because of immutable fields does.
@@ -76,9 +80,11 @@ pub const REPLACE: &str = "driftless.dev/replace";
 pub const SUBSTITUTE: &str = "driftless.dev/substitute";
 /// `driftless.dev/drift: report`
 pub const DRIFT: &str = "driftless.dev/drift";
+/// `driftless.dev/service-account: NAMESPACE/NAME`
+pub const SERVICE_ACCOUNT: &str = "driftless.dev/service-account";
 
 /// The only `driftless.dev` marks a manifest may set: the rest are driftless's own.
-pub const ANNOTATIONS: [&str; 9] = [
+pub const ANNOTATIONS: [&str; 10] = [
     IGNORE_FIELDS,
     APPLY,
     PRUNE,
@@ -86,6 +92,7 @@ pub const ANNOTATIONS: [&str; 9] = [
     REPLACE,
     SUBSTITUTE,
     DRIFT,
+    SERVICE_ACCOUNT,
     super::order::WAVE,
     super::order::HOOK,
 ];
@@ -135,6 +142,7 @@ pub fn check_annotation(key: &str, value: &str) -> Result<(), String> {
         APPLY => expect("create-only"),
         PRUNE | SUBSTITUTE => expect("disabled"),
         DRIFT => expect("report"),
+        SERVICE_ACCOUNT => check_service_account(value),
         REPLACE => match value.trim() {
             "on-immutable" | "never" => Ok(()),
             v => Err(format!(
@@ -177,6 +185,24 @@ fn list(
         true => Ok(()),
         false => Err(format!(
             "annotation `{key}` lists no {what}, comma-separated"
+        )),
+    }
+}
+
+/// Why `value` is not a ServiceAccount as `NAMESPACE/NAME`, if it is not.
+fn check_service_account(value: &str) -> Result<(), String> {
+    let ok = |part: &str| {
+        !part.is_empty()
+            && part.len() <= 253
+            && part
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+    };
+    match value.trim().split_once('/') {
+        Some((ns, name)) if ok(ns) && ok(name) => Ok(()),
+        _ => Err(format!(
+            "invalid value {:?} for annotation `{SERVICE_ACCOUNT}`: a ServiceAccount as NAMESPACE/NAME",
+            value.trim()
         )),
     }
 }
@@ -266,6 +292,7 @@ pub fn of_annotations(annotations: Option<&serde_json::Value>) -> (ObjectPolicy,
         ignore_managers: Vec::new(),
         health: None,
         report_drift: get(DRIFT).is_some_and(|v| v.trim() == "report"),
+        service_account: get(SERVICE_ACCOUNT).map(|v| v.trim().to_string()),
     };
     let depends_on = get(DEPENDS_ON)
         .map(|v| super::order::items(v).map(String::from).collect())
@@ -320,6 +347,16 @@ mod tests {
             (APPLY, "always", "the only value is \"create-only\""),
             (PRUNE, "false", "the only value is \"disabled\""),
             (DRIFT, "correct", "the only value is \"report\""),
+            (
+                SERVICE_ACCOUNT,
+                "dev-team",
+                "a ServiceAccount as NAMESPACE/NAME",
+            ),
+            (
+                SERVICE_ACCOUNT,
+                "apps/Dev",
+                "a ServiceAccount as NAMESPACE/NAME",
+            ),
             (IGNORE_FIELDS, " , ", "lists no fields"),
             (
                 IGNORE_FIELDS,
@@ -347,6 +384,7 @@ mod tests {
             DEPENDS_ON: "elasticweb/dev/db",
             REPLACE: "never",
             DRIFT: "report",
+            SERVICE_ACCOUNT: "apps/dev-team",
             "other": "x",
         })));
         assert_eq!(
@@ -365,6 +403,7 @@ mod tests {
                 ignore_managers: Vec::new(),
                 health: None,
                 report_drift: true,
+                service_account: Some("apps/dev-team".into()),
             }
         );
         assert!(check_annotation(REPLACE, "on-immutable").is_ok());

@@ -354,6 +354,15 @@ pub(super) fn finish(built: &[u8], k: &Kustomization) -> Result<Vec<u8>, ToolErr
         if k.spec["force"].as_bool() == Some(true) {
             set("annotations", crate::spec::policy::REPLACE, "on-immutable");
         }
+        // Flux impersonates it: driftless writes only what it may.
+        if let Some(account) = k.spec["serviceAccountName"].as_str() {
+            let account = format!("{}/{account}", k.namespace);
+            set(
+                "annotations",
+                crate::spec::policy::SERVICE_ACCOUNT,
+                &account,
+            );
+        }
         // Flux's marks on an object: applied only when missing (IfNotPresent), or left
         // alone (Ignore, reconcile: disabled: created when missing, never changed or
         // pruned, the nearest driftless has).

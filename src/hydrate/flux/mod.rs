@@ -433,9 +433,9 @@ mod tests {
                 "a.yaml:1:1: Kustomization flux-system/a: its source GitRepository flux-system/tenant is not the repository being read",
             ),
             (
-                "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: r}\nspec:\n  postRenderers: []\n"
+                "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: r}\nspec:\n  postRenderers:\n    - kustomize:\n        patchesStrategicMerge: []\n"
                     .to_string(),
-                "a.yaml:5:1: HelmRelease default/r: `spec.postRenderers` is not carried out by driftless yet",
+                "a.yaml:5:1: HelmRelease default/r: `postRenderers[].kustomize.patchesStrategicMerge` is not carried out by driftless yet",
             ),
             (
                 "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: r}\nspec:\n  test:\n    enable: true\n"

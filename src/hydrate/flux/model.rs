@@ -43,6 +43,7 @@ pub(super) const CARRIED: &[&str] = &[
     "wait",
     "healthChecks",
     "healthCheckExprs",
+    "serviceAccountName",
 ];
 
 /// One Flux Kustomization to carry out.

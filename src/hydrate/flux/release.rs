@@ -31,6 +31,8 @@ pub(super) const RELEASE_CARRIED: &[&str] = &[
     "rollback",
     "uninstall",
     "test",
+    "serviceAccountName",
+    "postRenderers",
 ];
 
 /// Each HelmRelease as a chart release of the `helm` kind: its chart from its source (a
@@ -204,8 +206,44 @@ pub(super) fn chart_release(
             }
         }
     }
+    // Flux impersonates it for the release's objects: driftless writes only what it may
+    // (over the account of the Kustomization that rendered the HelmRelease).
+    if let Some(account) = spec.get("serviceAccountName").and_then(Value::as_str) {
+        release.annotations.insert(
+            crate::spec::policy::SERVICE_ACCOUNT.to_string(),
+            format!("{ns}/{account}"),
+        );
+    }
     if let Err((key, why)) = drift_detection(&v["spec"]["driftDetection"], &mut release) {
         return refuse(key, why);
+    }
+    for step in spec
+        .get("postRenderers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let kustomize = step.get("kustomize").and_then(Value::as_object);
+        let other = step
+            .as_object()
+            .and_then(|o| o.keys().find(|k| *k != "kustomize"))
+            .cloned()
+            .or_else(|| {
+                kustomize
+                    .and_then(|k| k.keys().find(|k| *k != "patches" && *k != "images"))
+                    .map(|k| format!("kustomize.{k}"))
+            });
+        if let Some(key) = other {
+            return refuse(
+                "postRenderers",
+                format!(
+                    "`postRenderers[].{key}` is not carried out by driftless yet (a kustomize post-renderer's `patches` and `images` are)"
+                ),
+            );
+        }
+        if let Some(k) = kustomize {
+            release.post_render.push(Value::Object(k.clone()));
+        }
     }
     let creds = |release: &mut crate::spec::helm::HelmRelease, source: &Value| {
         if let Some(secret) = source["spec"]["secretRef"]["name"].as_str() {

@@ -209,6 +209,7 @@ fn release(
         api_versions,
         annotations,
         ignore: Vec::new(),
+        post_render: Vec::new(),
     })
 }
 
