@@ -115,9 +115,7 @@ async fn a_flux_repository_installs_upgrades_previews_and_prunes_with_no_flux_co
     let charts_dir = tempfile::tempdir().unwrap();
     let charts = crate::helm::ChartRepo::start(charts_dir.path());
     repository(root, &ns, "1.27.0", &charts.url);
-    git(root, &["init", "-q", "-b", "main"]);
-    git(root, &["add", "."]);
-    git(root, &["commit", "-q", "-m", "bootstrap"]);
+    commit(root, "bootstrap");
     let cluster = root.join("clusters/staging");
     let cluster = cluster.to_str().unwrap();
 
@@ -267,9 +265,7 @@ async fn health_check_exprs_judge_what_their_kustomization_applies() {
     write(
         root,
         "clusters/staging/crd.yaml",
-        &format!(
-            "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: widgets.{group}\nspec:\n  group: {group}\n  names: {{kind: Widget, plural: widgets, singular: widget}}\n  scope: Namespaced\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    subresources: {{status: {{}}}}\n    schema:\n      openAPIV3Schema:\n        type: object\n        properties:\n          spec: {{type: object, x-kubernetes-preserve-unknown-fields: true}}\n          status: {{type: object, x-kubernetes-preserve-unknown-fields: true}}\n"
-        ),
+        &crate::tree_settings::widget_crd(&group),
     );
     write(
         root,
@@ -287,11 +283,9 @@ async fn health_check_exprs_judge_what_their_kustomization_applies() {
     write(
         root,
         "clusters/staging/flux-system/gotk-components.yaml",
-        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: flux-system\n  labels:\n    app.kubernetes.io/instance: flux-system\n    app.kubernetes.io/part-of: flux\n",
+        FLUX_INSTALL,
     );
-    git(root, &["init", "-q", "-b", "main"]);
-    git(root, &["add", "."]);
-    git(root, &["commit", "-q", "-m", "widgets"]);
+    commit(root, "widgets");
     let cluster = root.join("clusters/staging");
     let cluster = cluster.to_str().unwrap();
     let out = on_cluster(&ns, &["apply", cluster]);
@@ -426,7 +420,7 @@ async fn the_example_layout_of_artifacts_installs_upgrades_and_uninstalls() {
     write(
         root,
         "clusters/staging/flux-system/gotk-components.yaml",
-        "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: flux-system\n  labels:\n    app.kubernetes.io/instance: flux-system\n    app.kubernetes.io/part-of: flux\n",
+        FLUX_INSTALL,
     );
     write(
         root,
@@ -513,9 +507,7 @@ async fn the_example_layout_of_artifacts_installs_upgrades_and_uninstalls() {
         "apps/staging/podinfo-values.yaml",
         &staging_values("6.0.x"),
     );
-    git(root, &["init", "-q", "-b", "main"]);
-    git(root, &["add", "."]);
-    git(root, &["commit", "-q", "-m", "bootstrap"]);
+    commit(root, "bootstrap");
     let cluster = root.join("clusters/staging");
     let cluster = cluster.to_str().unwrap();
 
@@ -621,9 +613,7 @@ async fn a_tenants_kustomization_writes_only_what_its_service_account_may() {
         "dev-team/app.yaml",
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: allowed\ndata:\n  a: \"1\"\n---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: forbidden\nstringData:\n  token: x\n",
     );
-    git(root, &["init", "-q", "-b", "main"]);
-    git(root, &["add", "."]);
-    git(root, &["commit", "-q", "-m", "tenants"]);
+    commit(root, "tenants");
     let cluster = root.join("clusters/staging");
     let out = on_cluster(&ns, &["apply", cluster.to_str().unwrap()]);
     assert_exit(&out, 1);
@@ -660,9 +650,7 @@ async fn a_helm_releases_post_renderers_patch_what_the_chart_renders() {
             charts.url
         ),
     );
-    git(root, &["init", "-q", "-b", "main"]);
-    git(root, &["add", "."]);
-    git(root, &["commit", "-q", "-m", "podinfo"]);
+    commit(root, "podinfo");
     let cluster = root.join("clusters/staging");
     let cluster = cluster.to_str().unwrap();
     let cache = work.path().join("cache");
@@ -742,3 +730,13 @@ fn walkdir(dir: &Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+/// A repository of `root`'s files, on branch main, as the tree is read from.
+fn commit(root: &Path, message: &str) {
+    git(root, &["init", "-q", "-b", "main"]);
+    git(root, &["add", "."]);
+    git(root, &["commit", "-q", "-m", message]);
+}
+
+/// Flux's own install as bootstrap commits it, cut down to one of its objects.
+const FLUX_INSTALL: &str = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: flux-system\n  labels:\n    app.kubernetes.io/instance: flux-system\n    app.kubernetes.io/part-of: flux\n";

@@ -222,7 +222,7 @@ async fn an_ignore_rule_by_manager_leaves_that_managers_fields_alone() {
     assert_exit(&run(&["diff", path]), 0);
 }
 
-fn widget_crd(group: &str) -> String {
+pub(crate) fn widget_crd(group: &str) -> String {
     format!(
         "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: widgets.{group}\nspec:\n  group: {group}\n  names: {{kind: Widget, plural: widgets, singular: widget}}\n  scope: Namespaced\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    subresources: {{status: {{}}}}\n    schema:\n      openAPIV3Schema:\n        type: object\n        properties:\n          spec: {{type: object, x-kubernetes-preserve-unknown-fields: true}}\n          status: {{type: object, x-kubernetes-preserve-unknown-fields: true}}\n"
     )
