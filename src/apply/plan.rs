@@ -144,30 +144,36 @@ impl Engine {
                     && gave_up.contains(&kind)
                 {
                     p.resolved = Err(not_established(crd_name));
-                } else if let Some(crd_name) = crd_name {
-                    let deadline = tokio::time::Instant::now() + self.opts.crd_wait;
-                    loop {
-                        if let Ok(r) = self.resolver.resolve(&p.obj.api_version, &p.obj.kind).await
-                        {
-                            let (body, namespace) = fix_namespace(p.obj, Some(&r));
-                            let body = normalize::compatible(p.obj.group(), &p.obj.kind, body);
-                            (p.body, p.full) = without_ignored(body, &p.obj.policy.ignore_fields);
-                            p.key.namespace = namespace.unwrap_or_default();
-                            p.resolved = Ok(r);
-                            break;
-                        }
-                        if tokio::time::Instant::now() >= deadline {
-                            gave_up.push(kind);
-                            p.resolved = Err(not_established(&crd_name));
-                            break;
-                        }
-                        tokio::time::sleep(Duration::from_millis(250)).await;
-                    }
+                } else if let Some(crd_name) = crd_name
+                    && !self.wait_served(&mut p).await
+                {
+                    gave_up.push(kind);
+                    p.resolved = Err(not_established(&crd_name));
                 }
             }
             out.push(p);
         }
         out
+    }
+
+    /// Resolves `p`'s kind again until it is served (then planned as at first) or the
+    /// CRD wait is over (false).
+    async fn wait_served(&self, p: &mut Planned<'_>) -> bool {
+        let deadline = tokio::time::Instant::now() + self.opts.crd_wait;
+        loop {
+            if let Ok(r) = self.resolver.resolve(&p.obj.api_version, &p.obj.kind).await {
+                let (body, namespace) = fix_namespace(p.obj, Some(&r));
+                let body = normalize::compatible(p.obj.group(), &p.obj.kind, body);
+                (p.body, p.full) = without_ignored(body, &p.obj.policy.ignore_fields);
+                p.key.namespace = namespace.unwrap_or_default();
+                p.resolved = Ok(r);
+                return true;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
     }
 
     /// Every CRD in the cluster; none when they cannot be read (the kind's own error then

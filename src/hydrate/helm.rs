@@ -555,75 +555,11 @@ fn release_one(
         true => rendered,
         false => {
             let kustomize = kustomize(stage).map_err(|e| ToolError::from(e.to_string()))?;
-            post_render(stage, &kustomize, r, &prepared.key, rendered)?
+            super::post_render::post_render(stage, &kustomize, r, &prepared.key, rendered)?
         }
     };
     let objects = objects(&rendered, r).map_err(|e| ToolError::from(e.to_string()))?;
     Ok((prepared.shown, to_yaml(&objects), prepared.meta))
-}
-
-/// helm's output through each of the release's post-renderers in turn: a kustomization of
-/// that output and the renderer's `patches` and `images`, built by kustomize on a private
-/// directory. Kept in the render cache under helm's key and the renderers', so an
-/// unchanged release runs neither tool.
-fn post_render(
-    stage: &Shared,
-    kustomize: &super::kustomize::Kustomize,
-    r: &HelmRelease,
-    helm_key: &super::cache::Key,
-    mut output: Arc<Vec<u8>>,
-) -> Result<Arc<Vec<u8>>, ToolError> {
-    let mut key = KeyBuilder::new("helm-post-render");
-    key.part(helm_key.as_bytes())
-        .part(kustomize.version.as_bytes());
-    for step in &r.post_render {
-        key.part(step.to_string().as_bytes());
-    }
-    let key = key.finish();
-    if let Some(hit) = stage.cache.get(&key) {
-        return hit;
-    }
-    let result = (|| {
-        for (n, step) in r.post_render.iter().enumerate() {
-            let dir = tempfile::Builder::new()
-                .prefix("driftless-post-render-")
-                .tempdir()
-                .map_err(|e| format!("a directory for post-renderer {}: {e}", n + 1))?;
-            std::fs::write(dir.path().join("helm.yaml"), output.as_slice())
-                .map_err(|e| format!("post-renderer {}: {e}", n + 1))?;
-            let mut k = serde_json::json!({
-                "apiVersion": "kustomize.config.k8s.io/v1beta1",
-                "kind": "Kustomization",
-                "resources": ["helm.yaml"],
-            });
-            for field in ["patches", "images"] {
-                if let Some(v) = step.get(field) {
-                    k[field] = v.clone();
-                }
-            }
-            std::fs::write(dir.path().join("kustomization.yaml"), to_yaml(&[k]))
-                .map_err(|e| format!("post-renderer {}: {e}", n + 1))?;
-            let built = runner::run(
-                &kustomize.program,
-                &kustomize.args(dir.path()),
-                dir.path(),
-                &stage.opts.limits,
-                &stage.slots,
-            )
-            .map_err(|e| {
-                let said = e
-                    .to_string()
-                    .replace(&format!("{}/", dir.path().display()), "");
-                format!("post-renderer {} (kustomize): {said}", n + 1)
-            })?;
-            output = Arc::new(built);
-        }
-        Ok::<_, String>(output)
-    })()
-    .map_err(ToolError::from);
-    tracing::info!(ok = result.is_ok(), release = %r.release_name, "post-rendered");
-    stage.cache.put(key, result.clone());
-    result
 }
 
 #[cfg(test)]

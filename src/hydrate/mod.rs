@@ -16,6 +16,7 @@ pub mod flux;
 pub mod helm;
 pub mod jsonnet;
 pub mod kustomize;
+mod post_render;
 pub mod pull;
 pub mod runner;
 pub mod stage;

@@ -45,15 +45,17 @@ pub struct HelmRelease {
     pub annotations: BTreeMap<String, String>,
     /// Fields left to others on the objects a rule selects (Flux's
     /// `driftDetection.ignore`), joined to their `ignore-fields`.
-    pub ignore: Vec<IgnoreRule>,
+    pub ignore: Vec<TargetedIgnore>,
     /// Kustomizations run over helm's output, in order, before anything else reads it
     /// (Flux's `postRenderers`): each a kustomization's `patches` and `images`.
     pub post_render: Vec<serde_json::Value>,
 }
 
-/// JSON pointers left to others on the objects of a release that match every part given.
+/// JSON pointers left to others on the objects that match every part given: Flux's
+/// `driftDetection.ignore` on a release's objects, Argo CD's `ignoreDifferences` on an
+/// app's. A group of `""` is the core group.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct IgnoreRule {
+pub struct TargetedIgnore {
     pub group: Option<String>,
     pub version: Option<String>,
     pub kind: Option<String>,
@@ -62,7 +64,7 @@ pub struct IgnoreRule {
     pub pointers: Vec<String>,
 }
 
-impl IgnoreRule {
+impl TargetedIgnore {
     /// Whether the rule selects `obj` (a manifest as rendered, its namespace set).
     pub fn selects(&self, obj: &serde_json::Value) -> bool {
         let api_version = obj["apiVersion"].as_str().unwrap_or_default();

@@ -7,9 +7,10 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::chart::{chart_release, local_release};
-use super::{App, Ignore, Part, PartSource, Repository, output_file};
+use super::{App, Part, PartSource, Repository, output_file};
 use crate::hydrate::app_yaml::{clean_path, err, line_of, unknown};
 use crate::hydrate::helm::ReleaseAt;
+use crate::spec::helm::TargetedIgnore;
 use crate::spec::{Location, SpecError};
 
 /// `spec` fields carried out, or accepted as driftless already does what they ask.
@@ -281,7 +282,7 @@ pub(super) fn read(
 
 /// An `ignoreDifferences` entry as JSON pointers: `jsonPointers` as they are, and
 /// `jqPathExpressions` that are plain paths (`.spec.replicas`, `.data["k"]`).
-fn ignore(d: &Value) -> Result<Ignore, String> {
+fn ignore(d: &Value) -> Result<TargetedIgnore, String> {
     if d.get("managedFieldsManagers").is_some() {
         return Err("`managedFieldsManagers` is not carried out by driftless yet (its fields are another manager's already)".into());
     }
@@ -301,12 +302,13 @@ fn ignore(d: &Value) -> Result<Ignore, String> {
     if kind.is_empty() {
         return Err("names no `kind`".into());
     }
-    Ok(Ignore {
-        group: d["group"].as_str().unwrap_or_default().to_string(),
-        kind: kind.to_string(),
+    Ok(TargetedIgnore {
+        group: Some(d["group"].as_str().unwrap_or_default().to_string()),
+        kind: Some(kind.to_string()),
         name: d["name"].as_str().map(str::to_string),
         namespace: d["namespace"].as_str().map(str::to_string),
         pointers,
+        ..TargetedIgnore::default()
     })
 }
 

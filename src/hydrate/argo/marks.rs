@@ -66,12 +66,6 @@ pub fn mark(files: &mut [SourceFile], apps: &BTreeMap<&str, &App>, errors: &mut 
 
 fn marked(mut d: Value, app: &App, crds: &[(String, String)]) -> Value {
     let cluster_scoped = is_cluster_scoped(&d, crds);
-    let group = d["apiVersion"]
-        .as_str()
-        .and_then(|v| v.split_once('/'))
-        .map(|(g, _)| g.to_string())
-        .unwrap_or_default();
-    let kind = d["kind"].as_str().unwrap_or_default().to_string();
     let Some(meta) = d.get_mut("metadata").and_then(Value::as_object_mut) else {
         return d;
     };
@@ -80,27 +74,16 @@ fn marked(mut d: Value, app: &App, crds: &[(String, String)]) -> Value {
     {
         meta.insert("namespace".into(), json!(ns));
     }
-    let name = meta
-        .get("name")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string();
-    let namespace = meta
-        .get("namespace")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_string();
-    let pointers: Vec<&str> = app
+    // Selected once its namespace is set, as Argo CD matches the object it applies.
+    let pointers: Vec<String> = app
         .ignore
         .iter()
-        .filter(|i| {
-            i.kind == kind
-                && i.group == group
-                && i.name.as_ref().is_none_or(|n| *n == name)
-                && i.namespace.as_ref().is_none_or(|n| *n == namespace)
-        })
-        .flat_map(|i| i.pointers.iter().map(String::as_str))
+        .filter(|i| i.selects(&d))
+        .flat_map(|i| i.pointers.iter().cloned())
         .collect();
+    let Some(meta) = d.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return d;
+    };
     let Some(a) = meta
         .entry("annotations")
         .or_insert_with(|| json!({}))
@@ -121,7 +104,7 @@ fn marked(mut d: Value, app: &App, crds: &[(String, String)]) -> Value {
     if !app.self_heal {
         a.entry(DRIFT).or_insert_with(|| json!("report"));
     }
-    crate::hydrate::stage::ignore_fields(a, pointers);
+    crate::hydrate::stage::ignore_fields(a, &pointers);
     if a.is_empty() {
         meta.remove("annotations");
     }

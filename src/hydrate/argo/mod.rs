@@ -55,17 +55,8 @@ pub struct App {
     pub replace: bool,
     /// `CreateNamespace=true`.
     pub create_namespace: bool,
-    pub ignore: Vec<Ignore>,
-}
-
-/// One `ignoreDifferences` entry, as JSON pointers.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Ignore {
-    pub group: String,
-    pub kind: String,
-    pub name: Option<String>,
-    pub namespace: Option<String>,
-    pub pointers: Vec<String>,
+    /// Its `ignoreDifferences`, as JSON pointers.
+    pub ignore: Vec<crate::spec::helm::TargetedIgnore>,
 }
 
 /// A directory or Kustomize source of this repository, rendered by [`Directories`].

@@ -164,11 +164,11 @@ fn marks_say_what_the_application_says() {
         self_heal: false,
         replace: true,
         create_namespace: true,
-        ignore: vec![Ignore {
-            group: "apps".into(),
-            kind: "Deployment".into(),
+        ignore: vec![crate::spec::helm::TargetedIgnore {
+            group: Some("apps".into()),
+            kind: Some("Deployment".into()),
             pointers: vec!["/spec/replicas".into()],
-            ..Ignore::default()
+            ..Default::default()
         }],
     };
     let mut files = vec![

@@ -329,6 +329,19 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// `text`, as `a.yaml`, is refused in one line starting with `want`, and nothing of it
+    /// is carried out.
+    fn refused(text: &str, want: &str) {
+        let mut files = vec![file("a.yaml", text)];
+        let found = find_in(&mut files, Some("clusters/x"));
+        let said: Vec<String> = found.errors.iter().map(ToString::to_string).collect();
+        assert!(
+            said.len() == 1 && said[0].starts_with(want),
+            "{said:?}\nwanted {want}"
+        );
+        assert!(found.items.is_empty());
+    }
+
     /// `find` with no earlier passes and no URLs the repository is known by.
     fn find_in(files: &mut [SourceFile], root: Option<&str>) -> Found {
         find(files, root, &mut BTreeMap::new(), &Default::default())
@@ -458,14 +471,7 @@ mod tests {
             ),
         ];
         for (text, want) in cases {
-            let mut files = vec![file("a.yaml", &text)];
-            let found = find_in(&mut files, Some("clusters/x"));
-            let said: Vec<String> = found.errors.iter().map(ToString::to_string).collect();
-            assert!(
-                said.len() == 1 && said[0].starts_with(want),
-                "{said:?}\nwanted {want}"
-            );
-            assert!(found.items.is_empty());
+            refused(&text, want);
         }
     }
 
@@ -521,14 +527,7 @@ mod tests {
                 "a.yaml:14:1: Kustomization flux-system/a: healthCheckExprs: the entry for Widget has no `current`",
             ),
         ] {
-            let mut files = vec![file("a.yaml", &kustomization("a", "./a", extra))];
-            let found = find_in(&mut files, Some("clusters/x"));
-            let said: Vec<String> = found.errors.iter().map(ToString::to_string).collect();
-            assert!(
-                said.len() == 1 && said[0].starts_with(want),
-                "{said:?}\nwanted {want}"
-            );
-            assert!(found.items.is_empty());
+            refused(&kustomization("a", "./a", extra), want);
         }
     }
 

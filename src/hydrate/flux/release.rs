@@ -428,7 +428,7 @@ fn drift_detection(
             check_pointer(p).map_err(|why| ("paths", format!("driftDetection.ignore: {why}")))?;
             pointers.push(p.to_string());
         }
-        release.ignore.push(crate::spec::helm::IgnoreRule {
+        release.ignore.push(crate::spec::helm::TargetedIgnore {
             group: part("group")?,
             version: part("version")?,
             kind: part("kind")?,
