@@ -160,15 +160,7 @@ async fn a_flux_repository_installs_upgrades_previews_and_prunes_with_no_flux_co
     // The HelmRelease, as a release of the chart from the loopback repository, with the
     // overlay's values.
     let podinfo = deployments.get("podinfo").await.unwrap();
-    let env = podinfo.spec.template.spec.unwrap().containers[0]
-        .env
-        .clone()
-        .unwrap_or_default();
-    assert!(
-        env.iter()
-            .any(|e| e.name == "PODINFO_UI_MESSAGE" && e.value.as_deref() == Some("staging")),
-        "{env:?}"
-    );
+    assert_ui_message(&podinfo, "staging");
     // Flux's own install and its objects were not applied: no GitRepository or
     // Kustomization kind exists, and nothing of flux-system was written.
     let diff = on_cluster(&ns, &["diff", cluster, "--output", "json"]);
@@ -534,15 +526,7 @@ async fn the_example_layout_of_artifacts_installs_upgrades_and_uninstalls() {
     };
     let podinfo = deployments.get("podinfo").await.unwrap();
     assert_eq!(chart_of(&podinfo).as_deref(), Some("podinfo-6.0.0"));
-    let env = podinfo.spec.template.spec.unwrap().containers[0]
-        .env
-        .clone()
-        .unwrap_or_default();
-    assert!(
-        env.iter()
-            .any(|e| e.name == "PODINFO_UI_MESSAGE" && e.value.as_deref() == Some("staging")),
-        "{env:?}"
-    );
+    assert_ui_message(&podinfo, "staging");
 
     // Upgraded: the staging values ask for any version from the repository.
     write(
@@ -740,3 +724,19 @@ fn commit(root: &Path, message: &str) {
 
 /// Flux's own install as bootstrap commits it, cut down to one of its objects.
 const FLUX_INSTALL: &str = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: flux-system\n  labels:\n    app.kubernetes.io/instance: flux-system\n    app.kubernetes.io/part-of: flux\n";
+
+/// podinfo's Deployment shows `message` (its `ui.message` value, as its first container's
+/// PODINFO_UI_MESSAGE).
+#[track_caller]
+fn assert_ui_message(podinfo: &Deployment, message: &str) {
+    let spec = podinfo.spec.clone();
+    let env = spec.template.spec.unwrap_or_default().containers[0]
+        .env
+        .clone()
+        .unwrap_or_default();
+    assert!(
+        env.iter()
+            .any(|e| e.name == "PODINFO_UI_MESSAGE" && e.value.as_deref() == Some(message)),
+        "{env:?}"
+    );
+}

@@ -654,19 +654,7 @@ metadata = {{ name = "never" }}
 spec = {{ a = 1 }}
 "#
     );
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("t.toml"), &text).unwrap();
-    let out = cli_apply(dir.path(), &ns, &["--wait", "--timeout", "3m"]);
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
-    assert!(
-        stderr.contains("stopped waiting: every object not ready failed to apply"),
-        "{stderr}"
-    );
-    assert!(!stderr.contains("timed out"), "{stderr}");
+    let stdout = apply_waits_not(&ns, &text, "failed to apply");
     assert!(stdout.contains("not served by the cluster"), "{stdout}");
 }
 
@@ -693,23 +681,30 @@ metadata = {{ name = "later", annotations = {{ "driftless.dev/wave" = "2" }} }}
 data = {{ a = "1" }}
 "#
     );
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("t.toml"), &text).unwrap();
-    let out = cli_apply(dir.path(), &ns, &["--wait", "--timeout", "3m"]);
-    let (stdout, stderr) = (
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr),
-    );
-    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
+    let stdout = apply_waits_not(&ns, &text, "failed to apply, was not applied");
     assert!(
         stdout.contains("wave 2 and what follows were not applied"),
         "{stdout}"
     );
+}
+
+/// `apply --wait --timeout 3m` of the tree `text` in `ns` exits 1 saying it stopped
+/// waiting because every object not ready `why` (not that it timed out); its stdout.
+fn apply_waits_not(ns: &str, text: &str, why: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("t.toml"), text).unwrap();
+    let out = cli_apply(dir.path(), ns, &["--wait", "--timeout", "3m"]);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    );
+    assert_eq!(out.status.code(), Some(1), "{stdout}{stderr}");
     assert!(
-        stderr.contains("stopped waiting: every object not ready failed to apply, was not applied"),
+        stderr.contains(&format!("stopped waiting: every object not ready {why}")),
         "{stderr}"
     );
     assert!(!stderr.contains("timed out"), "{stderr}");
+    stdout
 }
 
 /// A Deployment made by `kubectl apply` (client-side) with env A and B, adopted by a spec
