@@ -369,6 +369,7 @@ async fn assert_converged(client: &Client, ns: &str, instance: &str, want: &BTre
         })
         .await;
     let store = Store {
+        buckets: None,
         namespace: "driftless-system".into(),
         instance: instance.into(),
         field_manager: "driftless".into(),

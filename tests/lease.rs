@@ -9,28 +9,9 @@ use crate::support;
 
 use std::path::{Path, PathBuf};
 
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
-use kube::api::{Api, DeleteParams};
 use serde_json::{Value, json};
 
-use support::{Daemon, account_token, http, token_kubeconfig};
-
-/// Deletes the ClusterRole and its binding (named alike) on drop, also when the test
-/// fails: from a thread of its own, as the test's runtime may be gone.
-struct ClusterRbac(String);
-
-impl Drop for ClusterRbac {
-    fn drop(&mut self) {
-        let name = std::mem::take(&mut self.0);
-        support::cleanup_on_own_thread(move |admin| async move {
-            let dp = DeleteParams::default();
-            let _ = Api::<ClusterRoleBinding>::all(admin.clone())
-                .delete(&name, &dp)
-                .await;
-            let _ = Api::<ClusterRole>::all(admin).delete(&name, &dp).await;
-        });
-    }
-}
+use support::{Daemon, http};
 
 /// The inventory's and the suspensions' ConfigMaps, as in examples/kubernetes/rbac.yaml.
 const CONFIGMAP_VERBS: [&str; 5] = ["list", "watch", "create", "patch", "delete"];
@@ -50,33 +31,12 @@ async fn replica_account(
     ns: &str,
     dir: &Path,
     lease_verbs: &[&str],
-) -> (ClusterRbac, PathBuf) {
+) -> (support::ClusterRbac, PathBuf) {
     let name = format!("driftless-lease-test-{}", support::suffix(ns));
-    let cleanup = ClusterRbac(name.clone());
-    let manifests = [
-        json!({"apiVersion": "v1", "kind": "ServiceAccount",
-               "metadata": {"name": "replica", "namespace": ns}}),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-               "metadata": {"name": name},
-               "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch"]}]}),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-               "metadata": {"name": name},
-               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
-               "subjects": [{"kind": "ServiceAccount", "name": "replica", "namespace": ns}]}),
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-               "metadata": {"name": "replica", "namespace": ns},
-               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "replica"},
-               "subjects": [{"kind": "ServiceAccount", "name": "replica", "namespace": ns}]}),
-    ];
-    for doc in &manifests {
-        support::apply_manifest(admin, doc).await;
-    }
-    grant(admin, ns, lease_verbs).await;
     let kubeconfig = dir.join("replica.kubeconfig");
-    token_kubeconfig(
-        &account_token(admin, ns, "replica", None).await,
-        &kubeconfig,
-    );
+    let rules = json!([{"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch"]}]);
+    let cleanup = support::replica_account_with(admin, ns, &name, rules, &[ns], &kubeconfig).await;
+    grant(admin, ns, lease_verbs).await;
     (cleanup, kubeconfig)
 }
 

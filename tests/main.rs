@@ -55,6 +55,7 @@ mod replace;
 mod report;
 mod secret_hashes;
 mod security;
+mod shards;
 mod ship;
 mod sops;
 mod spec;

@@ -454,6 +454,7 @@ fn status(n_specs: usize, revision: &str, ready: bool) -> StatusFile {
         errors: vec![],
         specs,
         leader: None,
+        shard: None,
         syncing: false,
         sync_progress: None,
         drift: "correct".into(),

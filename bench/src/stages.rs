@@ -439,6 +439,7 @@ fn status(
         instance: "bench",
         leader: true,
         leader_problem: None,
+        shard: None,
         suspensions: &suspensions,
         drifted: &drifted,
         syncing: false,

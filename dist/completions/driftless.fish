@@ -211,6 +211,8 @@ complete -c driftless -n "__fish_driftless_using_subcommand run" -l metrics-addr
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l hook-secret-file -d 'File holding the HMAC secret the git hook must sign with (X-Hub-Signature-256)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l lease-namespace -d 'Namespace of the leader-election Lease' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l lease-name -d 'Name of the Lease (default: driftless-<instance>)' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l shard-identity -d 'This replica\'s name among those sharing the tree: unique, and the same after a restart [default: $POD_NAME, else $HOSTNAME]' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l shard-lease -d 'A member whose Lease has not been renewed this long is dead: the others take its specs over. It stops writing a third of this earlier' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l ready-timeout -d 'A spec not ready this long after its revision was applied is reported failed' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l sync-timeout -d 'A whole sync (applies, wave and hook waits, prune) still running after this long stops at its next safe point, is reported failed and retried with backoff; every wait within it is bounded by what is left. Large first applies may need more' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l api-token-file -d 'File holding the bearer token the API\'s controls need (POST /api/v1/sync, suspend, resume); without it they are refused' -r -F
@@ -237,6 +239,7 @@ json\t''"
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l instance -d 'Name of this driftless instance: instances sharing a cluster never touch each other\'s objects' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l plain-http -d 'Speak plain HTTP to the registry (no TLS): a registry on loopback or in a lab only'
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l leader-elect -d 'Only the replica holding the Lease writes; the others keep caches warm'
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l shard -d 'Replicas of this instance share the tree: each applies, prunes and reports the specs of the buckets it holds, divided among the live members (a Lease each, in the inventory namespace); a member that dies has its specs taken over'
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l events -d 'Record Kubernetes Events on the objects each sync changes, prunes or fails on'
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l force-conflicts -d 'Take fields that other field managers own instead of reporting a conflict'
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l adopt -d 'Take over existing objects driftless did not create (per spec: `adopt = true`)'

@@ -7,6 +7,8 @@
 //! confirmed after, so a crash in between never orphans an object: a pending entry is
 //! matched to the live object by its ownership labels.
 
+pub mod buckets;
+
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
@@ -93,6 +95,18 @@ impl Entry {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Inventory {
     pub entries: BTreeMap<ObjKey, Entry>,
+    /// Where it was read from, as the next save needs it (`buckets`).
+    layout: Layout,
+}
+
+/// What a save must know of the ConfigMaps an inventory was read from.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Layout {
+    /// The other layout's ConfigMaps that hold some of it: emptied of that (or deleted)
+    /// once this layout's are written.
+    pub others: Vec<String>,
+    /// Held buckets read from the single layout: they have no ConfigMaps of their own yet.
+    pub unwritten: std::collections::BTreeSet<u16>,
 }
 
 impl Inventory {
@@ -119,6 +133,9 @@ pub struct Store {
     pub namespace: String,
     pub instance: String,
     pub field_manager: String,
+    /// The buckets this replica holds when replicas share the tree (`run --shard`): only
+    /// theirs are read and written, in the bucketed layout (`buckets`).
+    pub buckets: Option<buckets::Held>,
 }
 
 impl Store {
@@ -141,7 +158,7 @@ impl Store {
             Err(kube::Error::Api(e)) if e.code == 404 => return Ok(Inventory::default()),
             Err(e) => return Err(ApplyError::Inventory(crate::cluster::error_text(&e))),
         };
-        let mut inv = Inventory::default();
+        let mut listed = Vec::with_capacity(list.items.len());
         for cm in list.items {
             let Some(text) = cm.data.as_ref().and_then(|d| d.get(DATA_KEY)) else {
                 continue;
@@ -153,11 +170,20 @@ impl Store {
                     cm.name_any()
                 ))
             })?;
-            for e in entries {
-                inv.entries.insert(e.key.clone(), e);
-            }
+            let bucket = cm
+                .labels()
+                .get(buckets::BUCKET_OF)
+                .and_then(|b| b.parse().ok());
+            listed.push(buckets::Listed {
+                name: cm.name_any(),
+                bucket,
+                entries,
+            });
         }
-        Ok(inv)
+        Ok(match &self.buckets {
+            Some(held) => buckets::load_held(held, listed),
+            None => buckets::load_all(listed),
+        })
     }
 
     /// Writes `next` where it differs from `prev`: no write when nothing changed.
@@ -172,8 +198,17 @@ impl Store {
             return Ok(());
         }
         self.ensure_namespace(client, writes).await?;
+        if let Some(held) = &self.buckets {
+            return buckets::save_held(self, held, client, prev, next, writes).await;
+        }
         let api: Api<ConfigMap> = Api::namespaced(client.clone(), &self.namespace);
-        let (old, new) = (prev.shards(), next.shards());
+        // Read partly from the bucketed layout, which is removed below: what this layout
+        // holds is not what `prev` says, so every part is written.
+        let (old, new) = match prev.layout.others.is_empty() {
+            true => (prev.shards(), next.shards()),
+            false => (Vec::new(), next.shards()),
+        };
+        let old_count = prev.shards().len().max(old.len());
         let pp = PatchParams::apply(&self.field_manager).force();
         for (n, data) in new.iter().enumerate() {
             if old.get(n) == Some(data) {
@@ -203,7 +238,7 @@ impl Store {
                     ))
                 })?;
         }
-        for n in new.len()..old.len().max(new.len()) {
+        for n in new.len()..old_count.max(new.len()) {
             writes.count(super::Verb::Delete);
             match api
                 .delete(&self.shard_name(n), &DeleteParams::default())
@@ -220,6 +255,7 @@ impl Store {
                 }
             }
         }
+        buckets::remove_bucketed(self, client, &prev.layout.others, writes).await?;
         // An instance that holds nothing any more (uninstalled) keeps no suspensions of
         // specs it no longer has either.
         if next.is_empty() {

@@ -50,7 +50,7 @@ use futures::stream::FuturesUnordered;
 use kube::Client;
 use serde_json::Value;
 
-pub use inventory::{Entry, Inventory, Store};
+pub use inventory::{Entry, Inventory, Store, buckets};
 pub use live::live_parts;
 pub use resolve::{Resolved, Resolver};
 pub use stages::{Gate, NoWait, Readiness, Step};
@@ -293,6 +293,9 @@ pub struct Engine {
     said_without_apply: std::sync::atomic::AtomicBool,
     /// Helm hooks of kinds driftless does not run, said once each (`stages`).
     said_skipped: std::sync::Mutex<BTreeSet<String>>,
+    /// The buckets this replica holds when replicas share the tree: set by the daemon
+    /// between syncs, read by every inventory access.
+    held: std::sync::RwLock<Option<buckets::Held>>,
 }
 
 impl Engine {
@@ -306,6 +309,15 @@ impl Engine {
             server_version: tokio::sync::OnceCell::new(),
             said_without_apply: Default::default(),
             said_skipped: Default::default(),
+            held: Default::default(),
+        }
+    }
+
+    /// From now on, reads and writes only the inventory of `held` buckets (`None`: all,
+    /// in the single layout).
+    pub fn hold(&self, held: Option<buckets::Held>) {
+        if let Ok(mut now) = self.held.write() {
+            *now = held;
         }
     }
 
@@ -328,6 +340,7 @@ impl Engine {
             namespace: self.opts.inventory_namespace.clone(),
             instance: self.opts.instance.clone(),
             field_manager: self.opts.field_manager.clone(),
+            buckets: self.held.read().ok().and_then(|h| h.clone()),
         }
     }
 

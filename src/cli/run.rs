@@ -81,6 +81,19 @@ pub struct RunArgs {
     /// Name of the Lease (default: driftless-<instance>).
     #[arg(long)]
     pub lease_name: Option<String>,
+    /// Replicas of this instance share the tree: each applies, prunes and reports the
+    /// specs of the buckets it holds, divided among the live members (a Lease each, in
+    /// the inventory namespace); a member that dies has its specs taken over.
+    #[arg(long, conflicts_with = "leader_elect")]
+    pub shard: bool,
+    /// This replica's name among those sharing the tree: unique, and the same after a
+    /// restart [default: $POD_NAME, else $HOSTNAME].
+    #[arg(long, requires = "shard")]
+    pub shard_identity: Option<String>,
+    /// A member whose Lease has not been renewed this long is dead: the others take its
+    /// specs over. It stops writing a third of this earlier.
+    #[arg(long, default_value = "15s", value_parser = lease_duration, requires = "shard")]
+    pub shard_lease: Duration,
     /// A spec not ready this long after its revision was applied is reported failed.
     #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
     pub ready_timeout: Duration,
@@ -320,7 +333,26 @@ pub async fn run(args: &RunArgs, global: &GlobalArgs, selection: &Selection) -> 
             .map(|h| format!("{h}-{}", std::process::id()))
             .unwrap_or_else(|_| format!("driftless-{}", std::process::id())),
     });
+    let shard = match args.shard {
+        false => None,
+        true => Some(daemon::ShardConfig {
+            namespace: args.engine.inventory_namespace.clone(),
+            instance: global.instance.clone(),
+            identity: match &args.shard_identity {
+                Some(id) => id.clone(),
+                None => std::env::var("POD_NAME")
+                    .or_else(|_| std::env::var("HOSTNAME"))
+                    .map_err(|_| {
+                        anyhow::anyhow!(
+                            "--shard needs --shard-identity when neither POD_NAME nor HOSTNAME is set"
+                        )
+                    })?,
+            },
+            lease: args.shard_lease,
+        }),
+    };
     let cfg = daemon::Config {
+        shard,
         policy: args
             .policy
             .policy()?
@@ -459,6 +491,15 @@ pub(super) fn default_status_file(instance: &str) -> anyhow::Result<PathBuf> {
         },
     };
     Ok(state.join("driftless").join(name))
+}
+
+/// A lease of whole seconds, at least 3 (a Lease says its duration in seconds).
+fn lease_duration(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s).map_err(|e| e.to_string())?;
+    if d < Duration::from_secs(3) || d.subsec_nanos() != 0 {
+        return Err("must be whole seconds, at least 3s".into());
+    }
+    Ok(d)
 }
 
 #[cfg(test)]

@@ -135,6 +135,23 @@ fn table(status: &StatusFile, now: Option<Timestamp>, wide: bool) -> String {
         };
         header(&mut out, "leader", text);
     }
+    if let Some(shard) = &status.shard {
+        let text = match &shard.problem {
+            Some(problem) => format!(
+                "{} holds nothing: {}",
+                shard.member,
+                cut(problem, HEADER_WIDTH)
+            ),
+            None => format!(
+                "{} holds {} of {} buckets; members {}",
+                shard.member,
+                shard.buckets.len(),
+                driftless::apply::buckets::BUCKETS,
+                shard.members.join(", ")
+            ),
+        };
+        header(&mut out, "shard", &text);
+    }
     if status.syncing {
         let doing = status
             .sync_progress

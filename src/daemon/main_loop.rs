@@ -7,7 +7,7 @@
 //! bounded), so the inventory has a single writer: keys that come due meanwhile (drift
 //! corrections, a resync) wait in the queue behind it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -19,6 +19,7 @@ use tokio::task::JoinHandle;
 
 use super::events::Events;
 use super::queue::{Key, Queue};
+use super::shards::ShardView;
 use super::source::Rescan;
 use super::state::{Cancel, Due, SourceUpdate, State};
 use super::sync::{Finished, Prepared, SyncError};
@@ -81,6 +82,27 @@ pub(super) struct Loop {
     pub writes_seen: BTreeMap<&'static str, u64>,
     /// The sync running beside the loop, if one is.
     pub running: Option<Running>,
+    /// While replicas share the tree: what this one may write, and where the loop says
+    /// what it no longer writes beyond (`shards`).
+    pub shard: Option<(
+        tokio_watch::Receiver<ShardView>,
+        tokio_watch::Sender<BTreeSet<u16>>,
+    )>,
+}
+
+/// The next change of this replica's share, if the tree is shared (never, if not).
+async fn share_changed(
+    shard: &mut Option<(
+        tokio_watch::Receiver<ShardView>,
+        tokio_watch::Sender<BTreeSet<u16>>,
+    )>,
+) -> ShardView {
+    if let Some((view, _)) = shard
+        && view.changed().await.is_ok()
+    {
+        return view.borrow_and_update().clone();
+    }
+    std::future::pending().await
 }
 
 /// The running sync's end (a task that panicked is a failed sync); never, without one.
@@ -156,6 +178,9 @@ impl Loop {
                     self.cancel_if_due();
                     self.write_status();
                 }
+                view = share_changed(&mut self.shard) => {
+                    self.on_share(view, &mut task).await;
+                }
                 Ok(()) = lease_rx.changed() => {
                     self.state.leader_problem = lease_rx.borrow_and_update().clone();
                     self.write_status();
@@ -179,6 +204,10 @@ impl Loop {
                     }
                 }
             }
+        }
+        // Writes nothing more: a member gives its buckets up now.
+        if let Some((_, confirmed)) = &self.shard {
+            let _ = confirmed.send(BTreeSet::new());
         }
         for w in self.waiting.drain(..) {
             let _ = w.send(Err(NoSync::Stopping));
@@ -439,6 +468,42 @@ impl Loop {
             .selectors
             .send(labeller::selectors_of(self.state.specs()));
         self.ready.store(true, Ordering::Relaxed);
+        self.write_status();
+    }
+
+    /// This replica's share of a shared tree changed. Buckets taken away are written no
+    /// more before the member is told so: a running sync stops at its next safe point, or
+    /// at once when the member's Lease lapsed (others may hold them already).
+    async fn on_share(&mut self, view: ShardView, task: &mut Option<JoinHandle<Finished>>) {
+        let before = self.state.shard_held().cloned().unwrap_or_default();
+        if !before.is_subset(&view.held) && task.is_some() {
+            if view.urgent {
+                if let Some(t) = task.as_ref() {
+                    t.abort();
+                }
+            } else if let Some(why) = self.state.stop_running(Cancel::ShareChanged) {
+                self.tell_sync(&why);
+            }
+            let done = match tokio::time::timeout(STOP_WAIT, ended(task)).await {
+                Ok(done) => done,
+                Err(_) => {
+                    if let Some(t) = task.as_ref() {
+                        t.abort();
+                    }
+                    ended(task).await
+                }
+            };
+            *task = None;
+            self.on_finished(done).await;
+        }
+        let held = view.held.clone();
+        self.engine.hold(Some(Arc::new(held.clone())));
+        if let Some(key) = self.state.on_shard(view) {
+            self.queue.push(key, Instant::now());
+        }
+        if let Some((_, confirmed)) = &self.shard {
+            let _ = confirmed.send(held);
+        }
         self.write_status();
     }
 

@@ -15,6 +15,7 @@ mod ledger;
 mod main_loop;
 mod queue;
 mod readiness;
+mod shards;
 mod source;
 mod state;
 mod sync;
@@ -38,6 +39,7 @@ use crate::report::api::{ApiState, Published, Suspender};
 use crate::report::notify::{self, Notifier};
 use crate::report::status::StatusFile;
 use crate::report::{http, metrics::Metrics};
+pub use shards::ShardConfig;
 use state::{Now, State, Tally};
 
 #[derive(Debug, Clone)]
@@ -54,6 +56,8 @@ pub struct Config {
     pub metrics_addr: SocketAddr,
     pub hook_secret: Option<Vec<u8>>,
     pub leader_elect: Option<LeaseConfig>,
+    /// Replicas share the tree (`--shard`): this one's membership.
+    pub shard: Option<ShardConfig>,
     /// A spec not ready this long after its revision was applied is reported failed.
     pub ready_timeout: Duration,
     pub sync_timeout: Duration,
@@ -242,7 +246,21 @@ pub async fn run(
             metrics.clone(),
         )
     });
+    let shard = cfg.shard.clone().map(|shard| {
+        // Nothing is written before the table gives this replica a bucket.
+        engine.hold(Some(Arc::default()));
+        let (confirmed_tx, confirmed_rx) = tokio_watch::channel(Default::default());
+        let (view, member) = shards::start(shard, client.clone(), confirmed_rx, stop_rx.clone());
+        ((view, confirmed_tx), member)
+    });
+    let (shard, member) = match shard {
+        Some((shard, member)) => (Some(shard), Some(member)),
+        None => (None, None),
+    };
     let mut state = State::new(source_name, *active_rx.borrow());
+    if let Some((view, _)) = &shard {
+        state.on_shard(view.borrow().clone());
+    }
     state.instance.clone_from(&cfg.engine.instance);
     state.kubernetes = kubernetes;
     state.correct_drift = cfg.engine.correct_drift;
@@ -277,6 +295,7 @@ pub async fn run(
         control: control_tx,
         waiting: Vec::new(),
         running: None,
+        shard,
     }
     .run(
         src_rx,
@@ -286,6 +305,10 @@ pub async fn run(
         stop_rx,
     )
     .await;
+    // A member leaving gives its buckets up, so the others need not wait a lease out.
+    if let Some(member) = member {
+        let _ = tokio::time::timeout(Duration::from_secs(10), member).await;
+    }
     Ok(())
 }
 

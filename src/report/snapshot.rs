@@ -50,6 +50,8 @@ pub struct Snapshot<'a> {
     pub leader: bool,
     /// Why this replica cannot lead, while it cannot: one of `errors` in the file.
     pub leader_problem: Option<&'a str>,
+    /// Its share of a tree replicas share; its problem is one of `errors` too.
+    pub shard: Option<&'a super::status::ShardStatus>,
     /// Suspended specs, by id.
     pub suspensions: &'a Suspensions,
     /// Owned objects someone else changed that were left so, with their specs.
@@ -190,15 +192,20 @@ impl Snapshot<'_> {
                             .unwrap_or(e)
                     ),
                 }))
-                .chain(self.leader_problem.map(|e| SourceError {
-                    file: None,
-                    line: None,
-                    column: None,
-                    message: e.to_string(),
-                }))
+                .chain(
+                    self.leader_problem
+                        .or(self.shard.as_ref().and_then(|s| s.problem.as_deref()))
+                        .map(|e| SourceError {
+                            file: None,
+                            line: None,
+                            column: None,
+                            message: e.to_string(),
+                        }),
+                )
                 .collect(),
             specs,
             leader: Some(self.leader),
+            shard: self.shard.cloned(),
             syncing: self.syncing,
             sync_progress: self.sync_progress.filter(|_| self.syncing).map(|p| {
                 let mut p = p.clone();
@@ -349,6 +356,7 @@ mod tests {
             instance: "default",
             leader: true,
             leader_problem: None,
+            shard: None,
             suspensions: &NO_SUSPENSIONS,
             drifted: &NO_DRIFT,
             syncing: false,
@@ -445,6 +453,7 @@ mod tests {
             cluster_error: Some("connection refused"),
             kubernetes: None,
             leader: false,
+            shard: None,
             leader_problem: Some("leader election: cannot use Lease ns/l: forbidden"),
             ..snapshot(&[], &[], &actions)
         }

@@ -63,3 +63,58 @@ pub fn token_kubeconfig(token: &str, path: &Path) {
     });
     std::fs::write(path, serde_json::to_string_pretty(&config).unwrap()).unwrap();
 }
+
+/// A ClusterRole and its binding (named alike), deleted on drop, also when the test
+/// fails: from a thread of its own, as the test's runtime may be gone.
+pub struct ClusterRbac(String);
+
+impl Drop for ClusterRbac {
+    fn drop(&mut self) {
+        let name = std::mem::take(&mut self.0);
+        super::cleanup_on_own_thread(move |admin| async move {
+            let dp = kube::api::DeleteParams::default();
+            let _ = Api::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>::all(admin.clone())
+                .delete(&name, &dp)
+                .await;
+            let _ = Api::<k8s_openapi::api::rbac::v1::ClusterRole>::all(admin)
+                .delete(&name, &dp)
+                .await;
+        });
+    }
+}
+
+/// ServiceAccount `replica` in `ns`, bound to ClusterRole `name` (made with
+/// `cluster_rules`) and, in each of `role_namespaces`, to the Role `replica` there (the
+/// test writes those); a kubeconfig for it at `kubeconfig`.
+pub async fn replica_account_with(
+    admin: &Client,
+    ns: &str,
+    name: &str,
+    cluster_rules: Value,
+    role_namespaces: &[&str],
+    kubeconfig: &Path,
+) -> ClusterRbac {
+    let cleanup = ClusterRbac(name.to_string());
+    let subject = json!([{"kind": "ServiceAccount", "name": "replica", "namespace": ns}]);
+    let mut manifests = vec![
+        json!({"apiVersion": "v1", "kind": "ServiceAccount",
+               "metadata": {"name": "replica", "namespace": ns}}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+               "metadata": {"name": name}, "rules": cluster_rules}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+               "metadata": {"name": name},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": name},
+               "subjects": subject}),
+    ];
+    for namespace in role_namespaces {
+        manifests.push(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": "replica", "namespace": namespace},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "replica"},
+               "subjects": subject}));
+    }
+    for doc in &manifests {
+        super::apply_manifest(admin, doc).await;
+    }
+    token_kubeconfig(&account_token(admin, ns, "replica", None).await, kubeconfig);
+    cleanup
+}

@@ -188,6 +188,13 @@ pub struct State {
     herald: notices::Herald,
     /// Which revision each spec's readiness reflects (`settled`).
     settling: settled::Settling,
+    /// What this replica holds of a tree replicas share (`--shard`): `tree` has only
+    /// the specs of its buckets.
+    shard: Option<crate::daemon::shards::ShardView>,
+    /// `shard` as the status shows it.
+    shard_status: Option<crate::report::status::ShardStatus>,
+    /// The whole tree of the current revision, while replicas share it.
+    whole: Option<Arc<SpecTree>>,
 }
 
 impl State {
@@ -235,6 +242,9 @@ impl State {
             seen_in_sync: HashMap::new(),
             herald: notices::Herald::default(),
             settling: settled::Settling::default(),
+            shard: None,
+            shard_status: None,
+            whole: None,
         }
     }
 
@@ -262,6 +272,7 @@ impl State {
             settled_in: self.settling.settled_in(),
             leader: self.active,
             leader_problem: self.leader_problem.as_deref(),
+            shard: self.shard_status.as_ref(),
             suspensions: &self.suspensions,
             drifted: &self.drifted,
             syncing: self.syncing,
@@ -378,6 +389,7 @@ impl State {
             }
         };
         tracing::info!(revision = %id, specs = tree.specs.len(), "new revision");
+        let tree = self.share_of(tree);
         self.errors.clear();
         // Only what changed is synced when the tree before this one was applied (or is
         // being applied spec by spec): the other specs' objects are as last applied, and
@@ -465,6 +477,80 @@ impl State {
             .keys()
             .filter_map(|id| id.parse().ok())
             .collect()
+    }
+
+    /// The specs of `tree` in the buckets this replica holds, the whole tree kept for
+    /// when they change; `tree` itself when replicas do not share it.
+    fn share_of(&mut self, tree: SpecTree) -> SpecTree {
+        let Some(view) = &self.shard else {
+            return tree;
+        };
+        let mut mine = tree.clone();
+        mine.specs.retain(|s| {
+            view.held
+                .contains(&crate::apply::buckets::bucket_of(&s.id.to_string()))
+        });
+        // This member cannot see another's readiness: a dependency it does not hold is
+        // not waited for (docs/src/sharding.md), rather than waited for forever.
+        let held: BTreeSet<SpecId> = mine.specs.iter().map(|s| s.id.clone()).collect();
+        let mut elsewhere = 0;
+        for spec in &mut mine.specs {
+            let before = spec.depends_on.len();
+            spec.depends_on.retain(|d| held.contains(d));
+            elsewhere += before - spec.depends_on.len();
+        }
+        if elsewhere > 0 {
+            tracing::info!(
+                dependencies = elsewhere,
+                "depends-on naming specs another replica holds are not waited for"
+            );
+        }
+        self.whole = Some(Arc::new(tree));
+        mine
+    }
+
+    /// The buckets this replica holds, while replicas share the tree.
+    pub fn shard_held(&self) -> Option<&BTreeSet<u16>> {
+        self.shard.as_ref().map(|v| &v.held)
+    }
+
+    /// This replica's share of the tree changed: a whole sync of what it holds now (the
+    /// engine reads and writes only those buckets' inventory, so nothing of the buckets
+    /// it gave up is pruned).
+    pub fn on_shard(&mut self, view: crate::daemon::shards::ShardView) -> Option<Key> {
+        let moved = self.shard.as_ref().is_none_or(|v| v.held != view.held);
+        self.shard_status = Some(crate::report::status::ShardStatus {
+            member: view.member.clone(),
+            buckets: view.held.iter().copied().collect(),
+            members: view.members.clone(),
+            problem: view.problem.clone(),
+        });
+        self.shard = Some(view);
+        if !moved {
+            return None;
+        }
+        let whole = self.whole.clone()?;
+        let mine = self.share_of((*whole).clone());
+        let changed = match &self.tree {
+            Some(old) => changed_specs(old, &mine),
+            None => mine.specs.iter().map(|s| s.id.clone()).collect(),
+        };
+        if let Some(id) = &self.revision_current {
+            self.settling
+                .on_revision(id, mine.specs.iter().map(|s| &s.id), Some(&changed));
+        }
+        let ids: BTreeSet<&SpecId> = mine.specs.iter().map(|s| &s.id).collect();
+        if let Some(pending) = &mut self.pending {
+            pending.retain(|s| ids.contains(s));
+        }
+        // Another member writes those now: its writes are no drift of ours.
+        self.recorded.retain(|_, (spec, _)| ids.contains(spec));
+        self.drifted.retain(|_, spec| ids.contains(spec));
+        self.tree = Some(Arc::new(mine));
+        self.render_dirty = true;
+        self.render_epoch += 1;
+        self.health_dirty = true;
+        Some(Key::Full)
     }
 
     /// A change of leadership; a new leader syncs the whole tree.

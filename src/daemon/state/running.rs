@@ -14,6 +14,8 @@ pub enum Cancel {
     Shutdown,
     /// This replica lost leadership: a standby writes nothing.
     LostLeadership,
+    /// Buckets this replica held went to another (`--shard`).
+    ShareChanged,
 }
 
 impl Cancel {
@@ -23,6 +25,7 @@ impl Cancel {
             Cancel::Superseded(by) => format!("superseded by revision {by}"),
             Cancel::Shutdown => "the daemon is stopping".to_string(),
             Cancel::LostLeadership => "this replica lost leadership".to_string(),
+            Cancel::ShareChanged => "this replica's share of the tree changed".to_string(),
         }
     }
 
@@ -30,7 +33,7 @@ impl Cancel {
     pub(super) fn result(&self) -> &'static str {
         match self {
             Cancel::Superseded(_) => "superseded",
-            Cancel::Shutdown | Cancel::LostLeadership => "stopped",
+            Cancel::Shutdown | Cancel::LostLeadership | Cancel::ShareChanged => "stopped",
         }
     }
 }
@@ -84,11 +87,16 @@ impl State {
 
     /// The daemon stops: the running sync, if any, is told so; returns why, once.
     pub fn on_shutdown(&mut self) -> Option<Cancel> {
+        self.stop_running(Cancel::Shutdown)
+    }
+
+    /// The running sync, if any, is to stop for `why`; returns it, unless told already.
+    pub fn stop_running(&mut self, why: Cancel) -> Option<Cancel> {
         let running = self.running.as_mut()?;
         if running.cancel.is_some() {
             return None;
         }
-        running.cancel = Some(Cancel::Shutdown);
+        running.cancel = Some(why);
         running.cancel.clone()
     }
 }

@@ -995,3 +995,55 @@ fn a_sync_that_changes_nothing_keeps_the_last_change_on_show_but_clears_a_failur
     );
     assert_eq!(action(&state), "unchanged");
 }
+
+/// What member `me` holds of `names`' buckets: `held` of them (by index), as the table
+/// gives them.
+fn share(names: &[&str], held: &[usize]) -> crate::daemon::shards::ShardView {
+    crate::daemon::shards::ShardView {
+        member: "me".into(),
+        held: held
+            .iter()
+            .map(|i| crate::apply::buckets::bucket_of(&id(names[*i]).to_string()))
+            .collect(),
+        members: vec!["me".into(), "other".into()],
+        ..Default::default()
+    }
+}
+
+#[test]
+fn a_member_holds_the_specs_of_its_buckets_and_a_new_share_syncs_whole() {
+    // Two specs in different buckets; `app` depends on `db`.
+    let db = (0..)
+        .map(|i| format!("db{i}"))
+        .find(|n| {
+            crate::apply::buckets::bucket_of(&id(n).to_string())
+                != crate::apply::buckets::bucket_of(&id("app").to_string())
+        })
+        .unwrap();
+    let names = ["app", db.as_str()];
+    let mut state = with_nodes();
+    assert_eq!(state.on_shard(share(&names, &[0])), None, "no tree yet");
+    let text = format!(
+        "namespace = \"n\"\n{}depends-on = [\"elasticweb/n/{db}\"]\n{}",
+        web("app", 100),
+        web(&db, 100)
+    );
+    let (keys, _) = new_revision(&mut state, "r1", files(&[("web.toml", &text)]));
+    assert_eq!(keys, [Key::Full]);
+    let held: Vec<String> = state.specs().iter().map(|s| s.id.to_string()).collect();
+    assert_eq!(held, ["elasticweb/n/app"]);
+    // Its dependency is another member's: not waited for (it could never be seen ready).
+    assert!(state.waiting().is_empty(), "{:?}", state.waiting());
+    assert_eq!(state.snapshot().shard.map(|s| s.buckets.len()), Some(1));
+    // The same share again (the members changed): nothing to sync.
+    let mut same = share(&names, &[0]);
+    same.members.pop();
+    assert_eq!(state.on_shard(same), None);
+    // Both buckets: both specs, the dependency waited for again, a whole sync.
+    assert_eq!(state.on_shard(share(&names, &[0, 1])), Some(Key::Full));
+    assert_eq!(state.specs().len(), 2);
+    assert_eq!(state.waiting()[&id("app")], [id(&db)]);
+    // None: no spec.
+    assert_eq!(state.on_shard(share(&names, &[])), Some(Key::Full));
+    assert!(state.specs().is_empty());
+}

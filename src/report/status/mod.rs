@@ -15,6 +15,9 @@
 //! specs              [{ id, kind, namespace, name, file, line, ready, status, reason,
 //!                    message, figures, objects: [{ object, status, reason, message, action }] }]
 //! leader             null without leader election, else whether this replica writes
+//! shard              only with `run --shard`: { member, buckets (held, of 64), members
+//!                    (live, sorted), problem (why it holds nothing, while it cannot renew) };
+//!                    `specs` are then those of its buckets
 //! syncing            whether a sync is running
 //! sync_progress      null | { revision, started, phase ("starting"|"applying"|"waiting"|
 //!                    "pruning"|"stopping"), applied, total, waiting_for, waiting_on,
@@ -77,6 +80,9 @@ pub struct StatusFile {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub apps: Vec<apps::AppStatus>,
     pub leader: Option<bool>,
+    /// This replica's share when replicas share the tree (`run --shard`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<ShardStatus>,
     #[serde(default)]
     pub syncing: bool,
     /// What the running sync is doing, while one runs.
@@ -88,6 +94,18 @@ pub struct StatusFile {
     /// an older file is one nobody keeps up any more.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub written: Option<String>,
+}
+
+/// What one of the replicas sharing a tree holds of it.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ShardStatus {
+    pub member: String,
+    /// The buckets it holds: its specs are those whose id hashes into one of them.
+    pub buckets: Vec<u16>,
+    /// The live members, itself included.
+    pub members: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
 }
 
 /// What a running sync is doing: its task keeps it up to date, and the daemon writes it
@@ -322,6 +340,7 @@ impl StatusFile {
             errors: Vec::new(),
             specs: Vec::new(),
             leader: None,
+            shard: None,
             syncing: false,
             sync_progress: None,
             drift: correct(),

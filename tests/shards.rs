@@ -1,0 +1,808 @@
+//! Replicas of one instance share a tree (issue #47, items 4-5): `run --shard` divides the
+//! specs into 64 buckets by a hash of their ids and the buckets among the live members
+//! (each renews a Lease of its own), so each member applies, prunes and reports only its
+//! own. A member that dies (SIGKILL) has its buckets taken over once its Lease expires; a
+//! member that can no longer renew its Lease stops writing before it expires. Either way
+//! every object is written by one member, once. An instance moves between one replica and
+//! members (the inventory's single layout and a ConfigMap per bucket) without losing what
+//! it prunes. The tests count the apiserver's own ServiceAccount writes (the specs' kind;
+//! the inventory and the holders table are ConfigMaps, the membership Leases), hence
+//! `serial_`.
+
+use crate::support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, ServiceAccount};
+use kube::api::{Api, ListParams};
+use serde_json::{Value, json};
+
+use support::Daemon;
+
+/// One ServiceAccount per spec file: a kind nothing else in the test namespace writes
+/// (but its `default` account, made before the counts start).
+const SPECS: usize = 30;
+const BUCKETS: u64 = 64;
+const WRITTEN: &[&str] = &["serviceaccounts"];
+/// Short, so a takeover comes within the test's patience.
+const LEASE: &str = "6s";
+/// A bound on a takeover (the Lease expiring, then a sync of what it held), not a timing.
+const TAKEOVER: Duration = Duration::from_secs(60);
+/// The members of the first test.
+const IDS: [&str; 3] = ["a", "b", "c"];
+/// The label every spec gets when the tree changes.
+const EDITED: &str = "edited";
+/// The label on an instance's inventory ConfigMaps, of either layout.
+const INVENTORY_OF: &str = "driftless.dev/inventory-of";
+/// The label on the bucketed layout's ConfigMaps (`run --shard`): the bucket each holds.
+const BUCKET_OF: &str = "driftless.dev/inventory-bucket";
+
+fn account_name(i: usize) -> String {
+    format!("sa-{i:02}")
+}
+
+/// The ids of all the specs, as the status files list them.
+fn all_specs(ns: &str) -> BTreeSet<String> {
+    (0..SPECS)
+        .map(|i| format!("manifest/{ns}/ServiceAccount/{}", account_name(i)))
+        .collect()
+}
+
+/// Writes every spec file (labelled `edited: <label>` if given) under `root/specs`, each
+/// renamed into place from beside the tree: a daemon's watch never reads a file half
+/// written (empty, its spec would be gone, and pruned).
+fn write_specs(root: &Path, ns: &str, label: Option<&str>) -> PathBuf {
+    let specs = root.join("specs");
+    let staging = root.join("staging");
+    for d in [&specs, &staging] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let labels = label
+        .map(|v| format!("  labels:\n    {EDITED}: \"{v}\"\n"))
+        .unwrap_or_default();
+    for i in 0..SPECS {
+        let name = account_name(i);
+        let file = format!("{name}.yaml");
+        let text = format!(
+            "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: {name}\n  namespace: {ns}\n{labels}"
+        );
+        std::fs::write(staging.join(&file), text).unwrap();
+        std::fs::rename(staging.join(&file), specs.join(&file)).unwrap();
+    }
+    specs
+}
+
+/// `run --shard` as member `identity` of instance `ns` (its inventory, Leases and holders
+/// table in `inv`: the specs' own namespace is protected from them), as the admin unless
+/// `kubeconfig` says otherwise. A resync far away: a takeover must sync what it took by
+/// itself.
+fn member(ns: &str, inv: &str, specs: &Path, identity: &str, kubeconfig: Option<&Path>) -> Daemon {
+    let specs = specs.to_string_lossy().into_owned();
+    let args = [
+        "--dir",
+        &specs,
+        "--resync",
+        "1h",
+        "--shard",
+        "--shard-identity",
+        identity,
+        "--shard-lease",
+        LEASE,
+        "--inventory-namespace",
+        inv,
+    ];
+    let mut run = Daemon::builder(ns).args(&args);
+    if let Some(path) = kubeconfig {
+        run = run.kubeconfig(path);
+    }
+    run.start()
+}
+
+fn spec_ids(status: &Value) -> BTreeSet<String> {
+    status["specs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s["id"].as_str())
+        .map(str::to_string)
+        .collect()
+}
+
+fn buckets(status: &Value) -> BTreeSet<u64> {
+    status["shard"]["buckets"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_u64)
+        .collect()
+}
+
+fn seen_members(status: &Value) -> Vec<&str> {
+    status["shard"]["members"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect()
+}
+
+/// What keeps `statuses` (of `members`, sorted by identity) from dividing the tree:
+/// each member sees exactly these members, holds a bucket, no problem; the buckets and the
+/// specs listed disjoint, all 64 and all of `specs`; every spec ready.
+fn division_problem(
+    members: &[(&str, &Daemon)],
+    statuses: &[Value],
+    specs: &BTreeSet<String>,
+) -> Option<String> {
+    let identities: Vec<&str> = members.iter().map(|(id, _)| *id).collect();
+    let (mut held, mut listed) = (BTreeSet::new(), BTreeSet::new());
+    for (id, status) in identities.iter().zip(statuses) {
+        let shard = &status["shard"];
+        if shard["member"] != *id {
+            return Some(format!("{id}'s status names no member, or another"));
+        }
+        if seen_members(status) != identities {
+            return Some(format!("{id} sees other members than {identities:?}"));
+        }
+        if !shard["problem"].is_null() {
+            return Some(format!("{id} has a problem"));
+        }
+        let its = buckets(status);
+        if its.is_empty() {
+            return Some(format!("{id} holds no bucket"));
+        }
+        if !its.is_disjoint(&held) {
+            return Some(format!("{id} holds a bucket another member holds"));
+        }
+        held.extend(its);
+        let ids = spec_ids(status);
+        if !ids.is_disjoint(&listed) {
+            return Some(format!("{id} lists a spec another member lists"));
+        }
+        listed.extend(ids);
+        if !status["specs"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .all(|s| s["ready"] == true)
+        {
+            return Some(format!("{id} has a spec not ready"));
+        }
+    }
+    if held != (0..BUCKETS).collect::<BTreeSet<u64>>() {
+        return Some(format!("the buckets held are not all {BUCKETS}: {held:?}"));
+    }
+    if listed != *specs {
+        let missing: Vec<_> = specs.difference(&listed).collect();
+        let extra: Vec<_> = listed.difference(specs).collect();
+        return Some(format!(
+            "the specs listed are not the tree's: missing {missing:?}, extra {extra:?}"
+        ));
+    }
+    None
+}
+
+/// The members' statuses once they divide the tree (`division_problem`); else what is
+/// not so yet, with what each status says of its shard and the end of each log.
+fn divided(members: &[(&str, &Daemon)], specs: &BTreeSet<String>) -> Result<Vec<Value>, String> {
+    let statuses: Vec<Value> = members
+        .iter()
+        .map(|(_, d)| d.status().unwrap_or(Value::Null))
+        .collect();
+    let Some(why) = division_problem(members, &statuses, specs) else {
+        return Ok(statuses);
+    };
+    let each: Vec<String> = members
+        .iter()
+        .zip(&statuses)
+        .map(|((id, daemon), status)| {
+            format!(
+                "--- {id}: shard {}, {} specs, errors {}\nlog (tail):\n{}",
+                status["shard"],
+                status["specs"].as_array().map_or(0, Vec::len),
+                status["errors"],
+                support::tail(&daemon.log(), 3000)
+            )
+        })
+        .collect();
+    Err(format!("{why}\n{}", each.join("\n")))
+}
+
+/// Waits (up to `limit`) until `members` divide the tree; their statuses then.
+async fn wait_divided(
+    what: &str,
+    members: &[(&str, &Daemon)],
+    specs: &BTreeSet<String>,
+    limit: Duration,
+) -> Vec<Value> {
+    support::eventually(what, limit, || async { divided(members, specs) }).await
+}
+
+/// The holders table of instance `ns` (in `inv`): bucket → member.
+async fn holders(
+    client: &kube::Client,
+    ns: &str,
+    inv: &str,
+) -> Result<BTreeMap<u64, String>, String> {
+    let name = format!("driftless-shards-{ns}");
+    let map = Api::<ConfigMap>::namespaced(client.clone(), inv)
+        .get_opt(&name)
+        .await
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("no ConfigMap {name}"))?;
+    let text = map
+        .data
+        .and_then(|d| d.get("holders.json").cloned())
+        .ok_or_else(|| format!("no holders.json in {name}"))?;
+    let table: BTreeMap<String, String> =
+        serde_json::from_str(&text).map_err(|e| format!("{e}: {text}"))?;
+    table
+        .into_iter()
+        .map(|(bucket, holder)| {
+            let number: u64 = bucket
+                .parse()
+                .map_err(|e| format!("bucket {bucket:?}: {e}"))?;
+            Ok::<_, String>((number, holder))
+        })
+        .collect()
+}
+
+/// Waits until the holders table says what the members' statuses say: each bucket held
+/// by the member that says it holds it, and no other entry. (Read again each time: the
+/// table and a status are written one after the other.)
+async fn table_agrees(client: &kube::Client, ns: &str, inv: &str, members: &[(&str, &Daemon)]) {
+    support::eventually(
+        "the holders table to agree with the statuses",
+        Duration::from_secs(30),
+        || async {
+            let table = holders(client, ns, inv).await?;
+            let mut said = BTreeMap::new();
+            for (id, daemon) in members {
+                let status = daemon.status().unwrap_or(Value::Null);
+                said.extend(buckets(&status).into_iter().map(|b| (b, id.to_string())));
+            }
+            if table == said {
+                Ok(())
+            } else {
+                Err(format!("table {table:?}\nstatuses {said:?}"))
+            }
+        },
+    )
+    .await;
+}
+
+/// Ok once every spec's ServiceAccount exists (labelled `edited: <label>`, if given).
+async fn accounts(client: &kube::Client, ns: &str, label: Option<&str>) -> Result<(), String> {
+    let list = Api::<ServiceAccount>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    let not_yet: Vec<String> = (0..SPECS)
+        .map(account_name)
+        .filter(|name| {
+            let found = list
+                .items
+                .iter()
+                .find(|a| a.metadata.name.as_deref() == Some(name.as_str()));
+            !found.is_some_and(|a| {
+                label.is_none_or(|v| {
+                    a.metadata
+                        .labels
+                        .as_ref()
+                        .and_then(|l| l.get(EDITED))
+                        .is_some_and(|l| l == v)
+                })
+            })
+        })
+        .collect();
+    if not_yet.is_empty() {
+        Ok(())
+    } else {
+        Err(format!("not (yet) as the specs say: {not_yet:?}"))
+    }
+}
+
+async fn wait_accounts(client: &kube::Client, ns: &str, label: Option<&str>, limit: Duration) {
+    let what = format!("every ServiceAccount, labelled {label:?}");
+    support::eventually(&what, limit, || accounts(client, ns, label)).await;
+}
+
+#[tokio::test]
+async fn serial_three_replicas_divide_a_tree_and_take_over_a_killed_one() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "shards").await;
+    let inv = support::namespace(&client, "shards-inv").await;
+    let dir = tempfile::tempdir().unwrap();
+    let specs = write_specs(dir.path(), &ns, None);
+    let want = all_specs(&ns);
+    // Once the namespace's own `default` account is made.
+    let before = support::apiserver_writes_when_quiet(&client, WRITTEN).await;
+
+    let mut daemons = IDS.map(|id| member(&ns, &inv, &specs, id, None));
+    let statuses = {
+        let all: Vec<(&str, &Daemon)> = IDS.into_iter().zip(&daemons).collect();
+        let statuses = wait_divided(
+            "three members dividing the tree",
+            &all,
+            &want,
+            support::WAIT,
+        )
+        .await;
+        table_agrees(&client, &ns, &inv, &all).await;
+        statuses
+    };
+    for (id, status) in IDS.iter().zip(&statuses) {
+        assert!(
+            !spec_ids(status).is_empty(),
+            "{id} holds no spec (30 specs, 3 members): {status:#}"
+        );
+    }
+    accounts(&client, &ns, None).await.unwrap();
+    let leases = Api::<Lease>::namespaced(client.clone(), &inv)
+        .list(&ListParams::default().labels(&format!("driftless.dev/member-of={ns}")))
+        .await
+        .unwrap();
+    assert_eq!(leases.items.len(), IDS.len(), "{:#?}", leases.items);
+    // Each object written once: by one member, however they started.
+    let settled = support::apiserver_writes_when_quiet(&client, WRITTEN).await;
+    assert_eq!(settled - before, SPECS as u64, "ServiceAccount writes");
+
+    // The member with the most specs dies; the tree changes while its Lease still runs.
+    let victim = (0..IDS.len())
+        .max_by_key(|&i| spec_ids(&statuses[i]).len())
+        .unwrap();
+    println!(
+        "killing {} ({} specs)",
+        IDS[victim],
+        spec_ids(&statuses[victim]).len()
+    );
+    daemons[victim].sigkill();
+    write_specs(dir.path(), &ns, Some("yes"));
+
+    let survivors: Vec<(&str, &Daemon)> = IDS
+        .into_iter()
+        .zip(&daemons)
+        .enumerate()
+        .filter(|(i, _)| *i != victim)
+        .map(|(_, m)| m)
+        .collect();
+    wait_accounts(&client, &ns, Some("yes"), TAKEOVER).await;
+    wait_divided(
+        "the two survivors dividing the tree",
+        &survivors,
+        &want,
+        TAKEOVER,
+    )
+    .await;
+    table_agrees(&client, &ns, &inv, &survivors).await;
+    let after = support::apiserver_writes_when_quiet(&client, WRITTEN).await;
+    assert_eq!(
+        after - settled,
+        SPECS as u64,
+        "ServiceAccount writes after the kill: each object once, none twice"
+    );
+}
+
+/// What a member does with its Lease and the others': renew it (`update`), read and
+/// watch theirs, make its own, delete a dead one's.
+const LEASE_VERBS: [&str; 6] = ["get", "list", "watch", "create", "update", "delete"];
+
+/// A ServiceAccount with all a member needs: cluster-wide, Nodes, the namespace of its
+/// specs (`get`, before creating a missing one) and the watch of what it owns; in `ns`,
+/// the Roles of `grant`. A kubeconfig for it in `dir`.
+async fn replica_account(
+    admin: &kube::Client,
+    ns: &str,
+    inv: &str,
+    dir: &Path,
+) -> (support::ClusterRbac, PathBuf) {
+    let name = format!("driftless-shards-test-{}", support::suffix(ns));
+    let cluster_rules = json!([
+        {"apiGroups": [""], "resources": ["nodes"], "verbs": ["list", "watch"]},
+        {"apiGroups": [""], "resources": ["namespaces"], "verbs": ["get"]},
+        {"apiGroups": [""], "resources": ["serviceaccounts"], "verbs": ["list", "watch"]},
+    ]);
+    let kubeconfig = dir.join("replica.kubeconfig");
+    let cleanup =
+        support::replica_account_with(admin, ns, &name, cluster_rules, &[ns, inv], &kubeconfig)
+            .await;
+    grant(admin, ns, inv, &LEASE_VERBS).await;
+    (cleanup, kubeconfig)
+}
+
+/// The member's Roles: in `ns`, the specs' ServiceAccounts; in `inv`, the inventory and
+/// the holders table (ConfigMaps) and `lease_verbs` on Leases.
+async fn grant(admin: &kube::Client, ns: &str, inv: &str, lease_verbs: &[&str]) {
+    let specs = json!([
+        {"apiGroups": [""], "resources": ["serviceaccounts"],
+         "verbs": ["get", "list", "watch", "create", "patch", "delete"]},
+    ]);
+    let inventory = json!([
+        {"apiGroups": [""], "resources": ["configmaps"],
+         "verbs": ["get", "list", "watch", "create", "patch", "update", "delete"]},
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": lease_verbs},
+    ]);
+    for (namespace, rules) in [(ns, specs), (inv, inventory)] {
+        support::apply_manifest(
+            admin,
+            &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+                    "metadata": {"name": "replica", "namespace": namespace}, "rules": rules}),
+        )
+        .await;
+    }
+}
+
+/// Whether `status` says its member holds nothing, lists nothing, and why: its Lease.
+fn stopped_for_its_lease(status: &Value) -> bool {
+    buckets(status).is_empty()
+        && spec_ids(status).is_empty()
+        && status["shard"]["problem"]
+            .as_str()
+            .is_some_and(|p| p.to_lowercase().contains("lease"))
+}
+
+#[tokio::test]
+async fn serial_a_member_that_cannot_renew_its_lease_stops_writing_before_others_take_over() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "shards-lease").await;
+    let inv = support::namespace(&client, "shards-lease-inv").await;
+    let dir = tempfile::tempdir().unwrap();
+    let specs = write_specs(dir.path(), &ns, None);
+    let want = all_specs(&ns);
+    let (_cleanup, kubeconfig) = replica_account(&client, &ns, &inv, dir.path()).await;
+    // Once `default` and `replica` are made.
+    let before = support::apiserver_writes_when_quiet(&client, WRITTEN).await;
+
+    let a = member(&ns, &inv, &specs, "a", None);
+    let b = member(&ns, &inv, &specs, "b", Some(&kubeconfig));
+    let both = [("a", &a), ("b", &b)];
+    let statuses = wait_divided("a and b dividing the tree", &both, &want, support::WAIT).await;
+    table_agrees(&client, &ns, &inv, &both).await;
+    let b_held = buckets(&statuses[1]);
+    assert!(
+        !spec_ids(&statuses[1]).is_empty(),
+        "b holds no spec, so its stopping proves nothing: {:#}",
+        statuses[1]
+    );
+    let settled = support::apiserver_writes_when_quiet(&client, WRITTEN).await;
+    assert_eq!(settled - before, SPECS as u64, "ServiceAccount writes");
+
+    // b may no longer renew its Lease. It gives up its buckets before the Lease expires,
+    // and a takes them only once it has: whenever a's status shows one of b's buckets,
+    // b's (read after a's) already holds none.
+    let renewless: Vec<&str> = LEASE_VERBS.into_iter().filter(|v| *v != "update").collect();
+    grant(&client, &ns, &inv, &renewless).await;
+    support::eventually("b stopped and a holding everything", TAKEOVER, || async {
+        let a_status = a.status().unwrap_or(Value::Null);
+        let b_status = b.status().unwrap_or(Value::Null);
+        let took = !buckets(&a_status).is_disjoint(&b_held);
+        assert!(
+            !took || buckets(&b_status).is_empty(),
+            "a took over b's buckets while b still held some: a {}, b {}",
+            a_status["shard"],
+            b_status["shard"]
+        );
+        if !stopped_for_its_lease(&b_status) {
+            return Err(format!(
+                "b: shard {}, {} specs\nlog (tail):\n{}",
+                b_status["shard"],
+                spec_ids(&b_status).len(),
+                support::tail(&b.log(), 4000)
+            ));
+        }
+        divided(&[("a", &a)], &want).map(|_| ())
+    })
+    .await;
+    println!("b: {}", b.status().unwrap()["shard"]["problem"]);
+    table_agrees(&client, &ns, &inv, &[("a", &a)]).await;
+
+    // A change of every spec: written by a alone, once each.
+    write_specs(dir.path(), &ns, Some("yes"));
+    wait_accounts(&client, &ns, Some("yes"), TAKEOVER).await;
+    wait_divided("a holding the changed tree", &[("a", &a)], &want, TAKEOVER).await;
+    let b_status = b.status().unwrap();
+    assert!(stopped_for_its_lease(&b_status), "{b_status:#}");
+    let after = support::apiserver_writes_when_quiet(&client, WRITTEN).await;
+    assert_eq!(
+        after - settled,
+        SPECS as u64,
+        "ServiceAccount writes from b's stopping on: the change, once per object"
+    );
+}
+
+/// The object a spec id names (`manifest/<ns>/ServiceAccount/<name>`): its last part.
+fn object_of(id: &str) -> String {
+    id.rsplit('/').next().unwrap_or(id).to_string()
+}
+
+/// The objects spec `ids` name.
+fn objects(ids: &BTreeSet<String>) -> BTreeSet<String> {
+    ids.iter().map(|id| object_of(id)).collect()
+}
+
+/// Removes spec `id`'s file from the tree: its object is to be pruned.
+fn remove_spec(specs: &Path, id: &str) {
+    std::fs::remove_file(specs.join(format!("{}.yaml", object_of(id)))).unwrap();
+}
+
+/// `driftless --instance ns apply SPECS --inventory-namespace inv`: one replica, once,
+/// which keeps the single layout; it must succeed.
+fn apply_once(ns: &str, inv: &str, specs: &Path) {
+    let specs = specs.to_string_lossy().into_owned();
+    let out = support::driftless_on_cluster(ns, &["apply", &specs, "--inventory-namespace", inv]);
+    support::assert_exit(&out, 0);
+}
+
+/// The names of the specs' ServiceAccounts in `ns` (not the namespace's `default`).
+async fn account_names(client: &kube::Client, ns: &str) -> Result<BTreeSet<String>, String> {
+    let list = Api::<ServiceAccount>::namespaced(client.clone(), ns)
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(list
+        .items
+        .into_iter()
+        .filter_map(|a| a.metadata.name)
+        .filter(|n| n.starts_with("sa-"))
+        .collect())
+}
+
+/// One inventory ConfigMap of an instance: the bucket it holds (`None`: the single
+/// layout) and the objects its entries name.
+#[derive(Debug)]
+struct Recorded {
+    name: String,
+    bucket: Option<String>,
+    objects: Vec<String>,
+}
+
+/// The inventory ConfigMaps of instance `ns` (in `inv`), of both layouts.
+async fn inventory(client: &kube::Client, ns: &str, inv: &str) -> Result<Vec<Recorded>, String> {
+    let list = Api::<ConfigMap>::namespaced(client.clone(), inv)
+        .list(&ListParams::default().labels(&format!("{INVENTORY_OF}={ns}")))
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut maps = Vec::new();
+    for map in list.items {
+        let name = map.metadata.name.clone().unwrap_or_default();
+        let text = map
+            .data
+            .as_ref()
+            .and_then(|d| d.get("entries.json"))
+            .ok_or_else(|| format!("no entries.json in {name}"))?;
+        let entries: Vec<Value> =
+            serde_json::from_str(text).map_err(|e| format!("{name}: {e}: {text}"))?;
+        let objects = entries
+            .iter()
+            .map(|e| {
+                e["name"]
+                    .as_str()
+                    .map(str::to_string)
+                    .ok_or_else(|| format!("{name}: an entry names no object: {e}"))
+            })
+            .collect::<Result<Vec<String>, String>>()?;
+        let bucket = map
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(BUCKET_OF))
+            .cloned();
+        maps.push(Recorded {
+            name,
+            bucket,
+            objects,
+        });
+    }
+    Ok(maps)
+}
+
+/// The objects the ConfigMaps of one layout (bucketed or not) list, sorted: one listed
+/// twice shows twice.
+fn listed(maps: &[Recorded], bucketed: bool) -> Vec<String> {
+    let mut names: Vec<String> = maps
+        .iter()
+        .filter(|m| m.bucket.is_some() == bucketed)
+        .flat_map(|m| m.objects.iter().cloned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// Ok when the inventory of `ns` is all in the single layout (`driftless-inventory-<ns>-<n>`,
+/// none empty) and lists exactly `objects`, each once; no bucket's ConfigMap left.
+fn single_layout(maps: &[Recorded], ns: &str, objects: &BTreeSet<String>) -> Result<(), String> {
+    let prefix = format!("driftless-inventory-{ns}-");
+    let wrong = maps
+        .iter()
+        .any(|m| m.bucket.is_some() || !m.name.starts_with(&prefix) || m.objects.is_empty());
+    let want: Vec<String> = objects.iter().cloned().collect();
+    if wrong || listed(maps, false) != want {
+        return Err(format!(
+            "not the single layout listing the {} objects {want:?}: {maps:#?}",
+            want.len()
+        ));
+    }
+    Ok(())
+}
+
+/// Ok once the members have moved what they wrote out of the single layout: every object
+/// of `left` listed once, in either layout (none pruned listed any more); the objects of
+/// `written` (the specs of the members that wrote) in their buckets' own ConfigMaps
+/// (`driftless-buckets-<ns>-<bucket>-<n>`); no ConfigMap of the single layout left empty.
+fn moved(
+    maps: &[Recorded],
+    ns: &str,
+    left: &BTreeSet<String>,
+    written: &BTreeSet<String>,
+) -> Result<(), String> {
+    let mut all = listed(maps, false);
+    all.extend(listed(maps, true));
+    all.sort();
+    let single = listed(maps, false);
+    let stayed: Vec<&String> = single.iter().filter(|n| written.contains(*n)).collect();
+    let misnamed = maps.iter().any(|m| {
+        m.bucket
+            .as_ref()
+            .is_some_and(|b| !m.name.starts_with(&format!("driftless-buckets-{ns}-{b}-")))
+    });
+    let emptied = maps
+        .iter()
+        .any(|m| m.bucket.is_none() && m.objects.is_empty());
+    let why = if all != left.iter().cloned().collect::<Vec<_>>() {
+        format!(
+            "the inventory lists {all:?}, not the {} objects left",
+            left.len()
+        )
+    } else if !stayed.is_empty() {
+        format!("the single layout still lists {stayed:?}, whose buckets were written")
+    } else if misnamed {
+        "a bucket's ConfigMap is named for another".to_string()
+    } else if emptied {
+        "a ConfigMap of the single layout is left empty".to_string()
+    } else {
+        return Ok(());
+    };
+    Err(format!("{why}: {maps:#?}"))
+}
+
+/// Two specs to delete: one from each member where both list some (so both write their
+/// buckets, and the single layout is emptied); else the first two the other lists.
+fn two_to_delete(statuses: &[Value]) -> Vec<String> {
+    let lists: Vec<BTreeSet<String>> = statuses.iter().map(spec_ids).collect();
+    let firsts: Vec<String> = lists.iter().filter_map(|l| l.first().cloned()).collect();
+    if firsts.len() >= 2 {
+        firsts[..2].to_vec()
+    } else {
+        lists.iter().flatten().take(2).cloned().collect()
+    }
+}
+
+/// An instance moves from one replica (a one-shot `apply`: the inventory's single
+/// layout) to two members sharing the tree (`run --shard`: a ConfigMap per bucket) and
+/// back, pruning what left the tree at each step: the members find what the single
+/// layout recorded for their buckets, and move it into their buckets' own ConfigMaps at
+/// their first write; the `apply` after them reads those and puts everything back in the
+/// single layout. No move writes an object: each ServiceAccount is written at its create
+/// and at its delete, once.
+#[tokio::test]
+async fn serial_an_instance_moves_between_one_replica_and_shared_without_losing_what_it_prunes() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "shards-move").await;
+    let inv = support::namespace(&client, "shards-move-inv").await;
+    let dir = tempfile::tempdir().unwrap();
+    let specs = write_specs(dir.path(), &ns, None);
+    let mut want = all_specs(&ns);
+    // Once the namespace's own `default` account is made.
+    let before = support::apiserver_writes_when_quiet(&client, WRITTEN).await;
+
+    // One replica: all 30 recorded in the single layout.
+    apply_once(&ns, &inv, &specs);
+    accounts(&client, &ns, None).await.unwrap();
+    let maps = inventory(&client, &ns, &inv).await.unwrap();
+    single_layout(&maps, &ns, &objects(&want)).unwrap_or_else(|e| panic!("{e}"));
+    let applied = support::apiserver_writes_when_quiet(&client, WRITTEN).await;
+    assert_eq!(
+        applied - before,
+        SPECS as u64,
+        "ServiceAccount writes of the apply"
+    );
+
+    // Two members: each adopts what the single layout recorded for its buckets, and
+    // writes no object.
+    let mut a = member(&ns, &inv, &specs, "a", None);
+    let mut b = member(&ns, &inv, &specs, "b", None);
+    let both = [("a", &a), ("b", &b)];
+    let statuses = wait_divided("a and b dividing the tree", &both, &want, support::WAIT).await;
+    table_agrees(&client, &ns, &inv, &both).await;
+    let adopted = support::apiserver_writes_when_quiet(&client, WRITTEN).await;
+    assert_eq!(
+        adopted - applied,
+        0,
+        "ServiceAccount writes of the members taking over the single layout's record"
+    );
+
+    // Two specs leave the tree: only the single layout recorded their objects, so their
+    // pruning proves the members read it for their buckets.
+    let deleted = two_to_delete(&statuses);
+    for id in &deleted {
+        remove_spec(&specs, id);
+        want.remove(id);
+    }
+    let left = objects(&want);
+    support::eventually("the two pruned", TAKEOVER, || async {
+        let names = account_names(&client, &ns).await?;
+        if names == left {
+            Ok(())
+        } else {
+            Err(format!("ServiceAccounts {names:?}"))
+        }
+    })
+    .await;
+    let pruned = wait_divided("a and b dividing the 28 left", &both, &want, TAKEOVER).await;
+    for (i, (id, _)) in both.iter().enumerate() {
+        assert_eq!(
+            buckets(&statuses[i]),
+            buckets(&pruned[i]),
+            "{id}'s buckets moved: which member wrote what is no longer known"
+        );
+    }
+    // The members that pruned wrote every bucket they hold.
+    let written: BTreeSet<String> = statuses
+        .iter()
+        .map(spec_ids)
+        .filter(|ids| deleted.iter().any(|d| ids.contains(d)))
+        .flatten()
+        .filter(|id| want.contains(id))
+        .map(|id| object_of(&id))
+        .collect();
+    println!(
+        "deleted {deleted:?}; {} of the {} left in buckets written since",
+        written.len(),
+        left.len()
+    );
+    support::eventually(
+        "the written buckets moved out of the single layout",
+        Duration::from_secs(30),
+        || async { moved(&inventory(&client, &ns, &inv).await?, &ns, &left, &written) },
+    )
+    .await;
+    let after_prune = support::apiserver_writes_when_quiet(&client, WRITTEN).await;
+    assert_eq!(
+        after_prune - adopted,
+        2,
+        "ServiceAccount writes of the prune: the two deletes"
+    );
+
+    // Back to one replica: its apply reads the buckets' ConfigMaps, prunes what left the
+    // tree since, and keeps the single layout alone.
+    for (id, daemon) in [("a", &mut a), ("b", &mut b)] {
+        assert_eq!(
+            daemon.stop(),
+            Some(0),
+            "{id} stopping\n{}",
+            support::tail(&daemon.log(), 3000)
+        );
+    }
+    let last = want.first().cloned().unwrap();
+    remove_spec(&specs, &last);
+    want.remove(&last);
+    apply_once(&ns, &inv, &specs);
+    assert_eq!(
+        account_names(&client, &ns).await.unwrap(),
+        objects(&want),
+        "ServiceAccounts after the apply that prunes {last}"
+    );
+    let maps = inventory(&client, &ns, &inv).await.unwrap();
+    single_layout(&maps, &ns, &objects(&want)).unwrap_or_else(|e| panic!("{e}"));
+
+    // Each object written at its create and its delete, and never by a move.
+    let after = support::apiserver_writes_when_quiet(&client, WRITTEN).await;
+    assert_eq!(
+        after - before,
+        SPECS as u64 + 3,
+        "ServiceAccount writes: 30 creates, 3 deletes"
+    );
+}
