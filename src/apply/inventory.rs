@@ -107,6 +107,25 @@ struct Layout {
     pub others: Vec<String>,
     /// Held buckets read from the single layout: they have no ConfigMaps of their own yet.
     pub unwritten: std::collections::BTreeSet<u16>,
+    /// This layout's ConfigMaps as read (of the held buckets, when sharded). Any a save
+    /// does not leave among its parts is deleted: a part a crash left between writing the
+    /// parts and deleting the surplus, or one past a gap another layout's move left,
+    /// would otherwise be read again with entries since pruned.
+    pub own: Vec<String>,
+}
+
+/// The ConfigMaps to delete once a save has written its parts: the old parts past the
+/// new ones, and any of this layout read but not among the parts now (`valid`).
+fn stale(
+    own: &[String],
+    surplus: impl Iterator<Item = String>,
+    valid: &std::collections::BTreeSet<String>,
+) -> std::collections::BTreeSet<String> {
+    own.iter()
+        .cloned()
+        .chain(surplus)
+        .filter(|name| !valid.contains(name))
+        .collect()
 }
 
 impl Inventory {
@@ -238,18 +257,16 @@ impl Store {
                     ))
                 })?;
         }
-        for n in new.len()..old_count.max(new.len()) {
+        let valid = (0..new.len()).map(|n| self.shard_name(n)).collect();
+        let surplus = (new.len()..old_count).map(|n| self.shard_name(n));
+        for name in stale(&prev.layout.own, surplus, &valid) {
             writes.count(super::Verb::Delete);
-            match api
-                .delete(&self.shard_name(n), &DeleteParams::default())
-                .await
-            {
+            match api.delete(&name, &DeleteParams::default()).await {
                 Ok(_) => {}
                 Err(kube::Error::Api(e)) if e.code == 404 => {}
                 Err(e) => {
                     return Err(ApplyError::Inventory(format!(
-                        "deleting {}: {}",
-                        self.shard_name(n),
+                        "deleting {name}: {}",
                         error_text(&e)
                     )));
                 }
@@ -367,6 +384,15 @@ mod tests {
             }
         }
         assert_eq!(back, inv);
+    }
+
+    #[test]
+    fn a_save_deletes_the_parts_it_leaves_out_also_past_a_gap() {
+        let valid = ["inv-0".to_string()].into();
+        // Read: parts 0 and 2 (1 was emptied and deleted by a sharded member's move).
+        let own = ["inv-0".to_string(), "inv-2".to_string()];
+        let gone = stale(&own, ["inv-1".to_string()].into_iter(), &valid);
+        assert_eq!(gone, ["inv-1".to_string(), "inv-2".to_string()].into());
     }
 
     #[test]

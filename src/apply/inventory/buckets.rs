@@ -65,6 +65,7 @@ pub(super) fn load_held(held: &BTreeSet<u16>, listed: Vec<Listed>) -> Inventory 
     for l in listed {
         match l.bucket {
             Some(b) if held.contains(&b) => {
+                inv.layout.own.push(l.name);
                 for e in l.entries {
                     inv.entries.insert(e.key.clone(), e);
                 }
@@ -103,6 +104,7 @@ pub(super) fn load_all(listed: Vec<Listed>) -> Inventory {
         match l.bucket {
             Some(_) => bucketed.push(l),
             None => {
+                inv.layout.own.push(l.name);
                 for e in l.entries {
                     inv.entries.insert(e.key.clone(), e);
                 }
@@ -155,6 +157,7 @@ pub(super) async fn save_held(
         )));
     }
     let pp = PatchParams::apply(&store.field_manager).force();
+    let (mut valid, mut surplus) = (BTreeSet::new(), Vec::new());
     for &b in held {
         let empty = Vec::new();
         let new_chunks = chunks(new.get(&b).unwrap_or(&empty));
@@ -164,10 +167,11 @@ pub(super) async fn save_held(
             false => chunks(old.get(&b).unwrap_or(&empty)),
         };
         for (n, data) in new_chunks.iter().enumerate() {
+            let name = chunk_name(&store.instance, b, n);
+            valid.insert(name.clone());
             if old_chunks.get(n) == Some(data) {
                 continue;
             }
-            let name = chunk_name(&store.instance, b, n);
             let cm = ConfigMap {
                 metadata: ObjectMeta {
                     name: Some(name.clone()),
@@ -189,12 +193,15 @@ pub(super) async fn save_held(
                     ApplyError::Inventory(format!("writing {name}: {}", error_text(&e)))
                 })?;
         }
-        for n in new_chunks.len()..old_chunks.len() {
-            delete(&api, &chunk_name(&store.instance, b, n), None, writes).await?;
-        }
+        surplus.extend(
+            (new_chunks.len()..old_chunks.len()).map(|n| chunk_name(&store.instance, b, n)),
+        );
     }
     for name in &prev.layout.others {
         take_out(&api, name, held, writes).await?;
+    }
+    for name in super::stale(&prev.layout.own, surplus.into_iter(), &valid) {
+        delete(&api, &name, None, writes).await?;
     }
     Ok(())
 }
@@ -374,6 +381,7 @@ mod tests {
         assert_eq!(names, ["new-a", "sb"]);
         assert_eq!(inv.layout.unwritten, BTreeSet::from([bb]));
         assert_eq!(inv.layout.others, ["driftless-inventory-i-0"]);
+        assert_eq!(inv.layout.own, [format!("driftless-buckets-i-{ba}-0")]);
     }
 
     #[test]
