@@ -404,6 +404,34 @@ mod tests {
     }
 
     #[test]
+    fn a_shared_trees_member_says_its_share_or_why_it_holds_nothing() {
+        let mut status = sample();
+        assert!(!table(&status, None, false).contains("shard:"));
+        status.shard = Some(driftless::report::status::ShardStatus {
+            member: "m0".into(),
+            buckets: (0..21).collect(),
+            members: vec!["m0".into(), "m1".into(), "m2".into()],
+            problem: None,
+        });
+        let t = table(&status, None, false);
+        assert!(
+            t.contains("shard:            m0 holds 21 of 64 buckets; members m0, m1, m2\n"),
+            "{t}"
+        );
+        if let Some(shard) = status.shard.as_mut() {
+            shard.buckets.clear();
+            shard.problem = Some("cannot renew this replica's Lease ns/l: forbidden".into());
+        }
+        let t = table(&status, None, false);
+        assert!(
+            t.contains(
+                "shard:            m0 holds nothing: cannot renew this replica's Lease ns/l: forbidden\n"
+            ),
+            "{t}"
+        );
+    }
+
+    #[test]
     fn table_has_header_and_one_row_per_spec() {
         let t = table(&sample(), None, false);
         assert!(
