@@ -594,24 +594,8 @@ mod tests {
     fn inventory(keys: &[ObjKey]) -> Inventory {
         let mut inv = Inventory::default();
         for k in keys {
-            inv.entries.insert(
-                k.clone(),
-                Entry {
-                    key: k.clone(),
-                    version: "v1".into(),
-                    spec: "s".into(),
-                    uid: Some(format!("uid-{}", k.name)),
-                    applied: None,
-                    shape: None,
-                    fields: None,
-                    held: false,
-                    deleting: false,
-                    keep: false,
-                    sealed: false,
-                    wave: 0,
-                    hook: false,
-                },
-            );
+            inv.entries
+                .insert(k.clone(), Entry::recorded(k.clone(), "s"));
         }
         inv
     }

@@ -84,19 +84,20 @@ pub(super) struct Loop {
     pub running: Option<Running>,
     /// While replicas share the tree: what this one may write, and where the loop says
     /// what it no longer writes beyond (`shards`).
-    pub shard: Option<(
-        tokio_watch::Receiver<ShardView>,
-        tokio_watch::Sender<BTreeSet<u16>>,
-    )>,
+    pub shard: Option<ShardLink>,
+    /// A share that takes buckets away, waiting for the running sync to stop.
+    pub share_due: Option<ShardView>,
 }
 
+/// What the member's coordinator says this replica may write, and where the loop
+/// answers what it no longer writes beyond.
+pub(super) type ShardLink = (
+    tokio_watch::Receiver<ShardView>,
+    tokio_watch::Sender<BTreeSet<u16>>,
+);
+
 /// The next change of this replica's share, if the tree is shared (never, if not).
-async fn share_changed(
-    shard: &mut Option<(
-        tokio_watch::Receiver<ShardView>,
-        tokio_watch::Sender<BTreeSet<u16>>,
-    )>,
-) -> ShardView {
+async fn share_changed(shard: &mut Option<ShardLink>) -> ShardView {
     if let Some((view, _)) = shard
         && view.changed().await.is_ok()
     {
@@ -156,6 +157,10 @@ impl Loop {
                 done = ended(&mut task) => {
                     task = None;
                     self.on_finished(done).await;
+                    // Before any other sync can start.
+                    if let Some(view) = self.share_due.take() {
+                        self.take_share(view);
+                    }
                 }
                 _ = resync.tick() => {
                     // The directory is re-read too: a safety net for missed watch events.
@@ -178,9 +183,7 @@ impl Loop {
                     self.cancel_if_due();
                     self.write_status();
                 }
-                view = share_changed(&mut self.shard) => {
-                    self.on_share(view, &mut task).await;
-                }
+                view = share_changed(&mut self.shard) => self.on_share(view, &task),
                 Ok(()) = lease_rx.changed() => {
                     self.state.leader_problem = lease_rx.borrow_and_update().clone();
                     self.write_status();
@@ -472,30 +475,26 @@ impl Loop {
     }
 
     /// This replica's share of a shared tree changed. Buckets taken away are written no
-    /// more before the member is told so: a running sync stops at its next safe point, or
-    /// at once when the member's Lease lapsed (others may hold them already).
-    async fn on_share(&mut self, view: ShardView, task: &mut Option<JoinHandle<Finished>>) {
+    /// more before the member is told so: a running sync is told to stop at its next safe
+    /// point (aborted at once when the member's Lease lapsed: others may hold them
+    /// already), and the share is taken when it has ended; the loop never waits for it.
+    fn on_share(&mut self, view: ShardView, task: &Option<JoinHandle<Finished>>) {
         let before = self.state.shard_held().cloned().unwrap_or_default();
-        if !before.is_subset(&view.held) && task.is_some() {
-            if view.urgent {
-                if let Some(t) = task.as_ref() {
-                    t.abort();
-                }
-            } else if let Some(why) = self.state.stop_running(Cancel::ShareChanged) {
-                self.tell_sync(&why);
-            }
-            let done = match tokio::time::timeout(STOP_WAIT, ended(task)).await {
-                Ok(done) => done,
-                Err(_) => {
-                    if let Some(t) = task.as_ref() {
-                        t.abort();
-                    }
-                    ended(task).await
-                }
-            };
-            *task = None;
-            self.on_finished(done).await;
+        let Some(running) = task.as_ref().filter(|_| !before.is_subset(&view.held)) else {
+            self.share_due = None;
+            self.take_share(view);
+            return;
+        };
+        if view.urgent {
+            running.abort();
+        } else if let Some(why) = self.state.stop_running(Cancel::ShareChanged) {
+            self.tell_sync(&why);
         }
+        self.share_due = Some(view);
+    }
+
+    /// From now on the engine, the state and the member go by `view`.
+    fn take_share(&mut self, view: ShardView) {
         let held = view.held.clone();
         self.engine.hold(Some(Arc::new(held.clone())));
         if let Some(key) = self.state.on_shard(view) {

@@ -296,6 +296,7 @@ pub async fn run(
         waiting: Vec::new(),
         running: None,
         shard,
+        share_due: None,
     }
     .run(
         src_rx,

@@ -313,26 +313,13 @@ mod tests {
     use crate::object::ObjKey;
 
     fn entry(name: &str, spec: &str) -> Entry {
-        Entry {
-            key: ObjKey {
-                group: String::new(),
-                kind: "ServiceAccount".into(),
-                namespace: "ns".into(),
-                name: name.into(),
-            },
-            version: "v1".into(),
-            spec: spec.into(),
-            uid: Some("u".into()),
-            applied: None,
-            shape: None,
-            fields: None,
-            held: false,
-            deleting: false,
-            keep: false,
-            sealed: false,
-            wave: 0,
-            hook: false,
-        }
+        let key = ObjKey {
+            group: String::new(),
+            kind: "ServiceAccount".into(),
+            namespace: "ns".into(),
+            name: name.into(),
+        };
+        Entry::recorded(key, spec)
     }
 
     /// Two spec ids in different buckets.

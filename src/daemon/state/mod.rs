@@ -482,21 +482,34 @@ impl State {
     /// The specs of `tree` in the buckets this replica holds, the whole tree kept for
     /// when they change; `tree` itself when replicas do not share it.
     fn share_of(&mut self, tree: SpecTree) -> SpecTree {
-        let Some(view) = &self.shard else {
+        if self.shard.is_none() {
             return tree;
-        };
-        let mut mine = tree.clone();
-        mine.specs.retain(|s| {
-            view.held
-                .contains(&crate::apply::buckets::bucket_of(&s.id.to_string()))
-        });
+        }
+        let whole = Arc::new(tree);
+        self.whole = Some(whole.clone());
+        self.share_of_whole(&whole)
+    }
+
+    /// The specs of `whole` this replica holds (copied; the rest shared).
+    fn share_of_whole(&self, whole: &SpecTree) -> SpecTree {
+        let held = self.shard.as_ref().map(|v| &v.held);
+        let mut specs: Vec<Spec> = whole
+            .specs
+            .iter()
+            .filter(|s| {
+                held.is_some_and(|h| {
+                    h.contains(&crate::apply::buckets::bucket_of(&s.id.to_string()))
+                })
+            })
+            .cloned()
+            .collect();
         // This member cannot see another's readiness: a dependency it does not hold is
         // not waited for (docs/src/sharding.md), rather than waited for forever.
-        let held: BTreeSet<SpecId> = mine.specs.iter().map(|s| s.id.clone()).collect();
+        let ids: BTreeSet<SpecId> = specs.iter().map(|s| s.id.clone()).collect();
         let mut elsewhere = 0;
-        for spec in &mut mine.specs {
+        for spec in &mut specs {
             let before = spec.depends_on.len();
-            spec.depends_on.retain(|d| held.contains(d));
+            spec.depends_on.retain(|d| ids.contains(d));
             elsewhere += before - spec.depends_on.len();
         }
         if elsewhere > 0 {
@@ -505,8 +518,11 @@ impl State {
                 "depends-on naming specs another replica holds are not waited for"
             );
         }
-        self.whole = Some(Arc::new(tree));
-        mine
+        SpecTree {
+            specs,
+            settings: whole.settings.clone(),
+            rendered: whole.rendered.clone(),
+        }
     }
 
     /// The buckets this replica holds, while replicas share the tree.
@@ -530,7 +546,7 @@ impl State {
             return None;
         }
         let whole = self.whole.clone()?;
-        let mine = self.share_of((*whole).clone());
+        let mine = self.share_of_whole(&whole);
         let changed = match &self.tree {
             Some(old) => changed_specs(old, &mine),
             None => mine.specs.iter().map(|s| s.id.clone()).collect(),
