@@ -429,6 +429,7 @@ fn status(n_specs: usize, revision: &str, ready: bool) -> StatusFile {
             warnings: vec![],
             revision: None,
             app: None,
+            member: None,
         })
         .collect();
     StatusFile {

@@ -5,9 +5,11 @@
 //! member that can no longer renew its Lease stops writing before it expires. Either way
 //! every object is written by one member, once. An instance moves between one replica and
 //! members (the inventory's single layout and a ConfigMap per bucket) without losing what
-//! it prunes. The tests count the apiserver's own ServiceAccount writes (the specs' kind;
-//! the inventory and the holders table are ConfigMaps, the membership Leases), hence
-//! `serial_`.
+//! it prunes. Each member shows the whole tree: its own specs, and the others' as they
+//! publish them (a ConfigMap each). A member stopped hands its buckets over as it leaves.
+//! The tests count the apiserver's own ServiceAccount writes (the specs' kind; the
+//! inventory, the holders table and the parts are ConfigMaps, the membership Leases),
+//! hence `serial_`.
 
 use crate::support;
 
@@ -80,6 +82,17 @@ fn write_specs(root: &Path, ns: &str, label: Option<&str>) -> PathBuf {
 /// `kubeconfig` says otherwise. A resync far away: a takeover must sync what it took by
 /// itself.
 fn member(ns: &str, inv: &str, specs: &Path, identity: &str, kubeconfig: Option<&Path>) -> Daemon {
+    member_with_lease(ns, inv, specs, identity, kubeconfig, LEASE)
+}
+
+fn member_with_lease(
+    ns: &str,
+    inv: &str,
+    specs: &Path,
+    identity: &str,
+    kubeconfig: Option<&Path>,
+    lease: &str,
+) -> Daemon {
     let specs = specs.to_string_lossy().into_owned();
     let args = [
         "--dir",
@@ -90,7 +103,7 @@ fn member(ns: &str, inv: &str, specs: &Path, identity: &str, kubeconfig: Option<
         "--shard-identity",
         identity,
         "--shard-lease",
-        LEASE,
+        lease,
         "--inventory-namespace",
         inv,
     ];
@@ -101,13 +114,22 @@ fn member(ns: &str, inv: &str, specs: &Path, identity: &str, kubeconfig: Option<
     run.start()
 }
 
-fn spec_ids(status: &Value) -> BTreeSet<String> {
+/// The specs a status says its own member holds.
+fn own_ids(status: &Value) -> BTreeSet<String> {
+    held_by(status)
+        .into_iter()
+        .filter(|(_, m)| *m == status["shard"]["member"])
+        .map(|(id, _)| id)
+        .collect()
+}
+
+/// Each spec a status lists, with the member it says holds it (null: none reported it).
+fn held_by(status: &Value) -> BTreeMap<String, Value> {
     status["specs"]
         .as_array()
         .into_iter()
         .flatten()
-        .filter_map(|s| s["id"].as_str())
-        .map(str::to_string)
+        .filter_map(|s| Some((s["id"].as_str()?.to_string(), s["member"].clone())))
         .collect()
 }
 
@@ -131,7 +153,8 @@ fn seen_members(status: &Value) -> Vec<&str> {
 
 /// What keeps `statuses` (of `members`, sorted by identity) from dividing the tree:
 /// each member sees exactly these members, holds a bucket, no problem; the buckets and the
-/// specs listed disjoint, all 64 and all of `specs`; every spec ready.
+/// specs each holds disjoint, all 64 and all of `specs`; and each shows the whole tree,
+/// every spec ready and said held by the member that holds it.
 fn division_problem(
     members: &[(&str, &Daemon)],
     statuses: &[Value],
@@ -158,18 +181,31 @@ fn division_problem(
             return Some(format!("{id} holds a bucket another member holds"));
         }
         held.extend(its);
-        let ids = spec_ids(status);
+        let ids = own_ids(status);
         if !ids.is_disjoint(&listed) {
-            return Some(format!("{id} lists a spec another member lists"));
+            return Some(format!("{id} holds a spec another member holds"));
         }
         listed.extend(ids);
-        if !status["specs"]
+    }
+    let holder: BTreeMap<String, Value> = identities
+        .iter()
+        .zip(statuses)
+        .flat_map(|(id, status)| own_ids(status).into_iter().map(move |s| (s, json!(id))))
+        .collect();
+    for (id, status) in identities.iter().zip(statuses) {
+        if held_by(status) != holder {
+            return Some(format!(
+                "{id} does not show the whole tree held as the members say: {:?}",
+                held_by(status)
+            ));
+        }
+        if let Some(s) = status["specs"]
             .as_array()
             .into_iter()
             .flatten()
-            .all(|s| s["ready"] == true)
+            .find(|s| s["ready"] != true)
         {
-            return Some(format!("{id} has a spec not ready"));
+            return Some(format!("{id} shows a spec not ready: {s}"));
         }
     }
     if held != (0..BUCKETS).collect::<BTreeSet<u64>>() {
@@ -200,8 +236,9 @@ fn divided(members: &[(&str, &Daemon)], specs: &BTreeSet<String>) -> Result<Vec<
         .zip(&statuses)
         .map(|((id, daemon), status)| {
             format!(
-                "--- {id}: shard {}, {} specs, errors {}\nlog (tail):\n{}",
+                "--- {id}: shard {}, {} specs of its own, {} shown, errors {}\nlog (tail):\n{}",
                 status["shard"],
+                own_ids(status).len(),
                 status["specs"].as_array().map_or(0, Vec::len),
                 status["errors"],
                 support::tail(&daemon.log(), 3000)
@@ -336,7 +373,7 @@ async fn serial_three_replicas_divide_a_tree_and_take_over_a_killed_one() {
     };
     for (id, status) in IDS.iter().zip(&statuses) {
         assert!(
-            !spec_ids(status).is_empty(),
+            !own_ids(status).is_empty(),
             "{id} holds no spec (30 specs, 3 members): {status:#}"
         );
     }
@@ -352,12 +389,12 @@ async fn serial_three_replicas_divide_a_tree_and_take_over_a_killed_one() {
 
     // The member with the most specs dies; the tree changes while its Lease still runs.
     let victim = (0..IDS.len())
-        .max_by_key(|&i| spec_ids(&statuses[i]).len())
+        .max_by_key(|&i| own_ids(&statuses[i]).len())
         .unwrap();
     println!(
         "killing {} ({} specs)",
         IDS[victim],
-        spec_ids(&statuses[victim]).len()
+        own_ids(&statuses[victim]).len()
     );
     daemons[victim].sigkill();
     write_specs(dir.path(), &ns, Some("yes"));
@@ -386,9 +423,40 @@ async fn serial_three_replicas_divide_a_tree_and_take_over_a_killed_one() {
     );
 }
 
-/// What a member does with its Lease and the others': renew it (`update`), read and
-/// watch theirs, make its own, delete a dead one's.
-const LEASE_VERBS: [&str; 6] = ["get", "list", "watch", "create", "update", "delete"];
+/// The rules of Role `name` in `file` of examples/kubernetes.
+fn example_rules(file: &str, name: &str) -> Vec<Value> {
+    let text = support::read(&support::example("kubernetes").join(file));
+    support::yaml_docs(&text)
+        .into_iter()
+        .find(|d| d["kind"] == "Role" && d["metadata"]["name"] == name)
+        .and_then(|d| d["rules"].as_array().cloned())
+        .unwrap_or_else(|| panic!("no Role {name} with rules in {file}"))
+}
+
+/// What a member may do in the inventory namespace: rbac.yaml's rule for ConfigMaps and
+/// the add-on for `--shard` (addons/rbac-shard.yaml), as a user grants them.
+fn member_rules() -> Vec<Value> {
+    let mut rules: Vec<Value> = example_rules("rbac.yaml", "driftless")
+        .into_iter()
+        .filter(|r| r["resources"] == json!(["configmaps"]))
+        .collect();
+    assert_eq!(rules.len(), 1, "rbac.yaml's rule for ConfigMaps");
+    rules.extend(example_rules("addons/rbac-shard.yaml", "driftless-shard"));
+    rules
+}
+
+/// The same, without `verb` on Leases.
+fn member_rules_without_lease(verb: &str) -> Vec<Value> {
+    let mut rules = member_rules();
+    for rule in &mut rules {
+        if rule["resources"] == json!(["leases"]) {
+            let verbs = rule["verbs"].as_array_mut().unwrap();
+            assert!(verbs.iter().any(|v| v == verb), "leases: {verbs:?}");
+            verbs.retain(|v| v != verb);
+        }
+    }
+    rules
+}
 
 /// A ServiceAccount with all a member needs: cluster-wide, Nodes, the namespace of its
 /// specs (`get`, before creating a missing one) and the watch of what it owns; in `ns`,
@@ -409,23 +477,18 @@ async fn replica_account(
     let cleanup =
         support::replica_account_with(admin, ns, &name, cluster_rules, &[ns, inv], &kubeconfig)
             .await;
-    grant(admin, ns, inv, &LEASE_VERBS).await;
+    grant(admin, ns, inv, member_rules()).await;
     (cleanup, kubeconfig)
 }
 
-/// The member's Roles: in `ns`, the specs' ServiceAccounts; in `inv`, the inventory and
-/// the holders table (ConfigMaps) and `lease_verbs` on Leases.
-async fn grant(admin: &kube::Client, ns: &str, inv: &str, lease_verbs: &[&str]) {
+/// The member's Roles: in `ns`, the specs' ServiceAccounts; in `inv`, `inventory` (the
+/// inventory, the holders' table, the parts of the status, the Leases).
+async fn grant(admin: &kube::Client, ns: &str, inv: &str, inventory: Vec<Value>) {
     let specs = json!([
         {"apiGroups": [""], "resources": ["serviceaccounts"],
          "verbs": ["get", "list", "watch", "create", "patch", "delete"]},
     ]);
-    let inventory = json!([
-        {"apiGroups": [""], "resources": ["configmaps"],
-         "verbs": ["get", "list", "watch", "create", "patch", "update", "delete"]},
-        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": lease_verbs},
-    ]);
-    for (namespace, rules) in [(ns, specs), (inv, inventory)] {
+    for (namespace, rules) in [(ns, specs), (inv, json!(inventory))] {
         support::apply_manifest(
             admin,
             &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
@@ -438,7 +501,7 @@ async fn grant(admin: &kube::Client, ns: &str, inv: &str, lease_verbs: &[&str]) 
 /// Whether `status` says its member holds nothing, lists nothing, and why: its Lease.
 fn stopped_for_its_lease(status: &Value) -> bool {
     buckets(status).is_empty()
-        && spec_ids(status).is_empty()
+        && own_ids(status).is_empty()
         && status["shard"]["problem"]
             .as_str()
             .is_some_and(|p| p.to_lowercase().contains("lease"))
@@ -463,7 +526,7 @@ async fn serial_a_member_that_cannot_renew_its_lease_stops_writing_before_others
     table_agrees(&client, &ns, &inv, &both).await;
     let b_held = buckets(&statuses[1]);
     assert!(
-        !spec_ids(&statuses[1]).is_empty(),
+        !own_ids(&statuses[1]).is_empty(),
         "b holds no spec, so its stopping proves nothing: {:#}",
         statuses[1]
     );
@@ -473,8 +536,7 @@ async fn serial_a_member_that_cannot_renew_its_lease_stops_writing_before_others
     // b may no longer renew its Lease. It gives up its buckets before the Lease expires,
     // and a takes them only once it has: whenever a's status shows one of b's buckets,
     // b's (read after a's) already holds none.
-    let renewless: Vec<&str> = LEASE_VERBS.into_iter().filter(|v| *v != "update").collect();
-    grant(&client, &ns, &inv, &renewless).await;
+    grant(&client, &ns, &inv, member_rules_without_lease("update")).await;
     support::eventually("b stopped and a holding everything", TAKEOVER, || async {
         let a_status = a.status().unwrap_or(Value::Null);
         let b_status = b.status().unwrap_or(Value::Null);
@@ -489,7 +551,7 @@ async fn serial_a_member_that_cannot_renew_its_lease_stops_writing_before_others
             return Err(format!(
                 "b: shard {}, {} specs\nlog (tail):\n{}",
                 b_status["shard"],
-                spec_ids(&b_status).len(),
+                own_ids(&b_status).len(),
                 support::tail(&b.log(), 4000)
             ));
         }
@@ -671,7 +733,7 @@ fn moved(
 /// Two specs to delete: one from each member where both list some (so both write their
 /// buckets, and the single layout is emptied); else the first two the other lists.
 fn two_to_delete(statuses: &[Value]) -> Vec<String> {
-    let lists: Vec<BTreeSet<String>> = statuses.iter().map(spec_ids).collect();
+    let lists: Vec<BTreeSet<String>> = statuses.iter().map(own_ids).collect();
     let firsts: Vec<String> = lists.iter().filter_map(|l| l.first().cloned()).collect();
     if firsts.len() >= 2 {
         firsts[..2].to_vec()
@@ -752,7 +814,7 @@ async fn serial_an_instance_moves_between_one_replica_and_shared_without_losing_
     // The members that pruned wrote every bucket they hold.
     let written: BTreeSet<String> = statuses
         .iter()
-        .map(spec_ids)
+        .map(own_ids)
         .filter(|ids| deleted.iter().any(|d| ids.contains(d)))
         .flatten()
         .filter(|id| want.contains(id))
@@ -805,4 +867,77 @@ async fn serial_an_instance_moves_between_one_replica_and_shared_without_losing_
         SPECS as u64 + 3,
         "ServiceAccount writes: 30 creates, 3 deletes"
     );
+}
+
+/// Long enough that a member taking a leaver's buckets before this has passed can only
+/// have been handed them: one round (a fifth of it) and a sync, well within `TAKEOVER`.
+const LONG_LEASE: &str = "150s";
+
+/// The names of the Leases and of the published parts of the status of instance `ns`.
+async fn membership(client: &kube::Client, ns: &str, inv: &str) -> (Vec<String>, Vec<String>) {
+    let leases = Api::<Lease>::namespaced(client.clone(), inv)
+        .list(&ListParams::default().labels(&format!("driftless.dev/member-of={ns}")))
+        .await
+        .unwrap();
+    let parts = Api::<ConfigMap>::namespaced(client.clone(), inv)
+        .list(&ListParams::default().labels(&format!("driftless.dev/status-of={ns}")))
+        .await
+        .unwrap();
+    let names = |items: Vec<Option<String>>| items.into_iter().flatten().collect::<Vec<_>>();
+    (
+        names(leases.items.into_iter().map(|l| l.metadata.name).collect()),
+        names(parts.items.into_iter().map(|p| p.metadata.name).collect()),
+    )
+}
+
+/// A member stopped (SIGTERM) gives its buckets up and deletes its Lease and its part of
+/// the status as it leaves, so the other takes them at its next round, long before the
+/// lease would have run out, and converges them without writing an object again.
+#[tokio::test]
+async fn serial_a_member_stopped_hands_its_buckets_over_at_once() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "shards-leave").await;
+    let inv = support::namespace(&client, "shards-leave-inv").await;
+    let dir = tempfile::tempdir().unwrap();
+    let specs = write_specs(dir.path(), &ns, None);
+    let want = all_specs(&ns);
+    let before = support::apiserver_writes_when_quiet(&client, WRITTEN).await;
+
+    let a = member_with_lease(&ns, &inv, &specs, "a", None, LONG_LEASE);
+    let mut b = member_with_lease(&ns, &inv, &specs, "b", None, LONG_LEASE);
+    let both = [("a", &a), ("b", &b)];
+    let statuses = wait_divided("a and b dividing the tree", &both, &want, support::WAIT).await;
+    assert!(
+        !own_ids(&statuses[1]).is_empty(),
+        "b holds no spec, so its leaving proves nothing: {:#}",
+        statuses[1]
+    );
+    let (leases, parts) = membership(&client, &ns, &inv).await;
+    assert_eq!(
+        (leases.len(), parts.len()),
+        (2, 2),
+        "a Lease and a part each: {leases:?} {parts:?}"
+    );
+    let settled = support::apiserver_writes_when_quiet(&client, WRITTEN).await;
+    assert_eq!(settled - before, SPECS as u64, "ServiceAccount writes");
+
+    assert_eq!(
+        b.stop(),
+        Some(0),
+        "b stopping\n{}",
+        support::tail(&b.log(), 3000)
+    );
+    let (leases, parts) = membership(&client, &ns, &inv).await;
+    assert_eq!(
+        (leases, parts),
+        (
+            vec![format!("driftless-member-{ns}-a")],
+            vec![format!("driftless-status-{ns}-a")]
+        ),
+        "b's Lease and part once it has left"
+    );
+    wait_divided("a holding the whole tree", &[("a", &a)], &want, TAKEOVER).await;
+    table_agrees(&client, &ns, &inv, &[("a", &a)]).await;
+    let after = support::apiserver_writes_when_quiet(&client, WRITTEN).await;
+    assert_eq!(after - settled, 0, "ServiceAccount writes of the hand-over");
 }

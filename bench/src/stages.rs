@@ -440,6 +440,7 @@ fn status(
         leader: true,
         leader_problem: None,
         shard: None,
+        shared: None,
         suspensions: &suspensions,
         drifted: &drifted,
         syncing: false,

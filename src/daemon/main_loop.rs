@@ -7,7 +7,7 @@
 //! bounded), so the inventory has a single writer: keys that come due meanwhile (drift
 //! corrections, a resync) wait in the queue behind it.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -30,7 +30,7 @@ use crate::report::api::{Control, NoSync};
 use crate::report::metrics::Metrics;
 use crate::report::notify::Notifier;
 use crate::report::snapshot::StatusWriter;
-use crate::report::status::{LastSync, SyncProgress};
+use crate::report::status::{LastSync, SpecStatus, SyncProgress};
 
 /// How long a stopping daemon waits for its running sync to reach a safe point (it is
 /// told at once; waits end at once, writes under way finish).
@@ -89,19 +89,37 @@ pub(super) struct Loop {
     pub share_due: Option<ShardView>,
 }
 
-/// What the member's coordinator says this replica may write, and where the loop
-/// answers what it no longer writes beyond.
-pub(super) type ShardLink = (
-    tokio_watch::Receiver<ShardView>,
-    tokio_watch::Sender<BTreeSet<u16>>,
-);
+/// The loop's side of the member's coordinator (`shards`).
+pub(super) struct ShardLink {
+    /// What this replica may write.
+    pub view: tokio_watch::Receiver<ShardView>,
+    /// What the loop no longer writes beyond.
+    pub confirmed: tokio_watch::Sender<BTreeSet<u16>>,
+    /// The other members' specs, as they published them.
+    pub peers: tokio_watch::Receiver<Arc<HashMap<String, SpecStatus>>>,
+}
 
-/// The next change of this replica's share, if the tree is shared (never, if not).
-async fn share_changed(shard: &mut Option<ShardLink>) -> ShardView {
-    if let Some((view, _)) = shard
-        && view.changed().await.is_ok()
-    {
-        return view.borrow_and_update().clone();
+/// What the member's coordinator tells the loop.
+enum ShardNews {
+    /// This replica's share changed.
+    Share(ShardView),
+    /// The other members' specs changed.
+    Peers(Arc<HashMap<String, SpecStatus>>),
+}
+
+/// The coordinator's next news, if the tree is shared (never, if not).
+async fn shard_news(shard: &mut Option<ShardLink>) -> ShardNews {
+    if let Some(link) = shard {
+        tokio::select! {
+            Ok(()) = link.view.changed() => {
+                return ShardNews::Share(link.view.borrow_and_update().clone());
+            }
+            Ok(()) = link.peers.changed() => {
+                return ShardNews::Peers(link.peers.borrow_and_update().clone());
+            }
+            // The member has ended (the loop is stopping).
+            else => {}
+        }
     }
     std::future::pending().await
 }
@@ -183,7 +201,13 @@ impl Loop {
                     self.cancel_if_due();
                     self.write_status();
                 }
-                view = share_changed(&mut self.shard) => self.on_share(view, &task),
+                news = shard_news(&mut self.shard) => match news {
+                    ShardNews::Share(view) => self.on_share(view, &task),
+                    ShardNews::Peers(peers) => {
+                        self.state.on_peers(peers);
+                        self.write_status();
+                    }
+                },
                 Ok(()) = lease_rx.changed() => {
                     self.state.leader_problem = lease_rx.borrow_and_update().clone();
                     self.write_status();
@@ -209,8 +233,8 @@ impl Loop {
             }
         }
         // Writes nothing more: a member gives its buckets up now.
-        if let Some((_, confirmed)) = &self.shard {
-            let _ = confirmed.send(BTreeSet::new());
+        if let Some(link) = &self.shard {
+            let _ = link.confirmed.send(BTreeSet::new());
         }
         for w in self.waiting.drain(..) {
             let _ = w.send(Err(NoSync::Stopping));
@@ -500,8 +524,8 @@ impl Loop {
         if let Some(key) = self.state.on_shard(view) {
             self.queue.push(key, Instant::now());
         }
-        if let Some((_, confirmed)) = &self.shard {
-            let _ = confirmed.send(held);
+        if let Some(link) = &self.shard {
+            let _ = link.confirmed.send(held);
         }
         self.write_status();
     }

@@ -246,20 +246,42 @@ pub async fn run(
             metrics.clone(),
         )
     });
+    let mut status =
+        crate::report::snapshot::StatusWriter::new(cfg.status_file.clone(), published_tx);
     let shard = cfg.shard.clone().map(|shard| {
         // Nothing is written before the table gives this replica a bucket.
         engine.hold(Some(Arc::default()));
         let (confirmed_tx, confirmed_rx) = tokio_watch::channel(Default::default());
-        let (view, member) = shards::start(shard, client.clone(), confirmed_rx, stop_rx.clone());
-        ((view, confirmed_tx), member)
+        let (part_tx, part_rx) = tokio_watch::channel(Arc::default());
+        let started = shards::start(
+            shard,
+            client.clone(),
+            shards::Channels {
+                confirmed: confirmed_rx,
+                part: part_rx,
+                stop: stop_rx.clone(),
+            },
+        );
+        (
+            main_loop::ShardLink {
+                view: started.view,
+                confirmed: confirmed_tx,
+                peers: started.peers,
+            },
+            started.handle,
+            part_tx,
+        )
     });
     let (shard, member) = match shard {
-        Some((shard, member)) => (Some(shard), Some(member)),
+        Some((shard, member, part)) => {
+            status = status.with_part(part);
+            (Some(shard), Some(member))
+        }
         None => (None, None),
     };
     let mut state = State::new(source_name, *active_rx.borrow());
-    if let Some((view, _)) = &shard {
-        state.on_shard(view.borrow().clone());
+    if let Some(link) = &shard {
+        state.on_shard(link.view.borrow().clone());
     }
     state.instance.clone_from(&cfg.engine.instance);
     state.kubernetes = kubernetes;
@@ -277,7 +299,7 @@ pub async fn run(
         state.on_event(watch::Event::Suspensions(now));
     }
     main_loop::Loop {
-        status: crate::report::snapshot::StatusWriter::new(cfg.status_file.clone(), published_tx),
+        status,
         cfg,
         engine,
         recorder,

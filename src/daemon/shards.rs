@@ -12,26 +12,48 @@
 //! of a duration before that, counted from when it sent its last renewal that succeeded.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::ByteString;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams};
+use kube::api::{
+    Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams, Preconditions,
+};
 use kube::{Client, ResourceExt};
 use sha2::Digest;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::apply::buckets::BUCKETS;
+use crate::apply::buckets::{BUCKETS, bucket_of};
 use crate::cluster::error_text;
 use crate::object::ownership;
+use crate::report::status::{SpecStatus, part};
 
 /// Label on members' Leases: the instance whose tree they share.
 const MEMBER_OF: &str = "driftless.dev/member-of";
 const HOLDERS_KEY: &str = "holders.json";
+/// Label on members' published parts of the status: the instance whose tree they share.
+/// (Not the instance's own label: the daemon's watches must not carry every part.)
+const STATUS_OF: &str = "driftless.dev/status-of";
+/// Annotation on a part: the member that published it.
+const PART_BY: &str = "driftless.dev/member";
+const PART_KEY: &str = "specs.json.gz";
+const FIELD_MANAGER: &str = "driftless-shards";
+/// A member whose Lease has not moved for this many lease durations is gone for good:
+/// its Lease and part are deleted (by the first live member), so replicas named after
+/// their Pods leave nothing behind.
+const FORGOTTEN_AFTER: u32 = 10;
+/// How often a member publishes its part of the status (when it changed) and reads the
+/// others' (those that changed).
+const EXCHANGE_EVERY: Duration = Duration::from_secs(2);
+
+/// The other members' specs, by id, as they published them.
+pub type Peers = Arc<HashMap<String, SpecStatus>>;
 
 #[derive(Debug, Clone)]
 pub struct ShardConfig {
@@ -59,7 +81,8 @@ impl ShardConfig {
         format!("driftless-shards-{}", self.instance)
     }
 
-    fn lease_name(&self) -> String {
+    /// The identity as a name's part may spell it.
+    fn name_part(&self) -> String {
         let id: String = self
             .identity
             .chars()
@@ -69,11 +92,16 @@ impl ShardConfig {
                 _ => '-',
             })
             .collect();
-        format!(
-            "driftless-member-{}-{}",
-            self.instance,
-            id.trim_matches('-')
-        )
+        id.trim_matches('-').to_string()
+    }
+
+    fn lease_name(&self) -> String {
+        format!("driftless-member-{}-{}", self.instance, self.name_part())
+    }
+
+    /// The ConfigMap this member publishes its specs' status in.
+    fn part_name(&self) -> String {
+        format!("driftless-status-{}-{}", self.instance, self.name_part())
     }
 }
 
@@ -174,6 +202,15 @@ impl Members {
         }
     }
 
+    /// Members whose Lease has not moved for `long`.
+    pub fn silent(&self, now: Instant, long: Duration) -> BTreeSet<&String> {
+        self.seen
+            .iter()
+            .filter(|(_, (_, at))| now.duration_since(*at) >= long)
+            .map(|(id, _)| id)
+            .collect()
+    }
+
     /// Members whose Lease moved within `lease`, and `me`.
     pub fn live(&self, me: &str, now: Instant, lease: Duration) -> BTreeSet<String> {
         self.seen
@@ -191,32 +228,58 @@ struct Table {
     version: Option<String>,
 }
 
-/// Starts the member: what it may write arrives on the returned receiver; `confirmed` is
-/// what the loop says it no longer writes beyond. The handle ends once the member has
-/// left (on `stop`): its buckets given up and its Lease deleted.
-pub fn start(
-    cfg: ShardConfig,
-    client: Client,
-    confirmed: watch::Receiver<BTreeSet<u16>>,
-    stop: watch::Receiver<bool>,
-) -> (watch::Receiver<ShardView>, JoinHandle<()>) {
+/// What the member hears from the loop.
+pub struct Channels {
+    /// What the loop no longer writes beyond.
+    pub confirmed: watch::Receiver<BTreeSet<u16>>,
+    /// This replica's own specs, as its status says them.
+    pub part: watch::Receiver<Arc<Vec<SpecStatus>>>,
+    /// Shutdown.
+    pub stop: watch::Receiver<bool>,
+}
+
+/// The loop's side of a started member.
+pub struct Started {
+    /// What this replica may write.
+    pub view: watch::Receiver<ShardView>,
+    /// The other members' specs, as the table gives them.
+    pub peers: watch::Receiver<Peers>,
+    /// Ends once the member has left (on `stop`): its buckets given up, its Lease and
+    /// part deleted.
+    pub handle: JoinHandle<()>,
+}
+
+pub fn start(cfg: ShardConfig, client: Client, channels: Channels) -> Started {
     let (tx, rx) = watch::channel(ShardView {
         member: cfg.identity.clone(),
         ..ShardView::default()
     });
+    let (peers_tx, peers_rx) = watch::channel(Peers::default());
     let member = Member {
         leases: Api::namespaced(client.clone(), &cfg.namespace),
         maps: Api::namespaced(client, &cfg.namespace),
         cfg,
         view: tx,
-        confirmed,
+        confirmed: channels.confirmed,
         members: Members::default(),
         renewed: None,
         last_error: None,
         hiccup: None,
         rounds: 0,
+        holders: BTreeMap::new(),
+        live: BTreeSet::new(),
+        part: channels.part,
+        published: None,
+        parts: HashMap::new(),
+        peers: peers_tx,
+        peers_from: None,
+        exchange_trouble: None,
     };
-    (rx, tokio::spawn(member.run(stop)))
+    Started {
+        view: rx,
+        peers: peers_rx,
+        handle: tokio::spawn(member.run(channels.stop)),
+    }
 }
 
 struct Member {
@@ -234,6 +297,21 @@ struct Member {
     hiccup: Option<String>,
     /// Divisions done.
     rounds: u32,
+    /// The holders' table and the live members, as the last division read them.
+    holders: BTreeMap<u16, String>,
+    live: BTreeSet<String>,
+    /// This replica's own specs, from the loop.
+    part: watch::Receiver<Arc<Vec<SpecStatus>>>,
+    /// The part as last written.
+    published: Option<Arc<Vec<SpecStatus>>>,
+    /// The others' parts as last read: member → (resourceVersion, specs).
+    parts: HashMap<String, (String, Vec<SpecStatus>)>,
+    /// The others' specs the table gives them, for the loop to show.
+    peers: watch::Sender<Peers>,
+    /// The table and the parts' versions `peers` was built from.
+    peers_from: Option<(BTreeMap<u16, String>, BTreeMap<String, String>)>,
+    /// Why the last exchange of parts failed (said once), until one succeeds.
+    exchange_trouble: Option<String>,
 }
 
 /// Once `at` is past (never, without one).
@@ -248,21 +326,35 @@ impl Member {
     async fn run(mut self, mut stop: watch::Receiver<bool>) {
         let mut tick = tokio::time::interval(self.cfg.renew_every());
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // The status is exchanged more often than a long lease is renewed: what a member
+        // shows of the others lags them by this and their own status's writes.
+        let mut swap = tokio::time::interval(EXCHANGE_EVERY.min(self.cfg.renew_every()));
+        swap.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             // Past this, the others may count this member dead: it writes nothing, even
             // when a round is still waiting on the apiserver.
             let lapse_at = self.renewed.map(|t| t + self.cfg.writes_for());
             let holds = !self.view.borrow().held.is_empty();
-            tokio::select! {
+            let renewing = tokio::select! {
                 _ = stop.wait_for(|s| *s) => break,
                 _ = lapsed(lapse_at), if holds => {
                     self.lapse();
                     continue;
                 }
-                _ = tick.tick() => {}
-            }
+                _ = tick.tick() => true,
+                // Once a division has read the table and the members.
+                _ = swap.tick(), if self.rounds > 0 => false,
+            };
+            let work = async {
+                if renewing {
+                    self.round().await
+                } else {
+                    self.swap().await;
+                    Ok(())
+                }
+            };
             let outcome = tokio::select! {
-                r = self.round() => Some(r),
+                r = work => Some(r),
                 _ = lapsed(lapse_at), if holds => None,
             };
             match outcome {
@@ -320,6 +412,144 @@ impl Member {
         Ok(())
     }
 
+    /// Exchanges the status with the others; a failure is said once, until one succeeds.
+    async fn swap(&mut self) {
+        match self.exchange().await {
+            Ok(()) => self.exchange_trouble = None,
+            Err(e) => {
+                if self.exchange_trouble.as_ref() != Some(&e) {
+                    tracing::warn!("{e}; the other replicas' specs show as last read");
+                }
+                self.exchange_trouble = Some(e);
+            }
+        }
+    }
+
+    /// Publishes this member's part if it changed (or is gone), reads the others' that
+    /// changed, and tells the loop the specs the table gives each of them.
+    async fn exchange(&mut self) -> Result<(), String> {
+        let selector = format!("{STATUS_OF}={}", self.cfg.instance);
+        let listed = self
+            .maps
+            .list_metadata(&ListParams::default().labels(&selector))
+            .await
+            .map_err(|e| {
+                format!(
+                    "listing the replicas' parts of the status: {}",
+                    error_text(&e)
+                )
+            })?;
+        let me = self.cfg.identity.clone();
+        let first = self.live.first() == Some(&me);
+        let mut versions: BTreeMap<String, String> = BTreeMap::new();
+        let mut own_listed = false;
+        for meta in &listed.items {
+            let (Some(name), Some(version)) = (meta.metadata.name.clone(), meta.resource_version())
+            else {
+                continue;
+            };
+            let Some(by) = meta.annotations().get(PART_BY).cloned() else {
+                continue;
+            };
+            if by == me {
+                own_listed = true;
+                continue;
+            }
+            if !self.live.contains(&by) {
+                // Its Lease is gone (it left, or was forgotten): nobody reads it again.
+                if first && !self.members.seen.contains_key(&by) {
+                    let dp = DeleteParams {
+                        preconditions: Some(Preconditions {
+                            resource_version: Some(version),
+                            uid: None,
+                        }),
+                        ..DeleteParams::default()
+                    };
+                    let _ = self.maps.delete(&name, &dp).await;
+                }
+                continue;
+            }
+            if self.parts.get(&by).is_none_or(|(v, _)| *v != version) {
+                let cm = self
+                    .maps
+                    .get(&name)
+                    .await
+                    .map_err(|e| format!("reading {name}: {}", error_text(&e)))?;
+                let bytes = cm
+                    .binary_data
+                    .as_ref()
+                    .and_then(|d| d.get(PART_KEY))
+                    .map_or(&[][..], |b| b.0.as_slice());
+                let specs = part::decode(bytes).unwrap_or_else(|e| {
+                    tracing::warn!(member = %by, "{}/{name} {e}", self.cfg.namespace);
+                    Vec::new()
+                });
+                let read_at = cm.resource_version().unwrap_or(version);
+                self.parts.insert(by.clone(), (read_at, specs));
+            }
+            if let Some((v, _)) = self.parts.get(&by) {
+                versions.insert(by, v.clone());
+            }
+        }
+        self.parts.retain(|m, _| versions.contains_key(m));
+        let from = (self.holders.clone(), versions);
+        if self.peers_from.as_ref() != Some(&from) {
+            let mut peers = HashMap::new();
+            for (m, (_, specs)) in &self.parts {
+                for s in specs {
+                    if self.holders.get(&bucket_of(&s.id)) == Some(m) {
+                        peers.insert(s.id.clone(), s.clone());
+                    }
+                }
+            }
+            self.peers.send_replace(Arc::new(peers));
+            self.peers_from = Some(from);
+        }
+        let part = self.part.borrow().clone();
+        if !own_listed
+            || self
+                .published
+                .as_ref()
+                .is_none_or(|p| !Arc::ptr_eq(p, &part))
+        {
+            self.publish_part(&part).await?;
+            self.published = Some(part);
+        }
+        Ok(())
+    }
+
+    async fn publish_part(&self, specs: &[SpecStatus]) -> Result<(), String> {
+        let name = self.cfg.part_name();
+        let bytes = part::encode(specs)
+            .map_err(|e| format!("this replica's part of the status ({name}): {e}"))?;
+        let cm = ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                namespace: Some(self.cfg.namespace.clone()),
+                labels: Some(BTreeMap::from([(
+                    STATUS_OF.to_string(),
+                    self.cfg.instance.clone(),
+                )])),
+                annotations: Some(BTreeMap::from([(
+                    PART_BY.to_string(),
+                    self.cfg.identity.clone(),
+                )])),
+                ..ObjectMeta::default()
+            },
+            binary_data: Some(BTreeMap::from([(PART_KEY.to_string(), ByteString(bytes))])),
+            ..ConfigMap::default()
+        };
+        self.maps
+            .patch(
+                &name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(&cm),
+            )
+            .await
+            .map_err(|e| format!("writing {name}: {}", error_text(&e)))?;
+        Ok(())
+    }
+
     /// Sees who is live, gives up and takes buckets.
     async fn divide(&mut self) -> Result<(), String> {
         let listed = self
@@ -338,6 +568,9 @@ impl Member {
         let now = Instant::now();
         self.members.observe(leases, now);
         let live = self.members.live(&self.cfg.identity, now, self.cfg.lease);
+        if live.first() == Some(&self.cfg.identity) {
+            self.forget(&listed.items, now).await;
+        }
         let mut table = self.table().await?;
         let me = self.cfg.identity.clone();
         // Buckets someone took while this member could not renew: not written again.
@@ -392,7 +625,32 @@ impl Member {
             .filter(|b| owed_to.get(b).is_some_and(|m| **m == me))
             .collect();
         self.publish(&owed, &live, false);
+        self.holders = table.holders;
+        self.live = live;
         Ok(())
+    }
+
+    /// Deletes the Leases of members silent for `FORGOTTEN_AFTER` lease durations, each
+    /// only as it was listed (one renewed since stays); their parts go at the next
+    /// exchange.
+    async fn forget(&self, leases: &[Lease], now: Instant) {
+        let silent = self.members.silent(now, self.cfg.lease * FORGOTTEN_AFTER);
+        for lease in leases {
+            let holder = lease.spec.as_ref().and_then(|s| s.holder_identity.as_ref());
+            let Some(holder) = holder.filter(|h| silent.contains(h)) else {
+                continue;
+            };
+            let dp = DeleteParams {
+                preconditions: Some(Preconditions {
+                    resource_version: lease.resource_version(),
+                    uid: None,
+                }),
+                ..DeleteParams::default()
+            };
+            if self.leases.delete(&lease.name_any(), &dp).await.is_ok() {
+                tracing::info!(member = %holder, "forgot a replica gone for good");
+            }
+        }
     }
 
     /// Creates or renews this member's Lease.
@@ -570,6 +828,10 @@ impl Member {
         let _ = self
             .leases
             .delete(&self.cfg.lease_name(), &DeleteParams::default())
+            .await;
+        let _ = self
+            .maps
+            .delete(&self.cfg.part_name(), &DeleteParams::default())
             .await;
         tracing::info!("left the replicas sharing the tree");
     }

@@ -52,6 +52,8 @@ pub struct Snapshot<'a> {
     pub leader_problem: Option<&'a str>,
     /// Its share of a tree replicas share; its problem is one of `errors` too.
     pub shard: Option<&'a super::status::ShardStatus>,
+    /// While replicas share the tree: the whole of it, and the others' parts.
+    pub shared: Option<Shared<'a>>,
     /// Suspended specs, by id.
     pub suspensions: &'a Suspensions,
     /// Owned objects someone else changed that were left so, with their specs.
@@ -63,7 +65,21 @@ pub struct Snapshot<'a> {
     pub correct_drift: bool,
 }
 
+/// What a member shows of the specs other members hold (`run --shard`).
+#[derive(Debug, Clone, Copy)]
+pub struct Shared<'a> {
+    /// The whole tree of the current revision, in its order.
+    pub whole: &'a [Spec],
+    /// The others' specs as they last published them, by id: only those in the buckets
+    /// the holders' table gives the member that published them.
+    pub peers: &'a HashMap<String, SpecStatus>,
+}
+
+/// Reason of a spec no member has reported yet.
+pub const UNREPORTED: &str = "Unreported";
+
 impl Snapshot<'_> {
+    /// The status, with only this replica's own specs: `with_peers` adds the others'.
     pub fn status_file(&self) -> StatusFile {
         // Lookups by id and by object reference, built once: searching the lists for every
         // spec and object was quadratic (seconds per status write at a few thousand specs).
@@ -164,6 +180,7 @@ impl Snapshot<'_> {
                     drifted: drifted_by_spec.remove(&spec.id).unwrap_or_default(),
                     warnings: warnings_by_spec.remove(&spec.id).unwrap_or_default(),
                     revision: self.settled_in.get(&spec.id).cloned(),
+                    member: self.shard.map(|s| s.member.clone()),
                 }
             })
             .collect::<Vec<_>>();
@@ -221,6 +238,49 @@ impl Snapshot<'_> {
             written: None,
         }
     }
+
+    /// The whole tree in `doc`, while replicas share it: in the tree's order, this
+    /// replica's specs as they are, the others' as published, and the rest (a bucket
+    /// changing hands, a member not published since the revision) said unreported.
+    pub fn with_peers(&self, doc: &mut StatusFile) {
+        let Some(shared) = self.shared else {
+            return;
+        };
+        let mut own: HashMap<String, SpecStatus> =
+            doc.specs.drain(..).map(|s| (s.id.clone(), s)).collect();
+        doc.specs = shared
+            .whole
+            .iter()
+            .map(|spec| {
+                let id = spec.id.to_string();
+                own.remove(&id)
+                    .or_else(|| shared.peers.get(&id).cloned())
+                    .unwrap_or_else(|| SpecStatus {
+                        kind: spec.id.kind.as_str().to_string(),
+                        namespace: spec.id.namespace.clone(),
+                        name: spec.id.name.clone(),
+                        file: spec.at.file.clone(),
+                        line: spec.at.line,
+                        rendered_by: self.rendered.get(&spec.at.file).cloned(),
+                        app: crate::spec::app_of(&spec.at.file),
+                        ready: false,
+                        status: "InProgress".into(),
+                        reason: Some(UNREPORTED.into()),
+                        message: "no replica has reported it yet: its bucket is changing \
+                                  hands, or its holder has not read this revision"
+                            .into(),
+                        id,
+                        ..SpecStatus::default()
+                    })
+            })
+            .collect();
+        // A spec of this replica's that the whole tree has not (yet): still shown.
+        let mut rest: Vec<SpecStatus> = own.into_values().collect();
+        rest.sort_by(|a, b| a.id.cmp(&b.id));
+        doc.specs.extend(rest);
+        doc.releases = super::status::releases::of(&doc.specs);
+        doc.apps = super::status::apps::of(&doc.specs);
+    }
 }
 
 /// Writes the status file (`--status-file`), if there is one, and remembers whether the
@@ -232,15 +292,25 @@ pub struct StatusWriter {
     /// When the file was last written (or tried).
     written_at: Option<tokio::time::Instant>,
     published: watch::Sender<Arc<Published>>,
+    /// Where a member of a shared tree publishes its own specs (`with_part`).
+    part: Option<watch::Sender<Arc<Vec<SpecStatus>>>>,
 }
 
 impl StatusWriter {
+    /// Tells `part` this replica's own specs at each write that changes them, for the
+    /// other members of a shared tree to show.
+    pub fn with_part(mut self, part: watch::Sender<Arc<Vec<SpecStatus>>>) -> StatusWriter {
+        self.part = Some(part);
+        self
+    }
+
     pub fn new(path: Option<PathBuf>, published: watch::Sender<Arc<Published>>) -> StatusWriter {
         StatusWriter {
             path,
             failing: false,
             written_at: None,
             published,
+            part: None,
         }
     }
 
@@ -261,6 +331,16 @@ impl StatusWriter {
 
     pub fn write(&mut self, snapshot: &Snapshot<'_>, metrics: &Metrics) {
         let mut doc = snapshot.status_file();
+        if let Some(part) = &self.part {
+            part.send_if_modified(|p| {
+                if p.as_slice() == doc.specs.as_slice() {
+                    return false;
+                }
+                *p = Arc::new(doc.specs.clone());
+                true
+            });
+        }
+        snapshot.with_peers(&mut doc);
         if let Some(path) = &self.path {
             // To the second: writes within one second that change nothing else are
             // skipped as before. Only the file says it; the API's readers wake for
@@ -362,7 +442,89 @@ mod tests {
             syncing: false,
             sync_progress: None,
             correct_drift: true,
+            shared: None,
         }
+    }
+
+    #[test]
+    fn a_member_shows_the_whole_tree_its_own_the_others_and_the_unreported() {
+        let specs = specs();
+        let actions = HashMap::new();
+        let shard = super::super::status::ShardStatus {
+            member: "m0".into(),
+            buckets: vec![1],
+            members: vec!["m0".into(), "m1".into()],
+            problem: None,
+        };
+        // m0 holds b; m1 published a; a spec of m1's at a revision m0 has not read yet
+        // is not shown.
+        let peers = HashMap::from([
+            (
+                "elasticweb/n/a".to_string(),
+                SpecStatus {
+                    id: "elasticweb/n/a".into(),
+                    ready: true,
+                    status: "Current".into(),
+                    member: Some("m1".into()),
+                    ..SpecStatus::default()
+                },
+            ),
+            (
+                "elasticweb/n/gone".to_string(),
+                SpecStatus {
+                    id: "elasticweb/n/gone".into(),
+                    member: Some("m1".into()),
+                    ..SpecStatus::default()
+                },
+            ),
+        ]);
+        let mine = [specs[1].clone()];
+        let snap = Snapshot {
+            specs: &mine,
+            shard: Some(&shard),
+            shared: Some(Shared {
+                whole: &specs,
+                peers: &peers,
+            }),
+            ..snapshot(&specs, &[], &actions)
+        };
+        let mut doc = snap.status_file();
+        let own: Vec<(&str, Option<&str>)> = doc
+            .specs
+            .iter()
+            .map(|s| (s.id.as_str(), s.member.as_deref()))
+            .collect();
+        assert_eq!(own, [("elasticweb/n/b", Some("m0"))]);
+        snap.with_peers(&mut doc);
+        let all: Vec<(&str, Option<&str>, bool)> = doc
+            .specs
+            .iter()
+            .map(|s| (s.id.as_str(), s.member.as_deref(), s.ready))
+            .collect();
+        assert_eq!(
+            all,
+            [
+                ("elasticweb/n/a", Some("m1"), true),
+                ("elasticweb/n/b", Some("m0"), false)
+            ]
+        );
+
+        // Nobody published a: said so, not left out.
+        let nobody = HashMap::new();
+        let snap = Snapshot {
+            shared: Some(Shared {
+                whole: &specs,
+                peers: &nobody,
+            }),
+            ..snap
+        };
+        let mut doc = snap.status_file();
+        snap.with_peers(&mut doc);
+        let a = &doc.specs[0];
+        assert_eq!(a.id, "elasticweb/n/a");
+        assert_eq!((a.ready, a.member.as_deref()), (false, None));
+        assert_eq!(a.reason.as_deref(), Some(UNREPORTED));
+        assert_eq!((a.file.as_str(), a.line), ("web.toml", 2));
     }
 
     #[test]

@@ -195,6 +195,8 @@ pub struct State {
     shard_status: Option<crate::report::status::ShardStatus>,
     /// The whole tree of the current revision, while replicas share it.
     whole: Option<Arc<SpecTree>>,
+    /// The specs the other members hold, as they last published them (by id).
+    peers: Arc<HashMap<String, crate::report::status::SpecStatus>>,
 }
 
 impl State {
@@ -245,6 +247,7 @@ impl State {
             shard: None,
             shard_status: None,
             whole: None,
+            peers: Arc::default(),
         }
     }
 
@@ -273,6 +276,14 @@ impl State {
             leader: self.active,
             leader_problem: self.leader_problem.as_deref(),
             shard: self.shard_status.as_ref(),
+            shared: self
+                .whole
+                .as_deref()
+                .filter(|_| self.shard.is_some())
+                .map(|whole| crate::report::snapshot::Shared {
+                    whole: &whole.specs,
+                    peers: &self.peers,
+                }),
             suspensions: &self.suspensions,
             drifted: &self.drifted,
             syncing: self.syncing,
@@ -523,6 +534,11 @@ impl State {
             settings: whole.settings.clone(),
             rendered: whole.rendered.clone(),
         }
+    }
+
+    /// What the other members of a shared tree last published of their specs.
+    pub fn on_peers(&mut self, peers: Arc<HashMap<String, crate::report::status::SpecStatus>>) {
+        self.peers = peers;
     }
 
     /// The buckets this replica holds, while replicas share the tree.

@@ -17,7 +17,9 @@
 //! leader             null without leader election, else whether this replica writes
 //! shard              only with `run --shard`: { member, buckets (held, of 64), members
 //!                    (live, sorted), problem (why it holds nothing, while it cannot renew) };
-//!                    `specs` are then those of its buckets
+//!                    `specs` are then the whole tree's, each with its `member`: this
+//!                    replica's own, the others' as they last published them, and any
+//!                    no member has reported yet (InProgress, reason `Unreported`)
 //! syncing            whether a sync is running
 //! sync_progress      null | { revision, started, phase ("starting"|"applying"|"waiting"|
 //!                    "pruning"|"stopping"), applied, total, waiting_for, waiting_on,
@@ -37,6 +39,7 @@
 
 pub mod apps;
 mod file;
+pub mod part;
 pub mod releases;
 mod verdict;
 
@@ -306,6 +309,10 @@ pub struct SpecStatus {
     /// The Flux or Argo CD app it belongs to (`flux/NS/NAME`, `argo/NAME`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub app: Option<String>,
+    /// The replica that holds it, while replicas share the tree (`run --shard`): this
+    /// one, or the one whose published part it was read from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub member: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
