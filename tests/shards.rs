@@ -416,10 +416,15 @@ async fn serial_three_replicas_divide_a_tree_and_take_over_a_killed_one() {
     .await;
     table_agrees(&client, &ns, &inv, &survivors).await;
     let after = support::apiserver_writes_when_quiet(&client, WRITTEN).await;
+    let logs: Vec<String> = survivors
+        .iter()
+        .map(|(id, d)| format!("--- {id}:\n{}", support::tail(&d.log(), 20000)))
+        .collect();
     assert_eq!(
         after - settled,
         SPECS as u64,
-        "ServiceAccount writes after the kill: each object once, none twice"
+        "ServiceAccount writes after the kill: each object once, none twice\n{}",
+        logs.join("\n")
     );
 }
 

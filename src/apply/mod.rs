@@ -369,7 +369,21 @@ impl Engine {
         scope: Scope<'_>,
         gate: &impl Gate,
     ) -> Result<SyncReport, ApplyError> {
-        let store = self.store();
+        self.sync_in(self.store(), objects, adopt_specs, scope, gate)
+            .await
+    }
+
+    /// `sync_scope` with the inventory of `store`: the buckets held when `objects` were
+    /// chosen. Read when the sync's task first runs, a share grown meanwhile would have
+    /// the sync load buckets whose specs it does not render, and prune their objects.
+    pub async fn sync_in(
+        &self,
+        store: Store,
+        objects: &[Object],
+        adopt_specs: &BTreeSet<SpecId>,
+        scope: Scope<'_>,
+        gate: &impl Gate,
+    ) -> Result<SyncReport, ApplyError> {
         // Independent round trips (the inventory; discovery of each kind), taken at once.
         let (loaded, mut planned) =
             tokio::join!(store.load(&self.client), self.plan(objects, adopt_specs));

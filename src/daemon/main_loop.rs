@@ -380,6 +380,9 @@ impl Loop {
         self.write_status();
         Some(tokio::spawn(sync::execute(
             self.engine.clone(),
+            // The buckets the job's objects were chosen by, not those held once the task
+            // first runs.
+            self.engine.store(),
             job,
             limits,
             cancelled,

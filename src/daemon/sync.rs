@@ -177,6 +177,7 @@ pub fn prepare(engine: &Engine, state: &mut State, keys: Vec<Key>) -> Option<Pre
 /// inventory's record-before-apply).
 pub async fn execute(
     engine: Arc<Engine>,
+    store: crate::apply::Store,
     job: Job,
     limits: Limits,
     cancel: tokio_watch::Receiver<Option<String>>,
@@ -194,7 +195,7 @@ pub async fn execute(
         cancel,
         progress,
     };
-    let run = engine.sync_scope(&job.objects, &job.adopt, job.scope.scope(), &gate);
+    let run = engine.sync_in(store, &job.objects, &job.adopt, job.scope.scope(), &gate);
     let result = match tokio::time::timeout_at(deadline + DEADLINE_GRACE, run).await {
         Ok(r) => r.map_err(SyncError::from),
         Err(_) => Err(SyncError::Overran(limits.sync)),
