@@ -204,7 +204,10 @@ impl Loop {
                 news = shard_news(&mut self.shard) => match news {
                     ShardNews::Share(view) => self.on_share(view, &task),
                     ShardNews::Peers(peers) => {
-                        self.state.on_peers(peers);
+                        for spec in self.state.on_peers(peers) {
+                            tracing::info!(spec = %spec, "its dependencies are ready");
+                            self.queue.push(Key::Spec(spec), Instant::now());
+                        }
                         self.write_status();
                     }
                 },

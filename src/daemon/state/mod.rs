@@ -476,7 +476,7 @@ impl State {
     /// applied (nor pruned) until they are.
     pub fn waiting(&self) -> BTreeMap<SpecId, Vec<SpecId>> {
         match &self.tree {
-            Some(tree) => readiness::waiting_on(tree, &self.health),
+            Some(tree) => readiness::waiting_on(tree, &self.health, &self.ready_elsewhere()),
             None => BTreeMap::new(),
         }
     }
@@ -504,7 +504,7 @@ impl State {
     /// The specs of `whole` this replica holds (copied; the rest shared).
     fn share_of_whole(&self, whole: &SpecTree) -> SpecTree {
         let held = self.shard.as_ref().map(|v| &v.held);
-        let mut specs: Vec<Spec> = whole
+        let specs: Vec<Spec> = whole
             .specs
             .iter()
             .filter(|s| {
@@ -514,21 +514,8 @@ impl State {
             })
             .cloned()
             .collect();
-        // This member cannot see another's readiness: a dependency it does not hold is
-        // not waited for (docs/src/sharding.md), rather than waited for forever.
-        let ids: BTreeSet<SpecId> = specs.iter().map(|s| s.id.clone()).collect();
-        let mut elsewhere = 0;
-        for spec in &mut specs {
-            let before = spec.depends_on.len();
-            spec.depends_on.retain(|d| ids.contains(d));
-            elsewhere += before - spec.depends_on.len();
-        }
-        if elsewhere > 0 {
-            tracing::info!(
-                dependencies = elsewhere,
-                "depends-on naming specs another replica holds are not waited for"
-            );
-        }
+        // A dependency another member holds is waited for by what that member publishes
+        // (`ready_elsewhere`).
         SpecTree {
             specs,
             settings: whole.settings.clone(),
@@ -536,9 +523,50 @@ impl State {
         }
     }
 
-    /// What the other members of a shared tree last published of their specs.
-    pub fn on_peers(&mut self, peers: Arc<HashMap<String, crate::report::status::SpecStatus>>) {
+    /// What the other members of a shared tree last published of their specs. Returns
+    /// the specs that waited for one of theirs and need not any more: to sync now.
+    pub fn on_peers(
+        &mut self,
+        peers: Arc<HashMap<String, crate::report::status::SpecStatus>>,
+    ) -> Vec<SpecId> {
+        let depends = self
+            .tree
+            .as_ref()
+            .is_some_and(|t| t.specs.iter().any(|s| !s.depends_on.is_empty()));
+        if !depends {
+            self.peers = peers;
+            return Vec::new();
+        }
+        let before = self.waiting();
         self.peers = peers;
+        let after = self.waiting();
+        // What they show waiting changes too.
+        self.health_dirty = true;
+        before
+            .into_keys()
+            .filter(|id| !after.contains_key(id))
+            .collect()
+    }
+
+    /// The specs other members hold that they say are ready at the revision this member
+    /// syncs: a dependency on one of them is met. (Ready at an older revision is not: its
+    /// change may not be applied yet.)
+    fn ready_elsewhere(&self) -> BTreeSet<&str> {
+        let Some(current) = self.revision_current.as_deref() else {
+            return BTreeSet::new();
+        };
+        if self.peers.is_empty() {
+            return BTreeSet::new();
+        }
+        // What this member holds itself it judges itself, whatever a part read before
+        // the bucket moved says.
+        let own: BTreeSet<String> = self.specs().iter().map(|s| s.id.to_string()).collect();
+        self.peers
+            .values()
+            .filter(|s| s.ready && s.revision.as_deref() == Some(current))
+            .map(|s| s.id.as_str())
+            .filter(|id| !own.contains(*id))
+            .collect()
     }
 
     /// The buckets this replica holds, while replicas share the tree.

@@ -20,14 +20,20 @@ pub struct HealthNews {
     pub released: Vec<SpecId>,
 }
 
-/// The specs of `tree` whose `depends-on` are not all ready by `health`, with those they
-/// wait for (a spec not assessed yet is not ready).
-pub fn waiting_on(tree: &SpecTree, health: &[SpecHealth]) -> BTreeMap<SpecId, Vec<SpecId>> {
-    let ready: BTreeSet<&str> = health
+/// The specs of `tree` whose `depends-on` are not all ready by `health` (or, held by
+/// other replicas of a shared tree, in `elsewhere`), with those they wait for (a spec not
+/// assessed yet is not ready).
+pub fn waiting_on(
+    tree: &SpecTree,
+    health: &[SpecHealth],
+    elsewhere: &BTreeSet<&str>,
+) -> BTreeMap<SpecId, Vec<SpecId>> {
+    let mut ready: BTreeSet<&str> = health
         .iter()
         .filter(|h| h.ready)
         .map(|h| h.id.as_str())
         .collect();
+    ready.extend(elsewhere);
     tree.specs
         .iter()
         .filter_map(|s| {
@@ -166,10 +172,11 @@ impl State {
         // A spec shown waiting is not ready, so what depends on it waits too: until
         // nothing more waits (a chain of n specs takes n rounds).
         let applied: BTreeSet<&SpecId> = self.recorded.values().map(|(spec, _)| spec).collect();
+        let elsewhere = self.ready_elsewhere();
         let mut waiting = BTreeMap::new();
         if let Some(tree) = &self.tree {
             loop {
-                let now_waiting = waiting_on(tree, &healths);
+                let now_waiting = waiting_on(tree, &healths, &elsewhere);
                 if now_waiting == waiting {
                     break;
                 }

@@ -1032,14 +1032,35 @@ fn a_member_holds_the_specs_of_its_buckets_and_a_new_share_syncs_whole() {
     assert_eq!(keys, [Key::Full]);
     let held: Vec<String> = state.specs().iter().map(|s| s.id.to_string()).collect();
     assert_eq!(held, ["elasticweb/n/app"]);
-    // Its dependency is another member's: not waited for (it could never be seen ready).
+    // Its dependency is another member's: waited for until that member publishes it
+    // ready at this revision.
+    assert_eq!(state.waiting()[&id("app")], [id(&db)]);
+    let published = |revision: &str| {
+        std::sync::Arc::new(HashMap::from([(
+            id(&db).to_string(),
+            crate::report::status::SpecStatus {
+                id: id(&db).to_string(),
+                ready: true,
+                revision: Some(revision.into()),
+                member: Some("other".into()),
+                ..Default::default()
+            },
+        )]))
+    };
+    assert!(
+        state.on_peers(published("r0")).is_empty(),
+        "ready, but at r0"
+    );
+    assert_eq!(state.waiting()[&id("app")], [id(&db)]);
+    assert_eq!(state.on_peers(published("r1")), [id("app")]);
     assert!(state.waiting().is_empty(), "{:?}", state.waiting());
     assert_eq!(state.snapshot().shard.map(|s| s.buckets.len()), Some(1));
     // The same share again (the members changed): nothing to sync.
     let mut same = share(&names, &[0]);
     same.members.pop();
     assert_eq!(state.on_shard(same), None);
-    // Both buckets: both specs, the dependency waited for again, a whole sync.
+    // Both buckets: both specs, a whole sync, and the dependency waited for by this
+    // member's own judgement, not the other's part read before.
     assert_eq!(state.on_shard(share(&names, &[0, 1])), Some(Key::Full));
     assert_eq!(state.specs().len(), 2);
     assert_eq!(state.waiting()[&id("app")], [id(&db)]);
