@@ -130,14 +130,6 @@ impl Snapshot<'_> {
                 });
                 let ready = h.is_some_and(|h| h.ready);
                 SpecStatus {
-                    id: id.clone(),
-                    kind: spec.id.kind.as_str().to_string(),
-                    namespace: spec.id.namespace.clone(),
-                    name: spec.id.name.clone(),
-                    file: spec.at.file.clone(),
-                    line: spec.at.line,
-                    rendered_by: self.rendered.get(&spec.at.file).cloned(),
-                    app: crate::spec::app_of(&spec.at.file),
                     ready,
                     status: match (failed, ready) {
                         (Some(_), false) => "Failed".to_string(),
@@ -181,6 +173,7 @@ impl Snapshot<'_> {
                     warnings: warnings_by_spec.remove(&spec.id).unwrap_or_default(),
                     revision: self.settled_in.get(&spec.id).cloned(),
                     member: self.shard.map(|s| s.member.clone()),
+                    ..self.named(spec, id)
                 }
             })
             .collect::<Vec<_>>();
@@ -239,6 +232,22 @@ impl Snapshot<'_> {
         }
     }
 
+    /// What names `spec` (with `id`, its id as text), where it is and what rendered it;
+    /// the rest as nothing is known.
+    fn named(&self, spec: &Spec, id: String) -> SpecStatus {
+        SpecStatus {
+            id,
+            kind: spec.id.kind.as_str().to_string(),
+            namespace: spec.id.namespace.clone(),
+            name: spec.id.name.clone(),
+            file: spec.at.file.clone(),
+            line: spec.at.line,
+            rendered_by: self.rendered.get(&spec.at.file).cloned(),
+            app: crate::spec::app_of(&spec.at.file),
+            ..SpecStatus::default()
+        }
+    }
+
     /// The whole tree in `doc`, while replicas share it: in the tree's order, this
     /// replica's specs as they are, the others' as published, and the rest (a bucket
     /// changing hands, a member not published since the revision) said unreported.
@@ -256,21 +265,13 @@ impl Snapshot<'_> {
                 own.remove(&id)
                     .or_else(|| shared.peers.get(&id).cloned())
                     .unwrap_or_else(|| SpecStatus {
-                        kind: spec.id.kind.as_str().to_string(),
-                        namespace: spec.id.namespace.clone(),
-                        name: spec.id.name.clone(),
-                        file: spec.at.file.clone(),
-                        line: spec.at.line,
-                        rendered_by: self.rendered.get(&spec.at.file).cloned(),
-                        app: crate::spec::app_of(&spec.at.file),
                         ready: false,
                         status: "InProgress".into(),
                         reason: Some(UNREPORTED.into()),
                         message: "no replica has reported it yet: its bucket is changing \
                                   hands, or its holder has not read this revision"
                             .into(),
-                        id,
-                        ..SpecStatus::default()
+                        ..self.named(spec, id)
                     })
             })
             .collect();
