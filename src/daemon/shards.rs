@@ -314,6 +314,20 @@ struct Member {
     exchange_trouble: Option<String>,
 }
 
+/// Keeps in `last` why `outcome` failed, warning (with what follows) only when the reason
+/// is new: a failure retried each round is said once, until it succeeds.
+fn say_once(last: &mut Option<String>, outcome: Result<(), String>, meanwhile: &str) {
+    match outcome {
+        Ok(()) => *last = None,
+        Err(e) => {
+            if last.as_ref() != Some(&e) {
+                tracing::warn!("{e}; {meanwhile}");
+            }
+            *last = Some(e);
+        }
+    }
+}
+
 /// Once `at` is past (never, without one).
 async fn lapsed(at: Option<Instant>) {
     match at {
@@ -400,29 +414,23 @@ impl Member {
         }
         // Alive to the others, this member may keep what it holds while it cannot read
         // the rest: nobody takes a live member's buckets.
-        match self.divide().await {
-            Ok(()) => self.hiccup = None,
-            Err(e) => {
-                if self.hiccup.as_ref() != Some(&e) {
-                    tracing::warn!("{e}; the replicas' shares stay as they are meanwhile");
-                }
-                self.hiccup = Some(e);
-            }
-        }
+        let divided = self.divide().await;
+        say_once(
+            &mut self.hiccup,
+            divided,
+            "the replicas' shares stay as they are meanwhile",
+        );
         Ok(())
     }
 
     /// Exchanges the status with the others; a failure is said once, until one succeeds.
     async fn swap(&mut self) {
-        match self.exchange().await {
-            Ok(()) => self.exchange_trouble = None,
-            Err(e) => {
-                if self.exchange_trouble.as_ref() != Some(&e) {
-                    tracing::warn!("{e}; the other replicas' specs show as last read");
-                }
-                self.exchange_trouble = Some(e);
-            }
-        }
+        let exchanged = self.exchange().await;
+        say_once(
+            &mut self.exchange_trouble,
+            exchanged,
+            "the other replicas' specs show as last read",
+        );
     }
 
     /// Publishes this member's part if it changed (or is gone), reads the others' that

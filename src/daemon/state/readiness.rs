@@ -1,7 +1,8 @@
 //! Readiness in the state: what the tree renders to, and the specs' health as a refresh
 //! computed it.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 use std::time::Duration;
 
 use super::{Now, State};
@@ -116,6 +117,52 @@ impl State {
         self.set_expected(expected);
         self.render_dirty = false;
         Ok(())
+    }
+
+    /// What the other members of a shared tree last published of their specs. Returns
+    /// the specs that waited for one of theirs and need not any more: to sync now.
+    pub fn on_peers(
+        &mut self,
+        peers: Arc<HashMap<String, crate::report::status::SpecStatus>>,
+    ) -> Vec<SpecId> {
+        let depends = self
+            .tree
+            .as_ref()
+            .is_some_and(|t| t.specs.iter().any(|s| !s.depends_on.is_empty()));
+        if !depends {
+            self.peers = peers;
+            return Vec::new();
+        }
+        let before = self.waiting();
+        self.peers = peers;
+        let after = self.waiting();
+        // What they show waiting changes too.
+        self.health_dirty = true;
+        before
+            .into_keys()
+            .filter(|id| !after.contains_key(id))
+            .collect()
+    }
+
+    /// The specs other members hold that they say are ready at the revision this member
+    /// syncs: a dependency on one of them is met. (Ready at an older revision is not: its
+    /// change may not be applied yet.)
+    pub(super) fn ready_elsewhere(&self) -> BTreeSet<&str> {
+        let Some(current) = self.revision_current.as_deref() else {
+            return BTreeSet::new();
+        };
+        if self.peers.is_empty() {
+            return BTreeSet::new();
+        }
+        // What this member holds itself it judges itself, whatever a part read before
+        // the bucket moved says.
+        let own: BTreeSet<String> = self.specs().iter().map(|s| s.id.to_string()).collect();
+        self.peers
+            .values()
+            .filter(|s| s.ready && s.revision.as_deref() == Some(current))
+            .map(|s| s.id.as_str())
+            .filter(|id| !own.contains(*id))
+            .collect()
     }
 
     /// Whether `spec`'s state is the current revision's (applied and observed).
