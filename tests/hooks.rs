@@ -93,12 +93,18 @@ impl Seen {
         self.all().iter().filter(|s| *s == what).count()
     }
 
-    /// Where `what` happened first, failing the test when it did not.
-    fn at(&self, what: &str) -> usize {
-        let all = self.all();
-        all.iter()
-            .position(|s| s == what)
-            .unwrap_or_else(|| panic!("never saw {what:?}: {all:?}"))
+    /// Where `what` happened first, failing the test when it did not. The watch reports
+    /// a little after the apiserver answered the write, so it is waited for (the log only
+    /// grows: where an event stands does not change).
+    async fn at(&self, what: &str) -> usize {
+        let seen = format!("the watch to report {what:?}");
+        support::eventually(&seen, Duration::from_secs(30), || async {
+            let all = self.all();
+            all.iter()
+                .position(|s| s == what)
+                .ok_or_else(|| format!("never saw {what:?}: {all:?}"))
+        })
+        .await
     }
 }
 
@@ -141,8 +147,8 @@ async fn serial_a_rendered_chart_runs_its_hooks_around_the_rest_and_only_on_a_ch
     assert_exit(&out, 0);
     // The watches run on their own threads; give them a moment to catch up.
     tokio::time::sleep(Duration::from_secs(1)).await;
-    assert!(seen.at("complete Job/demo-setup") < seen.at("added Deployment/demo-web"));
-    assert!(seen.at("added Deployment/demo-web") < seen.at("added Job/demo-smoke"));
+    assert!(seen.at("complete Job/demo-setup").await < seen.at("added Deployment/demo-web").await);
+    assert!(seen.at("added Deployment/demo-web").await < seen.at("added Job/demo-smoke").await);
     // Deleted once they succeeded (`hook-succeeded`), the ServiceAccount with them; the
     // `test` hook was never applied.
     support::eventually("the hooks deleted", Duration::from_secs(20), || async {
@@ -309,7 +315,7 @@ async fn a_wave_starts_only_once_the_wave_before_is_ready_and_prunes_in_reverse(
         created(&web),
         show(&out)
     );
-    assert!(seen.at("added Deployment/db") < seen.at("added Deployment/web"));
+    assert!(seen.at("added Deployment/db").await < seen.at("added Deployment/web").await);
 
     // Not ready in time: the next wave is not applied, and nothing is pruned.
     std::fs::write(
@@ -351,7 +357,7 @@ async fn a_wave_starts_only_once_the_wave_before_is_ready_and_prunes_in_reverse(
     })
     .await;
     assert!(
-        seen.at("deleted Deployment/web") < seen.at("deleted Deployment/db"),
+        seen.at("deleted Deployment/web").await < seen.at("deleted Deployment/db").await,
         "{:?}",
         seen.all()
     );
