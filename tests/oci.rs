@@ -1,6 +1,6 @@
 //! OCI artifacts as a source of the daemon, against Debian's real `docker-registry` on
-//! loopback (plain HTTP, and TLS with a test CA and htpasswd basic auth) and the local
-//! cluster: `driftless push` then `run --oci` applies and follows the tag (by poll and by
+//! loopback (plain HTTP, TLS with a test CA and htpasswd basic auth, TLS with one
+//! self-signed certificate) and the local cluster: `driftless push` then `run --oci` applies and follows the tag (by poll and by
 //! hook) with one manifest request per unchanged poll; `--semver` follows the newest tag,
 //! `--digest` never moves; a registry that goes away keeps the last revision in force;
 //! wrong credentials and an untrusted CA give one line and apply nothing.
@@ -331,6 +331,69 @@ async fn oci_tls_basic_auth_and_the_hook() {
     args.extend(creds);
     assert_exit(&cli(&home, &args), 0);
     assert_eq!(replicas(&client, &ns2).await, Some(2));
+}
+
+/// A registry whose certificate is self-signed (CA:TRUE, as `openssl req -x509` and
+/// Docker's registry docs make one) is trusted when that certificate is the `--ca-file`,
+/// as curl, helm, docker and Flux trust it; another self-signed certificate is not.
+#[tokio::test]
+async fn oci_a_self_signed_registry_is_trusted_by_its_own_certificate() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "oci-selfsigned").await;
+    let tmp = TempDir::new().unwrap();
+    let registry = TestRegistry::self_signed(tmp.path());
+    let ca = registry.ca.clone().unwrap();
+    let home = tmp.path().join("docker");
+    std::fs::create_dir_all(&home).unwrap();
+    let tree = tmp.path().join("tree");
+    let tagged = format!("{}:prod", registry.url("team/app"));
+    let trusted = ["--ca-file", ca.to_str().unwrap()];
+    let digest = push(&home, &tree, &web(&ns, 200), &tagged, &trusted);
+
+    let out = cli(
+        &home,
+        &["validate", &tagged, "--ca-file", ca.to_str().unwrap()],
+    );
+    assert_exit(&out, 0);
+
+    // Another certificate of the same name, self-signed too: not the registry's.
+    let other_dir = tmp.path().join("other");
+    std::fs::create_dir_all(&other_dir).unwrap();
+    let other = support::self_signed_certificate(&other_dir, "other");
+    for args in [
+        vec!["validate", &tagged, "--ca-file", other.to_str().unwrap()],
+        vec!["validate", &tagged],
+    ] {
+        let out = cli(&home, &args);
+        assert_exit(&out, 2);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains("TLS: the registry's certificate is not trusted")
+                && stderr.trim().lines().count() == 1,
+            "{args:?}: {}",
+            show(&out)
+        );
+    }
+
+    let daemon = Daemon::builder(&ns)
+        .args(&[
+            "--oci",
+            &registry.url("team/app"),
+            "--tag",
+            "prod",
+            "--interval",
+            "1h",
+            "--ca-file",
+            ca.to_str().unwrap(),
+        ])
+        .env("DOCKER_CONFIG", home.to_str().unwrap())
+        .start();
+    daemon
+        .wait_status("the artifact applied from the self-signed registry", |s| {
+            s["revision_applied"] == format!("prod@{digest}").as_str() && support::all_ready(s)
+        })
+        .await;
+    assert_eq!(replicas(&client, &ns).await, Some(2));
 }
 
 #[tokio::test]

@@ -35,6 +35,35 @@ pub fn openssl(dir: &Path, args: &[&str]) {
     );
 }
 
+/// `NAME.pem` and `NAME.key` in `dir`: a self-signed certificate for 127.0.0.1 as
+/// `openssl req -x509` makes it (its default extensions: CA:TRUE).
+pub fn self_signed_certificate(dir: &Path, name: &str) -> PathBuf {
+    let (key, pem) = (format!("{name}.key"), format!("{name}.pem"));
+    openssl(
+        dir,
+        &[
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            &key,
+            "-out",
+            &pem,
+            "-days",
+            "2",
+            "-subj",
+            "/CN=127.0.0.1",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+        ],
+    );
+    dir.join(pem)
+}
+
 impl TestRegistry {
     /// Plain HTTP, anonymous.
     pub fn plain(dir: &Path) -> TestRegistry {
@@ -44,6 +73,25 @@ impl TestRegistry {
     /// TLS with a test CA, and htpasswd basic auth ([`REGISTRY_USER`]).
     pub fn tls(dir: &Path) -> TestRegistry {
         Self::start_with(dir, true)
+    }
+
+    /// TLS with one self-signed certificate, made as Docker's registry docs make one
+    /// (`openssl req -x509`, so CA:TRUE), anonymous; `ca` is that very certificate.
+    pub fn self_signed(dir: &Path) -> TestRegistry {
+        self_signed_certificate(dir, "registry");
+        let mut registry = Self::start_with(dir, false);
+        registry.down();
+        let tls = format!(
+            "  tls:\n    certificate: {}\n    key: {}\n",
+            dir.join("registry.pem").display(),
+            dir.join("registry.key").display()
+        );
+        let mut text = std::fs::read_to_string(&registry.config).unwrap();
+        text.push_str(&tls);
+        std::fs::write(&registry.config, text).unwrap();
+        registry.ca = Some(dir.join("registry.pem"));
+        registry.up();
+        registry
     }
 
     fn start_with(dir: &Path, tls: bool) -> TestRegistry {

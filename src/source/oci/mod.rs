@@ -10,6 +10,7 @@ pub mod reference;
 mod registry;
 mod unpack;
 pub mod verify;
+mod wire;
 
 pub use follow::{Oci, commit_of_origin};
 
@@ -17,11 +18,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use futures::StreamExt as _;
-use oci_client::Reference;
-use oci_client::manifest::{OciDescriptor, OciImageManifest, OciManifest};
-use oci_client::secrets::RegistryAuth;
 use sha2::Digest as _;
+use wire::{Descriptor, Manifest, WireError};
 
 pub use pack::{
     ANNOTATION_CREATED, ANNOTATION_REVISION, ANNOTATION_SOURCE, CONFIG_MEDIA_TYPE,
@@ -30,6 +28,7 @@ pub use pack::{
 pub use reference::{Repository, Selector};
 pub use registry::{RegistryOptions, auth_from_config};
 pub use unpack::Limits;
+pub use wire::Credentials;
 
 #[derive(Debug, thiserror::Error)]
 pub enum OciError {
@@ -112,8 +111,7 @@ pub enum Fetched {
 /// A repository in a registry to take spec trees from.
 pub struct OciSource {
     cfg: OciConfig,
-    client: oci_client::Client,
-    auth: RegistryAuth,
+    registry: wire::Registry,
     cache_path: PathBuf,
     last: Mutex<Option<Artifact>>,
 }
@@ -129,7 +127,7 @@ impl std::fmt::Debug for OciSource {
 
 impl OciSource {
     pub fn open(cfg: OciConfig) -> Result<OciSource, OciError> {
-        let (client, auth) = cfg.registry.client(&cfg.repository.registry)?;
+        let registry = cfg.registry.client(&cfg.repository.registry)?;
         let name = format!(
             "{:016x}",
             crate::spec::names::fnv1a64(cfg.repository.to_string().bytes())
@@ -137,8 +135,7 @@ impl OciSource {
         let cache_path = cfg.cache_dir.join("oci").join(name);
         Ok(OciSource {
             cfg,
-            client,
-            auth,
+            registry,
             cache_path,
             last: Mutex::new(None),
         })
@@ -189,26 +186,14 @@ impl OciSource {
         Ok(Fetched::New(rev))
     }
 
-    fn reference(&self, tag_or_digest: &str) -> Reference {
-        let r = &self.cfg.repository;
-        match tag_or_digest.starts_with("sha256:") {
-            true => Reference::with_digest(
-                r.registry.clone(),
-                r.repository.clone(),
-                tag_or_digest.to_string(),
-            ),
-            false => Reference::with_tag(
-                r.registry.clone(),
-                r.repository.clone(),
-                tag_or_digest.to_string(),
-            ),
-        }
+    fn repo(&self) -> &str {
+        &self.cfg.repository.repository
     }
 
-    fn registry_error(&self, e: oci_client::errors::OciDistributionError) -> OciError {
+    fn registry_error(&self, e: WireError) -> OciError {
         OciError::Registry {
             url: self.display(),
-            message: explain(&e),
+            message: e.to_string(),
         }
     }
 
@@ -229,33 +214,32 @@ impl OciSource {
             }
         };
         let digest = self
-            .client
-            .fetch_manifest_digest(&self.reference(&tag), &self.auth)
+            .registry
+            .digest_of_tag(self.repo(), &tag)
             .await
-            .map_err(|e| match self.registry_error(e) {
-                OciError::Registry { url, message } if message == NOT_FOUND => OciError::Registry {
-                    url,
+            .map_err(|e| match e {
+                WireError::NotFound => OciError::Registry {
+                    url: self.display(),
                     message: format!("tag {tag} not found"),
                 },
-                other => other,
+                other => self.registry_error(other),
             })?;
         Ok((Some(tag), digest))
     }
 
     async fn list_tags(&self) -> Result<Vec<String>, OciError> {
-        let image = self.reference("latest");
         let mut tags = Vec::new();
         let mut last: Option<String> = None;
         // Pages of 1000; a repository of more than 100 000 tags is not followed by range.
         for _ in 0..100 {
             let page = self
-                .client
-                .list_tags(&image, &self.auth, Some(1000), last.as_deref())
+                .registry
+                .tags(self.repo(), 1000, last.as_deref())
                 .await
                 .map_err(|e| self.registry_error(e))?;
-            let n = page.tags.len();
-            last = page.tags.last().cloned();
-            tags.extend(page.tags);
+            let n = page.len();
+            last = page.last().cloned();
+            tags.extend(page);
             if n < 1000 {
                 break;
             }
@@ -270,20 +254,19 @@ impl OciSource {
             url: url.clone(),
             message,
         };
-        let image = self.reference(digest);
-        let (manifest, got) = self
-            .client
-            .pull_manifest(&image, &self.auth)
-            .await
-            .map_err(|e| self.registry_error(e))?;
-        if got != digest {
-            return Err(bad(format!("the registry served {got} for {digest}")));
-        }
-        let OciManifest::Image(manifest) = manifest else {
+        let (manifest, _) =
+            self.registry
+                .manifest(self.repo(), digest)
+                .await
+                .map_err(|e| match e {
+                    WireError::Invalid(m) => bad(m),
+                    other => self.registry_error(other),
+                })?;
+        if manifest.is_index() {
             return Err(bad(format!(
                 "{digest} is an image index, not an artifact of one manifest"
             )));
-        };
+        }
         if let Some(key) = &self.cfg.verify_key {
             self.check_signature(key, digest).await?;
         }
@@ -295,7 +278,7 @@ impl OciSource {
                 self.cfg.limits.layer_bytes >> 20
             )));
         }
-        let data = self.pull_layer(&image, layer).await?;
+        let data = self.pull_layer(layer).await?;
         let dir = self.cache_path.join(digest.trim_start_matches("sha256:"));
         let limits = self.cfg.limits;
         let cache = self.cache_path.clone();
@@ -318,21 +301,13 @@ impl OciSource {
             message: format!("{digest}: {message}; refused under --verify-key"),
         };
         let tag = verify::signature_tag(digest);
-        let signatures = self.reference(&tag);
-        let manifest = match self.client.pull_manifest(&signatures, &self.auth).await {
-            Ok((OciManifest::Image(m), _)) => m,
+        let manifest = match self.registry.manifest(self.repo(), &tag).await {
+            Ok((m, _)) if !m.is_index() => m,
             Ok(_) => return Err(refused(format!("{tag} is not a cosign signature manifest"))),
-            Err(e) => match explain(&e) {
-                m if m == NOT_FOUND => {
-                    return Err(refused(format!("no cosign signature (no tag {tag})")));
-                }
-                m => {
-                    return Err(OciError::Registry {
-                        url: self.display(),
-                        message: m,
-                    });
-                }
-            },
+            Err(WireError::NotFound) => {
+                return Err(refused(format!("no cosign signature (no tag {tag})")));
+            }
+            Err(e) => return Err(self.registry_error(e)),
         };
         let mut why = Vec::new();
         for layer in manifest
@@ -351,7 +326,7 @@ impl OciSource {
                 why.push("a signed payload too large to be one".to_string());
                 continue;
             }
-            let payload = self.pull_layer(&signatures, layer).await?;
+            let payload = self.pull_layer(layer).await?;
             match verify::verify(key, &payload, signature, digest) {
                 Ok(()) => return Ok(()),
                 Err(e) => why.push(e.to_string()),
@@ -364,10 +339,7 @@ impl OciSource {
     }
 
     /// The one layer of the tree's media type.
-    fn tree_layer<'m>(
-        &self,
-        manifest: &'m OciImageManifest,
-    ) -> Result<&'m OciDescriptor, LayerError> {
+    fn tree_layer<'m>(&self, manifest: &'m Manifest) -> Result<&'m Descriptor, LayerError> {
         let wanted = self
             .cfg
             .layer_media_type
@@ -395,30 +367,22 @@ impl OciSource {
     }
 
     /// The layer's bytes, no more than its descriptor says, and checked against its digest.
-    async fn pull_layer(
-        &self,
-        image: &Reference,
-        layer: &OciDescriptor,
-    ) -> Result<Vec<u8>, OciError> {
-        let mut stream = self
-            .client
-            .pull_blob_stream(image, layer)
+    async fn pull_layer(&self, layer: &Descriptor) -> Result<Vec<u8>, OciError> {
+        let data = self
+            .registry
+            .blob(self.repo(), &layer.digest, layer.size.max(0) as u64)
             .await
-            .map_err(|e| self.registry_error(e))?;
-        let mut data = Vec::new();
-        while let Some(chunk) = stream.next().await {
-            let chunk = chunk.map_err(|e| OciError::Registry {
-                url: self.display(),
-                message: format!("downloading the layer: {}", explain_io(&e)),
-            })?;
-            data.extend_from_slice(&chunk);
-            if data.len() as u64 > layer.size.max(0) as u64 {
-                return Err(OciError::Artifact {
+            .map_err(|e| match e {
+                WireError::TooLarge { .. } => OciError::Artifact {
                     url: self.display(),
                     message: "the layer is larger than its manifest says; refused".into(),
-                });
-            }
-        }
+                },
+                WireError::Transport(m) => OciError::Registry {
+                    url: self.display(),
+                    message: format!("downloading the layer: {m}"),
+                },
+                other => self.registry_error(other),
+            })?;
         let actual = format!("sha256:{}", hex(&sha2::Sha256::digest(&data)));
         if actual != layer.digest {
             return Err(OciError::Artifact {
@@ -486,90 +450,6 @@ fn store(
 
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-const NOT_FOUND: &str = "not found in the registry";
-
-/// The registry client's error in one line, in our words where we know the case.
-fn explain(e: &oci_client::errors::OciDistributionError) -> String {
-    use oci_client::errors::OciDistributionError as E;
-    match e {
-        E::ServerError { code: 401, .. } | E::UnauthorizedError { .. } => {
-            "the registry refused the credentials (401 Unauthorized)".into()
-        }
-        E::ServerError { code: 403, .. } => "the registry denied access (403 Forbidden)".into(),
-        E::ServerError { code: 404, .. } | E::ImageManifestNotFoundError(_) => NOT_FOUND.into(),
-        E::ServerError { code, message, .. } => {
-            format!("the registry answered {code}: {}", one_line(message))
-        }
-        E::RegistryError { envelope, .. } => {
-            use oci_client::errors::OciErrorCode as C;
-            let codes: Vec<&C> = envelope.errors.iter().map(|x| &x.code).collect();
-            if codes.iter().any(|c| matches!(c, C::Unauthorized)) {
-                return "the registry refused the credentials (401 Unauthorized)".into();
-            }
-            if codes.iter().any(|c| matches!(c, C::Denied)) {
-                return "the registry denied access (403 Forbidden)".into();
-            }
-            if codes
-                .iter()
-                .any(|c| matches!(c, C::ManifestUnknown | C::NameUnknown))
-            {
-                return NOT_FOUND.into();
-            }
-            let said: Vec<String> = envelope.errors.iter().map(|x| x.message.clone()).collect();
-            format!("the registry said: {}", one_line(&said.join("; ")))
-        }
-        E::AuthenticationFailure(m) => format!(
-            "the registry's token service refused the credentials: {}",
-            one_line(m)
-        ),
-        E::RequestError(r) => explain_io(r),
-        // Its own Display shows an Option's Debug form.
-        E::GenericError(m) => one_line(m.as_deref().unwrap_or("the registry request failed")),
-        other => one_line(&other.to_string()),
-    }
-}
-
-/// A transport error by its cause (refused, TLS, timeout), without the client's wrapping.
-fn explain_io(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut causes = Vec::new();
-    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(c) = cur {
-        causes.push(c.to_string());
-        cur = c.source();
-    }
-    let all = causes.join(": ");
-    if all.contains("certificate") || all.contains("UnknownIssuer") {
-        let root = causes.last().cloned().unwrap_or_default();
-        return format!(
-            "TLS: the registry's certificate is not trusted ({})",
-            one_line(&root)
-        );
-    }
-    if all.contains("InvalidContentType") || all.contains("corrupt message") {
-        return "TLS: the registry does not speak TLS there (a plain HTTP registry needs --plain-http)".into();
-    }
-    if all.contains("Connection refused") || all.contains("connection refused") {
-        return "cannot connect: connection refused (is the registry up?)".into();
-    }
-    if all.contains("timed out") || all.contains("operation timed out") {
-        return "the registry did not answer in time".into();
-    }
-    one_line(
-        causes
-            .last()
-            .map(String::as_str)
-            .unwrap_or("request failed"),
-    )
-}
-
-fn one_line(s: &str) -> String {
-    let s: String = s.split_whitespace().collect::<Vec<_>>().join(" ");
-    match s.chars().count() > 300 {
-        true => s.chars().take(300).collect::<String>() + "…",
-        false => s,
-    }
 }
 
 #[cfg(test)]

@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
-use oci_client::Reference;
-use oci_client::manifest::OciImageManifest;
+use hyper::body::Bytes;
 
+use super::wire::{Descriptor, Manifest};
 use super::{OciError, RegistryOptions, Repository};
 
 /// The media types of a Flux artifact.
@@ -160,32 +160,36 @@ pub async fn push(p: &Push, registry: &RegistryOptions) -> Result<String, OciErr
         .await
         .map_err(|e| OciError::Local(format!("packing: {e}")))?
         .map_err(|e| OciError::Local(e.to_string()))?;
-    let (client, auth) = registry.client(&p.repository.registry)?;
-    let image = Reference::with_tag(
-        p.repository.registry.clone(),
-        p.repository.repository.clone(),
-        p.tag.clone(),
-    );
-    let layer = oci_client::client::ImageLayer::new(layer, CONTENT_MEDIA_TYPE.to_string(), None);
-    let config =
-        oci_client::client::Config::new(b"{}".to_vec(), CONFIG_MEDIA_TYPE.to_string(), None);
-    let mut manifest = OciImageManifest::build(
-        std::slice::from_ref(&layer),
-        &config,
-        Some(annotations(&p.source, &p.revision, &p.created)),
-    );
-    manifest.media_type = Some(MANIFEST_MEDIA_TYPE.to_string());
-    let fail = |e: oci_client::errors::OciDistributionError| OciError::Registry {
+    let client = registry.client(&p.repository.registry)?;
+    let repo = &p.repository.repository;
+    let fail = |e: super::wire::WireError| OciError::Registry {
         url: url.clone(),
-        message: super::explain(&e),
+        message: e.to_string(),
+    };
+    let layer = Descriptor {
+        media_type: CONTENT_MEDIA_TYPE.to_string(),
+        ..client
+            .push_blob(repo, Bytes::from(layer))
+            .await
+            .map_err(fail)?
+    };
+    let config = Descriptor {
+        media_type: CONFIG_MEDIA_TYPE.to_string(),
+        ..client
+            .push_blob(repo, Bytes::from_static(b"{}"))
+            .await
+            .map_err(fail)?
+    };
+    let manifest = Manifest {
+        schema_version: 2,
+        media_type: Some(MANIFEST_MEDIA_TYPE.to_string()),
+        config: Some(config),
+        layers: vec![layer],
+        manifests: None,
+        annotations: Some(annotations(&p.source, &p.revision, &p.created)),
     };
     client
-        .push(&image, &[layer], config, &auth, Some(manifest.clone()))
-        .await
-        .map_err(fail)?;
-    // The digest of the manifest as pushed: the client writes it canonically, as here.
-    client
-        .fetch_manifest_digest(&image, &auth)
+        .push_manifest(repo, &p.tag, &manifest, MANIFEST_MEDIA_TYPE)
         .await
         .map_err(fail)
 }

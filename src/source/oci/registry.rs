@@ -4,13 +4,13 @@
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 use base64::Engine as _;
-use oci_client::client::{Certificate, CertificateEncoding, ClientConfig, ClientProtocol};
-use oci_client::secrets::RegistryAuth;
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject as _;
 
 use super::OciError;
+use super::wire::{Credentials, Registry};
 
 /// What the registry flags say.
 #[derive(Clone, Default)]
@@ -40,62 +40,47 @@ impl fmt::Debug for RegistryOptions {
     }
 }
 
-/// A registry's requests are bounded: one that hangs is one that is away.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
-const READ_TIMEOUT: Duration = Duration::from_secs(60);
-
 impl RegistryOptions {
     /// A client for `registry`, with its credentials.
-    pub fn client(&self, registry: &str) -> Result<(oci_client::Client, RegistryAuth), OciError> {
-        // The client brings no crypto provider of its own: the process's is ring, as for
-        // kube and the notifications. Installing it twice is refused, harmlessly.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let mut extra = Vec::new();
+    pub fn client(&self, registry: &str) -> Result<Registry, OciError> {
+        let mut given = Vec::new();
         if let Some(path) = &self.ca_file {
             let data = std::fs::read(path).map_err(|e| {
                 OciError::Config(format!("reading --ca-file {}: {e}", path.display()))
             })?;
-            if !String::from_utf8_lossy(&data).contains("-----BEGIN CERTIFICATE-----") {
+            for cert in CertificateDer::pem_slice_iter(&data) {
+                given.push(
+                    cert.map_err(|e| {
+                        OciError::Config(format!("--ca-file {}: {e}", path.display()))
+                    })?,
+                );
+            }
+            if given.is_empty() {
                 return Err(OciError::Config(format!(
                     "--ca-file {} holds no PEM certificate",
                     path.display()
                 )));
             }
-            extra.push(Certificate {
-                encoding: CertificateEncoding::Pem,
-                data,
-            });
         }
-        let config = ClientConfig {
-            protocol: match self.plain_http {
-                true => ClientProtocol::Http,
-                false => ClientProtocol::Https,
-            },
-            extra_root_certificates: extra,
-            connect_timeout: Some(CONNECT_TIMEOUT),
-            read_timeout: Some(READ_TIMEOUT),
-            user_agent: concat!("driftless/", env!("CARGO_PKG_VERSION")),
-            ..ClientConfig::default()
-        };
-        let auth = self.auth(registry)?;
-        Ok((oci_client::Client::new(config), auth))
+        let credentials = self.auth(registry)?;
+        Registry::new(registry, self.plain_http, given, credentials).map_err(OciError::Config)
     }
 
-    fn auth(&self, registry: &str) -> Result<RegistryAuth, OciError> {
+    fn auth(&self, registry: &str) -> Result<Credentials, OciError> {
         if let Some((user, password)) = &self.basic {
-            return Ok(RegistryAuth::Basic(user.clone(), password.clone()));
+            return Ok(Credentials::Basic(user.clone(), password.clone()));
         }
         let (path, told) = match &self.config_file {
             Some(p) => (p.clone(), true),
             None => match default_config_file() {
                 Some(p) => (p, false),
-                None => return Ok(RegistryAuth::Anonymous),
+                None => return Ok(Credentials::Anonymous),
             },
         };
         let text = match std::fs::read_to_string(&path) {
             Ok(t) => t,
             Err(e) if !told && e.kind() == std::io::ErrorKind::NotFound => {
-                return Ok(RegistryAuth::Anonymous);
+                return Ok(Credentials::Anonymous);
             }
             Err(e) => {
                 return Err(OciError::Config(format!(
@@ -149,7 +134,7 @@ pub enum ConfigError {
 
 /// The credentials `config.json`'s `auths` holds for `registry`, anonymous when none.
 /// Keys are matched as docker does: the host, with or without a scheme and a path.
-pub fn auth_from_config(text: &str, registry: &str) -> Result<RegistryAuth, ConfigError> {
+pub fn auth_from_config(text: &str, registry: &str) -> Result<Credentials, ConfigError> {
     let config: DockerConfig = serde_json::from_str(text).map_err(ConfigError::NotDockerConfig)?;
     let host_of = |key: &str| {
         let key = key
@@ -165,10 +150,10 @@ pub fn auth_from_config(text: &str, registry: &str) -> Result<RegistryAuth, Conf
         host == registry || (hub.contains(&host.as_str()) && hub.contains(&registry))
     };
     let Some((_, entry)) = config.auths.iter().find(|(k, _)| same(k)) else {
-        return Ok(RegistryAuth::Anonymous);
+        return Ok(Credentials::Anonymous);
     };
     if let Some(token) = entry.registrytoken.as_ref().filter(|t| !t.is_empty()) {
-        return Ok(RegistryAuth::Bearer(token.clone()));
+        return Ok(Credentials::Bearer(token.clone()));
     }
     if let Some(encoded) = entry.auth.as_ref().filter(|a| !a.is_empty()) {
         let decoded = base64::engine::general_purpose::STANDARD
@@ -179,13 +164,13 @@ pub fn auth_from_config(text: &str, registry: &str) -> Result<RegistryAuth, Conf
         let (user, password) = decoded
             .split_once(':')
             .ok_or_else(|| ConfigError::NotUserPassword(registry.to_string()))?;
-        return Ok(RegistryAuth::Basic(user.to_string(), password.to_string()));
+        return Ok(Credentials::Basic(user.to_string(), password.to_string()));
     }
     match (&entry.username, &entry.password, &entry.identitytoken) {
-        (Some(u), Some(p), _) => Ok(RegistryAuth::Basic(u.clone(), p.clone())),
+        (Some(u), Some(p), _) => Ok(Credentials::Basic(u.clone(), p.clone())),
         // An identity token is a refresh token docker trades for access tokens.
         (_, _, Some(_)) => Err(ConfigError::IdentityToken(registry.to_string())),
-        _ => Ok(RegistryAuth::Anonymous),
+        _ => Ok(Credentials::Anonymous),
     }
 }
 
@@ -200,7 +185,7 @@ mod tests {
             "other.example": {"username": "ann", "password": "pw"},
             "tok.example": {"registrytoken": "abc"}
         }, "credsStore": "desktop"}"#;
-        let basic = |u: &str, p: &str| RegistryAuth::Basic(u.into(), p.into());
+        let basic = |u: &str, p: &str| Credentials::Basic(u.into(), p.into());
         assert_eq!(
             auth_from_config(text, "reg.example:5000").unwrap(),
             basic("bob", "s3cret")
@@ -211,11 +196,11 @@ mod tests {
         );
         assert_eq!(
             auth_from_config(text, "tok.example").unwrap(),
-            RegistryAuth::Bearer("abc".into())
+            Credentials::Bearer("abc".into())
         );
         assert_eq!(
             auth_from_config(text, "none.example").unwrap(),
-            RegistryAuth::Anonymous
+            Credentials::Anonymous
         );
         let bad = r#"{"auths": {"r": {"auth": "!!"}}}"#;
         assert!(
