@@ -277,6 +277,31 @@ async fn an_argo_cd_repository_installs_previews_and_prunes_with_no_argo_cd() {
     let preview = offline(&["diff", "--base", "main", tree]);
     assert_exit(&preview, 0);
 
+    // The guestbook app, still in the tree, pointed at a directory with no manifests (a
+    // mis-pointed path): its own prune guard refuses to empty it, though its objects are
+    // a small part of the tree's, and nothing at all is pruned.
+    let guestbook = std::fs::read_to_string(root.join("apps/guestbook.yaml")).unwrap();
+    write(root, "empty/README.md", "# nothing here yet\n");
+    write(
+        root,
+        "apps/guestbook.yaml",
+        &guestbook.replace("path: guestbook\n", "path: empty\n"),
+    );
+    let out = on_cluster(&ns, &["apply", tree]);
+    assert_exit(&out, 1);
+    let said = printed(&out);
+    assert!(
+        said.contains("prune refused")
+            && said.contains(&format!(
+                "app argo/{ns}-guestbook would prune all 2 of its inventoried objects"
+            )),
+        "{}",
+        show(&out)
+    );
+    assert!(deployments.get_opt("guestbook").await.unwrap().is_some());
+    assert!(maps.get_opt("guestbook-settings").await.unwrap().is_some());
+    write(root, "apps/guestbook.yaml", &guestbook);
+
     // The guestbook app leaves the tree: what it applied is pruned, the rest stays.
     std::fs::remove_file(root.join("apps/guestbook.yaml")).unwrap();
     let out = on_cluster(&ns, &["apply", tree, "--allow-mass-prune"]);

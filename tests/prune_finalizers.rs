@@ -5,8 +5,6 @@
 
 use crate::support;
 
-use std::collections::BTreeSet;
-
 use driftless::apply::prune::{self, PruneAction};
 use driftless::apply::{Engine, Entry, SyncReport};
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -122,7 +120,7 @@ async fn a_pruned_object_held_by_a_finalizer_stays_inventoried_until_it_is_gone(
         .expect("the object being deleted left the inventory");
     assert!(entry.deleting, "{entry:#?}");
     // diff has nothing to say about it: the delete was sent.
-    let diffs = engine.diff(&objects, &BTreeSet::new()).await.unwrap();
+    let diffs = engine.diff(&objects, &Default::default()).await.unwrap();
     assert!(diffs.iter().all(|d| d.key.name != "held"), "{diffs:#?}");
 
     // The next sync reads it again: no error, nothing written (neither a second DELETE,

@@ -8,8 +8,6 @@
 
 use crate::support;
 
-use std::collections::BTreeSet;
-
 use driftless::apply::secret_key::secret_name;
 use driftless::apply::{Action, Engine, Entry};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
@@ -207,7 +205,7 @@ async fn serial_secret_hashes_are_keyed_and_unchanged_secrets_are_not_written() 
         },
     );
     let report = cleanup
-        .sync(&[], &BTreeSet::new(), &driftless::apply::NoWait)
+        .sync(&[], &Default::default(), &driftless::apply::NoWait)
         .await
         .unwrap();
     assert!(report.ok(), "{report:#?}");

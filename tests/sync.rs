@@ -3,7 +3,7 @@
 
 use crate::support;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use driftless::apply::diff::Change;
@@ -207,7 +207,7 @@ async fn reapplying_an_unchanged_tree_sends_no_writes() {
     );
     assert_eq!(versions(&client, &ns, &ns).await, before);
     // And diff agrees: nothing to show.
-    let diffs = second.diff(&objects, &BTreeSet::new()).await.unwrap();
+    let diffs = second.diff(&objects, &Default::default()).await.unwrap();
     assert!(
         diffs.iter().all(|d| d.change == Change::Unchanged),
         "{diffs:#?}"
@@ -232,7 +232,7 @@ async fn one_changed_field_shows_in_diff_and_only_its_object_is_written() {
     );
     let tree = support::tree(&[("t.toml", &changed)]);
     let objects = support::render(&client, &ns, &tree).await;
-    let diffs = engine.diff(&objects, &BTreeSet::new()).await.unwrap();
+    let diffs = engine.diff(&objects, &Default::default()).await.unwrap();
     let changes: Vec<_> = diffs
         .iter()
         .filter(|d| d.change != Change::Unchanged)
@@ -255,7 +255,7 @@ async fn one_changed_field_shows_in_diff_and_only_its_object_is_written() {
 
     let writes_before = engine.writes.total();
     let report = engine
-        .sync(&objects, &BTreeSet::new(), &driftless::apply::NoWait)
+        .sync(&objects, &Default::default(), &driftless::apply::NoWait)
         .await
         .unwrap();
     let written: Vec<_> = report
@@ -470,8 +470,8 @@ async fn an_interrupted_sync_leaves_no_orphans_and_the_next_converges() {
     let objects = support::render(&client, &ns, &tree).await;
 
     let engine = support::engine(&client, &ns);
-    let no_adopt = BTreeSet::new();
-    let sync = engine.sync(&objects, &no_adopt, &driftless::apply::NoWait);
+    let facts = Default::default();
+    let sync = engine.sync(&objects, &facts, &driftless::apply::NoWait);
     let midway = async {
         while engine.writes.total() < 15 {
             tokio::time::sleep(Duration::from_millis(2)).await;
@@ -484,7 +484,7 @@ async fn an_interrupted_sync_leaves_no_orphans_and_the_next_converges() {
 
     let fresh = support::engine(&client, &ns);
     let report = fresh
-        .sync(&objects, &BTreeSet::new(), &driftless::apply::NoWait)
+        .sync(&objects, &Default::default(), &driftless::apply::NoWait)
         .await
         .unwrap();
     assert!(report.ok(), "{report:#?}");
@@ -511,7 +511,7 @@ async fn an_interrupted_sync_leaves_no_orphans_and_the_next_converges() {
         },
     );
     let report = cleanup
-        .sync(&[], &BTreeSet::new(), &driftless::apply::NoWait)
+        .sync(&[], &Default::default(), &driftless::apply::NoWait)
         .await
         .unwrap();
     assert_eq!(report.prune.pruned(), 120);
@@ -835,7 +835,7 @@ spec = {{ group = "{group}", scope = "Namespaced", names = {{ kind = "VirtulMach
         },
     );
     let report = cleanup
-        .sync(&[], &BTreeSet::new(), &driftless::apply::NoWait)
+        .sync(&[], &Default::default(), &driftless::apply::NoWait)
         .await
         .unwrap();
     let order: Vec<&str> = report
@@ -871,7 +871,7 @@ async fn a_workspace_image_change_replaces_its_pod_and_diff_says_so() {
 
     let tree = support::tree(&[("w.toml", &spec("code-server:2"))]);
     let objects = support::render(&client, &ns, &tree).await;
-    let diffs = engine.diff(&objects, &BTreeSet::new()).await.unwrap();
+    let diffs = engine.diff(&objects, &Default::default()).await.unwrap();
     let pod_diff = diffs.iter().find(|d| d.key.kind == "Pod").unwrap();
     assert!(
         matches!(pod_diff.change, Change::Replace { .. }),
@@ -880,7 +880,7 @@ async fn a_workspace_image_change_replaces_its_pod_and_diff_says_so() {
     assert!(driftless::apply::diff::render_change(pod_diff, false).starts_with("# replace:"));
 
     let report = engine
-        .sync(&objects, &BTreeSet::new(), &driftless::apply::NoWait)
+        .sync(&objects, &Default::default(), &driftless::apply::NoWait)
         .await
         .unwrap();
     let pod = report.objects.iter().find(|o| o.key.kind == "Pod").unwrap();

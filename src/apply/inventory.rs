@@ -76,6 +76,10 @@ pub struct Entry {
     /// object itself may be gone (deleted once it succeeded).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub hook: bool,
+    /// The Flux or Argo CD app its spec was rendered by (`flux/NS/NAME`, `argo/NAME`):
+    /// the app's own prune guard judges it with the app's other objects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app: Option<String>,
 }
 
 fn is_zero(n: &i32) -> bool {
@@ -101,6 +105,7 @@ impl Entry {
             sealed: false,
             wave: 0,
             hook: false,
+            app: None,
         }
     }
 
@@ -380,6 +385,7 @@ mod tests {
             sealed: i.is_multiple_of(7),
             wave: (i % 3) as i32 - 1,
             hook: i.is_multiple_of(11),
+            app: i.is_multiple_of(13).then(|| "argo/web".into()),
         }
     }
 

@@ -58,7 +58,7 @@ pub use stages::{Gate, NoWait, Readiness, Step};
 use crate::object::ownership;
 use crate::object::{ObjKey, Observed, Packed};
 use crate::render::Object;
-use crate::spec::SpecId;
+use crate::spec::{SpecId, TreeFacts};
 use plan::Planned;
 
 /// One applied object as its phase collects it: its place in the batch, its result and
@@ -349,11 +349,10 @@ impl Engine {
     pub async fn sync(
         &self,
         objects: &[Object],
-        adopt_specs: &BTreeSet<SpecId>,
+        facts: &TreeFacts,
         gate: &impl Gate,
     ) -> Result<SyncReport, ApplyError> {
-        self.sync_scope(objects, adopt_specs, Scope::All, gate)
-            .await
+        self.sync_scope(objects, facts, Scope::All, gate).await
     }
 
     /// Syncs `scope` (`Scope`): `objects` are everything its specs render now (a spec
@@ -365,11 +364,11 @@ impl Engine {
     pub async fn sync_scope(
         &self,
         objects: &[Object],
-        adopt_specs: &BTreeSet<SpecId>,
+        facts: &TreeFacts,
         scope: Scope<'_>,
         gate: &impl Gate,
     ) -> Result<SyncReport, ApplyError> {
-        self.sync_in(self.store(), objects, adopt_specs, scope, gate)
+        self.sync_in(self.store(), objects, facts, scope, gate)
             .await
     }
 
@@ -380,19 +379,20 @@ impl Engine {
         &self,
         store: Store,
         objects: &[Object],
-        adopt_specs: &BTreeSet<SpecId>,
+        facts: &TreeFacts,
         scope: Scope<'_>,
         gate: &impl Gate,
     ) -> Result<SyncReport, ApplyError> {
         // Independent round trips (the inventory; discovery of each kind), taken at once.
         let (loaded, mut planned) =
-            tokio::join!(store.load(&self.client), self.plan(objects, adopt_specs));
+            tokio::join!(store.load(&self.client), self.plan(objects, &facts.adopt));
         let loaded = loaded?;
         let covered = record::Covered::of(scope);
         let prune_plan = prune::plan(
             &loaded,
             &record::desired(&planned, &loaded, &covered),
             &self.opts.prune,
+            &facts.apps,
         );
 
         let few = matches!(scope, Scope::Only(_));

@@ -56,7 +56,14 @@ pub struct Plan {
     pub refused: Option<String>,
 }
 
-pub fn plan(inventory: &Inventory, desired: &BTreeSet<ObjKey>, opts: &Options) -> Plan {
+/// `apps`: the Flux and Argo CD apps in the revision (those rendering nothing included),
+/// each judged by its own share as well as the tree by its.
+pub fn plan(
+    inventory: &Inventory,
+    desired: &BTreeSet<ObjKey>,
+    opts: &Options,
+    apps: &BTreeSet<String>,
+) -> Plan {
     let (deleting, mut candidates): (Vec<Entry>, Vec<Entry>) = inventory
         .entries
         .values()
@@ -84,12 +91,14 @@ pub fn plan(inventory: &Inventory, desired: &BTreeSet<ObjKey>, opts: &Options) -
     });
     // Entries held by an earlier refusal count only where this revision would prune them;
     // objects already being deleted not at all (that prune went ahead).
-    let total = inventory
-        .entries
-        .values()
-        .filter(|e| !e.held || !desired.contains(&e.key))
-        .filter(|e| !e.deleting || desired.contains(&e.key))
-        .count();
+    let counted = || {
+        inventory
+            .entries
+            .values()
+            .filter(|e| !e.held || !desired.contains(&e.key))
+            .filter(|e| !e.deleting || desired.contains(&e.key))
+    };
+    let total = counted().count();
     // What a prune would delete: objects kept on prune only leave the inventory.
     let deleted: Vec<&Entry> = candidates.iter().filter(|e| !e.keep).collect();
     let renamed = renames(inventory, desired, &deleted);
@@ -124,13 +133,66 @@ pub fn plan(inventory: &Inventory, desired: &BTreeSet<ObjKey>, opts: &Options) -
             opts.max_ratio * 100.0
         ))
     } else {
-        None
+        app_refusal(
+            counted(),
+            inventory,
+            desired,
+            &deleted,
+            apps,
+            opts.max_ratio,
+        )
     };
     Plan {
         candidates,
         deleting,
         refused,
     }
+}
+
+/// The refusal of a prune that would take all, or more than `ratio`, of an app's own
+/// objects while the app is still in the revision: a Flux Kustomization or an Argo CD
+/// Application pointed at an emptied or wrong path looks so, however small a part of the
+/// tree it is. An app that left the revision is judged with the tree alone (Flux prunes
+/// a removed Kustomization's objects).
+fn app_refusal<'e>(
+    counted: impl Iterator<Item = &'e Entry>,
+    inventory: &Inventory,
+    desired: &BTreeSet<ObjKey>,
+    deleted: &[&'e Entry],
+    apps: &BTreeSet<String>,
+    ratio: f64,
+) -> Option<String> {
+    let of_app = |e: &'e Entry| e.app.as_deref().filter(|a| apps.contains(*a));
+    let mut totals: BTreeMap<&str, usize> = BTreeMap::new();
+    for app in counted.filter_map(of_app) {
+        *totals.entry(app).or_default() += 1;
+    }
+    let mut lost: BTreeMap<&str, Vec<&Entry>> = BTreeMap::new();
+    for e in deleted {
+        if let Some(app) = of_app(e) {
+            lost.entry(app).or_default().push(e);
+        }
+    }
+    lost.into_iter().find_map(|(app, gone)| {
+        let total = totals.get(app).copied().unwrap_or_default();
+        let deletions = gone.len() - renames(inventory, desired, &gone);
+        if deletions == 0 {
+            None
+        } else if deletions >= total {
+            Some(format!(
+                "app {app} would prune all {total} of its inventoried objects: refusing to empty an app \
+                 still in the revision (an emptied or mis-pointed path?); pass --allow-mass-prune if this is intended"
+            ))
+        } else if deletions as f64 > ratio * total as f64 {
+            Some(format!(
+                "app {app} would prune {deletions} of its {total} inventoried objects, more than {:.0}%; \
+                 pass --allow-mass-prune (or raise --max-prune-ratio) if this is intended",
+                ratio * 100.0
+            ))
+        } else {
+            None
+        }
+    })
 }
 
 /// How many of the `deleted` entries the revision renames: it brings in, one for one, a
@@ -531,6 +593,59 @@ pub fn not_ours(entry: &Entry, live: &Value, instance: &str) -> Option<String> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// The plan of a tree without apps.
+    fn plan(inventory: &Inventory, desired: &BTreeSet<ObjKey>, opts: &Options) -> Plan {
+        super::plan(inventory, desired, opts, &BTreeSet::new())
+    }
+
+    #[test]
+    fn an_app_still_in_the_revision_is_not_emptied_however_small() {
+        // 20 objects of the tree's own, 4 of argo/web.
+        let mut inv = Inventory::default();
+        let mut desired = BTreeSet::new();
+        for i in 0..20 {
+            let k = key("Service", &format!("tree{i}"));
+            inv.entries
+                .insert(k.clone(), Entry::recorded(k.clone(), "s"));
+            desired.insert(k);
+        }
+        let web: Vec<ObjKey> = (0..4)
+            .map(|i| key("ConfigMap", &format!("web{i}")))
+            .collect();
+        for k in &web {
+            let e = Entry {
+                app: Some("argo/web".into()),
+                ..Entry::recorded(k.clone(), "w")
+            };
+            inv.entries.insert(k.clone(), e);
+        }
+        let apps: BTreeSet<String> = ["argo/web".to_string()].into();
+        let opts = Options::default();
+        // The app renders nothing: 4 of 24 for the tree, all 4 of the app's.
+        let p = super::plan(&inv, &desired, &opts, &apps);
+        let why = p.refused.unwrap_or_default();
+        assert!(why.contains("app argo/web would prune all 4"), "{why}");
+        // 3 of its 4: more than half.
+        let mut one = desired.clone();
+        one.insert(web[0].clone());
+        let why = super::plan(&inv, &one, &opts, &apps)
+            .refused
+            .unwrap_or_default();
+        assert!(why.contains("app argo/web would prune 3 of its 4"), "{why}");
+        // 2 of its 4: allowed, as for the tree.
+        one.insert(web[1].clone());
+        assert_eq!(super::plan(&inv, &one, &opts, &apps).refused, None);
+        // The app left the revision: judged with the tree alone (4 of 24).
+        let p = super::plan(&inv, &desired, &opts, &BTreeSet::new());
+        assert_eq!((p.refused, p.candidates.len()), (None, 4));
+        // And lifted as the tree's guard is.
+        let lifted = Options {
+            allow_mass: true,
+            ..Options::default()
+        };
+        assert_eq!(super::plan(&inv, &desired, &lifted, &apps).refused, None);
+    }
 
     #[test]
     fn a_crd_whose_cleanup_failed_is_nudged_every_5_seconds_at_most() {

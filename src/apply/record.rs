@@ -107,6 +107,7 @@ pub(super) fn pending(
             sealed: p.obj.policy.sealed,
             wave: p.obj.policy.wave,
             hook: p.obj.policy.hook.is_some(),
+            app: app(p),
         });
     }
     inv
@@ -128,7 +129,16 @@ pub(super) fn confirmed(p: &Planned<'_>, live: &Live, applied: String, shape: St
         sealed: p.obj.policy.sealed,
         wave: p.obj.policy.wave,
         hook: p.obj.policy.hook.is_some(),
+        app: app(p),
     }
+}
+
+/// The Flux or Argo CD app an object's spec was rendered by, as its entry records it.
+pub(super) fn app(p: &Planned<'_>) -> Option<String> {
+    p.obj
+        .at
+        .as_ref()
+        .and_then(|at| crate::spec::app_of(&at.file))
 }
 
 /// Records one object's outcome: its entry as the apply left it (keeping a hold), or,

@@ -101,7 +101,7 @@ pub async fn apply(
         cancel: Some(interrupt.clone()),
     };
     let report = match tree.has_dependencies() {
-        false => engine.sync(&objects, &tree.adopt_specs(), &gate).await?,
+        false => engine.sync(&objects, &tree.facts(), &gate).await?,
         true => match in_waves(&engine, &tree, &objects, args.timeout, &interrupt).await? {
             Ok(report) => report,
             Err(code) => return Ok(code),
@@ -186,7 +186,7 @@ async fn in_waves(
     interrupt: &Interrupt,
 ) -> anyhow::Result<Result<SyncReport, u8>> {
     let deadline = tokio::time::Instant::now() + timeout;
-    let adopt = tree.adopt_specs();
+    let facts = tree.facts();
     let waves = tree.waves();
     let mut written: Vec<driftless::apply::ObjectResult> = Vec::new();
     for (n, wave) in waves.iter().enumerate().take(waves.len().saturating_sub(1)) {
@@ -212,7 +212,7 @@ async fn in_waves(
             cancel: Some(interrupt.clone()),
         };
         let report = engine
-            .sync_scope(&mine, &adopt, driftless::apply::Scope::Only(wave), &gate)
+            .sync_scope(&mine, &facts, driftless::apply::Scope::Only(wave), &gate)
             .await?;
         written.extend(
             report
@@ -275,7 +275,7 @@ async fn in_waves(
         say: Some(say),
         cancel: Some(interrupt.clone()),
     };
-    let mut report = engine.sync(objects, &adopt, &gate).await?;
+    let mut report = engine.sync(objects, &facts, &gate).await?;
     for o in &mut report.objects {
         if o.action == Action::Unchanged
             && let Some(w) = written.iter().find(|w| w.key == o.key)
@@ -303,7 +303,7 @@ async fn wait_for_deletions(
     };
     loop {
         tokio::time::sleep(Duration::from_secs(1)).await;
-        let again = engine.sync(objects, &tree.adopt_specs(), &gate).await?;
+        let again = engine.sync(objects, &tree.facts(), &gate).await?;
         let waiting: Vec<String> = again
             .prune
             .waiting()
@@ -504,7 +504,7 @@ pub async fn diff(
     let Some((tree, engine, objects)) = prepare(&args.tree, global, selection).await? else {
         return Ok(exit::ERROR);
     };
-    let diffs = engine.diff(&objects, &tree.adopt_specs()).await?;
+    let diffs = engine.diff(&objects, &tree.facts()).await?;
     let text = match args.output {
         DiffOutput::Text => driftless::report::status::releases::diff_text(
             &tree,

@@ -15,7 +15,7 @@ use super::state::{State, SyncEnd, Tally};
 use crate::apply::{ApplyError, Engine, Scope, SyncReport};
 use crate::gate::{Progress, Steered};
 use crate::render::{self, Object};
-use crate::spec::{Spec, SpecId};
+use crate::spec::{Spec, SpecId, TreeFacts};
 
 /// Past the sync's deadline, how long the engine has to reach a safe point (it checks
 /// the deadline between objects and in every wait) before it is abandoned.
@@ -37,7 +37,7 @@ pub struct Job {
     /// The objects of held specs not settled in the current revision: whether they hold
     /// anything back is read after the sync (`Engine::applied_as_is`).
     held_objects: Vec<Object>,
-    adopt: BTreeSet<SpecId>,
+    facts: TreeFacts,
     scope: OwnedScope,
 }
 
@@ -166,7 +166,7 @@ pub fn prepare(engine: &Engine, state: &mut State, keys: Vec<Key>) -> Option<Pre
         keys,
         objects,
         held_objects,
-        adopt: tree.adopt_specs(),
+        facts: tree.facts(),
         scope,
     }))
 }
@@ -195,7 +195,7 @@ pub async fn execute(
         cancel,
         progress,
     };
-    let run = engine.sync_in(store, &job.objects, &job.adopt, job.scope.scope(), &gate);
+    let run = engine.sync_in(store, &job.objects, &job.facts, job.scope.scope(), &gate);
     let result = match tokio::time::timeout_at(deadline + DEADLINE_GRACE, run).await {
         Ok(r) => r.map_err(SyncError::from),
         Err(_) => Err(SyncError::Overran(limits.sync)),
@@ -205,7 +205,11 @@ pub async fn execute(
     }
     let held_applied = match job.held_objects.is_empty() {
         true => BTreeSet::new(),
-        false => engine.applied_as_is(&job.held_objects, &job.adopt).await,
+        false => {
+            engine
+                .applied_as_is(&job.held_objects, &job.facts.adopt)
+                .await
+        }
     };
     Finished {
         keys: job.keys,

@@ -214,6 +214,16 @@ pub struct SpecTree {
     pub rendered: std::sync::Arc<BTreeMap<String, RenderedBy>>,
 }
 
+/// What a sync takes from the tree besides its objects.
+#[derive(Debug, Clone, Default)]
+pub struct TreeFacts {
+    /// Specs that take over existing objects (`adopt = true`).
+    pub adopt: BTreeSet<SpecId>,
+    /// The Flux and Argo CD apps of the tree (`app_of`), those rendering nothing too:
+    /// each is its own prune guard's.
+    pub apps: BTreeSet<String>,
+}
+
 /// What rendered a file's specs: the tool, its version, the command (DESIGN 1.9).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RenderedBy {
@@ -316,6 +326,18 @@ impl SpecTree {
     }
 
     /// Specs that say `adopt = true`: they may take over objects driftless did not create.
+    /// What a sync takes from the tree besides its objects.
+    pub fn facts(&self) -> TreeFacts {
+        let files = self
+            .rendered
+            .keys()
+            .chain(self.specs.iter().map(|s| &s.at.file));
+        TreeFacts {
+            adopt: self.adopt_specs(),
+            apps: files.filter_map(|f| app_of(f)).collect(),
+        }
+    }
+
     pub fn adopt_specs(&self) -> BTreeSet<SpecId> {
         self.specs
             .iter()

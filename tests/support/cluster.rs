@@ -1,6 +1,5 @@
 //! The local cluster: one per test run (see `scripts/test`), one namespace per test.
 
-use std::collections::BTreeSet;
 use std::future::Future;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -131,9 +130,8 @@ pub async fn sync(
     tree: &driftless::spec::SpecTree,
 ) -> (Vec<driftless::render::Object>, driftless::apply::SyncReport) {
     let objects = render(&engine.client, &engine.opts.instance, tree).await;
-    let adopt = BTreeSet::new();
     let report = engine
-        .sync(&objects, &adopt, &driftless::apply::NoWait)
+        .sync(&objects, &Default::default(), &driftless::apply::NoWait)
         .await
         .expect("sync");
     (objects, report)

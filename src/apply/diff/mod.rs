@@ -28,7 +28,7 @@ use super::{ApplyError, Engine, Entry, Inventory, ObjKey};
 use crate::cluster::error_text;
 use crate::object::{Claim, claim, pointer};
 use crate::render::Object;
-use crate::spec::SpecId;
+use crate::spec::{SpecId, TreeFacts};
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Change {
@@ -118,10 +118,10 @@ impl Engine {
     pub async fn diff(
         &self,
         objects: &[Object],
-        adopt_specs: &BTreeSet<SpecId>,
+        facts: &TreeFacts,
     ) -> Result<Vec<ObjectDiff>, ApplyError> {
-        self.diff_with(objects, adopt_specs, self.opts.prune.enabled)
-            .await
+        let prune = self.opts.prune.enabled.then_some(&facts.apps);
+        self.diff_with(objects, &facts.adopt, prune).await
     }
 
     /// The change apply would make to these objects only, none pruned: what a person
@@ -131,14 +131,15 @@ impl Engine {
         objects: &[Object],
         adopt_specs: &BTreeSet<SpecId>,
     ) -> Result<Vec<ObjectDiff>, ApplyError> {
-        self.diff_with(objects, adopt_specs, false).await
+        self.diff_with(objects, adopt_specs, None).await
     }
 
     async fn diff_with(
         &self,
         objects: &[Object],
         adopt_specs: &BTreeSet<SpecId>,
-        prune: bool,
+        // The revision's apps when prune is on (`prune::plan`).
+        prune: Option<&BTreeSet<String>>,
     ) -> Result<Vec<ObjectDiff>, ApplyError> {
         let inventory = self.store().load(&self.client).await?;
         let mut planned = self.plan(objects, adopt_specs).await;
@@ -168,8 +169,8 @@ impl Engine {
         out.sort_by_key(|(i, _)| *i);
         let mut diffs: Vec<ObjectDiff> = out.into_iter().map(|(_, d)| d).collect();
 
-        if prune {
-            let plan = prune::plan(&inventory, &desired, &self.opts.prune);
+        if let Some(apps) = prune {
+            let plan = prune::plan(&inventory, &desired, &self.opts.prune, apps);
             if let Some(why) = &plan.refused {
                 diffs.push(ObjectDiff {
                     key: ObjKey {
