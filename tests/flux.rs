@@ -585,17 +585,29 @@ async fn a_tenants_kustomization_writes_only_what_its_service_account_may() {
             "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: tenants\n  namespace: flux-system\nspec:\n  interval: 5m\n  sourceRef: {{kind: GitRepository, name: flux-system}}\n  path: ./tenants/base\n  prune: true\n---\napiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: dev-team\n  namespace: {ns}\nspec:\n  dependsOn:\n    - name: tenants\n      namespace: flux-system\n  serviceAccountName: dev-team\n  interval: 5m\n  sourceRef: {{kind: GitRepository, name: flux-system, namespace: flux-system}}\n  path: ./dev-team\n  targetNamespace: {ns}\n  prune: true\n"
         ),
     );
-    write(
-        root,
-        "tenants/base/rbac.yaml",
-        &format!(
-            "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: dev-team\n  namespace: {ns}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: dev-team\n  namespace: {ns}\nrules:\n  - apiGroups: [\"\"]\n    resources: [configmaps]\n    verbs: [get, list, watch, create, patch, update, delete]\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: dev-team\n  namespace: {ns}\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: Role\n  name: dev-team\nsubjects:\n  - kind: ServiceAccount\n    name: dev-team\n    namespace: {ns}\n"
-        ),
-    );
+    let rbac = |verbs: &str| {
+        format!(
+            "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: dev-team\n  namespace: {ns}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: dev-team\n  namespace: {ns}\nrules:\n  - apiGroups: [\"\"]\n    resources: [configmaps]\n    verbs: [{verbs}]\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  name: dev-team\n  namespace: {ns}\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: Role\n  name: dev-team\nsubjects:\n  - kind: ServiceAccount\n    name: dev-team\n    namespace: {ns}\n"
+        )
+    };
+    let all = "get, list, watch, create, patch, update, delete";
+    write(root, "tenants/base/rbac.yaml", &rbac(all));
+    let map = |name: &str| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  a: \"1\"\n---\n"
+        )
+    };
+    let secret =
+        "apiVersion: v1\nkind: Secret\nmetadata:\n  name: forbidden\nstringData:\n  token: x\n";
     write(
         root,
         "dev-team/app.yaml",
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: allowed\ndata:\n  a: \"1\"\n---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: forbidden\nstringData:\n  token: x\n",
+        &format!(
+            "{}{}{}{secret}",
+            map("allowed"),
+            map("kept"),
+            map("also-kept")
+        ),
     );
     commit(root, "tenants");
     let cluster = root.join("clusters/staging");
@@ -613,6 +625,41 @@ async fn a_tenants_kustomization_writes_only_what_its_service_account_may() {
     assert!(maps.get("allowed").await.is_ok(), "{}", show(&out));
     let secrets: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(client.clone(), &ns);
     assert!(secrets.get_opt("forbidden").await.unwrap().is_none());
+
+    // What the account applied, it prunes: with delete taken from its Role, a ConfigMap
+    // that leaves the tenant's tree stays, and says why (the Secret left too: a failed
+    // apply would stop the sync before any prune).
+    write(
+        root,
+        "tenants/base/rbac.yaml",
+        &rbac("get, list, watch, create, patch, update"),
+    );
+    write(
+        root,
+        "dev-team/app.yaml",
+        &format!("{}{}", map("kept"), map("also-kept")),
+    );
+    commit(root, "no delete");
+    let out = on_cluster(&ns, &["apply", cluster.to_str().unwrap()]);
+    assert_exit(&out, 1);
+    let said = printed(&out);
+    assert!(
+        said.contains(&format!("ServiceAccount {ns}/dev-team may not delete it")),
+        "{}",
+        show(&out)
+    );
+    assert!(maps.get("allowed").await.is_ok(), "{}", show(&out));
+    // Given delete again, the account prunes it.
+    write(root, "tenants/base/rbac.yaml", &rbac(all));
+    commit(root, "delete");
+    let out = on_cluster(&ns, &["apply", cluster.to_str().unwrap()]);
+    assert_exit(&out, 0);
+    assert!(
+        maps.get_opt("allowed").await.unwrap().is_none(),
+        "{}",
+        show(&out)
+    );
+    assert!(maps.get("kept").await.is_ok());
 }
 
 /// A HelmRelease's kustomize post-renderers (`patches`, `images`) run over the chart's

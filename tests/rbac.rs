@@ -1,7 +1,8 @@
 //! `examples/kubernetes`' RBAC is enough and no more: the real binary, running with a
 //! token of the example ServiceAccount against the local cluster (RBAC authorizer on),
 //! syncs every kind, takes its Lease, labels Pods, scales and prunes; writes outside its
-//! rules are forbidden. The CI role of `addons/rbac-ci-diff.yaml` can diff, not delete.
+//! rules are forbidden. The CI role of `addons/rbac-ci-diff.yaml` can diff, not delete;
+//! `addons/rbac-service-accounts.yaml` lets it ask whether a tenant's account may write.
 
 use crate::support;
 
@@ -28,6 +29,7 @@ const MANIFESTS: &[&str] = &[
     "service.yaml",
     "addons/rbac-virtulmachine.yaml",
     "addons/rbac-ci-diff.yaml",
+    "addons/rbac-service-accounts.yaml",
 ];
 
 /// Deletes what this test made cluster-wide (ClusterRoles and their bindings of the same
@@ -141,6 +143,7 @@ async fn the_example_rbac_lets_driftless_sync_every_kind_and_nothing_more() {
             "driftless",
             "driftless-manifest-virtulmachine",
             "driftless-diff",
+            "driftless-service-accounts",
         ]
         .iter()
         .map(|n| format!("{n}-{suffix}"))
@@ -206,6 +209,15 @@ async fn the_example_rbac_lets_driftless_sync_every_kind_and_nothing_more() {
             ("namespace = \"default\"", &format!("namespace = \"{ns}\"")),
         ],
     );
+    // An object written as an account (Flux's serviceAccountName): driftless may ask
+    // whether that account may write it (addons/rbac-service-accounts.yaml).
+    std::fs::write(
+        specs.join("as-account.yaml"),
+        format!(
+            "apiVersion: v1\nkind: Service\nmetadata:\n  name: as-account\n  namespace: {ns}\n  annotations:\n    driftless.dev/service-account: {sys}/driftless\nspec:\n  ports:\n    - port: 80\n"
+        ),
+    )
+    .unwrap();
     let sa_path = sa_kubeconfig.to_str().unwrap();
     let specs_path = specs.to_str().unwrap();
     let engine_flags = ["--inventory-namespace", &sys];
@@ -230,6 +242,7 @@ async fn the_example_rbac_lets_driftless_sync_every_kind_and_nothing_more() {
         format!("localservice/{apps}/local"),
         format!("manifest/{ns}/VirtulMachine.{group}/vm-sample"),
         format!("manifest//CustomResourceDefinition.apiextensions.k8s.io/virtulmachines.{group}"),
+        format!("manifest/{ns}/Service/as-account"),
     ] {
         assert!(
             stdout

@@ -80,6 +80,10 @@ pub struct Entry {
     /// the app's own prune guard judges it with the app's other objects.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub app: Option<String>,
+    /// The ServiceAccount it was applied as (`driftless.dev/service-account`): it is
+    /// pruned only if that account may delete it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account: Option<String>,
 }
 
 fn is_zero(n: &i32) -> bool {
@@ -106,6 +110,7 @@ impl Entry {
             wave: 0,
             hook: false,
             app: None,
+            account: None,
         }
     }
 
@@ -386,6 +391,7 @@ mod tests {
             wave: (i % 3) as i32 - 1,
             hook: i.is_multiple_of(11),
             app: i.is_multiple_of(13).then(|| "argo/web".into()),
+            account: i.is_multiple_of(17).then(|| "apps/dev-team".into()),
         }
     }
 

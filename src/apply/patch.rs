@@ -248,17 +248,19 @@ impl Engine {
                         ..result(Action::Unchanged, None)
                     };
                     // A keyed entry (a Secret, a sealed object) stays keyed, whichever hash matched.
-                    // The app is recorded here too, so entries made before apps were
-                    // recorded gain theirs without a write to the object.
+                    // The app and the account are recorded here too, so entries made
+                    // before they were recorded gain them without a write to the object.
                     let recorded = match keyed {
                         true => Entry {
                             applied: Some(applied),
                             shape: Some(shape),
                             app: record::app(p),
+                            account: p.obj.policy.service_account.clone(),
                             ..e.clone()
                         },
                         false => Entry {
                             app: record::app(p),
+                            account: p.obj.policy.service_account.clone(),
                             ..e.clone()
                         },
                     };

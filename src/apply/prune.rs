@@ -465,6 +465,11 @@ impl Engine {
             Ok(Prunable::Keep(action)) => return (action, None),
             Err(e) => return (PruneAction::Failed(e), None),
         };
+        if let Some(account) = &entry.account
+            && let Err(why) = self.may_delete(account, entry).await
+        {
+            return (PruneAction::Failed(why), None);
+        }
         let dp = DeleteParams {
             preconditions: Some(Preconditions {
                 uid: live["metadata"]["uid"].as_str().map(str::to_string),

@@ -108,6 +108,7 @@ pub(super) fn pending(
             wave: p.obj.policy.wave,
             hook: p.obj.policy.hook.is_some(),
             app: app(p),
+            account: p.obj.policy.service_account.clone(),
         });
     }
     inv
@@ -130,6 +131,7 @@ pub(super) fn confirmed(p: &Planned<'_>, live: &Live, applied: String, shape: St
         wave: p.obj.policy.wave,
         hook: p.obj.policy.hook.is_some(),
         app: app(p),
+        account: p.obj.policy.service_account.clone(),
     }
 }
 
