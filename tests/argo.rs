@@ -356,7 +356,13 @@ async fn what_driftless_does_not_carry_out_is_refused_at_its_place() {
     assert_exit(&out, 2);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.starts_with("root.yaml#argo.root:") && stderr.contains(&format!("Application {ns}-web: its source https://github.com/someone/else is not the repository being read")),
+        // Said where the app of apps that renders it is written, its render named.
+        stderr.starts_with("root.yaml:1:1: ")
+            && stderr.contains(&format!("Application {ns}-web: its source https://github.com/someone/else is not the repository being read"))
+            && stderr
+                .lines()
+                .filter(|l| l.contains(" is not the repository being read"))
+                .all(|l| l.contains("(in what it renders: root.yaml#argo.root, line ")),
         "{}",
         show(&out)
     );

@@ -199,6 +199,9 @@ impl Hydrator {
         self.carry_out_apps(&cx, &mut out);
         self.shared.cache.retain_used();
         out.files.sort_by(|a, b| a.path.cmp(&b.path));
+        for e in &mut out.errors {
+            stage::said_where_written(e, &out.made_by);
+        }
         out.errors.sort();
         out
     }

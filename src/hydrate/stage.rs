@@ -88,6 +88,9 @@ pub struct Hydrated {
     pub notices: Vec<String>,
     /// Health rules the rendered apps give their objects (Flux's `healthCheckExprs`).
     pub health: Vec<std::sync::Arc<crate::spec::settings::HealthRule>>,
+    /// Where what rendered each rendered file is written: errors in a rendered file
+    /// (none on disk) are said there ([`said_where_written`]).
+    pub made_by: BTreeMap<String, Location>,
 }
 
 impl Hydrated {
@@ -159,6 +162,28 @@ pub fn to_yaml(objects: &[serde_json::Value]) -> Vec<u8> {
         out.push('\n');
     }
     out.into_bytes()
+}
+
+/// An error in a rendered file, which is nowhere on disk, said where what rendered it is
+/// written (for an app of apps' Application, at the app of apps), the rendered file and
+/// its line kept in the message: `render --out` writes that file.
+pub fn said_where_written(e: &mut SpecError, made_by: &BTreeMap<String, Location>) {
+    let Some(first) = made_by.get(&e.at.file) else {
+        return;
+    };
+    let mut at = first.clone();
+    // Bounded as the apps' depth is: a rendered file is made by what an earlier one held.
+    for _ in 0..16 {
+        match made_by.get(&at.file) {
+            Some(up) => at = up.clone(),
+            None => break,
+        }
+    }
+    e.message = format!(
+        "{} (in what it renders: {}, line {})",
+        e.message, e.at.file, e.at.line
+    );
+    e.at = at;
 }
 
 pub fn error_at(file: &str, line: usize, column: usize, message: String) -> SpecError {

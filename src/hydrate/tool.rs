@@ -165,6 +165,7 @@ pub(super) fn hydrate_with<T: Tool>(
         match result {
             Ok(rendered) => {
                 let file = tool.output_file(item);
+                out.made_by.insert(file.clone(), tool.at(item));
                 out.rendered.insert(file.clone(), rendered.by);
                 out.files.push(SourceFile {
                     path: file,
