@@ -360,7 +360,7 @@ pub fn objects(output: &[u8], r: &HelmRelease) -> Result<Vec<serde_json::Value>,
         let ignored: Vec<String> = r
             .ignore
             .iter()
-            .filter(|i| i.selects(&d))
+            .filter(|i| i.select.selects(&d))
             .flat_map(|i| i.pointers.iter().cloned())
             .collect();
         let Some(meta) = d.get_mut("metadata").and_then(|m| m.as_object_mut()) else {

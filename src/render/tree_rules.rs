@@ -12,11 +12,13 @@ pub(super) fn apply(settings: &Settings, obj: &mut Object, file: &str) {
     }
     let labels = obj.body["metadata"]["labels"].as_object();
     let namespace = obj.namespace.as_deref().unwrap_or_default();
-    let group = obj.group().to_string();
     let selecting: Vec<_> = settings
         .ignore
         .iter()
-        .filter(|r| r.selects(&group, &obj.kind, namespace, &obj.name, labels))
+        .filter(|r| {
+            r.select
+                .picks(&obj.api_version, &obj.kind, namespace, &obj.name, labels)
+        })
         .collect();
     let policy = &mut obj.policy;
     for rule in selecting {

@@ -56,30 +56,8 @@ pub struct HelmRelease {
 /// app's. A group of `""` is the core group.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TargetedIgnore {
-    pub group: Option<String>,
-    pub version: Option<String>,
-    pub kind: Option<String>,
-    pub name: Option<String>,
-    pub namespace: Option<String>,
+    pub select: super::select::ObjectSelector,
     pub pointers: Vec<String>,
-}
-
-impl TargetedIgnore {
-    /// Whether the rule selects `obj` (a manifest as rendered, its namespace set).
-    pub fn selects(&self, obj: &serde_json::Value) -> bool {
-        let api_version = obj["apiVersion"].as_str().unwrap_or_default();
-        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-        let meta = &obj["metadata"];
-        let is = |want: &Option<String>, have: &str| want.as_deref().is_none_or(|w| w == have);
-        is(&self.group, group)
-            && is(&self.version, version)
-            && is(&self.kind, obj["kind"].as_str().unwrap_or_default())
-            && is(&self.name, meta["name"].as_str().unwrap_or_default())
-            && is(
-                &self.namespace,
-                meta["namespace"].as_str().unwrap_or_default(),
-            )
-    }
 }
 
 /// Every `[helm.NAME]` of the tree's TOML files, and what is wrong with them.

@@ -13,6 +13,7 @@ pub mod policy;
 pub mod quantity;
 pub mod removed;
 pub mod schema;
+pub mod select;
 pub mod settings;
 pub mod sops;
 pub mod vars;

@@ -57,12 +57,8 @@ pub struct NamespaceRule {
 #[derive(Debug, Clone)]
 pub struct IgnoreRule {
     pub at: Location,
-    pub group: Option<String>,
-    pub kind: Option<String>,
-    /// Anchored: the whole name (or namespace) must match.
-    pub name: Option<regex::Regex>,
-    pub namespace: Option<regex::Regex>,
-    pub labels: BTreeMap<String, String>,
+    /// Its name and namespace are anchored regular expressions.
+    pub select: super::select::ObjectSelector,
     /// JSON pointers, as `ignore-fields`.
     pub paths: Vec<String>,
     /// Field managers whose fields driftless leaves alone.
@@ -223,33 +219,6 @@ impl Settings {
         of_kind()
             .find(|r| r.scope.as_deref() == Some(file))
             .or_else(|| of_kind().find(|r| r.scope.is_none()))
-    }
-}
-
-impl IgnoreRule {
-    /// Whether the rule selects the object with these group, kind, namespace (`""` when
-    /// cluster-scoped), name and labels.
-    pub fn selects(
-        &self,
-        group: &str,
-        kind: &str,
-        namespace: &str,
-        name: &str,
-        labels: Option<&serde_json::Map<String, serde_json::Value>>,
-    ) -> bool {
-        self.group.as_deref().is_none_or(|g| g == group)
-            && self.kind.as_deref().is_none_or(|k| k == kind)
-            && self.name.as_ref().is_none_or(|r| r.is_match(name))
-            && self
-                .namespace
-                .as_ref()
-                .is_none_or(|r| r.is_match(namespace))
-            && self.labels.iter().all(|(k, v)| {
-                labels
-                    .and_then(|l| l.get(k))
-                    .and_then(serde_json::Value::as_str)
-                    == Some(v.as_str())
-            })
     }
 }
 

@@ -35,33 +35,38 @@ pub fn openssl(dir: &Path, args: &[&str]) {
     );
 }
 
-/// `NAME.pem` and `NAME.key` in `dir`: a self-signed certificate for 127.0.0.1 as
-/// `openssl req -x509` makes it (its default extensions: CA:TRUE).
-pub fn self_signed_certificate(dir: &Path, name: &str) -> PathBuf {
+/// `NAME.pem` and `NAME.key` in `dir`: a self-signed P-256 certificate for two days,
+/// of `subject`, with `-addext` `extensions` (none: openssl's defaults, CA:TRUE).
+pub fn self_signed(dir: &Path, name: &str, subject: &str, extensions: &[&str]) -> PathBuf {
     let (key, pem) = (format!("{name}.key"), format!("{name}.pem"));
-    openssl(
-        dir,
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-keyout",
-            &key,
-            "-out",
-            &pem,
-            "-days",
-            "2",
-            "-subj",
-            "/CN=127.0.0.1",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1",
-        ],
-    );
+    let mut args = vec![
+        "req",
+        "-x509",
+        "-newkey",
+        "ec",
+        "-pkeyopt",
+        "ec_paramgen_curve:prime256v1",
+        "-nodes",
+        "-keyout",
+        &key,
+        "-out",
+        &pem,
+        "-days",
+        "2",
+        "-subj",
+        subject,
+    ];
+    for e in extensions {
+        args.extend(["-addext", e]);
+    }
+    openssl(dir, &args);
     dir.join(pem)
+}
+
+/// A self-signed certificate for 127.0.0.1 as `openssl req -x509` makes it (its default
+/// extensions: CA:TRUE), as Docker's registry docs make one.
+pub fn self_signed_certificate(dir: &Path, name: &str) -> PathBuf {
+    self_signed(dir, name, "/CN=127.0.0.1", &["subjectAltName=IP:127.0.0.1"])
 }
 
 impl TestRegistry {
@@ -105,41 +110,32 @@ impl TestRegistry {
         );
         let mut ca = None;
         if tls {
-            let ec = [
-                "-newkey",
-                "ec",
-                "-pkeyopt",
-                "ec_paramgen_curve:prime256v1",
-                "-nodes",
-            ];
-            let mut args = vec!["req", "-x509"];
-            args.extend(ec);
-            args.extend([
-                "-keyout",
-                "ca.key",
-                "-out",
-                "ca.pem",
-                "-days",
-                "2",
-                "-subj",
+            self_signed(
+                dir,
+                "ca",
                 "/CN=driftless test CA",
-                "-addext",
-                "basicConstraints=critical,CA:TRUE",
-                "-addext",
-                "keyUsage=critical,keyCertSign,cRLSign",
-            ]);
-            openssl(dir, &args);
-            let mut args = vec!["req"];
-            args.extend(ec);
-            args.extend([
-                "-keyout",
-                "server.key",
-                "-out",
-                "server.csr",
-                "-subj",
-                "/CN=127.0.0.1",
-            ]);
-            openssl(dir, &args);
+                &[
+                    "basicConstraints=critical,CA:TRUE",
+                    "keyUsage=critical,keyCertSign,cRLSign",
+                ],
+            );
+            openssl(
+                dir,
+                &[
+                    "req",
+                    "-newkey",
+                    "ec",
+                    "-pkeyopt",
+                    "ec_paramgen_curve:prime256v1",
+                    "-nodes",
+                    "-keyout",
+                    "server.key",
+                    "-out",
+                    "server.csr",
+                    "-subj",
+                    "/CN=127.0.0.1",
+                ],
+            );
             std::fs::write(
                 dir.join("server.ext"),
                 "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n\
@@ -267,26 +263,7 @@ impl TokenService {
         use std::io::{BufRead as _, BufReader, Write as _};
         use std::sync::Arc;
         use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-        openssl(
-            dir,
-            &[
-                "req",
-                "-x509",
-                "-newkey",
-                "ec",
-                "-pkeyopt",
-                "ec_paramgen_curve:prime256v1",
-                "-nodes",
-                "-keyout",
-                "token.key",
-                "-out",
-                "token.pem",
-                "-days",
-                "2",
-                "-subj",
-                "/CN=driftless test token issuer",
-            ],
-        );
+        self_signed(dir, "token", "/CN=driftless test token issuer", &[]);
         use p256::pkcs8::DecodePrivateKey as _;
         let key = p256::ecdsa::SigningKey::from_pkcs8_pem(
             &std::fs::read_to_string(dir.join("token.key")).unwrap(),

@@ -11,6 +11,7 @@ use super::{App, Part, PartSource, Repository, output_file};
 use crate::hydrate::app_yaml::{clean_path, err, line_of, unknown};
 use crate::hydrate::helm::ReleaseAt;
 use crate::spec::helm::TargetedIgnore;
+use crate::spec::select::{ObjectSelector, Pattern};
 use crate::spec::{Location, SpecError};
 
 /// `spec` fields carried out, or accepted as driftless already does what they ask.
@@ -302,13 +303,16 @@ fn ignore(d: &Value) -> Result<TargetedIgnore, String> {
     if kind.is_empty() {
         return Err("names no `kind`".into());
     }
+    let exact = |key: &str| d[key].as_str().map(|s| Pattern::Exact(s.to_string()));
     Ok(TargetedIgnore {
-        group: Some(d["group"].as_str().unwrap_or_default().to_string()),
-        kind: Some(kind.to_string()),
-        name: d["name"].as_str().map(str::to_string),
-        namespace: d["namespace"].as_str().map(str::to_string),
+        select: ObjectSelector {
+            group: Some(d["group"].as_str().unwrap_or_default().to_string()),
+            kind: Some(kind.to_string()),
+            name: exact("name"),
+            namespace: exact("namespace"),
+            ..ObjectSelector::default()
+        },
         pointers,
-        ..TargetedIgnore::default()
     })
 }
 

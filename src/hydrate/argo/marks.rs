@@ -78,7 +78,7 @@ fn marked(mut d: Value, app: &App, crds: &[(String, String)]) -> Value {
     let pointers: Vec<String> = app
         .ignore
         .iter()
-        .filter(|i| i.selects(&d))
+        .filter(|i| i.select.selects(&d))
         .flat_map(|i| i.pointers.iter().cloned())
         .collect();
     let Some(meta) = d.get_mut("metadata").and_then(Value::as_object_mut) else {

@@ -165,10 +165,12 @@ fn marks_say_what_the_application_says() {
         replace: true,
         create_namespace: true,
         ignore: vec![crate::spec::helm::TargetedIgnore {
-            group: Some("apps".into()),
-            kind: Some("Deployment".into()),
+            select: crate::spec::select::ObjectSelector {
+                group: Some("apps".into()),
+                kind: Some("Deployment".into()),
+                ..Default::default()
+            },
             pointers: vec!["/spec/replicas".into()],
-            ..Default::default()
         }],
     };
     let mut files = vec![

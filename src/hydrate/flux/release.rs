@@ -428,12 +428,16 @@ fn drift_detection(
             check_pointer(p).map_err(|why| ("paths", format!("driftDetection.ignore: {why}")))?;
             pointers.push(p.to_string());
         }
+        let exact = |v: Option<String>| v.map(crate::spec::select::Pattern::Exact);
         release.ignore.push(crate::spec::helm::TargetedIgnore {
-            group: part("group")?,
-            version: part("version")?,
-            kind: part("kind")?,
-            name: part("name")?,
-            namespace: part("namespace")?,
+            select: crate::spec::select::ObjectSelector {
+                group: part("group")?,
+                version: part("version")?,
+                kind: part("kind")?,
+                name: exact(part("name")?),
+                namespace: exact(part("namespace")?),
+                labels: Default::default(),
+            },
             pointers,
         });
     }

@@ -262,13 +262,17 @@ fn ignore_rule(
         );
         return None;
     }
+    let pattern = |r: Option<regex::Regex>| r.map(crate::spec::select::Pattern::Regex);
     Some(IgnoreRule {
         at: ctx.loc(header.start),
-        group,
-        kind,
-        name: name.ok()?,
-        namespace: namespace.ok()?,
-        labels,
+        select: crate::spec::select::ObjectSelector {
+            group,
+            version: None,
+            kind,
+            name: pattern(name.ok()?),
+            namespace: pattern(namespace.ok()?),
+            labels,
+        },
         paths,
         managers,
     })
