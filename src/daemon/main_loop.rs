@@ -7,7 +7,7 @@
 //! bounded), so the inventory has a single writer: keys that come due meanwhile (drift
 //! corrections, a resync) wait in the queue behind it.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -30,7 +30,7 @@ use crate::report::api::{Control, NoSync};
 use crate::report::metrics::Metrics;
 use crate::report::notify::Notifier;
 use crate::report::snapshot::StatusWriter;
-use crate::report::status::{LastSync, SpecStatus, SyncProgress};
+use crate::report::status::{LastSync, SyncProgress};
 
 /// How long a stopping daemon waits for its running sync to reach a safe point (it is
 /// told at once; waits end at once, writes under way finish).
@@ -96,7 +96,7 @@ pub(super) struct ShardLink {
     /// What the loop no longer writes beyond.
     pub confirmed: tokio_watch::Sender<BTreeSet<u16>>,
     /// The other members' specs, as they published them.
-    pub peers: tokio_watch::Receiver<Arc<HashMap<String, SpecStatus>>>,
+    pub peers: tokio_watch::Receiver<crate::daemon::shards::Peers>,
 }
 
 /// What the member's coordinator tells the loop.
@@ -104,7 +104,7 @@ enum ShardNews {
     /// This replica's share changed.
     Share(ShardView),
     /// The other members' specs changed.
-    Peers(Arc<HashMap<String, SpecStatus>>),
+    Peers(crate::daemon::shards::Peers),
 }
 
 /// The coordinator's next news, if the tree is shared (never, if not).

@@ -15,34 +15,25 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::ByteString;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{
-    Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams, Preconditions,
-};
+use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams, Preconditions};
 use kube::{Client, ResourceExt};
 use sha2::Digest;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use crate::apply::buckets::{BUCKETS, bucket_of};
+use crate::apply::buckets::BUCKETS;
 use crate::cluster::error_text;
 use crate::object::ownership;
-use crate::report::status::{SpecStatus, part};
+use crate::report::status::SpecStatus;
 
 /// Label on members' Leases: the instance whose tree they share.
 const MEMBER_OF: &str = "driftless.dev/member-of";
 const HOLDERS_KEY: &str = "holders.json";
-/// Label on members' published parts of the status: the instance whose tree they share.
-/// (Not the instance's own label: the daemon's watches must not carry every part.)
-const STATUS_OF: &str = "driftless.dev/status-of";
-/// Annotation on a part: the member that published it.
-const PART_BY: &str = "driftless.dev/member";
-const PART_KEY: &str = "specs.json.gz";
 const FIELD_MANAGER: &str = "driftless-shards";
 /// A member whose Lease has not moved for this many lease durations is gone for good:
 /// its Lease and part are deleted (by the first live member), so replicas named after
@@ -52,8 +43,10 @@ const FORGOTTEN_AFTER: u32 = 10;
 /// others' (those that changed).
 const EXCHANGE_EVERY: Duration = Duration::from_secs(2);
 
+mod parts;
+
 /// The other members' specs, by id, as they published them.
-pub type Peers = Arc<HashMap<String, SpecStatus>>;
+pub type Peers = Arc<crate::report::snapshot::PeerSpecs>;
 
 #[derive(Debug, Clone)]
 pub struct ShardConfig {
@@ -274,6 +267,7 @@ pub fn start(cfg: ShardConfig, client: Client, channels: Channels) -> Started {
         peers: peers_tx,
         peers_from: None,
         exchange_trouble: None,
+        someone_left: false,
     };
     Started {
         view: rx,
@@ -305,13 +299,16 @@ struct Member {
     /// The part as last written.
     published: Option<Arc<Vec<SpecStatus>>>,
     /// The others' parts as last read: member → (resourceVersion, specs).
-    parts: HashMap<String, (String, Vec<SpecStatus>)>,
+    parts: HashMap<String, (String, Vec<Arc<SpecStatus>>)>,
     /// The others' specs the table gives them, for the loop to show.
     peers: watch::Sender<Peers>,
     /// The table and the parts' versions `peers` was built from.
     peers_from: Option<(BTreeMap<u16, String>, BTreeMap<String, String>)>,
     /// Why the last exchange of parts failed (said once), until one succeeds.
     exchange_trouble: Option<String>,
+    /// An exchange found a member's part gone: it left (or was forgotten), and a round
+    /// now takes its buckets over, rather than up to a round later.
+    someone_left: bool,
 }
 
 /// Keeps in `last` why `outcome` failed, warning (with what follows) only when the reason
@@ -361,10 +358,12 @@ impl Member {
             };
             let work = async {
                 if renewing {
-                    self.round().await
-                } else {
-                    self.swap().await;
-                    Ok(())
+                    return self.round().await;
+                }
+                self.swap().await;
+                match std::mem::take(&mut self.someone_left) {
+                    true => self.round().await,
+                    false => Ok(()),
                 }
             };
             let outcome = tokio::select! {
@@ -420,141 +419,6 @@ impl Member {
             divided,
             "the replicas' shares stay as they are meanwhile",
         );
-        Ok(())
-    }
-
-    /// Exchanges the status with the others; a failure is said once, until one succeeds.
-    async fn swap(&mut self) {
-        let exchanged = self.exchange().await;
-        say_once(
-            &mut self.exchange_trouble,
-            exchanged,
-            "the other replicas' specs show as last read",
-        );
-    }
-
-    /// Publishes this member's part if it changed (or is gone), reads the others' that
-    /// changed, and tells the loop the specs the table gives each of them.
-    async fn exchange(&mut self) -> Result<(), String> {
-        let selector = format!("{STATUS_OF}={}", self.cfg.instance);
-        let listed = self
-            .maps
-            .list_metadata(&ListParams::default().labels(&selector))
-            .await
-            .map_err(|e| {
-                format!(
-                    "listing the replicas' parts of the status: {}",
-                    error_text(&e)
-                )
-            })?;
-        let me = self.cfg.identity.clone();
-        let first = self.live.first() == Some(&me);
-        let mut versions: BTreeMap<String, String> = BTreeMap::new();
-        let mut own_listed = false;
-        for meta in &listed.items {
-            let (Some(name), Some(version)) = (meta.metadata.name.clone(), meta.resource_version())
-            else {
-                continue;
-            };
-            let Some(by) = meta.annotations().get(PART_BY).cloned() else {
-                continue;
-            };
-            if by == me {
-                own_listed = true;
-                continue;
-            }
-            if !self.live.contains(&by) {
-                // Its Lease is gone (it left, or was forgotten): nobody reads it again.
-                if first && !self.members.seen.contains_key(&by) {
-                    let dp = DeleteParams {
-                        preconditions: Some(Preconditions {
-                            resource_version: Some(version),
-                            uid: None,
-                        }),
-                        ..DeleteParams::default()
-                    };
-                    let _ = self.maps.delete(&name, &dp).await;
-                }
-                continue;
-            }
-            if self.parts.get(&by).is_none_or(|(v, _)| *v != version) {
-                let cm = self
-                    .maps
-                    .get(&name)
-                    .await
-                    .map_err(|e| format!("reading {name}: {}", error_text(&e)))?;
-                let bytes = cm
-                    .binary_data
-                    .as_ref()
-                    .and_then(|d| d.get(PART_KEY))
-                    .map_or(&[][..], |b| b.0.as_slice());
-                let specs = part::decode(bytes).unwrap_or_else(|e| {
-                    tracing::warn!(member = %by, "{}/{name} {e}", self.cfg.namespace);
-                    Vec::new()
-                });
-                let read_at = cm.resource_version().unwrap_or(version);
-                self.parts.insert(by.clone(), (read_at, specs));
-            }
-            if let Some((v, _)) = self.parts.get(&by) {
-                versions.insert(by, v.clone());
-            }
-        }
-        self.parts.retain(|m, _| versions.contains_key(m));
-        let from = (self.holders.clone(), versions);
-        if self.peers_from.as_ref() != Some(&from) {
-            let mut peers = HashMap::new();
-            for (m, (_, specs)) in &self.parts {
-                for s in specs {
-                    if self.holders.get(&bucket_of(&s.id)) == Some(m) {
-                        peers.insert(s.id.clone(), s.clone());
-                    }
-                }
-            }
-            self.peers.send_replace(Arc::new(peers));
-            self.peers_from = Some(from);
-        }
-        let part = self.part.borrow().clone();
-        if !own_listed
-            || self
-                .published
-                .as_ref()
-                .is_none_or(|p| !Arc::ptr_eq(p, &part))
-        {
-            self.publish_part(&part).await?;
-            self.published = Some(part);
-        }
-        Ok(())
-    }
-
-    async fn publish_part(&self, specs: &[SpecStatus]) -> Result<(), String> {
-        let name = self.cfg.part_name();
-        let bytes = part::encode(specs)
-            .map_err(|e| format!("this replica's part of the status ({name}): {e}"))?;
-        let cm = ConfigMap {
-            metadata: ObjectMeta {
-                name: Some(name.clone()),
-                namespace: Some(self.cfg.namespace.clone()),
-                labels: Some(BTreeMap::from([(
-                    STATUS_OF.to_string(),
-                    self.cfg.instance.clone(),
-                )])),
-                annotations: Some(BTreeMap::from([(
-                    PART_BY.to_string(),
-                    self.cfg.identity.clone(),
-                )])),
-                ..ObjectMeta::default()
-            },
-            binary_data: Some(BTreeMap::from([(PART_KEY.to_string(), ByteString(bytes))])),
-            ..ConfigMap::default()
-        };
-        self.maps
-            .patch(
-                &name,
-                &PatchParams::apply(FIELD_MANAGER).force(),
-                &Patch::Apply(&cm),
-            )
-            .await
-            .map_err(|e| format!("writing {name}: {}", error_text(&e)))?;
         Ok(())
     }
 

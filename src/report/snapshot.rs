@@ -72,8 +72,12 @@ pub struct Shared<'a> {
     pub whole: &'a [Spec],
     /// The others' specs as they last published them, by id: only those in the buckets
     /// the holders' table gives the member that published them.
-    pub peers: &'a HashMap<String, SpecStatus>,
+    pub peers: &'a PeerSpecs,
 }
+
+/// The other members' specs by id, each held once however many status documents and
+/// views show it.
+pub type PeerSpecs = HashMap<String, std::sync::Arc<SpecStatus>>;
 
 /// Reason of a spec no member has reported yet.
 pub const UNREPORTED: &str = "Unreported";
@@ -263,7 +267,7 @@ impl Snapshot<'_> {
             .map(|spec| {
                 let id = spec.id.to_string();
                 own.remove(&id)
-                    .or_else(|| shared.peers.get(&id).cloned())
+                    .or_else(|| shared.peers.get(&id).map(|s| SpecStatus::clone(s)))
                     .unwrap_or_else(|| SpecStatus {
                         ready: false,
                         status: "InProgress".into(),
@@ -462,21 +466,21 @@ mod tests {
         let peers = HashMap::from([
             (
                 "elasticweb/n/a".to_string(),
-                SpecStatus {
+                Arc::new(SpecStatus {
                     id: "elasticweb/n/a".into(),
                     ready: true,
                     status: "Current".into(),
                     member: Some("m1".into()),
                     ..SpecStatus::default()
-                },
+                }),
             ),
             (
                 "elasticweb/n/gone".to_string(),
-                SpecStatus {
+                Arc::new(SpecStatus {
                     id: "elasticweb/n/gone".into(),
                     member: Some("m1".into()),
                     ..SpecStatus::default()
-                },
+                }),
             ),
         ]);
         let mine = [specs[1].clone()];

@@ -196,7 +196,7 @@ pub struct State {
     /// The whole tree of the current revision, while replicas share it.
     whole: Option<Arc<SpecTree>>,
     /// The specs the other members hold, as they last published them (by id).
-    peers: Arc<HashMap<String, crate::report::status::SpecStatus>>,
+    peers: Arc<crate::report::snapshot::PeerSpecs>,
 }
 
 impl State {

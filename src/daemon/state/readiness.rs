@@ -1,7 +1,7 @@
 //! Readiness in the state: what the tree renders to, and the specs' health as a refresh
 //! computed it.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -121,10 +121,7 @@ impl State {
 
     /// What the other members of a shared tree last published of their specs. Returns
     /// the specs that waited for one of theirs and need not any more: to sync now.
-    pub fn on_peers(
-        &mut self,
-        peers: Arc<HashMap<String, crate::report::status::SpecStatus>>,
-    ) -> Vec<SpecId> {
+    pub fn on_peers(&mut self, peers: Arc<crate::report::snapshot::PeerSpecs>) -> Vec<SpecId> {
         let depends = self
             .tree
             .as_ref()

@@ -1038,13 +1038,13 @@ fn a_member_holds_the_specs_of_its_buckets_and_a_new_share_syncs_whole() {
     let published = |revision: &str| {
         std::sync::Arc::new(HashMap::from([(
             id(&db).to_string(),
-            crate::report::status::SpecStatus {
+            std::sync::Arc::new(crate::report::status::SpecStatus {
                 id: id(&db).to_string(),
                 ready: true,
                 revision: Some(revision.into()),
                 member: Some("other".into()),
                 ..Default::default()
-            },
+            }),
         )]))
     };
     assert!(
