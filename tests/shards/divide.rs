@@ -1,0 +1,200 @@
+//! Three members divide the 3,000 specs and take over a killed one's; a
+//! `depends-on` across members.
+
+use super::*;
+
+#[tokio::test]
+async fn serial_three_replicas_divide_a_tree_and_take_over_a_killed_one() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "shards").await;
+    let inv = support::namespace(&client, "shards-inv").await;
+    let dir = tempfile::tempdir().unwrap();
+    let specs = write_specs(dir.path(), &ns, MANY, None);
+    let want = all_specs(&ns, MANY);
+    // Once the namespace's own `default` account is made.
+    let before = support::apiserver_writes_when_quiet(&client, WRITTEN).await;
+
+    let mut daemons = IDS.map(|id| member(&ns, &inv, &specs, id, None));
+    let statuses = {
+        let all: Vec<(&str, &Daemon)> = IDS.into_iter().zip(&daemons).collect();
+        let statuses =
+            wait_divided("three members dividing the tree", &all, &want, MANY_WAIT).await;
+        table_agrees(&client, &ns, &inv, &all).await;
+        statuses
+    };
+    // About a third each: at most 22 of the 64 buckets (the even share rounded up).
+    for (id, status) in IDS.iter().zip(&statuses) {
+        let own = own_ids(status).len();
+        println!(
+            "{id} holds {own} specs in {} buckets",
+            buckets(status).len()
+        );
+        assert!(
+            (MANY / 5..=MANY * 2 / 5).contains(&own),
+            "{id} holds {own} of {MANY} specs, not about a third"
+        );
+    }
+    accounts(&client, &ns, MANY, None).await.unwrap();
+    let leases = Api::<Lease>::namespaced(client.clone(), &inv)
+        .list(&ListParams::default().labels(&format!("driftless.dev/member-of={ns}")))
+        .await
+        .unwrap();
+    assert_eq!(leases.items.len(), IDS.len(), "{:#?}", leases.items);
+    // Each object written once: by one member, however they started.
+    let settled = support::apiserver_writes_when_quiet(&client, WRITTEN).await;
+    assert_eq!(settled - before, MANY as u64, "ServiceAccount writes");
+
+    // The member with the most specs dies; the tree changes while its Lease still runs.
+    let victim = (0..IDS.len())
+        .max_by_key(|&i| own_ids(&statuses[i]).len())
+        .unwrap();
+    println!(
+        "killing {} ({} specs)",
+        IDS[victim],
+        own_ids(&statuses[victim]).len()
+    );
+    daemons[victim].sigkill();
+    write_specs(dir.path(), &ns, MANY, Some("yes"));
+
+    let survivors: Vec<(&str, &Daemon)> = IDS
+        .into_iter()
+        .zip(&daemons)
+        .enumerate()
+        .filter(|(i, _)| *i != victim)
+        .map(|(_, m)| m)
+        .collect();
+    wait_accounts(&client, &ns, MANY, Some("yes"), MANY_WAIT).await;
+    wait_divided(
+        "the two survivors dividing the tree",
+        &survivors,
+        &want,
+        MANY_WAIT,
+    )
+    .await;
+    table_agrees(&client, &ns, &inv, &survivors).await;
+    let after = support::apiserver_writes_when_quiet(&client, WRITTEN).await;
+    let logs: Vec<String> = survivors
+        .iter()
+        .map(|(id, d)| format!("--- {id}:\n{}", support::tail(&d.log(), 20000)))
+        .collect();
+    assert_eq!(
+        after - settled,
+        MANY as u64,
+        "ServiceAccount writes after the kill: each object once, none twice\n{}",
+        logs.join("\n")
+    );
+}
+
+/// A Deployment whose Pod the testbed's kubelet makes ready `delay` seconds after it
+/// starts.
+fn deployment(ns: &str, name: &str, delay: u32, image: &str) -> String {
+    format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  replicas: 1\n  selector:\n    matchLabels: {{app: {name}}}\n  template:\n    metadata:\n      labels: {{app: {name}}}\n      annotations: {{testbed.driftless.dev/ready-delay-seconds: \"{delay}\"}}\n    spec:\n      containers:\n      - name: main\n        image: {image}\n"
+    )
+}
+
+/// The first of `name-0`, `name-1`, … whose spec id (`id(name)`) falls in a bucket
+/// `table` gives `member`.
+fn name_held_by(
+    table: &BTreeMap<u64, String>,
+    member: &str,
+    name: &str,
+    id: impl Fn(&str) -> String,
+) -> String {
+    (0..1000)
+        .map(|i| format!("{name}-{i}"))
+        .find(|n| {
+            let bucket = u64::from(driftless::apply::buckets::bucket_of(&id(n)));
+            table.get(&bucket).is_some_and(|h| h == member)
+        })
+        .unwrap_or_else(|| panic!("no {name}-N in {member}'s buckets: {table:?}"))
+}
+
+/// A spec whose `depends-on` names a spec another member holds waits until that member
+/// publishes it ready at the same revision: not applied while it is not, applied once it
+/// is.
+#[tokio::test]
+async fn a_dependency_another_member_holds_is_waited_for() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "shards-dep").await;
+    let inv = support::namespace(&client, "shards-dep-inv").await;
+    let dir = tempfile::tempdir().unwrap();
+    let specs = write_specs(dir.path(), &ns, 0, None);
+    let a = member(&ns, &inv, &specs, "a", None);
+    let b = member(&ns, &inv, &specs, "b", None);
+    let table = support::eventually("a and b holding every bucket", support::WAIT, || async {
+        let table = holders(&client, &ns, &inv).await?;
+        let members: BTreeSet<&String> = table.values().collect();
+        if table.len() == BUCKETS as usize && members.len() == 2 {
+            Ok(table)
+        } else {
+            Err(format!("{table:?}"))
+        }
+    })
+    .await;
+    // db in a's buckets, never ready while the test looks; after, in b's, depends on it.
+    let db = name_held_by(&table, "a", "db", |n| {
+        format!("manifest/{ns}/Deployment.apps/{n}")
+    });
+    let after = name_held_by(&table, "b", "after", |n| {
+        format!("manifest/{ns}/ConfigMap/{n}")
+    });
+    let db_id = format!("manifest/{ns}/Deployment.apps/{db}");
+    let after_id = format!("manifest/{ns}/ConfigMap/{after}");
+    std::fs::write(
+        specs.join("db.yaml"),
+        deployment(&ns, &db, 600, "nginx:1.21"),
+    )
+    .unwrap();
+    std::fs::write(
+        specs.join("after.yaml"),
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {after}\n  namespace: {ns}\n  annotations: {{driftless.dev/depends-on: {db_id}}}\ndata:\n  value: one\n"
+        ),
+    )
+    .unwrap();
+
+    let spec = |status: &Value, id: &str| {
+        status["specs"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|s| s["id"] == id)
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    let cms = Api::<ConfigMap>::namespaced(client.clone(), &ns);
+    support::eventually("b holding after back for db", support::WAIT, || async {
+        let status = b.status().unwrap_or(Value::Null);
+        let waits = spec(&status, &after_id);
+        // b sees db as a publishes it.
+        let dep = spec(&status, &db_id);
+        if waits["reason"] == "WaitingForDependencies" && dep["member"] == "a" {
+            Ok(())
+        } else {
+            Err(format!("after: {waits}\ndb: {dep}"))
+        }
+    })
+    .await;
+    assert!(
+        cms.get_opt(&after).await.unwrap().is_none(),
+        "{after} applied while {db} is not ready"
+    );
+
+    // db made ready: a says so, and b applies after.
+    std::fs::write(specs.join("db.yaml"), deployment(&ns, &db, 0, "nginx:1.22")).unwrap();
+    support::eventually("after applied once db is ready", support::WAIT, || async {
+        let status = b.status().unwrap_or(Value::Null);
+        match cms.get_opt(&after).await.map_err(|e| e.to_string())? {
+            Some(_) if spec(&status, &after_id)["ready"] == true => Ok(()),
+            found => Err(format!(
+                "{after} exists: {}; b shows after {} and db {}\na's log:\n{}",
+                found.is_some(),
+                spec(&status, &after_id),
+                spec(&status, &db_id),
+                support::tail(&a.log(), 2000)
+            )),
+        }
+    })
+    .await;
+}
