@@ -8,6 +8,7 @@ mod follow;
 mod pack;
 pub mod reference;
 mod registry;
+mod tls;
 mod unpack;
 pub mod verify;
 mod wire;

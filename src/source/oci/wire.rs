@@ -1,11 +1,9 @@
 //! The registry's HTTP API (the OCI distribution spec), spoken on the process's one TLS
 //! stack. Our own client rather than a library's so that a certificate given with
-//! `--ca-file` is trusted as curl, helm, docker and Flux trust it: also when the registry
-//! presents that very certificate and it is a CA (`openssl req -x509` makes them so),
-//! which webpki alone refuses as "a CA used as an end entity".
+//! `--ca-file` is trusted as curl, helm, docker and Flux trust it (`tls.rs`).
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use base64::Engine as _;
@@ -16,10 +14,7 @@ use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
-use rustls::client::WebPkiServerVerifier;
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use rustls::{CertificateError, DigitallySignedStruct, SignatureScheme};
+use rustls::pki_types::CertificateDer;
 use sha2::Digest as _;
 
 /// The credentials a registry is asked with.
@@ -156,37 +151,7 @@ impl Registry {
         given: Vec<CertificateDer<'static>>,
         credentials: Credentials,
     ) -> Result<Registry, String> {
-        // No crypto provider of its own: the process's is ring, as for kube and the
-        // notifications. Installing it twice is refused, harmlessly.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let mut roots = rustls::RootCertStore::empty();
-        // A bare container has no system roots: then only `--ca-file` is trusted.
-        let native = rustls_native_certs::load_native_certs();
-        roots.add_parsable_certificates(native.certs);
-        let (added, _) = roots.add_parsable_certificates(given.iter().cloned());
-        if added < given.len() {
-            return Err("--ca-file holds a certificate that cannot be parsed".into());
-        }
-        let tls = match roots.is_empty() {
-            true => None,
-            false => {
-                let inner = WebPkiServerVerifier::builder(Arc::new(roots))
-                    .build()
-                    .map_err(|e| format!("the trusted certificates: {e}"))?;
-                let verifier = GivenCertificates { inner, given };
-                Some(
-                    rustls::ClientConfig::builder()
-                        .dangerous()
-                        .with_custom_certificate_verifier(Arc::new(verifier))
-                        .with_no_client_auth(),
-                )
-            }
-        };
-        let tls = tls.unwrap_or_else(|| {
-            rustls::ClientConfig::builder()
-                .with_root_certificates(rustls::RootCertStore::empty())
-                .with_no_client_auth()
-        });
+        let tls = super::tls::client_config(given)?;
         let mut http = HttpConnector::new();
         http.enforce_http(false);
         http.set_connect_timeout(Some(CONNECT_TIMEOUT));
@@ -658,11 +623,25 @@ pub fn explain_io(e: &(dyn std::error::Error + 'static)) -> String {
     }
     let all = causes.join(": ");
     if all.contains("certificate") || all.contains("UnknownIssuer") {
-        let root = causes.last().cloned().unwrap_or_default();
-        return format!(
-            "TLS: the registry's certificate is not trusted ({})",
-            one_line(&root)
-        );
+        // rustls says why in its Debug form: said in our words where the case is known.
+        let why = [
+            (
+                "CaUsedAsEndEntity",
+                "it is a self-signed CA certificate that --ca-file does not hold",
+            ),
+            (
+                "UnknownIssuer",
+                "issued by no CA the system's roots or --ca-file hold",
+            ),
+            ("NotValidForName", "not issued for this host name"),
+            ("NotValidYet", "not valid yet"),
+            ("Expired", "expired"),
+            ("BadSignature", "its signature does not verify"),
+        ]
+        .into_iter()
+        .find(|(case, _)| all.contains(case))
+        .map_or("the TLS handshake refused it", |(_, said)| said);
+        return format!("TLS: the registry's certificate is not trusted: {why}");
     }
     if all.contains("InvalidContentType") || all.contains("corrupt message") {
         return "TLS: the registry does not speak TLS there (a plain HTTP registry needs --plain-http)".into();
@@ -686,65 +665,6 @@ pub fn one_line(s: &str) -> String {
     match s.chars().count() > 300 {
         true => s.chars().take(300).collect::<String>() + "…",
         false => s,
-    }
-}
-
-/// The system's roots and `--ca-file`'s, as webpki judges them; and a certificate
-/// `--ca-file` gives, presented by the server itself, trusted as it is (its names still
-/// checked), as OpenSSL and Go trust a self-signed certificate they were given.
-#[derive(Debug)]
-struct GivenCertificates {
-    inner: Arc<WebPkiServerVerifier>,
-    given: Vec<CertificateDer<'static>>,
-}
-
-impl ServerCertVerifier for GivenCertificates {
-    fn verify_server_cert(
-        &self,
-        end_entity: &CertificateDer<'_>,
-        intermediates: &[CertificateDer<'_>],
-        server_name: &ServerName<'_>,
-        ocsp: &[u8],
-        now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        let judged =
-            self.inner
-                .verify_server_cert(end_entity, intermediates, server_name, ocsp, now);
-        match judged {
-            // webpki checks a certificate's dates before its CA flag, so a refusal of
-            // this kind is past the dates: only "a CA used as an end entity" is left to
-            // overrule, and only for the very certificate the user gave.
-            Err(rustls::Error::InvalidCertificate(CertificateError::Other(_)))
-                if self.given.iter().any(|g| g.as_ref() == end_entity.as_ref()) =>
-            {
-                let parsed = rustls::server::ParsedCertificate::try_from(end_entity)?;
-                rustls::client::verify_server_name(&parsed, server_name)?;
-                Ok(ServerCertVerified::assertion())
-            }
-            other => other,
-        }
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls12_signature(message, cert, dss)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        self.inner.verify_tls13_signature(message, cert, dss)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.inner.supported_verify_schemes()
     }
 }
 
@@ -818,6 +738,27 @@ mod tests {
             refusal(StatusCode::BAD_GATEWAY, b"").to_string(),
             "the registry answered 502: Bad Gateway"
         );
+    }
+
+    #[test]
+    fn an_untrusted_certificate_is_said_in_our_words() {
+        #[derive(Debug)]
+        struct Cause(&'static str);
+        impl std::fmt::Display for Cause {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.0)
+            }
+        }
+        impl std::error::Error for Cause {}
+        let said = explain_io(&Cause(
+            "invalid peer certificate: Other(OtherError(CaUsedAsEndEntity))",
+        ));
+        assert_eq!(
+            said,
+            "TLS: the registry's certificate is not trusted: it is a self-signed CA certificate that --ca-file does not hold"
+        );
+        let said = explain_io(&Cause("invalid peer certificate: UnknownIssuer"));
+        assert!(said.ends_with("issued by no CA the system's roots or --ca-file hold"));
     }
 
     #[test]

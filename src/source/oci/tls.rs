@@ -1,0 +1,101 @@
+//! What a registry's certificate is trusted by: the system's roots and `--ca-file`'s, and
+//! a certificate `--ca-file` gives, presented by the registry itself, as it is: also
+//! when it is a CA (`openssl req -x509` makes them so, as Docker's registry docs do),
+//! which webpki alone refuses as "a CA used as an end entity", and curl, helm, docker
+//! and Flux accept.
+
+use std::sync::Arc;
+
+use rustls::client::WebPkiServerVerifier;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{CertificateError, DigitallySignedStruct, SignatureScheme};
+
+/// The TLS configuration of a registry client; `given`: the `--ca-file`'s certificates.
+pub(super) fn client_config(
+    given: Vec<CertificateDer<'static>>,
+) -> Result<rustls::ClientConfig, String> {
+    // No crypto provider of its own: the process's is ring, as for kube and the
+    // notifications. Installing it twice is refused, harmlessly.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut roots = rustls::RootCertStore::empty();
+    // A bare container has no system roots: then only `--ca-file` is trusted.
+    let native = rustls_native_certs::load_native_certs();
+    roots.add_parsable_certificates(native.certs);
+    let (added, _) = roots.add_parsable_certificates(given.iter().cloned());
+    if added < given.len() {
+        return Err("--ca-file holds a certificate that cannot be parsed".into());
+    }
+    if roots.is_empty() {
+        return Ok(rustls::ClientConfig::builder()
+            .with_root_certificates(roots)
+            .with_no_client_auth());
+    }
+    let inner = WebPkiServerVerifier::builder(Arc::new(roots))
+        .build()
+        .map_err(|e| format!("the trusted certificates: {e}"))?;
+    let verifier = GivenCertificates { inner, given };
+    Ok(rustls::ClientConfig::builder()
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(verifier))
+        .with_no_client_auth())
+}
+
+/// The system's roots and `--ca-file`'s, as webpki judges them; and a certificate
+/// `--ca-file` gives, presented by the server itself, trusted as it is (its names still
+/// checked), as OpenSSL and Go trust a self-signed certificate they were given.
+#[derive(Debug)]
+struct GivenCertificates {
+    inner: Arc<WebPkiServerVerifier>,
+    given: Vec<CertificateDer<'static>>,
+}
+
+impl ServerCertVerifier for GivenCertificates {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        let judged =
+            self.inner
+                .verify_server_cert(end_entity, intermediates, server_name, ocsp, now);
+        match judged {
+            // webpki checks a certificate's dates before its CA flag, so a refusal of
+            // this kind is past the dates: only "a CA used as an end entity" is left to
+            // overrule, and only for the very certificate the user gave.
+            Err(rustls::Error::InvalidCertificate(CertificateError::Other(_)))
+                if self.given.iter().any(|g| g.as_ref() == end_entity.as_ref()) =>
+            {
+                let parsed = rustls::server::ParsedCertificate::try_from(end_entity)?;
+                rustls::client::verify_server_name(&parsed, server_name)?;
+                Ok(ServerCertVerified::assertion())
+            }
+            other => other,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
+}
