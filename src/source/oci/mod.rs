@@ -19,7 +19,6 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
-use sha2::Digest as _;
 use wire::{Descriptor, Manifest, WireError};
 
 pub use pack::{
@@ -384,7 +383,7 @@ impl OciSource {
                 },
                 other => self.registry_error(other),
             })?;
-        let actual = format!("sha256:{}", hex(&sha2::Sha256::digest(&data)));
+        let actual = wire::digest_of(&data);
         if actual != layer.digest {
             return Err(OciError::Artifact {
                 url: self.display(),
@@ -447,10 +446,6 @@ fn store(
     }
     dir.canonicalize()
         .map_err(UnpackError::io(dir.display().to_string()))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 #[cfg(test)]
