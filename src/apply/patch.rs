@@ -250,20 +250,15 @@ impl Engine {
                     // A keyed entry (a Secret, a sealed object) stays keyed, whichever hash matched.
                     // The app and the account are recorded here too, so entries made
                     // before they were recorded gain them without a write to the object.
-                    let recorded = match keyed {
-                        true => Entry {
-                            applied: Some(applied),
-                            shape: Some(shape),
-                            app: record::app(p),
-                            account: p.obj.policy.service_account.clone(),
-                            ..e.clone()
-                        },
-                        false => Entry {
-                            app: record::app(p),
-                            account: p.obj.policy.service_account.clone(),
-                            ..e.clone()
-                        },
+                    let mut recorded = Entry {
+                        app: record::app(p),
+                        account: p.obj.policy.service_account.clone(),
+                        ..e.clone()
                     };
+                    if keyed {
+                        recorded.applied = Some(applied);
+                        recorded.shape = Some(shape);
+                    }
                     return (unchanged, Some(recorded));
                 }
                 replace = p.key.is("", "Pod") && e.shape.as_deref().is_some_and(|s| s != shape);
