@@ -346,6 +346,17 @@ impl StatusWriter {
             });
         }
         snapshot.with_peers(&mut doc);
+        // The API's readers first, then the file: whoever has read the file (a test, a
+        // script polling it) finds the API saying at least as much. Readers wake only
+        // for a change.
+        let next = Published::new(&doc);
+        self.published.send_if_modified(|current| {
+            if **current == next {
+                return false;
+            }
+            *current = Arc::new(next);
+            true
+        });
         if let Some(path) = &self.path {
             // To the second: writes within one second that change nothing else are
             // skipped as before. Only the file says it; the API's readers wake for
@@ -356,18 +367,7 @@ impl StatusWriter {
                 .map(|t| t.to_string());
             self.write_file(path.clone(), &doc, metrics);
             self.written_at = Some(tokio::time::Instant::now());
-            doc.written = None;
         }
-        // Readers wake only for a change.
-        let next = Published::new(&doc);
-        drop(doc);
-        self.published.send_if_modified(|current| {
-            if **current == next {
-                return false;
-            }
-            *current = Arc::new(next);
-            true
-        });
     }
 
     fn write_file(&mut self, path: PathBuf, doc: &super::status::StatusFile, metrics: &Metrics) {
