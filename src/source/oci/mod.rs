@@ -4,6 +4,7 @@
 //! digest is pulled, its layer checked and unpacked under the cache directory, where the
 //! rendering stage's tools read it as they read a directory.
 
+mod egress;
 mod follow;
 mod pack;
 pub mod reference;

@@ -130,7 +130,7 @@ pub fn digest_of(data: &[u8]) -> String {
     format!("sha256:{hex}")
 }
 
-type HttpClient = Client<hyper_rustls::HttpsConnector<HttpConnector>, Full<Bytes>>;
+type HttpClient = Client<hyper_rustls::HttpsConnector<super::egress::Egress>, Full<Bytes>>;
 
 /// One registry, reached over HTTPS (or plain HTTP when asked), with its credentials.
 pub struct Registry {
@@ -159,7 +159,7 @@ impl Registry {
             .with_tls_config(tls)
             .https_or_http()
             .enable_http1()
-            .wrap_connector(http);
+            .wrap_connector(super::egress::Egress::from_env(http));
         let scheme = if plain_http { "http" } else { "https" };
         Ok(Registry {
             http: Client::builder(TokioExecutor::new()).build(connector),
@@ -619,6 +619,14 @@ pub fn explain_io(e: &(dyn std::error::Error + 'static)) -> String {
     let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(c) = cur {
         causes.push(c.to_string());
+        cur = c.source();
+    }
+    // The proxy's trouble, said before what it would look like from the registry.
+    let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cur {
+        if let Some(p) = c.downcast_ref::<super::egress::ProxyError>() {
+            return p.to_string();
+        }
         cur = c.source();
     }
     let all = causes.join(": ");
