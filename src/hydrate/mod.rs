@@ -237,6 +237,11 @@ impl Hydrator {
             let found = flux::find(&mut out.files, root.as_deref(), &mut waves, &repo.urls);
             out.errors.extend(found.errors);
             flux_left_out += found.install_left_out;
+            for n in found.notices {
+                if !out.notices.contains(&n) {
+                    out.notices.push(n);
+                }
+            }
             let argo = argo::find(&mut out.files, &repo, &mut seen);
             out.errors.extend(argo.errors);
             argo_left_out += argo.install_left_out;

@@ -51,6 +51,8 @@ pub struct Found {
     pub install_left_out: usize,
     /// Flux's HelmReleases, as chart releases of the `helm` kind.
     pub releases: Vec<crate::hydrate::helm::ReleaseAt>,
+    /// What is read otherwise than Flux would, said by `validate` and the daemon.
+    pub notices: Vec<String>,
 }
 
 /// Finds Flux's objects in `files` (YAML, written or rendered), takes them out of what is
@@ -122,6 +124,7 @@ pub fn find(
         .filter(|k| k.starts_with("GitRepository/"))
         .map(|k| (k.clone(), url_of(k).map(this)))
         .collect();
+    found.notices = other_refs(&sources, &git, THIS);
     let own = Some(THIS.to_string());
     items.retain_mut(
         |k| match from_source(k, &generators, &git, own.as_deref(), root) {
@@ -155,6 +158,39 @@ pub fn find(
     };
     found.releases = chart_releases(releases, &known, waves, &mut data, &mut found.errors);
     found
+}
+
+/// A GitRepository of this repository is read in place, at the revision being synced: one
+/// that names another ref than bootstrap's (a tenant's `ref.branch: dev-team`, as
+/// flux2-multi-tenancy has) would be read at that ref by Flux.
+fn other_refs(
+    sources: &BTreeMap<String, Value>,
+    git: &BTreeMap<String, Option<String>>,
+    this: &str,
+) -> Vec<String> {
+    const BOOTSTRAP: &str = "GitRepository/flux-system/flux-system";
+    let Some(followed) = sources.get(BOOTSTRAP).map(|v| &v["spec"]["ref"]) else {
+        return Vec::new();
+    };
+    let said = |r: &Value| {
+        ["branch", "tag", "semver", "name", "commit"]
+            .into_iter()
+            .find_map(|k| r[k].as_str().map(|v| format!("{k} {v}")))
+            .unwrap_or_else(|| "the default branch".to_string())
+    };
+    git.iter()
+        .filter(|(k, url)| k.as_str() != BOOTSTRAP && url.as_deref() == Some(this))
+        .filter_map(|(k, _)| {
+            let r = &sources.get(k)?["spec"]["ref"];
+            (said(r) != said(followed)).then(|| {
+                format!(
+                    "{k} names {} of this repository: driftless reads it in place, at the revision being synced ({} of flux-system), not at that ref",
+                    said(r),
+                    said(followed)
+                )
+            })
+        })
+        .collect()
 }
 
 fn mentions_flux(bytes: &[u8]) -> bool {
@@ -795,6 +831,32 @@ mod tests {
         );
         assert!(glob_match("*.yaml", "a.yaml") && !glob_match("*.yaml", "a.yml"));
         assert!(glob_match("a*b*c", "axxbyyc") && !glob_match("a*b*c", "ac"));
+    }
+
+    #[test]
+    fn a_tenants_source_on_another_branch_of_this_repository_is_said_to_be_read_in_place() {
+        // As flux2-multi-tenancy has it: the tenant's GitRepository is this repository at
+        // the tenant's branch.
+        let git = |ns: &str, name: &str, r: &str| {
+            format!(
+                "---\napiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata: {{name: {name}, namespace: {ns}}}\nspec:\n  url: https://github.com/acme/fleet.git\n{r}"
+            )
+        };
+        let bootstrap = git("flux-system", "flux-system", "  ref: {branch: main}\n");
+        let same = git("team-a", "a", "  ref: {branch: main}\n");
+        let other = git("dev-team", "dev-team", "  ref: {branch: dev-team}\n");
+        let pinned = git("team-b", "b", "  ref: {tag: v1.2.0}\n");
+        let elsewhere = "---\napiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata: {name: c, namespace: team-c}\nspec:\n  url: https://github.com/other/repo\n  ref: {branch: dev}\n";
+        let text = [bootstrap, same, other, pinned, elsewhere.to_string()].concat();
+        let mut files = vec![file("sources.yaml", &text)];
+        let found = find_in(&mut files, Some("clusters/staging"));
+        assert_eq!(
+            found.notices,
+            [
+                "GitRepository/dev-team/dev-team names branch dev-team of this repository: driftless reads it in place, at the revision being synced (branch main of flux-system), not at that ref",
+                "GitRepository/team-b/b names tag v1.2.0 of this repository: driftless reads it in place, at the revision being synced (branch main of flux-system), not at that ref",
+            ]
+        );
     }
 
     #[test]
