@@ -542,3 +542,71 @@ async fn a_git_overlay_builds_on_a_base_outside_its_path() {
     );
     assert_eq!(daemon.stop(), Some(0));
 }
+
+/// podinfo's kustomization as upstream ships it holds an `autoscaling/v2beta2`
+/// HorizontalPodAutoscaler, which Kubernetes 1.26 removed. The error is found in what
+/// `kubectl kustomize` rendered, which is nowhere on disk: it is said at the
+/// kustomization, with the rendered line, never at a line of the kustomization that does
+/// not hold it. `validate` and the daemon say it alike.
+#[tokio::test]
+async fn an_error_in_what_a_kustomization_renders_is_said_at_the_kustomization() {
+    let dir = tempfile::tempdir().unwrap();
+    let specs = dir.path().join("specs");
+    let app = specs.join("podinfo");
+    support::copy_tree(&sources().join("podinfo/6.2.3/kustomize"), &app, &[]);
+    let rendered = Command::new(kubectl())
+        .arg("kustomize")
+        .arg(&app)
+        .output()
+        .unwrap();
+    let rendered = String::from_utf8(rendered.stdout).unwrap();
+    let line = rendered
+        .lines()
+        .position(|l| l == "apiVersion: autoscaling/v2beta2")
+        .expect("podinfo's kustomization renders its HorizontalPodAutoscaler")
+        + 1;
+    let written = std::fs::read_to_string(app.join("kustomization.yaml")).unwrap();
+    assert!(
+        written.lines().count() < line,
+        "the rendered line would be one of the kustomization too: the test shows nothing"
+    );
+    let want = format!("(line {line} of what it renders)");
+
+    let out = support::driftless(&[
+        "validate",
+        specs.to_str().unwrap(),
+        "--kustomize",
+        &kubectl(),
+    ]);
+    assert_exit(&out, 2);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let first = stderr.lines().next().unwrap_or_default();
+    assert!(
+        first.starts_with("podinfo/kustomization.yaml:1:1: ")
+            && first.contains("autoscaling/v2beta2 HorizontalPodAutoscaler was removed")
+            && first.ends_with(&want),
+        "{}",
+        show(&out)
+    );
+
+    let client = support::client().await;
+    let ns = support::namespace(&client, "kz-where").await;
+    let daemon = Daemon::builder(&ns)
+        .args(&["--dir", specs.to_str().unwrap(), "--kustomize", &kubectl()])
+        .start();
+    let status = daemon
+        .wait_status("the error reported", |s| {
+            s["errors"].as_array().is_some_and(|e| !e.is_empty())
+        })
+        .await;
+    let err = &status["errors"][0];
+    assert_eq!(
+        (err["file"].as_str(), err["line"].as_u64()),
+        (Some("podinfo/kustomization.yaml"), Some(1)),
+        "{status:#}"
+    );
+    assert!(
+        err["message"].as_str().is_some_and(|m| m.ends_with(&want)),
+        "{status:#}"
+    );
+}

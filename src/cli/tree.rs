@@ -159,7 +159,10 @@ pub(crate) fn load_revision(
             errors.sort();
             print_errors(&SpecErrors(errors)).map(|()| None)
         }
-        Err(more) => {
+        Err(mut more) => {
+            for e in &mut more.0 {
+                hydrate::stage::said_where_written(e, &rendered.made_by);
+            }
             errors.extend(more.0);
             errors.sort();
             errors.dedup();

@@ -75,6 +75,7 @@ impl Stage {
                     if_empty,
                     health: out.health,
                     notices: out.notices,
+                    made_by: out.made_by,
                 },
             )
         })

@@ -229,6 +229,11 @@ impl Hydrator {
             repo: cx.input.checkout.as_ref().map(|c| c.repo.as_path()),
             root: root.as_deref(),
             urls,
+            revisions: cx
+                .input
+                .checkout
+                .as_ref()
+                .map_or(&[][..], |c| c.revisions.as_slice()),
         };
         let mut waves = std::collections::BTreeMap::new();
         let mut seen = std::collections::BTreeSet::new();
@@ -244,6 +249,11 @@ impl Hydrator {
             }
             let argo = argo::find(&mut out.files, &repo, &mut seen);
             out.errors.extend(argo.errors);
+            for n in argo.notices {
+                if !out.notices.contains(&n) {
+                    out.notices.push(n);
+                }
+            }
             argo_left_out += argo.install_left_out;
             drop_consumed(out, &argo.consumed);
             if found.items.is_empty()

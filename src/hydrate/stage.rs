@@ -166,7 +166,9 @@ pub fn to_yaml(objects: &[serde_json::Value]) -> Vec<u8> {
 
 /// An error in a rendered file, which is nowhere on disk, said where what rendered it is
 /// written (for an app of apps' Application, at the app of apps), the rendered file and
-/// its line kept in the message: `render --out` writes that file.
+/// its line kept in the message: `render --out` writes that file. A kustomization's output
+/// has the kustomization's own name, so its line is said as the output's, never as one of
+/// the file written.
 pub fn said_where_written(e: &mut SpecError, made_by: &BTreeMap<String, Location>) {
     let Some(first) = made_by.get(&e.at.file) else {
         return;
@@ -175,14 +177,17 @@ pub fn said_where_written(e: &mut SpecError, made_by: &BTreeMap<String, Location
     // Bounded as the apps' depth is: a rendered file is made by what an earlier one held.
     for _ in 0..16 {
         match made_by.get(&at.file) {
-            Some(up) => at = up.clone(),
-            None => break,
+            Some(up) if up.file != at.file => at = up.clone(),
+            _ => break,
         }
     }
-    e.message = format!(
-        "{} (in what it renders: {}, line {})",
-        e.message, e.at.file, e.at.line
-    );
+    e.message = match at.file == e.at.file {
+        true => format!("{} (line {} of what it renders)", e.message, e.at.line),
+        false => format!(
+            "{} (in what it renders: {}, line {})",
+            e.message, e.at.file, e.at.line
+        ),
+    };
     e.at = at;
 }
 

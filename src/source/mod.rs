@@ -82,6 +82,10 @@ pub struct Checkout {
     /// The URLs the repository is fetched from (a git source's, a work tree's remotes'):
     /// an Argo CD Application or a Flux source naming one of them names this repository.
     pub urls: Vec<String>,
+    /// The names the revision being read goes by (the branch or tag followed, the
+    /// commit), when known: an Application naming another revision of this repository is
+    /// said to be read at this one all the same.
+    pub revisions: Vec<String>,
 }
 
 impl Checkout {
@@ -100,8 +104,31 @@ impl Checkout {
             .unwrap_or(&root)
             .to_path_buf();
         let urls = remote_urls(&repo);
-        Ok(Checkout { root, repo, urls })
+        let revisions = head_names(&repo);
+        Ok(Checkout {
+            root,
+            repo,
+            urls,
+            revisions,
+        })
     }
+}
+
+/// The branch a work tree has checked out and its commit (none when it is not a git
+/// repository).
+fn head_names(repo: &Path) -> Vec<String> {
+    let Ok(r) = git2::Repository::open(repo) else {
+        return Vec::new();
+    };
+    let Ok(head) = r.head() else {
+        return Vec::new();
+    };
+    let branch = head
+        .is_branch()
+        .then(|| head.shorthand().ok().map(str::to_string))
+        .flatten();
+    let commit = head.target().map(|c| c.to_string());
+    branch.into_iter().chain(commit).collect()
 }
 
 /// The URLs of a work tree's remotes (none when it is not a git repository).
@@ -165,6 +192,7 @@ pub fn read_tree(root: &Path, repo: Option<PathBuf>) -> Result<Revision, TreeErr
             root: root.canonicalize().map_err(at)?,
             urls: remote_urls(&repo),
             repo,
+            revisions: Vec::new(),
         },
         None => Checkout::for_dir(root).map_err(at)?,
     };

@@ -63,6 +63,9 @@ pub struct HydrateReport {
     pub health: Vec<Arc<crate::spec::settings::HealthRule>>,
     /// What the render left out on purpose (`validate` prints the same).
     pub notices: Vec<String>,
+    /// What rendered each rendered file, where it is written: an error found in one
+    /// when the specs are read is said there.
+    pub made_by: BTreeMap<String, crate::spec::Location>,
 }
 
 /// The time, read once by the loop for a transition.
@@ -371,6 +374,9 @@ impl State {
                 Ok(tree)
             }
             Err(mut errors) => {
+                for e in &mut errors.0 {
+                    crate::hydrate::stage::said_where_written(e, &rendered.made_by);
+                }
                 errors.0.extend(rendered.errors.iter().cloned());
                 errors.0.sort();
                 errors.0.dedup();

@@ -69,6 +69,26 @@ pub(super) struct Read {
     pub(super) paths: Vec<String>,
     pub(super) parts: Vec<Part>,
     pub(super) releases: Vec<ReleaseAt>,
+    pub(super) notices: Vec<String>,
+}
+
+/// A source of this repository is read in place, at the revision being synced: one whose
+/// `targetRevision` names another (a tag, another branch) would be read there by Argo CD.
+fn other_revisions(name: &str, sources: &[Value], repo: &Repository) -> Vec<String> {
+    let Some(synced) = repo.revisions.first() else {
+        return Vec::new();
+    };
+    sources
+        .iter()
+        .filter(|s| s["chart"].is_null() && repo.names(s["repoURL"].as_str().unwrap_or_default()))
+        .filter_map(|s| s["targetRevision"].as_str())
+        .filter(|t| !t.is_empty() && *t != "HEAD" && !repo.revisions.iter().any(|r| r == t))
+        .map(|t| {
+            format!(
+                "Application {name} names revision {t} of this repository: driftless reads it in place, at the revision being synced ({synced}), not at {t}"
+            )
+        })
+        .collect()
 }
 
 pub(super) fn read(
@@ -202,6 +222,7 @@ pub(super) fn read(
         paths: Vec::new(),
         parts: Vec::new(),
         releases: Vec::new(),
+        notices: other_revisions(name, &sources, repo),
     };
     for (index, s) in sources.iter().enumerate() {
         let file = output_file(&at.file, name, index);

@@ -329,6 +329,7 @@ mod tests {
             )]
             .into_iter()
             .collect(),
+            revisions: &[],
         }
     }
 

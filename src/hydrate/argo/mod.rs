@@ -94,6 +94,8 @@ pub struct Found {
     /// Directories of the spec root (relative to it) an Application renders: their files
     /// are its, not the tree's own.
     pub consumed: Vec<String>,
+    /// What is read otherwise than Argo CD would, said by `validate` and the daemon.
+    pub notices: Vec<String>,
 }
 
 /// What the finder knows of this repository: where it lies, the spec root within it,
@@ -104,6 +106,8 @@ pub struct Repository<'a> {
     pub root: Option<&'a str>,
     /// Normalised.
     pub urls: BTreeSet<String>,
+    /// The names the revision being read goes by (`source::Checkout::revisions`).
+    pub revisions: &'a [String],
 }
 
 impl Repository<'_> {
@@ -209,6 +213,7 @@ pub fn find(files: &mut [SourceFile], repo: &Repository, seen: &mut BTreeSet<Str
         }
         found.parts.extend(r.parts);
         found.releases.extend(r.releases);
+        found.notices.extend(r.notices);
         found.apps.push(r.app);
     }
     found

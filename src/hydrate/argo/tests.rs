@@ -14,6 +14,7 @@ fn repository<'a>(root: &'a str) -> Repository<'a> {
         urls: [normalise_url("https://github.com/acme/gitops.git")]
             .into_iter()
             .collect(),
+        revisions: &[],
     }
 }
 
@@ -214,4 +215,40 @@ fn marks_say_what_the_application_says() {
         "its own wave"
     );
     assert_eq!(files[1].contents, b"kept: as it is\n");
+}
+
+#[test]
+fn a_source_at_another_revision_of_this_repository_is_said_to_be_read_in_place() {
+    let at = |name: &str, revision: &str| {
+        application(name, name, "").replace(
+            "targetRevision: HEAD",
+            &format!("targetRevision: {revision}"),
+        )
+    };
+    let text = [
+        at("head", "HEAD"),
+        at("main", "main"),
+        at("pinned", "v1.2.0"),
+        at("other", "release-2"),
+    ]
+    .join("---\n");
+    let revisions = ["main".to_string(), "0123abcd".to_string()];
+    let repo = Repository {
+        revisions: &revisions,
+        ..repository("")
+    };
+    let mut files = vec![file("apps.yaml", &text)];
+    let found = find(&mut files, &repo, &mut BTreeSet::new());
+    assert!(found.errors.is_empty(), "{:?}", found.errors);
+    assert_eq!(
+        found.notices,
+        [
+            "Application pinned names revision v1.2.0 of this repository: driftless reads it in place, at the revision being synced (main), not at v1.2.0",
+            "Application other names revision release-2 of this repository: driftless reads it in place, at the revision being synced (main), not at release-2",
+        ]
+    );
+    // Where the revision being read has no name (an artifact), nothing is said.
+    let mut files = vec![file("apps.yaml", &text)];
+    let found = find(&mut files, &repository(""), &mut BTreeSet::new());
+    assert!(found.notices.is_empty(), "{:?}", found.notices);
 }

@@ -76,6 +76,13 @@ impl GitSource {
                 },
                 repo: repo_dir,
                 urls: vec![super::strip_userinfo(&self.url)],
+                revisions: {
+                    let followed = match &self.reference {
+                        super::GitRef::Branch(n) | super::GitRef::Tag(n) => n.clone(),
+                        super::GitRef::Commit(c) => c.clone(),
+                    };
+                    vec![followed, commit.to_string()]
+                },
             }),
             origin: None,
         })

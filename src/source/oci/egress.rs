@@ -89,6 +89,11 @@ impl Service<Uri> for Egress {
     }
 }
 
+/// On one line: a proxy's words may span several.
+fn flat(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 fn shown(uri: &Uri) -> String {
     let scheme = uri.scheme_str().unwrap_or("http");
     let host = uri.host().unwrap_or("");
@@ -129,7 +134,7 @@ fn said(e: &(dyn std::error::Error + 'static)) -> String {
         } else if below.contains("timed out") {
             "cannot connect: timed out".into()
         } else {
-            format!("cannot connect: {}", super::wire::one_line(&below))
+            format!("cannot connect: {}", flat(&below))
         };
     }
     let why = [
@@ -149,8 +154,8 @@ fn said(e: &(dyn std::error::Error + 'static)) -> String {
     .find(|(case, _)| top.contains(case));
     match why {
         Some((_, said)) if below.is_empty() => said.into(),
-        Some((_, said)) => format!("{said}: {}", super::wire::one_line(&below)),
-        None => super::wire::one_line(&top),
+        Some((_, said)) => format!("{said}: {}", flat(&below)),
+        None => flat(&top),
     }
 }
 
