@@ -73,16 +73,44 @@ impl Gate for Poll<'_> {
 pub type Progress = Arc<Mutex<SyncProgress>>;
 
 /// The daemon's gate for one sync: `Poll`, cut short when the loop cancels the sync
-/// (`cancel` holds why) or its deadline passes, and telling `progress` as it goes.
+/// (`cancel` holds why) or it has not moved for `sync_timeout`, and telling `progress` as
+/// it goes.
 pub struct Steered<'a> {
     pub engine: &'a Engine,
     /// How long one stage may take to be ready (`--ready-timeout`).
     pub stage_timeout: Duration,
-    /// When the whole sync must be done (`--sync-timeout` after it started).
-    pub deadline: Instant,
+    /// How long the sync may go without moving (`--sync-timeout`).
     pub sync_timeout: Duration,
+    /// When it last moved: started, applied or pruned an object, saw a stage ready.
+    pub moved: Moved,
     pub cancel: watch::Receiver<Option<String>>,
     pub progress: Progress,
+}
+
+/// When a sync last moved, shared by its gate (which moves it) and the task that stops a
+/// sync that stands still.
+#[derive(Debug, Clone)]
+pub struct Moved(Arc<Mutex<Instant>>);
+
+impl Moved {
+    pub fn now() -> Moved {
+        Moved(Arc::new(Mutex::new(Instant::now())))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Instant> {
+        // A poisoned lock only means a panic elsewhere; the instant is still plain data.
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn mark(&self) {
+        *self.lock() = Instant::now();
+    }
+
+    /// When the sync stops if it does not move again: `limit` after it last did. A large
+    /// first apply that keeps going is never cut short; one the API no longer answers is.
+    pub fn deadline(&self, limit: Duration) -> Instant {
+        *self.lock() + limit
+    }
 }
 
 impl Steered<'_> {
@@ -101,8 +129,11 @@ impl Gate for Steered<'_> {
         if let Some(why) = self.cancelled() {
             return Readiness::NotReady(why);
         }
-        // Each stage's wait is bounded by what is left of the whole sync's time.
-        let left = self.deadline.saturating_duration_since(Instant::now());
+        // Each stage's wait is bounded by what is left of the sync's time.
+        let left = self
+            .moved
+            .deadline(self.sync_timeout)
+            .saturating_duration_since(Instant::now());
         let mut cancel = self.cancel.clone();
         let started = Instant::now();
         let waited = poll(
@@ -123,6 +154,9 @@ impl Gate for Steered<'_> {
             p.waiting_on = None;
             p.waiting_seconds = 0;
         });
+        if matches!(waited, Readiness::Ready) {
+            self.moved.mark();
+        }
         match self.cancelled() {
             Some(why) => Readiness::NotReady(why),
             None => waited,
@@ -133,15 +167,18 @@ impl Gate for Steered<'_> {
         if let Some(why) = self.cancel.borrow().clone() {
             return Some(why);
         }
-        (Instant::now() >= self.deadline).then(|| {
+        (Instant::now() >= self.moved.deadline(self.sync_timeout)).then(|| {
             format!(
-                "the sync did not finish within {} (--sync-timeout)",
+                "the sync made no progress for {} (--sync-timeout)",
                 humantime::format_duration(self.sync_timeout)
             )
         })
     }
 
     fn progress(&self, step: Step) {
+        if !matches!(step, Step::Waiting { .. }) {
+            self.moved.mark();
+        }
         self.update(|p| match step {
             Step::Planned { objects } => {
                 p.phase = "applying".into();

@@ -222,7 +222,7 @@ set edit:completion:arg-completer[driftless] = {|@words|
             cand --shard-identity 'This replica''s name among those sharing the tree: unique, and the same after a restart [default: $POD_NAME, else $HOSTNAME]'
             cand --shard-lease 'A member whose Lease has not been renewed this long is dead: the others take its specs over. It stops writing a third of this earlier'
             cand --ready-timeout 'A spec not ready this long after its revision was applied is reported failed'
-            cand --sync-timeout 'A whole sync (applies, wave and hook waits, prune) still running after this long stops at its next safe point, is reported failed and retried with backoff; every wait within it is bounded by what is left. Large first applies may need more'
+            cand --sync-timeout 'A sync (applies, wave and hook waits, prune) that goes this long without moving (no object applied or pruned, no stage ready) stops at its next safe point, is reported failed and retried with backoff; every wait within it is bounded by what is left. A large first apply that keeps applying is never cut short'
             cand --api-token-file 'File holding the bearer token the API''s controls need (POST /api/v1/sync, suspend, resume); without it they are refused'
             cand --drift 'What to do when someone else changes an owned field: take it back, or only report it (status `drifted`, metric driftless_drifted_objects)'
             cand --notify 'POST each transition as JSON to this URL (repeatable): revision applied and ready, revision invalid, sync failed, prune refused, specs not ready in time, recovered'

@@ -97,9 +97,10 @@ pub struct RunArgs {
     /// A spec not ready this long after its revision was applied is reported failed.
     #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
     pub ready_timeout: Duration,
-    /// A whole sync (applies, wave and hook waits, prune) still running after this long
-    /// stops at its next safe point, is reported failed and retried with backoff; every
-    /// wait within it is bounded by what is left. Large first applies may need more.
+    /// A sync (applies, wave and hook waits, prune) that goes this long without moving
+    /// (no object applied or pruned, no stage ready) stops at its next safe point, is
+    /// reported failed and retried with backoff; every wait within it is bounded by what
+    /// is left. A large first apply that keeps applying is never cut short.
     #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
     pub sync_timeout: Duration,
     /// Record Kubernetes Events on the objects each sync changes, prunes or fails on.

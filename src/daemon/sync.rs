@@ -64,7 +64,7 @@ pub enum SyncError {
     #[error(transparent)]
     Apply(#[from] ApplyError),
     #[error(
-        "the sync did not finish within {}: the Kubernetes API is slow or unreachable; \
+        "the sync made no progress for {}: the Kubernetes API is slow or unreachable; \
          stopped, and retried with backoff",
         humantime::format_duration(*.0)
     )]
@@ -184,21 +184,21 @@ pub async fn execute(
     progress: Progress,
 ) -> Finished {
     let started = Instant::now();
-    let deadline = started + limits.sync;
+    let moved = crate::gate::Moved::now();
     // Waves and hooks wait for readiness within the sync, each stage up to the time a
-    // spec has to be ready, and all of them within the sync's deadline.
+    // spec has to be ready, and all of them within what is left of the sync's time.
     let gate = Steered {
         engine: &engine,
         stage_timeout: limits.stage,
-        deadline,
         sync_timeout: limits.sync,
+        moved: moved.clone(),
         cancel,
         progress,
     };
     let run = engine.sync_in(store, &job.objects, &job.facts, job.scope.scope(), &gate);
-    let result = match tokio::time::timeout_at(deadline + DEADLINE_GRACE, run).await {
-        Ok(r) => r.map_err(SyncError::from),
-        Err(_) => Err(SyncError::Overran(limits.sync)),
+    let result = match unless_still(run, &moved, limits.sync + DEADLINE_GRACE).await {
+        Some(r) => r.map_err(SyncError::from),
+        None => Err(SyncError::Overran(limits.sync)),
     };
     if let Err(e) = &result {
         tracing::warn!(error = %e, "sync failed");
@@ -217,6 +217,27 @@ pub async fn execute(
         held_applied,
         result,
         elapsed: started.elapsed(),
+    }
+}
+
+/// Runs `run` to its end, unless it stands still (`moved` not marked) for `limit`: then
+/// `None`, and `run` is dropped.
+async fn unless_still<T>(
+    run: impl Future<Output = T>,
+    moved: &crate::gate::Moved,
+    limit: Duration,
+) -> Option<T> {
+    tokio::pin!(run);
+    loop {
+        tokio::select! {
+            r = &mut run => return Some(r),
+            _ = tokio::time::sleep_until(moved.deadline(limit)) => {
+                // It may have moved while this slept: then sleep again.
+                if moved.deadline(limit) <= Instant::now() {
+                    return None;
+                }
+            }
+        }
     }
 }
 
@@ -274,5 +295,41 @@ pub fn release_free_memory() {
         unsafe {
             malloc_trim(0);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gate::Moved;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_sync_that_keeps_moving_runs_past_the_limit_and_one_that_stands_still_stops() {
+        let limit = Duration::from_secs(10);
+        // Moves every 4 s for a minute: six times the limit, never still for it.
+        let moved = Moved::now();
+        let started = Instant::now();
+        let busy = async {
+            for _ in 0..15 {
+                tokio::time::sleep(Duration::from_secs(4)).await;
+                moved.mark();
+            }
+            "done"
+        };
+        assert_eq!(unless_still(busy, &moved, limit).await, Some("done"));
+        assert_eq!(started.elapsed(), Duration::from_secs(60));
+
+        // Moves twice, then stands still: stopped one limit after it last moved.
+        let moved = Moved::now();
+        let started = Instant::now();
+        let stuck = async {
+            for _ in 0..2 {
+                tokio::time::sleep(Duration::from_secs(4)).await;
+                moved.mark();
+            }
+            std::future::pending::<()>().await;
+        };
+        assert_eq!(unless_still(stuck, &moved, limit).await, None);
+        assert_eq!(started.elapsed(), Duration::from_secs(18));
     }
 }

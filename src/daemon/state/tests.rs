@@ -900,7 +900,7 @@ fn a_sync_told_to_stop_that_failed_outright_is_reported_as_stopped_not_failed() 
     state.on_leadership(false);
     assert_eq!(state.cancel_due(), Some(Cancel::LostLeadership));
     let end = SyncEnd::Failed {
-        message: "the sync did not finish within 5m".into(),
+        message: "the sync made no progress for 5m".into(),
         elapsed: Duration::from_secs(1),
     };
     let (outcome, tally) = state.on_sync_done(&keys, end, now());
