@@ -242,14 +242,10 @@ impl Hydrator {
             let found = flux::find(&mut out.files, root.as_deref(), &mut waves, &repo.urls);
             out.errors.extend(found.errors);
             flux_left_out += found.install_left_out;
-            for n in found.notices {
-                if !out.notices.contains(&n) {
-                    out.notices.push(n);
-                }
-            }
             let argo = argo::find(&mut out.files, &repo, &mut seen);
             out.errors.extend(argo.errors);
-            for n in argo.notices {
+            // Each pass reads the tree's sources again: a notice is said once.
+            for n in found.notices.into_iter().chain(argo.notices) {
                 if !out.notices.contains(&n) {
                     out.notices.push(n);
                 }

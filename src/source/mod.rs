@@ -103,8 +103,11 @@ impl Checkout {
             .find(|d| d.join(".git").exists())
             .unwrap_or(&root)
             .to_path_buf();
-        let urls = remote_urls(&repo);
-        let revisions = head_names(&repo);
+        // One open of the work tree for both.
+        let (urls, revisions) = match git2::Repository::open(&repo) {
+            Ok(r) => (urls_of(&r), head_names(&r)),
+            Err(_) => (Vec::new(), Vec::new()),
+        };
         Ok(Checkout {
             root,
             repo,
@@ -114,12 +117,8 @@ impl Checkout {
     }
 }
 
-/// The branch a work tree has checked out and its commit (none when it is not a git
-/// repository).
-fn head_names(repo: &Path) -> Vec<String> {
-    let Ok(r) = git2::Repository::open(repo) else {
-        return Vec::new();
-    };
+/// The branch a work tree has checked out and its commit.
+fn head_names(r: &git2::Repository) -> Vec<String> {
     let Ok(head) = r.head() else {
         return Vec::new();
     };
@@ -133,9 +132,12 @@ fn head_names(repo: &Path) -> Vec<String> {
 
 /// The URLs of a work tree's remotes (none when it is not a git repository).
 pub fn remote_urls(repo: &Path) -> Vec<String> {
-    let Ok(r) = git2::Repository::open(repo) else {
-        return Vec::new();
-    };
+    git2::Repository::open(repo)
+        .map(|r| urls_of(&r))
+        .unwrap_or_default()
+}
+
+fn urls_of(r: &git2::Repository) -> Vec<String> {
     let Ok(names) = r.remotes() else {
         return Vec::new();
     };
