@@ -719,3 +719,67 @@ async fn wait_ready_answers_for_the_revision_just_written() {
     .await;
     assert_eq!(code, 408);
 }
+
+/// A spec the tree suspends (`driftless.dev/suspend`, what Flux's `suspend: true` becomes)
+/// is left as it is and shown suspended in the tree; `resume` refuses it, naming where it
+/// is held; the tree lets it go, and it is applied.
+#[tokio::test]
+async fn a_spec_the_tree_suspends_is_resumed_by_the_tree_alone() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "api-declared").await;
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("specs");
+    std::fs::create_dir(&tree).unwrap();
+    let map = |name: &str, annotations: &str| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {ns}\n{annotations}data:\n  k: v\n"
+        )
+    };
+    let suspended = "  annotations:\n    driftless.dev/suspend: \"incident 7\"\n";
+    std::fs::write(tree.join("held.yaml"), map("held", suspended)).unwrap();
+    std::fs::write(tree.join("free.yaml"), map("free", "")).unwrap();
+    let daemon = Daemon::builder(&ns)
+        .args(&[
+            "--dir",
+            &tree.to_string_lossy(),
+            "--api-token-file",
+            &token_file(dir.path()),
+        ])
+        .wait(WAIT)
+        .start();
+    let (held, free) = (
+        format!("manifest/{ns}/ConfigMap/held"),
+        format!("manifest/{ns}/ConfigMap/free"),
+    );
+    let status = daemon
+        .wait_status("free applied and held suspended", |s| {
+            entry(s, &free)["ready"] == true && entry(s, &held)["suspended"]["declared"] == true
+        })
+        .await;
+    assert_eq!(entry(&status, &held)["suspended"]["reason"], "incident 7");
+    let maps: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), &ns);
+    assert!(maps.get_opt("held").await.unwrap().is_none(), "not applied");
+
+    let out = cli(daemon.metrics, &["resume", &held]);
+    assert!(!out.status.success(), "{}", support::show(&out));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        said.contains("is suspended by the tree (incident 7): resume it there"),
+        "{said}"
+    );
+
+    // The tree lets it go: applied, and shown so.
+    std::fs::write(tree.join("held.yaml"), map("held", "")).unwrap();
+    support::eventually("held applied", WAIT, || async {
+        match maps.get_opt("held").await {
+            Ok(Some(_)) => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    daemon
+        .wait_status("held no longer suspended", |s| {
+            entry(s, &held)["suspended"].is_null() && entry(s, &held)["ready"] == true
+        })
+        .await;
+}

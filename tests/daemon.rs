@@ -200,11 +200,7 @@ async fn dir_mode_applies_saves_prunes_and_keeps_the_last_good_revision() {
         format!("namespace = \"{ns}\"\n{}{}", web("a", 500), web("b", 100)),
     )
     .unwrap();
-    let status = daemon
-        .wait_status("the error reported", |s| {
-            s["errors"].as_array().is_some_and(|e| !e.is_empty())
-        })
-        .await;
+    let status = daemon.wait_errors("the error reported").await;
     let err = &status["errors"][0];
     assert_eq!(
         (
@@ -749,11 +745,7 @@ async fn git_mode_follows_commits_through_the_hook_and_survives_a_broken_push() 
     std::fs::write(w.join("clusters/bad.toml"), "[workspace.ide]\nimage = 42\n").unwrap();
     commit("broken");
     assert_eq!(hook(&daemon).await, 202);
-    let status = daemon
-        .wait_status("the error reported", |s| {
-            s["errors"].as_array().is_some_and(|e| !e.is_empty())
-        })
-        .await;
+    let status = daemon.wait_errors("the error reported").await;
     let err = &status["errors"][0];
     assert_eq!(
         (
@@ -872,9 +864,7 @@ async fn run_refuses_protected_namespaces_unless_allowed() {
 
     let mut refused = start(&ns, &["--dir", &path]);
     let status = refused
-        .wait_status("the protected namespace reported", |s| {
-            s["errors"].as_array().is_some_and(|e| !e.is_empty())
-        })
+        .wait_errors("the protected namespace reported")
         .await;
     let message = status["errors"][0]["message"].as_str().unwrap();
     assert!(

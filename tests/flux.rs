@@ -340,6 +340,92 @@ async fn health_check_exprs_judge_what_their_kustomization_applies() {
     assert_eq!(log.matches(notice).count(), 1, "once: {log}");
 }
 
+/// `suspend: true` as Flux's controller keeps it: what the Kustomization applies is left
+/// as it is (nothing created, changed or pruned, also an object its path no longer holds),
+/// the rest of the tree is applied, and once resumed what was held back goes through.
+#[tokio::test]
+async fn a_suspended_kustomization_is_left_as_it_is_until_it_is_resumed() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "flux-suspend").await;
+    let repo = tempfile::tempdir().unwrap();
+    let root = repo.path();
+    write(
+        root,
+        "clusters/staging/flux-system/gotk-sync.yaml",
+        "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata:\n  name: flux-system\n  namespace: flux-system\nspec:\n  interval: 1m\n  ref: {branch: main}\n  url: https://git.example.com/fleet\n---\napiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: flux-system\n  namespace: flux-system\nspec:\n  interval: 10m\n  path: ./clusters/staging\n  prune: true\n  sourceRef: {kind: GitRepository, name: flux-system}\n",
+    );
+    let kustomizations = |suspend: bool| {
+        let k = |name: &str, extra: &str| {
+            format!(
+                "---\napiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: {name}\n  namespace: flux-system\nspec:\n  interval: 10m\n  sourceRef: {{kind: GitRepository, name: flux-system}}\n  path: ./{name}\n  targetNamespace: {ns}\n  prune: true\n{extra}"
+            )
+        };
+        k("apps", "") + &k("extra", &format!("  suspend: {suspend}\n"))
+    };
+    let map = |name: &str, v: &str| {
+        format!(
+            "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  v: {v}\n"
+        )
+    };
+    write(root, "clusters/staging/apps.yaml", &kustomizations(true));
+    write(root, "apps/config.yaml", &map("a", "one"));
+    write(
+        root,
+        "extra/config.yaml",
+        &(map("b", "one") + &map("c", "one")),
+    );
+    commit(root, "suspended");
+    let cluster = root.join("clusters/staging");
+    let cluster = cluster.to_str().unwrap();
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let data = |m: &ConfigMap| m.data.clone().unwrap_or_default()["v"].clone();
+
+    // Suspended from the start: nothing of it is created.
+    let out = on_cluster(&ns, &["apply", cluster, "--wait", "--timeout", "60s"]);
+    assert_exit(&out, 0);
+    assert!(
+        show(&out).contains("left as they are: 2 specs suspended in the tree: Flux Kustomization flux-system/extra is suspended (suspend: true)"),
+        "{}",
+        show(&out)
+    );
+    assert!(maps.get("a").await.is_ok(), "{}", show(&out));
+    assert!(maps.get_opt("b").await.unwrap().is_none(), "{}", show(&out));
+
+    // Resumed: applied.
+    write(root, "clusters/staging/apps.yaml", &kustomizations(false));
+    let out = on_cluster(&ns, &["apply", cluster]);
+    assert_exit(&out, 0);
+    let b = maps.get("b").await.unwrap();
+    assert!(maps.get("c").await.is_ok(), "{}", show(&out));
+
+    // Suspended again: a change and a removal are held back (the apiserver's own
+    // resourceVersion says b was not written; c is not pruned).
+    write(root, "clusters/staging/apps.yaml", &kustomizations(true));
+    write(root, "extra/config.yaml", &map("b", "two"));
+    let out = on_cluster(&ns, &["apply", cluster]);
+    assert_exit(&out, 0);
+    let still = maps.get("b").await.unwrap();
+    assert_eq!(data(&still), "one", "{}", show(&out));
+    assert_eq!(
+        still.metadata.resource_version,
+        b.metadata.resource_version,
+        "{}",
+        show(&out)
+    );
+    assert!(maps.get("c").await.is_ok(), "not pruned: {}", show(&out));
+
+    // Resumed again: what was held back goes through.
+    write(root, "clusters/staging/apps.yaml", &kustomizations(false));
+    let out = on_cluster(&ns, &["apply", cluster]);
+    assert_exit(&out, 0);
+    assert_eq!(data(&maps.get("b").await.unwrap()), "two", "{}", show(&out));
+    assert!(
+        maps.get_opt("c").await.unwrap().is_none(),
+        "pruned: {}",
+        show(&out)
+    );
+}
+
 /// The layout of Flux's kustomize-helm example as it is kept now: an `ArtifactGenerator`
 /// cuts `infrastructure/` and `apps/` into artifacts, `infra-controllers` installs an
 /// operator's chart from an OCI registry (an `OCIRepository` `chartRef`, its CRD in the
@@ -427,7 +513,7 @@ async fn the_example_layout_of_artifacts_installs_upgrades_and_uninstalls() {
     write(
         root,
         "clusters/staging/artifacts.yaml",
-        "apiVersion: source.extensions.fluxcd.io/v1beta1\nkind: ArtifactGenerator\nmetadata:\n  name: flux-system\n  namespace: flux-system\nspec:\n  sources:\n    - alias: monorepo\n      kind: GitRepository\n      name: flux-system\n  artifacts:\n    - name: infrastructure\n      originRevision: \"@monorepo\"\n      copy:\n        - from: \"@monorepo/infrastructure/**\"\n          to: \"@artifact/\"\n    - name: apps\n      originRevision: \"@monorepo\"\n      copy:\n        - from: \"@monorepo/apps/base/**\"\n          to: \"@artifact/base/\"\n        - from: \"@monorepo/apps/staging/**\"\n          to: \"@artifact/staging/\"\n",
+        "apiVersion: source.extensions.fluxcd.io/v1beta1\nkind: ArtifactGenerator\nmetadata:\n  name: flux-system\n  namespace: flux-system\nspec:\n  sources:\n    - alias: monorepo\n      kind: GitRepository\n      name: flux-system\n  artifacts:\n    - name: infrastructure\n      originRevision: \"@monorepo\"\n      copy:\n        - from: \"@monorepo/infrastructure/**\"\n          to: \"@artifact/\"\n          exclude: [\"**/testdata/**\", \"*.md\"]\n    - name: apps\n      originRevision: \"@monorepo\"\n      copy:\n        - from: \"@monorepo/apps/base/**\"\n          to: \"@artifact/base/\"\n        - from: \"@monorepo/apps/staging/**\"\n          to: \"@artifact/staging/\"\n        - from: \"@monorepo/apps/overrides/podinfo-values.yaml\"\n          to: \"@artifact/staging/podinfo-values.yaml\"\n          strategy: Merge\n",
     );
     write(
         root,
@@ -452,10 +538,19 @@ async fn the_example_layout_of_artifacts_installs_upgrades_and_uninstalls() {
             registry.host
         ),
     );
+    // No kustomization here: Flux's generator takes every manifest below, so the
+    // fixture under testdata/ would be applied but for the copy rule's `exclude`.
     write(
         root,
-        "infrastructure/configs/kustomization.yaml",
-        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - widget.yaml\n",
+        "infrastructure/configs/testdata/fixture.yaml",
+        &format!(
+            "apiVersion: {group}/v1\nkind: Widget\nmetadata:\n  name: fixture\n  namespace: {ns}\nspec:\n  size: 9\n"
+        ),
+    );
+    write(
+        root,
+        "infrastructure/configs/README.md",
+        "# not a manifest\n",
     );
     write(
         root,
@@ -499,6 +594,12 @@ async fn the_example_layout_of_artifacts_installs_upgrades_and_uninstalls() {
         "apps/staging/podinfo-values.yaml",
         &staging_values("6.0.x"),
     );
+    // Merged into the staging patch by the apps artifact's last copy rule.
+    write(
+        root,
+        "apps/overrides/podinfo-values.yaml",
+        "spec:\n  values:\n    ui:\n      message: staging, merged\n",
+    );
     commit(root, "bootstrap");
     let cluster = root.join("clusters/staging");
     let cluster = cluster.to_str().unwrap();
@@ -516,6 +617,10 @@ async fn the_example_layout_of_artifacts_installs_upgrades_and_uninstalls() {
     let widgets: Api<kube::api::DynamicObject> = Api::namespaced_with(client.clone(), &ns, &ar);
     let widget = widgets.get("main").await.unwrap();
     assert_eq!(widget.data["spec"]["size"], 3, "infra-configs' patch");
+    assert!(
+        widgets.get_opt("fixture").await.unwrap().is_none(),
+        "excluded from the artifact"
+    );
     let chart_of = |d: &Deployment| {
         d.metadata
             .labels
@@ -526,7 +631,7 @@ async fn the_example_layout_of_artifacts_installs_upgrades_and_uninstalls() {
     };
     let podinfo = deployments.get("podinfo").await.unwrap();
     assert_eq!(chart_of(&podinfo).as_deref(), Some("podinfo-6.0.0"));
-    assert_ui_message(&podinfo, "staging");
+    assert_ui_message(&podinfo, "staging, merged");
 
     // Upgraded: the staging values ask for any version from the repository.
     write(

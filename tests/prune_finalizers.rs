@@ -329,6 +329,7 @@ async fn an_uninstall_with_wait_waits_for_what_is_being_deleted() {
     let suspension = driftless::apply::suspensions::Suspension {
         reason: "incident".into(),
         since: "2026-11-24T10:00:00Z".into(),
+        declared: false,
     };
     store
         .set_suspension(

@@ -594,11 +594,7 @@ async fn an_error_in_what_a_kustomization_renders_is_said_at_the_kustomization()
     let daemon = Daemon::builder(&ns)
         .args(&["--dir", specs.to_str().unwrap(), "--kustomize", &kubectl()])
         .start();
-    let status = daemon
-        .wait_status("the error reported", |s| {
-            s["errors"].as_array().is_some_and(|e| !e.is_empty())
-        })
-        .await;
+    let status = daemon.wait_errors("the error reported").await;
     let err = &status["errors"][0];
     assert_eq!(
         (err["file"].as_str(), err["line"].as_u64()),

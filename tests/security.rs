@@ -633,11 +633,7 @@ async fn rejected_git_credentials_are_reported_without_them() {
             ("DRIFTLESS_GIT_PASSWORD", &in_env),
         ],
     );
-    let status = daemon
-        .wait_status("an authentication error", |s| {
-            s["errors"].as_array().is_some_and(|e| !e.is_empty())
-        })
-        .await;
+    let status = daemon.wait_errors("an authentication error").await;
     let message = status["errors"][0]["message"].as_str().unwrap();
     assert!(message.contains("authenticating to"), "{message}");
     assert!(

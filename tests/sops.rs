@@ -452,11 +452,7 @@ async fn a_daemon_decrypts_with_its_key_and_reports_no_plaintext() {
     let good = std::fs::read_to_string(tree.specs().join("secret.yaml")).unwrap();
     tree.write("secret.yaml", &tamper(&good, "password"));
     tree.write("newcomer.yaml", &config_map(&ns, "newcomer", "a", "b"));
-    let status = daemon
-        .wait_status("the SOPS error reported", |s| {
-            s["errors"].as_array().is_some_and(|e| !e.is_empty())
-        })
-        .await;
+    let status = daemon.wait_errors("the SOPS error reported").await;
     assert_eq!(status["errors"][0]["file"], "secret.yaml", "{status}");
     tokio::time::sleep(std::time::Duration::from_secs(1)).await;
     assert!(!config_map_exists(&client, &ns, "newcomer").await);

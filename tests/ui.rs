@@ -344,11 +344,7 @@ async fn the_dashboard_shows_every_spec_updates_live_and_steers_the_daemon() {
         "[elasticweb.x]\nimagee = 1\n",
     )
     .unwrap();
-    let broken = daemon
-        .wait_status("the broken file reported", |s| {
-            s["errors"].as_array().is_some_and(|e| !e.is_empty())
-        })
-        .await;
+    let broken = daemon.wait_errors("the broken file reported").await;
     let first = &broken["errors"][0];
     let location = format!(
         "{}:{}:{}: ",
@@ -621,4 +617,57 @@ async fn in_report_mode_drift_is_badged_and_listed_and_localservice_nodes_are_sh
         .await;
     assert_eq!(listed, json!([object]), "{detail}");
     browser.close().await;
+}
+
+/// A spec the tree suspends is badged suspended with its reason, says so where the
+/// Suspend and Resume buttons stand, and offers no Resume (the tree resumes it).
+#[tokio::test]
+async fn a_spec_the_tree_suspends_offers_no_resume() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "ui-declared").await;
+    let specs = tempfile::tempdir().unwrap();
+    let secrets = tempfile::tempdir().unwrap();
+    let token_file = secrets.path().join("token");
+    std::fs::write(&token_file, format!("{TOKEN}\n")).unwrap();
+    let held = configmap(&ns, "held").replace(
+        "  namespace:",
+        "  annotations:\n    driftless.dev/suspend: incident 7\n  namespace:",
+    );
+    std::fs::write(specs.path().join("held.yaml"), held).unwrap();
+    std::fs::write(specs.path().join("free.yaml"), configmap(&ns, "free")).unwrap();
+    let daemon = start(
+        &ns,
+        specs.path(),
+        &["--api-token-file", &token_file.to_string_lossy()],
+    );
+    let (held, free) = (
+        format!("manifest/{ns}/ConfigMap/held"),
+        format!("manifest/{ns}/ConfigMap/free"),
+    );
+    daemon
+        .wait_status("free ready, held suspended by the tree", |s| {
+            support::spec_or_null(s, &free)["ready"] == true
+                && support::spec_or_null(s, &held)["suspended"]["declared"] == true
+        })
+        .await;
+    let browser = Browser::start().await;
+    browser.goto(&format!("http://{}/", daemon.metrics)).await;
+    let text = row(
+        &browser,
+        &held,
+        &["Suspended: incident 7", "Suspended in the tree"],
+    )
+    .await;
+    assert!(!text.contains("Resume"), "{text}");
+    let resume = format!("button[aria-label=\"Resume {held}\"]");
+    let buttons = browser
+        .wait_for(
+            "the rows drawn",
+            "return [document.querySelectorAll(arguments[0]).length, document.querySelectorAll('#spec-rows button').length];",
+            vec![json!(resume)],
+        )
+        .await;
+    assert_eq!(buttons[0], 0, "no Resume for it");
+    assert_eq!(buttons[1], 1, "free's Suspend alone: {buttons}");
+    row(&browser, &free, &["Suspend"]).await;
 }

@@ -138,6 +138,10 @@ function routedObject() {
 function actionButton(spec) {
   // One key for both buttons, so focus follows Suspend → Resume when the row is redrawn.
   const key = `action:${spec.id}`;
+  // The tree holds it back (Flux's suspend: true): changing the tree resumes it.
+  if (spec.suspended && spec.suspended.declared) {
+    return el("span", { "data-key": key, class: "source", title: spec.suspended.reason }, "Suspended in the tree");
+  }
   if (spec.suspended) {
     return el("button", { type: "button", "data-key": key, "aria-label": `Resume ${spec.id}`, onclick: () => resume(spec.id) }, "Resume");
   }
@@ -325,7 +329,7 @@ function renderDetail(doc, id) {
     ...(spec.rendered_by ? [["Rendered by", `${spec.rendered_by.command} (${spec.rendered_by.tool} ${spec.rendered_by.version})`]] : []),
     ...(spec.rendered_by && spec.rendered_by.release ? [["Release", releaseText(doc, spec.rendered_by.release)]] : []),
     ...figures(spec.figures).map(([k, v]) => [k, dash(v)]),
-    ["Suspended", spec.suspended ? `yes, since ${when(spec.suspended.since)}: ${spec.suspended.reason}` : "no"],
+    ["Suspended", spec.suspended ? `yes${spec.suspended.declared ? ", in the tree" : ""}, since ${when(spec.suspended.since)}: ${spec.suspended.reason}` : "no"],
   ];
   const drifted = spec.drifted || [];
   const objects = spec.objects || [];

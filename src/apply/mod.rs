@@ -383,10 +383,52 @@ impl Engine {
         scope: Scope<'_>,
         gate: &impl Gate,
     ) -> Result<SyncReport, ApplyError> {
+        // Specs the tree holds back (`driftless.dev/suspend`) are left as a suspended
+        // spec is: none of their objects applied, none pruned; nor is anything their
+        // app applied before (an object its render no longer holds).
+        let mut held: BTreeSet<SpecId> = objects
+            .iter()
+            .filter(|o| o.policy.suspended.is_some())
+            .map(|o| o.spec.clone())
+            .collect();
+        let kept: Vec<Object>;
+        let objects = match held.is_empty() {
+            true => objects,
+            false => {
+                kept = objects
+                    .iter()
+                    .filter(|o| !held.contains(&o.spec))
+                    .cloned()
+                    .collect();
+                &kept[..]
+            }
+        };
         // Independent round trips (the inventory; discovery of each kind), taken at once.
         let (loaded, mut planned) =
             tokio::join!(store.load(&self.client), self.plan(objects, &facts.adopt));
         let loaded = loaded?;
+        if !facts.held_apps.is_empty() {
+            held.extend(
+                loaded
+                    .entries
+                    .values()
+                    .filter(|e| e.app.as_ref().is_some_and(|a| facts.held_apps.contains(a)))
+                    .filter_map(|e| e.spec.parse::<SpecId>().ok()),
+            );
+        }
+        let widened: BTreeSet<SpecId>;
+        let scope = match (held.is_empty(), scope) {
+            (true, scope) => scope,
+            (false, Scope::Only(s)) => {
+                widened = s.difference(&held).cloned().collect();
+                Scope::Only(&widened)
+            }
+            (false, Scope::Except(h)) => {
+                widened = h.union(&held).cloned().collect();
+                Scope::Except(&widened)
+            }
+            (false, Scope::All) => Scope::Except(&held),
+        };
         let covered = record::Covered::of(scope);
         let prune_plan = prune::plan(
             &loaded,

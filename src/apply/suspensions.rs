@@ -24,6 +24,10 @@ pub struct Suspension {
     pub reason: String,
     /// RFC 3339.
     pub since: String,
+    /// Written in the tree (`driftless.dev/suspend`, Flux's `suspend: true`): resumed by
+    /// changing the tree, not by `driftless resume`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub declared: bool,
 }
 
 /// By spec id (its text).

@@ -92,6 +92,7 @@ pub async fn apply(
     let Some((tree, engine, objects)) = prepare(&args.tree, global, selection).await? else {
         return Ok(exit::ERROR);
     };
+    say_held_back(&tree);
     let interrupt = on_interrupt();
     // Waves and hooks wait for readiness within the sync, each stage up to --timeout.
     let gate = Poll {
@@ -146,7 +147,16 @@ pub async fn apply(
                     .map(|e| e.display),
             );
         }
-        let health = wait(&engine, &tree, &objects, &failed, args.timeout, &interrupt).await?;
+        let (waited, waited_objects) = not_held_back(&tree, &objects);
+        let health = wait(
+            &engine,
+            &waited,
+            &waited_objects,
+            &failed,
+            args.timeout,
+            &interrupt,
+        )
+        .await?;
         if interrupt.borrow().is_some() {
             eprintln!("interrupted while waiting for readiness: everything was applied");
             return Ok(exit::INTERRUPTED);
@@ -171,6 +181,47 @@ pub async fn apply(
     }
     eprintln!("{} API writes", engine.writes.total());
     Ok(code)
+}
+
+/// Says which specs the tree holds back (`driftless.dev/suspend`, Flux's `suspend: true`):
+/// the engine leaves their objects as they are, applied and pruned by no one.
+fn say_held_back(tree: &SpecTree) {
+    let mut by_reason: std::collections::BTreeMap<&str, usize> = Default::default();
+    for s in &tree.specs {
+        if let Some(reason) = &s.policy.suspended {
+            *by_reason.entry(reason.as_str()).or_default() += 1;
+        }
+    }
+    for (reason, n) in by_reason {
+        eprintln!(
+            "left as they are: {} suspended in the tree: {reason}",
+            plural(n, "spec")
+        );
+    }
+}
+
+/// The specs (and their objects) a wait for readiness waits for: not those the tree holds
+/// back, which nothing applies.
+fn not_held_back(tree: &SpecTree, objects: &[Object]) -> (SpecTree, Vec<Object>) {
+    let specs = tree
+        .specs
+        .iter()
+        .filter(|s| s.policy.suspended.is_none())
+        .cloned()
+        .collect();
+    let objects = objects
+        .iter()
+        .filter(|o| o.policy.suspended.is_none())
+        .cloned()
+        .collect();
+    (
+        SpecTree {
+            specs,
+            settings: tree.settings.clone(),
+            rendered: tree.rendered.clone(),
+        },
+        objects,
+    )
 }
 
 /// A tree with `depends-on`: each wave of specs but the last applied on its own and
@@ -247,7 +298,16 @@ async fn in_waves(
             "waiting for {} before applying what depends on them",
             plural(wave.len(), "spec")
         );
-        let health = wait(engine, &specs, &mine, &BTreeSet::new(), left, interrupt).await?;
+        let (specs_waited, mine_waited) = not_held_back(&specs, &mine);
+        let health = wait(
+            engine,
+            &specs_waited,
+            &mine_waited,
+            &BTreeSet::new(),
+            left,
+            interrupt,
+        )
+        .await?;
         if interrupt.borrow().is_some() {
             // The caller says it: what this wave applied is in `written`, nothing more.
             print_sync(&specs, &report)?;

@@ -543,9 +543,18 @@ async fn control_spec(
             );
         }
     };
-    let known = api.status.borrow().spec(&id).is_some();
-    if !known {
-        return error(StatusCode::NOT_FOUND, format!("no spec {id}"));
+    let held_by_tree = match api.status.borrow().spec(&id) {
+        None => return error(StatusCode::NOT_FOUND, format!("no spec {id}")),
+        Some(s) => match &s["suspended"] {
+            held if held["declared"] == true => held["reason"].as_str().map(String::from),
+            _ => None,
+        },
+    };
+    if let (Some(reason), "resume") = (held_by_tree, verb) {
+        return error(
+            StatusCode::CONFLICT,
+            format!("{id} is suspended by the tree ({reason}): resume it there"),
+        );
     }
     let suspension = if verb == "suspend" {
         let reason = match serde_json::from_slice::<SuspendBody>(&body) {
@@ -561,6 +570,7 @@ async fn control_spec(
         Some(Suspension {
             reason,
             since: k8s_openapi::jiff::Timestamp::now().to_string(),
+            declared: false,
         })
     } else {
         None

@@ -118,7 +118,7 @@ impl Checkout {
 }
 
 /// The branch a work tree has checked out and its commit.
-fn head_names(r: &git2::Repository) -> Vec<String> {
+pub(crate) fn head_names(r: &git2::Repository) -> Vec<String> {
     let Ok(head) = r.head() else {
         return Vec::new();
     };

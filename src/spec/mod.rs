@@ -223,6 +223,10 @@ pub struct TreeFacts {
     /// The Flux and Argo CD apps of the tree (`app_of`), those rendering nothing too:
     /// each is its own prune guard's.
     pub apps: BTreeSet<String>,
+    /// The apps the tree holds back (an object of theirs is `driftless.dev/suspend`, as
+    /// a suspended Flux Kustomization's all are): what they applied before is not
+    /// pruned, also an object their render no longer holds.
+    pub held_apps: BTreeSet<String>,
 }
 
 /// What rendered a file's specs: the tool, its version, the command (DESIGN 1.9).
@@ -336,6 +340,12 @@ impl SpecTree {
         TreeFacts {
             adopt: self.adopt_specs(),
             apps: files.filter_map(|f| app_of(f)).collect(),
+            held_apps: self
+                .specs
+                .iter()
+                .filter(|s| s.policy.suspended.is_some())
+                .filter_map(|s| app_of(&s.at.file))
+                .collect(),
         }
     }
 

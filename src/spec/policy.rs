@@ -37,6 +37,9 @@ pub struct ObjectPolicy {
     /// account may write it (Flux's `serviceAccountName`); driftless's own rights are
     /// never more than that for it.
     pub service_account: Option<String>,
+    /// Why the tree holds it back (`driftless.dev/suspend: REASON`, Flux's `suspend:
+    /// true`): neither applied, corrected nor pruned, as a spec suspended by hand.
+    pub suspended: Option<String>,
 }
 
 /// `driftless.dev/replace`: what an apply refused only because of immutable fields does.
@@ -82,9 +85,11 @@ pub const SUBSTITUTE: &str = "driftless.dev/substitute";
 pub const DRIFT: &str = "driftless.dev/drift";
 /// `driftless.dev/service-account: NAMESPACE/NAME`
 pub const SERVICE_ACCOUNT: &str = "driftless.dev/service-account";
+/// `driftless.dev/suspend: REASON`
+pub const SUSPEND: &str = "driftless.dev/suspend";
 
 /// The only `driftless.dev` marks a manifest may set: the rest are driftless's own.
-pub const ANNOTATIONS: [&str; 10] = [
+pub const ANNOTATIONS: [&str; 11] = [
     IGNORE_FIELDS,
     APPLY,
     PRUNE,
@@ -93,6 +98,7 @@ pub const ANNOTATIONS: [&str; 10] = [
     SUBSTITUTE,
     DRIFT,
     SERVICE_ACCOUNT,
+    SUSPEND,
     super::order::WAVE,
     super::order::HOOK,
 ];
@@ -143,6 +149,12 @@ pub fn check_annotation(key: &str, value: &str) -> Result<(), String> {
         PRUNE | SUBSTITUTE => expect("disabled"),
         DRIFT => expect("report"),
         SERVICE_ACCOUNT => check_service_account(value),
+        SUSPEND => match value.trim() {
+            "" => Err(format!(
+                "annotation `{key}` gives no reason: say why it is held back (\"incident 42\")"
+            )),
+            _ => Ok(()),
+        },
         REPLACE => match value.trim() {
             "on-immutable" | "never" => Ok(()),
             v => Err(format!(
@@ -293,6 +305,10 @@ pub fn of_annotations(annotations: Option<&serde_json::Value>) -> (ObjectPolicy,
         health: None,
         report_drift: get(DRIFT).is_some_and(|v| v.trim() == "report"),
         service_account: get(SERVICE_ACCOUNT).map(|v| v.trim().to_string()),
+        suspended: get(SUSPEND)
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .map(String::from),
     };
     let depends_on = get(DEPENDS_ON)
         .map(|v| super::order::items(v).map(String::from).collect())
@@ -385,6 +401,7 @@ mod tests {
             REPLACE: "never",
             DRIFT: "report",
             SERVICE_ACCOUNT: "apps/dev-team",
+            SUSPEND: " incident 42 ",
             "other": "x",
         })));
         assert_eq!(
@@ -404,7 +421,13 @@ mod tests {
                 health: None,
                 report_drift: true,
                 service_account: Some("apps/dev-team".into()),
+                suspended: Some("incident 42".into()),
             }
+        );
+        assert!(
+            check_annotation(SUSPEND, " ")
+                .unwrap_err()
+                .contains("gives no reason")
         );
         assert!(check_annotation(REPLACE, "on-immutable").is_ok());
         assert!(

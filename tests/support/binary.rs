@@ -388,6 +388,14 @@ impl Daemon {
         .await
     }
 
+    /// The status once it reports an error (`what`: which, for the failure's message).
+    pub async fn wait_errors(&self, what: &str) -> Value {
+        self.wait_status(what, |s| {
+            s["errors"].as_array().is_some_and(|e| !e.is_empty())
+        })
+        .await
+    }
+
     /// Everything the daemon wrote so far, with the status file.
     pub fn outputs(&self) -> Vec<(String, String)> {
         vec![

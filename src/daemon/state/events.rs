@@ -76,12 +76,12 @@ impl State {
             }
             watch::Event::Suspensions(now) => {
                 self.suspensions_known = true;
-                let resumed = self.suspensions.keys().any(|id| !now.contains_key(id));
-                if self.suspensions != now {
+                if self.asked != now {
                     tracing::info!(suspended = now.len(), "suspensions changed");
-                    self.health_dirty = true;
                 }
-                self.suspensions = now;
+                let before: Vec<String> = self.suspensions.keys().cloned().collect();
+                self.on_asked(now);
+                let resumed = before.iter().any(|id| !self.suspensions.contains_key(id));
                 // What a resumed spec held back goes through now.
                 resumed.then_some(Key::Full)
             }

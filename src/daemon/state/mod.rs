@@ -19,7 +19,7 @@ use tokio::time::Instant;
 
 use super::queue::Key;
 
-use crate::apply::suspensions::Suspensions;
+use crate::apply::suspensions::{Suspension, Suspensions};
 use crate::health::{self, SpecHealth};
 use crate::object::{ObjKey, Observed};
 use crate::render::NodeFacts;
@@ -172,8 +172,15 @@ pub struct State {
     /// Specs to sync again at once: a whole sync found their objects unchanged where the
     /// watches show them scaled (see `on_sync_done`).
     recheck: BTreeSet<SpecId>,
-    /// Specs a person paused: not applied, pruned or corrected; readiness still shown.
+    /// Suspended specs: not applied, pruned or corrected; readiness still shown. Those a
+    /// person paused (`asked`) and those the tree holds back (`declared`), merged.
     pub suspensions: Suspensions,
+    /// The suspensions the cluster holds (`driftless suspend`).
+    asked: Suspensions,
+    /// The specs the current tree holds back (`driftless.dev/suspend`), since when.
+    declared: Suspensions,
+    /// When the current tree was read (RFC 3339).
+    tree_read_at: String,
     /// A sync is running.
     pub syncing: bool,
     /// The running sync: what it covers and whether it was told to stop (`running`).
@@ -240,6 +247,9 @@ impl State {
             replicas_wanted: HashMap::new(),
             recheck: BTreeSet::new(),
             suspensions: Suspensions::new(),
+            asked: Suspensions::new(),
+            declared: Suspensions::new(),
+            tree_read_at: String::new(),
             syncing: false,
             running: None,
             render_epoch: 0,
@@ -436,6 +446,7 @@ impl State {
         };
         self.settling
             .on_revision(&id, tree.specs.iter().map(|s| &s.id), changed.as_ref());
+        self.declare(&tree, Some(now.wall));
         self.tree = Some(Arc::new(tree));
         self.render_dirty = true;
         self.render_epoch += 1;
@@ -485,6 +496,49 @@ impl State {
             Some(tree) => readiness::waiting_on(tree, &self.health, &self.ready_elsewhere()),
             None => BTreeMap::new(),
         }
+    }
+
+    /// The suspensions the cluster holds now (its watch's list): merged with the tree's.
+    pub(super) fn on_asked(&mut self, now: Suspensions) {
+        self.asked = now;
+        self.merge_suspensions();
+    }
+
+    /// The specs `tree` holds back, each suspended since the revision that first held it
+    /// was read (`now`; a share that grew: when the tree was read).
+    fn declare(&mut self, tree: &SpecTree, now: Option<Timestamp>) {
+        if let Some(now) = now {
+            self.tree_read_at = now.to_string();
+        }
+        let now = Some(self.tree_read_at.clone());
+        let before = std::mem::take(&mut self.declared);
+        for spec in &tree.specs {
+            let Some(reason) = &spec.policy.suspended else {
+                continue;
+            };
+            let id = spec.id.to_string();
+            let since = match before.get(&id) {
+                Some(was) => was.since.clone(),
+                None => now.clone().unwrap_or_default(),
+            };
+            let held = Suspension {
+                reason: reason.clone(),
+                since,
+                declared: true,
+            };
+            self.declared.insert(id, held);
+        }
+        self.merge_suspensions();
+    }
+
+    /// A person's suspension is shown over the tree's: theirs is the one to resume.
+    fn merge_suspensions(&mut self) {
+        let mut all = self.declared.clone();
+        all.extend(self.asked.iter().map(|(k, v)| (k.clone(), v.clone())));
+        if all != self.suspensions {
+            self.health_dirty = true;
+        }
+        self.suspensions = all;
     }
 
     /// The suspended specs, also those the tree no longer has: a spec removed from the
@@ -566,6 +620,7 @@ impl State {
         // Another member writes those now: its writes are no drift of ours.
         self.recorded.retain(|_, (spec, _)| ids.contains(spec));
         self.drifted.retain(|_, spec| ids.contains(spec));
+        self.declare(&mine, None);
         self.tree = Some(Arc::new(mine));
         self.render_dirty = true;
         self.render_epoch += 1;

@@ -640,6 +640,7 @@ fn a_suspended_spec_is_held_also_once_the_tree_has_dropped_it() {
     let held = Suspension {
         reason: "incident 42".into(),
         since: "2026-11-23T10:00:00Z".into(),
+        declared: false,
     };
     state.on_event(watch::Event::Suspensions(
         [
@@ -1067,4 +1068,66 @@ fn a_member_holds_the_specs_of_its_buckets_and_a_new_share_syncs_whole() {
     // None: no spec.
     assert_eq!(state.on_shard(share(&names, &[])), Some(Key::Full));
     assert!(state.specs().is_empty());
+}
+
+#[test]
+fn a_spec_the_tree_suspends_is_held_until_the_tree_lets_it_go() {
+    use crate::apply::suspensions::Suspension;
+    let mut state = applied();
+    let map = |annotations: &str| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  namespace: \"n\"\n{annotations}data: {{k: v}}\n"
+        )
+    };
+    let held = map("  annotations: {driftless.dev/suspend: incident 7}\n");
+    let c: SpecId = "manifest/n/ConfigMap/c".parse().unwrap();
+    new_revision(&mut state, "r2", files(&[("c.yaml", &held)]));
+    assert!(state.errors.is_empty(), "{:?}", state.errors);
+    assert_eq!(state.held(), [c.clone()].into());
+    let shown = state.snapshot().suspensions.get(&c.to_string()).cloned();
+    let declared = Suspension {
+        reason: "incident 7".into(),
+        since: now().wall.to_string(),
+        declared: true,
+    };
+    assert_eq!(shown, Some(declared.clone()));
+
+    // A person's suspension is shown over it, and once lifted the tree's is there still.
+    let asked = Suspension {
+        reason: "incident 8".into(),
+        since: "2026-11-23T10:00:00Z".into(),
+        declared: false,
+    };
+    state.on_event(watch::Event::Suspensions(
+        [(c.to_string(), asked.clone())].into(),
+    ));
+    assert_eq!(
+        state.snapshot().suspensions.get(&c.to_string()),
+        Some(&asked)
+    );
+    state.on_event(watch::Event::Suspensions(Default::default()));
+    assert_eq!(
+        state.snapshot().suspensions.get(&c.to_string()),
+        Some(&declared)
+    );
+
+    // The next revision keeps it held since it first was; one without the mark lets it
+    // go, and syncs it.
+    new_revision(
+        &mut state,
+        "r3",
+        files(&[("c.yaml", &held), ("d.yaml", "")]),
+    );
+    assert_eq!(
+        state.snapshot().suspensions.get(&c.to_string()),
+        Some(&declared)
+    );
+    let (keys, _) = new_revision(&mut state, "r4", files(&[("c.yaml", &map(""))]));
+    assert!(state.held().is_empty());
+    assert!(state.snapshot().suspensions.is_empty());
+    assert!(
+        keys.iter()
+            .any(|k| *k == Key::Spec(c.clone()) || *k == Key::Full),
+        "{keys:?}"
+    );
 }

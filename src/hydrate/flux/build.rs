@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
+use super::artifact::materialise;
 use super::model::*;
-use super::source::materialise;
 use crate::hydrate::cache::{self, KeyBuilder};
 use crate::hydrate::kustomize::{self, Kustomize, closure};
 use crate::hydrate::runner;
@@ -323,6 +323,13 @@ pub(super) fn finish(built: &[u8], k: &Kustomization) -> Result<Vec<u8>, ToolErr
         };
         let ssa = flux_mark(SSA_ANNOTATION);
         let reconcile = flux_mark(RECONCILE_ANNOTATION);
+        // Flux's own objects (a HelmRelease, a nested Kustomization) are carried out by
+        // their own controllers in Flux, suspended or not by their own `suspend`.
+        let flux_own = v["apiVersion"].as_str().is_some_and(|a| {
+            a.split('/')
+                .next()
+                .is_some_and(|g| g.ends_with(".fluxcd.io"))
+        });
         let Some(metadata) = v.get_mut("metadata").and_then(Value::as_object_mut) else {
             out.push(v);
             continue;
@@ -353,6 +360,13 @@ pub(super) fn finish(built: &[u8], k: &Kustomization) -> Result<Vec<u8>, ToolErr
         }
         if k.spec["force"].as_bool() == Some(true) {
             set("annotations", crate::spec::policy::REPLACE, "on-immutable");
+        }
+        if k.spec["suspend"].as_bool() == Some(true) && !flux_own {
+            let why = format!(
+                "Flux Kustomization {}/{} is suspended (suspend: true)",
+                k.namespace, k.name
+            );
+            set("annotations", crate::spec::policy::SUSPEND, &why);
         }
         // Flux impersonates it: driftless writes only what it may.
         if let Some(account) = k.spec["serviceAccountName"].as_str() {

@@ -14,6 +14,7 @@
 //! does not carry out (another repository, a field that changes what Flux would do) is an
 //! error at its place, and nothing is applied.
 
+mod artifact;
 mod build;
 mod data;
 mod model;
@@ -24,7 +25,7 @@ mod source;
 pub(crate) use build::build as build_kustomization;
 pub use build::{Kustomizations, substitute};
 pub use data::TreeData;
-pub use model::{CopyRule, Kustomization, MAX_DEPTH};
+pub use model::{CopyRule, Kustomization, MAX_DEPTH, Strategy};
 
 use std::collections::BTreeMap;
 
@@ -36,11 +37,11 @@ use build::finish;
 use data::variables;
 use model::*;
 
+#[cfg(test)]
+use artifact::materialise;
 use order::order;
 use release::{Known, chart_releases};
 use source::from_source;
-#[cfg(test)]
-use source::{glob_match, materialise};
 
 /// What one pass over the tree's YAML found of Flux.
 #[derive(Debug, Default)]
@@ -231,14 +232,6 @@ fn item(
                 ),
             ));
         }
-    }
-    if spec.get("suspend").and_then(Value::as_bool) == Some(true) {
-        return Err(err(
-            field_at("suspend"),
-            format!(
-                "Kustomization {ns}/{name}: `suspend: true` is not carried out by driftless yet (use driftless suspend); nothing is applied"
-            ),
-        ));
     }
     if let Some(pb) = spec.get("postBuild").and_then(Value::as_object)
         && let Some(key) = pb
@@ -462,10 +455,6 @@ mod tests {
                 "a.yaml:12:1: Kustomization flux-system/a: `spec.kubeConfig` is not carried out",
             ),
             (
-                kustomization("a", "./a", "  suspend: true\n"),
-                "a.yaml:12:1: Kustomization flux-system/a: `suspend: true`",
-            ),
-            (
                 kustomization("a", "../../etc", ""),
                 "a.yaml:7:1: Kustomization flux-system/a: path \"../../etc\" leads out",
             ),
@@ -640,7 +629,7 @@ mod tests {
 
     #[test]
     fn helm_releases_become_chart_releases_as_flux_names_them() {
-        let text = "apiVersion: source.toolkit.fluxcd.io/v1\nkind: HelmRepository\nmetadata: {name: podinfo, namespace: flux-system}\nspec:\n  url: https://charts.example/podinfo/\n  secretRef: {name: charts}\n---\napiVersion: source.toolkit.fluxcd.io/v1\nkind: HelmRepository\nmetadata: {name: oci, namespace: flux-system}\nspec: {type: oci, url: oci://registry.example/charts}\n---\napiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: podinfo\n  namespace: web\n  annotations: {driftless.dev/wave: \"1\", driftless.dev/prune: disabled}\nspec:\n  targetNamespace: shop\n  chart:\n    spec:\n      chart: podinfo\n      version: '6.x'\n      sourceRef: {kind: HelmRepository, name: podinfo, namespace: flux-system}\n  install: {crds: Skip}\n  values: {replicaCount: 2}\n---\napiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: cache, namespace: web}\nspec:\n  releaseName: redis\n  dependsOn: [{name: podinfo}]\n  chart:\n    spec:\n      chart: redis\n      sourceRef: {kind: HelmRepository, name: oci, namespace: flux-system}\n---\napiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: local, namespace: web}\nspec:\n  chart:\n    spec:\n      chart: ./charts/local\n      sourceRef: {kind: GitRepository, name: flux-system, namespace: flux-system}\n";
+        let text = "apiVersion: source.toolkit.fluxcd.io/v1\nkind: HelmRepository\nmetadata: {name: podinfo, namespace: flux-system}\nspec:\n  url: https://charts.example/podinfo/\n  secretRef: {name: charts}\n---\napiVersion: source.toolkit.fluxcd.io/v1\nkind: HelmRepository\nmetadata: {name: oci, namespace: flux-system}\nspec: {type: oci, url: oci://registry.example/charts}\n---\napiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: podinfo\n  namespace: web\n  annotations: {driftless.dev/wave: \"1\", driftless.dev/prune: disabled}\nspec:\n  targetNamespace: shop\n  chart:\n    spec:\n      chart: podinfo\n      version: '6.x'\n      sourceRef: {kind: HelmRepository, name: podinfo, namespace: flux-system}\n  install: {crds: Skip}\n  values: {replicaCount: 2}\n---\napiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: cache, namespace: web}\nspec:\n  releaseName: redis\n  suspend: true\n  dependsOn: [{name: podinfo}]\n  chart:\n    spec:\n      chart: redis\n      sourceRef: {kind: HelmRepository, name: oci, namespace: flux-system}\n---\napiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: local, namespace: web}\nspec:\n  chart:\n    spec:\n      chart: ./charts/local\n      sourceRef: {kind: GitRepository, name: flux-system, namespace: flux-system}\n";
         let mut files = vec![file("apps.yaml", text)];
         let found = find_in(&mut files, Some("clusters/staging"));
         assert!(found.errors.is_empty(), "{:?}", found.errors);
@@ -699,6 +688,13 @@ mod tests {
             Some("2"),
             "after podinfo"
         );
+        assert_eq!(
+            r[1].annotations
+                .get("driftless.dev/suspend")
+                .map(String::as_str),
+            Some("Flux HelmRelease web/cache is suspended (suspend: true)")
+        );
+        assert!(!r[0].annotations.contains_key("driftless.dev/suspend"));
         assert_eq!(r[2].chart, "../../charts/local");
         assert_eq!(found.releases[0].file, "apps.yaml#flux-helm.web.podinfo");
     }
@@ -757,6 +753,8 @@ mod tests {
         let rule = |from: &str, to: &str| CopyRule {
             from: from.into(),
             to: to.into(),
+            exclude: Vec::new(),
+            strategy: Strategy::Overwrite,
         };
         assert_eq!(
             rules,
@@ -829,8 +827,6 @@ mod tests {
             ),
             "{said}"
         );
-        assert!(glob_match("*.yaml", "a.yaml") && !glob_match("*.yaml", "a.yml"));
-        assert!(glob_match("a*b*c", "axxbyyc") && !glob_match("a*b*c", "ac"));
     }
 
     #[test]
@@ -897,6 +893,20 @@ mod tests {
         assert_eq!(a(0, "driftless.dev/apply"), "create-only");
         assert_eq!(a(1, "driftless.dev/apply"), "create-only");
         assert_eq!(a(1, "driftless.dev/substitute"), "disabled");
+        assert_eq!(a(0, "driftless.dev/suspend"), Value::Null);
+
+        // Suspended: what it applies is held back; a HelmRelease it renders is Flux's
+        // own object, held back only by its own `suspend`.
+        k.spec["suspend"] = json!(true);
+        let release = "---\napiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: r\nspec: {}\n";
+        let out = finish(format!("{built}{release}").as_bytes(), &k).unwrap();
+        let docs: Vec<Value> =
+            serde_saphyr::from_multiple(std::str::from_utf8(&out).unwrap()).unwrap();
+        let a = |i: usize, key: &str| docs[i]["metadata"]["annotations"][key].clone();
+        let held = "Flux Kustomization flux-system/a is suspended (suspend: true)";
+        assert_eq!(a(0, "driftless.dev/suspend"), held);
+        assert_eq!(a(1, "driftless.dev/suspend"), held);
+        assert_eq!(a(2, "driftless.dev/suspend"), Value::Null, "{docs:?}");
     }
 
     #[test]

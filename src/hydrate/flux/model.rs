@@ -65,15 +65,7 @@ pub struct Kustomization {
     pub health: Vec<std::sync::Arc<crate::spec::settings::HealthRule>>,
 }
 
-/// One of an ArtifactGenerator's `copy` rules, on this repository.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CopyRule {
-    /// A path of the repository: a file, a directory, `DIR/**` (everything under it) or
-    /// `DIR/*.yaml` (a glob in one directory).
-    pub from: String,
-    /// Where in the artifact (a directory when it ends in `/` or is empty).
-    pub to: String,
-}
+pub use super::artifact::{CopyRule, Strategy};
 
 pub(super) use crate::hydrate::app_yaml::{clean_path, documents, err, line_of, normalise_url};
 

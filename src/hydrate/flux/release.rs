@@ -145,12 +145,6 @@ pub(super) fn chart_release(
             "`test.enable: true` is not carried out: driftless does not run a chart's tests (its health checks judge the release)".into(),
         );
     }
-    if spec.get("suspend").and_then(Value::as_bool) == Some(true) {
-        return refuse(
-            "suspend",
-            "`suspend: true` is not carried out by driftless yet (use driftless suspend)".into(),
-        );
-    }
     for phase in ["install", "upgrade"] {
         for key in spec
             .get(phase)
@@ -212,6 +206,12 @@ pub(super) fn chart_release(
         release.annotations.insert(
             crate::spec::policy::SERVICE_ACCOUNT.to_string(),
             format!("{ns}/{account}"),
+        );
+    }
+    if spec.get("suspend").and_then(Value::as_bool) == Some(true) {
+        release.annotations.insert(
+            crate::spec::policy::SUSPEND.to_string(),
+            format!("Flux HelmRelease {ns}/{name} is suspended (suspend: true)"),
         );
     }
     if let Err((key, why)) = drift_detection(&v["spec"]["driftDetection"], &mut release) {

@@ -165,6 +165,7 @@ mod tests {
         s.specs[0].suspended = Some(Suspension {
             reason: "incident".into(),
             since: "2025-03-01T11:00:00Z".into(),
+            declared: false,
         });
         s.specs[1].ready = false;
         if let Some(sync) = &mut s.last_sync {

@@ -64,11 +64,16 @@ pub fn at_commit(path: &Path, rev: &str, into: &Path) -> Result<Revision, LocalE
         .canonicalize()
         .map_err(|e| fail(format!("{}: {e}", into.display())))?;
     let mut revision = read_tree(&repo_dir.join(&rel), Some(repo_dir))?;
-    revision.id = Some(id);
-    // The copy has no remotes: the tree's apps name the repository it was taken from.
+    // The copy has no remotes: the tree's apps name the repository it was taken from,
+    // and the revision goes by the name it was asked by and its commit.
     if let (Some(c), Some(workdir)) = (revision.checkout.as_mut(), repo.workdir()) {
         c.urls = crate::source::remote_urls(workdir);
+        c.revisions = vec![rev.to_string()];
+        if rev != id {
+            c.revisions.push(id.clone());
+        }
     }
+    revision.id = Some(id);
     Ok(revision)
 }
 
@@ -87,7 +92,10 @@ pub fn work_tree(path: &Path) -> Result<Revision, LocalError> {
             path: path.to_path_buf(),
             message: e.to_string(),
         })?;
-    let revision = read_tree(path, Some(workdir))?;
+    let mut revision = read_tree(path, Some(workdir))?;
+    if let Some(c) = revision.checkout.as_mut() {
+        c.revisions = crate::source::head_names(&repo);
+    }
     Ok(revision)
 }
 
@@ -166,8 +174,18 @@ mod tests {
         let checkout = base.checkout.as_ref().unwrap();
         assert_eq!(checkout.repo, into.path().canonicalize().unwrap());
         assert_eq!(checkout.root, checkout.repo.join("specs"));
+        // Named as asked, and by its commit: what an Argo CD targetRevision is held to.
+        assert_eq!(
+            checkout.revisions,
+            ["main".to_string(), base.id.clone().unwrap()]
+        );
 
         let head = work_tree(&specs).unwrap();
+        assert_eq!(
+            head.checkout.as_ref().unwrap().revisions,
+            ["main".to_string(), base.id.clone().unwrap()],
+            "the work tree's branch and the commit it stands on"
+        );
         assert_eq!(paths(&head), [("a.yaml", "new\n"), ("b.yaml", "added\n")]);
         assert_eq!(
             head.checkout.as_ref().unwrap().repo,

@@ -28,7 +28,7 @@ pub use pack::{
 };
 pub use reference::{Repository, Selector};
 pub use registry::{RegistryOptions, auth_from_config};
-pub use unpack::Limits;
+pub use unpack::{Limits, unpack as unpack_tarball};
 pub use wire::Credentials;
 
 #[derive(Debug, thiserror::Error)]

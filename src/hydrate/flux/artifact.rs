@@ -1,0 +1,608 @@
+//! An ArtifactGenerator's artifact made of this repository: each `copy` rule carried out
+//! on disk in order, as source-watcher carries it out (`cp`-like: a directory is copied as
+//! itself, `DIR/**` as its contents, a glob's matches below the glob's fixed part), with
+//! `exclude` and the `Overwrite`, `Merge` and `Extract` strategies.
+
+use std::path::{Path, PathBuf};
+
+use globset::{GlobBuilder, GlobMatcher};
+use serde_json::Value;
+
+/// How a copy rule writes what it copies (`strategy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Strategy {
+    /// A later file replaces an earlier one.
+    #[default]
+    Overwrite,
+    /// A YAML file merges into the one there already, as Helm merges values files: maps key
+    /// by key, anything else (lists too) replaced.
+    Merge,
+    /// Tarballs (`.tar.gz`, `.tgz`) are unpacked into the destination; a glob's other
+    /// matches are passed over.
+    Extract,
+}
+
+/// One of an ArtifactGenerator's `copy` rules, on this repository.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CopyRule {
+    /// A path of the repository (a file or a directory) or a glob over its paths: `*` and
+    /// `?` within a name, `**` across directories, `[...]` a class.
+    pub from: String,
+    /// Where in the artifact (a directory when it ends in `/` or is empty).
+    pub to: String,
+    /// Globs of paths `from` selects that are left out: matched against the path in the
+    /// repository and below `from`'s fixed part; one with no `/` against the name alone.
+    pub exclude: Vec<String>,
+    pub strategy: Strategy,
+}
+
+/// The keys of a copy rule; any other changes what Flux would copy.
+const RULE_KEYS: &[&str] = &["from", "to", "exclude", "strategy"];
+
+/// A rule's `exclude` and `strategy`, or why it is not carried out.
+pub(super) fn options(rule: &Value) -> Result<(Vec<String>, Strategy), String> {
+    if let Some(key) = crate::hydrate::app_yaml::unknown(rule, RULE_KEYS) {
+        return Err(format!(
+            "has a copy rule with `{key}`, which driftless does not carry out"
+        ));
+    }
+    let strategy = match rule.get("strategy").and_then(Value::as_str) {
+        None | Some("Overwrite") => Strategy::Overwrite,
+        Some("Merge") => Strategy::Merge,
+        Some("Extract") => Strategy::Extract,
+        Some(other) => {
+            return Err(format!(
+                "has a copy rule with strategy {other:?} (Overwrite, Merge or Extract)"
+            ));
+        }
+    };
+    let mut exclude = Vec::new();
+    match rule.get("exclude") {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(list)) => {
+            for p in list {
+                let Some(p) = p.as_str() else {
+                    return Err("has a copy rule whose `exclude` holds a non-string".into());
+                };
+                glob(p).map_err(|e| format!("has an exclude pattern {p:?}: {e}"))?;
+                exclude.push(p.to_string());
+            }
+        }
+        Some(_) => return Err("has a copy rule whose `exclude` is not a list".into()),
+    }
+    Ok((exclude, strategy))
+}
+
+fn glob(pattern: &str) -> Result<GlobMatcher, String> {
+    GlobBuilder::new(pattern)
+        .literal_separator(true)
+        .build()
+        .map(|g| g.compile_matcher())
+        .map_err(|e| e.kind().to_string())
+}
+
+/// Whether `path` holds a glob (as source-watcher tells one).
+fn is_glob(path: &str) -> bool {
+    path.contains(['*', '?', '[', ']'])
+}
+
+/// Makes the artifact `rules` describe of `repo` (canonical) in `into`.
+pub(super) fn materialise(repo: &Path, rules: &[CopyRule], into: &Path) -> Result<(), String> {
+    for rule in rules {
+        Copy::new(repo, rule, into)?
+            .run()
+            .map_err(|e| format!("copying {:?} to {:?}: {e}", rule.from, rule.to))?;
+    }
+    Ok(())
+}
+
+/// One rule being carried out.
+struct Copy<'a> {
+    repo: &'a Path,
+    rule: &'a CopyRule,
+    into: &'a Path,
+    exclude: Vec<(GlobMatcher, bool)>,
+}
+
+impl<'a> Copy<'a> {
+    fn new(repo: &'a Path, rule: &'a CopyRule, into: &'a Path) -> Result<Copy<'a>, String> {
+        let mut exclude = Vec::new();
+        for p in &rule.exclude {
+            exclude.push((glob(p)?, !p.contains('/')));
+        }
+        Ok(Copy {
+            repo,
+            rule,
+            into,
+            exclude,
+        })
+    }
+
+    fn run(&self) -> Result<(), String> {
+        let to = self.rule.to.as_str();
+        if is_glob(&self.rule.from) {
+            return self.glob();
+        }
+        let from = self.rule.from.as_str();
+        let src = self.inside(&self.repo.join(from))?;
+        if src.is_dir() {
+            if self.rule.strategy == Strategy::Extract {
+                return Err("Extract takes tarballs, not a directory".into());
+            }
+            // A directory is copied as itself (`cp -r`), the repository's root as its contents.
+            let name = Path::new(from).file_name().map(PathBuf::from);
+            let dest = self.into.join(to).join(name.unwrap_or_default());
+            return self.tree(&src, from, &dest, from);
+        }
+        if self.excluded(from, "") {
+            return Ok(());
+        }
+        if self.rule.strategy == Strategy::Extract {
+            return self.extract(&src, from);
+        }
+        let into_dir =
+            to.is_empty() || to.ends_with('/') || self.into.join(to.trim_end_matches('/')).is_dir();
+        let dest = match (into_dir, Path::new(from).file_name()) {
+            (true, Some(name)) => self.into.join(to).join(name),
+            _ => self.into.join(to),
+        };
+        self.file(&src, &dest)
+    }
+
+    /// Every path below the glob's fixed part that the glob matches: a directory whole, a
+    /// file alone, each put below `to` as it lies below the fixed part.
+    fn glob(&self) -> Result<(), String> {
+        let pattern = self.rule.from.as_str();
+        let matcher = glob(pattern).map_err(|e| format!("not a glob: {e}"))?;
+        let fixed: Vec<&str> = pattern
+            .split('/')
+            .take_while(|part| !is_glob(part))
+            .collect();
+        let base = fixed.join("/");
+        let start = self.inside(&self.repo.join(&base))?;
+        let (mut matched, mut copied) = (0usize, 0usize);
+        let mut pending = vec![(start, base.clone())];
+        while let Some((dir, rel)) = pending.pop() {
+            for e in read_dir(&dir)? {
+                let name = e.file_name().to_string_lossy().into_owned();
+                let path = join(&rel, &name);
+                let real = self.inside(&e.path())?;
+                if !matcher.is_match(&path) {
+                    if real.is_dir() {
+                        pending.push((real, path));
+                    }
+                    continue;
+                }
+                matched += 1;
+                if self.excluded(&path, &base) {
+                    continue;
+                }
+                copied += 1;
+                let below = path
+                    .strip_prefix(&base)
+                    .unwrap_or(&path)
+                    .trim_start_matches('/');
+                let dest = self.into.join(&self.rule.to).join(below);
+                match (real.is_dir(), self.rule.strategy) {
+                    (true, Strategy::Extract) => pending.push((real, path)),
+                    (true, _) => self.tree(&real, &path, &dest, &base)?,
+                    (false, Strategy::Extract) if is_tarball(&name) => {
+                        self.extract(&real, &path)?
+                    }
+                    (false, Strategy::Extract) => {}
+                    (false, _) => self.file(&real, &dest)?,
+                }
+            }
+        }
+        match (matched, copied) {
+            (0, _) => Err("no path of the repository matches it".into()),
+            (_, 0) => Err("everything it matches is excluded".into()),
+            _ => Ok(()),
+        }
+    }
+
+    /// Directory `src` (`rel` in the repository) copied to `dest`, less what is excluded
+    /// (judged below `base` too).
+    fn tree(&self, src: &Path, rel: &str, dest: &Path, base: &str) -> Result<(), String> {
+        std::fs::create_dir_all(dest).map_err(|e| e.to_string())?;
+        let mut pending = vec![(src.to_path_buf(), rel.to_string(), dest.to_path_buf())];
+        while let Some((dir, rel, dest)) = pending.pop() {
+            for e in read_dir(&dir)? {
+                let name = e.file_name();
+                let path = join(&rel, &name.to_string_lossy());
+                if self.excluded(&path, base) {
+                    continue;
+                }
+                let real = self.inside(&e.path())?;
+                match real.is_dir() {
+                    true => pending.push((real, path, dest.join(&name))),
+                    false => self.file(&real, &dest.join(&name))?,
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn file(&self, src: &Path, dest: &Path) -> Result<(), String> {
+        if let Some(parent) = dest.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
+        }
+        if self.rule.strategy == Strategy::Merge && dest.is_file() {
+            return merge_yaml(src, dest);
+        }
+        std::fs::copy(src, dest)
+            .map(drop)
+            .map_err(|e| e.to_string())
+    }
+
+    fn extract(&self, src: &Path, rel: &str) -> Result<(), String> {
+        if !is_tarball(rel) {
+            return Err("Extract takes a tarball (.tar.gz or .tgz)".into());
+        }
+        let bytes = std::fs::read(src).map_err(|e| format!("{rel}: {e}"))?;
+        let dest = self.into.join(&self.rule.to);
+        crate::source::oci::unpack_tarball(&bytes, &dest, Default::default())
+            .map_err(|e| format!("{rel}: {e}"))
+    }
+
+    /// Whether `path` (in the repository) is left out: matched as it is, below `base`, or
+    /// by name for a pattern with no `/`.
+    fn excluded(&self, path: &str, base: &str) -> bool {
+        let below = match base {
+            "" => None,
+            b => path.strip_prefix(b).and_then(|p| p.strip_prefix('/')),
+        };
+        let name = path.rsplit('/').next().unwrap_or(path);
+        self.exclude.iter().any(|(g, by_name)| {
+            g.is_match(path)
+                || below.is_some_and(|b| g.is_match(b))
+                || (*by_name && g.is_match(name))
+        })
+    }
+
+    /// `p` resolved, refused when it leads out of the repository (a link).
+    fn inside(&self, p: &Path) -> Result<PathBuf, String> {
+        let shown = p.strip_prefix(self.repo).unwrap_or(p).display().to_string();
+        let real = p.canonicalize().map_err(|e| match e.kind() {
+            std::io::ErrorKind::NotFound => format!("{shown} does not exist"),
+            _ => format!("{shown}: {e}"),
+        })?;
+        match real.starts_with(self.repo) {
+            true => Ok(real),
+            false => Err(format!("{shown} leads out of the repository")),
+        }
+    }
+}
+
+fn read_dir(dir: &Path) -> Result<Vec<std::fs::DirEntry>, String> {
+    // A repository's `.git` is never in its artifacts, as in Flux's.
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .map_err(|e| e.to_string())?
+        .flatten()
+        .filter(|e| e.file_name() != ".git")
+        .collect();
+    // A later match overwrites an earlier one: the order must not be the file system's.
+    entries.sort_by_key(|e| e.file_name());
+    Ok(entries)
+}
+
+fn join(dir: &str, name: &str) -> String {
+    match dir {
+        "" => name.to_string(),
+        d => format!("{d}/{name}"),
+    }
+}
+
+fn is_tarball(name: &str) -> bool {
+    let lower = name.to_ascii_lowercase();
+    lower.ends_with(".tar.gz") || lower.ends_with(".tgz")
+}
+
+/// `src`'s YAML merged over `dest`'s (each file's documents merged in turn), written to
+/// `dest`.
+fn merge_yaml(src: &Path, dest: &Path) -> Result<(), String> {
+    let read = |p: &Path| -> Result<Value, String> {
+        let text = std::fs::read_to_string(p).map_err(|e| e.to_string())?;
+        let docs: Vec<Value> = serde_saphyr::from_multiple(&text).map_err(|e| {
+            let e = e.to_string();
+            format!(
+                "{}: not YAML: {}",
+                shown(p),
+                e.lines().next().unwrap_or_default()
+            )
+        })?;
+        let mut out = Value::Object(Default::default());
+        for doc in docs {
+            match doc {
+                Value::Object(_) => merge(&mut out, doc),
+                Value::Null => {}
+                _ => return Err(format!("{}: a document is not a map", shown(p))),
+            }
+        }
+        Ok(out)
+    };
+    let mut merged = read(dest)?;
+    merge(&mut merged, read(src)?);
+    let text = serde_saphyr::to_string(&merged).map_err(|e| e.to_string())?;
+    std::fs::write(dest, text).map_err(|e| e.to_string())
+}
+
+fn shown(p: &Path) -> String {
+    p.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default()
+}
+
+/// source-watcher's merge: maps key by key; anything else, null too, replaces.
+fn merge(into: &mut Value, from: Value) {
+    match (into, from) {
+        (Value::Object(a), Value::Object(b)) => {
+            for (k, v) in b {
+                match a.get_mut(&k) {
+                    Some(slot @ Value::Object(_)) if v.is_object() => merge(slot, v),
+                    _ => {
+                        a.insert(k, v);
+                    }
+                }
+            }
+        }
+        (slot, v) => *slot = v,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule(from: &str, to: &str) -> CopyRule {
+        CopyRule {
+            from: from.into(),
+            to: to.into(),
+            exclude: Vec::new(),
+            strategy: Strategy::Overwrite,
+        }
+    }
+
+    /// A repository of `files` (each holding its own path), canonical.
+    fn repo(files: &[&str]) -> (tempfile::TempDir, PathBuf) {
+        let dir = tempfile::tempdir().unwrap();
+        for p in files {
+            let f = dir.path().join(p);
+            std::fs::create_dir_all(f.parent().unwrap()).unwrap();
+            std::fs::write(f, p).unwrap();
+        }
+        let real = dir.path().canonicalize().unwrap();
+        (dir, real)
+    }
+
+    /// Every file made, relative to `dir`, sorted.
+    fn made(dir: &Path) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut pending = vec![dir.to_path_buf()];
+        while let Some(d) = pending.pop() {
+            for e in std::fs::read_dir(d).unwrap().flatten() {
+                match e.path().is_dir() {
+                    true => pending.push(e.path()),
+                    false => out.push(
+                        e.path()
+                            .strip_prefix(dir)
+                            .unwrap()
+                            .to_string_lossy()
+                            .into_owned(),
+                    ),
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+
+    fn run(repo: &Path, rules: &[CopyRule]) -> Result<Vec<String>, String> {
+        let into = tempfile::tempdir().unwrap();
+        materialise(repo, rules, into.path())?;
+        Ok(made(into.path()))
+    }
+
+    const INFRA: &[&str] = &[
+        "infrastructure/controllers/descheduler/release.yaml",
+        "infrastructure/controllers/sealed-secrets/release.yaml",
+        "infrastructure/configs/cluster-issuer.yaml",
+        "infrastructure/configs/secret.yaml",
+        "infrastructure/README.md",
+        "infrastructure/testdata/fixture.yaml",
+        "root.yaml",
+    ];
+
+    #[test]
+    fn copies_are_made_as_cp_makes_them() {
+        let (_keep, repo) = repo(INFRA);
+        // A directory is copied as itself; with a trailing slash too.
+        let as_itself = run(&repo, &[rule("infrastructure/configs", "dest")]).unwrap();
+        assert_eq!(
+            as_itself,
+            [
+                "dest/configs/cluster-issuer.yaml",
+                "dest/configs/secret.yaml"
+            ]
+        );
+        // `DIR/**`: its contents, at every depth.
+        let contents = run(&repo, &[rule("infrastructure/controllers/**", "")]).unwrap();
+        assert_eq!(
+            contents,
+            ["descheduler/release.yaml", "sealed-secrets/release.yaml"]
+        );
+        // A glob's matches below its fixed part; `**` in the middle crosses directories.
+        let deep = run(&repo, &[rule("infrastructure/**/release.yaml", "r/")]).unwrap();
+        assert_eq!(
+            deep,
+            [
+                "r/controllers/descheduler/release.yaml",
+                "r/controllers/sealed-secrets/release.yaml"
+            ]
+        );
+        let one_level = run(&repo, &[rule("infrastructure/configs/*.yaml", "c/")]).unwrap();
+        assert_eq!(one_level, ["c/cluster-issuer.yaml", "c/secret.yaml"]);
+        // A file into a directory, or to a name; the repository's root as its contents.
+        let files = run(
+            &repo,
+            &[rule("root.yaml", "a/"), rule("root.yaml", "b/renamed.yaml")],
+        )
+        .unwrap();
+        assert_eq!(files, ["a/root.yaml", "b/renamed.yaml"]);
+        let all = run(&repo, &[rule("", "")]).unwrap();
+        assert_eq!(all.len(), INFRA.len());
+        // What is not there is said.
+        let missing = run(&repo, &[rule("nowhere/x.yaml", "")]).unwrap_err();
+        assert!(
+            missing.contains("nowhere/x.yaml does not exist"),
+            "{missing}"
+        );
+        let none = run(&repo, &[rule("infrastructure/*.json", "")]).unwrap_err();
+        assert!(
+            none.contains("no path of the repository matches it"),
+            "{none}"
+        );
+    }
+
+    #[test]
+    fn excluded_paths_are_left_out_as_source_watcher_leaves_them() {
+        let (_keep, repo) = repo(INFRA);
+        let with = |from: &str, to: &str, exclude: &[&str]| CopyRule {
+            exclude: exclude.iter().map(|s| s.to_string()).collect(),
+            ..rule(from, to)
+        };
+        // By name at any depth, by a path below the fixed part, by the repository's path.
+        let made = run(
+            &repo,
+            &[with(
+                "infrastructure/**",
+                "",
+                &["*.md", "**/testdata/**", "controllers/descheduler/**"],
+            )],
+        )
+        .unwrap();
+        assert_eq!(
+            made,
+            [
+                "configs/cluster-issuer.yaml",
+                "configs/secret.yaml",
+                "controllers/sealed-secrets/release.yaml"
+            ]
+        );
+        let by_repo_path = run(
+            &repo,
+            &[with(
+                "infrastructure",
+                "",
+                &[
+                    "infrastructure/configs/secret.yaml",
+                    "infrastructure/controllers/**",
+                ],
+            )],
+        )
+        .unwrap();
+        assert_eq!(
+            by_repo_path,
+            [
+                "infrastructure/README.md",
+                "infrastructure/configs/cluster-issuer.yaml",
+                "infrastructure/testdata/fixture.yaml"
+            ]
+        );
+        // A single file excluded is not copied; a glob whose every match is excluded is an error.
+        let skipped = run(&repo, &[with("root.yaml", "", &["root.yaml"])]).unwrap();
+        assert!(skipped.is_empty());
+        let all_out = run(&repo, &[with("infrastructure/*.md", "", &["*.md"])]).unwrap_err();
+        assert!(
+            all_out.contains("everything it matches is excluded"),
+            "{all_out}"
+        );
+    }
+
+    #[test]
+    fn values_merge_as_helm_merges_them_and_tarballs_are_unpacked() {
+        let (_keep, repo) = repo(&[]);
+        std::fs::create_dir_all(repo.join("chart")).unwrap();
+        std::fs::write(
+            repo.join("chart/values.yaml"),
+            "replicas: 1\nimage: {repository: podinfo, tag: 6.0.0}\nports: [80, 443]\n",
+        )
+        .unwrap();
+        std::fs::write(
+            repo.join("prod.yaml"),
+            "image: {tag: 6.2.3}\nports: [8080]\n---\nreplicas: 3\n",
+        )
+        .unwrap();
+        let merged = CopyRule {
+            strategy: Strategy::Merge,
+            ..rule("prod.yaml", "chart/values.yaml")
+        };
+        let into = tempfile::tempdir().unwrap();
+        materialise(&repo, &[rule("chart", ""), merged.clone()], into.path()).unwrap();
+        let text = std::fs::read_to_string(into.path().join("chart/values.yaml")).unwrap();
+        let values: Value = serde_saphyr::from_str(&text).unwrap();
+        assert_eq!(
+            values,
+            serde_json::json!({
+                "replicas": 3,
+                "image": {"repository": "podinfo", "tag": "6.2.3"},
+                "ports": [8080]
+            })
+        );
+        // Merge onto nothing is a copy; Overwrite replaces.
+        let alone = run(&repo, &[merged]).unwrap();
+        assert_eq!(alone, ["chart/values.yaml"]);
+
+        // A chart packaged as `helm package` makes it, unpacked where `to` says.
+        let mut tarball = Vec::new();
+        {
+            let gz = flate2::write::GzEncoder::new(&mut tarball, flate2::Compression::fast());
+            let mut tar = tar::Builder::new(gz);
+            for (path, body) in [
+                ("podinfo/Chart.yaml", "name: podinfo\n"),
+                ("podinfo/values.yaml", "a: 1\n"),
+            ] {
+                let mut h = tar::Header::new_gnu();
+                h.set_size(body.len() as u64);
+                h.set_mode(0o644);
+                h.set_cksum();
+                tar.append_data(&mut h, path, body.as_bytes()).unwrap();
+            }
+            tar.into_inner().unwrap().finish().unwrap();
+        }
+        std::fs::create_dir_all(repo.join("dist")).unwrap();
+        std::fs::write(repo.join("dist/podinfo-6.2.3.tgz"), &tarball).unwrap();
+        std::fs::write(repo.join("dist/notes.txt"), "not a tarball").unwrap();
+        let extract = |from: &str| CopyRule {
+            strategy: Strategy::Extract,
+            ..rule(from, "charts/")
+        };
+        assert_eq!(
+            run(&repo, &[extract("dist/*")]).unwrap(),
+            ["charts/podinfo/Chart.yaml", "charts/podinfo/values.yaml"]
+        );
+        let not_one = run(&repo, &[extract("dist/notes.txt")]).unwrap_err();
+        assert!(not_one.contains("Extract takes a tarball"), "{not_one}");
+        let dir = run(&repo, &[extract("dist")]).unwrap_err();
+        assert!(dir.contains("not a directory"), "{dir}");
+    }
+
+    #[test]
+    fn a_rule_s_options_are_read_or_refused() {
+        let v: Value = serde_json::json!({"from": "@a/x", "to": "@artifact/", "exclude": ["*.md"], "strategy": "Merge"});
+        assert_eq!(
+            options(&v).unwrap(),
+            (vec!["*.md".to_string()], Strategy::Merge)
+        );
+        let unknown = serde_json::json!({"from": "@a/x", "to": "@artifact/", "mode": "x"});
+        assert!(options(&unknown).unwrap_err().contains("`mode`"));
+        let bad = serde_json::json!({"from": "@a/x", "to": "@artifact/", "strategy": "Append"});
+        assert!(options(&bad).unwrap_err().contains("\"Append\""));
+        let glob = serde_json::json!({"from": "@a/x", "to": "@artifact/", "exclude": ["[a"]});
+        assert!(
+            options(&glob)
+                .unwrap_err()
+                .contains("exclude pattern \"[a\"")
+        );
+    }
+}
