@@ -725,3 +725,99 @@ async fn oci_commit_statuses_go_to_the_commit_an_artifact_was_built_from() {
     )
     .await;
 }
+
+/// Flux's OCI layout (`flux push artifact`, no git at run time): the tree is an artifact
+/// and its Kustomizations' source an `OCIRepository` naming that artifact, which `run
+/// --oci` follows in place; a GitRepository of the repository the artifact was built from
+/// (its source annotation) is this repository too.
+#[tokio::test]
+async fn oci_a_flux_tree_whose_source_is_the_artifact_itself_is_carried_out() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "oci-flux").await;
+    let tmp = TempDir::new().unwrap();
+    let registry = TestRegistry::plain(tmp.path());
+    let home = tmp.path().join("docker");
+    std::fs::create_dir_all(&home).unwrap();
+    let url = registry.url("fleet/staging");
+    let tree = tmp.path().join("tree");
+    let write = |path: &str, text: &str| {
+        let p = tree.join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    };
+    let kustomization = |name: &str, kind: &str, source: &str, path: &str| {
+        format!(
+            "---\napiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: {name}\n  namespace: flux-system\nspec:\n  interval: 10m\n  sourceRef: {{kind: {kind}, name: {source}}}\n  path: {path}\n  targetNamespace: {ns}\n  prune: true\n"
+        )
+    };
+    write(
+        "clusters/staging/flux-system/gotk-sync.yaml",
+        &format!(
+            "apiVersion: source.toolkit.fluxcd.io/v1\nkind: OCIRepository\nmetadata:\n  name: flux-system\n  namespace: flux-system\nspec:\n  interval: 1m\n  url: {url}\n  insecure: true\n  ref: {{tag: latest}}\n{}",
+            kustomization(
+                "flux-system",
+                "OCIRepository",
+                "flux-system",
+                "./clusters/staging"
+            )
+        ),
+    );
+    write(
+        "clusters/staging/apps.yaml",
+        &format!(
+            "{}---\napiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata:\n  name: fleet\n  namespace: flux-system\nspec:\n  url: https://git.example.com/acme/fleet.git\n  ref: {{branch: main}}\n{}",
+            kustomization("apps", "OCIRepository", "flux-system", "./apps"),
+            kustomization("more", "GitRepository", "fleet", "./more")
+        ),
+    );
+    let map = |name: &str| {
+        format!("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  k: v\n")
+    };
+    write("apps/settings.yaml", &map("settings"));
+    write("more/extra.yaml", &map("extra"));
+    let out = cli(
+        &home,
+        &[
+            "push",
+            tree.to_str().unwrap(),
+            &format!("{url}:latest"),
+            "--plain-http",
+            "--source",
+            "https://git.example.com/acme/fleet",
+        ],
+    );
+    assert_exit(&out, 0);
+
+    let daemon = Daemon::builder(&ns)
+        .args(&[
+            "--oci",
+            &url,
+            "--path",
+            "clusters/staging",
+            "--plain-http",
+            "--interval",
+            "1s",
+        ])
+        .env("DOCKER_CONFIG", home.to_str().unwrap())
+        .start();
+    let status = daemon
+        .wait_status("both Kustomizations applied", |s| {
+            support::all_ready(s) && s["specs"].as_array().is_some_and(|a| a.len() == 2)
+        })
+        .await;
+    let apps: Vec<&str> = status["specs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["app"].as_str())
+        .collect();
+    assert_eq!(
+        apps,
+        ["flux/flux-system/apps", "flux/flux-system/more"],
+        "{status:#}"
+    );
+    let maps: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(client.clone(), &ns);
+    assert!(maps.get("settings").await.is_ok());
+    assert!(maps.get("extra").await.is_ok());
+}

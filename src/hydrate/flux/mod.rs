@@ -120,9 +120,10 @@ pub fn find(
         true => THIS.to_string(),
         false => u,
     };
+    // An OCIRepository is this repository when it names the artifact being followed.
     let git: BTreeMap<String, Option<String>> = sources
         .keys()
-        .filter(|k| k.starts_with("GitRepository/"))
+        .filter(|k| k.starts_with("GitRepository/") || k.starts_with("OCIRepository/"))
         .map(|k| (k.clone(), url_of(k).map(this)))
         .collect();
     found.notices = other_refs(&sources, &git, THIS);

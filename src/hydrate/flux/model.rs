@@ -69,18 +69,21 @@ pub use super::artifact::{CopyRule, Strategy};
 
 pub(super) use crate::hydrate::app_yaml::{clean_path, documents, err, line_of, normalise_url};
 
-/// Whether GitRepository `ns/name` is the repository being read: bootstrap's
-/// `flux-system/flux-system`, or one whose URL (`git`: each GitRepository's, normalised)
-/// is that one's (`own`).
+/// Whether source `kind/ns/name` is the repository being read: bootstrap's
+/// `GitRepository/flux-system/flux-system`, or a GitRepository or OCIRepository whose URL
+/// (`sources`: each one's, normalised) is that one's (`own`): a remote of the work tree,
+/// the artifact being followed (`run --oci`), or one the tree's `[repository] urls` lists.
 pub(super) fn is_this_repository(
+    kind: &str,
     ns: &str,
     name: &str,
-    git: &std::collections::BTreeMap<String, Option<String>>,
+    sources: &std::collections::BTreeMap<String, Option<String>>,
     own: Option<&str>,
 ) -> bool {
-    (ns == "flux-system" && name == "flux-system")
+    (kind == "GitRepository" && ns == "flux-system" && name == "flux-system")
         || own.is_some_and(|own| {
-            git.get(&format!("GitRepository/{ns}/{name}"))
+            sources
+                .get(&format!("{kind}/{ns}/{name}"))
                 .and_then(Option::as_deref)
                 == Some(own)
         })

@@ -335,7 +335,7 @@ pub(super) fn chart_release(
             creds(&mut release, source);
         }
         "GitRepository" => {
-            let this_repo = is_this_repository(sns, sname, git, own);
+            let this_repo = is_this_repository("GitRepository", sns, sname, git, own);
             if !this_repo {
                 return refuse(
                     "sourceRef",

@@ -76,7 +76,8 @@ pub(super) fn from_source(
         let this_repo = source.is_some_and(|s| {
             let sname = s["name"].as_str().unwrap_or_default();
             let sns = s["namespace"].as_str().unwrap_or(gns);
-            s["kind"] == "GitRepository" && is_this_repository(sns, sname, sources, own)
+            let kind = s["kind"].as_str().unwrap_or_default();
+            is_this_repository(kind, sns, sname, sources, own)
         });
         if !this_repo {
             return Err(said(format!(
@@ -116,7 +117,7 @@ pub(super) fn followed(
     let kind = r["kind"].as_str().unwrap_or("GitRepository");
     let name = r["name"].as_str().unwrap_or_default();
     let ns = r["namespace"].as_str().unwrap_or(&k.namespace);
-    let this_repo = kind == "GitRepository" && is_this_repository(ns, name, sources, own);
+    let this_repo = is_this_repository(kind, ns, name, sources, own);
     if !this_repo {
         return Err(err(
             k.at.clone(),

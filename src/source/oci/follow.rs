@@ -30,6 +30,14 @@ impl Oci {
             .annotations
             .get(ANNOTATION_REVISION)
             .and_then(|r| commit_of_origin(r));
+        let mut read = read;
+        // The tree's apps name the artifact's repository (a Flux OCIRepository) or the
+        // git repository it was built from (its source annotation) as this repository.
+        if let Some(c) = read.checkout.as_mut() {
+            c.urls.push(self.0.display());
+            c.urls
+                .extend(rev.annotations.get(ANNOTATION_SOURCE).cloned());
+        }
         Ok(Revision {
             id: Some(rev.id),
             origin,
