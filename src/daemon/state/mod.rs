@@ -510,7 +510,6 @@ impl State {
         if let Some(now) = now {
             self.tree_read_at = now.to_string();
         }
-        let now = Some(self.tree_read_at.clone());
         let before = std::mem::take(&mut self.declared);
         for spec in &tree.specs {
             let Some(reason) = &spec.policy.suspended else {
@@ -519,7 +518,7 @@ impl State {
             let id = spec.id.to_string();
             let since = match before.get(&id) {
                 Some(was) => was.since.clone(),
-                None => now.clone().unwrap_or_default(),
+                None => self.tree_read_at.clone(),
             };
             let held = Suspension {
                 reason: reason.clone(),

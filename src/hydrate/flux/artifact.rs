@@ -275,11 +275,14 @@ impl<'a> Copy<'a> {
 }
 
 fn read_dir(dir: &Path) -> Result<Vec<std::fs::DirEntry>, String> {
-    // A repository's `.git` is never in its artifacts, as in Flux's.
+    // A repository's `.git` is never in its artifacts, as in Flux's; a link to a directory
+    // is not followed (as Flux's walk does not), so a link to an ancestor ends.
+    let linked_dir =
+        |e: &std::fs::DirEntry| e.file_type().is_ok_and(|t| t.is_symlink()) && e.path().is_dir();
     let mut entries: Vec<_> = std::fs::read_dir(dir)
         .map_err(|e| e.to_string())?
         .flatten()
-        .filter(|e| e.file_name() != ".git")
+        .filter(|e| e.file_name() != ".git" && !linked_dir(e))
         .collect();
     // A later match overwrites an earlier one: the order must not be the file system's.
     entries.sort_by_key(|e| e.file_name());
@@ -451,6 +454,14 @@ mod tests {
         assert_eq!(files, ["a/root.yaml", "b/renamed.yaml"]);
         let all = run(&repo, &[rule("", "")]).unwrap();
         assert_eq!(all.len(), INFRA.len());
+        // A link to a directory (here to an ancestor) is not followed.
+        std::os::unix::fs::symlink(
+            repo.join("infrastructure"),
+            repo.join("infrastructure/configs/loop"),
+        )
+        .unwrap();
+        let linked = run(&repo, &[rule("infrastructure/**", "")]).unwrap();
+        assert_eq!(linked.len(), INFRA.len() - 1, "{linked:?}");
         // What is not there is said.
         let missing = run(&repo, &[rule("nowhere/x.yaml", "")]).unwrap_err();
         assert!(
