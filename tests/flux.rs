@@ -892,3 +892,142 @@ fn assert_ui_message(podinfo: &Deployment, message: &str) {
         "{env:?}"
     );
 }
+
+/// Flux's multi-tenancy layout (fluxcd/flux2-multi-tenancy), the tenant's repository kept
+/// as a branch of this one: the platform's `tenants` Kustomization (as Flux's
+/// `kustomize-controller`) gives the tenant a ServiceAccount bound to `cluster-admin` in
+/// its namespace and the tenant's own GitRepository and Kustomization, which comes after
+/// it and releases podinfo from a chart repository on loopback as the tenant's account.
+/// Installed, upgraded and uninstalled by driftless with no Flux controller.
+#[tokio::test]
+async fn the_multi_tenancy_layout_installs_upgrades_and_uninstalls() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "flux-tenancy").await;
+    let work = tempfile::tempdir().unwrap();
+    let charts = crate::helm::ChartRepo::start(work.path());
+    let repo = tempfile::tempdir().unwrap();
+    let root = repo.path();
+    write(
+        root,
+        "clusters/staging/flux-system/gotk-components.yaml",
+        FLUX_INSTALL,
+    );
+    write(
+        root,
+        "clusters/staging/flux-system/gotk-sync.yaml",
+        "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata:\n  name: flux-system\n  namespace: flux-system\nspec:\n  interval: 1m\n  ref: {branch: main}\n  url: https://github.com/acme/flux2-multi-tenancy\n---\napiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: flux-system\n  namespace: flux-system\nspec:\n  interval: 10m\n  path: ./clusters/staging\n  prune: true\n  sourceRef: {kind: GitRepository, name: flux-system}\n",
+    );
+    write(
+        root,
+        "clusters/staging/flux-system/kustomization.yaml",
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - gotk-components.yaml\n  - gotk-sync.yaml\n",
+    );
+    write(
+        root,
+        "clusters/staging/tenants.yaml",
+        "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: tenants\n  namespace: flux-system\nspec:\n  serviceAccountName: kustomize-controller\n  sourceRef:\n    kind: GitRepository\n    name: flux-system\n  path: ./tenants/staging\n  prune: true\n  interval: 1h\n  timeout: 5m\n",
+    );
+    // The tenant's namespace is the test's (made already), not written here.
+    write(
+        root,
+        "tenants/base/dev-team/rbac.yaml",
+        &format!(
+            "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  labels:\n    toolkit.fluxcd.io/tenant: dev-team\n  name: flux\n  namespace: {ns}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: RoleBinding\nmetadata:\n  labels:\n    toolkit.fluxcd.io/tenant: dev-team\n  name: dev-team-reconciler\n  namespace: {ns}\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: cluster-admin\nsubjects:\n- apiGroup: rbac.authorization.k8s.io\n  kind: User\n  name: gotk:{ns}:reconciler\n- kind: ServiceAccount\n  name: flux\n  namespace: {ns}\n"
+        ),
+    );
+    write(
+        root,
+        "tenants/base/dev-team/sync.yaml",
+        &format!(
+            "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata:\n  name: dev-team\n  namespace: {ns}\nspec:\n  interval: 1m\n  url: https://github.com/acme/flux2-multi-tenancy\n  ref:\n    branch: dev-team\n---\napiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: dev-team\n  namespace: {ns}\nspec:\n  serviceAccountName: flux\n  interval: 5m\n  sourceRef:\n    kind: GitRepository\n    name: dev-team\n  prune: true\n"
+        ),
+    );
+    write(
+        root,
+        "tenants/base/dev-team/kustomization.yaml",
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - rbac.yaml\n  - sync.yaml\n",
+    );
+    write(
+        root,
+        "tenants/staging/kustomization.yaml",
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - ../base/dev-team\npatches:\n  - path: dev-team-patch.yaml\n",
+    );
+    write(
+        root,
+        "tenants/staging/dev-team-patch.yaml",
+        &format!(
+            "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: dev-team\n  namespace: {ns}\nspec:\n  path: ./staging\n"
+        ),
+    );
+    // The tenant's repository (its branch dev-team, read in place).
+    write(
+        root,
+        "base/kustomization.yaml",
+        &format!(
+            "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nnamespace: {ns}\nresources:\n  - podinfo-repository.yaml\n  - podinfo-release.yaml\n"
+        ),
+    );
+    write(
+        root,
+        "base/podinfo-repository.yaml",
+        &format!(
+            "apiVersion: source.toolkit.fluxcd.io/v1\nkind: HelmRepository\nmetadata:\n  name: podinfo\nspec:\n  interval: 5m\n  url: {}\n",
+            charts.url
+        ),
+    );
+    write(
+        root,
+        "base/podinfo-release.yaml",
+        "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: podinfo\nspec:\n  releaseName: podinfo\n  chart:\n    spec:\n      chart: podinfo\n      sourceRef:\n        kind: HelmRepository\n        name: podinfo\n  interval: 50m\n  values:\n    replicaCount: 1\n    hpa:\n      enabled: false\n",
+    );
+    write(
+        root,
+        "staging/kustomization.yaml",
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - ../base\npatches:\n  - path: podinfo-values.yaml\n    target:\n      kind: HelmRelease\n",
+    );
+    let values = |version: &str| {
+        format!(
+            "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: podinfo\nspec:\n  chart:\n    spec:\n      version: \"{version}\"\n  values:\n    ui:\n      message: dev-team staging\n"
+        )
+    };
+    write(root, "staging/podinfo-values.yaml", &values("6.0.x"));
+    commit(root, "tenancy");
+    let cluster = root.join("clusters/staging");
+    let cluster = cluster.to_str().unwrap();
+
+    // Installed: the tenant's RBAC, then its release as its account may write it.
+    let out = on_cluster(&ns, &["apply", cluster, "--wait", "--timeout", "3m"]);
+    assert_exit(&out, 0);
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    let podinfo = deployments.get("podinfo").await.unwrap();
+    let chart =
+        |d: &Deployment| d.metadata.labels.clone().unwrap_or_default()["helm.sh/chart"].clone();
+    assert_eq!(chart(&podinfo), "podinfo-6.0.0");
+    assert_ui_message(&podinfo, "dev-team staging");
+
+    // Upgraded: the tenant's values ask for any version.
+    write(
+        root,
+        "staging/podinfo-values.yaml",
+        &values(">=1.0.0-alpha"),
+    );
+    let out = on_cluster(&ns, &["apply", cluster, "--wait", "--timeout", "3m"]);
+    assert_exit(&out, 0);
+    assert_eq!(
+        chart(&deployments.get("podinfo").await.unwrap()),
+        "podinfo-6.2.3"
+    );
+
+    // Uninstalled: the platform's tenants Kustomization leaves the tree.
+    std::fs::remove_file(root.join("clusters/staging/tenants.yaml")).unwrap();
+    let out = on_cluster(&ns, &["apply", cluster, "--allow-mass-prune"]);
+    assert_exit(&out, 0);
+    assert!(
+        deployments.get_opt("podinfo").await.unwrap().is_none(),
+        "{}",
+        show(&out)
+    );
+    let accounts: Api<k8s_openapi::api::core::v1::ServiceAccount> =
+        Api::namespaced(client.clone(), &ns);
+    assert!(accounts.get_opt("flux").await.unwrap().is_none());
+}

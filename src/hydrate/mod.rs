@@ -225,7 +225,7 @@ impl Hydrator {
             .chain(&cx.settings.repository_urls)
             .map(|u| app_yaml::normalise_url(u))
             .collect();
-        let repo = argo::Repository {
+        let mut repo = argo::Repository {
             repo: cx.input.checkout.as_ref().map(|c| c.repo.as_path()),
             root: root.as_deref(),
             urls,
@@ -239,7 +239,7 @@ impl Hydrator {
         let mut seen = std::collections::BTreeSet::new();
         let (mut flux_left_out, mut argo_left_out) = (0, 0);
         for depth in 0..=flux::MAX_DEPTH {
-            let found = flux::find(&mut out.files, root.as_deref(), &mut waves, &repo.urls);
+            let found = flux::find(&mut out.files, root.as_deref(), &mut waves, &mut repo.urls);
             out.errors.extend(found.errors);
             flux_left_out += found.install_left_out;
             let argo = argo::find(&mut out.files, &repo, &mut seen);

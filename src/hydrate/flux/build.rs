@@ -369,7 +369,10 @@ pub(super) fn finish(built: &[u8], k: &Kustomization) -> Result<Vec<u8>, ToolErr
             set("annotations", crate::spec::policy::SUSPEND, &why);
         }
         // Flux impersonates it: driftless writes only what it may.
-        if let Some(account) = k.spec["serviceAccountName"].as_str() {
+        if let Some(account) = k.spec["serviceAccountName"]
+            .as_str()
+            .filter(|a| !is_flux_controller(&k.namespace, a))
+        {
             let account = format!("{}/{account}", k.namespace);
             set(
                 "annotations",

@@ -60,12 +60,13 @@ pub struct Found {
 /// applied (their lines blanked, so every other document keeps its place), and returns the
 /// Kustomizations to carry out. `root`: the spec root within the repository, `waves`: the
 /// Kustomizations found in earlier passes (their waves, by `namespace/name`), `urls`: the
-/// URLs the repository is known by (normalised).
+/// URLs the repository is known by (normalised), bootstrap's GitRepository's added once
+/// found, so the passes after this one (a tenant's Kustomization another renders) know it.
 pub fn find(
     files: &mut [SourceFile],
     root: Option<&str>,
     waves: &mut BTreeMap<String, i32>,
-    urls: &std::collections::BTreeSet<String>,
+    urls: &mut std::collections::BTreeSet<String>,
 ) -> Found {
     let mut found = Found::default();
     let mut sources: BTreeMap<String, Value> = BTreeMap::new();
@@ -116,6 +117,7 @@ pub fn find(
     // bootstrap's GitRepository's all name this repository: one name for all of them.
     const THIS: &str = "\0this repository";
     let bootstrap = url_of("GitRepository/flux-system/flux-system");
+    urls.extend(bootstrap.clone());
     let this = |u: String| match urls.contains(&u) || Some(&u) == bootstrap.as_ref() {
         true => THIS.to_string(),
         false => u,
@@ -374,7 +376,7 @@ mod tests {
 
     /// `find` with no earlier passes and no URLs the repository is known by.
     fn find_in(files: &mut [SourceFile], root: Option<&str>) -> Found {
-        find(files, root, &mut BTreeMap::new(), &Default::default())
+        find(files, root, &mut BTreeMap::new(), &mut Default::default())
     }
 
     fn file(path: &str, text: &str) -> SourceFile {
@@ -416,7 +418,7 @@ mod tests {
             &mut files,
             Some("clusters/staging"),
             &mut waves,
-            &Default::default(),
+            &mut Default::default(),
         );
         assert!(found.errors.is_empty(), "{:?}", found.errors);
         let got: Vec<(&str, &str, i32, usize)> = found
@@ -446,6 +448,20 @@ mod tests {
             Some(&0),
             "the tree itself"
         );
+
+        // A Kustomization that `apps` renders (the next pass) comes after it.
+        let mut nested = vec![file(
+            "apps.yaml#flux.flux-system.apps",
+            &kustomization("tenant", "./tenant", ""),
+        )];
+        let found = find(
+            &mut nested,
+            Some("clusters/staging"),
+            &mut waves,
+            &mut Default::default(),
+        );
+        assert!(found.errors.is_empty(), "{:?}", found.errors);
+        assert_eq!(found.items[0].wave, 2, "one past apps' wave");
     }
 
     #[test]
@@ -895,6 +911,20 @@ mod tests {
         assert_eq!(a(1, "driftless.dev/apply"), "create-only");
         assert_eq!(a(1, "driftless.dev/substitute"), "disabled");
         assert_eq!(a(0, "driftless.dev/suspend"), Value::Null);
+        assert_eq!(a(0, "driftless.dev/service-account"), Value::Null);
+
+        // A tenant's account is asked; Flux's own controller's is driftless's own rights.
+        let account = |k: &Kustomization| {
+            let out = finish(built.as_bytes(), k).unwrap();
+            let docs: Vec<Value> =
+                serde_saphyr::from_multiple(std::str::from_utf8(&out).unwrap()).unwrap();
+            docs[0]["metadata"]["annotations"]["driftless.dev/service-account"].clone()
+        };
+        k.spec["serviceAccountName"] = json!("dev-team");
+        assert_eq!(account(&k), "flux-system/dev-team");
+        k.spec["serviceAccountName"] = json!("kustomize-controller");
+        assert_eq!(account(&k), Value::Null);
+        k.spec.as_object_mut().unwrap().remove("serviceAccountName");
 
         // Suspended: what it applies is held back; a HelmRelease it renders is Flux's
         // own object, held back only by its own `suspend`.

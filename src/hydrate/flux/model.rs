@@ -67,6 +67,23 @@ pub struct Kustomization {
 
 pub use super::artifact::{CopyRule, Strategy};
 
+/// Whether ServiceAccount `ns/name` is one of Flux's own controllers' (made by its install,
+/// which driftless leaves out, doing its job): naming it (flux2-multi-tenancy's platform
+/// Kustomization names `kustomize-controller`) asks for the rights Flux's install gives
+/// that account, the cluster's, which are driftless's own here.
+pub(super) fn is_flux_controller(ns: &str, name: &str) -> bool {
+    const CONTROLLERS: [&str; 7] = [
+        "source-controller",
+        "kustomize-controller",
+        "helm-controller",
+        "notification-controller",
+        "image-reflector-controller",
+        "image-automation-controller",
+        "source-watcher",
+    ];
+    ns == "flux-system" && CONTROLLERS.contains(&name)
+}
+
 pub(super) use crate::hydrate::app_yaml::{clean_path, documents, err, line_of, normalise_url};
 
 /// Whether source `kind/ns/name` is the repository being read: bootstrap's

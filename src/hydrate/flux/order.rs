@@ -15,6 +15,17 @@ pub(super) fn order(
     waves: &mut BTreeMap<String, i32>,
     errors: &mut Vec<SpecError>,
 ) {
+    // A Kustomization another one renders comes after it, as in Flux, where it exists
+    // (and runs) only once its parent has applied it: a tenant's objects are written
+    // once the platform's RBAC for them is in place.
+    let after_parent = |k: &Kustomization| {
+        crate::spec::app_of(&k.at.file)
+            .and_then(|app| {
+                let key = app.strip_prefix("flux/")?.to_string();
+                waves.get(&format!("kustomization/{key}")).map(|w| w + 1)
+            })
+            .unwrap_or(0)
+    };
     let nodes: Vec<Node> = items
         .iter()
         .map(|k| Node {
@@ -24,7 +35,7 @@ pub(super) fn order(
                 .map(|d| format!("kustomization/{d}"))
                 .collect(),
             at: k.at.clone(),
-            base: 0,
+            base: after_parent(k),
         })
         .collect();
     let ws = waves_of(&nodes, waves, errors);

@@ -202,7 +202,11 @@ pub(super) fn chart_release(
     }
     // Flux impersonates it for the release's objects: driftless writes only what it may
     // (over the account of the Kustomization that rendered the HelmRelease).
-    if let Some(account) = spec.get("serviceAccountName").and_then(Value::as_str) {
+    if let Some(account) = spec
+        .get("serviceAccountName")
+        .and_then(Value::as_str)
+        .filter(|a| !is_flux_controller(ns, a))
+    {
         release.annotations.insert(
             crate::spec::policy::SERVICE_ACCOUNT.to_string(),
             format!("{ns}/{account}"),
