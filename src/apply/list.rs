@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject, ListParams, ObjectMeta};
 
-use super::live::Live;
+use super::live::{Listed, Live};
 use super::plan::Planned;
 use super::{ApplyError, Engine, ObjKey, Resolved};
 use crate::object::ownership;
@@ -16,7 +16,7 @@ const LIST_FROM: usize = 8;
 
 /// What exists of the desired objects, as far as a sync has read them.
 pub(super) struct Existing {
-    pub(super) live: HashMap<ObjKey, Live>,
+    pub(super) live: HashMap<ObjKey, Listed>,
     /// Read, present or absent; the rest (kinds served only after planning) are read
     /// when applied.
     pub(super) known: BTreeSet<ObjKey>,
@@ -28,7 +28,9 @@ impl Existing {
     /// Known absent (`Some(None)`), known present, or unknown (`None`). Moved out, not
     /// copied: each object is applied once.
     pub(super) fn take(&mut self, key: &ObjKey) -> Option<Option<Live>> {
-        self.known.contains(key).then(|| self.live.remove(key))
+        self.known
+            .contains(key)
+            .then(|| self.live.remove(key).map(Listed::unpack))
     }
 }
 
@@ -56,7 +58,7 @@ impl Engine {
         let mut known: BTreeSet<ObjKey> = live.keys().cloned().collect();
         for (key, found) in self.read_unlisted(planned, &live).await {
             if let Some(v) = found {
-                live.insert(key.clone(), v);
+                live.insert(key.clone(), Listed::of(v));
             }
             known.insert(key);
         }
@@ -80,7 +82,7 @@ impl Engine {
         planned: &[Planned<'_>],
         whole: bool,
         list_from: usize,
-    ) -> Result<(HashMap<ObjKey, Live>, BTreeMap<String, String>), ApplyError> {
+    ) -> Result<(HashMap<ObjKey, Listed>, BTreeMap<String, String>), ApplyError> {
         let mut kinds: BTreeMap<String, (&Resolved, usize)> = BTreeMap::new();
         for p in planned {
             if let Ok(r) = &p.resolved {
@@ -110,12 +112,12 @@ impl Engine {
                         api_version: r.resource.api_version.clone(),
                         kind: r.resource.kind.clone(),
                     });
-                    (key(&obj.metadata), Live::of(obj, &self.opts))
+                    (key(&obj.metadata), Listed::of(Live::of(obj, &self.opts)))
                 })
                 .await
             } else {
                 list_meta_map(&api, selector, |meta| {
-                    (key(&meta), Live::of_meta(meta, r, &self.opts))
+                    (key(&meta), Listed::of_meta(meta, r, &self.opts))
                 })
                 .await
             };
@@ -151,7 +153,7 @@ impl Engine {
     async fn read_unlisted(
         &self,
         planned: &[Planned<'_>],
-        ours: &HashMap<ObjKey, Live>,
+        ours: &HashMap<ObjKey, Listed>,
     ) -> Vec<(ObjKey, Option<Live>)> {
         let mut groups: BTreeMap<(String, String), Vec<&Planned<'_>>> = BTreeMap::new();
         for p in planned.iter().filter(|p| !ours.contains_key(&p.key)) {

@@ -5,6 +5,7 @@ use serde_json::Value;
 
 use super::hash::owned_fields_hash_of;
 use super::{Options, Resolved};
+use crate::object::Packed;
 
 /// A live object as the engine keeps it: its JSON without `metadata.managedFields`, and
 /// the hash of the fields `manager` owns, taken from them first. managedFields are a
@@ -48,6 +49,58 @@ pub fn live_parts(
     (Value::Object(v), fields)
 }
 
+/// A listed object held until the sync reaches it: packed, and unpacked once, when it is
+/// taken. A sync lists every object it owns before it applies any, and as `Value`s the
+/// 20,000 listed objects of a 10,000-spec tree held 54 MiB (a map node is about 600
+/// bytes however few keys it has) on top of the rendered tree; as text, about a fifth.
+#[derive(Debug, Clone)]
+pub(super) struct Listed {
+    body: Packed,
+    fields: String,
+}
+
+impl Listed {
+    pub(super) fn of(live: Live) -> Listed {
+        Listed {
+            body: Packed::new(&live.value),
+            fields: live.fields,
+        }
+    }
+
+    /// From a metadata-only list item: enough for ownership, the UID and the no-write
+    /// rule, which is all a sync reads of an object it does not write. Packed straight
+    /// from the metadata, never a `Value`.
+    pub(super) fn of_meta(mut meta: ObjectMeta, r: &Resolved, opts: &Options) -> Listed {
+        #[derive(serde::Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Shell<'a> {
+            api_version: &'a str,
+            kind: &'a str,
+            metadata: &'a ObjectMeta,
+        }
+        let fields = owned_fields_hash_of(&meta, &opts.field_manager);
+        meta.managed_fields = None;
+        let body = Packed::of(&Shell {
+            api_version: &r.resource.api_version,
+            kind: &r.resource.kind,
+            metadata: &meta,
+        });
+        Listed { body, fields }
+    }
+
+    /// The listed object as a value, read back now.
+    pub(super) fn value(&self) -> Value {
+        self.body.value()
+    }
+
+    pub(super) fn unpack(self) -> Live {
+        Live {
+            value: self.body.value(),
+            fields: self.fields,
+        }
+    }
+}
+
 impl Live {
     pub(super) fn of(obj: DynamicObject, opts: &Options) -> Live {
         let (value, fields) = live_parts(obj, None, &opts.field_manager);
@@ -56,21 +109,6 @@ impl Live {
             None => value,
         };
         Live { value, fields }
-    }
-
-    /// From a metadata-only list item: enough for ownership, the UID and the no-write
-    /// rule, which is all a sync reads of an object it does not write.
-    pub(super) fn of_meta(mut meta: ObjectMeta, r: &Resolved, opts: &Options) -> Live {
-        let fields = owned_fields_hash_of(&meta, &opts.field_manager);
-        meta.managed_fields = None;
-        Live {
-            value: serde_json::json!({
-                "apiVersion": r.resource.api_version,
-                "kind": r.resource.kind,
-                "metadata": meta,
-            }),
-            fields,
-        }
     }
 }
 
@@ -102,5 +140,42 @@ mod tests {
         assert_eq!(live.fields, want);
         assert!(live.value["metadata"].get("managedFields").is_none());
         assert_eq!(live.value["spec"], full["spec"]);
+    }
+
+    #[test]
+    fn a_listed_metadata_item_unpacks_as_the_object_it_stands_for() {
+        let meta: ObjectMeta = serde_json::from_value(json!({
+            "name": "web", "namespace": "n", "uid": "u-1",
+            "labels": {"driftless.dev/instance": "i"},
+            "managedFields": [{"manager": "driftless", "operation": "Apply",
+                "apiVersion": "apps/v1", "fieldsType": "FieldsV1",
+                "fieldsV1": {"f:spec": {"f:replicas": {}}}}]
+        }))
+        .unwrap();
+        let want = owned_fields_hash_of(&meta, "driftless");
+        let r = Resolved {
+            resource: kube::discovery::ApiResource {
+                group: "apps".into(),
+                version: "v1".into(),
+                api_version: "apps/v1".into(),
+                kind: "Deployment".into(),
+                plural: "deployments".into(),
+            },
+            namespaced: true,
+        };
+        let opts = Options {
+            field_manager: "driftless".into(),
+            ..Options::default()
+        };
+        let listed = Listed::of_meta(meta, &r, &opts);
+        let live = listed.clone().unpack();
+        assert_eq!(live.fields, want);
+        assert_eq!(
+            live.value,
+            json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {
+                "name": "web", "namespace": "n", "uid": "u-1",
+                "labels": {"driftless.dev/instance": "i"}}})
+        );
+        assert_eq!(listed.value(), live.value);
     }
 }

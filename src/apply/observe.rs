@@ -85,7 +85,7 @@ impl Engine {
             .0
             .into_iter()
             .filter(|(k, _)| wanted.contains(k))
-            .map(|(k, l)| (k, l.value))
+            .map(|(k, l)| (k, l.value()))
             .collect();
         let mut pods = HashMap::new();
         for p in planned

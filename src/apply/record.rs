@@ -89,7 +89,7 @@ pub(super) fn pending(
         let takeable = existing
             .live
             .get(&p.key)
-            .is_none_or(|l| claim(&l.value, &opts.instance, p.adopt).is_ok());
+            .is_none_or(|l| claim(&l.value(), &opts.instance, p.adopt).is_ok());
         if !takeable {
             continue;
         }

@@ -24,8 +24,14 @@ pub struct Packed(Box<str>);
 
 impl Packed {
     pub fn new(value: &Value) -> Packed {
-        // Serialising a `Value` cannot fail (its map keys are strings).
-        Packed(serde_json::to_string(value).unwrap_or_default().into())
+        Packed::of(value)
+    }
+
+    /// Anything serialisable, packed without building a `Value` first. A type that fails
+    /// to serialise (a map with non-string keys: none of ours) packs as `null`.
+    pub fn of(value: &impl serde::Serialize) -> Packed {
+        let text = serde_json::to_string(value).unwrap_or_else(|_| "null".to_string());
+        Packed(text.into())
     }
 
     /// The compact text: what two views are compared by without reading them back.
