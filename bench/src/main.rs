@@ -3,12 +3,14 @@
 //! and how they scale, each against kubectl and a raw server-side-apply loop; prints a
 //! table and writes JSON. `--helm N` runs the Helm workload instead, `--ui N,N` the web
 //! UI's (headless Chromium, no cluster), `--preview N` a pull request's preview (no cluster), `--stages N,N` the pure stages'
-//! instruction counts (valgrind, no cluster). Run on demand, never as part of the test suite.
+//! instruction counts (valgrind, no cluster), `--scale N,N` the daemon on N specs (first
+//! sync, no-op resync, restart). Run on demand, never as part of the test suite.
 
 mod helm;
 mod measure;
 mod preview;
 mod report;
+mod scale;
 mod stages;
 mod ui;
 
@@ -86,6 +88,13 @@ pub struct Args {
     /// bench/results/stages-latest.json unless --out says otherwise.
     #[arg(long, value_name = "N,N", value_delimiter = ',')]
     pub stages: Option<Vec<usize>>,
+    /// Run the scale workload instead: the daemon on a tree of N elasticweb specs (one
+    /// file each) at each of these sizes: its first sync until every spec is ready, a
+    /// no-op resync, a restart after SIGKILL; time, CPU, memory and the apiserver's
+    /// requests, per spec against the smallest N and against the last committed run.
+    /// Results go to bench/results/scale-latest.json unless --out says otherwise.
+    #[arg(long, value_name = "N,N", value_delimiter = ',')]
+    pub scale: Option<Vec<usize>>,
     /// One stage in this process (what --stages runs under callgrind).
     #[arg(long, hide = true, value_name = "STAGE")]
     pub stage_child: Option<String>,
@@ -137,6 +146,19 @@ async fn main() -> anyhow::Result<()> {
         "{} not found: build it (cargo build --release) or pass --driftless",
         driftless.display()
     );
+    if let Some(sizes) = args.scale.clone() {
+        // The baseline is read from where the results go.
+        if args.out == Path::new("bench/results/latest.json") {
+            args.out = PathBuf::from("bench/results/scale-latest.json");
+        }
+        let results = scale::run(&args, &driftless, &sizes).await?;
+        return write_results(
+            &args,
+            "scale-latest.json",
+            &results,
+            &scale::markdown(&results),
+        );
+    }
     if let Some(sizes) = &args.ui {
         let results = ui::run(&args, &driftless, sizes).await?;
         return write_results(&args, "ui-latest.json", &results, &ui::markdown(&results));
