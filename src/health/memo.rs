@@ -34,9 +34,17 @@ impl Judged {
         judge(Some(self), specs, objects, observed, now)
     }
 
-    /// Forgets every verdict: what the specs render to changed (a spec, a rule, a node).
+    /// Forgets every verdict: what the specs render to changed (a rule, a node).
     pub fn clear(&mut self) {
         self.ready.clear();
+    }
+
+    /// Forgets the verdicts of `specs`: they changed, and a verdict is judged of the spec
+    /// as much as of its objects (an elasticweb's figures).
+    pub fn forget<'a>(&mut self, specs: impl IntoIterator<Item = &'a SpecId>) {
+        for spec in specs {
+            self.ready.remove(spec);
+        }
     }
 }
 
@@ -221,5 +229,18 @@ mod tests {
         let after = memo.tree_health(&tree.specs, &expected, &ready, now());
         assert_eq!(memo.last_judged, 1);
         assert_eq!(after.iter().filter(|h| h.ready).count(), 1, "{after:?}");
+    }
+
+    #[test]
+    fn forget_drops_only_the_specs_named() {
+        let (tree, objects) = tree();
+        let expected = expected(&objects);
+        let mut memo = Judged::default();
+        let ready = observed(&objects, |_| 1);
+        memo.tree_health(&tree.specs, &expected, &ready, now());
+        let web = tree.specs.iter().find(|s| s.id.name == "web").unwrap();
+        memo.forget([&web.id]);
+        memo.tree_health(&tree.specs, &expected, &ready, now());
+        assert_eq!(memo.last_judged, 1, "web alone judged again");
     }
 }

@@ -1131,3 +1131,59 @@ fn a_spec_the_tree_suspends_is_held_until_the_tree_lets_it_go() {
         "{keys:?}"
     );
 }
+
+/// Every object of `state`'s tree live and ready, as the watch would report them.
+fn all_ready(state: &State) -> crate::object::Observed {
+    let mut observed = crate::object::Observed::default();
+    for e in state.expected() {
+        let status = match e.key.kind.as_str() {
+            "Deployment" => json!({"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1,
+                "readyReplicas": 1, "availableReplicas": 1, "conditions": [
+                    {"type": "Available", "status": "True"},
+                    {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable"}]}),
+            _ => json!({}),
+        };
+        let live = json!({"apiVersion": e.api_version, "kind": e.key.kind,
+            "metadata": {"name": e.key.name, "namespace": e.key.namespace, "generation": 1},
+            "spec": {"clusterIP": "10.0.0.10", "replicas": 1}, "status": status});
+        observed.objects.insert(
+            e.key.clone(),
+            Packed::new(&crate::health::readiness_view(live)),
+        );
+    }
+    observed
+}
+
+#[test]
+fn ready_verdicts_stand_through_a_resync_and_go_with_a_changed_spec() {
+    let mut state = State::new("dir:/specs".into(), true);
+    new_revision(&mut state, "r1", webs(&[("a", 100), ("b", 100)]));
+    state.rerender("default", |_, _| {}).unwrap();
+    let judge = |state: &mut State| {
+        let observed = all_ready(state);
+        let tree = state.tree.clone().unwrap();
+        let mut judged = std::mem::take(&mut state.judged);
+        let healths =
+            judged.tree_health(&tree.specs, state.expected(), &observed, Timestamp::now());
+        state.judged = judged;
+        assert!(healths.iter().all(|h| h.ready), "{healths:?}");
+        state.judged.last_judged
+    };
+    assert_eq!(judge(&mut state), 2);
+    // A resync: the same files read again and rendered to the same objects.
+    new_revision(&mut state, "r1", webs(&[("a", 100), ("b", 100)]));
+    state.rerender("default", |_, _| {}).unwrap();
+    assert_eq!(
+        judge(&mut state),
+        0,
+        "nothing changed: nothing judged again"
+    );
+    // b's qps changes (its figures do; its one replica does not): b alone is judged.
+    new_revision(&mut state, "r2", webs(&[("a", 100), ("b", 90)]));
+    state.rerender("default", |_, _| {}).unwrap();
+    assert_eq!(judge(&mut state), 1);
+    // A spec added renders new objects: every verdict is judged again.
+    new_revision(&mut state, "r3", webs(&[("a", 100), ("b", 90), ("c", 100)]));
+    state.rerender("default", |_, _| {}).unwrap();
+    assert_eq!(judge(&mut state), 3);
+}
