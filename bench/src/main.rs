@@ -6,6 +6,7 @@
 //! instruction counts (valgrind, no cluster), `--scale N,N` the daemon on N specs (first
 //! sync, no-op resync, restart). Run on demand, never as part of the test suite.
 
+mod baseline;
 mod helm;
 mod measure;
 mod preview;

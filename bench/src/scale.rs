@@ -17,7 +17,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context as _, anyhow, bail};
@@ -27,8 +27,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
-use crate::Args;
-use crate::measure::{CpuProbe, free_port, machine, proc_status_kib};
+use crate::measure::{CpuProbe, free_port, machine, proc_status_kib, process_cpu_s};
+use crate::{Args, baseline};
 
 const TOKEN: &str = "driftless-bench-scale";
 /// No first sync or restart takes this long even at 20,000 specs (about 25 minutes on
@@ -144,13 +144,13 @@ pub async fn run(args: &Args, driftless: &Path, sizes: &[usize]) -> anyhow::Resu
     }
     let mut results = ScaleResults {
         date: Timestamp::now().strftime("%Y-%m-%d %H:%M UTC").to_string(),
-        commit: head_commit(),
+        commit: baseline::this_commit(),
         machine: serde_json::to_value(machine())?,
         apiserver_version,
         points,
         baseline_commit: None,
     };
-    if let Some(base) = committed(&args.out) {
+    if let Some(base) = baseline::committed(&args.out) {
         compare(&mut results, &base);
     }
     Ok(results)
@@ -373,15 +373,6 @@ fn is_alive(pid: u32) -> bool {
         .unwrap_or(false)
 }
 
-fn process_cpu_s(pid: u32) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let f: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    let ticks = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    Some(ticks / if hz > 0 { hz as f64 } else { 100.0 })
-}
-
 fn mib(kib: Option<f64>) -> f64 {
     kib.map_or(f64::NAN, |k| k / 1024.0)
 }
@@ -468,26 +459,6 @@ fn delta(before: &BTreeMap<String, u64>, after: &BTreeMap<String, u64>) -> BTree
 fn only_writes(mut counts: BTreeMap<String, u64>) -> BTreeMap<String, u64> {
     counts.retain(|k, _| is_write(k));
     counts
-}
-
-fn head_commit() -> String {
-    Command::new("git")
-        .args(["rev-parse", "--short", "HEAD"])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_else(|| "unknown".into())
-}
-
-fn committed(path: &Path) -> Option<ScaleResults> {
-    let out = Command::new("git")
-        .arg("show")
-        .arg(format!("HEAD:{}", path.display()))
-        .output()
-        .ok()
-        .filter(|o| o.status.success())?;
-    serde_json::from_slice(&out.stdout).ok()
 }
 
 fn compare(results: &mut ScaleResults, base: &ScaleResults) {

@@ -29,7 +29,7 @@ use driftless::report::snapshot::Snapshot;
 use driftless::spec::{SourceFile, SpecTree, parse_files};
 use driftless_bench::generate::{self, Edits, Tree};
 
-use crate::Args;
+use crate::{Args, baseline};
 
 pub const STAGES: [&str; 6] = ["load", "render", "diff", "health", "refresh", "status"];
 
@@ -114,28 +114,15 @@ pub async fn run(args: &Args, sizes: &[usize]) -> anyhow::Result<StageResults> {
     }
     let mut results = StageResults {
         date: Timestamp::now().strftime("%Y-%m-%d %H:%M UTC").to_string(),
-        commit: output(Command::new("git").args(["describe", "--always", "--dirty"]))
-            .map(|s| s.trim().to_string())
-            .unwrap_or_default(),
+        commit: baseline::this_commit(),
         valgrind: valgrind.trim().to_string(),
         points,
         baseline_commit: None,
     };
-    if let Some(base) = committed(&args.out) {
+    if let Some(base) = baseline::committed(&args.out) {
         compare(&mut results, &base);
     }
     Ok(results)
-}
-
-/// The run committed at `path` in HEAD, if any.
-fn committed(path: &Path) -> Option<StageResults> {
-    let text = output(
-        Command::new("git")
-            .arg("show")
-            .arg(format!("HEAD:{}", path.display())),
-    )
-    .ok()?;
-    serde_json::from_str(&text).ok()
 }
 
 fn compare(results: &mut StageResults, base: &StageResults) {

@@ -86,15 +86,20 @@ fn cluster_cpu_s() -> Option<f64> {
     }
     let mut total = 0.0;
     for pid in pids {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        // After "pid (comm) ": state is field 3; utime, stime are fields 14, 15.
-        let rest = stat.rsplit_once(')')?.1;
-        let f: Vec<&str> = rest.split_whitespace().collect();
-        let utime: f64 = f.get(11)?.parse().ok()?;
-        let stime: f64 = f.get(12)?.parse().ok()?;
-        total += (utime + stime) / ticks();
+        total += process_cpu_s(pid)?;
     }
     Some(total)
+}
+
+/// The CPU time (user and system) process `pid` has used, in seconds.
+pub(crate) fn process_cpu_s(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After "pid (comm) ": state is field 3; utime, stime are fields 14, 15.
+    let rest = stat.rsplit_once(')')?.1;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let utime: f64 = f.get(11)?.parse().ok()?;
+    let stime: f64 = f.get(12)?.parse().ok()?;
+    Some((utime + stime) / ticks())
 }
 
 /// Busy CPU time of the whole machine (all cores), from /proc/stat.

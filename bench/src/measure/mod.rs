@@ -29,6 +29,7 @@ mod cpu;
 mod daemon;
 mod runs;
 
+pub(crate) use cpu::process_cpu_s;
 pub use cpu::{CpuProbe, CpuUse};
 use runs::{cold_of, diff_of, noop_of};
 
