@@ -60,7 +60,7 @@ async fn objects_an_earlier_driftless_marked_stay_ours_and_take_the_new_marks() 
     // with the old labels too (the inventory's format has not changed).
     let tree = driftless::spec::load_dir(root).unwrap();
     for o in support::render(&client, &instance, &tree).await {
-        let old = as_earlier_driftless_rendered(o.body.clone(), &o.kind, &o.name);
+        let old = as_earlier_driftless_rendered(o.body.value(), &o.kind, &o.name);
         support::apply_manifest_as(&client, &old, "driftless").await;
     }
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);

@@ -28,7 +28,8 @@ async fn dry_run(
         _ => Api::all_with(client.clone(), &ar),
     };
     let pp = PatchParams::apply("driftless").dry_run();
-    api.patch(&obj.name, &pp, &Patch::Apply(&obj.body)).await
+    api.patch(&obj.name, &pp, &Patch::Apply(&obj.body.value()))
+        .await
 }
 
 #[tokio::test]
@@ -154,7 +155,7 @@ spec = {{ size = 3 }}
     crds.patch(
         &crd_obj.name,
         &PatchParams::apply("driftless-test"),
-        &Patch::Apply(&crd_obj.body),
+        &Patch::Apply(&crd_obj.body.value()),
     )
     .await
     .unwrap();

@@ -100,7 +100,7 @@ async fn serial_secret_hashes_are_keyed_and_unchanged_secrets_are_not_written() 
         objects
             .iter()
             .find(|o| o.kind == kind)
-            .map(|o| o.body.clone())
+            .map(|o| o.body.value())
             .unwrap()
     };
     // The test reproduces the body driftless sends exactly: the ConfigMap's plain hash
@@ -167,7 +167,7 @@ async fn serial_secret_hashes_are_keyed_and_unchanged_secrets_are_not_written() 
     let secret_body = changed_objects
         .iter()
         .find(|o| o.kind == "Secret")
-        .map(|o| o.body.clone())
+        .map(|o| o.body.value())
         .unwrap();
     let inventory = Api::<ConfigMap>::namespaced(client.clone(), "driftless-system");
     let shard_name = format!("driftless-inventory-{ns}-0");

@@ -418,7 +418,8 @@ fn yaml_null_labels_and_annotations_still_carry_the_ownership_marks() {
     }];
     let tree = parse_files(&files).unwrap();
     let objects = render(&tree, &Facts::default()).unwrap();
-    let meta = &objects[0].body["metadata"];
+    let body = objects[0].body.value();
+    let meta = &body["metadata"];
     assert_eq!(meta["labels"]["driftless.dev/instance"], "default");
     assert_eq!(
         meta["annotations"]["driftless.dev/spec"],

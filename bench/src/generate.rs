@@ -254,15 +254,15 @@ mod tests {
                 .unwrap()
         };
         assert_eq!(
-            deployment(100).body["spec"]["template"]["spec"]["containers"][0]["image"],
+            deployment(100).body.value()["spec"]["template"]["spec"]["containers"][0]["image"],
             IMAGE_CHANGED
         );
         assert_eq!(
-            deployment(1).body["spec"]["template"]["spec"]["containers"][0]["image"],
+            deployment(1).body.value()["spec"]["template"]["spec"]["containers"][0]["image"],
             IMAGE
         );
         for i in edit_targets(200, 3) {
-            assert_eq!(deployment(i).body["spec"]["replicas"], 1, "{i}");
+            assert_eq!(deployment(i).body.value()["spec"]["replicas"], 1, "{i}");
         }
     }
 

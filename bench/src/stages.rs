@@ -359,7 +359,7 @@ fn ready(objects: &[Object]) -> Observed {
 
 /// `o` live at its `generation`, done.
 fn live(o: &Object, generation: i64) -> Value {
-    let mut live = o.body.clone();
+    let mut live = o.body.value();
     live["metadata"]["generation"] = json!(generation);
     live["metadata"]["uid"] = json!(format!("uid-{}", o.name));
     if let Some(status) = status_of(o, generation) {
@@ -369,7 +369,11 @@ fn live(o: &Object, generation: i64) -> Value {
 }
 
 fn status_of(o: &Object, generation: i64) -> Option<Value> {
-    let replicas = o.body.pointer("/spec/replicas").and_then(Value::as_i64);
+    let replicas = o
+        .body
+        .value()
+        .pointer("/spec/replicas")
+        .and_then(Value::as_i64);
     match o.kind.as_str() {
         "Deployment" | "StatefulSet" => {
             let r = replicas.unwrap_or(1);

@@ -70,7 +70,8 @@ fn check(name: &str, data: &[u8]) {
             "name {:?}",
             o.name
         );
-        let meta = &o.body["metadata"];
+        let body = o.body.value();
+        let meta = &body["metadata"];
         let labels = meta["labels"].as_object().expect("labels");
         for (k, v) in labels {
             let v = v.as_str().expect("label values are strings");

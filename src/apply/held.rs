@@ -31,6 +31,7 @@ impl Engine {
                 continue;
             }
             let keyed = p.key.is("", "Secret") || p.obj.policy.sealed;
+            let p = p.shaped();
             let plain = body_hashes(&p.body, None).applied;
             let key = match keyed {
                 true => self.existing_hash_key().await,

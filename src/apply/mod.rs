@@ -70,7 +70,7 @@ type Outcome = (usize, ObjectResult, Option<Entry>);
 /// instance created (`e`): it has run, and is not created again, so not run again, until
 /// what it runs changes (the caller compares `e`'s intent). Anything else that is gone is
 /// created again.
-fn removed_by_its_ttl(p: &Planned<'_>, e: &inventory::Entry) -> bool {
+fn removed_by_its_ttl(p: &plan::Shaped<'_, '_>, e: &inventory::Entry) -> bool {
     p.key.is("batch", "Job")
         && p.body.pointer("/spec/ttlSecondsAfterFinished").is_some()
         && e.uid.is_some()

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::hash::{BodyHashes, body_hashes};
 use super::live::Live;
-use super::plan::Planned;
+use super::plan::{Planned, Shaped};
 use super::{Action, Engine, Entry, ObjectResult, Packed, Verb, record, replace, warned};
 use crate::cluster::error_text;
 use crate::object::{Claim, claim};
@@ -30,7 +30,7 @@ impl Engine {
     async fn drift_seen(
         &self,
         api: &Api<DynamicObject>,
-        p: &Planned<'_>,
+        p: &Shaped<'_, '_>,
         key: Option<&super::hash::HashKey>,
     ) -> Option<Box<super::drift::DriftSeen>> {
         let whole = api.get(&p.key.name).await.ok()?;
@@ -47,13 +47,14 @@ impl Engine {
     ) -> (ObjectResult, Option<Entry>) {
         use tracing::Instrument as _;
         let span = tracing::info_span!("apply", spec = %p.obj.spec, object = %p.key);
+        let p = &p.shaped();
         let (mut result, entry) = self.apply_one_inner(p, live, entry).instrument(span).await;
         // The apiserver's answer may quote the object, and a sealed one's values are
         // plaintext decrypted from a SOPS file: they never reach a status or a log.
         if p.obj.policy.sealed
             && let Action::Failed(m) | Action::Conflict(m) = &mut result.action
         {
-            *m = crate::spec::sops::redact_sealed(m, &p.obj.body);
+            *m = crate::spec::sops::redact_sealed(m, p.full.as_ref().unwrap_or(&p.body));
         }
         // In our words, once: kube's own log line of the refused request is silenced.
         if let Action::Failed(m) | Action::Conflict(m) = &result.action {
@@ -73,7 +74,7 @@ impl Engine {
     /// the CRD's write was answered): such a refusal is asked again, bounded by `crd_wait`.
     async fn apply_settled(
         &self,
-        p: &Planned<'_>,
+        p: &Shaped<'_, '_>,
         resolved: &super::resolve::Resolved,
         namespace: Option<&str>,
         pp: &PatchParams,
@@ -100,7 +101,7 @@ impl Engine {
 
     async fn apply_one_inner(
         &self,
-        p: &Planned<'_>,
+        p: &Shaped<'_, '_>,
         live: Option<Option<Live>>,
         entry: Option<Entry>,
     ) -> (ObjectResult, Option<Entry>) {
@@ -152,9 +153,10 @@ impl Engine {
                     match super::managers::without(&p.body, &owned) {
                         Cow::Borrowed(_) => p,
                         Cow::Owned(body) => {
-                            stripped = Planned {
-                                body: Cow::Owned(body),
-                                ..p.clone()
+                            stripped = Shaped {
+                                p: p.p,
+                                body,
+                                full: p.full.clone(),
                             };
                             &stripped
                         }
@@ -308,7 +310,7 @@ impl Engine {
         // A create sends the ignored fields too: their first value is the spec's.
         let body = match (&live, &p.full) {
             (None, Some(full)) => full,
-            _ => p.body.as_ref(),
+            _ => &p.body,
         };
         let mut warnings = Vec::new();
         let written = if self.without_apply(&p.key).await {
@@ -413,7 +415,7 @@ impl Engine {
     /// Delete, wait until gone, create: for changes the object cannot take in place.
     async fn replace(
         &self,
-        p: &Planned<'_>,
+        p: &Shaped<'_, '_>,
         api: &Api<DynamicObject>,
         live: &Value,
         applied: String,
@@ -472,7 +474,7 @@ impl Engine {
             }
         }
         self.writes.count(Verb::Patch);
-        let body = p.full.as_ref().unwrap_or(p.body.as_ref());
+        let body = p.full.as_ref().unwrap_or(&p.body);
         let created = api
             .patch(
                 &p.key.name,

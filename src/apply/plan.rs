@@ -12,22 +12,58 @@ use crate::object::pointer;
 use crate::render::Object;
 use crate::spec::SpecId;
 
-/// An object ready to apply (or diff): its API resolved (or the reason it is not).
+/// An object ready to apply (or diff): its API resolved (or the reason it is not). Its
+/// body is not held: a sync plans every object before it applies any, and bodies as
+/// `Value`s for all of them were half of a sync's memory. `shaped` makes it at the
+/// object's turn.
 #[derive(Clone)]
 pub(super) struct Planned<'a> {
     pub(super) obj: &'a Object,
     pub(super) key: ObjKey,
-    /// The body with the namespace discovery says it has (none when cluster-scoped),
-    /// without the fields the policy ignores: what an existing object is sent.
-    pub(super) body: Cow<'a, Value>,
-    /// The whole body, for a create, when the policy ignores fields it has.
-    pub(super) full: Option<Value>,
     pub(super) resolved: Result<Resolved, String>,
     pub(super) adopt: bool,
     /// A custom resource whose CRD this sync wrote: the apiserver takes up a new schema a
     /// moment after the CRD's write is answered, and there is no condition to wait for, so
     /// a field refusal is asked again until then (`crd_wait`).
     pub(super) schema_settling: bool,
+}
+
+/// A planned object with its body made: what apply, diff and the checks before a write
+/// read.
+pub(super) struct Shaped<'p, 'a> {
+    pub(super) p: &'p Planned<'a>,
+    /// The body with the namespace discovery says it has (none when cluster-scoped),
+    /// without the fields the policy ignores: what an existing object is sent.
+    pub(super) body: Value,
+    /// The whole body, for a create, when the policy ignores fields it has.
+    pub(super) full: Option<Value>,
+}
+
+impl<'a> std::ops::Deref for Shaped<'_, 'a> {
+    type Target = Planned<'a>;
+
+    fn deref(&self) -> &Planned<'a> {
+        self.p
+    }
+}
+
+impl<'a> Planned<'a> {
+    /// The body as it is sent: in the namespace of `key` (none when cluster-scoped),
+    /// normalised for the cluster, without the fields the policy ignores.
+    pub(super) fn shaped(&self) -> Shaped<'_, 'a> {
+        let mut body = self.obj.body.value();
+        let namespace = (!self.key.namespace.is_empty()).then_some(self.key.namespace.as_str());
+        if !body["metadata"].is_object() || body["metadata"]["namespace"].as_str() != namespace {
+            crate::render::set_namespace(&mut body, namespace);
+        }
+        let body = normalize::compatible(self.obj.group(), &self.obj.kind, Cow::Owned(body));
+        let (body, full) = without_ignored(body.into_owned(), &self.obj.policy.ignore_fields);
+        Shaped {
+            p: self,
+            body,
+            full,
+        }
+    }
 }
 
 impl Engine {
@@ -55,9 +91,7 @@ impl Engine {
                     crate::cluster::error_text(&e)
                 )),
             };
-            let (body, namespace) = fix_namespace(obj, resolved.as_ref().ok());
-            let body = normalize::compatible(obj.group(), &obj.kind, body);
-            let (body, full) = without_ignored(body, &obj.policy.ignore_fields);
+            let namespace = namespace_of(obj, resolved.as_ref().ok());
             out.push(Planned {
                 key: ObjKey {
                     group: obj.group().to_string(),
@@ -65,8 +99,6 @@ impl Engine {
                     namespace: namespace.unwrap_or_default(),
                     name: obj.name.clone(),
                 },
-                body,
-                full,
                 resolved,
                 adopt: self.opts.adopt || adopt_specs.contains(&obj.spec),
                 schema_settling: false,
@@ -162,10 +194,7 @@ impl Engine {
         let deadline = tokio::time::Instant::now() + self.opts.crd_wait;
         loop {
             if let Ok(r) = self.resolver.resolve(&p.obj.api_version, &p.obj.kind).await {
-                let (body, namespace) = fix_namespace(p.obj, Some(&r));
-                let body = normalize::compatible(p.obj.group(), &p.obj.kind, body);
-                (p.body, p.full) = without_ignored(body, &p.obj.policy.ignore_fields);
-                p.key.namespace = namespace.unwrap_or_default();
+                p.key.namespace = namespace_of(p.obj, Some(&r)).unwrap_or_default();
                 p.resolved = Ok(r);
                 return true;
             }
@@ -216,30 +245,21 @@ struct CrdServes {
 }
 
 /// `body` without the fields `ignored` names, and the whole body when that took any.
-fn without_ignored<'a>(
-    body: Cow<'a, Value>,
-    ignored: &[String],
-) -> (Cow<'a, Value>, Option<Value>) {
+fn without_ignored(body: Value, ignored: &[String]) -> (Value, Option<Value>) {
     if !ignored.iter().any(|p| body.pointer(p).is_some()) {
         return (body, None);
     }
-    let full = body.into_owned();
-    let mut sent = full.clone();
+    let mut sent = body.clone();
     for p in ignored {
         pointer::remove(&mut sent, p);
     }
-    (Cow::Owned(sent), Some(full))
+    (sent, Some(body))
 }
 
-/// Discovery knows the scope for certain: a cluster-scoped object loses any namespace, a
-/// namespaced one without a namespace gets "default".
-/// The body is borrowed when it already says so (every rendered kind's does): a copy of
-/// every body per sync was a third of a sync's memory.
-fn fix_namespace<'a>(
-    obj: &'a Object,
-    resolved: Option<&Resolved>,
-) -> (Cow<'a, Value>, Option<String>) {
-    let namespace = match resolved.map(|r| r.namespaced) {
+/// Discovery knows the scope for certain: a cluster-scoped object has no namespace, a
+/// namespaced one without a namespace is in "default".
+fn namespace_of(obj: &Object, resolved: Option<&Resolved>) -> Option<String> {
+    match resolved.map(|r| r.namespaced) {
         Some(false) => None,
         Some(true) => Some(
             obj.namespace
@@ -247,13 +267,5 @@ fn fix_namespace<'a>(
                 .unwrap_or_else(|| "default".to_string()),
         ),
         None => obj.namespace.clone(),
-    };
-    if obj.body["metadata"].is_object()
-        && obj.body["metadata"]["namespace"].as_str() == namespace.as_deref()
-    {
-        return (Cow::Borrowed(&obj.body), namespace);
     }
-    let mut body = obj.body.clone();
-    crate::render::set_namespace(&mut body, namespace.as_deref());
-    (Cow::Owned(body), namespace)
 }

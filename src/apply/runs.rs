@@ -20,11 +20,12 @@ use crate::object::ownership::{HOOK_RUN, INSTANCE, SPEC};
 use crate::render::Object;
 
 /// The `generateName` prefix `obj` is created from, when it has no name.
-pub(super) fn generated(obj: &Object) -> Option<&str> {
-    let meta = obj.body.get("metadata")?;
+pub(super) fn generated(obj: &Object) -> Option<String> {
+    let body = obj.body.value();
+    let meta = body.get("metadata")?;
     match meta.get("name") {
         Some(Value::String(_)) => None,
-        _ => meta.get("generateName")?.as_str(),
+        _ => meta.get("generateName")?.as_str().map(str::to_string),
     }
 }
 
@@ -71,8 +72,9 @@ impl Engine {
             },
             false => None,
         };
+        let p = p.shaped();
         let BodyHashes { applied, shape } = body_hashes(&p.body, key);
-        let mut body = p.full.clone().unwrap_or_else(|| p.body.as_ref().clone());
+        let mut body = p.full.clone().unwrap_or_else(|| p.body.clone());
         if let Some(labels) = body
             .get_mut("metadata")
             .and_then(Value::as_object_mut)
@@ -105,13 +107,15 @@ impl Engine {
         record::settle(
             inv,
             &p.key,
-            Some(record::confirmed(p, &live, applied, shape)),
+            Some(record::confirmed(&p, &live, applied, shape)),
         );
         let mut run = p.obj.clone();
         run.name = name.clone();
-        if let Some(meta) = run.body.get_mut("metadata").and_then(Value::as_object_mut) {
-            meta.insert("name".into(), name.into());
-        }
+        run.body.edit(|body| {
+            if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut) {
+                meta.insert("name".into(), name.into());
+            }
+        });
         let done = ObjectResult {
             live: Some(Packed::new(&live.value)),
             fields: Some(live.fields),
@@ -195,13 +199,13 @@ mod tests {
             kind: "Job".into(),
             namespace: Some("ns".into()),
             name: "migrate-".into(),
-            body: serde_json::json!({"metadata": meta}),
+            body: Packed::new(&serde_json::json!({"metadata": meta})),
             policy: Default::default(),
             at: None,
         };
         assert_eq!(
             generated(&obj(serde_json::json!({"generateName": "migrate-"}))),
-            Some("migrate-")
+            Some("migrate-".to_string())
         );
         assert_eq!(
             generated(&obj(

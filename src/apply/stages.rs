@@ -318,6 +318,7 @@ impl Engine {
             return true;
         };
         let keyed = p.key.is("", "Secret") || p.obj.policy.sealed;
+        let p = p.shaped();
         let plain = body_hashes(&p.body, None).applied;
         if recorded == plain {
             return false;

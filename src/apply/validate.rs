@@ -42,7 +42,7 @@ impl Engine {
             }
             let unchanged = match entry {
                 Some(e) => {
-                    self.applied_as(e, &p.key, p.obj.policy.sealed, &p.body)
+                    self.applied_as(e, &p.key, p.obj.policy.sealed, &p.shaped().body)
                         .await
                 }
                 None => false,
@@ -54,15 +54,21 @@ impl Engine {
         // A custom resource whose CRD this sync changes is judged by the new schema, which
         // the apiserver has only once the CRD is applied (a field the upgrade adds): its
         // apply says a refusal, in the same words.
-        let changing: Vec<(&str, &str)> = asked
+        let changing: Vec<(String, String)> = asked
             .iter()
             .filter(|(p, _)| p.key.is("apiextensions.k8s.io", "CustomResourceDefinition"))
             .filter_map(|(p, _)| {
-                let spec = &p.body["spec"];
-                Some((spec["group"].as_str()?, spec["names"]["kind"].as_str()?))
+                let crd = p.obj.body.value();
+                let spec = &crd["spec"];
+                let (group, kind) = (spec["group"].as_str()?, spec["names"]["kind"].as_str()?);
+                Some((group.to_string(), kind.to_string()))
             })
             .collect();
-        asked.retain(|(p, _)| !changing.contains(&(p.key.group.as_str(), p.key.kind.as_str())));
+        asked.retain(|(p, _)| {
+            !changing
+                .iter()
+                .any(|(group, kind)| *group == p.key.group && *kind == p.key.kind)
+        });
         if asked.is_empty() {
             return Vec::new();
         }
@@ -80,7 +86,8 @@ impl Engine {
             .map(|(i, (p, resolved))| -> futures::future::BoxFuture<'_, _> {
                 Box::pin(async move {
                     let namespace = Some(p.key.namespace.as_str());
-                    let body = p.full.as_ref().unwrap_or(p.body.as_ref());
+                    let p = &p.shaped();
+                    let body = p.full.as_ref().unwrap_or(&p.body);
                     let name = &p.key.name;
                     match warned::apply(&self.client, resolved, namespace, name, pp, body).await {
                         Ok(_) => (i, None, false),

@@ -426,7 +426,8 @@ pub(super) async fn render(
     let mut objects = driftless::render::render(&tree, &facts)?;
     // What a SOPS file decrypts to is never printed (docs/src/sops.md).
     for o in objects.iter_mut().filter(|o| o.policy.sealed) {
-        driftless::spec::sops::mask_sealed(&mut o.body, None, "");
+        o.body
+            .edit(|body| driftless::spec::sops::mask_sealed(body, None, ""));
     }
     std::io::stdout()
         .lock()

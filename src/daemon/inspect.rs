@@ -117,7 +117,7 @@ impl Inspector {
                         // Nothing to change: what the spec wants is the rendered body,
                         // masked as the live object is.
                         if view.get("desired").is_none() {
-                            let mut body = diff::clean(&o.body);
+                            let mut body = diff::clean(&o.body.value());
                             diff::mask_secrets(None, Some(&mut body));
                             if o.policy.sealed {
                                 crate::spec::sops::mask_sealed(&mut body, None, "desired");

@@ -280,24 +280,6 @@ fn render_keys(
     Ok(subset)
 }
 
-/// Hands memory freed by a sync back to the OS. A sync allocates and frees whole object
-/// trees; glibc keeps freed memory in per-thread arenas, and over a burst of saves at
-/// 5,000 specs the daemon's RSS grew from 380 to 650 MiB without it (the load test in
-/// tests/faults.rs). mimalloc instead raised the peak at 1,000 specs by a fifth.
-pub fn release_free_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    {
-        unsafe extern "C" {
-            fn malloc_trim(pad: usize) -> i32;
-        }
-        // SAFETY: malloc_trim only returns free pages of glibc's heaps to the kernel; it
-        // takes the allocator's own locks and touches no memory of ours.
-        unsafe {
-            malloc_trim(0);
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -145,7 +145,7 @@ mod tests {
     }
 
     fn live(o: &Object, available: i64) -> Value {
-        let mut v = o.body.clone();
+        let mut v = o.body.value();
         v["metadata"]["generation"] = json!(1);
         match o.kind.as_str() {
             "Deployment" => {

@@ -87,21 +87,67 @@ pub struct Expected {
 
 impl Expected {
     pub fn of(obj: &Object) -> Expected {
+        let marks = Marks::of(&obj.body);
         Expected {
             spec: obj.spec.clone(),
             api_version: obj.api_version.clone(),
             key: obj.key(),
             display: obj.display_ref(),
-            node: obj.body["metadata"]["annotations"][ownership::NODE_NAME]
-                .as_str()
-                .map(str::to_string),
+            node: marks.node,
             // Replicas someone else owns (ignored, or a create-only object's) are no drift.
-            replicas: obj
-                .body
-                .pointer("/spec/replicas")
-                .and_then(Value::as_i64)
+            replicas: marks
+                .replicas
                 .filter(|_| !obj.policy.leaves("/spec/replicas")),
             rule: obj.policy.health.clone(),
+        }
+    }
+}
+
+/// What `Expected` reads of a rendered body. Every object's is read after every sync, so
+/// only these fields are read back (serde skips the rest without building it); a body
+/// whose fields are not of the usual shapes is read whole.
+#[derive(Debug, Default, PartialEq)]
+struct Marks {
+    node: Option<String>,
+    replicas: Option<i64>,
+}
+
+impl Marks {
+    fn of(body: &Packed) -> Marks {
+        #[derive(serde::Deserialize)]
+        struct Body {
+            #[serde(default)]
+            metadata: Option<Meta>,
+            #[serde(default)]
+            spec: Option<Spec>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Meta {
+            #[serde(default)]
+            annotations: Option<BTreeMap<String, Value>>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Spec {
+            #[serde(default)]
+            replicas: Option<Value>,
+        }
+        match serde_json::from_str::<Body>(body.text()) {
+            Ok(b) => Marks {
+                node: b
+                    .metadata
+                    .and_then(|m| m.annotations?.remove(ownership::NODE_NAME))
+                    .and_then(|v| v.as_str().map(str::to_string)),
+                replicas: b.spec.and_then(|s| s.replicas?.as_i64()),
+            },
+            Err(_) => {
+                let body = body.value();
+                Marks {
+                    node: body["metadata"]["annotations"][ownership::NODE_NAME]
+                        .as_str()
+                        .map(str::to_string),
+                    replicas: body.pointer("/spec/replicas").and_then(Value::as_i64),
+                }
+            }
         }
     }
 }
@@ -279,4 +325,44 @@ pub fn tree_health(
     now: Timestamp,
 ) -> Vec<SpecHealth> {
     memo::judge(None, specs, objects, observed, now)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// The fields read whole, as `Marks::of` reads them in either way.
+    fn whole(body: &Value) -> Marks {
+        Marks {
+            node: body["metadata"]["annotations"][ownership::NODE_NAME]
+                .as_str()
+                .map(str::to_string),
+            replicas: body.pointer("/spec/replicas").and_then(Value::as_i64),
+        }
+    }
+
+    #[test]
+    fn the_marks_of_a_body_read_as_the_whole_body_says_whatever_its_shape() {
+        let bodies = [
+            json!({"metadata": {"name": "a", "annotations": {(ownership::NODE_NAME): "n1", "x": 1}},
+                   "spec": {"replicas": 3, "template": {"spec": {}}}}),
+            json!({"metadata": {"name": "a"}, "data": {"k": "v"}}),
+            json!({"metadata": {"annotations": null}, "spec": {"replicas": "3"}}),
+            json!({"metadata": {"annotations": [1, 2]}, "spec": "a string"}),
+            json!({"metadata": {"annotations": {(ownership::NODE_NAME): 7}}, "spec": {"replicas": 2.5}}),
+            json!({"metadata": null, "spec": null}),
+            json!("not an object"),
+        ];
+        for body in &bodies {
+            assert_eq!(Marks::of(&Packed::new(body)), whole(body), "{body}");
+        }
+        assert_eq!(
+            Marks::of(&Packed::new(&bodies[0])),
+            Marks {
+                node: Some("n1".into()),
+                replicas: Some(3)
+            }
+        );
+    }
 }

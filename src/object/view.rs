@@ -1,5 +1,6 @@
 //! The views of live objects readiness is computed from, kept compact: the daemon holds
-//! one for every owned object for as long as it runs.
+//! one for every owned object for as long as it runs. Rendered bodies are kept the same
+//! way (`Packed`) while a sync holds them.
 
 use std::collections::HashMap;
 
@@ -37,6 +38,13 @@ impl Packed {
     /// The compact text: what two views are compared by without reading them back.
     pub fn text(&self) -> &str {
         &self.0
+    }
+
+    /// Changes the value: read back, changed by `change`, packed again.
+    pub fn edit(&mut self, change: impl FnOnce(&mut Value)) {
+        let mut value = self.value();
+        change(&mut value);
+        *self = Packed::new(&value);
     }
 
     /// The value again (`Null` if the text were not JSON, which `new` never makes).

@@ -17,6 +17,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::{Facts, Object, RenderError, ownership};
+use crate::object::Packed;
 use crate::spec::model::{
     ElasticWeb, LocalService, Manifest, TargetPort, Workspace, WorkspaceState,
 };
@@ -48,7 +49,7 @@ fn object<K: Resource + Serialize>(
         kind: K::KIND.to_string(),
         namespace: Some(spec.namespace.clone()),
         name: name.to_string(),
-        body,
+        body: Packed::new(&body),
         policy: Default::default(),
         at: None,
     })
@@ -337,7 +338,7 @@ pub(super) fn manifest(spec: &SpecId, m: &Manifest, facts: &Facts) -> Object {
         kind: m.kind.clone(),
         namespace,
         name: m.metadata.name.clone(),
-        body,
+        body: Packed::new(&body),
         policy: Default::default(),
         at: None,
     }

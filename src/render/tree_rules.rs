@@ -10,7 +10,8 @@ pub(super) fn apply(settings: &Settings, obj: &mut Object, file: &str) {
     if settings.ignore.is_empty() && settings.health.is_empty() {
         return;
     }
-    let labels = obj.body["metadata"]["labels"].as_object();
+    let body = obj.body.value();
+    let labels = body["metadata"]["labels"].as_object();
     let namespace = obj.namespace.as_deref().unwrap_or_default();
     let selecting: Vec<_> = settings
         .ignore

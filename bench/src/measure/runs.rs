@@ -132,7 +132,7 @@ impl Bench<'_> {
             .map(|(o, api): (_, &Api<DynamicObject>)| {
                 let pp = &pp;
                 async move {
-                    api.patch(&o.name, pp, &Patch::Apply(&o.body))
+                    api.patch(&o.name, pp, &Patch::Apply(&o.body.value()))
                         .await
                         .err()
                         .map(|e| format!("{}: {e}", o.display_ref()))

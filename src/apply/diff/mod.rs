@@ -217,9 +217,12 @@ impl Engine {
             (None, _) => self.diff_one(p, inventory, crds).await,
             // Runs only if the sync fails: not what apply is expected to do.
             (Some(h), _) if h.phases == [crate::spec::order::Phase::Fail] => Change::Unchanged,
-            (Some(_), true) => Change::Create {
-                desired: clean(p.full.as_ref().unwrap_or(p.body.as_ref())),
-            },
+            (Some(_), true) => {
+                let p = p.shaped();
+                Change::Create {
+                    desired: clean(p.full.as_ref().unwrap_or(&p.body)),
+                }
+            }
             (Some(_), false) => Change::Unchanged,
         };
         let mut diff = ObjectDiff {
@@ -228,22 +231,24 @@ impl Engine {
             change,
         };
         if p.obj.policy.sealed {
-            diff.seal(&p.obj.body);
+            diff.seal(&p.obj.body.value());
         }
         (i, diff)
     }
 
     async fn diff_one(&self, p: &Planned<'_>, inventory: &Inventory, crds: &[&Object]) -> Change {
         let (key, adopt) = (&p.key, p.adopt);
+        let p = &p.shaped();
         // What a create would send: the ignored fields too.
-        let body: &Value = p.full.as_ref().unwrap_or(p.body.as_ref());
+        let body: &Value = p.full.as_ref().unwrap_or(&p.body);
         let resolved = match &p.resolved {
             Ok(r) => r,
             Err(e) => {
                 // Its CRD is in this revision: it will be created after the CRD.
                 let defined_here = crds.iter().any(|c| {
-                    c.body["spec"]["group"].as_str() == Some(key.group.as_str())
-                        && c.body["spec"]["names"]["kind"].as_str() == Some(key.kind.as_str())
+                    let c = c.body.value();
+                    c["spec"]["group"].as_str() == Some(key.group.as_str())
+                        && c["spec"]["names"]["kind"].as_str() == Some(key.kind.as_str())
                 });
                 return if defined_here {
                     Change::Create {

@@ -44,7 +44,7 @@ pub fn between(base: &[Object], head: &[Object], prune: bool) -> Vec<ObjectDiff>
         }
         let change = match before.get(&key) {
             None => Change::Create {
-                desired: o.body.clone(),
+                desired: o.body.value(),
             },
             Some(b) => {
                 // Most objects are unchanged: compared in place, as cloning both bodies
@@ -65,7 +65,7 @@ pub fn between(base: &[Object], head: &[Object], prune: bool) -> Vec<ObjectDiff>
     if changed {
         for (key, o) in hooks {
             let change = Change::Create {
-                desired: o.body.clone(),
+                desired: o.body.value(),
             };
             diffs.push(sealed(o, key, change));
         }
@@ -78,7 +78,7 @@ pub fn between(base: &[Object], head: &[Object], prune: bool) -> Vec<ObjectDiff>
                 continue;
             }
             let change = Change::Delete {
-                live: o.body.clone(),
+                live: o.body.value(),
             };
             diffs.push(sealed(o, key, change));
         }
@@ -92,7 +92,7 @@ fn applied(o: &Object, policy: &Object) -> serde_json::Value {
     if policy.policy.create_only {
         return serde_json::Value::Null;
     }
-    let mut body = o.body.clone();
+    let mut body = o.body.value();
     for p in &policy.policy.ignore_fields {
         crate::object::pointer::remove(&mut body, p);
     }
@@ -106,7 +106,7 @@ fn sealed(o: &Object, key: ObjKey, change: Change) -> ObjectDiff {
         change,
     };
     if o.policy.sealed {
-        d.seal(&o.body);
+        d.seal(&o.body.value());
     }
     d
 }
@@ -297,6 +297,7 @@ fn counts(s: &Summary) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::object::Packed;
     use crate::spec::ObjectPolicy;
     use serde_json::{Value, json};
 
@@ -312,8 +313,8 @@ mod tests {
             kind: kind.into(),
             namespace: Some("dev".into()),
             name: name.into(),
-            body: json!({"apiVersion": api_version, "kind": kind,
-                "metadata": {"name": name, "namespace": "dev"}, "data": data}),
+            body: Packed::new(&json!({"apiVersion": api_version, "kind": kind,
+                "metadata": {"name": name, "namespace": "dev"}, "data": data})),
             policy: ObjectPolicy::default(),
             at: None,
         }
@@ -364,8 +365,8 @@ mod tests {
         let mut kept = object("ConfigMap", "kept", json!({}));
         kept.policy.keep = true;
         let base = [ignoring.clone(), once.clone(), kept];
-        ignoring.body["data"]["replicas"] = json!("5");
-        once.body["data"]["k"] = json!("b");
+        ignoring.body.edit(|b| b["data"]["replicas"] = json!("5"));
+        once.body.edit(|b| b["data"]["k"] = json!("b"));
         assert!(between(&base, &[ignoring, once], true).is_empty());
     }
 
@@ -373,7 +374,7 @@ mod tests {
     fn secrets_and_sealed_values_never_show() {
         let mut secret = object("Secret", "db", json!({"pw": "b2xk", "same": "c2FtZQ=="}));
         let base = [secret.clone()];
-        secret.body["data"]["pw"] = json!("bmV3");
+        secret.body.edit(|b| b["data"]["pw"] = json!("bmV3"));
         let preview = Preview::new(
             "main".into(),
             "the work tree".into(),
