@@ -1,5 +1,19 @@
 mod cli;
 
+/// jemalloc, not glibc's malloc. A sync builds and drops whole object trees; with glibc
+/// the daemon kept much of what a sync freed (at rest, a 10,000-spec daemon held 195 MiB
+/// of RSS, and a 3,000-spec one's heap was 25 MiB, after `malloc_trim`), and spent a third more CPU
+/// (3,000 specs, a restart and four no-op resyncs: 4.5-4.9 CPU-s, 2.8-3.2 with jemalloc:
+/// bench/results/2026-11-29-scale-packed-bodies.md). mimalloc raised the peak instead.
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// jemalloc's options, read when it starts (`_RJEM_MALLOC_CONF` in the environment is
+/// read after them and wins): pages a sync freed go back to the OS about a second later,
+/// from jemalloc's own thread, not when the next allocation happens to come by.
+#[unsafe(export_name = "_rjem_malloc_conf")]
+static MALLOC_CONF: &[u8; 60] = b"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0\0";
+
 fn main() -> std::process::ExitCode {
     cli::main()
 }

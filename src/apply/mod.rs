@@ -463,6 +463,9 @@ impl Engine {
         store
             .save(&self.client, &loaded, &inv, &self.writes)
             .await?;
+        // Recorded: the inventory as read is not needed again, and at 10,000 specs it is
+        // 15 MiB held through every apply.
+        drop(loaded);
         let saved = inv.clone();
         gate.progress(Step::Planned {
             objects: planned.len(),
@@ -483,6 +486,7 @@ impl Engine {
             }
         };
         store.save(&self.client, &saved, &inv, &self.writes).await?;
+        drop(saved);
 
         let before_prune = inv.clone();
         let prune_report = if let Some(why) = &stopped {

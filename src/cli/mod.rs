@@ -352,7 +352,6 @@ pub fn main() -> ExitCode {
     let daemon = matches!(cli.command, Command::Run(_));
     let default_level = if daemon { "info" } else { "warn" };
     output::init_tracing(cli.global.log_format, default_level);
-    driftless::daemon::memory::limit_arenas();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

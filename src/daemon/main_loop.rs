@@ -449,7 +449,6 @@ impl Loop {
             self.ledger
                 .record_sync(super::ledger::history_of(last, revision, changed));
         }
-        super::memory::release_free_memory();
         record(&self.metrics, tally);
         self.settle(outcome);
         self.answer(running.answered);

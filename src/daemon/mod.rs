@@ -13,7 +13,6 @@ mod labeller;
 mod leadership;
 mod ledger;
 mod main_loop;
-pub mod memory;
 mod queue;
 mod readiness;
 mod shards;

@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""No-op resyncs of one daemon, for comparing binaries or allocator settings on one cluster
+and one tree (the #47 probe beside scale.py, not the harness):
+
+    bench/probe/noop_ab.py BIN DIR N INST REPEATS [ENV=VALUE ...]
+
+starts `BIN run --dir DIR` as instance INST (with ENV set), waits until all N specs are
+ready and the last sync succeeded, asks `POST /api/v1/sync?wait=true` REPEATS times and
+prints each answer's time, then the daemon's VmRSS, VmHWM and CPU seconds, and SIGKILLs
+it. Run the same INST each time: a later daemon restarts on what the first applied.
+Work files go to /tmp/w.
+"""
+import json, os, subprocess, sys, time, socket, signal
+binp, d, n, inst, reps = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
+env = dict(os.environ)
+for kv in sys.argv[6:]:
+    k, v = kv.split("=", 1); env[k] = v
+st = f"/tmp/w/ab-status-{inst}.json"
+open("/tmp/w/ab-token", "w").write("abtoken\n")
+s = socket.socket(); s.bind(("127.0.0.1", 0)); port = s.getsockname()[1]; s.close()
+log = open(f"/tmp/w/ab-{inst}.log", "w")
+p = subprocess.Popen([binp, "--instance", inst, "run", "--dir", d, "--status-file", st, "--metrics-addr",
+                      f"127.0.0.1:{port}", "--api-token-file", "/tmp/w/ab-token", "--cache-dir", f"/tmp/w/ab-cache-{inst}"],
+                     stdout=log, stderr=log, env=env)
+t0 = time.time()
+while True:
+    time.sleep(0.5)
+    try:
+        s = json.load(open(st))
+        specs = s.get("specs", [])
+        if (s.get("revision_applied") and s.get("revision_applied") == s.get("revision_seen")
+                and (s.get("last_sync") or {}).get("result") == "success"
+                and len(specs) == n and all(x.get("ready") for x in specs)):
+            break
+    except Exception:
+        pass
+    if time.time() - t0 > 900: print("not converged"); p.kill(); sys.exit(1)
+print(f"converged {time.time()-t0:.1f}s", flush=True)
+time.sleep(3)
+def ask():
+    c = socket.create_connection(("127.0.0.1", port))
+    c.sendall(b"POST /api/v1/sync?wait=true HTTP/1.0\r\nHost: localhost\r\nAuthorization: Bearer abtoken\r\nContent-Length: 0\r\n\r\n")
+    data = b""
+    while True:
+        b = c.recv(65536)
+        if not b: break
+        data += b
+    return data.split(b"\r\n", 1)[0]
+for i in range(reps):
+    t = time.time(); line = ask(); print(f"noop {time.time()-t:.3f}s {line.decode()}", flush=True)
+    time.sleep(2)
+def cpu(pid):
+    f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
+print(f"VmRSS {open(f'/proc/{p.pid}/status').read().split('VmRSS:')[1].split()[0]} kB"); print(f"VmHWM {open(f'/proc/{p.pid}/status').read().split('VmHWM:')[1].split()[0]} kB, cpu {cpu(p.pid):.1f}s")
+p.send_signal(signal.SIGKILL); p.wait()
