@@ -1,5 +1,6 @@
-//! Planning: each rendered object's key, namespace-corrected body and API, before any
-//! write; custom resources whose CRD this revision brings are resolved again later.
+//! Planning: each rendered object's key (in the namespace discovery says) and API,
+//! before any write; custom resources whose CRD this revision brings are resolved again
+//! later. Bodies are made at each object's turn (`Planned::shaped`).
 
 use std::borrow::Cow;
 use std::collections::BTreeSet;
@@ -67,8 +68,8 @@ impl<'a> Planned<'a> {
 }
 
 impl Engine {
-    /// The key, namespace-corrected body and API of each object. A kind not served yet
-    /// (its CRD is in this revision) keeps its error for now.
+    /// The key (in the namespace discovery says) and API of each object. A kind not
+    /// served yet (its CRD is in this revision) keeps its error for now.
     pub(super) async fn plan<'a>(
         &self,
         objects: &'a [Object],
