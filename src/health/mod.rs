@@ -106,7 +106,7 @@ impl Expected {
 /// What `Expected` reads of a rendered body. Every object's is read after every sync, so
 /// only these fields are read back (serde skips the rest without building it); a body
 /// whose fields are not of the usual shapes is read whole.
-#[derive(Debug, Default, PartialEq)]
+#[derive(Debug, PartialEq)]
 struct Marks {
     node: Option<String>,
     replicas: Option<i64>,
@@ -139,15 +139,17 @@ impl Marks {
                     .and_then(|v| v.as_str().map(str::to_string)),
                 replicas: b.spec.and_then(|s| s.replicas?.as_i64()),
             },
-            Err(_) => {
-                let body = body.value();
-                Marks {
-                    node: body["metadata"]["annotations"][ownership::NODE_NAME]
-                        .as_str()
-                        .map(str::to_string),
-                    replicas: body.pointer("/spec/replicas").and_then(Value::as_i64),
-                }
-            }
+            Err(_) => Marks::whole(&body.value()),
+        }
+    }
+
+    /// The same fields read from the whole body.
+    fn whole(body: &Value) -> Marks {
+        Marks {
+            node: body["metadata"]["annotations"][ownership::NODE_NAME]
+                .as_str()
+                .map(str::to_string),
+            replicas: body.pointer("/spec/replicas").and_then(Value::as_i64),
         }
     }
 }
@@ -332,16 +334,6 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    /// The fields read whole, as `Marks::of` reads them in either way.
-    fn whole(body: &Value) -> Marks {
-        Marks {
-            node: body["metadata"]["annotations"][ownership::NODE_NAME]
-                .as_str()
-                .map(str::to_string),
-            replicas: body.pointer("/spec/replicas").and_then(Value::as_i64),
-        }
-    }
-
     #[test]
     fn the_marks_of_a_body_read_as_the_whole_body_says_whatever_its_shape() {
         let bodies = [
@@ -355,7 +347,7 @@ mod tests {
             json!("not an object"),
         ];
         for body in &bodies {
-            assert_eq!(Marks::of(&Packed::new(body)), whole(body), "{body}");
+            assert_eq!(Marks::of(&Packed::new(body)), Marks::whole(body), "{body}");
         }
         assert_eq!(
             Marks::of(&Packed::new(&bodies[0])),
