@@ -49,7 +49,7 @@ impl Engine {
         let (mut live, forbidden) = self.list_owned(planned, false, list_from).await?;
         let mut skipped: BTreeSet<ObjKey> = BTreeSet::new();
         for p in planned.iter_mut() {
-            let id = p.resolved.as_ref().ok().map(resource_id);
+            let id = p.resolved.as_deref().ok().map(resource_id);
             if let Some(why) = id.and_then(|id| forbidden.get(&id)) {
                 p.resolved = Err(why.clone());
                 skipped.insert(p.key.clone());

@@ -452,21 +452,20 @@ impl Engine {
         }
 
         // Record before apply: a crash after the apply must leave the object findable.
+        // The inventory as read becomes the one recorded (no copy: at 10,000 specs it is
+        // 15 MiB); saves compare against digests of what stands written.
+        let written = store.written(&loaded);
         let mut inv = record::pending(
-            &loaded,
+            loaded,
             &planned,
             &existing,
             &covered,
             &prune_plan,
             &self.opts,
         );
-        store
-            .save(&self.client, &loaded, &inv, &self.writes)
+        let saved = store
+            .save(&self.client, &written, &inv, &self.writes)
             .await?;
-        // Recorded: the inventory as read is not needed again, and at 10,000 specs it is
-        // 15 MiB held through every apply.
-        drop(loaded);
-        let saved = inv.clone();
         gate.progress(Step::Planned {
             objects: planned.len(),
         });
@@ -485,10 +484,7 @@ impl Engine {
                     .await?
             }
         };
-        store.save(&self.client, &saved, &inv, &self.writes).await?;
-        drop(saved);
-
-        let before_prune = inv.clone();
+        let before_prune = store.save(&self.client, &saved, &inv, &self.writes).await?;
         let prune_report = if let Some(why) = &stopped {
             tracing::info!(reason = %why, "sync stopped before its last stage");
             prune::Report::default()

@@ -28,7 +28,7 @@ impl Engine {
                 continue;
             }
             if let Ok(r) = self.resolver.resolve(api_version, kind).await {
-                out.push(r);
+                out.push(Resolved::clone(&r));
             }
         }
         out

@@ -21,7 +21,7 @@ use crate::spec::SpecId;
 pub(super) struct Planned<'a> {
     pub(super) obj: &'a Object,
     pub(super) key: ObjKey,
-    pub(super) resolved: Result<Resolved, String>,
+    pub(super) resolved: Result<std::sync::Arc<Resolved>, String>,
     pub(super) adopt: bool,
     /// A custom resource whose CRD this sync wrote: the apiserver takes up a new schema a
     /// moment after the CRD's write is answered, and there is no condition to wait for, so
@@ -92,7 +92,7 @@ impl Engine {
                     crate::cluster::error_text(&e)
                 )),
             };
-            let namespace = namespace_of(obj, resolved.as_ref().ok());
+            let namespace = namespace_of(obj, resolved.as_deref().ok());
             out.push(Planned {
                 key: ObjKey {
                     group: obj.group().to_string(),

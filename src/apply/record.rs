@@ -64,14 +64,14 @@ pub(super) fn desired(
 /// of only the spec that added objects (after drift, say) would otherwise release them
 /// while the refusal stands.
 pub(super) fn pending(
-    loaded: &Inventory,
+    loaded: Inventory,
     planned: &[Planned<'_>],
     existing: &Existing,
     covered: &Covered,
     prune_plan: &Plan,
     opts: &Options,
 ) -> Inventory {
-    let mut inv = loaded.clone();
+    let mut inv = loaded;
     let prune_on = opts.prune.enabled;
     let hold = prune_on && prune_plan.refused.is_some();
     let whole = !matches!(covered, Covered::Only(_));

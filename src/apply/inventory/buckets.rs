@@ -16,7 +16,7 @@ use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams, P
 use kube::{Client, ResourceExt};
 use sha2::Digest;
 
-use super::{DATA_KEY, Entry, INVENTORY_OF, Inventory, SHARD_SIZE, Store};
+use super::{DATA_KEY, Entry, INVENTORY_OF, Inventory, SHARD_SIZE, Store, Written};
 use crate::apply::{ApplyError, Verb, Writes};
 use crate::cluster::error_text;
 use crate::object::ownership;
@@ -132,24 +132,32 @@ fn by_bucket(inv: &Inventory) -> BTreeMap<u16, Vec<&Entry>> {
     out
 }
 
-/// Writes the held buckets of `next` where they differ from `prev`, then takes what
-/// they hold out of the single layout's ConfigMaps (once their own are written).
+/// The texts of each bucket's parts.
+pub(super) fn texts(inv: &Inventory) -> BTreeMap<Option<u16>, Vec<String>> {
+    by_bucket(inv)
+        .into_iter()
+        .map(|(b, entries)| (Some(b), chunks(&entries)))
+        .collect()
+}
+
+/// Writes the held buckets of `next` (made into `texts`) where they differ from `prev`,
+/// then takes what they hold out of the single layout's ConfigMaps (once their own are
+/// written).
 pub(super) async fn save_held(
     store: &Store,
     held: &BTreeSet<u16>,
     client: &Client,
-    prev: &Inventory,
+    prev: &Written,
     next: &Inventory,
+    texts: &BTreeMap<Option<u16>, Vec<String>>,
     writes: &Writes,
 ) -> Result<(), ApplyError> {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), &store.namespace);
-    let (old, new) = (by_bucket(prev), by_bucket(next));
-    let stray: Vec<&str> = new
-        .keys()
-        .filter(|b| !held.contains(b))
-        .flat_map(|b| new[b].iter().map(|e| e.spec.as_str()))
-        .collect();
-    if let Some(spec) = stray.first() {
+    let stray = next
+        .entries
+        .values()
+        .find(|e| !held.contains(&bucket_of(&e.spec)));
+    if let Some(Entry { spec, .. }) = stray {
         // Never written into a bucket another replica may hold: that would lose its
         // entries. The daemon syncs only the specs of held buckets.
         return Err(ApplyError::Inventory(format!(
@@ -159,17 +167,16 @@ pub(super) async fn save_held(
     let pp = PatchParams::apply(&store.field_manager).force();
     let (mut valid, mut surplus) = (BTreeSet::new(), Vec::new());
     for &b in held {
-        let empty = Vec::new();
-        let new_chunks = chunks(new.get(&b).unwrap_or(&empty));
+        let new_chunks = texts.get(&Some(b)).map(Vec::as_slice).unwrap_or_default();
         // A bucket read from the single layout has no ConfigMap of its own yet.
         let old_chunks = match prev.layout.unwritten.contains(&b) {
-            true => Vec::new(),
-            false => chunks(old.get(&b).unwrap_or(&empty)),
+            true => &[],
+            false => prev.part(Some(b)),
         };
         for (n, data) in new_chunks.iter().enumerate() {
             let name = chunk_name(&store.instance, b, n);
             valid.insert(name.clone());
-            if old_chunks.get(n) == Some(data) {
+            if old_chunks.get(n) == Some(&super::digest(data)) {
                 continue;
             }
             let cm = ConfigMap {
