@@ -10,9 +10,14 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// jemalloc's options, read when it starts (`_RJEM_MALLOC_CONF` in the environment is
 /// read after them and wins): pages a sync freed go back to the OS about a second later,
-/// from jemalloc's own thread, not when the next allocation happens to come by.
+/// from jemalloc's own thread, not when the next allocation happens to come by. One
+/// arena, not four per CPU: each arena keeps its own freed pages, and a daemon that
+/// spends a few CPU-seconds a sync gains nothing from more (a 10,000-spec restart's
+/// VmHWM 165-197 MiB against 174-217, the same CPU:
+/// bench/results/2026-11-29-scale-inventory-digests.md).
 #[unsafe(export_name = "_rjem_malloc_conf")]
-static MALLOC_CONF: &[u8; 60] = b"background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0\0";
+static MALLOC_CONF: &[u8; 70] =
+    b"narenas:1,background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0\0";
 
 fn main() -> std::process::ExitCode {
     cli::main()
