@@ -27,7 +27,7 @@ const DATA_KEY: &str = "entries.json";
 /// Label on inventory ConfigMaps: the instance they belong to.
 const INVENTORY_OF: &str = "driftless.dev/inventory-of";
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Entry {
     #[serde(flatten)]
     pub key: ObjKey,
@@ -169,41 +169,62 @@ impl Inventory {
         self.entries.is_empty()
     }
 
+    #[cfg(test)]
     fn shards(&self) -> Vec<String> {
         let entries: Vec<&Entry> = self.entries.values().collect();
-        entries
-            .chunks(SHARD_SIZE)
-            .map(|chunk| serde_json::to_string(chunk).unwrap_or_else(|_| "[]".to_string()))
-            .collect()
+        entries.chunks(SHARD_SIZE).map(text).collect()
     }
 }
 
-/// A digest of one ConfigMap's text.
+/// The text of one ConfigMap's part.
+fn text(chunk: &[&Entry]) -> String {
+    serde_json::to_string(chunk).unwrap_or_else(|_| "[]".to_string())
+}
+
+/// The entries of each group of parts: the single layout's under `None`, each bucket's
+/// (when sharded) under its number. Each group is kept in parts of `SHARD_SIZE`.
+type Groups<'a> = BTreeMap<Option<u16>, Vec<&'a Entry>>;
+
+/// A digest of one part's entries.
 type Digest = [u8; 32];
 
-fn digest(text: &str) -> Digest {
-    sha2::Sha256::digest(text.as_bytes()).into()
+/// SHA-256 over the entries' own fields (their `Hash`), not their text: a save of an
+/// unchanged inventory serialises nothing.
+fn digest(chunk: &[&Entry]) -> Digest {
+    use std::hash::Hash as _;
+    /// Feeds what `Hash` writes into the digest; `finish` is never asked.
+    struct Sha(sha2::Sha256);
+    impl std::hash::Hasher for Sha {
+        fn write(&mut self, bytes: &[u8]) {
+            self.0.update(bytes);
+        }
+        fn finish(&self) -> u64 {
+            0
+        }
+    }
+    let mut sha = Sha(sha2::Sha256::new());
+    chunk.hash(&mut sha);
+    sha.0.finalize().into()
 }
 
 /// An inventory as it stands in its ConfigMaps (as read, or as last saved): what the next
 /// save compares against to write only the parts that changed. It holds a digest of each
-/// part's text, not the entries: a copy of them, kept through every apply for that
-/// comparison, was 15 MiB at 10,000 specs.
+/// part, not the entries: a copy of them, kept through every apply for that comparison,
+/// was 15 MiB at 10,000 specs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Written {
     layout: Layout,
-    /// Each part's digest: the single layout's ConfigMaps under `None`, each bucket's
-    /// (when sharded) under its number.
+    /// Each part's digest, by group (`Groups`).
     parts: BTreeMap<Option<u16>, Vec<Digest>>,
 }
 
 impl Written {
-    fn of(layout: &Layout, texts: &BTreeMap<Option<u16>, Vec<String>>) -> Written {
+    fn of(layout: &Layout, groups: &Groups<'_>) -> Written {
         Written {
             layout: layout.clone(),
-            parts: texts
+            parts: groups
                 .iter()
-                .map(|(b, t)| (*b, t.iter().map(|t| digest(t)).collect()))
+                .map(|(b, es)| (*b, es.chunks(SHARD_SIZE).map(digest).collect()))
                 .collect(),
         }
     }
@@ -276,17 +297,20 @@ impl Store {
         })
     }
 
-    /// The texts `inv` is kept in: the single layout's parts, or each bucket's.
-    fn texts(&self, inv: &Inventory) -> BTreeMap<Option<u16>, Vec<String>> {
+    /// How `inv` is divided into ConfigMaps: the single layout's parts, or each bucket's.
+    fn groups<'a>(&self, inv: &'a Inventory) -> Groups<'a> {
         match self.buckets {
-            None => BTreeMap::from([(None, inv.shards())]),
-            Some(_) => buckets::texts(inv),
+            None => BTreeMap::from([(None, inv.entries.values().collect())]),
+            Some(_) => buckets::by_bucket(inv)
+                .into_iter()
+                .map(|(b, es)| (Some(b), es))
+                .collect(),
         }
     }
 
     /// `inv` as its ConfigMaps hold it: what a save compares against.
     pub fn written(&self, inv: &Inventory) -> Written {
-        Written::of(&inv.layout, &self.texts(inv))
+        Written::of(&inv.layout, &self.groups(inv))
     }
 
     /// Writes `next` where it differs from `prev` (no write when nothing changed), and
@@ -298,14 +322,14 @@ impl Store {
         next: &Inventory,
         writes: &Writes,
     ) -> Result<Written, ApplyError> {
-        let texts = self.texts(next);
-        let now = Written::of(&next.layout, &texts);
+        let groups = self.groups(next);
+        let now = Written::of(&next.layout, &groups);
         if *prev == now {
             return Ok(now);
         }
         self.ensure_namespace(client, writes).await?;
         if let Some(held) = &self.buckets {
-            buckets::save_held(self, held, client, prev, next, &texts, writes).await?;
+            buckets::save_held(self, held, client, prev, next, (&groups, &now), writes).await?;
             return Ok(now);
         }
         let api: Api<ConfigMap> = Api::namespaced(client.clone(), &self.namespace);
@@ -315,13 +339,15 @@ impl Store {
             true => prev.part(None),
             false => &[],
         };
-        let new = texts.get(&None).map(Vec::as_slice).unwrap_or_default();
+        let new = groups.get(&None).map(Vec::as_slice).unwrap_or_default();
+        let new: Vec<&[&Entry]> = new.chunks(SHARD_SIZE).collect();
         let old_count = prev.part(None).len();
         let pp = PatchParams::apply(&self.field_manager).force();
-        for (n, data) in new.iter().enumerate() {
-            if old.get(n) == Some(&digest(data)) {
+        for (n, chunk) in new.iter().enumerate() {
+            if old.get(n) == now.part(None).get(n) {
                 continue;
             }
+            let data = text(chunk);
             let cm = ConfigMap {
                 metadata: ObjectMeta {
                     name: Some(self.shard_name(n)),
@@ -332,7 +358,7 @@ impl Store {
                     ])),
                     ..ObjectMeta::default()
                 },
-                data: Some(BTreeMap::from([(DATA_KEY.to_string(), data.clone())])),
+                data: Some(BTreeMap::from([(DATA_KEY.to_string(), data)])),
                 ..ConfigMap::default()
             };
             writes.count(super::Verb::Patch);

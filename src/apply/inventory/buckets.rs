@@ -16,7 +16,7 @@ use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams, P
 use kube::{Client, ResourceExt};
 use sha2::Digest;
 
-use super::{DATA_KEY, Entry, INVENTORY_OF, Inventory, SHARD_SIZE, Store, Written};
+use super::{DATA_KEY, Entry, Groups, INVENTORY_OF, Inventory, SHARD_SIZE, Store, Written};
 use crate::apply::{ApplyError, Verb, Writes};
 use crate::cluster::error_text;
 use crate::object::ownership;
@@ -39,13 +39,6 @@ pub fn bucket_of(id: &str) -> u16 {
 
 fn chunk_name(instance: &str, bucket: u16, n: usize) -> String {
     format!("driftless-buckets-{instance}-{bucket}-{n}")
-}
-
-fn chunks(entries: &[&Entry]) -> Vec<String> {
-    entries
-        .chunks(SHARD_SIZE)
-        .map(|c| serde_json::to_string(c).unwrap_or_else(|_| "[]".to_string()))
-        .collect()
 }
 
 /// One ConfigMap of either layout, as listed.
@@ -124,7 +117,7 @@ pub(super) fn load_all(listed: Vec<Listed>) -> Inventory {
 }
 
 /// Groups `inv`'s entries by bucket.
-fn by_bucket(inv: &Inventory) -> BTreeMap<u16, Vec<&Entry>> {
+pub(super) fn by_bucket(inv: &Inventory) -> BTreeMap<u16, Vec<&Entry>> {
     let mut out: BTreeMap<u16, Vec<&Entry>> = BTreeMap::new();
     for e in inv.entries.values() {
         out.entry(bucket_of(&e.spec)).or_default().push(e);
@@ -132,24 +125,16 @@ fn by_bucket(inv: &Inventory) -> BTreeMap<u16, Vec<&Entry>> {
     out
 }
 
-/// The texts of each bucket's parts.
-pub(super) fn texts(inv: &Inventory) -> BTreeMap<Option<u16>, Vec<String>> {
-    by_bucket(inv)
-        .into_iter()
-        .map(|(b, entries)| (Some(b), chunks(&entries)))
-        .collect()
-}
-
-/// Writes the held buckets of `next` (made into `texts`) where they differ from `prev`,
-/// then takes what they hold out of the single layout's ConfigMaps (once their own are
-/// written).
+/// Writes the held buckets of `next` (its entries by bucket, and their digests) where
+/// they differ from `prev`, then takes what they hold out of the single layout's
+/// ConfigMaps (once their own are written).
 pub(super) async fn save_held(
     store: &Store,
     held: &BTreeSet<u16>,
     client: &Client,
     prev: &Written,
     next: &Inventory,
-    texts: &BTreeMap<Option<u16>, Vec<String>>,
+    (groups, now): (&Groups<'_>, &Written),
     writes: &Writes,
 ) -> Result<(), ApplyError> {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), &store.namespace);
@@ -167,18 +152,20 @@ pub(super) async fn save_held(
     let pp = PatchParams::apply(&store.field_manager).force();
     let (mut valid, mut surplus) = (BTreeSet::new(), Vec::new());
     for &b in held {
-        let new_chunks = texts.get(&Some(b)).map(Vec::as_slice).unwrap_or_default();
+        let entries = groups.get(&Some(b)).map(Vec::as_slice).unwrap_or_default();
+        let new_chunks: Vec<&[&Entry]> = entries.chunks(SHARD_SIZE).collect();
         // A bucket read from the single layout has no ConfigMap of its own yet.
         let old_chunks = match prev.layout.unwritten.contains(&b) {
             true => &[],
             false => prev.part(Some(b)),
         };
-        for (n, data) in new_chunks.iter().enumerate() {
+        for (n, chunk) in new_chunks.iter().enumerate() {
             let name = chunk_name(&store.instance, b, n);
             valid.insert(name.clone());
-            if old_chunks.get(n) == Some(&super::digest(data)) {
+            if old_chunks.get(n) == now.part(Some(b)).get(n) {
                 continue;
             }
+            let data = super::text(chunk);
             let cm = ConfigMap {
                 metadata: ObjectMeta {
                     name: Some(name.clone()),
@@ -190,7 +177,7 @@ pub(super) async fn save_held(
                     ])),
                     ..ObjectMeta::default()
                 },
-                data: Some(BTreeMap::from([(DATA_KEY.to_string(), data.clone())])),
+                data: Some(BTreeMap::from([(DATA_KEY.to_string(), data)])),
                 ..ConfigMap::default()
             };
             writes.count(Verb::Patch);
