@@ -349,7 +349,9 @@ impl StatusWriter {
         // The API's readers first, then the file: whoever has read the file (a test, a
         // script polling it) finds the API saying at least as much. Readers wake only
         // for a change.
-        let next = Published::sized(&doc, self.published.borrow().json().len());
+        // The length first: a borrow held through the serialisation would hold the lock.
+        let last = self.published.borrow().json().len();
+        let next = Published::sized(&doc, last);
         self.published.send_if_modified(|current| {
             if **current == next {
                 return false;
