@@ -329,7 +329,7 @@ impl Store {
         }
         self.ensure_namespace(client, writes).await?;
         if let Some(held) = &self.buckets {
-            buckets::save_held(self, held, client, prev, next, (&groups, &now), writes).await?;
+            buckets::save_held(self, held, client, prev, &groups, &now, writes).await?;
             return Ok(now);
         }
         let api: Api<ConfigMap> = Api::namespaced(client.clone(), &self.namespace);

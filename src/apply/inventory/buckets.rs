@@ -125,23 +125,23 @@ pub(super) fn by_bucket(inv: &Inventory) -> BTreeMap<u16, Vec<&Entry>> {
     out
 }
 
-/// Writes the held buckets of `next` (its entries by bucket, and their digests) where
-/// they differ from `prev`, then takes what they hold out of the single layout's
-/// ConfigMaps (once their own are written).
+/// Writes the held buckets of the inventory `groups` holds by bucket (`now`: their
+/// digests) where they differ from `prev`, then takes what they hold out of the single
+/// layout's ConfigMaps (once their own are written).
 pub(super) async fn save_held(
     store: &Store,
     held: &BTreeSet<u16>,
     client: &Client,
     prev: &Written,
-    next: &Inventory,
-    (groups, now): (&Groups<'_>, &Written),
+    groups: &Groups<'_>,
+    now: &Written,
     writes: &Writes,
 ) -> Result<(), ApplyError> {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), &store.namespace);
-    let stray = next
-        .entries
-        .values()
-        .find(|e| !held.contains(&bucket_of(&e.spec)));
+    let stray = groups
+        .iter()
+        .filter(|(b, _)| b.is_none_or(|b| !held.contains(&b)))
+        .find_map(|(_, entries)| entries.first());
     if let Some(Entry { spec, .. }) = stray {
         // Never written into a bucket another replica may hold: that would lose its
         // entries. The daemon syncs only the specs of held buckets.
@@ -338,6 +338,40 @@ mod tests {
             counts.iter().all(|&c| (60..=140).contains(&c)),
             "{counts:?}"
         );
+    }
+
+    #[tokio::test]
+    async fn a_replica_writes_nothing_when_an_entry_is_of_a_bucket_it_does_not_hold() {
+        let (a, b) = two_buckets();
+        let held = Arc::new(BTreeSet::from([bucket_of(&a)]));
+        let store = Store {
+            namespace: "ns".into(),
+            instance: "i".into(),
+            field_manager: "driftless".into(),
+            buckets: Some(held.clone()),
+        };
+        let mut inv = Inventory::default();
+        for e in [entry("sa", &a), entry("sb", &b)] {
+            inv.entries.insert(e.key.clone(), e);
+        }
+        // Nothing listens there: a request would fail with another error.
+        let client =
+            Client::try_from(kube::Config::new("http://127.0.0.1:1".parse().unwrap())).unwrap();
+        let groups = store.groups(&inv);
+        let now = store.written(&inv);
+        let prev = store.written(&Inventory::default());
+        let writes = Writes::default();
+        let err = save_held(&store, &held, &client, &prev, &groups, &now, &writes)
+            .await
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            ApplyError::Inventory(format!(
+                "spec {b} is not in a bucket this replica holds; its objects were not recorded"
+            ))
+            .to_string()
+        );
+        assert_eq!(writes.total(), 0);
     }
 
     #[test]
