@@ -74,7 +74,8 @@ while True:
                 conv = time.time() - t0; break
     except Exception as e: pass
     if time.time() - t0 > 1800: print("timeout"); break
-    time.sleep(1.0)
+    # Often: the status file is read only when its mtime changed.
+    time.sleep(0.1)
 print("cpu: daemon", cpu(p.pid), {k: round(v - c0.get(k, 0), 1) for k, v in procs().items()})
 hwm = kib(p.pid, "VmHWM")
 w1 = writes()

@@ -39,10 +39,10 @@ pub mod suspensions;
 mod validate;
 mod warned;
 mod without_apply;
+mod writes;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -54,6 +54,7 @@ pub use inventory::{Entry, Inventory, Store, buckets};
 pub use live::live_parts;
 pub use resolve::{Resolved, Resolver};
 pub use stages::{Gate, NoWait, Readiness, Step};
+pub use writes::{Verb, Writes};
 
 use crate::object::ownership;
 use crate::object::{ObjKey, Observed, Packed};
@@ -81,56 +82,6 @@ fn removed_by_its_ttl(p: &plan::Shaped<'_, '_>, e: &inventory::Entry) -> bool {
 /// dropped in silence (the default, `Warn`, would apply the rest).
 pub(crate) fn apply_params(manager: &str) -> kube::api::PatchParams {
     kube::api::PatchParams::apply(manager).validation(kube::api::ValidationDirective::Strict)
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verb {
-    Patch,
-    Create,
-    Delete,
-}
-
-impl Verb {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verb::Patch => "patch",
-            Verb::Create => "create",
-            Verb::Delete => "delete",
-        }
-    }
-}
-
-/// Every write sent to the apiserver, by verb: the metric, and what tests assert "0 writes" on.
-#[derive(Debug, Default)]
-pub struct Writes {
-    patch: AtomicU64,
-    create: AtomicU64,
-    delete: AtomicU64,
-}
-
-impl Writes {
-    pub fn count(&self, verb: Verb) {
-        self.counter(verb).fetch_add(1, Ordering::Relaxed);
-    }
-
-    fn counter(&self, verb: Verb) -> &AtomicU64 {
-        match verb {
-            Verb::Patch => &self.patch,
-            Verb::Create => &self.create,
-            Verb::Delete => &self.delete,
-        }
-    }
-
-    pub fn get(&self, verb: Verb) -> u64 {
-        self.counter(verb).load(Ordering::Relaxed)
-    }
-
-    pub fn total(&self) -> u64 {
-        [Verb::Patch, Verb::Create, Verb::Delete]
-            .into_iter()
-            .map(|v| self.get(v))
-            .sum()
-    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -403,10 +354,12 @@ impl Engine {
                 &kept[..]
             }
         };
+        let mut timeline = crate::timeline::Timeline::start("sync step");
         // Independent round trips (the inventory; discovery of each kind), taken at once.
         let (loaded, mut planned) =
             tokio::join!(store.load(&self.client), self.plan(objects, &facts.adopt));
         let loaded = loaded?;
+        timeline.mark("inventory read, objects planned");
         if !facts.held_apps.is_empty() {
             held.extend(
                 loaded
@@ -439,10 +392,12 @@ impl Engine {
 
         let few = matches!(scope, Scope::Only(_));
         let mut existing = self.read_existing(&mut planned, few).await?;
+        timeline.mark("live objects listed");
 
         // Before the first write (the inventory's too): a revision with a field the
         // cluster's schema refuses is applied not at all.
         let refused = self.refused_fields(&planned, &loaded).await;
+        timeline.mark("fields checked");
         if !refused.is_empty() {
             return Ok(SyncReport {
                 stopped: Some(validate::stopped_for_fields(&refused)),
@@ -466,6 +421,7 @@ impl Engine {
         let saved = store
             .save(&self.client, &written, &inv, &self.writes)
             .await?;
+        timeline.mark("inventory recorded");
         gate.progress(Step::Planned {
             objects: planned.len(),
         });
@@ -484,6 +440,7 @@ impl Engine {
                     .await?
             }
         };
+        timeline.mark("applied");
         let before_prune = store.save(&self.client, &saved, &inv, &self.writes).await?;
         let prune_report = if let Some(why) = &stopped {
             tracing::info!(reason = %why, "sync stopped before its last stage");
@@ -503,6 +460,7 @@ impl Engine {
         store
             .save(&self.client, &before_prune, &inv, &self.writes)
             .await?;
+        timeline.mark("pruned, inventory saved");
         Ok(SyncReport {
             objects: results,
             prune: prune_report,

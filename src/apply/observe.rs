@@ -24,7 +24,7 @@ impl Engine {
             .then_some(("v1", "Endpoints"));
         let kinds = kinds.into_iter().chain(endpoints);
         for (api_version, kind) in kinds {
-            if !seen.insert((api_version.to_string(), kind.to_string())) {
+            if !seen.insert((api_version, kind)) {
                 continue;
             }
             if let Ok(r) = self.resolver.resolve(api_version, kind).await {

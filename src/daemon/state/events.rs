@@ -46,6 +46,10 @@ impl State {
                     return None;
                 }
                 let recorded = self.recorded.get(&key).cloned();
+                // Nothing recorded (a sync that found it drifted records nothing of it):
+                // the event cannot say it is as we want, so a drift reported stays,
+                // unless the object is gone.
+                let judged = recorded.is_some() || live.is_none();
                 let drift = match (&live, &recorded) {
                     (None, Some(_)) => true,
                     (Some(w), Some((_, fields))) => {
@@ -62,7 +66,9 @@ impl State {
                     None => self.live.objects.remove(&key),
                 };
                 if !drift {
-                    self.drifted.remove(&key);
+                    if judged {
+                        self.drifted.remove(&key);
+                    }
                     return None;
                 }
                 if self.running.is_some() {
@@ -73,6 +79,10 @@ impl State {
                     return None;
                 }
                 self.on_drift(key, spec)
+            }
+            watch::Event::Listed => {
+                self.health_dirty = true;
+                None
             }
             watch::Event::Suspensions(now) => {
                 self.suspensions_known = true;

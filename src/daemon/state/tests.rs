@@ -524,6 +524,45 @@ fn drift_corrections_count_writes_that_are_not_a_new_revisions() {
 }
 
 #[test]
+fn drift_a_fresh_daemon_reported_stays_listed_when_the_watch_first_reports_the_object() {
+    // A daemon's first sync found a's Deployment drifted (left as edited): nothing is
+    // recorded of it, so the watch's first event cannot judge it.
+    let mut state = with_nodes();
+    let (keys, _) = new_revision(&mut state, "r1", webs(&[("a", 100), ("b", 100)]));
+    let objects = vec![result("a", Action::Drifted), result("b", Action::Unchanged)];
+    sync_ran(&mut state, &keys, objects);
+    let a = deployment("a").to_string();
+    assert!(state.drifted_objects().contains(&a));
+    let key = state.on_event(watch::Event::Object(
+        deployment("a"),
+        watched("edited", None),
+    ));
+    assert_eq!(key, None, "nothing to correct");
+    assert!(state.drifted_objects().contains(&a), "still drifted");
+    // b's was recorded: the watch judges it as before.
+    state.on_event(watch::Event::Object(
+        deployment("b"),
+        watched("fields-b", None),
+    ));
+    assert!(
+        !state
+            .drifted_objects()
+            .contains(&deployment("b").to_string())
+    );
+    // Gone, it is drifted no more.
+    state.on_event(watch::Event::Object(deployment("a"), None));
+    assert!(!state.drifted_objects().contains(&a));
+}
+
+#[test]
+fn a_kind_listed_whole_calls_for_readiness_and_queues_nothing() {
+    let mut state = applied();
+    state.health_dirty = false;
+    assert_eq!(state.on_event(watch::Event::Listed), None);
+    assert!(state.health_dirty);
+}
+
+#[test]
 fn endpoints_feed_readiness_and_never_queue() {
     let mut state = applied();
     let key = ObjKey {
