@@ -116,7 +116,12 @@ impl State {
         let (mut applied, mut unchanged, mut failed) = (0u64, 0u64, 0u64);
         for o in report.objects.iter_mut() {
             match &o.action {
-                Action::Unchanged => unchanged += 1,
+                Action::Unchanged => {
+                    unchanged += 1;
+                    // The sync found it as we want it: a drift reported before (which a
+                    // watch event cannot clear while nothing is recorded) is over.
+                    self.drifted.remove(&o.key);
+                }
                 // Left as someone else set it: what we recorded stays our intent.
                 Action::Drifted => {
                     unchanged += 1;

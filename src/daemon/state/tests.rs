@@ -549,8 +549,13 @@ fn drift_a_fresh_daemon_reported_stays_listed_when_the_watch_first_reports_the_o
             .drifted_objects()
             .contains(&deployment("b").to_string())
     );
-    // Gone, it is drifted no more.
+    // Gone (and nothing recorded): drifted no more.
     state.on_event(watch::Event::Object(deployment("a"), None));
+    assert!(!state.drifted_objects().contains(&a));
+    // Found drifted again, then as we want it by a later sync: the drift is over.
+    sync_ran(&mut state, &keys, vec![result("a", Action::Drifted)]);
+    assert!(state.drifted_objects().contains(&a));
+    sync_ran(&mut state, &keys, a_and_b(Action::Unchanged));
     assert!(!state.drifted_objects().contains(&a));
 }
 
