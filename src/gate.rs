@@ -13,7 +13,6 @@ use tokio::time::Instant;
 
 use crate::apply::{Engine, Gate, Readiness, Step};
 use crate::health::{Status, kstatus};
-use crate::object::Packed;
 use crate::render::Object;
 use crate::report::status::SyncProgress;
 
@@ -228,7 +227,7 @@ async fn poll(
                 let now = Timestamp::now();
                 let mut waiting = None;
                 for o in objects {
-                    let live = observed.objects.get(&o.key()).map(Packed::value);
+                    let live = observed.objects.get(&o.key()).map(|s| s.view.value());
                     let status =
                         kstatus::compute_with(live.as_ref(), now, o.policy.health.as_deref());
                     let said = match &status.reason {

@@ -783,3 +783,81 @@ async fn a_spec_the_tree_suspends_is_resumed_by_the_tree_alone() {
         })
         .await;
 }
+
+/// Once the watches have listed the Deployments and Services, a whole sync takes the
+/// objects they hold for its own lists of those kinds: of ten `reconcile`s in a row,
+/// nine ask the apiserver for no list of either and one lists both itself (a watch that
+/// missed an event is put right within ten resyncs); none writes. `serial_`: it counts
+/// the apiserver's own requests.
+#[tokio::test]
+async fn serial_a_resync_takes_what_the_watches_hold_and_lists_every_tenth_time() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "api-known").await;
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("specs");
+    std::fs::create_dir(&tree).unwrap();
+    specs(
+        &tree,
+        &ns,
+        &format!("{}{}", web("shop", 100), web("cart", 200)),
+    );
+    let mut daemon = Daemon::builder(&ns)
+        .args(&[
+            "--dir",
+            &tree.to_string_lossy(),
+            "--api-token-file",
+            &token_file(dir.path()),
+            "--resync",
+            "1h",
+        ])
+        .log_level("info,kube=warn,driftless::daemon::watch=debug")
+        .wait(WAIT)
+        .start();
+    daemon
+        .wait_status("both specs ready", |s| {
+            s["specs"]
+                .as_array()
+                .is_some_and(|a| a.len() == 2 && a.iter().all(|e| e["ready"] == true))
+        })
+        .await;
+    support::eventually("the watches' lists of both kinds in", WAIT, || async {
+        let log = daemon.log();
+        let listed = |kind: &str| {
+            log.lines()
+                .any(|l| l.contains("watch listed") && l.contains(&format!("kind={kind} ")))
+        };
+        match listed("Deployment") && listed("Service") {
+            true => Ok(()),
+            false => Err(log.clone()),
+        }
+    })
+    .await;
+    let resources = ["deployments", "services"];
+    let writes = support::apiserver_writes_when_quiet(&client, &resources).await;
+    let mut lists = Vec::new();
+    for _ in 0..10 {
+        let before = support::apiserver_lists(&client, &resources).await;
+        let out = cli(daemon.metrics, &["reconcile"]);
+        assert_eq!(out.status.code(), Some(0), "{}", support::show(&out));
+        let said = String::from_utf8_lossy(&out.stdout);
+        assert!(said.starts_with("sync success:"), "{}", support::show(&out));
+        lists.push(support::apiserver_lists(&client, &resources).await - before);
+    }
+    assert_eq!(
+        lists.iter().filter(|n| **n == 0).count(),
+        9,
+        "lists of Deployments and Services per reconcile: {lists:?}\n{}",
+        daemon.log()
+    );
+    assert!(
+        lists.contains(&2),
+        "one whole sync lists both kinds itself: {lists:?}"
+    );
+    assert_eq!(
+        support::apiserver_writes(&client, &resources).await - writes,
+        0,
+        "{}",
+        daemon.log()
+    );
+    assert_eq!(daemon.stop(), Some(0));
+}

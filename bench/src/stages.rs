@@ -23,7 +23,7 @@ use serde_json::{Value, json};
 
 use driftless::apply::diff::preview;
 use driftless::health;
-use driftless::object::{Observed, Packed};
+use driftless::object::{Observed, Packed, Seen};
 use driftless::render::{Facts, NodeFacts, Object, render};
 use driftless::report::snapshot::Snapshot;
 use driftless::spec::{SourceFile, SpecTree, parse_files};
@@ -270,9 +270,7 @@ fn run_stage(stage: &str, n: usize) -> anyhow::Result<(String, Duration)> {
                 else {
                     bail!("no Deployment {name}");
                 };
-                c.observed
-                    .objects
-                    .insert(o.key(), Packed::new(&health::readiness_view(live(o, 2))));
+                c.observed.objects.insert(o.key(), seen(o, 2));
             }
             let (judged, elapsed) =
                 measured(|| memo.tree_health(&c.specs.specs, &c.expected, &c.observed, now))?;
@@ -350,11 +348,18 @@ fn load(files: &[SourceFile]) -> anyhow::Result<SpecTree> {
 fn ready(objects: &[Object]) -> Observed {
     let mut observed = Observed::default();
     for o in objects {
-        observed
-            .objects
-            .insert(o.key(), Packed::new(&health::readiness_view(live(o, 1))));
+        observed.objects.insert(o.key(), seen(o, 1));
     }
     observed
+}
+
+/// `o`'s live view at `generation`, done, as a watch holds it (readiness reads no
+/// field hash).
+fn seen(o: &Object, generation: i64) -> Seen {
+    Seen {
+        view: Packed::new(&health::readiness_view(live(o, generation))),
+        fields: String::new(),
+    }
 }
 
 /// `o` live at its `generation`, done.

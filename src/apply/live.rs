@@ -54,12 +54,28 @@ pub fn live_parts(
 /// 20,000 listed objects of a 10,000-spec tree held 54 MiB (a map node is about 600
 /// bytes however few keys it has) on top of the rendered tree; as text, about a fifth.
 #[derive(Debug, Clone)]
-pub(super) struct Listed {
+pub struct Listed {
     body: Packed,
     fields: String,
 }
 
 impl Listed {
+    /// An object as a watch last saw it: what a list would have told of it.
+    pub fn seen(seen: crate::object::Seen) -> Listed {
+        Listed {
+            body: seen.view,
+            fields: seen.fields,
+        }
+    }
+
+    /// The listed object as readiness keeps it.
+    pub(super) fn into_seen(self) -> crate::object::Seen {
+        crate::object::Seen {
+            view: self.body,
+            fields: self.fields,
+        }
+    }
+
     pub(super) fn of(live: Live) -> Listed {
         Listed {
             body: Packed::new(&live.value),

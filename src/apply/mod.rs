@@ -51,7 +51,8 @@ use kube::Client;
 use serde_json::Value;
 
 pub use inventory::{Entry, Inventory, Store, buckets};
-pub use live::live_parts;
+pub use list::Known;
+pub use live::{Listed, live_parts};
 pub use resolve::{Resolved, Resolver};
 pub use stages::{Gate, NoWait, Readiness, Step};
 pub use writes::{Verb, Writes};
@@ -319,19 +320,21 @@ impl Engine {
         scope: Scope<'_>,
         gate: &impl Gate,
     ) -> Result<SyncReport, ApplyError> {
-        self.sync_in(self.store(), objects, facts, scope, gate)
+        self.sync_in(self.store(), objects, facts, scope, None, gate)
             .await
     }
 
     /// `sync_scope` with the inventory of `store`: the buckets held when `objects` were
     /// chosen. Read when the sync's task first runs, a share grown meanwhile would have
     /// the sync load buckets whose specs it does not render, and prune their objects.
+    /// Objects of the kinds `known` holds are taken from it, not listed.
     pub async fn sync_in(
         &self,
         store: Store,
         objects: &[Object],
         facts: &TreeFacts,
         scope: Scope<'_>,
+        known: Option<Known>,
         gate: &impl Gate,
     ) -> Result<SyncReport, ApplyError> {
         // Specs the tree holds back (`driftless.dev/suspend`) are left as a suspended
@@ -391,7 +394,7 @@ impl Engine {
         );
 
         let few = matches!(scope, Scope::Only(_));
-        let mut existing = self.read_existing(&mut planned, few).await?;
+        let mut existing = self.read_existing(&mut planned, few, known).await?;
         timeline.mark("live objects listed");
 
         // Before the first write (the inventory's too): a revision with a field the

@@ -6,6 +6,7 @@ use kube::api::{Api, ListParams};
 use serde_json::Value;
 
 use super::{ApplyError, Engine, ObjKey, Observed, Packed, Resolved};
+use crate::object::Seen;
 use crate::render::Object;
 
 impl Engine {
@@ -42,7 +43,7 @@ impl Engine {
     ) -> Result<Vec<Value>, kube::Error> {
         match observed.objects.get(deployment) {
             Some(live) => {
-                self.pods_matching(&deployment.namespace, &live.value())
+                self.pods_matching(&deployment.namespace, &live.view.value())
                     .await
             }
             None => Ok(Vec::new()),
@@ -79,13 +80,13 @@ impl Engine {
     pub async fn observe(&self, objects: &[Object]) -> Result<Observed, ApplyError> {
         let planned = self.plan(objects, &BTreeSet::new()).await;
         let wanted: BTreeSet<&ObjKey> = planned.iter().map(|p| &p.key).collect();
-        let live: HashMap<ObjKey, Value> = self
-            .list_owned(&planned, true, 1)
+        let live: HashMap<ObjKey, Seen> = self
+            .list_owned(&planned, true, 1, &BTreeSet::new())
             .await?
             .0
             .into_iter()
             .filter(|(k, _)| wanted.contains(k))
-            .map(|(k, l)| (k, l.value()))
+            .map(|(k, l)| (k, l.into_seen()))
             .collect();
         let mut pods = HashMap::new();
         for p in planned
@@ -95,7 +96,10 @@ impl Engine {
             let Some(deployment) = live.get(&p.key) else {
                 continue;
             };
-            if let Ok(items) = self.pods_matching(&p.key.namespace, deployment).await {
+            if let Ok(items) = self
+                .pods_matching(&p.key.namespace, &deployment.view.value())
+                .await
+            {
                 pods.insert(p.key.clone(), items);
             }
         }
@@ -117,10 +121,7 @@ impl Engine {
             }
         }
         Ok(Observed {
-            objects: live
-                .into_iter()
-                .map(|(k, v)| (k, Packed::new(&v)))
-                .collect(),
+            objects: live,
             endpoints,
             pods,
         })

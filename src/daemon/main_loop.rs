@@ -163,7 +163,7 @@ impl Loop {
                 Some(update) = src_rx.recv() => self.on_source(update),
                 Some(control) = control_rx.recv() => self.on_control(control, &mut src_rx),
                 Some(ev) = ev_rx.recv() => {
-                    let listed = matches!(ev, watch::Event::Listed);
+                    let listed = matches!(ev, watch::Event::Listed(_));
                     if let Some(key) = self.state.on_event(ev) {
                         // A short delay batches a burst of events into one sync.
                         self.queue.push(key, Instant::now() + Duration::from_millis(100));
@@ -513,7 +513,13 @@ impl Loop {
             .expected()
             .iter()
             .map(|e| (e.api_version.as_str(), e.key.kind.as_str()));
-        self.owned.set(&self.engine.resolved_kinds(kinds).await);
+        let watched = self.engine.resolved_kinds(kinds).await;
+        self.owned.set(&watched);
+        self.state.watching(
+            watched
+                .iter()
+                .map(|r| (r.resource.group.clone(), r.resource.kind.clone())),
+        );
         let _ = self
             .selectors
             .send(labeller::selectors_of(self.state.specs()));

@@ -52,7 +52,7 @@ pub async fn refresh(
         .map(|o| &o.key)
         .filter(|key| {
             observed.objects.get(*key).is_some_and(|d| {
-                health::kstatus::compute(Some(&d.value()), Timestamp::now()).status
+                health::kstatus::compute(Some(&d.view.value()), Timestamp::now()).status
                     != Status::Current
             })
         })

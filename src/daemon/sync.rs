@@ -12,10 +12,10 @@ use tokio::time::Instant;
 
 use super::queue::Key;
 use super::state::{State, SyncEnd, Tally};
-use crate::apply::{ApplyError, Engine, Scope, SyncReport};
+use crate::apply::{ApplyError, Engine, Known, Scope, SyncReport};
 use crate::gate::{Progress, Steered};
 use crate::render::{self, Object};
-use crate::spec::{Spec, SpecId, TreeFacts};
+use crate::spec::{SpecId, SpecTree, TreeFacts};
 
 /// Past the sync's deadline, how long the engine has to reach a safe point (it checks
 /// the deadline between objects and in every wait) before it is abandoned.
@@ -33,12 +33,15 @@ pub enum Prepared {
 /// A sync ready to run on its own: everything it needs, owned.
 pub struct Job {
     pub keys: Vec<Key>,
-    objects: Vec<Object>,
+    /// Shared with the state's render of the tree when the sync is whole.
+    objects: Arc<[Object]>,
     /// The objects of held specs not settled in the current revision: whether they hold
     /// anything back is read after the sync (`Engine::applied_as_is`).
     held_objects: Vec<Object>,
     facts: TreeFacts,
     scope: OwnedScope,
+    /// For a whole sync: the objects the watches hold, taken for its lists of their kinds.
+    known: Option<Known>,
 }
 
 /// `apply::Scope`, owning its specs (a task cannot borrow the state's).
@@ -77,7 +80,7 @@ pub enum SyncError {
 /// How a sync's task ended.
 pub struct Finished {
     pub keys: Vec<Key>,
-    pub objects: Vec<Object>,
+    pub objects: Arc<[Object]>,
     /// Held specs that hold nothing back: applied as they are in this revision.
     pub held_applied: BTreeSet<SpecId>,
     pub result: Result<SyncReport, SyncError>,
@@ -130,7 +133,7 @@ pub fn prepare(engine: &Engine, state: &mut State, keys: Vec<Key>) -> Option<Pre
         let (outcome, tally) = state.on_held(&keys, super::now());
         return Some(Prepared::Done(outcome, tally));
     }
-    let objects = match render_keys(engine, state, full, &specs) {
+    let objects = match render_keys(&engine.opts.instance, state, full, &specs) {
         Ok(o) => o,
         Err(e) => {
             // Nothing applies and nothing is pruned; the status says why (a node joining
@@ -144,16 +147,18 @@ pub fn prepare(engine: &Engine, state: &mut State, keys: Vec<Key>) -> Option<Pre
             return Some(Prepared::Done(outcome, tally));
         }
     };
-    let (objects, held_objects): (Vec<Object>, Vec<Object>) = if held.is_empty() {
+    let (objects, held_objects) = if held.is_empty() {
         (objects, Vec::new())
     } else {
-        let (held_objects, objects): (Vec<Object>, Vec<Object>) =
-            objects.into_iter().partition(|o| held.contains(&o.spec));
+        let (held_objects, objects): (Vec<Object>, Vec<Object>) = objects
+            .iter()
+            .cloned()
+            .partition(|o| held.contains(&o.spec));
         let held_objects = held_objects
             .into_iter()
             .filter(|o| !state.settled(&o.spec))
             .collect();
-        (objects, held_objects)
+        (objects.into(), held_objects)
     };
     let scope = if !full {
         OwnedScope::Only(specs)
@@ -162,12 +167,15 @@ pub fn prepare(engine: &Engine, state: &mut State, keys: Vec<Key>) -> Option<Pre
     } else {
         OwnedScope::Except(held)
     };
+    // A sync of a few specs reads their objects directly: fresher than any watch.
+    let known = full.then(|| state.known_live()).flatten();
     Some(Prepared::Run(Job {
         keys,
         objects,
         held_objects,
         facts: tree.facts(),
         scope,
+        known,
     }))
 }
 
@@ -195,7 +203,14 @@ pub async fn execute(
         cancel,
         progress,
     };
-    let run = engine.sync_in(store, &job.objects, &job.facts, job.scope.scope(), &gate);
+    let run = engine.sync_in(
+        store,
+        &job.objects,
+        &job.facts,
+        job.scope.scope(),
+        job.known,
+        &gate,
+    );
     let result = match unless_still(run, &moved, limits.sync + DEADLINE_GRACE).await {
         Some(r) => r.map_err(SyncError::from),
         None => Err(SyncError::Overran(limits.sync)),
@@ -241,43 +256,73 @@ async fn unless_still<T>(
     }
 }
 
-/// A whole sync renders every object; a sync of some specs keeps only theirs. When the
-/// tree or the nodes changed, the whole tree is rendered (one spec at a time) to check it
-/// still renders, and the specs' objects are taken from that pass.
-fn render_keys(
-    engine: &Engine,
+/// A whole sync takes every object of the tree; a sync of some specs only theirs. The
+/// tree is rendered whole once per revision and node set (which also checks it still
+/// renders), and kept: later syncs, a periodic resync or a drift's correction, take
+/// their objects from it. Only a sync of a few specs before any whole render renders
+/// just those specs.
+pub(super) fn render_keys(
+    instance: &str,
     state: &mut State,
     full: bool,
     specs: &BTreeSet<SpecId>,
-) -> Result<Vec<Object>, render::RenderError> {
+) -> Result<Arc<[Object]>, render::RenderError> {
     let Some(tree) = state.tree.clone() else {
-        return Ok(Vec::new());
+        return Ok(Arc::from([]));
     };
+    let whole = match state.rendered() {
+        Some(objects) => Some(objects),
+        None if full || state.render_dirty => Some(render_whole(instance, state, &tree)?),
+        None => None,
+    };
+    if let Some(objects) = whole {
+        return Ok(match full {
+            true => objects,
+            false => objects
+                .iter()
+                .filter(|o| specs.contains(&o.spec))
+                .cloned()
+                .collect(),
+        });
+    }
     let facts = render::Facts {
-        instance: engine.opts.instance.clone(),
+        instance: instance.to_string(),
         nodes: state.nodes.clone(),
     };
-    if full {
-        return render::render(&tree, &facts);
-    }
     let mut subset = Vec::new();
-    let mut keep = |spec: &Spec, objects: Vec<Object>| {
-        if specs.contains(&spec.id) {
-            subset.extend(objects);
-        }
-    };
-    if state.render_dirty {
-        state.rerender(&engine.opts.instance, &mut keep)?;
-    } else {
-        render::render_each(
-            tree.specs.iter().filter(|s| specs.contains(&s.id)),
-            &tree.settings,
-            &facts,
-            &mut keep,
-        )?;
-    }
+    render::render_each(
+        tree.specs.iter().filter(|s| specs.contains(&s.id)),
+        &tree.settings,
+        &facts,
+        |_, objects| subset.extend(objects),
+    )?;
     subset.sort_by_key(Object::apply_phase);
-    Ok(subset)
+    Ok(subset.into())
+}
+
+/// Every object of the tree, in apply order, kept in the state. When the tree or the
+/// nodes changed, readiness's expectations are taken from the same pass.
+fn render_whole(
+    instance: &str,
+    state: &mut State,
+    tree: &SpecTree,
+) -> Result<Arc<[Object]>, render::RenderError> {
+    let mut all = Vec::new();
+    if state.render_dirty {
+        state.rerender(instance, |_, objects| all.extend(objects))?;
+    } else {
+        let facts = render::Facts {
+            instance: instance.to_string(),
+            nodes: state.nodes.clone(),
+        };
+        render::render_each(&tree.specs, &tree.settings, &facts, |_, objects| {
+            all.extend(objects)
+        })?;
+    }
+    all.sort_by_key(Object::apply_phase);
+    let all: Arc<[Object]> = all.into();
+    state.keep_rendered(all.clone());
+    Ok(all)
 }
 
 #[cfg(test)]

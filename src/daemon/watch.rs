@@ -32,9 +32,16 @@ pub enum Event {
     Cluster(Option<String>),
     /// The suspended specs, as the cluster now records them.
     Suspensions(Suspensions),
-    /// A kind's initial list has reached the loop whole.
-    Listed,
+    /// A kind's list began (the first, or one made again after the watch lost its
+    /// place): not every object of it is known until `Listed`.
+    Listing(GroupKind),
+    /// A kind's list has reached the loop whole: from now on the watch follows every
+    /// object of ours of it.
+    Listed(GroupKind),
 }
+
+/// A kind by its API group and name, as `ObjKey`s name it.
+pub type GroupKind = (String, String);
 
 /// A live object as the watch passes it on: its readiness view (`health::readiness_view`,
 /// packed), the spec its annotation names, and the hash of the fields our manager owns
@@ -165,6 +172,7 @@ async fn watch_kind(
     let mut permit: Option<OwnedSemaphorePermit> = None;
     // For the debug timeline: when the initial list began, and how many it held.
     let mut listed: Option<(std::time::Instant, usize)> = None;
+    let kind: GroupKind = (r.resource.group.clone(), r.resource.kind.clone());
     while let Some(ev) = next(&mut events).await {
         let ev = match ev {
             Ok(ev) => ev,
@@ -196,7 +204,7 @@ async fn watch_kind(
                     permit = listing.clone().acquire_owned().await.ok();
                 }
                 listed = Some((std::time::Instant::now(), 0));
-                continue;
+                Event::Listing(kind.clone())
             }
             watcher::Event::InitDone => {
                 permit = None;
@@ -208,7 +216,7 @@ async fn watch_kind(
                         "watch listed"
                     );
                 }
-                Event::Listed
+                Event::Listed(kind.clone())
             }
         };
         // Backpressure rather than an unbounded queue: the loop drains this fast.

@@ -54,7 +54,11 @@ impl Judged {
 fn judged_from(objects: &[&Expected], observed: &Observed) -> u64 {
     let mut h = std::hash::DefaultHasher::new();
     for o in objects {
-        observed.objects.get(&o.key).map(Packed::text).hash(&mut h);
+        observed
+            .objects
+            .get(&o.key)
+            .map(|s| s.view.text())
+            .hash(&mut h);
         if o.key.kind == "Service" {
             observed
                 .endpoints
@@ -167,9 +171,11 @@ mod tests {
     fn observed(objects: &[Object], available: impl Fn(&Object) -> i64) -> Observed {
         let mut observed = Observed::default();
         for o in objects {
-            observed
-                .objects
-                .insert(o.key(), Packed::new(&live(o, available(o))));
+            let seen = crate::object::Seen {
+                view: Packed::new(&live(o, available(o))),
+                fields: String::new(),
+            };
+            observed.objects.insert(o.key(), seen);
         }
         observed
     }

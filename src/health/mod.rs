@@ -180,7 +180,7 @@ pub fn spec_health(
     // several times the size of the cache.
     let lives: Vec<(&Expected, Option<Value>)> = objects
         .iter()
-        .map(|o| (*o, observed.objects.get(&o.key).map(Packed::value)))
+        .map(|o| (*o, observed.objects.get(&o.key).map(|s| s.view.value())))
         .collect();
     let mut statuses: Vec<ObjectHealth> = lives
         .iter()

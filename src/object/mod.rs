@@ -9,4 +9,4 @@ mod view;
 
 pub use key::{ObjKey, apply_phase, group_of, split_api_version};
 pub use ownership::{Claim, Owner, Refusal, claim, owner_of};
-pub use view::{Observed, Packed};
+pub use view::{Observed, Packed, Seen};

@@ -3,6 +3,7 @@
 //! way (`Packed`) while a sync holds them.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use serde_json::Value;
 
@@ -12,16 +13,26 @@ use super::ObjKey;
 /// (a Deployment never says why its Pods fail; they do).
 #[derive(Debug, Clone, Default)]
 pub struct Observed {
-    pub objects: HashMap<ObjKey, Packed>,
+    pub objects: HashMap<ObjKey, Seen>,
     pub endpoints: HashMap<(String, String), Packed>,
     pub pods: HashMap<ObjKey, Vec<Value>>,
 }
 
+/// One live object as last seen: its view, and the hash of the fields our manager owns
+/// (taken from its managedFields before they were dropped). With both, the daemon's
+/// watches hold what a sync's list of the object would tell it (`apply::Known`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Seen {
+    pub view: Packed,
+    pub fields: String,
+}
+
 /// A JSON value kept as its compact text, parsed again where it is read. As a `Value` (a
 /// map node is about 600 bytes, however few keys it has) a Deployment's view is about
-/// 6 KiB, as text well under 1 KiB. Reading one back costs a few microseconds.
+/// 6 KiB, as text well under 1 KiB. Reading one back costs a few microseconds. Shared,
+/// not copied, when cloned: a whole sync takes every view the watches hold (`Seen`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Packed(Box<str>);
+pub struct Packed(Arc<str>);
 
 impl Packed {
     pub fn new(value: &Value) -> Packed {

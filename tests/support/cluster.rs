@@ -207,6 +207,26 @@ pub async fn apply_manifest_as(client: &Client, doc: &Value, manager: &str) -> V
 /// to send. Only meaningful while no other test writes to those resources: tests that
 /// use it are named `serial_*`, which `scripts/test` runs alone.
 pub async fn apiserver_writes(client: &Client, resources: &[&str]) -> u64 {
+    const WRITES: &[&str] = &[
+        "POST",
+        "PUT",
+        "PATCH",
+        "APPLY",
+        "DELETE",
+        "DELETECOLLECTION",
+    ];
+    apiserver_requests(client, WRITES, resources).await
+}
+
+/// LIST requests the apiserver counted for any of `resources`, as [`apiserver_writes`]
+/// counts writes (and as meaningful only in a `serial_*` test).
+pub async fn apiserver_lists(client: &Client, resources: &[&str]) -> u64 {
+    apiserver_requests(client, &["LIST"], resources).await
+}
+
+/// Requests with one of `verbs` the apiserver counted for the main resource of any of
+/// `resources`, dry runs left out.
+async fn apiserver_requests(client: &Client, verbs: &[&str], resources: &[&str]) -> u64 {
     let req = http::Request::get("/metrics").body(Vec::new()).unwrap();
     let text = client
         .request_text(req)
@@ -222,10 +242,8 @@ pub async fn apiserver_writes(client: &Client, resources: &[&str]) -> u64 {
         .filter(|l| {
             let verb = label(l, "verb").unwrap_or_default();
             let resource = label(l, "resource").unwrap_or_default();
-            matches!(
-                verb.as_str(),
-                "POST" | "PUT" | "PATCH" | "APPLY" | "DELETE" | "DELETECOLLECTION"
-            ) && resources.contains(&resource.as_str())
+            verbs.contains(&verb.as_str())
+                && resources.contains(&resource.as_str())
                 && label(l, "subresource").unwrap_or_default().is_empty()
                 && label(l, "dry_run").unwrap_or_default().is_empty()
         })

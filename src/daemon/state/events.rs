@@ -35,54 +35,14 @@ impl State {
                     .any(|s| matches!(s.body, SpecBody::LocalService(_)));
                 has_local.then_some(Key::Full)
             }
-            watch::Event::Object(key, live) => {
-                self.health_dirty = true;
-                if key.group.is_empty() && key.kind == "Endpoints" {
-                    let k = (key.namespace.clone(), key.name.clone());
-                    match live {
-                        Some(w) => self.live.endpoints.insert(k, w.value),
-                        None => self.live.endpoints.remove(&k),
-                    };
-                    return None;
-                }
-                let recorded = self.recorded.get(&key).cloned();
-                // Nothing recorded (a sync that found it drifted records nothing of it):
-                // the event cannot say it is as we want, so a drift reported stays,
-                // unless the object is gone.
-                let judged = recorded.is_some() || live.is_none();
-                let drift = match (&live, &recorded) {
-                    (None, Some(_)) => true,
-                    (Some(w), Some((_, fields))) => {
-                        &w.fields != fields || self.scaled(&key, &w.value)
-                    }
-                    _ => false,
-                };
-                let spec = recorded
-                    .map(|(s, _)| s)
-                    .or_else(|| live.as_ref().and_then(|w| w.spec.clone()));
-                let fields = live.as_ref().map(|w| w.fields.clone());
-                match live {
-                    Some(w) => self.live.objects.insert(key.clone(), w.value),
-                    None => self.live.objects.remove(&key),
-                };
-                if !drift {
-                    if judged {
-                        self.drifted.remove(&key);
-                    }
-                    return None;
-                }
-                if self.running.is_some() {
-                    // The running sync may be the writer (its own apply, its prune): what
-                    // it recorded is known only once it ends, and the change is judged
-                    // then (`judge_seen_in_sync`).
-                    self.seen_in_sync.insert(key, (fields, spec));
-                    return None;
-                }
-                self.on_drift(key, spec)
-            }
-            watch::Event::Listed => {
-                self.health_dirty = true;
+            watch::Event::Object(key, live) => self.on_object(key, live),
+            watch::Event::Listing(kind) => {
+                self.on_listing(kind);
                 None
+            }
+            watch::Event::Listed(kind) => {
+                self.health_dirty = true;
+                self.on_listed(kind)
             }
             watch::Event::Suspensions(now) => {
                 self.suspensions_known = true;
@@ -96,6 +56,59 @@ impl State {
                 resumed.then_some(Key::Full)
             }
         }
+    }
+
+    /// An owned object changed (`Some`) or went away (`None`), as a watch saw it.
+    pub(super) fn on_object(&mut self, key: ObjKey, live: Option<watch::Watched>) -> Option<Key> {
+        self.health_dirty = true;
+        self.seen_in_list(&key);
+        self.confirm(&key, live.as_ref().map(|w| w.fields.as_str()));
+        if key.group.is_empty() && key.kind == "Endpoints" {
+            let k = (key.namespace.clone(), key.name.clone());
+            match live {
+                Some(w) => self.live.endpoints.insert(k, w.value),
+                None => self.live.endpoints.remove(&k),
+            };
+            return None;
+        }
+        let recorded = self.recorded.get(&key).cloned();
+        // Nothing recorded (a sync that found it drifted records nothing of it):
+        // the event cannot say it is as we want, so a drift reported stays,
+        // unless the object is gone.
+        let judged = recorded.is_some() || live.is_none();
+        let drift = match (&live, &recorded) {
+            (None, Some(_)) => true,
+            (Some(w), Some((_, fields))) => &w.fields != fields || self.scaled(&key, &w.value),
+            _ => false,
+        };
+        let spec = recorded
+            .map(|(s, _)| s)
+            .or_else(|| live.as_ref().and_then(|w| w.spec.clone()));
+        let fields = live.as_ref().map(|w| w.fields.clone());
+        match live {
+            Some(w) => {
+                let seen = crate::object::Seen {
+                    view: w.value,
+                    fields: w.fields,
+                };
+                self.live.objects.insert(key.clone(), seen)
+            }
+            None => self.live.objects.remove(&key),
+        };
+        if !drift {
+            if judged {
+                self.drifted.remove(&key);
+            }
+            return None;
+        }
+        if self.running.is_some() {
+            // The running sync may be the writer (its own apply, its prune): what
+            // it recorded is known only once it ends, and the change is judged
+            // then (`judge_seen_in_sync`).
+            self.seen_in_sync.insert(key, (fields, spec));
+            return None;
+        }
+        self.on_drift(key, spec)
     }
 
     /// Drift on `key` of `spec`: the key to sync, or for a suspended spec none, the
@@ -128,7 +141,7 @@ impl State {
                             .live
                             .objects
                             .get(&key)
-                            .is_some_and(|live| self.scaled(&key, live))
+                            .is_some_and(|live| self.scaled(&key, &live.view))
                 }
                 _ => false,
             };

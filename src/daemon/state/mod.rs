@@ -4,6 +4,7 @@
 //! (`Tally`) in the metrics.
 
 mod events;
+mod known;
 mod notices;
 mod readiness;
 mod running;
@@ -152,6 +153,17 @@ pub struct State {
     warnings: HashMap<ObjKey, Vec<String>>,
     /// Live state of owned objects, from the watches.
     pub live: Observed,
+    /// Kinds a watch has listed whole and follows since (`known_live`).
+    listed_kinds: BTreeSet<crate::daemon::watch::GroupKind>,
+    /// Kinds being listed, with the objects held of them the list has not brought yet.
+    relisting: HashMap<crate::daemon::watch::GroupKind, std::collections::HashSet<ObjKey>>,
+    /// Whole syncs since one listed every kind itself (`known::LIST_EVERY`).
+    known_syncs: u32,
+    /// The kinds watched now; `None` before the watches are first set.
+    watched_kinds: Option<BTreeSet<crate::daemon::watch::GroupKind>>,
+    /// Objects of watched kinds a sync wrote whose watch has not reported the write yet,
+    /// with the fields written: a whole sync reads them itself.
+    unconfirmed: HashMap<ObjKey, String>,
     last_sync: Option<LastSync>,
     pub health: Vec<SpecHealth>,
     pub health_dirty: bool,
@@ -188,6 +200,9 @@ pub struct State {
     /// Bumped whenever what the tree renders to may change (a revision, the nodes), so a
     /// sync that ran across such a change does not pass its render off as current.
     render_epoch: u64,
+    /// The whole tree's objects as last rendered, with the `render_epoch` they were
+    /// rendered at: a resync of an unchanged tree on unchanged nodes renders nothing.
+    rendered: Option<(u64, Arc<[crate::render::Object]>)>,
     /// Keys to sync again at once (no backoff): what a cancelled sync left undone, and
     /// drift seen while a sync ran.
     requeue: Vec<Key>,
@@ -235,6 +250,11 @@ impl State {
             failures: HashMap::new(),
             warnings: HashMap::new(),
             live: Observed::default(),
+            listed_kinds: BTreeSet::new(),
+            relisting: HashMap::new(),
+            known_syncs: 0,
+            watched_kinds: None,
+            unconfirmed: HashMap::new(),
             last_sync: None,
             health: Vec::new(),
             health_dirty: true,
@@ -253,6 +273,7 @@ impl State {
             syncing: false,
             running: None,
             render_epoch: 0,
+            rendered: None,
             requeue: Vec::new(),
             seen_in_sync: HashMap::new(),
             herald: notices::Herald::default(),

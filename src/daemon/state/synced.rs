@@ -172,20 +172,24 @@ impl State {
                 && let Some(fields) = o.fields.clone()
             {
                 self.recorded
-                    .insert(o.key.clone(), (o.spec.clone(), fields));
+                    .insert(o.key.clone(), (o.spec.clone(), fields.clone()));
+                if o.action.is_write() {
+                    self.written(&o.key, &fields);
+                }
                 // The watches are the source of live state; what a write returned stands
                 // in until the watch reports it, never over a newer event. It does replace
                 // an older one: readiness right after the sync must be the written
                 // object's (a new generation, a new Pod), not the one it replaced.
                 // Moved, not copied: a sync's results hold every object it wrote.
-                if let Some(live) = o.live.take() {
+                if let Some(view) = o.live.take() {
                     let newer = self
                         .live
                         .objects
                         .get(&o.key)
-                        .is_none_or(|cached| written_after(&live, cached));
+                        .is_none_or(|cached| written_after(&view, &cached.view));
                     if newer {
-                        self.live.objects.insert(o.key.clone(), live);
+                        let seen = crate::object::Seen { view, fields };
+                        self.live.objects.insert(o.key.clone(), seen);
                     }
                 }
             }
@@ -205,6 +209,7 @@ impl State {
             self.recorded.remove(&p.key);
             self.warnings.remove(&p.key);
             self.live.objects.remove(&p.key);
+            self.unconfirmed.remove(&p.key);
         }
         let refused = report.prune.refused.is_some();
         // Stopped because it was told to: superseded (or stopped), not failed.
@@ -273,7 +278,8 @@ impl State {
             }));
         }
         if full && self.correct_drift {
-            // A whole sync reads objects as metadata only, so it cannot see replicas
+            // A whole sync that lists reads objects as metadata only (one that takes the
+            // watches' views sees replicas), so it cannot see replicas
             // changed through the scale subresource (no field ownership moves before
             // Kubernetes 1.22). A drift the watches reported while it was queued was
             // folded into it, and would be lost: what it found unchanged but the
@@ -287,7 +293,7 @@ impl State {
                     .live
                     .objects
                     .get(&o.key)
-                    .is_some_and(|live| self.scaled(&o.key, live))
+                    .is_some_and(|live| self.scaled(&o.key, &live.view))
                 {
                     self.recheck.insert(o.spec.clone());
                 }

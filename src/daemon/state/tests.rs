@@ -563,7 +563,7 @@ fn drift_a_fresh_daemon_reported_stays_listed_when_the_watch_first_reports_the_o
 fn a_kind_listed_whole_calls_for_readiness_and_queues_nothing() {
     let mut state = applied();
     state.health_dirty = false;
-    assert_eq!(state.on_event(watch::Event::Listed), None);
+    assert_eq!(state.on_event(watch::Event::Listed(deployments())), None);
     assert!(state.health_dirty);
 }
 
@@ -1190,10 +1190,11 @@ fn all_ready(state: &State) -> crate::object::Observed {
         let live = json!({"apiVersion": e.api_version, "kind": e.key.kind,
             "metadata": {"name": e.key.name, "namespace": e.key.namespace, "generation": 1},
             "spec": {"clusterIP": "10.0.0.10", "replicas": 1}, "status": status});
-        observed.objects.insert(
-            e.key.clone(),
-            Packed::new(&crate::health::readiness_view(live)),
-        );
+        let seen = crate::object::Seen {
+            view: Packed::new(&crate::health::readiness_view(live)),
+            fields: String::new(),
+        };
+        observed.objects.insert(e.key.clone(), seen);
     }
     observed
 }
@@ -1230,4 +1231,157 @@ fn ready_verdicts_stand_through_a_resync_and_go_with_a_changed_spec() {
     new_revision(&mut state, "r3", webs(&[("a", 100), ("b", 90), ("c", 100)]));
     state.rerender("default", |_, _| {}).unwrap();
     assert_eq!(judge(&mut state), 3);
+}
+
+#[test]
+fn a_resync_of_an_unchanged_tree_renders_nothing_and_a_new_revision_or_node_renders_again() {
+    use crate::daemon::sync::render_keys;
+    let mut state = State::new("dir:/specs".into(), true);
+    new_revision(&mut state, "r1", webs(&[("a", 100), ("b", 200)]));
+    let whole = BTreeSet::new();
+    let first = render_keys("i", &mut state, true, &whole).expect("renders");
+    assert_eq!(first.len(), 4, "a Deployment and a Service per elasticweb");
+    // Readiness's expectations came from the same pass: no second render.
+    assert!(!state.render_dirty);
+    // Not kept while the watches' first lists are under way (the daemon's peak).
+    let kinds = [deployments(), ("".into(), "Service".into())];
+    state.watching(kinds.clone());
+    state.on_event(watch::Event::Listed(deployments()));
+    let unkept = render_keys("i", &mut state, true, &whole).expect("renders");
+    assert!(!Arc::ptr_eq(&first, &unkept));
+    assert_eq!(*first, *unkept);
+    state.on_event(watch::Event::Listed(kinds[1].clone()));
+    let first = render_keys("i", &mut state, true, &whole).expect("renders");
+
+    let again = render_keys("i", &mut state, true, &whole).expect("renders");
+    assert!(
+        Arc::ptr_eq(&first, &again),
+        "an unchanged tree is not rendered again"
+    );
+    // A sync of one spec (a drift's correction) takes that spec's objects from it.
+    let only_a: BTreeSet<SpecId> = [id("a")].into();
+    let a = render_keys("i", &mut state, false, &only_a).expect("renders");
+    let want: Vec<&crate::render::Object> = first.iter().filter(|o| o.spec == id("a")).collect();
+    assert_eq!(a.iter().collect::<Vec<_>>(), want);
+    assert_eq!(a.len(), 2);
+
+    // The nodes changed: rendered again (elasticweb's objects do not depend on them).
+    let node = NodeFacts {
+        name: "node-1".into(),
+        labels: Default::default(),
+    };
+    state.on_event(watch::Event::Nodes(vec![node]));
+    let after_nodes = render_keys("i", &mut state, true, &whole).expect("renders");
+    assert!(!Arc::ptr_eq(&again, &after_nodes));
+    assert_eq!(*again, *after_nodes);
+
+    // A new revision: rendered again, with what it changed.
+    new_revision(&mut state, "r2", webs(&[("a", 100), ("b", 300)]));
+    let r2 = render_keys("i", &mut state, true, &whole).expect("renders");
+    assert_ne!(*r2, *after_nodes);
+    assert!(Arc::ptr_eq(
+        &r2,
+        &render_keys("i", &mut state, true, &whole).expect("renders")
+    ));
+}
+
+fn deployments() -> watch::GroupKind {
+    ("apps".into(), "Deployment".into())
+}
+
+/// The Deployments' watch lists a's and b's, as the sync recorded them (no drift).
+fn listing(state: &mut State) {
+    state.on_event(watch::Event::Listing(deployments()));
+    for name in ["a", "b"] {
+        let fields = format!("fields-{name}");
+        let ev = watch::Event::Object(deployment(name), watched(&fields, Some(id(name))));
+        assert_eq!(state.on_event(ev), None);
+    }
+}
+
+/// `applied`, with the Deployments watched and listed whole.
+fn deployments_listed() -> State {
+    let mut state = applied();
+    state.watching([deployments()]);
+    listing(&mut state);
+    state.on_event(watch::Event::Listed(deployments()));
+    state
+}
+
+#[test]
+fn a_whole_sync_takes_the_objects_of_kinds_listed_whole_and_lists_itself_every_tenth_time() {
+    let mut state = applied();
+    state.watching([deployments()]);
+    // Watched, but not listed whole yet: the sync lists.
+    listing(&mut state);
+    assert!(state.known_live().is_none());
+    assert_eq!(state.on_event(watch::Event::Listed(deployments())), None);
+
+    let known = state.known_live().expect("Deployments are listed whole");
+    assert_eq!(known.kinds, BTreeSet::from([deployments()]));
+    let mut keys: Vec<&ObjKey> = known.objects.keys().collect();
+    keys.sort();
+    assert_eq!(keys, [&deployment("a"), &deployment("b")]);
+    // Every LIST_EVERY-th whole sync lists every kind itself.
+    let taken = (2..=2 * known::LIST_EVERY)
+        .filter(|_| state.known_live().is_some())
+        .count();
+    assert_eq!(taken as u32, 2 * known::LIST_EVERY - 3);
+
+    // A list made again: not known whole until it is in.
+    state.on_event(watch::Event::Listing(deployments()));
+    assert!(state.known_live().is_none());
+    state.on_event(watch::Event::Listed(deployments()));
+    // A kind no longer watched is not known whole.
+    state.watching([]);
+    assert!(state.known_live().is_none());
+}
+
+#[test]
+fn a_list_made_again_without_an_object_held_is_its_delete() {
+    let mut state = deployments_listed();
+    // The watch lost its place; b was deleted meanwhile, and its list brings only a.
+    state.on_event(watch::Event::Listing(deployments()));
+    let ev = watch::Event::Object(deployment("a"), watched("fields-a", Some(id("a"))));
+    assert_eq!(state.on_event(ev), None);
+    assert_eq!(
+        state.on_event(watch::Event::Listed(deployments())),
+        Some(spec("b")),
+        "b is gone: drift on b's spec"
+    );
+    assert!(!state.live.objects.contains_key(&deployment("b")));
+    assert!(state.live.objects.contains_key(&deployment("a")));
+    let known = state.known_live().expect("listed whole again");
+    assert!(!known.objects.contains_key(&deployment("b")));
+}
+
+#[test]
+fn an_object_a_sync_wrote_is_read_again_until_its_watch_reports_the_write() {
+    let mut state = deployments_listed();
+    // A sync writes a's new fields; b is unchanged.
+    let written = ObjectResult {
+        fields: Some("fields-a2".into()),
+        ..result("a", Action::Configured)
+    };
+    sync_ran(
+        &mut state,
+        &[Key::Full],
+        vec![written, result("b", Action::Unchanged)],
+    );
+    let known = state.known_live().expect("listed whole");
+    assert!(
+        !known.objects.contains_key(&deployment("a")),
+        "a: read again"
+    );
+    assert!(known.objects.contains_key(&deployment("b")));
+    // An event from before the write confirms nothing.
+    let old = watch::Event::Object(deployment("a"), watched("fields-a", Some(id("a"))));
+    state.on_event(old);
+    let known = state.known_live().expect("listed whole");
+    assert!(!known.objects.contains_key(&deployment("a")));
+    // The write's own event does.
+    let new = watch::Event::Object(deployment("a"), watched("fields-a2", Some(id("a"))));
+    assert_eq!(state.on_event(new), None, "our own write is no drift");
+    let known = state.known_live().expect("listed whole");
+    assert!(known.objects.contains_key(&deployment("a")));
 }
