@@ -142,8 +142,10 @@ impl State {
 
     /// A kind's list is in: its objects the list did not bring are gone (as a watch's
     /// delete of each would say), and it is known whole from now on.
+    /// A list whose beginning was not seen (a watch replaced since, whose last events
+    /// were still queued) makes nothing known.
     pub(super) fn on_listed(&mut self, kind: GroupKind) -> Option<Key> {
-        let gone = self.relisting.remove(&kind).unwrap_or_default();
+        let gone = self.relisting.remove(&kind)?;
         self.listed_kinds.insert(kind);
         let mut keys: BTreeSet<Key> = BTreeSet::new();
         for key in gone {

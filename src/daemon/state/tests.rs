@@ -1246,6 +1246,9 @@ fn a_resync_of_an_unchanged_tree_renders_nothing_and_a_new_revision_or_node_rend
     // Not kept while the watches' first lists are under way (the daemon's peak).
     let kinds = [deployments(), ("".into(), "Service".into())];
     state.watching(kinds.clone());
+    for kind in &kinds {
+        state.on_event(watch::Event::Listing(kind.clone()));
+    }
     state.on_event(watch::Event::Listed(deployments()));
     let unkept = render_keys("i", &mut state, true, &whole).expect("renders");
     assert!(!Arc::ptr_eq(&first, &unkept));
@@ -1332,8 +1335,12 @@ fn a_whole_sync_takes_the_objects_of_kinds_listed_whole_and_lists_itself_every_t
     state.on_event(watch::Event::Listing(deployments()));
     assert!(state.known_live().is_none());
     state.on_event(watch::Event::Listed(deployments()));
-    // A kind no longer watched is not known whole.
+    // A kind no longer watched is not known whole, nor made so again by its old
+    // watch's last events, still queued.
     state.watching([]);
+    assert!(state.known_live().is_none());
+    state.watching([deployments()]);
+    state.on_event(watch::Event::Listed(deployments()));
     assert!(state.known_live().is_none());
 }
 
