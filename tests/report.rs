@@ -14,7 +14,7 @@ use driftless::report::http::{self, HttpState};
 use driftless::report::metrics::Metrics;
 use driftless::report::metrics::SpecGauges;
 use driftless::report::status::{
-    LastSync, ObjectState, SourceError, SpecStatus, StatusFile, write_atomic,
+    FiguresText, LastSync, ObjectState, SourceError, SpecStatus, StatusFile, write_atomic,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -412,10 +412,10 @@ fn status(n_specs: usize, revision: &str, ready: bool) -> StatusFile {
             status: if ready { "Current" } else { "InProgress" }.into(),
             reason: None,
             message: format!("Deployment team-{i}/web: Available: 1/3 at {revision}"),
-            figures: serde_json::json!({
+            figures: FiguresText::of(&serde_json::json!({
                 "kind": "elasticweb", "desired_replicas": 3,
                 "available_replicas": if ready { 3 } else { 1 }, "real_qps": 300 * i
-            }),
+            })),
             objects: vec![ObjectState {
                 object: format!("Deployment team-{i}/web"),
                 status: "Current".into(),

@@ -483,7 +483,11 @@ impl Engine {
         inv: &mut Inventory,
         gate: &impl Gate,
     ) -> Result<Vec<ObjectResult>, ApplyError> {
-        let mut results: Vec<ObjectResult> = Vec::with_capacity(planned.len());
+        // Each result goes to its object's slot as it comes in, and its inventory entry
+        // straight into the inventory: collected first and sorted after, 20,000 results
+        // and their entries' copies stood twice over, with a sort's scratch beside them
+        // (23 MiB of a 10,000-spec no-op's peak).
+        let mut results: Vec<Option<ObjectResult>> = Vec::with_capacity(planned.len());
         let namespaces = namespaces::needed(&planned);
         let mut ensured: BTreeSet<String> = BTreeSet::new();
         // Each object moves to its phase's batch (no copy of every body).
@@ -513,6 +517,8 @@ impl Engine {
             } else {
                 batch
             };
+            let base = results.len();
+            results.resize_with(base + batch.len(), || None);
             // At most `concurrency` applies exist at once, each made when a slot frees up:
             // made up front, 20,000 boxed futures (each several KiB of state) were the
             // largest allocation of a 10,000-spec sync, 170 MiB. They are boxed as `Send`
@@ -523,7 +529,6 @@ impl Engine {
             let mut queued = batch.iter().enumerate();
             let mut running: FuturesUnordered<futures::future::BoxFuture<'_, Option<Outcome>>> =
                 FuturesUnordered::new();
-            let mut outcomes: Vec<Outcome> = Vec::with_capacity(batch.len());
             loop {
                 while running.len() < limit {
                     let Some((i, p)) = queued.next() else { break };
@@ -541,13 +546,11 @@ impl Engine {
                         Some((i, r, e))
                     }));
                 }
-                match running.next().await {
-                    Some(outcome) => outcomes.extend(outcome),
+                let (i, result, entry) = match running.next().await {
+                    Some(Some(outcome)) => outcome,
+                    Some(None) => continue,
                     None => break,
-                }
-            }
-            outcomes.sort_by_key(|(i, _, _)| *i);
-            for (i, result, entry) in outcomes {
+                };
                 // The policy as it is now, also for an object left unchanged.
                 let policy = &batch[i].obj.policy;
                 let (keep, sealed, wave) = (policy.keep, policy.sealed, policy.wave);
@@ -560,9 +563,10 @@ impl Engine {
                     ..e
                 });
                 record::settle(inv, &result.key, entry);
-                results.push(result);
+                results[base + i] = Some(result);
             }
         }
-        Ok(results)
+        // Objects a cancelled sync never reached have no result.
+        Ok(results.into_iter().flatten().collect())
     }
 }

@@ -118,10 +118,11 @@ impl Engine {
     pub(super) async fn resolve_deferred<'a>(
         &self,
         batch: Vec<Planned<'a>>,
-        applied: &[ObjectResult],
+        applied: &[Option<ObjectResult>],
     ) -> Vec<Planned<'a>> {
         let written: Vec<(String, String)> = applied
             .iter()
+            .flatten()
             .filter(|r| r.key.kind == "CustomResourceDefinition" && r.action.is_write())
             .filter_map(|r| {
                 let crd = r.live.as_ref()?.value();
@@ -142,7 +143,7 @@ impl Engine {
                 .iter()
                 .any(|(group, kind)| *group == p.key.group && *kind == p.key.kind);
             if p.resolved.is_err() {
-                let crd = applied.iter().find(|r| {
+                let crd = applied.iter().flatten().find(|r| {
                     r.key.kind == "CustomResourceDefinition"
                         && r.live.as_ref().map(Packed::value).is_some_and(|crd| {
                             crd["spec"]["group"].as_str() == Some(p.key.group.as_str())

@@ -219,7 +219,7 @@ fn table(status: &StatusFile, now: Option<Timestamp>, wide: bool) -> String {
                 s.id.clone(),
                 if s.ready { "yes" } else { "no" }.to_string(),
                 s.status.clone(),
-                cut(&figures(&s.figures), FIGURES_WIDTH),
+                cut(&figures(&s.figures.value()), FIGURES_WIDTH),
                 cut(&message, MESSAGE_WIDTH),
             ]
         })
@@ -385,7 +385,11 @@ mod tests {
     #[test]
     fn figures_are_compact() {
         let s = sample();
-        let f: Vec<String> = s.specs.iter().map(|s| figures(&s.figures)).collect();
+        let f: Vec<String> = s
+            .specs
+            .iter()
+            .map(|s| figures(&s.figures.value()))
+            .collect();
         assert_eq!(f[0], "replicas 3/3 qps 2400");
         assert_eq!(
             f[1],

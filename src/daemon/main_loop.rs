@@ -390,6 +390,11 @@ impl Loop {
             written: None,
             written_at: Instant::now(),
         });
+        // Before the spawn, not beside the sync: the status built and serialised (about
+        // 25 MiB at 10,000 specs) and the sync's inventory read and plan otherwise stood
+        // at once, the peak of a no-op resync (202 MiB against 150 at rest). It costs the
+        // sync the 0.1 s the status takes.
+        self.write_status();
         let task = tokio::spawn(sync::execute(
             self.engine.clone(),
             // The buckets the job's objects were chosen by, not those held once the task
@@ -400,9 +405,6 @@ impl Loop {
             cancelled,
             progress,
         ));
-        // After the spawn: the sync runs while the loop writes that it does (at 10,000
-        // specs the status takes 0.1 s, a twentieth of a no-op resync).
-        self.write_status();
         Some(task)
     }
 

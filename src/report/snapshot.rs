@@ -3,16 +3,15 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-
-use serde_json::Value;
-
 use std::sync::Arc;
 
 use tokio::sync::watch;
 
 use super::api::Published;
 use super::metrics::Metrics;
-use super::status::{LastSync, ObjectState, SourceError, SpecStatus, StatusFile, VERSION};
+use super::status::{
+    FiguresText, LastSync, ObjectState, SourceError, SpecStatus, StatusFile, VERSION,
+};
 use crate::apply::suspensions::Suspensions;
 use crate::health::{Expected, SpecHealth};
 use crate::object::ObjKey;
@@ -150,9 +149,7 @@ impl Snapshot<'_> {
                             .map(|h| h.message.clone())
                             .unwrap_or_else(|| "not synced yet".into()),
                     },
-                    figures: h
-                        .and_then(|h| serde_json::to_value(&h.figures).ok())
-                        .unwrap_or(Value::Null),
+                    figures: h.map(|h| FiguresText::of(&h.figures)).unwrap_or_default(),
                     objects: h
                         .map(|h| {
                             h.objects
@@ -552,7 +549,7 @@ mod tests {
         assert!(!a.ready);
         assert_eq!(a.status, "Unknown");
         assert_eq!(a.message, "not synced yet");
-        assert_eq!(a.figures, Value::Null);
+        assert_eq!(a.figures.value(), serde_json::Value::Null);
     }
 
     #[test]

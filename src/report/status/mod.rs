@@ -273,6 +273,46 @@ impl Tally {
     }
 }
 
+/// A spec's figures as compact JSON text, written and read as the JSON value it is. Held
+/// as a `Value`, each spec's figures took a map of about 700 bytes, 6.6 MiB of each
+/// status a 10,000-spec daemon built (three times per sync, and every 10 s).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FiguresText(Box<str>);
+
+impl FiguresText {
+    /// `v` as JSON (`null` if it cannot be written as such); maps' keys sorted, as a
+    /// `Value` writes them.
+    pub fn of(v: &impl Serialize) -> FiguresText {
+        let text = serde_json::to_value(v)
+            .and_then(|v| serde_json::to_string(&v))
+            .unwrap_or_else(|_| "null".into());
+        FiguresText(text.into_boxed_str())
+    }
+
+    pub fn value(&self) -> Value {
+        serde_json::from_str(&self.0).unwrap_or(Value::Null)
+    }
+}
+
+impl Default for FiguresText {
+    fn default() -> FiguresText {
+        FiguresText("null".into())
+    }
+}
+
+impl Serialize for FiguresText {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        // Parsed for the moment it is written: one spec's figures at a time.
+        self.value().serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for FiguresText {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<FiguresText, D::Error> {
+        Ok(FiguresText::of(&Value::deserialize(d)?))
+    }
+}
+
 /// Every field has a default, so a builder of one says only what it knows.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct SpecStatus {
@@ -287,7 +327,7 @@ pub struct SpecStatus {
     pub reason: Option<String>,
     pub message: String,
     /// Tagged by "kind", as `health::Figures` serialises.
-    pub figures: Value,
+    pub figures: FiguresText,
     #[serde(default)]
     pub objects: Vec<ObjectState>,
     #[serde(default)]
@@ -387,6 +427,32 @@ mod tests {
         assert!(v["last_sync"]["duration_seconds"].is_number());
         assert!(v["specs"][0]["reason"].is_null());
         assert!(v["specs"][0]["objects"][0]["action"].is_string());
+        Ok(())
+    }
+
+    #[test]
+    fn figures_are_written_and_read_as_the_json_value_they_hold() -> serde_json::Result<()> {
+        let figures = crate::health::Figures::ElasticWeb {
+            desired_replicas: 3,
+            available_replicas: 2,
+            real_qps: 200,
+        };
+        let held = FiguresText::of(&figures);
+        // As a `Value` wrote it before: the same keys, sorted.
+        assert_eq!(
+            serde_json::to_string(&held)?,
+            serde_json::to_string(&serde_json::to_value(&figures)?)?
+        );
+        assert_eq!(held.value()["kind"], "elasticweb");
+        let back: FiguresText = serde_json::from_str(&serde_json::to_string(&held)?)?;
+        assert_eq!(back, held);
+        // A kind this version does not know is kept as it was written.
+        let unknown: FiguresText = serde_json::from_str(r#"{"x": 1, "kind": "future"}"#)?;
+        assert_eq!(
+            serde_json::to_string(&unknown)?,
+            r#"{"kind":"future","x":1}"#
+        );
+        assert_eq!(FiguresText::default().value(), Value::Null);
         Ok(())
     }
 }
