@@ -14,7 +14,7 @@ use driftless::report::http::{self, HttpState};
 use driftless::report::metrics::Metrics;
 use driftless::report::metrics::SpecGauges;
 use driftless::report::status::{
-    FiguresText, LastSync, ObjectState, SourceError, SpecStatus, StatusFile, write_atomic,
+    LastSync, ObjectState, SourceError, SpecStatus, StatusFile, figures_of, write_atomic,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -412,7 +412,7 @@ fn status(n_specs: usize, revision: &str, ready: bool) -> StatusFile {
             status: if ready { "Current" } else { "InProgress" }.into(),
             reason: None,
             message: format!("Deployment team-{i}/web: Available: 1/3 at {revision}"),
-            figures: FiguresText::of(&serde_json::json!({
+            figures: figures_of(&serde_json::json!({
                 "kind": "elasticweb", "desired_replicas": 3,
                 "available_replicas": if ready { 3 } else { 1 }, "real_qps": 300 * i
             })),

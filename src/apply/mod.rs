@@ -63,8 +63,8 @@ use crate::render::Object;
 use crate::spec::{SpecId, TreeFacts};
 use plan::Planned;
 
-/// One applied object as its phase collects it: its place in the batch, its result and
-/// its inventory entry.
+/// One applied object as its apply answers: its place in the batch (its result's slot),
+/// its result and its inventory entry.
 type Outcome = (usize, ObjectResult, Option<Entry>);
 
 /// Whether `p`, now gone, is a Job that deletes itself once finished

@@ -64,6 +64,26 @@ impl Packed {
     }
 }
 
+impl Default for Packed {
+    fn default() -> Packed {
+        Packed::new(&Value::Null)
+    }
+}
+
+/// Written and read as the JSON value it holds (a spec's figures in the status file):
+/// parsed for the moment it is written, one value at a time.
+impl serde::Serialize for Packed {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.value().serialize(s)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for Packed {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Packed, D::Error> {
+        Ok(Packed::new(&Value::deserialize(d)?))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,7 +10,7 @@ use tokio::sync::watch;
 use super::api::Published;
 use super::metrics::Metrics;
 use super::status::{
-    FiguresText, LastSync, ObjectState, SourceError, SpecStatus, StatusFile, VERSION,
+    LastSync, ObjectState, SourceError, SpecStatus, StatusFile, VERSION, figures_of,
 };
 use crate::apply::suspensions::Suspensions;
 use crate::health::{Expected, SpecHealth};
@@ -149,7 +149,7 @@ impl Snapshot<'_> {
                             .map(|h| h.message.clone())
                             .unwrap_or_else(|| "not synced yet".into()),
                     },
-                    figures: h.map(|h| FiguresText::of(&h.figures)).unwrap_or_default(),
+                    figures: h.map(|h| figures_of(&h.figures)).unwrap_or_default(),
                     objects: h
                         .map(|h| {
                             h.objects
