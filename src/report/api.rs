@@ -18,7 +18,7 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use futures::{Stream, StreamExt};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
@@ -52,7 +52,7 @@ impl Published {
     /// `doc`, made in a buffer of about `hint` bytes (the last status's length) and kept
     /// in no more than it needs. Grown by doubling from nothing, a 10,000-spec status
     /// (7 MB) passed through buffers of 8 and 16 MiB at once and was kept in the 16.
-    pub fn sized(doc: &StatusFile, hint: usize) -> Published {
+    pub fn sized(doc: &impl Serialize, hint: usize) -> Published {
         let mut buf = Vec::with_capacity(hint + hint / 8);
         // Strings, numbers and maps with string keys: serialising cannot fail, and
         // serde_json writes UTF-8.

@@ -26,10 +26,13 @@ impl AppStatus {
 }
 
 /// The apps of `specs`: trouble first (failed, then in progress), then by name.
-pub fn of(specs: &[SpecStatus]) -> Vec<AppStatus> {
+pub fn of<S: std::borrow::Borrow<SpecStatus>>(
+    specs: impl IntoIterator<Item = S>,
+) -> Vec<AppStatus> {
     let mut out: Vec<AppStatus> = Vec::new();
     let mut index = std::collections::HashMap::new();
     for s in specs {
+        let s = s.borrow();
         let Some(app) = s.app.as_ref() else {
             continue;
         };

@@ -4,7 +4,7 @@
 use std::io::{BufRead as _, Write};
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::{StatusFile, VERSION};
 
@@ -69,10 +69,15 @@ impl StatusFile {
 /// the first byte that differs), then, if it differs, into the temp file. Made in memory
 /// and compared with the old file read whole, a 10,000-spec status held about 35 MiB at
 /// once, the largest part of a no-op resync's peak.
-pub fn write_atomic(path: &Path, status: &StatusFile) -> Result<bool, StatusError> {
+pub fn write_atomic(path: &Path, status: &impl Serialize) -> Result<bool, StatusError> {
     if unchanged(path, status) {
         return Ok(false);
     }
+    replace(path, status).map(|()| true)
+}
+
+/// `write_atomic` without the comparison, for a writer that knows the content changed.
+pub fn replace(path: &Path, status: &impl Serialize) -> Result<(), StatusError> {
     let write_error = |source| StatusError::Write {
         path: path.to_path_buf(),
         source,
@@ -108,14 +113,14 @@ pub fn write_atomic(path: &Path, status: &StatusFile) -> Result<bool, StatusErro
     std::fs::File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(write_error)?;
-    Ok(true)
+    Ok(())
 }
 
 /// Bytes streamed at a time, to the comparison and to the file.
 const CHUNK: usize = 64 * 1024;
 
 /// Whether the file at `path` holds exactly `status` as `write_atomic` writes it.
-fn unchanged(path: &Path, status: &StatusFile) -> bool {
+fn unchanged(path: &Path, status: &impl Serialize) -> bool {
     let Ok(old) = std::fs::File::open(path) else {
         return false;
     };

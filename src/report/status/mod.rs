@@ -48,7 +48,7 @@ use serde::{Deserialize, Serialize};
 use crate::apply::suspensions::Suspension;
 use crate::object::Packed;
 
-pub use file::{StatusError, write_atomic};
+pub use file::{StatusError, replace, write_atomic};
 pub use verdict::STALE_AFTER;
 
 /// The schema version this build writes and reads.
@@ -58,8 +58,11 @@ pub const VERSION: u32 = 1;
 /// (or close to it) whatever the cluster says; the verdict's lines are cut as wide.
 pub const MESSAGE_WIDTH: usize = 60;
 
+/// `S` is what holds the specs: a `Vec` as read, or (as the daemon writes it) specs made
+/// one at a time while they are written, so a 10,000-spec status is never held whole
+/// beside its text (`report::snapshot::Specs`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct StatusFile {
+pub struct StatusFile<S = Vec<SpecStatus>> {
     pub version: u32,
     /// The daemon's `--instance`.
     #[serde(default)]
@@ -74,7 +77,7 @@ pub struct StatusFile {
     #[serde(default)]
     pub errors: Vec<SourceError>,
     #[serde(default)]
-    pub specs: Vec<SpecStatus>,
+    pub specs: S,
     /// Chart releases, each with its specs (which are in `specs` too).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub releases: Vec<releases::ReleaseStatus>,
@@ -338,6 +341,31 @@ pub struct ObjectState {
     /// Why that action failed (or conflicted), in the words the CLI uses.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+impl<S> StatusFile<S> {
+    /// The same status with `specs` for its specs.
+    pub fn with_specs<T>(self, specs: T) -> StatusFile<T> {
+        StatusFile {
+            version: self.version,
+            instance: self.instance,
+            kubernetes: self.kubernetes,
+            source: self.source,
+            revision_seen: self.revision_seen,
+            revision_applied: self.revision_applied,
+            last_sync: self.last_sync,
+            errors: self.errors,
+            specs,
+            releases: self.releases,
+            apps: self.apps,
+            leader: self.leader,
+            shard: self.shard,
+            syncing: self.syncing,
+            sync_progress: self.sync_progress,
+            drift: self.drift,
+            written: self.written,
+        }
+    }
 }
 
 impl StatusFile {

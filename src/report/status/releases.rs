@@ -21,10 +21,14 @@ impl ReleaseStatus {
     }
 }
 
-/// The releases of `specs`, in the order their first spec appears.
-pub fn of(specs: &[SpecStatus]) -> Vec<ReleaseStatus> {
+/// The releases of `specs`, in the order their first spec appears. Owned or borrowed:
+/// the daemon makes each spec's status only while it is counted.
+pub fn of<S: std::borrow::Borrow<SpecStatus>>(
+    specs: impl IntoIterator<Item = S>,
+) -> Vec<ReleaseStatus> {
     let mut out: Vec<ReleaseStatus> = Vec::new();
     for s in specs {
+        let s = s.borrow();
         let Some(r) = s.rendered_by.as_ref().and_then(|b| b.release.as_ref()) else {
             continue;
         };
