@@ -66,7 +66,14 @@ impl Engine {
         let (mut live, forbidden) = self
             .list_owned(planned, false, list_from, &known.kinds)
             .await?;
-        live.extend(known.objects);
+        // The kinds listed are none of those known, so the two never share a key: the
+        // smaller goes into the larger, whose table is not built again (a whole resync
+        // lists nothing, and known's 20,000 objects were copied into an empty map).
+        let mut known_objects = known.objects;
+        if known_objects.len() > live.len() {
+            std::mem::swap(&mut live, &mut known_objects);
+        }
+        live.extend(known_objects);
         let mut skipped: BTreeSet<ObjKey> = BTreeSet::new();
         for p in planned.iter_mut() {
             let id = p.resolved.as_deref().ok().map(resource_id);

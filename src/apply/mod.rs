@@ -567,6 +567,12 @@ impl Engine {
             }
         }
         // Objects a cancelled sync never reached have no result.
-        Ok(results.into_iter().flatten().collect())
+        // In place: `flatten` would copy them into a new vector (8 MiB at 20,000).
+        #[expect(
+            clippy::filter_map_identity,
+            reason = "flatten does not collect in place"
+        )]
+        let results = results.into_iter().filter_map(|r| r).collect();
+        Ok(results)
     }
 }

@@ -50,7 +50,7 @@ fn object<K: Resource + Serialize>(
         namespace: Some(spec.namespace.clone()),
         name: name.to_string(),
         body: Packed::new(&body),
-        policy: Default::default(),
+        policy: super::default_policy(),
         at: None,
     })
 }
@@ -339,7 +339,7 @@ pub(super) fn manifest(spec: &SpecId, m: &Manifest, facts: &Facts) -> Object {
         namespace,
         name: m.metadata.name.clone(),
         body: Packed::new(&body),
-        policy: Default::default(),
+        policy: super::default_policy(),
         at: None,
     }
 }

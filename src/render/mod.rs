@@ -5,6 +5,7 @@ pub mod ownership;
 mod tree_rules;
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, LazyLock};
 
 use serde_json::Value;
 
@@ -50,8 +51,11 @@ pub struct Object {
     /// 7 KiB (a map node is 600 bytes however few keys it has), and a sync holds every
     /// object it renders, 160 MiB of a 10,000-spec sync's 310 MiB heap.
     pub body: Packed,
-    /// Its spec's policy (`spec::policy`): what apply, diff and prune do with it.
-    pub policy: ObjectPolicy,
+    /// Its spec's policy (`spec::policy`): what apply, diff and prune do with it. Shared
+    /// by the objects of a spec (and by every object with the default policy): inline,
+    /// it was half of each object's 380 bytes, 3.6 MiB of a 10,000-spec render kept
+    /// between syncs.
+    pub policy: Arc<ObjectPolicy>,
     /// Where its spec is written, for a refusal of its fields (`file:line:col`).
     pub at: Option<crate::spec::Location>,
 }
@@ -126,6 +130,12 @@ pub fn set_namespace(body: &mut Value, namespace: Option<&str>) {
     }
 }
 
+/// The policy of an object whose spec says nothing of one, one for all of them.
+pub fn default_policy() -> Arc<ObjectPolicy> {
+    static DEFAULT: LazyLock<Arc<ObjectPolicy>> = LazyLock::new(Arc::default);
+    DEFAULT.clone()
+}
+
 /// One spec's objects, with what the tree's settings say of each.
 pub fn render_spec(
     spec: &Spec,
@@ -139,8 +149,9 @@ pub fn render_spec(
         SpecBody::Manifest(m) => vec![kinds::manifest(&spec.id, m, facts)],
     };
     if spec.policy != ObjectPolicy::default() {
+        let policy = Arc::new(spec.policy.clone());
         for o in &mut objects {
-            o.policy = spec.policy.clone();
+            o.policy = policy.clone();
         }
     }
     for o in &mut objects {

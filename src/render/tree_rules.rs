@@ -21,7 +21,12 @@ pub(super) fn apply(settings: &Settings, obj: &mut Object, file: &str) {
                 .picks(&obj.api_version, &obj.kind, namespace, &obj.name, labels)
         })
         .collect();
-    let policy = &mut obj.policy;
+    let health = settings.health_for(&obj.api_version, &obj.kind, file);
+    if selecting.is_empty() && health.is_none() {
+        return;
+    }
+    // Its own copy only now: objects no rule selects keep sharing their spec's.
+    let policy = std::sync::Arc::make_mut(&mut obj.policy);
     for rule in selecting {
         for p in &rule.paths {
             if !policy.ignore_fields.contains(p) {
@@ -34,7 +39,7 @@ pub(super) fn apply(settings: &Settings, obj: &mut Object, file: &str) {
             }
         }
     }
-    if let Some(rule) = settings.health_for(&obj.api_version, &obj.kind, file) {
+    if let Some(rule) = health {
         policy.health = Some(rule.clone());
     }
 }

@@ -298,7 +298,6 @@ fn counts(s: &Summary) -> String {
 mod tests {
     use super::*;
     use crate::object::Packed;
-    use crate::spec::ObjectPolicy;
     use serde_json::{Value, json};
 
     fn object(kind: &str, name: &str, data: Value) -> Object {
@@ -315,7 +314,7 @@ mod tests {
             name: name.into(),
             body: Packed::new(&json!({"apiVersion": api_version, "kind": kind,
                 "metadata": {"name": name, "namespace": "dev"}, "data": data})),
-            policy: ObjectPolicy::default(),
+            policy: crate::render::default_policy(),
             at: None,
         }
     }
@@ -359,11 +358,12 @@ mod tests {
     #[test]
     fn ignored_create_only_and_kept_objects_are_left_as_apply_leaves_them() {
         let mut ignoring = object("ConfigMap", "hpa", json!({"replicas": "1"}));
-        ignoring.policy.ignore_fields = vec!["/data/replicas".into()];
+        std::sync::Arc::make_mut(&mut ignoring.policy).ignore_fields =
+            vec!["/data/replicas".into()];
         let mut once = object("ConfigMap", "once", json!({"k": "a"}));
-        once.policy.create_only = true;
+        std::sync::Arc::make_mut(&mut once.policy).create_only = true;
         let mut kept = object("ConfigMap", "kept", json!({}));
-        kept.policy.keep = true;
+        std::sync::Arc::make_mut(&mut kept.policy).keep = true;
         let base = [ignoring.clone(), once.clone(), kept];
         ignoring.body.edit(|b| b["data"]["replicas"] = json!("5"));
         once.body.edit(|b| b["data"]["k"] = json!("b"));
@@ -391,7 +391,7 @@ mod tests {
         }
 
         let mut sealed = object("ConfigMap", "sops", json!({"token": "hunter2"}));
-        sealed.policy.sealed = true;
+        std::sync::Arc::make_mut(&mut sealed.policy).sealed = true;
         let diffs = between(&[], &[sealed], true);
         let text = Preview::new("a".into(), "b".into(), diffs, |_| "x".into()).text(false);
         assert!(!text.contains("hunter2"), "{text}");

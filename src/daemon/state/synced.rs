@@ -246,7 +246,9 @@ impl State {
         if full && current {
             // What the watches follow (set from this right after the sync) and readiness
             // judge; rendered again before readiness reads it if the nodes changed since.
-            self.set_expected(health::expected(objects));
+            if !health::expected_is(&self.expected, objects) {
+                self.set_expected(health::expected(objects));
+            }
             if same_render {
                 self.render_dirty = false;
             }
