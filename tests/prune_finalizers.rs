@@ -71,6 +71,7 @@ async fn listed(engine: &Engine, kind: &str, name: &str) -> Option<Entry> {
     inv.entries
         .into_values()
         .find(|e| e.key.kind == kind && e.key.name == name)
+        .map(|e| *e)
 }
 
 /// The prune outcome for `name` in `report`.

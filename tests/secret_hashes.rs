@@ -44,7 +44,7 @@ fn entry(inv: &driftless::apply::Inventory, kind: &str) -> Entry {
     inv.entries
         .values()
         .find(|e| e.key.kind == kind)
-        .cloned()
+        .map(|e| Entry::clone(e))
         .unwrap_or_else(|| panic!("no {kind} in the inventory: {inv:#?}"))
 }
 

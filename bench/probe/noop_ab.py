@@ -8,7 +8,10 @@ starts `BIN run --dir DIR` as instance INST (with ENV set), waits until all N sp
 ready and the last sync succeeded, asks `POST /api/v1/sync?wait=true` REPEATS times and
 prints each answer's time, then the daemon's VmRSS, VmHWM and CPU seconds, and SIGKILLs
 it. Run the same INST each time: a later daemon restarts on what the first applied.
-Work files go to /tmp/w.
+Work files go to /tmp/w. HEAPTRACK=OUT attaches heaptrack (`heaptrack -p`, so only what the
+no-ops allocate is recorded) before the no-ops and ends the daemon with SIGTERM, writing
+OUT.zst: `heaptrack_print -F OUT.folded --flamegraph-cost-type peak OUT.zst` shows what
+stood at the peak. Attaching needs a glibc-malloc build (no `#[global_allocator]`).
 """
 import json, os, subprocess, sys, time, socket, signal
 binp, d, n, inst, reps = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
@@ -37,6 +40,11 @@ while True:
     if time.time() - t0 > 900: print("not converged"); p.kill(); sys.exit(1)
 print(f"converged {time.time()-t0:.1f}s", flush=True)
 time.sleep(3)
+tracer = None
+if os.environ.get("HEAPTRACK"):
+    tracer = subprocess.Popen(["heaptrack", "-o", os.environ["HEAPTRACK"], "-p", str(p.pid)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    time.sleep(10)
 def ask():
     c = socket.create_connection(("127.0.0.1", port))
     c.sendall(b"POST /api/v1/sync?wait=true HTTP/1.0\r\nHost: localhost\r\nAuthorization: Bearer abtoken\r\nContent-Length: 0\r\n\r\n")
@@ -53,4 +61,7 @@ def cpu(pid):
     f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
     return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
 print(f"VmRSS {open(f'/proc/{p.pid}/status').read().split('VmRSS:')[1].split()[0]} kB"); print(f"VmHWM {open(f'/proc/{p.pid}/status').read().split('VmHWM:')[1].split()[0]} kB, cpu {cpu(p.pid):.1f}s")
-p.send_signal(signal.SIGKILL); p.wait()
+if tracer:
+    p.send_signal(signal.SIGTERM); p.wait(); tracer.wait()
+else:
+    p.send_signal(signal.SIGKILL); p.wait()

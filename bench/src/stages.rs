@@ -401,7 +401,7 @@ fn status_of(o: &Object, generation: i64) -> Option<Value> {
     }
 }
 
-/// The status file as a refresh builds and writes it: its spec count and size.
+/// The status as a refresh makes it for the API: its spec count and size.
 fn status(
     specs: &SpecTree,
     judged: &[health::SpecHealth],
@@ -443,9 +443,9 @@ fn status(
         sync_progress: None,
         correct_drift: false,
     };
-    let file = snapshot.status_file();
-    let bytes = serde_json::to_vec(&file)?;
-    Ok((file.specs.len(), bytes.len()))
+    // As the daemon makes it: each spec's entry made as it is written.
+    let bytes = serde_json::to_vec(&snapshot.streamed())?;
+    Ok((snapshot.specs.len(), bytes.len()))
 }
 
 pub fn markdown(r: &StageResults) -> String {

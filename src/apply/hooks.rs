@@ -87,7 +87,10 @@ impl Engine {
                 if let Err(action) = self.clear_hook(p, live).await {
                     return (outcome(action), p.key.name.clone());
                 }
-                let entry = inv.entries.get(&p.key).cloned();
+                let entry = inv
+                    .entries
+                    .get(&p.key)
+                    .map(|e| super::inventory::Entry::clone(e));
                 let (result, entry) = self.apply_one(p, Some(None), entry).await;
                 record::settle(inv, &p.key, entry);
                 if result.action.is_error() {

@@ -126,7 +126,10 @@ impl Entry {
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Inventory {
-    pub entries: BTreeMap<ObjKey, Entry>,
+    /// Boxed: the map's nodes hold each key and value inline, and filled in key order
+    /// they are half empty. With entries of about 340 bytes inline, 20,000 took
+    /// 14.5 MiB of nodes beside the entries' own text.
+    pub entries: BTreeMap<ObjKey, Box<Entry>>,
     /// Where it was read from, as the next save needs it (`buckets`).
     layout: Layout,
 }
@@ -171,7 +174,7 @@ impl Inventory {
 
     #[cfg(test)]
     fn shards(&self) -> Vec<String> {
-        let entries: Vec<&Entry> = self.entries.values().collect();
+        let entries: Vec<&Entry> = self.entries.values().map(Box::as_ref).collect();
         entries.chunks(SHARD_SIZE).map(text).collect()
     }
 }
@@ -300,7 +303,7 @@ impl Store {
     /// How `inv` is divided into ConfigMaps: the single layout's parts, or each bucket's.
     fn groups<'a>(&self, inv: &'a Inventory) -> Groups<'a> {
         match self.buckets {
-            None => BTreeMap::from([(None, inv.entries.values().collect())]),
+            None => BTreeMap::from([(None, inv.entries.values().map(Box::as_ref).collect())]),
             Some(_) => buckets::by_bucket(inv)
                 .into_iter()
                 .map(|(b, es)| (Some(b), es))
@@ -484,7 +487,7 @@ mod tests {
         let mut inv = Inventory::default();
         for i in 0..(SHARD_SIZE * 2 + 5) {
             let e = entry(i);
-            inv.entries.insert(e.key.clone(), e);
+            inv.entries.insert(e.key.clone(), Box::new(e));
         }
         let shards = inv.shards();
         assert_eq!(shards.len(), 3);
@@ -497,7 +500,7 @@ mod tests {
         let mut back = Inventory::default();
         for s in &shards {
             for e in serde_json::from_str::<Vec<Entry>>(s).unwrap() {
-                back.entries.insert(e.key.clone(), e);
+                back.entries.insert(e.key.clone(), Box::new(e));
             }
         }
         assert_eq!(back, inv);
@@ -514,7 +517,7 @@ mod tests {
         let mut inv = Inventory::default();
         for i in 0..(SHARD_SIZE * 2 + 5) {
             let e = entry(i);
-            inv.entries.insert(e.key.clone(), e);
+            inv.entries.insert(e.key.clone(), Box::new(e));
         }
         for store in [
             store(None),

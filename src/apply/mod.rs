@@ -535,7 +535,7 @@ impl Engine {
                     // Known absent, known present, or (a kind served only now) unknown.
                     // Moved, not copied: each object is applied once.
                     let live = existing.take(&p.key);
-                    let entry = inv.entries.get(&p.key).cloned();
+                    let entry = inv.entries.get(&p.key).map(|e| Entry::clone(e));
                     running.push(Box::pin(async move {
                         // Asked when the object's turn comes, not when it was queued.
                         if gate.cancelled().is_some() {

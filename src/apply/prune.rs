@@ -68,7 +68,7 @@ pub fn plan(
         .entries
         .values()
         .filter(|e| !desired.contains(&e.key))
-        .cloned()
+        .map(|e| Entry::clone(e))
         .partition(|e| e.deleting);
     // A Namespace the tree no longer declares but still has objects in stays, and stays
     // inventoried, until nothing of the tree is left in it: deleting it would delete them.
@@ -95,6 +95,7 @@ pub fn plan(
         inventory
             .entries
             .values()
+            .map(Box::as_ref)
             .filter(|e| !e.held || !desired.contains(&e.key))
             .filter(|e| !e.deleting || desired.contains(&e.key))
     };
@@ -612,7 +613,7 @@ mod tests {
         for i in 0..20 {
             let k = key("Service", &format!("tree{i}"));
             inv.entries
-                .insert(k.clone(), Entry::recorded(k.clone(), "s"));
+                .insert(k.clone(), Box::new(Entry::recorded(k.clone(), "s")));
             desired.insert(k);
         }
         let web: Vec<ObjKey> = (0..4)
@@ -623,7 +624,7 @@ mod tests {
                 app: Some("argo/web".into()),
                 ..Entry::recorded(k.clone(), "w")
             };
-            inv.entries.insert(k.clone(), e);
+            inv.entries.insert(k.clone(), Box::new(e));
         }
         let apps: BTreeSet<String> = ["argo/web".to_string()].into();
         let opts = Options::default();
@@ -715,7 +716,7 @@ mod tests {
         let mut inv = Inventory::default();
         for k in keys {
             inv.entries
-                .insert(k.clone(), Entry::recorded(k.clone(), "s"));
+                .insert(k.clone(), Box::new(Entry::recorded(k.clone(), "s")));
         }
         inv
     }
@@ -994,6 +995,7 @@ mod tests {
             .entries
             .into_values()
             .next()
+            .map(|e| *e)
             .unwrap();
         let live = |labels: serde_json::Value, uid: &str| json!({"metadata": {"labels": labels, "uid": uid}});
         let ours =

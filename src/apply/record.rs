@@ -93,22 +93,24 @@ pub(super) fn pending(
         if !takeable {
             continue;
         }
-        inv.entries.entry(p.key.clone()).or_insert_with(|| Entry {
-            key: p.key.clone(),
-            version: split_api_version(&p.obj.api_version).1.to_string(),
-            spec: p.obj.spec.to_string(),
-            uid: None,
-            applied: None,
-            shape: None,
-            fields: None,
-            held: hold,
-            deleting: false,
-            keep: p.obj.policy.keep,
-            sealed: p.obj.policy.sealed,
-            wave: p.obj.policy.wave,
-            hook: p.obj.policy.hook.is_some(),
-            app: app(p),
-            account: p.obj.policy.service_account.clone(),
+        inv.entries.entry(p.key.clone()).or_insert_with(|| {
+            Box::new(Entry {
+                key: p.key.clone(),
+                version: split_api_version(&p.obj.api_version).1.to_string(),
+                spec: p.obj.spec.to_string(),
+                uid: None,
+                applied: None,
+                shape: None,
+                fields: None,
+                held: hold,
+                deleting: false,
+                keep: p.obj.policy.keep,
+                sealed: p.obj.policy.sealed,
+                wave: p.obj.policy.wave,
+                hook: p.obj.policy.hook.is_some(),
+                app: app(p),
+                account: p.obj.policy.service_account.clone(),
+            })
         });
     }
     inv
@@ -150,7 +152,8 @@ pub(super) fn settle(inv: &mut Inventory, key: &ObjKey, entry: Option<Entry>) {
     match entry {
         Some(e) => {
             let held = inv.entries.get(&e.key).is_some_and(|old| old.held);
-            inv.entries.insert(e.key.clone(), Entry { held, ..e });
+            inv.entries
+                .insert(e.key.clone(), Box::new(Entry { held, ..e }));
         }
         None => {
             if inv.entries.get(key).is_some_and(|e| e.uid.is_none()) {

@@ -304,7 +304,10 @@ impl Engine {
             !p.obj.policy.never_applied() && !only_on_fail
         };
         for p in planned.iter().filter(counted) {
-            if self.changed(p, inv.entries.get(&p.key)).await {
+            if self
+                .changed(p, inv.entries.get(&p.key).map(Box::as_ref))
+                .await
+            {
                 return true;
             }
         }

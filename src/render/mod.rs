@@ -56,8 +56,9 @@ pub struct Object {
     /// it was half of each object's 380 bytes, 3.6 MiB of a 10,000-spec render kept
     /// between syncs.
     pub policy: Arc<ObjectPolicy>,
-    /// Where its spec is written, for a refusal of its fields (`file:line:col`).
-    pub at: Option<crate::spec::Location>,
+    /// Where its spec is written, for a refusal of its fields (`file:line:col`); one
+    /// for all the objects of a spec.
+    pub at: Option<Arc<crate::spec::Location>>,
 }
 
 impl Object {
@@ -154,9 +155,10 @@ pub fn render_spec(
             o.policy = policy.clone();
         }
     }
+    let at = Arc::new(spec.at.clone());
     for o in &mut objects {
         tree_rules::apply(settings, o, &spec.at.file);
-        o.at = Some(spec.at.clone());
+        o.at = Some(at.clone());
     }
     Ok(objects)
 }

@@ -60,7 +60,7 @@ pub(super) fn load_held(held: &BTreeSet<u16>, listed: Vec<Listed>) -> Inventory 
             Some(b) if held.contains(&b) => {
                 inv.layout.own.push(l.name);
                 for e in l.entries {
-                    inv.entries.insert(e.key.clone(), e);
+                    inv.entries.insert(e.key.clone(), Box::new(e));
                 }
             }
             Some(_) => {}
@@ -77,7 +77,9 @@ pub(super) fn load_held(held: &BTreeSet<u16>, listed: Vec<Listed>) -> Inventory 
             ours = true;
             if !bucketed.contains(&b) {
                 inv.layout.unwritten.insert(b);
-                inv.entries.entry(e.key.clone()).or_insert(e);
+                inv.entries
+                    .entry(e.key.clone())
+                    .or_insert_with(|| Box::new(e));
             }
         }
         if ours {
@@ -99,7 +101,7 @@ pub(super) fn load_all(listed: Vec<Listed>) -> Inventory {
             None => {
                 inv.layout.own.push(l.name);
                 for e in l.entries {
-                    inv.entries.insert(e.key.clone(), e);
+                    inv.entries.insert(e.key.clone(), Box::new(e));
                 }
             }
         }
@@ -108,7 +110,9 @@ pub(super) fn load_all(listed: Vec<Listed>) -> Inventory {
     for l in bucketed {
         if l.bucket.is_some_and(|b| !single.contains(&b)) {
             for e in l.entries {
-                inv.entries.entry(e.key.clone()).or_insert(e);
+                inv.entries
+                    .entry(e.key.clone())
+                    .or_insert_with(|| Box::new(e));
             }
         }
         inv.layout.others.push(l.name);
@@ -352,7 +356,7 @@ mod tests {
         };
         let mut inv = Inventory::default();
         for e in [entry("sa", &a), entry("sb", &b)] {
-            inv.entries.insert(e.key.clone(), e);
+            inv.entries.insert(e.key.clone(), Box::new(e));
         }
         // Nothing listens there: a request would fail with another error.
         let client =
