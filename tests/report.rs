@@ -14,7 +14,7 @@ use driftless::report::http::{self, HttpState};
 use driftless::report::metrics::Metrics;
 use driftless::report::metrics::SpecGauges;
 use driftless::report::status::{
-    LastSync, ObjectState, SourceError, SpecStatus, StatusFile, figures_of, write_atomic,
+    LastSync, ObjectState, SourceError, SpecStatus, StatusFile, figures_of, replace,
 };
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -468,7 +468,7 @@ fn a_reader_never_sees_a_torn_status_file() -> TestResult {
     let path = dir.path().join("status.json");
     // Big enough (hundreds of KiB) that a non-atomic write would be seen half done.
     let versions = [status(1500, "aaaa", true), status(1500, "bbbb", false)];
-    write_atomic(&path, &versions[0])?;
+    replace(&path, &versions[0])?;
     assert!(std::fs::metadata(&path)?.len() > 256 * 1024);
 
     let done = AtomicBool::new(false);
@@ -479,7 +479,7 @@ fn a_reader_never_sees_a_torn_status_file() -> TestResult {
             let mut writes = 0;
             while writes < 40 {
                 let v = &versions[(writes + 1) % 2];
-                write_atomic(&path, v).map_err(|e| e.to_string())?;
+                replace(&path, v).map_err(|e| e.to_string())?;
                 writes += 1;
             }
             done.store(true, Ordering::Release);
@@ -538,7 +538,7 @@ fn status_command_prints_a_table_or_json() -> TestResult {
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("status.json");
     let mut file = status(2, "0123abcd", true);
-    write_atomic(&path, &file)?;
+    replace(&path, &file)?;
     let p = path_str(&path)?;
 
     let (code, out, err) = driftless_status(&["--status-file", p])?;
@@ -597,7 +597,7 @@ fn status_command_prints_a_table_or_json() -> TestResult {
         message: "unknown field `replica`".into(),
     }];
     file.specs[1].ready = false;
-    write_atomic(&path, &file)?;
+    replace(&path, &file)?;
     let (code, out, _) = driftless_status(&["--status-file", p])?;
     assert_eq!(code, 1, "{out}");
     assert!(

@@ -6,8 +6,9 @@ and one tree (the #47 probe beside scale.py, not the harness):
 
 starts `BIN run --dir DIR` as instance INST (with ENV set), waits until all N specs are
 ready and the last sync succeeded, asks `POST /api/v1/sync?wait=true` REPEATS times and
-prints each answer's time, then the daemon's VmRSS, VmHWM and CPU seconds, and SIGKILLs
-it. Run the same INST each time: a later daemon restarts on what the first applied.
+prints each answer's time and the peak RSS of its own (VmHWM reset before it through
+/proc/PID/clear_refs), then the daemon's VmRSS, its peak until the no-ops began, and its
+CPU seconds, and SIGKILLs it. Run the same INST each time: a later daemon restarts on what the first applied.
 Work files go to /tmp/w. HEAPTRACK=OUT attaches heaptrack (`heaptrack -p`, so only what the
 no-ops allocate is recorded) before the no-ops and ends the daemon with SIGTERM, writing
 OUT.zst: `heaptrack_print -F OUT.folded --flamegraph-cost-type peak OUT.zst` shows what
@@ -38,8 +39,14 @@ while True:
     except Exception:
         pass
     if time.time() - t0 > 900: print("not converged"); p.kill(); sys.exit(1)
+def status(field):
+    return int(open(f"/proc/{p.pid}/status").read().split(field + ":")[1].split()[0])
+def reset_peak():
+    # 5: the peak RSS starts again from the RSS now (Linux 4.0 on).
+    open(f"/proc/{p.pid}/clear_refs", "w").write("5")
 print(f"converged {time.time()-t0:.1f}s", flush=True)
 time.sleep(3)
+before = status("VmHWM")
 tracer = None
 if os.environ.get("HEAPTRACK"):
     tracer = subprocess.Popen(["heaptrack", "-o", os.environ["HEAPTRACK"], "-p", str(p.pid)],
@@ -54,13 +61,18 @@ def ask():
         if not b: break
         data += b
     return data.split(b"\r\n", 1)[0]
+peaks = []
 for i in range(reps):
-    t = time.time(); line = ask(); print(f"noop {time.time()-t:.3f}s {line.decode()}", flush=True)
+    reset_peak()
+    t = time.time(); line = ask(); took = time.time() - t
+    peaks.append(status("VmHWM"))
+    print(f"noop {took:.3f}s {line.decode()} peak {peaks[-1]} kB", flush=True)
     time.sleep(2)
 def cpu(pid):
     f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
     return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
-print(f"VmRSS {open(f'/proc/{p.pid}/status').read().split('VmRSS:')[1].split()[0]} kB"); print(f"VmHWM {open(f'/proc/{p.pid}/status').read().split('VmHWM:')[1].split()[0]} kB, cpu {cpu(p.pid):.1f}s")
+print(f"VmRSS {status('VmRSS')} kB")
+print(f"VmHWM before the no-ops {before} kB, over them {max(peaks, default=0)} kB, cpu {cpu(p.pid):.1f}s")
 if tracer:
     p.send_signal(signal.SIGTERM); p.wait(); tracer.wait()
 else:

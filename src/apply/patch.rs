@@ -7,7 +7,7 @@ use std::time::Duration;
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
 use serde_json::Value;
 
-use super::hash::{BodyHashes, body_hashes};
+use super::hash::{BodyHashes, body_hashes, owned_fields_hash_of};
 use super::live::Live;
 use super::plan::{Planned, Shaped};
 use super::{Action, Engine, Entry, ObjectResult, Packed, Verb, record, replace, warned};
@@ -27,16 +27,32 @@ impl Engine {
     /// The drift apply is about to take back (or leave), read from the whole object:
     /// one read, only when our unchanged intent was moved by someone else. None when it
     /// cannot be read: the drift is still handled, only not described.
-    async fn drift_seen(
+    /// Reads an object that looks drifted (our fields moved, or its replicas) again
+    /// before it is taken back: the copy it was judged by may lag a write made just
+    /// before (this replica's own, in a sync cut short; another member's, before it
+    /// handed the bucket over), and writing it again would be a second write of the
+    /// same intent. `None` when it is as `recorded` says after all; else what drifted,
+    /// if the read could tell.
+    async fn read_drift(
         &self,
         api: &Api<DynamicObject>,
         p: &Shaped<'_, '_>,
         key: Option<&super::hash::HashKey>,
-    ) -> Option<Box<super::drift::DriftSeen>> {
-        let whole = api.get(&p.key.name).await.ok()?;
-        let whole = serde_json::to_value(whole).ok()?;
+        recorded: Option<&str>,
+    ) -> Option<Option<Box<super::drift::DriftSeen>>> {
+        let Ok(whole) = api.get(&p.key.name).await else {
+            return Some(None);
+        };
+        let fields = owned_fields_hash_of(&whole.metadata, &self.opts.field_manager);
+        let Ok(whole) = serde_json::to_value(whole) else {
+            return Some(None);
+        };
+        if recorded == Some(fields.as_str()) && !scaled(&p.body, &whole) {
+            tracing::debug!("drifted only in a copy that lagged: left as it is");
+            return None;
+        }
         let seen = super::drift::drift_of(&p.body, &whole, &self.opts.field_manager, key);
-        Some(Box::new(seen))
+        Some(Some(Box::new(seen)))
     }
 
     pub(super) async fn apply_one(
@@ -238,30 +254,33 @@ impl Engine {
                 && e.uid.as_deref() == uid
                 && uid.is_some()
             {
-                if same_intent(e)
-                    && e.fields.as_deref() == Some(live.fields.as_str())
-                    && !scaled(&p.body, &live.value)
-                {
-                    // Listed as metadata only (but CRDs): no body to hand on.
-                    let crd = p.key.kind == "CustomResourceDefinition";
-                    let unchanged = ObjectResult {
-                        live: crd.then(|| Packed::new(&live.value)),
-                        fields: Some(live.fields.clone()),
-                        ..result(Action::Unchanged, None)
-                    };
-                    // A keyed entry (a Secret, a sealed object) stays keyed, whichever hash matched.
-                    // The app and the account are recorded here too, so entries made
-                    // before they were recorded gain them without a write to the object.
+                // Listed as metadata only (but CRDs): no body to hand on.
+                let crd = p.key.kind == "CustomResourceDefinition";
+                // A keyed entry (a Secret, a sealed object) stays keyed, whichever hash
+                // matched. The app and the account are recorded here too, so entries made
+                // before they were recorded gain them without a write to the object.
+                let unchanged = |fields: String| {
                     let mut recorded = Entry {
                         app: record::app(p),
                         account: p.obj.policy.service_account.clone(),
                         ..e.clone()
                     };
                     if keyed {
-                        recorded.applied = Some(applied);
-                        recorded.shape = Some(shape);
+                        recorded.applied = Some(applied.clone());
+                        recorded.shape = Some(shape.clone());
                     }
-                    return (unchanged, Some(recorded));
+                    let unchanged = ObjectResult {
+                        live: crd.then(|| Packed::new(&live.value)),
+                        fields: Some(fields),
+                        ..result(Action::Unchanged, None)
+                    };
+                    (unchanged, Some(recorded))
+                };
+                if same_intent(e)
+                    && e.fields.as_deref() == Some(live.fields.as_str())
+                    && !scaled(&p.body, &live.value)
+                {
+                    return unchanged(live.fields.clone());
                 }
                 replace = p.key.is("", "Pod") && e.shape.as_deref().is_some_and(|s| s != shape);
                 // Our intent is what we last applied, so only someone else's edit moved our
@@ -269,7 +288,10 @@ impl Engine {
                 // it). A change of *our* intent that collides with another manager's fields
                 // is a conflict to report instead.
                 if same_intent(e) {
-                    let seen = self.drift_seen(&api, p, key).await;
+                    let Some(seen) = self.read_drift(&api, p, key, e.fields.as_deref()).await
+                    else {
+                        return unchanged(e.fields.clone().unwrap_or_default());
+                    };
                     if !self.opts.correct_drift || p.obj.policy.report_drift {
                         let drifted = ObjectResult {
                             drift: seen,

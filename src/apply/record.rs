@@ -93,40 +93,24 @@ pub(super) fn pending(
         if !takeable {
             continue;
         }
-        inv.entries.entry(p.key.clone()).or_insert_with(|| {
-            Box::new(Entry {
-                key: p.key.clone(),
-                version: split_api_version(&p.obj.api_version).1.to_string(),
-                spec: p.obj.spec.to_string(),
-                uid: None,
-                applied: None,
-                shape: None,
-                fields: None,
-                held: hold,
-                deleting: false,
-                keep: p.obj.policy.keep,
-                sealed: p.obj.policy.sealed,
-                wave: p.obj.policy.wave,
-                hook: p.obj.policy.hook.is_some(),
-                app: app(p),
-                account: p.obj.policy.service_account.clone(),
-            })
-        });
+        inv.entries
+            .entry(p.key.clone())
+            .or_insert_with(|| Box::new(unconfirmed(p, hold)));
     }
     inv
 }
 
-/// The entry for an object just written: confirmed with its UID and hashes.
-pub(super) fn confirmed(p: &Planned<'_>, live: &Live, applied: String, shape: String) -> Entry {
+/// The entry recorded for an object before its first apply: no UID or hashes yet.
+fn unconfirmed(p: &Planned<'_>, held: bool) -> Entry {
     Entry {
         key: p.key.clone(),
         version: split_api_version(&p.obj.api_version).1.to_string(),
         spec: p.obj.spec.to_string(),
-        uid: live.value["metadata"]["uid"].as_str().map(str::to_string),
-        applied: Some(applied),
-        shape: Some(shape),
-        fields: Some(live.fields.clone()),
-        held: false,
+        uid: None,
+        applied: None,
+        shape: None,
+        fields: None,
+        held,
         deleting: false,
         keep: p.obj.policy.keep,
         sealed: p.obj.policy.sealed,
@@ -134,6 +118,17 @@ pub(super) fn confirmed(p: &Planned<'_>, live: &Live, applied: String, shape: St
         hook: p.obj.policy.hook.is_some(),
         app: app(p),
         account: p.obj.policy.service_account.clone(),
+    }
+}
+
+/// The entry for an object just written: confirmed with its UID and hashes.
+pub(super) fn confirmed(p: &Planned<'_>, live: &Live, applied: String, shape: String) -> Entry {
+    Entry {
+        uid: live.value["metadata"]["uid"].as_str().map(str::to_string),
+        applied: Some(applied),
+        shape: Some(shape),
+        fields: Some(live.fields.clone()),
+        ..unconfirmed(p, false)
     }
 }
 

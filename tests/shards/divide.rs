@@ -54,6 +54,8 @@ async fn serial_three_replicas_divide_a_tree_and_take_over_a_killed_one() {
         own_ids(&statuses[victim]).len()
     );
     daemons[victim].sigkill();
+    // Where each log stood at the kill: what follows is the takeover's writes.
+    let marks: Vec<usize> = daemons.iter().map(|d| d.log().len()).collect();
     write_specs(dir.path(), &ns, MANY, Some("yes"));
 
     let survivors: Vec<(&str, &Daemon)> = IDS
@@ -73,16 +75,54 @@ async fn serial_three_replicas_divide_a_tree_and_take_over_a_killed_one() {
     .await;
     table_agrees(&client, &ns, &inv, &survivors).await;
     let after = support::apiserver_writes_when_quiet(&client, WRITTEN).await;
-    let logs: Vec<String> = survivors
-        .iter()
-        .map(|(id, d)| format!("--- {id}:\n{}", support::tail(&d.log(), 20000)))
-        .collect();
     assert_eq!(
         after - settled,
         MANY as u64,
         "ServiceAccount writes after the kill: each object once, none twice\n{}",
-        logs.join("\n")
+        written_twice(&IDS, &daemons, &marks, victim)
     );
+}
+
+/// The objects the survivors' logs show written more than once since `marks` (each
+/// log's length at the kill), with who wrote them and when: what a failed count of
+/// writes needs to be told apart from a writer outside the test.
+fn written_twice(ids: &[&str], daemons: &[Daemon], marks: &[usize], victim: usize) -> String {
+    let mut by_object: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (i, d) in daemons.iter().enumerate().filter(|(i, _)| *i != victim) {
+        let log = d.log();
+        for line in log.get(marks[i]..).unwrap_or("").lines() {
+            if !line.contains("applied action=") {
+                continue;
+            }
+            let Some(object) = line
+                .split("object=")
+                .nth(1)
+                .and_then(|rest| rest.split(['}', ' ']).next())
+            else {
+                continue;
+            };
+            by_object
+                .entry(object.to_string())
+                .or_default()
+                .push(format!("{}: {line}", ids[i]));
+        }
+    }
+    let total: usize = by_object.values().map(Vec::len).sum();
+    let twice: Vec<String> = by_object
+        .into_iter()
+        .filter(|(_, w)| w.len() > 1)
+        .map(|(o, w)| format!("{o}:\n  {}", w.join("\n  ")))
+        .collect();
+    format!(
+        "the survivors' logs show {total} writes, {} objects more than once{}\n{}",
+        twice.len(),
+        if twice.len() > 20 {
+            " (the first 20)"
+        } else {
+            ""
+        },
+        twice.into_iter().take(20).collect::<Vec<_>>().join("\n")
+    )
 }
 
 /// A Deployment whose Pod the testbed's kubelet makes ready `delay` seconds after it
