@@ -24,15 +24,15 @@ fn scaled(body: &Value, live: &Value) -> bool {
 }
 
 impl Engine {
-    /// The drift apply is about to take back (or leave), read from the whole object:
-    /// one read, only when our unchanged intent was moved by someone else. None when it
-    /// cannot be read: the drift is still handled, only not described.
-    /// Reads an object that looks drifted (our fields moved, or its replicas) again
-    /// before it is taken back: the copy it was judged by may lag a write made just
-    /// before (this replica's own, in a sync cut short; another member's, before it
-    /// handed the bucket over), and writing it again would be a second write of the
-    /// same intent. `None` when it is as `recorded` says after all; else what drifted,
-    /// if the read could tell.
+    /// Reads an object that looks drifted (our unchanged intent's fields moved, or its
+    /// replicas) again, whole, before it is taken back or left: the copy it was judged
+    /// by may lag a write made just before (this replica's own, in a sync cut short;
+    /// another member's, before it handed the bucket over), and writing it again would
+    /// be a second write of the same intent.
+    ///
+    /// `None` when the object is as `recorded` says after all: no drift. Otherwise the
+    /// drift, described from the read (`Some(None)` when it cannot be read: the drift is
+    /// still handled, only not described).
     async fn read_drift(
         &self,
         api: &Api<DynamicObject>,

@@ -94,10 +94,11 @@ fn written_twice(ids: &[&str], daemons: &[Daemon], marks: &[usize], victim: usiz
             if !line.contains("applied action=") {
                 continue;
             }
+            // `… apply{spec=… object=ServiceAccount NS/NAME}: … applied action=configured`
             let Some(object) = line
                 .split("object=")
                 .nth(1)
-                .and_then(|rest| rest.split(['}', ' ']).next())
+                .and_then(|rest| rest.split('}').next())
             else {
                 continue;
             };
