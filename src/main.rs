@@ -9,15 +9,18 @@ mod cli;
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// jemalloc's options, read when it starts (`_RJEM_MALLOC_CONF` in the environment is
-/// read after them and wins): pages a sync freed go back to the OS about a second later,
-/// from jemalloc's own thread, not when the next allocation happens to come by. One
-/// arena, not four per CPU: each arena keeps its own freed pages, and a daemon that
+/// read after them and wins). Pages a sync frees go back to the OS at once: kept for a
+/// second (`dirty_decay_ms:1000`), what a sync freed early stood beside what it made
+/// later, and each no-op resync of 10,000 specs peaked 12-15 MiB higher (168-172 MiB
+/// against 156-158). That costs CPU (a restart and five no-ops: 16.7-17.5 CPU-s against
+/// 14.1-14.7), not time a no-op takes: bench/results/2026-11-30-scale-noop-window.md.
+/// One arena, not four per CPU: each arena keeps its own freed pages, and a daemon that
 /// spends a few CPU-seconds a sync gains nothing from more (a 10,000-spec restart's
 /// VmHWM 165-197 MiB against 174-217, the same CPU:
 /// bench/results/2026-11-29-scale-inventory-digests.md).
 #[unsafe(export_name = "_rjem_malloc_conf")]
-static MALLOC_CONF: &[u8; 70] =
-    b"narenas:1,background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0\0";
+static MALLOC_CONF: &[u8; 67] =
+    b"narenas:1,background_thread:true,dirty_decay_ms:0,muzzy_decay_ms:0\0";
 
 fn main() -> std::process::ExitCode {
     cli::main()

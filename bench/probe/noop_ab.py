@@ -7,7 +7,7 @@ and one tree (the #47 probe beside scale.py, not the harness):
 starts `BIN run --dir DIR` as instance INST (with ENV set), waits until all N specs are
 ready and the last sync succeeded, asks `POST /api/v1/sync?wait=true` REPEATS times and
 prints each answer's time and the peak RSS of its own (VmHWM reset before it through
-/proc/PID/clear_refs), then the daemon's VmRSS, its peak until the no-ops began, and its
+/proc/PID/clear_refs, read 2 s after the answer), then the daemon's VmRSS, its peak until the no-ops began, and its
 CPU seconds, and SIGKILLs it. Run the same INST each time: a later daemon restarts on what the first applied.
 Work files go to /tmp/w. HEAPTRACK=OUT attaches heaptrack (`heaptrack -p`, so only what the
 no-ops allocate is recorded) before the no-ops and ends the daemon with SIGTERM, writing
@@ -65,9 +65,11 @@ peaks = []
 for i in range(reps):
     reset_peak()
     t = time.time(); line = ask(); took = time.time() - t
+    # Read 2 s after the answer, not at it: the daemon answers before it writes the
+    # status and judges readiness again, and those belong to the no-op's peak too.
+    time.sleep(2)
     peaks.append(status("VmHWM"))
     print(f"noop {took:.3f}s {line.decode()} peak {peaks[-1]} kB", flush=True)
-    time.sleep(2)
 def cpu(pid):
     f = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
     return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")

@@ -270,7 +270,7 @@ fn run_stage(stage: &str, n: usize) -> anyhow::Result<(String, Duration)> {
                 else {
                     bail!("no Deployment {name}");
                 };
-                c.observed.objects.insert(o.key(), seen(o, 2));
+                c.observed.objects_mut().insert(o.key(), seen(o, 2));
             }
             let (judged, elapsed) =
                 measured(|| memo.tree_health(&c.specs.specs, &c.expected, &c.observed, now))?;
@@ -348,7 +348,7 @@ fn load(files: &[SourceFile]) -> anyhow::Result<SpecTree> {
 fn ready(objects: &[Object]) -> Observed {
     let mut observed = Observed::default();
     for o in objects {
-        observed.objects.insert(o.key(), seen(o, 1));
+        observed.objects_mut().insert(o.key(), seen(o, 1));
     }
     observed
 }

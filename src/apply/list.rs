@@ -1,6 +1,7 @@
 //! Reading what exists: ours by one paged list per kind, the rest directly.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
 
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject, ListParams, ObjectMeta};
@@ -8,7 +9,7 @@ use kube::api::{Api, DynamicObject, ListParams, ObjectMeta};
 use super::live::{Listed, Live};
 use super::plan::Planned;
 use super::{ApplyError, Engine, ObjKey, Resolved};
-use crate::object::ownership;
+use crate::object::{Seen, ownership};
 
 /// From this many objects of one kind (in one namespace, for objects not ours) a list
 /// is cheaper than reading each.
@@ -22,13 +23,37 @@ const LIST_FROM: usize = 8;
 pub struct Known {
     /// The kinds (group, kind) whose every object of this instance is in `objects`.
     pub kinds: BTreeSet<(String, String)>,
-    pub objects: HashMap<ObjKey, Listed>,
+    /// The watches' objects as they were when the sync began, shared with the daemon's
+    /// state (a copy of them was 5 MiB of a 10,000-spec no-op's peak); only those of
+    /// `kinds` are known.
+    pub objects: Arc<HashMap<ObjKey, Seen>>,
+    /// Written by an earlier sync and not yet reported by their watch, which may still
+    /// hold what was there before the write: read again, not taken from `objects`.
+    pub unconfirmed: HashSet<ObjKey>,
+}
+
+impl Known {
+    /// The object as the watches held it, if its kind is known whole and no write of
+    /// it awaits its watch's report.
+    pub fn get(&self, key: &ObjKey) -> Option<&Seen> {
+        let kind_known = self
+            .kinds
+            .iter()
+            .any(|(g, k)| *g == key.group && *k == key.kind);
+        if !kind_known || self.unconfirmed.contains(key) {
+            return None;
+        }
+        self.objects.get(key)
+    }
 }
 
 /// What exists of the desired objects, as far as a sync has read them.
 pub(super) struct Existing {
-    /// Read and present: listed, known from the watches, or read one by one.
-    pub(super) live: HashMap<ObjKey, Listed>,
+    /// Read and present: listed or read one by one.
+    live: HashMap<ObjKey, Listed>,
+    /// Present as the watches hold them: shared, and each object copied out only when
+    /// its turn comes (a kind known is not listed, so the two never share a key).
+    known: Known,
     /// Read and absent. The rest (kinds served only after planning, reads that failed)
     /// are read when applied. (Not a set of every key read, which copied 20,000 keys at
     /// each whole sync of 10,000 specs.)
@@ -38,13 +63,28 @@ pub(super) struct Existing {
 }
 
 impl Existing {
-    /// Known absent (`Some(None)`), known present, or unknown (`None`). Moved out, not
-    /// copied: each object is applied once.
+    /// Known absent (`Some(None)`), known present, or unknown (`None`). What this sync
+    /// read is moved out, not copied: each object is applied once.
     pub(super) fn take(&mut self, key: &ObjKey) -> Option<Option<Live>> {
-        match self.live.remove(key) {
-            Some(listed) => Some(Some(listed.unpack())),
-            None => self.absent.contains(key).then_some(None),
+        if let Some(listed) = self.live.remove(key) {
+            return Some(Some(listed.unpack()));
         }
+        if let Some(seen) = self.known.get(key) {
+            return Some(Some(Listed::seen(seen.clone()).unpack()));
+        }
+        self.absent.contains(key).then_some(None)
+    }
+
+    /// The object as read or known, if it exists.
+    pub(super) fn value_of(&self, key: &ObjKey) -> Option<serde_json::Value> {
+        match self.live.get(key) {
+            Some(listed) => Some(listed.value()),
+            None => self.known.get(key).map(|seen| seen.view.value()),
+        }
+    }
+
+    fn present(&self, key: &ObjKey) -> bool {
+        self.live.contains_key(key) || self.known.get(key).is_some()
     }
 }
 
@@ -63,41 +103,33 @@ impl Engine {
     ) -> Result<Existing, ApplyError> {
         let list_from = if subset { LIST_FROM } else { 1 };
         let known = known.unwrap_or_default();
-        let (mut live, forbidden) = self
+        let (live, forbidden) = self
             .list_owned(planned, false, list_from, &known.kinds)
             .await?;
-        // The kinds listed are none of those known, so the two never share a key: the
-        // smaller goes into the larger, whose table is not built again (a whole resync
-        // lists nothing, and known's 20,000 objects were copied into an empty map).
-        let mut known_objects = known.objects;
-        if known_objects.len() > live.len() {
-            std::mem::swap(&mut live, &mut known_objects);
-        }
-        live.extend(known_objects);
-        let mut skipped: BTreeSet<ObjKey> = BTreeSet::new();
+        let mut existing = Existing {
+            live,
+            known,
+            absent: HashSet::new(),
+            skipped: BTreeSet::new(),
+        };
         for p in planned.iter_mut() {
             let id = p.resolved.as_deref().ok().map(resource_id);
             if let Some(why) = id.and_then(|id| forbidden.get(&id)) {
                 p.resolved = Err(why.clone());
-                skipped.insert(p.key.clone());
+                existing.skipped.insert(p.key.clone());
             }
         }
-        let mut absent = HashSet::new();
-        for (key, found) in self.read_unlisted(planned, &live).await {
+        for (key, found) in self.read_unlisted(planned, &existing).await {
             match found {
                 Some(v) => {
-                    live.insert(key, Listed::of(v));
+                    existing.live.insert(key, Listed::of(v));
                 }
                 None => {
-                    absent.insert(key);
+                    existing.absent.insert(key);
                 }
             }
         }
-        Ok(Existing {
-            live,
-            absent,
-            skipped,
-        })
+        Ok(existing)
     }
 
     /// Everything this instance owns among the kinds of `planned`, by key: one list call
@@ -193,10 +225,10 @@ impl Engine {
     async fn read_unlisted(
         &self,
         planned: &[Planned<'_>],
-        ours: &HashMap<ObjKey, Listed>,
+        ours: &Existing,
     ) -> Vec<(ObjKey, Option<Live>)> {
         let mut groups: BTreeMap<(String, String), Vec<&Planned<'_>>> = BTreeMap::new();
-        for p in planned.iter().filter(|p| !ours.contains_key(&p.key)) {
+        for p in planned.iter().filter(|p| !ours.present(&p.key)) {
             if let Ok(r) = &p.resolved {
                 let kind = format!(
                     "{}/{}/{}",

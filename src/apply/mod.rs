@@ -490,11 +490,15 @@ impl Engine {
         let mut results: Vec<Option<ObjectResult>> = Vec::with_capacity(planned.len());
         let namespaces = namespaces::needed(&planned);
         let mut ensured: BTreeSet<String> = BTreeSet::new();
-        // Each object moves to its phase's batch (no copy of every body).
-        let mut phases: [Vec<Planned>; 3] = Default::default();
-        for p in planned {
-            phases[usize::from(p.key.apply_phase().min(2))].push(p);
+        // The phases are ranges of one vector, in apply order (a render's order already):
+        // moved into a vector per phase, the objects stood twice while they were moved,
+        // and the batch of most objects grew by doubling (4 MiB at 10,000 specs).
+        let mut planned = planned;
+        let phase_of = |p: &Planned<'_>| p.key.apply_phase().min(2);
+        if !planned.is_sorted_by_key(phase_of) {
+            planned.sort_by_key(phase_of);
         }
+        let mut start = 0;
         for phase in 0..=2u8 {
             if gate.cancelled().is_some() {
                 break;
@@ -504,19 +508,22 @@ impl Engine {
                 self.ensure_namespaces(&namespaces).await?;
                 ensured.extend(namespaces.iter().cloned());
             }
-            let batch = std::mem::take(&mut phases[usize::from(phase)]);
-            let batch = if phase == 2 {
-                let batch = self.resolve_deferred(batch, &results).await;
+            let len = planned[start..]
+                .iter()
+                .take_while(|p| phase_of(p) == phase)
+                .count();
+            let batch = &mut planned[start..start + len];
+            start += len;
+            if phase == 2 {
+                self.resolve_deferred(batch, &results).await;
                 // Custom resources resolved only now may need a namespace as well.
-                let more: BTreeSet<String> = namespaces::needed(&batch)
+                let more: BTreeSet<String> = namespaces::needed(batch)
                     .into_iter()
                     .filter(|ns| !ensured.contains(ns))
                     .collect();
                 self.ensure_namespaces(&more).await?;
-                batch
-            } else {
-                batch
-            };
+            }
+            let batch = &*batch;
             let base = results.len();
             results.resize_with(base + batch.len(), || None);
             // At most `concurrency` applies exist at once, each made when a slot frees up:

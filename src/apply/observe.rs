@@ -1,6 +1,7 @@
 //! What readiness is computed from: live objects, Endpoints, and the Pods of Deployments.
 
 use std::collections::{BTreeSet, HashMap};
+use std::sync::Arc;
 
 use kube::api::{Api, ListParams};
 use serde_json::Value;
@@ -121,7 +122,7 @@ impl Engine {
             }
         }
         Ok(Observed {
-            objects: live,
+            objects: Arc::new(live),
             endpoints,
             pods,
         })

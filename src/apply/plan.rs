@@ -114,12 +114,13 @@ impl Engine {
     /// phase 1, or one already in the cluster: an earlier wave's (one-shot `apply` syncs
     /// each wave on its own), an operator's. A CRD reported Established can still be
     /// unknown to discovery for a moment (its discovery is updated apart from the
-    /// condition): "404 page not found".
-    pub(super) async fn resolve_deferred<'a>(
+    /// condition): "404 page not found". In place: the batch is most of a sync's objects,
+    /// and a second vector of them stood beside the first (2.6 MiB at 10,000 specs).
+    pub(super) async fn resolve_deferred(
         &self,
-        batch: Vec<Planned<'a>>,
+        batch: &mut [Planned<'_>],
         applied: &[Option<ObjectResult>],
-    ) -> Vec<Planned<'a>> {
+    ) {
         let written: Vec<(String, String)> = applied
             .iter()
             .flatten()
@@ -137,8 +138,7 @@ impl Engine {
         let mut in_cluster: Option<Vec<CrdServes>> = None;
         // Kinds waited for in vain: their other objects do not wait again.
         let mut gave_up: Vec<(String, String)> = Vec::new();
-        let mut out = Vec::with_capacity(batch.len());
-        for mut p in batch {
+        for p in batch.iter_mut() {
             p.schema_settling = written
                 .iter()
                 .any(|(group, kind)| *group == p.key.group && *kind == p.key.kind);
@@ -179,15 +179,13 @@ impl Engine {
                 {
                     p.resolved = Err(not_established(crd_name));
                 } else if let Some(crd_name) = crd_name
-                    && !self.wait_served(&mut p).await
+                    && !self.wait_served(p).await
                 {
                     gave_up.push(kind);
                     p.resolved = Err(not_established(&crd_name));
                 }
             }
-            out.push(p);
         }
-        out
     }
 
     /// Resolves `p`'s kind again until it is served (then planned as at first) or the

@@ -87,9 +87,8 @@ pub(super) fn pending(
         .filter(|p| !existing.skipped.contains(&p.key) && !p.obj.policy.never_applied())
     {
         let takeable = existing
-            .live
-            .get(&p.key)
-            .is_none_or(|l| claim(&l.value(), &opts.instance, p.adopt).is_ok());
+            .value_of(&p.key)
+            .is_none_or(|v| claim(&v, &opts.instance, p.adopt).is_ok());
         if !takeable {
             continue;
         }

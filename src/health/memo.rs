@@ -175,7 +175,7 @@ mod tests {
                 view: Packed::new(&live(o, available(o))),
                 fields: String::new(),
             };
-            observed.objects.insert(o.key(), seen);
+            observed.objects_mut().insert(o.key(), seen);
         }
         observed
     }
@@ -231,7 +231,7 @@ mod tests {
         let mut ready = observed(&objects, |_| 1);
         memo.tree_health(&tree.specs, &expected, &ready, now());
         let service = objects.iter().find(|o| o.kind == "Service").unwrap();
-        ready.objects.remove(&service.key());
+        ready.objects_mut().remove(&service.key());
         let after = memo.tree_health(&tree.specs, &expected, &ready, now());
         assert_eq!(memo.last_judged, 1);
         assert_eq!(after.iter().filter(|h| h.ready).count(), 1, "{after:?}");

@@ -91,9 +91,9 @@ impl State {
                     view: w.value,
                     fields: w.fields,
                 };
-                self.live.objects.insert(key.clone(), seen)
+                self.live.objects_mut().insert(key.clone(), seen)
             }
-            None => self.live.objects.remove(&key),
+            None => self.live.objects_mut().remove(&key),
         };
         if !drift {
             if judged {

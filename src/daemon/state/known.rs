@@ -7,7 +7,7 @@ use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 
 use super::State;
-use crate::apply::{Known, Listed};
+use crate::apply::Known;
 use crate::daemon::queue::Key;
 use crate::daemon::watch::GroupKind;
 use crate::object::ObjKey;
@@ -53,18 +53,14 @@ impl State {
             self.known_syncs = 0;
             return None;
         }
-        let kinds = self.listed_kinds.clone();
         // What a sync wrote that its watch has not reported yet is read again: the watch
         // may still hold what was there before the write (a ServiceAccount has no
         // generation to tell the write's answer from an older event by).
-        let objects = self
-            .live
-            .objects
-            .iter()
-            .filter(|(k, _)| listed(&kinds, k) && !self.unconfirmed.contains_key(*k))
-            .map(|(k, seen)| (k.clone(), Listed::seen(seen.clone())))
-            .collect();
-        Some(Known { kinds, objects })
+        Some(Known {
+            kinds: self.listed_kinds.clone(),
+            objects: self.live.objects.clone(),
+            unconfirmed: self.unconfirmed.keys().cloned().collect(),
+        })
     }
 
     /// The kinds watched from now on: no other is known whole.

@@ -189,7 +189,7 @@ impl State {
                         .is_none_or(|cached| written_after(&view, &cached.view));
                     if newer {
                         let seen = crate::object::Seen { view, fields };
-                        self.live.objects.insert(o.key.clone(), seen);
+                        self.live.objects_mut().insert(o.key.clone(), seen);
                     }
                 }
             }
@@ -208,7 +208,7 @@ impl State {
         for p in &report.prune.objects {
             self.recorded.remove(&p.key);
             self.warnings.remove(&p.key);
-            self.live.objects.remove(&p.key);
+            self.live.objects_mut().remove(&p.key);
             self.unconfirmed.remove(&p.key);
         }
         let refused = report.prune.refused.is_some();

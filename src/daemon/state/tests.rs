@@ -1194,7 +1194,7 @@ fn all_ready(state: &State) -> crate::object::Observed {
             view: Packed::new(&crate::health::readiness_view(live)),
             fields: String::new(),
         };
-        observed.objects.insert(e.key.clone(), seen);
+        observed.objects_mut().insert(e.key.clone(), seen);
     }
     observed
 }
@@ -1359,7 +1359,7 @@ fn a_list_made_again_without_an_object_held_is_its_delete() {
     assert!(!state.live.objects.contains_key(&deployment("b")));
     assert!(state.live.objects.contains_key(&deployment("a")));
     let known = state.known_live().expect("listed whole again");
-    assert!(!known.objects.contains_key(&deployment("b")));
+    assert!(known.get(&deployment("b")).is_none());
 }
 
 #[test]
@@ -1376,19 +1376,16 @@ fn an_object_a_sync_wrote_is_read_again_until_its_watch_reports_the_write() {
         vec![written, result("b", Action::Unchanged)],
     );
     let known = state.known_live().expect("listed whole");
-    assert!(
-        !known.objects.contains_key(&deployment("a")),
-        "a: read again"
-    );
-    assert!(known.objects.contains_key(&deployment("b")));
+    assert!(known.get(&deployment("a")).is_none(), "a: read again");
+    assert!(known.get(&deployment("b")).is_some());
     // An event from before the write confirms nothing.
     let old = watch::Event::Object(deployment("a"), watched("fields-a", Some(id("a"))));
     state.on_event(old);
     let known = state.known_live().expect("listed whole");
-    assert!(!known.objects.contains_key(&deployment("a")));
+    assert!(known.get(&deployment("a")).is_none());
     // The write's own event does.
     let new = watch::Event::Object(deployment("a"), watched("fields-a2", Some(id("a"))));
     assert_eq!(state.on_event(new), None, "our own write is no drift");
     let known = state.known_live().expect("listed whole");
-    assert!(known.objects.contains_key(&deployment("a")));
+    assert!(known.get(&deployment("a")).is_some());
 }
