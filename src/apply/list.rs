@@ -36,11 +36,7 @@ impl Known {
     /// The object as the watches held it, if its kind is known whole and no write of
     /// it awaits its watch's report.
     pub fn get(&self, key: &ObjKey) -> Option<&Seen> {
-        let kind_known = self
-            .kinds
-            .iter()
-            .any(|(g, k)| *g == key.group && *k == key.kind);
-        if !kind_known || self.unconfirmed.contains(key) {
+        if !key.of_any(&self.kinds) || self.unconfirmed.contains(key) {
             return None;
         }
         self.objects.get(key)

@@ -21,6 +21,11 @@ impl ObjKey {
     pub fn is(&self, group: &str, kind: &str) -> bool {
         self.group == group && self.kind == kind
     }
+
+    /// Whether its (group, kind) is one of `kinds`.
+    pub fn of_any(&self, kinds: &std::collections::BTreeSet<(String, String)>) -> bool {
+        kinds.iter().any(|(g, k)| self.is(g, k))
+    }
 }
 
 impl std::fmt::Display for ObjKey {

@@ -155,7 +155,7 @@ impl State {
 }
 
 fn listed(kinds: &BTreeSet<GroupKind>, key: &ObjKey) -> bool {
-    kinds.iter().any(|(g, k)| *g == key.group && *k == key.kind)
+    key.of_any(kinds)
 }
 
 fn endpoints(namespace: &str, name: &str) -> ObjKey {
