@@ -1186,3 +1186,52 @@ async fn a_fix_supersedes_a_wave_and_releases_a_depends_on_chain_waiting_on_an_u
     );
     assert!(daemon.log().contains("superseded by revision"));
 }
+
+/// The resync period counts from the end of the last whole sync, as Flux's interval
+/// does: a sync longer than the period (the first here waits about 4 s on its hook,
+/// with `--resync 2s`) is not followed at once by another. At 10,000 specs the first
+/// sync outlasted the default 10 min, and the resync right after it raised the daemon's
+/// peak by 20 MiB.
+#[tokio::test]
+async fn the_resync_period_counts_from_the_end_of_the_last_whole_sync() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "run-resync-period").await;
+    let dir = tempfile::tempdir().unwrap();
+    let hook = "driftless.dev/hook: pre";
+    std::fs::write(
+        dir.path().join("migrate.yaml"),
+        hook_deployment(&ns, "migrate", hook, 4, "nginx:1.21"),
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("app.yaml"), config_map(&ns, "app", "one")).unwrap();
+    let daemon = start(
+        &ns,
+        &["--dir", dir.path().to_str().unwrap(), "--resync", "2s"],
+    );
+    let syncs = support::eventually("three syncs in the history", WAIT, || async {
+        let (code, body) = get(&daemon, "/api/v1/syncs").await;
+        let doc: Value = serde_json::from_str(&body).map_err(|e| format!("{code} {e}: {body}"))?;
+        let syncs = doc["syncs"].as_array().cloned().unwrap_or_default();
+        (syncs.len() >= 3).then_some(syncs).ok_or(body)
+    })
+    .await;
+    let at = |s: &Value, field: &str| -> k8s_openapi::jiff::Timestamp {
+        s[field]
+            .as_str()
+            .and_then(|t| t.parse().ok())
+            .unwrap_or_else(|| panic!("no {field} time: {s:#}"))
+    };
+    let first = at(&syncs[0], "ended").duration_since(at(&syncs[0], "started"));
+    assert!(
+        first.as_secs_f64() > 2.0,
+        "the first sync did not outlast the period: {syncs:#?}"
+    );
+    for pair in syncs.windows(2) {
+        let gap = at(&pair[1], "started").duration_since(at(&pair[0], "ended"));
+        assert!(
+            gap.as_secs_f64() >= 1.8,
+            "a sync started {gap:?} after the last one ended: {syncs:#?}"
+        );
+    }
+    assert_eq!(syncs[0]["result"], "success", "{syncs:#?}");
+}

@@ -56,7 +56,8 @@ pub struct RunArgs {
     /// once).
     #[arg(long, default_value = "1m", value_parser = humantime::parse_duration)]
     pub interval: Duration,
-    /// Full resync (and directory rescan) period.
+    /// Full resync (and directory rescan) period, counted from the end of the last whole
+    /// sync.
     #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
     pub resync: Duration,
     /// Where to write the status file (JSON, replaced atomically) [default:

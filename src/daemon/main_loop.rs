@@ -181,6 +181,13 @@ impl Loop {
                 }
                 done = ended(&mut task) => {
                     task = None;
+                    // The resync period counts from the end of the last whole sync, as
+                    // Flux's interval does: a first sync longer than the period was
+                    // followed at once by a whole resync (at 10,000 specs, 20 MiB on top
+                    // of the first sync's peak, and its writes' watch events unread).
+                    if self.running_whole() {
+                        resync.reset();
+                    }
                     self.on_finished(done).await;
                     // Before any other sync can start.
                     if let Some(view) = self.share_due.take() {
@@ -190,7 +197,10 @@ impl Loop {
                 _ = resync.tick() => {
                     // The directory is re-read too: a safety net for missed watch events.
                     let _ = self.rescan.try_send(Rescan::default());
-                    self.queue.push(Key::Full, Instant::now());
+                    // A whole sync under way is this period's; its end starts the next.
+                    if !self.running_whole() {
+                        self.queue.push(Key::Full, Instant::now());
+                    }
                 }
                 _ = refresh.tick() => {
                     if self.state.health_dirty {
@@ -471,6 +481,13 @@ impl Loop {
         self.answer(running.answered);
         self.after_sync().await;
         timeline.mark("after the sync");
+    }
+
+    /// Whether the running sync is of the whole tree.
+    fn running_whole(&self) -> bool {
+        self.running
+            .as_ref()
+            .is_some_and(|r| r.keys.contains(&Key::Full))
     }
 
     /// Each key's success: a failed one is retried with backoff.
