@@ -277,14 +277,17 @@ fn run_stage(stage: &str, n: usize) -> anyhow::Result<(String, Duration)> {
             let made = format!(
                 "{} specs, {} ready, {} judged again",
                 judged.len(),
-                ready_count(&judged),
+                judged.iter().filter(|h| h.ready).count(),
                 memo.last_judged
             );
             (made, elapsed)
         }
         "status" => {
             let c = Converged::of(&files, &facts)?;
-            let judged = health::tree_health(&c.specs.specs, &c.expected, &c.observed, now);
+            let judged: Vec<_> = health::tree_health(&c.specs.specs, &c.expected, &c.observed, now)
+                .into_iter()
+                .map(std::sync::Arc::new)
+                .collect();
             let (written, elapsed) = measured(|| status(&c.specs, &judged, &c.expected))?;
             let (specs, bytes) = written?;
             (
@@ -404,7 +407,7 @@ fn status_of(o: &Object, generation: i64) -> Option<Value> {
 /// The status as a refresh makes it for the API: its spec count and size.
 fn status(
     specs: &SpecTree,
-    judged: &[health::SpecHealth],
+    judged: &[std::sync::Arc<health::SpecHealth>],
     expected: &[health::Expected],
 ) -> anyhow::Result<(usize, usize)> {
     let empty = Default::default();

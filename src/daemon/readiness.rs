@@ -90,7 +90,7 @@ pub async fn refresh(
     let news = state.take_health(healths, ready_timeout, super::now());
     // Metrics follow the specs: removed specs lose their series.
     let by_id: HashMap<&str, &SpecHealth> =
-        state.health.iter().map(|h| (h.id.as_str(), h)).collect();
+        state.health.iter().map(|h| (h.id.as_str(), &**h)).collect();
     let drifted = state.drifted_by_spec();
     for spec in &tree.specs {
         let text = spec.id.to_string();

@@ -333,6 +333,9 @@ pub fn tree_health(
     now: Timestamp,
 ) -> Vec<SpecHealth> {
     memo::judge(None, specs, objects, observed, now)
+        .into_iter()
+        .map(std::sync::Arc::unwrap_or_clone)
+        .collect()
 }
 
 #[cfg(test)]

@@ -34,7 +34,7 @@ pub struct Snapshot<'a> {
     pub specs: &'a [Spec],
     /// What rendered each rendered file of the tree.
     pub rendered: &'a BTreeMap<String, crate::spec::RenderedBy>,
-    pub health: &'a [SpecHealth],
+    pub health: &'a [std::sync::Arc<SpecHealth>],
     /// What the specs render to: the objects' display names, for their last actions.
     pub expected: &'a [Expected],
     /// The last apply action per object.
@@ -226,7 +226,11 @@ pub struct Specs<'s, 'a> {
 
 impl<'s, 'a> Specs<'s, 'a> {
     fn new(snapshot: &'s Snapshot<'a>) -> Specs<'s, 'a> {
-        let health_by_id = snapshot.health.iter().map(|h| (h.id.as_str(), h)).collect();
+        let health_by_id = snapshot
+            .health
+            .iter()
+            .map(|h| (h.id.as_str(), &**h))
+            .collect();
         let mut drifted_by_spec: HashMap<&SpecId, Vec<String>> = HashMap::new();
         for (key, spec) in snapshot.drifted {
             drifted_by_spec

@@ -165,7 +165,7 @@ pub struct State {
     /// with the fields written: a whole sync reads them itself.
     unconfirmed: HashMap<ObjKey, String>,
     last_sync: Option<LastSync>,
-    pub health: Vec<SpecHealth>,
+    pub health: Vec<Arc<SpecHealth>>,
     pub health_dirty: bool,
     active: bool,
     /// Why this replica cannot lead (its Lease refused), while it cannot.

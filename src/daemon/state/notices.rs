@@ -133,6 +133,7 @@ impl State {
             .health
             .iter()
             .filter(|h| h.status == crate::health::Status::Failed)
+            .map(|h| &**h)
             .collect();
         if let Some(first) = overdue.first() {
             let mut n = notice(

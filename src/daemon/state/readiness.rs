@@ -26,7 +26,7 @@ pub struct HealthNews {
 /// assessed yet is not ready).
 pub fn waiting_on(
     tree: &SpecTree,
-    health: &[SpecHealth],
+    health: &[Arc<SpecHealth>],
     elsewhere: &BTreeSet<&str>,
 ) -> BTreeMap<SpecId, Vec<SpecId>> {
     let mut ready: BTreeSet<&str> = health
@@ -178,13 +178,15 @@ impl State {
     }
 
     /// Takes the specs' readiness as just computed: a spec still in progress
-    /// `ready_timeout` after its revision was applied counts as failed.
-    pub fn take_health(
+    /// `ready_timeout` after its revision was applied counts as failed. What it changes
+    /// of a verdict it changes in a copy: the verdict stays as judged for the next refresh.
+    pub fn take_health<H: Into<Arc<SpecHealth>>>(
         &mut self,
-        mut healths: Vec<SpecHealth>,
+        healths: Vec<H>,
         ready_timeout: Duration,
         now: Now,
     ) -> HealthNews {
+        let mut healths: Vec<Arc<SpecHealth>> = healths.into_iter().map(Into::into).collect();
         let waited = self.waiting();
         // What the syncs since the last refresh applied is observed now.
         self.settling.on_observed(self.revision_current.as_deref());
@@ -194,7 +196,11 @@ impl State {
             };
             if !self.settling.is_settled(&id) {
                 let suspended = self.suspensions.contains_key(&h.id);
-                show_unsettled(h, self.revision_current.as_deref(), suspended);
+                show_unsettled(
+                    Arc::make_mut(h),
+                    self.revision_current.as_deref(),
+                    suspended,
+                );
             }
         }
         let overdue = self
@@ -202,6 +208,7 @@ impl State {
             .is_some_and(|t| now.at.duration_since(t) > ready_timeout);
         for h in healths.iter_mut() {
             if overdue && h.status == Status::InProgress {
+                let h = Arc::make_mut(h);
                 h.status = Status::Failed;
                 h.message = format!(
                     "not ready {}s after the revision was applied: {}",
@@ -229,7 +236,7 @@ impl State {
                         continue;
                     };
                     if let Some(on) = now_waiting.get(&id).filter(|_| !waiting.contains_key(&id)) {
-                        show_waiting(h, on, applied.contains(&id));
+                        show_waiting(Arc::make_mut(h), on, applied.contains(&id));
                     }
                 }
                 waiting = now_waiting;

@@ -25,7 +25,7 @@ static NO_REVISIONS: std::sync::LazyLock<HashMap<SpecId, String>> =
 
 fn snapshot<'a>(
     specs: &'a [Spec],
-    health: &'a [SpecHealth],
+    health: &'a [Arc<SpecHealth>],
     actions: &'a HashMap<ObjKey, String>,
 ) -> Snapshot<'a> {
     Snapshot {
@@ -179,7 +179,7 @@ fn statuses_use_the_kstatus_spelling() -> Result<(), Box<dyn std::error::Error>>
         replicas: None,
         rule: None,
     }];
-    let health = [SpecHealth {
+    let health = [Arc::new(SpecHealth {
         id: "elasticweb/n/a".into(),
         ready: false,
         status: Status::InProgress,
@@ -194,7 +194,7 @@ fn statuses_use_the_kstatus_spelling() -> Result<(), Box<dyn std::error::Error>>
                 message: "not found".into(),
             },
         }],
-    }];
+    })];
     let snap = Snapshot {
         expected: &expected,
         ..snapshot(&specs, &health, &actions)
@@ -258,7 +258,7 @@ fn the_status_made_spec_by_spec_is_the_one_made_as_a_list() -> Result<(), Box<dy
             release: Some(release),
         },
     )]);
-    let health = [SpecHealth {
+    let health = [Arc::new(SpecHealth {
         id: "elasticweb/n/a".into(),
         ready: true,
         status: Status::Current,
@@ -277,7 +277,7 @@ fn the_status_made_spec_by_spec_is_the_one_made_as_a_list() -> Result<(), Box<dy
                 message: "ready".into(),
             },
         }],
-    }];
+    })];
     let snap = Snapshot {
         expected: &expected,
         failures: &failures,
