@@ -87,5 +87,5 @@ if os.environ.get("STEADY"):
     t1 = time.time()
     while time.time() - t1 < float(os.environ["STEADY"]):
         peak = max(peak, kib(p.pid, "VmRSS")); time.sleep(0.5)
-    print(f"after steady: peak {peak/1024:.0f} MiB")
+    print(f"after steady: peak RSS sampled {peak/1024:.0f} MiB, VmHWM {kib(p.pid, 'VmHWM')/1024:.0f} MiB")
 os.kill(p.pid, signal.SIGKILL); p.wait()
