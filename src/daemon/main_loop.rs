@@ -183,8 +183,9 @@ impl Loop {
                     task = None;
                     // The resync period counts from the end of the last whole sync, as
                     // Flux's interval does: a first sync longer than the period was
-                    // followed at once by a whole resync (at 10,000 specs, 20 MiB on top
-                    // of the first sync's peak, and its writes' watch events unread).
+                    // followed at once by a whole resync, which listed every kind beside
+                    // the watches' first lists (at 10,000 specs, 48 MiB on top of the
+                    // first sync's peak).
                     if self.running_whole() {
                         resync.reset();
                     }
