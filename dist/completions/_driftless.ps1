@@ -221,7 +221,7 @@ Register-ArgumentCompleter -Native -CommandName 'driftless' -ScriptBlock {
             [CompletionResult]::new('--commit', '--commit', [CompletionResultType]::ParameterName, 'Commit to pin with --git')
             [CompletionResult]::new('--path', '--path', [CompletionResultType]::ParameterName, 'Subdirectory of the repository (--git) or of the artifact''s tree (--oci) that holds the specs')
             [CompletionResult]::new('--interval', '--interval', [CompletionResultType]::ParameterName, 'How often to fetch with --git or --oci (POST /hooks/git or /hooks/oci fetches at once)')
-            [CompletionResult]::new('--resync', '--resync', [CompletionResultType]::ParameterName, 'Full resync (and directory rescan) period')
+            [CompletionResult]::new('--resync', '--resync', [CompletionResultType]::ParameterName, 'Full resync (and directory rescan) period, counted from the end of the last whole sync')
             [CompletionResult]::new('--status-file', '--status-file', [CompletionResultType]::ParameterName, 'Where to write the status file (JSON, replaced atomically) [default: $STATE_DIRECTORY/status.json under systemd, else ${XDG_STATE_HOME:-~/.local/state}/driftless/status.json; `status-<instance>.json` for an instance other than `default`]. `driftless status` reads the same')
             [CompletionResult]::new('--metrics-addr', '--metrics-addr', [CompletionResultType]::ParameterName, 'Address for /metrics, /healthz, /readyz and /hooks/git (a host name such as `localhost:0` is resolved; its first address is used)')
             [CompletionResult]::new('--hook-secret-file', '--hook-secret-file', [CompletionResultType]::ParameterName, 'File holding the HMAC secret the git hook must sign with (X-Hub-Signature-256)')

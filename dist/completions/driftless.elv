@@ -213,7 +213,7 @@ set edit:completion:arg-completer[driftless] = {|@words|
             cand --commit 'Commit to pin with --git'
             cand --path 'Subdirectory of the repository (--git) or of the artifact''s tree (--oci) that holds the specs'
             cand --interval 'How often to fetch with --git or --oci (POST /hooks/git or /hooks/oci fetches at once)'
-            cand --resync 'Full resync (and directory rescan) period'
+            cand --resync 'Full resync (and directory rescan) period, counted from the end of the last whole sync'
             cand --status-file 'Where to write the status file (JSON, replaced atomically) [default: $STATE_DIRECTORY/status.json under systemd, else ${XDG_STATE_HOME:-~/.local/state}/driftless/status.json; `status-<instance>.json` for an instance other than `default`]. `driftless status` reads the same'
             cand --metrics-addr 'Address for /metrics, /healthz, /readyz and /hooks/git (a host name such as `localhost:0` is resolved; its first address is used)'
             cand --hook-secret-file 'File holding the HMAC secret the git hook must sign with (X-Hub-Signature-256)'

@@ -205,7 +205,7 @@ complete -c driftless -n "__fish_driftless_using_subcommand run" -l digest -d 'P
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l commit -d 'Commit to pin with --git' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l path -d 'Subdirectory of the repository (--git) or of the artifact\'s tree (--oci) that holds the specs' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l interval -d 'How often to fetch with --git or --oci (POST /hooks/git or /hooks/oci fetches at once)' -r
-complete -c driftless -n "__fish_driftless_using_subcommand run" -l resync -d 'Full resync (and directory rescan) period' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l resync -d 'Full resync (and directory rescan) period, counted from the end of the last whole sync' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l status-file -d 'Where to write the status file (JSON, replaced atomically) [default: $STATE_DIRECTORY/status.json under systemd, else ${XDG_STATE_HOME:-~/.local/state}/driftless/status.json; `status-<instance>.json` for an instance other than `default`]. `driftless status` reads the same' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l metrics-addr -d 'Address for /metrics, /healthz, /readyz and /hooks/git (a host name such as `localhost:0` is resolved; its first address is used)' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l hook-secret-file -d 'File holding the HMAC secret the git hook must sign with (X-Hub-Signature-256)' -r -F
