@@ -905,6 +905,17 @@ fn config_map(ns: &str, name: &str, value: &str) -> String {
     )
 }
 
+/// A tree in `dir` of the hook `migrate` (ready `delay` seconds after it starts) and the
+/// ConfigMap `app` it comes before.
+fn write_hook_and_app(dir: &std::path::Path, ns: &str, hook: &str, delay: u32) {
+    std::fs::write(
+        dir.join("migrate.yaml"),
+        hook_deployment(ns, "migrate", hook, delay, "nginx:1.21"),
+    )
+    .unwrap();
+    std::fs::write(dir.join("app.yaml"), config_map(ns, "app", "one")).unwrap();
+}
+
 /// While a sync waits on a hook that is never ready, the daemon goes on: its status says
 /// what it waits on (and with `rewritten`, the loop goes on until the status file was
 /// written again meanwhile: the periodic rewrite), `driftless status` says a sync is in
@@ -971,12 +982,7 @@ async fn a_fix_supersedes_a_hook_that_never_gets_ready_and_sigterm_stops_a_waiti
     let ns = support::namespace(&client, "run-supersede").await;
     let dir = tempfile::tempdir().unwrap();
     let hook = "driftless.dev/hook: pre";
-    std::fs::write(
-        dir.path().join("migrate.yaml"),
-        hook_deployment(&ns, "migrate", hook, 600, "nginx:1.21"),
-    )
-    .unwrap();
-    std::fs::write(dir.path().join("app.yaml"), config_map(&ns, "app", "one")).unwrap();
+    write_hook_and_app(dir.path(), &ns, hook, 600);
     // hang guard: a waiting sync ends at once on SIGTERM (well under a second); one
     // that waited out its hook would take the ready timeout (5 min). 30 s is the
     // kubelet's default grace period, after which it would kill the daemon.
@@ -1061,12 +1067,7 @@ async fn a_pushed_fix_supersedes_a_helm_pre_hook_that_never_gets_ready() {
     let repo = ConfigRepo::new();
     let w = repo.work();
     let hook = "helm.sh/hook: \"pre-install,pre-upgrade\"";
-    std::fs::write(
-        w.join("migrate.yaml"),
-        hook_deployment(&ns, "migrate", hook, 600, "nginx:1.21"),
-    )
-    .unwrap();
-    std::fs::write(w.join("app.yaml"), config_map(&ns, "app", "one")).unwrap();
+    write_hook_and_app(w, &ns, hook, 600);
     repo.commit("a hook that never gets ready");
     let server = GitDaemon::serve(repo.base());
     let url = server.url("config.git");
@@ -1191,19 +1192,14 @@ async fn a_fix_supersedes_a_wave_and_releases_a_depends_on_chain_waiting_on_an_u
 /// does: a sync longer than the period (the first here waits about 4 s on its hook,
 /// with `--resync 2s`) is not followed at once by another. At 10,000 specs the first
 /// sync outlasted the default 10 min, and the resync right after it raised the daemon's
-/// peak by 20 MiB.
+/// peak by 48 MiB.
 #[tokio::test]
 async fn the_resync_period_counts_from_the_end_of_the_last_whole_sync() {
     let client = support::client().await;
     let ns = support::namespace(&client, "run-resync-period").await;
     let dir = tempfile::tempdir().unwrap();
     let hook = "driftless.dev/hook: pre";
-    std::fs::write(
-        dir.path().join("migrate.yaml"),
-        hook_deployment(&ns, "migrate", hook, 4, "nginx:1.21"),
-    )
-    .unwrap();
-    std::fs::write(dir.path().join("app.yaml"), config_map(&ns, "app", "one")).unwrap();
+    write_hook_and_app(dir.path(), &ns, hook, 4);
     let daemon = start(
         &ns,
         &["--dir", dir.path().to_str().unwrap(), "--resync", "2s"],

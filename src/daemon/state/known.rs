@@ -68,7 +68,7 @@ impl State {
         let kinds: BTreeSet<GroupKind> = kinds.into_iter().collect();
         self.listed_kinds.retain(|k| kinds.contains(k));
         self.relisting.retain(|k, _| kinds.contains(k));
-        self.unconfirmed.retain(|key, _| listed(&kinds, key));
+        self.unconfirmed.retain(|key, _| key.of_any(&kinds));
         self.watched_kinds = Some(kinds);
     }
 
@@ -86,7 +86,7 @@ impl State {
         let watched = self
             .watched_kinds
             .as_ref()
-            .is_some_and(|kinds| listed(kinds, key));
+            .is_some_and(|kinds| key.of_any(kinds));
         if watched && seen != Some(fields) {
             self.unconfirmed.insert(key.clone(), fields.to_string());
         }
@@ -152,10 +152,6 @@ impl State {
             _ => Some(Key::Full),
         }
     }
-}
-
-fn listed(kinds: &BTreeSet<GroupKind>, key: &ObjKey) -> bool {
-    key.of_any(kinds)
 }
 
 fn endpoints(namespace: &str, name: &str) -> ObjKey {
