@@ -874,3 +874,59 @@ async fn serial_a_resync_takes_what_the_watches_hold_and_lists_every_tenth_time(
     );
     assert_eq!(daemon.stop(), Some(0));
 }
+
+/// A restarted daemon lists each kind it owns once: its watches are set from the kinds
+/// its inventory records before the first sync, which waits for their lists and takes
+/// what they hold instead of listing every kind itself beside them (at 10,000 specs the
+/// two rounds were most of a restart). `serial_`: it counts the apiserver's requests.
+#[tokio::test]
+async fn serial_a_restarted_daemon_lists_each_kind_once() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "api-restart-lists").await;
+    let dir = tempfile::tempdir().unwrap();
+    let tree = dir.path().join("specs");
+    std::fs::create_dir(&tree).unwrap();
+    specs(
+        &tree,
+        &ns,
+        &format!("{}{}", web("shop", 100), web("cart", 200)),
+    );
+    let mut daemon = Daemon::builder(&ns)
+        .args(&["--dir", &tree.to_string_lossy(), "--resync", "1h"])
+        .log_level("info,kube=warn,driftless::daemon::watch=debug")
+        .wait(WAIT)
+        .start();
+    let converged = |s: &serde_json::Value| {
+        s["last_sync"]["result"] == "success"
+            && s["specs"]
+                .as_array()
+                .is_some_and(|a| a.len() == 2 && a.iter().all(|e| e["ready"] == true))
+    };
+    daemon.wait_status("both specs ready", converged).await;
+    // Deployments, Services and the Services' Endpoints: each listed by its watch.
+    let resources = ["deployments", "services", "endpoints"];
+    // The apiserver counts every client's lists, the cluster's controllers' too (now and
+    // then): a second restart tells those from a daemon that lists twice.
+    let mut rounds = Vec::new();
+    for _ in 0..2 {
+        daemon.sigkill();
+        std::fs::remove_file(daemon.status_file()).unwrap();
+        let before = support::apiserver_lists(&client, &resources).await;
+        daemon.restart();
+        daemon
+            .wait_status("both specs ready after the restart", converged)
+            .await;
+        let lists = support::apiserver_lists(&client, &resources).await - before;
+        rounds.push(lists);
+        if lists == 3 {
+            break;
+        }
+    }
+    assert_eq!(
+        rounds.last(),
+        Some(&3),
+        "lists of the three kinds per restart, by restart: {rounds:?}\n{}",
+        daemon.log()
+    );
+    assert_eq!(daemon.stop(), Some(0));
+}

@@ -9,7 +9,7 @@
 
 pub mod buckets;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
@@ -303,6 +303,51 @@ impl Store {
         // peak); built whole, they are full.
         inv.entries = std::mem::take(&mut inv.entries).into_iter().collect();
         Ok(inv)
+    }
+
+    /// The kinds (`apiVersion`, kind) of every object the instance's inventory records,
+    /// in any bucket, hooks left out (readiness does not follow them): what a restarted
+    /// daemon watches before its first sync. Only those fields of each entry are read.
+    pub async fn kinds(&self, client: &Client) -> Result<BTreeSet<(String, String)>, ApplyError> {
+        #[derive(Deserialize)]
+        struct KindOf {
+            #[serde(default)]
+            group: String,
+            kind: String,
+            version: String,
+            #[serde(default)]
+            hook: bool,
+        }
+        let api: Api<ConfigMap> = Api::namespaced(client.clone(), &self.namespace);
+        let list = match api
+            .list(&ListParams::default().labels(&self.selector()))
+            .await
+        {
+            Ok(l) => l,
+            Err(kube::Error::Api(e)) if e.code == 404 => return Ok(BTreeSet::new()),
+            Err(e) => return Err(ApplyError::Inventory(crate::cluster::error_text(&e))),
+        };
+        let mut kinds = BTreeSet::new();
+        for cm in list.items {
+            let Some(text) = cm.data.as_ref().and_then(|d| d.get(DATA_KEY)) else {
+                continue;
+            };
+            let entries: Vec<KindOf> = serde_json::from_str(text).map_err(|e| {
+                ApplyError::Inventory(format!(
+                    "{}/{} is corrupt: {e}",
+                    self.namespace,
+                    cm.name_any()
+                ))
+            })?;
+            for e in entries.into_iter().filter(|e| !e.hook) {
+                let api_version = match e.group.is_empty() {
+                    true => e.version,
+                    false => format!("{}/{}", e.group, e.version),
+                };
+                kinds.insert((api_version, e.kind));
+            }
+        }
+        Ok(kinds)
     }
 
     /// How `inv` is divided into ConfigMaps: the single layout's parts, or each bucket's.

@@ -36,6 +36,14 @@ impl Engine {
         out
     }
 
+    /// The kinds the inventory records (in any bucket), resolved: what a restarted daemon
+    /// watches before its first sync.
+    pub async fn recorded_kinds(&self) -> Result<Vec<Resolved>, ApplyError> {
+        let kinds = self.store().kinds(&self.client).await?;
+        let kinds = kinds.iter().map(|(a, k)| (a.as_str(), k.as_str()));
+        Ok(self.resolved_kinds(kinds).await)
+    }
+
     /// The Pods a Deployment's selector matches.
     pub async fn pods_of(
         &self,

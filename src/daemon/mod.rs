@@ -319,6 +319,7 @@ pub async fn run(
         running: None,
         shard,
         share_due: None,
+        first_lists_until: None,
     }
     .run(
         src_rx,

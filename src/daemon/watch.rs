@@ -38,6 +38,8 @@ pub enum Event {
     /// A kind's list has reached the loop whole: from now on the watch follows every
     /// object of ours of it.
     Listed(GroupKind),
+    /// A kind's list failed (the watch lists it again, with backoff).
+    ListFailed,
 }
 
 /// A kind by its API group and name, as `ObjKey`s name it.
@@ -180,6 +182,9 @@ async fn watch_kind(
                 permit = None;
                 let why = crate::cluster::error_text(&e);
                 tracing::warn!(kind = %r.resource.kind, error = %why, "watch error");
+                if listed.take().is_some() && tx.send(Event::ListFailed).await.is_err() {
+                    return;
+                }
                 continue;
             }
         };

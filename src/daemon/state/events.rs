@@ -40,6 +40,10 @@ impl State {
                 self.on_listing(kind);
                 None
             }
+            watch::Event::ListFailed => {
+                self.lists_not_awaited();
+                None
+            }
             watch::Event::Listed(kind) => {
                 self.health_dirty = true;
                 self.on_listed(kind)

@@ -161,6 +161,9 @@ pub struct State {
     known_syncs: u32,
     /// The kinds watched now; `None` before the watches are first set.
     watched_kinds: Option<BTreeSet<crate::daemon::watch::GroupKind>>,
+    /// A restart's watches were set before its first sync (`watching_first`): that sync
+    /// waits for their lists, until they are in, one fails, or the loop's bound passes.
+    first_lists: bool,
     /// Objects of watched kinds a sync wrote whose watch has not reported the write yet,
     /// with the fields written: a whole sync reads them itself.
     unconfirmed: HashMap<ObjKey, String>,
@@ -254,6 +257,7 @@ impl State {
             relisting: HashMap::new(),
             known_syncs: 0,
             watched_kinds: None,
+            first_lists: false,
             unconfirmed: HashMap::new(),
             last_sync: None,
             health: Vec::new(),
@@ -338,6 +342,11 @@ impl State {
 
     /// A standby is ready once warm: it has read its source, serves metrics and waits
     /// to lead.
+    /// This replica writes (it leads, or no election is held).
+    pub fn is_active(&self) -> bool {
+        self.active
+    }
+
     pub fn warm_standby(&self) -> bool {
         !self.active && self.revision_seen.is_some()
     }
@@ -347,6 +356,8 @@ impl State {
             Due::Later
         } else if !self.active || self.tree.is_none() {
             Due::Drop
+        } else if self.awaiting_first_lists() {
+            Due::Later
         } else {
             Due::Sync
         }

@@ -64,6 +64,7 @@ impl State {
         // as current is weighed against what the state knows now.
         let running = self.running.take();
         self.syncing = false;
+        self.first_lists = false;
         let current = running
             .as_ref()
             .is_none_or(|r| r.revision == self.revision_current);

@@ -1389,3 +1389,45 @@ fn an_object_a_sync_wrote_is_read_again_until_its_watch_reports_the_write() {
     let known = state.known_live().expect("listed whole");
     assert!(known.get(&deployment("a")).is_some());
 }
+
+#[test]
+fn a_restarts_first_sync_waits_for_the_watches_lists_and_readiness_for_that_sync() {
+    let mut state = State::new("dir:/specs".into(), true);
+    state.on_event(watch::Event::Nodes(Vec::new()));
+    state.on_event(watch::Event::Suspensions(Default::default()));
+    new_revision(&mut state, "r1", webs(&[("a", 100)]));
+    let kinds = [deployments(), ("".into(), "Service".into())];
+    state.watching_first(kinds.clone());
+    for kind in &kinds {
+        state.on_event(watch::Event::Listing(kind.clone()));
+    }
+    assert_eq!(state.due(), Due::Later, "no kind listed yet");
+    assert!(state.judging_held());
+    state.on_event(watch::Event::Listed(deployments()));
+    assert_eq!(state.due(), Due::Later, "Services not listed yet");
+    state.on_event(watch::Event::Listed(kinds[1].clone()));
+    assert_eq!(state.due(), Due::Sync);
+    let known = state.known_live().expect("the watches' objects");
+    assert_eq!(known.kinds, kinds.iter().cloned().collect());
+    // Judged once that sync has ended, not beside it.
+    state.on_sync_begin();
+    assert!(state.judging_held());
+    state.on_sync_done(&[Key::Full], ran(Vec::new(), None), now());
+    assert!(!state.judging_held());
+    // A kind listed again later holds no sync back.
+    state.on_event(watch::Event::Listing(deployments()));
+    assert_eq!(state.due(), Due::Sync);
+
+    // A list that fails ends the wait: the sync lists for itself.
+    let mut state = State::new("dir:/specs".into(), true);
+    state.on_event(watch::Event::Nodes(Vec::new()));
+    state.on_event(watch::Event::Suspensions(Default::default()));
+    new_revision(&mut state, "r1", webs(&[("a", 100)]));
+    state.watching_first([deployments()]);
+    state.on_event(watch::Event::Listing(deployments()));
+    assert_eq!(state.due(), Due::Later);
+    state.on_event(watch::Event::ListFailed);
+    assert_eq!(state.due(), Due::Sync);
+    assert!(!state.judging_held());
+    assert!(state.known_live().is_none(), "nothing is known whole");
+}
