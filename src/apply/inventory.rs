@@ -261,29 +261,44 @@ impl Store {
         format!("{INVENTORY_OF}={}", self.instance)
     }
 
-    pub async fn load(&self, client: &Client) -> Result<Inventory, ApplyError> {
+    /// The instance's inventory ConfigMaps; none when the inventory namespace does not
+    /// exist yet (nothing was ever applied).
+    async fn configmaps(&self, client: &Client) -> Result<Vec<ConfigMap>, ApplyError> {
         let api: Api<ConfigMap> = Api::namespaced(client.clone(), &self.namespace);
-        let list = match api
+        match api
             .list(&ListParams::default().labels(&self.selector()))
             .await
         {
-            Ok(l) => l,
-            // No inventory namespace yet: nothing was ever applied.
-            Err(kube::Error::Api(e)) if e.code == 404 => return Ok(Inventory::default()),
-            Err(e) => return Err(ApplyError::Inventory(crate::cluster::error_text(&e))),
+            Ok(l) => Ok(l.items),
+            Err(kube::Error::Api(e)) if e.code == 404 => Ok(Vec::new()),
+            Err(e) => Err(ApplyError::Inventory(crate::cluster::error_text(&e))),
+        }
+    }
+
+    /// The entries one ConfigMap holds, read as `T` (`None`: it holds none).
+    fn entries_of<T: serde::de::DeserializeOwned>(
+        &self,
+        cm: &ConfigMap,
+    ) -> Result<Option<Vec<T>>, ApplyError> {
+        let Some(text) = cm.data.as_ref().and_then(|d| d.get(DATA_KEY)) else {
+            return Ok(None);
         };
-        let mut listed = Vec::with_capacity(list.items.len());
-        for cm in list.items {
-            let Some(text) = cm.data.as_ref().and_then(|d| d.get(DATA_KEY)) else {
+        serde_json::from_str(text).map(Some).map_err(|e| {
+            ApplyError::Inventory(format!(
+                "{}/{} is corrupt: {e}",
+                self.namespace,
+                cm.name_any()
+            ))
+        })
+    }
+
+    pub async fn load(&self, client: &Client) -> Result<Inventory, ApplyError> {
+        let items = self.configmaps(client).await?;
+        let mut listed = Vec::with_capacity(items.len());
+        for cm in items {
+            let Some(entries) = self.entries_of::<Entry>(&cm)? else {
                 continue;
             };
-            let entries: Vec<Entry> = serde_json::from_str(text).map_err(|e| {
-                ApplyError::Inventory(format!(
-                    "{}/{} is corrupt: {e}",
-                    self.namespace,
-                    cm.name_any()
-                ))
-            })?;
             let bucket = cm
                 .labels()
                 .get(buckets::BUCKET_OF)
@@ -318,27 +333,11 @@ impl Store {
             #[serde(default)]
             hook: bool,
         }
-        let api: Api<ConfigMap> = Api::namespaced(client.clone(), &self.namespace);
-        let list = match api
-            .list(&ListParams::default().labels(&self.selector()))
-            .await
-        {
-            Ok(l) => l,
-            Err(kube::Error::Api(e)) if e.code == 404 => return Ok(BTreeSet::new()),
-            Err(e) => return Err(ApplyError::Inventory(crate::cluster::error_text(&e))),
-        };
         let mut kinds = BTreeSet::new();
-        for cm in list.items {
-            let Some(text) = cm.data.as_ref().and_then(|d| d.get(DATA_KEY)) else {
+        for cm in self.configmaps(client).await? {
+            let Some(entries) = self.entries_of::<KindOf>(&cm)? else {
                 continue;
             };
-            let entries: Vec<KindOf> = serde_json::from_str(text).map_err(|e| {
-                ApplyError::Inventory(format!(
-                    "{}/{} is corrupt: {e}",
-                    self.namespace,
-                    cm.name_any()
-                ))
-            })?;
             for e in entries.into_iter().filter(|e| !e.hook) {
                 let api_version = match e.group.is_empty() {
                     true => e.version,
