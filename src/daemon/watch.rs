@@ -74,9 +74,9 @@ pub struct OwnedWatches {
     tx: mpsc::Sender<Event>,
     tasks: HashMap<String, JoinHandle<()>>,
     /// A few initial lists at a time across all kinds (`LISTS_AT_ONCE`): each holds a
-    /// page of whole objects until it is cut down, and eight kinds listing pages of 500
-    /// at once took the daemon from 46 to 92 MiB at N=1,000. A watch that is already
-    /// streaming needs no permit.
+    /// page until its objects are cut down (eight kinds listing pages of 500 whole
+    /// objects at once took the daemon from 46 to 92 MiB at N=1,000, before pages were
+    /// kept as text). A watch that is already streaming needs no permit.
     listing: Arc<Semaphore>,
 }
 
