@@ -24,6 +24,18 @@ fn web(name: &str, total_qps: u32) -> String {
     )
 }
 
+/// A tree of two elasticweb specs, `shop` and `cart`, under `dir/specs`.
+fn shop_and_cart(dir: &Path, ns: &str) -> std::path::PathBuf {
+    let tree = dir.join("specs");
+    std::fs::create_dir(&tree).unwrap();
+    specs(
+        &tree,
+        ns,
+        &format!("{}{}", web("shop", 100), web("cart", 200)),
+    );
+    tree
+}
+
 fn specs(dir: &Path, ns: &str, body: &str) {
     std::fs::write(
         dir.join("specs.toml"),
@@ -794,13 +806,7 @@ async fn serial_a_resync_takes_what_the_watches_hold_and_lists_every_tenth_time(
     let client = support::client().await;
     let ns = support::namespace(&client, "api-known").await;
     let dir = tempfile::tempdir().unwrap();
-    let tree = dir.path().join("specs");
-    std::fs::create_dir(&tree).unwrap();
-    specs(
-        &tree,
-        &ns,
-        &format!("{}{}", web("shop", 100), web("cart", 200)),
-    );
+    let tree = shop_and_cart(dir.path(), &ns);
     let mut daemon = Daemon::builder(&ns)
         .args(&[
             "--dir",
@@ -884,13 +890,7 @@ async fn serial_a_restarted_daemon_lists_each_kind_once() {
     let client = support::client().await;
     let ns = support::namespace(&client, "api-restart-lists").await;
     let dir = tempfile::tempdir().unwrap();
-    let tree = dir.path().join("specs");
-    std::fs::create_dir(&tree).unwrap();
-    specs(
-        &tree,
-        &ns,
-        &format!("{}{}", web("shop", 100), web("cart", 200)),
-    );
+    let tree = shop_and_cart(dir.path(), &ns);
     let mut daemon = Daemon::builder(&ns)
         .args(&["--dir", &tree.to_string_lossy(), "--resync", "1h"])
         .log_level("info,kube=warn,driftless::daemon::watch=debug")
