@@ -41,14 +41,6 @@ const STOP_WAIT: Duration = Duration::from_secs(4);
 /// write, and a wait's progress changes every poll.
 const PROGRESS_EVERY: Duration = Duration::from_secs(5);
 
-/// How long a restart's first sync waits for the lists of the watches set before it
-/// (`watch_recorded`) before it lists for itself what is not in. At 10,000 specs they
-/// take 3-4 s on two cores.
-const FIRST_LISTS_AWAITED: Duration = Duration::from_secs(30);
-
-/// How long reading the kinds the inventory records may hold up a start.
-const RECORDED_READ: Duration = Duration::from_secs(5);
-
 /// The sync running beside the loop, as the loop holds it.
 pub(super) struct Running {
     keys: Vec<Key>,
@@ -95,7 +87,7 @@ pub(super) struct Loop {
     pub shard: Option<ShardLink>,
     /// A share that takes buckets away, waiting for the running sync to stop.
     pub share_due: Option<ShardView>,
-    /// Until when a restart's first sync waits for its watches' lists.
+    /// Until when a restart's first sync waits for its watches' lists (`restart`).
     pub first_lists_until: Option<Instant>,
 }
 
@@ -347,14 +339,7 @@ impl Loop {
     async fn sync_due(&mut self) -> Option<JoinHandle<Finished>> {
         let keys = self.queue.take_due(Instant::now());
         let mut due = self.state.due();
-        if matches!(due, Due::Later) && self.first_lists_until.is_some_and(|t| Instant::now() >= t)
-        {
-            tracing::info!(
-                "the watches' first lists are not in after {}; the first sync lists for itself",
-                humantime::format_duration(FIRST_LISTS_AWAITED)
-            );
-            self.first_lists_until = None;
-            self.state.lists_not_awaited();
+        if matches!(due, Due::Later) && self.lists_overdue() {
             due = self.state.due();
         }
         match due {
@@ -572,34 +557,6 @@ impl Loop {
             .send(labeller::selectors_of(self.state.specs()));
         self.ready.store(true, Ordering::Relaxed);
         self.write_status();
-    }
-
-    /// A restart (the inventory records objects): their kinds are watched at once, so
-    /// their lists run while the tree is read and rendered, and the first sync takes what
-    /// they hold. A standby watches nothing before it leads; a first start has nothing
-    /// recorded; a cluster away at start holds nothing up for long.
-    async fn watch_recorded(&mut self) {
-        if !self.state.is_active() {
-            return;
-        }
-        let kinds = match tokio::time::timeout(RECORDED_READ, self.engine.recorded_kinds()).await {
-            Ok(Ok(kinds)) => kinds,
-            Ok(Err(e)) => {
-                tracing::debug!(error = %e, "the recorded kinds are not watched before the first sync");
-                return;
-            }
-            Err(_) => return,
-        };
-        if kinds.is_empty() {
-            return;
-        }
-        self.owned.set(&kinds);
-        self.state.watching_first(
-            kinds
-                .iter()
-                .map(|r| (r.resource.group.clone(), r.resource.kind.clone())),
-        );
-        self.first_lists_until = Some(Instant::now() + FIRST_LISTS_AWAITED);
     }
 
     /// This replica's share of a shared tree changed. Buckets taken away are written no

@@ -15,6 +15,7 @@ mod ledger;
 mod main_loop;
 mod queue;
 mod readiness;
+mod restart;
 mod shards;
 mod source;
 mod state;
