@@ -134,6 +134,36 @@ pub fn owned_fields_hash_of(meta: &ObjectMeta, manager: &str) -> String {
     hash_serialized(&owned)
 }
 
+/// `owned_fields_hash_of` from managedFields as their text (a watched object read as
+/// text, `health::readiness_view_of_text`): only `manager`'s apply entries are built into
+/// values; the controllers' entries are read past.
+pub fn owned_fields_hash_in(
+    managed: Option<&serde_json::value::RawValue>,
+    manager: &str,
+) -> serde_json::Result<String> {
+    #[derive(serde::Deserialize)]
+    struct Entry<'a> {
+        manager: Option<String>,
+        operation: Option<String>,
+        #[serde(rename = "fieldsV1", borrow)]
+        fields_v1: Option<&'a serde_json::value::RawValue>,
+    }
+    let entries: Vec<Entry> = match managed {
+        Some(text) => serde_json::from_str(text.get())?,
+        None => Vec::new(),
+    };
+    let mut owned = Vec::new();
+    for e in entries {
+        if e.manager.as_deref() == Some(manager) && e.operation.as_deref() == Some("Apply") {
+            owned.push(match e.fields_v1 {
+                Some(f) => serde_json::from_str::<Value>(f.get())?,
+                None => Value::Null,
+            });
+        }
+    }
+    Ok(hash_serialized(&owned))
+}
+
 #[cfg(test)]
 pub(super) mod tests {
     use super::*;

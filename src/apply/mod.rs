@@ -50,6 +50,7 @@ use futures::stream::FuturesUnordered;
 use kube::Client;
 use serde_json::Value;
 
+pub use hash::owned_fields_hash_in;
 pub use inventory::{Entry, Inventory, Store, buckets};
 pub use list::Known;
 pub use live::{Listed, live_parts};

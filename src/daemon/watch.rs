@@ -266,15 +266,9 @@ async fn watch_kind(
                     *n += 1;
                 }
                 let key = key_of(&r, &raw.metadata);
-                let obj: DynamicObject = match serde_json::from_str(raw.text.get()) {
-                    Ok(obj) => obj,
-                    Err(e) => {
-                        tracing::warn!(object = %key, error = %e, "a watched object could not be read");
-                        continue;
-                    }
+                let Some((view, fields)) = watched_view(&raw, &r.resource, &manager, &key) else {
+                    continue;
                 };
-                let (value, fields) = crate::apply::live_parts(obj, Some(&r.resource), &manager);
-                let view = health::readiness_view(value);
                 let watched = Watched {
                     spec: spec_of(&view),
                     value: Packed::new(&view),
@@ -306,6 +300,35 @@ async fn watch_kind(
         // Backpressure rather than an unbounded queue: the loop drains this fast.
         if tx.send(out).await.is_err() {
             return;
+        }
+    }
+}
+
+/// What readiness reads of a watched object, and the hash of the fields `manager` owns.
+/// A built-in kind's is read from the text as it is cut down; a custom resource, or text
+/// the cut-down reading refuses, is read whole first (which says why it cannot be read).
+fn watched_view(
+    raw: &Raw,
+    resource: &ApiResource,
+    manager: &str,
+    key: &ObjKey,
+) -> Option<(Value, String)> {
+    let text = raw.text.get();
+    if let Some(Ok(read)) =
+        health::readiness_view_of_text(text, &resource.api_version, &resource.kind)
+        && let Ok(fields) =
+            crate::apply::owned_fields_hash_in(read.managed_fields.as_deref(), manager)
+    {
+        return Some((read.view, fields));
+    }
+    match serde_json::from_str::<DynamicObject>(text) {
+        Ok(obj) => {
+            let (value, fields) = crate::apply::live_parts(obj, Some(resource), manager);
+            Some((health::readiness_view(value), fields))
+        }
+        Err(e) => {
+            tracing::warn!(object = %key, error = %e, "a watched object could not be read");
+            None
         }
     }
 }
@@ -482,5 +505,125 @@ mod tests {
             serde_json::from_str::<WatchEvent<Raw>>(bookmark).unwrap(),
             WatchEvent::Bookmark(_)
         ));
+    }
+
+    /// The view and owned-fields hash read from text as it is cut down are the ones the
+    /// whole object gives, byte for byte (views are compared as text): real objects as
+    /// the apiserver sent them, with and without their types (a list's items have none),
+    /// and the shapes readiness reads of other built-in kinds.
+    #[test]
+    fn a_view_read_from_text_is_the_one_the_whole_object_gives() {
+        let fixture = |name: &str| -> Value {
+            let path = format!(
+                "{}/src/health/fixtures/watched/{name}",
+                env!("CARGO_MANIFEST_DIR")
+            );
+            serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+        };
+        let mut endpoints = fixture("endpoints.json");
+        endpoints["subsets"] = serde_json::json!([{
+            "addresses": [{"ip": "10.0.0.1", "nodeName": "n1",
+                "targetRef": {"kind": "Pod", "name": "p", "namespace": "scale"}}],
+            "notReadyAddresses": [{"ip": "10.0.0.2"}],
+            "ports": [{"port": 8080, "protocol": "TCP"}]
+        }]);
+        let mut pod = serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "n", "creationTimestamp": null,
+                "labels": {"app": "x"}, "annotations": {}, "ownerReferences": [{"kind": "ReplicaSet"}]},
+            "spec": {"nodeName": "node-1", "priority": 0, "enableServiceLinks": true,
+                "overhead": null, "activeDeadlineSeconds": 1.5, "containers": [{"name": "c", "image": "i"}]},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}
+        });
+        let sts = serde_json::json!({
+            "apiVersion": "apps/v1", "kind": "StatefulSet",
+            "metadata": {"name": "db", "generation": 4, "deletionTimestamp": "2026-11-30T18:19:37Z",
+                "managedFields": [{"manager": "driftless", "operation": "Update", "fieldsV1": {"f:a": {}}},
+                    {"manager": "driftless", "operation": "Apply"}]},
+            "spec": {"replicas": 3, "updateStrategy": {"type": "RollingUpdate"}, "volumeClaimTemplates": []},
+            "status": {"observedGeneration": 4, "replicas": 3}
+        });
+        let cm = serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"},
+            "data": {"big": "x"}
+        });
+        let mut objects = vec![
+            fixture("deployment.json"),
+            fixture("service.json"),
+            endpoints,
+            sts,
+            cm,
+        ];
+        pod["metadata"]["labels"]["driftless.dev/instance"] = "s10k".into();
+        objects.push(pod);
+        let typeless: Vec<Value> = objects
+            .iter()
+            .map(|o| {
+                let mut o = o.clone();
+                let map = o.as_object_mut().unwrap();
+                map.remove("apiVersion");
+                map.remove("kind");
+                o
+            })
+            .collect();
+        let kind_of = |o: &Value| {
+            (
+                o["apiVersion"].as_str().unwrap().to_string(),
+                o["kind"].as_str().unwrap().to_string(),
+            )
+        };
+        let types: Vec<_> = objects.iter().map(kind_of).collect();
+        for (obj, (api_version, kind)) in objects.iter().chain(&typeless).zip(types.iter().cycle())
+        {
+            let (group, version) = match api_version.split_once('/') {
+                Some((g, v)) => (g, v),
+                None => ("", api_version.as_str()),
+            };
+            let resource = ApiResource {
+                group: group.into(),
+                version: version.into(),
+                api_version: api_version.clone(),
+                kind: kind.clone(),
+                plural: format!("{}s", kind.to_lowercase()),
+            };
+            let text = obj.to_string();
+            let read = health::readiness_view_of_text(&text, api_version, kind)
+                .expect("a built-in kind is read from its text")
+                .unwrap();
+            let whole: DynamicObject = serde_json::from_str(&text).unwrap();
+            let (value, fields) = crate::apply::live_parts(whole, Some(&resource), "driftless");
+            assert_eq!(
+                Packed::new(&read.view),
+                Packed::new(&health::readiness_view(value)),
+                "{text}"
+            );
+            assert_eq!(
+                crate::apply::owned_fields_hash_in(read.managed_fields.as_deref(), "driftless")
+                    .unwrap(),
+                fields,
+                "{text}"
+            );
+        }
+        // The real Deployment's pod template is read past; its owned fields are ours.
+        let read = health::readiness_view_of_text(
+            &fixture("deployment.json").to_string(),
+            "apps/v1",
+            "Deployment",
+        )
+        .unwrap()
+        .unwrap();
+        assert!(read.view["spec"].get("template").is_none());
+        assert_eq!(read.view["spec"]["replicas"], 0);
+        assert!(
+            read.managed_fields
+                .unwrap()
+                .get()
+                .contains("\"f:template\"")
+        );
+        // A custom resource's rules may read anything: it is read whole.
+        assert!(
+            health::readiness_view_of_text(r#"{"spec":{"a":{"b":1}}}"#, "example.com/v1", "Widget")
+                .is_none()
+        );
     }
 }

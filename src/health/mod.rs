@@ -13,7 +13,7 @@ use serde_json::Value;
 
 pub use kstatus::{ObjectStatus, Status};
 pub use memo::Judged;
-pub use view::readiness_view;
+pub use view::{ViewOfText, readiness_view, readiness_view_of_text};
 
 use crate::object::{ObjKey, Observed, Packed};
 use crate::render::{Object, ownership};

@@ -3,7 +3,11 @@
 //! `serde_json::Value` is a tree of maps of about 6 KiB; a Deployment's pod template, a
 //! ConfigMap's data or a CRD's schemas are most of that and no readiness rule reads them.
 
-use serde_json::Value;
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
 
 use crate::spec::settings::BUILT_IN_GROUPS;
 
@@ -61,21 +65,255 @@ pub fn readiness_view(mut obj: Value) -> Value {
     {
         spec.retain(|k, v| !(v.is_object() || v.is_array()) || SPEC_MAPS.contains(&k.as_str()));
     }
-    if let Some(subsets) = map.get_mut("subsets").and_then(Value::as_array_mut) {
-        // Health counts the ready addresses; their targets and ports are not read.
-        for subset in subsets.iter_mut() {
-            let addresses: Vec<Value> = subset["addresses"]
-                .as_array()
-                .map(|a| {
-                    a.iter()
-                        .map(|addr| serde_json::json!({ "ip": addr["ip"] }))
-                        .collect()
-                })
-                .unwrap_or_default();
-            *subset = serde_json::json!({ "addresses": addresses });
-        }
+    if let Some(subsets) = map.get_mut("subsets") {
+        only_addresses(subsets);
     }
     obj
+}
+
+/// Health counts an Endpoints' ready addresses; their targets and ports are not read.
+fn only_addresses(subsets: &mut Value) {
+    for subset in subsets.as_array_mut().into_iter().flatten() {
+        let addresses: Vec<Value> = subset["addresses"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .map(|addr| serde_json::json!({ "ip": addr["ip"] }))
+                    .collect()
+            })
+            .unwrap_or_default();
+        *subset = serde_json::json!({ "addresses": addresses });
+    }
+}
+
+/// What a watch keeps of an object it received as text: the view `readiness_view` makes,
+/// and the text of its managedFields (whose entries are apply's to hash).
+pub struct ViewOfText {
+    pub view: Value,
+    pub managed_fields: Option<Box<RawValue>>,
+}
+
+/// `readiness_view` of a built-in kind's object read straight from its JSON text: what
+/// the view drops (the pod template, managedFields, other managers' labels) is skipped
+/// as it is read, never built into a `Value`. The watches' lists at 10,000 specs spent
+/// most of the daemon's time building whole Deployments only to cut them down, on the
+/// two cores the apiserver serves those lists from. `api_version` and `kind` are the
+/// watched resource's, for items that do not name them (a list's). `None` for a custom
+/// resource: a `[[health]]` rule may read any of its fields (`readiness_view` keeps them).
+pub fn readiness_view_of_text(
+    text: &str,
+    api_version: &str,
+    kind: &str,
+) -> Option<serde_json::Result<ViewOfText>> {
+    if !BUILT_IN_GROUPS.contains(&crate::object::group_of(api_version)) {
+        return None;
+    }
+    let mut de = serde_json::Deserializer::from_str(text);
+    let read = Top {
+        endpoints: kind == "Endpoints",
+    }
+    .deserialize(&mut de)
+    .and_then(|read| de.end().map(|()| read));
+    Some(read.map(|(mut view, managed_fields)| {
+        // As a whole object's `types` would: the text's own first, else the resource's.
+        if !(view.contains_key("apiVersion") && view.contains_key("kind")) {
+            view.insert("apiVersion".into(), api_version.into());
+            view.insert("kind".into(), kind.into());
+        }
+        ViewOfText {
+            view: Value::Object(view),
+            managed_fields,
+        }
+    }))
+}
+
+/// The object: its types and status whole, its metadata and spec cut down as read.
+struct Top {
+    endpoints: bool,
+}
+
+impl<'de> DeserializeSeed<'de> for Top {
+    type Value = (Map<String, Value>, Option<Box<RawValue>>);
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Top {
+    type Value = (Map<String, Value>, Option<Box<RawValue>>);
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut view = Map::new();
+        let mut managed = None;
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "apiVersion" | "kind" | "status" => {
+                    let v: Value = map.next_value()?;
+                    view.insert(key, v);
+                }
+                "subsets" if self.endpoints => {
+                    let mut v: Value = map.next_value()?;
+                    only_addresses(&mut v);
+                    view.insert(key, v);
+                }
+                "metadata" => {
+                    let (meta, fields) = map.next_value_seed(Meta)?;
+                    managed = fields;
+                    view.insert(key, Value::Object(meta));
+                }
+                "spec" => {
+                    let spec = map.next_value_seed(Spec)?;
+                    view.insert(key, Value::Object(spec));
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok((view, managed))
+    }
+}
+
+/// The identity and lifecycle metadata, and of the labels and annotations only
+/// driftless's own; managedFields kept as their text.
+struct Meta;
+
+impl<'de> DeserializeSeed<'de> for Meta {
+    type Value = (Map<String, Value>, Option<Box<RawValue>>);
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Meta {
+    type Value = (Map<String, Value>, Option<Box<RawValue>>);
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an object's metadata")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut meta = Map::new();
+        let mut managed = None;
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "managedFields" => managed = Some(map.next_value::<Box<RawValue>>()?),
+                "labels" | "annotations" => {
+                    let mut m: Map<String, Value> = map.next_value()?;
+                    m.retain(|k, _| ours(k));
+                    if !m.is_empty() {
+                        meta.insert(key, Value::Object(m));
+                    }
+                }
+                k if METADATA.contains(&k) => {
+                    let v: Value = map.next_value()?;
+                    // A typed ObjectMeta, as a whole object's metadata was read, has no nulls.
+                    if !v.is_null() {
+                        meta.insert(key, v);
+                    }
+                }
+                _ => {
+                    map.next_value::<IgnoredAny>()?;
+                }
+            }
+        }
+        Ok((meta, managed))
+    }
+}
+
+/// Every scalar of `spec`, and of its maps and lists only those in `SPEC_MAPS`.
+struct Spec;
+
+impl<'de> DeserializeSeed<'de> for Spec {
+    type Value = Map<String, Value>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Spec {
+    type Value = Map<String, Value>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("an object's spec")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut spec = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if SPEC_MAPS.contains(&key.as_str()) {
+                let v: Value = map.next_value()?;
+                spec.insert(key, v);
+            } else if let Some(v) = map.next_value_seed(Scalar)? {
+                spec.insert(key, v);
+            }
+        }
+        Ok(spec)
+    }
+}
+
+/// A scalar as a `Value`; a map or a list read past.
+struct Scalar;
+
+impl<'de> DeserializeSeed<'de> for Scalar {
+    type Value = Option<Value>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Scalar {
+    type Value = Option<Value>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        f.write_str("any JSON value")
+    }
+
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Self::Value, E> {
+        Ok(Some(v.into()))
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Self::Value, E> {
+        Ok(Some(v.into()))
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Self::Value, E> {
+        Ok(Some(v.into()))
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Self::Value, E> {
+        Ok(Some(v.into()))
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Some(v.into()))
+    }
+
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Self::Value, E> {
+        Ok(Some(v.into()))
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(Some(Value::Null))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
+        Ok(None)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(None)
+    }
 }
 
 /// Labels and annotations driftless sets and reads back (ownership, spec id).
