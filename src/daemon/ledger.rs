@@ -1,7 +1,8 @@
 //! The drift ledger: every drift a sync met, field by field (`apply::drift`), with who
 //! wrote it, when it began and when it was corrected. Kept outside etcd, in a JSON file
-//! beside the status file (the state directory), bounded to the newest `MAX` drifts,
-//! read back at start so it survives restarts; served at `/api/v1/drift`.
+//! beside the status file (the state directory), bounded to the newest `MAX` drifts and
+//! `BUDGET` bytes (a drifted value is kept up to `VALUE_SHOWN`), read back at start so it
+//! survives restarts; served at `/api/v1/drift`.
 //!
 //! Beside the drifts, the same file keeps the history of syncs (revision, start, end,
 //! result, counts and the objects each changed), with the same bound, served at
@@ -16,6 +17,7 @@ use std::sync::Arc;
 
 use k8s_openapi::jiff::Timestamp;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 use tokio::sync::watch;
 
 use crate::apply::drift::{DriftSeen, FieldDrift};
@@ -25,6 +27,19 @@ use crate::spec::SpecId;
 
 /// Drifts (and syncs) kept: the oldest go first.
 pub const MAX: usize = 1000;
+
+/// Bytes of drifts (and of syncs) kept, as JSON: past it the oldest go first too, so the
+/// ledger's memory and file do not grow with what it has seen however big the objects
+/// (the newest record is always kept).
+pub const BUDGET: usize = 4 * 1024 * 1024;
+
+/// A drifted value longer than this as JSON is kept as its beginning and its length:
+/// one key of a large ConfigMap, changed by hand, was otherwise kept whole twice (as
+/// applied and as found) in each of its records.
+pub const VALUE_SHOWN: usize = 1024;
+
+/// A sync's message is kept up to this many bytes.
+pub const MESSAGE_SHOWN: usize = 4096;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DriftRecord {
@@ -77,7 +92,56 @@ struct File {
 pub struct Ledger {
     path: Option<PathBuf>,
     file: File,
+    /// Each record's size as JSON, beside `file.drifts` and `file.syncs`.
+    drift_sizes: VecDeque<usize>,
+    sync_sizes: VecDeque<usize>,
     published: watch::Sender<Arc<String>>,
+}
+
+/// `v` as kept: a string or a JSON text longer than `VALUE_SHOWN` becomes its beginning
+/// and how long it was.
+fn clipped(v: &Value) -> Value {
+    let text = match v {
+        Value::String(s) => std::borrow::Cow::Borrowed(s.as_str()),
+        other => std::borrow::Cow::Owned(other.to_string()),
+    };
+    if text.len() <= VALUE_SHOWN {
+        return v.clone();
+    }
+    let cut = char_floor(&text, VALUE_SHOWN / 2);
+    Value::String(format!("{}… ({} bytes)", &text[..cut], text.len()))
+}
+
+/// The largest char boundary of `s` at or before `at`.
+fn char_floor(s: &str, at: usize) -> usize {
+    (0..=at.min(s.len()))
+        .rev()
+        .find(|&i| s.is_char_boundary(i))
+        .unwrap_or(0)
+}
+
+fn clipped_fields(fields: &[FieldDrift]) -> Vec<FieldDrift> {
+    fields
+        .iter()
+        .map(|f| FieldDrift {
+            pointer: f.pointer.clone(),
+            applied: clipped(&f.applied),
+            found: clipped(&f.found),
+        })
+        .collect()
+}
+
+fn size_of(v: &impl Serialize) -> usize {
+    serde_json::to_vec(v).map_or(0, |t| t.len())
+}
+
+/// Drops the oldest records past `MAX` or past `BUDGET` bytes, keeping the newest.
+fn trim<T>(records: &mut VecDeque<T>, sizes: &mut VecDeque<usize>) {
+    let mut total: usize = sizes.iter().sum();
+    while records.len() > MAX || (total > BUDGET && records.len() > 1) {
+        records.pop_front();
+        total -= sizes.pop_front().unwrap_or(0);
+    }
 }
 
 /// The ledger's file for a status file: `status.json` → `status.drift.json`.
@@ -111,6 +175,17 @@ pub fn history_of(
         pruned: last.pruned,
         failed: last.failed,
         changed,
+    }
+}
+
+/// A sync's message as kept: its first `MESSAGE_SHOWN` bytes.
+fn clip_message(sync: &mut SyncRecord) {
+    if let Some(m) = sync.message.as_mut()
+        && m.len() > MESSAGE_SHOWN
+    {
+        let total = m.len();
+        m.truncate(char_floor(m, MESSAGE_SHOWN));
+        m.push_str(&format!("… ({total} bytes)"));
     }
 }
 
@@ -165,11 +240,23 @@ impl Ledger {
             None => File::default(),
         };
         let (published, rx) = watch::channel(Arc::new(String::new()));
-        let ledger = Ledger {
+        let mut file = file;
+        // A ledger an older release wrote keeps whole values: clipped as it is read.
+        for d in file.drifts.iter_mut() {
+            d.fields = clipped_fields(&d.fields);
+        }
+        for s in file.syncs.iter_mut() {
+            clip_message(s);
+        }
+        let mut ledger = Ledger {
+            drift_sizes: file.drifts.iter().map(size_of).collect(),
+            sync_sizes: file.syncs.iter().map(size_of).collect(),
             path,
             file,
             published,
         };
+        trim(&mut ledger.file.drifts, &mut ledger.drift_sizes);
+        trim(&mut ledger.file.syncs, &mut ledger.sync_sizes);
         ledger.publish();
         (ledger, rx)
     }
@@ -190,38 +277,41 @@ impl Ledger {
         let standing = self
             .file
             .drifts
-            .iter_mut()
-            .rev()
-            .find(|d| d.object == object && d.corrected.is_none());
+            .iter()
+            .rposition(|d| d.object == object && d.corrected.is_none());
         let new = match standing {
-            Some(d) => {
+            Some(at) => {
                 if seen.fields.is_empty() && seen.managers.is_empty() && !corrected {
                     return None;
                 }
-                d.fields.clone_from(&seen.fields);
+                let d = &mut self.file.drifts[at];
+                d.fields = clipped_fields(&seen.fields);
                 d.managers.clone_from(&seen.managers);
                 if corrected {
                     d.corrected = Some(now);
                     d.mode = "corrected".into();
                 }
+                let size = size_of(&*d);
+                if let Some(s) = self.drift_sizes.get_mut(at) {
+                    *s = size;
+                }
                 None
             }
             None => {
-                self.file.drifts.push_back(DriftRecord {
+                let record = DriftRecord {
                     object,
                     spec: spec.to_string(),
-                    fields: seen.fields.clone(),
+                    fields: clipped_fields(&seen.fields),
                     managers: seen.managers.clone(),
                     began: seen.written.clone().unwrap_or_else(|| now.clone()),
                     seen: now.clone(),
                     corrected: corrected.then_some(now),
                     mode: if corrected { "corrected" } else { "reported" }.into(),
-                });
-                let record = self.file.drifts.back().cloned();
-                while self.file.drifts.len() > MAX {
-                    self.file.drifts.pop_front();
-                }
-                record
+                };
+                self.drift_sizes.push_back(size_of(&record));
+                self.file.drifts.push_back(record.clone());
+                trim(&mut self.file.drifts, &mut self.drift_sizes);
+                Some(record)
             }
         };
         self.save();
@@ -229,11 +319,11 @@ impl Ledger {
     }
 
     /// Adds a sync to the history.
-    pub fn record_sync(&mut self, sync: SyncRecord) {
+    pub fn record_sync(&mut self, mut sync: SyncRecord) {
+        clip_message(&mut sync);
+        self.sync_sizes.push_back(size_of(&sync));
         self.file.syncs.push_back(sync);
-        while self.file.syncs.len() > MAX {
-            self.file.syncs.pop_front();
-        }
+        trim(&mut self.file.syncs, &mut self.sync_sizes);
         self.save();
     }
 
@@ -246,9 +336,10 @@ impl Ledger {
     /// sync after a resume) are corrected at `now`.
     pub fn settle(&mut self, still_drifted: impl Fn(&str) -> bool, now: Timestamp) {
         let mut changed = false;
-        for d in self.file.drifts.iter_mut() {
+        for (d, size) in self.file.drifts.iter_mut().zip(self.drift_sizes.iter_mut()) {
             if d.corrected.is_none() && !still_drifted(&d.object) {
                 d.corrected = Some(now.to_string());
+                *size = size_of(&*d);
                 changed = true;
             }
         }
@@ -364,5 +455,100 @@ mod tests {
             ("corrected", "2026-01-01T00:00:00Z")
         );
         assert_eq!(drift.fields, seen("nginx:2").fields);
+    }
+
+    /// However big the values that drifted and however many drifts and syncs there
+    /// are, the ledger keeps a bounded number of bytes: values and messages as their
+    /// beginning and length, and the oldest records dropped past `BUDGET`.
+    #[test]
+    fn the_ledger_is_bounded_in_bytes_not_only_in_records() {
+        let (mut l, rx) = Ledger::open(None);
+        let spec: SpecId = "manifest/x/ConfigMap/big".parse().unwrap();
+        let now: Timestamp = "2026-01-01T00:00:05Z".parse().unwrap();
+        let big = "x".repeat(200 * 1024);
+        let long = "x".repeat(2 * VALUE_SHOWN);
+        let fields = std::iter::once(FieldDrift {
+            pointer: "/data/big".into(),
+            applied: json!(big),
+            found: json!({ "k": big }),
+        })
+        .chain((0..400).map(|i| FieldDrift {
+            pointer: format!("/data/k{i}"),
+            applied: json!(long),
+            found: json!(long),
+        }))
+        .collect();
+        let seen = DriftSeen {
+            fields,
+            managers: vec!["kubectl-edit".into()],
+            written: None,
+        };
+        let named = |n: usize| ObjKey {
+            group: String::new(),
+            kind: "ConfigMap".into(),
+            namespace: "x".into(),
+            name: format!("big-{n}"),
+        };
+        let first = l.record(&named(0), &spec, &seen, true, now).unwrap();
+        let applied = first.fields[0].applied.as_str().unwrap();
+        assert!(applied.starts_with("xxx"), "{applied}");
+        assert!(applied.ends_with("… (204800 bytes)"), "{applied}");
+        assert!(applied.len() <= VALUE_SHOWN, "{}", applied.len());
+        let found = first.fields[0].found.as_str().unwrap();
+        assert!(found.starts_with(r#"{"k":"xxx"#), "{found}");
+        assert!(found.ends_with("… (204808 bytes)"), "{found}");
+        // 400 more fields of about a KiB as kept: a dozen such records pass the
+        // budget, long before `MAX` of them.
+        let last = 12;
+        for n in 1..=last {
+            l.record(&named(n), &spec, &seen, true, now).unwrap();
+        }
+        let kept = |rx: &watch::Receiver<Arc<String>>| -> (usize, Value) {
+            let text = rx.borrow().clone();
+            (text.len(), serde_json::from_str(&text).unwrap())
+        };
+        let (size, doc) = kept(&rx);
+        let drifts = doc["drifts"].as_array().unwrap();
+        assert!(drifts.len() < last, "{} drifts kept", drifts.len());
+        assert!(size <= BUDGET, "{size} bytes");
+        assert!(
+            size > BUDGET - 2 * size_of(&first),
+            "{size} bytes: the budget is used"
+        );
+        assert_eq!(drifts.last().unwrap()["object"], named(last).to_string());
+        // A sync's message is kept up to `MESSAGE_SHOWN` bytes.
+        for _ in 0..3 {
+            l.record_sync(SyncRecord {
+                revision: Some("abc".into()),
+                started: "2026-01-01T00:00:00Z".into(),
+                ended: "2026-01-01T00:00:05Z".into(),
+                result: "failed".into(),
+                message: Some(format!("é{big}")),
+                applied: 0,
+                unchanged: 0,
+                pruned: 0,
+                failed: 1,
+                changed: Vec::new(),
+            });
+        }
+        let (size, doc) = kept(&rx);
+        let message = doc["syncs"][0]["message"].as_str().unwrap();
+        assert!(message.starts_with("éxxx"), "{message}");
+        assert!(message.ends_with("… (204802 bytes)"), "{message}");
+        assert!(message.len() <= MESSAGE_SHOWN + 32, "{}", message.len());
+        assert!(size <= BUDGET + 3 * (MESSAGE_SHOWN + 512), "{size} bytes");
+        // What an older release left whole is clipped as it is read back.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("status.drift.json");
+        let mut old = seen.clone();
+        old.fields.truncate(1);
+        let whole = serde_json::json!({"drifts": [{
+            "object": "ConfigMap x/big-0", "spec": spec.to_string(), "fields": old.fields,
+            "managers": [], "began": "2026-01-01T00:00:00Z", "seen": "2026-01-01T00:00:00Z",
+            "corrected": null, "mode": "reported"}], "syncs": []});
+        std::fs::write(&path, whole.to_string()).unwrap();
+        let (_, rx) = Ledger::open(Some(path));
+        let (size, _) = kept(&rx);
+        assert!(size < 4 * VALUE_SHOWN, "{size} bytes");
     }
 }
