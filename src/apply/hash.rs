@@ -119,6 +119,11 @@ pub(super) fn keyed(key: &HashKey, v: &impl serde::Serialize) -> String {
         .collect()
 }
 
+/// Whether a managedFields entry is `manager`'s server-side apply (its owned fields).
+fn applied_by(entry_manager: Option<&str>, operation: Option<&str>, manager: &str) -> bool {
+    entry_manager == Some(manager) && operation == Some("Apply")
+}
+
 /// The hash of the fields `manager` owns through apply, as the server recorded them in
 /// a typed object's metadata.
 pub fn owned_fields_hash_of(meta: &ObjectMeta, manager: &str) -> String {
@@ -126,9 +131,7 @@ pub fn owned_fields_hash_of(meta: &ObjectMeta, manager: &str) -> String {
         .managed_fields
         .iter()
         .flatten()
-        .filter(|m| {
-            m.manager.as_deref() == Some(manager) && m.operation.as_deref() == Some("Apply")
-        })
+        .filter(|m| applied_by(m.manager.as_deref(), m.operation.as_deref(), manager))
         .map(|m| m.fields_v1.as_ref().map_or(&Value::Null, |f| &f.0))
         .collect();
     hash_serialized(&owned)
@@ -154,7 +157,7 @@ pub fn owned_fields_hash_in(
     };
     let mut owned = Vec::new();
     for e in entries {
-        if e.manager.as_deref() == Some(manager) && e.operation.as_deref() == Some("Apply") {
+        if applied_by(e.manager.as_deref(), e.operation.as_deref(), manager) {
             owned.push(match e.fields_v1 {
                 Some(f) => serde_json::from_str::<Value>(f.get())?,
                 None => Value::Null,

@@ -225,7 +225,7 @@ impl Ledger {
     /// The ledger at `path` (none: kept in memory only), as a previous run left it; a
     /// file that cannot be read is said once and started afresh, never fatal.
     pub fn open(path: Option<PathBuf>) -> (Ledger, watch::Receiver<Arc<String>>) {
-        let file = match &path {
+        let mut file = match &path {
             Some(p) => match std::fs::read_to_string(p) {
                 Ok(text) => serde_json::from_str(&text).unwrap_or_else(|e| {
                     tracing::warn!(file = %p.display(), error = %e, "the drift ledger is not valid JSON; starting a new one");
@@ -240,7 +240,6 @@ impl Ledger {
             None => File::default(),
         };
         let (published, rx) = watch::channel(Arc::new(String::new()));
-        let mut file = file;
         // A ledger an older release wrote keeps whole values: clipped as it is read.
         for d in file.drifts.iter_mut() {
             d.fields = clipped_fields(&d.fields);

@@ -40,7 +40,7 @@ pub fn readiness_view(mut obj: Value) -> Value {
     let custom = map
         .get("apiVersion")
         .and_then(Value::as_str)
-        .is_some_and(|v| !BUILT_IN_GROUPS.contains(&crate::object::group_of(v)));
+        .is_some_and(custom);
     map.retain(|k, _| {
         matches!(
             k.as_str(),
@@ -69,6 +69,11 @@ pub fn readiness_view(mut obj: Value) -> Value {
         only_addresses(subsets);
     }
     obj
+}
+
+/// Whether an apiVersion is a custom resource's (not a built-in group's).
+fn custom(api_version: &str) -> bool {
+    !BUILT_IN_GROUPS.contains(&crate::object::group_of(api_version))
 }
 
 /// Health counts an Endpoints' ready addresses; their targets and ports are not read.
@@ -105,7 +110,7 @@ pub fn readiness_view_of_text(
     api_version: &str,
     kind: &str,
 ) -> Option<serde_json::Result<ViewOfText>> {
-    if !BUILT_IN_GROUPS.contains(&crate::object::group_of(api_version)) {
+    if custom(api_version) {
         return None;
     }
     let mut de = serde_json::Deserializer::from_str(text);
