@@ -339,7 +339,9 @@ async fn an_argo_cd_repository_installs_previews_and_prunes_with_no_argo_cd() {
 }
 
 /// A source that is another repository, or a field that changes what Argo CD would do and
-/// driftless does not carry out: one line at its place, and nothing is applied.
+/// driftless does not carry out: one line at its place, and that app is held (neither
+/// applied nor pruned) while the other apps of the revision are applied; with
+/// `--all-or-nothing`, nothing is applied.
 #[tokio::test]
 async fn what_driftless_does_not_carry_out_is_refused_at_its_place() {
     let client = support::client().await;
@@ -352,13 +354,19 @@ async fn what_driftless_does_not_carry_out_is_refused_at_its_place() {
     let text = std::fs::read_to_string(&web).unwrap();
     std::fs::write(&web, text.replace(REPO, "https://github.com/someone/else")).unwrap();
     let tree = root.join("argocd");
-    let out = on_cluster(&ns, &["apply", tree.to_str().unwrap()]);
+    let tree = tree.to_str().unwrap();
+    let refused = format!(
+        "Application {ns}-web: its source https://github.com/someone/else is not the repository being read"
+    );
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+
+    let out = on_cluster(&ns, &["apply", tree, "--all-or-nothing"]);
     assert_exit(&out, 2);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         // Said where the app of apps that renders it is written, its render named.
         stderr.starts_with("root.yaml:1:1: ")
-            && stderr.contains(&format!("Application {ns}-web: its source https://github.com/someone/else is not the repository being read"))
+            && stderr.contains(&refused)
             && stderr
                 .lines()
                 .filter(|l| l.contains(" is not the repository being read"))
@@ -366,10 +374,28 @@ async fn what_driftless_does_not_carry_out_is_refused_at_its_place() {
         "{}",
         show(&out)
     );
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
     assert!(
         deployments.get_opt("guestbook").await.unwrap().is_none(),
         "something was applied"
+    );
+
+    // Without it the refused app is held alone, said last; the others are applied.
+    let out = on_cluster(&ns, &["apply", tree]);
+    assert_exit(&out, 2);
+    let said = show(&out);
+    assert!(
+        said.contains(&format!(
+            "held: app argo/{ns}-web, neither applied nor pruned: root.yaml:1:1: {refused}"
+        )),
+        "{said}"
+    );
+    assert!(
+        deployments.get_opt("guestbook").await.unwrap().is_some(),
+        "{said}"
+    );
+    assert!(
+        deployments.get_opt("web-podinfo").await.unwrap().is_none(),
+        "{said}"
     );
 }
 

@@ -197,7 +197,8 @@ async fn a_flux_repository_installs_upgrades_previews_and_prunes_with_no_flux_co
 }
 
 /// A field that changes what Flux would do and driftless does not carry out, or a source
-/// that is another repository: one line at its place, and nothing is applied.
+/// that is another repository: one line at its place, and that Kustomization is held
+/// while the rest is applied (with `--all-or-nothing`, nothing is applied).
 #[tokio::test]
 async fn what_driftless_does_not_carry_out_is_refused_at_its_place() {
     let client = support::client().await;
@@ -217,20 +218,35 @@ async fn what_driftless_does_not_carry_out_is_refused_at_its_place() {
     )
     .unwrap();
     let cluster = root.join("clusters/staging");
-    let out = on_cluster(&ns, &["apply", cluster.to_str().unwrap()]);
+    let refused = "apps.yaml:15:1: Kustomization flux-system/apps: `spec.kubeConfig` is not carried out by driftless yet; nothing is applied\n";
+    let out = on_cluster(
+        &ns,
+        &["apply", cluster.to_str().unwrap(), "--all-or-nothing"],
+    );
     assert_exit(&out, 2);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.starts_with(
-            "apps.yaml:15:1: Kustomization flux-system/apps: `spec.kubeConfig` is not carried out by driftless yet; nothing is applied\n"
-        ),
-        "{}",
-        show(&out)
-    );
+    assert!(stderr.starts_with(refused), "{}", show(&out));
     let maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
     assert!(
         maps.get_opt("infra-settings").await.unwrap().is_none(),
         "something was applied"
+    );
+
+    // Without it that Kustomization is held alone, said last; its sibling is applied.
+    let out = on_cluster(&ns, &["apply", cluster.to_str().unwrap()]);
+    assert_exit(&out, 2);
+    assert!(
+        show(&out).contains(&format!(
+            "held: app flux/flux-system/apps, neither applied nor pruned: {}",
+            refused.trim_end()
+        )),
+        "{}",
+        show(&out)
+    );
+    assert!(
+        maps.get_opt("infra-settings").await.unwrap().is_some(),
+        "{}",
+        show(&out)
     );
 }
 
@@ -352,21 +368,13 @@ async fn a_suspended_kustomization_is_left_as_it_is_until_it_is_resumed() {
     write(
         root,
         "clusters/staging/flux-system/gotk-sync.yaml",
-        "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata:\n  name: flux-system\n  namespace: flux-system\nspec:\n  interval: 1m\n  ref: {branch: main}\n  url: https://git.example.com/fleet\n---\napiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: flux-system\n  namespace: flux-system\nspec:\n  interval: 10m\n  path: ./clusters/staging\n  prune: true\n  sourceRef: {kind: GitRepository, name: flux-system}\n",
+        GOTK_SYNC,
     );
     let kustomizations = |suspend: bool| {
-        let k = |name: &str, extra: &str| {
-            format!(
-                "---\napiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: {name}\n  namespace: flux-system\nspec:\n  interval: 10m\n  sourceRef: {{kind: GitRepository, name: flux-system}}\n  path: ./{name}\n  targetNamespace: {ns}\n  prune: true\n{extra}"
-            )
-        };
-        k("apps", "") + &k("extra", &format!("  suspend: {suspend}\n"))
+        kustomization(&ns, "apps", "")
+            + &kustomization(&ns, "extra", &format!("  suspend: {suspend}\n"))
     };
-    let map = |name: &str, v: &str| {
-        format!(
-            "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  v: {v}\n"
-        )
-    };
+    let map = config_map;
     write(root, "clusters/staging/apps.yaml", &kustomizations(true));
     write(root, "apps/config.yaml", &map("a", "one"));
     write(
@@ -424,6 +432,249 @@ async fn a_suspended_kustomization_is_left_as_it_is_until_it_is_resumed() {
         "pruned: {}",
         show(&out)
     );
+}
+
+/// One Kustomization whose build fails (a patch that matches nothing, as kustomize
+/// refuses it) holds itself and what depends on it, and nothing else: its siblings are
+/// applied, its own objects are neither changed nor pruned, `validate`, `diff` and `apply`
+/// say so last and exit 2; `--all-or-nothing` stops the whole revision instead. Fixed in
+/// the next commit, it is applied; removed, only its objects are pruned.
+#[tokio::test]
+async fn a_broken_kustomization_holds_only_itself_and_its_dependents() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "flux-held").await;
+    let repo = tempfile::tempdir().unwrap();
+    let root = repo.path();
+    write(
+        root,
+        "clusters/staging/flux-system/gotk-sync.yaml",
+        GOTK_SYNC,
+    );
+    let k = |name: &str, extra: &str| kustomization(&ns, name, extra);
+    let broken = "  patches:\n    - patch: |\n        apiVersion: v1\n        kind: ConfigMap\n        metadata:\n          name: missing\n        data:\n          v: x\n";
+    let kustomizations = |extra: &str, with_extra: bool| {
+        let mut all = k("apps", "");
+        if with_extra {
+            all += &k("extra", extra);
+            all += &k("later", "  dependsOn:\n    - name: extra\n");
+        }
+        all
+    };
+    let map = config_map;
+    write(
+        root,
+        "clusters/staging/apps.yaml",
+        &kustomizations("", true),
+    );
+    write(root, "apps/config.yaml", &map("a", "one"));
+    write(
+        root,
+        "extra/config.yaml",
+        &(map("b", "one") + &map("c", "one")),
+    );
+    write(root, "later/config.yaml", &map("d", "one"));
+    commit(root, "three apps");
+    let cluster = root.join("clusters/staging");
+    let cluster = cluster.to_str().unwrap();
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let data = |m: &ConfigMap| m.data.clone().unwrap_or_default()["v"].clone();
+
+    let out = on_cluster(&ns, &["apply", cluster]);
+    assert_exit(&out, 0);
+    let b = maps.get("b").await.unwrap();
+    let d = maps.get("d").await.unwrap();
+
+    // extra breaks, and in the same commit every app changes and extra drops c.
+    write(
+        root,
+        "clusters/staging/apps.yaml",
+        &kustomizations(broken, true),
+    );
+    write(root, "apps/config.yaml", &map("a", "two"));
+    write(root, "extra/config.yaml", &map("b", "two"));
+    write(root, "later/config.yaml", &map("d", "two"));
+    let held_line = "held: app flux/flux-system/extra, neither applied nor pruned: apps.yaml:";
+    let waits = "held: app flux/flux-system/later, neither applied nor pruned: apps.yaml:";
+    let out = offline(&["validate", cluster]);
+    assert_exit(&out, 2);
+    let said = show(&out);
+    assert!(said.contains(held_line) && said.contains(waits), "{said}");
+    assert!(
+        said.contains("Kustomization flux-system/later: waits for Kustomization flux-system/extra, which is held"),
+        "{said}"
+    );
+
+    // All or nothing: nothing of the revision is applied.
+    let out = on_cluster(&ns, &["apply", cluster, "--all-or-nothing"]);
+    assert_exit(&out, 2);
+    assert_eq!(data(&maps.get("a").await.unwrap()), "one", "{}", show(&out));
+
+    // The live diff shows the sibling's change, not the held apps' (no prune of c).
+    let out = on_cluster(&ns, &["diff", cluster]);
+    assert_exit(&out, 2);
+    let diff = String::from_utf8_lossy(&out.stdout);
+    assert!(diff.contains("two"), "{}", show(&out));
+    assert!(
+        !diff.contains(&format!("{ns}/c")) && !diff.contains(&format!("{ns}/b")),
+        "{}",
+        show(&out)
+    );
+    assert!(show(&out).contains(held_line), "{}", show(&out));
+
+    let out = on_cluster(&ns, &["apply", cluster]);
+    assert_exit(&out, 2);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.trim_end().ends_with(
+            "2 apps held: the rest of the tree is valid (--all-or-nothing stops it all)"
+        ),
+        "{}",
+        show(&out)
+    );
+    assert_eq!(data(&maps.get("a").await.unwrap()), "two", "{}", show(&out));
+    for (held, before) in [("b", &b), ("d", &d)] {
+        let now = maps.get(held).await.unwrap();
+        assert_eq!(
+            now.metadata.resource_version,
+            before.metadata.resource_version,
+            "{held} written: {}",
+            show(&out)
+        );
+    }
+    assert!(maps.get("c").await.is_ok(), "c pruned: {}", show(&out));
+
+    // The daemon holds the same two apps and says so: the status file (each error with
+    // its app), `driftless status` (not converged), the metric.
+    let mut daemon = support::Daemon::builder(&ns)
+        .args(&["--dir", cluster])
+        .start();
+    let status = daemon
+        .wait_status("the held apps in the status", |s| {
+            s["errors"].as_array().is_some_and(|e| {
+                e.iter().any(|e| e["app"] == "flux/flux-system/later")
+                    && e.iter().all(|e| e["app"].is_string())
+            }) && s["last_sync"]["result"] == "success"
+        })
+        .await;
+    assert_eq!(
+        status["errors"].as_array().map(Vec::len),
+        Some(2),
+        "{status:#}"
+    );
+    let table = driftless_status(&daemon);
+    assert!(
+        table.contains("app flux/flux-system/extra held, neither applied nor pruned")
+            && !table.starts_with("exit Some(0)"),
+        "{table}"
+    );
+    let (_, metrics) = support::http(daemon.metrics, "GET", "/metrics", &[], b"").await;
+    assert!(metrics.contains("driftless_apps_held 2"), "{metrics}");
+    daemon.stop();
+    for (held, before) in [("b", &b), ("d", &d)] {
+        let now = maps.get(held).await.unwrap();
+        assert_eq!(
+            now.metadata.resource_version,
+            before.metadata.resource_version,
+            "{held} written by the daemon: {}",
+            daemon.log()
+        );
+    }
+    assert!(
+        maps.get("c").await.is_ok(),
+        "c pruned by the daemon: {}",
+        daemon.log()
+    );
+
+    // Fixed in the next commit: applied, c pruned.
+    write(
+        root,
+        "clusters/staging/apps.yaml",
+        &kustomizations("", true),
+    );
+    let out = on_cluster(&ns, &["apply", cluster]);
+    assert_exit(&out, 0);
+    assert_eq!(data(&maps.get("b").await.unwrap()), "two", "{}", show(&out));
+    assert_eq!(data(&maps.get("d").await.unwrap()), "two", "{}", show(&out));
+    assert!(maps.get_opt("c").await.unwrap().is_none(), "{}", show(&out));
+
+    // Removed (with what depends on it): only their objects are pruned.
+    write(
+        root,
+        "clusters/staging/apps.yaml",
+        &kustomizations("", false),
+    );
+    let out = on_cluster(&ns, &["apply", cluster, "--allow-mass-prune"]);
+    assert_exit(&out, 0);
+    assert!(maps.get_opt("b").await.unwrap().is_none(), "{}", show(&out));
+    assert!(maps.get_opt("d").await.unwrap().is_none(), "{}", show(&out));
+    assert_eq!(data(&maps.get("a").await.unwrap()), "two", "{}", show(&out));
+}
+
+/// A GitOps tool's own install with nothing of the tree to carry out in its place (no
+/// Flux Kustomization or HelmRelease, no Argo CD Application) is a bundle like any other:
+/// installed, a no-op with no write, upgraded and uninstalled. Here each is cut down to
+/// objects of the test's namespace, labelled as the real installs label theirs.
+#[tokio::test]
+async fn a_tools_own_install_alone_is_a_bundle_like_any_other() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "own-install").await;
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let installs = [
+        (
+            "gotk-components.yaml",
+            "app.kubernetes.io/instance: flux-system\n    app.kubernetes.io/part-of: flux",
+            "source-controller",
+        ),
+        (
+            "install.yaml",
+            "app.kubernetes.io/name: argocd-cm\n    app.kubernetes.io/part-of: argocd",
+            "argocd-cm",
+        ),
+    ];
+    for (file, labels, name) in installs {
+        let repo = tempfile::tempdir().unwrap();
+        let root = repo.path();
+        let install = |v: &str| {
+            format!(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {ns}\n  labels:\n    {labels}\ndata:\n  v: {v}\n"
+            )
+        };
+        write(root, file, &install("one"));
+        let tree = root.to_str().unwrap();
+        let out = offline(&["validate", tree]);
+        assert_exit(&out, 0);
+        assert!(!show(&out).contains("own install"), "{}", show(&out));
+        let out = on_cluster(&ns, &["apply", tree]);
+        assert_exit(&out, 0);
+        assert!(maps.get(name).await.is_ok(), "{}", show(&out));
+        let out = on_cluster(&ns, &["apply", tree]);
+        assert_exit(&out, 0);
+        support::assert_no_writes(&out);
+        write(root, file, &install("two"));
+        let out = on_cluster(&ns, &["apply", tree]);
+        assert_exit(&out, 0);
+        let data = maps.get(name).await.unwrap().data.unwrap_or_default();
+        assert_eq!(data["v"], "two", "{}", show(&out));
+        std::fs::remove_file(root.join(file)).unwrap();
+        write(root, "README.md", "uninstalled\n");
+        let out = on_cluster(&ns, &["apply", tree, "--allow-mass-prune"]);
+        assert_exit(&out, 0);
+        assert!(
+            maps.get_opt(name).await.unwrap().is_none(),
+            "{}",
+            show(&out)
+        );
+    }
+}
+
+/// What `driftless status` says of a daemon's status file, its exit status beside.
+fn driftless_status(daemon: &support::Daemon) -> String {
+    let out = support::driftless(&[
+        "status",
+        "--status-file",
+        &daemon.status_file().to_string_lossy(),
+    ]);
+    format!("exit {:?}\n{}", out.status.code(), show(&out))
 }
 
 /// The layout of Flux's kustomize-helm example as it is kept now: an `ArtifactGenerator`
@@ -503,7 +754,7 @@ async fn the_example_layout_of_artifacts_installs_upgrades_and_uninstalls() {
     write(
         root,
         "clusters/staging/flux-system/gotk-sync.yaml",
-        "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata:\n  name: flux-system\n  namespace: flux-system\nspec:\n  interval: 1m\n  ref: {branch: main}\n  url: https://git.example.com/fleet\n---\napiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: flux-system\n  namespace: flux-system\nspec:\n  interval: 10m\n  path: ./clusters/staging\n  prune: true\n  sourceRef: {kind: GitRepository, name: flux-system}\n",
+        GOTK_SYNC,
     );
     write(
         root,
@@ -872,6 +1123,23 @@ fn commit(root: &Path, message: &str) {
     git(root, &["init", "-q", "-b", "main"]);
     git(root, &["add", "."]);
     git(root, &["commit", "-q", "-m", message]);
+}
+
+/// Bootstrap's GitRepository and the Kustomization of the tree being read, at
+/// `clusters/staging`.
+const GOTK_SYNC: &str = "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata:\n  name: flux-system\n  namespace: flux-system\nspec:\n  interval: 1m\n  ref: {branch: main}\n  url: https://git.example.com/fleet\n---\napiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: flux-system\n  namespace: flux-system\nspec:\n  interval: 10m\n  path: ./clusters/staging\n  prune: true\n  sourceRef: {kind: GitRepository, name: flux-system}\n";
+
+/// A Kustomization `name` of this repository building `./name` into namespace `ns`, with
+/// `extra` lines of its spec.
+fn kustomization(ns: &str, name: &str, extra: &str) -> String {
+    format!(
+        "---\napiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: {name}\n  namespace: flux-system\nspec:\n  interval: 10m\n  sourceRef: {{kind: GitRepository, name: flux-system}}\n  path: ./{name}\n  targetNamespace: {ns}\n  prune: true\n{extra}"
+    )
+}
+
+/// A ConfigMap `name` whose `v` is `v`, as one document.
+fn config_map(name: &str, v: &str) -> String {
+    format!("---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\ndata:\n  v: {v}\n")
 }
 
 /// Flux's own install as bootstrap commits it, cut down to one of its objects.

@@ -591,6 +591,7 @@ fn status_command_prints_a_table_or_json() -> TestResult {
     // Not converged: an invalid newest revision and a spec not ready → 1, still printed.
     file.revision_seen = Some("badc0ffe".into());
     file.errors = vec![SourceError {
+        app: None,
         file: Some("teams/team-0.toml".into()),
         line: Some(3),
         column: Some(9),

@@ -164,10 +164,14 @@ function renderOverview(doc) {
     const n = count(word);
     if (n) parts.push(queryLink(`${n} ${label}`, `status:${word}`));
   }
+  // An error with an app holds that app alone; one without holds the whole revision.
+  const treeErrors = (doc.errors || []).filter((e) => !e.app).length;
+  const held = new Set((doc.errors || []).filter((e) => e.app).map((e) => e.app));
   const errors = (doc.errors || []).length;
-  if (errors) parts.push(plural(errors, "error"));
+  if (held.size) parts.push(`${plural(held.size, "app")} held`);
+  if (treeErrors) parts.push(plural(treeErrors, "error"));
   // A sync's success is of the revision it ran; a newer one that did not apply is not green.
-  const stale = errors > 0 || (doc.revision_seen && doc.revision_applied && doc.revision_seen !== doc.revision_applied);
+  const stale = treeErrors > 0 || (doc.revision_seen && doc.revision_applied && doc.revision_seen !== doc.revision_applied);
   const sync = doc.last_sync;
   const result = sync ? (stale && sync.result === "success" ? "success, of an older revision" : sync.result) : "";
   if (sync) parts.push(`last sync ${result}`);
@@ -196,10 +200,14 @@ function renderOverview(doc) {
   setText($("last-sync-message"), (sync && sync.message) || "");
 
   $("errors").hidden = !errors;
+  setText(
+    $("errors-title"),
+    treeErrors ? "Errors: the newest revision was not applied" : "Held apps: neither applied nor pruned; the rest of the newest revision was applied"
+  );
   $("error-list").replaceChildren(
     ...(doc.errors || []).map((e) => {
       const where = [e.file, e.line, e.column].filter((p) => p !== null && p !== undefined).join(":");
-      return el("li", {}, where ? el("code", {}, `${where}: `) : null, e.message);
+      return el("li", {}, e.app ? el("strong", {}, `${e.app} held: `) : null, where ? el("code", {}, `${where}: `) : null, e.message);
     })
   );
 }

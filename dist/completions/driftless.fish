@@ -70,6 +70,7 @@ complete -c driftless -n "__fish_driftless_using_subcommand validate" -l kube-ap
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -l log-format -d 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)' -r -f -a "text\t''
 json\t''"
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -l instance -d 'Name of this driftless instance: instances sharing a cluster never touch each other\'s objects' -r
+complete -c driftless -n "__fish_driftless_using_subcommand validate" -l all-or-nothing -d 'Any error stops the whole revision. Without it, an app (a Flux Kustomization, an Argo CD Application) whose render or validation fails is held alone, neither applied nor pruned, and the other apps go on'
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -l plain-http -d 'Speak plain HTTP to the registry (no TLS): a registry on loopback or in a lab only'
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -s h -l help -d 'Print help'
 complete -c driftless -n "__fish_driftless_using_subcommand validate" -s V -l version -d 'Print version'
@@ -98,6 +99,7 @@ complete -c driftless -n "__fish_driftless_using_subcommand render" -l kube-api-
 complete -c driftless -n "__fish_driftless_using_subcommand render" -l log-format -d 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)' -r -f -a "text\t''
 json\t''"
 complete -c driftless -n "__fish_driftless_using_subcommand render" -l instance -d 'Name of this driftless instance: instances sharing a cluster never touch each other\'s objects' -r
+complete -c driftless -n "__fish_driftless_using_subcommand render" -l all-or-nothing -d 'Any error stops the whole revision. Without it, an app (a Flux Kustomization, an Argo CD Application) whose render or validation fails is held alone, neither applied nor pruned, and the other apps go on'
 complete -c driftless -n "__fish_driftless_using_subcommand render" -l plain-http -d 'Speak plain HTTP to the registry (no TLS): a registry on loopback or in a lab only'
 complete -c driftless -n "__fish_driftless_using_subcommand render" -s h -l help -d 'Print help'
 complete -c driftless -n "__fish_driftless_using_subcommand render" -s V -l version -d 'Print version'
@@ -135,6 +137,7 @@ complete -c driftless -n "__fish_driftless_using_subcommand diff" -l kube-api-bu
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l log-format -d 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)' -r -f -a "text\t''
 json\t''"
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l instance -d 'Name of this driftless instance: instances sharing a cluster never touch each other\'s objects' -r
+complete -c driftless -n "__fish_driftless_using_subcommand diff" -l all-or-nothing -d 'Any error stops the whole revision. Without it, an app (a Flux Kustomization, an Argo CD Application) whose render or validation fails is held alone, neither applied nor pruned, and the other apps go on'
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l plain-http -d 'Speak plain HTTP to the registry (no TLS): a registry on loopback or in a lab only'
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l force-conflicts -d 'Take fields that other field managers own instead of reporting a conflict'
 complete -c driftless -n "__fish_driftless_using_subcommand diff" -l adopt -d 'Take over existing objects driftless did not create (per spec: `adopt = true`)'
@@ -171,6 +174,7 @@ complete -c driftless -n "__fish_driftless_using_subcommand apply" -l kube-api-b
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l log-format -d 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)' -r -f -a "text\t''
 json\t''"
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l instance -d 'Name of this driftless instance: instances sharing a cluster never touch each other\'s objects' -r
+complete -c driftless -n "__fish_driftless_using_subcommand apply" -l all-or-nothing -d 'Any error stops the whole revision. Without it, an app (a Flux Kustomization, an Argo CD Application) whose render or validation fails is held alone, neither applied nor pruned, and the other apps go on'
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l plain-http -d 'Speak plain HTTP to the registry (no TLS): a registry on loopback or in a lab only'
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l force-conflicts -d 'Take fields that other field managers own instead of reporting a conflict'
 complete -c driftless -n "__fish_driftless_using_subcommand apply" -l adopt -d 'Take over existing objects driftless did not create (per spec: `adopt = true`)'
@@ -237,6 +241,7 @@ complete -c driftless -n "__fish_driftless_using_subcommand run" -l kube-api-bur
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l log-format -d 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)' -r -f -a "text\t''
 json\t''"
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l instance -d 'Name of this driftless instance: instances sharing a cluster never touch each other\'s objects' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l all-or-nothing -d 'Any error stops the whole revision. Without it, an app (a Flux Kustomization, an Argo CD Application) whose render or validation fails is held alone, neither applied nor pruned, and the other apps go on'
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l plain-http -d 'Speak plain HTTP to the registry (no TLS): a registry on loopback or in a lab only'
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l leader-elect -d 'Only the replica holding the Lease writes; the others keep caches warm'
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l shard -d 'Replicas of this instance share the tree: each applies, prunes and reports the specs of the buckets it holds, divided among the live members (a Lease each, in the inventory namespace); a member that dies has its specs taken over'
@@ -274,6 +279,7 @@ complete -c driftless -n "__fish_driftless_using_subcommand push" -l log-format 
 json\t''"
 complete -c driftless -n "__fish_driftless_using_subcommand push" -l instance -d 'Name of this driftless instance: instances sharing a cluster never touch each other\'s objects' -r
 complete -c driftless -n "__fish_driftless_using_subcommand push" -l render -d 'Publish the rendered tree (what `render --out` writes: Kustomize, Helm and Jsonnet replaced by plain YAML) instead of the tree as it is'
+complete -c driftless -n "__fish_driftless_using_subcommand push" -l all-or-nothing -d 'Any error stops the whole revision. Without it, an app (a Flux Kustomization, an Argo CD Application) whose render or validation fails is held alone, neither applied nor pruned, and the other apps go on'
 complete -c driftless -n "__fish_driftless_using_subcommand push" -l plain-http -d 'Speak plain HTTP to the registry (no TLS): a registry on loopback or in a lab only'
 complete -c driftless -n "__fish_driftless_using_subcommand push" -s h -l help -d 'Print help'
 complete -c driftless -n "__fish_driftless_using_subcommand push" -s V -l version -d 'Print version'

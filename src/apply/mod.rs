@@ -364,13 +364,16 @@ impl Engine {
             tokio::join!(store.load(&self.client), self.plan(objects, &facts.adopt));
         let loaded = loaded?;
         timeline.mark("inventory read, objects planned");
-        if !facts.held_apps.is_empty() {
+        if !facts.held_apps.is_empty() || facts.hold_departed {
+            let present: BTreeSet<&SpecId> = objects.iter().map(|o| &o.spec).collect();
             held.extend(
                 loaded
                     .entries
                     .values()
-                    .filter(|e| e.app.as_ref().is_some_and(|a| facts.held_apps.contains(a)))
-                    .filter_map(|e| e.spec.parse::<SpecId>().ok()),
+                    .filter(|e| facts.holds(e.app.as_deref()))
+                    .filter_map(|e| e.spec.parse::<SpecId>().ok())
+                    // Only what the revision does not hold: the rest is applied.
+                    .filter(|s| !present.contains(s)),
             );
         }
         let widened: BTreeSet<SpecId>;

@@ -167,6 +167,11 @@ pub struct PolicyArgs {
     /// own values), over the tree's .driftless.toml [vars]. Read once, at start.
     #[arg(long = "vars-file", value_name = "FILE")]
     pub vars_file: Option<PathBuf>,
+    /// Any error stops the whole revision. Without it, an app (a Flux Kustomization, an
+    /// Argo CD Application) whose render or validation fails is held alone, neither
+    /// applied nor pruned, and the other apps go on.
+    #[arg(long)]
+    pub all_or_nothing: bool,
     #[command(flatten)]
     pub tools: tree::RenderToolArgs,
     /// How an `oci://` PATH (or `run --oci`) is pulled.
@@ -202,6 +207,7 @@ impl PolicyArgs {
             policy.vars = driftless::spec::vars::read_file(path)?;
         }
         policy.vars.extend(self.vars.iter().cloned());
+        policy.all_or_nothing = self.all_or_nothing;
         Ok(policy)
     }
 }

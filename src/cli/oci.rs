@@ -217,7 +217,12 @@ pub async fn push(args: &PushArgs) -> anyhow::Result<u8> {
     let dir = match args.render {
         false => args.dir.clone(),
         true => {
-            let policy = args.policy.policy()?;
+            // Pushed rendered, the tree is applied as it is: a held app left out would
+            // be pruned, so any error stops it (as `render --out`).
+            let policy = driftless::spec::Policy {
+                all_or_nothing: true,
+                ..args.policy.policy()?
+            };
             let Some(loaded) =
                 super::tree::load_rendered(&args.dir, &policy, &args.policy.tools, false)?
             else {

@@ -58,9 +58,17 @@ pub async fn preview(args: &DiffArgs, base: &str, global: &GlobalArgs) -> anyhow
         };
         trees.push((name, tree));
     }
-    let (Some((head_name, head)), Some((base_name, base))) = (trees.pop(), trees.pop()) else {
+    let (Some((head_name, head)), Some((base_name, mut base))) = (trees.pop(), trees.pop()) else {
         anyhow::bail!("the preview read fewer than two trees");
     };
+    // An app the head holds stays as the base has it: neither changed nor pruned.
+    if !head.held.is_empty() {
+        let facts = head.facts();
+        let in_head: std::collections::BTreeSet<_> = head.specs.iter().map(|s| &s.id).collect();
+        base.specs.retain(|s| {
+            in_head.contains(&s.id) || !facts.holds(driftless::spec::app_of(&s.at.file).as_deref())
+        });
+    }
 
     let nodes: Vec<NodeFacts> = args
         .nodes
@@ -99,6 +107,9 @@ pub async fn preview(args: &DiffArgs, base: &str, global: &GlobalArgs) -> anyhow
         DiffOutput::Json => preview.json()?,
     };
     std::io::stdout().lock().write_all(text.as_bytes())?;
+    if super::tree::print_held(&head)? {
+        return Ok(exit::ERROR);
+    }
     Ok(match preview.changes_anything() {
         true => exit::DIFFERENCES,
         false => exit::OK,

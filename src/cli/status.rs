@@ -498,6 +498,7 @@ mod tests {
         let s = StatusFile {
             source: "dir:/specs".into(),
             errors: vec![SourceError {
+                app: None,
                 file: None,
                 line: None,
                 column: None,

@@ -105,7 +105,10 @@ pub async fn apply(
         false => engine.sync(&objects, &tree.facts(), &gate).await?,
         true => match in_waves(&engine, &tree, &objects, args.timeout, &interrupt).await? {
             Ok(report) => report,
-            Err(code) => return Ok(code),
+            Err(code) => {
+                super::tree::print_held(&tree)?;
+                return Ok(code);
+            }
         },
     };
     print_sync(&tree, &report)?;
@@ -180,6 +183,10 @@ pub async fn apply(
         }
     }
     eprintln!("{} API writes", engine.writes.total());
+    // Said last: the apps this revision left as they were, and why.
+    if super::tree::print_held(&tree)? {
+        code = exit::ERROR;
+    }
     Ok(code)
 }
 
@@ -219,6 +226,7 @@ fn not_held_back(tree: &SpecTree, objects: &[Object]) -> (SpecTree, Vec<Object>)
             specs,
             settings: tree.settings.clone(),
             rendered: tree.rendered.clone(),
+            held: tree.held.clone(),
         },
         objects,
     )
@@ -255,6 +263,7 @@ async fn in_waves(
                 .collect(),
             settings: tree.settings.clone(),
             rendered: tree.rendered.clone(),
+            held: tree.held.clone(),
         };
         let gate = Poll {
             engine,
@@ -576,7 +585,8 @@ pub async fn diff(
     };
     std::io::stdout().lock().write_all(text.as_bytes())?;
     let actions: Vec<_> = diffs.iter().filter_map(|d| d.change.action()).collect();
-    Ok(if actions.contains(&DiffAction::Error) {
+    let held = super::tree::print_held(&tree)?;
+    Ok(if held || actions.contains(&DiffAction::Error) {
         exit::ERROR
     } else if actions.is_empty() {
         exit::OK

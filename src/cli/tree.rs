@@ -145,30 +145,46 @@ pub(crate) fn load_revision(
 ) -> anyhow::Result<Option<Loaded>> {
     let hydrator = Hydrator::new(tools.options());
     let rendered = hydrator.hydrate(hydrate::Input::of(revision, cluster));
-    let mut errors = rendered.errors.clone();
-    match driftless::spec::parse_files_with(&rendered.files, policy) {
-        Ok(mut tree) if errors.is_empty() => {
-            if tree.specs.is_empty() && rendered.had_files && !allow_empty {
+    match hydrate::held::load(
+        &rendered.files,
+        &rendered.errors,
+        &rendered.held,
+        &rendered.made_by,
+        policy,
+    ) {
+        Ok(mut tree) => {
+            // A tree whose apps are all held is no emptied tree: nothing of theirs goes.
+            if tree.specs.is_empty() && tree.held.is_empty() && rendered.had_files && !allow_empty {
                 return print_errors(&SpecErrors(vec![rendered.empty_tree_error()])).map(|()| None);
             }
             tree.rendered = std::sync::Arc::new(rendered.rendered.clone());
             tree.add_health(&rendered.health);
             Ok(Some(Loaded { tree, rendered }))
         }
-        Ok(_) => {
-            errors.sort();
-            print_errors(&SpecErrors(errors)).map(|()| None)
-        }
-        Err(mut more) => {
-            for e in &mut more.0 {
-                hydrate::stage::said_where_written(e, &rendered.made_by);
-            }
-            errors.extend(more.0);
-            errors.sort();
-            errors.dedup();
-            print_errors(&SpecErrors(errors)).map(|()| None)
-        }
+        Err(errors) => print_errors(&errors).map(|()| None),
     }
+}
+
+/// The held apps' errors, then a line per held app (`apply`, `diff` and `validate` say
+/// them last); whether any app is held.
+pub(crate) fn print_held(tree: &SpecTree) -> anyhow::Result<bool> {
+    if tree.held.is_empty() {
+        return Ok(false);
+    }
+    let mut err = std::io::stderr().lock();
+    for e in tree.held.values().flatten() {
+        writeln!(err, "{e}")?;
+    }
+    for line in hydrate::held::describe_held(tree) {
+        writeln!(err, "{line}")?;
+    }
+    let n = tree.held.len();
+    writeln!(
+        err,
+        "{n} app{} held: the rest of the tree is valid (--all-or-nothing stops it all)",
+        if n == 1 { "" } else { "s" }
+    )?;
+    Ok(true)
 }
 
 pub(crate) fn print_errors(errors: &SpecErrors) -> anyhow::Result<()> {
@@ -367,7 +383,11 @@ pub(super) fn validate(args: &PathArg) -> anyhow::Result<u8> {
         writeln!(out, "settings: {summary}")?;
     }
     describe(&mut out, &loaded)?;
-    Ok(exit::OK)
+    drop(out);
+    match print_held(tree)? {
+        true => Ok(exit::ERROR),
+        false => Ok(exit::OK),
+    }
 }
 
 pub(super) async fn render(
@@ -375,13 +395,13 @@ pub(super) async fn render(
     global: &GlobalArgs,
     selection: &Selection,
 ) -> anyhow::Result<u8> {
-    let Some(loaded) = load_rendered(
-        &args.path,
-        &args.policy.policy()?,
-        &args.policy.tools,
-        false,
-    )?
-    else {
+    // What render writes is applied as it is (`--out`: the rendered-manifests pattern):
+    // a held app's objects left out of it would be pruned, so any error stops it all.
+    let policy = driftless::spec::Policy {
+        all_or_nothing: true,
+        ..args.policy.policy()?
+    };
+    let Some(loaded) = load_rendered(&args.path, &policy, &args.policy.tools, false)? else {
         return Ok(exit::ERROR);
     };
     if let Some(dir) = &args.out {

@@ -106,6 +106,9 @@ fn record(metrics: &Metrics, tally: Tally) {
     if let Some(revision) = &tally.applied {
         metrics.set_revision(revision);
     }
+    if let Some(n) = tally.apps_held {
+        metrics.apps_held.set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
     metrics.add_drift_corrections(tally.drift_corrections);
     metrics.add_pruned(tally.pruned);
 }

@@ -54,11 +54,16 @@ impl Stage {
                         crate::spec::names::fnv1a64(rules.bytes()) as u32
                     );
                 }
-                match out.errors.is_empty() {
+                match out.errors.is_empty() && out.held.is_empty() {
                     true => id,
                     // Two broken states of one tree are two revisions, each with its errors.
                     false => {
-                        let said: String = out.errors.iter().map(|e| format!("{e}\n")).collect();
+                        let said: String = out
+                            .errors
+                            .iter()
+                            .chain(out.held.iter().map(|h| &h.error))
+                            .map(|e| format!("{e}\n"))
+                            .collect();
                         format!(
                             "{id}-{:08x}",
                             crate::spec::names::fnv1a64(said.bytes()) as u32
@@ -71,6 +76,7 @@ impl Stage {
                 out.files,
                 HydrateReport {
                     errors: out.errors,
+                    held: out.held,
                     by: out.rendered,
                     if_empty,
                     health: out.health,

@@ -117,3 +117,49 @@ pub(crate) fn unknown<'a>(v: &'a Value, known: &[&str]) -> Option<&'a String> {
         .map(|(k, _)| k)
         .find(|k| !known.contains(&k.as_str()))
 }
+
+/// What becomes of a GitOps tool's own install (Flux's `gotk-components.yaml`, Argo CD's
+/// `install.yaml`) in a tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Install {
+    /// Left out: the tree holds that tool's app objects, which driftless carries out in
+    /// its place.
+    LeftOut,
+    /// Applied as any bundle: nothing in the tree would replace it.
+    Applied,
+}
+
+impl Install {
+    /// `LeftOut` when any YAML document of `files` is an object of `group` of one of
+    /// `kinds` (a Flux Kustomization, an Argo CD Application), else `Applied`.
+    pub fn of(files: &[SourceFile], groups: &[&str], kinds: &[&str]) -> Install {
+        let app = files.iter().any(|f| {
+            if f.path.ends_with(".toml") || !groups.iter().any(|g| has(&f.contents, g)) {
+                return false;
+            }
+            let Ok(text) = std::str::from_utf8(&f.contents) else {
+                return false;
+            };
+            let lines: Vec<&str> = text.split_inclusive('\n').collect();
+            documents(&lines).into_iter().any(|(start, end)| {
+                let doc: String = lines[start..end].concat();
+                let Ok(v) = serde_saphyr::from_str::<Value>(&doc) else {
+                    return false;
+                };
+                let group = v["apiVersion"]
+                    .as_str()
+                    .and_then(|a| a.split('/').next())
+                    .unwrap_or_default();
+                groups.contains(&group) && kinds.contains(&v["kind"].as_str().unwrap_or_default())
+            })
+        });
+        match app {
+            true => Install::LeftOut,
+            false => Install::Applied,
+        }
+    }
+}
+
+fn has(bytes: &[u8], needle: &str) -> bool {
+    bytes.windows(needle.len()).any(|w| w == needle.as_bytes())
+}

@@ -13,6 +13,7 @@ pub mod argo;
 pub mod cache;
 pub mod dependencies;
 pub mod flux;
+pub mod held;
 pub mod helm;
 pub mod jsonnet;
 pub mod kustomize;
@@ -199,10 +200,16 @@ impl Hydrator {
         self.carry_out_apps(&cx, &mut out);
         self.shared.cache.retain_used();
         out.files.sort_by(|a, b| a.path.cmp(&b.path));
-        for e in &mut out.errors {
+        held::classify(&mut out.errors, &mut out.held);
+        for e in out
+            .errors
+            .iter_mut()
+            .chain(out.held.iter_mut().map(|h| &mut h.error))
+        {
             stage::said_where_written(e, &out.made_by);
         }
         out.errors.sort();
+        out.held.sort();
         out
     }
 }
@@ -238,12 +245,32 @@ impl Hydrator {
         let mut waves = std::collections::BTreeMap::new();
         let mut seen = std::collections::BTreeSet::new();
         let (mut flux_left_out, mut argo_left_out) = (0, 0);
+        // A tool's own install is left out only where driftless does that tool's job: the
+        // tree holds its app objects. Alone, it is a bundle like any other.
+        let flux_install = app_yaml::Install::of(
+            &out.files,
+            &["kustomize.toolkit.fluxcd.io", "helm.toolkit.fluxcd.io"],
+            &["Kustomization", "HelmRelease"],
+        );
+        let argo_install = app_yaml::Install::of(
+            &out.files,
+            &["argoproj.io"],
+            &["Application", "ApplicationSet"],
+        );
         for depth in 0..=flux::MAX_DEPTH {
-            let found = flux::find(&mut out.files, root.as_deref(), &mut waves, &mut repo.urls);
+            let found = flux::find(
+                &mut out.files,
+                root.as_deref(),
+                &mut waves,
+                &mut repo.urls,
+                flux_install,
+            );
             out.errors.extend(found.errors);
+            out.held.extend(found.held);
             flux_left_out += found.install_left_out;
-            let argo = argo::find(&mut out.files, &repo, &mut seen);
+            let argo = argo::find(&mut out.files, &repo, &mut seen, argo_install);
             out.errors.extend(argo.errors);
+            out.held.extend(argo.held);
             // Each pass reads the tree's sources again: a notice is said once.
             for n in found.notices.into_iter().chain(argo.notices) {
                 if !out.notices.contains(&n) {
@@ -282,6 +309,7 @@ impl Hydrator {
             out.health
                 .extend(found.items.iter().flat_map(|k| k.health.iter().cloned()));
             tool::hydrate_with(&self.shared, &self.flux, &found.items, cx, out);
+            flux::hold_dependents_of_failed(&found.items, out);
             tool::hydrate_with(&self.shared, &self.helm, &found.releases, cx, out);
             tool::hydrate_with(&self.shared, &self.argo, &argo.parts, cx, out);
             tool::hydrate_with(&self.shared, &self.helm, &argo.releases, cx, out);
@@ -321,6 +349,7 @@ fn drop_consumed(out: &mut Hydrated, dirs: &[String]) {
     out.unread.retain(|p| !inside(p));
     out.rendered.retain(|p, _| !inside(p));
     out.errors.retain(|e| !inside(&e.at.file));
+    out.held.retain(|h| !inside(&h.error.at.file));
 }
 
 /// Whether a JSON file holds a Kubernetes object; not JSON at all is an error at its place.
@@ -415,6 +444,66 @@ mod tests {
             ..Input::default()
         });
         assert_eq!(r.runs(), 1);
+    }
+
+    #[test]
+    fn a_tools_own_install_is_left_out_only_where_the_tree_holds_its_apps() {
+        let flux = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: flux-system\n  labels:\n    app.kubernetes.io/instance: flux-system\n    app.kubernetes.io/part-of: flux\n";
+        let argo = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: argocd-cm\n  namespace: argocd\n  labels:\n    app.kubernetes.io/name: argocd-cm\n    app.kubernetes.io/part-of: argocd\n";
+        // A CRD of the tool's own group is no app object of it.
+        let crd = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata:\n  name: applications.argoproj.io\n  labels:\n    app.kubernetes.io/part-of: argocd\nspec:\n  group: argoproj.io\n  names: {kind: Application, plural: applications}\n  scope: Namespaced\n  versions: []\n";
+        let r = Hydrator::new(Options::default());
+        let alone = r.hydrate(Input {
+            files: vec![
+                file("flux/gotk-components.yaml", flux),
+                file("argo/install.yaml", &format!("{argo}---\n{crd}")),
+            ],
+            ..Input::default()
+        });
+        assert!(alone.errors.is_empty(), "{:?}", alone.errors);
+        assert!(alone.notices.is_empty(), "{:?}", alone.notices);
+        let kept: Vec<String> = alone
+            .files
+            .iter()
+            .map(|f| String::from_utf8_lossy(&f.contents).into_owned())
+            .collect();
+        assert!(kept.iter().any(|t| t.contains("name: flux-system")));
+        assert!(kept.iter().any(|t| t.contains("name: argocd-cm")));
+        assert!(kept.iter().any(|t| t.contains("applications.argoproj.io")));
+
+        // Beside an Application (which driftless carries out), Argo CD's install is left
+        // out and said; Flux's, with no Flux app object, is still applied.
+        let app = "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: web\nspec:\n  project: default\n  source:\n    repoURL: https://example.com/other.git\n    path: web\n  destination:\n    server: https://kubernetes.default.svc\n    namespace: web\n";
+        let with_app = r.hydrate(Input {
+            files: vec![
+                file("flux/gotk-components.yaml", flux),
+                file("argo/install.yaml", argo),
+                file("apps/web.yaml", app),
+            ],
+            ..Input::default()
+        });
+        let kept: Vec<String> = with_app
+            .files
+            .iter()
+            .map(|f| String::from_utf8_lossy(&f.contents).into_owned())
+            .collect();
+        assert!(kept.iter().any(|t| t.contains("name: flux-system")));
+        assert!(
+            !kept.iter().any(|t| t.contains("name: argocd-cm")),
+            "{kept:?}"
+        );
+        assert!(
+            with_app
+                .notices
+                .iter()
+                .any(|n| n.starts_with("1 object of Argo CD's own install not applied")),
+            "{:?}",
+            with_app.notices
+        );
+        // The Application names another repository: held alone, not the tree's error.
+        assert!(with_app.errors.is_empty(), "{:?}", with_app.errors);
+        assert_eq!(with_app.held.len(), 1, "{:?}", with_app.held);
+        assert_eq!(with_app.held[0].app, "argo/web");
     }
 
     #[test]

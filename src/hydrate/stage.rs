@@ -78,6 +78,9 @@ pub struct Hydrated {
     pub files: Vec<SourceFile>,
     /// A render that failed, at its file: the revision is invalid.
     pub errors: Vec<SpecError>,
+    /// An app's own errors (its render, or its app object as read): that app is held,
+    /// the rest of the revision goes on (`held.rs`).
+    pub held: Vec<AppError>,
     /// Files nothing reads (neither spec, YAML, JSON manifest, Jsonnet, nor part of a
     /// rendered directory).
     pub unread: Vec<String>,
@@ -117,6 +120,20 @@ impl Hydrated {
         message
             .push_str("; an emptied tree is applied only with --allow-mass-prune (an uninstall)");
         error_at(".", 1, 1, message)
+    }
+}
+
+/// An error that holds one app (`flux/NS/NAME`, `argo/NAME`): that app is neither
+/// applied nor pruned, the rest of the revision goes on (`held.rs`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct AppError {
+    pub app: String,
+    pub error: SpecError,
+}
+
+impl AppError {
+    pub fn new(app: String, error: SpecError) -> AppError {
+        AppError { app, error }
     }
 }
 

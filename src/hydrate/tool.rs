@@ -122,8 +122,11 @@ pub(super) fn hydrate_with<T: Tool>(
     let each_fails = |out: &mut Hydrated, why: &str| {
         for item in items {
             let at = tool.at(item);
-            out.errors
-                .push(error_at(&at.file, at.line, at.column, why.to_string()));
+            fails(
+                out,
+                tool.output_file(item),
+                error_at(&at.file, at.line, at.column, why.to_string()),
+            );
         }
     };
     if let Some(what) = tool.reads_disk()
@@ -174,10 +177,22 @@ pub(super) fn hydrate_with<T: Tool>(
             }
             Err(e) => {
                 let at = e.at.unwrap_or_else(|| tool.at(item));
-                out.errors
-                    .push(error_at(&at.file, at.line, at.column, e.message));
+                fails(
+                    out,
+                    tool.output_file(item),
+                    error_at(&at.file, at.line, at.column, e.message),
+                );
             }
         }
+    }
+}
+
+/// An item that did not render: the error holds the app whose render it is (said where
+/// that app is written, which is its parent's file or the tree's), else the tree.
+fn fails(out: &mut Hydrated, output: String, error: crate::spec::SpecError) {
+    match crate::spec::app_of(&output) {
+        Some(app) => out.held.push(super::stage::AppError::new(app, error)),
+        None => out.errors.push(error),
     }
 }
 

@@ -68,6 +68,7 @@ pub struct Metrics {
     pub last_sync_timestamp_seconds: Gauge<f64, AtomicU64>,
     pub spec_ready: Family<SpecLabels, Gauge>,
     pub spec_suspended: Family<SpecLabels, Gauge>,
+    pub apps_held: Gauge,
     pub drifted_objects: Family<SpecLabels, Gauge>,
     pub api_writes_total: Family<VerbLabels, Counter>,
     pub drift_corrections_total: Counter,
@@ -110,6 +111,7 @@ impl Metrics {
             last_sync_timestamp_seconds: Gauge::default(),
             spec_ready: Family::default(),
             spec_suspended: Family::default(),
+            apps_held: Gauge::default(),
             drifted_objects: Family::default(),
             api_writes_total: Family::default(),
             drift_corrections_total: Counter::default(),
@@ -137,6 +139,7 @@ impl Metrics {
             last_sync_timestamp_seconds, "last_sync_timestamp", Some(Unit::Seconds), "When the last sync finished, in seconds since the Unix epoch";
             spec_ready, "spec_ready", None, "Whether a spec is ready (1) or not (0)";
             spec_suspended, "spec_suspended", None, "Whether a spec is suspended (1): not applied, pruned or corrected";
+            apps_held, "apps_held", None, "Apps the newest valid revision holds (1.12): their render or validation failed, so they are neither applied nor pruned";
             drifted_objects, "drifted_objects", None, "A spec's objects that someone else changed and that were left so (--drift report, or suspended)";
             api_writes_total, "api_writes", None, "Writes sent to the Kubernetes API, by verb (patch, create, delete)";
             drift_corrections_total, "drift_corrections", None, "Objects changed in the cluster outside driftless and set back";

@@ -118,6 +118,7 @@ impl<'a> Snapshot<'a> {
                 .iter()
                 .cloned()
                 .chain(self.cluster_error.iter().map(|e| SourceError {
+                    app: None,
                     file: None,
                     line: None,
                     column: None,
@@ -132,6 +133,7 @@ impl<'a> Snapshot<'a> {
                     self.leader_problem
                         .or(self.shard.as_ref().and_then(|s| s.problem.as_deref()))
                         .map(|e| SourceError {
+                            app: None,
                             file: None,
                             line: None,
                             column: None,

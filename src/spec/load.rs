@@ -233,6 +233,7 @@ pub fn parse_files_with(files: &[SourceFile], policy: &Policy) -> Result<SpecTre
             specs,
             settings: std::sync::Arc::new(settings),
             rendered: Default::default(),
+            held: Default::default(),
         })
     } else {
         errors.sort();

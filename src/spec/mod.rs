@@ -53,6 +53,9 @@ pub struct Policy {
     pub age_keys: AgeKeys,
     /// Variables from the command line (`--var`, `--vars-file`): over the tree's `[vars]`.
     pub vars: BTreeMap<String, String>,
+    /// Any error stops the whole revision (`--all-or-nothing`), as an app's own error
+    /// otherwise holds that app alone (DESIGN 1.12).
+    pub all_or_nothing: bool,
 }
 
 impl Default for Policy {
@@ -62,6 +65,7 @@ impl Default for Policy {
             allow_namespaces: BTreeSet::new(),
             age_keys: AgeKeys::default(),
             vars: BTreeMap::new(),
+            all_or_nothing: false,
         }
     }
 }
@@ -213,6 +217,10 @@ pub struct SpecTree {
     /// The files a tool rendered (a kustomization, a Jsonnet file), by path: what made
     /// the specs read from them.
     pub rendered: std::sync::Arc<BTreeMap<String, RenderedBy>>,
+    /// The apps this revision holds (`flux/NS/NAME`, `argo/NAME`), each with its errors:
+    /// their render or validation failed, so none of their objects is applied or pruned
+    /// and the rest of the revision goes on (DESIGN 1.12).
+    pub held: std::sync::Arc<BTreeMap<String, Vec<SpecError>>>,
 }
 
 /// What a sync takes from the tree besides its objects.
@@ -227,6 +235,25 @@ pub struct TreeFacts {
     /// a suspended Flux Kustomization's all are): what they applied before is not
     /// pruned, also an object their render no longer holds.
     pub held_apps: BTreeSet<String>,
+    /// Some app failed and is held: an app that left the tree may have been rendered by
+    /// it (an app of apps whose render failed renders none of its apps), so what such an
+    /// app applied is not pruned either until nothing is held.
+    pub hold_departed: bool,
+}
+
+impl TreeFacts {
+    /// Whether what was applied for app `app` (`None`: the tree's own) and is not in this
+    /// revision is left as it is, neither applied nor pruned: the app is held (suspended,
+    /// or its render failed), or an app is held and this one left the tree, or is the
+    /// tree's own (a held app of apps renders none of its apps, and a held Flux
+    /// Kustomization none of its HelmReleases, whose objects are their releases', no
+    /// app's). The caller asks it only of what the revision does not hold.
+    pub fn holds(&self, app: Option<&str>) -> bool {
+        match app {
+            Some(a) => self.held_apps.contains(a) || (self.hold_departed && !self.apps.contains(a)),
+            None => self.hold_departed,
+        }
+    }
 }
 
 /// What rendered a file's specs: the tool, its version, the command (DESIGN 1.9).
@@ -303,6 +330,23 @@ pub fn app_of(file: &str) -> Option<String> {
     }
 }
 
+/// Whether `file` is rendered by `app` (`flux/NS/NAME`, `argo/NAME`) or by an app that
+/// `app` rendered in turn.
+pub fn rendered_by(file: &str, app: &str) -> bool {
+    let marker = match app.split_once('/') {
+        Some(("argo", name)) => format!("#argo.{name}"),
+        Some(("flux", rest)) => match rest.split_once('/') {
+            Some((ns, name)) => format!("#flux.{ns}.{name}"),
+            None => return false,
+        },
+        _ => return false,
+    };
+    file.match_indices(&marker).any(|(i, m)| {
+        let after = &file[i + m.len()..];
+        after.is_empty() || after.starts_with('#')
+    })
+}
+
 /// The file source `index` of Argo CD Application `name`, written at `file`, is handed on
 /// as.
 pub fn argo_output_file(file: &str, name: &str, index: usize) -> String {
@@ -339,13 +383,18 @@ impl SpecTree {
             .chain(self.specs.iter().map(|s| &s.at.file));
         TreeFacts {
             adopt: self.adopt_specs(),
-            apps: files.filter_map(|f| app_of(f)).collect(),
+            apps: files
+                .filter_map(|f| app_of(f))
+                .chain(self.held.keys().cloned())
+                .collect(),
             held_apps: self
                 .specs
                 .iter()
                 .filter(|s| s.policy.suspended.is_some())
                 .filter_map(|s| app_of(&s.at.file))
+                .chain(self.held.keys().cloned())
                 .collect(),
+            hold_departed: !self.held.is_empty(),
         }
     }
 

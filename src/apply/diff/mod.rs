@@ -120,7 +120,7 @@ impl Engine {
         objects: &[Object],
         facts: &TreeFacts,
     ) -> Result<Vec<ObjectDiff>, ApplyError> {
-        let prune = self.opts.prune.enabled.then_some(&facts.apps);
+        let prune = self.opts.prune.enabled.then_some(facts);
         self.diff_with(objects, &facts.adopt, prune).await
     }
 
@@ -139,11 +139,22 @@ impl Engine {
         objects: &[Object],
         adopt_specs: &BTreeSet<SpecId>,
         // The revision's apps when prune is on (`prune::plan`).
-        prune: Option<&BTreeSet<String>>,
+        prune: Option<&TreeFacts>,
     ) -> Result<Vec<ObjectDiff>, ApplyError> {
         let inventory = self.store().load(&self.client).await?;
         let mut planned = self.plan(objects, adopt_specs).await;
-        let desired: BTreeSet<ObjKey> = planned.iter().map(|p| p.key.clone()).collect();
+        let mut desired: BTreeSet<ObjKey> = planned.iter().map(|p| p.key.clone()).collect();
+        // What a held app applied stays as it is: no prune to show.
+        if let Some(facts) = prune.filter(|f| !f.held_apps.is_empty() || f.hold_departed) {
+            let present: BTreeSet<String> = objects.iter().map(|o| o.spec.to_string()).collect();
+            desired.extend(
+                inventory
+                    .entries
+                    .values()
+                    .filter(|e| facts.holds(e.app.as_deref()) && !present.contains(&e.spec))
+                    .map(|e| e.key.clone()),
+            );
+        }
         // A hook is a run: shown as created when the revision runs hooks, else not at all
         // (its last run may be gone, deleted once it succeeded); a hook driftless does
         // not run never.
@@ -169,8 +180,8 @@ impl Engine {
         out.sort_by_key(|(i, _)| *i);
         let mut diffs: Vec<ObjectDiff> = out.into_iter().map(|(_, d)| d).collect();
 
-        if let Some(apps) = prune {
-            let plan = prune::plan(&inventory, &desired, &self.opts.prune, apps);
+        if let Some(facts) = prune {
+            let plan = prune::plan(&inventory, &desired, &self.opts.prune, &facts.apps);
             if let Some(why) = &plan.refused {
                 diffs.push(ObjectDiff {
                     key: ObjKey {

@@ -55,6 +55,8 @@ static NO_RENDERS: BTreeMap<String, crate::spec::RenderedBy> = BTreeMap::new();
 pub struct HydrateReport {
     /// Renders that failed: the revision is invalid.
     pub errors: Vec<crate::spec::SpecError>,
+    /// Apps whose own render or app object failed: held, the rest goes on.
+    pub held: Vec<crate::hydrate::held::AppError>,
     /// What rendered each rendered file.
     pub by: std::collections::BTreeMap<String, crate::spec::RenderedBy>,
     /// The error a tree without specs is, unless an emptied tree is allowed
@@ -67,6 +69,15 @@ pub struct HydrateReport {
     /// What rendered each rendered file, where it is written: an error found in one
     /// when the specs are read is said there.
     pub made_by: BTreeMap<String, crate::spec::Location>,
+}
+
+/// How many apps `errors` hold.
+fn held_apps(errors: &[SourceError]) -> usize {
+    errors
+        .iter()
+        .filter_map(|e| e.app.as_deref())
+        .collect::<BTreeSet<_>>()
+        .len()
 }
 
 /// The time, read once by the loop for a transition.
@@ -86,6 +97,8 @@ pub struct Tally {
     pub applied: Option<String>,
     pub drift_corrections: u64,
     pub pruned: u64,
+    /// A valid revision was read: how many apps it holds.
+    pub apps_held: Option<usize>,
 }
 
 /// One finished sync (or an invalid revision, counted as a sync that applied nothing).
@@ -382,6 +395,7 @@ impl State {
                 tracing::warn!(error = %message, "source error; the last good revision stays in force");
                 tally.source_failed = Some((source, reason));
                 self.errors = vec![SourceError {
+                    app: None,
                     file: None,
                     line: None,
                     column: None,
@@ -403,28 +417,23 @@ impl State {
         }
         self.revision_seen = Some(id.clone());
         self.seen_at = Some(now.at);
-        let parsed = match crate::spec::parse_files_with(&files, policy) {
-            Ok(_) if !rendered.errors.is_empty() => {
-                Err(crate::spec::SpecErrors(rendered.errors.clone()))
+        let parsed = crate::hydrate::held::load(
+            &files,
+            &rendered.errors,
+            &rendered.held,
+            &rendered.made_by,
+            policy,
+        )
+        .and_then(|mut tree| match &rendered.if_empty {
+            Some(empty) if tree.specs.is_empty() && tree.held.is_empty() => {
+                Err(crate::spec::SpecErrors(vec![empty.clone()]))
             }
-            Ok(tree) if tree.specs.is_empty() && rendered.if_empty.is_some() => Err(
-                crate::spec::SpecErrors(rendered.if_empty.clone().into_iter().collect()),
-            ),
-            Ok(mut tree) => {
+            _ => {
                 tree.rendered = Arc::new(rendered.by.clone());
                 tree.add_health(&rendered.health);
                 Ok(tree)
             }
-            Err(mut errors) => {
-                for e in &mut errors.0 {
-                    crate::hydrate::stage::said_where_written(e, &rendered.made_by);
-                }
-                errors.0.extend(rendered.errors.iter().cloned());
-                errors.0.sort();
-                errors.0.dedup();
-                Err(errors)
-            }
-        };
+        });
         let tree = match parsed {
             Ok(tree) => tree,
             Err(errors) => {
@@ -433,6 +442,7 @@ impl State {
                     .0
                     .iter()
                     .map(|e| SourceError {
+                        app: None,
                         file: Some(e.at.file.clone()),
                         line: Some(e.at.line),
                         column: Some(e.at.column),
@@ -448,8 +458,28 @@ impl State {
             }
         };
         tracing::info!(revision = %id, specs = tree.specs.len(), "new revision");
+        let held_before = held_apps(&self.errors);
+        // A held app's errors stay said while the rest of the revision is applied.
+        self.errors = tree
+            .held
+            .iter()
+            .flat_map(|(app, errors)| {
+                errors.iter().map(|e| SourceError {
+                    app: Some(app.clone()),
+                    file: Some(e.at.file.clone()),
+                    line: Some(e.at.line),
+                    column: Some(e.at.column),
+                    message: e.message.clone(),
+                })
+            })
+            .collect();
+        if held_apps(&self.errors) != held_before {
+            tally.apps_held = Some(tree.held.len());
+        }
+        for (app, errors) in tree.held.iter() {
+            tracing::warn!(revision = %id, app = %app, errors = errors.len(), "app held: neither applied nor pruned");
+        }
         let tree = self.share_of(tree);
-        self.errors.clear();
         // Only what changed is synced when the tree before this one was applied (or is
         // being applied spec by spec): the other specs' objects are as last applied, and
         // drift on them is a watch's to report. Otherwise (no revision applied yet: the
@@ -619,6 +649,7 @@ impl State {
             specs,
             settings: whole.settings.clone(),
             rendered: whole.rendered.clone(),
+            held: whole.held.clone(),
         }
     }
 

@@ -81,7 +81,11 @@ impl State {
     fn condition(&self, now: Now) -> Option<Condition> {
         // A source that cannot be read is a fetch problem, retried on every interval,
         // with the last good revision in force: not one of a revision's outcomes.
-        if self.errors.first().is_some_and(|e| e.file.is_some()) {
+        if self
+            .errors
+            .iter()
+            .any(|e| e.file.is_some() && e.app.is_none())
+        {
             let mut n = notice(
                 Event::RevisionInvalid,
                 self.revision_seen.clone(),
@@ -121,6 +125,27 @@ impl State {
                     .collect();
                 return Some(Condition::Failing(n));
             }
+        }
+        // A revision applied but for the apps it holds is no success either.
+        let held: std::collections::BTreeSet<&str> = self
+            .errors
+            .iter()
+            .filter_map(|e| e.app.as_deref())
+            .collect();
+        if !held.is_empty() {
+            let mut n = notice(
+                Event::AppsHeld,
+                self.revision_seen.clone(),
+                format!(
+                    "revision {}: {} held, neither applied nor pruned ({}); the rest of it is applied",
+                    self.revision_seen.as_deref().map_or("?", short),
+                    plural(held.len(), "app"),
+                    held.into_iter().collect::<Vec<_>>().join(", ")
+                ),
+                now,
+            );
+            n.errors = self.errors.clone();
+            return Some(Condition::Failing(n));
         }
         // Readiness as a refresh computed it for the applied revision, not a stale one.
         let applied = self.revision_applied.clone()?;

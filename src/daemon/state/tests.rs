@@ -1431,3 +1431,53 @@ fn a_restarts_first_sync_waits_for_the_watches_lists_and_readiness_for_that_sync
     assert!(!state.judging_held());
     assert!(state.known_live().is_none(), "nothing is known whole");
 }
+
+#[test]
+fn an_apps_error_holds_that_app_and_the_rest_of_the_revision_goes_on() {
+    let mut state = applied();
+    let mut r2 = webs(&[("a", 200), ("b", 300)]);
+    // What a Flux Kustomization rendered, with a name the apiserver would refuse.
+    r2.extend(files(&[(
+        "apps.yaml#flux.flux-system.extra",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: Not_A_Name\n  namespace: team\n",
+    )]));
+    let (keys, tally) = new_revision(&mut state, "r2", r2);
+    assert!(!keys.is_empty(), "the rest of the revision is synced");
+    assert_eq!(tally.apps_held, Some(1));
+    assert_eq!(tally.sync, None);
+    let tree = state.tree.clone().expect("a tree");
+    assert_eq!(tree.specs.len(), 2);
+    assert_eq!(
+        tree.held.keys().collect::<Vec<_>>(),
+        ["flux/flux-system/extra"]
+    );
+    let facts = tree.facts();
+    assert!(facts.held_apps.contains("flux/flux-system/extra"));
+    assert!(facts.hold_departed);
+    let snap = state.snapshot();
+    assert_eq!(snap.revision_seen, Some("r2"));
+    assert!(!snap.errors.is_empty());
+    assert!(
+        snap.errors
+            .iter()
+            .all(|e| e.app.as_deref() == Some("flux/flux-system/extra")),
+        "{:?}",
+        snap.errors
+    );
+
+    // All or nothing: the same revision changes nothing applied.
+    let mut state = applied();
+    let mut r2 = webs(&[("a", 200), ("b", 300)]);
+    r2.extend(files(&[(
+        "apps.yaml#flux.flux-system.extra",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: Not_A_Name\n  namespace: team\n",
+    )]));
+    let policy = Policy {
+        all_or_nothing: true,
+        ..Policy::default()
+    };
+    let (keys, tally) = state.on_source(revision("r2", r2), &policy, now());
+    assert!(keys.is_empty());
+    assert_eq!(tally.sync.map(|s| s.result), Some("invalid"));
+    assert_eq!(tally.apps_held, None);
+}

@@ -89,6 +89,8 @@ pub struct Found {
     pub releases: Vec<super::helm::ReleaseAt>,
     pub apps: Vec<App>,
     pub errors: Vec<SpecError>,
+    /// Applications read but not carried out, each an app held with its reason.
+    pub held: Vec<crate::hydrate::held::AppError>,
     /// Objects of Argo CD's own install left out.
     pub install_left_out: usize,
     /// Directories of the spec root (relative to it) an Application renders: their files
@@ -119,7 +121,14 @@ impl Repository<'_> {
 /// Finds Argo CD's objects in `files`, takes them out of what is applied (their lines
 /// blanked), and returns what to render. `seen`: the Applications found in earlier
 /// passes, so one met twice (a cycle of apps of apps) is an error.
-pub fn find(files: &mut [SourceFile], repo: &Repository, seen: &mut BTreeSet<String>) -> Found {
+/// `install`: whether Argo CD's own install is left out (the tree holds Applications,
+/// which driftless carries out in Argo CD's place) or applied as any bundle.
+pub fn find(
+    files: &mut [SourceFile],
+    repo: &Repository,
+    seen: &mut BTreeSet<String>,
+    install: super::app_yaml::Install,
+) -> Found {
     let mut found = Found::default();
     let mut apps: Vec<(Location, String, Value)> = Vec::new();
     super::app_yaml::take_out(files, mentions_argo, |at, doc, v| {
@@ -127,9 +136,9 @@ pub fn find(files: &mut [SourceFile], repo: &Repository, seen: &mut BTreeSet<Str
         let group = api.split('/').next().unwrap_or_default();
         if group != GROUP {
             // Argo CD's own install is left out: driftless does its job.
-            let install = is_argo_install(&v);
-            found.install_left_out += usize::from(install);
-            return install;
+            let left_out = install == super::app_yaml::Install::LeftOut && is_argo_install(&v);
+            found.install_left_out += usize::from(left_out);
+            return left_out;
         }
         match v["kind"].as_str().unwrap_or_default() {
             "Application" => {
@@ -161,9 +170,17 @@ pub fn find(files: &mut [SourceFile], repo: &Repository, seen: &mut BTreeSet<Str
     });
     let mut read = Vec::new();
     for (at, doc, v) in apps {
-        match app::read(&at, &doc, &v, repo) {
-            Ok(r) => read.push((at, r)),
-            Err(e) => found.errors.push(e),
+        match (
+            app::read(&at, &doc, &v, repo),
+            v["metadata"]["name"].as_str(),
+        ) {
+            (Ok(r), _) => read.push((at, r)),
+            // Without a name it is no app: what it applied could not be kept.
+            (Err(e), None | Some("")) => found.errors.push(e),
+            (Err(e), Some(name)) => found.held.push(crate::hydrate::held::AppError::new(
+                format!("argo/{name}"),
+                e,
+            )),
         }
     }
     // Where a file lies in the repository, and a repository path within the spec root.

@@ -1,4 +1,5 @@
 use super::*;
+use crate::hydrate::app_yaml::Install;
 
 fn file(path: &str, text: &str) -> SourceFile {
     SourceFile {
@@ -45,7 +46,7 @@ fn applications_are_found_taken_out_and_their_directories_are_theirs() {
         ),
     ];
     let mut seen = BTreeSet::new();
-    let found = find(&mut files, &repository(""), &mut seen);
+    let found = find(&mut files, &repository(""), &mut seen, Install::LeftOut);
     assert!(found.errors.is_empty(), "{:?}", found.errors);
     // The app in `apps/` is the root app's to render: found once that render is read.
     assert_eq!(found.apps.len(), 1);
@@ -68,13 +69,13 @@ fn applications_are_found_taken_out_and_their_directories_are_theirs() {
 
     // The root app's render holds the app in `apps/`: it is found in turn.
     let mut rendered = vec![file("root.yaml#argo.root", &application("web", "web", ""))];
-    let found = find(&mut rendered, &repository(""), &mut seen);
+    let found = find(&mut rendered, &repository(""), &mut seen, Install::LeftOut);
     assert!(found.errors.is_empty(), "{:?}", found.errors);
     assert_eq!(found.parts[0].output, "root.yaml#argo.root#argo.web");
     assert!(!found.apps[0].prune, "no automated prune");
     // Met again: a cycle.
     let mut again = vec![file("x.yaml", &application("web", "web", ""))];
-    let found = find(&mut again, &repository(""), &mut seen);
+    let found = find(&mut again, &repository(""), &mut seen, Install::LeftOut);
     assert_eq!(found.errors.len(), 1);
     assert!(
         found.errors[0].message.contains("met twice"),
@@ -118,9 +119,24 @@ fn what_is_not_carried_out_is_an_error_at_its_place() {
     ];
     for (text, want) in cases {
         let mut files = vec![file("a.yaml", &text)];
-        let found = find(&mut files, &repository(""), &mut BTreeSet::new());
-        assert_eq!(found.errors.len(), 1, "{text}");
-        let said = found.errors[0].to_string();
+        let found = find(
+            &mut files,
+            &repository(""),
+            &mut BTreeSet::new(),
+            Install::LeftOut,
+        );
+        // A refused Application is held alone; a refused ApplicationSet is the tree's
+        // error (the apps it would make are unknown).
+        let (said, held) = match text.contains("kind: ApplicationSet") {
+            true => (&found.errors, found.held.is_empty()),
+            false => (
+                &found.held.iter().map(|h| h.error.clone()).collect(),
+                found.errors.is_empty() && found.held.iter().all(|h| h.app == "argo/a"),
+            ),
+        };
+        assert!(held, "{found:?}");
+        assert_eq!(said.len(), 1, "{text}");
+        let said = said[0].to_string();
         assert!(said.starts_with(want), "{said}\nwanted {want}");
         assert!(found.parts.is_empty() && found.releases.is_empty());
     }
@@ -134,6 +150,7 @@ fn charts_become_releases_with_their_values() {
         &mut files,
         &repository("clusters/prod"),
         &mut BTreeSet::new(),
+        Install::LeftOut,
     );
     assert!(found.errors.is_empty(), "{:?}", found.errors);
     assert_eq!(found.releases.len(), 1);
@@ -238,7 +255,7 @@ fn a_source_at_another_revision_of_this_repository_is_said_to_be_read_in_place()
         ..repository("")
     };
     let mut files = vec![file("apps.yaml", &text)];
-    let found = find(&mut files, &repo, &mut BTreeSet::new());
+    let found = find(&mut files, &repo, &mut BTreeSet::new(), Install::LeftOut);
     assert!(found.errors.is_empty(), "{:?}", found.errors);
     assert_eq!(
         found.notices,
@@ -249,6 +266,11 @@ fn a_source_at_another_revision_of_this_repository_is_said_to_be_read_in_place()
     );
     // Where the revision being read has no name (an artifact), nothing is said.
     let mut files = vec![file("apps.yaml", &text)];
-    let found = find(&mut files, &repository(""), &mut BTreeSet::new());
+    let found = find(
+        &mut files,
+        &repository(""),
+        &mut BTreeSet::new(),
+        Install::LeftOut,
+    );
     assert!(found.notices.is_empty(), "{:?}", found.notices);
 }

@@ -31,6 +31,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use crate::hydrate::held::AppError;
 use crate::spec::{Location, SourceFile, SpecError};
 #[cfg(test)]
 use build::finish;
@@ -48,6 +49,8 @@ use source::from_source;
 pub struct Found {
     pub items: Vec<Kustomization>,
     pub errors: Vec<SpecError>,
+    /// Kustomizations read but not carried out, each an app held with its reason.
+    pub held: Vec<crate::hydrate::held::AppError>,
     /// Objects of Flux's own install left out.
     pub install_left_out: usize,
     /// Flux's HelmReleases, as chart releases of the `helm` kind.
@@ -62,11 +65,14 @@ pub struct Found {
 /// Kustomizations found in earlier passes (their waves, by `namespace/name`), `urls`: the
 /// URLs the repository is known by (normalised), bootstrap's GitRepository's added once
 /// found, so the passes after this one (a tenant's Kustomization another renders) know it.
+/// `install`: whether Flux's own install is left out (the tree holds Flux's app objects,
+/// which driftless carries out in Flux's place) or applied as any bundle.
 pub fn find(
     files: &mut [SourceFile],
     root: Option<&str>,
     waves: &mut BTreeMap<String, i32>,
     urls: &mut std::collections::BTreeSet<String>,
+    install: crate::hydrate::app_yaml::Install,
 ) -> Found {
     let mut found = Found::default();
     let mut sources: BTreeMap<String, Value> = BTreeMap::new();
@@ -86,7 +92,9 @@ pub fn find(
             match (group, kind) {
                 (KUSTOMIZE_GROUP, "Kustomization") => match item(&v, doc, at, ns, name) {
                     Ok(k) => items.push(k),
-                    Err(e) => found.errors.push(e),
+                    // Without a name it is no app: what it applied could not be kept.
+                    Err(e) if name.is_empty() => found.errors.push(e),
+                    Err(e) => found.held.push(AppError::new(app_id(ns, name), e)),
                 },
                 (SOURCE_GROUP, "GitRepository" | "OCIRepository" | "HelmRepository" | "Bucket") => {
                     sources.insert(format!("{kind}/{ns}/{name}"), v.clone());
@@ -100,7 +108,7 @@ pub fn find(
                 )),
             }
             true
-        } else if is_flux_install(&v) {
+        } else if install == crate::hydrate::app_yaml::Install::LeftOut && is_flux_install(&v) {
             found.install_left_out += 1;
             true
         } else {
@@ -139,20 +147,25 @@ pub fn find(
                 false
             }
             Err(e) => {
-                found.errors.push(e);
+                found
+                    .held
+                    .push(AppError::new(app_id(&k.namespace, &k.name), e));
                 false
             }
         },
     );
-    order(&mut items, waves, &mut found.errors);
     let mut data = TreeData::new(files);
     items.retain_mut(|k| match variables(k, &mut data) {
         Ok(()) => true,
         Err(e) => {
-            found.errors.push(e);
+            found
+                .held
+                .push(AppError::new(app_id(&k.namespace, &k.name), e));
             false
         }
     });
+    hold_dependents(&mut items, &mut found.held);
+    order(&mut items, waves, &mut found.errors);
     found.items = items;
     let known = Known {
         sources: &sources,
@@ -162,6 +175,90 @@ pub fn find(
     };
     found.releases = chart_releases(releases, &known, waves, &mut data, &mut found.errors);
     found
+}
+
+/// `flux/NAMESPACE/NAME`: the app a Kustomization is.
+fn app_id(namespace: &str, name: &str) -> String {
+    format!("flux/{namespace}/{name}")
+}
+
+/// A Kustomization whose `dependsOn` names a held one waits for it, as Flux's does for a
+/// dependency that is not ready: held too, in turn for what depends on it.
+fn hold_dependents(items: &mut Vec<Kustomization>, held: &mut Vec<AppError>) {
+    loop {
+        let waiting: Vec<(usize, String)> = items
+            .iter()
+            .enumerate()
+            .filter_map(|(i, k)| {
+                let dep = order::depends_on(&k.spec["dependsOn"], &k.namespace)
+                    .into_iter()
+                    .find(|d| {
+                        let id = format!("flux/{d}");
+                        held.iter().any(|h| h.app == id)
+                    })?;
+                Some((i, dep))
+            })
+            .collect();
+        if waiting.is_empty() {
+            return;
+        }
+        for (i, dep) in waiting.into_iter().rev() {
+            let k = items.remove(i);
+            held.push(AppError::new(
+                app_id(&k.namespace, &k.name),
+                err(
+                    k.at.clone(),
+                    format!(
+                        "Kustomization {}/{}: waits for Kustomization {dep}, which is held",
+                        k.namespace, k.name
+                    ),
+                ),
+            ));
+        }
+    }
+}
+
+/// After a pass's builds: a Kustomization whose `dependsOn` names one whose build failed
+/// (or that is held) waits for it, held with its render taken out, in turn for what
+/// depends on it.
+pub fn hold_dependents_of_failed(items: &[Kustomization], out: &mut crate::hydrate::Hydrated) {
+    let mut failed: std::collections::BTreeSet<String> = out
+        .errors
+        .iter()
+        .filter_map(|e| crate::spec::app_of(&e.at.file))
+        .chain(out.held.iter().map(|h| h.app.clone()))
+        .collect();
+    loop {
+        let waiting: Vec<(&Kustomization, String)> = items
+            .iter()
+            .filter(|k| !failed.contains(&app_id(&k.namespace, &k.name)))
+            .filter_map(|k| {
+                let dep = order::depends_on(&k.spec["dependsOn"], &k.namespace)
+                    .into_iter()
+                    .find(|d| failed.contains(&format!("flux/{d}")))?;
+                Some((k, dep))
+            })
+            .collect();
+        if waiting.is_empty() {
+            return;
+        }
+        for (k, dep) in waiting {
+            let app = app_id(&k.namespace, &k.name);
+            out.files
+                .retain(|f| !crate::spec::rendered_by(&f.path, &app));
+            out.held.push(AppError::new(
+                app.clone(),
+                err(
+                    k.at.clone(),
+                    format!(
+                        "Kustomization {}/{}: waits for Kustomization {dep}, which is held",
+                        k.namespace, k.name
+                    ),
+                ),
+            ));
+            failed.insert(app);
+        }
+    }
 }
 
 /// A GitRepository of this repository is read in place, at the revision being synced: one
@@ -366,17 +463,37 @@ mod tests {
     fn refused(text: &str, want: &str) {
         let mut files = vec![file("a.yaml", text)];
         let found = find_in(&mut files, Some("clusters/x"));
-        let said: Vec<String> = found.errors.iter().map(ToString::to_string).collect();
+        // A Kustomization refused is held (an app of its own); anything else is the tree's.
+        let said: Vec<String> = found
+            .errors
+            .iter()
+            .chain(found.held.iter().map(|h| &h.error))
+            .map(ToString::to_string)
+            .collect();
         assert!(
             said.len() == 1 && said[0].starts_with(want),
             "{said:?}\nwanted {want}"
+        );
+        assert!(
+            found
+                .held
+                .iter()
+                .all(|h| h.app.starts_with("flux/flux-system/")),
+            "{:?}",
+            found.held
         );
         assert!(found.items.is_empty());
     }
 
     /// `find` with no earlier passes and no URLs the repository is known by.
     fn find_in(files: &mut [SourceFile], root: Option<&str>) -> Found {
-        find(files, root, &mut BTreeMap::new(), &mut Default::default())
+        find(
+            files,
+            root,
+            &mut BTreeMap::new(),
+            &mut Default::default(),
+            crate::hydrate::app_yaml::Install::LeftOut,
+        )
     }
 
     fn file(path: &str, text: &str) -> SourceFile {
@@ -419,6 +536,7 @@ mod tests {
             Some("clusters/staging"),
             &mut waves,
             &mut Default::default(),
+            crate::hydrate::app_yaml::Install::LeftOut,
         );
         assert!(found.errors.is_empty(), "{:?}", found.errors);
         let got: Vec<(&str, &str, i32, usize)> = found
@@ -459,6 +577,7 @@ mod tests {
             Some("clusters/staging"),
             &mut waves,
             &mut Default::default(),
+            crate::hydrate::app_yaml::Install::LeftOut,
         );
         assert!(found.errors.is_empty(), "{:?}", found.errors);
         assert_eq!(found.items[0].wave, 2, "one past apps' wave");
@@ -749,8 +868,9 @@ mod tests {
         );
         let mut files = vec![file("b.yaml", &missing)];
         let found = find_in(&mut files, Some("clusters/x"));
+        assert_eq!(found.held[0].app, "flux/flux-system/b");
         assert_eq!(
-            found.errors[0].to_string(),
+            found.held[0].error.to_string(),
             "b.yaml:1:1: Kustomization flux-system/b: substituteFrom: ConfigMap flux-system/nowhere is not in the tree"
         );
     }
@@ -837,7 +957,7 @@ mod tests {
         );
         let mut files = vec![file("artifacts.yaml", &foreign), file("apps.yaml", apps)];
         let found = find_in(&mut files, Some("clusters/staging"));
-        let said = found.errors[0].to_string();
+        let said = found.held[0].error.to_string();
         assert!(
             said.contains(
                 "copies from source \"monorepo\", which is not the repository being read"

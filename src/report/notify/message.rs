@@ -268,6 +268,7 @@ fn title(event: Event) -> &'static str {
         Event::SyncStarted => "sync started",
         Event::RevisionReady => "revision applied and ready",
         Event::RevisionInvalid => "revision invalid",
+        Event::AppsHeld => "apps held",
         Event::SyncFailed => "sync failed",
         Event::PruneRefused => "prune refused",
         Event::NotReady => "specs not ready in time",
@@ -393,6 +394,7 @@ mod tests {
             message: "2 errors; the last good revision stays in force".into(),
             specs: vec!["elasticweb/dev/shop".into()],
             errors: vec![SourceError {
+                app: None,
                 file: Some("web/shop.toml".into()),
                 line: Some(4),
                 column: Some(1),

@@ -34,6 +34,9 @@ pub enum Event {
     RevisionReady,
     /// The revision has invalid files: nothing of it was applied, nothing pruned.
     RevisionInvalid,
+    /// The revision is applied but for apps it holds (their render or validation
+    /// failed): those were neither applied nor pruned.
+    AppsHeld,
     SyncFailed,
     PruneRefused,
     /// Specs were not ready within `--ready-timeout` of their revision being applied.
@@ -51,6 +54,7 @@ impl Event {
             Event::SyncStarted => "sync_started",
             Event::RevisionReady => "revision_ready",
             Event::RevisionInvalid => "revision_invalid",
+            Event::AppsHeld => "apps_held",
             Event::SyncFailed => "sync_failed",
             Event::PruneRefused => "prune_refused",
             Event::NotReady => "not_ready",
@@ -63,7 +67,11 @@ impl Event {
     pub fn is_failure(self) -> bool {
         matches!(
             self,
-            Event::RevisionInvalid | Event::SyncFailed | Event::PruneRefused | Event::NotReady
+            Event::RevisionInvalid
+                | Event::AppsHeld
+                | Event::SyncFailed
+                | Event::PruneRefused
+                | Event::NotReady
         )
     }
 }

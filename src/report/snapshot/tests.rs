@@ -307,6 +307,7 @@ fn the_status_made_spec_by_spec_is_the_one_made_as_a_list() -> Result<(), Box<dy
 fn an_unreachable_cluster_and_a_refused_lease_are_listed_after_the_source_errors() {
     let actions = HashMap::new();
     let errors = [SourceError {
+        app: None,
         file: Some("web.toml".into()),
         line: Some(3),
         column: Some(1),

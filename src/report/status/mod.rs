@@ -218,6 +218,11 @@ pub struct LastSync {
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SourceError {
+    /// The app this error holds (`flux/NS/NAME`, `argo/NAME`): that app is neither
+    /// applied nor pruned, the rest of the revision is (DESIGN 1.12). None: an error of
+    /// the tree, and nothing of the revision is applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub app: Option<String>,
     pub file: Option<String>,
     pub line: Option<usize>,
     pub column: Option<usize>,

@@ -51,12 +51,22 @@ impl StatusFile {
                 None => why.push("sync in progress".to_string()),
             }
         }
-        if !self.errors.is_empty() {
+        let (held, errors): (Vec<_>, Vec<_>) = self.errors.iter().partition(|e| e.app.is_some());
+        if let Some(first) = errors.first() {
             why.push(format!(
                 "{} error{}: {}",
-                self.errors.len(),
-                if self.errors.len() == 1 { "" } else { "s" },
-                one_line(&self.errors[0].message, MESSAGE_WIDTH)
+                errors.len(),
+                if errors.len() == 1 { "" } else { "s" },
+                one_line(&first.message, MESSAGE_WIDTH)
+            ));
+        }
+        let mut apps: Vec<&str> = held.iter().filter_map(|e| e.app.as_deref()).collect();
+        apps.dedup();
+        for app in apps {
+            let first = held.iter().find(|e| e.app.as_deref() == Some(app));
+            why.push(format!(
+                "app {app} held, neither applied nor pruned: {}",
+                one_line(first.map_or("-", |e| e.message.as_str()), MESSAGE_WIDTH)
             ));
         }
         if self.revision_seen.is_some() && self.revision_seen != self.revision_applied {

@@ -1,0 +1,198 @@
+//! The app as the unit of failure (DESIGN 1.12): an error of one app's render or
+//! validation holds that app alone, neither applied nor pruned, while the other apps of
+//! the revision go on; an error of the tree itself (a file no app renders) still stops
+//! the whole revision, as does any error under `--all-or-nothing`.
+
+use std::collections::BTreeMap;
+
+pub use super::stage::AppError;
+use crate::spec::{Location, Policy, SourceFile, SpecError, SpecErrors, SpecTree, app_of};
+
+/// Moves the errors in files an app rendered from `errors` to `held`, each under the
+/// innermost app that rendered its file. Before errors are said where written: that
+/// place is the app object's, not its render's.
+pub(super) fn classify(errors: &mut Vec<SpecError>, held: &mut Vec<AppError>) {
+    let mut tree = Vec::with_capacity(errors.len());
+    for e in errors.drain(..) {
+        match app_of(&e.at.file) {
+            Some(app) => held.push(AppError::new(app, e)),
+            None => tree.push(e),
+        }
+    }
+    *errors = tree;
+}
+
+/// The spec tree of a rendered revision: `files` as the stage handed them on, `errors`
+/// the tree's own (said where written), `held` the apps' own. Every error of the tree,
+/// or any error at all under `policy.all_or_nothing`, makes the revision invalid with
+/// all of them; otherwise the held apps' files (and those of the apps they render) are
+/// left out, and the tree says which apps it holds and why.
+pub fn load(
+    files: &[SourceFile],
+    errors: &[SpecError],
+    held: &[AppError],
+    made_by: &BTreeMap<String, Location>,
+    policy: &Policy,
+) -> Result<SpecTree, SpecErrors> {
+    let mut tree_errors = errors.to_vec();
+    let mut held = held.to_vec();
+    let parsed = crate::spec::parse_files_with(files, policy);
+    if let Err(more) = &parsed {
+        let mut more = more.0.clone();
+        let mut more_held = Vec::new();
+        classify(&mut more, &mut more_held);
+        for e in more
+            .iter_mut()
+            .chain(more_held.iter_mut().map(|h| &mut h.error))
+        {
+            super::stage::said_where_written(e, made_by);
+        }
+        tree_errors.extend(more);
+        held.extend(more_held);
+    }
+    if !tree_errors.is_empty() || (policy.all_or_nothing && !held.is_empty()) {
+        return Err(all_errors(tree_errors, held));
+    }
+    if held.is_empty() {
+        return parsed;
+    }
+    let mut by_app: BTreeMap<String, Vec<SpecError>> = BTreeMap::new();
+    for h in held {
+        by_app.entry(h.app).or_default().push(h.error);
+    }
+    for errors in by_app.values_mut() {
+        errors.sort();
+        errors.dedup();
+    }
+    let kept: Vec<SourceFile> = files
+        .iter()
+        .filter(|f| {
+            !by_app
+                .keys()
+                .any(|app| crate::spec::rendered_by(&f.path, app))
+        })
+        .cloned()
+        .collect();
+    match crate::spec::parse_files_with(&kept, policy) {
+        Ok(mut tree) => {
+            tree.held = std::sync::Arc::new(by_app);
+            Ok(tree)
+        }
+        // What is left is the tree's own and fails without the held apps (a `depends-on`
+        // naming one of their specs): the revision is invalid, with every reason.
+        Err(mut rest) => {
+            for e in &mut rest.0 {
+                super::stage::said_where_written(e, made_by);
+            }
+            let held = by_app
+                .into_iter()
+                .flat_map(|(app, es)| es.into_iter().map(move |e| AppError::new(app.clone(), e)))
+                .collect();
+            Err(all_errors(rest.0, held))
+        }
+    }
+}
+
+fn all_errors(tree: Vec<SpecError>, held: Vec<AppError>) -> SpecErrors {
+    let mut all = tree;
+    all.extend(held.into_iter().map(|h| h.error));
+    all.sort();
+    all.dedup();
+    SpecErrors(all)
+}
+
+/// `argo/web: 1 error`, one line per held app, as the CLI says them last.
+pub fn describe_held(tree: &SpecTree) -> Vec<String> {
+    tree.held
+        .iter()
+        .map(|(app, errors)| {
+            let first = errors.first().map(|e| e.to_string()).unwrap_or_default();
+            match errors.len() {
+                1 => format!("held: app {app}, neither applied nor pruned: {first}"),
+                n => format!("held: app {app}, neither applied nor pruned ({n} errors): {first}"),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(path: &str, text: &str) -> SourceFile {
+        SourceFile {
+            path: path.into(),
+            contents: text.as_bytes().to_vec(),
+        }
+    }
+
+    const GOOD: &str =
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: good\n  namespace: team\n";
+    const BAD: &str =
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: Not_A_Name\n  namespace: team\n";
+
+    #[test]
+    fn a_file_belongs_to_the_apps_that_rendered_it() {
+        let f = "root.yaml#argo.root#argo.web#1";
+        assert!(crate::spec::rendered_by(f, "argo/root"));
+        assert!(crate::spec::rendered_by(f, "argo/web"));
+        assert!(!crate::spec::rendered_by(f, "argo/we"));
+        assert!(!crate::spec::rendered_by("a.yaml#argo.web-2", "argo/web"));
+        let f = "apps.yaml#flux.flux-system.apps#flux-helm.shop.podinfo";
+        assert!(crate::spec::rendered_by(f, "flux/flux-system/apps"));
+        assert!(!crate::spec::rendered_by(f, "flux/flux-system/app"));
+        assert!(!crate::spec::rendered_by(
+            "apps.yaml",
+            "flux/flux-system/apps"
+        ));
+    }
+
+    #[test]
+    fn an_apps_error_holds_it_and_a_trees_error_stops_everything() {
+        let files = [file("plain.yaml", GOOD), file("x.yaml#argo.web", BAD)];
+        let policy = Policy::default();
+        let tree = load(&files, &[], &[], &BTreeMap::new(), &policy).expect("the rest is valid");
+        assert_eq!(tree.specs.len(), 1);
+        assert_eq!(tree.held.keys().collect::<Vec<_>>(), ["argo/web"]);
+        assert!(tree.held["argo/web"][0].message.contains("Not_A_Name"));
+        assert!(
+            describe_held(&tree)[0].starts_with("held: app argo/web, neither applied nor pruned: ")
+        );
+        let facts = tree.facts();
+        assert!(facts.holds(Some("argo/web")));
+        // An app gone from the tree while another is held may have been its.
+        assert!(facts.holds(Some("argo/gone")));
+        // And so may an object of no app that the revision no longer holds (a HelmRelease
+        // a held Kustomization rendered): the caller asks only of those.
+        assert!(facts.holds(None));
+        assert!(!Policy::default().all_or_nothing);
+
+        let strict = Policy {
+            all_or_nothing: true,
+            ..Policy::default()
+        };
+        let errors = load(&files, &[], &[], &BTreeMap::new(), &strict).unwrap_err();
+        assert_eq!(errors.0.len(), 1);
+
+        // The tree's own error: nothing goes, and every error is said.
+        let files = [file("plain.yaml", BAD), file("x.yaml#argo.web", BAD)];
+        let errors = load(&files, &[], &[], &BTreeMap::new(), &policy).unwrap_err();
+        assert_eq!(errors.0.len(), 2, "{errors}");
+
+        // An app object that could not be read holds that app: its render is no file.
+        let files = [file("plain.yaml", GOOD)];
+        let held = [AppError::new(
+            "flux/ns/broken".into(),
+            crate::hydrate::stage::error_at("k.yaml", 3, 1, "refused".into()),
+        )];
+        let tree = load(&files, &[], &held, &BTreeMap::new(), &policy).expect("valid");
+        assert_eq!(tree.specs.len(), 1);
+        assert_eq!(
+            tree.held["flux/ns/broken"][0].to_string(),
+            "k.yaml:3:1: refused"
+        );
+        let facts = tree.facts();
+        assert!(facts.apps.contains("flux/ns/broken"));
+        assert!(facts.held_apps.contains("flux/ns/broken"));
+    }
+}
