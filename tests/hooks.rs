@@ -451,3 +451,86 @@ async fn ctrl_c_stops_apply_waiting_on_a_wave_and_says_what_was_applied() {
     // Wave 2 was never applied.
     assert!(deployments.get_opt("web").await.unwrap().is_none());
 }
+
+/// A hook Job of the kind current charts give (`ttlSecondsAfterFinished: 0`): the TTL
+/// controller deletes it the moment it completes. Its completion is still seen (a watch
+/// follows each run from its creation), so install and upgrade go on, each hook run once,
+/// through the CLI and the daemon.
+#[tokio::test]
+async fn hooks_that_delete_themselves_once_done_are_done_not_lost() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "hooks-ttl").await;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_str().unwrap();
+    let file = dir.path().join("chart.yaml");
+    let job = |name: &str, hook: &str, chart: &str| {
+        format!(
+            "---\napiVersion: batch/v1\nkind: Job\nmetadata:\n  name: {name}\n  namespace: {ns}\n  labels:\n    helm.sh/chart: {chart}\n  annotations:\n    helm.sh/hook: {hook}\n    helm.sh/hook-delete-policy: before-hook-creation\nspec:\n  ttlSecondsAfterFinished: 0\n  backoffLimit: 0\n  template:\n    spec:\n      restartPolicy: Never\n      containers:\n        - name: run\n          image: busybox:1.36\n          command: [\"true\"]\n"
+        )
+    };
+    let chart = |chart: &str| {
+        job("migrate", "pre-install,pre-upgrade", chart)
+            + &job("notify", "post-install,post-upgrade", chart)
+            + &format!(
+                "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: {ns}\n  labels:\n    helm.sh/chart: {chart}\ndata:\n  chart: {chart}\n"
+            )
+    };
+    std::fs::write(&file, chart("demo-0.1.0")).unwrap();
+    let seen = Seen::start(&client, &ns);
+    let maps: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), &ns);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let run = |args: &[&str]| support::driftless_on_cluster(&ns, args);
+
+    // Install: both hooks run and are seen done, though each is gone at once.
+    let out = run(&["apply", path, "--wait", "--timeout", "60s"]);
+    assert_exit(&out, 0);
+    assert!(maps.get("settings").await.is_ok(), "{}", show(&out));
+    seen.at("deleted Job/migrate").await;
+    seen.at("deleted Job/notify").await;
+
+    // Upgrade: each hook once more.
+    std::fs::write(&file, chart("demo-0.2.0")).unwrap();
+    let out = run(&["apply", path, "--wait", "--timeout", "60s"]);
+    assert_exit(&out, 0);
+    support::eventually("each hook run twice", Duration::from_secs(20), || async {
+        let all = seen.all();
+        (seen.count("added Job/migrate") == 2 && seen.count("added Job/notify") == 2)
+            .then_some(())
+            .ok_or_else(|| format!("{all:?}"))
+    })
+    .await;
+
+    // The daemon: an upgrade runs each hook once more, and the sync succeeds.
+    let mut daemon = Daemon::builder(&ns).args(&["--dir", path]).start();
+    daemon
+        .wait_status("the first sync", |s| s["last_sync"]["result"] == "success")
+        .await;
+    std::fs::write(&file, chart("demo-0.3.0")).unwrap();
+    daemon
+        .wait_status("the upgrade synced", |s| {
+            s["last_sync"]["result"] == "success"
+                && support::spec_or_null(s, &format!("manifest/{ns}/ConfigMap/settings"))["ready"]
+                    == true
+                && newest_applied(s)
+        })
+        .await;
+    support::eventually(
+        "each hook run three times",
+        Duration::from_secs(20),
+        || async {
+            let all = seen.all();
+            (seen.count("added Job/migrate") == 3 && seen.count("added Job/notify") == 3)
+                .then_some(())
+                .ok_or_else(|| format!("{all:?}"))
+        },
+    )
+    .await;
+    daemon.stop();
+    let data = maps.get("settings").await.unwrap().data.unwrap_or_default();
+    assert_eq!(data["chart"], "demo-0.3.0");
+}
+
+/// Whether a status's newest revision is the one applied.
+fn newest_applied(status: &serde_json::Value) -> bool {
+    status["revision_seen"] == status["revision_applied"]
+}

@@ -249,6 +249,9 @@ pub struct Engine {
     /// The buckets this replica holds when replicas share the tree: set by the daemon
     /// between syncs, read by every inventory access.
     held: std::sync::RwLock<Option<buckets::Held>>,
+    /// The hook runs being waited for, each as a watch from its creation last saw it:
+    /// what readiness reads of a run that is already gone (`hooks::follow_run`).
+    followed: std::sync::Mutex<std::collections::HashMap<ObjKey, kube::api::DynamicObject>>,
 }
 
 impl Engine {
@@ -263,6 +266,7 @@ impl Engine {
             said_without_apply: Default::default(),
             said_skipped: Default::default(),
             held: Default::default(),
+            followed: Default::default(),
         }
     }
 
