@@ -486,10 +486,17 @@ impl State {
         // first, or any that follows while the whole syncs fail outright) the whole tree.
         // A tree with hooks syncs whole: its hooks run when anything in the revision
         // changed, which only a sync that holds them (and every object) can tell.
+        // A revision that holds other apps than the last one syncs whole too: what an app
+        // released left behind (objects of a held app's render that left the tree
+        // meanwhile) is in no changed spec, and only a whole sync prunes it.
         let incremental = self.tree.is_some()
             && self.revision_applied.is_some()
             && (self.pending.is_some() || self.revision_applied == self.revision_current)
-            && !tree.has_hooks();
+            && !tree.has_hooks()
+            && self
+                .tree
+                .as_deref()
+                .is_some_and(|old| old.held.keys().eq(tree.held.keys()));
         let (keys, changed) = match self.tree.as_deref().filter(|_| incremental) {
             Some(old) => {
                 let changed = changed_specs(old, &tree);

@@ -1442,7 +1442,8 @@ fn an_apps_error_holds_that_app_and_the_rest_of_the_revision_goes_on() {
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: Not_A_Name\n  namespace: team\n",
     )]));
     let (keys, tally) = new_revision(&mut state, "r2", r2);
-    assert!(!keys.is_empty(), "the rest of the revision is synced");
+    // Whole: the apps it holds changed.
+    assert_eq!(keys, [Key::Full], "the rest of the revision is synced");
     assert_eq!(tally.apps_held, Some(1));
     assert_eq!(tally.sync, None);
     let tree = state.tree.clone().expect("a tree");
@@ -1464,6 +1465,15 @@ fn an_apps_error_holds_that_app_and_the_rest_of_the_revision_goes_on() {
         "{:?}",
         snap.errors
     );
+
+    // Fixed: no spec of the tree changed, but what the app left meanwhile is pruned only
+    // by a whole sync, so the revision syncs whole.
+    let (outcome, _) = sync_ran(&mut state, &keys, a_and_b(Action::Configured));
+    assert_eq!(outcome, [(Key::Full, true)]);
+    let (keys, tally) = new_revision(&mut state, "r3", webs(&[("a", 200), ("b", 300)]));
+    assert_eq!(keys, [Key::Full]);
+    assert_eq!(tally.apps_held, Some(0));
+    assert!(state.snapshot().errors.is_empty());
 
     // All or nothing: the same revision changes nothing applied.
     let mut state = applied();
