@@ -520,6 +520,34 @@ async fn a_broken_kustomization_holds_only_itself_and_its_dependents() {
         show(&out)
     );
     assert!(show(&out).contains(held_line), "{}", show(&out));
+    let out = on_cluster(&ns, &["diff", cluster, "--output", "json"]);
+    assert_exit(&out, 2);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let held: Vec<&str> = doc["held"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|h| h["app"].as_str())
+        .collect();
+    assert_eq!(
+        held,
+        ["flux/flux-system/extra", "flux/flux-system/later"],
+        "{doc:#}"
+    );
+
+    // The preview of the same change with no cluster: the held apps as the base has
+    // them (no prune shown), said beside the others' changes.
+    let out = offline(&["diff", "--base", "main", cluster, "--output", "json"]);
+    assert_exit(&out, 2);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let apps: Vec<&str> = doc["apps"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a["app"].as_str())
+        .collect();
+    assert_eq!(apps, ["flux/flux-system/apps"], "{doc:#}");
+    assert_eq!(doc["held"].as_array().map(Vec::len), Some(2), "{doc:#}");
 
     let out = on_cluster(&ns, &["apply", cluster]);
     assert_exit(&out, 2);

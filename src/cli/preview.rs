@@ -106,6 +106,7 @@ pub async fn preview(args: &DiffArgs, base: &str, global: &GlobalArgs) -> anyhow
         DiffOutput::Markdown => preview.markdown(),
         DiffOutput::Json => preview.json()?,
     };
+    let text = super::tree::with_held(text, args.output, &head)?;
     std::io::stdout().lock().write_all(text.as_bytes())?;
     if super::tree::print_held(&head)? {
         return Ok(exit::ERROR);

@@ -583,6 +583,7 @@ pub async fn diff(
         DiffOutput::Markdown => diff::markdown(&diffs),
         DiffOutput::Json => diff::json(&diffs)?,
     };
+    let text = super::tree::with_held(text, args.output, &tree)?;
     std::io::stdout().lock().write_all(text.as_bytes())?;
     let actions: Vec<_> = diffs.iter().filter_map(|d| d.change.action()).collect();
     let held = super::tree::print_held(&tree)?;

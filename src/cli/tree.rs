@@ -165,6 +165,58 @@ pub(crate) fn load_revision(
     }
 }
 
+/// A diff's output with the apps `tree` holds beside the others' changes: a `held` list
+/// in JSON (each app with its errors), a section in Markdown; text says them on stderr
+/// ([`print_held`]).
+pub(crate) fn with_held(
+    text: String,
+    output: super::DiffOutput,
+    tree: &SpecTree,
+) -> anyhow::Result<String> {
+    if tree.held.is_empty() {
+        return Ok(text);
+    }
+    match output {
+        super::DiffOutput::Text => Ok(text),
+        super::DiffOutput::Json => {
+            let mut doc: serde_json::Value = serde_json::from_str(&text)?;
+            let held: Vec<serde_json::Value> = tree
+                .held
+                .iter()
+                .map(|(app, errors)| {
+                    let errors: Vec<serde_json::Value> = errors
+                        .iter()
+                        .map(|e| {
+                            serde_json::json!({
+                                "file": e.at.file, "line": e.at.line,
+                                "column": e.at.column, "message": e.message,
+                            })
+                        })
+                        .collect();
+                    serde_json::json!({"app": app, "errors": errors})
+                })
+                .collect();
+            if let Some(map) = doc.as_object_mut() {
+                map.insert("held".into(), held.into());
+            }
+            Ok(serde_json::to_string_pretty(&doc)? + "\n")
+        }
+        super::DiffOutput::Markdown => {
+            let mut text = text;
+            text.push_str("\n**Held** (neither applied nor pruned):\n\n");
+            for (app, errors) in tree.held.iter() {
+                for e in errors {
+                    text.push_str(&format!(
+                        "- `{app}`: `{}:{}:{}` {}\n",
+                        e.at.file, e.at.line, e.at.column, e.message
+                    ));
+                }
+            }
+            Ok(text)
+        }
+    }
+}
+
 /// The held apps' errors, then a line per held app (`apply`, `diff` and `validate` say
 /// them last); whether any app is held.
 pub(crate) fn print_held(tree: &SpecTree) -> anyhow::Result<bool> {
