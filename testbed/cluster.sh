@@ -97,9 +97,10 @@ stop_one() {
 
 down() {
   [ -d "$STATE/pids" ] || { log "not running"; return 0; }
-  # Reverse start order: clients before the apiserver, etcd last.
+  # Reverse start order: clients before the apiserver, etcd last. The first, when there:
+  # the driftless daemon scripts/demo left running on this cluster (pids/driftless.pid).
   local n
-  for n in testbed kube-scheduler kube-controller-manager kube-apiserver etcd; do
+  for n in driftless testbed kube-scheduler kube-controller-manager kube-apiserver etcd; do
     [ -f "$STATE/pids/$n.pid" ] && stop_one "$STATE/pids/$n.pid"
   done
   local f
@@ -230,13 +231,16 @@ KC
     --ready-file "$STATE/testbed.ready"
   wait_for "driftless-testbed (fake nodes)" 300 test -f "$STATE/testbed.ready"
 
-  # The rendering tools testbed/tools.sh installs (testbed/tools.env names their paths).
+  # The rendering tools testbed/tools.sh installs (testbed/tools.env names their paths):
+  # the tests need them, the demo does not (install.sh --demo installs none).
   # shellcheck source=testbed/tools.env
   . "$ROOT/testbed/tools.env"
-  local tool
+  local tool missing=()
   for tool in "$KUBECTL_V35" "$KUBECTL_V30" "$HELM4" "$HELM3"; do
-    [ -x "$tool" ] || log "warning: $tool missing: run testbed/install.sh"
+    [ -x "$tool" ] || missing+=("${tool#"$TOOLS_DIR"/}")
   done
+  [ "${#missing[@]}" -eq 0 ] \
+    || log "note: the tests' rendering tools are not installed (${missing[*]} in $TOOLS_DIR): testbed/install.sh installs them"
   cat >"$STATE/env" <<ENVF
 export KUBECONFIG=$STATE/kubeconfig
 export DRIFTLESS_TEST_KUBECONFIG=$STATE/kubeconfig
