@@ -17,19 +17,12 @@ pub(crate) fn take_out(
     mut take: impl FnMut(Location, &str, Value) -> bool,
 ) {
     for f in files.iter_mut() {
-        if f.path.ends_with(".toml") || !mentions(&f.contents) {
-            continue;
-        }
-        let Ok(text) = std::str::from_utf8(&f.contents) else {
+        let Some(text) = yaml_text(f, &mentions) else {
             continue;
         };
         let mut lines: Vec<&str> = text.split_inclusive('\n').collect();
         let mut blank = Vec::new();
-        for (start, end) in documents(&lines) {
-            let doc: String = lines[start..end].concat();
-            let Ok(v) = serde_saphyr::from_str::<Value>(&doc) else {
-                continue;
-            };
+        for ((start, end), doc, v) in parsed(&lines) {
             let at = Location {
                 file: f.path.clone(),
                 line: start + 1,
@@ -49,6 +42,23 @@ pub(crate) fn take_out(
         }
         f.contents = lines.concat().into_bytes();
     }
+}
+
+/// A file's text, when it is YAML (not TOML, UTF-8) that `mentions` may concern.
+fn yaml_text(f: &SourceFile, mentions: impl Fn(&[u8]) -> bool) -> Option<&str> {
+    if f.path.ends_with(".toml") || !mentions(&f.contents) {
+        return None;
+    }
+    std::str::from_utf8(&f.contents).ok()
+}
+
+/// The documents of `lines` that parse: each one's line range, text and value.
+fn parsed<'l>(lines: &'l [&str]) -> impl Iterator<Item = ((usize, usize), String, Value)> + 'l {
+    documents(lines).into_iter().filter_map(|(start, end)| {
+        let doc: String = lines[start..end].concat();
+        let v = serde_saphyr::from_str::<Value>(&doc).ok()?;
+        Some(((start, end), doc, v))
+    })
 }
 
 /// The documents of a YAML stream, as line ranges (`---` lines between them).
@@ -133,33 +143,28 @@ impl Install {
     /// `LeftOut` when any YAML document of `files` is an object of `group` of one of
     /// `kinds` (a Flux Kustomization, an Argo CD Application), else `Applied`.
     pub fn of(files: &[SourceFile], groups: &[&str], kinds: &[&str]) -> Install {
-        let app = files.iter().any(|f| {
-            if f.path.ends_with(".toml") || !groups.iter().any(|g| has(&f.contents, g)) {
-                return false;
-            }
-            let Ok(text) = std::str::from_utf8(&f.contents) else {
-                return false;
-            };
-            let lines: Vec<&str> = text.split_inclusive('\n').collect();
-            documents(&lines).into_iter().any(|(start, end)| {
-                let doc: String = lines[start..end].concat();
-                let Ok(v) = serde_saphyr::from_str::<Value>(&doc) else {
-                    return false;
-                };
-                let group = v["apiVersion"]
-                    .as_str()
-                    .and_then(|a| a.split('/').next())
-                    .unwrap_or_default();
-                groups.contains(&group) && kinds.contains(&v["kind"].as_str().unwrap_or_default())
-            })
-        });
+        let mentions = |bytes: &[u8]| {
+            groups
+                .iter()
+                .any(|g| bytes.windows(g.len()).any(|w| w == g.as_bytes()))
+        };
+        let app = files
+            .iter()
+            .filter_map(|f| yaml_text(f, mentions))
+            .any(|text| {
+                let lines: Vec<&str> = text.split_inclusive('\n').collect();
+                parsed(&lines).any(|(_, _, v)| {
+                    let group = v["apiVersion"]
+                        .as_str()
+                        .and_then(|a| a.split('/').next())
+                        .unwrap_or_default();
+                    groups.contains(&group)
+                        && kinds.contains(&v["kind"].as_str().unwrap_or_default())
+                })
+            });
         match app {
             true => Install::LeftOut,
             false => Install::Applied,
         }
     }
-}
-
-fn has(bytes: &[u8], needle: &str) -> bool {
-    bytes.windows(needle.len()).any(|w| w == needle.as_bytes())
 }

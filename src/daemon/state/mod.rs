@@ -71,6 +71,17 @@ pub struct HydrateReport {
     pub made_by: BTreeMap<String, crate::spec::Location>,
 }
 
+/// A spec error as the status says it, with the app it holds (`None`: the tree's).
+fn source_error(app: Option<String>, e: &crate::spec::SpecError) -> SourceError {
+    SourceError {
+        app,
+        file: Some(e.at.file.clone()),
+        line: Some(e.at.line),
+        column: Some(e.at.column),
+        message: e.message.clone(),
+    }
+}
+
 /// How many apps `errors` hold.
 fn held_apps(errors: &[SourceError]) -> usize {
     errors
@@ -438,17 +449,7 @@ impl State {
             Ok(tree) => tree,
             Err(errors) => {
                 tracing::warn!(revision = %id, errors = errors.0.len(), "invalid revision; nothing applied");
-                self.errors = errors
-                    .0
-                    .iter()
-                    .map(|e| SourceError {
-                        app: None,
-                        file: Some(e.at.file.clone()),
-                        line: Some(e.at.line),
-                        column: Some(e.at.column),
-                        message: e.message.clone(),
-                    })
-                    .collect();
+                self.errors = errors.0.iter().map(|e| source_error(None, e)).collect();
                 tally.sync = Some(SyncCount {
                     result: "invalid",
                     elapsed: Duration::ZERO,
@@ -463,15 +464,7 @@ impl State {
         self.errors = tree
             .held
             .iter()
-            .flat_map(|(app, errors)| {
-                errors.iter().map(|e| SourceError {
-                    app: Some(app.clone()),
-                    file: Some(e.at.file.clone()),
-                    line: Some(e.at.line),
-                    column: Some(e.at.column),
-                    message: e.message.clone(),
-                })
-            })
+            .flat_map(|(app, errors)| errors.iter().map(|e| source_error(Some(app.clone()), e)))
             .collect();
         if held_apps(&self.errors) != held_before {
             tally.apps_held = Some(tree.held.len());

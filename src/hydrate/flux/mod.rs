@@ -182,82 +182,67 @@ fn app_id(namespace: &str, name: &str) -> String {
     format!("flux/{namespace}/{name}")
 }
 
-/// A Kustomization whose `dependsOn` names a held one waits for it, as Flux's does for a
-/// dependency that is not ready: held too, in turn for what depends on it.
-fn hold_dependents(items: &mut Vec<Kustomization>, held: &mut Vec<AppError>) {
+/// The Kustomizations of `items` that wait for a held app (`held`: their ids, grown by
+/// those found), as Flux's wait for a dependency that is not ready: each one whose
+/// `dependsOn` names a held one, in turn what depends on those; by index in `items`, each
+/// with the error that holds it.
+fn waiting_for_held(
+    items: &[Kustomization],
+    held: &mut std::collections::BTreeSet<String>,
+) -> Vec<(usize, AppError)> {
+    let mut waiting = Vec::new();
     loop {
-        let waiting: Vec<(usize, String)> = items
+        let more: Vec<(usize, String)> = items
             .iter()
             .enumerate()
+            .filter(|(_, k)| !held.contains(&app_id(&k.namespace, &k.name)))
             .filter_map(|(i, k)| {
                 let dep = order::depends_on(&k.spec["dependsOn"], &k.namespace)
                     .into_iter()
-                    .find(|d| {
-                        let id = format!("flux/{d}");
-                        held.iter().any(|h| h.app == id)
-                    })?;
+                    .find(|d| held.contains(&format!("flux/{d}")))?;
                 Some((i, dep))
             })
             .collect();
-        if waiting.is_empty() {
-            return;
+        if more.is_empty() {
+            waiting.sort_by_key(|(i, _)| *i);
+            return waiting;
         }
-        for (i, dep) in waiting.into_iter().rev() {
-            let k = items.remove(i);
-            held.push(AppError::new(
-                app_id(&k.namespace, &k.name),
-                err(
-                    k.at.clone(),
-                    format!(
-                        "Kustomization {}/{}: waits for Kustomization {dep}, which is held",
-                        k.namespace, k.name
-                    ),
-                ),
-            ));
+        for (i, dep) in more {
+            let k = &items[i];
+            let app = app_id(&k.namespace, &k.name);
+            held.insert(app.clone());
+            let why = format!(
+                "Kustomization {}/{}: waits for Kustomization {dep}, which is held",
+                k.namespace, k.name
+            );
+            waiting.push((i, AppError::new(app, err(k.at.clone(), why))));
         }
     }
 }
 
-/// After a pass's builds: a Kustomization whose `dependsOn` names one whose build failed
-/// (or that is held) waits for it, held with its render taken out, in turn for what
-/// depends on it.
+/// Before a pass's builds: what waits for a Kustomization held as it was read is held too
+/// and not built.
+fn hold_dependents(items: &mut Vec<Kustomization>, held: &mut Vec<AppError>) {
+    let mut ids = held.iter().map(|h| h.app.clone()).collect();
+    for (i, e) in waiting_for_held(items, &mut ids).into_iter().rev() {
+        items.remove(i);
+        held.push(e);
+    }
+}
+
+/// After a pass's builds: what waits for a Kustomization whose build failed (or that is
+/// held) is held too, its render taken out.
 pub fn hold_dependents_of_failed(items: &[Kustomization], out: &mut crate::hydrate::Hydrated) {
-    let mut failed: std::collections::BTreeSet<String> = out
+    let mut failed = out
         .errors
         .iter()
         .filter_map(|e| crate::spec::app_of(&e.at.file))
         .chain(out.held.iter().map(|h| h.app.clone()))
         .collect();
-    loop {
-        let waiting: Vec<(&Kustomization, String)> = items
-            .iter()
-            .filter(|k| !failed.contains(&app_id(&k.namespace, &k.name)))
-            .filter_map(|k| {
-                let dep = order::depends_on(&k.spec["dependsOn"], &k.namespace)
-                    .into_iter()
-                    .find(|d| failed.contains(&format!("flux/{d}")))?;
-                Some((k, dep))
-            })
-            .collect();
-        if waiting.is_empty() {
-            return;
-        }
-        for (k, dep) in waiting {
-            let app = app_id(&k.namespace, &k.name);
-            out.files
-                .retain(|f| !crate::spec::rendered_by(&f.path, &app));
-            out.held.push(AppError::new(
-                app.clone(),
-                err(
-                    k.at.clone(),
-                    format!(
-                        "Kustomization {}/{}: waits for Kustomization {dep}, which is held",
-                        k.namespace, k.name
-                    ),
-                ),
-            ));
-            failed.insert(app);
-        }
+    for (_, e) in waiting_for_held(items, &mut failed) {
+        out.files
+            .retain(|f| !crate::spec::rendered_by(&f.path, &e.app));
+        out.held.push(e);
     }
 }
 
