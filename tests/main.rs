@@ -18,6 +18,7 @@ mod support;
 mod api;
 mod argo;
 mod argo_hooks;
+mod argo_plugins;
 mod daemon;
 mod diff_output;
 mod docs;

@@ -39,6 +39,11 @@ pub struct RenderToolArgs {
     /// read from (the operator's, e.g. a mounted Secret); a spec can name nothing outside it.
     #[arg(long, value_name = "DIR")]
     pub credentials_dir: Option<PathBuf>,
+    /// The directory of Argo CD config management plugins (`ConfigManagementPlugin`
+    /// files, as Argo CD's `plugin.yaml`) that Applications with `source.plugin` are
+    /// rendered by; only these run, a tree never brings a command.
+    #[arg(long, env = "DRIFTLESS_PLUGINS_DIR", value_name = "DIR")]
+    pub plugins_dir: Option<PathBuf>,
     /// Where driftless keeps what it fetched and rendered: pulled charts, renders (an
     /// unchanged chart, kustomization or Jsonnet file is not rendered again), and with
     /// `run` the git clone or OCI artifacts [default: $CACHE_DIRECTORY from systemd, else
@@ -55,6 +60,7 @@ impl Default for RenderToolArgs {
             render_timeout: Duration::from_secs(90),
             render_concurrency: 4,
             credentials_dir: None,
+            plugins_dir: None,
             cache_dir: None,
         }
     }
@@ -75,6 +81,7 @@ impl RenderToolArgs {
             render_cache: Some(cache.join("renders")),
             render_cache_max: Some(RENDER_CACHE_MAX),
             credentials_dir: self.credentials_dir.clone(),
+            plugins_dir: self.plugins_dir.clone(),
             limits: hydrate::runner::Limits {
                 timeout: self.render_timeout,
                 ..hydrate::runner::Limits::default()

@@ -125,6 +125,7 @@ pub fn build(
         Session {
             home: Some(&home),
             stdin: None,
+            ..Session::default()
         },
     )
     .map_err(|e| {

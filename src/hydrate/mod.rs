@@ -17,6 +17,7 @@ pub mod held;
 pub mod helm;
 pub mod jsonnet;
 pub mod kustomize;
+pub mod plugin;
 mod post_render;
 pub mod pull;
 pub mod runner;
@@ -75,6 +76,7 @@ pub struct Hydrator {
     jsonnet: jsonnet::Evaluations,
     flux: flux::Kustomizations,
     argo: argo::Directories,
+    plugins: plugin::Plugins,
 }
 
 impl Hydrator {
@@ -86,6 +88,7 @@ impl Hydrator {
             jsonnet: jsonnet::Evaluations::default(),
             flux: flux::Kustomizations::default(),
             argo: argo::Directories::default(),
+            plugins: plugin::Plugins,
         }
     }
 
@@ -282,6 +285,7 @@ impl Hydrator {
             if found.items.is_empty()
                 && found.releases.is_empty()
                 && argo.parts.is_empty()
+                && argo.plugins.is_empty()
                 && argo.releases.is_empty()
             {
                 break;
@@ -292,6 +296,7 @@ impl Hydrator {
                     .iter()
                     .map(|k| &k.at)
                     .chain(argo.parts.iter().map(|p| &p.at))
+                    .chain(argo.plugins.iter().map(|p| &p.at))
                     .chain(argo.releases.iter().map(|r| &r.release.at));
                 for at in places {
                     out.errors.push(error_at(
@@ -312,6 +317,7 @@ impl Hydrator {
             flux::hold_dependents_of_failed(&found.items, out);
             tool::hydrate_with(&self.shared, &self.helm, &found.releases, cx, out);
             tool::hydrate_with(&self.shared, &self.argo, &argo.parts, cx, out);
+            tool::hydrate_with(&self.shared, &self.plugins, &argo.plugins, cx, out);
             tool::hydrate_with(&self.shared, &self.helm, &argo.releases, cx, out);
             argo::mark(&mut out.files, &argo::by_name(&argo.apps), &mut out.errors);
         }

@@ -273,6 +273,7 @@ fn fetch(
     let session = Session {
         home: Some(&home),
         stdin: None,
+        ..Session::default()
     };
     let login = |args: Vec<OsString>| {
         super::runner::run_in(

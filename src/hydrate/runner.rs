@@ -106,11 +106,13 @@ pub fn run(
 
 /// What a run shares with the runs before and after it: a home (where `helm registry
 /// login` leaves what the next `helm pull` reads), and what it reads on stdin (a password,
-/// never on a command line where `ps` shows it).
+/// never on a command line where `ps` shows it), and variables of its own on top of the
+/// clean environment (a config management plugin's `ARGOCD_APP_*`).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct Session<'a> {
     pub home: Option<&'a Path>,
     pub stdin: Option<&'a [u8]>,
+    pub env: &'a [(String, String)],
 }
 
 /// [`run`], in a session.
@@ -163,6 +165,9 @@ pub fn run_in(
         .env("XDG_CACHE_HOME", h.join(".cache"))
         .env("XDG_DATA_HOME", h.join(".local/share"))
         .env("LANG", "C.UTF-8");
+    for (k, v) in session.env {
+        cmd.env(k, v);
+    }
     let mut child = cmd.spawn().map_err(|e| RunError::Start {
         program: program.display().to_string(),
         message: e.to_string(),

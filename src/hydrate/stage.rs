@@ -23,6 +23,9 @@ pub struct Options {
     /// `ca-file` are read from. A commit must not make the daemon send any file of its
     /// host to a repository the commit names.
     pub credentials_dir: Option<PathBuf>,
+    /// `--plugins-dir`: the Argo CD config management plugins the operator declares; a
+    /// tree can never bring a command to run.
+    pub plugins_dir: Option<PathBuf>,
     /// Where renders are kept across restarts (none: in memory only).
     pub render_cache: Option<PathBuf>,
     /// The render cache's directory is shared by every tree read (the CLI's), up to this
@@ -42,6 +45,7 @@ impl Default for Options {
             render_cache: None,
             render_cache_max: None,
             credentials_dir: None,
+            plugins_dir: None,
             limits: runner::Limits::default(),
             concurrency: 4,
         }

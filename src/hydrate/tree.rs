@@ -170,6 +170,66 @@ pub fn chart_meta(dir: &std::path::Path) -> Option<ChartMeta> {
     ChartMeta::parse(&std::fs::read(dir.join(CHART_FILE)).ok()?)
 }
 
+/// One file of a repository as a tool that reads it whole is given it.
+pub struct RepositoryFile {
+    /// Relative to the repository.
+    pub path: std::path::PathBuf,
+    pub executable: bool,
+    pub contents: Vec<u8>,
+}
+
+/// Every regular file of the repository `repo` (canonical), `.git` left out, a link
+/// followed only while it stays inside; in path order. More than `max_bytes` in all is
+/// an error, in words for `what` ("a plugin is not given a copy of it").
+pub fn repository_files(
+    repo: &std::path::Path,
+    max_bytes: u64,
+    what: &str,
+) -> Result<Vec<RepositoryFile>, String> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut files = Vec::new();
+    let mut bytes = 0u64;
+    let mut pending = vec![repo.to_path_buf()];
+    while let Some(dir) = pending.pop() {
+        let entries =
+            std::fs::read_dir(&dir).map_err(|e| format!("reading the repository: {e}"))?;
+        for e in entries.flatten() {
+            if e.file_name() == ".git" {
+                continue;
+            }
+            let p = e.path();
+            let real = match p.canonicalize() {
+                Ok(r) if r.starts_with(repo) => r,
+                // A dangling link, or one leading out of the repository: not given.
+                _ => continue,
+            };
+            let Ok(meta) = std::fs::metadata(&real) else {
+                continue;
+            };
+            if meta.is_dir() {
+                pending.push(p);
+            } else if meta.is_file() {
+                bytes += meta.len();
+                if bytes > max_bytes {
+                    return Err(format!(
+                        "the repository is larger than {} MiB; {what}",
+                        max_bytes >> 20
+                    ));
+                }
+                let contents =
+                    std::fs::read(&real).map_err(|e| format!("reading {}: {e}", p.display()))?;
+                files.push(RepositoryFile {
+                    path: p.strip_prefix(repo).unwrap_or(&p).to_path_buf(),
+                    executable: meta.permissions().mode() & 0o111 != 0,
+                    contents,
+                });
+            }
+        }
+    }
+    files.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(files)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

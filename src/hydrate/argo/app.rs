@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::chart::{chart_release, local_release};
-use super::{App, Part, PartSource, Repository, output_file};
+use super::{App, Part, PartSource, PluginPart, Repository, output_file};
 use crate::hydrate::app_yaml::{clean_path, err, line_of, unknown};
 use crate::hydrate::helm::ReleaseAt;
 use crate::spec::helm::TargetedIgnore;
@@ -35,6 +35,7 @@ const SOURCE_CARRIED: &[&str] = &[
     "directory",
     "ref",
     "name",
+    "plugin",
 ];
 const KUSTOMIZE_CARRIED: &[&str] = &[
     "namePrefix",
@@ -68,6 +69,7 @@ pub(super) struct Read {
     /// The directories of this repository it reads (relative to it).
     pub(super) paths: Vec<String>,
     pub(super) parts: Vec<Part>,
+    pub(super) plugins: Vec<PluginPart>,
     pub(super) releases: Vec<ReleaseAt>,
     pub(super) notices: Vec<String>,
 }
@@ -221,6 +223,7 @@ pub(super) fn read(
         app,
         paths: Vec::new(),
         parts: Vec::new(),
+        plugins: Vec::new(),
         releases: Vec::new(),
         notices: other_revisions(name, &sources, repo),
     };
@@ -254,6 +257,33 @@ pub(super) fn read(
         let path = clean_path(raw)
             .ok_or_else(|| refuse("path", format!("path {raw:?} leads out of the repository")))?;
         out.paths.push(path.clone());
+        if let Some(plugin) = s.get("plugin") {
+            if let Some(other) = ["helm", "kustomize", "directory"]
+                .into_iter()
+                .find(|k| s.get(*k).is_some())
+            {
+                return Err(refuse(
+                    "plugin",
+                    format!("its source names both `plugin` and `{other}`; Argo CD takes one"),
+                ));
+            }
+            let wanted = super::plugin_source(plugin).map_err(|why| refuse("plugin", why))?;
+            out.plugins.push(PluginPart {
+                at: at.clone(),
+                output: file,
+                app: name.to_string(),
+                namespace: out.app.namespace.clone().unwrap_or_default(),
+                project: v["spec"]["project"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+                repo_url: url.to_string(),
+                target_revision: s["targetRevision"].as_str().unwrap_or_default().to_string(),
+                path,
+                wanted,
+            });
+            continue;
+        }
         let on_disk = |f: &str| repo.repo.is_some_and(|r| r.join(&path).join(f).is_file());
         let is_helm = s.get("helm").is_some() || on_disk("Chart.yaml");
         let is_kustomize = s.get("kustomize").is_some()

@@ -17,8 +17,10 @@ pub struct Directories {
     found: Mutex<Option<Kustomize>>,
 }
 
-/// Manifests Argo CD reads from a directory source.
-const MANIFESTS: [&str; 3] = [".yaml", ".yml", ".json"];
+/// Manifests Argo CD reads from a directory source (a Jsonnet file evaluated).
+const MANIFESTS: [&str; 4] = [".yaml", ".yml", ".json", ".jsonnet"];
+/// What a Jsonnet file of a directory source may import from the repository, at most.
+const MAX_IMPORTABLE_BYTES: u64 = 64 << 20;
 
 impl Tool for Directories {
     type Item = Part;
@@ -60,7 +62,7 @@ impl Tool for Directories {
                 include,
                 exclude,
             } => {
-                let yaml = directory(&disk.repo, path, *recurse, include, exclude)?;
+                let yaml = directory(r, &disk.repo, path, *recurse, include, exclude)?;
                 Ok(Rendered {
                     yaml,
                     by: RenderedBy {
@@ -104,8 +106,10 @@ impl Tool for Directories {
 /// The manifests of `path` (relative to `repo`) as one YAML stream, as Argo CD reads a
 /// directory source: its YAML and JSON files (all below it with `recurse`), those
 /// `include` matches and `exclude` does not (globs on the path within the directory,
-/// `{a,b}` alternatives). Hidden files and directories are skipped.
+/// `{a,b}` alternatives), a Jsonnet file's objects as Argo CD evaluates it (no
+/// arguments: a function's own defaults). Hidden files and directories are skipped.
 fn directory(
+    r: &Shared,
     repo: &Path,
     path: &str,
     recurse: bool,
@@ -171,7 +175,37 @@ fn directory(
     }
     files.sort();
     let mut out = Vec::new();
+    let mut importable = None;
     for (rel, p) in files {
+        if rel.ends_with(".jsonnet") {
+            let entry = if path.is_empty() {
+                rel.clone()
+            } else {
+                format!("{path}/{rel}")
+            };
+            let files = match &importable {
+                Some(f) => std::sync::Arc::clone(f),
+                None => {
+                    let f = importable_files(repo)?;
+                    importable = Some(std::sync::Arc::clone(&f));
+                    f
+                }
+            };
+            let evaluated = {
+                let _slot = r.slots.take();
+                crate::hydrate::jsonnet::eval::evaluate(
+                    &entry,
+                    &files,
+                    &crate::spec::settings::JsonnetSettings::default(),
+                    r.opts.limits.timeout,
+                    r.opts.limits.max_output,
+                )
+            }
+            .map_err(|e| said(format!("{}:{}:{}: {}", e.file, e.line, e.column, e.message)))?;
+            out.extend_from_slice(b"---\n");
+            out.extend_from_slice(&crate::hydrate::stage::to_yaml(&evaluated.objects));
+            continue;
+        }
         let bytes = std::fs::read(&p).map_err(|e| said(format!("reading {rel}: {e}")))?;
         if rel.ends_with(".json") {
             let v: serde_json::Value = serde_json::from_slice(&bytes)
@@ -191,4 +225,25 @@ fn directory(
         }
     }
     Ok(out)
+}
+
+/// The repository's files (no `.git`), by path from its root: what a Jsonnet file may
+/// import.
+fn importable_files(repo: &Path) -> Result<crate::hydrate::jsonnet::eval::Files, ToolError> {
+    let files = crate::hydrate::tree::repository_files(
+        repo,
+        MAX_IMPORTABLE_BYTES,
+        "its Jsonnet files are not evaluated",
+    )?;
+    Ok(std::sync::Arc::new(
+        files
+            .into_iter()
+            .map(|f| {
+                (
+                    f.path.to_string_lossy().into_owned(),
+                    std::sync::Arc::new(f.contents),
+                )
+            })
+            .collect(),
+    ))
 }

@@ -82,10 +82,74 @@ pub enum PartSource {
     Kustomize(super::flux::Kustomization),
 }
 
+/// A source a config management plugin renders (`source.plugin`; the plugin tool,
+/// `plugin.rs`, runs it): where it is and what the plugin is told.
+#[derive(Debug, Clone)]
+pub struct PluginPart {
+    pub at: Location,
+    /// The file its output is handed on as.
+    pub output: String,
+    pub app: String,
+    /// `destination.namespace` (empty when none).
+    pub namespace: String,
+    pub project: String,
+    pub repo_url: String,
+    pub target_revision: String,
+    /// Its directory, relative to the repository.
+    pub path: String,
+    pub wanted: PluginSource,
+}
+
+/// An Application's `source.plugin`: the plugin it names (none: the one whose discover
+/// rules match), its `env` and its `parameters`, as written.
+#[derive(Debug, Clone, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PluginSource {
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub env: Vec<PluginEnv>,
+    #[serde(default)]
+    pub parameters: Vec<PluginParameter>,
+}
+
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PluginEnv {
+    pub name: String,
+    #[serde(default)]
+    pub value: String,
+}
+
+/// One parameter: a string, an array or a map (sent to the plugin as Argo CD sends it).
+#[derive(Debug, Clone, serde::Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct PluginParameter {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub string: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub array: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub map: Option<BTreeMap<String, String>>,
+}
+
+/// `source.plugin` read, or why not (in one line).
+fn plugin_source(v: &Value) -> Result<PluginSource, String> {
+    if v.is_null() {
+        return Ok(PluginSource::default());
+    }
+    let mut wanted: PluginSource =
+        serde_json::from_value(v.clone()).map_err(|e| format!("`source.plugin`: {e}"))?;
+    wanted.name = wanted.name.filter(|n| !n.is_empty());
+    Ok(wanted)
+}
+
 /// What one pass over the tree's YAML found of Argo CD.
 #[derive(Debug, Default)]
 pub struct Found {
     pub parts: Vec<Part>,
+    pub plugins: Vec<PluginPart>,
     pub releases: Vec<super::helm::ReleaseAt>,
     pub apps: Vec<App>,
     pub errors: Vec<SpecError>,
@@ -148,6 +212,14 @@ pub fn find(
             // Projects limit what Argo CD's users may sync; driftless's operator says
             // that with its own flags.
             "AppProject" => true,
+            // Not a Kubernetes object, and a tree never brings a command to run.
+            "ConfigManagementPlugin" => {
+                let name = v["metadata"]["name"].as_str().unwrap_or_default();
+                found.notices.push(format!(
+                    "{at}: ConfigManagementPlugin {name} is not run from the tree: plugins are declared by driftless's operator (--plugins-dir)"
+                ));
+                true
+            }
             "ApplicationSet" => {
                 let name = v["metadata"]["name"].as_str().unwrap_or_default();
                 match appset::applications(&v, doc, repo) {
@@ -229,6 +301,7 @@ pub fn find(
             continue;
         }
         found.parts.extend(r.parts);
+        found.plugins.extend(r.plugins);
         found.releases.extend(r.releases);
         found.notices.extend(r.notices);
         found.apps.push(r.app);

@@ -8,7 +8,7 @@
 //! This file is the tool as the stage drives it (`tool::Tool`) and its cache; `eval.rs`
 //! is the evaluator.
 
-mod eval;
+pub(crate) mod eval;
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
