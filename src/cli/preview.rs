@@ -52,10 +52,17 @@ pub async fn preview(args: &DiffArgs, base: &str, global: &GlobalArgs) -> anyhow
             true,
             Default::default(),
         )?;
-        let Some(Loaded { tree, .. }) = loaded else {
+        let Some(Loaded { tree, rendered }) = loaded else {
             say_which(rev)?;
             return Ok(exit::ERROR);
         };
+        // What the head's render says (a chart's lookups that find nothing here).
+        if rev == args.head.as_deref() {
+            let mut err = std::io::stderr().lock();
+            for n in &rendered.notices {
+                writeln!(err, "notice: {n}")?;
+            }
+        }
         trees.push((name, tree));
     }
     let (Some((head_name, head)), Some((base_name, mut base))) = (trees.pop(), trees.pop()) else {

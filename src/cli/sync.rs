@@ -38,10 +38,26 @@ async fn prepare(
         ),
         false => None,
     };
+    // A chart's `lookup` reads the cluster through a read-only listener, kept until the
+    // tree is rendered; each command reads the cluster anew.
+    let lookup = match &early {
+        Some(client) => Some(driftless::cluster::lookup::start(client.clone()).await?),
+        None => None,
+    };
     let facts = match &early {
-        Some(client) => driftless::cluster::chart_facts(client)
-            .await
-            .context("reading the cluster's version and APIs for charts")?,
+        Some(client) => driftless::hydrate::helm::ClusterFacts {
+            lookup: lookup
+                .as_ref()
+                .map(|l| driftless::hydrate::stage::LookupAccess {
+                    kubeconfig: l.kubeconfig.clone(),
+                    reading: std::time::SystemTime::now()
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(0, |d| d.as_nanos() as u64),
+                }),
+            ..driftless::cluster::chart_facts(client)
+                .await
+                .context("reading the cluster's version and APIs for charts")?
+        },
         None => Default::default(),
     };
     let Some(loaded) = super::tree::load_rendered_for(

@@ -1,6 +1,7 @@
 //! Cluster selection as kubectl does it: `--kubeconfig`, then `KUBECONFIG`, then
 //! `~/.kube/config`, then the in-cluster service account; `--context` picks a context.
 
+pub mod lookup;
 mod refusal;
 pub mod retry;
 
@@ -236,6 +237,7 @@ pub async fn chart_facts(
     Ok(crate::hydrate::helm::ClusterFacts {
         kube_version: Some(version.git_version),
         api_versions,
+        lookup: None,
     })
 }
 

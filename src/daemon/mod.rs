@@ -174,8 +174,8 @@ pub async fn run(
     // Room for a few reconcile requests besides the resync's.
     let (rescan_tx, rescan_rx) = mpsc::channel(8);
     let source_cfg = std::mem::replace(&mut cfg.source, crate::source::Config::Dir(PathBuf::new()));
-    // Read once: a chart's `.Capabilities` change with an upgrade of the cluster, which
-    // a restart of the daemon follows.
+    // Read again before each render (source::Stage); this first reading says the
+    // version in the status.
     // Bounded: a cluster that is away at start must not hold up the status and the API.
     let facts = tokio::time::timeout(
         Duration::from_secs(10),
@@ -196,10 +196,22 @@ pub async fn run(
         }
     };
     let kubernetes = cluster.kube_version.clone();
+    let lookup = match crate::cluster::lookup::start(client.clone()).await {
+        Ok(l) => Some(Arc::new(l)),
+        Err(e) => {
+            tracing::warn!(error = %e, "charts' lookups return nothing");
+            None
+        }
+    };
     let stage = source::Stage {
         hydrator: Arc::new(crate::hydrate::Hydrator::new(cfg.render.clone())),
         allow_empty: cfg.engine.prune.allow_mass,
         cluster,
+        live: Some(source::Live {
+            client: client.clone(),
+            lookup,
+            readings: Arc::default(),
+        }),
     };
     let origins = notify::Origins::default();
     let source_name = source::start(

@@ -25,9 +25,26 @@ pub struct Stage {
     pub hydrator: Arc<Hydrator>,
     /// `--allow-mass-prune`: a tree with files but no specs is an uninstall.
     pub allow_empty: bool,
-    /// What charts are told of the cluster, read once at start.
+    /// What charts are told of the cluster, as last read.
     pub cluster: crate::hydrate::helm::ClusterFacts,
+    /// The cluster, read again before each render: `.Capabilities` follow it (a CRD the
+    /// tree installed is seen by the next render), and a chart's `lookup` reads it.
+    pub live: Option<Live>,
 }
+
+/// What the stage reads of the live cluster.
+#[derive(Clone)]
+pub struct Live {
+    pub client: kube::Client,
+    pub lookup: Option<Arc<crate::cluster::lookup::Lookup>>,
+    /// Each render is one reading of the cluster: a chart's lookups are done again for
+    /// each revision rendered, never answered from an earlier reading.
+    pub readings: Arc<std::sync::atomic::AtomicU64>,
+}
+
+/// How long reading the cluster's version and APIs may hold up a render; past it the
+/// last ones read are used.
+const FACTS_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A read revision, rendered: its id, the files the spec loader reads, and what the stage
 /// said.
@@ -37,7 +54,34 @@ impl Stage {
     pub(super) async fn hydrate(&self, revision: source::Revision) -> Read {
         let this = self.clone();
         let id = revision.id.clone();
-        let input = Input::of(revision, self.cluster.clone());
+        let mut cluster = self.cluster.clone();
+        if let Some(live) = &self.live {
+            match tokio::time::timeout(FACTS_TIMEOUT, crate::cluster::chart_facts(&live.client))
+                .await
+            {
+                Ok(Ok(fresh)) => {
+                    cluster.kube_version = fresh.kube_version;
+                    cluster.api_versions = fresh.api_versions;
+                }
+                Ok(Err(e)) => tracing::warn!(
+                    error = %crate::cluster::error_text(&e),
+                    "cannot read the cluster's version and APIs for charts; the last ones read are used"
+                ),
+                Err(_) => tracing::warn!(
+                    "the cluster did not say its version and APIs for charts in time; the last ones read are used"
+                ),
+            }
+            cluster.lookup = live
+                .lookup
+                .as_ref()
+                .map(|l| crate::hydrate::stage::LookupAccess {
+                    kubeconfig: l.kubeconfig.clone(),
+                    reading: live
+                        .readings
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+                });
+        }
+        let input = Input::of(revision, cluster);
         tokio::task::spawn_blocking(move || {
             let out = this.hydrator.hydrate(input);
             let if_empty = (out.had_files && !this.allow_empty).then(|| out.empty_tree_error());

@@ -25,7 +25,7 @@ use crate::spec::helm::HelmRelease;
 use crate::spec::{Location, RenderedBy};
 
 /// One release's render: the command shown, its objects as YAML, and its chart's figures.
-type Rendered1 = Result<(String, Vec<u8>, super::tree::ChartMeta), ToolError>;
+type Rendered1 = Result<(String, Vec<u8>, super::tree::ChartMeta, Vec<String>), ToolError>;
 
 /// A release of the chart in `dir` that nobody names, called `name` (its directory's).
 pub fn unnamed_release(
@@ -65,6 +65,18 @@ pub fn unnamed_release(
 pub struct Helm {
     pub program: PathBuf,
     pub version: String,
+}
+
+impl Helm {
+    /// 3, 4...
+    pub fn major(&self) -> u32 {
+        self.version
+            .trim_start_matches('v')
+            .split('.')
+            .next()
+            .and_then(|m| m.parse().ok())
+            .unwrap_or(3)
+    }
 }
 
 /// Finds helm: `named` (`--helm` / `DRIFTLESS_HELM`), else `helm` on `PATH`; 3.8 or newer.
@@ -125,6 +137,8 @@ pub struct Prepared {
     pub needs: super::dependencies::Needs,
     pub chart: PathBuf,
     pub bound: PathBuf,
+    /// What to say of the render (a chart's lookups that read nothing).
+    pub notices: Vec<String>,
     /// The inline values, in a file of their own (never on the command line); kept until
     /// the run is done.
     _values: Option<tempfile::NamedTempFile>,
@@ -197,11 +211,11 @@ pub fn prepare(
     let mut key = KeyBuilder::new("helm");
     key.part(helm.program.as_os_str().as_encoded_bytes())
         .part(helm.version.as_bytes());
-    digest_tree(&bound, &chart, &mut key)?;
+    let mut lookup = digest_tree(&bound, &chart, &mut key)?;
     let meta = super::tree::chart_meta(&chart).unwrap_or_default();
     let needs = super::dependencies::of(&meta, &chart, &bound)?;
     for dir in &needs.local {
-        digest_tree(&bound, dir, &mut key)?;
+        lookup |= digest_tree(&bound, dir, &mut key)?;
     }
     let mut args: Vec<OsString> = vec!["--namespace".into(), r.namespace.clone().into()];
     let mut shown = vec![
@@ -240,6 +254,35 @@ pub fn prepare(
     }
     if !api_versions.is_empty() {
         shown.push(format!("--api-versions ({})", api_versions.len()));
+    }
+    // `lookup` reads the live cluster, as `helm install` and Flux's helm-controller let
+    // it, through driftless's read-only listener; a render that read the cluster is kept
+    // for that reading of it only.
+    let mut notices = Vec::new();
+    if lookup {
+        match &facts.lookup {
+            Some(access) => {
+                args.extend([
+                    "--dry-run=server".into(),
+                    "--kubeconfig".into(),
+                    access.kubeconfig.clone().into(),
+                ]);
+                if helm.major() >= 4 {
+                    // Helm 4 checks that what exists is the release's; what driftless
+                    // applies is driftless's to own.
+                    args.push("--take-ownership".into());
+                }
+                key.part(b"lookup").part(&access.reading.to_le_bytes());
+                shown.push("--dry-run=server (its lookups read the cluster)".into());
+            }
+            None => notices.push(format!(
+                "chart {} calls lookup: with no cluster at hand its lookups return nothing (as helm template's do), so what it would keep from the cluster is made anew",
+                match r.chart.as_str() {
+                    "" => ".",
+                    chart => chart,
+                }
+            )),
+        }
     }
     for f in &r.values_files {
         let p = inside(f, "values file")?;
@@ -284,13 +327,14 @@ pub fn prepare(
         needs,
         chart,
         bound,
+        notices,
         _values: values,
     })
 }
 
 /// Every file of a chart, by path and contents, into `key` (a chart's templates, values,
-/// vendored subcharts, all are read by helm).
-fn digest_tree(repo: &Path, dir: &Path, key: &mut KeyBuilder) -> Result<(), PrepareError> {
+/// vendored subcharts, all are read by helm); whether a template calls `lookup`.
+fn digest_tree(repo: &Path, dir: &Path, key: &mut KeyBuilder) -> Result<bool, PrepareError> {
     let read = |p: &Path, e: std::io::Error| PrepareError::Read {
         path: p.display().to_string(),
         message: e.to_string(),
@@ -322,17 +366,54 @@ fn digest_tree(repo: &Path, dir: &Path, key: &mut KeyBuilder) -> Result<(), Prep
         }
     }
     files.sort();
+    let mut lookup = false;
     for f in files {
         let text = std::fs::read(&f).map_err(|e| read(&f, e))?;
-        key.part(
-            f.strip_prefix(dir)
-                .unwrap_or(&f)
-                .as_os_str()
-                .as_encoded_bytes(),
-        )
-        .part(&text);
+        let rel = f.strip_prefix(dir).unwrap_or(&f);
+        lookup = lookup
+            || match rel.extension().and_then(|x| x.to_str()) {
+                Some("tgz") => archive_calls_lookup(&text),
+                _ => is_template(&rel.to_string_lossy()) && calls_lookup(&text),
+            };
+        key.part(rel.as_os_str().as_encoded_bytes()).part(&text);
     }
-    Ok(())
+    Ok(lookup)
+}
+
+fn is_template(path: &str) -> bool {
+    path.split('/').any(|c| c == "templates")
+}
+
+/// Whether a template calls helm's `lookup` (`lookup "v1" "Secret" ...`, `(lookup ...)`).
+fn calls_lookup(text: &[u8]) -> bool {
+    static CALL: std::sync::LazyLock<Option<regex::bytes::Regex>> =
+        std::sync::LazyLock::new(|| regex::bytes::Regex::new(r#"\blookup\s+["($]"#).ok());
+    CALL.as_ref().is_some_and(|re| re.is_match(text))
+}
+
+/// Whether a packaged subchart (`charts/NAME.tgz`) has a template that calls `lookup`.
+fn archive_calls_lookup(bytes: &[u8]) -> bool {
+    use std::io::Read as _;
+    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(bytes));
+    let Ok(entries) = archive.entries() else {
+        return false;
+    };
+    for entry in entries.flatten() {
+        let path = entry
+            .path()
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if path.ends_with(".tgz") || !is_template(&path) {
+            continue;
+        }
+        let mut text = Vec::new();
+        // A template past 4 MiB is not a chart's; what was read is judged.
+        let _ = entry.take(4 << 20).read_to_end(&mut text);
+        if calls_lookup(&text) {
+            return true;
+        }
+    }
+    false
 }
 
 /// helm printed what is not YAML (the parser's first line).
@@ -447,11 +528,12 @@ impl Tool for Releases {
     ) -> Result<Rendered, ToolError> {
         let disk = cx.disk("a chart")?;
         let rel = &item.release;
-        let (shown, yaml, meta) = release_one(r, tool, rel, disk, &cx.input.cluster, |stage| {
-            found_once(&self.kustomize, || {
-                super::kustomize::find(stage.opts.kustomize.as_deref(), &stage.opts.limits)
-            })
-        })?;
+        let (shown, yaml, meta, notices) =
+            release_one(r, tool, rel, disk, &cx.input.cluster, |stage| {
+                found_once(&self.kustomize, || {
+                    super::kustomize::find(stage.opts.kustomize.as_deref(), &stage.opts.limits)
+                })
+            })?;
         Ok(Rendered {
             yaml,
             by: RenderedBy {
@@ -469,6 +551,7 @@ impl Tool for Releases {
                     line: rel.at.line,
                 }),
             },
+            notices,
         })
     }
 }
@@ -559,7 +642,12 @@ fn release_one(
         }
     };
     let objects = objects(&rendered, r).map_err(|e| ToolError::from(e.to_string()))?;
-    Ok((prepared.shown, to_yaml(&objects), prepared.meta))
+    Ok((
+        prepared.shown,
+        to_yaml(&objects),
+        prepared.meta,
+        prepared.notices,
+    ))
 }
 
 #[cfg(test)]

@@ -523,6 +523,7 @@ impl Tool for Kustomizations {
                 command: tool.shown(&item.dir),
                 release: None,
             },
+            notices: Vec::new(),
         })
     }
 }

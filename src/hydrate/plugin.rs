@@ -309,6 +309,7 @@ impl Tool for Plugins {
                 ),
                 release: None,
             },
+            notices: Vec::new(),
         })
     }
 }

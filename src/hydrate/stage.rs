@@ -149,6 +149,19 @@ pub struct ClusterFacts {
     pub kube_version: Option<String>,
     /// `apps/v1`, `monitoring.coreos.com/v1`…
     pub api_versions: Vec<String>,
+    /// Where a chart's `lookup` reads the cluster; none: its lookups return nothing, as
+    /// `helm template`'s do.
+    pub lookup: Option<LookupAccess>,
+}
+
+/// A chart's way to the cluster for `lookup` (`cluster::lookup`: read-only, with
+/// driftless's rights), and which reading of the cluster this render is: a render that
+/// used lookup is kept for one reading only, so what it read is read again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LookupAccess {
+    /// A kubeconfig for helm's `--kubeconfig`.
+    pub kubeconfig: PathBuf,
+    pub reading: u64,
 }
 
 /// What every tool's runs share, whichever the tool: the options, the slots runs wait

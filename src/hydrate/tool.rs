@@ -36,6 +36,9 @@ impl Context<'_> {
 pub struct Rendered {
     pub yaml: Vec<u8>,
     pub by: RenderedBy,
+    /// What `validate`, `diff --base` and the daemon say of this render (a chart's
+    /// lookups that read nothing).
+    pub notices: Vec<String>,
 }
 
 /// Why an item did not render, in one line. Said at the item's own place unless the
@@ -170,6 +173,11 @@ pub(super) fn hydrate_with<T: Tool>(
                 let file = tool.output_file(item);
                 out.made_by.insert(file.clone(), tool.at(item));
                 out.rendered.insert(file.clone(), rendered.by);
+                for n in rendered.notices {
+                    if !out.notices.contains(&n) {
+                        out.notices.push(n);
+                    }
+                }
                 out.files.push(SourceFile {
                     path: file,
                     contents: rendered.yaml,

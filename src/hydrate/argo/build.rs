@@ -76,6 +76,7 @@ impl Tool for Directories {
                         ),
                         release: None,
                     },
+                    notices: Vec::new(),
                 })
             }
             PartSource::Kustomize(k) => {
@@ -97,6 +98,7 @@ impl Tool for Directories {
                         ),
                         release: None,
                     },
+                    notices: Vec::new(),
                 })
             }
         }

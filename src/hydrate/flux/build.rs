@@ -84,6 +84,7 @@ impl Tool for Kustomizations {
                 ),
                 release: None,
             },
+            notices: Vec::new(),
         })
     }
 }

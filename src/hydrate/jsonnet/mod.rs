@@ -146,6 +146,7 @@ impl Tool for Evaluations {
                     command: command(path, settings),
                     release: None,
                 },
+                notices: Vec::new(),
             }),
             Err(e) => Err(ToolError {
                 at: Some(Location {
