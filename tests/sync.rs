@@ -1028,3 +1028,80 @@ async fn drift_is_taken_back_but_a_new_collision_is_a_reported_conflict() {
     assert_eq!(report.objects[0].action, Action::Configured);
     assert_eq!(cms.get("cfg").await.unwrap().data.unwrap()["b"], "ours");
 }
+
+/// `diff` of what the last apply left as it was costs the apiserver no dry run, as the
+/// no-op apply costs it no write: an object whose intent is the one applied and whose
+/// owned fields are as driftless left them is unchanged. A changed object, and one
+/// whose fields someone else moved, are dry-run as before, and only they.
+#[tokio::test]
+async fn serial_a_diff_dry_runs_only_what_may_have_changed() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "diff-dry").await;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let config = |value: &str| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: {ns}\ndata:\n  mode: {value}\n"
+        )
+    };
+    support::write_file(root, "settings.yaml", &config("fast"));
+    support::write_file(
+        root,
+        "other.yaml",
+        &format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: other\n  namespace: {ns}\ndata:\n  a: b\n---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: token\n  namespace: {ns}\nstringData:\n  token: s3cret\n---\napiVersion: v1\nkind: Service\nmetadata:\n  name: web\n  namespace: {ns}\nspec:\n  ports:\n    - port: 80\n"
+        ),
+    );
+    let tree = root.to_str().unwrap();
+    let out = support::driftless_on_cluster(&ns, &["apply", tree]);
+    support::assert_exit(&out, 0);
+    let resources = ["configmaps", "secrets", "services"];
+
+    let before = support::apiserver_dry_runs(&client, &resources).await;
+    let out = support::driftless_on_cluster(&ns, &["diff", tree]);
+    support::assert_exit(&out, 0);
+    let after = support::apiserver_dry_runs(&client, &resources).await;
+    assert_eq!(
+        after - before,
+        0,
+        "an unchanged tree was dry-run\n{}",
+        support::show(&out)
+    );
+
+    // One object changed: it alone is dry-run, and its change shown.
+    support::write_file(root, "settings.yaml", &config("slow"));
+    let before = support::apiserver_dry_runs(&client, &resources).await;
+    let out = support::driftless_on_cluster(&ns, &["diff", tree]);
+    support::assert_exit(&out, 1);
+    let after = support::apiserver_dry_runs(&client, &resources).await;
+    assert_eq!(after - before, 1, "{}", support::show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("+  mode: slow"),
+        "{}",
+        support::show(&out)
+    );
+
+    // Someone else moves a field of ours: dry-run, and shown as the drift it is.
+    support::write_file(root, "settings.yaml", &config("fast"));
+    let configs: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    configs
+        .patch(
+            "other",
+            &PatchParams::apply("someone-else").force(),
+            &Patch::Apply(
+                json!({"apiVersion": "v1", "kind": "ConfigMap", "data": {"a": "changed"}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let before = support::apiserver_dry_runs(&client, &resources).await;
+    let out = support::driftless_on_cluster(&ns, &["diff", tree]);
+    support::assert_exit(&out, 1);
+    let after = support::apiserver_dry_runs(&client, &resources).await;
+    assert_eq!(after - before, 1, "{}", support::show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("-  a: changed"),
+        "{}",
+        support::show(&out)
+    );
+}

@@ -18,7 +18,7 @@ use crate::object::{Claim, claim};
 /// 1.22 a change through the scale subresource (`kubectl scale`) moves no field
 /// ownership, so only the value shows it. A metadata-only read has no `spec`: unknown,
 /// and the watch (which sees whole objects) asks for a sync that reads it whole.
-fn scaled(body: &Value, live: &Value) -> bool {
+pub(in crate::apply) fn scaled(body: &Value, live: &Value) -> bool {
     let replicas = |v: &Value| v.pointer("/spec/replicas").and_then(Value::as_i64);
     matches!((replicas(body), replicas(live)), (Some(want), Some(have)) if want != have)
 }

@@ -224,6 +224,35 @@ pub async fn apiserver_lists(client: &Client, resources: &[&str]) -> u64 {
     apiserver_requests(client, &["LIST"], resources).await
 }
 
+/// Dry-run requests (of any verb) the apiserver counted for any of `resources`: what
+/// `diff` costs it (as meaningful only in a `serial_*` test).
+pub async fn apiserver_dry_runs(client: &Client, resources: &[&str]) -> u64 {
+    let text = apiserver_metrics(client).await;
+    text.lines()
+        .filter(|l| l.starts_with("apiserver_request_total{"))
+        .filter(|l| {
+            let resource = metric_label(l, "resource").unwrap_or_default();
+            resources.contains(&resource.as_str())
+                && !metric_label(l, "dry_run").unwrap_or_default().is_empty()
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
+}
+
+async fn apiserver_metrics(client: &Client) -> String {
+    let req = http::Request::get("/metrics").body(Vec::new()).unwrap();
+    client
+        .request_text(req)
+        .await
+        .expect("the apiserver's /metrics")
+}
+
+fn metric_label(line: &str, name: &str) -> Option<String> {
+    let start = line.find(&format!("{name}=\""))? + name.len() + 2;
+    let end = line[start..].find('"')? + start;
+    Some(line[start..end].to_string())
+}
+
 /// Requests with one of `verbs` the apiserver counted for the main resource of any of
 /// `resources`, dry runs left out.
 async fn apiserver_requests(client: &Client, verbs: &[&str], resources: &[&str]) -> u64 {

@@ -282,8 +282,16 @@ impl Engine {
         let mut stripped: std::borrow::Cow<'_, Value>;
         let (live, dry) = loop {
             attempt += 1;
+            // The hash of the fields our manager owns, as the no-op apply compares it.
+            let mut live_fields = None;
             let live = match api.get_opt(&key.name).await {
-                Ok(o) => o.map(|o| serde_json::to_value(o).unwrap_or(Value::Null)),
+                Ok(o) => o.map(|o| {
+                    live_fields = Some(super::hash::owned_fields_hash_of(
+                        &o.metadata,
+                        &self.opts.field_manager,
+                    ));
+                    serde_json::to_value(o).unwrap_or(Value::Null)
+                }),
                 Err(e) => return Change::Error(format!("reading it: {}", error_text(&e))),
             };
             // A Job its TTL removed after it ran this intent: apply leaves it gone.
@@ -329,6 +337,19 @@ impl Engine {
             };
             // Left drifted by apply: nothing it would change.
             if drifted && p.obj.policy.report_drift {
+                return Change::Unchanged;
+            }
+            // Our intent as last applied, and our fields as we left them: the no-op
+            // apply writes nothing here, so there is nothing to dry-run (only what may
+            // have changed costs the apiserver a dry run).
+            if drifted
+                && live_fields.is_some()
+                && inventory.entries.get(key).and_then(|e| e.fields.as_deref())
+                    == live_fields.as_deref()
+                && live
+                    .as_ref()
+                    .is_some_and(|l| !super::patch::scaled(&p.body, l))
+            {
                 return Change::Unchanged;
             }
             // A new revision of an object whose drift is only reported takes its fields
