@@ -64,20 +64,17 @@ struct PluginSpec {
     #[serde(default)]
     discover: Option<Discover>,
     /// What Argo CD's UI announces; the plugin itself is told only what the Application sets.
-    #[serde(default)]
-    #[allow(dead_code)]
-    parameters: Option<serde_json::Value>,
+    #[serde(default, rename = "parameters")]
+    _parameters: Option<serde::de::IgnoredAny>,
     #[serde(default)]
     preserve_file_mode: bool,
     /// Git credentials are never handed to a plugin by driftless (a plugin that needs a
     /// private repository reaches it with the operator's own configuration).
-    #[serde(default)]
-    #[allow(dead_code)]
-    provide_git_creds: bool,
+    #[serde(default, rename = "provideGitCreds")]
+    _provide_git_creds: bool,
     /// Each render has a private copy: there is nothing to lock.
-    #[serde(default)]
-    #[allow(dead_code)]
-    lock_repo: bool,
+    #[serde(default, rename = "lockRepo")]
+    _lock_repo: bool,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
