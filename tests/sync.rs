@@ -1029,6 +1029,20 @@ async fn drift_is_taken_back_but_a_new_collision_is_a_reported_conflict() {
     assert_eq!(cms.get("cfg").await.unwrap().data.unwrap()["b"], "ours");
 }
 
+/// `driftless diff TREE` as `ns`, and the dry runs the apiserver counted for `resources`
+/// while it ran.
+async fn diff_dry_runs(
+    client: &Client,
+    ns: &str,
+    tree: &str,
+    resources: &[&str],
+) -> (std::process::Output, u64) {
+    let before = support::apiserver_dry_runs(client, resources).await;
+    let out = support::driftless_on_cluster(ns, &["diff", tree]);
+    let after = support::apiserver_dry_runs(client, resources).await;
+    (out, after - before)
+}
+
 /// `diff` of what the last apply left as it was costs the apiserver no dry run, as the
 /// no-op apply costs it no write: an object whose intent is the one applied and whose
 /// owned fields are as driftless left them is unchanged. A changed object, and one
@@ -1057,12 +1071,10 @@ async fn serial_a_diff_dry_runs_only_what_may_have_changed() {
     support::assert_exit(&out, 0);
     let resources = ["configmaps", "secrets", "services"];
 
-    let before = support::apiserver_dry_runs(&client, &resources).await;
-    let out = support::driftless_on_cluster(&ns, &["diff", tree]);
+    let (out, dry_runs) = diff_dry_runs(&client, &ns, tree, &resources).await;
     support::assert_exit(&out, 0);
-    let after = support::apiserver_dry_runs(&client, &resources).await;
     assert_eq!(
-        after - before,
+        dry_runs,
         0,
         "an unchanged tree was dry-run\n{}",
         support::show(&out)
@@ -1070,11 +1082,9 @@ async fn serial_a_diff_dry_runs_only_what_may_have_changed() {
 
     // One object changed: it alone is dry-run, and its change shown.
     support::write_file(root, "settings.yaml", &config("slow"));
-    let before = support::apiserver_dry_runs(&client, &resources).await;
-    let out = support::driftless_on_cluster(&ns, &["diff", tree]);
+    let (out, dry_runs) = diff_dry_runs(&client, &ns, tree, &resources).await;
     support::assert_exit(&out, 1);
-    let after = support::apiserver_dry_runs(&client, &resources).await;
-    assert_eq!(after - before, 1, "{}", support::show(&out));
+    assert_eq!(dry_runs, 1, "{}", support::show(&out));
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("+  mode: slow"),
         "{}",
@@ -1094,11 +1104,9 @@ async fn serial_a_diff_dry_runs_only_what_may_have_changed() {
         )
         .await
         .unwrap();
-    let before = support::apiserver_dry_runs(&client, &resources).await;
-    let out = support::driftless_on_cluster(&ns, &["diff", tree]);
+    let (out, dry_runs) = diff_dry_runs(&client, &ns, tree, &resources).await;
     support::assert_exit(&out, 1);
-    let after = support::apiserver_dry_runs(&client, &resources).await;
-    assert_eq!(after - before, 1, "{}", support::show(&out));
+    assert_eq!(dry_runs, 1, "{}", support::show(&out));
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("-  a: changed"),
         "{}",

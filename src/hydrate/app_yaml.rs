@@ -146,7 +146,7 @@ impl Install {
         let mentions = |bytes: &[u8]| {
             groups
                 .iter()
-                .any(|g| bytes.windows(g.len()).any(|w| w == g.as_bytes()))
+                .any(|g| super::tree::mentions(bytes, g.as_bytes()))
         };
         let app = files
             .iter()

@@ -372,48 +372,12 @@ fn digest_tree(repo: &Path, dir: &Path, key: &mut KeyBuilder) -> Result<bool, Pr
         let rel = f.strip_prefix(dir).unwrap_or(&f);
         lookup = lookup
             || match rel.extension().and_then(|x| x.to_str()) {
-                Some("tgz") => archive_calls_lookup(&text),
-                _ => is_template(&rel.to_string_lossy()) && calls_lookup(&text),
+                Some("tgz") => super::tree::archive_calls_lookup(&text),
+                _ => super::tree::template_calls_lookup(&rel.to_string_lossy(), &text),
             };
         key.part(rel.as_os_str().as_encoded_bytes()).part(&text);
     }
     Ok(lookup)
-}
-
-fn is_template(path: &str) -> bool {
-    path.split('/').any(|c| c == "templates")
-}
-
-/// Whether a template calls helm's `lookup` (`lookup "v1" "Secret" ...`, `(lookup ...)`).
-fn calls_lookup(text: &[u8]) -> bool {
-    static CALL: std::sync::LazyLock<Option<regex::bytes::Regex>> =
-        std::sync::LazyLock::new(|| regex::bytes::Regex::new(r#"\blookup\s+["($]"#).ok());
-    CALL.as_ref().is_some_and(|re| re.is_match(text))
-}
-
-/// Whether a packaged subchart (`charts/NAME.tgz`) has a template that calls `lookup`.
-fn archive_calls_lookup(bytes: &[u8]) -> bool {
-    use std::io::Read as _;
-    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(bytes));
-    let Ok(entries) = archive.entries() else {
-        return false;
-    };
-    for entry in entries.flatten() {
-        let path = entry
-            .path()
-            .map(|p| p.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        if path.ends_with(".tgz") || !is_template(&path) {
-            continue;
-        }
-        let mut text = Vec::new();
-        // A template past 4 MiB is not a chart's; what was read is judged.
-        let _ = entry.take(4 << 20).read_to_end(&mut text);
-        if calls_lookup(&text) {
-            return true;
-        }
-    }
-    false
 }
 
 /// helm printed what is not YAML (the parser's first line).

@@ -62,7 +62,7 @@ pub fn needs_checkout(files: &[SourceFile]) -> bool {
 /// Whether a file may hold an Argo CD Application (its sources are read from disk, and
 /// may be charts).
 fn is_argo_application(bytes: &[u8]) -> bool {
-    let has = |needle: &[u8]| bytes.windows(needle.len()).any(|w| w == needle);
+    let has = |needle: &[u8]| tree::mentions(bytes, needle);
     // Argo Rollouts' and Workflows' bundles name the group too, and need no disk.
     has(b"argoproj.io") && (has(b"kind: Application") || has(b"kind: \"Application"))
 }

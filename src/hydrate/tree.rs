@@ -12,6 +12,12 @@ pub const KUSTOMIZATION_FILES: [&str; 3] =
 /// A Helm chart's own file.
 pub const CHART_FILE: &str = "Chart.yaml";
 
+/// Whether `bytes` hold `needle` anywhere: the cheap look into a file (or a plugin's
+/// definition) before it is parsed, or whether it is parsed at all.
+pub fn mentions(bytes: &[u8], needle: &[u8]) -> bool {
+    !needle.is_empty() && bytes.windows(needle.len()).any(|w| w == needle)
+}
+
 /// The directory of `path` ("" at the root).
 pub fn dir_of(path: &str) -> &str {
     path.rsplit_once('/').map(|(d, _)| d).unwrap_or("")
@@ -228,6 +234,47 @@ pub fn repository_files(
     }
     files.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(files)
+}
+
+fn is_template(path: &str) -> bool {
+    path.split('/').any(|c| c == "templates")
+}
+
+/// Whether a chart's file at `path` (within the chart) is a template that calls helm's
+/// `lookup` (`lookup "v1" "Secret" ...`, `(lookup ...)`, `lookup $x`).
+pub fn template_calls_lookup(path: &str, text: &[u8]) -> bool {
+    is_template(path) && calls_lookup(text)
+}
+
+fn calls_lookup(text: &[u8]) -> bool {
+    static CALL: std::sync::LazyLock<Option<regex::bytes::Regex>> =
+        std::sync::LazyLock::new(|| regex::bytes::Regex::new(r#"\blookup\s+["($]"#).ok());
+    CALL.as_ref().is_some_and(|re| re.is_match(text))
+}
+
+/// Whether a packaged subchart (`charts/NAME.tgz`) has a template that calls `lookup`.
+pub fn archive_calls_lookup(bytes: &[u8]) -> bool {
+    use std::io::Read as _;
+    let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(bytes));
+    let Ok(entries) = archive.entries() else {
+        return false;
+    };
+    for entry in entries.flatten() {
+        let path = entry
+            .path()
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if path.ends_with(".tgz") || !is_template(&path) {
+            continue;
+        }
+        let mut text = Vec::new();
+        // A template past 4 MiB is not a chart's; what was read is judged.
+        let _ = entry.take(4 << 20).read_to_end(&mut text);
+        if calls_lookup(&text) {
+            return true;
+        }
+    }
+    false
 }
 
 #[cfg(test)]

@@ -83,7 +83,7 @@ pub enum PartSource {
 }
 
 /// A source a config management plugin renders (`source.plugin`; the plugin tool,
-/// `plugin.rs`, runs it): where it is and what the plugin is told.
+/// `plugin/`, runs it): where it is and what the plugin is told.
 #[derive(Debug, Clone)]
 pub struct PluginPart {
     pub at: Location,
@@ -310,7 +310,7 @@ pub fn find(
 }
 
 fn mentions_argo(bytes: &[u8]) -> bool {
-    let has = |needle: &[u8]| bytes.windows(needle.len()).any(|w| w == needle);
+    let has = |needle: &[u8]| crate::hydrate::tree::mentions(bytes, needle);
     has(b"argoproj.io") || has(b"part-of: argocd")
 }
 

@@ -27,7 +27,7 @@ impl<'a> TreeData<'a> {
     fn index(files: &[SourceFile]) -> BTreeMap<String, Value> {
         let mut objects = BTreeMap::new();
         for f in files.iter().filter(|f| !f.path.ends_with(".toml")) {
-            let has = |needle: &[u8]| f.contents.windows(needle.len()).any(|w| w == needle);
+            let has = |needle: &[u8]| crate::hydrate::tree::mentions(&f.contents, needle);
             if !has(b"ConfigMap") && !has(b"Secret") {
                 continue;
             }

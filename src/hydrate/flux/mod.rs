@@ -280,7 +280,7 @@ fn other_refs(
 }
 
 fn mentions_flux(bytes: &[u8]) -> bool {
-    let has = |needle: &[u8]| bytes.windows(needle.len()).any(|w| w == needle);
+    let has = |needle: &[u8]| crate::hydrate::tree::mentions(bytes, needle);
     has(b"fluxcd.io") || has(b"part-of: flux")
 }
 

@@ -14,7 +14,7 @@
 //! definition or the repository names `ARGOCD_APP_REVISION`, so a commit that leaves an
 //! app's inputs alone runs its plugin again only if the plugin may print the commit.
 
-use std::collections::BTreeMap;
+mod environment;
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -22,12 +22,13 @@ use std::sync::atomic::Ordering;
 
 use serde::Deserialize;
 
-use super::argo::{PluginParameter, PluginPart};
+use super::argo::PluginPart;
 use super::cache::KeyBuilder;
 use super::runner::{self, Session};
 use super::stage::Shared;
 use super::tool::{Context, FindError, Rendered, Tool, ToolError};
 use crate::spec::{Location, RenderedBy};
+use environment::environment;
 
 /// A repository larger than this is not copied for a plugin.
 const MAX_REPOSITORY_BYTES: u64 = 256 << 20;
@@ -187,7 +188,7 @@ impl Repository {
         )?;
         let names_revision = all
             .iter()
-            .any(|f| names(&f.contents, REVISION_VARIABLE.as_bytes()));
+            .any(|f| super::tree::mentions(&f.contents, REVISION_VARIABLE.as_bytes()));
         let files = all
             .into_iter()
             .map(|f| {
@@ -266,13 +267,15 @@ impl Tool for Plugins {
         let said = |m: String| ToolError::from(format!("Application {}: {m}", part.app));
         let plugins = ready.plugins.as_ref().map_err(|e| said(e.clone()))?;
         let repository = ready.repository.as_ref().map_err(|e| said(e.clone()))?;
-        let plugin = choose(r, plugins, repository, part, cx).map_err(said)?;
+        // What the plugin is told; `find.command` is told it too.
         let env = environment(part, cx);
+        let plugin = choose(r, plugins, repository, part, &env).map_err(said)?;
         let mut key = KeyBuilder::new("argo-cmp");
         key.part(&plugin.text).part(part.path.as_bytes());
         for (k, v) in &env {
             if k.starts_with(REVISION_VARIABLE)
-                && !(repository.names_revision || names(&plugin.text, REVISION_VARIABLE.as_bytes()))
+                && !(repository.names_revision
+                    || super::tree::mentions(&plugin.text, REVISION_VARIABLE.as_bytes()))
             {
                 continue;
             }
@@ -311,10 +314,6 @@ impl Tool for Plugins {
     }
 }
 
-fn names(text: &[u8], needle: &[u8]) -> bool {
-    text.windows(needle.len()).any(|w| w == needle)
-}
-
 /// The plugin that renders `part`: the one it names (whose discover rules, if it has any,
 /// must match, as Argo CD asks), else the first whose rules match.
 fn choose<'a>(
@@ -322,7 +321,7 @@ fn choose<'a>(
     plugins: &'a [Plugin],
     repository: &Repository,
     part: &PluginPart,
-    cx: &Context,
+    env: &[(String, String)],
 ) -> Result<&'a Plugin, String> {
     let declared = || match plugins.len() {
         0 => "none is declared".to_string(),
@@ -344,7 +343,7 @@ fn choose<'a>(
                 )
             })?;
             match &plugin.spec.discover {
-                Some(d) if !discovers(r, d, repository, part, cx)? => Err(format!(
+                Some(d) if !discovers(r, d, repository, part, env)? => Err(format!(
                     "config management plugin {name:?}: its discover rules do not match {}",
                     shown_path(&part.path)
                 )),
@@ -354,7 +353,7 @@ fn choose<'a>(
         None => {
             for p in plugins {
                 if let Some(d) = &p.spec.discover
-                    && discovers(r, d, repository, part, cx)?
+                    && discovers(r, d, repository, part, env)?
                 {
                     return Ok(p);
                 }
@@ -379,7 +378,7 @@ fn discovers(
     d: &Discover,
     repository: &Repository,
     part: &PluginPart,
-    cx: &Context,
+    env: &[(String, String)],
 ) -> Result<bool, String> {
     let prefix = match part.path.as_str() {
         "" => PathBuf::new(),
@@ -418,8 +417,7 @@ fn discovers(
         command: find.command.clone(),
         args: find.args.clone(),
     };
-    let env = environment(part, cx);
-    Ok(run_one(r, &command, &dir, &copy.path().join("home"), &env)
+    Ok(run_one(r, &command, &dir, &copy.path().join("home"), env)
         .is_ok_and(|out| !out.iter().all(u8::is_ascii_whitespace)))
 }
 
@@ -513,169 +511,9 @@ fn run_one(
     .map_err(|e| e.to_string())
 }
 
-/// What Argo CD tells a plugin: the build environment, the Application's `plugin.env`
-/// (as `ARGOCD_ENV_*`, with the build environment's `$VARIABLES` put in), and its
-/// parameters (as JSON and as `PARAM_*`).
-fn environment(part: &PluginPart, cx: &Context) -> Vec<(String, String)> {
-    let revisions = cx
-        .input
-        .checkout
-        .as_ref()
-        .map(|c| c.revisions.as_slice())
-        .unwrap_or_default();
-    // The resolved commit where the source knows it, else the name it follows.
-    let revision = revisions
-        .iter()
-        .find(|r| r.len() == 40 && r.chars().all(|c| c.is_ascii_hexdigit()))
-        .or(revisions.first())
-        .cloned()
-        .unwrap_or_default();
-    let short = |n: usize| revision.chars().take(n).collect::<String>();
-    let kube_version = cx
-        .input
-        .cluster
-        .kube_version
-        .as_deref()
-        .map(|v| {
-            let v = v.trim_start_matches('v');
-            v.split(['+', '-']).next().unwrap_or(v).to_string()
-        })
-        .unwrap_or_default();
-    let mut env: Vec<(String, String)> = vec![
-        ("ARGOCD_APP_NAME".into(), part.app.clone()),
-        ("ARGOCD_APP_NAMESPACE".into(), part.namespace.clone()),
-        ("ARGOCD_APP_PROJECT_NAME".into(), part.project.clone()),
-        ("ARGOCD_APP_REVISION".into(), revision.clone()),
-        ("ARGOCD_APP_REVISION_SHORT".into(), short(7)),
-        ("ARGOCD_APP_REVISION_SHORT_8".into(), short(8)),
-        ("ARGOCD_APP_SOURCE_PATH".into(), part.path.clone()),
-        ("ARGOCD_APP_SOURCE_REPO_URL".into(), part.repo_url.clone()),
-        (
-            "ARGOCD_APP_SOURCE_TARGET_REVISION".into(),
-            part.target_revision.clone(),
-        ),
-        ("KUBE_VERSION".into(), kube_version),
-        (
-            "KUBE_API_VERSIONS".into(),
-            cx.input.cluster.api_versions.join(","),
-        ),
-    ];
-    let build: BTreeMap<String, String> = env.iter().cloned().collect();
-    for e in &part.wanted.env {
-        env.push((
-            format!("ARGOCD_ENV_{}", e.name),
-            interpolate(&e.value, &build),
-        ));
-    }
-    if !part.wanted.parameters.is_empty() {
-        env.push((
-            "ARGOCD_APP_PARAMETERS".into(),
-            serde_json::to_string(&part.wanted.parameters).unwrap_or_default(),
-        ));
-        env.extend(parameter_variables(&part.wanted.parameters));
-    }
-    env
-}
-
-/// `PARAM_<NAME>`, `PARAM_<NAME>_<INDEX>` and `PARAM_<NAME>_<KEY>`, upper case, each
-/// character that is not a letter or digit an underscore.
-fn parameter_variables(parameters: &[PluginParameter]) -> Vec<(String, String)> {
-    let upper = |s: &str| -> String {
-        s.chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() {
-                    c.to_ascii_uppercase()
-                } else {
-                    '_'
-                }
-            })
-            .collect()
-    };
-    let mut out = Vec::new();
-    for p in parameters {
-        let base = format!("PARAM_{}", upper(&p.name));
-        if let Some(s) = &p.string {
-            out.push((base.clone(), s.clone()));
-        }
-        for (i, item) in p.array.iter().flatten().enumerate() {
-            out.push((format!("{base}_{i}"), item.clone()));
-        }
-        for (k, v) in p.map.iter().flatten() {
-            out.push((format!("{base}_{}", upper(k)), v.clone()));
-        }
-    }
-    out
-}
-
-/// `$NAME` and `${NAME}` of `vars` put in (`$$` is a `$`); other names are left empty,
-/// as Argo CD leaves them.
-fn interpolate(value: &str, vars: &BTreeMap<String, String>) -> String {
-    let mut out = String::new();
-    let mut rest = value;
-    while let Some(i) = rest.find('$') {
-        out.push_str(&rest[..i]);
-        let after = &rest[i + 1..];
-        if let Some(r) = after.strip_prefix('$') {
-            out.push('$');
-            rest = r;
-        } else if let Some(r) = after.strip_prefix('{')
-            && let Some(end) = r.find('}')
-        {
-            out.push_str(vars.get(&r[..end]).map_or("", String::as_str));
-            rest = &r[end + 1..];
-        } else {
-            let end = after
-                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-                .unwrap_or(after.len());
-            if end == 0 {
-                out.push('$');
-            } else {
-                out.push_str(vars.get(&after[..end]).map_or("", String::as_str));
-            }
-            rest = &after[end..];
-        }
-    }
-    out.push_str(rest);
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parameters_become_variables_as_argo_cd_names_them() {
-        let params: Vec<PluginParameter> = serde_json::from_str(
-            r#"[{"name":"some-string-param","string":"v"},
-                {"name":"values-files","array":["a.yaml","b.yaml"]},
-                {"name":"helm-parameters","map":{"image.tag":"v1.2.3"}}]"#,
-        )
-        .unwrap();
-        assert_eq!(
-            parameter_variables(&params),
-            [
-                ("PARAM_SOME_STRING_PARAM", "v"),
-                ("PARAM_VALUES_FILES_0", "a.yaml"),
-                ("PARAM_VALUES_FILES_1", "b.yaml"),
-                ("PARAM_HELM_PARAMETERS_IMAGE_TAG", "v1.2.3"),
-            ]
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-        );
-    }
-
-    #[test]
-    fn env_values_take_the_build_environment() {
-        let vars: BTreeMap<String, String> = [("ARGOCD_APP_REVISION", "abc123")]
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .into();
-        assert_eq!(
-            interpolate("test-$ARGOCD_APP_REVISION", &vars),
-            "test-abc123"
-        );
-        assert_eq!(interpolate("${ARGOCD_APP_REVISION}x", &vars), "abc123x");
-        assert_eq!(interpolate("$$HOME and $UNSET.", &vars), "$HOME and .");
-        assert_eq!(interpolate("costs 5$", &vars), "costs 5$");
-    }
 
     #[test]
     fn declared_plugins_are_named_by_name_and_version_and_checked() {
