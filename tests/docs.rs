@@ -537,6 +537,7 @@ fn every_spec_example_of_the_book_validates() {
                 && block.lines().any(|l| {
                     [
                         "[vars]",
+                        "[apps]",
                         "[[namespace]]",
                         "[[ignore]]",
                         "[[health]]",

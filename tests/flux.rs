@@ -1155,6 +1155,246 @@ fn commit(root: &Path, message: &str) {
 
 /// Bootstrap's GitRepository and the Kustomization of the tree being read, at
 /// `clusters/staging`.
+/// A HelmRelease whose chart fails to render holds only itself and the HelmRelease that
+/// `dependsOn` it: the sibling release and the Kustomization beside them are applied, the
+/// held releases' objects are left as they were; fixed, it is applied; removed, only its
+/// objects are pruned. A `[helm.NAME]` release is an app of its own the same way.
+#[tokio::test]
+async fn a_broken_release_holds_only_itself_and_what_depends_on_it() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "flux-release-held").await;
+    let repo = tempfile::tempdir().unwrap();
+    let root = repo.path();
+    write(
+        root,
+        "clusters/staging/flux-system/gotk-sync.yaml",
+        GOTK_SYNC,
+    );
+    write(
+        root,
+        "charts/maps/Chart.yaml",
+        "apiVersion: v2\nname: maps\nversion: 1.0.0\n",
+    );
+    write(
+        root,
+        "charts/maps/templates/map.yaml",
+        "{{- if .Values.broken }}{{ fail \"broken on purpose\" }}{{ end }}\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\ndata:\n  v: {{ .Values.v | quote }}\n",
+    );
+    let release = |name: &str, values: &str, extra: &str| {
+        format!(
+            "---\napiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  interval: 10m\n  chart:\n    spec:\n      chart: ./charts/maps\n      sourceRef: {{kind: GitRepository, name: flux-system, namespace: flux-system}}\n  values: {values}\n{extra}"
+        )
+    };
+    let releases = |broken: &str, with_broken: bool| {
+        let mut all = release("sibling", "{v: one}", "");
+        if with_broken {
+            all += &release("shaky", &format!("{{v: one{broken}}}"), "");
+            all += &release("after", "{v: one}", "  dependsOn:\n    - name: shaky\n");
+        }
+        all + &kustomization(&ns, "apps", "")
+    };
+    write(root, "clusters/staging/apps.yaml", &releases("", true));
+    write(root, "apps/config.yaml", &config_map("plain", "one"));
+    commit(root, "three releases");
+    let cluster = root.join("clusters/staging");
+    let cluster = cluster.to_str().unwrap();
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let data = |m: &ConfigMap| m.data.clone().unwrap_or_default()["v"].clone();
+    let out = on_cluster(&ns, &["apply", cluster]);
+    assert_exit(&out, 0);
+    let shaky = maps.get("shaky").await.unwrap();
+
+    // shaky breaks, in the same commit as a change to every release and the Kustomization.
+    let two = |s: &str| s.replace("v: one", "v: two");
+    write(
+        root,
+        "clusters/staging/apps.yaml",
+        &two(&releases(", broken: true", true)),
+    );
+    write(root, "apps/config.yaml", &config_map("plain", "two"));
+    commit(root, "shaky breaks");
+    let held = format!("held: app flux-helm/{ns}/shaky, neither applied nor pruned: apps.yaml:");
+    let waits = format!("held: app flux-helm/{ns}/after, neither applied nor pruned: apps.yaml:");
+    let out = offline(&["validate", cluster]);
+    assert_exit(&out, 2);
+    let said = show(&out);
+    assert!(
+        said.contains(&held) && said.contains("broken on purpose"),
+        "{said}"
+    );
+    assert!(
+        said.contains(&waits)
+            && said.contains(&format!(
+                "HelmRelease {ns}/after: waits for HelmRelease {ns}/shaky, which is held"
+            )),
+        "{said}"
+    );
+    let out = on_cluster(&ns, &["apply", cluster]);
+    assert_exit(&out, 2);
+    assert!(show(&out).contains(&held), "{}", show(&out));
+    for (name, v) in [
+        ("sibling", "two"),
+        ("plain", "two"),
+        ("shaky", "one"),
+        ("after", "one"),
+    ] {
+        assert_eq!(
+            data(&maps.get(name).await.unwrap()),
+            v,
+            "{name}: {}",
+            show(&out)
+        );
+    }
+    assert_eq!(
+        maps.get("shaky").await.unwrap().metadata.resource_version,
+        shaky.metadata.resource_version,
+        "a held release's objects are not written"
+    );
+
+    // Fixed: applied.
+    write(
+        root,
+        "clusters/staging/apps.yaml",
+        &two(&releases("", true)),
+    );
+    commit(root, "shaky fixed");
+    let out = on_cluster(&ns, &["apply", cluster]);
+    assert_exit(&out, 0);
+    for name in ["shaky", "after"] {
+        assert_eq!(
+            data(&maps.get(name).await.unwrap()),
+            "two",
+            "{}",
+            show(&out)
+        );
+    }
+
+    // Removed: only its objects (and its dependent's) are pruned.
+    write(
+        root,
+        "clusters/staging/apps.yaml",
+        &two(&releases("", false)),
+    );
+    commit(root, "shaky and after removed");
+    let out = on_cluster(&ns, &["apply", cluster]);
+    assert_exit(&out, 0);
+    for name in ["shaky", "after"] {
+        assert!(
+            maps.get_opt(name).await.unwrap().is_none(),
+            "{name}: {}",
+            show(&out)
+        );
+    }
+    for name in ["sibling", "plain"] {
+        assert_eq!(
+            data(&maps.get(name).await.unwrap()),
+            "two",
+            "{}",
+            show(&out)
+        );
+    }
+
+    // A `[helm.NAME]` release whose chart fails holds only itself too.
+    let ns = support::namespace(&client, "helm-release-held").await;
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let tree = tempfile::tempdir().unwrap();
+    let t = tree.path();
+    std::fs::create_dir_all(t.join("charts")).unwrap();
+    for f in ["Chart.yaml", "templates/map.yaml"] {
+        write(
+            t,
+            &format!("charts/maps/{f}"),
+            &std::fs::read_to_string(root.join("charts/maps").join(f)).unwrap(),
+        );
+    }
+    let toml = |broken: bool| {
+        format!(
+            "[helm.good]\nnamespace = \"{ns}\"\nchart = \"charts/maps\"\nrelease-name = \"toml-good\"\nvalues = {{ v = \"three\" }}\n\n[helm.bad]\nnamespace = \"{ns}\"\nchart = \"charts/maps\"\nrelease-name = \"toml-bad\"\nvalues = {{ v = \"three\", broken = {broken} }}\n"
+        )
+    };
+    write(t, "apps.toml", &toml(true));
+    let t = t.to_str().unwrap();
+    let out = on_cluster(&ns, &["apply", t]);
+    assert_exit(&out, 2);
+    assert!(
+        show(&out).contains("held: app helm/bad, neither applied nor pruned: apps.toml:"),
+        "{}",
+        show(&out)
+    );
+    assert_eq!(data(&maps.get("toml-good").await.unwrap()), "three");
+    assert!(maps.get_opt("toml-bad").await.unwrap().is_none());
+}
+
+/// An object the apiserver refuses (a field its schema lacks) holds the app it is in: a
+/// sibling Kustomization is applied, the held one's objects are neither applied nor pruned
+/// (one it drops stays), and the refusal is said in one line with the app;
+/// `--all-or-nothing` stops the whole revision instead.
+#[tokio::test]
+async fn an_object_the_apiserver_refuses_holds_its_app_alone() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "flux-refused").await;
+    let repo = tempfile::tempdir().unwrap();
+    let root = repo.path();
+    write(
+        root,
+        "clusters/staging/flux-system/gotk-sync.yaml",
+        GOTK_SYNC,
+    );
+    let apps = kustomization(&ns, "apps", "") + &kustomization(&ns, "extra", "");
+    write(root, "clusters/staging/apps.yaml", &apps);
+    write(root, "apps/config.yaml", &config_map("a", "one"));
+    write(
+        root,
+        "extra/config.yaml",
+        &(config_map("b", "one") + &config_map("c", "one")),
+    );
+    commit(root, "two apps");
+    let cluster = root.join("clusters/staging");
+    let cluster = cluster.to_str().unwrap();
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let data = |m: &ConfigMap| m.data.clone().unwrap_or_default()["v"].clone();
+    let out = on_cluster(&ns, &["apply", cluster]);
+    assert_exit(&out, 0);
+
+    write(root, "apps/config.yaml", &config_map("a", "two"));
+    write(
+        root,
+        "extra/config.yaml",
+        &(config_map("b", "two")
+            + "---\napiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\nspec:\n  replicass: 1\n  selector: {matchLabels: {app: web}}\n  template:\n    metadata: {labels: {app: web}}\n    spec:\n      containers: [{name: web, image: nginx:1.27}]\n"),
+    );
+    commit(root, "extra refused");
+    let out = on_cluster(&ns, &["apply", cluster, "--all-or-nothing"]);
+    assert_exit(&out, 1);
+    assert!(
+        printed(&out).contains("stopped: the apiserver refused 1 object"),
+        "{}",
+        show(&out)
+    );
+    assert_eq!(data(&maps.get("a").await.unwrap()), "one", "{}", show(&out));
+
+    let out = on_cluster(&ns, &["apply", cluster]);
+    assert_exit(&out, 2);
+    let line = format!(
+        "held: app flux/flux-system/extra, neither applied nor pruned: the apiserver refused Deployment.apps {ns}/web: "
+    );
+    assert!(
+        show(&out)
+            .lines()
+            .any(|l| l.starts_with(&line) && l.contains("unknown field spec.replicass")),
+        "{}",
+        show(&out)
+    );
+    assert_eq!(data(&maps.get("a").await.unwrap()), "two", "{}", show(&out));
+    assert_eq!(data(&maps.get("b").await.unwrap()), "one", "{}", show(&out));
+    assert!(
+        maps.get_opt("c").await.unwrap().is_some(),
+        "a held app's object was pruned"
+    );
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
+    assert!(deployments.get_opt("web").await.unwrap().is_none());
+}
+
 const GOTK_SYNC: &str = "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata:\n  name: flux-system\n  namespace: flux-system\nspec:\n  interval: 1m\n  ref: {branch: main}\n  url: https://git.example.com/fleet\n---\napiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: flux-system\n  namespace: flux-system\nspec:\n  interval: 10m\n  path: ./clusters/staging\n  prune: true\n  sourceRef: {kind: GitRepository, name: flux-system}\n";
 
 /// A Kustomization `name` of this repository building `./name` into namespace `ns`, with

@@ -1361,10 +1361,18 @@ fn a_chart_from_a_registry_with_a_password_and_a_private_ca() {
     );
 }
 
-/// A refusal in one line (and the count line after it), exit 2: the line.
+/// A refusal in one line (and the count line after it), exit 2: the line. A release's
+/// refusal holds its app alone (`held: app helm/NAME, ...: REFUSAL`): the refusal.
 fn one_line_refusal(o: &std::process::Output) -> String {
     assert_exit(o, 2);
     let stderr = String::from_utf8_lossy(&o.stderr);
     assert_eq!(stderr.lines().count(), 2, "{}", show(o));
-    stderr.lines().next().unwrap_or_default().to_string()
+    let line = stderr.lines().next().unwrap_or_default();
+    match line.split_once(", neither applied nor pruned: ") {
+        Some((app, refusal)) => {
+            assert!(app.starts_with("held: app helm/"), "{}", show(o));
+            refusal.to_string()
+        }
+        None => line.to_string(),
+    }
 }

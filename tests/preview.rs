@@ -198,11 +198,7 @@ async fn a_pull_request_is_previewed_without_a_cluster_as_the_cluster_would_take
     let apps: Vec<&str> = apps.iter().map(|(a, _)| *a).collect();
     assert_eq!(
         apps,
-        [
-            "plain.yaml",
-            &format!("release {ns}/podinfo"),
-            "web/kustomization.yaml"
-        ],
+        ["helm/podinfo", "plain.yaml", "web/kustomization.yaml"],
         "{doc:#}"
     );
     let text = serde_json::to_string(&doc).unwrap();

@@ -515,3 +515,106 @@ fn without_vars_nothing_is_substituted() {
         show(&out)
     );
 }
+
+/// `[apps] directories` makes each directory it names an app of its own: a bad file in
+/// one team's directory holds that team alone (its objects neither applied nor pruned),
+/// the other team and the tree's own files are applied; without the setting the same
+/// revision stops whole. One object claimed by two teams stops the whole revision.
+#[tokio::test]
+async fn directories_declared_apps_fail_alone() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "dir-apps").await;
+    let run = |args: &[&str]| support::driftless_on_cluster(&ns, args);
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path();
+    let tree = root.to_str().unwrap();
+    let map = |name: &str, v: &str| {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {ns}\ndata:\n  v: \"{v}\"\n"
+        )
+    };
+    write(
+        root,
+        ".driftless.toml",
+        "[apps]\ndirectories = [\"teams/*\"]\n",
+    );
+    write(root, "shared.yaml", &map("shared", "1"));
+    write(root, "teams/a/a.yaml", &map("a", "1"));
+    write(root, "teams/b/b.yaml", &map("b", "1"));
+    write(root, "teams/b/gone.yaml", &map("b-gone", "1"));
+    assert_exit(&run(&["apply", tree]), 0);
+
+    // Team b breaks (an invalid name) and drops an object in the same commit.
+    for (name, v) in [("shared", "2"), ("a", "2")] {
+        let file = if name == "shared" {
+            "shared.yaml".to_string()
+        } else {
+            format!("teams/{name}/{name}.yaml")
+        };
+        write(root, &file, &map(name, v));
+    }
+    write(
+        root,
+        "teams/b/b.yaml",
+        &(map("b", "2") + "---\n" + &map("Not_A_Name", "2")),
+    );
+    std::fs::remove_file(root.join("teams/b/gone.yaml")).unwrap();
+    let out = support::driftless(&["validate", tree]);
+    assert_exit(&out, 2);
+    assert!(
+        show(&out).contains("held: app dir/teams/b, neither applied nor pruned: teams/b/b.yaml:"),
+        "{}",
+        show(&out)
+    );
+    let out = run(&["apply", tree]);
+    assert_exit(&out, 2);
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let v = |m: ConfigMap| m.data.unwrap_or_default()["v"].clone();
+    assert_eq!(v(maps.get("shared").await.unwrap()), "2", "{}", show(&out));
+    assert_eq!(v(maps.get("a").await.unwrap()), "2");
+    assert_eq!(
+        v(maps.get("b").await.unwrap()),
+        "1",
+        "a held app's object was written"
+    );
+    assert!(
+        maps.get_opt("b-gone").await.unwrap().is_some(),
+        "a held app's object was pruned"
+    );
+
+    // Without the setting the tree is one app: nothing goes.
+    write(root, ".driftless.toml", "");
+    write(root, "shared.yaml", &map("shared", "3"));
+    let out = run(&["apply", tree]);
+    assert_exit(&out, 2);
+    assert!(!show(&out).contains("held: app"), "{}", show(&out));
+    assert_eq!(v(maps.get("shared").await.unwrap()), "2");
+
+    // One object in two teams' directories is the tree's error.
+    write(
+        root,
+        ".driftless.toml",
+        "[apps]\ndirectories = [\"teams/*\"]\n",
+    );
+    write(
+        root,
+        "teams/b/b.yaml",
+        &(map("b", "3") + "---\n" + &map("a", "3")),
+    );
+    let out = run(&["apply", tree]);
+    assert_exit(&out, 2);
+    assert!(show(&out).contains("duplicate spec"), "{}", show(&out));
+    assert!(!show(&out).contains("held: app"), "{}", show(&out));
+    assert_eq!(v(maps.get("shared").await.unwrap()), "2");
+
+    // Fixed: team b is applied and what it dropped is pruned.
+    write(root, "teams/b/b.yaml", &map("b", "3"));
+    let out = run(&["apply", tree]);
+    assert_exit(&out, 0);
+    assert_eq!(v(maps.get("b").await.unwrap()), "3", "{}", show(&out));
+    assert!(
+        maps.get_opt("b-gone").await.unwrap().is_none(),
+        "{}",
+        show(&out)
+    );
+}

@@ -41,7 +41,7 @@ mod warned;
 mod without_apply;
 mod writes;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -223,6 +223,9 @@ pub struct SyncReport {
     /// Why the sync stopped before its last stage (`stages`): a wave not ready, a hook
     /// that failed. What follows was not applied, and nothing was pruned.
     pub stopped: Option<String>,
+    /// The apps held because the apiserver refused an object of theirs (its dry run), each
+    /// with the first refusal: none of their objects was applied or pruned.
+    pub held: BTreeMap<String, String>,
 }
 
 impl SyncReport {
@@ -362,6 +365,7 @@ impl Engine {
                 &kept[..]
             }
         };
+        let mut held_apps = BTreeMap::new();
         let mut timeline = crate::timeline::Timeline::start("sync step");
         // Independent round trips (the inventory; discovery of each kind), taken at once.
         let (loaded, mut planned) =
@@ -379,6 +383,37 @@ impl Engine {
                     // Only what the revision does not hold: the rest is applied.
                     .filter(|s| !present.contains(s)),
             );
+        }
+        let few = matches!(scope, Scope::Only(_));
+        let mut existing = self.read_existing(&mut planned, few, known).await?;
+        timeline.mark("live objects listed");
+
+        // Before the first write (the inventory's too): a revision with a field the
+        // cluster's schema refuses is applied not at all; where every object refused is
+        // an app's, those apps are held and the rest goes on (DESIGN 1.12).
+        let refused = self.refused_fields(&planned, &loaded).await;
+        timeline.mark("fields checked");
+        let mut held_results = Vec::new();
+        if !refused.is_empty() {
+            let Some(apps) = validate::refused_apps(&refused, &planned, facts) else {
+                return Ok(SyncReport {
+                    stopped: Some(validate::stopped_for_fields(&refused)),
+                    objects: refused,
+                    prune: prune::Report::default(),
+                    held: BTreeMap::new(),
+                });
+            };
+            let (results, specs) = validate::held_out(&mut planned, refused, &apps);
+            held.extend(specs);
+            held.extend(
+                loaded
+                    .entries
+                    .values()
+                    .filter(|e| e.app.as_ref().is_some_and(|a| apps.contains_key(a)))
+                    .filter_map(|e| e.spec.parse::<SpecId>().ok()),
+            );
+            held_results = results;
+            held_apps = apps;
         }
         let widened: BTreeSet<SpecId>;
         let scope = match (held.is_empty(), scope) {
@@ -400,22 +435,6 @@ impl Engine {
             &self.opts.prune,
             &facts.apps,
         );
-
-        let few = matches!(scope, Scope::Only(_));
-        let mut existing = self.read_existing(&mut planned, few, known).await?;
-        timeline.mark("live objects listed");
-
-        // Before the first write (the inventory's too): a revision with a field the
-        // cluster's schema refuses is applied not at all.
-        let refused = self.refused_fields(&planned, &loaded).await;
-        timeline.mark("fields checked");
-        if !refused.is_empty() {
-            return Ok(SyncReport {
-                stopped: Some(validate::stopped_for_fields(&refused)),
-                objects: refused,
-                prune: prune::Report::default(),
-            });
-        }
 
         // Record before apply: a crash after the apply must leave the object findable.
         // The inventory as read becomes the one recorded (no copy: at 10,000 specs it is
@@ -472,10 +491,13 @@ impl Engine {
             .save(&self.client, &before_prune, &inv, &self.writes)
             .await?;
         timeline.mark("pruned, inventory saved");
+        let mut results = results;
+        results.extend(held_results);
         Ok(SyncReport {
             objects: results,
             prune: prune_report,
             stopped,
+            held: held_apps,
         })
     }
 

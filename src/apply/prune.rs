@@ -163,7 +163,11 @@ fn app_refusal<'e>(
     apps: &BTreeSet<String>,
     ratio: f64,
 ) -> Option<String> {
-    let of_app = |e: &'e Entry| e.app.as_deref().filter(|a| apps.contains(*a));
+    let of_app = |e: &'e Entry| {
+        e.app
+            .as_deref()
+            .filter(|a| apps.contains(*a) && crate::spec::guards_own_prune(a))
+    };
     let mut totals: BTreeMap<&str, usize> = BTreeMap::new();
     for app in counted.filter_map(of_app) {
         *totals.entry(app).or_default() += 1;

@@ -6,6 +6,8 @@
 //! are asked about: an unchanged tree costs no request, and neither do the objects
 //! driftless builds from its own kinds.
 
+use std::collections::{BTreeMap, BTreeSet};
+
 use futures::StreamExt as _;
 use kube::api::PatchParams;
 
@@ -136,6 +138,64 @@ impl Engine {
             })
             .collect()
     }
+}
+
+/// The apps whose objects the apiserver refused (`refused`), each with its first refusal;
+/// `None` when the revision stops whole instead: an object refused is the tree's own (no
+/// app), or the tree says all or nothing.
+pub(super) fn refused_apps(
+    refused: &[ObjectResult],
+    planned: &[Planned<'_>],
+    facts: &crate::spec::TreeFacts,
+) -> Option<BTreeMap<String, String>> {
+    if facts.all_or_nothing {
+        return None;
+    }
+    let by_key: BTreeMap<&crate::object::ObjKey, &Planned<'_>> =
+        planned.iter().map(|p| (&p.key, p)).collect();
+    let mut apps = BTreeMap::new();
+    for r in refused {
+        let app = by_key.get(&r.key).and_then(|p| super::record::app(p))?;
+        let why = match &r.action {
+            Action::Failed(why) => format!("{}: {why}", r.key),
+            _ => continue,
+        };
+        apps.entry(app).or_insert(why);
+    }
+    Some(apps)
+}
+
+/// Takes the held `apps`' objects out of `planned`: a result for each (the refused as
+/// refused, the others as held with their app), and the specs they stand for.
+pub(super) fn held_out(
+    planned: &mut Vec<Planned<'_>>,
+    refused: Vec<ObjectResult>,
+    apps: &BTreeMap<String, String>,
+) -> (Vec<ObjectResult>, BTreeSet<crate::spec::SpecId>) {
+    let mut results: BTreeMap<crate::object::ObjKey, ObjectResult> =
+        refused.into_iter().map(|r| (r.key.clone(), r)).collect();
+    let mut specs = BTreeSet::new();
+    planned.retain(|p| {
+        let Some((app, why)) = super::record::app(p).and_then(|a| apps.get_key_value(&a)) else {
+            return true;
+        };
+        specs.insert(p.obj.spec.clone());
+        results
+            .entry(p.key.clone())
+            .or_insert_with(|| ObjectResult {
+                key: p.key.clone(),
+                spec: p.obj.spec.clone(),
+                action: Action::Failed(format!(
+                    "app {app} held, neither applied nor pruned: the apiserver refused {why}"
+                )),
+                live: None,
+                fields: None,
+                drift: None,
+                warnings: Vec::new(),
+            });
+        false
+    });
+    (results.into_values().collect(), specs)
 }
 
 /// Why a sync refused by `refused_fields` stopped.

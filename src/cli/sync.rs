@@ -200,7 +200,11 @@ pub async fn apply(
     }
     eprintln!("{} API writes", engine.writes.total());
     // Said last: the apps this revision left as they were, and why.
-    if super::tree::print_held(&tree)? {
+    let held_in_tree = super::tree::print_held(&tree)?;
+    for (app, why) in &report.held {
+        eprintln!("held: app {app}, neither applied nor pruned: the apiserver refused {why}");
+    }
+    if held_in_tree || !report.held.is_empty() {
         code = exit::ERROR;
     }
     Ok(code)
@@ -243,6 +247,7 @@ fn not_held_back(tree: &SpecTree, objects: &[Object]) -> (SpecTree, Vec<Object>)
             settings: tree.settings.clone(),
             rendered: tree.rendered.clone(),
             held: tree.held.clone(),
+            all_or_nothing: tree.all_or_nothing,
         },
         objects,
     )
@@ -280,6 +285,7 @@ async fn in_waves(
             settings: tree.settings.clone(),
             rendered: tree.rendered.clone(),
             held: tree.held.clone(),
+            all_or_nothing: tree.all_or_nothing,
         };
         let gate = Poll {
             engine,

@@ -224,18 +224,21 @@ pub(crate) fn with_held(
     }
 }
 
-/// The held apps' errors, then a line per held app (`apply`, `diff` and `validate` say
-/// them last); whether any app is held.
+/// A line per held app with its first error, each further error of it on a line of its
+/// own (`apply`, `diff` and `validate` say them last); whether any app is held.
 pub(crate) fn print_held(tree: &SpecTree) -> anyhow::Result<bool> {
     if tree.held.is_empty() {
         return Ok(false);
     }
     let mut err = std::io::stderr().lock();
-    for e in tree.held.values().flatten() {
-        writeln!(err, "{e}")?;
-    }
-    for line in hydrate::held::describe_held(tree) {
+    for (line, errors) in hydrate::held::describe_held(tree)
+        .into_iter()
+        .zip(tree.held.values())
+    {
         writeln!(err, "{line}")?;
+        for e in errors.iter().skip(1) {
+            writeln!(err, "{e}")?;
+        }
     }
     let n = tree.held.len();
     writeln!(

@@ -6,17 +6,30 @@
 use std::collections::BTreeMap;
 
 pub use super::stage::AppError;
+use crate::spec::settings::Settings;
 use crate::spec::{Location, Policy, SourceFile, SpecError, SpecErrors, SpecTree, app_of};
 
 /// Moves the errors in files an app rendered from `errors` to `held`, each under the
-/// innermost app that rendered its file. Before errors are said where written: that
-/// place is the app object's, not its render's.
-pub(super) fn classify(errors: &mut Vec<SpecError>, held: &mut Vec<AppError>) {
+/// innermost app that rendered its file, or the `[apps]` directory it lies in. Before
+/// errors are said where written: that place is the app object's, not its render's. One
+/// identity claimed by two apps is the tree's: neither app can be applied alone.
+pub(super) fn classify(errors: &mut Vec<SpecError>, held: &mut Vec<AppError>, settings: &Settings) {
+    let app_of = |file: &str| app_of(file).or_else(|| settings.app_dir_of(file));
     let mut tree = Vec::with_capacity(errors.len());
     for e in errors.drain(..) {
-        match app_of(&e.at.file) {
-            Some(app) => held.push(AppError::new(app, e)),
-            None => tree.push(e),
+        let app = app_of(&e.at.file);
+        let claimed_twice = e
+            .message
+            .split_once(" first defined at ")
+            .filter(|_| e.message.starts_with("duplicate spec "))
+            .map(|(_, first)| {
+                let file = first.rsplitn(3, ':').nth(2).unwrap_or(first);
+                app_of(file) != app
+            })
+            .unwrap_or(false);
+        match app {
+            Some(app) if !claimed_twice => held.push(AppError::new(app, e)),
+            _ => tree.push(e),
         }
     }
     *errors = tree;
@@ -40,7 +53,7 @@ pub fn load(
     if let Err(more) = &parsed {
         let mut more = more.0.clone();
         let mut more_held = Vec::new();
-        classify(&mut more, &mut more_held);
+        classify(&mut more, &mut more_held, &crate::spec::settings_of(files));
         for e in more
             .iter_mut()
             .chain(more_held.iter_mut().map(|h| &mut h.error))
@@ -54,7 +67,10 @@ pub fn load(
         return Err(all_errors(tree_errors, held));
     }
     if held.is_empty() {
-        return parsed;
+        return parsed.map(|mut tree| {
+            tree.all_or_nothing = policy.all_or_nothing;
+            tree
+        });
     }
     let mut by_app: BTreeMap<String, Vec<SpecError>> = BTreeMap::new();
     for h in held {
@@ -76,6 +92,7 @@ pub fn load(
     match crate::spec::parse_files_with(&kept, policy) {
         Ok(mut tree) => {
             tree.held = std::sync::Arc::new(by_app);
+            tree.all_or_nothing = policy.all_or_nothing;
             Ok(tree)
         }
         // What is left is the tree's own and fails without the held apps (a `depends-on`
@@ -145,6 +162,75 @@ mod tests {
             "apps.yaml",
             "flux/flux-system/apps"
         ));
+    }
+
+    #[test]
+    fn releases_and_declared_directories_are_apps() {
+        assert_eq!(
+            app_of("apps.yaml#flux.flux-system.apps#flux-helm.shop.db").as_deref(),
+            Some("flux-helm/shop/db")
+        );
+        assert_eq!(app_of("apps.toml#helm.web").as_deref(), Some("helm/web"));
+        assert!(crate::spec::rendered_by("apps.toml#helm.web", "helm/web"));
+        assert!(!crate::spec::rendered_by(
+            "apps.toml#helm.web-2",
+            "helm/web"
+        ));
+        assert!(
+            crate::spec::guards_own_prune("flux/ns/a")
+                && !crate::spec::guards_own_prune("helm/web")
+        );
+
+        let settings = crate::spec::settings_of(&[file(
+            crate::spec::settings::SETTINGS_FILE,
+            "[apps]\ndirectories = [\"teams/*\"]\n",
+        )]);
+        assert_eq!(
+            settings.app_dir_of("teams/a/x/y.yaml").as_deref(),
+            Some("dir/teams/a")
+        );
+        assert_eq!(
+            settings.app_dir_of("teams/a/kustomization.yaml").as_deref(),
+            Some("dir/teams/a")
+        );
+        assert_eq!(settings.app_dir_of("teams/x.yaml"), None);
+        assert_eq!(settings.app_dir_of("plain.yaml"), None);
+        assert!(crate::spec::rendered_by(
+            "teams/a/k.yaml#flux.ns.n",
+            "dir/teams/a"
+        ));
+        assert!(!crate::spec::rendered_by("teams/ab/k.yaml", "dir/teams/a"));
+
+        let error =
+            |file: &str, message: &str| crate::hydrate::stage::error_at(file, 1, 1, message.into());
+        let mut errors = vec![
+            error("teams/a/x.yaml", "bad"),
+            error(
+                "teams/b/y.yaml",
+                "duplicate spec manifest/ns/ConfigMap/a: first defined at teams/a/x.yaml:3:1",
+            ),
+            error(
+                "teams/b/z.yaml",
+                "duplicate spec manifest/ns/ConfigMap/b: first defined at teams/b/y.yaml:3:1",
+            ),
+            error("plain.yaml", "bad"),
+        ];
+        let mut held = Vec::new();
+        classify(&mut errors, &mut held, &settings);
+        let held: Vec<(&str, &str)> = held
+            .iter()
+            .map(|h| (h.app.as_str(), h.error.at.file.as_str()))
+            .collect();
+        assert_eq!(
+            held,
+            [
+                ("dir/teams/a", "teams/a/x.yaml"),
+                ("dir/teams/b", "teams/b/z.yaml")
+            ]
+        );
+        // One identity in two apps is the tree's.
+        let tree: Vec<&str> = errors.iter().map(|e| e.at.file.as_str()).collect();
+        assert_eq!(tree, ["teams/b/y.yaml", "plain.yaml"]);
     }
 
     #[test]

@@ -203,7 +203,7 @@ impl Hydrator {
         self.carry_out_apps(&cx, &mut out);
         self.shared.cache.retain_used();
         out.files.sort_by(|a, b| a.path.cmp(&b.path));
-        held::classify(&mut out.errors, &mut out.held);
+        held::classify(&mut out.errors, &mut out.held, &settings);
         for e in out
             .errors
             .iter_mut()
@@ -316,6 +316,7 @@ impl Hydrator {
             tool::hydrate_with(&self.shared, &self.flux, &found.items, cx, out);
             flux::hold_dependents_of_failed(&found.items, out);
             tool::hydrate_with(&self.shared, &self.helm, &found.releases, cx, out);
+            flux::hold_release_dependents_of_failed(&found.release_waits, out);
             tool::hydrate_with(&self.shared, &self.argo, &argo.parts, cx, out);
             tool::hydrate_with(&self.shared, &self.plugins, &argo.plugins, cx, out);
             tool::hydrate_with(&self.shared, &self.helm, &argo.releases, cx, out);

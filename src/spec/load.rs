@@ -234,6 +234,7 @@ pub fn parse_files_with(files: &[SourceFile], policy: &Policy) -> Result<SpecTre
             settings: std::sync::Arc::new(settings),
             rendered: Default::default(),
             held: Default::default(),
+            all_or_nothing: false,
         })
     } else {
         errors.sort();

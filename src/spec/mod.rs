@@ -221,6 +221,9 @@ pub struct SpecTree {
     /// their render or validation failed, so none of their objects is applied or pruned
     /// and the rest of the revision goes on (DESIGN 1.12).
     pub held: std::sync::Arc<BTreeMap<String, Vec<SpecError>>>,
+    /// `--all-or-nothing`: any error stops the whole revision, a refusal by the apiserver
+    /// too, rather than holding the app it is in.
+    pub all_or_nothing: bool,
 }
 
 /// What a sync takes from the tree besides its objects.
@@ -239,6 +242,9 @@ pub struct TreeFacts {
     /// it (an app of apps whose render failed renders none of its apps), so what such an
     /// app applied is not pruned either until nothing is held.
     pub hold_departed: bool,
+    /// `--all-or-nothing`: an object the apiserver refuses stops the whole revision
+    /// rather than holding its app.
+    pub all_or_nothing: bool,
 }
 
 impl TreeFacts {
@@ -306,37 +312,63 @@ pub fn flux_output_file(file: &str, namespace: &str, name: &str) -> String {
     format!("{file}#flux.{namespace}.{name}")
 }
 
-/// `flux/NAMESPACE/NAME` for a file [`flux_output_file`] named.
-fn flux_app(file: &str) -> Option<String> {
-    let (_, rest) = file.rsplit_once("#flux.")?;
+/// `flux/NAMESPACE/NAME` for a file [`flux_output_file`] named, `flux-helm/NS/NAME` for a
+/// Flux HelmRelease's (`#flux-helm.NS.NAME`).
+fn flux_app(file: &str, marker: &str, kind: &str) -> Option<String> {
+    let (_, rest) = file.rsplit_once(marker)?;
+    let rest = rest.split('#').next().unwrap_or(rest);
     let (ns, name) = rest.split_once('.')?;
-    Some(format!("flux/{ns}/{name}"))
+    Some(format!("{kind}/{ns}/{name}"))
 }
 
-/// The Flux or Argo CD app a file is the render of: `flux/NAMESPACE/NAME` for a Flux
-/// Kustomization's ([`flux_output_file`]), `argo/NAME` for an Argo CD Application's
-/// ([`argo_output_file`]); the innermost, for an app an app rendered.
+/// The app a file is the render of: `flux/NAMESPACE/NAME` for a Flux Kustomization's
+/// ([`flux_output_file`]), `flux-helm/NAMESPACE/NAME` for a Flux HelmRelease's,
+/// `argo/NAME` for an Argo CD Application's ([`argo_output_file`]), `helm/NAME` for a
+/// `[helm.NAME]` release's; the innermost, for an app an app rendered. A chart directory
+/// no spec names is the tree's own (DESIGN 1.12: the tree is the app of what is plain).
 pub fn app_of(file: &str) -> Option<String> {
-    // A Flux HelmRelease's objects are its release's (`release NS/NAME`), as Flux
-    // reconciles a HelmRelease on its own.
-    let last = ["#argo.", "#flux.", "#flux-helm."]
+    let last = APP_MARKERS
         .into_iter()
         .filter_map(|m| file.rfind(m).map(|i| (i, m)))
         .max()?;
     match last.1 {
         "#argo." => argo_app_name(file).map(|name| format!("argo/{name}")),
-        "#flux." => flux_app(file),
-        _ => None,
+        "#flux." => flux_app(file, "#flux.", "flux"),
+        "#flux-helm." => flux_app(file, "#flux-helm.", "flux-helm"),
+        _ => {
+            let (_, rest) = file.rsplit_once("#helm.")?;
+            Some(format!("helm/{}", rest.split('#').next().unwrap_or(rest)))
+        }
     }
 }
 
-/// Whether `file` is rendered by `app` (`flux/NS/NAME`, `argo/NAME`) or by an app that
-/// `app` rendered in turn.
+/// What follows a file's name where an app rendered it: `#argo.NAME`, `#flux.NS.NAME`,
+/// `#flux-helm.NS.NAME`, `#helm.NAME`.
+const APP_MARKERS: [&str; 4] = ["#argo.", "#flux.", "#flux-helm.", "#helm."];
+
+/// Whether an app's own objects are guarded against a mass prune by their own share
+/// (DESIGN 2): a Flux Kustomization or an Argo CD Application pointed at an emptied or
+/// wrong path looks so. A chart release renders a chart, not a path: a release whose
+/// values drop most of its objects is judged with the tree, as Helm and Flux judge none.
+pub fn guards_own_prune(app: &str) -> bool {
+    app.starts_with("flux/") || app.starts_with("argo/")
+}
+
+/// Whether `file` is rendered by `app` (`flux/NS/NAME`, `flux-helm/NS/NAME`, `argo/NAME`,
+/// `helm/NAME`) or by an app that `app` rendered in turn.
 pub fn rendered_by(file: &str, app: &str) -> bool {
     let marker = match app.split_once('/') {
         Some(("argo", name)) => format!("#argo.{name}"),
-        Some(("flux", rest)) => match rest.split_once('/') {
-            Some((ns, name)) => format!("#flux.{ns}.{name}"),
+        Some(("helm", name)) => format!("#helm.{name}"),
+        // An `[apps]` directory: every file under it, and whatever they render.
+        Some(("dir", dir)) => {
+            let base = file.split('#').next().unwrap_or(file);
+            return base
+                .strip_prefix(dir)
+                .is_some_and(|rest| rest.starts_with('/'));
+        }
+        Some((kind @ ("flux" | "flux-helm"), rest)) => match rest.split_once('/') {
+            Some((ns, name)) => format!("#{kind}.{ns}.{name}"),
             None => return false,
         },
         _ => return false,
@@ -395,6 +427,7 @@ impl SpecTree {
                 .chain(self.held.keys().cloned())
                 .collect(),
             hold_departed: !self.held.is_empty(),
+            all_or_nothing: self.all_or_nothing,
         }
     }
 

@@ -31,6 +31,35 @@ pub struct Settings {
     pub repository_urls: Vec<String>,
     /// `[jsonnet]`: what every `*.jsonnet` file of the tree is evaluated with.
     pub jsonnet: JsonnetSettings,
+    /// `[apps] directories`: directories each of which is an app of its own (DESIGN 1.12).
+    pub app_dirs: Vec<AppDir>,
+}
+
+/// A pattern of directories each of which is an app (`teams/*`).
+#[derive(Debug, Clone)]
+pub struct AppDir {
+    pub pattern: String,
+    pub(super) glob: globset::GlobMatcher,
+}
+
+impl Settings {
+    /// The app `dir/PATH` a file of the tree (or a tool's render of it) belongs to: the
+    /// deepest of its directories an `[apps]` pattern names; `None` when none does (it
+    /// is the tree's own).
+    pub fn app_dir_of(&self, file: &str) -> Option<String> {
+        if self.app_dirs.is_empty() {
+            return None;
+        }
+        let base = file.split('#').next().unwrap_or(file);
+        let mut dir = base;
+        while let Some((parent, _)) = dir.rsplit_once('/') {
+            if self.app_dirs.iter().any(|a| a.glob.is_match(parent)) {
+                return Some(format!("dir/{parent}"));
+            }
+            dir = parent;
+        }
+        None
+    }
 }
 
 /// `[jsonnet]` in `.driftless.toml`.
@@ -170,6 +199,7 @@ impl Settings {
             n => Some(format!("{n} {what}s")),
         };
         let parts: Vec<String> = [
+            count(self.app_dirs.len(), "app directory pattern"),
             count(self.vars.len(), "variable"),
             count(self.namespaces.len(), "namespace rule"),
             count(self.ignore.len(), "ignore rule"),

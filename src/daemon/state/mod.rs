@@ -650,6 +650,7 @@ impl State {
             settings: whole.settings.clone(),
             rendered: whole.rendered.clone(),
             held: whole.held.clone(),
+            all_or_nothing: whole.all_or_nothing,
         }
     }
 

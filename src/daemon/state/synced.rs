@@ -343,7 +343,13 @@ impl State {
 /// why), what stopped it, why its prune was refused; `None` when all went well.
 fn sync_message(report: &crate::apply::SyncReport) -> Option<String> {
     const SHOWN: usize = 3;
-    let mut parts = Vec::new();
+    let mut parts: Vec<String> = report
+        .held
+        .iter()
+        .map(|(app, why)| {
+            format!("app {app} held, neither applied nor pruned: the apiserver refused {why}")
+        })
+        .collect();
     let failed: Vec<String> = report
         .objects
         .iter()

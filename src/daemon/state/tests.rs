@@ -107,6 +107,7 @@ fn a_and_b(action: Action) -> Vec<ObjectResult> {
 fn ran(objects: Vec<ObjectResult>, refused: Option<&str>) -> SyncEnd<'static> {
     SyncEnd::Ran {
         report: SyncReport {
+            held: Default::default(),
             objects,
             stopped: None,
             prune: prune::Report {
@@ -431,6 +432,7 @@ fn a_prune_left_waiting_on_a_finalizer_is_retried_but_is_no_failure() {
     };
     let end = |objects: Vec<prune::Outcome>| SyncEnd::Ran {
         report: SyncReport {
+            held: Default::default(),
             objects: Vec::new(),
             stopped: None,
             prune: prune::Report {
@@ -766,6 +768,7 @@ fn a_scale_a_whole_sync_cannot_see_is_synced_again_by_spec() {
     let whole = |state: &mut State, keys: &[Key], action: Action| {
         let end = SyncEnd::Ran {
             report: SyncReport {
+                held: Default::default(),
                 objects: a_and_b(action),
                 prune: prune::Report::default(),
                 stopped: None,
@@ -812,6 +815,7 @@ fn a_scale_a_whole_sync_cannot_see_is_synced_again_by_spec() {
 fn stopped(objects: Vec<ObjectResult>, why: &str) -> SyncEnd<'static> {
     SyncEnd::Ran {
         report: SyncReport {
+            held: Default::default(),
             objects,
             stopped: Some(why.to_string()),
             prune: prune::Report::default(),

@@ -42,6 +42,7 @@ use model::*;
 use artifact::materialise;
 use order::order;
 use release::{Known, chart_releases};
+pub use release::{Waits, hold_dependents_of_failed as hold_release_dependents_of_failed};
 use source::from_source;
 
 /// What one pass over the tree's YAML found of Flux.
@@ -55,6 +56,8 @@ pub struct Found {
     pub install_left_out: usize,
     /// Flux's HelmReleases, as chart releases of the `helm` kind.
     pub releases: Vec<crate::hydrate::helm::ReleaseAt>,
+    /// What each of them waits for (`dependsOn`), to hold what waits for a failed one.
+    pub release_waits: Vec<release::Waits>,
     /// What is read otherwise than Flux would, said by `validate` and the daemon.
     pub notices: Vec<String>,
 }
@@ -173,7 +176,14 @@ pub fn find(
         own: own.as_deref(),
         root,
     };
-    found.releases = chart_releases(releases, &known, waves, &mut data, &mut found.errors);
+    (found.releases, found.release_waits) = chart_releases(
+        releases,
+        &known,
+        waves,
+        &mut data,
+        &mut found.errors,
+        &mut found.held,
+    );
     found
 }
 
@@ -233,13 +243,27 @@ fn hold_dependents(items: &mut Vec<Kustomization>, held: &mut Vec<AppError>) {
 /// After a pass's builds: what waits for a Kustomization whose build failed (or that is
 /// held) is held too, its render taken out.
 pub fn hold_dependents_of_failed(items: &[Kustomization], out: &mut crate::hydrate::Hydrated) {
+    hold_waiting(out, |failed| {
+        waiting_for_held(items, failed)
+            .into_iter()
+            .map(|(_, e)| e)
+            .collect()
+    });
+}
+
+/// Holds what `waiting` finds waiting for an app that failed in `out` (its error, or held):
+/// each one's render taken out of what is applied.
+fn hold_waiting(
+    out: &mut crate::hydrate::Hydrated,
+    waiting: impl FnOnce(&mut std::collections::BTreeSet<String>) -> Vec<AppError>,
+) {
     let mut failed = out
         .errors
         .iter()
         .filter_map(|e| crate::spec::app_of(&e.at.file))
         .chain(out.held.iter().map(|h| h.app.clone()))
         .collect();
-    for (_, e) in waiting_for_held(items, &mut failed) {
+    for e in waiting(&mut failed) {
         out.files
             .retain(|f| !crate::spec::rendered_by(&f.path, &e.app));
         out.held.push(e);
@@ -448,7 +472,8 @@ mod tests {
     fn refused(text: &str, want: &str) {
         let mut files = vec![file("a.yaml", text)];
         let found = find_in(&mut files, Some("clusters/x"));
-        // A Kustomization refused is held (an app of its own); anything else is the tree's.
+        // A Kustomization or HelmRelease refused is held (an app of its own); anything
+        // else is the tree's.
         let said: Vec<String> = found
             .errors
             .iter()
@@ -463,11 +488,11 @@ mod tests {
             found
                 .held
                 .iter()
-                .all(|h| h.app.starts_with("flux/flux-system/")),
+                .all(|h| h.app.starts_with("flux/flux-system/") || h.app.starts_with("flux-helm/")),
             "{:?}",
             found.held
         );
-        assert!(found.items.is_empty());
+        assert!(found.items.is_empty() && found.releases.is_empty());
     }
 
     /// `find` with no earlier passes and no URLs the repository is known by.
@@ -687,7 +712,14 @@ mod tests {
         let converted = |dd: &str| {
             let mut files = vec![file("r.yaml", &release(dd))];
             let found = find_in(&mut files, Some("clusters/staging"));
-            let said: Vec<String> = found.errors.iter().map(ToString::to_string).collect();
+            // A HelmRelease refused is held, an app of its own.
+            assert!(found.held.iter().all(|h| h.app == "flux-helm/web/r"));
+            let said: Vec<String> = found
+                .errors
+                .iter()
+                .chain(found.held.iter().map(|h| &h.error))
+                .map(ToString::to_string)
+                .collect();
             (found.releases.into_iter().map(|r| r.release).next(), said)
         };
         let drift = |r: &crate::spec::helm::HelmRelease| {

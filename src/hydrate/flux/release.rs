@@ -8,6 +8,7 @@ use serde_json::Value;
 use super::data::{TreeData, values_from};
 use super::model::*;
 use super::order::{Node, depends_on, waves_of};
+use crate::hydrate::held::AppError;
 use crate::spec::{Location, SpecError};
 
 /// HelmRelease `spec` fields carried out, or accepted (driftless renders and applies a
@@ -53,36 +54,61 @@ pub(super) fn chart_releases(
     waves: &mut BTreeMap<String, i32>,
     data: &mut TreeData<'_>,
     errors: &mut Vec<SpecError>,
-) -> Vec<crate::hydrate::helm::ReleaseAt> {
-    let mut out = Vec::new();
-    let mut nodes = Vec::new();
+    held: &mut Vec<AppError>,
+) -> (Vec<crate::hydrate::helm::ReleaseAt>, Vec<Waits>) {
+    let mut converted = Vec::new();
     for (at, doc, v) in found {
-        let converted = chart_release(&at, &doc, &v, known).and_then(|mut r| {
+        let ns = v["metadata"]["namespace"].as_str().unwrap_or("default");
+        let name = v["metadata"]["name"].as_str().unwrap_or_default();
+        let app = app_id(ns, name);
+        let release = chart_release(&at, &doc, &v, known).and_then(|mut r| {
             values_from(&at, &v, &mut r.release, data)?;
             Ok(r)
         });
-        match converted {
+        match release {
             Ok(r) => {
                 let deps = depends_on(&v["spec"]["dependsOn"], &r.namespace_of_object);
-                nodes.push(Node {
-                    key: format!("helmrelease/{}/{}", r.namespace_of_object, r.release.name),
-                    deps: deps
-                        .into_iter()
-                        .map(|d| format!("helmrelease/{d}"))
-                        .collect(),
-                    at: at.clone(),
-                    base: r.wave,
-                });
-                out.push(crate::hydrate::helm::ReleaseAt {
-                    file: format!(
-                        "{}#flux-helm.{}.{}",
-                        at.file, r.namespace_of_object, r.release.name
-                    ),
-                    release: r.release,
-                });
+                converted.push((r, at, deps, app));
             }
-            Err(e) => errors.push(e),
+            // Without a name it is no app: what it applied could not be kept.
+            Err(e) if name.is_empty() => errors.push(e),
+            Err(e) => held.push(AppError::new(app, e)),
         }
+    }
+    let waits: Vec<Waits> = converted
+        .iter()
+        .map(|(_, at, deps, app)| Waits {
+            app: app.clone(),
+            deps: deps.iter().map(|d| format!("flux-helm/{d}")).collect(),
+            at: at.clone(),
+        })
+        .collect();
+    // What waits for a HelmRelease held as it was read is held too, and has no wave.
+    let mut ids = held.iter().map(|h| h.app.clone()).collect();
+    let waiting = waiting_for_held(&waits, &mut ids);
+    let waiting_apps: std::collections::BTreeSet<&str> =
+        waiting.iter().map(|w| w.app.as_str()).collect();
+    converted.retain(|(_, _, _, app)| !waiting_apps.contains(app.as_str()));
+    held.extend(waiting);
+    let mut out = Vec::new();
+    let mut nodes = Vec::new();
+    for (r, at, deps, _) in converted {
+        nodes.push(Node {
+            key: format!("helmrelease/{}/{}", r.namespace_of_object, r.release.name),
+            deps: deps
+                .into_iter()
+                .map(|d| format!("helmrelease/{d}"))
+                .collect(),
+            at: at.clone(),
+            base: r.wave,
+        });
+        out.push(crate::hydrate::helm::ReleaseAt {
+            file: format!(
+                "{}#flux-helm.{}.{}",
+                at.file, r.namespace_of_object, r.release.name
+            ),
+            release: r.release,
+        });
     }
     let ws = waves_of(&nodes, waves, errors);
     let mut kept = Vec::new();
@@ -96,7 +122,56 @@ pub(super) fn chart_releases(
             kept.push(r);
         }
     }
-    kept
+    (kept, waits)
+}
+
+/// `flux-helm/NAMESPACE/NAME`: the app a HelmRelease is ([`crate::spec::app_of`]).
+fn app_id(namespace: &str, name: &str) -> String {
+    format!("flux-helm/{namespace}/{name}")
+}
+
+/// A HelmRelease as what it waits for: its app and the apps its `dependsOn` names.
+#[derive(Debug, Clone)]
+pub struct Waits {
+    app: String,
+    deps: Vec<String>,
+    at: Location,
+}
+
+/// Those of `list` that wait for a held app (`held`: the held apps' ids, grown by those
+/// found), as Flux's HelmRelease waits for a dependency that is not ready: each one whose
+/// `dependsOn` names a held one, in turn what depends on those.
+fn waiting_for_held(
+    list: &[Waits],
+    held: &mut std::collections::BTreeSet<String>,
+) -> Vec<AppError> {
+    let mut waiting = Vec::new();
+    loop {
+        let more: Vec<(&Waits, &String)> = list
+            .iter()
+            .filter(|w| !held.contains(&w.app))
+            .filter_map(|w| Some((w, w.deps.iter().find(|d| held.contains(*d))?)))
+            .collect();
+        if more.is_empty() {
+            return waiting;
+        }
+        for (w, dep) in more {
+            held.insert(w.app.clone());
+            let name = |app: &str| app.trim_start_matches("flux-helm/").to_string();
+            let why = format!(
+                "HelmRelease {}: waits for HelmRelease {}, which is held",
+                name(&w.app),
+                name(dep)
+            );
+            waiting.push(AppError::new(w.app.clone(), err(w.at.clone(), why)));
+        }
+    }
+}
+
+/// After the releases' renders: what waits for a HelmRelease whose render failed (or that
+/// is held) is held too, its render taken out.
+pub fn hold_dependents_of_failed(list: &[Waits], out: &mut crate::hydrate::Hydrated) {
+    super::hold_waiting(out, |failed| waiting_for_held(list, failed));
 }
 
 pub(super) struct Converted {

@@ -10,11 +10,12 @@ use super::fields::{Fields, MetaMap};
 use super::messages::{short, suggest};
 use super::{FileCtx, Value, syntax};
 use crate::spec::settings::{
-    BUILT_IN_GROUPS, Expr, HealthRule, IgnoreRule, NamespaceRule, Settings,
+    AppDir, BUILT_IN_GROUPS, Expr, HealthRule, IgnoreRule, NamespaceRule, Settings,
 };
 use crate::spec::{names, policy, vars};
 
-const SECTIONS: [&str; 8] = [
+const SECTIONS: [&str; 9] = [
+    "apps",
     "vars",
     "substitute",
     "namespace",
@@ -63,13 +64,14 @@ pub(in crate::spec) fn settings(ctx: &mut FileCtx, text: &str) -> Settings {
             "kustomize" => out.remote_bases = super::render_settings::kustomize(ctx, v),
             "jsonnet" => out.jsonnet = super::render_settings::jsonnet(ctx, v),
             "repository" => out.repository_urls = super::render_settings::repository(ctx, v),
+            "apps" => out.app_dirs = apps(ctx, v),
             key => {
                 let msg = match suggest(key, SECTIONS) {
                     Some(near) => {
                         format!("unknown setting `{}` (did you mean `{near}`?)", short(key))
                     }
                     None => format!(
-                        "unknown setting `{}`; .driftless.toml holds [vars], [substitute], [[namespace]], [[ignore]], [[health]], [kustomize], [jsonnet] and [repository]",
+                        "unknown setting `{}`; .driftless.toml holds [apps], [vars], [substitute], [[namespace]], [[ignore]], [[health]], [kustomize], [jsonnet] and [repository]",
                         short(key)
                     ),
                 };
@@ -143,6 +145,36 @@ fn glob(pattern: &str) -> Result<globset::GlobMatcher, String> {
         .build()
         .map(|g| g.compile_matcher())
         .map_err(|e| e.kind().to_string())
+}
+
+/// `[apps] directories`: patterns of directories (relative to the spec root, `*` within
+/// one name) each of which is an app of its own.
+fn apps(ctx: &mut FileCtx, v: &Value) -> Vec<AppDir> {
+    let Some(table) = ctx.value_as(v, DeValue::as_table, "`apps`", "a table") else {
+        return Vec::new();
+    };
+    let mut f = Fields::new(table, "[apps]".into(), v.span());
+    let dirs = f.strings(ctx, "directories", |p| {
+        let p = p.trim_end_matches('/');
+        if p.is_empty() || p.starts_with('/') || p.split('/').any(|c| c == "..") {
+            return Err(format!(
+                "{p:?} is not a directory inside the spec tree: relative to its root, without `..`"
+            ));
+        }
+        glob(p)
+            .map(|_| ())
+            .map_err(|why| format!("invalid directory pattern: {why}"))
+    });
+    f.finish(ctx);
+    dirs.into_iter()
+        .filter_map(|(p, _)| {
+            let p = p.trim_end_matches('/').to_string();
+            Some(AppDir {
+                glob: glob(&p).ok()?,
+                pattern: p,
+            })
+        })
+        .collect()
 }
 
 /// The tables of an array of tables (`[[key]]`), each with where its header is.
