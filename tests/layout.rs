@@ -1,6 +1,6 @@
 //! The layout's rules that a reader of the code relies on (docs/src/contributing/layout.md):
-//! dependencies point one way, so no two files of a crate import each other (a module and
-//! its own child apart: the child is part of it). Checked on the source text, as a
+//! dependencies point one way, so no files of a crate import each other, directly or
+//! through others (a module and its own child apart: the child is part of it). Checked on the source text, as a
 //! reviewer reads it: `crate::` and `super::` paths, outside the files' test modules.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -106,10 +106,12 @@ fn module_of<'m>(path: &[String], known: &'m BTreeMap<Module, PathBuf>) -> Optio
         .find_map(|n| known.get_key_value(&path[..n]).map(|(k, _)| k))
 }
 
-/// The pairs of files under `root` that import each other, as `a.rs <-> b.rs`.
-fn pairs_importing_each_other(root: &Path) -> Vec<String> {
+/// The circles of files under `root`: files that import each other, directly or through
+/// others (the strongly connected components of the import graph, a module and its own
+/// children being one), each as `a.rs -> b.rs -> c.rs`, its files in order.
+fn circles(root: &Path) -> Vec<String> {
     let known = modules(root);
-    let mut edges: BTreeSet<(Module, Module)> = BTreeSet::new();
+    let mut edges: BTreeMap<&Module, BTreeSet<&Module>> = BTreeMap::new();
     for (module, path) in &known {
         let text = std::fs::read_to_string(path).unwrap();
         // What only a test reads is no dependency of the code.
@@ -117,21 +119,83 @@ fn pairs_importing_each_other(root: &Path) -> Vec<String> {
             Some(at) => &text[..at],
             None => &text[..],
         };
+        let to = edges.entry(module).or_default();
         for named in named_paths(text, module) {
-            if let Some(to) = module_of(&named, &known)
-                && to != module
+            if let Some(target) = module_of(&named, &known)
+                && !target.starts_with(module)
+                && !module.starts_with(target)
             {
-                edges.insert((module.clone(), to.clone()));
+                to.insert(target);
             }
         }
     }
     let file = |m: &Module| known[m].strip_prefix(root).unwrap().display().to_string();
-    edges
-        .iter()
-        .filter(|(a, b)| a < b && edges.contains(&(b.clone(), a.clone())))
-        .filter(|(a, b)| !a.starts_with(b) && !b.starts_with(a))
-        .map(|(a, b)| format!("{} <-> {}", file(a), file(b)))
+    strongly_connected(&edges)
+        .into_iter()
+        .filter(|c| c.len() > 1)
+        .map(|c| c.iter().map(|m| file(m)).collect::<Vec<_>>().join(" -> "))
         .collect()
+}
+
+/// Tarjan's strongly connected components of `edges`, each sorted, in the order of their
+/// first node.
+fn strongly_connected<'m>(
+    edges: &BTreeMap<&'m Module, BTreeSet<&'m Module>>,
+) -> Vec<Vec<&'m Module>> {
+    struct Walk<'m, 'e> {
+        edges: &'e BTreeMap<&'m Module, BTreeSet<&'m Module>>,
+        index: BTreeMap<&'m Module, usize>,
+        low: BTreeMap<&'m Module, usize>,
+        stack: Vec<&'m Module>,
+        on_stack: BTreeSet<&'m Module>,
+        out: Vec<Vec<&'m Module>>,
+    }
+    impl<'m> Walk<'m, '_> {
+        fn visit(&mut self, v: &'m Module) {
+            let n = self.index.len();
+            self.index.insert(v, n);
+            self.low.insert(v, n);
+            self.stack.push(v);
+            self.on_stack.insert(v);
+            for &w in self.edges.get(v).into_iter().flatten() {
+                if !self.index.contains_key(w) {
+                    self.visit(w);
+                    let low = self.low[v].min(self.low[w]);
+                    self.low.insert(v, low);
+                } else if self.on_stack.contains(w) {
+                    let low = self.low[v].min(self.index[w]);
+                    self.low.insert(v, low);
+                }
+            }
+            if self.low[v] == self.index[v] {
+                let mut component = Vec::new();
+                while let Some(w) = self.stack.pop() {
+                    self.on_stack.remove(w);
+                    component.push(w);
+                    if w == v {
+                        break;
+                    }
+                }
+                component.sort();
+                self.out.push(component);
+            }
+        }
+    }
+    let mut walk = Walk {
+        edges,
+        index: BTreeMap::new(),
+        low: BTreeMap::new(),
+        stack: Vec::new(),
+        on_stack: BTreeSet::new(),
+        out: Vec::new(),
+    };
+    for &v in edges.keys() {
+        if !walk.index.contains_key(v) {
+            walk.visit(v);
+        }
+    }
+    walk.out.sort();
+    walk.out
 }
 
 fn repo(rel: &str) -> PathBuf {
@@ -139,27 +203,30 @@ fn repo(rel: &str) -> PathBuf {
 }
 
 #[test]
-fn no_two_files_import_each_other() {
+fn no_files_import_each_other_in_a_circle() {
     for root in ["src", "bench/src", "testbed/standin/src"] {
-        let pairs = pairs_importing_each_other(&repo(root));
+        let circles = circles(&repo(root));
         assert!(
-            pairs.is_empty(),
-            "{root}: files that import each other (one of them should own what both use, \
-             or be the other's child):\n{}",
-            pairs.join("\n")
+            circles.is_empty(),
+            "{root}: files that import each other, directly or through others (one of them \
+             should own what they share, or be the other's child):\n{}",
+            circles.join("\n")
         );
     }
 }
 
 #[test]
-fn the_scanner_finds_two_files_that_import_each_other() {
+fn the_scanner_finds_files_that_import_each_other() {
     let dir = tempfile::tempdir().unwrap();
     let write = |rel: &str, text: &str| {
         let path = dir.path().join(rel);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, text).unwrap();
     };
-    write("lib.rs", "pub mod a;\npub mod b;\npub mod c;\n");
+    write(
+        "lib.rs",
+        "pub mod a;\npub mod b;\npub mod c;\npub mod d;\npub mod e;\npub mod f;\n",
+    );
     write("a/mod.rs", "mod inner;\nuse super::b::Thing;\n");
     write("a/inner.rs", "use super::super::c;\nuse super::Own;\n");
     write("b.rs", "use crate::{a::Other, c};\n");
@@ -167,8 +234,16 @@ fn the_scanner_finds_two_files_that_import_each_other() {
         "c.rs",
         "fn f() { crate::a::inner::g(); }\n#[cfg(test)]\nmod tests {\n    use crate::b;\n}\n",
     );
+    // A circle of three, none of whose pairs imports each other.
+    write("d.rs", "use crate::e::X;\n");
+    write("e.rs", "use crate::f::Y;\n");
+    write("f.rs", "fn g() { crate::d::h(); }\n");
     assert_eq!(
-        pairs_importing_each_other(dir.path()),
-        ["a/mod.rs <-> b.rs", "a/inner.rs <-> c.rs"]
+        circles(dir.path()),
+        [
+            "a/mod.rs -> b.rs",
+            "a/inner.rs -> c.rs",
+            "d.rs -> e.rs -> f.rs"
+        ]
     );
 }

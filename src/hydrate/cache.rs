@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 
 use sha2::{Digest, Sha256};
 
-use super::tool::ToolError;
+use super::error::ToolError;
 
 /// A digest of a render's inputs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -12,6 +12,7 @@ pub mod app_yaml;
 pub mod argo;
 pub mod cache;
 pub mod dependencies;
+pub mod error;
 pub mod flux;
 pub mod held;
 pub mod helm;

@@ -11,6 +11,7 @@ use crate::spec::{Location, RenderedBy, SourceFile};
 
 use std::sync::Mutex;
 
+pub use super::error::{FindError, ToolError};
 use super::stage::{Hydrated, Input, Shared, error_at};
 
 /// What a tool renders from: the revision's files (and its checkout), and the tree's
@@ -39,46 +40,6 @@ pub struct Rendered {
     /// What `validate`, `diff --base` and the daemon say of this render (a chart's
     /// lookups that read nothing).
     pub notices: Vec<String>,
-}
-
-/// Why an item did not render, in one line. Said at the item's own place unless the
-/// tool knows a closer one (Jsonnet's error inside a file it imports).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{message}")]
-pub struct ToolError {
-    pub at: Option<Location>,
-    pub message: String,
-}
-
-impl From<String> for ToolError {
-    fn from(message: String) -> Self {
-        ToolError { at: None, message }
-    }
-}
-
-/// Why a tool cannot run at all: every item of the revision says so.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum FindError {
-    #[error("{0} is not on PATH")]
-    NotOnPath(String),
-    /// Nothing named and nothing found; what to install, in the tool's words.
-    #[error("{0}")]
-    NotInstalled(&'static str),
-    #[error("{program} does not run: {message}")]
-    DoesNotRun { program: String, message: String },
-    #[error("{program} printed no {tool} version; driftless needs {need}")]
-    NoVersion {
-        program: String,
-        tool: &'static str,
-        need: &'static str,
-    },
-    #[error("{program} is {tool} {version}; driftless needs {need}")]
-    TooOld {
-        program: String,
-        tool: &'static str,
-        version: String,
-        need: &'static str,
-    },
 }
 
 /// A rendering tool as the stage drives it.
