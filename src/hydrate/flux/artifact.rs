@@ -39,21 +39,82 @@ pub struct CopyRule {
 /// The keys of a copy rule; any other changes what Flux would copy.
 const RULE_KEYS: &[&str] = &["from", "to", "exclude", "strategy"];
 
+/// Why a copy rule is not carried out, as the ArtifactGenerator's refusal goes on.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RuleError {
+    #[error("has a copy rule with `{0}`, which driftless does not carry out")]
+    NotCarriedOut(String),
+    #[error("has a copy rule with strategy {0:?} (Overwrite, Merge or Extract)")]
+    Strategy(String),
+    #[error("has a copy rule whose `exclude` holds a non-string")]
+    ExcludeNotString,
+    #[error("has a copy rule whose `exclude` is not a list")]
+    ExcludeNotList,
+    #[error("has an exclude pattern {pattern:?}: {why}")]
+    ExcludePattern { pattern: String, why: String },
+}
+
+/// Why a rule could not be carried out on the repository.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CopyError {
+    #[error("copying {from:?} to {to:?}: {why}")]
+    Rule {
+        from: String,
+        to: String,
+        why: Box<CopyError>,
+    },
+    #[error("not a glob: {0}")]
+    NotAGlob(String),
+    #[error("{0}")]
+    Exclude(String),
+    #[error("no path of the repository matches it")]
+    NoMatch,
+    #[error("everything it matches is excluded")]
+    AllExcluded,
+    #[error("Extract takes tarballs, not a directory")]
+    ExtractDirectory,
+    #[error("Extract takes a tarball (.tar.gz or .tgz)")]
+    NotATarball,
+    #[error("{0} does not exist")]
+    Missing(String),
+    #[error("{0} leads out of the repository")]
+    LeadsOut(String),
+    #[error("{path}: not YAML: {why}")]
+    NotYaml { path: String, why: String },
+    #[error("{0}: a document is not a map")]
+    NotAMap(String),
+    /// A file system error, with the path it names when it names one.
+    #[error("{}{why}", at.as_ref().map(|a| format!("{a}: ")).unwrap_or_default())]
+    Io { at: Option<String>, why: String },
+}
+
+impl CopyError {
+    fn io(e: impl std::fmt::Display) -> Self {
+        CopyError::Io {
+            at: None,
+            why: e.to_string(),
+        }
+    }
+
+    fn io_at(at: &str, e: impl std::fmt::Display) -> Self {
+        CopyError::Io {
+            at: Some(at.to_string()),
+            why: e.to_string(),
+        }
+    }
+}
+
 /// A rule's `exclude` and `strategy`, or why it is not carried out.
-pub(super) fn options(rule: &Value) -> Result<(Vec<String>, Strategy), String> {
+pub(super) fn options(rule: &Value) -> Result<(Vec<String>, Strategy), RuleError> {
     if let Some(key) = crate::hydrate::app_yaml::unknown(rule, RULE_KEYS) {
-        return Err(format!(
-            "has a copy rule with `{key}`, which driftless does not carry out"
-        ));
+        return Err(RuleError::NotCarriedOut(key.to_string()));
     }
     let strategy = match rule.get("strategy").and_then(Value::as_str) {
         None | Some("Overwrite") => Strategy::Overwrite,
         Some("Merge") => Strategy::Merge,
         Some("Extract") => Strategy::Extract,
         Some(other) => {
-            return Err(format!(
-                "has a copy rule with strategy {other:?} (Overwrite, Merge or Extract)"
-            ));
+            return Err(RuleError::Strategy(other.to_string()));
         }
     };
     let mut exclude = Vec::new();
@@ -62,13 +123,16 @@ pub(super) fn options(rule: &Value) -> Result<(Vec<String>, Strategy), String> {
         Some(Value::Array(list)) => {
             for p in list {
                 let Some(p) = p.as_str() else {
-                    return Err("has a copy rule whose `exclude` holds a non-string".into());
+                    return Err(RuleError::ExcludeNotString);
                 };
-                glob(p).map_err(|e| format!("has an exclude pattern {p:?}: {e}"))?;
+                glob(p).map_err(|why| RuleError::ExcludePattern {
+                    pattern: p.to_string(),
+                    why,
+                })?;
                 exclude.push(p.to_string());
             }
         }
-        Some(_) => return Err("has a copy rule whose `exclude` is not a list".into()),
+        Some(_) => return Err(RuleError::ExcludeNotList),
     }
     Ok((exclude, strategy))
 }
@@ -87,11 +151,19 @@ fn is_glob(path: &str) -> bool {
 }
 
 /// Makes the artifact `rules` describe of `repo` (canonical) in `into`.
-pub(super) fn materialise(repo: &Path, rules: &[CopyRule], into: &Path) -> Result<(), String> {
+pub(super) fn materialise(
+    repo: &Path,
+    rules: &[CopyRule],
+    into: &Path,
+) -> Result<(), CopyError> {
     for rule in rules {
         Copy::new(repo, rule, into)?
             .run()
-            .map_err(|e| format!("copying {:?} to {:?}: {e}", rule.from, rule.to))?;
+            .map_err(|why| CopyError::Rule {
+                from: rule.from.clone(),
+                to: rule.to.clone(),
+                why: Box::new(why),
+            })?;
     }
     Ok(())
 }
@@ -105,10 +177,10 @@ struct Copy<'a> {
 }
 
 impl<'a> Copy<'a> {
-    fn new(repo: &'a Path, rule: &'a CopyRule, into: &'a Path) -> Result<Copy<'a>, String> {
+    fn new(repo: &'a Path, rule: &'a CopyRule, into: &'a Path) -> Result<Copy<'a>, CopyError> {
         let mut exclude = Vec::new();
         for p in &rule.exclude {
-            exclude.push((glob(p)?, !p.contains('/')));
+            exclude.push((glob(p).map_err(CopyError::Exclude)?, !p.contains('/')));
         }
         Ok(Copy {
             repo,
@@ -118,7 +190,7 @@ impl<'a> Copy<'a> {
         })
     }
 
-    fn run(&self) -> Result<(), String> {
+    fn run(&self) -> Result<(), CopyError> {
         let to = self.rule.to.as_str();
         if is_glob(&self.rule.from) {
             return self.glob();
@@ -127,7 +199,7 @@ impl<'a> Copy<'a> {
         let src = self.inside(&self.repo.join(from))?;
         if src.is_dir() {
             if self.rule.strategy == Strategy::Extract {
-                return Err("Extract takes tarballs, not a directory".into());
+                return Err(CopyError::ExtractDirectory);
             }
             // A directory is copied as itself (`cp -r`), the repository's root as its contents.
             let name = Path::new(from).file_name().map(PathBuf::from);
@@ -151,9 +223,9 @@ impl<'a> Copy<'a> {
 
     /// Every path below the glob's fixed part that the glob matches: a directory whole, a
     /// file alone, each put below `to` as it lies below the fixed part.
-    fn glob(&self) -> Result<(), String> {
+    fn glob(&self) -> Result<(), CopyError> {
         let pattern = self.rule.from.as_str();
-        let matcher = glob(pattern).map_err(|e| format!("not a glob: {e}"))?;
+        let matcher = glob(pattern).map_err(CopyError::NotAGlob)?;
         let fixed: Vec<&str> = pattern
             .split('/')
             .take_while(|part| !is_glob(part))
@@ -195,16 +267,16 @@ impl<'a> Copy<'a> {
             }
         }
         match (matched, copied) {
-            (0, _) => Err("no path of the repository matches it".into()),
-            (_, 0) => Err("everything it matches is excluded".into()),
+            (0, _) => Err(CopyError::NoMatch),
+            (_, 0) => Err(CopyError::AllExcluded),
             _ => Ok(()),
         }
     }
 
     /// Directory `src` (`rel` in the repository) copied to `dest`, less what is excluded
     /// (judged below `base` too).
-    fn tree(&self, src: &Path, rel: &str, dest: &Path, base: &str) -> Result<(), String> {
-        std::fs::create_dir_all(dest).map_err(|e| e.to_string())?;
+    fn tree(&self, src: &Path, rel: &str, dest: &Path, base: &str) -> Result<(), CopyError> {
+        std::fs::create_dir_all(dest).map_err(CopyError::io)?;
         let mut pending = vec![(src.to_path_buf(), rel.to_string(), dest.to_path_buf())];
         while let Some((dir, rel, dest)) = pending.pop() {
             for e in read_dir(&dir)? {
@@ -223,26 +295,24 @@ impl<'a> Copy<'a> {
         Ok(())
     }
 
-    fn file(&self, src: &Path, dest: &Path) -> Result<(), String> {
+    fn file(&self, src: &Path, dest: &Path) -> Result<(), CopyError> {
         if let Some(parent) = dest.parent() {
-            std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
+            std::fs::create_dir_all(parent).map_err(CopyError::io)?;
         }
         if self.rule.strategy == Strategy::Merge && dest.is_file() {
             return merge_yaml(src, dest);
         }
-        std::fs::copy(src, dest)
-            .map(drop)
-            .map_err(|e| e.to_string())
+        std::fs::copy(src, dest).map(drop).map_err(CopyError::io)
     }
 
-    fn extract(&self, src: &Path, rel: &str) -> Result<(), String> {
+    fn extract(&self, src: &Path, rel: &str) -> Result<(), CopyError> {
         if !is_tarball(rel) {
-            return Err("Extract takes a tarball (.tar.gz or .tgz)".into());
+            return Err(CopyError::NotATarball);
         }
-        let bytes = std::fs::read(src).map_err(|e| format!("{rel}: {e}"))?;
+        let bytes = std::fs::read(src).map_err(|e| CopyError::io_at(rel, e))?;
         let dest = self.into.join(&self.rule.to);
         crate::source::oci::unpack_tarball(&bytes, &dest, Default::default())
-            .map_err(|e| format!("{rel}: {e}"))
+            .map_err(|e| CopyError::io_at(rel, e))
     }
 
     /// Whether `path` (in the repository) is left out: matched as it is, below `base`, or
@@ -261,26 +331,26 @@ impl<'a> Copy<'a> {
     }
 
     /// `p` resolved, refused when it leads out of the repository (a link).
-    fn inside(&self, p: &Path) -> Result<PathBuf, String> {
+    fn inside(&self, p: &Path) -> Result<PathBuf, CopyError> {
         let shown = p.strip_prefix(self.repo).unwrap_or(p).display().to_string();
         let real = p.canonicalize().map_err(|e| match e.kind() {
-            std::io::ErrorKind::NotFound => format!("{shown} does not exist"),
-            _ => format!("{shown}: {e}"),
+            std::io::ErrorKind::NotFound => CopyError::Missing(shown.clone()),
+            _ => CopyError::io_at(&shown, e),
         })?;
         match real.starts_with(self.repo) {
             true => Ok(real),
-            false => Err(format!("{shown} leads out of the repository")),
+            false => Err(CopyError::LeadsOut(shown)),
         }
     }
 }
 
-fn read_dir(dir: &Path) -> Result<Vec<std::fs::DirEntry>, String> {
+fn read_dir(dir: &Path) -> Result<Vec<std::fs::DirEntry>, CopyError> {
     // A repository's `.git` is never in its artifacts, as in Flux's; a link to a directory
     // is not followed (as Flux's walk does not), so a link to an ancestor ends.
     let linked_dir =
         |e: &std::fs::DirEntry| e.file_type().is_ok_and(|t| t.is_symlink()) && e.path().is_dir();
     let mut entries: Vec<_> = std::fs::read_dir(dir)
-        .map_err(|e| e.to_string())?
+        .map_err(CopyError::io)?
         .flatten()
         .filter(|e| e.file_name() != ".git" && !linked_dir(e))
         .collect();
@@ -303,31 +373,28 @@ fn is_tarball(name: &str) -> bool {
 
 /// `src`'s YAML merged over `dest`'s (each file's documents merged in turn), written to
 /// `dest`.
-fn merge_yaml(src: &Path, dest: &Path) -> Result<(), String> {
-    let read = |p: &Path| -> Result<Value, String> {
-        let text = std::fs::read_to_string(p).map_err(|e| e.to_string())?;
-        let docs: Vec<Value> = serde_saphyr::from_multiple(&text).map_err(|e| {
-            let e = e.to_string();
-            format!(
-                "{}: not YAML: {}",
-                shown(p),
-                e.lines().next().unwrap_or_default()
-            )
-        })?;
+fn merge_yaml(src: &Path, dest: &Path) -> Result<(), CopyError> {
+    let read = |p: &Path| -> Result<Value, CopyError> {
+        let text = std::fs::read_to_string(p).map_err(CopyError::io)?;
+        let docs: Vec<Value> =
+            serde_saphyr::from_multiple(&text).map_err(|e| CopyError::NotYaml {
+                path: shown(p),
+                why: e.to_string().lines().next().unwrap_or_default().to_string(),
+            })?;
         let mut out = Value::Object(Default::default());
         for doc in docs {
             match doc {
                 Value::Object(_) => merge(&mut out, doc),
                 Value::Null => {}
-                _ => return Err(format!("{}: a document is not a map", shown(p))),
+                _ => return Err(CopyError::NotAMap(shown(p))),
             }
         }
         Ok(out)
     };
     let mut merged = read(dest)?;
     merge(&mut merged, read(src)?);
-    let text = serde_saphyr::to_string(&merged).map_err(|e| e.to_string())?;
-    std::fs::write(dest, text).map_err(|e| e.to_string())
+    let text = serde_saphyr::to_string(&merged).map_err(CopyError::io)?;
+    std::fs::write(dest, text).map_err(CopyError::io)
 }
 
 fn shown(p: &Path) -> String {
@@ -402,7 +469,7 @@ mod tests {
 
     fn run(repo: &Path, rules: &[CopyRule]) -> Result<Vec<String>, String> {
         let into = tempfile::tempdir().unwrap();
-        materialise(repo, rules, into.path())?;
+        materialise(repo, rules, into.path()).map_err(|e| e.to_string())?;
         Ok(made(into.path()))
     }
 
@@ -606,9 +673,9 @@ mod tests {
             (vec!["*.md".to_string()], Strategy::Merge)
         );
         let unknown = serde_json::json!({"from": "@a/x", "to": "@artifact/", "mode": "x"});
-        assert!(options(&unknown).unwrap_err().contains("`mode`"));
+        assert!(options(&unknown).unwrap_err().to_string().contains("`mode`"));
         let bad = serde_json::json!({"from": "@a/x", "to": "@artifact/", "strategy": "Append"});
-        assert!(options(&bad).unwrap_err().contains("\"Append\""));
+        assert!(options(&bad).unwrap_err().to_string().contains("\"Append\""));
         let glob = serde_json::json!({"from": "@a/x", "to": "@artifact/", "exclude": ["[a"]});
         assert!(
             options(&glob)

@@ -61,7 +61,7 @@ impl Tool for Kustomizations {
                     .tempdir()
                     .map_err(|e| format!("a directory for the artifact: {e}"))?;
                 let said = |e: String| ToolError::from(format!("making its artifact: {e}"));
-                materialise(&disk.repo, rules, artifact.path()).map_err(said)?;
+                materialise(&disk.repo, rules, artifact.path()).map_err(|e| said(e.to_string()))?;
                 let dir = artifact
                     .path()
                     .canonicalize()

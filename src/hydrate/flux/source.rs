@@ -62,7 +62,7 @@ pub(super) fn from_source(
     }
     let mut rules = Vec::new();
     for rule in artifact["copy"].as_array().into_iter().flatten() {
-        let (exclude, strategy) = copy_options(rule).map_err(&said)?;
+        let (exclude, strategy) = copy_options(rule).map_err(|e| said(e.to_string()))?;
         let from = rule["from"].as_str().unwrap_or_default();
         let to = rule["to"].as_str().unwrap_or_default();
         let Some((alias, rest)) = from.strip_prefix('@').and_then(|f| f.split_once('/')) else {
