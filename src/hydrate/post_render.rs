@@ -31,11 +31,22 @@ pub(super) fn post_render(
     if let Some(hit) = stage.cache.get(&key) {
         return hit;
     }
-    let result =
-        run_post_renderers(stage, kustomize, &r.post_render, output).map_err(ToolError::from);
+    let result = run_post_renderers(stage, kustomize, &r.post_render, output)
+        .map_err(|e| ToolError::from(e.to_string()));
     tracing::info!(ok = result.is_ok(), release = %r.release_name, "post-rendered");
     stage.cache.put(key, result.clone());
     result
+}
+
+/// Why a release's post-renderers (`step`, from 1) did not run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum PostRenderError {
+    #[error("a directory for post-renderer {step}: {why}")]
+    Dir { step: usize, why: String },
+    #[error("post-renderer {step}: {why}")]
+    Write { step: usize, why: String },
+    #[error("post-renderer {step} (kustomize): {said}")]
+    Kustomize { step: usize, said: String },
 }
 
 /// `output` through each kustomization fragment of `steps` in turn.
@@ -44,14 +55,21 @@ fn run_post_renderers(
     kustomize: &Kustomize,
     steps: &[serde_json::Value],
     mut output: Arc<Vec<u8>>,
-) -> Result<Arc<Vec<u8>>, String> {
+) -> Result<Arc<Vec<u8>>, PostRenderError> {
     for (n, step) in steps.iter().enumerate() {
+        let step_no = n + 1;
         let dir = tempfile::Builder::new()
             .prefix("driftless-post-render-")
             .tempdir()
-            .map_err(|e| format!("a directory for post-renderer {}: {e}", n + 1))?;
-        std::fs::write(dir.path().join("helm.yaml"), output.as_slice())
-            .map_err(|e| format!("post-renderer {}: {e}", n + 1))?;
+            .map_err(|e| PostRenderError::Dir {
+                step: step_no,
+                why: e.to_string(),
+            })?;
+        let written = |e: std::io::Error| PostRenderError::Write {
+            step: step_no,
+            why: e.to_string(),
+        };
+        std::fs::write(dir.path().join("helm.yaml"), output.as_slice()).map_err(written)?;
         let mut k = serde_json::json!({
             "apiVersion": "kustomize.config.k8s.io/v1beta1",
             "kind": "Kustomization",
@@ -62,8 +80,7 @@ fn run_post_renderers(
                 k[field] = v.clone();
             }
         }
-        std::fs::write(dir.path().join("kustomization.yaml"), to_yaml(&[k]))
-            .map_err(|e| format!("post-renderer {}: {e}", n + 1))?;
+        std::fs::write(dir.path().join("kustomization.yaml"), to_yaml(&[k])).map_err(written)?;
         let built = runner::run(
             &kustomize.program,
             &kustomize.args(dir.path()),
@@ -71,11 +88,12 @@ fn run_post_renderers(
             &stage.opts.limits,
             &stage.slots,
         )
-        .map_err(|e| {
-            let said = e
+        .map_err(|e| PostRenderError::Kustomize {
+            step: step_no,
+            // Its private directory means nothing to whoever reads the error.
+            said: e
                 .to_string()
-                .replace(&format!("{}/", dir.path().display()), "");
-            format!("post-renderer {} (kustomize): {said}", n + 1)
+                .replace(&format!("{}/", dir.path().display()), ""),
         })?;
         output = Arc::new(built);
     }

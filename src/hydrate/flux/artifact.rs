@@ -51,7 +51,10 @@ pub enum RuleError {
     #[error("has a copy rule whose `exclude` is not a list")]
     ExcludeNotList,
     #[error("has an exclude pattern {pattern:?}: {why}")]
-    ExcludePattern { pattern: String, why: String },
+    ExcludePattern {
+        pattern: String,
+        why: globset::ErrorKind,
+    },
 }
 
 /// Why a rule could not be carried out on the repository.
@@ -64,9 +67,9 @@ pub enum CopyError {
         why: Box<CopyError>,
     },
     #[error("not a glob: {0}")]
-    NotAGlob(String),
+    NotAGlob(globset::ErrorKind),
     #[error("{0}")]
-    Exclude(String),
+    Exclude(globset::ErrorKind),
     #[error("no path of the repository matches it")]
     NoMatch,
     #[error("everything it matches is excluded")]
@@ -137,12 +140,12 @@ pub(super) fn options(rule: &Value) -> Result<(Vec<String>, Strategy), RuleError
     Ok((exclude, strategy))
 }
 
-fn glob(pattern: &str) -> Result<GlobMatcher, String> {
+fn glob(pattern: &str) -> Result<GlobMatcher, globset::ErrorKind> {
     GlobBuilder::new(pattern)
         .literal_separator(true)
         .build()
         .map(|g| g.compile_matcher())
-        .map_err(|e| e.kind().to_string())
+        .map_err(|e| e.kind().clone())
 }
 
 /// Whether `path` holds a glob (as source-watcher tells one).
@@ -151,11 +154,7 @@ fn is_glob(path: &str) -> bool {
 }
 
 /// Makes the artifact `rules` describe of `repo` (canonical) in `into`.
-pub(super) fn materialise(
-    repo: &Path,
-    rules: &[CopyRule],
-    into: &Path,
-) -> Result<(), CopyError> {
+pub(super) fn materialise(repo: &Path, rules: &[CopyRule], into: &Path) -> Result<(), CopyError> {
     for rule in rules {
         Copy::new(repo, rule, into)?
             .run()
@@ -467,9 +466,9 @@ mod tests {
         out
     }
 
-    fn run(repo: &Path, rules: &[CopyRule]) -> Result<Vec<String>, String> {
+    fn run(repo: &Path, rules: &[CopyRule]) -> Result<Vec<String>, CopyError> {
         let into = tempfile::tempdir().unwrap();
-        materialise(repo, rules, into.path()).map_err(|e| e.to_string())?;
+        materialise(repo, rules, into.path())?;
         Ok(made(into.path()))
     }
 
@@ -530,12 +529,16 @@ mod tests {
         let linked = run(&repo, &[rule("infrastructure/**", "")]).unwrap();
         assert_eq!(linked.len(), INFRA.len() - 1, "{linked:?}");
         // What is not there is said.
-        let missing = run(&repo, &[rule("nowhere/x.yaml", "")]).unwrap_err();
+        let missing = run(&repo, &[rule("nowhere/x.yaml", "")])
+            .unwrap_err()
+            .to_string();
         assert!(
             missing.contains("nowhere/x.yaml does not exist"),
             "{missing}"
         );
-        let none = run(&repo, &[rule("infrastructure/*.json", "")]).unwrap_err();
+        let none = run(&repo, &[rule("infrastructure/*.json", "")])
+            .unwrap_err()
+            .to_string();
         assert!(
             none.contains("no path of the repository matches it"),
             "{none}"
@@ -590,7 +593,9 @@ mod tests {
         // A single file excluded is not copied; a glob whose every match is excluded is an error.
         let skipped = run(&repo, &[with("root.yaml", "", &["root.yaml"])]).unwrap();
         assert!(skipped.is_empty());
-        let all_out = run(&repo, &[with("infrastructure/*.md", "", &["*.md"])]).unwrap_err();
+        let all_out = run(&repo, &[with("infrastructure/*.md", "", &["*.md"])])
+            .unwrap_err()
+            .to_string();
         assert!(
             all_out.contains("everything it matches is excluded"),
             "{all_out}"
@@ -659,9 +664,11 @@ mod tests {
             run(&repo, &[extract("dist/*")]).unwrap(),
             ["charts/podinfo/Chart.yaml", "charts/podinfo/values.yaml"]
         );
-        let not_one = run(&repo, &[extract("dist/notes.txt")]).unwrap_err();
+        let not_one = run(&repo, &[extract("dist/notes.txt")])
+            .unwrap_err()
+            .to_string();
         assert!(not_one.contains("Extract takes a tarball"), "{not_one}");
-        let dir = run(&repo, &[extract("dist")]).unwrap_err();
+        let dir = run(&repo, &[extract("dist")]).unwrap_err().to_string();
         assert!(dir.contains("not a directory"), "{dir}");
     }
 
@@ -673,13 +680,24 @@ mod tests {
             (vec!["*.md".to_string()], Strategy::Merge)
         );
         let unknown = serde_json::json!({"from": "@a/x", "to": "@artifact/", "mode": "x"});
-        assert!(options(&unknown).unwrap_err().to_string().contains("`mode`"));
+        assert!(
+            options(&unknown)
+                .unwrap_err()
+                .to_string()
+                .contains("`mode`")
+        );
         let bad = serde_json::json!({"from": "@a/x", "to": "@artifact/", "strategy": "Append"});
-        assert!(options(&bad).unwrap_err().to_string().contains("\"Append\""));
+        assert!(
+            options(&bad)
+                .unwrap_err()
+                .to_string()
+                .contains("\"Append\"")
+        );
         let glob = serde_json::json!({"from": "@a/x", "to": "@artifact/", "exclude": ["[a"]});
         assert!(
             options(&glob)
                 .unwrap_err()
+                .to_string()
                 .contains("exclude pattern \"[a\"")
         );
     }

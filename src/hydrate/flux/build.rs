@@ -89,6 +89,27 @@ impl Tool for Kustomizations {
     }
 }
 
+/// Why the kustomization Flux would build could not be made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum KustomizationError {
+    #[error(transparent)]
+    Closure(#[from] crate::hydrate::kustomize::ClosureError),
+    #[error("reading {0}: {1}")]
+    Read(String, String),
+    #[error("{0} is not valid YAML: {1}")]
+    NotYaml(String, String),
+    #[error("{0} is not a kustomization")]
+    NotAKustomization(String),
+    #[error("a component is not a path")]
+    ComponentNotAPath,
+    #[error("component {0:?}: {1}")]
+    Component(String, String),
+    #[error("component {0:?} lies outside the repository")]
+    ComponentOutside(String),
+    #[error("{0}")]
+    Io(String),
+}
+
 /// The kustomization Flux builds for `k` in `dir` (the repository's copy): the
 /// directory's own, or one listing its manifests, with `k`'s fields put in. Returns the
 /// file name and its text, and the files (relative to the repository) the build reads.
@@ -96,10 +117,10 @@ pub(super) fn kustomization_for(
     repo: &Path,
     dir: &Path,
     k: &Kustomization,
-) -> Result<(String, Value, BTreeSet<PathBuf>), String> {
+) -> Result<(String, Value, BTreeSet<PathBuf>), KustomizationError> {
     let mut files = BTreeSet::new();
-    let add_closure = |d: &Path, files: &mut BTreeSet<PathBuf>| -> Result<(), String> {
-        let c = closure(repo, d, false).map_err(|e| e.to_string())?;
+    let add_closure = |d: &Path, files: &mut BTreeSet<PathBuf>| -> Result<(), KustomizationError> {
+        let c = closure(repo, d, false)?;
         files.extend(c.files);
         Ok(())
     };
@@ -107,10 +128,10 @@ pub(super) fn kustomization_for(
     let (name, mut kus) = match own {
         Some(n) => {
             add_closure(dir, &mut files)?;
-            let text =
-                std::fs::read_to_string(dir.join(n)).map_err(|e| format!("reading {n}: {e}"))?;
-            let v: Value =
-                serde_saphyr::from_str(&text).map_err(|e| format!("{n} is not valid YAML: {e}"))?;
+            let text = std::fs::read_to_string(dir.join(n))
+                .map_err(|e| KustomizationError::Read(n.to_string(), e.to_string()))?;
+            let v: Value = serde_saphyr::from_str(&text)
+                .map_err(|e| KustomizationError::NotYaml(n.to_string(), e.to_string()))?;
             (n.to_string(), v)
         }
         None => {
@@ -120,7 +141,7 @@ pub(super) fn kustomization_for(
             let mut pending = vec![dir.to_path_buf()];
             while let Some(d) = pending.pop() {
                 let mut entries: Vec<PathBuf> = std::fs::read_dir(&d)
-                    .map_err(|e| format!("reading {}: {e}", d.display()))?
+                    .map_err(|e| KustomizationError::Read(d.display().to_string(), e.to_string()))?
                     .flatten()
                     .map(|e| e.path())
                     .collect();
@@ -144,7 +165,10 @@ pub(super) fn kustomization_for(
                             pending.push(p);
                         }
                     } else if rel.ends_with(".yaml") || rel.ends_with(".yml") {
-                        files.insert(p.canonicalize().map_err(|e| e.to_string())?);
+                        files.insert(
+                            p.canonicalize()
+                                .map_err(|e| KustomizationError::Io(e.to_string()))?,
+                        );
                         resources.push(format!("./{rel}"));
                     }
                 }
@@ -158,7 +182,7 @@ pub(super) fn kustomization_for(
     };
     let spec = &k.spec;
     let Some(obj) = kus.as_object_mut() else {
-        return Err(format!("{name} is not a kustomization"));
+        return Err(KustomizationError::NotAKustomization(name));
     };
     if let Some(ns) = spec["targetNamespace"].as_str() {
         obj.insert("namespace".into(), json!(ns));
@@ -202,13 +226,13 @@ pub(super) fn kustomization_for(
     }
     if let Some(components) = spec["components"].as_array() {
         for c in components {
-            let rel = c.as_str().ok_or("a component is not a path")?;
+            let rel = c.as_str().ok_or(KustomizationError::ComponentNotAPath)?;
             let cdir = dir
                 .join(rel)
                 .canonicalize()
-                .map_err(|e| format!("component {rel:?}: {e}"))?;
+                .map_err(|e| KustomizationError::Component(rel.to_string(), e.to_string()))?;
             if !cdir.starts_with(repo) {
-                return Err(format!("component {rel:?} lies outside the repository"));
+                return Err(KustomizationError::ComponentOutside(rel.to_string()));
             }
             add_closure(&cdir, &mut files)?;
         }
@@ -233,7 +257,7 @@ pub(crate) fn build(r: &Shared, tool: &Kustomize, repo: &Path, k: &Kustomization
             k.path
         )));
     }
-    let (name, kus, files) = kustomization_for(repo, &dir, k).map_err(said)?;
+    let (name, kus, files) = kustomization_for(repo, &dir, k).map_err(|e| said(e.to_string()))?;
     let text = serde_json::to_string_pretty(&kus).map_err(|e| said(e.to_string()))?;
     let mut key = KeyBuilder::new("flux-kustomization");
     key.part(tool.program.as_os_str().as_encoded_bytes())

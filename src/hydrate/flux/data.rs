@@ -57,12 +57,7 @@ impl<'a> TreeData<'a> {
 
     /// The string data of ConfigMap or Secret `ns/name` (a Secret's `data` decoded);
     /// `Ok(None)` when the tree does not hold it.
-    fn read(
-        &mut self,
-        kind: &str,
-        ns: &str,
-        name: &str,
-    ) -> Result<Option<BTreeMap<String, String>>, String> {
+    fn read(&mut self, kind: &str, ns: &str, name: &str) -> Result<Option<StringData>, DataError> {
         use base64::Engine as _;
         let files = self.files;
         let objects = self.objects.get_or_insert_with(|| TreeData::index(files));
@@ -70,9 +65,7 @@ impl<'a> TreeData<'a> {
             return Ok(None);
         };
         if v.get("sops").is_some() {
-            return Err(format!(
-                "{kind} {ns}/{name} is encrypted with SOPS, and not read for this yet"
-            ));
+            return Err(DataError::Encrypted(format!("{kind} {ns}/{name}")));
         }
         let mut out = BTreeMap::new();
         for (k, val) in v["data"].as_object().into_iter().flatten() {
@@ -81,9 +74,14 @@ impl<'a> TreeData<'a> {
                 "Secret" => {
                     let bytes = base64::engine::general_purpose::STANDARD
                         .decode(text.trim())
-                        .map_err(|_| format!("{kind} {ns}/{name}: data.{k} is not base64"))?;
-                    String::from_utf8(bytes)
-                        .map_err(|_| format!("{kind} {ns}/{name}: data.{k} is not text"))?
+                        .map_err(|_| DataError::NotBase64 {
+                            object: format!("{kind} {ns}/{name}"),
+                            key: k.clone(),
+                        })?;
+                    String::from_utf8(bytes).map_err(|_| DataError::NotText {
+                        object: format!("{kind} {ns}/{name}"),
+                        key: k.clone(),
+                    })?
                 }
                 _ => text.to_string(),
             };
@@ -94,6 +92,20 @@ impl<'a> TreeData<'a> {
         }
         Ok(Some(out))
     }
+}
+
+/// A ConfigMap's or Secret's data as text, by key.
+type StringData = BTreeMap<String, String>;
+
+/// Why a ConfigMap's or Secret's data is not read (`KIND NS/NAME` each names its object).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DataError {
+    #[error("{0} is encrypted with SOPS, and not read for this yet")]
+    Encrypted(String),
+    #[error("{object}: data.{key} is not base64")]
+    NotBase64 { object: String, key: String },
+    #[error("{object}: data.{key} is not text")]
+    NotText { object: String, key: String },
 }
 
 /// A Kustomization's `postBuild.substituteFrom` read from the tree into its `substitute`
@@ -119,7 +131,10 @@ pub(super) fn variables(k: &mut Kustomization, data: &mut TreeData<'_>) -> Resul
                 ),
             )
         };
-        match data.read(kind, &k.namespace, name).map_err(said)? {
+        match data
+            .read(kind, &k.namespace, name)
+            .map_err(|e| said(e.to_string()))?
+        {
             Some(values) => vars.extend(values),
             None if source["optional"].as_bool() == Some(true) => {}
             None => {
@@ -170,7 +185,7 @@ pub(super) fn values_from(
         let name = source["name"].as_str().unwrap_or_default();
         let key = source["valuesKey"].as_str().unwrap_or("values.yaml");
         let optional = source["optional"].as_bool() == Some(true);
-        let found = data.read(kind, ns, name).map_err(&said)?;
+        let found = data.read(kind, ns, name).map_err(|e| said(e.to_string()))?;
         let Some(text) = found.as_ref().and_then(|d| d.get(key)) else {
             if optional {
                 continue;
