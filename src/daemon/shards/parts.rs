@@ -3,15 +3,17 @@
 //! and reads the others' whose version moved; the loop shows each of their specs in the
 //! buckets the holders' table gives them.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
-use kube::api::{DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, Preconditions};
+use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, Preconditions};
+use tokio::sync::watch;
 
-use super::{FIELD_MANAGER, Member, say_once};
+use super::division::Members;
+use super::{Peers, ShardConfig};
 use crate::apply::buckets::bucket_of;
 use crate::cluster::error_text;
 use crate::report::status::{SpecStatus, part};
@@ -22,34 +24,79 @@ const STATUS_OF: &str = "driftless.dev/status-of";
 /// Annotation on a part: the member that published it.
 const PART_BY: &str = "driftless.dev/member";
 const PART_KEY: &str = "specs.json.gz";
+const FIELD_MANAGER: &str = "driftless-shards";
 
-impl Member {
-    /// Exchanges the status with the others; a failure is said once, until one succeeds.
-    pub(super) async fn swap(&mut self) {
-        let exchanged = self.exchange().await;
-        say_once(
-            &mut self.exchange_trouble,
-            exchanged,
-            "the other replicas' specs show as last read",
-        );
+/// Why an exchange of parts failed.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum ExchangeError {
+    #[error("listing the replicas' parts of the status: {}", error_text(source))]
+    List { source: kube::Error },
+    #[error("reading {name}: {}", error_text(source))]
+    Read { name: String, source: kube::Error },
+    #[error("this replica's part of the status ({name}): {source}")]
+    Encode {
+        name: String,
+        source: part::PartError,
+    },
+    #[error("writing {name}: {}", error_text(source))]
+    Write { name: String, source: kube::Error },
+}
+
+/// This member's side of the exchange: its own part as last written, the others' as
+/// last read, and what the loop was last told of them.
+pub(super) struct Parts {
+    cfg: ShardConfig,
+    maps: Api<ConfigMap>,
+    /// This replica's own specs, from the loop.
+    part: watch::Receiver<Arc<Vec<SpecStatus>>>,
+    /// The part as last written.
+    published: Option<Arc<Vec<SpecStatus>>>,
+    /// The others' parts as last read: member → (resourceVersion, specs).
+    read: HashMap<String, (String, Vec<Arc<SpecStatus>>)>,
+    /// The others' specs the table gives them, for the loop to show.
+    peers: watch::Sender<Peers>,
+    /// The table and the parts' versions `peers` was built from.
+    peers_from: Option<(BTreeMap<u16, String>, BTreeMap<String, String>)>,
+    /// An exchange found a member's part gone: it left (or was forgotten), and a round
+    /// now takes its buckets over, rather than up to a round later.
+    someone_left: bool,
+}
+
+impl Parts {
+    pub(super) fn new(
+        cfg: ShardConfig,
+        maps: Api<ConfigMap>,
+        part: watch::Receiver<Arc<Vec<SpecStatus>>>,
+        peers: watch::Sender<Peers>,
+    ) -> Parts {
+        Parts {
+            cfg,
+            maps,
+            part,
+            published: None,
+            read: HashMap::new(),
+            peers,
+            peers_from: None,
+            someone_left: false,
+        }
     }
 
     /// Publishes this member's part if it changed (or is gone), reads the others' that
-    /// changed, and tells the loop the specs the table gives each of them.
-    async fn exchange(&mut self) -> Result<(), String> {
+    /// changed, and tells the loop the specs `holders` gives each of the `live`.
+    pub(super) async fn exchange(
+        &mut self,
+        live: &BTreeSet<String>,
+        members: &Members,
+        holders: &BTreeMap<u16, String>,
+    ) -> Result<(), ExchangeError> {
         let selector = format!("{STATUS_OF}={}", self.cfg.instance);
         let listed = self
             .maps
             .list_metadata(&ListParams::default().labels(&selector))
             .await
-            .map_err(|e| {
-                format!(
-                    "listing the replicas' parts of the status: {}",
-                    error_text(&e)
-                )
-            })?;
+            .map_err(|source| ExchangeError::List { source })?;
         let me = self.cfg.identity.clone();
-        let first = self.live.first() == Some(&me);
+        let first = live.first() == Some(&me);
         let mut versions: BTreeMap<String, String> = BTreeMap::new();
         let mut own_listed = false;
         for meta in &listed.items {
@@ -64,9 +111,9 @@ impl Member {
                 own_listed = true;
                 continue;
             }
-            if !self.live.contains(&by) {
+            if !live.contains(&by) {
                 // Its Lease is gone (it left, or was forgotten): nobody reads it again.
-                if first && !self.members.seen.contains_key(&by) {
+                if first && !members.listed(&by) {
                     let dp = DeleteParams {
                         preconditions: Some(Preconditions {
                             resource_version: Some(version),
@@ -78,12 +125,15 @@ impl Member {
                 }
                 continue;
             }
-            if self.parts.get(&by).is_none_or(|(v, _)| *v != version) {
+            if self.read.get(&by).is_none_or(|(v, _)| *v != version) {
                 let cm = self
                     .maps
                     .get(&name)
                     .await
-                    .map_err(|e| format!("reading {name}: {}", error_text(&e)))?;
+                    .map_err(|source| ExchangeError::Read {
+                        name: name.clone(),
+                        source,
+                    })?;
                 let bytes = cm
                     .binary_data
                     .as_ref()
@@ -95,22 +145,22 @@ impl Member {
                 });
                 let specs = specs.into_iter().map(Arc::new).collect();
                 let read_at = cm.resource_version().unwrap_or(version);
-                self.parts.insert(by.clone(), (read_at, specs));
+                self.read.insert(by.clone(), (read_at, specs));
             }
-            if let Some((v, _)) = self.parts.get(&by) {
+            if let Some((v, _)) = self.read.get(&by) {
                 versions.insert(by, v.clone());
             }
         }
         // A part that was read before and is gone now: its member left (a leaver
         // deletes its part last, after its Lease and its rows of the table).
-        self.someone_left |= self.parts.keys().any(|m| !versions.contains_key(m));
-        self.parts.retain(|m, _| versions.contains_key(m));
-        let from = (self.holders.clone(), versions);
+        self.someone_left |= self.read.keys().any(|m| !versions.contains_key(m));
+        self.read.retain(|m, _| versions.contains_key(m));
+        let from = (holders.clone(), versions);
         if self.peers_from.as_ref() != Some(&from) {
             let mut peers = HashMap::new();
-            for (m, (_, specs)) in &self.parts {
+            for (m, (_, specs)) in &self.read {
                 for s in specs {
-                    if self.holders.get(&bucket_of(&s.id)) == Some(m) {
+                    if holders.get(&bucket_of(&s.id)) == Some(m) {
                         peers.insert(s.id.clone(), Arc::clone(s));
                     }
                 }
@@ -125,16 +175,23 @@ impl Member {
                 .as_ref()
                 .is_none_or(|p| !Arc::ptr_eq(p, &part))
         {
-            self.publish_part(&part).await?;
+            self.publish(&part).await?;
             self.published = Some(part);
         }
         Ok(())
     }
 
-    async fn publish_part(&self, specs: &[SpecStatus]) -> Result<(), String> {
+    /// Whether an exchange since the last asking found a member gone.
+    pub(super) fn someone_left(&mut self) -> bool {
+        std::mem::take(&mut self.someone_left)
+    }
+
+    async fn publish(&self, specs: &[SpecStatus]) -> Result<(), ExchangeError> {
         let name = self.cfg.part_name();
-        let bytes = part::encode(specs)
-            .map_err(|e| format!("this replica's part of the status ({name}): {e}"))?;
+        let bytes = part::encode(specs).map_err(|source| ExchangeError::Encode {
+            name: name.clone(),
+            source,
+        })?;
         let cm = ConfigMap {
             metadata: ObjectMeta {
                 name: Some(name.clone()),
@@ -159,7 +216,16 @@ impl Member {
                 &Patch::Apply(&cm),
             )
             .await
-            .map_err(|e| format!("writing {name}: {}", error_text(&e)))?;
+            .map_err(|source| ExchangeError::Write { name, source })?;
         Ok(())
+    }
+
+    /// Deletes this member's part, last of what it leaves behind: the others take a part
+    /// gone as the sign that its member left.
+    pub(super) async fn withdraw(&self) {
+        let _ = self
+            .maps
+            .delete(&self.cfg.part_name(), &DeleteParams::default())
+            .await;
     }
 }
