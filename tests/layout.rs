@@ -247,3 +247,90 @@ fn the_scanner_finds_files_that_import_each_other() {
         ]
     );
 }
+
+/// The layout page's entry for each top-level part of `src/` (`src/apply/`, and
+/// `src/lib.rs` for the files beside it), as its text: the entry's first line up to the
+/// next entry.
+fn page_entries(page: &str) -> BTreeMap<String, String> {
+    let mut entries: BTreeMap<String, String> = BTreeMap::new();
+    let mut current: Option<String> = None;
+    for line in page.lines() {
+        if !line.starts_with(' ') {
+            current = line
+                .split_whitespace()
+                .next()
+                .filter(|w| w.starts_with("src/"))
+                .map(str::to_string);
+        }
+        if let Some(c) = &current {
+            let text = entries.entry(c.clone()).or_default();
+            text.push_str(line);
+            text.push('\n');
+        }
+    }
+    entries
+}
+
+/// The files of `src/` the layout page does not name in its entry for their part: a
+/// file by its name (without `.rs`), a `mod.rs` by its directory's.
+fn left_off_the_page(root: &Path, page: &str) -> Vec<String> {
+    let entries = page_entries(page);
+    let words = |text: &str| -> BTreeSet<String> {
+        text.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+            .map(str::to_string)
+            .collect()
+    };
+    let mut out = Vec::new();
+    for (module, path) in modules(root) {
+        let Some(name) = module.last() else { continue };
+        // A test module is the tests of the file beside it.
+        if module.iter().any(|m| m == "tests") {
+            continue;
+        }
+        let is_dir = path.file_name().is_some_and(|f| f == "mod.rs");
+        let entry = match (module.len(), is_dir) {
+            (1, false) => "src/lib.rs".to_string(),
+            _ => format!("src/{}/", module[0]),
+        };
+        let named = entries.get(&entry).is_some_and(|t| words(t).contains(name));
+        if !named {
+            out.push(format!("{} (under {entry})", module.join("/")));
+        }
+    }
+    out
+}
+
+#[test]
+fn the_layout_page_names_every_module() {
+    let page = std::fs::read_to_string(repo("docs/src/contributing/layout.md")).unwrap();
+    let missing = left_off_the_page(&repo("src"), &page);
+    assert!(
+        missing.is_empty(),
+        "docs/src/contributing/layout.md does not name these modules in their part's entry \
+         (a phrase each: what it is for):\n{}",
+        missing.join("\n")
+    );
+}
+
+#[test]
+fn a_module_left_off_the_page_is_found() {
+    let dir = tempfile::tempdir().unwrap();
+    for rel in [
+        "lib.rs",
+        "gate.rs",
+        "apply/mod.rs",
+        "apply/plan.rs",
+        "apply/prune.rs",
+    ] {
+        let path = dir.path().join(rel);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, "").unwrap();
+    }
+    let page = "```\nsrc/lib.rs     the modules; gate.rs\nsrc/apply/     the engine: plan, and\n               what prune does not say\nsrc/report/    prune\n```\n";
+    assert_eq!(left_off_the_page(dir.path(), page), Vec::<String>::new());
+    let page = page.replace("what prune does not say", "nothing more");
+    assert_eq!(
+        left_off_the_page(dir.path(), &page),
+        ["apply/prune (under src/apply/)"]
+    );
+}
