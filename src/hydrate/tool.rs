@@ -39,6 +39,9 @@ pub struct Rendered {
     /// What `validate`, `diff --base` and the daemon say of this render (a chart's
     /// lookups that read nothing).
     pub notices: Vec<String>,
+    /// It read the live cluster (a chart's `lookup`): what it rendered may change with
+    /// no change of the revision, so the daemon renders it again (`Hydrated::read_cluster`).
+    pub read_cluster: bool,
 }
 
 /// Why an item did not render, in one line. Said at the item's own place unless the
@@ -48,11 +51,18 @@ pub struct Rendered {
 pub struct ToolError {
     pub at: Option<Location>,
     pub message: String,
+    /// The failed render read the live cluster (a chart's `lookup` under a server dry
+    /// run): it may render once the cluster changes, with no change of the revision.
+    pub read_cluster: bool,
 }
 
 impl From<String> for ToolError {
     fn from(message: String) -> Self {
-        ToolError { at: None, message }
+        ToolError {
+            at: None,
+            message,
+            read_cluster: false,
+        }
     }
 }
 
@@ -170,6 +180,7 @@ pub(super) fn hydrate_with<T: Tool>(
     for (item, result) in items.iter().zip(results) {
         match result {
             Ok(rendered) => {
+                out.read_cluster |= rendered.read_cluster;
                 let file = tool.output_file(item);
                 out.made_by.insert(file.clone(), tool.at(item));
                 out.rendered.insert(file.clone(), rendered.by);
@@ -184,6 +195,7 @@ pub(super) fn hydrate_with<T: Tool>(
                 });
             }
             Err(e) => {
+                out.read_cluster |= e.read_cluster;
                 let at = e.at.unwrap_or_else(|| tool.at(item));
                 fails(
                     out,
