@@ -129,6 +129,7 @@ impl Engine {
                     spec: p.obj.spec.clone(),
                     action: Action::Failed(why),
                     live: None,
+                    resource_version: None,
                     fields: None,
                     drift: None,
                     warnings: Vec::new(),

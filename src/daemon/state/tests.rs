@@ -93,6 +93,7 @@ fn result(name: &str, action: Action) -> ObjectResult {
         spec: id(name),
         action,
         live: None,
+        resource_version: None,
         fields,
         drift: None,
         warnings: Vec::new(),
