@@ -237,6 +237,18 @@ async fn poll(
                     match status.status {
                         Status::Current => {}
                         Status::Failed => return Readiness::Failed(said),
+                        // A run deleted before it was seen to end never will: said now,
+                        // not at the timeout.
+                        _ if observed.deleted.contains(&o.key()) => {
+                            let last = match &live {
+                                Some(_) => format!(" (last seen: {})", status.message),
+                                None => String::new(),
+                            };
+                            return Readiness::Failed(format!(
+                                "{} was deleted before it was seen to finish{last}",
+                                o.display_ref()
+                            ));
+                        }
                         _ => {
                             waiting.get_or_insert(said);
                         }

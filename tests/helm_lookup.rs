@@ -12,7 +12,9 @@ use std::path::Path;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::Api;
 
-use support::{assert_exit, driftless_on_cluster, git, show, write_file as write};
+use support::{
+    ConfigRepo, GitDaemon, assert_exit, driftless_on_cluster, git, http, show, write_file as write,
+};
 
 /// A chart that makes a password once and keeps it: the common pattern (Bitnami's
 /// `common.secrets.passwords.manage`, Grafana's admin password, ...).
@@ -190,6 +192,198 @@ async fn the_daemon_keeps_a_looked_up_password_across_revisions() {
         .0
         .clone();
     assert_eq!(after, first, "{}", daemon.log());
+}
+
+/// A chart that renders what it finds in the cluster: a ConfigMap `mirror` holding the
+/// `value` of the ConfigMap `source`, which someone else keeps.
+fn mirror_chart(root: &Path) {
+    write(
+        root,
+        "charts/mirror/Chart.yaml",
+        "apiVersion: v2\nname: mirror\nversion: 0.1.0\n",
+    );
+    write(
+        root,
+        "charts/mirror/templates/mirror.yaml",
+        r#"{{- $src := lookup "v1" "ConfigMap" .Release.Namespace "source" }}
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: mirror
+data:
+  value: {{ if $src }}{{ index $src.data "value" | quote }}{{ else }}"none"{{ end }}
+"#,
+    );
+}
+
+/// A helm that writes each of its command lines to `dir/runs` before it runs: the
+/// renders the daemon made, seen from outside it.
+fn counting_helm(dir: &Path) -> (String, std::path::PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let log = dir.join("runs");
+    let program = dir.join("helm");
+    std::fs::write(
+        &program,
+        format!(
+            "#!/bin/sh\necho \"$*\" >> '{}'\nexec '{}' \"$@\"\n",
+            log.display(),
+            support::helm4()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    (program.to_str().unwrap().to_string(), log)
+}
+
+/// The `helm template` command lines run so far, in order.
+fn renders(log: &Path) -> Vec<String> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.starts_with("template "))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Syncs that succeeded so far, as the daemon's metrics count them.
+async fn syncs(daemon: &support::Daemon) -> u64 {
+    let (code, text) = http(daemon.metrics, "GET", "/metrics", &[], b"").await;
+    assert_eq!(code, 200, "{text}");
+    text.lines()
+        .find_map(|l| l.strip_prefix("driftless_sync_total{result=\"success\"} "))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// A commit's render that read the cluster is made again at the resync, with what the
+/// cluster holds then, and what changed is applied with no new commit; a commit whose
+/// render read nothing is never rendered again for a resync or a poll: its helm never
+/// runs twice in a row with the same command line. (It runs again when the cluster's
+/// APIs change, which its command line then says: other tests share the cluster and
+/// install CRDs.)
+#[tokio::test]
+async fn a_render_that_read_the_cluster_is_made_again_at_the_resync() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "lookup-resync").await;
+    let still = support::namespace(&client, "lookup-still").await;
+    let configs: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let source = |value: &str| -> ConfigMap {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": { "name": "source" },
+            "data": { "value": value },
+        }))
+        .unwrap()
+    };
+    configs
+        .create(&Default::default(), &source("one"))
+        .await
+        .unwrap();
+
+    let finds = ConfigRepo::new();
+    mirror_chart(finds.work());
+    write(
+        finds.work(),
+        "apps.toml",
+        &format!("namespace = \"{ns}\"\n\n[helm.mirror]\nchart = \"charts/mirror\"\n"),
+    );
+    let commit = finds.commit("a chart that mirrors what it finds");
+    let plain = ConfigRepo::new();
+    write(
+        plain.work(),
+        "charts/plain/Chart.yaml",
+        "apiVersion: v2\nname: plain\nversion: 0.1.0\n",
+    );
+    write(
+        plain.work(),
+        "charts/plain/templates/cm.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: plain\ndata:\n  value: \"fixed\"\n",
+    );
+    write(
+        plain.work(),
+        "apps.toml",
+        &format!("namespace = \"{still}\"\n\n[helm.plain]\nchart = \"charts/plain\"\n"),
+    );
+    plain.commit("a chart that looks nothing up");
+    let (finds_git, plain_git) = (
+        GitDaemon::serve(finds.base()),
+        GitDaemon::serve(plain.base()),
+    );
+    let (finds_helm, plain_helm) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (finds_helm, finds_runs) = counting_helm(finds_helm.path());
+    let (plain_helm, plain_runs) = counting_helm(plain_helm.path());
+    // Polled often, resynced often: a poll of the same commit renders nothing again, a
+    // resync renders again only what read the cluster.
+    let run = |ns: &str, url: &str, helm: &str| {
+        support::Daemon::builder(ns)
+            .args(&[
+                "--git",
+                url,
+                "--interval",
+                "1s",
+                "--resync",
+                "2s",
+                "--helm",
+                helm,
+            ])
+            .start()
+    };
+    let mirror = run(&ns, &finds_git.url("config.git"), &finds_helm);
+    let other = run(&still, &plain_git.url("config.git"), &plain_helm);
+
+    let value = |want: &'static str| {
+        let configs = configs.clone();
+        let mirror = &mirror;
+        async move {
+            support::eventually(
+                &format!("the mirror holding {want:?}"),
+                support::WAIT,
+                || async {
+                    match configs.get("mirror").await {
+                        Ok(c) if c.data.as_ref().is_some_and(|d| d["value"] == want) => Ok(()),
+                        other => Err(format!(
+                            "{:?}\n{}",
+                            other.map(|c| c.data),
+                            support::tail(&mirror.log(), 4000)
+                        )),
+                    }
+                },
+            )
+            .await
+        }
+    };
+    value("one").await;
+    // Someone else changes what the chart reads; no commit follows.
+    configs
+        .replace("source", &Default::default(), &source("two"))
+        .await
+        .unwrap();
+    value("two").await;
+    let status = mirror.status().unwrap();
+    assert_eq!(status["revision_applied"], commit.as_str(), "{status:#}");
+    assert!(renders(&finds_runs).len() >= 2, "rendered again");
+
+    // The other daemon resynced twice after its first sync, its commit rendered once.
+    support::eventually("two resyncs", support::WAIT, || async {
+        match syncs(&other).await {
+            n if n >= 3 => Ok(()),
+            n => Err(format!("{n} syncs\n{}", support::tail(&other.log(), 4000))),
+        }
+    })
+    .await;
+    let runs = renders(&plain_runs);
+    assert!(!runs.is_empty());
+    assert!(
+        runs.windows(2).all(|w| w[0] != w[1]),
+        "rendered again with nothing changed:\n{}",
+        runs.join("\n")
+    );
+    let plain: Api<ConfigMap> = Api::namespaced(client.clone(), &still);
+    assert_eq!(
+        plain.get("plain").await.unwrap().data.unwrap()["value"],
+        "fixed"
+    );
 }
 
 /// `.Capabilities.APIVersions` follow the cluster: a CRD the tree installs is seen by the

@@ -534,3 +534,92 @@ async fn hooks_that_delete_themselves_once_done_are_done_not_lost() {
 fn newest_applied(status: &serde_json::Value) -> bool {
     status["revision_seen"] == status["revision_applied"]
 }
+
+/// A wave's Job that deletes itself once done (`ttlSecondsAfterFinished: 0`) is followed
+/// from its apply, as a hook's run is: gone by the time its wave is waited for, it is
+/// still seen to have completed, and the next wave goes. One deleted before it finished
+/// fails the sync at once, saying so in one line, not at the end of `--ready-timeout`.
+#[tokio::test]
+async fn a_waves_job_that_deletes_itself_once_done_is_done_and_one_deleted_midway_fails() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "wave-ttl").await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("waves.yaml");
+    let job = |name: &str, pod_annotations: &str| {
+        format!(
+            "---\napiVersion: batch/v1\nkind: Job\nmetadata:\n  name: {name}\n  namespace: {ns}\n  annotations:\n    driftless.dev/wave: \"-1\"\nspec:\n  ttlSecondsAfterFinished: 0\n  backoffLimit: 0\n  template:\n    metadata:\n      annotations: {{{pod_annotations}}}\n    spec:\n      restartPolicy: Never\n      containers:\n        - name: run\n          image: busybox:1.36\n          command: [\"true\"]\n"
+        )
+    };
+    // Argo CD's `Sync` hook of the same wave runs once the wave is applied and before it
+    // is waited for: ready only seconds later (the kubelet stand-in's `slowready-N`), by
+    // when the Job has long completed and the TTL controller has deleted it.
+    let hook = format!(
+        "---\napiVersion: v1\nkind: Pod\nmetadata:\n  name: settle\n  namespace: {ns}\n  annotations:\n    argocd.argoproj.io/hook: Sync\n    driftless.dev/wave: \"-1\"\nspec:\n  containers:\n    - name: wait\n      image: nginx:slowready-5\n"
+    );
+    let config = |name: &str| {
+        format!(
+            "---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: {ns}\ndata:\n  wave: \"0\"\n"
+        )
+    };
+    std::fs::write(&file, job("migrate", "") + &hook + &config("after")).unwrap();
+    let seen = Seen::start(&client, &ns);
+    let maps: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(client.clone(), &ns);
+    let jobs: Api<Job> = Api::namespaced(client.clone(), &ns);
+    // A wave not ready in time would stop the sync long after the test's own wait: only
+    // what follows the Job ends it.
+    let mut daemon = Daemon::builder(&ns)
+        .args(&[
+            "--dir",
+            dir.path().to_str().unwrap(),
+            "--ready-timeout",
+            "10m",
+        ])
+        .start();
+    daemon
+        .wait_status("the next wave applied", |s| {
+            s["last_sync"]["result"] == "success"
+                && support::spec_or_null(s, &format!("manifest/{ns}/ConfigMap/after"))["ready"]
+                    == true
+        })
+        .await;
+    seen.at("complete Job/migrate").await;
+    seen.at("deleted Job/migrate").await;
+    assert!(maps.get_opt("after").await.unwrap().is_some());
+
+    // A Job that never ends (its Pod runs on), deleted by someone while its wave waits.
+    std::fs::write(
+        &file,
+        job(
+            "stuck",
+            "testbed.driftless.dev/ready-delay-seconds: \"3600\"",
+        ) + &hook
+            + &config("later"),
+    )
+    .unwrap();
+    daemon
+        .wait_status("the wave waiting on the Job", |s| {
+            s["sync_progress"]["waiting_on"]
+                .as_str()
+                .is_some_and(|w| w.contains("stuck"))
+        })
+        .await;
+    jobs.delete("stuck", &kube::api::DeleteParams::background())
+        .await
+        .unwrap();
+    let status = daemon
+        .wait_status("the sync failed", |s| s["last_sync"]["result"] == "failed")
+        .await;
+    let message = status["last_sync"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(&format!(
+            "wave -1: Job.batch {ns}/stuck was deleted before it was seen to finish"
+        )) && !message.contains('\n'),
+        "{status:#}"
+    );
+    assert!(maps.get_opt("later").await.unwrap().is_none());
+    daemon.stop();
+    // Its retry may have made it again.
+    let _ = jobs
+        .delete("stuck", &kube::api::DeleteParams::background())
+        .await;
+}

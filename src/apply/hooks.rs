@@ -74,6 +74,7 @@ impl Engine {
             spec: p.obj.spec.clone(),
             action,
             live: None,
+            resource_version: None,
             fields: None,
             drift: None,
             warnings: Vec::new(),
@@ -103,19 +104,13 @@ impl Engine {
         gate.progress(super::stages::Step::Waiting {
             stage: format!("hook {} to succeed", run.display_ref()),
         });
-        let since = result.live.as_ref().and_then(|l| {
-            l.value()["metadata"]["resourceVersion"]
-                .as_str()
-                .map(str::to_string)
-        });
+        let since = result.resource_version.clone();
         let key = run.key();
         let readiness = tokio::select! {
             r = gate.ready(std::slice::from_ref(&run)) => r,
             never = self.follow_run(p, &key, since) => match never {},
         };
-        if let Ok(mut followed) = self.followed.lock() {
-            followed.remove(&key);
-        }
+        self.unfollow([&key]);
         let action = match readiness {
             Readiness::Ready => result.action,
             // Cut short (a newer revision, shutdown): the run did not fail, and is left
@@ -129,57 +124,6 @@ impl Engine {
             }
         };
         (ObjectResult { action, ..result }, run.name)
-    }
-
-    /// Follows hook run `key` with a watch from its creation (`since`, the create's
-    /// resourceVersion), keeping the last state it saw before its deletion began
-    /// (`followed`, which readiness reads once the run is gone or going): current charts give their
-    /// hook Jobs `ttlSecondsAfterFinished: 0`, so the TTL controller deletes a Job the
-    /// moment it completes, and a read after that finds nothing. Never ends; a watch that
-    /// fails leaves the poll to judge as before.
-    async fn follow_run(
-        &self,
-        p: &Planned<'_>,
-        key: &crate::object::ObjKey,
-        since: Option<String>,
-    ) -> std::convert::Infallible {
-        use futures::TryStreamExt;
-        use kube::api::{WatchEvent, WatchParams};
-        let mut since = since.unwrap_or_else(|| "0".to_string());
-        if let Ok(api) = self.hook_api(p) {
-            let params = WatchParams::default().fields(&format!("metadata.name={}", key.name));
-            'watch: loop {
-                let Ok(stream) = api.watch(&params, &since).await else {
-                    break;
-                };
-                let mut stream = std::pin::pin!(stream);
-                loop {
-                    let obj = match stream.try_next().await {
-                        Ok(Some(
-                            WatchEvent::Added(o) | WatchEvent::Modified(o) | WatchEvent::Deleted(o),
-                        )) => o,
-                        Ok(Some(WatchEvent::Bookmark(b))) => {
-                            since = b.metadata.resource_version;
-                            continue;
-                        }
-                        // The server ended it (its timeout): again from the last seen.
-                        Ok(None) => continue 'watch,
-                        Ok(Some(WatchEvent::Error(_))) | Err(_) => break 'watch,
-                    };
-                    if let Some(rv) = obj.metadata.resource_version.clone() {
-                        since = rv;
-                    }
-                    // How it ended is the last state before its deletion began (which a
-                    // Job's foreground deletion can hold for a while).
-                    if obj.metadata.deletion_timestamp.is_none()
-                        && let Ok(mut followed) = self.followed.lock()
-                    {
-                        followed.insert(key.clone(), obj);
-                    }
-                }
-            }
-        }
-        std::future::pending().await
     }
 
     /// Deletes an earlier run's object (ours only) and waits until it is gone.

@@ -16,6 +16,8 @@ use crate::object::Packed;
 pub(super) struct Live {
     pub(super) value: Value,
     pub(super) fields: String,
+    /// Its resourceVersion, as read or written (a view of it may leave it out).
+    pub(super) version: Option<String>,
 }
 
 /// A live object as one JSON value without its managedFields, and the hash of the fields
@@ -110,8 +112,12 @@ impl Listed {
     }
 
     pub(super) fn unpack(self) -> Live {
+        let value = self.body.value();
         Live {
-            value: self.body.value(),
+            version: value["metadata"]["resourceVersion"]
+                .as_str()
+                .map(str::to_string),
+            value,
             fields: self.fields,
         }
     }
@@ -119,12 +125,17 @@ impl Listed {
 
 impl Live {
     pub(super) fn of(obj: DynamicObject, opts: &Options) -> Live {
+        let version = obj.metadata.resource_version.clone();
         let (value, fields) = live_parts(obj, None, &opts.field_manager);
         let value = match opts.live_view {
             Some(view) => view(value),
             None => value,
         };
-        Live { value, fields }
+        Live {
+            value,
+            fields,
+            version,
+        }
     }
 }
 

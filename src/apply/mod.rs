@@ -15,6 +15,7 @@ mod access;
 mod adopt;
 pub mod diff;
 pub mod drift;
+mod follow;
 mod hash;
 mod held;
 mod hooks;
@@ -206,6 +207,10 @@ pub struct ObjectResult {
     /// unchanged object: a sync reads those as metadata only. Packed: a sync of
     /// thousands of new objects holds all their results until it ends.
     pub live: Option<Packed>,
+    /// The resourceVersion the apiserver answered a write with (none without a write;
+    /// `live` may leave it out): where a watch that follows the object from that write
+    /// starts (`follow`).
+    pub resource_version: Option<String>,
     /// The hash of the fields our field manager owns in the live object (see
     /// `owned_fields_hash`), also for an unchanged one.
     pub fields: Option<String>,
@@ -252,9 +257,10 @@ pub struct Engine {
     /// The buckets this replica holds when replicas share the tree: set by the daemon
     /// between syncs, read by every inventory access.
     held: std::sync::RwLock<Option<buckets::Held>>,
-    /// The hook runs being waited for, each as a watch from its creation last saw it:
-    /// what readiness reads of a run that is already gone (`hooks::follow_run`).
-    followed: std::sync::Mutex<std::collections::HashMap<ObjKey, kube::api::DynamicObject>>,
+    /// The runs being waited for (hooks, a wave's Jobs the TTL controller deletes), each
+    /// as a watch from its creation saw it: what readiness reads of a run that is already
+    /// gone (`follow`).
+    followed: follow::Runs,
 }
 
 impl Engine {

@@ -84,31 +84,6 @@ impl Engine {
             .collect())
     }
 
-    /// `live` with the hook runs that are gone or going (a Job its
-    /// `ttlSecondsAfterFinished: 0` deleted the moment it finished) as their watch last saw
-    /// them before that, so a run is judged by how it ended, never by a read that finds
-    /// nothing or finds it being deleted.
-    fn with_followed(
-        &self,
-        mut live: HashMap<ObjKey, crate::object::Seen>,
-        wanted: &BTreeSet<&ObjKey>,
-    ) -> HashMap<ObjKey, crate::object::Seen> {
-        let followed = match self.followed.lock() {
-            Ok(f) => f,
-            Err(poisoned) => poisoned.into_inner(),
-        };
-        for (key, obj) in followed.iter() {
-            let going = live
-                .get(key)
-                .is_none_or(|s| !s.view.value()["metadata"]["deletionTimestamp"].is_null());
-            if wanted.contains(key) && going {
-                let seen = super::live::Listed::of(super::live::Live::of(obj.clone(), &self.opts));
-                live.insert(key.clone(), seen.into_seen());
-            }
-        }
-        live
-    }
-
     /// The live state of `objects` (by key; absent = not found) and, for Services, their
     /// Endpoints: what readiness is computed from.
     pub async fn observe(&self, objects: &[Object]) -> Result<Observed, ApplyError> {
@@ -122,7 +97,7 @@ impl Engine {
             .filter(|(k, _)| wanted.contains(k))
             .map(|(k, l)| (k, l.into_seen()))
             .collect();
-        let live = self.with_followed(live, &wanted);
+        let (live, deleted) = self.with_followed(live, &wanted);
         let mut pods = HashMap::new();
         for p in planned
             .iter()
@@ -159,6 +134,7 @@ impl Engine {
             objects: Arc::new(live),
             endpoints,
             pods,
+            deleted,
         })
     }
 }

@@ -122,12 +122,14 @@ impl Engine {
         entry: Option<Entry>,
     ) -> (ObjectResult, Option<Entry>) {
         let result = |action: Action, live: Option<Live>| {
+            let resource_version = live.as_ref().and_then(|l| l.version.clone());
             let (live, fields) = live.map(|l| (Packed::new(&l.value), l.fields)).unzip();
             ObjectResult {
                 key: p.key.clone(),
                 spec: p.obj.spec.clone(),
                 action,
                 live,
+                resource_version,
                 fields,
                 drift: None,
                 warnings: Vec::new(),
@@ -449,6 +451,7 @@ impl Engine {
             spec: p.obj.spec.clone(),
             action,
             live: live.map(Packed::new),
+            resource_version: None,
             fields: None,
             drift: None,
             warnings: Vec::new(),
@@ -516,6 +519,7 @@ impl Engine {
                 let fields = Some(v.fields);
                 let r = ObjectResult {
                     fields,
+                    resource_version: v.version.clone(),
                     ..result(Action::Replaced, Some(&v.value))
                 };
                 (r, Some(e))

@@ -48,6 +48,7 @@ impl Engine {
             spec: p.obj.spec.clone(),
             action,
             live: None,
+            resource_version: None,
             fields: None,
             drift: None,
             warnings: Vec::new(),
@@ -118,6 +119,7 @@ impl Engine {
         });
         let done = ObjectResult {
             live: Some(Packed::new(&live.value)),
+            resource_version: live.version,
             fields: Some(live.fields),
             ..result(Action::Created)
         };

@@ -221,6 +221,9 @@ impl Engine {
         // The ordinary objects of the last wave applied, and its stage, until a stage
         // that waits for them to be ready.
         let mut unready: Option<(Stage, Vec<Object>)> = None;
+        // Their Jobs that the TTL controller deletes once finished, followed while they
+        // are waited for.
+        let mut runs: Vec<super::follow::Run> = Vec::new();
         let mut stages = stages.into_iter().peekable();
         while let Some((stage, batch)) = stages.next() {
             if let Some(why) = gate.cancelled() {
@@ -232,7 +235,12 @@ impl Engine {
                 gate.progress(Step::Waiting {
                     stage: format!("{before} to be ready"),
                 });
-                let readiness = gate.ready(&objects).await;
+                let readiness = tokio::select! {
+                    r = gate.ready(&objects) => r,
+                    never = self.follow_runs(&runs) => match never {},
+                };
+                self.unfollow(runs.iter().map(|(p, _)| &p.key));
+                runs.clear();
                 // A wait cut short is the cancellation's doing, not the objects'.
                 if let Some(why) = gate.cancelled() {
                     return Ok((results, Some(stopped_before(stage, &why))));
@@ -247,12 +255,27 @@ impl Engine {
             // A wave's own objects first, then its `Sync` hooks, each run to its end.
             let (hooks, batch): (Vec<Planned>, Vec<Planned>) =
                 batch.into_iter().partition(|p| p.obj.policy.hook.is_some());
+            let mut to_follow = Vec::new();
             if !stage.is_hook() {
                 let objects: Vec<Object> = batch.iter().map(|p| p.obj.clone()).collect();
                 let previous = unready.take().map(|(_, o)| o).unwrap_or_default();
                 unready = Some((stage, previous.into_iter().chain(objects).collect()));
+                to_follow = batch
+                    .iter()
+                    .filter(|p| deletes_itself(p))
+                    .cloned()
+                    .collect();
             }
             let mut ran = self.apply_in_phases(batch, existing, inv, gate).await?;
+            // Followed from what their apply answered: a Job that finished and was
+            // deleted before its wave is waited for is still seen to have finished.
+            runs.extend(to_follow.into_iter().map(|p| {
+                let since = ran
+                    .iter()
+                    .find(|r| r.key == p.key)
+                    .and_then(|r| r.resource_version.clone());
+                (p, since)
+            }));
             if !hooks.is_empty()
                 && !ran.iter().any(|r| r.action.is_error())
                 && gate.cancelled().is_none()
@@ -359,6 +382,13 @@ impl Engine {
             );
         }
     }
+}
+
+/// Whether `p` is a Job the TTL controller deletes once it finishes
+/// (`ttlSecondsAfterFinished`, 0 in current charts): its wave follows it from its apply
+/// (`follow`), as a hook's run is. Any other object stays to be read.
+fn deletes_itself(p: &Planned<'_>) -> bool {
+    p.key.is("batch", "Job") && !p.obj.body.value()["spec"]["ttlSecondsAfterFinished"].is_null()
 }
 
 /// Whether two stages are hooks of one phase.

@@ -131,6 +131,7 @@ impl Engine {
                     spec: p.obj.spec.clone(),
                     action: Action::Failed(why),
                     live: None,
+                    resource_version: None,
                     fields: None,
                     drift: None,
                     warnings: Vec::new(),
@@ -192,6 +193,7 @@ pub(super) fn held_out(
                 fields: None,
                 drift: None,
                 warnings: Vec::new(),
+                resource_version: None,
             });
         false
     });

@@ -204,7 +204,11 @@ impl Loop {
                 }
                 _ = resync.tick() => {
                     // The directory is re-read too: a safety net for missed watch events.
-                    let _ = self.rescan.try_send(Rescan::default());
+                    // A render that read the cluster is made again, with what it reads now.
+                    let _ = self.rescan.try_send(Rescan {
+                        done: None,
+                        render_again: self.state.render_again(),
+                    });
                     // A whole sync under way is this period's; its end starts the next.
                     if !self.running_whole() {
                         self.queue.push(Key::Full, Instant::now());
@@ -281,8 +285,12 @@ impl Loop {
     /// (a `?wait=ready`) answers, once its read reached the loop, with the revision seen.
     fn on_control(&mut self, control: Control, src_rx: &mut mpsc::Receiver<SourceUpdate>) {
         match control {
-            Control::Sync { done } => self.read_then(Control::SourceRead { done }),
-            Control::Read { done } => self.read_then(Control::ReadDone { done }),
+            // A sync asked for is a resync now: a render that read the cluster is made again.
+            Control::Sync { done } => {
+                let again = self.state.render_again();
+                self.read_then(Control::SourceRead { done }, again)
+            }
+            Control::Read { done } => self.read_then(Control::ReadDone { done }, false),
             Control::ReadDone { done } => {
                 while let Ok(update) = src_rx.try_recv() {
                     self.on_source(update);
@@ -302,10 +310,15 @@ impl Loop {
         }
     }
 
-    /// Has the source read again, then hands `then` back to the loop.
-    fn read_then(&self, then: Control) {
+    /// Has the source read again (and render again: `render_again`), then hands `then`
+    /// back to the loop.
+    fn read_then(&self, then: Control, render_again: bool) {
         let (tx, rx) = oneshot::channel();
-        if self.rescan.try_send(Rescan { done: Some(tx) }).is_err() {
+        let rescan = Rescan {
+            done: Some(tx),
+            render_again,
+        };
+        if self.rescan.try_send(rescan).is_err() {
             // Reads are already queued; what follows comes after them closely enough.
             tracing::debug!("source read already queued");
         }

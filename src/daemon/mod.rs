@@ -210,7 +210,14 @@ pub async fn run(
         live: Some(source::Live {
             client: client.clone(),
             lookup,
-            readings: Arc::default(),
+            // Counted from the time the daemon started, as the CLI's are: renders are
+            // kept on disk across restarts, and a restarted daemon's first reading must
+            // not be one an earlier process made.
+            readings: Arc::new(std::sync::atomic::AtomicU64::new(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_nanos() as u64),
+            )),
         }),
     };
     let origins = notify::Origins::default();

@@ -37,8 +37,11 @@ pub struct Stage {
 pub struct Live {
     pub client: kube::Client,
     pub lookup: Option<Arc<crate::cluster::lookup::Lookup>>,
-    /// Each render is one reading of the cluster: a chart's lookups are done again for
-    /// each revision rendered, never answered from an earlier reading.
+    /// The reading of the cluster renders are made for (part of a render's cache key
+    /// when it read the cluster): a new one for each new revision and for each render
+    /// the loop asks for again ([`Rescan::render_again`]), so a chart's lookups are done
+    /// again then; the same one for a read that finds the revision already rendered (a
+    /// poll), whose renders are answered from the cache.
     pub readings: Arc<std::sync::atomic::AtomicU64>,
 }
 
@@ -46,12 +49,64 @@ pub struct Live {
 /// last ones read are used.
 const FACTS_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// A read revision, rendered: its id, the files the spec loader reads, and what the stage
-/// said.
-pub(super) type Read = Result<(String, Vec<SourceFile>, HydrateReport), Failure>;
+/// A read revision, rendered.
+pub(super) type Read = Result<Hydrated, Failure>;
+
+/// A revision as the stage rendered it.
+pub(super) struct Hydrated {
+    pub id: String,
+    /// The files the spec loader reads.
+    pub files: Vec<SourceFile>,
+    /// What the stage said.
+    pub report: HydrateReport,
+    /// For a render that read the cluster: what it rendered to, named as a directory's
+    /// revision is. Rendered again, the revision is news only if this differs.
+    pub rendered_as: Option<String>,
+}
+
+/// Whether a render of revision `id` takes a new reading of the cluster: when asked to
+/// render again, for a revision other than the one rendered last (`last`), and for a
+/// directory's read that follows a change of it (`moved`: a directory's revisions are
+/// named by what they render to, so any such read may be a new one); not for a read that
+/// finds the revision just rendered (a poll, a hook, a rescan not asked to render again),
+/// whose charts then run no more.
+fn new_reading(last: Option<&str>, id: Option<&str>, again: bool, moved: bool) -> bool {
+    again || id != last || (id.is_none() && moved)
+}
+
+/// What a revision renders to, named: the files the spec loader reads, the health rules
+/// (which are in no file), and the errors (two broken states of one tree are two
+/// revisions, each with its errors).
+fn rendered_name(out: &crate::hydrate::Hydrated) -> String {
+    let mut id = source::dir::revision_of(&out.files);
+    // Rules a render found are in no file it hands on (a Flux Kustomization's lines are
+    // taken out): a change of them is a revision too.
+    if !out.health.is_empty() {
+        let rules: String = out.health.iter().map(|r| r.text()).collect();
+        id = format!(
+            "{id}-{:08x}",
+            crate::spec::names::fnv1a64(rules.bytes()) as u32
+        );
+    }
+    if out.errors.is_empty() && out.held.is_empty() {
+        return id;
+    }
+    let said: String = out
+        .errors
+        .iter()
+        .chain(out.held.iter().map(|h| &h.error))
+        .map(|e| format!("{e}\n"))
+        .collect();
+    format!(
+        "{id}-{:08x}",
+        crate::spec::names::fnv1a64(said.bytes()) as u32
+    )
+}
 
 impl Stage {
-    pub(super) async fn hydrate(&self, revision: source::Revision) -> Read {
+    /// Renders `revision`; with a new reading of the cluster when `new_reading` (else the
+    /// last one, whose renders are in the cache).
+    pub(super) async fn hydrate(&self, revision: source::Revision, new_reading: bool) -> Read {
         let this = self.clone();
         let id = revision.id.clone();
         let mut cluster = self.cluster.clone();
@@ -76,9 +131,14 @@ impl Stage {
                 .as_ref()
                 .map(|l| crate::hydrate::stage::LookupAccess {
                     kubeconfig: l.kubeconfig.clone(),
-                    reading: live
-                        .readings
-                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+                    reading: match new_reading {
+                        true => {
+                            live.readings
+                                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                                + 1
+                        }
+                        false => live.readings.load(std::sync::atomic::Ordering::Relaxed),
+                    },
                 });
         }
         let input = Input::of(revision, cluster);
@@ -87,38 +147,13 @@ impl Stage {
             let if_empty = (out.had_files && !this.allow_empty).then(|| out.empty_tree_error());
             // A directory's revision is named by what it renders to, so an edit that only
             // a tool reads (a kustomization's `.env`, a base outside the root) is one.
-            let id = id.unwrap_or_else(|| {
-                let mut id = source::dir::revision_of(&out.files);
-                // Rules a render found are in no file it hands on (a Flux
-                // Kustomization's lines are taken out): a change of them is a revision too.
-                if !out.health.is_empty() {
-                    let rules: String = out.health.iter().map(|r| r.text()).collect();
-                    id = format!(
-                        "{id}-{:08x}",
-                        crate::spec::names::fnv1a64(rules.bytes()) as u32
-                    );
-                }
-                match out.errors.is_empty() && out.held.is_empty() {
-                    true => id,
-                    // Two broken states of one tree are two revisions, each with its errors.
-                    false => {
-                        let said: String = out
-                            .errors
-                            .iter()
-                            .chain(out.held.iter().map(|h| &h.error))
-                            .map(|e| format!("{e}\n"))
-                            .collect();
-                        format!(
-                            "{id}-{:08x}",
-                            crate::spec::names::fnv1a64(said.bytes()) as u32
-                        )
-                    }
-                }
-            });
-            (
+            let rendered_as = out.read_cluster.then(|| rendered_name(&out));
+            let id =
+                id.unwrap_or_else(|| rendered_as.clone().unwrap_or_else(|| rendered_name(&out)));
+            Hydrated {
                 id,
-                out.files,
-                HydrateReport {
+                files: out.files,
+                report: HydrateReport {
                     errors: out.errors,
                     held: out.held,
                     by: out.rendered,
@@ -126,8 +161,10 @@ impl Stage {
                     health: out.health,
                     notices: out.notices,
                     made_by: out.made_by,
+                    read_cluster: out.read_cluster,
                 },
-            )
+                rendered_as,
+            }
         })
         .await
         .map_err(|e| Failure::new("render", format!("rendering: {e}")))
@@ -139,6 +176,9 @@ impl Stage {
 #[derive(Debug, Default)]
 pub struct Rescan {
     pub done: Option<oneshot::Sender<()>>,
+    /// Render the revision again with a new reading of the cluster, even if the source
+    /// has not moved, and hand it on if it renders to something else (`State::render_again`).
+    pub render_again: bool,
 }
 
 /// What the source task talks to the loop (and the HTTP hook) through.
@@ -236,14 +276,19 @@ async fn follow<S: Followed>(
         mut hook,
         mut stop,
     } = channels;
-    let mut last: Option<String> = None;
+    let mut last: Option<Sent> = None;
     let mut failures = 0u32;
     let mut next = tokio::time::Instant::now();
     let mut last_hook_fetch: Option<tokio::time::Instant> = None;
     let mut asked: Option<oneshot::Sender<()>> = None;
+    // The revision rendered last: a read that finds it again renders from the cache.
+    let mut rendered: Option<String> = None;
     let mut first = true;
     loop {
         let mut by_hook = false;
+        let mut again = false;
+        // The first read, or a directory that says it changed: a new revision, maybe.
+        let mut moved = first;
         if !std::mem::take(&mut first) {
             let changed = async {
                 match changes.as_mut() {
@@ -253,9 +298,9 @@ async fn follow<S: Followed>(
             };
             tokio::select! {
                 _ = tokio::time::sleep_until(next), if interval.is_some() => {}
-                Some(()) = changed => {}
+                Some(()) = changed => moved = true,
                 Some(()) = hook.recv() => by_hook = true,
-                Some(r) = rescan.recv() => asked = r.done,
+                Some(r) = rescan.recv() => (asked, again) = (r.done, r.render_again),
                 _ = stop.wait_for(|s| *s) => return,
             }
         }
@@ -271,12 +316,15 @@ async fn follow<S: Followed>(
             last_hook_fetch = Some(tokio::time::Instant::now());
             tracing::info!(source = S::KIND, "read requested by the hook");
         }
-        let read = match source.read(last.is_none()).await {
+        // Asked to render again, the revision is wanted even if the source has not moved.
+        let read = match source.read(last.is_none() || again).await {
             Ok(Some(revision)) => {
                 if let (Some(id), Some(commit)) = (&revision.id, &revision.origin) {
                     origins.record(id, commit);
                 }
-                Some(stage.hydrate(revision).await)
+                let fresh = new_reading(rendered.as_deref(), revision.id.as_deref(), again, moved);
+                rendered.clone_from(&revision.id);
+                Some(stage.hydrate(revision, fresh).await)
             }
             Ok(None) => None,
             Err(failure) => Some(Err(failure)),
@@ -297,7 +345,7 @@ async fn follow<S: Followed>(
             }
         }
         if let Some(read) = read
-            && !report(&tx, &mut last, S::KIND, read).await
+            && !report(&tx, &mut last, S::KIND, read, again).await
         {
             return;
         }
@@ -307,24 +355,42 @@ async fn follow<S: Followed>(
     }
 }
 
-/// Sends what a read of the source tells the loop: a revision it has not sent yet, or a
-/// failure. After a failure the next good read is sent even if its revision is the same,
-/// so the error it replaces is cleared. False once the loop has gone.
+/// What the follow loop last sent the loop of a revision.
+struct Sent {
+    id: String,
+    /// What it rendered to, when its render read the cluster ([`Hydrated::rendered_as`]).
+    rendered_as: Option<String>,
+}
+
+/// Sends what a read of the source tells the loop: a revision it has not sent yet (or,
+/// rendered `again`, one that renders to something else now), or a failure. After a
+/// failure the next good read is sent even if its revision is the same, so the error it
+/// replaces is cleared. False once the loop has gone.
 async fn report(
     tx: &mpsc::Sender<SourceUpdate>,
-    last: &mut Option<String>,
+    last: &mut Option<Sent>,
     kind: &'static str,
     read: Read,
+    again: bool,
 ) -> bool {
     let update = match read {
-        Ok((id, files, rendered)) => (last.as_ref() != Some(&id)).then(|| {
-            *last = Some(id.clone());
-            SourceUpdate::Revision {
-                id,
-                files,
-                rendered,
-            }
-        }),
+        Ok(h) => {
+            let news = match last.as_ref() {
+                Some(sent) if sent.id == h.id => again && sent.rendered_as != h.rendered_as,
+                _ => true,
+            };
+            news.then(|| {
+                *last = Some(Sent {
+                    id: h.id.clone(),
+                    rendered_as: h.rendered_as,
+                });
+                SourceUpdate::Revision {
+                    id: h.id,
+                    files: h.files,
+                    rendered: Box::new(h.report),
+                }
+            })
+        }
         Err(Failure { message, reason }) => {
             *last = None;
             Some(SourceUpdate::Failed {
@@ -356,5 +422,61 @@ mod tests {
         // An interval longer than the cap is never shortened.
         assert_eq!(next_poll(s(3600), 5), s(3600));
         assert_eq!(next_poll(s(1), 3), s(4));
+    }
+
+    #[test]
+    fn a_poll_that_finds_the_revision_rendered_takes_no_new_reading() {
+        // A poll of the commit just rendered: its charts' lookups are not done again.
+        assert!(!new_reading(Some("c1"), Some("c1"), false, false));
+        // Asked to render again (a resync of a render that read the cluster): they are.
+        assert!(new_reading(Some("c1"), Some("c1"), true, false));
+        // A new revision, and the first.
+        assert!(new_reading(Some("c1"), Some("c2"), false, false));
+        assert!(new_reading(None, Some("c1"), false, false));
+        // A directory (no id of its own): read after it changed, or first, a new reading;
+        // read again by a rescan not asked to render again, none.
+        assert!(new_reading(None, None, false, true));
+        assert!(!new_reading(None, None, false, false));
+        assert!(new_reading(None, None, true, false));
+    }
+
+    fn rendered(id: &str, rendered_as: Option<&str>) -> Read {
+        Ok(Hydrated {
+            id: id.into(),
+            files: Vec::new(),
+            report: HydrateReport::default(),
+            rendered_as: rendered_as.map(str::to_string),
+        })
+    }
+
+    #[tokio::test]
+    async fn a_revision_rendered_again_is_news_only_when_it_renders_to_something_else() {
+        let (tx, mut rx) = mpsc::channel(8);
+        let mut last = None;
+        let mut sent = async |read: Read, again: bool| {
+            assert!(report(&tx, &mut last, "git", read, again).await);
+            rx.try_recv().ok().map(|u| match u {
+                SourceUpdate::Revision { id, .. } => id,
+                SourceUpdate::Failed { message, .. } => message,
+            })
+        };
+        assert_eq!(
+            sent(rendered("c1", Some("x")), false).await.as_deref(),
+            Some("c1")
+        );
+        // A poll of the same commit, and a render again to the same output: nothing.
+        assert_eq!(sent(rendered("c1", Some("x")), false).await, None);
+        assert_eq!(sent(rendered("c1", Some("x")), true).await, None);
+        // Rendered again to something else (what a lookup read changed): news.
+        assert_eq!(
+            sent(rendered("c1", Some("y")), true).await.as_deref(),
+            Some("c1")
+        );
+        // A render that read no cluster is never news again for it.
+        assert_eq!(
+            sent(rendered("c2", None), false).await.as_deref(),
+            Some("c2")
+        );
+        assert_eq!(sent(rendered("c2", None), true).await, None);
     }
 }

@@ -11,11 +11,18 @@ use crate::spec::Location;
 pub struct ToolError {
     pub at: Option<Location>,
     pub message: String,
+    /// The failed render read the live cluster (a chart's `lookup` under a server dry
+    /// run): it may render once the cluster changes, with no change of the revision.
+    pub read_cluster: bool,
 }
 
 impl From<String> for ToolError {
     fn from(message: String) -> Self {
-        ToolError { at: None, message }
+        ToolError {
+            at: None,
+            message,
+            read_cluster: false,
+        }
     }
 }
 

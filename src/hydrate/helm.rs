@@ -24,8 +24,9 @@ use crate::source::Checkout;
 use crate::spec::helm::HelmRelease;
 use crate::spec::{Location, RenderedBy};
 
-/// One release's render: the command shown, its objects as YAML, and its chart's figures.
-type Rendered1 = Result<(String, Vec<u8>, super::tree::ChartMeta, Vec<String>), ToolError>;
+/// One release's render: the command shown, its objects as YAML, its chart's figures,
+/// what to say of it, and whether it read the live cluster.
+type Rendered1 = Result<(String, Vec<u8>, super::tree::ChartMeta, Vec<String>, bool), ToolError>;
 
 /// A release of the chart in `dir` that nobody names, called `name` (its directory's).
 pub fn unnamed_release(
@@ -139,6 +140,8 @@ pub struct Prepared {
     pub bound: PathBuf,
     /// What to say of the render (a chart's lookups that read nothing).
     pub notices: Vec<String>,
+    /// It renders with a server dry run whose lookups read the live cluster.
+    pub reads_cluster: bool,
     /// The inline values, in a file of their own (never on the command line); kept until
     /// the run is done.
     _values: Option<tempfile::NamedTempFile>,
@@ -259,6 +262,7 @@ pub fn prepare(
     // it, through driftless's read-only listener; a render that read the cluster is kept
     // for that reading of it only.
     let mut notices = Vec::new();
+    let reads_cluster = lookup && facts.lookup.is_some();
     if lookup {
         match &facts.lookup {
             Some(access) => {
@@ -328,6 +332,7 @@ pub fn prepare(
         chart,
         bound,
         notices,
+        reads_cluster,
         _values: values,
     })
 }
@@ -492,7 +497,7 @@ impl Tool for Releases {
     ) -> Result<Rendered, ToolError> {
         let disk = cx.disk("a chart")?;
         let rel = &item.release;
-        let (shown, yaml, meta, notices) =
+        let (shown, yaml, meta, notices, read_cluster) =
             release_one(r, tool, rel, disk, &cx.input.cluster, |stage| {
                 found_once(&self.kustomize, || {
                     super::kustomize::find(stage.opts.kustomize.as_deref(), &stage.opts.limits)
@@ -516,6 +521,7 @@ impl Tool for Releases {
                 }),
             },
             notices,
+            read_cluster,
         })
     }
 }
@@ -555,6 +561,24 @@ fn release_one(
         facts,
     )
     .map_err(|e| e.to_string())?;
+    let reads_cluster = prepared.reads_cluster;
+    // A render that read the cluster and failed (helm 4's server dry run of a custom
+    // resource whose CRD is not there yet) may pass once the cluster changes: it says so.
+    render_prepared(stage, tool, r, disk, prepared, kustomize).map_err(|mut e| {
+        e.read_cluster = reads_cluster;
+        e
+    })
+}
+
+/// [`release_one`] once its run is prepared.
+fn render_prepared(
+    stage: &Shared,
+    tool: &Helm,
+    r: &HelmRelease,
+    disk: &Checkout,
+    prepared: Prepared,
+    kustomize: impl Fn(&Shared) -> Result<super::kustomize::Kustomize, FindError>,
+) -> Rendered1 {
     let rendered = match stage.cache.get(&prepared.key) {
         Some(hit) => hit?,
         None => {
@@ -611,6 +635,7 @@ fn release_one(
         to_yaml(&objects),
         prepared.meta,
         prepared.notices,
+        prepared.reads_cluster,
     ))
 }
 
@@ -644,5 +669,53 @@ mod tests {
         assert!(out[1]["metadata"].get("namespace").is_none());
         assert_eq!(out[2]["metadata"]["namespace"], "other");
         assert_eq!(r.release_name, "web");
+    }
+
+    #[test]
+    fn a_release_reads_the_cluster_only_when_its_chart_calls_lookup_and_a_cluster_is_at_hand() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().canonicalize().unwrap();
+        let chart = |name: &str, template: &str| {
+            let c = root.join(name);
+            std::fs::create_dir_all(c.join("templates")).unwrap();
+            std::fs::write(
+                c.join("Chart.yaml"),
+                format!("apiVersion: v2\nname: {name}\nversion: 0.1.0\n"),
+            )
+            .unwrap();
+            std::fs::write(c.join("templates/all.yaml"), template).unwrap();
+        };
+        chart(
+            "finds",
+            "{{- $s := lookup \"v1\" \"Secret\" \"n\" \"s\" }}\nkind: ConfigMap\n",
+        );
+        chart("plain", "kind: ConfigMap\n");
+        let disk = Checkout {
+            root: root.clone(),
+            repo: root.clone(),
+            urls: Vec::new(),
+            revisions: Vec::new(),
+        };
+        let helm = Helm {
+            program: "/usr/bin/helm".into(),
+            version: "v3.17.0".into(),
+        };
+        let live = ClusterFacts {
+            lookup: Some(super::super::stage::LookupAccess {
+                kubeconfig: root.join("kubeconfig"),
+                reading: 1,
+            }),
+            ..ClusterFacts::default()
+        };
+        let reads = |name: &str, facts: &ClusterFacts| {
+            let r = unnamed_release(name, name, "n", Location::default());
+            prepare(&helm, &r, None, &disk, facts)
+                .unwrap()
+                .reads_cluster
+        };
+        assert!(reads("finds", &live));
+        assert!(!reads("plain", &live));
+        // Offline its lookups return nothing: nothing was read.
+        assert!(!reads("finds", &ClusterFacts::default()));
     }
 }

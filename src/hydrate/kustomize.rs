@@ -524,6 +524,7 @@ impl Tool for Kustomizations {
                 release: None,
             },
             notices: Vec::new(),
+            read_cluster: false,
         })
     }
 }
@@ -536,7 +537,7 @@ fn build(
     dir: &str,
     remote_ok: bool,
 ) -> cache::Entry {
-    let said = |message: String| ToolError { at: None, message };
+    let said = <ToolError as From<String>>::from;
     let abs = disk.root.join(dir);
     let abs = abs
         .canonicalize()

@@ -98,6 +98,9 @@ pub struct Hydrated {
     /// Where what rendered each rendered file is written: errors in a rendered file
     /// (none on disk) are said there ([`said_where_written`]).
     pub made_by: BTreeMap<String, Location>,
+    /// A render read the live cluster (a chart's `lookup`), succeeding or not: what the
+    /// revision renders to may change with no new revision, as what it read changes.
+    pub read_cluster: bool,
 }
 
 impl Hydrated {

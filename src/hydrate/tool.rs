@@ -40,6 +40,9 @@ pub struct Rendered {
     /// What `validate`, `diff --base` and the daemon say of this render (a chart's
     /// lookups that read nothing).
     pub notices: Vec<String>,
+    /// It read the live cluster (a chart's `lookup`): what it rendered may change with
+    /// no change of the revision, so the daemon renders it again (`Hydrated::read_cluster`).
+    pub read_cluster: bool,
 }
 
 /// A rendering tool as the stage drives it.
@@ -131,6 +134,7 @@ pub(super) fn hydrate_with<T: Tool>(
     for (item, result) in items.iter().zip(results) {
         match result {
             Ok(rendered) => {
+                out.read_cluster |= rendered.read_cluster;
                 let file = tool.output_file(item);
                 out.made_by.insert(file.clone(), tool.at(item));
                 out.rendered.insert(file.clone(), rendered.by);
@@ -145,6 +149,7 @@ pub(super) fn hydrate_with<T: Tool>(
                 });
             }
             Err(e) => {
+                out.read_cluster |= e.read_cluster;
                 let at = e.at.unwrap_or_else(|| tool.at(item));
                 fails(
                     out,

@@ -19,6 +19,10 @@ pub struct Observed {
     pub objects: Arc<HashMap<ObjKey, Seen>>,
     pub endpoints: HashMap<(String, String), Packed>,
     pub pods: HashMap<ObjKey, Vec<Value>>,
+    /// Runs followed from their creation (a hook's, a wave's Job the TTL controller
+    /// deletes) whose deletion was seen: each is in `objects` as it was last seen before
+    /// it, if it was seen at all. One that had not ended then never will.
+    pub deleted: std::collections::BTreeSet<ObjKey>,
 }
 
 impl Observed {

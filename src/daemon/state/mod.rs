@@ -37,7 +37,7 @@ pub enum SourceUpdate {
     Revision {
         id: String,
         files: Vec<SourceFile>,
-        rendered: HydrateReport,
+        rendered: Box<HydrateReport>,
     },
     Failed {
         message: String,
@@ -69,6 +69,9 @@ pub struct HydrateReport {
     /// What rendered each rendered file, where it is written: an error found in one
     /// when the specs are read is said there.
     pub made_by: BTreeMap<String, crate::spec::Location>,
+    /// A render read the live cluster (a chart's `lookup`): what the revision renders to
+    /// may change with no new revision ([`State::render_again`]).
+    pub read_cluster: bool,
 }
 
 /// A spec error as the status says it, with the app it holds (`None`: the tree's).
@@ -249,6 +252,8 @@ pub struct State {
     whole: Option<Arc<SpecTree>>,
     /// The specs the other members hold, as they last published them (by id).
     peers: Arc<crate::report::snapshot::PeerSpecs>,
+    /// The newest revision's render read the live cluster (a chart's `lookup`).
+    read_cluster: bool,
 }
 
 impl State {
@@ -310,6 +315,7 @@ impl State {
             shard_status: None,
             whole: None,
             peers: Arc::default(),
+            read_cluster: false,
         }
     }
 
@@ -353,6 +359,16 @@ impl State {
             sync_progress: None,
             correct_drift: self.correct_drift,
         }
+    }
+
+    /// At a resync: whether the source is to render its revision again, with a new
+    /// reading of the cluster. Only a revision whose render read the cluster (a chart's
+    /// `lookup`) can render to something else while the revision stays: what it read may
+    /// have changed since. Any other is never rendered again for it (its renders would
+    /// all come from the cache), and a standby, which applies nothing, does not read the
+    /// cluster for a render it would not use.
+    pub fn render_again(&self) -> bool {
+        self.active && self.read_cluster
     }
 
     /// The newest revision read from the source, valid or not.
@@ -420,6 +436,8 @@ impl State {
                 rendered,
             } => (id, files, rendered),
         };
+        // Valid or not: a render whose lookups failed may pass once the cluster changes.
+        self.read_cluster = rendered.read_cluster;
         // What the render left out on purpose (Flux's own install), once per revision.
         if self.revision_seen.as_ref() != Some(&id) {
             for notice in &rendered.notices {

@@ -93,6 +93,7 @@ fn result(name: &str, action: Action) -> ObjectResult {
         spec: id(name),
         action,
         live: None,
+        resource_version: None,
         fields,
         drift: None,
         warnings: Vec::new(),
@@ -277,6 +278,48 @@ fn a_source_failure_is_reported_until_the_next_revision() {
     let (keys, _) = new_revision(&mut state, "r1", webs(&[("a", 100), ("b", 100)]));
     assert!(keys.is_empty());
     assert!(state.snapshot().errors.is_empty());
+}
+
+#[test]
+fn only_a_render_that_read_the_cluster_is_made_again_at_the_resync() {
+    let mut state = applied();
+    assert!(!state.render_again(), "r1's render read no cluster");
+    let read_cluster = |id: &str, qps: u32| SourceUpdate::Revision {
+        id: id.into(),
+        files: webs(&[("a", qps), ("b", 100)]),
+        rendered: Box::new(HydrateReport {
+            read_cluster: true,
+            ..HydrateReport::default()
+        }),
+    };
+    let (keys, tally) = state.on_source(read_cluster("r2", 100), &Policy::default(), now());
+    assert!(keys.is_empty());
+    assert_eq!(tally.applied.as_deref(), Some("r2"));
+    assert!(state.render_again());
+    // Rendered again, r2 reads to something else (what a lookup found changed): what
+    // changed syncs, and the revision is still r2.
+    let (keys, _) = state.on_source(read_cluster("r2", 300), &Policy::default(), now());
+    assert_eq!(keys, [spec("a")]);
+    assert_eq!(state.revision_current.as_deref(), Some("r2"));
+    // A failed read of the source says nothing of the render.
+    state.on_source(
+        SourceUpdate::Failed {
+            message: "fetch failed".into(),
+            source: "git",
+            reason: "fetch",
+        },
+        &Policy::default(),
+        now(),
+    );
+    assert!(state.render_again());
+    // A standby applies nothing: it reads no cluster for a render it would not use.
+    state.on_leadership(false);
+    assert!(!state.render_again());
+    state.on_leadership(true);
+    assert!(state.render_again());
+    // A revision whose render read no cluster is never rendered again for it.
+    new_revision(&mut state, "r3", webs(&[("a", 300), ("b", 100)]));
+    assert!(!state.render_again());
 }
 
 #[test]

@@ -77,6 +77,7 @@ impl Tool for Directories {
                         release: None,
                     },
                     notices: Vec::new(),
+                    read_cluster: false,
                 })
             }
             PartSource::Kustomize(k) => {
@@ -99,6 +100,7 @@ impl Tool for Directories {
                         release: None,
                     },
                     notices: Vec::new(),
+                    read_cluster: false,
                 })
             }
         }

@@ -85,6 +85,7 @@ impl Tool for Kustomizations {
                 release: None,
             },
             notices: Vec::new(),
+            read_cluster: false,
         })
     }
 }
@@ -246,7 +247,7 @@ pub(super) fn kustomization_for(
 
 /// Builds `k` on a private copy of what it reads (or answers from the cache).
 pub(crate) fn build(r: &Shared, tool: &Kustomize, repo: &Path, k: &Kustomization) -> cache::Entry {
-    let said = |message: String| ToolError { at: None, message };
+    let said = <ToolError as From<String>>::from;
     let dir = repo.join(&k.path);
     let dir = dir
         .canonicalize()

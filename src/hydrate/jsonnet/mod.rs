@@ -147,6 +147,7 @@ impl Tool for Evaluations {
                     release: None,
                 },
                 notices: Vec::new(),
+                read_cluster: false,
             }),
             Err(e) => Err(ToolError {
                 at: Some(Location {
@@ -155,6 +156,7 @@ impl Tool for Evaluations {
                     column: e.column,
                 }),
                 message: e.message,
+                read_cluster: false,
             }),
         }
     }

@@ -310,6 +310,7 @@ impl Tool for Plugins {
                 release: None,
             },
             notices: Vec::new(),
+            read_cluster: false,
         })
     }
 }
