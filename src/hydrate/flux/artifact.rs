@@ -151,11 +151,7 @@ fn is_glob(path: &str) -> bool {
 }
 
 /// Makes the artifact `rules` describe of `repo` (canonical) in `into`.
-pub(super) fn materialise(
-    repo: &Path,
-    rules: &[CopyRule],
-    into: &Path,
-) -> Result<(), CopyError> {
+pub(super) fn materialise(repo: &Path, rules: &[CopyRule], into: &Path) -> Result<(), CopyError> {
     for rule in rules {
         Copy::new(repo, rule, into)?
             .run()
@@ -673,13 +669,24 @@ mod tests {
             (vec!["*.md".to_string()], Strategy::Merge)
         );
         let unknown = serde_json::json!({"from": "@a/x", "to": "@artifact/", "mode": "x"});
-        assert!(options(&unknown).unwrap_err().to_string().contains("`mode`"));
+        assert!(
+            options(&unknown)
+                .unwrap_err()
+                .to_string()
+                .contains("`mode`")
+        );
         let bad = serde_json::json!({"from": "@a/x", "to": "@artifact/", "strategy": "Append"});
-        assert!(options(&bad).unwrap_err().to_string().contains("\"Append\""));
+        assert!(
+            options(&bad)
+                .unwrap_err()
+                .to_string()
+                .contains("\"Append\"")
+        );
         let glob = serde_json::json!({"from": "@a/x", "to": "@artifact/", "exclude": ["[a"]});
         assert!(
             options(&glob)
                 .unwrap_err()
+                .to_string()
                 .contains("exclude pattern \"[a\"")
         );
     }
