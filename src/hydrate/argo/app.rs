@@ -241,7 +241,7 @@ pub(super) fn read(
         }
         if let Some(chart) = s["chart"].as_str() {
             let release = chart_release(at, name, &out.app, s, chart, &refs, repo)
-                .map_err(|why| refuse("chart", why))?;
+                .map_err(|why| refuse("chart", why.to_string()))?;
             out.releases.push(ReleaseAt { release, file });
             continue;
         }
@@ -267,7 +267,8 @@ pub(super) fn read(
                     format!("its source names both `plugin` and `{other}`; Argo CD takes one"),
                 ));
             }
-            let wanted = super::plugin_source(plugin).map_err(|why| refuse("plugin", why))?;
+            let wanted =
+                super::plugin_source(plugin).map_err(|why| refuse("plugin", why.to_string()))?;
             out.plugins.push(PluginPart {
                 at: at.clone(),
                 output: file,
@@ -292,10 +293,11 @@ pub(super) fn read(
                 .any(|f| on_disk(f));
         if is_helm {
             let release = local_release(at, name, &out.app, s, &path, &refs, repo)
-                .map_err(|why| refuse("helm", why))?;
+                .map_err(|why| refuse("helm", why.to_string()))?;
             out.releases.push(ReleaseAt { release, file });
         } else if is_kustomize {
-            let k = kustomization(at, name, s, &path).map_err(|why| refuse("kustomize", why))?;
+            let k = kustomization(at, name, s, &path)
+                .map_err(|why| refuse("kustomize", why.to_string()))?;
             out.parts.push(Part {
                 at: at.clone(),
                 app: name.to_string(),
@@ -332,11 +334,35 @@ pub(super) fn read(
     Ok(out)
 }
 
+/// Why an `ignoreDifferences` entry is not carried out.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(super) enum IgnoreError {
+    #[error(
+        "`managedFieldsManagers` is not carried out by driftless yet (its fields are another manager's already)"
+    )]
+    ManagedFieldsManagers,
+    #[error(
+        "the jq expression {jq:?} is not a plain path (`.a.b`, `.a[\"k\"]`); write it as a JSON pointer"
+    )]
+    NotAPlainPath { jq: String },
+    #[error("names no `kind`")]
+    NoKind,
+}
+
+/// Why an Application's `kustomize` options are not carried out.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(super) enum KustomizeError {
+    #[error("`kustomize.{key}` is not carried out by driftless yet")]
+    NotCarriedOut { key: String },
+    #[error("image {image:?} names no image")]
+    NoImage { image: String },
+}
+
 /// An `ignoreDifferences` entry as JSON pointers: `jsonPointers` as they are, and
 /// `jqPathExpressions` that are plain paths (`.spec.replicas`, `.data["k"]`).
-fn ignore(d: &Value) -> Result<TargetedIgnore, String> {
+fn ignore(d: &Value) -> Result<TargetedIgnore, IgnoreError> {
     if d.get("managedFieldsManagers").is_some() {
-        return Err("`managedFieldsManagers` is not carried out by driftless yet (its fields are another manager's already)".into());
+        return Err(IgnoreError::ManagedFieldsManagers);
     }
     let mut pointers: Vec<String> = d["jsonPointers"]
         .as_array()
@@ -346,13 +372,12 @@ fn ignore(d: &Value) -> Result<TargetedIgnore, String> {
         .collect();
     for jq in d["jqPathExpressions"].as_array().into_iter().flatten() {
         let jq = jq.as_str().unwrap_or_default();
-        pointers.push(jq_pointer(jq).ok_or_else(|| {
-            format!("the jq expression {jq:?} is not a plain path (`.a.b`, `.a[\"k\"]`); write it as a JSON pointer")
-        })?);
+        pointers
+            .push(jq_pointer(jq).ok_or_else(|| IgnoreError::NotAPlainPath { jq: jq.to_string() })?);
     }
     let kind = d["kind"].as_str().unwrap_or_default();
     if kind.is_empty() {
-        return Err("names no `kind`".into());
+        return Err(IgnoreError::NoKind);
     }
     let exact = |key: &str| d[key].as_str().map(|s| Pattern::Exact(s.to_string()));
     Ok(TargetedIgnore {
@@ -413,12 +438,12 @@ fn kustomization(
     name: &str,
     s: &Value,
     path: &str,
-) -> Result<crate::hydrate::flux::Kustomization, String> {
+) -> Result<crate::hydrate::flux::Kustomization, KustomizeError> {
     let k = &s["kustomize"];
     if let Some(key) = unknown(k, KUSTOMIZE_CARRIED) {
-        return Err(format!(
-            "`kustomize.{key}` is not carried out by driftless yet"
-        ));
+        return Err(KustomizeError::NotCarriedOut {
+            key: key.to_string(),
+        });
     }
     let mut spec = serde_json::Map::new();
     if let Some(ns) = k["namespace"].as_str() {
@@ -438,7 +463,7 @@ fn kustomization(
         }
     }
     if let Some(images) = k["images"].as_array() {
-        let list: Result<Vec<Value>, String> = images
+        let list: Result<Vec<Value>, KustomizeError> = images
             .iter()
             .map(|i| image(i.as_str().unwrap_or_default()))
             .collect();
@@ -457,7 +482,7 @@ fn kustomization(
 }
 
 /// `kustomize edit set image`'s `[OLD=]NEW[:TAG|@DIGEST]` as a kustomization image.
-fn image(text: &str) -> Result<Value, String> {
+fn image(text: &str) -> Result<Value, KustomizeError> {
     let (old, new) = match text.split_once('=') {
         Some((o, n)) => (Some(o), n),
         None => (None, text),
@@ -473,7 +498,9 @@ fn image(text: &str) -> Result<Value, String> {
         }
     };
     if new_name.is_empty() {
-        return Err(format!("image {text:?} names no image"));
+        return Err(KustomizeError::NoImage {
+            image: text.to_string(),
+        });
     }
     let mut out = serde_json::Map::new();
     out.insert("name".into(), json!(old.unwrap_or(new_name)));
@@ -506,6 +533,23 @@ pub(super) mod tests {
         assert_eq!(
             jq_pointer(".spec.template.spec.containers[] | select(.name == \"x\")"),
             None
+        );
+    }
+
+    #[test]
+    fn refusals_say_what_is_not_carried_out() {
+        let jq = serde_json::json!({"kind": "Deployment", "jqPathExpressions": [".a | b"]});
+        assert_eq!(
+            ignore(&jq).unwrap_err().to_string(),
+            "the jq expression \".a | b\" is not a plain path (`.a.b`, `.a[\"k\"]`); write it as a JSON pointer"
+        );
+        assert_eq!(
+            ignore(&serde_json::json!({})).unwrap_err().to_string(),
+            "names no `kind`"
+        );
+        assert_eq!(
+            image("=:1").unwrap_err().to_string(),
+            "image \"=:1\" names no image"
         );
     }
 

@@ -14,13 +14,40 @@ use crate::hydrate::app_yaml::line_of;
 /// One generator's parameters for one Application.
 type Params = Map<String, Value>;
 
+/// Why an ApplicationSet's Applications are not made.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(super) enum AppSetError {
+    #[error("`spec.{key}` is not carried out by driftless yet")]
+    NotCarriedOut { key: String },
+    #[error("the {kind} generator is not carried out by driftless yet (list and git are)")]
+    Generator { kind: String },
+    #[error("the list generator's `elementsYaml` is not carried out by driftless yet")]
+    ElementsYaml,
+    #[error("the git generator reads {url}, not the repository being read")]
+    OtherRepository { url: String },
+    #[error("the git generator needs the tree on disk")]
+    NotOnDisk,
+    #[error("path {path:?}: {why}")]
+    Glob { path: String, why: String },
+    #[error("reading {file}: {why}")]
+    Read { file: String, why: String },
+    #[error("{file} is not YAML or JSON: {why}")]
+    NotYaml { file: String, why: String },
+    #[error(
+        "the template's {{{{{tag}}}}} is not a plain field (`{{{{.a.b}}}}`); template functions are not carried out by driftless yet"
+    )]
+    TemplateFunction { tag: String },
+    #[error("the template's {{{{{tag}}}}} names no parameter")]
+    NoParameter { tag: String },
+}
+
 /// The Applications `set` makes, each as the document an Application written in the tree
-/// would be; or why it is not carried out (and the key it is said at).
+/// would be; or why it is not carried out (and the line, within `doc`, it is said at).
 pub(super) fn applications(
     set: &Value,
     doc: &str,
     repo: &Repository,
-) -> Result<Vec<Value>, (usize, String)> {
+) -> Result<Vec<Value>, (usize, AppSetError)> {
     let at = |key: &str| line_of(doc, key);
     let spec = &set["spec"];
     for key in spec.as_object().into_iter().flatten().map(|(k, _)| k) {
@@ -34,10 +61,7 @@ pub(super) fn applications(
         ]
         .contains(&key.as_str())
         {
-            return Err((
-                at(key),
-                format!("`spec.{key}` is not carried out by driftless yet"),
-            ));
+            return Err((at(key), AppSetError::NotCarriedOut { key: key.clone() }));
         }
     }
     let go = spec["goTemplate"].as_bool() == Some(true);
@@ -52,9 +76,9 @@ pub(super) fn applications(
             other => {
                 return Err((
                     at(other),
-                    format!(
-                        "the {other} generator is not carried out by driftless yet (list and git are)"
-                    ),
+                    AppSetError::Generator {
+                        kind: other.to_string(),
+                    },
                 ));
             }
         };
@@ -76,11 +100,9 @@ pub(super) fn applications(
 }
 
 /// `list`: each element's keys.
-fn list(body: &Value) -> Result<Vec<Params>, String> {
+fn list(body: &Value) -> Result<Vec<Params>, AppSetError> {
     if body.get("elementsYaml").is_some() {
-        return Err(
-            "the list generator's `elementsYaml` is not carried out by driftless yet".into(),
-        );
+        return Err(AppSetError::ElementsYaml);
     }
     Ok(body["elements"]
         .as_array()
@@ -91,26 +113,22 @@ fn list(body: &Value) -> Result<Vec<Params>, String> {
 }
 
 /// `git`: this repository's directories (`directories`) or files (`files`) that match.
-fn git(body: &Value, repo: &Repository, go: bool) -> Result<Vec<Params>, String> {
+fn git(body: &Value, repo: &Repository, go: bool) -> Result<Vec<Params>, AppSetError> {
     let url = body["repoURL"].as_str().unwrap_or_default();
     if !repo.names(url) {
-        return Err(format!(
-            "the git generator reads {url}, not the repository being read"
-        ));
+        return Err(AppSetError::OtherRepository {
+            url: url.to_string(),
+        });
     }
     let Some(disk) = repo.repo else {
-        return Err("the git generator needs the tree on disk".into());
+        return Err(AppSetError::NotOnDisk);
     };
     let all = walk(disk);
     let mut out = Vec::new();
     if let Some(dirs) = body["directories"].as_array() {
-        let rule = |d: &Value| -> Result<(globset::GlobMatcher, bool), String> {
+        let rule = |d: &Value| -> Result<(globset::GlobMatcher, bool), AppSetError> {
             let p = d["path"].as_str().unwrap_or_default();
-            let g = globset::GlobBuilder::new(p)
-                .literal_separator(true)
-                .build()
-                .map_err(|e| format!("path {p:?}: {e}"))?;
-            Ok((g.compile_matcher(), d["exclude"].as_bool() == Some(true)))
+            Ok((glob(p)?, d["exclude"].as_bool() == Some(true)))
         };
         let rules: Vec<(globset::GlobMatcher, bool)> =
             dirs.iter().map(rule).collect::<Result<_, _>>()?;
@@ -127,19 +145,19 @@ fn git(body: &Value, repo: &Repository, go: bool) -> Result<Vec<Params>, String>
     }
     for f in body["files"].as_array().into_iter().flatten() {
         let p = f["path"].as_str().unwrap_or_default();
-        let g = globset::GlobBuilder::new(p)
-            .literal_separator(true)
-            .build()
-            .map_err(|e| format!("path {p:?}: {e}"))?
-            .compile_matcher();
+        let g = glob(p)?;
         for (file, is_dir) in &all {
             if *is_dir || !g.is_match(file) {
                 continue;
             }
-            let text = std::fs::read_to_string(disk.join(file))
-                .map_err(|e| format!("reading {file}: {e}"))?;
-            let v: Value = serde_saphyr::from_str(&text)
-                .map_err(|e| format!("{file} is not YAML or JSON: {e}"))?;
+            let text = std::fs::read_to_string(disk.join(file)).map_err(|e| AppSetError::Read {
+                file: file.clone(),
+                why: e.to_string(),
+            })?;
+            let v: Value = serde_saphyr::from_str(&text).map_err(|e| AppSetError::NotYaml {
+                file: file.clone(),
+                why: e.to_string(),
+            })?;
             let dir = file.rsplit_once('/').map_or("", |(d, _)| d);
             let mut params = Params::new();
             match go {
@@ -151,6 +169,18 @@ fn git(body: &Value, repo: &Repository, go: bool) -> Result<Vec<Params>, String>
         }
     }
     Ok(out)
+}
+
+/// A git generator's `path`, as a glob whose `*` stays within a directory.
+fn glob(path: &str) -> Result<globset::GlobMatcher, AppSetError> {
+    globset::GlobBuilder::new(path)
+        .literal_separator(true)
+        .build()
+        .map(|g| g.compile_matcher())
+        .map_err(|e| AppSetError::Glob {
+            path: path.to_string(),
+            why: e.to_string(),
+        })
 }
 
 /// Every directory and file of the repository below its root (relative, `.git` and
@@ -250,7 +280,7 @@ fn merge(mut base: Value, over: Value) -> Value {
 }
 
 /// The template with `params` put in every string.
-fn put(template: &Value, params: &Params, go: bool) -> Result<Value, String> {
+fn put(template: &Value, params: &Params, go: bool) -> Result<Value, AppSetError> {
     Ok(match template {
         Value::String(s) => Value::String(fill(s, params, go)?),
         Value::Array(a) => Value::Array(
@@ -261,7 +291,7 @@ fn put(template: &Value, params: &Params, go: bool) -> Result<Value, String> {
         Value::Object(m) => Value::Object(
             m.iter()
                 .map(|(k, v)| Ok((fill(k, params, go)?, put(v, params, go)?)))
-                .collect::<Result<_, String>>()?,
+                .collect::<Result<_, AppSetError>>()?,
         ),
         other => other.clone(),
     })
@@ -269,7 +299,7 @@ fn put(template: &Value, params: &Params, go: bool) -> Result<Value, String> {
 
 /// `{{name}}` (or `{{.name}}`, `{{ .path.basename }}` with goTemplate) replaced by its
 /// parameter's value.
-fn fill(s: &str, params: &Params, go: bool) -> Result<String, String> {
+fn fill(s: &str, params: &Params, go: bool) -> Result<String, AppSetError> {
     let mut out = String::new();
     let mut rest = s;
     while let Some(i) = rest.find("{{") {
@@ -288,9 +318,9 @@ fn fill(s: &str, params: &Params, go: bool) -> Result<String, String> {
                             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.' || c == '-')
                 });
                 let Some(path) = path else {
-                    return Err(format!(
-                        "the template's {{{{{tag}}}}} is not a plain field (`{{{{.a.b}}}}`); template functions are not carried out by driftless yet"
-                    ));
+                    return Err(AppSetError::TemplateFunction {
+                        tag: tag.to_string(),
+                    });
                 };
                 let mut at = params.get(path.split('.').next().unwrap_or_default());
                 for k in path.split('.').skip(1) {
@@ -307,7 +337,9 @@ fn fill(s: &str, params: &Params, go: bool) -> Result<String, String> {
                 out.push_str(&format!("{{{{{tag}}}}}"));
             }
             Some(Value::Null) | None => {
-                return Err(format!("the template's {{{{{tag}}}}} names no parameter"));
+                return Err(AppSetError::NoParameter {
+                    tag: tag.to_string(),
+                });
             }
             Some(other) => out.push_str(&other.to_string()),
         }
@@ -376,11 +408,15 @@ mod tests {
             fill("app-{{ .path.basename }}", &p, true).unwrap(),
             "app-web"
         );
-        assert!(fill("{{ .missing }}", &p, true).is_err());
-        assert!(
+        assert_eq!(
+            fill("{{ .missing }}", &p, true).unwrap_err().to_string(),
+            "the template's {{.missing}} names no parameter"
+        );
+        assert_eq!(
             fill("{{ .path.basename | upper }}", &p, true)
                 .unwrap_err()
-                .contains("template functions")
+                .to_string(),
+            "the template's {{.path.basename | upper}} is not a plain field (`{{.a.b}}`); template functions are not carried out by driftless yet"
         );
     }
 }

@@ -27,16 +27,50 @@ const HELM_CARRIED: &[&str] = &[
     "apiVersions",
 ];
 
+/// Why a chart source is not carried out as a release.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(super) enum ChartError {
+    #[error("`helm.{key}` is not carried out by driftless yet")]
+    NotCarriedOut { key: String },
+    #[error("`helm.values` is not YAML: {why}")]
+    ValuesNotYaml { why: String },
+    #[error("parameter {key:?}: {why}")]
+    Parameter { key: String, why: ParameterError },
+    #[error("values file {file:?} names no `ref` source {name:?}")]
+    NoRef { file: String, name: String },
+    #[error("values file {file:?} is a URL; not fetched")]
+    Url { file: String },
+    #[error(
+        "values file {file:?} of a chart repository's chart: name it from this repository with a `ref` source (`$values/...`)"
+    )]
+    OfChartRepository { file: String },
+    #[error("values file {file:?} leads out of the repository")]
+    LeadsOut { file: String },
+}
+
+/// Why a parameter's name is not a path `helm --set` would set.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(super) enum ParameterError {
+    #[error("list indexes are not carried out by driftless yet")]
+    ListIndex,
+    #[error("an empty key")]
+    EmptyKey,
+    #[error("not a map")]
+    NotAMap,
+}
+
 /// The release Argo CD makes of a chart: its name, namespace, values and parameters.
 fn release_of(
     at: &Location,
     app_name: &str,
     app: &App,
     s: &Value,
-) -> Result<crate::spec::helm::HelmRelease, String> {
+) -> Result<crate::spec::helm::HelmRelease, ChartError> {
     let h = &s["helm"];
     if let Some(key) = unknown(h, HELM_CARRIED) {
-        return Err(format!("`helm.{key}` is not carried out by driftless yet"));
+        return Err(ChartError::NotCarriedOut {
+            key: key.to_string(),
+        });
     }
     let namespace = h["namespace"]
         .as_str()
@@ -47,7 +81,7 @@ fn release_of(
         (_, Value::Object(o)) => Value::Object(o.clone()),
         (Value::String(text), _) if !text.trim().is_empty() => {
             serde_saphyr::from_str::<Value>(text)
-                .map_err(|e| format!("`helm.values` is not YAML: {e}"))?
+                .map_err(|e| ChartError::ValuesNotYaml { why: e.to_string() })?
         }
         _ => Value::Null,
     };
@@ -59,7 +93,10 @@ fn release_of(
         } else {
             set_value(raw)
         };
-        set_path(&mut values, key, value).map_err(|why| format!("parameter {key:?}: {why}"))?;
+        set_path(&mut values, key, value).map_err(|why| ChartError::Parameter {
+            key: key.to_string(),
+            why,
+        })?;
     }
     let mut release = crate::hydrate::helm::unnamed_release("", app_name, &namespace, at.clone());
     release.release_name = h["releaseName"].as_str().unwrap_or(app_name).to_string();
@@ -89,7 +126,7 @@ fn set_value(raw: &str) -> Value {
 }
 
 /// Sets `a.b.c` (helm's `--set` path; `\.` is a dot in a key) in `values`.
-fn set_path(values: &mut Value, path: &str, value: Value) -> Result<(), String> {
+fn set_path(values: &mut Value, path: &str, value: Value) -> Result<(), ParameterError> {
     let mut keys = Vec::new();
     let mut cur = String::new();
     let mut chars = path.chars().peekable();
@@ -100,13 +137,13 @@ fn set_path(values: &mut Value, path: &str, value: Value) -> Result<(), String> 
                 chars.next();
             }
             '.' => keys.push(std::mem::take(&mut cur)),
-            '[' => return Err("list indexes are not carried out by driftless yet".into()),
+            '[' => return Err(ParameterError::ListIndex),
             c => cur.push(c),
         }
     }
     keys.push(cur);
     if keys.iter().any(String::is_empty) {
-        return Err("an empty key".into());
+        return Err(ParameterError::EmptyKey);
     }
     let mut at = values;
     for k in &keys[..keys.len() - 1] {
@@ -116,7 +153,7 @@ fn set_path(values: &mut Value, path: &str, value: Value) -> Result<(), String> 
         at = at
             .as_object_mut()
             .map(|o| o.entry(k.clone()).or_insert_with(|| json!({})))
-            .ok_or("not a map")?;
+            .ok_or(ParameterError::NotAMap)?;
     }
     if !at.is_object() {
         *at = json!({});
@@ -148,7 +185,7 @@ fn values_files(
     dir: Option<&str>,
     refs: &BTreeMap<String, ()>,
     repo: &Repository,
-) -> Result<Vec<String>, String> {
+) -> Result<Vec<String>, ChartError> {
     let h = &s["helm"];
     let optional = h["ignoreMissingValueFiles"].as_bool() == Some(true);
     let mut out = Vec::new();
@@ -157,22 +194,29 @@ fn values_files(
         let rel = if let Some(rest) = f.strip_prefix('$') {
             let (r, path) = rest.split_once('/').unwrap_or((rest, ""));
             if !refs.contains_key(r) {
-                return Err(format!("values file {f:?} names no `ref` source {r:?}"));
+                return Err(ChartError::NoRef {
+                    file: f.to_string(),
+                    name: r.to_string(),
+                });
             }
             clean_path(path)
         } else if f.contains("://") {
-            return Err(format!("values file {f:?} is a URL; not fetched"));
+            return Err(ChartError::Url {
+                file: f.to_string(),
+            });
         } else {
             match dir {
                 Some(d) => clean_path(&format!("{d}/{f}")),
                 None => {
-                    return Err(format!(
-                        "values file {f:?} of a chart repository's chart: name it from this repository with a `ref` source (`$values/...`)"
-                    ));
+                    return Err(ChartError::OfChartRepository {
+                        file: f.to_string(),
+                    });
                 }
             }
         };
-        let rel = rel.ok_or_else(|| format!("values file {f:?} leads out of the repository"))?;
+        let rel = rel.ok_or_else(|| ChartError::LeadsOut {
+            file: f.to_string(),
+        })?;
         let there = repo.repo.is_none_or(|r| Path::new(r).join(&rel).is_file());
         if !there && optional {
             continue;
@@ -191,7 +235,7 @@ pub(super) fn local_release(
     path: &str,
     refs: &BTreeMap<String, ()>,
     repo: &Repository,
-) -> Result<crate::spec::helm::HelmRelease, String> {
+) -> Result<crate::spec::helm::HelmRelease, ChartError> {
     let mut release = release_of(at, name, app, s)?;
     release.chart = format!("{}{path}", up(repo));
     release.values_files = values_files(s, Some(path), refs, repo)?;
@@ -207,7 +251,7 @@ pub(super) fn chart_release(
     chart: &str,
     refs: &BTreeMap<String, ()>,
     repo: &Repository,
-) -> Result<crate::spec::helm::HelmRelease, String> {
+) -> Result<crate::spec::helm::HelmRelease, ChartError> {
     let mut release = release_of(at, name, app, s)?;
     let url = s["repoURL"]
         .as_str()
@@ -237,6 +281,20 @@ mod tests {
         set_path(&mut v, "c\\.d", set_value("true")).unwrap();
         set_path(&mut v, "e", set_value("x")).unwrap();
         assert_eq!(v, json!({"a": {"keep": 1, "b": 3}, "c.d": true, "e": "x"}));
-        assert!(set_path(&mut v, "list[0]", json!(1)).is_err());
+        assert_eq!(
+            set_path(&mut v, "list[0]", json!(1))
+                .unwrap_err()
+                .to_string(),
+            "list indexes are not carried out by driftless yet"
+        );
+        let why = set_path(&mut v, "a..b", json!(1)).unwrap_err();
+        assert_eq!(
+            ChartError::Parameter {
+                key: "a..b".into(),
+                why
+            }
+            .to_string(),
+            "parameter \"a..b\": an empty key"
+        );
     }
 }

@@ -134,13 +134,17 @@ pub struct PluginParameter {
     pub map: Option<BTreeMap<String, String>>,
 }
 
+/// Why `source.plugin` is not read: it is not what Argo CD's `plugin` holds.
+#[derive(Debug, thiserror::Error)]
+#[error("`source.plugin`: {0}")]
+pub(super) struct PluginSourceError(serde_json::Error);
+
 /// `source.plugin` read, or why not (in one line).
-fn plugin_source(v: &Value) -> Result<PluginSource, String> {
+fn plugin_source(v: &Value) -> Result<PluginSource, PluginSourceError> {
     if v.is_null() {
         return Ok(PluginSource::default());
     }
-    let mut wanted: PluginSource =
-        serde_json::from_value(v.clone()).map_err(|e| format!("`source.plugin`: {e}"))?;
+    let mut wanted: PluginSource = serde_json::from_value(v.clone()).map_err(PluginSourceError)?;
     wanted.name = wanted.name.filter(|n| !n.is_empty());
     Ok(wanted)
 }

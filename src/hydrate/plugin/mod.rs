@@ -127,14 +127,101 @@ pub struct Repository {
 
 /// What every plugin render of a revision shares.
 pub struct Ready {
-    plugins: Result<Arc<Vec<Plugin>>, String>,
-    repository: Result<Arc<Repository>, String>,
+    plugins: Result<Arc<Vec<Plugin>>, DeclareError>,
+    repository: Result<Arc<Repository>, RepositoryError>,
+}
+
+/// Why the plugins of `--plugins-dir` are not read: every app of a plugin says so.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DeclareError {
+    #[error("--plugins-dir {dir}: {why}")]
+    Dir { dir: String, why: String },
+    #[error("{file}: {why}")]
+    Read { file: String, why: String },
+    /// Not what Argo CD reads as one (the first line of the parser's reason).
+    #[error("{file}: not a ConfigManagementPlugin: {why}")]
+    NotAPlugin { file: String, why: String },
+    #[error("{file}: a {kind} of {api_version}, not an argoproj.io ConfigManagementPlugin")]
+    OtherKind {
+        file: String,
+        kind: String,
+        api_version: String,
+    },
+    #[error("{file}: a ConfigManagementPlugin needs metadata.name and spec.generate.command")]
+    Incomplete { file: String },
+    #[error("{file}: a second plugin named {name}")]
+    Twice { file: String, name: String },
+}
+
+/// Why a plugin has no copy of the repository to run in.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RepositoryError {
+    #[error("a config management plugin needs its tree on disk")]
+    NotOnDisk,
+    /// The repository's files not read (too large, unreadable), in the reader's words.
+    #[error("{0}")]
+    Files(String),
+    #[error("a directory to run in: {0}")]
+    Workspace(String),
+    #[error("a copy to run in: {0}")]
+    CopyDirectory(String),
+    #[error("a home to run in: {0}")]
+    Home(String),
+    #[error("copying {file}: {why}")]
+    Copying { file: String, why: String },
+}
+
+/// Why no plugin is chosen for an app.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum ChooseError {
+    #[error(
+        "config management plugin {name:?} is not declared (driftless runs only the plugins its operator declares with --plugins-dir; {})",
+        those_declared(.declared)
+    )]
+    NotDeclared { name: String, declared: Vec<String> },
+    #[error(
+        "config management plugin {name:?}: its discover rules do not match {}",
+        shown_path(.path)
+    )]
+    NotDiscovered { name: String, path: String },
+    #[error(
+        "no config management plugin's discover rules match {} ({})",
+        shown_path(.path),
+        those_declared(.declared)
+    )]
+    NoneDiscovers { path: String, declared: Vec<String> },
+    #[error("discover glob {pattern:?}: {why}")]
+    Glob { pattern: String, why: String },
+    /// A `find.command` had no copy to run in.
+    #[error(transparent)]
+    Repository(#[from] RepositoryError),
+}
+
+/// The plugins declared, as a refusal names them.
+fn those_declared(names: &[String]) -> String {
+    match names.len() {
+        0 => "none is declared".to_string(),
+        _ => format!("those declared are {}", names.join(", ")),
+    }
+}
+
+/// Why a plugin's command printed nothing to use.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum CommandError {
+    #[error("names no command")]
+    NoCommand,
+    #[error("{0} is not on PATH")]
+    NotOnPath(String),
+    #[error(transparent)]
+    Run(runner::RunError),
 }
 
 /// The plugins declared in `dir`: each `*.yaml`/`*.yml` file one `ConfigManagementPlugin`.
-pub fn declared(dir: &Path) -> Result<Vec<Plugin>, String> {
-    let entries =
-        std::fs::read_dir(dir).map_err(|e| format!("--plugins-dir {}: {e}", dir.display()))?;
+pub fn declared(dir: &Path) -> Result<Vec<Plugin>, DeclareError> {
+    let entries = std::fs::read_dir(dir).map_err(|e| DeclareError::Dir {
+        dir: dir.display().to_string(),
+        why: e.to_string(),
+    })?;
     let mut paths: Vec<PathBuf> = entries
         .flatten()
         .map(|e| e.path())
@@ -144,30 +231,31 @@ pub fn declared(dir: &Path) -> Result<Vec<Plugin>, String> {
     let mut plugins: Vec<Plugin> = Vec::new();
     for p in paths {
         let shown = p.display().to_string();
-        let text = std::fs::read(&p).map_err(|e| format!("{shown}: {e}"))?;
-        let file: PluginFile = serde_saphyr::from_slice(&text).map_err(|e| {
-            format!(
-                "{shown}: not a ConfigManagementPlugin: {}",
-                e.to_string().lines().next().unwrap_or_default()
-            )
+        let text = std::fs::read(&p).map_err(|e| DeclareError::Read {
+            file: shown.clone(),
+            why: e.to_string(),
         })?;
+        let file: PluginFile =
+            serde_saphyr::from_slice(&text).map_err(|e| DeclareError::NotAPlugin {
+                file: shown.clone(),
+                why: e.to_string().lines().next().unwrap_or_default().to_string(),
+            })?;
         if file.kind != "ConfigManagementPlugin" || !file.api_version.starts_with("argoproj.io/") {
-            return Err(format!(
-                "{shown}: a {} of {}, not an argoproj.io ConfigManagementPlugin",
-                file.kind, file.api_version
-            ));
+            return Err(DeclareError::OtherKind {
+                file: shown,
+                kind: file.kind,
+                api_version: file.api_version,
+            });
         }
         if file.metadata.name.is_empty() || file.spec.generate.command.is_empty() {
-            return Err(format!(
-                "{shown}: a ConfigManagementPlugin needs metadata.name and spec.generate.command"
-            ));
+            return Err(DeclareError::Incomplete { file: shown });
         }
         let name = match file.spec.version.as_deref().filter(|v| !v.is_empty()) {
             Some(v) => format!("{}-{v}", file.metadata.name),
             None => file.metadata.name.clone(),
         };
         if plugins.iter().any(|q| q.name == name) {
-            return Err(format!("{shown}: a second plugin named {name}"));
+            return Err(DeclareError::Twice { file: shown, name });
         }
         plugins.push(Plugin {
             name,
@@ -179,13 +267,14 @@ pub fn declared(dir: &Path) -> Result<Vec<Plugin>, String> {
 }
 
 impl Repository {
-    fn read(root: &Path) -> Result<Repository, String> {
+    fn read(root: &Path) -> Result<Repository, RepositoryError> {
         use sha2::Digest;
         let all = super::tree::repository_files(
             root,
             MAX_REPOSITORY_BYTES,
             "a plugin is not given a copy of it",
-        )?;
+        )
+        .map_err(|e| RepositoryError::Files(e.to_string()))?;
         let names_revision = all
             .iter()
             .any(|f| super::tree::mentions(&f.contents, REVISION_VARIABLE.as_bytes()));
@@ -204,22 +293,26 @@ impl Repository {
     }
 
     /// A private copy in `to`: plain files, executable only with `preserveFileMode`.
-    fn copy(&self, to: &Path, preserve_mode: bool) -> Result<(), String> {
+    fn copy(&self, to: &Path, preserve_mode: bool) -> Result<(), RepositoryError> {
         use std::os::unix::fs::PermissionsExt;
         for (rel, executable, _) in &self.files {
+            let copying = |e: std::io::Error| RepositoryError::Copying {
+                file: rel.display().to_string(),
+                why: e.to_string(),
+            };
             let target = to.join(rel);
             if let Some(parent) = target.parent() {
-                std::fs::create_dir_all(parent).map_err(|e| format!("a copy to run in: {e}"))?;
+                std::fs::create_dir_all(parent)
+                    .map_err(|e| RepositoryError::CopyDirectory(e.to_string()))?;
             }
-            std::fs::copy(self.root.join(rel), &target)
-                .map_err(|e| format!("copying {}: {e}", rel.display()))?;
+            std::fs::copy(self.root.join(rel), &target).map_err(copying)?;
             let mode = if preserve_mode && *executable {
                 0o755
             } else {
                 0o644
             };
             std::fs::set_permissions(&target, std::fs::Permissions::from_mode(mode))
-                .map_err(|e| format!("copying {}: {e}", rel.display()))?;
+                .map_err(copying)?;
         }
         Ok(())
     }
@@ -249,7 +342,7 @@ impl Tool for Plugins {
         };
         let repository = match &cx.input.checkout {
             Some(c) => Repository::read(&c.repo).map(Arc::new),
-            None => Err("a config management plugin needs its tree on disk".into()),
+            None => Err(RepositoryError::NotOnDisk),
         };
         Ok(Ready {
             plugins,
@@ -265,11 +358,11 @@ impl Tool for Plugins {
         cx: &Context,
     ) -> Result<Rendered, ToolError> {
         let said = |m: String| ToolError::from(format!("Application {}: {m}", part.app));
-        let plugins = ready.plugins.as_ref().map_err(|e| said(e.clone()))?;
-        let repository = ready.repository.as_ref().map_err(|e| said(e.clone()))?;
+        let plugins = ready.plugins.as_ref().map_err(|e| said(e.to_string()))?;
+        let repository = ready.repository.as_ref().map_err(|e| said(e.to_string()))?;
         // What the plugin is told; `find.command` is told it too.
         let env = environment(part, cx);
-        let plugin = choose(r, plugins, repository, part, &env).map_err(said)?;
+        let plugin = choose(r, plugins, repository, part, &env).map_err(|e| said(e.to_string()))?;
         let mut key = KeyBuilder::new("argo-cmp");
         key.part(&plugin.text).part(part.path.as_bytes());
         for (k, v) in &env {
@@ -323,31 +416,23 @@ fn choose<'a>(
     repository: &Repository,
     part: &PluginPart,
     env: &[(String, String)],
-) -> Result<&'a Plugin, String> {
-    let declared = || match plugins.len() {
-        0 => "none is declared".to_string(),
-        _ => format!(
-            "those declared are {}",
-            plugins
-                .iter()
-                .map(|p| p.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-    };
+) -> Result<&'a Plugin, ChooseError> {
+    let declared = || plugins.iter().map(|p| p.name.clone()).collect();
     match &part.wanted.name {
         Some(name) => {
             let plugin = plugins.iter().find(|p| &p.name == name).ok_or_else(|| {
-                format!(
-                    "config management plugin {name:?} is not declared (driftless runs only the plugins its operator declares with --plugins-dir; {})",
-                    declared()
-                )
+                ChooseError::NotDeclared {
+                    name: name.clone(),
+                    declared: declared(),
+                }
             })?;
             match &plugin.spec.discover {
-                Some(d) if !discovers(r, d, repository, part, env)? => Err(format!(
-                    "config management plugin {name:?}: its discover rules do not match {}",
-                    shown_path(&part.path)
-                )),
+                Some(d) if !discovers(r, d, repository, part, env)? => {
+                    Err(ChooseError::NotDiscovered {
+                        name: name.clone(),
+                        path: part.path.clone(),
+                    })
+                }
                 _ => Ok(plugin),
             }
         }
@@ -359,11 +444,10 @@ fn choose<'a>(
                     return Ok(p);
                 }
             }
-            Err(format!(
-                "no config management plugin's discover rules match {} ({})",
-                shown_path(&part.path),
-                declared()
-            ))
+            Err(ChooseError::NoneDiscovers {
+                path: part.path.clone(),
+                declared: declared(),
+            })
         }
     }
 }
@@ -380,7 +464,7 @@ fn discovers(
     repository: &Repository,
     part: &PluginPart,
     env: &[(String, String)],
-) -> Result<bool, String> {
+) -> Result<bool, ChooseError> {
     let prefix = match part.path.as_str() {
         "" => PathBuf::new(),
         p => PathBuf::from(p),
@@ -391,12 +475,15 @@ fn discovers(
         .filter_map(|(rel, _, _)| rel.strip_prefix(&prefix).ok())
         .map(|p| p.to_string_lossy().into_owned())
         .collect();
-    let glob = |pattern: &str| -> Result<bool, String> {
+    let glob = |pattern: &str| -> Result<bool, ChooseError> {
         let pattern = pattern.trim_start_matches("./");
         let m = globset::GlobBuilder::new(pattern)
             .literal_separator(true)
             .build()
-            .map_err(|e| format!("discover glob {pattern:?}: {e}"))?
+            .map_err(|e| ChooseError::Glob {
+                pattern: pattern.to_string(),
+                why: e.to_string(),
+            })?
             .compile_matcher();
         Ok(within.iter().any(|f| m.is_match(f)))
     };
@@ -422,14 +509,17 @@ fn discovers(
         .is_ok_and(|out| !out.iter().all(u8::is_ascii_whitespace)))
 }
 
-fn private_copy(repository: &Repository, preserve_mode: bool) -> Result<tempfile::TempDir, String> {
+fn private_copy(
+    repository: &Repository,
+    preserve_mode: bool,
+) -> Result<tempfile::TempDir, RepositoryError> {
     let copy = tempfile::Builder::new()
         .prefix("driftless-cmp-")
         .tempdir()
-        .map_err(|e| format!("a directory to run in: {e}"))?;
+        .map_err(|e| RepositoryError::Workspace(e.to_string()))?;
     repository.copy(&copy.path().join("repo"), preserve_mode)?;
     std::fs::create_dir_all(copy.path().join("home"))
-        .map_err(|e| format!("a home to run in: {e}"))?;
+        .map_err(|e| RepositoryError::Home(e.to_string()))?;
     Ok(copy)
 }
 
@@ -441,7 +531,8 @@ fn run(
     part: &PluginPart,
     env: &[(String, String)],
 ) -> Result<Vec<u8>, ToolError> {
-    let copy = private_copy(repository, plugin.spec.preserve_file_mode)?;
+    let copy = private_copy(repository, plugin.spec.preserve_file_mode)
+        .map_err(|e| ToolError::from(e.to_string()))?;
     let dir = copy.path().join("repo").join(&part.path);
     if !dir.is_dir() {
         return Err(ToolError::from(format!(
@@ -462,7 +553,7 @@ fn run(
             format!(
                 "config management plugin {}: init: {}",
                 plugin.name,
-                hide(e)
+                hide(e.to_string())
             )
         })?;
     }
@@ -470,7 +561,7 @@ fn run(
         format!(
             "config management plugin {}: generate: {}",
             plugin.name,
-            hide(e)
+            hide(e.to_string())
         )
     })?;
     tracing::info!("rendered");
@@ -483,14 +574,14 @@ fn run_one(
     dir: &Path,
     home: &Path,
     env: &[(String, String)],
-) -> Result<Vec<u8>, String> {
+) -> Result<Vec<u8>, CommandError> {
     let Some((program, first)) = command.command.split_first() else {
-        return Err("names no command".into());
+        return Err(CommandError::NoCommand);
     };
     let resolved = if program.contains('/') {
         PathBuf::from(program)
     } else {
-        runner::on_path(program).ok_or_else(|| format!("{program} is not on PATH"))?
+        runner::on_path(program).ok_or_else(|| CommandError::NotOnPath(program.clone()))?
     };
     let args: Vec<OsString> = first
         .iter()
@@ -509,12 +600,32 @@ fn run_one(
             env,
         },
     )
-    .map_err(|e| e.to_string())
+    .map_err(CommandError::Run)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn refusals_name_the_plugins_declared() {
+        assert_eq!(
+            ChooseError::NotDeclared {
+                name: "x".into(),
+                declared: Vec::new()
+            }
+            .to_string(),
+            "config management plugin \"x\" is not declared (driftless runs only the plugins its operator declares with --plugins-dir; none is declared)"
+        );
+        assert_eq!(
+            ChooseError::NoneDiscovers {
+                path: String::new(),
+                declared: vec!["a".into(), "b-v1".into()]
+            }
+            .to_string(),
+            "no config management plugin's discover rules match . (those declared are a, b-v1)"
+        );
+    }
 
     #[test]
     fn declared_plugins_are_named_by_name_and_version_and_checked() {
@@ -533,7 +644,7 @@ mod tests {
             "apiVersion: argoproj.io/v1alpha1\nkind: ConfigManagementPlugin\nmetadata:\n  name: x\nspec:\n  generate:\n    command: [sh]\n  genrate: {}\n",
         )
         .unwrap();
-        let e = declared(dir.path()).unwrap_err();
+        let e = declared(dir.path()).unwrap_err().to_string();
         assert!(
             e.contains("b.yaml: not a ConfigManagementPlugin") && e.contains("genrate"),
             "{e}"

@@ -63,7 +63,8 @@ impl RegistryOptions {
             }
         }
         let credentials = self.auth(registry)?;
-        Registry::new(registry, self.plain_http, given, credentials).map_err(OciError::Config)
+        Registry::new(registry, self.plain_http, given, credentials)
+            .map_err(|e| OciError::Config(e.to_string()))
     }
 
     fn auth(&self, registry: &str) -> Result<Credentials, OciError> {

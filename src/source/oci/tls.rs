@@ -11,10 +11,20 @@ use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, Server
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{CertificateError, DigitallySignedStruct, SignatureScheme};
 
+/// Why the certificates a registry client trusts could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    #[error("--ca-file holds a certificate that cannot be parsed")]
+    Unparsable,
+    /// webpki refused the roots as a whole.
+    #[error("the trusted certificates: {0}")]
+    Verifier(rustls::client::VerifierBuilderError),
+}
+
 /// The TLS configuration of a registry client; `given`: the `--ca-file`'s certificates.
 pub(super) fn client_config(
     given: Vec<CertificateDer<'static>>,
-) -> Result<rustls::ClientConfig, String> {
+) -> Result<rustls::ClientConfig, TlsError> {
     // No crypto provider of its own: the process's is ring, as for kube and the
     // notifications. Installing it twice is refused, harmlessly.
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -24,7 +34,7 @@ pub(super) fn client_config(
     roots.add_parsable_certificates(native.certs);
     let (added, _) = roots.add_parsable_certificates(given.iter().cloned());
     if added < given.len() {
-        return Err("--ca-file holds a certificate that cannot be parsed".into());
+        return Err(TlsError::Unparsable);
     }
     if roots.is_empty() {
         return Ok(rustls::ClientConfig::builder()
@@ -33,7 +43,7 @@ pub(super) fn client_config(
     }
     let inner = WebPkiServerVerifier::builder(Arc::new(roots))
         .build()
-        .map_err(|e| format!("the trusted certificates: {e}"))?;
+        .map_err(TlsError::Verifier)?;
     let verifier = GivenCertificates { inner, given };
     Ok(rustls::ClientConfig::builder()
         .dangerous()

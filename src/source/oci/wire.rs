@@ -133,7 +133,7 @@ impl Registry {
         plain_http: bool,
         given: Vec<CertificateDer<'static>>,
         credentials: Credentials,
-    ) -> Result<Registry, String> {
+    ) -> Result<Registry, super::tls::TlsError> {
         let tls = super::tls::client_config(given)?;
         let mut http = HttpConnector::new();
         http.enforce_http(false);
