@@ -184,6 +184,16 @@ pub struct RepositoryFile {
     pub contents: Vec<u8>,
 }
 
+/// Why a repository's files could not be given to a tool.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RepositoryFilesError {
+    #[error("reading {what}: {why}")]
+    Read { what: String, why: String },
+    /// `then`: what is not done for it ("a plugin is not given a copy of it").
+    #[error("the repository is larger than {mib} MiB; {then}")]
+    TooLarge { mib: u64, then: String },
+}
+
 /// Every regular file of the repository `repo` (canonical), `.git` left out, a link
 /// followed only while it stays inside; in path order. More than `max_bytes` in all is
 /// an error, in words for `what` ("a plugin is not given a copy of it").
@@ -191,14 +201,16 @@ pub fn repository_files(
     repo: &std::path::Path,
     max_bytes: u64,
     what: &str,
-) -> Result<Vec<RepositoryFile>, String> {
+) -> Result<Vec<RepositoryFile>, RepositoryFilesError> {
     use std::os::unix::fs::PermissionsExt;
     let mut files = Vec::new();
     let mut bytes = 0u64;
     let mut pending = vec![repo.to_path_buf()];
     while let Some(dir) = pending.pop() {
-        let entries =
-            std::fs::read_dir(&dir).map_err(|e| format!("reading the repository: {e}"))?;
+        let entries = std::fs::read_dir(&dir).map_err(|e| RepositoryFilesError::Read {
+            what: "the repository".into(),
+            why: e.to_string(),
+        })?;
         for e in entries.flatten() {
             if e.file_name() == ".git" {
                 continue;
@@ -217,13 +229,15 @@ pub fn repository_files(
             } else if meta.is_file() {
                 bytes += meta.len();
                 if bytes > max_bytes {
-                    return Err(format!(
-                        "the repository is larger than {} MiB; {what}",
-                        max_bytes >> 20
-                    ));
+                    return Err(RepositoryFilesError::TooLarge {
+                        mib: max_bytes >> 20,
+                        then: what.to_string(),
+                    });
                 }
-                let contents =
-                    std::fs::read(&real).map_err(|e| format!("reading {}: {e}", p.display()))?;
+                let contents = std::fs::read(&real).map_err(|e| RepositoryFilesError::Read {
+                    what: p.display().to_string(),
+                    why: e.to_string(),
+                })?;
                 files.push(RepositoryFile {
                     path: p.strip_prefix(repo).unwrap_or(&p).to_path_buf(),
                     executable: meta.permissions().mode() & 0o111 != 0,

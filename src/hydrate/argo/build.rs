@@ -238,7 +238,8 @@ fn importable_files(repo: &Path) -> Result<crate::hydrate::jsonnet::eval::Files,
         repo,
         MAX_IMPORTABLE_BYTES,
         "its Jsonnet files are not evaluated",
-    )?;
+    )
+    .map_err(|e| ToolError::from(e.to_string()))?;
     Ok(std::sync::Arc::new(
         files
             .into_iter()

@@ -160,7 +160,7 @@ pub enum RepositoryError {
     NotOnDisk,
     /// The repository's files not read (too large, unreadable), in the reader's words.
     #[error("{0}")]
-    Files(String),
+    Files(crate::hydrate::tree::RepositoryFilesError),
     #[error("a directory to run in: {0}")]
     Workspace(String),
     #[error("a copy to run in: {0}")]
@@ -274,7 +274,7 @@ impl Repository {
             MAX_REPOSITORY_BYTES,
             "a plugin is not given a copy of it",
         )
-        .map_err(|e| RepositoryError::Files(e.to_string()))?;
+        .map_err(RepositoryError::Files)?;
         let names_revision = all
             .iter()
             .any(|f| super::tree::mentions(&f.contents, REVISION_VARIABLE.as_bytes()));
