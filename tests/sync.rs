@@ -1029,24 +1029,49 @@ async fn drift_is_taken_back_but_a_new_collision_is_a_reported_conflict() {
     assert_eq!(cms.get("cfg").await.unwrap().data.unwrap()["b"], "ours");
 }
 
-/// `driftless diff TREE` as `ns`, and the dry runs the apiserver counted for `resources`
-/// while it ran.
-async fn diff_dry_runs(
+/// What one `diff` cost the apiserver, as it counted it: dry runs, and reads of one
+/// object by name (GETs) and lists, of the resources asked about.
+#[derive(Debug, PartialEq)]
+struct DiffCost {
+    dry_runs: u64,
+    gets: u64,
+    lists: u64,
+}
+
+/// `driftless diff TREE` as `ns`, and what it cost the apiserver for `resources` (dry
+/// runs of all of them; GETs and lists of `read`, those whose objects diff reads).
+async fn diff_cost(
     client: &Client,
     ns: &str,
     tree: &str,
     resources: &[&str],
-) -> (std::process::Output, u64) {
-    let before = support::apiserver_dry_runs(client, resources).await;
+    read: &[&str],
+) -> (std::process::Output, DiffCost) {
+    let count = || async {
+        DiffCost {
+            dry_runs: support::apiserver_dry_runs(client, resources).await,
+            gets: support::apiserver_gets(client, read).await,
+            lists: support::apiserver_lists(client, read).await,
+        }
+    };
+    let before = count().await;
     let out = support::driftless_on_cluster(ns, &["diff", tree]);
-    let after = support::apiserver_dry_runs(client, resources).await;
-    (out, after - before)
+    let after = count().await;
+    let cost = DiffCost {
+        dry_runs: after.dry_runs - before.dry_runs,
+        gets: after.gets - before.gets,
+        lists: after.lists - before.lists,
+    };
+    (out, cost)
 }
 
 /// `diff` of what the last apply left as it was costs the apiserver no dry run, as the
-/// no-op apply costs it no write: an object whose intent is the one applied and whose
-/// owned fields are as driftless left them is unchanged. A changed object, and one
-/// whose fields someone else moved, are dry-run as before, and only they.
+/// no-op apply costs it no write, and no read of any object by itself: like that apply it
+/// lists each kind once, and an object whose intent is the one applied and whose owned
+/// fields are as driftless left them is unchanged. A changed object, one whose fields
+/// someone else moved, and one scaled through the scale subresource (which moves the
+/// ownership of its replicas, since Kubernetes 1.22) are read and dry-run as before, and
+/// only they.
 #[tokio::test]
 async fn serial_a_diff_dry_runs_only_what_may_have_changed() {
     let client = support::client().await;
@@ -1066,25 +1091,47 @@ async fn serial_a_diff_dry_runs_only_what_may_have_changed() {
             "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: other\n  namespace: {ns}\ndata:\n  a: b\n---\napiVersion: v1\nkind: Secret\nmetadata:\n  name: token\n  namespace: {ns}\nstringData:\n  token: s3cret\n---\napiVersion: v1\nkind: Service\nmetadata:\n  name: web\n  namespace: {ns}\nspec:\n  ports:\n    - port: 80\n"
         ),
     );
+    support::write_file(
+        root,
+        "web.yaml",
+        &format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: web\n  namespace: {ns}\nspec:\n  replicas: 2\n  selector:\n    matchLabels: {{app: web}}\n  template:\n    metadata:\n      labels: {{app: web}}\n    spec:\n      containers:\n        - name: web\n          image: nginx:1.27\n"
+        ),
+    );
     let tree = root.to_str().unwrap();
     let out = support::driftless_on_cluster(&ns, &["apply", tree]);
     support::assert_exit(&out, 0);
-    let resources = ["configmaps", "secrets", "services"];
+    let resources = ["configmaps", "secrets", "services", "deployments"];
+    // The Secret's kind is read for the key its inventory hash is keyed with, a GET of
+    // its own: the objects' reads are told apart on the other kinds.
+    let read = ["configmaps", "services", "deployments"];
 
-    let (out, dry_runs) = diff_dry_runs(&client, &ns, tree, &resources).await;
+    let (out, cost) = diff_cost(&client, &ns, tree, &resources, &read).await;
     support::assert_exit(&out, 0);
     assert_eq!(
-        dry_runs,
+        cost.dry_runs,
         0,
         "an unchanged tree was dry-run\n{}",
         support::show(&out)
     );
-
-    // One object changed: it alone is dry-run, and its change shown.
+    assert_eq!(
+        cost.gets,
+        0,
+        "an unchanged tree was read object by object\n{}",
+        support::show(&out)
+    );
+    // A list per kind, and the inventory's (ConfigMaps).
+    assert_eq!(cost.lists, 4, "{cost:?}\n{}", support::show(&out));
+    // One object changed: it alone is read and dry-run, and its change shown.
     support::write_file(root, "settings.yaml", &config("slow"));
-    let (out, dry_runs) = diff_dry_runs(&client, &ns, tree, &resources).await;
+    let (out, cost) = diff_cost(&client, &ns, tree, &resources, &read).await;
     support::assert_exit(&out, 1);
-    assert_eq!(dry_runs, 1, "{}", support::show(&out));
+    assert_eq!(
+        (cost.dry_runs, cost.gets),
+        (1, 1),
+        "{}",
+        support::show(&out)
+    );
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("+  mode: slow"),
         "{}",
@@ -1104,11 +1151,36 @@ async fn serial_a_diff_dry_runs_only_what_may_have_changed() {
         )
         .await
         .unwrap();
-    let (out, dry_runs) = diff_dry_runs(&client, &ns, tree, &resources).await;
+    let (out, cost) = diff_cost(&client, &ns, tree, &resources, &read).await;
     support::assert_exit(&out, 1);
-    assert_eq!(dry_runs, 1, "{}", support::show(&out));
+    assert_eq!(
+        (cost.dry_runs, cost.gets),
+        (1, 1),
+        "{}",
+        support::show(&out)
+    );
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("-  a: changed"),
+        "{}",
+        support::show(&out)
+    );
+
+    // Taken back, then scaled through the scale subresource: the listed metadata shows
+    // the replicas' ownership moved, so it is read and dry-run, and shown.
+    let out = support::driftless_on_cluster(&ns, &["apply", tree]);
+    support::assert_exit(&out, 0);
+    support::kubectl(&["-n", &ns, "scale", "deployment/web", "--replicas=3"]);
+    let (out, cost) = diff_cost(&client, &ns, tree, &resources, &read).await;
+    support::assert_exit(&out, 1);
+    assert_eq!(
+        (cost.dry_runs, cost.gets),
+        (1, 1),
+        "{}",
+        support::show(&out)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("-  replicas: 3") && stdout.contains("+  replicas: 2"),
         "{}",
         support::show(&out)
     );

@@ -108,6 +108,9 @@ impl Engine {
             absent: HashSet::new(),
             skipped: BTreeSet::new(),
         };
+        for what in forbidden.keys() {
+            tracing::warn!(kind = %what, "may not list this kind; its objects are skipped");
+        }
         for p in planned.iter_mut() {
             let id = p.resolved.as_deref().ok().map(resource_id);
             if let Some(why) = id.and_then(|id| forbidden.get(&id)) {
@@ -134,7 +137,8 @@ impl Engine {
     /// no-write rule reads, a fraction of what the apiserver must serialise), except
     /// CRDs, whose group and kind a deferred custom resource is matched by.
     /// Kinds this identity may not list come back in the second map (by resource id,
-    /// with the reason): their objects fail alone instead of sinking the whole sync.
+    /// with the reason), for the caller to say what becomes of their objects: a sync's
+    /// fail alone instead of sinking the whole sync, a diff reads them one by one.
     /// Only kinds with at least `list_from` objects in `planned` are listed, and none of
     /// `known` (group, kind).
     pub(super) async fn list_owned(
@@ -192,7 +196,6 @@ impl Engine {
             match listed {
                 Ok(items) => Ok(Ok(items)),
                 Err(kube::Error::Api(e)) if e.code == 403 => {
-                    tracing::warn!(kind = %what, "may not list this kind; its objects are skipped");
                     let why = format!(
                         "forbidden: this identity may not list {} cluster-wide ({}); grant get/list/watch/create/patch/delete on it",
                         r.resource.plural, e.message

@@ -89,10 +89,11 @@ impl Engine {
     pub async fn observe(&self, objects: &[Object]) -> Result<Observed, ApplyError> {
         let planned = self.plan(objects, &BTreeSet::new()).await;
         let wanted: BTreeSet<&ObjKey> = planned.iter().map(|p| &p.key).collect();
-        let live: HashMap<ObjKey, Seen> = self
-            .list_owned(&planned, true, 1, &BTreeSet::new())
-            .await?
-            .0
+        let (listed, forbidden) = self.list_owned(&planned, true, 1, &BTreeSet::new()).await?;
+        for what in forbidden.keys() {
+            tracing::warn!(kind = %what, "may not list this kind; its objects are skipped");
+        }
+        let live: HashMap<ObjKey, Seen> = listed
             .into_iter()
             .filter(|(k, _)| wanted.contains(k))
             .map(|(k, l)| (k, l.into_seen()))

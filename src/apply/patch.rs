@@ -23,6 +23,40 @@ pub(in crate::apply) fn scaled(body: &Value, live: &Value) -> bool {
     matches!((replicas(body), replicas(live)), (Some(want), Some(have)) if want != have)
 }
 
+/// Whether `live` is the object `e` records: the UID it had when we applied it. Another
+/// object of the same name (deleted and made again) was not applied by us.
+pub(in crate::apply) fn is_recorded(e: &Entry, live: &Value) -> bool {
+    let uid = live["metadata"]["uid"].as_str();
+    uid.is_some() && e.uid.as_deref() == uid
+}
+
+/// The no-write rule, for an existing object: it is the object `e` records, our intent
+/// is the one last applied to it (`same_intent`: the caller compares the hashes, a
+/// Secret's keyed), the fields our manager owns hash as that apply left them (`fields`,
+/// `live`'s), and it runs the replicas `body` asks for (as far as `live` shows them; see
+/// `scaled`). Where it holds, a sync writes nothing and `diff` shows the object unchanged
+/// without a dry run: one rule for both, so that what `diff` calls unchanged is what
+/// `apply` leaves alone.
+pub(in crate::apply) fn left_as_applied(
+    e: &Entry,
+    same_intent: bool,
+    body: &Value,
+    live: &Value,
+    fields: &str,
+) -> bool {
+    is_recorded(e, live)
+        && same_intent
+        && e.fields.as_deref() == Some(fields)
+        && !scaled(body, live)
+}
+
+/// Whether the apiserver predates Kubernetes 1.22, where a scale through the scale
+/// subresource moves no field ownership: only `spec.replicas` itself shows it, which a
+/// metadata-only read does not hold.
+pub(in crate::apply) fn scale_moves_no_fields(version: Option<&(String, String, String)>) -> bool {
+    version.is_some_and(|(major, minor, _)| super::without_apply::before(major, minor, 22))
+}
+
 impl Engine {
     /// Reads an object that looks drifted (our unchanged intent's fields moved, or its
     /// replicas) again, whole, before it is taken back or left: the copy it was judged
@@ -253,8 +287,7 @@ impl Engine {
                 return (unchanged, Some(recorded));
             }
             if let Some(e) = &entry
-                && e.uid.as_deref() == uid
-                && uid.is_some()
+                && is_recorded(e, &live.value)
             {
                 // Listed as metadata only (but CRDs): no body to hand on.
                 let crd = p.key.kind == "CustomResourceDefinition";
@@ -278,10 +311,7 @@ impl Engine {
                     };
                     (unchanged, Some(recorded))
                 };
-                if same_intent(e)
-                    && e.fields.as_deref() == Some(live.fields.as_str())
-                    && !scaled(&p.body, &live.value)
-                {
+                if left_as_applied(e, same_intent(e), &p.body, &live.value, &live.fields) {
                     return unchanged(live.fields.clone());
                 }
                 replace = p.key.is("", "Pod") && e.shape.as_deref().is_some_and(|s| s != shape);
@@ -552,5 +582,44 @@ mod tests {
             &json!({"spec": {}}),
             &json!({"spec": {"replicas": 3}})
         ));
+    }
+
+    #[test]
+    fn the_no_write_rule_holds_for_a_metadata_only_view_of_the_object_as_left() {
+        let e: Entry = serde_json::from_value(json!({
+            "group": "apps", "kind": "Deployment", "namespace": "n", "name": "web",
+            "version": "v1", "spec": "web", "uid": "u-1", "applied": "a", "fields": "f",
+        }))
+        .unwrap();
+        let body = json!({"spec": {"replicas": 2}});
+        // As a metadata-only list shows it: no replicas to compare.
+        let listed = json!({"metadata": {"name": "web", "uid": "u-1"}});
+        assert!(left_as_applied(&e, true, &body, &listed, "f"));
+        // Another intent, fields someone else moved, another object of the same name.
+        assert!(!left_as_applied(&e, false, &body, &listed, "f"));
+        assert!(!left_as_applied(&e, true, &body, &listed, "g"));
+        let other = json!({"metadata": {"name": "web", "uid": "u-2"}});
+        assert!(!left_as_applied(&e, true, &body, &other, "f"));
+        assert!(!left_as_applied(
+            &e,
+            true,
+            &body,
+            &json!({"metadata": {}}),
+            "f"
+        ));
+        // Read whole, and scaled.
+        let whole = json!({"metadata": {"uid": "u-1"}, "spec": {"replicas": 5}});
+        assert!(!left_as_applied(&e, true, &body, &whole, "f"));
+    }
+
+    #[test]
+    fn only_an_apiserver_before_1_22_hides_a_scale_from_field_ownership() {
+        let v = |major: &str, minor: &str| (major.to_string(), minor.to_string(), String::new());
+        assert!(scale_moves_no_fields(Some(&v("1", "21"))));
+        assert!(scale_moves_no_fields(Some(&v("1", "20+"))));
+        assert!(!scale_moves_no_fields(Some(&v("1", "22"))));
+        assert!(!scale_moves_no_fields(Some(&v("1", "37"))));
+        // One that does not say is taken as a current one.
+        assert!(!scale_moves_no_fields(None));
     }
 }

@@ -24,14 +24,14 @@ use super::{Engine, Verb};
 use crate::object::ObjKey;
 
 /// Whether an apiserver reporting `major`.`minor` (as `/version` does: `"20+"` on some
-/// distributions) predates 1.21.
-fn before_1_21(major: &str, minor: &str) -> bool {
+/// distributions) predates 1.`at`.
+pub(super) fn before(major: &str, minor: &str, at: u32) -> bool {
     let number = |s: &str| {
         s.trim_end_matches(|c: char| !c.is_ascii_digit())
             .parse::<u32>()
             .ok()
     };
-    matches!((number(major), number(minor)), (Some(1), Some(m)) if m < 21)
+    matches!((number(major), number(minor)), (Some(1), Some(m)) if m < at)
 }
 
 /// A merge patch that empties, in `live`, every map `body` sets to `{}` where `live` holds
@@ -87,7 +87,7 @@ impl Engine {
     async fn old_apiserver(&self) -> bool {
         self.server_version()
             .await
-            .is_some_and(|(major, minor, _)| before_1_21(major, minor))
+            .is_some_and(|(major, minor, _)| before(major, minor, 21))
     }
 
     /// Whether `e` is the apiserver refusing what its own apply made of an emptied map
@@ -176,7 +176,7 @@ impl Engine {
 
 #[cfg(test)]
 mod tests {
-    use super::{before_1_21, emptying_patch, merged};
+    use super::{before, emptying_patch, merged};
     use serde_json::json;
 
     #[test]
@@ -200,11 +200,11 @@ mod tests {
 
     #[test]
     fn versions_before_1_21_are_told_apart() {
-        assert!(before_1_21("1", "20"));
-        assert!(before_1_21("1", "20+"));
-        assert!(!before_1_21("1", "21"));
-        assert!(!before_1_21("1", "33"));
-        assert!(!before_1_21("2", "0"));
-        assert!(!before_1_21("", ""));
+        assert!(before("1", "20", 21));
+        assert!(before("1", "20+", 21));
+        assert!(!before("1", "21", 21));
+        assert!(!before("1", "33", 21));
+        assert!(!before("2", "0", 21));
+        assert!(!before("", "", 21));
     }
 }

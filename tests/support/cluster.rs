@@ -224,6 +224,12 @@ pub async fn apiserver_lists(client: &Client, resources: &[&str]) -> u64 {
     apiserver_requests(client, &["LIST"], resources).await
 }
 
+/// GET requests (one object read by name) the apiserver counted for any of `resources`,
+/// as [`apiserver_writes`] counts writes (and as meaningful only in a `serial_*` test).
+pub async fn apiserver_gets(client: &Client, resources: &[&str]) -> u64 {
+    apiserver_requests(client, &["GET"], resources).await
+}
+
 /// Dry-run requests (of any verb) the apiserver counted for any of `resources`: what
 /// `diff` costs it (as meaningful only in a `serial_*` test).
 pub async fn apiserver_dry_runs(client: &Client, resources: &[&str]) -> u64 {
