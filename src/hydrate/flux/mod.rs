@@ -467,6 +467,16 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// Every error a pass found, the tree's and the held apps', as they are said.
+    fn said(found: &Found) -> Vec<String> {
+        found
+            .errors
+            .iter()
+            .chain(found.held.iter().map(|h| &h.error))
+            .map(ToString::to_string)
+            .collect()
+    }
+
     /// `text`, as `a.yaml`, is refused in one line starting with `want`, and nothing of it
     /// is carried out.
     fn refused(text: &str, want: &str) {
@@ -474,12 +484,7 @@ mod tests {
         let found = find_in(&mut files, Some("clusters/x"));
         // A Kustomization or HelmRelease refused is held (an app of its own); anything
         // else is the tree's.
-        let said: Vec<String> = found
-            .errors
-            .iter()
-            .chain(found.held.iter().map(|h| &h.error))
-            .map(ToString::to_string)
-            .collect();
+        let said = said(&found);
         assert!(
             said.len() == 1 && said[0].starts_with(want),
             "{said:?}\nwanted {want}"
@@ -714,12 +719,7 @@ mod tests {
             let found = find_in(&mut files, Some("clusters/staging"));
             // A HelmRelease refused is held, an app of its own.
             assert!(found.held.iter().all(|h| h.app == "flux-helm/web/r"));
-            let said: Vec<String> = found
-                .errors
-                .iter()
-                .chain(found.held.iter().map(|h| &h.error))
-                .map(ToString::to_string)
-                .collect();
+            let said = said(&found);
             (found.releases.into_iter().map(|r| r.release).next(), said)
         };
         let drift = |r: &crate::spec::helm::HelmRelease| {
