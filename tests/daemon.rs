@@ -1204,11 +1204,14 @@ async fn the_resync_period_counts_from_the_end_of_the_last_whole_sync() {
         &ns,
         &["--dir", dir.path().to_str().unwrap(), "--resync", "2s"],
     );
-    let syncs = support::eventually("three syncs in the history", WAIT, || async {
+    // Two syncs show it: the first outlasts the period, the second waits it out after the
+    // first's end. A hang guard of its own: on a machine shared with a Kubernetes build
+    // (CI's first run) one sync of this tree took a minute.
+    let syncs = support::eventually("two syncs in the history", WAIT * 3, || async {
         let (code, body) = get(&daemon, "/api/v1/syncs").await;
         let doc: Value = serde_json::from_str(&body).map_err(|e| format!("{code} {e}: {body}"))?;
         let syncs = doc["syncs"].as_array().cloned().unwrap_or_default();
-        (syncs.len() >= 3).then_some(syncs).ok_or(body)
+        (syncs.len() >= 2).then_some(syncs).ok_or(body)
     })
     .await;
     let at = |s: &Value, field: &str| -> k8s_openapi::jiff::Timestamp {
