@@ -334,3 +334,227 @@ fn a_module_left_off_the_page_is_found() {
         ["apply/prune (under src/apply/)"]
     );
 }
+
+/// The longest a function may be, from its `fn` line to its closing brace, and the longest
+/// a file's body may be (the lines before its test module; `tests.rs` files are tests):
+/// past them a reader no longer holds the whole in mind (#72). A long one is split by
+/// meaning: the steps it goes through, or a group of items that belong together.
+const FUNCTION_LINES: usize = 150;
+const BODY_LINES: usize = 600;
+
+/// `text` with its comments, strings and character literals blanked (newlines kept), so
+/// that the braces left are the code's.
+fn code_only(text: &str) -> String {
+    let b = text.as_bytes();
+    let mut out = String::with_capacity(text.len());
+    let blank = |out: &mut String, s: &[u8]| {
+        for &c in s {
+            out.push(if c == b'\n' { '\n' } else { ' ' });
+        }
+    };
+    let mut i = 0;
+    while i < b.len() {
+        let rest = &b[i..];
+        let start = i;
+        if rest.starts_with(b"//") {
+            while i < b.len() && b[i] != b'\n' {
+                i += 1;
+            }
+        } else if rest.starts_with(b"/*") {
+            let mut depth = 0;
+            while i < b.len() {
+                if b[i..].starts_with(b"/*") {
+                    depth += 1;
+                    i += 2;
+                } else if b[i..].starts_with(b"*/") {
+                    depth -= 1;
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    i += 1;
+                }
+            }
+        } else if let Some(hashes) = raw_string_at(rest) {
+            // r#"..."#, br"...": ends at the quote followed by as many hashes.
+            let open = rest.iter().position(|&c| c == b'"').unwrap_or(0);
+            i += open + 1;
+            let close: Vec<u8> = std::iter::once(b'"')
+                .chain(std::iter::repeat_n(b'#', hashes))
+                .collect();
+            while i < b.len() && !b[i..].starts_with(&close) {
+                i += 1;
+            }
+            i = (i + close.len()).min(b.len());
+        } else if b[i] == b'"' || rest.starts_with(b"b\"") {
+            i += if b[i] == b'"' { 1 } else { 2 };
+            while i < b.len() && b[i] != b'"' {
+                i += if b[i] == b'\\' { 2 } else { 1 };
+            }
+            i = (i + 1).min(b.len());
+        } else if b[i] == b'\'' {
+            // A character literal ('x', '\n', '\u{7b}') or a lifetime ('a): only the
+            // former closes with a quote within a few bytes.
+            let len = if rest.get(1) == Some(&b'\\') {
+                rest.iter().skip(2).position(|&c| c == b'\'').map(|p| p + 3)
+            } else {
+                let ch = text[i + 1..].chars().next().map_or(1, char::len_utf8);
+                (rest.get(1 + ch) == Some(&b'\'')).then_some(ch + 2)
+            };
+            match len {
+                Some(len) => i += len,
+                None => {
+                    out.push('\'');
+                    i += 1;
+                    continue;
+                }
+            }
+        } else {
+            let ch = text[i..].chars().next().map_or(1, char::len_utf8);
+            out.push_str(&text[i..i + ch]);
+            i += ch;
+            continue;
+        }
+        blank(&mut out, &b[start..i.min(b.len())]);
+    }
+    out
+}
+
+/// How many `#`s the raw string starting at `rest` has (`r"` 0, `br##"` 2), if one does.
+fn raw_string_at(rest: &[u8]) -> Option<usize> {
+    let r = match rest {
+        [b'r', ..] => &rest[1..],
+        [b'b', b'r', ..] => &rest[2..],
+        _ => return None,
+    };
+    let hashes = r.iter().take_while(|&&c| c == b'#').count();
+    (r.get(hashes) == Some(&b'"')).then_some(hashes)
+}
+
+/// The body of a file: its lines before its test module.
+fn body_of(text: &str) -> &str {
+    match text.find("\n#[cfg(test)]") {
+        Some(at) => &text[..at + 1],
+        None => text,
+    }
+}
+
+/// The functions of `body` longer than `limit` lines, as `name (N lines)`; a function
+/// inside another counts as part of it.
+fn long_functions(body: &str, limit: usize) -> Vec<String> {
+    let code = code_only(body);
+    let lines: Vec<&str> = code.lines().collect();
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < lines.len() {
+        let Some(name) = fn_named(lines[at]) else {
+            at += 1;
+            continue;
+        };
+        // To the brace that closes the first one opened; a `;` first is a declaration.
+        let (mut depth, mut end) = (0i32, None);
+        'scan: for (n, line) in lines.iter().enumerate().skip(at) {
+            for c in line.chars() {
+                match c {
+                    '{' => depth += 1,
+                    '}' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            end = Some(n);
+                            break 'scan;
+                        }
+                    }
+                    ';' if depth == 0 => break 'scan,
+                    _ => {}
+                }
+            }
+        }
+        match end {
+            Some(end) => {
+                let len = end - at + 1;
+                if len > limit {
+                    out.push(format!("{name} ({len} lines)"));
+                }
+                at = end + 1;
+            }
+            None => at += 1,
+        }
+    }
+    out
+}
+
+/// The name of the function a line declares, if it declares one.
+fn fn_named(line: &str) -> Option<&str> {
+    let mut words = line.trim_start();
+    loop {
+        let word = words.split_whitespace().next()?;
+        if word == "fn" {
+            let name = ident(words[2..].trim_start());
+            return (!name.is_empty()).then_some(name);
+        }
+        let qualifier = matches!(word, "async" | "const" | "unsafe" | "extern" | "default")
+            || word.starts_with("pub")
+            || word == "\"C\"";
+        if !qualifier {
+            return None;
+        }
+        words = words[word.len()..].trim_start();
+    }
+}
+
+/// Every function and body of the `.rs` files under `root` over the limits.
+fn too_long(root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for path in modules(root).into_values() {
+        if path.file_name().is_some_and(|n| n == "tests.rs") {
+            continue;
+        }
+        let rel = path.strip_prefix(root).unwrap().display().to_string();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let body = body_of(&text);
+        let lines = body.lines().count();
+        if lines > BODY_LINES {
+            out.push(format!("{rel}: {lines} lines before its tests"));
+        }
+        for f in long_functions(body, FUNCTION_LINES) {
+            out.push(format!("{rel}: fn {f}"));
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn no_function_over_150_lines_and_no_body_over_600() {
+    let long = too_long(&repo("src"));
+    assert!(
+        long.is_empty(),
+        "src/: over {FUNCTION_LINES} lines a function, or {BODY_LINES} a file's body (split by \
+         meaning: the steps it goes through, or items that belong together):\n{}",
+        long.join("\n")
+    );
+}
+
+#[test]
+fn the_size_rule_counts_a_function_to_its_closing_brace() {
+    let long = |n: usize| "    x();\n".repeat(n);
+    let text = format!(
+        "/// fn not_this() {{\npub(crate) async fn over() -> Result<(), String> {{\n{}    \
+         let s = \"}}}}{{\"; let c = '}}'; let r = r#\"}}\"#; // }}\n    fn inner<'a>(x: &'a str) \
+         {{ }}\n}}\nfn under() {{\n{}}}\nfn decl();\n#[cfg(test)]\nmod tests {{\n    fn \
+         in_tests() {{\n{}    }}\n}}\n",
+        long(3),
+        long(2),
+        long(9)
+    );
+    let body = body_of(&text);
+    assert!(!body.contains("in_tests"), "{body}");
+    // over: its line, three calls, the literals' line, inner's line, the closing brace.
+    assert_eq!(long_functions(body, 6), ["over (7 lines)"]);
+    assert_eq!(long_functions(body, 7), Vec::<String>::new());
+    assert_eq!(
+        long_functions(body, 3),
+        ["over (7 lines)", "under (4 lines)"]
+    );
+}
