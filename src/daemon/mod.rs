@@ -36,9 +36,9 @@ use tokio::time::Instant;
 use crate::apply::suspensions::Suspension;
 use crate::apply::{self, Engine};
 use crate::health;
-use crate::report::api::{ApiState, Published, Suspender};
+use crate::report::api::{ApiState, Control, Published, Suspender};
 use crate::report::notify::{self, Notifier};
-use crate::report::status::StatusFile;
+use crate::report::status::{SpecStatus, StatusFile};
 use crate::report::{http, metrics::Metrics};
 pub use shards::ShardConfig;
 use state::{Now, State, Tally};
@@ -135,6 +135,121 @@ pub async fn run(
             ..cfg.engine.clone()
         },
     ));
+    let (api, ends) = api_state(&cfg, &client, &engine);
+    let leadership = leadership::start(cfg.leader_elect.as_ref(), &client);
+    let active_rx = leadership.active;
+    let hook_rx = start_http(
+        &cfg,
+        metrics.clone(),
+        ready.clone(),
+        leadership.problem.clone(),
+        api,
+        stop_rx.clone(),
+    )
+    .await?;
+
+    let (src_tx, src_rx) = mpsc::channel(4);
+    // Room for a few reconcile requests besides the resync's.
+    let (rescan_tx, rescan_rx) = mpsc::channel(8);
+    let source_cfg = std::mem::replace(&mut cfg.source, crate::source::Config::Dir(PathBuf::new()));
+    let (stage, kubernetes) = stage(&cfg, &client).await;
+    let origins = notify::Origins::default();
+    let source_name = source::start(
+        source_cfg,
+        stage,
+        source::Channels {
+            tx: src_tx,
+            rescan: rescan_rx,
+            hook: hook_rx,
+            stop: stop_rx.clone(),
+        },
+        origins.clone(),
+        &metrics,
+    )?;
+
+    let (ev_tx, ev_rx) = mpsc::channel(1024);
+    let owned = start_watches(&cfg, &client, ev_tx);
+    let (selectors_tx, selectors_rx) = tokio_watch::channel(labeller::Selectors::new());
+    tokio::spawn(labeller::run(
+        client.clone(),
+        selectors_rx,
+        engine.writes.clone(),
+        active_rx.clone(),
+    ));
+    let recorder = cfg
+        .events
+        .then(|| events::Events::new(client.clone(), &cfg.engine.instance));
+    let notifier = start_notifier(&mut cfg, &source_name, origins, &metrics);
+    let mut status =
+        crate::report::snapshot::StatusWriter::new(cfg.status_file.clone(), ends.published);
+    let (shard, member) = match cfg.shard.clone() {
+        Some(shard) => {
+            let (link, member, part) = start_shard(shard, &client, &engine, &stop_rx);
+            status = status.with_part(part);
+            (Some(link), Some(member))
+        }
+        None => (None, None),
+    };
+    let mut state = State::new(source_name, *active_rx.borrow());
+    if let Some(link) = &shard {
+        state.on_shard(link.view.borrow().clone());
+    }
+    state.kubernetes = kubernetes;
+    first_state(&mut state, &cfg, &client).await;
+    main_loop::Loop {
+        status,
+        cfg,
+        engine,
+        recorder,
+        metrics,
+        ready,
+        state,
+        queue: queue::Queue::default(),
+        owned,
+        selectors: selectors_tx,
+        rescan: rescan_tx,
+        writes_seen: Default::default(),
+        notifier,
+        desired: ends.desired,
+        ledger: ends.ledger,
+        control: ends.control,
+        waiting: Vec::new(),
+        running: None,
+        shard,
+        share_due: None,
+        first_lists_until: None,
+    }
+    .run(
+        src_rx,
+        ev_rx,
+        ends.controls,
+        (active_rx, leadership.problem),
+        stop_rx,
+    )
+    .await;
+    // A member leaving gives its buckets up, so the others need not wait a lease out.
+    if let Some(member) = member {
+        let _ = tokio::time::timeout(Duration::from_secs(10), member).await;
+    }
+    Ok(())
+}
+
+/// The loop's ends of what the API serves and asks.
+struct ApiEnds {
+    /// Where the loop publishes the status the API serves.
+    published: tokio_watch::Sender<Arc<Published>>,
+    /// The API's way in (the loop's own too, once a requested read is done).
+    control: mpsc::Sender<Control>,
+    controls: mpsc::Receiver<Control>,
+    /// What the object view renders a spec from.
+    desired: tokio_watch::Sender<Option<inspect::Desired>>,
+    /// The drift ledger, whose JSON the API serves.
+    ledger: ledger::Ledger,
+}
+
+/// What the API serves (the status, the object view, the drift ledger) and its way to
+/// the loop, with the loop's ends of them.
+fn api_state(cfg: &Config, client: &Client, engine: &Arc<Engine>) -> (ApiState, ApiEnds) {
     let (published_tx, published_rx) =
         tokio_watch::channel(Arc::new(Published::new(&StatusFile::starting())));
     let (control_tx, control_rx) = mpsc::channel(16);
@@ -158,30 +273,24 @@ pub async fn run(
     let (ledger, drift_rx) =
         ledger::Ledger::open(cfg.status_file.as_deref().map(ledger::path_beside));
     api.drift = Some(drift_rx);
-    let leadership = leadership::start(cfg.leader_elect.as_ref(), &client);
-    let active_rx = leadership.active;
-    let hook_rx = start_http(
-        &cfg,
-        metrics.clone(),
-        ready.clone(),
-        leadership.problem.clone(),
-        api,
-        stop_rx.clone(),
-    )
-    .await?;
+    let ends = ApiEnds {
+        published: published_tx,
+        control: control_tx,
+        controls: control_rx,
+        desired: desired_tx,
+        ledger,
+    };
+    (api, ends)
+}
 
-    let (src_tx, src_rx) = mpsc::channel(4);
-    // Room for a few reconcile requests besides the resync's.
-    let (rescan_tx, rescan_rx) = mpsc::channel(8);
-    let source_cfg = std::mem::replace(&mut cfg.source, crate::source::Config::Dir(PathBuf::new()));
+/// What renders the source's revisions, with the cluster's Kubernetes version as it said
+/// it at start (none when it did not).
+async fn stage(cfg: &Config, client: &Client) -> (source::Stage, Option<String>) {
     // Read again before each render (source::Stage); this first reading says the
     // version in the status.
     // Bounded: a cluster that is away at start must not hold up the status and the API.
-    let facts = tokio::time::timeout(
-        Duration::from_secs(10),
-        crate::cluster::chart_facts(&client),
-    )
-    .await;
+    let facts =
+        tokio::time::timeout(Duration::from_secs(10), crate::cluster::chart_facts(client)).await;
     let cluster = match facts {
         Ok(Ok(facts)) => facts,
         Ok(Err(e)) => {
@@ -220,100 +329,96 @@ pub async fn run(
             )),
         }),
     };
-    let origins = notify::Origins::default();
-    let source_name = source::start(
-        source_cfg,
-        stage,
-        source::Channels {
-            tx: src_tx,
-            rescan: rescan_rx,
-            hook: hook_rx,
-            stop: stop_rx.clone(),
-        },
-        origins.clone(),
-        &metrics,
-    )?;
+    (stage, kubernetes)
+}
 
-    let (ev_tx, ev_rx) = mpsc::channel(1024);
-    tokio::spawn(watch::watch_nodes(client.clone(), ev_tx.clone()));
+/// Starts the watches of Nodes and of suspensions; returns those of owned objects, set
+/// by the loop to the kinds the tree renders. All report on `tx`.
+fn start_watches(
+    cfg: &Config,
+    client: &Client,
+    tx: mpsc::Sender<watch::Event>,
+) -> watch::OwnedWatches {
+    tokio::spawn(watch::watch_nodes(client.clone(), tx.clone()));
     tokio::spawn(watch::watch_suspensions(
         client.clone(),
         cfg.engine.inventory_namespace.clone(),
         cfg.engine.instance.clone(),
-        ev_tx.clone(),
+        tx.clone(),
     ));
-    let owned = watch::OwnedWatches::new(
+    watch::OwnedWatches::new(
         client.clone(),
         &cfg.engine.instance,
         &cfg.engine.field_manager,
-        ev_tx,
-    );
-    let (selectors_tx, selectors_rx) = tokio_watch::channel(labeller::Selectors::new());
-    tokio::spawn(labeller::run(
-        client.clone(),
-        selectors_rx,
-        engine.writes.clone(),
-        active_rx.clone(),
-    ));
-    let recorder = cfg
-        .events
-        .then(|| events::Events::new(client.clone(), &cfg.engine.instance));
-    let notifier = (!cfg.notify.is_empty()).then(|| {
+        tx,
+    )
+}
+
+/// Where transitions are told (`--notify`, `--notify-slack`, `--commit-status`), if
+/// anywhere.
+fn start_notifier(
+    cfg: &mut Config,
+    source_name: &str,
+    origins: notify::Origins,
+    metrics: &Arc<Metrics>,
+) -> Option<Notifier> {
+    (!cfg.notify.is_empty()).then(|| {
         Notifier::start(
             std::mem::take(&mut cfg.notify),
             notify::Context {
                 instance: cfg.engine.instance.clone(),
-                source: source_name.clone(),
+                source: source_name.to_string(),
                 origins,
             },
             metrics.clone(),
         )
-    });
-    let mut status =
-        crate::report::snapshot::StatusWriter::new(cfg.status_file.clone(), published_tx);
-    let shard = cfg.shard.clone().map(|shard| {
-        // Nothing is written before the table gives this replica a bucket.
-        engine.hold(Some(Arc::default()));
-        let (confirmed_tx, confirmed_rx) = tokio_watch::channel(Default::default());
-        let (part_tx, part_rx) = tokio_watch::channel(Arc::default());
-        let started = shards::start(
-            shard,
-            client.clone(),
-            shards::Channels {
-                confirmed: confirmed_rx,
-                part: part_rx,
-                stop: stop_rx.clone(),
-            },
-        );
-        (
-            main_loop::ShardLink {
-                view: started.view,
-                confirmed: confirmed_tx,
-                peers: started.peers,
-            },
-            started.handle,
-            part_tx,
-        )
-    });
-    let (shard, member) = match shard {
-        Some((shard, member, part)) => {
-            status = status.with_part(part);
-            (Some(shard), Some(member))
-        }
-        None => (None, None),
+    })
+}
+
+/// Joins the replicas that share the tree; returns the loop's link to the member, the
+/// member's task (it ends once the member has left) and where the status gives the member
+/// this replica's part.
+fn start_shard(
+    shard: ShardConfig,
+    client: &Client,
+    engine: &Engine,
+    stop: &tokio_watch::Receiver<bool>,
+) -> (
+    main_loop::ShardLink,
+    tokio::task::JoinHandle<()>,
+    tokio_watch::Sender<Arc<Vec<SpecStatus>>>,
+) {
+    // Nothing is written before the table gives this replica a bucket.
+    engine.hold(Some(Arc::default()));
+    let (confirmed_tx, confirmed_rx) = tokio_watch::channel(Default::default());
+    let (part_tx, part_rx) = tokio_watch::channel(Arc::default());
+    let started = shards::start(
+        shard,
+        client.clone(),
+        shards::Channels {
+            confirmed: confirmed_rx,
+            part: part_rx,
+            stop: stop.clone(),
+        },
+    );
+    let link = main_loop::ShardLink {
+        view: started.view,
+        confirmed: confirmed_tx,
+        peers: started.peers,
     };
-    let mut state = State::new(source_name, *active_rx.borrow());
-    if let Some(link) = &shard {
-        state.on_shard(link.view.borrow().clone());
-    }
+    (link, started.handle, part_tx)
+}
+
+/// What the state is told before the first sync: who this daemon is, how it treats
+/// drift, and the suspensions as they stand.
+async fn first_state(state: &mut State, cfg: &Config, client: &Client) {
     state.instance.clone_from(&cfg.engine.instance);
-    state.kubernetes = kubernetes;
     state.correct_drift = cfg.engine.correct_drift;
     // The suspensions as they stand, before the first sync: the watch may list them only
     // after the source's first revision is in, and a restart must not apply what a
     // suspension holds back meanwhile.
     if let Some(now) = watch::read_suspensions(
-        &client,
+        client,
         &cfg.engine.inventory_namespace,
         &cfg.engine.instance,
     )
@@ -321,42 +426,6 @@ pub async fn run(
     {
         state.on_event(watch::Event::Suspensions(now));
     }
-    main_loop::Loop {
-        status,
-        cfg,
-        engine,
-        recorder,
-        metrics,
-        ready,
-        state,
-        queue: queue::Queue::default(),
-        owned,
-        selectors: selectors_tx,
-        rescan: rescan_tx,
-        writes_seen: Default::default(),
-        notifier,
-        desired: desired_tx,
-        ledger,
-        control: control_tx,
-        waiting: Vec::new(),
-        running: None,
-        shard,
-        share_due: None,
-        first_lists_until: None,
-    }
-    .run(
-        src_rx,
-        ev_rx,
-        control_rx,
-        (active_rx, leadership.problem),
-        stop_rx,
-    )
-    .await;
-    // A member leaving gives its buckets up, so the others need not wait a lease out.
-    if let Some(member) = member {
-        let _ = tokio::time::timeout(Duration::from_secs(10), member).await;
-    }
-    Ok(())
 }
 
 /// Serves /metrics, the probes and the git hook until shutdown; returns what the hook

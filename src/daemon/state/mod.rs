@@ -7,8 +7,11 @@ mod events;
 mod known;
 mod notices;
 mod readiness;
+mod revision;
 mod running;
 mod settled;
+mod shard;
+mod suspended;
 mod synced;
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -20,79 +23,20 @@ use tokio::time::Instant;
 
 use super::queue::Key;
 
-use crate::apply::suspensions::{Suspension, Suspensions};
+use crate::apply::suspensions::Suspensions;
 use crate::health::{self, SpecHealth};
 use crate::object::{ObjKey, Observed};
 use crate::render::NodeFacts;
 use crate::report::snapshot::Snapshot;
 use crate::report::status::{LastSync, SourceError};
-use crate::spec::{Policy, SourceFile, Spec, SpecId, SpecTree};
+use crate::spec::{Spec, SpecId, SpecTree};
 
+pub use revision::{HydrateReport, SourceUpdate};
 pub use running::Cancel;
 pub use synced::SyncEnd;
 
-/// What the source produced: a revision's files, or why there is none.
-#[derive(Debug)]
-pub enum SourceUpdate {
-    Revision {
-        id: String,
-        files: Vec<SourceFile>,
-        rendered: Box<HydrateReport>,
-    },
-    Failed {
-        message: String,
-        /// The source's kind and why it failed, as the error metric labels them.
-        source: &'static str,
-        reason: &'static str,
-    },
-}
-
 /// A tree that renders nothing has no renders to name.
 static NO_RENDERS: BTreeMap<String, crate::spec::RenderedBy> = BTreeMap::new();
-
-/// What the hydrate stage said of a revision, besides its files.
-#[derive(Debug, Clone, Default)]
-pub struct HydrateReport {
-    /// Renders that failed: the revision is invalid.
-    pub errors: Vec<crate::spec::SpecError>,
-    /// Apps whose own render or app object failed: held, the rest goes on.
-    pub held: Vec<crate::hydrate::held::AppError>,
-    /// What rendered each rendered file.
-    pub by: std::collections::BTreeMap<String, crate::spec::RenderedBy>,
-    /// The error a tree without specs is, unless an emptied tree is allowed
-    /// (`--allow-mass-prune`) or the revision holds no file at all.
-    pub if_empty: Option<crate::spec::SpecError>,
-    /// Health rules the rendered apps give their objects.
-    pub health: Vec<Arc<crate::spec::settings::HealthRule>>,
-    /// What the render left out on purpose (`validate` prints the same).
-    pub notices: Vec<String>,
-    /// What rendered each rendered file, where it is written: an error found in one
-    /// when the specs are read is said there.
-    pub made_by: BTreeMap<String, crate::spec::Location>,
-    /// A render read the live cluster (a chart's `lookup`): what the revision renders to
-    /// may change with no new revision ([`State::render_again`]).
-    pub read_cluster: bool,
-}
-
-/// A spec error as the status says it, with the app it holds (`None`: the tree's).
-fn source_error(app: Option<String>, e: &crate::spec::SpecError) -> SourceError {
-    SourceError {
-        app,
-        file: Some(e.at.file.clone()),
-        line: Some(e.at.line),
-        column: Some(e.at.column),
-        message: e.message.clone(),
-    }
-}
-
-/// How many apps `errors` hold.
-fn held_apps(errors: &[SourceError]) -> usize {
-    errors
-        .iter()
-        .filter_map(|e| e.app.as_deref())
-        .collect::<BTreeSet<_>>()
-        .len()
-}
 
 /// The time, read once by the loop for a transition.
 #[derive(Debug, Clone, Copy)]
@@ -403,146 +347,6 @@ impl State {
         }
     }
 
-    /// Takes a new revision: valid → it becomes current, and the keys to sync it are
-    /// returned (the specs it changed, or the whole tree); invalid → its errors are
-    /// reported, the last good revision stays in force, and nothing is returned.
-    pub fn on_source(
-        &mut self,
-        update: SourceUpdate,
-        policy: &Policy,
-        now: Now,
-    ) -> (Vec<Key>, Tally) {
-        let mut tally = Tally::default();
-        let (id, files, rendered) = match update {
-            SourceUpdate::Failed {
-                message,
-                source,
-                reason,
-            } => {
-                tracing::warn!(error = %message, "source error; the last good revision stays in force");
-                tally.source_failed = Some((source, reason));
-                self.errors = vec![SourceError {
-                    app: None,
-                    file: None,
-                    line: None,
-                    column: None,
-                    message,
-                }];
-                return (Vec::new(), tally);
-            }
-            SourceUpdate::Revision {
-                id,
-                files,
-                rendered,
-            } => (id, files, rendered),
-        };
-        // Valid or not: a render whose lookups failed may pass once the cluster changes.
-        self.read_cluster = rendered.read_cluster;
-        // What the render left out on purpose (Flux's own install), once per revision.
-        if self.revision_seen.as_ref() != Some(&id) {
-            for notice in &rendered.notices {
-                tracing::info!(revision = %id, "{notice}");
-            }
-        }
-        self.revision_seen = Some(id.clone());
-        self.seen_at = Some(now.at);
-        let parsed = crate::hydrate::held::load(
-            &files,
-            &rendered.errors,
-            &rendered.held,
-            &rendered.made_by,
-            policy,
-        )
-        .and_then(|mut tree| match &rendered.if_empty {
-            Some(empty) if tree.specs.is_empty() && tree.held.is_empty() => {
-                Err(crate::spec::SpecErrors(vec![empty.clone()]))
-            }
-            _ => {
-                tree.rendered = Arc::new(rendered.by.clone());
-                tree.add_health(&rendered.health);
-                Ok(tree)
-            }
-        });
-        let tree = match parsed {
-            Ok(tree) => tree,
-            Err(errors) => {
-                tracing::warn!(revision = %id, errors = errors.0.len(), "invalid revision; nothing applied");
-                self.errors = errors.0.iter().map(|e| source_error(None, e)).collect();
-                tally.sync = Some(SyncCount {
-                    result: "invalid",
-                    elapsed: Duration::ZERO,
-                    at: now.wall,
-                });
-                return (Vec::new(), tally);
-            }
-        };
-        tracing::info!(revision = %id, specs = tree.specs.len(), "new revision");
-        let held_before = held_apps(&self.errors);
-        // A held app's errors stay said while the rest of the revision is applied.
-        self.errors = tree
-            .held
-            .iter()
-            .flat_map(|(app, errors)| errors.iter().map(|e| source_error(Some(app.clone()), e)))
-            .collect();
-        if held_apps(&self.errors) != held_before {
-            tally.apps_held = Some(tree.held.len());
-        }
-        for (app, errors) in tree.held.iter() {
-            tracing::warn!(revision = %id, app = %app, errors = errors.len(), "app held: neither applied nor pruned");
-        }
-        let tree = self.share_of(tree);
-        // Only what changed is synced when the tree before this one was applied (or is
-        // being applied spec by spec): the other specs' objects are as last applied, and
-        // drift on them is a watch's to report. Otherwise (no revision applied yet: the
-        // first, or any that follows while the whole syncs fail outright) the whole tree.
-        // A tree with hooks syncs whole: its hooks run when anything in the revision
-        // changed, which only a sync that holds them (and every object) can tell.
-        // A revision that holds other apps than the last one syncs whole too: what an app
-        // released left behind (objects of a held app's render that left the tree
-        // meanwhile) is in no changed spec, and only a whole sync prunes it.
-        let incremental = self.tree.is_some()
-            && self.revision_applied.is_some()
-            && (self.pending.is_some() || self.revision_applied == self.revision_current)
-            && !tree.has_hooks()
-            && self
-                .tree
-                .as_deref()
-                .is_some_and(|old| old.held.keys().eq(tree.held.keys()));
-        let (keys, changed) = match self.tree.as_deref().filter(|_| incremental) {
-            Some(old) => {
-                let changed = changed_specs(old, &tree);
-                let pending = self.pending.get_or_insert_with(BTreeSet::new);
-                pending.extend(changed.iter().cloned());
-                let keys = changed.iter().cloned().map(Key::Spec).collect();
-                (
-                    keys,
-                    Some(changed.into_iter().collect::<BTreeSet<SpecId>>()),
-                )
-            }
-            None => {
-                self.pending = None;
-                (vec![Key::Full], None)
-            }
-        };
-        self.settling
-            .on_revision(&id, tree.specs.iter().map(|s| &s.id), changed.as_ref());
-        self.declare(&tree, Some(now.wall));
-        if let Some(old) = &self.tree {
-            self.judged.forget(&changed_specs(old, &tree));
-        }
-        self.tree = Some(Arc::new(tree));
-        self.render_dirty = true;
-        self.render_epoch += 1;
-        self.revision_current = Some(id);
-        self.latency_observed = false;
-        if self.pending.as_ref().is_some_and(BTreeSet::is_empty) {
-            // Nothing a spec says changed (a comment, a file moved).
-            self.pending = None;
-            tally.applied = self.mark_applied(now);
-        }
-        (keys, tally)
-    }
-
     /// The current revision is applied from now on; returns it if that is news.
     fn mark_applied(&mut self, now: Now) -> Option<String> {
         if self.revision_applied == self.revision_current {
@@ -584,138 +388,6 @@ impl State {
             Some(tree) => readiness::waiting_on(tree, &self.health, &self.ready_elsewhere()),
             None => BTreeMap::new(),
         }
-    }
-
-    /// The suspensions the cluster holds now (its watch's list): merged with the tree's.
-    pub(super) fn on_asked(&mut self, now: Suspensions) {
-        self.asked = now;
-        self.merge_suspensions();
-    }
-
-    /// The specs `tree` holds back, each suspended since the revision that first held it
-    /// was read (`now`; a share that grew: when the tree was read).
-    fn declare(&mut self, tree: &SpecTree, now: Option<Timestamp>) {
-        if let Some(now) = now {
-            self.tree_read_at = now.to_string();
-        }
-        let before = std::mem::take(&mut self.declared);
-        for spec in &tree.specs {
-            let Some(reason) = &spec.policy.suspended else {
-                continue;
-            };
-            let id = spec.id.to_string();
-            let since = match before.get(&id) {
-                Some(was) => was.since.clone(),
-                None => self.tree_read_at.clone(),
-            };
-            let held = Suspension {
-                reason: reason.clone(),
-                since,
-                declared: true,
-            };
-            self.declared.insert(id, held);
-        }
-        self.merge_suspensions();
-    }
-
-    /// A person's suspension is shown over the tree's: theirs is the one to resume.
-    fn merge_suspensions(&mut self) {
-        let mut all = self.declared.clone();
-        all.extend(self.asked.iter().map(|(k, v)| (k.clone(), v.clone())));
-        if all != self.suspensions {
-            self.health_dirty = true;
-        }
-        self.suspensions = all;
-    }
-
-    /// The suspended specs, also those the tree no longer has: a spec removed from the
-    /// source while suspended keeps its objects until it is resumed.
-    pub fn held(&self) -> BTreeSet<SpecId> {
-        self.suspensions
-            .keys()
-            .filter_map(|id| id.parse().ok())
-            .collect()
-    }
-
-    /// The specs of `tree` in the buckets this replica holds, the whole tree kept for
-    /// when they change; `tree` itself when replicas do not share it.
-    fn share_of(&mut self, tree: SpecTree) -> SpecTree {
-        if self.shard.is_none() {
-            return tree;
-        }
-        let whole = Arc::new(tree);
-        self.whole = Some(whole.clone());
-        self.share_of_whole(&whole)
-    }
-
-    /// The specs of `whole` this replica holds (copied; the rest shared).
-    fn share_of_whole(&self, whole: &SpecTree) -> SpecTree {
-        let held = self.shard.as_ref().map(|v| &v.held);
-        let specs: Vec<Spec> = whole
-            .specs
-            .iter()
-            .filter(|s| {
-                held.is_some_and(|h| {
-                    h.contains(&crate::apply::buckets::bucket_of(&s.id.to_string()))
-                })
-            })
-            .cloned()
-            .collect();
-        // A dependency another member holds is waited for by what that member publishes
-        // (`ready_elsewhere`).
-        SpecTree {
-            specs,
-            settings: whole.settings.clone(),
-            rendered: whole.rendered.clone(),
-            held: whole.held.clone(),
-            all_or_nothing: whole.all_or_nothing,
-        }
-    }
-
-    /// The buckets this replica holds, while replicas share the tree.
-    pub fn shard_held(&self) -> Option<&BTreeSet<u16>> {
-        self.shard.as_ref().map(|v| &v.held)
-    }
-
-    /// This replica's share of the tree changed: a whole sync of what it holds now (the
-    /// engine reads and writes only those buckets' inventory, so nothing of the buckets
-    /// it gave up is pruned).
-    pub fn on_shard(&mut self, view: crate::daemon::shards::ShardView) -> Option<Key> {
-        let moved = self.shard.as_ref().is_none_or(|v| v.held != view.held);
-        self.shard_status = Some(crate::report::status::ShardStatus {
-            member: view.member.clone(),
-            buckets: view.held.iter().copied().collect(),
-            members: view.members.clone(),
-            problem: view.problem.clone(),
-        });
-        self.shard = Some(view);
-        if !moved {
-            return None;
-        }
-        let whole = self.whole.clone()?;
-        let mine = self.share_of_whole(&whole);
-        let changed = match &self.tree {
-            Some(old) => changed_specs(old, &mine),
-            None => mine.specs.iter().map(|s| s.id.clone()).collect(),
-        };
-        if let Some(id) = &self.revision_current {
-            self.settling
-                .on_revision(id, mine.specs.iter().map(|s| &s.id), Some(&changed));
-        }
-        let ids: BTreeSet<&SpecId> = mine.specs.iter().map(|s| &s.id).collect();
-        if let Some(pending) = &mut self.pending {
-            pending.retain(|s| ids.contains(s));
-        }
-        // Another member writes those now: its writes are no drift of ours.
-        self.recorded.retain(|_, (spec, _)| ids.contains(spec));
-        self.drifted.retain(|_, spec| ids.contains(spec));
-        self.declare(&mine, None);
-        self.judged.forget(&changed);
-        self.tree = Some(Arc::new(mine));
-        self.render_dirty = true;
-        self.render_epoch += 1;
-        self.health_dirty = true;
-        Some(Key::Full)
     }
 
     /// A change of leadership; a new leader syncs the whole tree.

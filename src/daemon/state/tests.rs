@@ -10,7 +10,7 @@ use crate::apply::{Action, ObjectResult, SyncReport};
 use crate::daemon::watch;
 use crate::health::{Figures, Status};
 use crate::object::Packed;
-use crate::spec::{Kind, parse_files};
+use crate::spec::{Kind, Policy, SourceFile, parse_files};
 
 fn files(list: &[(&str, &str)]) -> Vec<SourceFile> {
     list.iter()
