@@ -78,94 +78,8 @@ pub(super) fn status(args: &StatusArgs, instance: &str) -> anyhow::Result<u8> {
 
 /// `now` only adds the age of the last sync; tests leave it out for stable output.
 fn table(status: &StatusFile, now: Option<Timestamp>, wide: bool) -> String {
-    let cut = |text: &str, width: usize| match wide {
-        true => one_line(text, usize::MAX),
-        false => one_line(text, width),
-    };
     let mut out = String::new();
-    let dash = || "-".to_string();
-    if !status.instance.is_empty() {
-        header(&mut out, "instance", &status.instance);
-    }
-    if let Some(v) = &status.kubernetes {
-        header(&mut out, "kubernetes", v);
-    }
-    header(&mut out, "source", &status.source);
-    header(
-        &mut out,
-        "revision applied",
-        &status.revision_applied.clone().unwrap_or_else(dash),
-    );
-    header(
-        &mut out,
-        "revision seen",
-        &status.revision_seen.clone().unwrap_or_else(dash),
-    );
-    match &status.last_sync {
-        None => header(&mut out, "last sync", "never"),
-        Some(sync) => {
-            let age = now
-                .and_then(|now| age(&sync.time, now))
-                .map(|a| format!(" ({a})"))
-                .unwrap_or_default();
-            header(
-                &mut out,
-                "last sync",
-                &format!(
-                    "{}{age}: {} in {} ({} applied, {} unchanged, {} pruned, {} failed)",
-                    sync.time,
-                    sync.result,
-                    duration(sync.duration_seconds),
-                    sync.applied,
-                    sync.unchanged,
-                    sync.pruned,
-                    sync.failed
-                ),
-            );
-            if let Some(message) = sync.message.as_deref().filter(|m| !m.is_empty()) {
-                header(&mut out, "", &cut(message, HEADER_WIDTH));
-            }
-        }
-    }
-    if let Some(leader) = status.leader {
-        let text = if leader {
-            "yes (this replica syncs)"
-        } else {
-            "no (standby)"
-        };
-        header(&mut out, "leader", text);
-    }
-    if let Some(shard) = &status.shard {
-        let text = match &shard.problem {
-            Some(problem) => format!(
-                "{} holds nothing: {}",
-                shard.member,
-                cut(problem, HEADER_WIDTH)
-            ),
-            None => format!(
-                "{} holds {} of {} buckets; members {}",
-                shard.member,
-                shard.buckets.len(),
-                driftless::apply::buckets::BUCKETS,
-                shard.members.join(", ")
-            ),
-        };
-        header(&mut out, "shard", &text);
-    }
-    if status.syncing {
-        let doing = status
-            .sync_progress
-            .as_ref()
-            .map_or_else(|| "in progress".to_string(), |p| p.message.clone());
-        header(&mut out, "syncing", &cut(&doing, HEADER_WIDTH));
-    }
-    if status.drift != "correct" {
-        header(
-            &mut out,
-            "drift",
-            &format!("{} (not corrected)", status.drift),
-        );
-    }
+    headers(&mut out, status, now, wide);
     if !status.errors.is_empty() {
         header(&mut out, "errors", &status.errors.len().to_string());
         for e in &status.errors {
@@ -197,7 +111,117 @@ fn table(status: &StatusFile, now: Option<Timestamp>, wide: bool) -> String {
         return out;
     }
     out.push('\n');
+    spec_rows(&mut out, status, wide);
+    // Below the table, whole: a warning names what to change, and cut it would not.
+    let warned: Vec<(&str, &String)> = status
+        .specs
+        .iter()
+        .flat_map(|s| s.warnings.iter().map(|w| (s.id.as_str(), w)))
+        .collect();
+    if !warned.is_empty() {
+        out.push('\n');
+        header(&mut out, "warnings", &warned.len().to_string());
+        for (id, w) in warned {
+            let _ = writeln!(out, "  {id}: {w}");
+        }
+    }
+    out
+}
 
+/// `text` on one line, cut to `width` unless the table is wide.
+fn cut(text: &str, width: usize, wide: bool) -> String {
+    match wide {
+        true => one_line(text, usize::MAX),
+        false => one_line(text, width),
+    }
+}
+
+/// The header block: where the daemon is, what it applied and saw, its last sync, and
+/// what it is doing.
+fn headers(out: &mut String, status: &StatusFile, now: Option<Timestamp>, wide: bool) {
+    let dash = || "-".to_string();
+    if !status.instance.is_empty() {
+        header(out, "instance", &status.instance);
+    }
+    if let Some(v) = &status.kubernetes {
+        header(out, "kubernetes", v);
+    }
+    header(out, "source", &status.source);
+    header(
+        out,
+        "revision applied",
+        &status.revision_applied.clone().unwrap_or_else(dash),
+    );
+    header(
+        out,
+        "revision seen",
+        &status.revision_seen.clone().unwrap_or_else(dash),
+    );
+    match &status.last_sync {
+        None => header(out, "last sync", "never"),
+        Some(sync) => {
+            let age = now
+                .and_then(|now| age(&sync.time, now))
+                .map(|a| format!(" ({a})"))
+                .unwrap_or_default();
+            header(
+                out,
+                "last sync",
+                &format!(
+                    "{}{age}: {} in {} ({} applied, {} unchanged, {} pruned, {} failed)",
+                    sync.time,
+                    sync.result,
+                    duration(sync.duration_seconds),
+                    sync.applied,
+                    sync.unchanged,
+                    sync.pruned,
+                    sync.failed
+                ),
+            );
+            if let Some(message) = sync.message.as_deref().filter(|m| !m.is_empty()) {
+                header(out, "", &cut(message, HEADER_WIDTH, wide));
+            }
+        }
+    }
+    if let Some(leader) = status.leader {
+        let text = if leader {
+            "yes (this replica syncs)"
+        } else {
+            "no (standby)"
+        };
+        header(out, "leader", text);
+    }
+    if let Some(shard) = &status.shard {
+        let text = match &shard.problem {
+            Some(problem) => format!(
+                "{} holds nothing: {}",
+                shard.member,
+                cut(problem, HEADER_WIDTH, wide)
+            ),
+            None => format!(
+                "{} holds {} of {} buckets; members {}",
+                shard.member,
+                shard.buckets.len(),
+                driftless::apply::buckets::BUCKETS,
+                shard.members.join(", ")
+            ),
+        };
+        header(out, "shard", &text);
+    }
+    if status.syncing {
+        let doing = status
+            .sync_progress
+            .as_ref()
+            .map_or_else(|| "in progress".to_string(), |p| p.message.clone());
+        header(out, "syncing", &cut(&doing, HEADER_WIDTH, wide));
+    }
+    if status.drift != "correct" {
+        header(out, "drift", &format!("{} (not corrected)", status.drift));
+    }
+}
+
+/// The table of specs: a row each, its columns as wide as their widest cell.
+fn spec_rows(out: &mut String, status: &StatusFile, wide: bool) {
     let rows: Vec<[String; 5]> = status
         .specs
         .iter()
@@ -219,8 +243,8 @@ fn table(status: &StatusFile, now: Option<Timestamp>, wide: bool) -> String {
                 s.id.clone(),
                 if s.ready { "yes" } else { "no" }.to_string(),
                 s.status.clone(),
-                cut(&figures(&s.figures.value()), FIGURES_WIDTH),
-                cut(&message, MESSAGE_WIDTH),
+                cut(&figures(&s.figures.value()), FIGURES_WIDTH, wide),
+                cut(&message, MESSAGE_WIDTH, wide),
             ]
         })
         .collect();
@@ -244,20 +268,6 @@ fn table(status: &StatusFile, now: Option<Timestamp>, wide: bool) -> String {
         out.push_str(line.trim_end());
         out.push('\n');
     }
-    // Below the table, whole: a warning names what to change, and cut it would not.
-    let warned: Vec<(&str, &String)> = status
-        .specs
-        .iter()
-        .flat_map(|s| s.warnings.iter().map(|w| (s.id.as_str(), w)))
-        .collect();
-    if !warned.is_empty() {
-        out.push('\n');
-        header(&mut out, "warnings", &warned.len().to_string());
-        for (id, w) in warned {
-            let _ = writeln!(out, "  {id}: {w}");
-        }
-    }
-    out
 }
 
 /// A section of units (chart releases, apps): how many are ready, then a line each; none

@@ -22,6 +22,7 @@ mod appset;
 mod build;
 mod chart;
 mod marks;
+mod options;
 
 pub use build::Directories;
 pub use marks::mark;

@@ -6,15 +6,15 @@
 //! policies become driftless's annotations on each object, and `helm.sh/resource-policy:
 //! keep` is `driftless.dev/prune: disabled`.
 
+mod prepare;
+
 use std::collections::BTreeMap;
 use std::ffi::OsString;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
-use super::cache::KeyBuilder;
 pub use super::stage::ClusterFacts;
 use super::stage::{Shared, to_yaml};
 use super::tool::found_once;
@@ -23,6 +23,7 @@ use super::{pull, runner};
 use crate::source::Checkout;
 use crate::spec::helm::HelmRelease;
 use crate::spec::{Location, RenderedBy};
+pub use prepare::{PrepareError, Prepared, prepare};
 
 /// One release's render: the command shown, its objects as YAML, its chart's figures,
 /// what to say of it, and whether it read the live cluster.
@@ -122,267 +123,6 @@ pub fn find(named: Option<&Path>, limits: &super::runner::Limits) -> Result<Helm
         }
     }
     Ok(Helm { program, version })
-}
-
-/// A release made ready to run: its arguments (absolute paths), the command as status
-/// shows it, and the key of its render.
-pub struct Prepared {
-    /// What follows `helm template NAME CHART`.
-    flags: Vec<OsString>,
-    release: String,
-    pub shown: String,
-    pub key: super::cache::Key,
-    /// Its `Chart.yaml`: the release's figures.
-    pub meta: super::tree::ChartMeta,
-    /// What the chart needs fetched before it renders, and where it is.
-    pub needs: super::dependencies::Needs,
-    pub chart: PathBuf,
-    pub bound: PathBuf,
-    /// What to say of the render (a chart's lookups that read nothing).
-    pub notices: Vec<String>,
-    /// It renders with a server dry run whose lookups read the live cluster.
-    pub reads_cluster: bool,
-    /// The inline values, in a file of their own (never on the command line); kept until
-    /// the run is done.
-    _values: Option<tempfile::NamedTempFile>,
-}
-
-impl Prepared {
-    /// The command line that renders `chart`: the release's own, or a copy of it with
-    /// its dependencies built.
-    pub fn args(&self, chart: &Path) -> Vec<OsString> {
-        let mut args: Vec<OsString> =
-            vec!["template".into(), self.release.clone().into(), chart.into()];
-        args.extend(self.flags.iter().cloned());
-        args
-    }
-}
-
-/// Why a release could not be made ready to run.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum PrepareError {
-    #[error("{what} {path:?} is not in the tree")]
-    NotInTree { what: &'static str, path: String },
-    #[error("{what} {path:?} leads out of the repository; refused")]
-    LeadsOut { what: &'static str, path: String },
-    #[error("{0:?} is not a chart: it has no Chart.yaml")]
-    NotAChart(String),
-    #[error("the chart holds a symlink that leads out of the repository; refused")]
-    ChartLeadsOut,
-    #[error("the chart holds more than 20000 files; not rendered")]
-    TooManyFiles,
-    #[error("{path}: {message}")]
-    Read { path: String, message: String },
-    #[error("values file {path:?}: {message}")]
-    Values { path: String, message: String },
-    #[error("writing the inline values: {0}")]
-    InlineValues(String),
-    #[error(transparent)]
-    Dependencies(#[from] super::dependencies::DependencyError),
-}
-
-/// Checks a release's paths against the repository and builds its run.
-pub fn prepare(
-    helm: &Helm,
-    r: &HelmRelease,
-    pulled: Option<(&Path, &Path)>,
-    disk: &crate::source::Checkout,
-    facts: &ClusterFacts,
-) -> Result<Prepared, PrepareError> {
-    let inside = |rel: &str, what: &'static str| -> Result<PathBuf, PrepareError> {
-        let p = disk.root.join(rel);
-        let real = p.canonicalize().map_err(|_| PrepareError::NotInTree {
-            what,
-            path: rel.to_string(),
-        })?;
-        if !real.starts_with(&disk.repo) {
-            return Err(PrepareError::LeadsOut {
-                what,
-                path: rel.to_string(),
-            });
-        }
-        Ok(real)
-    };
-    // A pulled chart (its directory in the cache, and the cache), or one in the tree.
-    let (chart, bound) = match pulled {
-        Some((chart, cache)) => (chart.to_path_buf(), cache.to_path_buf()),
-        None => (inside(&r.chart, "chart")?, disk.repo.clone()),
-    };
-    if !chart.join("Chart.yaml").is_file() {
-        return Err(PrepareError::NotAChart(r.chart.clone()));
-    }
-    let mut key = KeyBuilder::new("helm");
-    key.part(helm.program.as_os_str().as_encoded_bytes())
-        .part(helm.version.as_bytes());
-    let mut lookup = digest_tree(&bound, &chart, &mut key)?;
-    let meta = super::tree::chart_meta(&chart).unwrap_or_default();
-    let needs = super::dependencies::of(&meta, &chart, &bound)?;
-    for dir in &needs.local {
-        lookup |= digest_tree(&bound, dir, &mut key)?;
-    }
-    let mut args: Vec<OsString> = vec!["--namespace".into(), r.namespace.clone().into()];
-    let mut shown = vec![
-        "helm template".to_string(),
-        r.release_name.clone(),
-        match r.chart.as_str() {
-            "" => ".".to_string(),
-            chart => chart.to_string(),
-        },
-        format!("--namespace {}", r.namespace),
-    ];
-    match (&r.repository, &r.version) {
-        (Some(repo), Some(version)) => shown.push(format!("--repo {repo} --version {version}")),
-        (None, Some(version)) if r.chart.starts_with("oci://") => {
-            shown.push(format!("--version {version}"))
-        }
-        _ => {}
-    }
-    if r.include_crds {
-        args.push("--include-crds".into());
-        shown.push("--include-crds".into());
-    }
-    if r.skip_tests {
-        args.push("--skip-tests".into());
-        shown.push("--skip-tests".into());
-    }
-    if let Some(v) = r.kube_version.as_ref().or(facts.kube_version.as_ref()) {
-        args.extend(["--kube-version".into(), v.into()]);
-        shown.push(format!("--kube-version {v}"));
-    }
-    let mut api_versions: Vec<&String> = facts.api_versions.iter().chain(&r.api_versions).collect();
-    api_versions.sort();
-    api_versions.dedup();
-    for v in &api_versions {
-        args.extend(["--api-versions".into(), v.as_str().into()]);
-    }
-    if !api_versions.is_empty() {
-        shown.push(format!("--api-versions ({})", api_versions.len()));
-    }
-    // `lookup` reads the live cluster, as `helm install` and Flux's helm-controller let
-    // it, through driftless's read-only listener; a render that read the cluster is kept
-    // for that reading of it only.
-    let mut notices = Vec::new();
-    let reads_cluster = lookup && facts.lookup.is_some();
-    if lookup {
-        match &facts.lookup {
-            Some(access) => {
-                args.extend([
-                    "--dry-run=server".into(),
-                    "--kubeconfig".into(),
-                    access.kubeconfig.clone().into(),
-                ]);
-                if helm.major() >= 4 {
-                    // Helm 4 checks that what exists is the release's; what driftless
-                    // applies is driftless's to own.
-                    args.push("--take-ownership".into());
-                }
-                key.part(b"lookup").part(&access.reading.to_le_bytes());
-                shown.push("--dry-run=server (its lookups read the cluster)".into());
-            }
-            None => notices.push(format!(
-                "chart {} calls lookup: with no cluster at hand its lookups return nothing (as helm template's do), so what it would keep from the cluster is made anew",
-                match r.chart.as_str() {
-                    "" => ".",
-                    chart => chart,
-                }
-            )),
-        }
-    }
-    for f in &r.values_files {
-        let p = inside(f, "values file")?;
-        let text = std::fs::read(&p).map_err(|e| PrepareError::Values {
-            path: f.clone(),
-            message: e.to_string(),
-        })?;
-        key.part(f.as_bytes()).part(&text);
-        args.extend(["--values".into(), p.into()]);
-        shown.push(format!("--values {f}"));
-    }
-    let values = match &r.values {
-        serde_json::Value::Object(m) if !m.is_empty() => {
-            let text = serde_json::to_vec(&r.values).unwrap_or_default();
-            key.part(b"inline").part(&text);
-            let mut file = tempfile::Builder::new()
-                .prefix("driftless-values-")
-                .suffix(".json")
-                .tempfile()
-                .map_err(|e| PrepareError::InlineValues(e.to_string()))?;
-            file.write_all(&text)
-                .map_err(|e| PrepareError::InlineValues(e.to_string()))?;
-            args.extend(["--values".into(), file.path().into()]);
-            shown.push("--values (the spec's values)".into());
-            Some(file)
-        }
-        _ => None,
-    };
-    let head: [OsString; 2] = ["template".into(), r.release_name.clone().into()];
-    for a in head.iter().chain(&args) {
-        // Paths are in the digest by content; the rest by what they say.
-        if !Path::new(a).is_absolute() {
-            key.part(a.as_encoded_bytes());
-        }
-    }
-    Ok(Prepared {
-        flags: args,
-        release: r.release_name.clone(),
-        shown: shown.join(" "),
-        key: key.finish(),
-        meta,
-        needs,
-        chart,
-        bound,
-        notices,
-        reads_cluster,
-        _values: values,
-    })
-}
-
-/// Every file of a chart, by path and contents, into `key` (a chart's templates, values,
-/// vendored subcharts, all are read by helm); whether a template calls `lookup`.
-fn digest_tree(repo: &Path, dir: &Path, key: &mut KeyBuilder) -> Result<bool, PrepareError> {
-    let read = |p: &Path, e: std::io::Error| PrepareError::Read {
-        path: p.display().to_string(),
-        message: e.to_string(),
-    };
-    let mut files = Vec::new();
-    let mut pending = vec![dir.to_path_buf()];
-    while let Some(d) = pending.pop() {
-        let entries = std::fs::read_dir(&d).map_err(|e| read(&d, e))?;
-        for e in entries.flatten() {
-            let p = e.path();
-            let Ok(meta) = std::fs::metadata(&p) else {
-                continue;
-            };
-            if meta.is_dir() {
-                let real = p.canonicalize().map_err(|e| PrepareError::Read {
-                    path: p.display().to_string(),
-                    message: e.to_string(),
-                })?;
-                if !real.starts_with(repo) {
-                    return Err(PrepareError::ChartLeadsOut);
-                }
-                pending.push(real);
-            } else if meta.is_file() {
-                files.push(p);
-            }
-        }
-        if files.len() > 20_000 {
-            return Err(PrepareError::TooManyFiles);
-        }
-    }
-    files.sort();
-    let mut lookup = false;
-    for f in files {
-        let text = std::fs::read(&f).map_err(|e| read(&f, e))?;
-        let rel = f.strip_prefix(dir).unwrap_or(&f);
-        lookup = lookup
-            || match rel.extension().and_then(|x| x.to_str()) {
-                Some("tgz") => super::tree::archive_calls_lookup(&text),
-                _ => super::tree::template_calls_lookup(&rel.to_string_lossy(), &text),
-            };
-        key.part(rel.as_os_str().as_encoded_bytes()).part(&text);
-    }
-    Ok(lookup)
 }
 
 /// helm printed what is not YAML (the parser's first line).

@@ -1,0 +1,479 @@
+//! Flux's HelmRelease as a chart release of the `helm` kind: its chart from its source,
+//! its name, namespace and values as Flux has them.
+
+mod marks;
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::data::{TreeData, values_from};
+use super::model::*;
+use super::order::{Node, depends_on, waves_of};
+use crate::hydrate::held::AppError;
+use crate::spec::{Location, SpecError};
+use marks::{drift_detection, marks};
+
+/// HelmRelease `spec` fields carried out, or accepted (driftless renders and applies a
+/// release itself: there is no Helm storage, history or remediation to configure).
+pub(super) const RELEASE_CARRIED: &[&str] = &[
+    "chart",
+    "chartRef",
+    "releaseName",
+    "targetNamespace",
+    "values",
+    "install",
+    "upgrade",
+    "valuesFrom",
+    "dependsOn",
+    "suspend",
+    "interval",
+    "timeout",
+    "maxHistory",
+    "storageNamespace",
+    "driftDetection",
+    "rollback",
+    "uninstall",
+    "test",
+    "serviceAccountName",
+    "postRenderers",
+];
+
+/// Each HelmRelease as a chart release of the `helm` kind: its chart from its source (a
+/// HelmRepository over HTTP or OCI, an OCIRepository, or this repository), its values,
+/// release name and namespace as Flux names them, and its waves.
+/// What a HelmRelease's chart is found by: the tree's sources, its GitRepositories' URLs,
+/// this repository's, and the spec root within it.
+pub(super) struct Known<'a> {
+    pub(super) sources: &'a BTreeMap<String, Value>,
+    pub(super) git: &'a BTreeMap<String, Option<String>>,
+    pub(super) own: Option<&'a str>,
+    pub(super) root: Option<&'a str>,
+}
+
+pub(super) fn chart_releases(
+    found: Vec<(Location, String, Value)>,
+    known: &Known<'_>,
+    waves: &mut BTreeMap<String, i32>,
+    data: &mut TreeData<'_>,
+    errors: &mut Vec<SpecError>,
+    held: &mut Vec<AppError>,
+) -> (Vec<crate::hydrate::helm::ReleaseAt>, Vec<Waits>) {
+    let mut converted = Vec::new();
+    for (at, doc, v) in found {
+        let ns = v["metadata"]["namespace"].as_str().unwrap_or("default");
+        let name = v["metadata"]["name"].as_str().unwrap_or_default();
+        let app = app_id(ns, name);
+        let release = chart_release(&at, &doc, &v, known).and_then(|mut r| {
+            values_from(&at, &v, &mut r.release, data)?;
+            Ok(r)
+        });
+        match release {
+            Ok(r) => {
+                let deps = depends_on(&v["spec"]["dependsOn"], &r.namespace_of_object);
+                converted.push((r, at, deps, app));
+            }
+            // Without a name it is no app: what it applied could not be kept.
+            Err(e) if name.is_empty() => errors.push(e),
+            Err(e) => held.push(AppError::new(app, e)),
+        }
+    }
+    let waits: Vec<Waits> = converted
+        .iter()
+        .map(|(_, at, deps, app)| Waits {
+            app: app.clone(),
+            deps: deps.iter().map(|d| format!("flux-helm/{d}")).collect(),
+            at: at.clone(),
+        })
+        .collect();
+    // What waits for a HelmRelease held as it was read is held too, and has no wave.
+    let mut ids = held.iter().map(|h| h.app.clone()).collect();
+    let waiting = waiting_for_held(&waits, &mut ids);
+    let waiting_apps: std::collections::BTreeSet<&str> =
+        waiting.iter().map(|w| w.app.as_str()).collect();
+    converted.retain(|(_, _, _, app)| !waiting_apps.contains(app.as_str()));
+    held.extend(waiting);
+    let mut out = Vec::new();
+    let mut nodes = Vec::new();
+    for (r, at, deps, _) in converted {
+        nodes.push(Node {
+            key: format!("helmrelease/{}/{}", r.namespace_of_object, r.release.name),
+            deps: deps
+                .into_iter()
+                .map(|d| format!("helmrelease/{d}"))
+                .collect(),
+            at: at.clone(),
+            base: r.wave,
+        });
+        out.push(crate::hydrate::helm::ReleaseAt {
+            file: format!(
+                "{}#flux-helm.{}.{}",
+                at.file, r.namespace_of_object, r.release.name
+            ),
+            release: r.release,
+        });
+    }
+    let ws = waves_of(&nodes, waves, errors);
+    let mut kept = Vec::new();
+    for (mut r, w) in out.into_iter().zip(ws) {
+        if let Some(w) = w {
+            if w > 0 {
+                r.release
+                    .annotations
+                    .insert(crate::spec::order::WAVE.to_string(), w.to_string());
+            }
+            kept.push(r);
+        }
+    }
+    (kept, waits)
+}
+
+/// `flux-helm/NAMESPACE/NAME`: the app a HelmRelease is ([`crate::spec::app_of`]).
+fn app_id(namespace: &str, name: &str) -> String {
+    format!("flux-helm/{namespace}/{name}")
+}
+
+/// A HelmRelease as what it waits for: its app and the apps its `dependsOn` names.
+#[derive(Debug, Clone)]
+pub struct Waits {
+    app: String,
+    deps: Vec<String>,
+    at: Location,
+}
+
+/// Those of `list` that wait for a held app (`held`: the held apps' ids, grown by those
+/// found), as Flux's HelmRelease waits for a dependency that is not ready: each one whose
+/// `dependsOn` names a held one, in turn what depends on those.
+fn waiting_for_held(
+    list: &[Waits],
+    held: &mut std::collections::BTreeSet<String>,
+) -> Vec<AppError> {
+    let mut waiting = Vec::new();
+    loop {
+        let more: Vec<(&Waits, &String)> = list
+            .iter()
+            .filter(|w| !held.contains(&w.app))
+            .filter_map(|w| Some((w, w.deps.iter().find(|d| held.contains(*d))?)))
+            .collect();
+        if more.is_empty() {
+            return waiting;
+        }
+        for (w, dep) in more {
+            held.insert(w.app.clone());
+            let name = |app: &str| app.trim_start_matches("flux-helm/").to_string();
+            let why = format!(
+                "HelmRelease {}: waits for HelmRelease {}, which is held",
+                name(&w.app),
+                name(dep)
+            );
+            waiting.push(AppError::new(w.app.clone(), err(w.at.clone(), why)));
+        }
+    }
+}
+
+/// After the releases' renders: what waits for a HelmRelease whose render failed (or that
+/// is held) is held too, its render taken out.
+pub fn hold_dependents_of_failed(list: &[Waits], out: &mut crate::hydrate::Hydrated) {
+    super::hold_waiting(out, |failed| waiting_for_held(list, failed));
+}
+
+pub(super) struct Converted {
+    release: crate::spec::helm::HelmRelease,
+    /// The HelmRelease object's own namespace (what `dependsOn` names).
+    namespace_of_object: String,
+    wave: i32,
+}
+
+/// A HelmRelease as it is read: where it is, its names, and its refusals, each at the
+/// line of the field at fault.
+struct Reading<'a> {
+    at: &'a Location,
+    doc: &'a str,
+    ns: &'a str,
+    name: &'a str,
+}
+
+pub(super) fn chart_release(
+    at: &Location,
+    doc: &str,
+    v: &Value,
+    known: &Known<'_>,
+) -> Result<Converted, SpecError> {
+    let ns = v["metadata"]["namespace"].as_str().unwrap_or("default");
+    let name = v["metadata"]["name"].as_str().unwrap_or_default();
+    let r = Reading { at, doc, ns, name };
+    let spec = v["spec"].as_object().cloned().unwrap_or_default();
+    r.carried(v, &spec)?;
+    let target = spec.get("targetNamespace").and_then(Value::as_str);
+    let namespace = target.unwrap_or(ns).to_string();
+    let release_name = match (spec.get("releaseName").and_then(Value::as_str), target) {
+        (Some(r), _) => r.to_string(),
+        (None, Some(t)) => format!("{t}-{name}"),
+        (None, None) => name.to_string(),
+    };
+    // The chart is set from its source below.
+    let mut release = crate::hydrate::helm::unnamed_release("", name, &namespace, at.clone());
+    release.release_name = release_name;
+    release.values = spec.get("values").cloned().unwrap_or(Value::Null);
+    release.include_crds = v["spec"]["install"]["crds"].as_str() != Some("Skip");
+    let wave = marks(v, &spec, ns, name, &mut release);
+    if let Err((key, why)) = drift_detection(&v["spec"]["driftDetection"], &mut release) {
+        return Err(r.refuse(key, why));
+    }
+    r.post_renderers(&spec, &mut release)?;
+    match spec.get("chartRef") {
+        Some(chart_ref) => r.chart_ref(chart_ref, known.sources, &mut release)?,
+        None => r.chart(&spec, known, &mut release)?,
+    }
+    Ok(Converted {
+        release,
+        namespace_of_object: ns.to_string(),
+        wave,
+    })
+}
+
+/// A chart source's credentials and transport, as the release pulls its chart.
+fn credentials(release: &mut crate::spec::helm::HelmRelease, source: &Value) {
+    if let Some(secret) = source["spec"]["secretRef"]["name"].as_str() {
+        release.username_file = Some(format!("{secret}/username"));
+        release.password_file = Some(format!("{secret}/password"));
+    }
+    if let Some(secret) = source["spec"]["certSecretRef"]["name"].as_str() {
+        release.ca_file = Some(format!("{secret}/ca.crt"));
+    }
+    release.plain_http = source["spec"]["insecure"].as_bool() == Some(true);
+}
+
+impl Reading<'_> {
+    fn field_at(&self, key: &str) -> Location {
+        Location {
+            line: self.at.line + line_of(self.doc, key),
+            ..self.at.clone()
+        }
+    }
+
+    fn refuse(&self, key: &str, what: String) -> SpecError {
+        err(
+            self.field_at(key),
+            format!(
+                "HelmRelease {}/{}: {what}; nothing is applied",
+                self.ns, self.name
+            ),
+        )
+    }
+
+    /// Refuses a field that is not carried out, in `spec` or its `install` and `upgrade`.
+    fn carried(&self, v: &Value, spec: &serde_json::Map<String, Value>) -> Result<(), SpecError> {
+        for key in spec.keys() {
+            if !RELEASE_CARRIED.contains(&key.as_str()) {
+                return Err(self.refuse(
+                    key,
+                    format!("`spec.{key}` is not carried out by driftless yet"),
+                ));
+            }
+        }
+        if v["spec"]["test"]["enable"].as_bool() == Some(true) {
+            return Err(self.refuse(
+                "test",
+                "`test.enable: true` is not carried out: driftless does not run a chart's tests (its health checks judge the release)".into(),
+            ));
+        }
+        for phase in ["install", "upgrade"] {
+            for key in spec
+                .get(phase)
+                .and_then(Value::as_object)
+                .into_iter()
+                .flatten()
+                .map(|(k, _)| k)
+            {
+                if ![
+                    "crds",
+                    "remediation",
+                    "strategy",
+                    "timeout",
+                    "createNamespace",
+                    "cleanupOnFail",
+                    "disableWait",
+                    "disableWaitForJobs",
+                ]
+                .contains(&key.as_str())
+                {
+                    return Err(self.refuse(
+                        key,
+                        format!("`spec.{phase}.{key}` is not carried out by driftless yet"),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// `postRenderers`: kustomize's `patches` and `images`, the rest refused.
+    fn post_renderers(
+        &self,
+        spec: &serde_json::Map<String, Value>,
+        release: &mut crate::spec::helm::HelmRelease,
+    ) -> Result<(), SpecError> {
+        for step in spec
+            .get("postRenderers")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let kustomize = step.get("kustomize").and_then(Value::as_object);
+            let other = step
+                .as_object()
+                .and_then(|o| o.keys().find(|k| *k != "kustomize"))
+                .cloned()
+                .or_else(|| {
+                    kustomize
+                        .and_then(|k| k.keys().find(|k| *k != "patches" && *k != "images"))
+                        .map(|k| format!("kustomize.{k}"))
+                });
+            if let Some(key) = other {
+                return Err(self.refuse(
+                    "postRenderers",
+                    format!(
+                        "`postRenderers[].{key}` is not carried out by driftless yet (a kustomize post-renderer's `patches` and `images` are)"
+                    ),
+                ));
+            }
+            if let Some(k) = kustomize {
+                release.post_render.push(Value::Object(k.clone()));
+            }
+        }
+        Ok(())
+    }
+
+    /// The chart of a `chartRef`: an OCIRepository the tree holds.
+    fn chart_ref(
+        &self,
+        chart_ref: &Value,
+        sources: &BTreeMap<String, Value>,
+        release: &mut crate::spec::helm::HelmRelease,
+    ) -> Result<(), SpecError> {
+        let kind = chart_ref["kind"].as_str().unwrap_or_default();
+        let rname = chart_ref["name"].as_str().unwrap_or_default();
+        let rns = chart_ref["namespace"].as_str().unwrap_or(self.ns);
+        let Some(source) = sources
+            .get(&format!("{kind}/{rns}/{rname}"))
+            .filter(|_| kind == "OCIRepository")
+        else {
+            return Err(self.refuse(
+                "chartRef",
+                format!("its chartRef {kind} {rns}/{rname} is not an OCIRepository the tree holds"),
+            ));
+        };
+        release.chart = source["spec"]["url"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let reference = &source["spec"]["ref"];
+        release.version = Some(
+            reference["tag"]
+                .as_str()
+                .or_else(|| reference["semver"].as_str())
+                .unwrap_or("*")
+                .to_string(),
+        );
+        if reference["digest"].is_string() {
+            return Err(self.refuse(
+                "chartRef",
+                format!("OCIRepository {rns}/{rname}: a `ref.digest` is not carried out yet"),
+            ));
+        }
+        credentials(release, source);
+        Ok(())
+    }
+
+    /// The chart of `spec.chart`: from a HelmRepository the tree holds, or this repository.
+    fn chart(
+        &self,
+        spec: &serde_json::Map<String, Value>,
+        known: &Known<'_>,
+        release: &mut crate::spec::helm::HelmRelease,
+    ) -> Result<(), SpecError> {
+        let Known {
+            sources,
+            git,
+            own,
+            root,
+        } = *known;
+        let (ns, name) = (self.ns, self.name);
+        let chart = &spec.get("chart").cloned().unwrap_or_default()["spec"];
+        let chart_name = chart["chart"].as_str().unwrap_or_default();
+        if chart_name.is_empty() {
+            return Err(self.refuse(
+                "chart",
+                "names no chart (`spec.chart.spec.chart` or `spec.chartRef`)".into(),
+            ));
+        }
+        if chart.get("valuesFiles").is_some() || chart.get("valuesFile").is_some() {
+            return Err(self.refuse(
+                "valuesFiles",
+                "`spec.chart.spec.valuesFiles` is not carried out by driftless yet".into(),
+            ));
+        }
+        let kind = chart["sourceRef"]["kind"]
+            .as_str()
+            .unwrap_or("HelmRepository");
+        let sname = chart["sourceRef"]["name"].as_str().unwrap_or_default();
+        let sns = chart["sourceRef"]["namespace"].as_str().unwrap_or(ns);
+        let version = chart["version"].as_str().unwrap_or("*").to_string();
+        match kind {
+            "HelmRepository" => {
+                let Some(source) = sources.get(&format!("HelmRepository/{sns}/{sname}")) else {
+                    return Err(self.refuse(
+                        "sourceRef",
+                        format!("its HelmRepository {sns}/{sname} is not in the tree"),
+                    ));
+                };
+                let url = source["spec"]["url"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .trim_end_matches('/');
+                if source["spec"]["type"].as_str() == Some("oci") || url.starts_with("oci://") {
+                    release.chart = format!("{url}/{chart_name}");
+                } else {
+                    release.chart = chart_name.to_string();
+                    release.repository = Some(url.to_string());
+                }
+                release.version = Some(version);
+                credentials(release, source);
+            }
+            "GitRepository" => {
+                let this_repo = is_this_repository("GitRepository", sns, sname, git, own);
+                if !this_repo {
+                    return Err(self.refuse(
+                        "sourceRef",
+                        format!("its GitRepository {sns}/{sname} is not the repository being read"),
+                    ));
+                }
+                let path = clean_path(chart_name).ok_or_else(|| {
+                    err(
+                        self.field_at("chart"),
+                        format!(
+                            "HelmRelease {ns}/{name}: chart {chart_name:?} leads out of the repository"
+                        ),
+                    )
+                })?;
+                // The chart's path from the spec root, which the `helm` kind reads from.
+                let up = root.map_or(0, |r| {
+                    if r.is_empty() {
+                        0
+                    } else {
+                        r.split('/').count()
+                    }
+                });
+                release.chart = format!("{}{path}", "../".repeat(up));
+            }
+            other => {
+                return Err(self.refuse(
+                    "sourceRef",
+                    format!("a chart from a {other} is not carried out by driftless yet"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
