@@ -1,8 +1,8 @@
 //! Apply: the engine that brings the cluster to the rendered objects, one file per verb
 //! (as fluxcd/pkg's `ssa`): `plan` (what each object is and which API serves it), `list`
 //! (what exists), `namespaces`, `patch` (one object's server-side apply or replacement),
-//! `record` (the inventory's side of a sync), `prune`, `diff` and `observe`; `sync`
-//! below strings them together.
+//! `record` (the inventory's side of a sync), `phases` (the objects applied phase by
+//! phase), `prune`, `diff` and `observe`; `sync` below strings them together.
 //!
 //! "Nothing changed" is decided without comparing desired and live values (the
 //! apiserver normalises quantities and defaults fields, so such a comparison writes on
@@ -27,6 +27,7 @@ mod namespaces;
 mod normalize;
 mod observe;
 mod patch;
+mod phases;
 mod plan;
 pub mod prune;
 mod record;
@@ -42,12 +43,12 @@ mod warned;
 mod without_apply;
 mod writes;
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
+use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
-use futures::stream::FuturesUnordered;
 use kube::Client;
 use serde_json::Value;
 
@@ -64,10 +65,6 @@ use crate::object::{ObjKey, Observed, Packed};
 use crate::render::Object;
 use crate::spec::{SpecId, TreeFacts};
 use plan::Planned;
-
-/// One applied object as its apply answers: its place in the batch (its result's slot),
-/// its result and its inventory entry.
-type Outcome = (usize, ObjectResult, Option<Entry>);
 
 /// Whether `p`, now gone, is a Job that deletes itself once finished
 /// (`ttlSecondsAfterFinished`, as ingress-nginx's certificate Jobs do) and that this
@@ -354,24 +351,8 @@ impl Engine {
         // Specs the tree holds back (`driftless.dev/suspend`) are left as a suspended
         // spec is: none of their objects applied, none pruned; nor is anything their
         // app applied before (an object its render no longer holds).
-        let mut held: BTreeSet<SpecId> = objects
-            .iter()
-            .filter(|o| o.policy.suspended.is_some())
-            .map(|o| o.spec.clone())
-            .collect();
-        let kept: Vec<Object>;
-        let objects = match held.is_empty() {
-            true => objects,
-            false => {
-                kept = objects
-                    .iter()
-                    .filter(|o| !held.contains(&o.spec))
-                    .cloned()
-                    .collect();
-                &kept[..]
-            }
-        };
-        let mut held_apps = BTreeMap::new();
+        let (mut held, objects) = without_suspended(objects);
+        let objects = &objects[..];
         let mut timeline = crate::timeline::Timeline::start("sync step");
         // Independent round trips (the inventory; discovery of each kind), taken at once.
         let (loaded, mut planned) =
@@ -399,42 +380,12 @@ impl Engine {
         // an app's, those apps are held and the rest goes on (DESIGN 1.12).
         let refused = self.refused_fields(&planned, &loaded).await;
         timeline.mark("fields checked");
-        let mut held_results = Vec::new();
-        if !refused.is_empty() {
-            let Some(apps) = validate::refused_apps(&refused, &planned, facts) else {
-                return Ok(SyncReport {
-                    stopped: Some(validate::stopped_for_fields(&refused)),
-                    objects: refused,
-                    prune: prune::Report::default(),
-                    held: BTreeMap::new(),
-                });
+        let (held_results, held_apps) =
+            match hold_refused(refused, &mut planned, &loaded, facts, &mut held) {
+                ControlFlow::Continue(held) => held,
+                ControlFlow::Break(stopped) => return Ok(stopped),
             };
-            let (results, specs) = validate::held_out(&mut planned, refused, &apps);
-            held.extend(specs);
-            held.extend(
-                loaded
-                    .entries
-                    .values()
-                    .filter(|e| e.app.as_ref().is_some_and(|a| apps.contains_key(a)))
-                    .filter_map(|e| e.spec.parse::<SpecId>().ok()),
-            );
-            held_results = results;
-            held_apps = apps;
-        }
-        let widened: BTreeSet<SpecId>;
-        let scope = match (held.is_empty(), scope) {
-            (true, scope) => scope,
-            (false, Scope::Only(s)) => {
-                widened = s.difference(&held).cloned().collect();
-                Scope::Only(&widened)
-            }
-            (false, Scope::Except(h)) => {
-                widened = h.union(&held).cloned().collect();
-                Scope::Except(&widened)
-            }
-            (false, Scope::All) => Scope::Except(&held),
-        };
-        let covered = record::Covered::of(scope);
+        let covered = covered(scope, &held);
         let prune_plan = prune::plan(
             &loaded,
             &record::desired(&planned, &loaded, &covered),
@@ -461,43 +412,18 @@ impl Engine {
         gate.progress(Step::Planned {
             objects: planned.len(),
         });
-        let (results, stopped) = match stages::staged(&planned) {
-            false => {
-                let results = self
-                    .apply_in_phases(planned, &mut existing, &mut inv, gate)
-                    .await?;
-                let stopped = gate.cancelled().map(|why| {
-                    format!("{why}; not every object was applied, and nothing was pruned")
-                });
-                (results, stopped)
-            }
-            true => {
-                self.apply_staged(planned, &mut existing, &mut inv, gate)
-                    .await?
-            }
-        };
+        let (mut results, stopped) = self
+            .apply_planned(planned, &mut existing, &mut inv, gate)
+            .await?;
         timeline.mark("applied");
         let before_prune = store.save(&self.client, &saved, &inv, &self.writes).await?;
-        let prune_report = if let Some(why) = &stopped {
-            tracing::info!(reason = %why, "sync stopped before its last stage");
-            prune::Report::default()
-        } else if self.opts.prune.enabled {
-            gate.progress(Step::Pruning {
-                objects: prune_plan.candidates.len(),
-            });
-            self.prune(&prune_plan, &mut inv).await
-        } else {
-            prune::Report {
-                refused: None,
-                objects: Vec::new(),
-                disabled: true,
-            }
-        };
+        let prune_report = self
+            .prune_unless_stopped(stopped.as_deref(), &prune_plan, &mut inv, gate)
+            .await;
         store
             .save(&self.client, &before_prune, &inv, &self.writes)
             .await?;
         timeline.mark("pruned, inventory saved");
-        let mut results = results;
         results.extend(held_results);
         Ok(SyncReport {
             objects: results,
@@ -507,115 +433,120 @@ impl Engine {
         })
     }
 
-    /// Applies `planned` phase by phase (`object::apply_phase`), creating the namespaces
-    /// objects need before the phase that needs them, and records each outcome in `inv`.
-    /// Once `gate` says the sync is cancelled no further object is started: those under
-    /// way finish and are recorded, the rest are left (their inventory entries were
-    /// recorded before apply) for the next sync.
-    async fn apply_in_phases(
+    /// Applies `planned`, in stages where waves or hooks ask for them (`stages`): the
+    /// results, and why the sync stopped before its last stage, if it did.
+    async fn apply_planned(
         &self,
         planned: Vec<Planned<'_>>,
         existing: &mut list::Existing,
         inv: &mut Inventory,
         gate: &impl Gate,
-    ) -> Result<Vec<ObjectResult>, ApplyError> {
-        // Each result goes to its object's slot as it comes in, and its inventory entry
-        // straight into the inventory: collected first and sorted after, 20,000 results
-        // and their entries' copies stood twice over, with a sort's scratch beside them
-        // (23 MiB of a 10,000-spec no-op's peak).
-        let mut results: Vec<Option<ObjectResult>> = Vec::with_capacity(planned.len());
-        let namespaces = namespaces::needed(&planned);
-        let mut ensured: BTreeSet<String> = BTreeSet::new();
-        // The phases are ranges of one vector, in apply order (a render's order already):
-        // moved into a vector per phase, the objects stood twice while they were moved,
-        // and the batch of most objects grew by doubling (4 MiB at 10,000 specs).
-        let mut planned = planned;
-        let phase_of = |p: &Planned<'_>| p.key.apply_phase().min(2);
-        if !planned.is_sorted_by_key(phase_of) {
-            planned.sort_by_key(phase_of);
+    ) -> Result<(Vec<ObjectResult>, Option<String>), ApplyError> {
+        if stages::staged(&planned) {
+            return self.apply_staged(planned, existing, inv, gate).await;
         }
-        let mut start = 0;
-        for phase in 0..=2u8 {
-            if gate.cancelled().is_some() {
-                break;
-            }
-            if phase == 1 {
-                // After Namespace manifests, so only namespaces nobody declared get created.
-                self.ensure_namespaces(&namespaces).await?;
-                ensured.extend(namespaces.iter().cloned());
-            }
-            let len = planned[start..]
-                .iter()
-                .take_while(|p| phase_of(p) == phase)
-                .count();
-            let batch = &mut planned[start..start + len];
-            start += len;
-            if phase == 2 {
-                self.resolve_deferred(batch, &results).await;
-                // Custom resources resolved only now may need a namespace as well.
-                let more: BTreeSet<String> = namespaces::needed(batch)
-                    .into_iter()
-                    .filter(|ns| !ensured.contains(ns))
-                    .collect();
-                self.ensure_namespaces(&more).await?;
-            }
-            let batch = &*batch;
-            let base = results.len();
-            results.resize_with(base + batch.len(), || None);
-            // At most `concurrency` applies exist at once, each made when a slot frees up:
-            // made up front, 20,000 boxed futures (each several KiB of state) were the
-            // largest allocation of a 10,000-spec sync, 170 MiB. They are boxed as `Send`
-            // and pushed from a plain loop: a stream combinator holding a closure over
-            // borrowed objects cannot be proven `Send` for every lifetime
-            // (rust-lang/rust#102211), and the daemon runs each sync as a task.
-            let limit = self.opts.concurrency.max(1);
-            let mut queued = batch.iter().enumerate();
-            let mut running: FuturesUnordered<futures::future::BoxFuture<'_, Option<Outcome>>> =
-                FuturesUnordered::new();
-            loop {
-                while running.len() < limit {
-                    let Some((i, p)) = queued.next() else { break };
-                    // Known absent, known present, or (a kind served only now) unknown.
-                    // Moved, not copied: each object is applied once.
-                    let live = existing.take(&p.key);
-                    let entry = inv.entries.get(&p.key).map(|e| Entry::clone(e));
-                    running.push(Box::pin(async move {
-                        // Asked when the object's turn comes, not when it was queued.
-                        if gate.cancelled().is_some() {
-                            return None;
-                        }
-                        let (r, e) = self.apply_one(p, live, entry).await;
-                        gate.progress(Step::Applied);
-                        Some((i, r, e))
-                    }));
-                }
-                let (i, result, entry) = match running.next().await {
-                    Some(Some(outcome)) => outcome,
-                    Some(None) => continue,
-                    None => break,
-                };
-                // The policy as it is now, also for an object left unchanged.
-                let policy = &batch[i].obj.policy;
-                let (keep, sealed, wave) = (policy.keep, policy.sealed, policy.wave);
-                let hook = policy.hook.is_some();
-                let entry = entry.map(|e| Entry {
-                    keep,
-                    sealed,
-                    wave,
-                    hook,
-                    ..e
-                });
-                record::settle(inv, &result.key, entry);
-                results[base + i] = Some(result);
-            }
-        }
-        // Objects a cancelled sync never reached have no result.
-        // In place: `flatten` would copy them into a new vector (8 MiB at 20,000).
-        #[expect(
-            clippy::filter_map_identity,
-            reason = "flatten does not collect in place"
-        )]
-        let results = results.into_iter().filter_map(|r| r).collect();
-        Ok(results)
+        let results = self.apply_in_phases(planned, existing, inv, gate).await?;
+        let stopped = gate
+            .cancelled()
+            .map(|why| format!("{why}; not every object was applied, and nothing was pruned"));
+        Ok((results, stopped))
     }
+
+    /// Prunes what `plan` says, unless the sync `stopped` before its last stage or prune
+    /// is off (`--no-prune`).
+    async fn prune_unless_stopped(
+        &self,
+        stopped: Option<&str>,
+        plan: &prune::Plan,
+        inv: &mut Inventory,
+        gate: &impl Gate,
+    ) -> prune::Report {
+        if let Some(why) = stopped {
+            tracing::info!(reason = %why, "sync stopped before its last stage");
+            prune::Report::default()
+        } else if self.opts.prune.enabled {
+            gate.progress(Step::Pruning {
+                objects: plan.candidates.len(),
+            });
+            self.prune(plan, inv).await
+        } else {
+            prune::Report {
+                refused: None,
+                objects: Vec::new(),
+                disabled: true,
+            }
+        }
+    }
+}
+
+/// `objects` without those of the specs the tree holds back (`driftless.dev/suspend`),
+/// and those specs.
+fn without_suspended(objects: &[Object]) -> (BTreeSet<SpecId>, Cow<'_, [Object]>) {
+    let held: BTreeSet<SpecId> = objects
+        .iter()
+        .filter(|o| o.policy.suspended.is_some())
+        .map(|o| o.spec.clone())
+        .collect();
+    if held.is_empty() {
+        return (held, Cow::Borrowed(objects));
+    }
+    let kept = objects
+        .iter()
+        .filter(|o| !held.contains(&o.spec))
+        .cloned()
+        .collect();
+    (held, Cow::Owned(kept))
+}
+
+/// Holds the apps whose objects the cluster's schema `refused` (`validate`), and with
+/// them the specs their inventory lists: their results, and each app's first refusal.
+/// `Break`: the sync stops before its first write, a refused object being no app's (or
+/// the tree all or nothing).
+fn hold_refused(
+    refused: Vec<ObjectResult>,
+    planned: &mut Vec<Planned<'_>>,
+    loaded: &Inventory,
+    facts: &TreeFacts,
+    held: &mut BTreeSet<SpecId>,
+) -> ControlFlow<SyncReport, (Vec<ObjectResult>, BTreeMap<String, String>)> {
+    if refused.is_empty() {
+        return ControlFlow::Continue((Vec::new(), BTreeMap::new()));
+    }
+    let Some(apps) = validate::refused_apps(&refused, planned, facts) else {
+        return ControlFlow::Break(SyncReport {
+            stopped: Some(validate::stopped_for_fields(&refused)),
+            objects: refused,
+            prune: prune::Report::default(),
+            held: BTreeMap::new(),
+        });
+    };
+    let (results, specs) = validate::held_out(planned, refused, &apps);
+    held.extend(specs);
+    held.extend(
+        loaded
+            .entries
+            .values()
+            .filter(|e| e.app.as_ref().is_some_and(|a| apps.contains_key(a)))
+            .filter_map(|e| e.spec.parse::<SpecId>().ok()),
+    );
+    ControlFlow::Continue((results, apps))
+}
+
+/// What a sync of `scope` stands for once the `held` specs are left out of it: their
+/// objects are neither applied nor pruned.
+fn covered(scope: Scope<'_>, held: &BTreeSet<SpecId>) -> record::Covered {
+    let widened: BTreeSet<SpecId>;
+    let scope = match (held.is_empty(), scope) {
+        (true, scope) => scope,
+        (false, Scope::Only(s)) => {
+            widened = s.difference(held).cloned().collect();
+            Scope::Only(&widened)
+        }
+        (false, Scope::Except(h)) => {
+            widened = h.union(held).cloned().collect();
+            Scope::Except(&widened)
+        }
+        (false, Scope::All) => Scope::Except(held),
+    };
+    record::Covered::of(scope)
 }

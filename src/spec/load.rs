@@ -52,7 +52,6 @@ pub fn parse_files_with(files: &[SourceFile], policy: &Policy) -> Result<SpecTre
         }]));
     }
     let mut errors = Vec::new();
-    let mut found = Vec::new();
     let settings = match files.iter().find(|f| f.path == SETTINGS_FILE) {
         Some(f) => read_settings(f, &mut errors),
         None => Settings::default(),
@@ -64,85 +63,125 @@ pub fn parse_files_with(files: &[SourceFile], policy: &Policy) -> Result<SpecTre
     // Substitution is asked for: a tree without `[vars]`, read without --var, keeps
     // every `${...}` as written (a vendored bundle's scripts have their own).
     let substitutes = settings.declares_vars() || !policy.vars.is_empty();
+    let mut found = Vec::new();
     for f in files.iter().filter(|f| f.path != SETTINGS_FILE) {
         let vars = (substitutes && !settings.skips_substitution(&f.path)).then_some(&vars);
-        // What is not TOML is YAML here: JSON is, and so is what a tool rendered, read at
-        // the path of the file it came from (a kustomization, a Jsonnet file).
-        let yaml = !f.path.ends_with(".toml");
-        let format = if yaml { "YAML" } else { "TOML" };
-        let start = Location {
-            file: f.path.clone(),
-            line: 1,
-            column: 1,
-        };
-        if f.contents.len() > MAX_FILE_BYTES {
-            errors.push(SpecError {
-                at: start,
-                message: format!(
-                    "file is larger than {} MiB, the limit for a spec file; not read",
-                    MAX_FILE_BYTES >> 20
-                ),
-            });
-            continue;
-        }
-        let text = match std::str::from_utf8(&f.contents) {
-            Ok(t) => t,
-            Err(e) => {
-                let valid = std::str::from_utf8(&f.contents[..e.valid_up_to()]).unwrap_or_default();
-                let ctx = FileCtx::new(&f.path, valid);
-                errors.push(SpecError {
-                    at: ctx.loc(valid.len()),
-                    message: format!("file is not valid UTF-8: binary data, or text in another encoding; a spec file is UTF-8 {format}"),
-                });
-                continue;
-            }
-        };
-        let mut ctx = FileCtx::new(&f.path, text);
-        if let Some(nul) = text.find('\0') {
-            errors.push(SpecError {
-                at: ctx.loc(nul),
-                message: format!("file contains a NUL byte: binary data, not a {format} text file"),
-            });
-            continue;
-        }
-        let (more, end) = if yaml {
-            let (mut docs, mut errs) = super::sops::file(&f.path, text, &policy.age_keys, vars);
-            if let Some(ns) = settings.namespace_for(&f.path) {
-                for d in docs.iter_mut().filter(|d| d.namespace.is_none()) {
-                    d.namespace = Some(ns.to_string());
-                }
-            }
-            found.extend(docs);
-            let more = errs.len().saturating_sub(MAX_ERRORS_PER_FILE);
-            errs.truncate(MAX_ERRORS_PER_FILE);
-            errors.extend(errs);
-            (more, ctx.loc(text.len()))
-        } else {
-            let mut docs = extract::file(&mut ctx, text, vars);
-            if let Some(ns) = settings.namespace_for(&f.path) {
-                for d in docs
-                    .iter_mut()
-                    .filter(|d| d.kind == Kind::Manifest && d.namespace.is_none())
-                {
-                    d.namespace = Some(ns.to_string());
-                }
-            }
-            found.extend(docs);
-            let more = ctx.dropped_errors;
-            let end = ctx.loc(text.len());
-            errors.extend(ctx.errors);
-            (more, end)
-        };
-        if more > 0 {
-            errors.push(SpecError {
-                at: end,
-                message: format!(
-                    "{more} more errors in this file not shown (only the first {MAX_ERRORS_PER_FILE} are)"
-                ),
-            });
-        }
+        read_file(f, &settings, vars, policy, &mut found, &mut errors);
     }
 
+    let (mut specs, written) = unique_specs(found, policy, &mut errors);
+    errors.extend(super::depends::resolve(&mut specs, written));
+    if errors.is_empty() {
+        Ok(SpecTree {
+            specs,
+            settings: std::sync::Arc::new(settings),
+            rendered: Default::default(),
+            held: Default::default(),
+            all_or_nothing: false,
+        })
+    } else {
+        errors.sort();
+        errors.dedup();
+        Err(SpecErrors(errors))
+    }
+}
+
+/// One spec file's specs into `found` (a manifest without a namespace in the one the
+/// tree's settings give its directory), its errors into `errors`, at most
+/// `MAX_ERRORS_PER_FILE` of them.
+fn read_file(
+    f: &SourceFile,
+    settings: &Settings,
+    vars: Option<&Vars>,
+    policy: &Policy,
+    found: &mut Vec<Found>,
+    errors: &mut Vec<SpecError>,
+) {
+    // What is not TOML is YAML here: JSON is, and so is what a tool rendered, read at
+    // the path of the file it came from (a kustomization, a Jsonnet file).
+    let yaml = !f.path.ends_with(".toml");
+    let format = if yaml { "YAML" } else { "TOML" };
+    let start = Location {
+        file: f.path.clone(),
+        line: 1,
+        column: 1,
+    };
+    if f.contents.len() > MAX_FILE_BYTES {
+        errors.push(SpecError {
+            at: start,
+            message: format!(
+                "file is larger than {} MiB, the limit for a spec file; not read",
+                MAX_FILE_BYTES >> 20
+            ),
+        });
+        return;
+    }
+    let text = match std::str::from_utf8(&f.contents) {
+        Ok(t) => t,
+        Err(e) => {
+            let valid = std::str::from_utf8(&f.contents[..e.valid_up_to()]).unwrap_or_default();
+            let ctx = FileCtx::new(&f.path, valid);
+            errors.push(SpecError {
+                at: ctx.loc(valid.len()),
+                message: format!("file is not valid UTF-8: binary data, or text in another encoding; a spec file is UTF-8 {format}"),
+            });
+            return;
+        }
+    };
+    let mut ctx = FileCtx::new(&f.path, text);
+    if let Some(nul) = text.find('\0') {
+        errors.push(SpecError {
+            at: ctx.loc(nul),
+            message: format!("file contains a NUL byte: binary data, not a {format} text file"),
+        });
+        return;
+    }
+    let (more, end) = if yaml {
+        let (mut docs, mut errs) = super::sops::file(&f.path, text, &policy.age_keys, vars);
+        if let Some(ns) = settings.namespace_for(&f.path) {
+            for d in docs.iter_mut().filter(|d| d.namespace.is_none()) {
+                d.namespace = Some(ns.to_string());
+            }
+        }
+        found.extend(docs);
+        let more = errs.len().saturating_sub(MAX_ERRORS_PER_FILE);
+        errs.truncate(MAX_ERRORS_PER_FILE);
+        errors.extend(errs);
+        (more, ctx.loc(text.len()))
+    } else {
+        let mut docs = extract::file(&mut ctx, text, vars);
+        if let Some(ns) = settings.namespace_for(&f.path) {
+            for d in docs
+                .iter_mut()
+                .filter(|d| d.kind == Kind::Manifest && d.namespace.is_none())
+            {
+                d.namespace = Some(ns.to_string());
+            }
+        }
+        found.extend(docs);
+        let more = ctx.dropped_errors;
+        let end = ctx.loc(text.len());
+        errors.extend(ctx.errors);
+        (more, end)
+    };
+    if more > 0 {
+        errors.push(SpecError {
+            at: end,
+            message: format!(
+                "{more} more errors in this file not shown (only the first {MAX_ERRORS_PER_FILE} are)"
+            ),
+        });
+    }
+}
+
+/// The specs `found` in the tree, each with the ids it depends on as written: those
+/// that claim an id, a NodePort or an object another spec claimed first, or write into
+/// a protected namespace, are left out with an error.
+fn unique_specs(
+    found: Vec<Found>,
+    policy: &Policy,
+    errors: &mut Vec<SpecError>,
+) -> (Vec<Spec>, Vec<Vec<(String, Location)>>) {
     let scopes = crd_scopes(&found);
     let mut specs = Vec::with_capacity(found.len());
     let mut written = Vec::with_capacity(found.len());
@@ -226,21 +265,7 @@ pub fn parse_files_with(files: &[SourceFile], policy: &Policy) -> Result<SpecTre
         });
         written.push(f.depends_on);
     }
-
-    errors.extend(super::depends::resolve(&mut specs, written));
-    if errors.is_empty() {
-        Ok(SpecTree {
-            specs,
-            settings: std::sync::Arc::new(settings),
-            rendered: Default::default(),
-            held: Default::default(),
-            all_or_nothing: false,
-        })
-    } else {
-        errors.sort();
-        errors.dedup();
-        Err(SpecErrors(errors))
-    }
+    (specs, written)
 }
 
 /// The tree's settings (`.driftless.toml` among `files`), what is wrong in them left out:

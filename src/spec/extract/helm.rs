@@ -3,11 +3,12 @@
 
 use std::collections::BTreeMap;
 
+use toml::Spanned;
 use toml::de::{DeTable, DeValue};
 
 use super::fields::{Fields, namespace_field};
 use super::messages::short;
-use super::{FileCtx, Value};
+use super::{FileCtx, PolicyKeys, Value};
 use crate::spec::helm::HelmRelease;
 use crate::spec::model::defaults;
 use crate::spec::{SpecError, names, order, policy};
@@ -124,15 +125,46 @@ fn release(
     let keys = super::policy_keys(ctx, &mut f);
     f.finish(ctx);
     let chart = chart?;
+    check_chart(ctx, &chart, repository.is_some(), version.is_some());
+    let annotations = policy_annotations(&keys);
+    (ctx.count() == before).then(|| HelmRelease {
+        name: name.get_ref().to_string(),
+        namespace,
+        at: ctx.loc(name.span().start),
+        chart: chart.get_ref().trim_end_matches('/').to_string(),
+        repository: repository.map(|r| r.into_inner().trim_end_matches('/').to_string()),
+        version: version.map(|v| v.into_inner()),
+        plain_http,
+        username_file,
+        password_file,
+        ca_file,
+        insecure_skip_tls_verify,
+        release_name,
+        values_files,
+        values,
+        include_crds,
+        skip_tests,
+        kube_version,
+        api_versions,
+        annotations,
+        ignore: Vec::new(),
+        post_render: Vec::new(),
+    })
+}
+
+/// Checks where `chart` says the chart comes from, with or without a `repository` and a
+/// `version`: an oci:// reference, a chart's name in a repository, or a directory in the
+/// tree.
+fn check_chart(ctx: &mut FileCtx, chart: &Spanned<String>, repository: bool, version: bool) {
     let oci = chart.get_ref().starts_with("oci://");
     if oci {
-        if repository.is_some() {
+        if repository {
             ctx.err(
                 &chart.span(),
                 "an oci:// chart names its registry itself: leave `repository` out",
             );
         }
-        if version.is_none() {
+        if !version {
             ctx.err(
                 &chart.span(),
                 "a chart from an OCI registry needs `version` (an exact version, as \"6.2.3\", or a range, as \"^6.2\")",
@@ -143,7 +175,7 @@ fn release(
             &chart.span(),
             "invalid `chart`: a directory in the tree, a chart's name with `repository`, or oci://…",
         );
-    } else if repository.is_some() {
+    } else if repository {
         if !chart
             .get_ref()
             .chars()
@@ -161,8 +193,11 @@ fn release(
     } else if let Err(why) = in_tree(chart.get_ref()) {
         ctx.err(&chart.span(), format!("invalid `chart`: {why}"));
     }
-    // The release's policies travel as driftless's own annotations on each of its
-    // objects: the manifests' rules then hold for them unchanged.
+}
+
+/// The release's policies, which travel as driftless's own annotations on each of its
+/// objects: the manifests' rules then hold for them unchanged.
+fn policy_annotations(keys: &PolicyKeys) -> BTreeMap<String, String> {
     let mut annotations = BTreeMap::new();
     if !keys.ignore_fields.is_empty() {
         annotations.insert(
@@ -188,29 +223,7 @@ fn release(
         };
         annotations.insert(policy::REPLACE.to_string(), value.to_string());
     }
-    (ctx.count() == before).then(|| HelmRelease {
-        name: name.get_ref().to_string(),
-        namespace,
-        at: ctx.loc(name.span().start),
-        chart: chart.get_ref().trim_end_matches('/').to_string(),
-        repository: repository.map(|r| r.into_inner().trim_end_matches('/').to_string()),
-        version: version.map(|v| v.into_inner()),
-        plain_http,
-        username_file,
-        password_file,
-        ca_file,
-        insecure_skip_tls_verify,
-        release_name,
-        values_files,
-        values,
-        include_crds,
-        skip_tests,
-        kube_version,
-        api_versions,
-        annotations,
-        ignore: Vec::new(),
-        post_render: Vec::new(),
-    })
+    annotations
 }
 
 /// A file in the operator's credentials directory: its name there, nothing that climbs out.
