@@ -30,7 +30,7 @@ use std::sync::atomic::Ordering;
 
 use crate::spec::settings::SETTINGS_FILE;
 use crate::spec::{Location, SourceFile, SpecError};
-use tree::{Rendered, base_of, is_under};
+use tree::{RenderedDir, base_of, is_under};
 
 pub use jsonnet::JSONNET_VERSION;
 pub use stage::{Hydrated, Input, Options};
@@ -75,7 +75,7 @@ pub struct Hydrator {
     kustomize: kustomize::Kustomizations,
     helm: helm::Releases,
     jsonnet: jsonnet::Evaluations,
-    flux: flux::Kustomizations,
+    flux: flux::Builds,
     argo: argo::Directories,
     plugins: plugin::Plugins,
 }
@@ -87,7 +87,7 @@ impl Hydrator {
             kustomize: kustomize::Kustomizations::default(),
             helm: helm::Releases::default(),
             jsonnet: jsonnet::Evaluations::default(),
-            flux: flux::Kustomizations::default(),
+            flux: flux::Builds::default(),
             argo: argo::Directories::default(),
             plugins: plugin::Plugins,
         }
@@ -157,7 +157,7 @@ impl Hydrator {
         let mut kustomizations = Vec::new();
         for d in &dirs {
             match d {
-                Rendered::Chart { dir, file } => {
+                RenderedDir::Chart { dir, file } => {
                     let named = releases.iter().any(|r| r.release.chart == *dir);
                     let meta = chart_yaml(file, &input.files);
                     let library = meta.as_ref().and_then(|m| m.chart_type.as_deref());
@@ -182,7 +182,7 @@ impl Hydrator {
                         });
                     }
                 }
-                Rendered::Kustomize { dir, file } => kustomizations.push(kustomize::Dir {
+                RenderedDir::Kustomize { dir, file } => kustomizations.push(kustomize::Dir {
                     dir: dir.clone(),
                     file: file.clone(),
                 }),

@@ -35,17 +35,17 @@ pub fn is_under(path: &str, dir: &str) -> bool {
 
 /// A directory a tool renders whole.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Rendered {
+pub enum RenderedDir {
     /// A kustomization: its directory and its file (`dir/kustomization.yaml`).
     Kustomize { dir: String, file: String },
     /// A chart: its directory and its `Chart.yaml`.
     Chart { dir: String, file: String },
 }
 
-impl Rendered {
+impl RenderedDir {
     pub fn dir(&self) -> &str {
         match self {
-            Rendered::Kustomize { dir, .. } | Rendered::Chart { dir, .. } => dir,
+            RenderedDir::Kustomize { dir, .. } | RenderedDir::Chart { dir, .. } => dir,
         }
     }
 }
@@ -55,17 +55,17 @@ impl Rendered {
 /// files in one directory are an error, as kustomize says.
 pub fn rendered_dirs<'a>(
     paths: impl IntoIterator<Item = &'a str>,
-) -> (Vec<Rendered>, Vec<(String, String)>) {
-    let mut found: BTreeMap<String, Vec<Rendered>> = BTreeMap::new();
+) -> (Vec<RenderedDir>, Vec<(String, String)>) {
+    let mut found: BTreeMap<String, Vec<RenderedDir>> = BTreeMap::new();
     for p in paths {
         let (dir, base) = (dir_of(p), base_of(p));
         let r = if KUSTOMIZATION_FILES.contains(&base) {
-            Rendered::Kustomize {
+            RenderedDir::Kustomize {
                 dir: dir.to_string(),
                 file: p.to_string(),
             }
         } else if base == CHART_FILE {
-            Rendered::Chart {
+            RenderedDir::Chart {
                 dir: dir.to_string(),
                 file: p.to_string(),
             }
@@ -75,7 +75,7 @@ pub fn rendered_dirs<'a>(
         found.entry(dir.to_string()).or_default().push(r);
     }
     let mut errors = Vec::new();
-    let mut out: Vec<Rendered> = Vec::new();
+    let mut out: Vec<RenderedDir> = Vec::new();
     // BTreeMap order puts a directory before what lies in it.
     for (dir, mut rs) in found {
         if out
@@ -84,19 +84,19 @@ pub fn rendered_dirs<'a>(
         {
             continue;
         }
-        let kustomizations: Vec<&Rendered> = rs
+        let kustomizations: Vec<&RenderedDir> = rs
             .iter()
-            .filter(|r| matches!(r, Rendered::Kustomize { .. }))
+            .filter(|r| matches!(r, RenderedDir::Kustomize { .. }))
             .collect();
         if kustomizations.len() > 1 {
             let names: Vec<&str> = kustomizations
                 .iter()
                 .map(|r| match r {
-                    Rendered::Kustomize { file, .. } => base_of(file),
-                    Rendered::Chart { .. } => "",
+                    RenderedDir::Kustomize { file, .. } => base_of(file),
+                    RenderedDir::Chart { .. } => "",
                 })
                 .collect();
-            if let Some(Rendered::Kustomize { file, .. }) = kustomizations.get(1) {
+            if let Some(RenderedDir::Kustomize { file, .. }) = kustomizations.get(1) {
                 errors.push((
                     file.clone(),
                     format!(
@@ -107,7 +107,7 @@ pub fn rendered_dirs<'a>(
             }
         }
         // A chart directory that also holds a kustomization is a chart.
-        rs.sort_by_key(|r| matches!(r, Rendered::Kustomize { .. }));
+        rs.sort_by_key(|r| matches!(r, RenderedDir::Kustomize { .. }));
         if let Some(first) = rs.into_iter().next() {
             out.push(first);
         }
@@ -306,7 +306,7 @@ mod tests {
             "x.yaml",
         ]);
         assert!(errors.is_empty());
-        let shown: Vec<&str> = dirs.iter().map(Rendered::dir).collect();
+        let shown: Vec<&str> = dirs.iter().map(RenderedDir::dir).collect();
         assert_eq!(shown, ["apps/a", "apps/b", "charts/c"]);
         assert!(is_under("apps/a/x.yaml", "apps/a"));
         assert!(!is_under("apps/ab/x.yaml", "apps/a"));

@@ -20,11 +20,11 @@ use crate::spec::{Location, RenderedBy};
 
 /// The Flux Kustomization tool: kustomize found once.
 #[derive(Default)]
-pub struct Kustomizations {
+pub struct Builds {
     found: Mutex<Option<Kustomize>>,
 }
 
-impl Tool for Kustomizations {
+impl Tool for Builds {
     type Item = Kustomization;
     type Ready = Kustomize;
 

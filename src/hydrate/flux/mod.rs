@@ -23,7 +23,7 @@ mod release;
 mod source;
 
 pub(crate) use build::build as build_kustomization;
-pub use build::{Kustomizations, substitute};
+pub use build::{Builds, substitute};
 pub use data::TreeData;
 pub use model::{CopyRule, Kustomization, MAX_DEPTH, Strategy};
 
@@ -41,7 +41,7 @@ use model::*;
 #[cfg(test)]
 use artifact::materialise;
 use order::order;
-use release::{Known, chart_releases};
+use release::{ChartSources, helm_releases};
 pub use release::{Waits, hold_dependents_of_failed as hold_release_dependents_of_failed};
 use source::from_source;
 
@@ -170,13 +170,13 @@ pub fn find(
     hold_dependents(&mut items, &mut found.held);
     order(&mut items, waves, &mut found.errors);
     found.items = items;
-    let known = Known {
+    let known = ChartSources {
         sources: &sources,
         git: &git,
         own: own.as_deref(),
         root,
     };
-    (found.releases, found.release_waits) = chart_releases(
+    (found.releases, found.release_waits) = helm_releases(
         releases,
         &known,
         waves,

@@ -39,21 +39,21 @@ pub(super) const RELEASE_CARRIED: &[&str] = &[
     "postRenderers",
 ];
 
-/// Each HelmRelease as a chart release of the `helm` kind: its chart from its source (a
-/// HelmRepository over HTTP or OCI, an OCIRepository, or this repository), its values,
-/// release name and namespace as Flux names them, and its waves.
 /// What a HelmRelease's chart is found by: the tree's sources, its GitRepositories' URLs,
 /// this repository's, and the spec root within it.
-pub(super) struct Known<'a> {
+pub(super) struct ChartSources<'a> {
     pub(super) sources: &'a BTreeMap<String, Value>,
     pub(super) git: &'a BTreeMap<String, Option<String>>,
     pub(super) own: Option<&'a str>,
     pub(super) root: Option<&'a str>,
 }
 
-pub(super) fn chart_releases(
+/// Each HelmRelease as a chart release of the `helm` kind: its chart from its source (a
+/// HelmRepository over HTTP or OCI, an OCIRepository, or this repository), its values,
+/// release name and namespace as Flux names them, and its waves.
+pub(super) fn helm_releases(
     found: Vec<(Location, String, Value)>,
-    known: &Known<'_>,
+    known: &ChartSources<'_>,
     waves: &mut BTreeMap<String, i32>,
     data: &mut TreeData<'_>,
     errors: &mut Vec<SpecError>,
@@ -64,7 +64,7 @@ pub(super) fn chart_releases(
         let ns = v["metadata"]["namespace"].as_str().unwrap_or("default");
         let name = v["metadata"]["name"].as_str().unwrap_or_default();
         let app = app_id(ns, name);
-        let release = chart_release(&at, &doc, &v, known).and_then(|mut r| {
+        let release = helm_release(&at, &doc, &v, known).and_then(|mut r| {
             values_from(&at, &v, &mut r.release, data)?;
             Ok(r)
         });
@@ -193,11 +193,11 @@ struct Reading<'a> {
     name: &'a str,
 }
 
-pub(super) fn chart_release(
+pub(super) fn helm_release(
     at: &Location,
     doc: &str,
     v: &Value,
-    known: &Known<'_>,
+    known: &ChartSources<'_>,
 ) -> Result<Converted, SpecError> {
     let ns = v["metadata"]["namespace"].as_str().unwrap_or("default");
     let name = v["metadata"]["name"].as_str().unwrap_or_default();
@@ -390,10 +390,10 @@ impl Reading<'_> {
     fn chart(
         &self,
         spec: &serde_json::Map<String, Value>,
-        known: &Known<'_>,
+        known: &ChartSources<'_>,
         release: &mut crate::spec::helm::HelmRelease,
     ) -> Result<(), SpecError> {
-        let Known {
+        let ChartSources {
             sources,
             git,
             own,
