@@ -35,8 +35,23 @@ TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
 log() { printf '[cluster] %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
+# Drawn below the kernel's ephemeral range: a port the kernel picks itself (bind to 0) is
+# what it also gives outgoing connections, which may take it before the server binds.
 free_port() {
-  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
+  python3 -c '
+import random, socket
+low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+for _ in range(1000):
+    port = random.randrange(10000, max(low, 10001))
+    s = socket.socket()
+    try:
+        s.bind(("127.0.0.1", port)); print(port); break
+    except OSError:
+        pass
+    finally:
+        s.close()
+else:
+    raise SystemExit("no free loopback port below the ephemeral range")'
 }
 
 # The addresses the fake cluster hands out, none of them anyone's: Services' ClusterIPs
