@@ -22,6 +22,7 @@ mod hooks;
 pub mod inventory;
 mod list;
 mod live;
+mod live_store;
 mod managers;
 mod namespaces;
 mod normalize;
@@ -56,6 +57,9 @@ pub use hash::owned_fields_hash_in;
 pub use inventory::{Entry, Inventory, Store, buckets};
 pub use list::Known;
 pub use live::{Listed, live_parts};
+#[cfg(test)]
+pub(crate) use live_store::LIST_EVERY;
+pub use live_store::LiveStore;
 pub use resolve::{Resolved, Resolver};
 pub use stages::{Gate, NoWait, Readiness, Step};
 pub use writes::{Verb, Writes};

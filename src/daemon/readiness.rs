@@ -43,7 +43,7 @@ pub async fn refresh(
     // Pods are read only for Deployments that are not ready: their reasons are the news.
     // The cache is moved out for this and put back below, not cloned: a deep copy of
     // every live object each second was the daemon's largest allocation.
-    let mut observed = std::mem::take(&mut state.live);
+    let mut observed = std::mem::take(&mut state.live.observed);
     observed.pods.clear();
     let not_ready: Vec<&ObjKey> = state
         .expected()
@@ -86,7 +86,7 @@ pub async fn refresh(
     let healths = judged.tree_health(&tree.specs, state.expected(), &observed, Timestamp::now());
     state.judged = judged;
     observed.pods.clear();
-    state.live = observed;
+    state.live.observed = observed;
     let news = state.take_health(healths, ready_timeout, super::now());
     // Metrics follow the specs: removed specs lose their series.
     let by_id: HashMap<&str, &SpecHealth> =

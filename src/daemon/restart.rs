@@ -42,7 +42,7 @@ impl Loop {
             return;
         }
         self.owned.set(&kinds);
-        self.state.watching_first(
+        self.state.live.watching_first(
             kinds
                 .iter()
                 .map(|r| (r.resource.group.clone(), r.resource.kind.clone())),
@@ -61,7 +61,7 @@ impl Loop {
             humantime::format_duration(FIRST_LISTS_AWAITED)
         );
         self.first_lists_until = None;
-        self.state.lists_not_awaited();
+        self.state.live.lists_not_awaited();
         true
     }
 }

@@ -168,7 +168,7 @@ pub fn prepare(engine: &Engine, state: &mut State, keys: Vec<Key>) -> Option<Pre
         OwnedScope::Except(held)
     };
     // A sync of a few specs reads their objects directly: fresher than any watch.
-    let known = full.then(|| state.known_live()).flatten();
+    let known = full.then(|| state.live.known()).flatten();
     Some(Prepared::Run(Job {
         keys,
         objects,

@@ -46,8 +46,7 @@ pub enum Event {
     ListFailed,
 }
 
-/// A kind by its API group and name, as `ObjKey`s name it.
-pub type GroupKind = (String, String);
+pub use crate::object::GroupKind;
 
 /// A live object as the watch passes it on: its readiness view (`health::readiness_view`,
 /// packed), the spec its annotation names, and the hash of the fields our manager owns

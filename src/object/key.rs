@@ -2,6 +2,9 @@
 
 use serde::{Deserialize, Serialize};
 
+/// A kind by its API group and name, as `ObjKey`s name it.
+pub type GroupKind = (String, String);
+
 /// Identity of an object across versions: group, kind, namespace, name.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct ObjKey {

@@ -7,6 +7,6 @@ pub mod ownership;
 pub mod pointer;
 mod view;
 
-pub use key::{ObjKey, apply_phase, group_of, split_api_version};
+pub use key::{GroupKind, ObjKey, apply_phase, group_of, split_api_version};
 pub use ownership::{Claim, Owner, Refusal, claim, owner_of};
 pub use view::{Observed, Packed, Seen};

@@ -116,7 +116,7 @@ impl Loop {
                     if listed {
                         refresh.reset_immediately();
                         // A restart's first sync waited for this list: it goes now.
-                        if self.first_lists_until.is_some() && self.state.watches_listed() {
+                        if self.first_lists_until.is_some() && self.state.live.watches_listed() {
                             self.queue.push(Key::Full, Instant::now());
                         }
                     }

@@ -291,7 +291,7 @@ impl Loop {
             .map(|e| (e.api_version.as_str(), e.key.kind.as_str()));
         let watched = self.engine.resolved_kinds(kinds).await;
         self.owned.set(&watched);
-        self.state.watching(
+        self.state.live.watching(
             watched
                 .iter()
                 .map(|r| (r.resource.group.clone(), r.resource.kind.clone())),

@@ -37,11 +37,11 @@ impl State {
             }
             watch::Event::Object(key, live) => self.on_object(key, live),
             watch::Event::Listing(kind) => {
-                self.on_listing(kind);
+                self.live.listing(kind);
                 None
             }
             watch::Event::ListFailed => {
-                self.lists_not_awaited();
+                self.live.lists_not_awaited();
                 None
             }
             watch::Event::Listed(kind) => {
@@ -65,14 +65,8 @@ impl State {
     /// An owned object changed (`Some`) or went away (`None`), as a watch saw it.
     pub(super) fn on_object(&mut self, key: ObjKey, live: Option<watch::Watched>) -> Option<Key> {
         self.health_dirty = true;
-        self.seen_in_list(&key);
-        self.confirm(&key, live.as_ref().map(|w| w.fields.as_str()));
         if key.group.is_empty() && key.kind == "Endpoints" {
-            let k = (key.namespace.clone(), key.name.clone());
-            match live {
-                Some(w) => self.live.endpoints.insert(k, w.value),
-                None => self.live.endpoints.remove(&k),
-            };
+            self.live.observe(key, live.map(|w| (w.value, w.fields)));
             return None;
         }
         let recorded = self.recorded.get(&key).cloned();
@@ -89,16 +83,8 @@ impl State {
             .map(|(s, _)| s)
             .or_else(|| live.as_ref().and_then(|w| w.spec.clone()));
         let fields = live.as_ref().map(|w| w.fields.clone());
-        match live {
-            Some(w) => {
-                let seen = crate::object::Seen {
-                    view: w.value,
-                    fields: w.fields,
-                };
-                self.live.objects_mut().insert(key.clone(), seen)
-            }
-            None => self.live.objects_mut().remove(&key),
-        };
+        self.live
+            .observe(key.clone(), live.map(|w| (w.value, w.fields)));
         if !drift {
             if judged {
                 self.drifted.remove(&key);
@@ -113,6 +99,20 @@ impl State {
             return None;
         }
         self.on_drift(key, spec)
+    }
+
+    /// A kind's list is in: its objects the list did not bring are gone, each as a
+    /// watch's delete of it would say.
+    fn on_listed(&mut self, kind: crate::object::GroupKind) -> Option<Key> {
+        let gone = self.live.listed(kind)?;
+        let mut keys: std::collections::BTreeSet<Key> = std::collections::BTreeSet::new();
+        for key in gone {
+            keys.extend(self.on_object(key, None));
+        }
+        match keys.len() {
+            0 | 1 => keys.pop_first(),
+            _ => Some(Key::Full),
+        }
     }
 
     /// Drift on `key` of `spec`: the key to sync, or for a suspended spec none, the
@@ -143,7 +143,6 @@ impl State {
                     seen != recorded
                         || self
                             .live
-                            .objects
                             .get(&key)
                             .is_some_and(|live| self.scaled(&key, &live.view))
                 }

@@ -4,9 +4,9 @@
 //! (`Tally`) in the metrics.
 
 mod events;
-mod known;
 mod notices;
 mod readiness;
+mod rendered;
 mod revision;
 mod running;
 mod settled;
@@ -23,9 +23,10 @@ use tokio::time::Instant;
 
 use super::queue::Key;
 
+use crate::apply::LiveStore;
 use crate::apply::suspensions::Suspensions;
 use crate::health::{self, SpecHealth};
-use crate::object::{ObjKey, Observed};
+use crate::object::ObjKey;
 use crate::render::NodeFacts;
 use crate::report::snapshot::Snapshot;
 use crate::report::status::{LastSync, SourceError};
@@ -122,22 +123,8 @@ pub struct State {
     failures: HashMap<ObjKey, String>,
     /// What the apiserver warned of at an object's last write, until the next write.
     warnings: HashMap<ObjKey, Vec<String>>,
-    /// Live state of owned objects, from the watches.
-    pub live: Observed,
-    /// Kinds a watch has listed whole and follows since (`known_live`).
-    listed_kinds: BTreeSet<crate::daemon::watch::GroupKind>,
-    /// Kinds being listed, with the objects held of them the list has not brought yet.
-    relisting: HashMap<crate::daemon::watch::GroupKind, std::collections::HashSet<ObjKey>>,
-    /// Whole syncs since one listed every kind itself (`known::LIST_EVERY`).
-    known_syncs: u32,
-    /// The kinds watched now; `None` before the watches are first set.
-    watched_kinds: Option<BTreeSet<crate::daemon::watch::GroupKind>>,
-    /// A restart's watches were set before its first sync (`watching_first`): that sync
-    /// waits for their lists, until they are in, one fails, or the loop's bound passes.
-    first_lists: bool,
-    /// Objects of watched kinds a sync wrote whose watch has not reported the write yet,
-    /// with the fields written: a whole sync reads them itself.
-    unconfirmed: HashMap<ObjKey, String>,
+    /// Live state of owned objects, from the watches (one cluster's store).
+    pub live: LiveStore,
     last_sync: Option<LastSync>,
     pub health: Vec<Arc<SpecHealth>>,
     pub health_dirty: bool,
@@ -225,13 +212,7 @@ impl State {
             actions: HashMap::new(),
             failures: HashMap::new(),
             warnings: HashMap::new(),
-            live: Observed::default(),
-            listed_kinds: BTreeSet::new(),
-            relisting: HashMap::new(),
-            known_syncs: 0,
-            watched_kinds: None,
-            first_lists: false,
-            unconfirmed: HashMap::new(),
+            live: LiveStore::default(),
             last_sync: None,
             health: Vec::new(),
             health_dirty: true,
@@ -340,7 +321,7 @@ impl State {
             Due::Later
         } else if !self.active || self.tree.is_none() {
             Due::Drop
-        } else if self.awaiting_first_lists() {
+        } else if self.live.awaiting_first_lists() {
             Due::Later
         } else {
             Due::Sync

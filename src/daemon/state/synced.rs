@@ -148,7 +148,7 @@ impl State {
         // as current is weighed against what the state knows now.
         let running = self.running.take();
         self.syncing = false;
-        self.first_lists = false;
+        self.live.lists_not_awaited();
         let current = running
             .as_ref()
             .is_none_or(|r| r.revision == self.revision_current);
@@ -279,23 +279,13 @@ impl State {
             self.recorded
                 .insert(o.key.clone(), (o.spec.clone(), fields.clone()));
             if o.action.is_write() {
-                self.written(&o.key, &fields);
+                self.live.written(&o.key, &fields);
             }
             // The watches are the source of live state; what a write returned stands
-            // in until the watch reports it, never over a newer event. It does replace
-            // an older one: readiness right after the sync must be the written
-            // object's (a new generation, a new Pod), not the one it replaced.
+            // in until the watch reports it (`LiveStore::offer`).
             // Moved, not copied: a sync's results hold every object it wrote.
             if let Some(view) = o.live.take() {
-                let newer = self
-                    .live
-                    .objects
-                    .get(&o.key)
-                    .is_none_or(|cached| written_after(&view, &cached.view));
-                if newer {
-                    let seen = crate::object::Seen { view, fields };
-                    self.live.objects_mut().insert(o.key.clone(), seen);
-                }
+                self.live.offer(&o.key, view, fields);
             }
         }
     }
@@ -305,8 +295,7 @@ impl State {
         for p in &report.prune.objects {
             self.recorded.remove(&p.key);
             self.warnings.remove(&p.key);
-            self.live.objects_mut().remove(&p.key);
-            self.unconfirmed.remove(&p.key);
+            self.live.forget(&p.key);
         }
         report.prune.pruned() as u64
     }
@@ -368,7 +357,6 @@ impl State {
         {
             if self
                 .live
-                .objects
                 .get(&o.key)
                 .is_some_and(|live| self.scaled(&o.key, &live.view))
             {
@@ -486,18 +474,4 @@ fn sync_message(report: &crate::apply::SyncReport) -> Option<String> {
         parts.push(why.clone());
     }
     (!parts.is_empty()).then(|| parts.join(" | "))
-}
-
-/// Whether `written` is a newer state of the object than `cached` as readiness reads it:
-/// another object (a new UID, as after a replace) or a later generation (a changed spec,
-/// which a controller has yet to observe). The readiness view keeps no resourceVersion.
-fn written_after(written: &crate::object::Packed, cached: &crate::object::Packed) -> bool {
-    let (w, c) = (written.value(), cached.value());
-    let uid = |v: &serde_json::Value| v["metadata"]["uid"].as_str().map(str::to_string);
-    let generation = |v: &serde_json::Value| v["metadata"]["generation"].as_i64();
-    match (generation(&w), generation(&c)) {
-        _ if uid(&w) != uid(&c) => true,
-        (Some(w), Some(c)) => w > c,
-        _ => false,
-    }
 }

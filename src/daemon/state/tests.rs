@@ -538,7 +538,7 @@ fn drift_on_an_owned_object_queues_its_spec() {
         state.on_event(watch::Event::Object(key.clone(), None)),
         Some(spec("a"))
     );
-    assert!(!state.live.objects.contains_key(&key));
+    assert!(!state.live.observed.objects.contains_key(&key));
     // An object no sync of ours recorded is not drift, whatever its annotation says.
     assert_eq!(
         state.on_event(watch::Event::Object(
@@ -547,7 +547,7 @@ fn drift_on_an_owned_object_queues_its_spec() {
         )),
         None
     );
-    assert!(state.live.objects.contains_key(&deployment("z")));
+    assert!(state.live.observed.objects.contains_key(&deployment("z")));
 }
 
 #[test]
@@ -627,9 +627,15 @@ fn endpoints_feed_readiness_and_never_queue() {
         None
     );
     assert!(state.health_dirty);
-    assert!(state.live.endpoints.contains_key(&("n".into(), "a".into())));
+    assert!(
+        state
+            .live
+            .observed
+            .endpoints
+            .contains_key(&("n".into(), "a".into()))
+    );
     assert_eq!(state.on_event(watch::Event::Object(key, None)), None);
-    assert!(state.live.endpoints.is_empty());
+    assert!(state.live.observed.endpoints.is_empty());
 }
 
 #[test]
@@ -1292,7 +1298,7 @@ fn a_resync_of_an_unchanged_tree_renders_nothing_and_a_new_revision_or_node_rend
     assert!(!state.render_dirty);
     // Not kept while the watches' first lists are under way (the daemon's peak).
     let kinds = [deployments(), ("".into(), "Service".into())];
-    state.watching(kinds.clone());
+    state.live.watching(kinds.clone());
     for kind in &kinds {
         state.on_event(watch::Event::Listing(kind.clone()));
     }
@@ -1352,7 +1358,7 @@ fn listing(state: &mut State) {
 /// `applied`, with the Deployments watched and listed whole.
 fn deployments_listed() -> State {
     let mut state = applied();
-    state.watching([deployments()]);
+    state.live.watching([deployments()]);
     listing(&mut state);
     state.on_event(watch::Event::Listed(deployments()));
     state
@@ -1361,34 +1367,34 @@ fn deployments_listed() -> State {
 #[test]
 fn a_whole_sync_takes_the_objects_of_kinds_listed_whole_and_lists_itself_every_tenth_time() {
     let mut state = applied();
-    state.watching([deployments()]);
+    state.live.watching([deployments()]);
     // Watched, but not listed whole yet: the sync lists.
     listing(&mut state);
-    assert!(state.known_live().is_none());
+    assert!(state.live.known().is_none());
     assert_eq!(state.on_event(watch::Event::Listed(deployments())), None);
 
-    let known = state.known_live().expect("Deployments are listed whole");
+    let known = state.live.known().expect("Deployments are listed whole");
     assert_eq!(known.kinds, BTreeSet::from([deployments()]));
     let mut keys: Vec<&ObjKey> = known.objects.keys().collect();
     keys.sort();
     assert_eq!(keys, [&deployment("a"), &deployment("b")]);
     // Every LIST_EVERY-th whole sync lists every kind itself.
-    let taken = (2..=2 * known::LIST_EVERY)
-        .filter(|_| state.known_live().is_some())
+    let taken = (2..=2 * crate::apply::LIST_EVERY)
+        .filter(|_| state.live.known().is_some())
         .count();
-    assert_eq!(taken as u32, 2 * known::LIST_EVERY - 3);
+    assert_eq!(taken as u32, 2 * crate::apply::LIST_EVERY - 3);
 
     // A list made again: not known whole until it is in.
     state.on_event(watch::Event::Listing(deployments()));
-    assert!(state.known_live().is_none());
+    assert!(state.live.known().is_none());
     state.on_event(watch::Event::Listed(deployments()));
     // A kind no longer watched is not known whole, nor made so again by its old
     // watch's last events, still queued.
-    state.watching([]);
-    assert!(state.known_live().is_none());
-    state.watching([deployments()]);
+    state.live.watching([]);
+    assert!(state.live.known().is_none());
+    state.live.watching([deployments()]);
     state.on_event(watch::Event::Listed(deployments()));
-    assert!(state.known_live().is_none());
+    assert!(state.live.known().is_none());
 }
 
 #[test]
@@ -1403,9 +1409,9 @@ fn a_list_made_again_without_an_object_held_is_its_delete() {
         Some(spec("b")),
         "b is gone: drift on b's spec"
     );
-    assert!(!state.live.objects.contains_key(&deployment("b")));
-    assert!(state.live.objects.contains_key(&deployment("a")));
-    let known = state.known_live().expect("listed whole again");
+    assert!(!state.live.observed.objects.contains_key(&deployment("b")));
+    assert!(state.live.observed.objects.contains_key(&deployment("a")));
+    let known = state.live.known().expect("listed whole again");
     assert!(known.get(&deployment("b")).is_none());
 }
 
@@ -1422,18 +1428,18 @@ fn an_object_a_sync_wrote_is_read_again_until_its_watch_reports_the_write() {
         &[Key::Full],
         vec![written, result("b", Action::Unchanged)],
     );
-    let known = state.known_live().expect("listed whole");
+    let known = state.live.known().expect("listed whole");
     assert!(known.get(&deployment("a")).is_none(), "a: read again");
     assert!(known.get(&deployment("b")).is_some());
     // An event from before the write confirms nothing.
     let old = watch::Event::Object(deployment("a"), watched("fields-a", Some(id("a"))));
     state.on_event(old);
-    let known = state.known_live().expect("listed whole");
+    let known = state.live.known().expect("listed whole");
     assert!(known.get(&deployment("a")).is_none());
     // The write's own event does.
     let new = watch::Event::Object(deployment("a"), watched("fields-a2", Some(id("a"))));
     assert_eq!(state.on_event(new), None, "our own write is no drift");
-    let known = state.known_live().expect("listed whole");
+    let known = state.live.known().expect("listed whole");
     assert!(known.get(&deployment("a")).is_some());
 }
 
@@ -1444,7 +1450,7 @@ fn a_restarts_first_sync_waits_for_the_watches_lists_and_readiness_for_that_sync
     state.on_event(watch::Event::Suspensions(Default::default()));
     new_revision(&mut state, "r1", webs(&[("a", 100)]));
     let kinds = [deployments(), ("".into(), "Service".into())];
-    state.watching_first(kinds.clone());
+    state.live.watching_first(kinds.clone());
     for kind in &kinds {
         state.on_event(watch::Event::Listing(kind.clone()));
     }
@@ -1454,7 +1460,7 @@ fn a_restarts_first_sync_waits_for_the_watches_lists_and_readiness_for_that_sync
     assert_eq!(state.due(), Due::Later, "Services not listed yet");
     state.on_event(watch::Event::Listed(kinds[1].clone()));
     assert_eq!(state.due(), Due::Sync);
-    let known = state.known_live().expect("the watches' objects");
+    let known = state.live.known().expect("the watches' objects");
     assert_eq!(known.kinds, kinds.iter().cloned().collect());
     // Judged once that sync has ended, not beside it.
     state.on_sync_begin();
@@ -1470,13 +1476,13 @@ fn a_restarts_first_sync_waits_for_the_watches_lists_and_readiness_for_that_sync
     state.on_event(watch::Event::Nodes(Vec::new()));
     state.on_event(watch::Event::Suspensions(Default::default()));
     new_revision(&mut state, "r1", webs(&[("a", 100)]));
-    state.watching_first([deployments()]);
+    state.live.watching_first([deployments()]);
     state.on_event(watch::Event::Listing(deployments()));
     assert_eq!(state.due(), Due::Later);
     state.on_event(watch::Event::ListFailed);
     assert_eq!(state.due(), Due::Sync);
     assert!(!state.judging_held());
-    assert!(state.known_live().is_none(), "nothing is known whole");
+    assert!(state.live.known().is_none(), "nothing is known whole");
 }
 
 #[test]
