@@ -13,6 +13,7 @@
 
 mod access;
 mod adopt;
+mod cluster;
 pub mod diff;
 pub mod drift;
 mod follow;
@@ -53,6 +54,7 @@ use std::time::Duration;
 use kube::Client;
 use serde_json::Value;
 
+pub use cluster::Cluster;
 pub use hash::owned_fields_hash_in;
 pub use inventory::{Entry, Inventory, Store, buckets};
 pub use list::Known;

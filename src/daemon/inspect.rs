@@ -9,12 +9,11 @@ use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Event, Pod};
-use kube::Client;
 use kube::api::{Api, DynamicObject, GroupVersionKind, ListParams};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 
-use crate::apply::Engine;
+use crate::apply::Cluster;
 use crate::apply::diff::{self, Change};
 use crate::render::{self, NodeFacts};
 use crate::report::api::{Inspect, InspectError};
@@ -42,25 +41,13 @@ enum LiveError {
 }
 
 pub struct Inspector {
-    client: Client,
-    engine: Arc<Engine>,
-    instance: String,
+    cluster: Cluster,
     desired: watch::Receiver<Option<Desired>>,
 }
 
 impl Inspector {
-    pub fn new(
-        client: Client,
-        engine: Arc<Engine>,
-        instance: String,
-        desired: watch::Receiver<Option<Desired>>,
-    ) -> Inspector {
-        Inspector {
-            client,
-            engine,
-            instance,
-            desired,
-        }
+    pub fn new(cluster: Cluster, desired: watch::Receiver<Option<Desired>>) -> Inspector {
+        Inspector { cluster, desired }
     }
 
     /// The view of `object` (as the status names it: `Kind[.group] ns/name`) of `spec`.
@@ -75,7 +62,7 @@ impl Inspector {
             .find(|s| s.id.to_string() == spec)
             .ok_or_else(|| InspectError::NoSpec(spec.to_string()))?;
         let facts = render::Facts {
-            instance: self.instance.clone(),
+            instance: self.cluster.instance().to_string(),
             nodes: desired.nodes.clone(),
         };
         let mut rendered = Vec::new();
@@ -106,7 +93,7 @@ impl Inspector {
             Some(o) => {
                 let adopt = desired.tree.adopt_specs();
                 match self
-                    .engine
+                    .cluster
                     .diff_objects(std::slice::from_ref(o), &adopt)
                     .await
                 {
@@ -157,12 +144,12 @@ impl Inspector {
     async fn read_live_of(&self, o: &render::Object) -> Result<Option<Value>, LiveError> {
         let (group, version) = crate::object::split_api_version(&o.api_version);
         let gvk = GroupVersionKind::gvk(group, version, &o.kind);
-        let (resource, _) = kube::discovery::pinned_kind(&self.client, &gvk)
+        let (resource, _) = kube::discovery::pinned_kind(self.cluster.client(), &gvk)
             .await
             .map_err(LiveError::Api)?;
         let api: Api<DynamicObject> = match &o.namespace {
-            Some(ns) => Api::namespaced_with(self.client.clone(), ns, &resource),
-            None => Api::all_with(self.client.clone(), &resource),
+            Some(ns) => Api::namespaced_with(self.cluster.client().clone(), ns, &resource),
+            None => Api::all_with(self.cluster.client().clone(), &resource),
         };
         let got = api.get_opt(&o.name).await.map_err(LiveError::Read)?;
         Ok(got.and_then(|g| serde_json::to_value(g).ok()))
@@ -187,7 +174,7 @@ impl Inspector {
                 plural: plural.to_string(),
             };
             let api: Api<DynamicObject> =
-                Api::namespaced_with(self.client.clone(), namespace, &resource);
+                Api::namespaced_with(self.cluster.client().clone(), namespace, &resource);
             let Ok(list) = api.list(&lp).await else {
                 continue;
             };
@@ -203,7 +190,7 @@ impl Inspector {
                 }
             }
         }
-        let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        let pods: Api<Pod> = Api::namespaced(self.cluster.client().clone(), namespace);
         if let Ok(list) = pods.list(&lp).await {
             let mut mine: Vec<Value> = list
                 .items
@@ -230,7 +217,7 @@ impl Inspector {
 
     /// The events of the objects `uids`, newest first.
     async fn events(&self, namespace: &str, uids: &HashSet<String>) -> Vec<Value> {
-        let api: Api<Event> = Api::namespaced(self.client.clone(), namespace);
+        let api: Api<Event> = Api::namespaced(self.cluster.client().clone(), namespace);
         let Ok(list) = api.list(&ListParams::default().limit(LIST_LIMIT)).await else {
             return Vec::new();
         };

@@ -34,7 +34,7 @@ use tokio::sync::{mpsc, watch as tokio_watch};
 use tokio::time::Instant;
 
 use crate::apply::suspensions::Suspension;
-use crate::apply::{self, Engine};
+use crate::apply::{self, Cluster};
 use crate::health;
 use crate::report::api::{ApiState, Control, Published, Suspender};
 use crate::report::notify::{self, Notifier};
@@ -126,17 +126,17 @@ pub async fn run(
 
     let metrics = Arc::new(Metrics::new());
     let ready = Arc::new(AtomicBool::new(false));
-    // Shared with the task each sync runs in.
-    let engine = Arc::new(Engine::new(
-        client.clone(),
+    // The one way to the cluster, shared with the task each sync runs in.
+    let cluster = Cluster::new(
+        client,
         apply::Options {
             // Stand-ins kept only as what readiness reads of them.
             live_view: Some(health::readiness_view),
             ..cfg.engine.clone()
         },
-    ));
-    let (api, ends) = api_state(&cfg, &client, &engine);
-    let leadership = leadership::start(cfg.leader_elect.as_ref(), &client);
+    );
+    let (api, ends) = api_state(&cfg, &cluster);
+    let leadership = leadership::start(cfg.leader_elect.as_ref(), cluster.client());
     let active_rx = leadership.active;
     let hook_rx = start_http(
         &cfg,
@@ -152,7 +152,7 @@ pub async fn run(
     // Room for a few reconcile requests besides the resync's.
     let (rescan_tx, rescan_rx) = mpsc::channel(8);
     let source_cfg = std::mem::replace(&mut cfg.source, crate::source::Config::Dir(PathBuf::new()));
-    let (stage, kubernetes) = stage(&cfg, &client).await;
+    let (stage, kubernetes) = stage(&cfg, &cluster).await;
     let origins = notify::Origins::default();
     let source_name = source::start(
         source_cfg,
@@ -168,23 +168,23 @@ pub async fn run(
     )?;
 
     let (ev_tx, ev_rx) = mpsc::channel(1024);
-    let owned = start_watches(&cfg, &client, ev_tx);
+    let owned = start_watches(&cfg, &cluster, ev_tx);
     let (selectors_tx, selectors_rx) = tokio_watch::channel(labeller::Selectors::new());
     tokio::spawn(labeller::run(
-        client.clone(),
+        cluster.client().clone(),
         selectors_rx,
-        engine.writes.clone(),
+        cluster.writes.clone(),
         active_rx.clone(),
     ));
     let recorder = cfg
         .events
-        .then(|| events::Events::new(client.clone(), &cfg.engine.instance));
+        .then(|| events::Events::new(cluster.client().clone(), &cfg.engine.instance));
     let notifier = start_notifier(&mut cfg, &source_name, origins, &metrics);
     let mut status =
         crate::report::snapshot::StatusWriter::new(cfg.status_file.clone(), ends.published);
     let (shard, member) = match cfg.shard.clone() {
         Some(shard) => {
-            let (link, member, part) = start_shard(shard, &client, &engine, &stop_rx);
+            let (link, member, part) = start_shard(shard, &cluster, &stop_rx);
             status = status.with_part(part);
             (Some(link), Some(member))
         }
@@ -195,11 +195,11 @@ pub async fn run(
         state.on_shard(link.view.borrow().clone());
     }
     state.kubernetes = kubernetes;
-    first_state(&mut state, &cfg, &client).await;
+    first_state(&mut state, &cfg, &cluster).await;
     main_loop::Loop {
         status,
         cfg,
-        engine,
+        cluster,
         recorder,
         metrics,
         ready,
@@ -249,7 +249,7 @@ struct ApiEnds {
 
 /// What the API serves (the status, the object view, the drift ledger) and its way to
 /// the loop, with the loop's ends of them.
-fn api_state(cfg: &Config, client: &Client, engine: &Arc<Engine>) -> (ApiState, ApiEnds) {
+fn api_state(cfg: &Config, cluster: &Cluster) -> (ApiState, ApiEnds) {
     let (published_tx, published_rx) =
         tokio_watch::channel(Arc::new(Published::new(&StatusFile::starting())));
     let (control_tx, control_rx) = mpsc::channel(16);
@@ -259,15 +259,13 @@ fn api_state(cfg: &Config, client: &Client, engine: &Arc<Engine>) -> (ApiState, 
         control_tx.clone(),
         cfg.api_token.clone(),
         Arc::new(ClusterSuspender {
-            client: client.clone(),
-            store: engine.store(),
-            writes: engine.writes.clone(),
+            client: cluster.client().clone(),
+            store: cluster.store(),
+            writes: cluster.writes.clone(),
         }),
     );
     api.inspect = Some(Arc::new(inspect::Inspector::new(
-        client.clone(),
-        engine.clone(),
-        cfg.engine.instance.clone(),
+        cluster.clone(),
         desired_rx,
     )));
     let (ledger, drift_rx) =
@@ -285,13 +283,12 @@ fn api_state(cfg: &Config, client: &Client, engine: &Arc<Engine>) -> (ApiState, 
 
 /// What renders the source's revisions, with the cluster's Kubernetes version as it said
 /// it at start (none when it did not).
-async fn stage(cfg: &Config, client: &Client) -> (source::Stage, Option<String>) {
+async fn stage(cfg: &Config, cluster: &Cluster) -> (source::Stage, Option<String>) {
     // Read again before each render (source::Stage); this first reading says the
     // version in the status.
     // Bounded: a cluster that is away at start must not hold up the status and the API.
-    let facts =
-        tokio::time::timeout(Duration::from_secs(10), crate::cluster::chart_facts(client)).await;
-    let cluster = match facts {
+    let facts = tokio::time::timeout(Duration::from_secs(10), cluster.chart_facts()).await;
+    let facts = match facts {
         Ok(Ok(facts)) => facts,
         Ok(Err(e)) => {
             tracing::warn!(error = %crate::cluster::error_text(&e), "cannot read the cluster's version for charts; helm's defaults are used");
@@ -304,8 +301,8 @@ async fn stage(cfg: &Config, client: &Client) -> (source::Stage, Option<String>)
             Default::default()
         }
     };
-    let kubernetes = cluster.kube_version.clone();
-    let lookup = match crate::cluster::lookup::start(client.clone()).await {
+    let kubernetes = facts.kube_version.clone();
+    let lookup = match crate::cluster::lookup::start(cluster.client().clone()).await {
         Ok(l) => Some(Arc::new(l)),
         Err(e) => {
             tracing::warn!(error = %e, "charts' lookups return nothing");
@@ -315,9 +312,9 @@ async fn stage(cfg: &Config, client: &Client) -> (source::Stage, Option<String>)
     let stage = source::Stage {
         hydrator: Arc::new(crate::hydrate::Hydrator::new(cfg.render.clone())),
         allow_empty: cfg.engine.prune.allow_mass,
-        cluster,
+        cluster: facts,
         live: Some(source::Live {
-            client: client.clone(),
+            client: cluster.client().clone(),
             lookup,
             // Counted from the time the daemon started, as the CLI's are: renders are
             // kept on disk across restarts, and a restarted daemon's first reading must
@@ -336,9 +333,10 @@ async fn stage(cfg: &Config, client: &Client) -> (source::Stage, Option<String>)
 /// by the loop to the kinds the tree renders. All report on `tx`.
 fn start_watches(
     cfg: &Config,
-    client: &Client,
+    cluster: &Cluster,
     tx: mpsc::Sender<watch::Event>,
 ) -> watch::OwnedWatches {
+    let client = cluster.client();
     tokio::spawn(watch::watch_nodes(client.clone(), tx.clone()));
     tokio::spawn(watch::watch_suspensions(
         client.clone(),
@@ -380,8 +378,7 @@ fn start_notifier(
 /// this replica's part.
 fn start_shard(
     shard: ShardConfig,
-    client: &Client,
-    engine: &Engine,
+    cluster: &Cluster,
     stop: &tokio_watch::Receiver<bool>,
 ) -> (
     main_loop::ShardLink,
@@ -389,12 +386,12 @@ fn start_shard(
     tokio_watch::Sender<Arc<Vec<SpecStatus>>>,
 ) {
     // Nothing is written before the table gives this replica a bucket.
-    engine.hold(Some(Arc::default()));
+    cluster.hold(Some(Arc::default()));
     let (confirmed_tx, confirmed_rx) = tokio_watch::channel(Default::default());
     let (part_tx, part_rx) = tokio_watch::channel(Arc::default());
     let started = shards::start(
         shard,
-        client.clone(),
+        cluster.client().clone(),
         shards::Channels {
             confirmed: confirmed_rx,
             part: part_rx,
@@ -411,14 +408,14 @@ fn start_shard(
 
 /// What the state is told before the first sync: who this daemon is, how it treats
 /// drift, and the suspensions as they stand.
-async fn first_state(state: &mut State, cfg: &Config, client: &Client) {
+async fn first_state(state: &mut State, cfg: &Config, cluster: &Cluster) {
     state.instance.clone_from(&cfg.engine.instance);
     state.correct_drift = cfg.engine.correct_drift;
     // The suspensions as they stand, before the first sync: the watch may list them only
     // after the source's first revision is in, and a restart must not apply what a
     // suspension holds back meanwhile.
     if let Some(now) = watch::read_suspensions(
-        client,
+        cluster.client(),
         &cfg.engine.inventory_namespace,
         &cfg.engine.instance,
     )

@@ -30,7 +30,7 @@ impl Loop {
         if !self.state.is_active() {
             return;
         }
-        let kinds = match tokio::time::timeout(RECORDED_READ, self.engine.recorded_kinds()).await {
+        let kinds = match tokio::time::timeout(RECORDED_READ, self.cluster.recorded_kinds()).await {
             Ok(Ok(kinds)) => kinds,
             Ok(Err(e)) => {
                 tracing::debug!(error = %e, "the recorded kinds are not watched before the first sync");

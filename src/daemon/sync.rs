@@ -12,7 +12,7 @@ use tokio::time::Instant;
 
 use super::queue::Key;
 use super::state::{State, SyncEnd, Tally};
-use crate::apply::{ApplyError, Engine, Known, Scope, SyncReport};
+use crate::apply::{ApplyError, Cluster, Engine, Known, Scope, SyncReport};
 use crate::gate::{Progress, Steered};
 use crate::render::{self, Object};
 use crate::spec::{SpecId, SpecTree, TreeFacts};
@@ -184,7 +184,7 @@ pub fn prepare(engine: &Engine, state: &mut State, keys: Vec<Key>) -> Option<Pre
 /// way; past a grace period the sync is abandoned, as safe as a crash thanks to the
 /// inventory's record-before-apply).
 pub async fn execute(
-    engine: Arc<Engine>,
+    cluster: Cluster,
     store: crate::apply::Store,
     job: Job,
     limits: Limits,
@@ -195,8 +195,9 @@ pub async fn execute(
     let moved = crate::gate::Moved::now();
     // Waves and hooks wait for readiness within the sync, each stage up to the time a
     // spec has to be ready, and all of them within what is left of the sync's time.
+    let engine: &Engine = &cluster;
     let gate = Steered {
-        engine: &engine,
+        engine,
         stage_timeout: limits.stage,
         sync_timeout: limits.sync,
         moved: moved.clone(),

@@ -26,7 +26,7 @@ use super::source::Rescan;
 use super::state::{SourceUpdate, State};
 use super::sync::Finished;
 use super::{Config, labeller, readiness, record, watch};
-use crate::apply::Engine;
+use crate::apply::Cluster;
 use crate::report::api::{Control, NoSync};
 use crate::report::metrics::Metrics;
 use crate::report::notify::Notifier;
@@ -38,7 +38,7 @@ use share::{ShardNews, shard_news};
 
 pub(super) struct Loop {
     pub cfg: Config,
-    pub engine: Arc<Engine>,
+    pub cluster: Cluster,
     pub recorder: Option<Events>,
     pub metrics: Arc<Metrics>,
     /// What `/readyz` answers.
@@ -267,7 +267,7 @@ impl Loop {
     async fn refresh_health(&mut self) {
         let mut timeline = crate::timeline::Timeline::start("daemon step");
         let released = readiness::refresh(
-            &self.engine,
+            &self.cluster,
             &mut self.state,
             &self.metrics,
             self.cfg.ready_timeout,

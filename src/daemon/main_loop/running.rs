@@ -111,7 +111,7 @@ impl Loop {
             Vec::new()
         };
         let mut timeline = crate::timeline::Timeline::start("daemon step");
-        let prepared = sync::prepare(&self.engine, &mut self.state, keys);
+        let prepared = sync::prepare(&self.cluster, &mut self.state, keys);
         timeline.mark("rendered");
         let job = match prepared {
             Some(Prepared::Run(job)) => job,
@@ -159,10 +159,10 @@ impl Loop {
         // sync the 0.1 s the status takes.
         self.write_status();
         let task = tokio::spawn(sync::execute(
-            self.engine.clone(),
+            self.cluster.clone(),
             // The buckets the job's objects were chosen by, not those held once the task
             // first runs.
-            self.engine.store(),
+            self.cluster.store(),
             job,
             limits,
             cancelled,
@@ -277,7 +277,7 @@ impl Loop {
             self.queue.push(key, Instant::now());
         }
         for verb in [Verb::Patch, Verb::Create, Verb::Delete] {
-            let total = self.engine.writes.get(verb);
+            let total = self.cluster.writes.get(verb);
             let seen = self.writes_seen.entry(verb.as_str()).or_insert(0);
             self.metrics.add_api_writes(verb.as_str(), total - *seen);
             *seen = total;
@@ -289,7 +289,7 @@ impl Loop {
             .expected()
             .iter()
             .map(|e| (e.api_version.as_str(), e.key.kind.as_str()));
-        let watched = self.engine.resolved_kinds(kinds).await;
+        let watched = self.cluster.resolved_kinds(kinds).await;
         self.owned.set(&watched);
         self.state.live.watching(
             watched
