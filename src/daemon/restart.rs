@@ -30,7 +30,9 @@ impl Loop {
         if !self.state.is_active() {
             return;
         }
-        let kinds = match tokio::time::timeout(RECORDED_READ, self.cluster.recorded_kinds()).await {
+        let kinds = match tokio::time::timeout(RECORDED_READ, self.on.cluster.recorded_kinds())
+            .await
+        {
             Ok(Ok(kinds)) => kinds,
             Ok(Err(e)) => {
                 tracing::debug!(error = %e, "the recorded kinds are not watched before the first sync");
@@ -41,26 +43,26 @@ impl Loop {
         if kinds.is_empty() {
             return;
         }
-        self.owned.set(&kinds);
+        self.on.owned.set(&kinds);
         self.state.live.watching_first(
             kinds
                 .iter()
                 .map(|r| (r.resource.group.clone(), r.resource.kind.clone())),
         );
-        self.first_lists_until = Some(Instant::now() + FIRST_LISTS_AWAITED);
+        self.on.first_lists_until = Some(Instant::now() + FIRST_LISTS_AWAITED);
     }
 
     /// The first sync has waited for the lists long enough: it lists for itself what is
     /// not in (says whether it stopped waiting now).
     pub(super) fn lists_overdue(&mut self) -> bool {
-        if self.first_lists_until.is_none_or(|t| Instant::now() < t) {
+        if self.on.first_lists_until.is_none_or(|t| Instant::now() < t) {
             return false;
         }
         tracing::info!(
             "the watches' first lists are not in after {}; the first sync lists for itself",
             humantime::format_duration(FIRST_LISTS_AWAITED)
         );
-        self.first_lists_until = None;
+        self.on.first_lists_until = None;
         self.state.live.lists_not_awaited();
         true
     }

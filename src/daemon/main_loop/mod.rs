@@ -37,40 +37,55 @@ pub(super) use share::ShardLink;
 use share::{ShardNews, shard_news};
 
 pub(super) struct Loop {
-    pub cfg: Config,
-    pub cluster: Cluster,
-    pub recorder: Option<Events>,
-    pub metrics: Arc<Metrics>,
-    /// What `/readyz` answers.
-    pub ready: Arc<AtomicBool>,
-    pub state: State,
-    pub queue: Queue,
-    pub owned: watch::OwnedWatches,
-    pub selectors: tokio_watch::Sender<labeller::Selectors>,
+    pub(super) cfg: Config,
+    /// Its one cluster and what the loop keeps of it.
+    pub(super) on: OnCluster,
+    /// Where what the loop knows is told: metrics, probes, the status, notifications.
+    pub(super) out: Outputs,
+    pub(super) state: State,
+    pub(super) queue: Queue,
     /// Asks the source to read again (the directory; git fetches).
-    pub rescan: mpsc::Sender<Rescan>,
-    pub status: StatusWriter,
-    /// Where transitions are told (webhooks, chat, commit statuses), if anywhere.
-    pub notifier: Option<Notifier>,
-    /// What the object view renders a spec from: the tree and nodes, as they change.
-    pub desired: tokio_watch::Sender<Option<super::inspect::Desired>>,
-    /// Every drift a sync met (`GET /api/v1/drift`).
-    pub ledger: super::ledger::Ledger,
+    pub(super) rescan: mpsc::Sender<Rescan>,
     /// The API's way in (and the loop's own, once a requested read is done).
-    pub control: mpsc::Sender<Control>,
+    pub(super) control: mpsc::Sender<Control>,
     /// Who waits for the next whole sync to end (`POST /api/v1/sync?wait=true`).
-    pub waiting: Vec<oneshot::Sender<Result<LastSync, NoSync>>>,
-    /// The engine's write counters as last added to the metrics.
-    pub writes_seen: BTreeMap<&'static str, u64>,
+    pub(super) waiting: Vec<oneshot::Sender<Result<LastSync, NoSync>>>,
     /// The sync running beside the loop, if one is.
-    pub running: Option<Running>,
+    pub(super) running: Option<Running>,
     /// While replicas share the tree: what this one may write, and where the loop says
     /// what it no longer writes beyond (`shards`).
-    pub shard: Option<ShardLink>,
+    pub(super) shard: Option<ShardLink>,
     /// A share that takes buckets away, waiting for the running sync to stop.
-    pub share_due: Option<ShardView>,
+    pub(super) share_due: Option<ShardView>,
+}
+
+/// What the loop holds of one cluster: the handle, the watches of the kinds it owns
+/// there, the labeller's selectors, the Events recorder, what it counted of the writes
+/// and how long a restart waits for the first lists. A daemon of several clusters
+/// holds one of these each.
+pub(super) struct OnCluster {
+    pub(super) cluster: Cluster,
+    pub(super) owned: watch::OwnedWatches,
+    pub(super) selectors: tokio_watch::Sender<labeller::Selectors>,
+    pub(super) recorder: Option<Events>,
+    /// The engine's write counters as last added to the metrics.
+    pub(super) writes_seen: BTreeMap<&'static str, u64>,
     /// Until when a restart's first sync waits for its watches' lists (`restart`).
-    pub first_lists_until: Option<Instant>,
+    pub(super) first_lists_until: Option<Instant>,
+}
+
+/// Where the loop tells what it knows, none of which it reads back.
+pub(super) struct Outputs {
+    pub(super) metrics: Arc<Metrics>,
+    /// What `/readyz` answers.
+    pub(super) ready: Arc<AtomicBool>,
+    pub(super) status: StatusWriter,
+    /// Where transitions are told (webhooks, chat, commit statuses), if anywhere.
+    pub(super) notifier: Option<Notifier>,
+    /// What the object view renders a spec from: the tree and nodes, as they change.
+    pub(super) desired: tokio_watch::Sender<Option<super::inspect::Desired>>,
+    /// Every drift a sync met (`GET /api/v1/drift`).
+    pub(super) ledger: super::ledger::Ledger,
 }
 
 impl Loop {
@@ -116,7 +131,7 @@ impl Loop {
                     if listed {
                         refresh.reset_immediately();
                         // A restart's first sync waited for this list: it goes now.
-                        if self.first_lists_until.is_some() && self.state.live.watches_listed() {
+                        if self.on.first_lists_until.is_some() && self.state.live.watches_listed() {
                             self.queue.push(Key::Full, Instant::now());
                         }
                     }
@@ -157,7 +172,7 @@ impl Loop {
                     if self.state.health_dirty && !self.state.judging_held() {
                         self.refresh_health().await;
                         self.write_status();
-                    } else if self.status.failing() || self.status.due() || self.progressed() {
+                    } else if self.out.status.failing() || self.out.status.due() || self.progressed() {
                         self.write_status();
                     }
                 }
@@ -249,7 +264,7 @@ impl Loop {
 
     fn on_source(&mut self, update: SourceUpdate) {
         let (keys, tally) = self.state.on_source(update, &self.cfg.policy, super::now());
-        record(&self.metrics, tally);
+        record(&self.out.metrics, tally);
         // A revision with something to sync supersedes the running sync of an older one.
         let news = !keys.is_empty();
         for key in keys {
@@ -259,7 +274,7 @@ impl Loop {
             self.cancel_if_due();
         }
         if self.state.warm_standby() {
-            self.ready.store(true, Ordering::Relaxed);
+            self.out.ready.store(true, Ordering::Relaxed);
         }
         self.write_status();
     }
@@ -267,9 +282,9 @@ impl Loop {
     async fn refresh_health(&mut self) {
         let mut timeline = crate::timeline::Timeline::start("daemon step");
         let released = readiness::refresh(
-            &self.cluster,
+            &self.on.cluster,
             &mut self.state,
-            &self.metrics,
+            &self.out.metrics,
             self.cfg.ready_timeout,
         )
         .await;
@@ -285,7 +300,7 @@ impl Loop {
     fn write_status(&mut self) {
         let mut timeline = crate::timeline::Timeline::start("daemon step");
         let progress = self.progress_to_write();
-        self.desired.send_if_modified(|d| {
+        self.out.desired.send_if_modified(|d| {
             let same = match (d.as_ref(), &self.state.tree) {
                 (Some(d), Some(t)) => Arc::ptr_eq(&d.tree, t) && d.nodes == self.state.nodes,
                 (None, None) => true,
@@ -301,16 +316,17 @@ impl Loop {
         });
         // Before the first sync the state knows of no drift yet: what stands in the
         // ledger from before a restart is judged by that sync, not taken as corrected.
-        if self.ledger.standing() && self.state.last_sync().is_some() {
+        if self.out.ledger.standing() && self.state.last_sync().is_some() {
             let drifted = self.state.drifted_objects();
-            self.ledger
+            self.out
+                .ledger
                 .settle(|o| drifted.contains(o), k8s_openapi::jiff::Timestamp::now());
         }
         let mut snapshot = self.state.snapshot();
         snapshot.sync_progress = progress.as_ref();
-        self.status.write(&snapshot, &self.metrics);
+        self.out.status.write(&snapshot, &self.out.metrics);
         timeline.mark("status written");
-        if let Some(notifier) = &self.notifier {
+        if let Some(notifier) = &self.out.notifier {
             for notice in self.state.take_notices(super::now()) {
                 notifier.send(notice);
             }

@@ -111,12 +111,12 @@ impl Loop {
             Vec::new()
         };
         let mut timeline = crate::timeline::Timeline::start("daemon step");
-        let prepared = sync::prepare(&self.cluster, &mut self.state, keys);
+        let prepared = sync::prepare(&self.on.cluster, &mut self.state, keys);
         timeline.mark("rendered");
         let job = match prepared {
             Some(Prepared::Run(job)) => job,
             Some(Prepared::Done(outcome, tally)) => {
-                record(&self.metrics, tally);
+                record(&self.out.metrics, tally);
                 self.settle(outcome);
                 self.answer(answered);
                 self.after_sync().await;
@@ -128,8 +128,8 @@ impl Loop {
             }
         };
         self.state.on_sync_begin();
-        self.first_lists_until = None;
-        if let Some(notifier) = &self.notifier
+        self.on.first_lists_until = None;
+        if let Some(notifier) = &self.out.notifier
             && let Some(notice) = self.state.on_sync_start(now())
         {
             notifier.send(notice);
@@ -159,10 +159,10 @@ impl Loop {
         // sync the 0.1 s the status takes.
         self.write_status();
         let task = tokio::spawn(sync::execute(
-            self.cluster.clone(),
+            self.on.cluster.clone(),
             // The buckets the job's objects were chosen by, not those held once the task
             // first runs.
-            self.cluster.store(),
+            self.on.cluster.store(),
             job,
             limits,
             cancelled,
@@ -181,7 +181,7 @@ impl Loop {
         let mut history = None;
         let (outcome, tally) = match done {
             Ok(mut finished) => {
-                if let (Some(recorder), Ok(report)) = (&self.recorder, &finished.result) {
+                if let (Some(recorder), Ok(report)) = (&self.on.recorder, &finished.result) {
                     recorder.publish(report, self.state.sync_revision());
                 }
                 let revision = self.state.sync_revision().map(str::to_string);
@@ -214,11 +214,12 @@ impl Loop {
             }
         };
         if let (Some((revision, changed)), Some(last)) = (history, self.state.last_sync()) {
-            self.ledger
+            self.out
+                .ledger
                 .record_sync(ledger::history_of(last, revision, changed));
         }
         timeline.mark("sync's end taken");
-        record(&self.metrics, tally);
+        record(&self.out.metrics, tally);
         self.settle(outcome);
         self.answer(running.answered);
         self.after_sync().await;
@@ -231,9 +232,13 @@ impl Loop {
         for o in &report.objects {
             let Some(seen) = &o.drift else { continue };
             let corrected = o.action.is_write();
-            if let Some(new) = self.ledger.record(&o.key, &o.spec, seen, corrected, now) {
-                self.metrics.drift_recorded();
-                if let Some(notifier) = &self.notifier {
+            if let Some(new) = self
+                .out
+                .ledger
+                .record(&o.key, &o.spec, seen, corrected, now)
+            {
+                self.out.metrics.drift_recorded();
+                if let Some(notifier) = &self.out.notifier {
                     notifier.send(ledger::notice_of(&new, revision.clone()));
                 }
             }
@@ -277,9 +282,11 @@ impl Loop {
             self.queue.push(key, Instant::now());
         }
         for verb in [Verb::Patch, Verb::Create, Verb::Delete] {
-            let total = self.cluster.writes.get(verb);
-            let seen = self.writes_seen.entry(verb.as_str()).or_insert(0);
-            self.metrics.add_api_writes(verb.as_str(), total - *seen);
+            let total = self.on.cluster.writes.get(verb);
+            let seen = self.on.writes_seen.entry(verb.as_str()).or_insert(0);
+            self.out
+                .metrics
+                .add_api_writes(verb.as_str(), total - *seen);
             *seen = total;
         }
         // Not before the sync: the live objects their lists bring in would come on top
@@ -289,17 +296,18 @@ impl Loop {
             .expected()
             .iter()
             .map(|e| (e.api_version.as_str(), e.key.kind.as_str()));
-        let watched = self.cluster.resolved_kinds(kinds).await;
-        self.owned.set(&watched);
+        let watched = self.on.cluster.resolved_kinds(kinds).await;
+        self.on.owned.set(&watched);
         self.state.live.watching(
             watched
                 .iter()
                 .map(|r| (r.resource.group.clone(), r.resource.kind.clone())),
         );
         let _ = self
+            .on
             .selectors
             .send(labeller::selectors_of(self.state.specs()));
-        self.ready.store(true, Ordering::Relaxed);
+        self.out.ready.store(true, Ordering::Relaxed);
         self.write_status();
     }
 

@@ -73,7 +73,7 @@ impl Loop {
     /// From now on the engine, the state and the member go by `view`.
     pub(super) fn take_share(&mut self, view: ShardView) {
         let held = view.held.clone();
-        self.cluster.hold(Some(Arc::new(held.clone())));
+        self.on.cluster.hold(Some(Arc::new(held.clone())));
         if let Some(key) = self.state.on_shard(view) {
             self.queue.push(key, Instant::now());
         }
