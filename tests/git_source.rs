@@ -75,6 +75,7 @@ fn open_with(
         path: path.map(str::to_string),
         cache_dir: cache.to_path_buf(),
         needs_checkout: driftless::hydrate::needs_checkout,
+        verify: None,
         auth,
     })
     .unwrap()
@@ -266,6 +267,7 @@ fn file_url_tree_rules_and_path() {
             path: Some("../x".into()),
             cache_dir: cache.path().into(),
             needs_checkout: driftless::hydrate::needs_checkout,
+            verify: None,
             auth: GitAuth::None,
         }),
         Err(GitError::Config(_))

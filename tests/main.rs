@@ -59,6 +59,7 @@ mod secret_hashes;
 mod security;
 mod shards;
 mod ship;
+mod signed;
 mod sops;
 mod spec;
 mod sync;

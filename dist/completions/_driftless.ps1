@@ -228,6 +228,7 @@ Register-ArgumentCompleter -Native -CommandName 'driftless' -ScriptBlock {
             [CompletionResult]::new('--semver', '--semver', [CompletionResultType]::ParameterName, 'Follow the newest tag of --oci within this semver range, e.g. ">=1.0.0 <2.0.0"')
             [CompletionResult]::new('--digest', '--digest', [CompletionResultType]::ParameterName, 'Pin --oci to this digest (sha256:…): it never moves')
             [CompletionResult]::new('--commit', '--commit', [CompletionResultType]::ParameterName, 'Commit to pin with --git')
+            [CompletionResult]::new('--verify-commits', '--verify-commits', [CompletionResultType]::ParameterName, 'Apply only revisions signed by a key this allowed_signers file allows (ssh-keygen''s format, as git''s gpg.ssh.allowedSignersFile): the commit''s SSH signature, or with --tag the tag''s. Any other revision is not applied and the last verified one stays (read again at each fetch)')
             [CompletionResult]::new('--path', '--path', [CompletionResultType]::ParameterName, 'Subdirectory of the repository (--git) or of the artifact''s tree (--oci) that holds the specs')
             [CompletionResult]::new('--interval', '--interval', [CompletionResultType]::ParameterName, 'How often to fetch with --git or --oci (POST /hooks/git or /hooks/oci fetches at once)')
             [CompletionResult]::new('--resync', '--resync', [CompletionResultType]::ParameterName, 'Full resync (and directory rescan) period, counted from the end of the last whole sync')

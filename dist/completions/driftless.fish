@@ -212,6 +212,7 @@ complete -c driftless -n "__fish_driftless_using_subcommand run" -l oci -d 'Sync
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l semver -d 'Follow the newest tag of --oci within this semver range, e.g. ">=1.0.0 <2.0.0"' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l digest -d 'Pin --oci to this digest (sha256:…): it never moves' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l commit -d 'Commit to pin with --git' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l verify-commits -d 'Apply only revisions signed by a key this allowed_signers file allows (ssh-keygen\'s format, as git\'s gpg.ssh.allowedSignersFile): the commit\'s SSH signature, or with --tag the tag\'s. Any other revision is not applied and the last verified one stays (read again at each fetch)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l path -d 'Subdirectory of the repository (--git) or of the artifact\'s tree (--oci) that holds the specs' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l interval -d 'How often to fetch with --git or --oci (POST /hooks/git or /hooks/oci fetches at once)' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l resync -d 'Full resync (and directory rescan) period, counted from the end of the last whole sync' -r

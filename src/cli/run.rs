@@ -48,6 +48,12 @@ pub struct RunArgs {
     /// Commit to pin with --git.
     #[arg(long, requires = "git")]
     pub commit: Option<String>,
+    /// Apply only revisions signed by a key this allowed_signers file allows (ssh-keygen's
+    /// format, as git's gpg.ssh.allowedSignersFile): the commit's SSH signature, or with
+    /// --tag the tag's. Any other revision is not applied and the last verified one stays
+    /// (read again at each fetch).
+    #[arg(long, value_name = "FILE", requires = "git")]
+    pub verify_commits: Option<PathBuf>,
     /// Subdirectory of the repository (--git) or of the artifact's tree (--oci) that holds
     /// the specs.
     #[arg(long, value_name = "SUBDIR")]
@@ -286,6 +292,10 @@ pub async fn run(args: &RunArgs, global: &GlobalArgs, selection: &Selection) -> 
                 );
             }
             let auth = GitAuth::from_env(|k| std::env::var(k).ok()).context("git credentials")?;
+            if let Some(path) = &args.verify_commits {
+                // Refused at start, in the file's words, rather than at every fetch.
+                driftless::source::git::verify::AllowedSigners::read(path)?;
+            }
             let config = GitConfig {
                 url: url.clone(),
                 reference,
@@ -293,6 +303,7 @@ pub async fn run(args: &RunArgs, global: &GlobalArgs, selection: &Selection) -> 
                 cache_dir: args.policy.tools.cache_dir(),
                 needs_checkout: driftless::hydrate::needs_checkout,
                 auth,
+                verify: args.verify_commits.clone(),
             };
             SourceConfig::Git {
                 config,

@@ -197,27 +197,31 @@ pub async fn run(
     state.kubernetes = kubernetes;
     first_state(&mut state, &cfg, &cluster).await;
     main_loop::Loop {
-        status,
         cfg,
-        cluster,
-        recorder,
-        metrics,
-        ready,
+        on: main_loop::OnCluster {
+            cluster,
+            owned,
+            selectors: selectors_tx,
+            recorder,
+            writes_seen: Default::default(),
+            first_lists_until: None,
+        },
+        out: main_loop::Outputs {
+            metrics,
+            ready,
+            status,
+            notifier,
+            desired: ends.desired,
+            ledger: ends.ledger,
+        },
         state,
         queue: queue::Queue::default(),
-        owned,
-        selectors: selectors_tx,
         rescan: rescan_tx,
-        writes_seen: Default::default(),
-        notifier,
-        desired: ends.desired,
-        ledger: ends.ledger,
         control: ends.control,
         waiting: Vec::new(),
         running: None,
         shard,
         share_due: None,
-        first_lists_until: None,
     }
     .run(
         src_rx,

@@ -391,12 +391,17 @@ async fn report(
                 }
             })
         }
-        Err(Failure { message, reason }) => {
+        Err(Failure {
+            message,
+            reason,
+            revision,
+        }) => {
             *last = None;
             Some(SourceUpdate::Failed {
                 message,
                 source: kind,
                 reason,
+                revision,
             })
         }
     };

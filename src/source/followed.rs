@@ -16,6 +16,9 @@ use super::Revision;
 pub struct Failure {
     pub message: String,
     pub reason: &'static str,
+    /// The revision the source found and refused (a commit whose signature did not
+    /// pass), where that is why it failed.
+    pub revision: Option<String>,
 }
 
 impl Failure {
@@ -23,6 +26,7 @@ impl Failure {
         Failure {
             message: message.to_string(),
             reason,
+            revision: None,
         }
     }
 }

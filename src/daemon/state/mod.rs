@@ -126,6 +126,9 @@ pub struct State {
     /// Live state of owned objects, from the watches (one cluster's store).
     pub live: LiveStore,
     last_sync: Option<LastSync>,
+    /// A revision the source found and refused (its signature did not pass), with why:
+    /// told as such, while the last good revision stays in force.
+    refused: Option<(String, String)>,
     pub health: Vec<Arc<SpecHealth>>,
     pub health_dirty: bool,
     active: bool,
@@ -214,6 +217,7 @@ impl State {
             warnings: HashMap::new(),
             live: LiveStore::default(),
             last_sync: None,
+            refused: None,
             health: Vec::new(),
             health_dirty: true,
             active,

@@ -79,6 +79,17 @@ impl State {
     /// its prune, specs not ready in time), else readiness of the applied revision; `None`
     /// while anything is still under way.
     fn condition(&self, now: Now) -> Option<Condition> {
+        // A revision the source refused (unverified) is told as that revision's
+        // failure; the last good one stays in force.
+        if let Some((revision, message)) = &self.refused {
+            let n = notice(
+                Event::RevisionUnverified,
+                Some(revision.clone()),
+                message.clone(),
+                now,
+            );
+            return Some(Condition::Failing(n));
+        }
         // A source that cannot be read is a fetch problem, retried on every interval,
         // with the last good revision in force: not one of a revision's outcomes.
         if self

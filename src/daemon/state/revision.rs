@@ -24,6 +24,8 @@ pub enum SourceUpdate {
         /// The source's kind and why it failed, as the error metric labels them.
         source: &'static str,
         reason: &'static str,
+        /// The revision it found and refused, if that is why (`Failure::revision`).
+        revision: Option<String>,
     },
 }
 
@@ -87,9 +89,11 @@ impl State {
                 message,
                 source,
                 reason,
+                revision,
             } => {
                 tracing::warn!(error = %message, "source error; the last good revision stays in force");
                 tally.source_failed = Some((source, reason));
+                self.refused = revision.map(|r| (r, message.clone()));
                 self.errors = vec![SourceError {
                     app: None,
                     file: None,
@@ -105,6 +109,7 @@ impl State {
                 rendered,
             } => (id, files, rendered),
         };
+        self.refused = None;
         // Valid or not: a render whose lookups failed may pass once the cluster changes.
         self.read_cluster = rendered.read_cluster;
         // What the render left out on purpose (Flux's own install), once per revision.

@@ -268,6 +268,7 @@ fn title(event: Event) -> &'static str {
         Event::SyncStarted => "sync started",
         Event::RevisionReady => "revision applied and ready",
         Event::RevisionInvalid => "revision invalid",
+        Event::RevisionUnverified => "revision not verified",
         Event::AppsHeld => "apps held",
         Event::SyncFailed => "sync failed",
         Event::PruneRefused => "prune refused",

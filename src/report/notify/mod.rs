@@ -34,6 +34,9 @@ pub enum Event {
     RevisionReady,
     /// The revision has invalid files: nothing of it was applied, nothing pruned.
     RevisionInvalid,
+    /// The revision's signature did not pass `--verify-commits`: nothing of it was
+    /// applied; the last verified revision stays in force.
+    RevisionUnverified,
     /// The revision is applied but for apps it holds (their render or validation
     /// failed): those were neither applied nor pruned.
     AppsHeld,
@@ -54,6 +57,7 @@ impl Event {
             Event::SyncStarted => "sync_started",
             Event::RevisionReady => "revision_ready",
             Event::RevisionInvalid => "revision_invalid",
+            Event::RevisionUnverified => "revision_unverified",
             Event::AppsHeld => "apps_held",
             Event::SyncFailed => "sync_failed",
             Event::PruneRefused => "prune_refused",
@@ -68,6 +72,7 @@ impl Event {
         matches!(
             self,
             Event::RevisionInvalid
+                | Event::RevisionUnverified
                 | Event::AppsHeld
                 | Event::SyncFailed
                 | Event::PruneRefused

@@ -45,6 +45,7 @@ impl GitSource {
             GitRef::Tag(t) => self.fetch_ref(&repo, &format!("refs/tags/{t}"), &known_hosts)?,
             GitRef::Commit(c) => self.fetch_commit(&repo, c, &known_hosts)?,
         };
+        self.verify_signature(&repo, commit)?;
         let (files, unread) = tree::read_files(&repo, commit, &self.path)?;
         // Tools read files themselves: the commit is checked out, once, where only
         // driftless looks (never in anyone's work tree).
@@ -86,6 +87,33 @@ impl GitSource {
             }),
             origin: None,
         })
+    }
+
+    /// `--verify-commits`: the followed tag's signature, or else the commit's, checked
+    /// before anything of the revision is read. The allowed signers are read each time.
+    fn verify_signature(&self, repo: &Repository, commit: Oid) -> Result<(), GitError> {
+        let Some(path) = &self.verify else {
+            return Ok(());
+        };
+        let signers = super::verify::AllowedSigners::read(path)?;
+        let unverified = |source| GitError::Unverified {
+            commit: commit.to_string(),
+            source,
+        };
+        let signer = match &self.reference {
+            GitRef::Tag(t) => {
+                let landing = format!("{REF_NS}/incoming/tags/{t}");
+                let target = repo
+                    .find_reference(&landing)
+                    .ok()
+                    .and_then(|r| r.target())
+                    .unwrap_or(commit);
+                super::verify::verify_tag(repo, t, target, &signers).map_err(unverified)?
+            }
+            _ => super::verify::verify_commit(repo, commit, &signers).map_err(unverified)?,
+        };
+        tracing::debug!(commit = %commit, signer = %signer.principals, key = %signer.key, "signature verified");
+        Ok(())
     }
 
     fn load_known_hosts(&self) -> Result<Option<KnownHosts>, GitError> {

@@ -25,7 +25,13 @@ impl Followed for Git {
     async fn read(&self, _again: bool) -> Result<Option<Revision>, Failure> {
         match super::fetch(self.0.clone()).await {
             Ok(rev) => Ok(Some(rev)),
-            Err(e) => Err(Failure::new(e.metric_label(), e)),
+            Err(e) => {
+                let revision = e.revision().map(str::to_string);
+                Err(Failure {
+                    revision,
+                    ..Failure::new(e.metric_label(), e)
+                })
+            }
         }
     }
 }

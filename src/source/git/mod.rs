@@ -16,6 +16,7 @@ mod known_hosts;
 pub mod local;
 mod tree;
 mod url;
+pub mod verify;
 
 pub use follow::Git;
 
@@ -62,6 +63,9 @@ pub struct GitConfig {
     /// Whether a commit's files need its tree on disk (the rendering stage's judgement,
     /// handed down: then the commit is checked out).
     pub needs_checkout: fn(&[SourceFile]) -> bool,
+    /// `--verify-commits`: the allowed_signers file a revision's signature is checked
+    /// against (the tag's, for a tag; else the commit's); none: nothing is checked.
+    pub verify: Option<PathBuf>,
 }
 
 impl fmt::Debug for GitConfig {
@@ -72,6 +76,7 @@ impl fmt::Debug for GitConfig {
             .field("path", &self.path)
             .field("cache_dir", &self.cache_dir)
             .field("auth", &self.auth)
+            .field("verify", &self.verify)
             .finish()
     }
 }
@@ -96,6 +101,15 @@ pub enum GitError {
     Tree { commit: String, message: String },
     #[error("git fetch task failed: {0}")]
     Task(String),
+    /// The revision (`commit`) is not applied: its signature does not pass
+    /// `--verify-commits`.
+    #[error("not applied: {source}")]
+    Unverified {
+        commit: String,
+        source: verify::Unverified,
+    },
+    #[error(transparent)]
+    Signers(#[from] verify::SignersError),
 }
 
 impl GitError {
@@ -110,7 +124,16 @@ impl GitError {
         "path_not_found",
         "tree",
         "task",
+        "unverified",
     ];
+
+    /// The commit the error is about, where it is one the source found but refused.
+    pub fn revision(&self) -> Option<&str> {
+        match self {
+            GitError::Unverified { commit, .. } => Some(commit),
+            _ => None,
+        }
+    }
 
     /// A stable, low-cardinality label for the error metric.
     pub fn metric_label(&self) -> &'static str {
@@ -124,6 +147,8 @@ impl GitError {
             GitError::PathNotFound { .. } => "path_not_found",
             GitError::Tree { .. } => "tree",
             GitError::Task(_) => "task",
+            GitError::Unverified { .. } => "unverified",
+            GitError::Signers(_) => "config",
         }
     }
 }
@@ -140,6 +165,7 @@ pub struct GitSource {
     ssh_port: u16,
     cache_path: PathBuf,
     needs_checkout: fn(&[SourceFile]) -> bool,
+    verify: Option<PathBuf>,
     /// git2 repositories are not Sync; the lock also keeps two fetches from racing on
     /// the same refs.
     repo: Mutex<Repository>,
@@ -154,6 +180,7 @@ impl fmt::Debug for GitSource {
             .field("path", &self.path)
             .field("cache_path", &self.cache_path)
             .field("auth", &self.auth)
+            .field("verify", &self.verify)
             .finish()
     }
 }
@@ -180,6 +207,7 @@ impl GitSource {
             auth: cfg.auth,
             cache_path,
             needs_checkout: cfg.needs_checkout,
+            verify: cfg.verify,
             repo: Mutex::new(repo),
             redactor,
         })
@@ -272,6 +300,7 @@ mod tests {
             path: None,
             cache_dir: "/cache".into(),
             needs_checkout: |_| false,
+            verify: None,
             auth: GitAuth::Token {
                 username: None,
                 token: "tok-secret".into(),
@@ -291,6 +320,7 @@ mod tests {
             path: None,
             cache_dir: cache.path().into(),
             needs_checkout: |_| false,
+            verify: None,
             auth: GitAuth::Token {
                 username: None,
                 token: "tok-123".into(),
@@ -320,6 +350,7 @@ mod tests {
             path: None,
             cache_dir: cache.path().into(),
             needs_checkout: |_| false,
+            verify: None,
             auth: GitAuth::None,
         })
         .unwrap();
