@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use super::runner::{self, Session};
 use super::tree::{self, Dependency};
+use super::walk::{Hidden, Links, Revisit, Walk, WalkError};
 
 /// What a chart needs besides its own directory.
 #[derive(Debug, Default)]
@@ -161,21 +162,30 @@ pub fn build(
 /// while it stays inside `bound`.
 fn copy_dir(from: &Path, to: &Path, bound: &Path) -> std::io::Result<()> {
     std::fs::create_dir_all(to)?;
-    for e in std::fs::read_dir(from)?.flatten() {
-        let p = e.path();
-        let real = p.canonicalize()?;
-        if !real.starts_with(bound) {
-            return Err(std::io::Error::other(format!(
-                "{} leads out of the repository",
-                p.display()
-            )));
-        }
-        let meta = std::fs::metadata(&real)?;
-        let target = to.join(e.file_name());
-        if meta.is_dir() {
-            copy_dir(&real, &target, bound)?;
-        } else if meta.is_file() {
-            std::fs::copy(&real, &target)?;
+    let walk = Walk {
+        hidden: Hidden::Keep,
+        links: Links::Inside(bound),
+        revisit: Revisit::ByEveryPath,
+        depth: None,
+    };
+    for e in walk.iter(from) {
+        let e = match e {
+            Ok(e) => e,
+            Err(WalkError::LeadsOut { path }) => {
+                return Err(std::io::Error::other(format!(
+                    "{} leads out of the repository",
+                    path.display()
+                )));
+            }
+            Err(WalkError::Read { source, .. } | WalkError::Missing { source, .. }) => {
+                return Err(source);
+            }
+        };
+        let target = to.join(&e.rel);
+        if e.is_dir() {
+            std::fs::create_dir_all(&target)?;
+        } else if e.is_file() {
+            std::fs::copy(&e.real, &target)?;
         }
     }
     Ok(())

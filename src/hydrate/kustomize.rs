@@ -18,6 +18,7 @@ use super::stage::Shared;
 use super::tool::found_once;
 use super::tool::{Context, FindError, Rendered, Tool, ToolError};
 use super::tree::KUSTOMIZATION_FILES;
+use super::walk::{Hidden, Links, Revisit, Walk, WalkError};
 use crate::source::Checkout;
 use crate::spec::{Location, RenderedBy};
 
@@ -307,17 +308,19 @@ fn add_file(repo: &Path, file: &Path, c: &mut Closure) -> Result<(), ClosureErro
 }
 
 fn add_dir_files(repo: &Path, dir: &Path, c: &mut Closure) -> Result<(), ClosureError> {
-    let entries = std::fs::read_dir(dir).map_err(|e| ClosureError::Io {
-        path: shown(repo, dir),
-        message: e.to_string(),
-    })?;
-    for e in entries.flatten() {
-        let p = e.path();
-        if e.file_name().to_string_lossy().starts_with('.') {
-            continue;
-        }
-        if std::fs::metadata(&p).is_ok_and(|m| m.is_file()) {
-            add_file(repo, &p, c)?;
+    let walk = Walk {
+        hidden: Hidden::Skip,
+        links: Links::Inside(repo),
+        revisit: Revisit::Never,
+        depth: Some(1),
+    };
+    for e in walk.iter(dir) {
+        match e {
+            Ok(e) if e.is_file() => add_file(repo, &e.path, c)?,
+            Ok(_) | Err(WalkError::Missing { .. }) => {}
+            // A subdirectory is read only when named (and then checked as named).
+            Err(WalkError::LeadsOut { path }) if path.is_dir() => {}
+            Err(e) => return Err(closure_error(repo, e)),
         }
     }
     Ok(())
@@ -325,39 +328,35 @@ fn add_dir_files(repo: &Path, dir: &Path, c: &mut Closure) -> Result<(), Closure
 
 /// Every file under `dir` (a base named whole): a base may read any of them.
 fn add_tree(repo: &Path, dir: &Path, c: &mut Closure) -> Result<(), ClosureError> {
-    let mut pending = vec![dir.to_path_buf()];
-    let mut seen = BTreeSet::new();
-    while let Some(d) = pending.pop() {
-        if !seen.insert(d.clone()) {
-            continue;
-        }
-        let entries = std::fs::read_dir(&d).map_err(|e| ClosureError::Io {
-            path: shown(repo, &d),
-            message: e.to_string(),
-        })?;
-        for e in entries.flatten() {
-            if e.file_name().to_string_lossy().starts_with('.') {
-                continue;
-            }
-            let p = e.path();
-            let Ok(meta) = std::fs::metadata(&p) else {
-                continue;
-            };
-            if meta.is_dir() {
-                let real = p.canonicalize().map_err(|e| ClosureError::Io {
-                    path: shown(repo, &p),
-                    message: e.to_string(),
-                })?;
-                if !real.starts_with(repo) {
-                    return Err(ClosureError::LeadsOut(shown(repo, &p)));
-                }
-                pending.push(real);
-            } else if meta.is_file() {
-                add_file(repo, &p, c)?;
-            }
+    let walk = Walk {
+        hidden: Hidden::Skip,
+        links: Links::Inside(repo),
+        revisit: Revisit::Never,
+        depth: None,
+    };
+    for e in walk.iter(dir) {
+        match e {
+            Ok(e) if e.is_file() => add_file(repo, &e.path, c)?,
+            Ok(_) | Err(WalkError::Missing { .. }) => {}
+            Err(e) => return Err(closure_error(repo, e)),
         }
     }
     Ok(())
+}
+
+/// A walk's error in the closure's words.
+fn closure_error(repo: &Path, e: WalkError) -> ClosureError {
+    match e {
+        WalkError::Read { dir, source } => ClosureError::Io {
+            path: shown(repo, &dir),
+            message: source.to_string(),
+        },
+        WalkError::Missing { path, source } => ClosureError::Io {
+            path: shown(repo, &path),
+            message: source.to_string(),
+        },
+        WalkError::LeadsOut { path } => ClosureError::LeadsOut(shown(repo, &path)),
+    }
 }
 
 /// `p` as a message shows it: relative to the repository.

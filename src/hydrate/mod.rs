@@ -18,6 +18,7 @@ pub mod held;
 pub mod helm;
 pub mod jsonnet;
 pub mod kustomize;
+pub mod merge;
 pub mod plugin;
 mod post_render;
 pub mod pull;
@@ -25,6 +26,7 @@ pub mod runner;
 pub mod stage;
 pub mod tool;
 pub mod tree;
+pub mod walk;
 
 use std::sync::atomic::Ordering;
 

@@ -203,48 +203,46 @@ pub fn repository_files(
     what: &str,
 ) -> Result<Vec<RepositoryFile>, RepositoryFilesError> {
     use std::os::unix::fs::PermissionsExt;
+    let walk = crate::hydrate::walk::Walk {
+        hidden: crate::hydrate::walk::Hidden::ExceptGit,
+        // A link leading out of the repository: not given.
+        links: crate::hydrate::walk::Links::SkipOutside(repo),
+        revisit: crate::hydrate::walk::Revisit::ByEveryPath,
+        depth: None,
+    };
     let mut files = Vec::new();
     let mut bytes = 0u64;
-    let mut pending = vec![repo.to_path_buf()];
-    while let Some(dir) = pending.pop() {
-        let entries = std::fs::read_dir(&dir).map_err(|e| RepositoryFilesError::Read {
-            what: "the repository".into(),
-            why: e.to_string(),
-        })?;
-        for e in entries.flatten() {
-            if e.file_name() == ".git" {
-                continue;
-            }
-            let p = e.path();
-            let real = match p.canonicalize() {
-                Ok(r) if r.starts_with(repo) => r,
-                // A dangling link, or one leading out of the repository: not given.
-                _ => continue,
-            };
-            let Ok(meta) = std::fs::metadata(&real) else {
-                continue;
-            };
-            if meta.is_dir() {
-                pending.push(p);
-            } else if meta.is_file() {
-                bytes += meta.len();
-                if bytes > max_bytes {
-                    return Err(RepositoryFilesError::TooLarge {
-                        mib: max_bytes >> 20,
-                        then: what.to_string(),
-                    });
-                }
-                let contents = std::fs::read(&real).map_err(|e| RepositoryFilesError::Read {
-                    what: p.display().to_string(),
-                    why: e.to_string(),
-                })?;
-                files.push(RepositoryFile {
-                    path: p.strip_prefix(repo).unwrap_or(&p).to_path_buf(),
-                    executable: meta.permissions().mode() & 0o111 != 0,
-                    contents,
+    for e in walk.iter(repo) {
+        let e = match e {
+            Ok(e) => e,
+            Err(crate::hydrate::walk::WalkError::Read { source, .. }) => {
+                return Err(RepositoryFilesError::Read {
+                    what: "the repository".into(),
+                    why: source.to_string(),
                 });
             }
+            // A dangling link: not given.
+            Err(_) => continue,
+        };
+        if !e.is_file() {
+            continue;
         }
+        bytes += e.meta.len();
+        if bytes > max_bytes {
+            return Err(RepositoryFilesError::TooLarge {
+                mib: max_bytes >> 20,
+                then: what.to_string(),
+            });
+        }
+        let contents = std::fs::read(&e.real).map_err(|err| RepositoryFilesError::Read {
+            what: e.path.display().to_string(),
+            why: err.to_string(),
+        })?;
+        files.push(RepositoryFile {
+            path: e.rel,
+            executable: e.meta.permissions().mode() & 0o111 != 0,
+            contents,
+        });
     }
     files.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(files)

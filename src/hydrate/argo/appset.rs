@@ -10,6 +10,8 @@ use serde_json::{Map, Value, json};
 
 use super::Repository;
 use crate::hydrate::app_yaml::line_of;
+use crate::hydrate::merge::{Nulls, merge};
+use crate::hydrate::walk::{Hidden, Links, Revisit, Walk, WalkError};
 
 /// One generator's parameters for one Application.
 type Params = Map<String, Value>;
@@ -83,7 +85,12 @@ pub(super) fn applications(
             }
         };
         let template = match g[kind.as_str()]["template"].as_object() {
-            Some(own) => merge(spec["template"].clone(), Value::Object(own.clone())),
+            // A generator's own template over the ApplicationSet's, field by field.
+            Some(own) => {
+                let mut template = spec["template"].clone();
+                merge(&mut template, Value::Object(own.clone()), Nulls::Replace);
+                template
+            }
             None => spec["template"].clone(),
         };
         for p in params {
@@ -123,7 +130,7 @@ fn git(body: &Value, repo: &Repository, go: bool) -> Result<Vec<Params>, AppSetE
     let Some(disk) = repo.repo else {
         return Err(AppSetError::NotOnDisk);
     };
-    let all = walk(disk);
+    let all = walk(disk)?;
     let mut out = Vec::new();
     if let Some(dirs) = body["directories"].as_array() {
         let rule = |d: &Value| -> Result<(globset::GlobMatcher, bool), AppSetError> {
@@ -184,35 +191,38 @@ fn glob(path: &str) -> Result<globset::GlobMatcher, AppSetError> {
 }
 
 /// Every directory and file of the repository below its root (relative, `.git` and
-/// hidden entries left out), directories flagged.
-fn walk(root: &Path) -> Vec<(String, bool)> {
+/// hidden entries left out), directories flagged; a directory that cannot be listed is
+/// an error, as in Argo CD's git generator.
+fn walk(root: &Path) -> Result<Vec<(String, bool)>, AppSetError> {
+    let walk = Walk {
+        hidden: Hidden::Skip,
+        links: Links::Follow,
+        revisit: Revisit::Never,
+        depth: None,
+    };
     let mut out = Vec::new();
-    let mut pending = vec![root.to_path_buf()];
-    while let Some(d) = pending.pop() {
-        let Ok(entries) = std::fs::read_dir(&d) else {
-            continue;
+    for e in walk.iter(root) {
+        let (path, is_dir) = match e {
+            Ok(e) => (e.path, e.meta.is_dir()),
+            // A link to nothing is a file: reading it, if it matches, says so.
+            Err(WalkError::Missing { path, .. }) => (path, false),
+            Err(WalkError::Read { dir, source }) => {
+                return Err(AppSetError::Read {
+                    file: dir.strip_prefix(root).unwrap_or(&dir).display().to_string(),
+                    why: source.to_string(),
+                });
+            }
+            Err(WalkError::LeadsOut { .. }) => continue,
         };
-        for e in entries.flatten() {
-            let p = e.path();
-            if p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with('.'))
-            {
-                continue;
-            }
-            let rel = p
-                .strip_prefix(root)
-                .unwrap_or(&p)
-                .to_string_lossy()
-                .into_owned();
-            let is_dir = p.is_dir();
-            if is_dir {
-                pending.push(p);
-            }
-            out.push((rel, is_dir));
-        }
+        let rel = path
+            .strip_prefix(root)
+            .unwrap_or(&path)
+            .to_string_lossy()
+            .into_owned();
+        out.push((rel, is_dir));
     }
     out.sort();
-    out
+    Ok(out)
 }
 
 /// The `path` parameters of a directory, as the git generator names them.
@@ -262,20 +272,6 @@ fn flatten(prefix: &str, v: &Value, out: &mut Params) {
         other => {
             out.insert(prefix.to_string(), other.clone());
         }
-    }
-}
-
-/// A generator's own template over the ApplicationSet's, field by field.
-fn merge(mut base: Value, over: Value) -> Value {
-    match (&mut base, over) {
-        (Value::Object(b), Value::Object(o)) => {
-            for (k, v) in o {
-                let merged = merge(b.remove(&k).unwrap_or(Value::Null), v);
-                b.insert(k, merged);
-            }
-            base
-        }
-        (_, over) => over,
     }
 }
 

@@ -9,6 +9,7 @@ use super::{Part, PartSource};
 use crate::hydrate::kustomize::{self, Kustomize};
 use crate::hydrate::stage::Shared;
 use crate::hydrate::tool::{Context, FindError, Rendered, Tool, ToolError, found_once};
+use crate::hydrate::walk::{Hidden, Links, Revisit, Walk, WalkError};
 use crate::spec::{Location, RenderedBy};
 
 /// The Argo CD directory and Kustomize sources: kustomize found once, when asked.
@@ -111,7 +112,8 @@ impl Tool for Directories {
 /// directory source: its YAML and JSON files (all below it with `recurse`), those
 /// `include` matches and `exclude` does not (globs on the path within the directory,
 /// `{a,b}` alternatives), a Jsonnet file's objects as Argo CD evaluates it (no
-/// arguments: a function's own defaults). Hidden files and directories are skipped.
+/// arguments: a function's own defaults). Hidden files and directories are skipped; a
+/// link leading out of the repository is refused.
 fn directory(
     r: &Shared,
     repo: &Path,
@@ -143,39 +145,43 @@ fn directory(
             "path {path:?} is not a directory of the repository"
         )));
     }
+    let walk = Walk {
+        hidden: Hidden::Skip,
+        // Argo CD refuses a link leading out of the repository.
+        links: Links::Inside(repo),
+        revisit: Revisit::Never,
+        depth: if recurse { None } else { Some(1) },
+    };
     let mut files = Vec::new();
-    let mut pending = vec![dir.clone()];
-    while let Some(d) = pending.pop() {
-        let entries = std::fs::read_dir(&d).map_err(|e| said(format!("reading {path}: {e}")))?;
-        for e in entries.flatten() {
-            let p = e.path();
-            let hidden = p
-                .file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with('.'));
-            if hidden {
-                continue;
+    for e in walk.iter(&dir) {
+        let (rel, p) = match e {
+            Ok(e) if e.is_dir() => continue,
+            Ok(e) => (e.rel.to_string_lossy().into_owned(), e.path),
+            // A link to nothing is read, and says so, if it is a manifest.
+            Err(WalkError::Missing { path: p, .. }) => (
+                p.strip_prefix(&dir)
+                    .unwrap_or(&p)
+                    .to_string_lossy()
+                    .into_owned(),
+                p,
+            ),
+            Err(WalkError::LeadsOut { path: p }) => {
+                let shown = p.strip_prefix(repo).unwrap_or(&p).display().to_string();
+                return Err(said(format!("{shown} leads out of the repository")));
             }
-            if p.is_dir() {
-                if recurse {
-                    pending.push(p);
-                }
-                continue;
+            Err(WalkError::Read { source, .. }) => {
+                return Err(said(format!("reading {path}: {source}")));
             }
-            let rel = p
-                .strip_prefix(&dir)
-                .unwrap_or(&p)
-                .to_string_lossy()
-                .into_owned();
-            if !MANIFESTS.iter().any(|ext| rel.ends_with(ext)) {
-                continue;
-            }
-            if include.as_ref().is_some_and(|g| !g.is_match(&rel))
-                || exclude.as_ref().is_some_and(|g| g.is_match(&rel))
-            {
-                continue;
-            }
-            files.push((rel, p));
+        };
+        if !MANIFESTS.iter().any(|ext| rel.ends_with(ext)) {
+            continue;
         }
+        if include.as_ref().is_some_and(|g| !g.is_match(&rel))
+            || exclude.as_ref().is_some_and(|g| g.is_match(&rel))
+        {
+            continue;
+        }
+        files.push((rel, p));
     }
     files.sort();
     let mut out = Vec::new();

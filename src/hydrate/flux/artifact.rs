@@ -3,10 +3,14 @@
 //! itself, `DIR/**` as its contents, a glob's matches below the glob's fixed part), with
 //! `exclude` and the `Overwrite`, `Merge` and `Extract` strategies.
 
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use globset::{GlobBuilder, GlobMatcher};
 use serde_json::Value;
+
+use crate::hydrate::merge::{Nulls, merge};
+use crate::hydrate::walk::{Entry, Hidden, Links, Revisit, Walk, WalkError};
 
 /// How a copy rule writes what it copies (`strategy`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -234,10 +238,10 @@ impl<'a> Copy<'a> {
         let (mut matched, mut copied) = (0usize, 0usize);
         let mut pending = vec![(start, base.clone())];
         while let Some((dir, rel)) = pending.pop() {
-            for e in read_dir(&dir)? {
-                let name = e.file_name().to_string_lossy().into_owned();
+            for (name, e) in self.read_dir(&dir)? {
+                let name = name.to_string_lossy().into_owned();
                 let path = join(&rel, &name);
-                let real = self.inside(&e.path())?;
+                let real = e?.real;
                 if !matcher.is_match(&path) {
                     if real.is_dir() {
                         pending.push((real, path));
@@ -278,13 +282,12 @@ impl<'a> Copy<'a> {
         std::fs::create_dir_all(dest).map_err(CopyError::io)?;
         let mut pending = vec![(src.to_path_buf(), rel.to_string(), dest.to_path_buf())];
         while let Some((dir, rel, dest)) = pending.pop() {
-            for e in read_dir(&dir)? {
-                let name = e.file_name();
+            for (name, e) in self.read_dir(&dir)? {
                 let path = join(&rel, &name.to_string_lossy());
                 if self.excluded(&path, base) {
                     continue;
                 }
-                let real = self.inside(&e.path())?;
+                let real = e?.real;
                 match real.is_dir() {
                     true => pending.push((real, path, dest.join(&name))),
                     false => self.file(&real, &dest.join(&name))?,
@@ -341,22 +344,42 @@ impl<'a> Copy<'a> {
             false => Err(CopyError::LeadsOut(shown)),
         }
     }
+
+    /// `dir`'s entries by name, each with what it is or why it cannot be copied. A
+    /// repository's `.git` is never in its artifacts, as in Flux's; a link to a directory
+    /// is not followed (as Flux's walk does not), so a link to an ancestor ends.
+    fn read_dir(&self, dir: &Path) -> Result<Vec<Listed>, CopyError> {
+        let walk = Walk {
+            hidden: Hidden::ExceptGit,
+            links: Links::FilesInside(self.repo),
+            revisit: Revisit::Never,
+            depth: Some(1),
+        };
+        let shown = |p: &Path| p.strip_prefix(self.repo).unwrap_or(p).display().to_string();
+        let name = |p: &Path| p.file_name().map(OsString::from).unwrap_or_default();
+        let mut out = Vec::new();
+        for e in walk.iter(dir) {
+            out.push(match e {
+                Ok(e) => (name(&e.path), Ok(e)),
+                Err(WalkError::Read { source, .. }) => return Err(CopyError::io(source)),
+                Err(WalkError::LeadsOut { path }) => {
+                    (name(&path), Err(CopyError::LeadsOut(shown(&path))))
+                }
+                Err(WalkError::Missing { path, source }) => {
+                    let why = match source.kind() {
+                        std::io::ErrorKind::NotFound => CopyError::Missing(shown(&path)),
+                        _ => CopyError::io_at(&shown(&path), source),
+                    };
+                    (name(&path), Err(why))
+                }
+            });
+        }
+        Ok(out)
+    }
 }
 
-fn read_dir(dir: &Path) -> Result<Vec<std::fs::DirEntry>, CopyError> {
-    // A repository's `.git` is never in its artifacts, as in Flux's; a link to a directory
-    // is not followed (as Flux's walk does not), so a link to an ancestor ends.
-    let linked_dir =
-        |e: &std::fs::DirEntry| e.file_type().is_ok_and(|t| t.is_symlink()) && e.path().is_dir();
-    let mut entries: Vec<_> = std::fs::read_dir(dir)
-        .map_err(CopyError::io)?
-        .flatten()
-        .filter(|e| e.file_name() != ".git" && !linked_dir(e))
-        .collect();
-    // A later match overwrites an earlier one: the order must not be the file system's.
-    entries.sort_by_key(|e| e.file_name());
-    Ok(entries)
-}
+/// A directory's entry by name: what it is, or why it cannot be copied.
+type Listed = (OsString, Result<Entry, CopyError>);
 
 fn join(dir: &str, name: &str) -> String {
     match dir {
@@ -383,7 +406,7 @@ fn merge_yaml(src: &Path, dest: &Path) -> Result<(), CopyError> {
         let mut out = Value::Object(Default::default());
         for doc in docs {
             match doc {
-                Value::Object(_) => merge(&mut out, doc),
+                Value::Object(_) => merge(&mut out, doc, Nulls::Replace),
                 Value::Null => {}
                 _ => return Err(CopyError::NotAMap(shown(p))),
             }
@@ -391,7 +414,7 @@ fn merge_yaml(src: &Path, dest: &Path) -> Result<(), CopyError> {
         Ok(out)
     };
     let mut merged = read(dest)?;
-    merge(&mut merged, read(src)?);
+    merge(&mut merged, read(src)?, Nulls::Replace);
     let text = serde_saphyr::to_string(&merged).map_err(CopyError::io)?;
     std::fs::write(dest, text).map_err(CopyError::io)
 }
@@ -400,23 +423,6 @@ fn shown(p: &Path) -> String {
     p.file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default()
-}
-
-/// source-watcher's merge: maps key by key; anything else, null too, replaces.
-fn merge(into: &mut Value, from: Value) {
-    match (into, from) {
-        (Value::Object(a), Value::Object(b)) => {
-            for (k, v) in b {
-                match a.get_mut(&k) {
-                    Some(slot @ Value::Object(_)) if v.is_object() => merge(slot, v),
-                    _ => {
-                        a.insert(k, v);
-                    }
-                }
-            }
-        }
-        (slot, v) => *slot = v,
-    }
 }
 
 #[cfg(test)]

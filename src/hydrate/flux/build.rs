@@ -16,6 +16,7 @@ use crate::hydrate::runner;
 use crate::hydrate::stage::Shared;
 use crate::hydrate::tool::{Context, FindError, Rendered, Tool, ToolError, found_once};
 use crate::hydrate::tree::KUSTOMIZATION_FILES;
+use crate::hydrate::walk::{Hidden, Links, Revisit, Walk, WalkError};
 use crate::spec::{Location, RenderedBy};
 
 /// The Flux Kustomization tool: kustomize found once.
@@ -139,39 +140,42 @@ pub(super) fn kustomization_for(
             // Flux's generator: every manifest under the directory, and each directory
             // holding a kustomization as one resource.
             let mut resources = Vec::new();
-            let mut pending = vec![dir.to_path_buf()];
-            while let Some(d) = pending.pop() {
-                let mut entries: Vec<PathBuf> = std::fs::read_dir(&d)
-                    .map_err(|e| KustomizationError::Read(d.display().to_string(), e.to_string()))?
-                    .flatten()
-                    .map(|e| e.path())
-                    .collect();
-                entries.sort();
-                for p in entries {
-                    let rel = p
-                        .strip_prefix(dir)
-                        .unwrap_or(&p)
-                        .to_string_lossy()
-                        .into_owned();
-                    if p.file_name()
-                        .is_some_and(|n| n.to_string_lossy().starts_with('.'))
-                    {
+            let walk = Walk {
+                hidden: Hidden::Skip,
+                links: Links::Follow,
+                revisit: Revisit::Never,
+                depth: None,
+            };
+            let mut entries = walk.iter(dir);
+            while let Some(e) = entries.next() {
+                let e = match e {
+                    Ok(e) => e,
+                    Err(WalkError::Read { dir: d, source }) => {
+                        return Err(KustomizationError::Read(
+                            d.display().to_string(),
+                            source.to_string(),
+                        ));
+                    }
+                    // A link to nothing fails the build if it is a manifest.
+                    Err(WalkError::Missing { path, source }) => {
+                        let name = path.to_string_lossy();
+                        if name.ends_with(".yaml") || name.ends_with(".yml") {
+                            return Err(KustomizationError::Io(source.to_string()));
+                        }
                         continue;
                     }
-                    if p.is_dir() {
-                        if KUSTOMIZATION_FILES.iter().any(|n| p.join(n).is_file()) {
-                            add_closure(&p, &mut files)?;
-                            resources.push(format!("./{rel}"));
-                        } else {
-                            pending.push(p);
-                        }
-                    } else if rel.ends_with(".yaml") || rel.ends_with(".yml") {
-                        files.insert(
-                            p.canonicalize()
-                                .map_err(|e| KustomizationError::Io(e.to_string()))?,
-                        );
+                    Err(WalkError::LeadsOut { .. }) => continue,
+                };
+                let rel = e.rel.to_string_lossy().into_owned();
+                if e.is_dir() {
+                    if KUSTOMIZATION_FILES.iter().any(|n| e.path.join(n).is_file()) {
+                        entries.skip_dir();
+                        add_closure(&e.path, &mut files)?;
                         resources.push(format!("./{rel}"));
                     }
+                } else if rel.ends_with(".yaml") || rel.ends_with(".yml") {
+                    files.insert(e.real);
+                    resources.push(format!("./{rel}"));
                 }
             }
             resources.sort();

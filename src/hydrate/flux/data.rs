@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::model::*;
+use crate::hydrate::merge::{Nulls, merge};
 use crate::spec::{Location, SourceFile, SpecError};
 
 /// The ConfigMaps and Secrets the tree holds (as written or rendered): what
@@ -211,29 +212,11 @@ pub(super) fn values_from(
                 }
                 *slot = parsed;
             }
-            None => merge(&mut merged, parsed),
+            None => merge(&mut merged, parsed, Nulls::Keep),
         }
     }
     let own = std::mem::take(&mut release.values);
-    merge(&mut merged, own);
+    merge(&mut merged, own, Nulls::Keep);
     release.values = merged;
     Ok(())
-}
-
-/// Helm's coalescing: maps merge key by key, anything else replaces.
-pub(super) fn merge(into: &mut Value, from: Value) {
-    match (into, from) {
-        (Value::Object(a), Value::Object(b)) => {
-            for (k, v) in b {
-                match a.get_mut(&k) {
-                    Some(slot) => merge(slot, v),
-                    None => {
-                        a.insert(k, v);
-                    }
-                }
-            }
-        }
-        (_, Value::Null) => {}
-        (slot, v) => *slot = v,
-    }
 }

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use super::Helm;
 use crate::hydrate::cache::{Key, KeyBuilder};
 use crate::hydrate::stage::ClusterFacts;
+use crate::hydrate::walk::{Hidden, Links, Revisit, Walk, WalkError};
 use crate::source::Checkout;
 use crate::spec::helm::HelmRelease;
 
@@ -293,27 +294,22 @@ fn digest_tree(repo: &Path, dir: &Path, key: &mut KeyBuilder) -> Result<bool, Pr
         path: p.display().to_string(),
         message: e.to_string(),
     };
+    let walk = Walk {
+        hidden: Hidden::Keep,
+        // A link leading out of the repository, to a directory or a file, is refused.
+        links: Links::Inside(repo),
+        // Every path, as helm reads them: a `templates` that links to another directory
+        // holds templates.
+        revisit: Revisit::ByEveryPath,
+        depth: None,
+    };
     let mut files = Vec::new();
-    let mut pending = vec![dir.to_path_buf()];
-    while let Some(d) = pending.pop() {
-        let entries = std::fs::read_dir(&d).map_err(|e| read(&d, e))?;
-        for e in entries.flatten() {
-            let p = e.path();
-            let Ok(meta) = std::fs::metadata(&p) else {
-                continue;
-            };
-            if meta.is_dir() {
-                let real = p.canonicalize().map_err(|e| PrepareError::Read {
-                    path: p.display().to_string(),
-                    message: e.to_string(),
-                })?;
-                if !real.starts_with(repo) {
-                    return Err(PrepareError::ChartLeadsOut);
-                }
-                pending.push(real);
-            } else if meta.is_file() {
-                files.push(p);
-            }
+    for e in walk.iter(dir) {
+        match e {
+            Ok(e) if e.is_file() => files.push((e.rel, e.path)),
+            Ok(_) | Err(WalkError::Missing { .. }) => continue,
+            Err(WalkError::LeadsOut { .. }) => return Err(PrepareError::ChartLeadsOut),
+            Err(WalkError::Read { dir, source }) => return Err(read(&dir, source)),
         }
         if files.len() > 20_000 {
             return Err(PrepareError::TooManyFiles);
@@ -321,9 +317,9 @@ fn digest_tree(repo: &Path, dir: &Path, key: &mut KeyBuilder) -> Result<bool, Pr
     }
     files.sort();
     let mut lookup = false;
-    for f in files {
+    for (rel, f) in files {
         let text = std::fs::read(&f).map_err(|e| read(&f, e))?;
-        let rel = f.strip_prefix(dir).unwrap_or(&f);
+        let rel = rel.as_path();
         lookup = lookup
             || match rel.extension().and_then(|x| x.to_str()) {
                 Some("tgz") => crate::hydrate::tree::archive_calls_lookup(&text),

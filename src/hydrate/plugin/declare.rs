@@ -5,6 +5,8 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
+use crate::hydrate::walk::{Hidden, Links, Revisit, Walk, WalkError};
+
 /// A `ConfigManagementPlugin` file as Argo CD reads one.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
@@ -106,16 +108,32 @@ pub enum DeclareError {
 
 /// The plugins declared in `dir`: each `*.yaml`/`*.yml` file one `ConfigManagementPlugin`.
 pub fn declared(dir: &Path) -> Result<Vec<Plugin>, DeclareError> {
-    let entries = std::fs::read_dir(dir).map_err(|e| DeclareError::Dir {
-        dir: dir.display().to_string(),
-        why: e.to_string(),
-    })?;
-    let mut paths: Vec<PathBuf> = entries
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.is_file() && p.extension().is_some_and(|x| x == "yaml" || x == "yml"))
-        .collect();
-    paths.sort();
+    let walk = Walk {
+        hidden: Hidden::Keep,
+        links: Links::Follow,
+        revisit: Revisit::Never,
+        depth: Some(1),
+    };
+    let mut paths: Vec<PathBuf> = Vec::new();
+    for e in walk.iter(dir) {
+        match e {
+            Ok(e)
+                if e.is_file()
+                    && e.path
+                        .extension()
+                        .is_some_and(|x| x == "yaml" || x == "yml") =>
+            {
+                paths.push(e.path)
+            }
+            Ok(_) | Err(WalkError::Missing { .. } | WalkError::LeadsOut { .. }) => {}
+            Err(WalkError::Read { source, .. }) => {
+                return Err(DeclareError::Dir {
+                    dir: dir.display().to_string(),
+                    why: source.to_string(),
+                });
+            }
+        }
+    }
     let mut plugins: Vec<Plugin> = Vec::new();
     for p in paths {
         let shown = p.display().to_string();
