@@ -286,11 +286,10 @@ async fn apiserver_requests(client: &Client, verbs: &[&str], resources: &[&str])
         .sum::<f64>() as u64
 }
 
-/// [`apiserver_writes`] once the cluster has stopped writing them on its own: no
-/// namespace is terminating (an earlier test's namespace, whose objects the namespace
-/// controller deletes for a while) and the count has held for 3 s (controllers catching
-/// up). A count that starts earlier blames driftless for the cluster's own writes.
-pub async fn apiserver_writes_when_quiet(client: &Client, resources: &[&str]) -> u64 {
+/// Until no namespace is terminating: an earlier test's namespace, whose objects the
+/// namespace controller lists and deletes for a while, kind by kind. The apiserver's
+/// request counts of a serial test are its own only after that.
+pub async fn no_namespace_terminating(client: &Client) {
     let namespaces: Api<Namespace> = Api::all(client.clone());
     eventually("no namespace terminating", Duration::from_secs(180), || {
         let namespaces = namespaces.clone();
@@ -315,6 +314,14 @@ pub async fn apiserver_writes_when_quiet(client: &Client, resources: &[&str]) ->
         }
     })
     .await;
+}
+
+/// [`apiserver_writes`] once the cluster has stopped writing them on its own: no
+/// namespace is terminating ([`no_namespace_terminating`]) and the count has held for
+/// 3 s (controllers catching up). A count that starts earlier blames driftless for the
+/// cluster's own writes.
+pub async fn apiserver_writes_when_quiet(client: &Client, resources: &[&str]) -> u64 {
+    no_namespace_terminating(client).await;
     let mut before = apiserver_writes(client, resources).await;
     for _ in 0..20 {
         tokio::time::sleep(Duration::from_secs(3)).await;
