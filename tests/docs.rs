@@ -512,6 +512,9 @@ fn fenced(text: &str, lang: &str) -> Vec<String> {
     blocks
 }
 
+/// The clusters the book's examples name (docs "Fleets" declares them so).
+const BOOK_CLUSTERS: &str = "[cluster.prod-eu]\nkubeconfig = \"eu\"\nlabels = { env = \"prod\" }\n[cluster.prod-us]\nkubeconfig = \"us\"\nlabels = { env = \"prod\" }\n";
+
 /// A reader copies an example from a guide: every TOML block, and every YAML block that
 /// is a Kubernetes object, is a valid spec file (or `.driftless.toml`) on its own.
 #[test]
@@ -544,12 +547,20 @@ fn every_spec_example_of_the_book_validates() {
                         "[kustomize]",
                         "[jsonnet]",
                         "[repository]",
+                        "[[cluster]]",
                     ]
                     .contains(&l.trim())
                 });
-            let name = match settings {
-                true => ".driftless.toml".to_string(),
-                false => format!("example.{ext}"),
+            // The operator's clusters file (docs "Fleets"): read as `--clusters` reads
+            // it, beside an empty tree; the tree-level examples name its clusters.
+            let clusters_file = ext == "toml"
+                && block
+                    .lines()
+                    .any(|l| l.trim_start().starts_with("[cluster."));
+            let name = match (settings, clusters_file) {
+                (true, _) => ".driftless.toml".to_string(),
+                (false, true) => "clusters.toml".to_string(),
+                (false, false) => format!("example.{ext}"),
             };
             // A release from a chart repository or registry on the internet is not pulled here
             // (tests reach loopback only): its fields are checked as the loader reads them.
@@ -567,17 +578,25 @@ fn every_spec_example_of_the_book_validates() {
                 checked += 1;
                 continue;
             }
-            fs::write(dir.path().join(name), &block).unwrap();
+            let tree = dir.path().join("tree");
+            fs::create_dir_all(&tree).unwrap();
+            match clusters_file {
+                true => fs::write(dir.path().join(&name), &block).unwrap(),
+                false => fs::write(tree.join(&name), &block).unwrap(),
+            }
+            if !clusters_file {
+                fs::write(dir.path().join("clusters.toml"), BOOK_CLUSTERS).unwrap();
+            }
             // A release needs its chart (podinfo's, from ../shared/sources) and helm.
             let mut helm = Vec::new();
             if block.contains("[helm.") {
                 support::copy_tree(
                     &repo("../shared/sources/podinfo/6.2.3/charts/podinfo"),
-                    &dir.path().join("charts/podinfo"),
+                    &tree.join("charts/podinfo"),
                     &[],
                 );
-                fs::create_dir_all(dir.path().join("values")).unwrap();
-                fs::write(dir.path().join("values/prod.yaml"), "{}\n").unwrap();
+                fs::create_dir_all(tree.join("values")).unwrap();
+                fs::write(tree.join("values/prod.yaml"), "{}\n").unwrap();
                 helm = vec![
                     "--helm".to_string(),
                     std::env::var("DRIFTLESS_TEST_HELM4")
@@ -586,7 +605,10 @@ fn every_spec_example_of_the_book_validates() {
             }
             let out = Command::new(BIN)
                 .arg("validate")
-                .arg(dir.path())
+                .arg(&tree)
+                .arg("--clusters")
+                .arg(dir.path().join("clusters.toml"))
+                .args(["--cluster", "in-cluster"])
                 .args(&helm)
                 .env("RUST_LOG", "warn")
                 .output()

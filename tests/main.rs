@@ -27,6 +27,7 @@ mod emptied_map;
 mod events_delta;
 mod examples;
 mod faults;
+mod fleet;
 mod flux;
 mod git_source;
 mod git_ssh;

@@ -103,7 +103,7 @@ _driftless() {
             return 0
             ;;
         driftless__subcmd__apply)
-            opts="-h -V --allow-namespace --sops-age-key-file --var --vars-file --all-or-nothing --kustomize --helm --render-timeout --render-concurrency --credentials-dir --plugins-dir --cache-dir --registry-config --username-file --password-file --ca-file --plain-http --layer-media-type --verify-key --field-manager --force-conflicts --adopt --no-prune --max-prune-ratio --allow-mass-prune --concurrency --inventory-namespace --replace-on-immutable --wait --timeout --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
+            opts="-h -V --allow-namespace --sops-age-key-file --var --vars-file --all-or-nothing --clusters --cluster --kustomize --helm --render-timeout --render-concurrency --credentials-dir --plugins-dir --cache-dir --registry-config --username-file --password-file --ca-file --plain-http --layer-media-type --verify-key --field-manager --force-conflicts --adopt --no-prune --max-prune-ratio --allow-mass-prune --concurrency --inventory-namespace --replace-on-immutable --wait --timeout --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -122,6 +122,14 @@ _driftless() {
                     return 0
                     ;;
                 --vars-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --clusters)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cluster)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -275,7 +283,7 @@ _driftless() {
             return 0
             ;;
         driftless__subcmd__diff)
-            opts="-o -h -V --allow-namespace --sops-age-key-file --var --vars-file --all-or-nothing --kustomize --helm --render-timeout --render-concurrency --credentials-dir --plugins-dir --cache-dir --registry-config --username-file --password-file --ca-file --plain-http --layer-media-type --verify-key --field-manager --force-conflicts --adopt --no-prune --max-prune-ratio --allow-mass-prune --concurrency --inventory-namespace --replace-on-immutable --output --base --head --nodes --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
+            opts="-o -h -V --allow-namespace --sops-age-key-file --var --vars-file --all-or-nothing --clusters --cluster --kustomize --helm --render-timeout --render-concurrency --credentials-dir --plugins-dir --cache-dir --registry-config --username-file --password-file --ca-file --plain-http --layer-media-type --verify-key --field-manager --force-conflicts --adopt --no-prune --max-prune-ratio --allow-mass-prune --concurrency --inventory-namespace --replace-on-immutable --output --base --head --nodes --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -294,6 +302,14 @@ _driftless() {
                     return 0
                     ;;
                 --vars-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --clusters)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cluster)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -463,7 +479,7 @@ _driftless() {
             return 0
             ;;
         driftless__subcmd__push)
-            opts="-h -V --render --source --revision --created --allow-namespace --sops-age-key-file --var --vars-file --all-or-nothing --kustomize --helm --render-timeout --render-concurrency --credentials-dir --plugins-dir --cache-dir --registry-config --username-file --password-file --ca-file --plain-http --layer-media-type --verify-key --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
+            opts="-h -V --render --source --revision --created --allow-namespace --sops-age-key-file --var --vars-file --all-or-nothing --clusters --cluster --kustomize --helm --render-timeout --render-concurrency --credentials-dir --plugins-dir --cache-dir --registry-config --username-file --password-file --ca-file --plain-http --layer-media-type --verify-key --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -494,6 +510,14 @@ _driftless() {
                     return 0
                     ;;
                 --vars-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --clusters)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cluster)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -673,7 +697,7 @@ _driftless() {
             return 0
             ;;
         driftless__subcmd__render)
-            opts="-h -V --allow-namespace --sops-age-key-file --var --vars-file --all-or-nothing --kustomize --helm --render-timeout --render-concurrency --credentials-dir --plugins-dir --cache-dir --registry-config --username-file --password-file --ca-file --plain-http --layer-media-type --verify-key --nodes --out --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
+            opts="-h -V --allow-namespace --sops-age-key-file --var --vars-file --all-or-nothing --clusters --cluster --kustomize --helm --render-timeout --render-concurrency --credentials-dir --plugins-dir --cache-dir --registry-config --username-file --password-file --ca-file --plain-http --layer-media-type --verify-key --nodes --out --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -692,6 +716,14 @@ _driftless() {
                     return 0
                     ;;
                 --vars-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --clusters)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cluster)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -833,7 +865,7 @@ _driftless() {
             return 0
             ;;
         driftless__subcmd__run)
-            opts="-h -V --dir --allow-namespace --sops-age-key-file --var --vars-file --all-or-nothing --kustomize --helm --render-timeout --render-concurrency --credentials-dir --plugins-dir --cache-dir --registry-config --username-file --password-file --ca-file --plain-http --layer-media-type --verify-key --git --branch --tag --oci --semver --digest --commit --verify-commits --path --interval --resync --status-file --metrics-addr --hook-secret-file --leader-elect --lease-namespace --lease-name --shard --shard-identity --shard-lease --ready-timeout --sync-timeout --events --api-token-file --drift --notify --notify-secret-file --notify-slack --commit-status --commit-status-url --commit-status-repo --field-manager --force-conflicts --adopt --no-prune --max-prune-ratio --allow-mass-prune --concurrency --inventory-namespace --replace-on-immutable --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
+            opts="-h -V --dir --allow-namespace --sops-age-key-file --var --vars-file --all-or-nothing --clusters --cluster --kustomize --helm --render-timeout --render-concurrency --credentials-dir --plugins-dir --cache-dir --registry-config --username-file --password-file --ca-file --plain-http --layer-media-type --verify-key --git --branch --tag --oci --semver --digest --commit --verify-commits --path --interval --resync --status-file --metrics-addr --hook-secret-file --leader-elect --lease-namespace --lease-name --shard --shard-identity --shard-lease --ready-timeout --sync-timeout --events --api-token-file --drift --notify --notify-secret-file --notify-slack --commit-status --commit-status-url --commit-status-repo --field-manager --force-conflicts --adopt --no-prune --max-prune-ratio --allow-mass-prune --concurrency --inventory-namespace --replace-on-immutable --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -856,6 +888,14 @@ _driftless() {
                     return 0
                     ;;
                 --vars-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --clusters)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cluster)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1213,7 +1253,7 @@ _driftless() {
             return 0
             ;;
         driftless__subcmd__validate)
-            opts="-h -V --allow-namespace --sops-age-key-file --var --vars-file --all-or-nothing --kustomize --helm --render-timeout --render-concurrency --credentials-dir --plugins-dir --cache-dir --registry-config --username-file --password-file --ca-file --plain-http --layer-media-type --verify-key --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
+            opts="-h -V --allow-namespace --sops-age-key-file --var --vars-file --all-or-nothing --clusters --cluster --kustomize --helm --render-timeout --render-concurrency --credentials-dir --plugins-dir --cache-dir --registry-config --username-file --password-file --ca-file --plain-http --layer-media-type --verify-key --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1232,6 +1272,14 @@ _driftless() {
                     return 0
                     ;;
                 --vars-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --clusters)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cluster)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

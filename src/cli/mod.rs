@@ -24,6 +24,7 @@ use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use driftless::cluster::Selection;
+use driftless::spec::clusters::{Clusters, Target};
 
 /// Exit codes shared by every subcommand (kubectl's where one exists).
 pub mod exit {
@@ -172,6 +173,16 @@ pub struct PolicyArgs {
     /// applied nor pruned, and the other apps go on.
     #[arg(long)]
     pub all_or_nothing: bool,
+    /// The operator's clusters: a TOML file of `[cluster.NAME]` tables (`kubeconfig`,
+    /// `context`, `labels`) that a tree's `[[cluster]]` rules send files to. Without it,
+    /// the one cluster is `in-cluster`, reached with --kubeconfig/--context.
+    #[arg(long, env = "DRIFTLESS_CLUSTERS", value_name = "FILE")]
+    pub clusters: Option<PathBuf>,
+    /// The cluster of --clusters this command serves: only the files that go to it are
+    /// read, and it is reached with its kubeconfig (default: the home cluster, the one
+    /// reached with --kubeconfig/--context).
+    #[arg(long, env = "DRIFTLESS_CLUSTER", value_name = "NAME")]
+    pub cluster: Option<String>,
     #[command(flatten)]
     pub tools: tree::RenderToolArgs,
     /// How an `oci://` PATH (or `run --oci`) is pulled.
@@ -208,7 +219,40 @@ impl PolicyArgs {
         }
         policy.vars.extend(self.vars.iter().cloned());
         policy.all_or_nothing = self.all_or_nothing;
+        policy.cluster = self.target()?;
         Ok(policy)
+    }
+
+    /// The operator's clusters (`--clusters`), the home cluster alone without it.
+    pub fn clusters(&self) -> anyhow::Result<std::sync::Arc<Clusters>> {
+        Ok(std::sync::Arc::new(match &self.clusters {
+            Some(path) => Clusters::read_file(path)?,
+            None => Clusters::default(),
+        }))
+    }
+
+    /// The cluster served (`--cluster`, else the home cluster) of the operator's.
+    pub fn target(&self) -> anyhow::Result<Target> {
+        let clusters = self.clusters()?;
+        Ok(match &self.cluster {
+            Some(name) => Target::named(clusters, name)?,
+            None => Target::home(clusters),
+        })
+    }
+
+    /// How the served cluster is reached: its kubeconfig (and context) when it is not
+    /// the home cluster, else the command line's `selection`.
+    pub fn selection(&self, selection: &Selection) -> anyhow::Result<Selection> {
+        let target = self.target()?;
+        let cluster = target.cluster();
+        Ok(match &cluster.kubeconfig {
+            Some(path) => Selection {
+                kubeconfig: Some(path.clone()),
+                context: cluster.context.clone(),
+                rate: selection.rate,
+            },
+            None => selection.clone(),
+        })
     }
 }
 
@@ -389,6 +433,11 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
             burst: cli.global.kube_api_burst,
         },
     };
+    // A cluster of the operator's --clusters is reached with its own kubeconfig.
+    let selection = match policy_args(&cli.command) {
+        Some(p) => p.selection(&selection)?,
+        None => selection,
+    };
     let mut cli = cli;
     // An `oci://` PATH is pulled first, and the commands read the unpacked tree.
     let _pulled = match &mut cli.command {
@@ -423,6 +472,18 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Completions(args) => docs::completions(args),
         Command::Man(args) => docs::man(args),
         Command::Reference(args) => docs::reference(args),
+    }
+}
+
+/// The tree flags of a command that reads a tree.
+fn policy_args(command: &Command) -> Option<&PolicyArgs> {
+    match command {
+        Command::Validate(a) => Some(&a.policy),
+        Command::Render(a) => Some(&a.policy),
+        Command::Diff(a) => Some(&a.tree.policy),
+        Command::Apply(a) => Some(&a.tree.policy),
+        Command::Run(a) => Some(&a.policy),
+        _ => None,
     }
 }
 

@@ -403,7 +403,26 @@ pub struct RenderArgs {
 
 pub(super) fn validate(args: &PathArg) -> anyhow::Result<u8> {
     let policy = args.policy.policy()?;
-    let Some(loaded) = load_rendered(&args.path, &policy, &args.policy.tools, false)? else {
+    if args.policy.cluster.is_some() || !policy.cluster.is_fleet() {
+        return validate_one(args, &policy);
+    }
+    // A fleet's tree is each cluster's own view of it (its files, its variables): each
+    // is validated, under its name.
+    let clusters = policy.cluster.clusters.clone();
+    let mut code = exit::OK;
+    for cluster in clusters.iter() {
+        println!("cluster {}:", cluster.name);
+        let policy = driftless::spec::Policy {
+            cluster: driftless::spec::clusters::Target::named(clusters.clone(), &cluster.name)?,
+            ..policy.clone()
+        };
+        code = code.max(validate_one(args, &policy)?);
+    }
+    Ok(code)
+}
+
+fn validate_one(args: &PathArg, policy: &driftless::spec::Policy) -> anyhow::Result<u8> {
+    let Some(loaded) = load_rendered(&args.path, policy, &args.policy.tools, false)? else {
         return Ok(exit::ERROR);
     };
     let tree = &loaded.tree;

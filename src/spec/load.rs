@@ -56,15 +56,25 @@ pub fn parse_files_with(files: &[SourceFile], policy: &Policy) -> Result<SpecTre
         Some(f) => read_settings(f, &mut errors),
         None => Settings::default(),
     };
-    // The command line's values win over the tree's defaults.
+    undeclared_clusters(&settings, policy, &mut errors);
+    let cluster = policy.cluster.cluster();
+    let home = policy.cluster.clusters.home().name.as_str();
+    // The command line's values win over the tree's defaults; the cluster's own are
+    // named apart (`cluster.name`), so neither can set them.
     let mut vars = settings.vars.clone();
     vars.extend(policy.vars.iter().map(|(k, v)| (k.clone(), v.clone())));
+    vars.extend(cluster.vars());
     let vars = Vars(vars);
     // Substitution is asked for: a tree without `[vars]`, read without --var, keeps
     // every `${...}` as written (a vendored bundle's scripts have their own).
     let substitutes = settings.declares_vars() || !policy.vars.is_empty();
     let mut found = Vec::new();
-    for f in files.iter().filter(|f| f.path != SETTINGS_FILE) {
+    // Another cluster's files are not this one's to read: broken or not, they hold
+    // nothing here.
+    for f in files
+        .iter()
+        .filter(|f| f.path != SETTINGS_FILE && settings.goes_to(&f.path, cluster, home))
+    {
         let vars = (substitutes && !settings.skips_substitution(&f.path)).then_some(&vars);
         read_file(f, &settings, vars, policy, &mut found, &mut errors);
     }
@@ -83,6 +93,25 @@ pub fn parse_files_with(files: &[SourceFile], policy: &Policy) -> Result<SpecTre
         errors.sort();
         errors.dedup();
         Err(SpecErrors(errors))
+    }
+}
+
+/// A `[[cluster]]` rule may name only the clusters the operator declared: a commit never
+/// brings a cluster (nor the credentials to reach one).
+fn undeclared_clusters(settings: &Settings, policy: &Policy, errors: &mut Vec<SpecError>) {
+    let clusters = &policy.cluster.clusters;
+    for rule in &settings.clusters {
+        for (name, at) in &rule.names {
+            if clusters.get(name).is_none() {
+                errors.push(SpecError {
+                    at: at.clone(),
+                    message: format!(
+                        "cluster {name:?} is not declared: {} (the operator declares clusters with --clusters FILE)",
+                        clusters.declared()
+                    ),
+                });
+            }
+        }
     }
 }
 

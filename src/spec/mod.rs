@@ -1,6 +1,7 @@
 //! Specs: the TOML model, loading a tree of files, and validation that reports every
 //! error of the tree as `file:line:col: message`.
 
+pub mod clusters;
 mod depends;
 mod extract;
 pub mod helm;
@@ -56,6 +57,9 @@ pub struct Policy {
     /// Any error stops the whole revision (`--all-or-nothing`), as an app's own error
     /// otherwise holds that app alone (DESIGN 1.12).
     pub all_or_nothing: bool,
+    /// The cluster served, of the operator's (`--clusters`, `--cluster`): only the files
+    /// that go to it are read, and `[[cluster]]` rules may name only declared clusters.
+    pub cluster: clusters::Target,
 }
 
 impl Default for Policy {
@@ -66,6 +70,7 @@ impl Default for Policy {
             age_keys: AgeKeys::default(),
             vars: BTreeMap::new(),
             all_or_nothing: false,
+            cluster: clusters::Target::default(),
         }
     }
 }

@@ -33,6 +33,27 @@ pub struct Settings {
     pub jsonnet: JsonnetSettings,
     /// `[apps] directories`: directories each of which is an app of its own (DESIGN 1.12).
     pub app_dirs: Vec<AppDir>,
+    /// `[[cluster]]`: the clusters the files a pattern matches go to.
+    pub clusters: Vec<ClusterRule>,
+}
+
+/// The files `path` matches go to the clusters `names` names and those whose labels
+/// include all of `labels`; to no other (the first rule that matches a file decides).
+#[derive(Debug, Clone)]
+pub struct ClusterRule {
+    pub at: Location,
+    pub path: String,
+    pub(super) glob: globset::GlobMatcher,
+    /// Each with its place, for a name the operator did not declare.
+    pub names: Vec<(String, Location)>,
+    pub labels: Option<BTreeMap<String, String>>,
+}
+
+impl ClusterRule {
+    fn takes(&self, cluster: &super::clusters::Cluster) -> bool {
+        self.names.iter().any(|(n, _)| *n == cluster.name)
+            || self.labels.as_ref().is_some_and(|l| cluster.matches(l))
+    }
 }
 
 /// A pattern of directories each of which is an app (`teams/*`).
@@ -179,6 +200,17 @@ impl PartialEq for Settings {
 }
 
 impl Settings {
+    /// Whether the file at `file` (a tool's render: the file it came from) goes to
+    /// `cluster`: as the first `[[cluster]]` rule that matches it says, else to the home
+    /// cluster alone.
+    pub fn goes_to(&self, file: &str, cluster: &super::clusters::Cluster, home: &str) -> bool {
+        let base = file.split('#').next().unwrap_or(file);
+        match self.clusters.iter().find(|r| r.glob.is_match(base)) {
+            Some(rule) => rule.takes(cluster),
+            None => cluster.name == home,
+        }
+    }
+
     /// The namespace the first rule matching `file` gives its namespaced manifests.
     pub fn namespace_for(&self, file: &str) -> Option<&str> {
         self.namespaces
@@ -202,6 +234,7 @@ impl Settings {
             count(self.app_dirs.len(), "app directory pattern"),
             count(self.vars.len(), "variable"),
             count(self.namespaces.len(), "namespace rule"),
+            count(self.clusters.len(), "cluster rule"),
             count(self.ignore.len(), "ignore rule"),
             // The file's own: those a render added are said with what rendered them.
             count(

@@ -26,6 +26,15 @@ pub struct Unset {
 impl Unset {
     pub fn message(&self) -> String {
         let n = &self.name;
+        if n.starts_with("cluster.") {
+            return format!(
+                "variable `{n}` is not set: the cluster served (--cluster, declared in --clusters FILE) has no such {}",
+                match n.as_str() {
+                    "cluster.name" => "name",
+                    _ => "label",
+                }
+            );
+        }
         format!(
             "variable `{n}` is not set: give it in .driftless.toml [vars], with --var {n}=VALUE or --vars-file (`$${{{n}}}` writes a literal `${{{n}}}`)"
         )
@@ -41,13 +50,26 @@ pub fn is_name(name: &str) -> bool {
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
+/// Whether `name` can be referred to: a variable's name, or one of the served cluster's
+/// (`cluster.name`, `cluster.labels.KEY`, KEY a label key).
+fn is_reference(name: &str) -> bool {
+    is_name(name)
+        || name == "cluster.name"
+        || name.strip_prefix("cluster.labels.").is_some_and(|key| {
+            !key.is_empty()
+                && key
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/'))
+        })
+}
+
 /// The reference starting at `text[i..]` (which starts with `${`): its name and the byte
 /// length of the whole `${name}`.
 fn reference(text: &str, i: usize) -> Option<(&str, usize)> {
     let rest = text.get(i + 2..)?;
     let end = rest.find('}')?;
     let name = &rest[..end];
-    is_name(name).then_some((name, end + 3))
+    is_reference(name).then_some((name, end + 3))
 }
 
 impl Vars {

@@ -35,15 +35,6 @@ impl SecondApiserver {
     /// ClusterRoleBinding made through the first apiserver with `admin`. Returns once
     /// it serves and has seen the binding.
     pub async fn start(admin: &Client, user: &str, extra: &[&str]) -> SecondApiserver {
-        let testbed = testbed_dir();
-        let first =
-            std::fs::read_to_string(testbed.join("cmds/kube-apiserver")).unwrap_or_else(|e| {
-                panic!(
-                    "{}: {e}; testbed/cluster.sh up keeps the apiserver's command line there",
-                    testbed.join("cmds/kube-apiserver").display()
-                )
-            });
-        let first = shell_words(&first);
         let dir = TempDir::new().unwrap();
         let token = format!("{:032x}", rand_u128());
         std::fs::write(
@@ -63,6 +54,68 @@ impl SecondApiserver {
         crbs.create(&PostParams::default(), &crb)
             .await
             .unwrap_or_else(|e| panic!("creating ClusterRoleBinding {binding}: {e}"));
+        let server = SecondApiserver::boot(dir, binding, &token, extra);
+        // Its RBAC authorizer reads the binding from its own cache of etcd: wait until
+        // the user may read.
+        let client = server.client().await;
+        super::eventually(
+            "the second apiserver to see the ClusterRoleBinding",
+            BOOT,
+            || async {
+                let req =
+                    http::Request::get("/apis/apps/v1/namespaces/default/deployments?limit=1")
+                        .body(Vec::new())
+                        .unwrap();
+                client
+                    .request_text(req)
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| e.to_string())
+            },
+        )
+        .await;
+        server
+    }
+
+    /// A cluster of its own: an apiserver on the local cluster's etcd under a key prefix
+    /// of its own (`--etcd-prefix`), so it shares no object with the first one, and
+    /// without controllers (a namespace is never finalized there, a Deployment never
+    /// rolls out); its one user, `admin`, is in `system:masters`. What a fleet's second
+    /// cluster is to a test.
+    pub async fn apart() -> SecondApiserver {
+        let dir = TempDir::new().unwrap();
+        let token = format!("{:032x}", rand_u128());
+        std::fs::write(
+            dir.path().join("tokens.csv"),
+            format!("{token},admin,admin,\"system:masters\"\n"),
+        )
+        .unwrap();
+        let prefix = format!("--etcd-prefix=/driftless-apart-{:016x}", rand_u128() as u64);
+        let server = SecondApiserver::boot(dir, String::new(), &token, &[&prefix]);
+        let client = server.client().await;
+        super::eventually("the apart apiserver to serve namespaces", BOOT, || async {
+            Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
+                .get("default")
+                .await
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        })
+        .await;
+        server
+    }
+
+    /// Boots it with the first apiserver's flags, its own port, certificates and
+    /// `tokens.csv` in `dir`, and `extra`.
+    fn boot(dir: TempDir, binding: String, token: &str, extra: &[&str]) -> SecondApiserver {
+        let testbed = testbed_dir();
+        let first =
+            std::fs::read_to_string(testbed.join("cmds/kube-apiserver")).unwrap_or_else(|e| {
+                panic!(
+                    "{}: {e}; testbed/cluster.sh up keeps the apiserver's command line there",
+                    testbed.join("cmds/kube-apiserver").display()
+                )
+            });
+        let first = shell_words(&first);
         let mut server = SecondApiserver {
             child: None,
             dir,
@@ -110,8 +163,8 @@ impl SecondApiserver {
                 let Ok(ca) = std::fs::read(certs.join("apiserver.crt")) else {
                     return false;
                 };
-                write_kubeconfig(&kubeconfig, port, &ca, &token);
-                readyz(port, &certs.join("apiserver.crt"), &token)
+                write_kubeconfig(&kubeconfig, port, &ca, token);
+                readyz(port, &certs.join("apiserver.crt"), token)
             };
             if let Some(child) = await_ready(child, BOOT, ready) {
                 server.child = Some(child);
@@ -124,32 +177,18 @@ impl SecondApiserver {
             "the second kube-apiserver did not come up; its log:\n{}",
             server.log()
         );
-        // Its RBAC authorizer reads the binding from its own cache of etcd: wait until
-        // the user may read.
-        let client = driftless::cluster::Selection {
-            kubeconfig: Some(server.kubeconfig()),
+        server
+    }
+
+    /// A client of it, as its user.
+    pub async fn client(&self) -> Client {
+        driftless::cluster::Selection {
+            kubeconfig: Some(self.kubeconfig()),
             ..Default::default()
         }
         .client()
         .await
-        .unwrap_or_else(|e| panic!("a client of the second apiserver: {e}"));
-        super::eventually(
-            "the second apiserver to see the ClusterRoleBinding",
-            BOOT,
-            || async {
-                let req =
-                    http::Request::get("/apis/apps/v1/namespaces/default/deployments?limit=1")
-                        .body(Vec::new())
-                        .unwrap();
-                client
-                    .request_text(req)
-                    .await
-                    .map(|_| ())
-                    .map_err(|e| e.to_string())
-            },
-        )
-        .await;
-        server
+        .unwrap_or_else(|e| panic!("a client of the second apiserver: {e}"))
     }
 
     /// A kubeconfig for its user.
@@ -171,6 +210,9 @@ impl Drop for SecondApiserver {
             let _ = c.wait();
         }
         let name = std::mem::take(&mut self.binding);
+        if name.is_empty() {
+            return;
+        }
         super::cleanup_on_own_thread(move |admin| async move {
             let _ = Api::<ClusterRoleBinding>::all(admin)
                 .delete(&name, &DeleteParams::default())

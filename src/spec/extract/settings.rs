@@ -10,12 +10,13 @@ use super::fields::{Fields, MetaMap};
 use super::messages::{short, suggest};
 use super::{FileCtx, Value, syntax};
 use crate::spec::settings::{
-    AppDir, BUILT_IN_GROUPS, Expr, HealthRule, IgnoreRule, NamespaceRule, Settings,
+    AppDir, BUILT_IN_GROUPS, ClusterRule, Expr, HealthRule, IgnoreRule, NamespaceRule, Settings,
 };
 use crate::spec::{names, policy, vars};
 
-const SECTIONS: [&str; 9] = [
+const SECTIONS: [&str; 10] = [
     "apps",
+    "cluster",
     "vars",
     "substitute",
     "namespace",
@@ -51,6 +52,11 @@ pub(in crate::spec) fn settings(ctx: &mut FileCtx, text: &str) -> Settings {
                     out.namespaces.extend(namespace_rule(ctx, t, at));
                 }
             }
+            "cluster" => {
+                for (t, at) in tables(ctx, "cluster", v) {
+                    out.clusters.extend(cluster_rule(ctx, t, at));
+                }
+            }
             "ignore" => {
                 for (t, at) in tables(ctx, "ignore", v) {
                     out.ignore.extend(ignore_rule(ctx, t, at));
@@ -71,7 +77,7 @@ pub(in crate::spec) fn settings(ctx: &mut FileCtx, text: &str) -> Settings {
                         format!("unknown setting `{}` (did you mean `{near}`?)", short(key))
                     }
                     None => format!(
-                        "unknown setting `{}`; .driftless.toml holds [apps], [vars], [substitute], [[namespace]], [[ignore]], [[health]], [kustomize], [jsonnet] and [repository]",
+                        "unknown setting `{}`; .driftless.toml holds [apps], [vars], [substitute], [[namespace]], [[cluster]], [[ignore]], [[health]], [kustomize], [jsonnet] and [repository]",
                         short(key)
                     ),
                 };
@@ -224,6 +230,48 @@ fn namespace_rule(
             path: path.get_ref().clone(),
             glob,
             namespace: namespace.into_inner(),
+        }),
+        Err(why) => {
+            ctx.err(&path.span(), format!("invalid path pattern: {why}"));
+            None
+        }
+    }
+}
+
+/// `[[cluster]]`: a path pattern and the clusters its files go to, by name, by labels,
+/// or both. The names are checked against the operator's clusters when the tree is read.
+fn cluster_rule(
+    ctx: &mut FileCtx,
+    table: &DeTable,
+    at: std::ops::Range<usize>,
+) -> Option<ClusterRule> {
+    let header = at.clone();
+    let mut f = Fields::new(table, "[[cluster]]".into(), at);
+    let path = f.req_string(ctx, "path");
+    let names = f.strings(ctx, "names", |n| match n.is_empty() {
+        true => Err("a cluster's name is not empty".into()),
+        false => names::label_value(n),
+    });
+    let labels = f
+        .labels(ctx, "labels", MetaMap::Labels)
+        .map(|l| l.into_inner());
+    let given = f.has("names") || f.has("labels");
+    f.finish(ctx);
+    if !given {
+        ctx.err(
+            &header,
+            "[[cluster]]: give `names` (clusters by name) or `labels` (clusters by their labels), or both",
+        );
+        return None;
+    }
+    let path = path?;
+    match glob(path.get_ref()) {
+        Ok(glob) => Some(ClusterRule {
+            at: ctx.loc(header.start),
+            path: path.get_ref().clone(),
+            glob,
+            names,
+            labels,
         }),
         Err(why) => {
             ctx.err(&path.span(), format!("invalid path pattern: {why}"));

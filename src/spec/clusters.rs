@@ -1,0 +1,494 @@
+//! The clusters a tree's objects go to. The operator declares them (`--clusters FILE`:
+//! names, labels, and how to reach each, which a commit never gives); a tree only names
+//! them, in `.driftless.toml`'s `[[cluster]]` rules (by name or by labels). A command or
+//! a daemon serves one of them (`--cluster NAME`, else the home cluster) and reads only
+//! the files that go to it: one cluster's files, broken or not, are not another's.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::names;
+
+/// The cluster a command reaches with its own connection (`--kubeconfig`, `KUBECONFIG`,
+/// the in-cluster service account), when the operator declares no other name for it:
+/// Argo CD's name for the cluster it runs in.
+pub const HOME: &str = "in-cluster";
+
+/// One declared cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cluster {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    /// The kubeconfig it is reached with (the operator's file); `None`: the command's
+    /// own connection (the home cluster).
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig's context (default: its current-context).
+    pub context: Option<String>,
+}
+
+impl Cluster {
+    fn home() -> Self {
+        Cluster {
+            name: HOME.to_string(),
+            labels: BTreeMap::new(),
+            kubeconfig: None,
+            context: None,
+        }
+    }
+
+    /// Whether these labels (a `[[cluster]]` rule's selector, all of them) are its.
+    pub fn matches(&self, selector: &BTreeMap<String, String>) -> bool {
+        selector
+            .iter()
+            .all(|(k, v)| self.labels.get(k).is_some_and(|l| l == v))
+    }
+
+    /// Its variables for `${cluster.name}` and `${cluster.labels.KEY}`.
+    pub fn vars(&self) -> impl Iterator<Item = (String, String)> + '_ {
+        std::iter::once(("cluster.name".to_string(), self.name.clone())).chain(
+            self.labels
+                .iter()
+                .map(|(k, v)| (format!("cluster.labels.{k}"), v.clone())),
+        )
+    }
+}
+
+/// The operator's clusters: those `--clusters FILE` declares, and the home cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Clusters {
+    /// By name; the home cluster among them.
+    list: BTreeMap<String, Cluster>,
+    home: String,
+}
+
+impl Default for Clusters {
+    /// No file: the home cluster alone.
+    fn default() -> Self {
+        let home = Cluster::home();
+        Clusters {
+            home: home.name.clone(),
+            list: BTreeMap::from([(home.name.clone(), home)]),
+        }
+    }
+}
+
+/// A `--clusters` file that cannot be used, in our words.
+#[derive(Debug, thiserror::Error)]
+pub enum ClustersFileError {
+    #[error("clusters file {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("{path}:{line}:{column}: {message}")]
+    Invalid {
+        path: String,
+        line: usize,
+        column: usize,
+        message: String,
+    },
+    #[error("--cluster {name}: not a declared cluster; {declared}")]
+    Unknown { name: String, declared: String },
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct File {
+    #[serde(default)]
+    cluster: BTreeMap<String, Entry>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Entry {
+    kubeconfig: Option<PathBuf>,
+    context: Option<String>,
+    #[serde(default)]
+    labels: BTreeMap<String, String>,
+}
+
+impl Clusters {
+    /// The clusters of a `--clusters` file:
+    ///
+    /// ```toml
+    /// [cluster.prod-eu]
+    /// kubeconfig = "prod-eu.yaml"   # relative to this file's directory
+    /// context = "prod-eu"           # default: the kubeconfig's current-context
+    /// labels = { env = "prod", region = "eu" }
+    ///
+    /// [cluster.in-cluster]          # no kubeconfig: the command's own connection
+    /// labels = { env = "mgmt" }
+    /// ```
+    ///
+    /// At most one cluster has no kubeconfig: the home cluster. When every one has one,
+    /// the home cluster is `in-cluster` (declared with a kubeconfig, or else added).
+    pub fn read_file(path: &Path) -> Result<Clusters, ClustersFileError> {
+        let shown = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|source| ClustersFileError::Read {
+            path: shown.clone(),
+            source,
+        })?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        Clusters::parse(&text, &shown, base)
+    }
+
+    fn parse(text: &str, shown: &str, base: &Path) -> Result<Clusters, ClustersFileError> {
+        let at = |offset: usize, message: String| {
+            let before = &text[..offset.min(text.len())];
+            ClustersFileError::Invalid {
+                path: shown.to_string(),
+                line: before.matches('\n').count() + 1,
+                column: before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1,
+                message,
+            }
+        };
+        let file: File = toml::from_str(text).map_err(|e| {
+            let offset = e.span().map_or(0, |s| s.start);
+            at(offset, e.message().trim().to_string())
+        })?;
+        // Where a cluster's table is, for what is wrong in it: serde keeps no places.
+        let place = |name: &str| {
+            [
+                format!("cluster.{name}"),
+                format!("\"{name}\""),
+                name.to_string(),
+            ]
+            .iter()
+            .find_map(|n| text.find(n.as_str()))
+            .unwrap_or(0)
+        };
+        let mut list = BTreeMap::new();
+        let mut homes = Vec::new();
+        for (name, entry) in file.cluster {
+            names::label_value(&name)
+                .and_then(|()| match name.is_empty() {
+                    true => Err("must not be empty".to_string()),
+                    false => Ok(()),
+                })
+                .map_err(|why| at(place(&name), format!("cluster name {name:?}: {why}")))?;
+            for (k, v) in &entry.labels {
+                names::label_key(k)
+                    .map_err(|why| format!("label key {k:?}: {why}"))
+                    .and_then(|()| {
+                        names::label_value(v).map_err(|why| format!("label {k}={v:?}: {why}"))
+                    })
+                    .map_err(|why| at(place(&name), format!("cluster {name}: {why}")))?;
+            }
+            if entry.context.is_some() && entry.kubeconfig.is_none() {
+                return Err(at(
+                    place(&name),
+                    format!(
+                        "cluster {name}: `context` without `kubeconfig` (the home cluster's context is --context)"
+                    ),
+                ));
+            }
+            if entry.kubeconfig.is_none() {
+                homes.push(name.clone());
+            }
+            let kubeconfig = entry.kubeconfig.map(|k| match k.is_absolute() {
+                true => k,
+                false => base.join(k),
+            });
+            list.insert(
+                name.clone(),
+                Cluster {
+                    name,
+                    labels: entry.labels,
+                    kubeconfig,
+                    context: entry.context,
+                },
+            );
+        }
+        let home = match homes.as_slice() {
+            [] => HOME.to_string(),
+            [one] => one.clone(),
+            [_, second, ..] => {
+                return Err(at(
+                    place(second),
+                    format!(
+                        "clusters {} have no kubeconfig: only one cluster, the home cluster, is reached with the command's own connection",
+                        homes.join(", ")
+                    ),
+                ));
+            }
+        };
+        list.entry(home.clone()).or_insert_with(Cluster::home);
+        Ok(Clusters { list, home })
+    }
+
+    /// The cluster named `name`.
+    pub fn get(&self, name: &str) -> Option<&Cluster> {
+        self.list.get(name)
+    }
+
+    /// The cluster named `name`, or an error naming the declared ones.
+    pub fn pick(&self, name: &str) -> Result<&Cluster, ClustersFileError> {
+        self.get(name).ok_or_else(|| ClustersFileError::Unknown {
+            name: name.to_string(),
+            declared: self.declared(),
+        })
+    }
+
+    /// The cluster a command reaches with its own connection, where files no rule sends
+    /// elsewhere go.
+    pub fn home(&self) -> &Cluster {
+        // The home is always in the list (parse and default put it there).
+        self.list
+            .get(&self.home)
+            .unwrap_or_else(|| unreachable!("the home cluster is declared"))
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Cluster> {
+        self.list.values()
+    }
+
+    pub fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// "the declared clusters are a, b (home)", for messages.
+    pub fn declared(&self) -> String {
+        let names: Vec<String> = self
+            .list
+            .keys()
+            .map(|n| match *n == self.home {
+                true => format!("{n} (home)"),
+                false => n.clone(),
+            })
+            .collect();
+        format!("the declared clusters are {}", names.join(", "))
+    }
+}
+
+/// The cluster a command serves, with the fleet it is one of.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    pub clusters: std::sync::Arc<Clusters>,
+    /// The name of the cluster served: one of `clusters`.
+    serving: String,
+}
+
+impl Default for Target {
+    fn default() -> Self {
+        Target::home(std::sync::Arc::new(Clusters::default()))
+    }
+}
+
+impl Target {
+    /// The home cluster of `clusters`.
+    pub fn home(clusters: std::sync::Arc<Clusters>) -> Self {
+        Target {
+            serving: clusters.home().name.clone(),
+            clusters,
+        }
+    }
+
+    /// The cluster named `name` of `clusters`.
+    pub fn named(
+        clusters: std::sync::Arc<Clusters>,
+        name: &str,
+    ) -> Result<Self, ClustersFileError> {
+        clusters.pick(name)?;
+        Ok(Target {
+            serving: name.to_string(),
+            clusters,
+        })
+    }
+
+    /// The cluster served.
+    pub fn cluster(&self) -> &Cluster {
+        self.clusters
+            .get(&self.serving)
+            .unwrap_or_else(|| self.clusters.home())
+    }
+
+    /// Whether the operator declared clusters beside the home cluster.
+    pub fn is_fleet(&self) -> bool {
+        self.clusters.len() > 1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+
+    fn parse(text: &str) -> Result<Clusters, String> {
+        Clusters::parse(text, "clusters.toml", Path::new("/etc/driftless"))
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn a_file_declares_clusters_and_the_home_is_the_one_without_a_kubeconfig() {
+        let c = parse(
+            "[cluster.prod-eu]\nkubeconfig = \"prod-eu.yaml\"\ncontext = \"eu\"\nlabels = { env = \"prod\", region = \"eu\" }\n\n[cluster.mgmt]\nlabels = { env = \"mgmt\" }\n",
+        )
+        .unwrap();
+        assert_eq!(c.home().name, "mgmt");
+        assert_eq!(c.len(), 2, "no implicit in-cluster beside a declared home");
+        let eu = c.get("prod-eu").unwrap();
+        assert_eq!(
+            eu.kubeconfig.as_deref(),
+            Some(Path::new("/etc/driftless/prod-eu.yaml"))
+        );
+        assert_eq!(eu.context.as_deref(), Some("eu"));
+        assert!(eu.matches(&BTreeMap::from([("env".into(), "prod".into())])));
+        assert!(!eu.matches(&BTreeMap::from([("env".into(), "mgmt".into())])));
+        assert!(
+            eu.matches(&BTreeMap::new()),
+            "an empty selector matches all"
+        );
+        let vars: BTreeMap<_, _> = eu.vars().collect();
+        assert_eq!(vars["cluster.name"], "prod-eu");
+        assert_eq!(vars["cluster.labels.region"], "eu");
+    }
+
+    #[test]
+    fn without_a_home_in_the_file_in_cluster_is_added() {
+        let c = parse("[cluster.a]\nkubeconfig = \"/k/a\"\n").unwrap();
+        assert_eq!(c.home().name, HOME);
+        assert!(c.get("a").is_some());
+        assert_eq!(
+            c.declared(),
+            "the declared clusters are a, in-cluster (home)"
+        );
+        assert_eq!(Clusters::default().home().name, HOME);
+    }
+
+    #[test]
+    fn what_is_wrong_in_the_file_is_said_at_its_place() {
+        assert_eq!(
+            parse("[cluster.a]\nserver = \"https://x\"\n").unwrap_err(),
+            "clusters.toml:2:1: unknown field `server`, expected one of `kubeconfig`, `context`, `labels`"
+        );
+        assert_eq!(
+            parse("[cluster.a]\n[cluster.b]\n").unwrap_err(),
+            "clusters.toml:2:2: clusters a, b have no kubeconfig: only one cluster, the home cluster, is reached with the command's own connection"
+        );
+        assert_eq!(
+            parse("[cluster.a]\nkubeconfig = \"k\"\nlabels = { env = \"not ok!\" }\n").unwrap_err(),
+            "clusters.toml:1:2: cluster a: label env=\"not ok!\": value must be alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric"
+        );
+        assert_eq!(
+            parse("[cluster.\"a b\"]\nkubeconfig = \"k\"\n").unwrap_err(),
+            "clusters.toml:1:10: cluster name \"a b\": value must be alphanumerics, '-', '_' or '.', starting and ending with an alphanumeric"
+        );
+        assert_eq!(
+            Clusters::default().pick("prod").unwrap_err().to_string(),
+            "--cluster prod: not a declared cluster; the declared clusters are in-cluster (home)"
+        );
+    }
+
+    fn files(list: &[(&str, &str)]) -> Vec<crate::spec::SourceFile> {
+        list.iter()
+            .map(|(p, c)| crate::spec::SourceFile {
+                path: p.to_string(),
+                contents: c.as_bytes().to_vec(),
+            })
+            .collect()
+    }
+
+    fn fleet() -> Arc<Clusters> {
+        Arc::new(
+            parse(
+                "[cluster.edge]\nkubeconfig = \"edge.yaml\"\nlabels = { fleet = \"yes\", region = \"eu\" }\n[cluster.in-cluster]\nlabels = { fleet = \"yes\", region = \"us\" }\n",
+            )
+            .unwrap(),
+        )
+    }
+
+    fn config_map(name: &str, value: &str) -> String {
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: ns\ndata:\n  v: \"{value}\"\n"
+        )
+    }
+
+    /// The ConfigMaps the tree gives `cluster`, with their value.
+    fn seen(tree: &[(&str, &str)], cluster: &str) -> Result<Vec<(String, String)>, Vec<String>> {
+        let policy = crate::spec::Policy {
+            cluster: Target::named(fleet(), cluster).unwrap(),
+            ..Default::default()
+        };
+        let tree = crate::spec::parse_files_with(&files(tree), &policy)
+            .map_err(|e| e.0.iter().map(|e| e.to_string()).collect::<Vec<_>>())?;
+        let mut seen: Vec<(String, String)> = tree
+            .specs
+            .iter()
+            .map(|s| match &s.body {
+                crate::spec::SpecBody::Manifest(m) => (
+                    m.metadata.name.clone(),
+                    m.rest["data"]["v"].as_str().unwrap_or_default().to_string(),
+                ),
+                _ => unreachable!("only manifests here"),
+            })
+            .collect();
+        seen.sort();
+        Ok(seen)
+    }
+
+    const SETTINGS: &str = "[vars]\n\n[[cluster]]\npath = \"edge/**\"\nnames = [\"edge\"]\n\n[[cluster]]\npath = \"all/**\"\nlabels = { fleet = \"yes\" }\n";
+
+    #[test]
+    fn each_cluster_reads_the_files_that_go_to_it_with_its_own_variables() {
+        let core = config_map("core", "${cluster.name}");
+        let edge = config_map("edge-app", "${cluster.labels.region}");
+        let all = config_map("common", "${cluster.name}");
+        let tree = [
+            (".driftless.toml", SETTINGS),
+            ("core.yaml", core.as_str()),
+            ("edge/app.yaml", edge.as_str()),
+            ("all/common.yaml", all.as_str()),
+        ];
+        let pair = |n: &str, v: &str| (n.to_string(), v.to_string());
+        assert_eq!(
+            seen(&tree, "in-cluster").unwrap(),
+            [pair("common", "in-cluster"), pair("core", "in-cluster")]
+        );
+        assert_eq!(
+            seen(&tree, "edge").unwrap(),
+            [pair("common", "edge"), pair("edge-app", "eu")]
+        );
+        // A broken file of one cluster is not another's.
+        let broken = [(".driftless.toml", SETTINGS), ("edge/app.yaml", "kind: [")];
+        assert_eq!(seen(&broken, "in-cluster").unwrap(), []);
+        assert!(seen(&broken, "edge").is_err());
+    }
+
+    #[test]
+    fn a_tree_names_only_declared_clusters_and_never_how_to_reach_one() {
+        let tree = [(
+            ".driftless.toml",
+            "[[cluster]]\npath = \"x/**\"\nnames = [\"edge\", \"mars\"]\n",
+        )];
+        assert_eq!(
+            seen(&tree, "edge").unwrap_err(),
+            [
+                ".driftless.toml:3:18: cluster \"mars\" is not declared: the declared clusters are edge, in-cluster (home) (the operator declares clusters with --clusters FILE)"
+            ]
+        );
+        let tree = [(
+            ".driftless.toml",
+            "[[cluster]]\npath = \"x/**\"\nnames = [\"edge\"]\nkubeconfig = \"/tmp/k\"\n",
+        )];
+        let err = seen(&tree, "edge").unwrap_err();
+        assert!(
+            err.len() == 1
+                && err[0].starts_with(".driftless.toml:4:1: ")
+                && err[0].contains("kubeconfig"),
+            "{err:?}"
+        );
+        let tree = [(".driftless.toml", "[[cluster]]\npath = \"x/**\"\n")];
+        assert_eq!(
+            seen(&tree, "edge").unwrap_err(),
+            [
+                ".driftless.toml:1:1: [[cluster]]: give `names` (clusters by name) or `labels` (clusters by their labels), or both"
+            ]
+        );
+    }
+}
