@@ -207,3 +207,176 @@ async fn one_tree_sends_each_file_to_its_clusters() {
         show(&out)
     );
 }
+
+const REPO: &str = "https://github.com/acme/fleet.git";
+
+fn application(name: &str, path: &str, destination: &str) -> String {
+    format!(
+        "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: {name}\n  namespace: argocd\nspec:\n  project: default\n  source:\n    repoURL: {REPO}\n    targetRevision: HEAD\n    path: {path}\n  destination:\n{destination}  syncPolicy:\n    automated:\n      prune: true\n"
+    )
+}
+
+/// Argo CD's app of apps across clusters: each child Application's `destination` sends
+/// its objects to that cluster alone (by name, or by the server of the cluster's
+/// kubeconfig), the in-cluster one stays with the home cluster, and one naming a
+/// cluster the operator did not declare is held with one line on every cluster while
+/// the others apply. The edge cluster is served by a daemon (`run --cluster edge`),
+/// the home cluster by `apply`.
+#[tokio::test]
+async fn argo_cd_destinations_send_each_app_to_its_cluster() {
+    let home = support::client().await;
+    let ns = support::namespace(&home, "fleet-argo").await;
+    let edge_server = SecondApiserver::apart().await;
+    let edge = edge_server.client().await;
+    Api::<Namespace>::all(edge.clone())
+        .create(
+            &PostParams::default(),
+            &Namespace {
+                metadata: ObjectMeta {
+                    name: Some(ns.clone()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(edge_server.kubeconfig(), dir.path().join("edge.kubeconfig")).unwrap();
+    let clusters = dir.path().join("clusters.toml");
+    std::fs::write(
+        &clusters,
+        "[cluster.edge]\nkubeconfig = \"edge.kubeconfig\"\n",
+    )
+    .unwrap();
+    let clusters = clusters.to_str().unwrap();
+
+    let root = dir.path().join("repo");
+    let edge_url = format!("https://127.0.0.1:{}", edge_server.port);
+    write(
+        &root,
+        "argocd/root.yaml",
+        &application(
+            "root",
+            "apps",
+            "    server: https://kubernetes.default.svc\n",
+        ),
+    );
+    write(
+        &root,
+        "apps/edge.yaml",
+        &application(
+            &format!("{ns}-edge"),
+            "edge-app",
+            &format!("    name: edge\n    namespace: {ns}\n"),
+        ),
+    );
+    write(
+        &root,
+        "apps/edge-by-server.yaml",
+        &application(
+            &format!("{ns}-edge-by-server"),
+            "edge-too",
+            &format!("    server: {edge_url}\n    namespace: {ns}\n"),
+        ),
+    );
+    write(
+        &root,
+        "apps/home.yaml",
+        &application(
+            &format!("{ns}-home"),
+            "home-app",
+            &format!("    server: https://kubernetes.default.svc\n    namespace: {ns}\n"),
+        ),
+    );
+    write(
+        &root,
+        "apps/mars.yaml",
+        &application(
+            &format!("{ns}-mars"),
+            "mars-app",
+            &format!("    name: mars\n    namespace: {ns}\n"),
+        ),
+    );
+    for (dir, name) in [
+        ("edge-app", "edge-cm"),
+        ("edge-too", "edge-too-cm"),
+        ("home-app", "home-cm"),
+        ("mars-app", "mars-cm"),
+    ] {
+        write(&root, &format!("{dir}/cm.yaml"), &configmap(name, &ns, dir));
+    }
+    for args in [
+        &["init", "-q", "-b", "main"][..],
+        &["remote", "add", "origin", REPO],
+        &["add", "."],
+        &["commit", "-q", "-m", "fleet"],
+    ] {
+        support::git(&root, args);
+    }
+    let tree = root.join("argocd");
+    let tree = tree.to_str().unwrap();
+
+    let out = support::driftless_on_cluster(&ns, &["apply", tree, "--clusters", clusters]);
+    let mars = format!(
+        "root.yaml:1:1: Application {ns}-mars: its destination cluster \"mars\" is not a declared cluster: the declared clusters are edge, in-cluster (home) (--clusters); nothing is applied (in what it renders: root.yaml#argo.root, line "
+    );
+    // The held app stops no other: exit 2 says something was not applied.
+    assert_exit(&out, 2);
+    assert!(show(&out).contains(&mars), "{}", show(&out));
+    assert_eq!(
+        config_maps(&home, &ns).await,
+        pairs(&[("home-cm", "home-app")]),
+        "the home cluster: its app only\n{}",
+        show(&out)
+    );
+
+    let daemon = support::Daemon::builder(&ns)
+        .args(&[
+            "--dir",
+            tree,
+            "--resync",
+            "1h",
+            "--clusters",
+            clusters,
+            "--cluster",
+            "edge",
+        ])
+        .start();
+    let status = daemon
+        .wait_status("the edge's apps applied, mars held", |s| {
+            let apps = s["apps"].as_array().cloned().unwrap_or_default();
+            let held = s.to_string().contains(&format!(
+                "Application {ns}-mars: its destination cluster \\\"mars\\\" is not a declared cluster"
+            ));
+            held && apps.iter().filter(|a| a["ready"] == true).count() >= 2
+        })
+        .await;
+    let mut ready: Vec<&str> = status["apps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|a| a["ready"] == true)
+        .map(|a| a["name"].as_str().unwrap())
+        .collect();
+    ready.sort();
+    assert_eq!(
+        ready,
+        [
+            format!("argo/{ns}-edge"),
+            format!("argo/{ns}-edge-by-server")
+        ],
+        "{status:#}"
+    );
+    assert_eq!(
+        config_maps(&edge, &ns).await,
+        pairs(&[("edge-cm", "edge-app"), ("edge-too-cm", "edge-too")]),
+        "the edge cluster: its apps only"
+    );
+    // Home was not touched by the edge's daemon.
+    assert_eq!(
+        config_maps(&home, &ns).await,
+        pairs(&[("home-cm", "home-app")]),
+        "the home cluster, with the edge's daemon running"
+    );
+}

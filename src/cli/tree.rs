@@ -157,6 +157,7 @@ pub(crate) fn load_revision(
         &rendered.errors,
         &rendered.held,
         &rendered.made_by,
+        &rendered.destinations,
         policy,
     ) {
         Ok(mut tree) => {

@@ -162,6 +162,7 @@ impl Stage {
                     notices: out.notices,
                     made_by: out.made_by,
                     read_cluster: out.read_cluster,
+                    destinations: out.destinations,
                 },
                 rendered_as,
             }

@@ -3,6 +3,7 @@
 //! the revision go on; an error of the tree itself (a file no app renders) still stops
 //! the whole revision, as does any error under `--all-or-nothing`.
 
+use crate::spec::clusters::Destination;
 use std::collections::BTreeMap;
 
 pub use super::stage::AppError;
@@ -35,6 +36,39 @@ pub(super) fn classify(errors: &mut Vec<SpecError>, held: &mut Vec<AppError>, se
     *errors = tree;
 }
 
+/// The policy with each app that names its cluster placed here or elsewhere; an app
+/// that names a cluster the operator did not declare is held with why. An app placed
+/// elsewhere is not this cluster's: its own errors are not held here.
+fn placed(
+    destinations: &BTreeMap<String, (Destination, Location)>,
+    made_by: &BTreeMap<String, Location>,
+    policy: &Policy,
+    held: &mut Vec<AppError>,
+) -> Policy {
+    let mut placed = BTreeMap::new();
+    for (app, (to, at)) in destinations {
+        match policy.cluster.place(to) {
+            Ok(Some(here)) => {
+                placed.insert(app.clone(), here);
+            }
+            Ok(None) => {}
+            Err(why) => {
+                let name = app.strip_prefix("argo/").unwrap_or(app);
+                let mut e = SpecError {
+                    at: at.clone(),
+                    message: format!("Application {name}: {why}; nothing is applied"),
+                };
+                super::stage::said_where_written(&mut e, made_by);
+                held.push(AppError::new(app.clone(), e));
+            }
+        }
+    }
+    held.retain(|h| placed.get(&h.app) != Some(&false));
+    let mut policy = policy.clone();
+    policy.cluster.placed = std::sync::Arc::new(placed);
+    policy
+}
+
 /// The spec tree of a rendered revision: `files` as the stage handed them on, `errors`
 /// the tree's own (said where written), `held` the apps' own. Every error of the tree,
 /// or any error at all under `policy.all_or_nothing`, makes the revision invalid with
@@ -45,10 +79,12 @@ pub fn load(
     errors: &[SpecError],
     held: &[AppError],
     made_by: &BTreeMap<String, Location>,
+    destinations: &BTreeMap<String, (Destination, Location)>,
     policy: &Policy,
 ) -> Result<SpecTree, SpecErrors> {
     let mut tree_errors = errors.to_vec();
     let mut held = held.to_vec();
+    let policy = &placed(destinations, made_by, policy, &mut held);
     let parsed = crate::spec::parse_files_with(files, policy);
     if let Err(more) = &parsed {
         let mut more = more.0.clone();
@@ -237,7 +273,15 @@ mod tests {
     fn an_apps_error_holds_it_and_a_trees_error_stops_everything() {
         let files = [file("plain.yaml", GOOD), file("x.yaml#argo.web", BAD)];
         let policy = Policy::default();
-        let tree = load(&files, &[], &[], &BTreeMap::new(), &policy).expect("the rest is valid");
+        let tree = load(
+            &files,
+            &[],
+            &[],
+            &BTreeMap::new(),
+            &BTreeMap::new(),
+            &policy,
+        )
+        .expect("the rest is valid");
         assert_eq!(tree.specs.len(), 1);
         assert_eq!(tree.held.keys().collect::<Vec<_>>(), ["argo/web"]);
         assert!(tree.held["argo/web"][0].message.contains("Not_A_Name"));
@@ -257,12 +301,28 @@ mod tests {
             all_or_nothing: true,
             ..Policy::default()
         };
-        let errors = load(&files, &[], &[], &BTreeMap::new(), &strict).unwrap_err();
+        let errors = load(
+            &files,
+            &[],
+            &[],
+            &BTreeMap::new(),
+            &BTreeMap::new(),
+            &strict,
+        )
+        .unwrap_err();
         assert_eq!(errors.0.len(), 1);
 
         // The tree's own error: nothing goes, and every error is said.
         let files = [file("plain.yaml", BAD), file("x.yaml#argo.web", BAD)];
-        let errors = load(&files, &[], &[], &BTreeMap::new(), &policy).unwrap_err();
+        let errors = load(
+            &files,
+            &[],
+            &[],
+            &BTreeMap::new(),
+            &BTreeMap::new(),
+            &policy,
+        )
+        .unwrap_err();
         assert_eq!(errors.0.len(), 2, "{errors}");
 
         // An app object that could not be read holds that app: its render is no file.
@@ -271,7 +331,15 @@ mod tests {
             "flux/ns/broken".into(),
             crate::hydrate::stage::error_at("k.yaml", 3, 1, "refused".into()),
         )];
-        let tree = load(&files, &[], &held, &BTreeMap::new(), &policy).expect("valid");
+        let tree = load(
+            &files,
+            &[],
+            &held,
+            &BTreeMap::new(),
+            &BTreeMap::new(),
+            &policy,
+        )
+        .expect("valid");
         assert_eq!(tree.specs.len(), 1);
         assert_eq!(
             tree.held["flux/ns/broken"][0].to_string(),
@@ -280,5 +348,101 @@ mod tests {
         let facts = tree.facts();
         assert!(facts.apps.contains("flux/ns/broken"));
         assert!(facts.held_apps.contains("flux/ns/broken"));
+    }
+
+    /// An Argo CD Application's destination places its objects: on the cluster it names
+    /// (by name or by its kubeconfig's server), over the tree's `[[cluster]]` rules; the
+    /// home cluster's (`https://kubernetes.default.svc`) leaves it to those rules; one
+    /// the operator did not declare holds the app, with why, at its place.
+    #[test]
+    fn an_applications_destination_places_its_objects() {
+        use crate::spec::clusters::{Clusters, Target};
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("edge.yaml"),
+            "apiVersion: v1\nkind: Config\ncurrent-context: e\ncontexts:\n- name: e\n  context: {cluster: c, user: u}\nclusters:\n- name: c\n  cluster: {server: 'https://10.0.0.9:6443/'}\nusers:\n- name: u\n  user: {token: t}\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("clusters.toml"),
+            "[cluster.edge]\nkubeconfig = \"edge.yaml\"\n",
+        )
+        .unwrap();
+        let clusters =
+            std::sync::Arc::new(Clusters::read_file(&dir.path().join("clusters.toml")).unwrap());
+        assert_eq!(
+            clusters.get("edge").unwrap().server.as_deref(),
+            Some("https://10.0.0.9:6443")
+        );
+        let cm = |name: &str| GOOD.replace("good", name);
+        let files = [
+            file("plain.yaml", &cm("plain")),
+            file("apps.yaml#argo.by-name", &cm("by-name")),
+            file("apps.yaml#argo.by-server", &cm("by-server")),
+            file("apps.yaml#argo.home", &cm("home")),
+            file("apps.yaml#argo.mars", &cm("mars")),
+        ];
+        let at = |line: usize| Location {
+            file: "apps.yaml".into(),
+            line,
+            column: 1,
+        };
+        let destinations = BTreeMap::from([
+            (
+                "argo/by-name".to_string(),
+                (Destination::Named("edge".into()), at(10)),
+            ),
+            (
+                "argo/by-server".to_string(),
+                (Destination::Server("https://10.0.0.9:6443".into()), at(20)),
+            ),
+            (
+                "argo/home".to_string(),
+                (
+                    Destination::Server("https://kubernetes.default.svc".into()),
+                    at(30),
+                ),
+            ),
+            (
+                "argo/mars".to_string(),
+                (Destination::Named("mars".into()), at(40)),
+            ),
+        ]);
+        let names = |policy: &Policy| {
+            let tree = load(&files, &[], &[], &BTreeMap::new(), &destinations, policy).unwrap();
+            let held: Vec<String> = tree
+                .held
+                .values()
+                .flatten()
+                .map(|e| e.to_string())
+                .collect();
+            let mut names: Vec<String> = tree
+                .specs
+                .iter()
+                .map(|s| s.id.name.trim_start_matches("ConfigMap/").to_string())
+                .collect();
+            names.sort();
+            (names, held)
+        };
+        let home = Policy {
+            cluster: Target::home(clusters.clone()),
+            ..Policy::default()
+        };
+        let mars = "apps.yaml:40:1: Application mars: its destination cluster \"mars\" is not a declared cluster: the declared clusters are edge, in-cluster (home) (--clusters); nothing is applied";
+        assert_eq!(
+            names(&home),
+            (vec!["home".into(), "plain".into()], vec![mars.to_string()])
+        );
+        let edge = Policy {
+            cluster: Target::named(clusters, "edge").unwrap(),
+            ..Policy::default()
+        };
+        assert_eq!(
+            names(&edge),
+            (
+                vec!["by-name".into(), "by-server".into()],
+                vec![mars.to_string()]
+            )
+        );
     }
 }

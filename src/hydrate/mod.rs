@@ -324,6 +324,10 @@ impl Hydrator {
             tool::hydrate_with(&self.shared, &self.plugins, &argo.plugins, cx, out);
             tool::hydrate_with(&self.shared, &self.helm, &argo.releases, cx, out);
             argo::mark(&mut out.files, &argo::by_name(&argo.apps), &mut out.errors);
+            out.destinations.extend(argo.apps.iter().filter_map(|a| {
+                let (to, at) = a.destination.clone()?;
+                Some((format!("argo/{}", a.name), (to, at)))
+            }));
         }
         let objects = |n: usize| match n {
             1 => "1 object".to_string(),

@@ -101,6 +101,9 @@ pub struct Hydrated {
     /// A render read the live cluster (a chart's `lookup`), succeeding or not: what the
     /// revision renders to may change with no new revision, as what it read changes.
     pub read_cluster: bool,
+    /// The apps that name the cluster their objects go to (an Argo CD Application's
+    /// `destination`), by app (`argo/NAME`), with where they name it.
+    pub destinations: BTreeMap<String, (crate::spec::clusters::Destination, Location)>,
 }
 
 impl Hydrated {

@@ -26,6 +26,9 @@ pub struct Cluster {
     pub kubeconfig: Option<PathBuf>,
     /// The kubeconfig's context (default: its current-context).
     pub context: Option<String>,
+    /// Its apiserver's URL as its kubeconfig gives it (what an Argo CD Application's
+    /// `destination.server` names it by); `None` when the file cannot be read here.
+    pub server: Option<String>,
 }
 
 impl Cluster {
@@ -35,6 +38,7 @@ impl Cluster {
             labels: BTreeMap::new(),
             kubeconfig: None,
             context: None,
+            server: None,
         }
     }
 
@@ -191,6 +195,9 @@ impl Clusters {
                 true => k,
                 false => base.join(k),
             });
+            let server = kubeconfig
+                .as_deref()
+                .and_then(|k| server_of(k, entry.context.as_deref()));
             list.insert(
                 name.clone(),
                 Cluster {
@@ -198,6 +205,7 @@ impl Clusters {
                     labels: entry.labels,
                     kubeconfig,
                     context: entry.context,
+                    server,
                 },
             );
         }
@@ -266,12 +274,48 @@ impl Clusters {
     }
 }
 
+/// The server a kubeconfig's context (default: its current-context) reaches; `None`
+/// when the file is not there (a pipeline that only validates has no credentials) or
+/// does not say.
+fn server_of(kubeconfig: &Path, context: Option<&str>) -> Option<String> {
+    let text = std::fs::read_to_string(kubeconfig).ok()?;
+    let v: serde_json::Value = serde_saphyr::from_str(&text).ok()?;
+    let context = context.or_else(|| v["current-context"].as_str())?;
+    let named = |list: &str, name: &str| {
+        v[list]
+            .as_array()
+            .and_then(|l| l.iter().find(|e| e["name"] == name))
+            .cloned()
+    };
+    let cluster = named("contexts", context)?["context"]["cluster"]
+        .as_str()?
+        .to_string();
+    named("clusters", &cluster)?["cluster"]["server"]
+        .as_str()
+        .map(|s| s.trim_end_matches('/').to_string())
+}
+
+/// Where an app object says its objects go (an Argo CD Application's `destination`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Destination {
+    /// `destination.name`.
+    Named(String),
+    /// `destination.server`.
+    Server(String),
+}
+
+/// The URL Argo CD names the cluster it runs in by.
+pub const IN_CLUSTER_SERVER: &str = "https://kubernetes.default.svc";
+
 /// The cluster a command serves, with the fleet it is one of.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
     pub clusters: std::sync::Arc<Clusters>,
     /// The name of the cluster served: one of `clusters`.
     serving: String,
+    /// Apps (`argo/NAME`) whose destination decides, over the `[[cluster]]` rules,
+    /// whether their files are this cluster's; set per revision, from what they say.
+    pub placed: std::sync::Arc<BTreeMap<String, bool>>,
 }
 
 impl Default for Target {
@@ -286,6 +330,7 @@ impl Target {
         Target {
             serving: clusters.home().name.clone(),
             clusters,
+            placed: Default::default(),
         }
     }
 
@@ -298,6 +343,7 @@ impl Target {
         Ok(Target {
             serving: name.to_string(),
             clusters,
+            placed: Default::default(),
         })
     }
 
@@ -306,6 +352,50 @@ impl Target {
         self.clusters
             .get(&self.serving)
             .unwrap_or_else(|| self.clusters.home())
+    }
+
+    /// Whether an app whose objects go to `to` is this cluster's: `None` when `to` is
+    /// the home cluster (the cluster the reader runs in, as for Argo CD: then the tree's
+    /// `[[cluster]]` rules decide), else whether it is the cluster served. A destination
+    /// the operator did not declare is an error, in words for the app's.
+    pub fn place(&self, to: &Destination) -> Result<Option<bool>, String> {
+        let home = &self.clusters.home().name;
+        let found = match to {
+            Destination::Named(n) if n == HOME || n == home => return Ok(None),
+            Destination::Server(s) if s.trim_end_matches('/') == IN_CLUSTER_SERVER => {
+                return Ok(None);
+            }
+            Destination::Named(n) => self.clusters.get(n).ok_or_else(|| {
+                format!(
+                    "its destination cluster {n:?} is not a declared cluster: {} (--clusters)",
+                    self.clusters.declared()
+                )
+            })?,
+            Destination::Server(s) => self
+                .clusters
+                .iter()
+                .find(|c| c.server.as_deref() == Some(s.trim_end_matches('/')))
+                .ok_or_else(|| {
+                    format!(
+                        "its destination {s} is not the server of a declared cluster: {} (--clusters)",
+                        self.clusters.declared()
+                    )
+                })?,
+        };
+        Ok(match found.name == *home {
+            true => None,
+            false => Some(found.name == self.serving),
+        })
+    }
+
+    /// Whether the file at `file` is this cluster's: as its app's destination says when
+    /// it names a cluster, else as the tree's `[[cluster]]` rules say.
+    pub fn reads(&self, settings: &super::settings::Settings, file: &str) -> bool {
+        let app = super::argo_app_name(file).map(|n| format!("argo/{n}"));
+        match app.and_then(|a| self.placed.get(&a)) {
+            Some(here) => *here,
+            None => settings.goes_to(file, self.cluster(), &self.clusters.home().name),
+        }
     }
 
     /// Whether the operator declared clusters beside the home cluster.

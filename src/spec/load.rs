@@ -58,7 +58,6 @@ pub fn parse_files_with(files: &[SourceFile], policy: &Policy) -> Result<SpecTre
     };
     undeclared_clusters(&settings, policy, &mut errors);
     let cluster = policy.cluster.cluster();
-    let home = policy.cluster.clusters.home().name.as_str();
     // The command line's values win over the tree's defaults; the cluster's own are
     // named apart (`cluster.name`), so neither can set them.
     let mut vars = settings.vars.clone();
@@ -73,7 +72,7 @@ pub fn parse_files_with(files: &[SourceFile], policy: &Policy) -> Result<SpecTre
     // nothing here.
     for f in files
         .iter()
-        .filter(|f| f.path != SETTINGS_FILE && settings.goes_to(&f.path, cluster, home))
+        .filter(|f| f.path != SETTINGS_FILE && policy.cluster.reads(&settings, &f.path))
     {
         let vars = (substitutes && !settings.skips_substitution(&f.path)).then_some(&vars);
         read_file(f, &settings, vars, policy, &mut found, &mut errors);

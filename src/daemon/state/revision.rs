@@ -51,6 +51,8 @@ pub struct HydrateReport {
     /// A render read the live cluster (a chart's `lookup`): what the revision renders to
     /// may change with no new revision ([`State::render_again`]).
     pub read_cluster: bool,
+    /// The apps that name their cluster, with where (`Hydrated::destinations`).
+    pub destinations: BTreeMap<String, (crate::spec::clusters::Destination, crate::spec::Location)>,
 }
 
 /// A spec error as the status says it, with the app it holds (`None`: the tree's).
@@ -224,6 +226,7 @@ fn load(
         &rendered.errors,
         &rendered.held,
         &rendered.made_by,
+        &rendered.destinations,
         policy,
     )
     .and_then(|mut tree| match &rendered.if_empty {

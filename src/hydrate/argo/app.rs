@@ -142,13 +142,16 @@ pub(super) fn read(
 }
 
 impl Reading<'_> {
-    fn refuse(&self, key: &str, what: String) -> SpecError {
-        let field_at = Location {
+    fn field_at(&self, key: &str) -> Location {
+        Location {
             line: self.at.line + line_of(self.doc, key),
             ..self.at.clone()
-        };
+        }
+    }
+
+    fn refuse(&self, key: &str, what: String) -> SpecError {
         err(
-            field_at,
+            self.field_at(key),
             format!("Application {}: {what}; nothing is applied", self.name),
         )
     }
@@ -167,24 +170,28 @@ impl Reading<'_> {
             self_heal: v["spec"]["syncPolicy"]["automated"]["selfHeal"].as_bool() == Some(true),
             ..App::default()
         };
-        if let Some(server) = v["spec"]["destination"]["server"].as_str()
-            && server != "https://kubernetes.default.svc"
-        {
-            return Err(self.refuse(
-                "server",
-                format!("its destination {server} is not the cluster driftless applies to"),
-            ));
-        }
-        if let Some(cluster) = v["spec"]["destination"]["name"].as_str()
-            && cluster != "in-cluster"
-        {
-            return Err(self.refuse(
-                "destination",
-                format!(
-                    "its destination cluster {cluster:?} is not the cluster driftless applies to"
-                ),
-            ));
-        }
+        use crate::spec::clusters::Destination;
+        let destination = &v["spec"]["destination"];
+        app.destination = match (destination["name"].as_str(), destination["server"].as_str()) {
+            (Some(name), Some(server)) if !name.is_empty() && !server.is_empty() => {
+                return Err(self.refuse(
+                    "destination",
+                    "its destination gives both `name` and `server`; Argo CD takes one".into(),
+                ));
+            }
+            (Some(name), _) if !name.is_empty() => {
+                // `name:` first matches the Application's own.
+                Some((
+                    Destination::Named(name.to_string()),
+                    self.field_at("destination"),
+                ))
+            }
+            (_, Some(server)) if !server.is_empty() => Some((
+                Destination::Server(server.to_string()),
+                self.field_at("server"),
+            )),
+            _ => None,
+        };
         if let Some(wave) = v["metadata"]["annotations"][crate::spec::order::ARGO_WAVE].as_str() {
             app.wave = wave.trim().parse().map_err(|_| {
                 self.refuse(

@@ -58,6 +58,10 @@ pub struct App {
     pub create_namespace: bool,
     /// Its `ignoreDifferences`, as JSON pointers.
     pub ignore: Vec<crate::spec::helm::TargetedIgnore>,
+    /// Its `destination` when it names a cluster (by name or server), with where it
+    /// says so: which cluster that is, and whether it is the one served, is the spec
+    /// loader's to say (`crate::spec::clusters::Target::place`).
+    pub destination: Option<(crate::spec::clusters::Destination, Location)>,
 }
 
 /// A directory or Kustomize source of this repository, rendered by [`Directories`].

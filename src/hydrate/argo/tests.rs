@@ -100,8 +100,8 @@ fn what_is_not_carried_out_is_an_error_at_its_place() {
             "a.yaml:16:1: Application a: sync option \"FailOnSharedResource=true\" is not carried out by driftless yet; nothing is applied",
         ),
         (
-            application("a", "a", "").replace("kubernetes.default.svc", "prod.example.com"),
-            "a.yaml:13:1: Application a: its destination https://prod.example.com is not the cluster driftless applies to; nothing is applied",
+            application("a", "a", "").replace("    server:", "    name: prod\n    server:"),
+            "a.yaml:12:1: Application a: its destination gives both `name` and `server`; Argo CD takes one; nothing is applied",
         ),
         (
             application(
@@ -190,6 +190,7 @@ fn marks_say_what_the_application_says() {
             },
             pointers: vec!["/spec/replicas".into()],
         }],
+        destination: None,
     };
     let mut files = vec![
         file(
