@@ -352,6 +352,20 @@ async fn argo_cd_destinations_send_each_app_to_its_cluster() {
             held && apps.iter().filter(|a| a["ready"] == true).count() >= 2
         })
         .await;
+    assert_eq!(
+        status["cluster"], "edge",
+        "the status names the cluster served"
+    );
+    let (_, api) = support::http(daemon.metrics, "GET", "/api/v1/status", &[], b"").await;
+    assert!(
+        api.contains("\"cluster\":\"edge\""),
+        "the API names it: {api}"
+    );
+    assert!(
+        daemon.status_table().contains("cluster:          edge\n"),
+        "{}",
+        daemon.status_table()
+    );
     let mut ready: Vec<&str> = status["apps"]
         .as_array()
         .unwrap()

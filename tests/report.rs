@@ -438,6 +438,7 @@ fn status(n_specs: usize, revision: &str, ready: bool) -> StatusFile {
         written: Some(k8s_openapi::jiff::Timestamp::now().to_string()),
         instance: "default".into(),
         kubernetes: None,
+        cluster: None,
         version: 1,
         source: "dir:/specs".into(),
         revision_seen: Some(revision.into()),

@@ -185,6 +185,9 @@ function renderOverview(doc) {
 
   setText($("source"), dash(doc.source));
   setText($("instance"), dash(doc.instance));
+  // Only in a fleet (--clusters): the cluster this daemon serves.
+  $("cluster-fact").hidden = !doc.cluster;
+  setText($("cluster"), dash(doc.cluster));
   setText($("revision-applied"), dash(doc.revision_applied));
   setText($("revision-seen"), dash(doc.revision_seen));
   // Not in the live summary: a screen reader would announce every sync starting and ending.

@@ -427,6 +427,7 @@ fn status(
         errors: &[],
         cluster_error: None,
         kubernetes: Some("v1.37.2"),
+        cluster: None,
         specs: &specs.specs,
         rendered: &empty,
         health: judged,

@@ -143,6 +143,9 @@ fn headers(out: &mut String, status: &StatusFile, now: Option<Timestamp>, wide: 
     if !status.instance.is_empty() {
         header(out, "instance", &status.instance);
     }
+    if let Some(c) = &status.cluster {
+        header(out, "cluster", c);
+    }
     if let Some(v) = &status.kubernetes {
         header(out, "kubernetes", v);
     }

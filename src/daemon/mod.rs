@@ -195,6 +195,11 @@ pub async fn run(
         state.on_shard(link.view.borrow().clone());
     }
     state.kubernetes = kubernetes;
+    state.cluster = cfg
+        .policy
+        .cluster
+        .is_fleet()
+        .then(|| cfg.policy.cluster.cluster().name.clone());
     first_state(&mut state, &cfg, &cluster).await;
     main_loop::Loop {
         cfg,

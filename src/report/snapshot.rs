@@ -31,6 +31,8 @@ pub struct Snapshot<'a> {
     pub cluster_error: Option<&'a str>,
     /// The cluster's Kubernetes version, once read.
     pub kubernetes: Option<&'a str>,
+    /// The cluster served, by its fleet name (none without a fleet).
+    pub cluster: Option<&'a str>,
     pub specs: &'a [Spec],
     /// What rendered each rendered file of the tree.
     pub rendered: &'a BTreeMap<String, crate::spec::RenderedBy>,
@@ -109,6 +111,7 @@ impl<'a> Snapshot<'a> {
             version: VERSION,
             instance: self.instance.to_string(),
             kubernetes: self.kubernetes.map(str::to_string),
+            cluster: self.cluster.map(str::to_string),
             source: self.source.to_string(),
             revision_seen: self.revision_seen.map(str::to_string),
             revision_applied: self.revision_applied.map(str::to_string),

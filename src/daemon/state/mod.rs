@@ -90,6 +90,9 @@ pub struct State {
     pub instance: String,
     /// The cluster's Kubernetes version, as its apiserver said it at start.
     pub kubernetes: Option<String>,
+    /// The cluster served, by its name in the operator's fleet (`--clusters`); `None`
+    /// when there is no fleet.
+    pub cluster: Option<String>,
     /// Shared with the sync that applies it (no copy of the tree per sync).
     pub tree: Option<Arc<SpecTree>>,
     /// While a revision is applied spec by spec (only the specs it changed): those not
@@ -196,6 +199,7 @@ impl State {
             source_name,
             instance: crate::object::ownership::DEFAULT_INSTANCE.to_string(),
             kubernetes: None,
+            cluster: None,
             tree: None,
             pending: None,
             expected: Vec::new(),
@@ -258,6 +262,7 @@ impl State {
             errors: &self.errors,
             cluster_error: self.cluster_error.as_deref(),
             kubernetes: self.kubernetes.as_deref(),
+            cluster: self.cluster.as_deref(),
             specs: self.specs(),
             rendered: self
                 .tree

@@ -36,6 +36,7 @@ fn snapshot<'a>(
         errors: &[],
         cluster_error: None,
         kubernetes: Some("v1.37.2"),
+        cluster: Some("edge"),
         specs,
         rendered: &NO_RENDERS,
         health,

@@ -70,6 +70,10 @@ pub struct StatusFile<S = Vec<SpecStatus>> {
     /// The cluster's Kubernetes version (`v1.37.2`), as its apiserver says it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kubernetes: Option<String>,
+    /// The cluster served, by its name in the operator's fleet (`--clusters`); absent
+    /// without a fleet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cluster: Option<String>,
     pub source: String,
     pub revision_seen: Option<String>,
     pub revision_applied: Option<String>,
@@ -355,6 +359,7 @@ impl<S> StatusFile<S> {
             version: self.version,
             instance: self.instance,
             kubernetes: self.kubernetes,
+            cluster: self.cluster,
             source: self.source,
             revision_seen: self.revision_seen,
             revision_applied: self.revision_applied,
@@ -382,6 +387,7 @@ impl StatusFile {
             written: None,
             instance: String::new(),
             kubernetes: None,
+            cluster: None,
             version: VERSION,
             source: String::new(),
             revision_seen: None,
