@@ -388,14 +388,11 @@ impl Target {
         })
     }
 
-    /// Whether the file at `file` is this cluster's: as its app's destination says when
-    /// it names a cluster, else as the tree's `[[cluster]]` rules say.
-    pub fn reads(&self, settings: &super::settings::Settings, file: &str) -> bool {
-        let app = super::argo_app_name(file).map(|n| format!("argo/{n}"));
-        match app.and_then(|a| self.placed.get(&a)) {
-            Some(here) => *here,
-            None => settings.goes_to(file, self.cluster(), &self.clusters.home().name),
-        }
+    /// Whether the file at `file` is this cluster's as its app's destination says, when
+    /// that names a cluster; `None`: the tree's `[[cluster]]` rules say.
+    pub fn placed_here(&self, file: &str) -> Option<bool> {
+        let app = format!("argo/{}", super::argo_app_name(file)?);
+        self.placed.get(&app).copied()
     }
 
     /// Whether the operator declared clusters beside the home cluster.

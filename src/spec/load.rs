@@ -58,6 +58,14 @@ pub fn parse_files_with(files: &[SourceFile], policy: &Policy) -> Result<SpecTre
     };
     undeclared_clusters(&settings, policy, &mut errors);
     let cluster = policy.cluster.cluster();
+    let home = &policy.cluster.clusters.home().name;
+    // An app's destination, when it names a cluster, over the `[[cluster]]` rules.
+    let reads = |path: &str| {
+        policy
+            .cluster
+            .placed_here(path)
+            .unwrap_or_else(|| settings.goes_to(path, cluster, home))
+    };
     // The command line's values win over the tree's defaults; the cluster's own are
     // named apart (`cluster.name`), so neither can set them.
     let mut vars = settings.vars.clone();
@@ -72,7 +80,7 @@ pub fn parse_files_with(files: &[SourceFile], policy: &Policy) -> Result<SpecTre
     // nothing here.
     for f in files
         .iter()
-        .filter(|f| f.path != SETTINGS_FILE && policy.cluster.reads(&settings, &f.path))
+        .filter(|f| f.path != SETTINGS_FILE && reads(&f.path))
     {
         let vars = (substitutes && !settings.skips_substitution(&f.path)).then_some(&vars);
         read_file(f, &settings, vars, policy, &mut found, &mut errors);
