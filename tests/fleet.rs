@@ -52,6 +52,26 @@ async fn config_maps(client: &Client, ns: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+/// A second cluster (an apiserver with a storage of its own) with the namespace `ns`.
+async fn edge_cluster(ns: &str) -> (SecondApiserver, Client) {
+    let server = SecondApiserver::apart().await;
+    let client = server.client().await;
+    Api::<Namespace>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &Namespace {
+                metadata: ObjectMeta {
+                    name: Some(ns.to_string()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    (server, client)
+}
+
 fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
     list.iter()
         .map(|(a, b)| (a.to_string(), b.to_string()))
@@ -67,21 +87,7 @@ fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
 async fn one_tree_sends_each_file_to_its_clusters() {
     let home = support::client().await;
     let ns = support::namespace(&home, "fleet").await;
-    let edge_server = SecondApiserver::apart().await;
-    let edge = edge_server.client().await;
-    Api::<Namespace>::all(edge.clone())
-        .create(
-            &PostParams::default(),
-            &Namespace {
-                metadata: ObjectMeta {
-                    name: Some(ns.clone()),
-                    ..Default::default()
-                },
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
+    let (edge_server, edge) = edge_cluster(&ns).await;
 
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("tree");
@@ -226,21 +232,7 @@ fn application(name: &str, path: &str, destination: &str) -> String {
 async fn argo_cd_destinations_send_each_app_to_its_cluster() {
     let home = support::client().await;
     let ns = support::namespace(&home, "fleet-argo").await;
-    let edge_server = SecondApiserver::apart().await;
-    let edge = edge_server.client().await;
-    Api::<Namespace>::all(edge.clone())
-        .create(
-            &PostParams::default(),
-            &Namespace {
-                metadata: ObjectMeta {
-                    name: Some(ns.clone()),
-                    ..Default::default()
-                },
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
+    let (edge_server, edge) = edge_cluster(&ns).await;
     let dir = tempfile::tempdir().unwrap();
     std::fs::copy(edge_server.kubeconfig(), dir.path().join("edge.kubeconfig")).unwrap();
     let clusters = dir.path().join("clusters.toml");
