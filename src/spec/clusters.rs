@@ -140,11 +140,11 @@ impl Clusters {
 
     fn parse(text: &str, shown: &str, base: &Path) -> Result<Clusters, ClustersFileError> {
         let at = |offset: usize, message: String| {
-            let before = &text[..offset.min(text.len())];
+            let (line, column) = super::line_column(text, offset);
             ClustersFileError::Invalid {
                 path: shown.to_string(),
-                line: before.matches('\n').count() + 1,
-                column: before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1,
+                line,
+                column,
                 message,
             }
         };

@@ -187,6 +187,15 @@ pub struct Location {
     pub column: usize,
 }
 
+/// The 1-based line and column (in characters) of byte `offset` in `text`: where an
+/// operator's file (`--vars-file`, `--clusters`) is wrong, as a spec's place is said.
+pub fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let before = text.get(..offset.min(text.len())).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, column)
+}
+
 impl fmt::Display for Location {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}:{}:{}", self.file, self.line, self.column)

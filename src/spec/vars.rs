@@ -146,9 +146,7 @@ pub fn read_file(path: &std::path::Path) -> Result<BTreeMap<String, String>, Var
         source,
     })?;
     let at = |offset: usize, message: String| {
-        let before = &text[..offset.min(text.len())];
-        let line = before.matches('\n').count() + 1;
-        let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        let (line, column) = super::line_column(&text, offset);
         VarsFileError::Invalid {
             path: shown.clone(),
             line,
