@@ -323,6 +323,8 @@ async fn argo_cd_destinations_send_each_app_to_its_cluster() {
         show(&out)
     );
 
+    let hooks = support::Recorder::start().await;
+    let hook_url = hooks.url("/hook");
     let daemon = support::Daemon::builder(&ns)
         .args(&[
             "--dir",
@@ -333,6 +335,8 @@ async fn argo_cd_destinations_send_each_app_to_its_cluster() {
             clusters,
             "--cluster",
             "edge",
+            "--notify",
+            &hook_url,
         ])
         .start();
     let status = daemon
@@ -348,6 +352,12 @@ async fn argo_cd_destinations_send_each_app_to_its_cluster() {
         status["cluster"], "edge",
         "the status names the cluster served"
     );
+    // So does what it tells.
+    hooks
+        .wait_for("a notification naming the edge", "/hook", |seen| {
+            !seen.is_empty() && seen.iter().all(|r| r.json()["cluster"] == "edge")
+        })
+        .await;
     let (_, api) = support::http(daemon.metrics, "GET", "/api/v1/status", &[], b"").await;
     assert!(
         api.contains("\"cluster\":\"edge\""),

@@ -40,6 +40,7 @@ mod kubernetes;
 mod layout;
 mod lease;
 mod limits;
+mod listener;
 mod marks;
 mod notify;
 mod oci;

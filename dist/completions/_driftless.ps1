@@ -244,6 +244,8 @@ Register-ArgumentCompleter -Native -CommandName 'driftless' -ScriptBlock {
             [CompletionResult]::new('--resync', '--resync', [CompletionResultType]::ParameterName, 'Full resync (and directory rescan) period, counted from the end of the last whole sync')
             [CompletionResult]::new('--status-file', '--status-file', [CompletionResultType]::ParameterName, 'Where to write the status file (JSON, replaced atomically) [default: $STATE_DIRECTORY/status.json under systemd, else ${XDG_STATE_HOME:-~/.local/state}/driftless/status.json; `status-<instance>.json` for an instance other than `default`]. `driftless status` reads the same')
             [CompletionResult]::new('--metrics-addr', '--metrics-addr', [CompletionResultType]::ParameterName, 'Address for /metrics, /healthz, /readyz and /hooks/git (a host name such as `localhost:0` is resolved; its first address is used)')
+            [CompletionResult]::new('--tls-cert-file', '--tls-cert-file', [CompletionResultType]::ParameterName, 'Serve that address over TLS (1.2 and 1.3) with this certificate (PEM; the server''s own first, then its chain). Read again when it changes on disk')
+            [CompletionResult]::new('--tls-key-file', '--tls-key-file', [CompletionResultType]::ParameterName, 'The certificate''s private key (PEM: PKCS#8, PKCS#1 or SEC1)')
             [CompletionResult]::new('--hook-secret-file', '--hook-secret-file', [CompletionResultType]::ParameterName, 'File holding the HMAC secret the git hook must sign with (X-Hub-Signature-256)')
             [CompletionResult]::new('--lease-namespace', '--lease-namespace', [CompletionResultType]::ParameterName, 'Namespace of the leader-election Lease')
             [CompletionResult]::new('--lease-name', '--lease-name', [CompletionResultType]::ParameterName, 'Name of the Lease (default: driftless-<instance>)')
@@ -342,6 +344,7 @@ Register-ArgumentCompleter -Native -CommandName 'driftless' -ScriptBlock {
         'driftless;reconcile' {
             [CompletionResult]::new('--server', '--server', [CompletionResultType]::ParameterName, 'The daemon''s HTTP address (its --metrics-addr), `http://` assumed without a scheme')
             [CompletionResult]::new('--token-file', '--token-file', [CompletionResultType]::ParameterName, 'File holding the API token (the daemon''s --api-token-file); or set DRIFTLESS_API_TOKEN')
+            [CompletionResult]::new('--ca-file', '--ca-file', [CompletionResultType]::ParameterName, 'PEM certificates to trust besides the system''s for an `https://` server (the CA that signed the daemon''s --tls-cert-file)')
             [CompletionResult]::new('--timeout', '--timeout', [CompletionResultType]::ParameterName, 'How long to wait for the sync to end')
             [CompletionResult]::new('--kubeconfig', '--kubeconfig', [CompletionResultType]::ParameterName, 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)')
             [CompletionResult]::new('--context', '--context', [CompletionResultType]::ParameterName, 'The kubeconfig context to use (default: its current-context)')
@@ -359,6 +362,7 @@ Register-ArgumentCompleter -Native -CommandName 'driftless' -ScriptBlock {
             [CompletionResult]::new('--reason', '--reason', [CompletionResultType]::ParameterName, 'Why; shown in the API, the status file, `driftless status` and the web UI')
             [CompletionResult]::new('--server', '--server', [CompletionResultType]::ParameterName, 'The daemon''s HTTP address (its --metrics-addr), `http://` assumed without a scheme')
             [CompletionResult]::new('--token-file', '--token-file', [CompletionResultType]::ParameterName, 'File holding the API token (the daemon''s --api-token-file); or set DRIFTLESS_API_TOKEN')
+            [CompletionResult]::new('--ca-file', '--ca-file', [CompletionResultType]::ParameterName, 'PEM certificates to trust besides the system''s for an `https://` server (the CA that signed the daemon''s --tls-cert-file)')
             [CompletionResult]::new('--kubeconfig', '--kubeconfig', [CompletionResultType]::ParameterName, 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)')
             [CompletionResult]::new('--context', '--context', [CompletionResultType]::ParameterName, 'The kubeconfig context to use (default: its current-context)')
             [CompletionResult]::new('--kube-api-qps', '--kube-api-qps', [CompletionResultType]::ParameterName, 'Requests per second to the apiserver at most, client-side, as client-go''s rate limit (0: no limit). Answers 429 and 502-504 are retried either way')
@@ -374,6 +378,7 @@ Register-ArgumentCompleter -Native -CommandName 'driftless' -ScriptBlock {
         'driftless;resume' {
             [CompletionResult]::new('--server', '--server', [CompletionResultType]::ParameterName, 'The daemon''s HTTP address (its --metrics-addr), `http://` assumed without a scheme')
             [CompletionResult]::new('--token-file', '--token-file', [CompletionResultType]::ParameterName, 'File holding the API token (the daemon''s --api-token-file); or set DRIFTLESS_API_TOKEN')
+            [CompletionResult]::new('--ca-file', '--ca-file', [CompletionResultType]::ParameterName, 'PEM certificates to trust besides the system''s for an `https://` server (the CA that signed the daemon''s --tls-cert-file)')
             [CompletionResult]::new('--kubeconfig', '--kubeconfig', [CompletionResultType]::ParameterName, 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)')
             [CompletionResult]::new('--context', '--context', [CompletionResultType]::ParameterName, 'The kubeconfig context to use (default: its current-context)')
             [CompletionResult]::new('--kube-api-qps', '--kube-api-qps', [CompletionResultType]::ParameterName, 'Requests per second to the apiserver at most, client-side, as client-go''s rate limit (0: no limit). Answers 429 and 502-504 are retried either way')

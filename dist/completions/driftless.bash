@@ -605,7 +605,7 @@ _driftless() {
             return 0
             ;;
         driftless__subcmd__reconcile)
-            opts="-h -V --server --token-file --timeout --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
+            opts="-h -V --server --token-file --ca-file --timeout --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -616,6 +616,10 @@ _driftless() {
                     return 0
                     ;;
                 --token-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ca-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -819,7 +823,7 @@ _driftless() {
             return 0
             ;;
         driftless__subcmd__resume)
-            opts="-h -V --server --token-file --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
+            opts="-h -V --server --token-file --ca-file --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -830,6 +834,10 @@ _driftless() {
                     return 0
                     ;;
                 --token-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ca-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -865,7 +873,7 @@ _driftless() {
             return 0
             ;;
         driftless__subcmd__run)
-            opts="-h -V --dir --allow-namespace --sops-age-key-file --var --vars-file --all-or-nothing --clusters --cluster --kustomize --helm --render-timeout --render-concurrency --credentials-dir --plugins-dir --cache-dir --registry-config --username-file --password-file --ca-file --plain-http --layer-media-type --verify-key --git --branch --tag --oci --semver --digest --commit --verify-commits --path --interval --resync --status-file --metrics-addr --hook-secret-file --leader-elect --lease-namespace --lease-name --shard --shard-identity --shard-lease --ready-timeout --sync-timeout --events --api-token-file --drift --notify --notify-secret-file --notify-slack --commit-status --commit-status-url --commit-status-repo --field-manager --force-conflicts --adopt --no-prune --max-prune-ratio --allow-mass-prune --concurrency --inventory-namespace --replace-on-immutable --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
+            opts="-h -V --dir --allow-namespace --sops-age-key-file --var --vars-file --all-or-nothing --clusters --cluster --kustomize --helm --render-timeout --render-concurrency --credentials-dir --plugins-dir --cache-dir --registry-config --username-file --password-file --ca-file --plain-http --layer-media-type --verify-key --git --branch --tag --oci --semver --digest --commit --verify-commits --path --interval --resync --status-file --metrics-addr --tls-cert-file --tls-key-file --hook-secret-file --leader-elect --lease-namespace --lease-name --shard --shard-identity --shard-lease --ready-timeout --sync-timeout --events --api-token-file --drift --notify --notify-secret-file --notify-slack --commit-status --commit-status-url --commit-status-repo --field-manager --force-conflicts --adopt --no-prune --max-prune-ratio --allow-mass-prune --concurrency --inventory-namespace --replace-on-immutable --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1000,6 +1008,14 @@ _driftless() {
                     return 0
                     ;;
                 --metrics-addr)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-cert-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --tls-key-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1203,7 +1219,7 @@ _driftless() {
             return 0
             ;;
         driftless__subcmd__suspend)
-            opts="-h -V --reason --server --token-file --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
+            opts="-h -V --reason --server --token-file --ca-file --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1218,6 +1234,10 @@ _driftless() {
                     return 0
                     ;;
                 --token-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ca-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -236,6 +236,8 @@ set edit:completion:arg-completer[driftless] = {|@words|
             cand --resync 'Full resync (and directory rescan) period, counted from the end of the last whole sync'
             cand --status-file 'Where to write the status file (JSON, replaced atomically) [default: $STATE_DIRECTORY/status.json under systemd, else ${XDG_STATE_HOME:-~/.local/state}/driftless/status.json; `status-<instance>.json` for an instance other than `default`]. `driftless status` reads the same'
             cand --metrics-addr 'Address for /metrics, /healthz, /readyz and /hooks/git (a host name such as `localhost:0` is resolved; its first address is used)'
+            cand --tls-cert-file 'Serve that address over TLS (1.2 and 1.3) with this certificate (PEM; the server''s own first, then its chain). Read again when it changes on disk'
+            cand --tls-key-file 'The certificate''s private key (PEM: PKCS#8, PKCS#1 or SEC1)'
             cand --hook-secret-file 'File holding the HMAC secret the git hook must sign with (X-Hub-Signature-256)'
             cand --lease-namespace 'Namespace of the leader-election Lease'
             cand --lease-name 'Name of the Lease (default: driftless-<instance>)'
@@ -331,6 +333,7 @@ set edit:completion:arg-completer[driftless] = {|@words|
         &'driftless;reconcile'= {
             cand --server 'The daemon''s HTTP address (its --metrics-addr), `http://` assumed without a scheme'
             cand --token-file 'File holding the API token (the daemon''s --api-token-file); or set DRIFTLESS_API_TOKEN'
+            cand --ca-file 'PEM certificates to trust besides the system''s for an `https://` server (the CA that signed the daemon''s --tls-cert-file)'
             cand --timeout 'How long to wait for the sync to end'
             cand --kubeconfig 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)'
             cand --context 'The kubeconfig context to use (default: its current-context)'
@@ -347,6 +350,7 @@ set edit:completion:arg-completer[driftless] = {|@words|
             cand --reason 'Why; shown in the API, the status file, `driftless status` and the web UI'
             cand --server 'The daemon''s HTTP address (its --metrics-addr), `http://` assumed without a scheme'
             cand --token-file 'File holding the API token (the daemon''s --api-token-file); or set DRIFTLESS_API_TOKEN'
+            cand --ca-file 'PEM certificates to trust besides the system''s for an `https://` server (the CA that signed the daemon''s --tls-cert-file)'
             cand --kubeconfig 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)'
             cand --context 'The kubeconfig context to use (default: its current-context)'
             cand --kube-api-qps 'Requests per second to the apiserver at most, client-side, as client-go''s rate limit (0: no limit). Answers 429 and 502-504 are retried either way'
@@ -361,6 +365,7 @@ set edit:completion:arg-completer[driftless] = {|@words|
         &'driftless;resume'= {
             cand --server 'The daemon''s HTTP address (its --metrics-addr), `http://` assumed without a scheme'
             cand --token-file 'File holding the API token (the daemon''s --api-token-file); or set DRIFTLESS_API_TOKEN'
+            cand --ca-file 'PEM certificates to trust besides the system''s for an `https://` server (the CA that signed the daemon''s --tls-cert-file)'
             cand --kubeconfig 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)'
             cand --context 'The kubeconfig context to use (default: its current-context)'
             cand --kube-api-qps 'Requests per second to the apiserver at most, client-side, as client-go''s rate limit (0: no limit). Answers 429 and 502-504 are retried either way'

@@ -228,6 +228,8 @@ complete -c driftless -n "__fish_driftless_using_subcommand run" -l interval -d 
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l resync -d 'Full resync (and directory rescan) period, counted from the end of the last whole sync' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l status-file -d 'Where to write the status file (JSON, replaced atomically) [default: $STATE_DIRECTORY/status.json under systemd, else ${XDG_STATE_HOME:-~/.local/state}/driftless/status.json; `status-<instance>.json` for an instance other than `default`]. `driftless status` reads the same' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l metrics-addr -d 'Address for /metrics, /healthz, /readyz and /hooks/git (a host name such as `localhost:0` is resolved; its first address is used)' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l tls-cert-file -d 'Serve that address over TLS (1.2 and 1.3) with this certificate (PEM; the server\'s own first, then its chain). Read again when it changes on disk' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l tls-key-file -d 'The certificate\'s private key (PEM: PKCS#8, PKCS#1 or SEC1)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l hook-secret-file -d 'File holding the HMAC secret the git hook must sign with (X-Hub-Signature-256)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l lease-namespace -d 'Namespace of the leader-election Lease' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l lease-name -d 'Name of the Lease (default: driftless-<instance>)' -r
@@ -317,6 +319,7 @@ complete -c driftless -n "__fish_driftless_using_subcommand status" -s h -l help
 complete -c driftless -n "__fish_driftless_using_subcommand status" -s V -l version -d 'Print version'
 complete -c driftless -n "__fish_driftless_using_subcommand reconcile" -l server -d 'The daemon\'s HTTP address (its --metrics-addr), `http://` assumed without a scheme' -r
 complete -c driftless -n "__fish_driftless_using_subcommand reconcile" -l token-file -d 'File holding the API token (the daemon\'s --api-token-file); or set DRIFTLESS_API_TOKEN' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand reconcile" -l ca-file -d 'PEM certificates to trust besides the system\'s for an `https://` server (the CA that signed the daemon\'s --tls-cert-file)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand reconcile" -l timeout -d 'How long to wait for the sync to end' -r
 complete -c driftless -n "__fish_driftless_using_subcommand reconcile" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand reconcile" -l context -d 'The kubeconfig context to use (default: its current-context)' -r
@@ -330,6 +333,7 @@ complete -c driftless -n "__fish_driftless_using_subcommand reconcile" -s V -l v
 complete -c driftless -n "__fish_driftless_using_subcommand suspend" -l reason -d 'Why; shown in the API, the status file, `driftless status` and the web UI' -r
 complete -c driftless -n "__fish_driftless_using_subcommand suspend" -l server -d 'The daemon\'s HTTP address (its --metrics-addr), `http://` assumed without a scheme' -r
 complete -c driftless -n "__fish_driftless_using_subcommand suspend" -l token-file -d 'File holding the API token (the daemon\'s --api-token-file); or set DRIFTLESS_API_TOKEN' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand suspend" -l ca-file -d 'PEM certificates to trust besides the system\'s for an `https://` server (the CA that signed the daemon\'s --tls-cert-file)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand suspend" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand suspend" -l context -d 'The kubeconfig context to use (default: its current-context)' -r
 complete -c driftless -n "__fish_driftless_using_subcommand suspend" -l kube-api-qps -d 'Requests per second to the apiserver at most, client-side, as client-go\'s rate limit (0: no limit). Answers 429 and 502-504 are retried either way' -r
@@ -341,6 +345,7 @@ complete -c driftless -n "__fish_driftless_using_subcommand suspend" -s h -l hel
 complete -c driftless -n "__fish_driftless_using_subcommand suspend" -s V -l version -d 'Print version'
 complete -c driftless -n "__fish_driftless_using_subcommand resume" -l server -d 'The daemon\'s HTTP address (its --metrics-addr), `http://` assumed without a scheme' -r
 complete -c driftless -n "__fish_driftless_using_subcommand resume" -l token-file -d 'File holding the API token (the daemon\'s --api-token-file); or set DRIFTLESS_API_TOKEN' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand resume" -l ca-file -d 'PEM certificates to trust besides the system\'s for an `https://` server (the CA that signed the daemon\'s --tls-cert-file)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand resume" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand resume" -l context -d 'The kubeconfig context to use (default: its current-context)' -r
 complete -c driftless -n "__fish_driftless_using_subcommand resume" -l kube-api-qps -d 'Requests per second to the apiserver at most, client-side, as client-go\'s rate limit (0: no limit). Answers 429 and 502-504 are retried either way' -r

@@ -28,6 +28,10 @@ pub struct ServerArgs {
     /// File holding the API token (the daemon's --api-token-file); or set DRIFTLESS_API_TOKEN.
     #[arg(long, value_name = "FILE")]
     pub token_file: Option<PathBuf>,
+    /// PEM certificates to trust besides the system's for an `https://` server (the CA
+    /// that signed the daemon's --tls-cert-file).
+    #[arg(long, value_name = "FILE", env = "DRIFTLESS_CA_FILE")]
+    pub ca_file: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -86,8 +90,12 @@ impl ServerArgs {
             ("Authorization", format!("Bearer {token}")),
             ("Content-Type", "application/json".to_string()),
         ];
+        let client = match &self.ca_file {
+            Some(ca) => outbound::client_trusting(ca)?,
+            None => outbound::client(),
+        };
         let (status, body) = outbound::request(
-            &outbound::client(),
+            &client,
             Method::POST,
             &url,
             &headers,

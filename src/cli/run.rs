@@ -76,6 +76,23 @@ pub struct RunArgs {
     /// `localhost:0` is resolved; its first address is used).
     #[arg(long, default_value = "127.0.0.1:9477", value_parser = socket_addr)]
     pub metrics_addr: std::net::SocketAddr,
+    /// Serve that address over TLS (1.2 and 1.3) with this certificate (PEM; the
+    /// server's own first, then its chain). Read again when it changes on disk.
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "DRIFTLESS_TLS_CERT_FILE",
+        requires = "tls_key_file"
+    )]
+    pub tls_cert_file: Option<PathBuf>,
+    /// The certificate's private key (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "DRIFTLESS_TLS_KEY_FILE",
+        requires = "tls_cert_file"
+    )]
+    pub tls_key_file: Option<PathBuf>,
     /// File holding the HMAC secret the git hook must sign with (X-Hub-Signature-256).
     #[arg(long, value_name = "FILE")]
     pub hook_secret_file: Option<PathBuf>,
@@ -183,6 +200,19 @@ fn secret_from_env(var: &str) -> anyhow::Result<Option<String>> {
     let text = std::fs::read_to_string(&path)
         .with_context(|| format!("reading {file_var} ({})", PathBuf::from(&path).display()))?;
     Ok(Some(text.trim().to_string()).filter(|t| !t.is_empty()))
+}
+
+/// The listener's TLS (`--tls-cert-file`, `--tls-key-file`), read now: an unusable pair
+/// refuses the start.
+fn listener_tls(args: &RunArgs) -> anyhow::Result<Option<std::sync::Arc<rustls::ServerConfig>>> {
+    use driftless::report::tls;
+    Ok(match (&args.tls_cert_file, &args.tls_key_file) {
+        (Some(cert), Some(key)) => Some(tls::server_config(&tls::TlsFiles {
+            cert: cert.clone(),
+            key: key.clone(),
+        })?),
+        _ => None,
+    })
 }
 
 fn read_secret_file(path: &std::path::Path, what: &str) -> anyhow::Result<Vec<u8>> {
@@ -317,6 +347,7 @@ pub async fn run(args: &RunArgs, global: &GlobalArgs, selection: &Selection) -> 
         None => None,
     };
     let notify = notify_targets(&args.notify, args.git.as_deref(), args.oci.is_some())?;
+    let tls = listener_tls(args)?;
     let api_token = match &args.api_token_file {
         Some(f) => Some(read_secret_file(f, "API token")?),
         None => None,
@@ -385,6 +416,7 @@ pub async fn run(args: &RunArgs, global: &GlobalArgs, selection: &Selection) -> 
             }
         }),
         metrics_addr: args.metrics_addr,
+        tls,
         hook_secret,
         leader_elect,
         ready_timeout: args.ready_timeout,

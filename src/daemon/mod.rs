@@ -55,6 +55,8 @@ pub struct Config {
     pub resync: Duration,
     pub status_file: Option<PathBuf>,
     pub metrics_addr: SocketAddr,
+    /// TLS on that listener (`--tls-cert-file`, `--tls-key-file`); none serves plain HTTP.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
     pub hook_secret: Option<Vec<u8>>,
     pub leader_elect: Option<LeaseConfig>,
     /// Replicas share the tree (`--shard`): this one's membership.
@@ -374,6 +376,11 @@ fn start_notifier(
             std::mem::take(&mut cfg.notify),
             notify::Context {
                 instance: cfg.engine.instance.clone(),
+                cluster: cfg
+                    .policy
+                    .cluster
+                    .is_fleet()
+                    .then(|| cfg.policy.cluster.cluster().name.clone()),
                 source: source_name.to_string(),
                 origins,
             },
@@ -459,6 +466,13 @@ async fn start_http(
         .map_err(|source| DaemonError::Http {
             addr: cfg.metrics_addr,
             source,
+        })?;
+    let listener =
+        crate::report::tls::Listening::new(listener, cfg.tls.clone()).map_err(|source| {
+            DaemonError::Http {
+                addr: cfg.metrics_addr,
+                source,
+            }
         })?;
     tokio::spawn(async move {
         let stopped = async move {

@@ -18,6 +18,8 @@ use tokio::net::TcpListener;
 use tokio::sync::mpsc;
 
 use super::metrics::{self, Metrics};
+use super::tls::{Listening, Peer};
+use axum::serve::Listener as _;
 
 /// Largest hook request body accepted. Push events of big pushes reach a few hundred KiB;
 /// anything past this is not a forge talking.
@@ -56,6 +58,12 @@ impl fmt::Debug for HttpState {
     }
 }
 
+impl From<TcpListener> for Listening {
+    fn from(listener: TcpListener) -> Listening {
+        Listening::Plain(listener)
+    }
+}
+
 /// Binds `addr`; an address in use is an error (the caller decides whether that is fatal).
 pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     TcpListener::bind(addr)
@@ -63,10 +71,10 @@ pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
         .map_err(|e| std::io::Error::new(e.kind(), format!("binding {addr}: {e}")))
 }
 
-/// Serves on an already bound listener until `shutdown` resolves, then lets requests in
-/// flight finish.
+/// Serves on an already bound listener (plain or TLS) until `shutdown` resolves, then
+/// lets requests in flight finish.
 pub async fn serve_on(
-    listener: TcpListener,
+    listener: impl Into<Listening>,
     state: HttpState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
@@ -78,12 +86,17 @@ pub async fn serve_on(
             "the git hook secret is empty",
         ));
     }
+    let listener = listener.into();
     if let Ok(addr) = listener.local_addr() {
-        tracing::info!(%addr, hook = state.hook.is_some(), "serving /metrics, /healthz, /readyz");
+        let tls = listener.is_tls();
+        tracing::info!(%addr, tls, hook = state.hook.is_some(), "serving /metrics, /healthz, /readyz");
     }
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown)
-        .await
+    axum::serve(
+        listener,
+        router(state).into_make_service_with_connect_info::<Peer>(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await
 }
 
 fn router(mut state: HttpState) -> Router {
@@ -102,7 +115,11 @@ fn router(mut state: HttpState) -> Router {
         Some(api) => router.merge(api),
         None => router,
     };
-    router.layer(axum::middleware::from_fn(super::compress::gzip))
+    router
+        .layer(axum::middleware::from_fn(|request, next| {
+            super::audit::record(request, next, SIGNATURE_HEADER)
+        }))
+        .layer(axum::middleware::from_fn(super::compress::gzip))
 }
 
 async fn metrics_page(State(state): State<Arc<HttpState>>) -> Response {

@@ -6,6 +6,7 @@
 //! cluster; the daemon feeds these.
 
 pub mod api;
+mod audit;
 mod compress;
 pub mod delta;
 pub mod http;
@@ -15,4 +16,5 @@ pub mod outbound;
 pub mod reference;
 pub mod snapshot;
 pub mod status;
+pub mod tls;
 pub mod ui;

@@ -33,6 +33,51 @@ pub fn client() -> HttpClient {
     Client::builder(TokioExecutor::new()).build(connector)
 }
 
+/// [`client`], trusting also the PEM certificates in `ca_file`: the CA that signed a
+/// daemon's listener certificate, or that self-signed certificate itself.
+pub fn client_trusting(ca_file: &std::path::Path) -> Result<HttpClient, CaFileError> {
+    use rustls::pki_types::CertificateDer;
+    use rustls::pki_types::pem::PemObject;
+    let path = ca_file.to_path_buf();
+    let data = std::fs::read(ca_file).map_err(|e| CaFileError {
+        path: path.clone(),
+        message: e.to_string(),
+    })?;
+    let mut given = Vec::new();
+    for cert in CertificateDer::pem_slice_iter(&data) {
+        given.push(cert.map_err(|e| CaFileError {
+            path: path.clone(),
+            message: e.to_string(),
+        })?);
+    }
+    if given.is_empty() {
+        return Err(CaFileError {
+            path,
+            message: "holds no PEM certificate".into(),
+        });
+    }
+    // The registry client's trust: the system's roots, the file's, and a self-signed
+    // certificate the file gives, presented by the server itself, as curl trusts it.
+    let config = crate::source::oci::tls::client_config(given).map_err(|e| CaFileError {
+        path: path.clone(),
+        message: e.to_string(),
+    })?;
+    let connector = hyper_rustls::HttpsConnectorBuilder::new()
+        .with_tls_config(config)
+        .https_or_http()
+        .enable_http1()
+        .build();
+    Ok(Client::builder(TokioExecutor::new()).build(connector))
+}
+
+/// Why a CA file cannot be trusted.
+#[derive(Debug, thiserror::Error)]
+#[error("CA file {}: {message}", path.display())]
+pub struct CaFileError {
+    pub path: std::path::PathBuf,
+    pub message: String,
+}
+
 /// Why a request has no answer.
 #[derive(Debug, thiserror::Error)]
 pub enum RequestError {

@@ -63,6 +63,60 @@ pub fn self_signed(dir: &Path, name: &str, subject: &str, extensions: &[&str]) -
     dir.join(pem)
 }
 
+/// A server certificate for 127.0.0.1, P-256, signed by the CA `CA.pem`/`CA.key` in
+/// `dir`: `NAME.pem` and `NAME.key`.
+pub fn signed_by(dir: &Path, ca: &str, name: &str, subject: &str) {
+    let (key, csr, pem, ext) = (
+        format!("{name}.key"),
+        format!("{name}.csr"),
+        format!("{name}.pem"),
+        format!("{name}.ext"),
+    );
+    openssl(
+        dir,
+        &[
+            "req",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:prime256v1",
+            "-nodes",
+            "-keyout",
+            &key,
+            "-out",
+            &csr,
+            "-subj",
+            subject,
+        ],
+    );
+    std::fs::write(
+        dir.join(&ext),
+        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n\
+         keyUsage=digitalSignature\nextendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+    openssl(
+        dir,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            &csr,
+            "-CA",
+            &format!("{ca}.pem"),
+            "-CAkey",
+            &format!("{ca}.key"),
+            "-CAcreateserial",
+            "-out",
+            &pem,
+            "-days",
+            "2",
+            "-extfile",
+            &ext,
+        ],
+    );
+}
+
 /// A self-signed certificate for 127.0.0.1 as `openssl req -x509` makes it (its default
 /// extensions: CA:TRUE), as Docker's registry docs make one.
 pub fn self_signed_certificate(dir: &Path, name: &str) -> PathBuf {
@@ -119,49 +173,7 @@ impl TestRegistry {
                     "keyUsage=critical,keyCertSign,cRLSign",
                 ],
             );
-            openssl(
-                dir,
-                &[
-                    "req",
-                    "-newkey",
-                    "ec",
-                    "-pkeyopt",
-                    "ec_paramgen_curve:prime256v1",
-                    "-nodes",
-                    "-keyout",
-                    "server.key",
-                    "-out",
-                    "server.csr",
-                    "-subj",
-                    "/CN=127.0.0.1",
-                ],
-            );
-            std::fs::write(
-                dir.join("server.ext"),
-                "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n\
-                 keyUsage=digitalSignature\nextendedKeyUsage=serverAuth\n",
-            )
-            .unwrap();
-            openssl(
-                dir,
-                &[
-                    "x509",
-                    "-req",
-                    "-in",
-                    "server.csr",
-                    "-CA",
-                    "ca.pem",
-                    "-CAkey",
-                    "ca.key",
-                    "-CAcreateserial",
-                    "-out",
-                    "server.pem",
-                    "-days",
-                    "2",
-                    "-extfile",
-                    "server.ext",
-                ],
-            );
+            signed_by(dir, "ca", "server", "/CN=127.0.0.1");
             let hash = bcrypt::hash_with_result(REGISTRY_PASSWORD, 4)
                 .unwrap()
                 .format_for_version(bcrypt::Version::TwoY);

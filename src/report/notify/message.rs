@@ -136,7 +136,10 @@ impl Target {
                 };
                 let state = commit_state(notice.event);
                 let description = short(&notice.message, DESCRIPTION_MAX);
-                let context = format!("driftless/{}", ctx.instance);
+                let context = match &ctx.cluster {
+                    Some(cluster) => format!("driftless/{}/{cluster}", ctx.instance),
+                    None => format!("driftless/{}", ctx.instance),
+                };
                 let (url, body, auth) = match provider {
                     Provider::GitHub => (
                         format!("{base}/repos/{repo}/statuses/{sha}"),
@@ -230,6 +233,8 @@ pub fn sign(secret: &[u8], body: &[u8]) -> String {
 struct WebhookBody<'a> {
     event: &'static str,
     instance: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cluster: Option<&'a str>,
     source: &'a str,
     revision: Option<&'a str>,
     message: &'a str,
@@ -244,6 +249,7 @@ fn webhook_body(notice: &Notice, ctx: &Context) -> Vec<u8> {
     let body = WebhookBody {
         event: notice.event.as_str(),
         instance: &ctx.instance,
+        cluster: ctx.cluster.as_deref(),
         source: &ctx.source,
         revision: notice.revision.as_deref(),
         message: &notice.message,
@@ -294,12 +300,20 @@ fn slack_body(notice: &Notice, ctx: &Context) -> Vec<u8> {
     } else {
         ":white_check_mark:"
     };
+    let on = match &ctx.cluster {
+        Some(cluster) => format!(" on {cluster}"),
+        None => String::new(),
+    };
     let text = format!(
-        "driftless {}: {} at {revision}: {}",
+        "driftless {}{on}: {} at {revision}: {}",
         ctx.instance,
         title(notice.event),
         notice.message
     );
+    let cluster = match &ctx.cluster {
+        Some(cluster) => format!("cluster `{}` · ", escape(cluster)),
+        None => String::new(),
+    };
     let mut detail = format!(
         "{mark} *{}* — {}",
         title(notice.event),
@@ -333,7 +347,7 @@ fn slack_body(notice: &Notice, ctx: &Context) -> Vec<u8> {
         "blocks": [
             {"type": "section", "text": {"type": "mrkdwn", "text": detail}},
             {"type": "context", "elements": [{"type": "mrkdwn", "text": format!(
-                "instance `{}` · source `{}` · revision `{}`",
+                "instance `{}` · {cluster}source `{}` · revision `{}`",
                 escape(&ctx.instance), escape(&ctx.source), escape(revision)
             )}]},
         ],
@@ -383,6 +397,7 @@ mod tests {
     fn ctx() -> Context {
         Context {
             instance: "prod".into(),
+            cluster: None,
             source: "https://git.example/team/config".into(),
             origins: Default::default(),
         }
@@ -453,6 +468,38 @@ mod tests {
         };
         let out = plain.message(&notice(Event::Recovered), &ctx()).unwrap();
         assert!(header(&out, SIGNATURE_HEADER).is_none());
+    }
+
+    #[test]
+    fn a_fleet_member_names_its_cluster_and_has_a_commit_status_of_its_own() {
+        let edge = Context {
+            cluster: Some("edge".into()),
+            ..ctx()
+        };
+        let hook = Target::Webhook {
+            url: "http://127.0.0.1:1/hook".into(),
+            secret: None,
+        };
+        let out = hook.message(&notice(Event::Recovered), &edge).unwrap();
+        assert_eq!(body(&out)["cluster"], "edge");
+        let out = hook.message(&notice(Event::Recovered), &ctx()).unwrap();
+        assert!(body(&out).get("cluster").is_none(), "{}", body(&out));
+        let gh = commit_status(Provider::GitHub, "https://api.github.com", "team/config");
+        let out = gh.message(&notice(Event::SyncStarted), &edge).unwrap();
+        assert_eq!(body(&out)["context"], "driftless/prod/edge");
+        let slack = Target::Slack {
+            url: "http://127.0.0.1:1/slack".into(),
+        };
+        let b = body(&slack.message(&notice(Event::SyncFailed), &edge).unwrap());
+        assert!(
+            b["text"]
+                .as_str()
+                .unwrap()
+                .starts_with("driftless prod on edge: "),
+            "{b}"
+        );
+        let context = b["blocks"][1]["elements"][0]["text"].as_str().unwrap();
+        assert!(context.contains("cluster `edge`"), "{context}");
     }
 
     #[test]

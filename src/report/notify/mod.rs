@@ -117,6 +117,9 @@ pub struct DriftNotice {
 #[derive(Debug, Clone)]
 pub struct Context {
     pub instance: String,
+    /// The cluster served, when the operator declares a fleet (`--clusters`): each
+    /// cluster's daemon tells its own, and a commit has a status per cluster.
+    pub cluster: Option<String>,
     pub source: String,
     /// The commits revisions that are not commits were built from (an OCI artifact's
     /// `org.opencontainers.image.revision`), for commit statuses.

@@ -24,14 +24,29 @@ pub enum SignersError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("{}:{line}: {message}", path.display())]
+    #[error("{}:{line}: {error}", path.display())]
     Line {
         path: PathBuf,
         line: usize,
-        message: String,
+        error: LineError,
     },
     #[error("allowed signers file {} allows no key", path.display())]
     Empty { path: PathBuf },
+}
+
+/// What is wrong with one line of the allowed signers file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LineError {
+    #[error("expected: principals [options] key-type base64-key")]
+    Shape,
+    #[error("the key cannot be read: {0}")]
+    Key(String),
+    #[error("cert-authority lines are not supported: list the signers' own keys")]
+    CertAuthority,
+    #[error("unknown option {0:?}")]
+    UnknownOption(String),
+    #[error("{0:?} is no time (YYYYMMDD[HHMM[SS]][Z])")]
+    Time(String),
 }
 
 /// Why a commit (or a tag) is not applied, in one line that names it (`commit
@@ -90,10 +105,10 @@ impl AllowedSigners {
             path: path.to_path_buf(),
             source,
         })?;
-        let signers = Self::parse(&text).map_err(|(line, message)| SignersError::Line {
+        let signers = Self::parse(&text).map_err(|(line, error)| SignersError::Line {
             path: path.to_path_buf(),
             line,
-            message,
+            error,
         })?;
         if signers.entries.is_empty() {
             return Err(SignersError::Empty {
@@ -106,7 +121,7 @@ impl AllowedSigners {
     /// Parses the file's text; an error names its line (1-based). A `cert-authority`
     /// line is refused: certificates are not checked, and trusting a CA's key as a
     /// signer's would allow what the line does not.
-    pub fn parse(text: &str) -> Result<AllowedSigners, (usize, String)> {
+    pub fn parse(text: &str) -> Result<AllowedSigners, (usize, LineError)> {
         let mut entries = Vec::new();
         for (i, raw) in text.lines().enumerate() {
             let line = raw.trim();
@@ -119,7 +134,7 @@ impl AllowedSigners {
     }
 }
 
-fn parse_line(line: &str) -> Result<Allowed, String> {
+fn parse_line(line: &str) -> Result<Allowed, LineError> {
     let (principals, rest) = split_token(line);
     let rest = rest.trim_start();
     // Options come between the principals and the key when the next token is no key type.
@@ -130,12 +145,11 @@ fn parse_line(line: &str) -> Result<Allowed, String> {
         (options, rest.trim_start())
     };
     if principals.is_empty() || key_text.is_empty() {
-        return Err("expected: principals [options] key-type base64-key".to_string());
+        return Err(LineError::Shape);
     }
     let mut allowed = Allowed {
         principals: principals.to_string(),
-        key: PublicKey::from_openssh(key_text)
-            .map_err(|e| format!("the key cannot be read: {e}"))?,
+        key: PublicKey::from_openssh(key_text).map_err(|e| LineError::Key(e.to_string()))?,
         namespaces: None,
         after: None,
         before: None,
@@ -152,12 +166,9 @@ fn parse_line(line: &str) -> Result<Allowed, String> {
             ("valid-after", Some(v)) => allowed.after = Some(time_of(v)?),
             ("valid-before", Some(v)) => allowed.before = Some(time_of(v)?),
             ("cert-authority", None) => {
-                return Err(
-                    "cert-authority lines are not supported: list the signers' own keys"
-                        .to_string(),
-                );
+                return Err(LineError::CertAuthority);
             }
-            _ => return Err(format!("unknown option {option:?}")),
+            _ => return Err(LineError::UnknownOption(option.to_string())),
         }
     }
     Ok(allowed)
@@ -205,9 +216,9 @@ fn looks_like_key_type(text: &str) -> bool {
 /// `YYYYMMDD[HHMM[SS]][Z]` as ssh-keygen reads it; without `Z`, ssh-keygen takes the
 /// host's time zone, which a daemon in a container rarely shares with whoever wrote
 /// the file, so UTC is taken (said in the book).
-fn time_of(value: &str) -> Result<i64, String> {
+fn time_of(value: &str) -> Result<i64, LineError> {
     let digits = value.strip_suffix(['Z', 'z']).unwrap_or(value);
-    let bad = || format!("{value:?} is no time (YYYYMMDD[HHMM[SS]][Z])");
+    let bad = || LineError::Time(value.to_string());
     if !matches!(digits.len(), 8 | 12 | 14) || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return Err(bad());
     }
@@ -419,24 +430,28 @@ mod tests {
         assert!(
             refused(&format!("a cert-authority {KEY}"))
                 .1
+                .to_string()
                 .contains("cert-authority")
         );
         assert!(
             refused(&format!("a frobnicate {KEY}"))
                 .1
+                .to_string()
                 .contains("unknown option")
         );
         assert!(
             refused(&format!("a valid-after=2026 {KEY}"))
                 .1
+                .to_string()
                 .contains("no time")
         );
         assert!(
             refused("a ssh-ed25519 AAAA-not-base64")
                 .1
+                .to_string()
                 .contains("cannot be read")
         );
-        assert!(refused("lonely").1.contains("expected"));
+        assert_eq!(refused("lonely").1, LineError::Shape);
     }
 
     #[test]

@@ -9,7 +9,7 @@ mod follow;
 mod pack;
 pub mod reference;
 mod registry;
-mod tls;
+pub(crate) mod tls;
 mod unpack;
 pub mod verify;
 mod wire;

@@ -22,7 +22,7 @@ pub enum TlsError {
 }
 
 /// The TLS configuration of a registry client; `given`: the `--ca-file`'s certificates.
-pub(super) fn client_config(
+pub(crate) fn client_config(
     given: Vec<CertificateDer<'static>>,
 ) -> Result<rustls::ClientConfig, TlsError> {
     // No crypto provider of its own: the process's is ring, as for kube and the

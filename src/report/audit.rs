@@ -1,0 +1,132 @@
+//! The audit trail of the listener: every request that asks the daemon to act (a control,
+//! a hook: anything but a read), allowed or refused, in one structured log line with
+//! who asked, from where, what, and the answer (with the refusal's reason). The time is
+//! the line's own.
+
+use axum::body::Body;
+use axum::extract::{ConnectInfo, Request};
+use axum::http::{Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::Response;
+
+use super::tls::Peer;
+
+/// The log target of audit lines: `RUST_LOG=driftless::audit=info` keeps them alone.
+pub const TARGET: &str = "driftless::audit";
+
+/// A refusal's body is a short JSON error; anything longer is not read for the line.
+const REASON_LIMIT: usize = 4096;
+
+/// The middleware; `signature_header`: the header a signed hook request carries.
+pub async fn record(request: Request, next: Next, signature_header: &'static str) -> Response {
+    if matches!(
+        *request.method(),
+        Method::GET | Method::HEAD | Method::OPTIONS
+    ) {
+        return next.run(request).await;
+    }
+    let from = request
+        .extensions()
+        .get::<ConnectInfo<Peer>>()
+        .map(|ConnectInfo(Peer(addr))| addr.to_string())
+        .unwrap_or_else(|| "-".to_string());
+    let what = format!("{} {}", request.method(), request.uri().path());
+    let presented = presented(&request, signature_header);
+    let response = next.run(request).await;
+    let answer = response.status();
+    let who = who(presented, answer);
+    if answer.is_success() {
+        tracing::info!(target: TARGET, who, from, what, answer = answer.as_u16(), "control");
+        return response;
+    }
+    // The reason a refusal gave its caller is the line's reason too.
+    let (parts, body) = response.into_parts();
+    let bytes = axum::body::to_bytes(body, REASON_LIMIT)
+        .await
+        .unwrap_or_default();
+    let reason = reason_of(&bytes);
+    let denied = matches!(answer, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN);
+    if denied {
+        tracing::warn!(target: TARGET, who, from, what, answer = answer.as_u16(), reason, "control denied");
+    } else {
+        tracing::info!(target: TARGET, who, from, what, answer = answer.as_u16(), reason, "control");
+    }
+    Response::from_parts(parts, Body::from(bytes))
+}
+
+/// What credential the request carried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Presented {
+    Token,
+    HookSignature,
+    Nothing,
+}
+
+fn presented(request: &Request, signature_header: &str) -> Presented {
+    let headers = request.headers();
+    if headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("Bearer "))
+    {
+        Presented::Token
+    } else if headers.contains_key(signature_header) {
+        Presented::HookSignature
+    } else {
+        Presented::Nothing
+    }
+}
+
+/// Who asked, as far as the listener knows: the holder of the API token (or of the hook
+/// secret) once the credential was accepted, anyone otherwise.
+fn who(presented: Presented, answer: StatusCode) -> &'static str {
+    let accepted = !matches!(answer, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN);
+    match (presented, accepted) {
+        (Presented::Token, true) => "api-token",
+        (Presented::HookSignature, true) => "hook-secret",
+        (Presented::Token, false) => "anonymous (a wrong token)",
+        (Presented::HookSignature, false) => "anonymous (a wrong signature)",
+        (Presented::Nothing, _) => "anonymous",
+    }
+}
+
+/// The `error` of a JSON refusal, or the text of a plain one, on one line.
+fn reason_of(body: &[u8]) -> String {
+    let text = match serde_json::from_slice::<serde_json::Value>(body) {
+        Ok(v) => match v["error"].as_str() {
+            Some(e) => e.to_string(),
+            None => String::from_utf8_lossy(body).into_owned(),
+        },
+        Err(_) => String::from_utf8_lossy(body).into_owned(),
+    };
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn who_is_named_only_once_the_credential_is_accepted() {
+        assert_eq!(who(Presented::Token, StatusCode::OK), "api-token");
+        assert_eq!(who(Presented::Token, StatusCode::CONFLICT), "api-token");
+        assert_eq!(
+            who(Presented::Token, StatusCode::UNAUTHORIZED),
+            "anonymous (a wrong token)"
+        );
+        assert_eq!(who(Presented::Nothing, StatusCode::FORBIDDEN), "anonymous");
+        assert_eq!(
+            who(Presented::HookSignature, StatusCode::ACCEPTED),
+            "hook-secret"
+        );
+    }
+
+    #[test]
+    fn reasons_are_one_line() {
+        assert_eq!(reason_of(br#"{"error":"wrong token"}"#), "wrong token");
+        assert_eq!(
+            reason_of(b"missing or invalid\nX-Hub-Signature-256"),
+            "missing or invalid X-Hub-Signature-256"
+        );
+    }
+}

@@ -1,0 +1,272 @@
+//! The daemon's listener (issue 76): TLS with the operator's certificate, read again when
+//! it is renewed on disk, met by real `curl`, `openssl` and the CLI's own client; and
+//! every control answered, allowed or refused, said in one audit line.
+
+use crate::support;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use support::{Daemon, self_signed, self_signed_certificate, signed_by};
+use tempfile::TempDir;
+
+fn configmap(ns: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: settings\n  namespace: {ns}\ndata:\n  mode: \"on\"\n"
+    )
+}
+
+/// `curl -sS ARGS`: (it succeeded, stdout, stderr).
+fn curl(args: &[&str]) -> (bool, String, String) {
+    let out = Command::new("curl")
+        .args(["-sS", "--max-time", "30"])
+        .args(args)
+        .output()
+        .expect("curl is installed");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The subject of the certificate the server at `addr` presents, as `openssl s_client`
+/// reads it.
+fn served_subject(addr: &str) -> String {
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "openssl s_client -connect {addr} </dev/null 2>/dev/null | openssl x509 -noout -subject"
+        ))
+        .output()
+        .expect("openssl is installed");
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+fn show(out: &Output) -> String {
+    support::show(out)
+}
+
+#[tokio::test]
+async fn the_listener_serves_tls_and_takes_a_renewed_certificate() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "listen-tls").await;
+    let instance = format!("listen-tls-{}", support::suffix(&ns));
+    let specs = TempDir::new().unwrap();
+    std::fs::write(specs.path().join("cm.yaml"), configmap(&ns)).unwrap();
+    let certs = TempDir::new().unwrap();
+    let dir = certs.path();
+    // The first certificate as `openssl req -x509` makes one (CA:TRUE), self-signed.
+    let first = self_signed_certificate(dir, "first");
+    let (cert, key) = (dir.join("listener.crt"), dir.join("listener.key"));
+    std::fs::copy(&first, &cert).unwrap();
+    std::fs::copy(dir.join("first.key"), &key).unwrap();
+    let token = dir.join("token");
+    std::fs::write(&token, "listener-test-token\n").unwrap();
+    let (cert_s, key_s, token_s) = (
+        cert.to_str().unwrap(),
+        key.to_str().unwrap(),
+        token.to_str().unwrap(),
+    );
+    let mut daemon = Daemon::builder(&instance)
+        .args(&[
+            "--dir",
+            specs.path().to_str().unwrap(),
+            "--tls-cert-file",
+            cert_s,
+            "--tls-key-file",
+            key_s,
+            "--api-token-file",
+            token_s,
+        ])
+        .start();
+    daemon
+        .wait_status("the first sync", |s| s["last_sync"]["result"] == "success")
+        .await;
+    let addr = daemon.metrics.to_string();
+    let url = |path: &str| format!("https://{addr}{path}");
+    let first_s = first.to_str().unwrap();
+
+    // TLS with the given certificate, 1.3 and 1.2 alike; plain HTTP gets no answer.
+    let (ok, body, err) = curl(&["--cacert", first_s, &url("/healthz")]);
+    assert!(ok && body == "ok", "{body} {err}\n{}", daemon.log());
+    let (ok, body, err) = curl(&[
+        "--tlsv1.2",
+        "--tls-max",
+        "1.2",
+        "--cacert",
+        first_s,
+        &url("/readyz"),
+    ]);
+    assert!(ok && body == "ready", "TLS 1.2: {body} {err}");
+    let (ok, body, _) = curl(&[&format!("http://{addr}/healthz")]);
+    assert!(!ok && body.is_empty(), "plain HTTP was answered: {body}");
+    // Without trusting it, curl refuses the certificate.
+    let (ok, _, err) = curl(&[&url("/healthz")]);
+    assert!(!ok && err.contains("certificate"), "{err}");
+
+    // The CLI's controls over TLS: trusting the self-signed certificate it is given, as
+    // curl does; refused in one line without it.
+    let server = url("");
+    let reconcile = |ca: Option<&str>| {
+        let mut args = vec![
+            "reconcile",
+            "--server",
+            &server,
+            "--token-file",
+            token_s,
+            "--timeout",
+            "2m",
+        ];
+        if let Some(ca) = ca {
+            args.extend(["--ca-file", ca]);
+        }
+        support::driftless(&args)
+    };
+    let out = reconcile(Some(first_s));
+    assert!(out.status.success(), "{}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stdout).starts_with("sync success"),
+        "{}",
+        show(&out)
+    );
+    // Each control in one audit line: who, from where, what, the answer; a refusal
+    // with its reason.
+    let audit = |what: &str| -> Vec<String> {
+        daemon
+            .log()
+            .lines()
+            .filter(|l| l.contains("driftless::audit") && l.contains(what))
+            .map(str::to_string)
+            .collect()
+    };
+    let lines = audit("POST /api/v1/sync");
+    assert_eq!(lines.len(), 1, "{}", daemon.log());
+    for field in ["who=\"api-token\"", "from=\"127.0.0.1:", "answer=200"] {
+        assert!(lines[0].contains(field), "{field} in {}", lines[0]);
+    }
+    let (ok, body, err) = curl(&[
+        "--cacert",
+        first_s,
+        "-X",
+        "POST",
+        "-H",
+        "Authorization: Bearer not-the-token",
+        "-d",
+        "{\"reason\": \"x\"}",
+        &url("/api/v1/specs/ConfigMap/x/y/suspend"),
+    ]);
+    assert!(ok && body.contains("wrong token"), "{body} {err}");
+    let lines = audit("/suspend");
+    assert_eq!(lines.len(), 1, "{}", daemon.log());
+    for field in [
+        "control denied",
+        "who=\"anonymous (a wrong token)\"",
+        "answer=401",
+        "reason=\"wrong token\"",
+    ] {
+        assert!(lines[0].contains(field), "{field} in {}", lines[0]);
+    }
+    // Reads are not controls.
+    assert!(audit("GET ").is_empty(), "{}", daemon.log());
+
+    let out = reconcile(None);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{}", show(&out));
+    assert!(
+        err.contains("cannot reach the daemon") && err.contains("certificate"),
+        "{err}"
+    );
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+
+    // Renewed in place as cert-manager renews a Secret: a CA's certificate for the
+    // listener. The new certificate beside the old key is not taken (the old pair is
+    // still served, and the log says why once); with its key, it is.
+    self_signed(
+        dir,
+        "ca",
+        "/CN=listener test CA",
+        &[
+            "basicConstraints=critical,CA:TRUE",
+            "keyUsage=critical,keyCertSign,cRLSign",
+        ],
+    );
+    signed_by(dir, "ca", "second", "/CN=renewed listener");
+    std::fs::copy(dir.join("second.pem"), &cert).unwrap();
+    let (ok, body, err) = curl(&["--cacert", first_s, &url("/healthz")]);
+    assert!(
+        ok && body == "ok",
+        "a half-renewed pair replaced the old one: {err}"
+    );
+    assert!(
+        daemon
+            .log()
+            .contains("cannot be used, the one read before is kept"),
+        "{}",
+        daemon.log()
+    );
+    std::fs::copy(dir.join("second.key"), &key).unwrap();
+    let ca = dir.join("ca.pem");
+    let ca_s = ca.to_str().unwrap();
+    let (ok, body, err) = curl(&["--cacert", ca_s, &url("/healthz")]);
+    assert!(
+        ok && body == "ok",
+        "the renewed certificate: {err}\n{}",
+        daemon.log()
+    );
+    let subject = served_subject(&addr);
+    assert!(subject.contains("renewed listener"), "{subject}");
+    let (ok, _, _) = curl(&["--cacert", first_s, &url("/healthz")]);
+    assert!(!ok, "the old certificate is still served");
+    let out = reconcile(Some(ca_s));
+    assert!(out.status.success(), "{}", show(&out));
+    daemon.stop();
+}
+
+#[test]
+fn an_unusable_certificate_is_refused_at_start() {
+    let dir = TempDir::new().unwrap();
+    let run = |cert: &Path, key: &Path| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_driftless"));
+        support::scrub_env(&mut cmd);
+        cmd.env("RUST_LOG", "warn")
+            .args(["run", "--dir"])
+            .arg(dir.path())
+            .args(["--metrics-addr", "127.0.0.1:0", "--tls-cert-file"])
+            .arg(cert)
+            .arg("--tls-key-file")
+            .arg(key)
+            .output()
+            .unwrap()
+    };
+    let missing = dir.path().join("missing.crt");
+    let out = run(&missing, &dir.path().join("missing.key"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    assert!(
+        err.contains("reading certificate file") && err.contains("missing.crt"),
+        "{err}"
+    );
+    // A certificate with another certificate's key.
+    let one = self_signed_certificate(dir.path(), "one");
+    self_signed_certificate(dir.path(), "two");
+    let out = run(&one, &dir.path().join("two.key"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    assert!(err.contains("does not fit the certificate"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    // One without the other is refused before anything runs.
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_driftless"));
+    support::scrub_env(&mut cmd);
+    let out = cmd
+        .args(["run", "--dir", ".", "--tls-cert-file"])
+        .arg(&one)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--tls-key-file"),
+        "{}",
+        show(&out)
+    );
+}
