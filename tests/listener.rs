@@ -270,3 +270,47 @@ fn an_unusable_certificate_is_refused_at_start() {
         show(&out)
     );
 }
+
+#[test]
+fn an_open_address_without_a_token_is_refused_unless_the_operator_says_so() {
+    let dir = TempDir::new().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "listener-test-token\n").unwrap();
+    let missing = dir.path().join("missing.pem");
+    // The certificate is read after the address is judged: a refusal naming it shows the
+    // address passed, without a cluster.
+    let run = |extra: &[&str]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_driftless"));
+        support::scrub_env(&mut cmd);
+        cmd.env("RUST_LOG", "warn")
+            .args(["run", "--dir"])
+            .arg(dir.path())
+            .args(["--metrics-addr", "0.0.0.0:0", "--tls-cert-file"])
+            .arg(&missing)
+            .arg("--tls-key-file")
+            .arg(&missing)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = run(&[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{}", show(&out));
+    assert!(
+        err.contains("--metrics-addr 0.0.0.0:0 is not a loopback address")
+            && err.contains("--insecure-open-listener"),
+        "{err}"
+    );
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+    for extra in [
+        &["--insecure-open-listener"][..],
+        &["--api-token-file", token.to_str().unwrap()][..],
+    ] {
+        let out = run(extra);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("reading certificate file") && !err.contains("loopback"),
+            "{extra:?}: {err}"
+        );
+    }
+}

@@ -266,6 +266,7 @@ set edit:completion:arg-completer[driftless] = {|@words|
             cand --instance 'Name of this driftless instance: instances sharing a cluster never touch each other''s objects'
             cand --all-or-nothing 'Any error stops the whole revision. Without it, an app (a Flux Kustomization, an Argo CD Application) whose render or validation fails is held alone, neither applied nor pruned, and the other apps go on'
             cand --plain-http 'Speak plain HTTP to the registry (no TLS): a registry on loopback or in a lab only'
+            cand --insecure-open-listener 'Serve a --metrics-addr that is not loopback without an --api-token-file: whoever reaches it reads the status, the UI and /metrics (the controls stay refused). Without it, such a start is refused'
             cand --leader-elect 'Only the replica holding the Lease writes; the others keep caches warm'
             cand --shard 'Replicas of this instance share the tree: each applies, prunes and reports the specs of the buckets it holds, divided among the live members (a Lease each, in the inventory namespace); a member that dies has its specs taken over'
             cand --events 'Record Kubernetes Events on the objects each sync changes, prunes or fails on'

@@ -261,6 +261,7 @@ json\t''"
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l instance -d 'Name of this driftless instance: instances sharing a cluster never touch each other\'s objects' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l all-or-nothing -d 'Any error stops the whole revision. Without it, an app (a Flux Kustomization, an Argo CD Application) whose render or validation fails is held alone, neither applied nor pruned, and the other apps go on'
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l plain-http -d 'Speak plain HTTP to the registry (no TLS): a registry on loopback or in a lab only'
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l insecure-open-listener -d 'Serve a --metrics-addr that is not loopback without an --api-token-file: whoever reaches it reads the status, the UI and /metrics (the controls stay refused). Without it, such a start is refused'
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l leader-elect -d 'Only the replica holding the Lease writes; the others keep caches warm'
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l shard -d 'Replicas of this instance share the tree: each applies, prunes and reports the specs of the buckets it holds, divided among the live members (a Lease each, in the inventory namespace); a member that dies has its specs taken over'
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l events -d 'Record Kubernetes Events on the objects each sync changes, prunes or fails on'

@@ -93,6 +93,11 @@ pub struct RunArgs {
         requires = "tls_cert_file"
     )]
     pub tls_key_file: Option<PathBuf>,
+    /// Serve a --metrics-addr that is not loopback without an --api-token-file: whoever
+    /// reaches it reads the status, the UI and /metrics (the controls stay refused).
+    /// Without it, such a start is refused.
+    #[arg(long, env = "DRIFTLESS_INSECURE_OPEN_LISTENER")]
+    pub insecure_open_listener: bool,
     /// File holding the HMAC secret the git hook must sign with (X-Hub-Signature-256).
     #[arg(long, value_name = "FILE")]
     pub hook_secret_file: Option<PathBuf>,
@@ -203,9 +208,20 @@ fn secret_from_env(var: &str) -> anyhow::Result<Option<String>> {
 }
 
 /// The listener's TLS (`--tls-cert-file`, `--tls-key-file`), read now: an unusable pair
-/// refuses the start.
-fn listener_tls(args: &RunArgs) -> anyhow::Result<Option<std::sync::Arc<rustls::ServerConfig>>> {
+/// refuses the start; so does an address others reach with no token, unless the operator
+/// says it may be open.
+fn listener_tls(
+    args: &RunArgs,
+    token: bool,
+) -> anyhow::Result<Option<std::sync::Arc<rustls::ServerConfig>>> {
     use driftless::report::tls;
+    anyhow::ensure!(
+        args.metrics_addr.ip().is_loopback() || token || args.insecure_open_listener,
+        "--metrics-addr {} is not a loopback address and no --api-token-file is given: \
+         whoever reaches it would read the status and the UI; give --api-token-file FILE, \
+         or --insecure-open-listener to serve it open",
+        args.metrics_addr
+    );
     Ok(match (&args.tls_cert_file, &args.tls_key_file) {
         (Some(cert), Some(key)) => Some(tls::server_config(&tls::TlsFiles {
             cert: cert.clone(),
@@ -347,11 +363,11 @@ pub async fn run(args: &RunArgs, global: &GlobalArgs, selection: &Selection) -> 
         None => None,
     };
     let notify = notify_targets(&args.notify, args.git.as_deref(), args.oci.is_some())?;
-    let tls = listener_tls(args)?;
     let api_token = match &args.api_token_file {
         Some(f) => Some(read_secret_file(f, "API token")?),
         None => None,
     };
+    let tls = listener_tls(args, api_token.is_some())?;
     if (args.git.is_some() || args.oci.is_some())
         && hook_secret.is_none()
         && !args.metrics_addr.ip().is_loopback()

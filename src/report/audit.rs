@@ -39,19 +39,30 @@ pub async fn record(request: Request, next: Next, signature_header: &'static str
         tracing::info!(target: TARGET, who, from, what, answer = answer.as_u16(), "control");
         return response;
     }
-    // The reason a refusal gave its caller is the line's reason too.
+    // The reason a refusal gave its caller is the line's reason too: read only when it
+    // is short and whole (a failed sync's 409 carries the sync's record, passed on as is).
     let (parts, body) = response.into_parts();
-    let bytes = axum::body::to_bytes(body, REASON_LIMIT)
-        .await
-        .unwrap_or_default();
-    let reason = reason_of(&bytes);
+    let short = hyper::body::Body::size_hint(&body)
+        .exact()
+        .is_some_and(|n| n <= REASON_LIMIT as u64);
+    let (body, reason) = if short {
+        match axum::body::to_bytes(body, REASON_LIMIT).await {
+            Ok(bytes) => {
+                let reason = reason_of(&bytes);
+                (Body::from(bytes), reason)
+            }
+            Err(_) => (Body::empty(), "the answer could not be read".to_string()),
+        }
+    } else {
+        (body, String::new())
+    };
     let denied = matches!(answer, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN);
     if denied {
         tracing::warn!(target: TARGET, who, from, what, answer = answer.as_u16(), reason, "control denied");
     } else {
         tracing::info!(target: TARGET, who, from, what, answer = answer.as_u16(), reason, "control");
     }
-    Response::from_parts(parts, Body::from(bytes))
+    Response::from_parts(parts, body)
 }
 
 /// What credential the request carried.
