@@ -7,7 +7,7 @@ use crate::support;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use support::{Daemon, self_signed, self_signed_certificate, signed_by};
+use support::{Daemon, self_signed_certificate, signed_by, test_ca};
 use tempfile::TempDir;
 
 fn configmap(ns: &str) -> String {
@@ -41,6 +41,23 @@ fn served_subject(addr: &str) -> String {
         .output()
         .expect("openssl is installed");
     String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// `driftless run --dir DIR --metrics-addr ADDR --tls-cert-file CERT --tls-key-file KEY
+/// EXTRA…`, for a start that is refused before it reaches a cluster.
+fn run_with_tls(dir: &Path, addr: &str, cert: &Path, key: &Path, extra: &[&str]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_driftless"));
+    support::scrub_env(&mut cmd);
+    cmd.env("RUST_LOG", "warn")
+        .args(["run", "--dir"])
+        .arg(dir)
+        .args(["--metrics-addr", addr, "--tls-cert-file"])
+        .arg(cert)
+        .arg("--tls-key-file")
+        .arg(key)
+        .args(extra)
+        .output()
+        .unwrap()
 }
 
 fn show(out: &Output) -> String {
@@ -182,16 +199,8 @@ async fn the_listener_serves_tls_and_takes_a_renewed_certificate() {
     // Renewed in place as cert-manager renews a Secret: a CA's certificate for the
     // listener. The new certificate beside the old key is not taken (the old pair is
     // still served, and the log says why once); with its key, it is.
-    self_signed(
-        dir,
-        "ca",
-        "/CN=listener test CA",
-        &[
-            "basicConstraints=critical,CA:TRUE",
-            "keyUsage=critical,keyCertSign,cRLSign",
-        ],
-    );
-    signed_by(dir, "ca", "second", "/CN=renewed listener");
+    let ca = test_ca(dir, "ca", "/CN=listener test CA");
+    signed_by(dir, "ca", "second", "/CN=renewed listener", "IP:127.0.0.1");
     std::fs::copy(dir.join("second.pem"), &cert).unwrap();
     let (ok, body, err) = curl(&["--cacert", first_s, &url("/healthz")]);
     assert!(
@@ -206,7 +215,6 @@ async fn the_listener_serves_tls_and_takes_a_renewed_certificate() {
         daemon.log()
     );
     std::fs::copy(dir.join("second.key"), &key).unwrap();
-    let ca = dir.join("ca.pem");
     let ca_s = ca.to_str().unwrap();
     let (ok, body, err) = curl(&["--cacert", ca_s, &url("/healthz")]);
     assert!(
@@ -226,19 +234,7 @@ async fn the_listener_serves_tls_and_takes_a_renewed_certificate() {
 #[test]
 fn an_unusable_certificate_is_refused_at_start() {
     let dir = TempDir::new().unwrap();
-    let run = |cert: &Path, key: &Path| {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_driftless"));
-        support::scrub_env(&mut cmd);
-        cmd.env("RUST_LOG", "warn")
-            .args(["run", "--dir"])
-            .arg(dir.path())
-            .args(["--metrics-addr", "127.0.0.1:0", "--tls-cert-file"])
-            .arg(cert)
-            .arg("--tls-key-file")
-            .arg(key)
-            .output()
-            .unwrap()
-    };
+    let run = |cert: &Path, key: &Path| run_with_tls(dir.path(), "127.0.0.1:0", cert, key, &[]);
     let missing = dir.path().join("missing.crt");
     let out = run(&missing, &dir.path().join("missing.key"));
     let err = String::from_utf8_lossy(&out.stderr);
@@ -279,20 +275,7 @@ fn an_open_address_without_a_token_is_refused_unless_the_operator_says_so() {
     let missing = dir.path().join("missing.pem");
     // The certificate is read after the address is judged: a refusal naming it shows the
     // address passed, without a cluster.
-    let run = |extra: &[&str]| {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_driftless"));
-        support::scrub_env(&mut cmd);
-        cmd.env("RUST_LOG", "warn")
-            .args(["run", "--dir"])
-            .arg(dir.path())
-            .args(["--metrics-addr", "0.0.0.0:0", "--tls-cert-file"])
-            .arg(&missing)
-            .arg("--tls-key-file")
-            .arg(&missing)
-            .args(extra)
-            .output()
-            .unwrap()
-    };
+    let run = |extra: &[&str]| run_with_tls(dir.path(), "0.0.0.0:0", &missing, &missing, extra);
     let out = run(&[]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{}", show(&out));

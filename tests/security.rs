@@ -21,7 +21,9 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, ListParams};
 use serde_json::Value;
-use support::{Daemon, GitHttp, base64, basic, git, hmac_sha256_hex, openssl, scrub_env, tail};
+use support::{
+    Daemon, GitHttp, base64, basic, git, hmac_sha256_hex, scrub_env, signed_by, tail, test_ca,
+};
 use tempfile::TempDir;
 
 const WAIT: Duration = Duration::from_secs(120);
@@ -856,85 +858,6 @@ impl Drop for KillOnDrop {
 // ---------------------------------------------------------------------------------------
 // 4. TLS is verified by default
 
-/// A CA of our own: `<name>.crt` and `<name>.key` in `dir`.
-fn make_ca(dir: &Path, name: &str) -> PathBuf {
-    openssl(
-        dir,
-        &[
-            "req",
-            "-x509",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-days",
-            "2",
-            "-subj",
-            &format!("/CN={name}"),
-            "-keyout",
-            &format!("{name}.key"),
-            "-out",
-            &format!("{name}.crt"),
-            "-addext",
-            "basicConstraints=critical,CA:TRUE",
-            "-addext",
-            "keyUsage=critical,keyCertSign,cRLSign",
-        ],
-    );
-    dir.join(format!("{name}.crt"))
-}
-
-/// A server certificate for `san` signed by CA `ca`: (`<name>.crt`, `<name>.key`).
-fn make_leaf(dir: &Path, ca: &str, name: &str, san: &str) -> (PathBuf, PathBuf) {
-    openssl(
-        dir,
-        &[
-            "req",
-            "-newkey",
-            "ec",
-            "-pkeyopt",
-            "ec_paramgen_curve:prime256v1",
-            "-nodes",
-            "-subj",
-            "/CN=driftless test server",
-            "-keyout",
-            &format!("{name}.key"),
-            "-out",
-            &format!("{name}.csr"),
-        ],
-    );
-    std::fs::write(
-        dir.join(format!("{name}.ext")),
-        format!("subjectAltName={san}\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n"),
-    )
-    .unwrap();
-    openssl(
-        dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            &format!("{name}.csr"),
-            "-days",
-            "2",
-            "-CA",
-            &format!("{ca}.crt"),
-            "-CAkey",
-            &format!("{ca}.key"),
-            "-CAcreateserial",
-            "-extfile",
-            &format!("{name}.ext"),
-            "-out",
-            &format!("{name}.crt"),
-        ],
-    );
-    (
-        dir.join(format!("{name}.crt")),
-        dir.join(format!("{name}.key")),
-    )
-}
-
 /// The test cluster's kubeconfig with its CA replaced by `ca` (PEM), or with TLS
 /// verification switched off when `ca` is None.
 fn kubeconfig_with(dir: &Path, name: &str, ca: Option<&Path>) -> PathBuf {
@@ -969,7 +892,7 @@ async fn the_apiserver_certificate_is_verified() {
     let ns = support::namespace(&client, "sec-tls-api").await;
     let instance = format!("sec-tls-api-{}", support::suffix(&ns));
     let dir = TempDir::new().unwrap();
-    let other_ca = make_ca(dir.path(), "other-ca");
+    let other_ca = test_ca(dir.path(), "other-ca", "/CN=other-ca");
     let untrusted = kubeconfig_with(dir.path(), "untrusted.kubeconfig", Some(&other_ca));
     let specs = TempDir::new().unwrap();
     std::fs::write(specs.path().join("cm.toml"), configmap_spec(&ns, "v")).unwrap();
@@ -1167,10 +1090,16 @@ async fn git_server_certificates_are_verified() {
     let password = token();
     let server = GitHttp::serving(repo.root.path(), basic("alice", &password));
     let certs = TempDir::new().unwrap();
-    let ca = make_ca(certs.path(), "git-ca");
-    let (cert, key) = make_leaf(certs.path(), "git-ca", "server", "IP:127.0.0.1");
-    let (wrong_cert, wrong_key) =
-        make_leaf(certs.path(), "git-ca", "elsewhere", "DNS:git.example.com");
+    let ca = test_ca(certs.path(), "git-ca", "/CN=git-ca");
+    let server_cn = "/CN=driftless test server";
+    let (cert, key) = signed_by(certs.path(), "git-ca", "server", server_cn, "IP:127.0.0.1");
+    let (wrong_cert, wrong_key) = signed_by(
+        certs.path(),
+        "git-ca",
+        "elsewhere",
+        server_cn,
+        "DNS:git.example.com",
+    );
     let proxy = TlsProxy::start(certs.path(), &cert, &key, server.port);
     let misnamed = TlsProxy::start(certs.path(), &wrong_cert, &wrong_key, server.port);
     let creds = [

@@ -197,11 +197,7 @@ pub async fn run(
         state.on_shard(link.view.borrow().clone());
     }
     state.kubernetes = kubernetes;
-    state.cluster = cfg
-        .policy
-        .cluster
-        .is_fleet()
-        .then(|| cfg.policy.cluster.cluster().name.clone());
+    state.cluster = cfg.policy.cluster.named_in_fleet();
     first_state(&mut state, &cfg, &cluster).await;
     main_loop::Loop {
         cfg,
@@ -376,11 +372,7 @@ fn start_notifier(
             std::mem::take(&mut cfg.notify),
             notify::Context {
                 instance: cfg.engine.instance.clone(),
-                cluster: cfg
-                    .policy
-                    .cluster
-                    .is_fleet()
-                    .then(|| cfg.policy.cluster.cluster().name.clone()),
+                cluster: cfg.policy.cluster.named_in_fleet(),
                 source: source_name.to_string(),
                 origins,
             },

@@ -58,12 +58,6 @@ impl fmt::Debug for HttpState {
     }
 }
 
-impl From<TcpListener> for Listening {
-    fn from(listener: TcpListener) -> Listening {
-        Listening::Plain(listener)
-    }
-}
-
 /// Binds `addr`; an address in use is an error (the caller decides whether that is fatal).
 pub async fn bind(addr: SocketAddr) -> std::io::Result<TcpListener> {
     TcpListener::bind(addr)

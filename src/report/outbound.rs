@@ -36,30 +36,12 @@ pub fn client() -> HttpClient {
 /// [`client`], trusting also the PEM certificates in `ca_file`: the CA that signed a
 /// daemon's listener certificate, or that self-signed certificate itself.
 pub fn client_trusting(ca_file: &std::path::Path) -> Result<HttpClient, CaFileError> {
-    use rustls::pki_types::CertificateDer;
-    use rustls::pki_types::pem::PemObject;
-    let path = ca_file.to_path_buf();
-    let data = std::fs::read(ca_file).map_err(|e| CaFileError {
-        path: path.clone(),
-        message: e.to_string(),
-    })?;
-    let mut given = Vec::new();
-    for cert in CertificateDer::pem_slice_iter(&data) {
-        given.push(cert.map_err(|e| CaFileError {
-            path: path.clone(),
-            message: e.to_string(),
-        })?);
-    }
-    if given.is_empty() {
-        return Err(CaFileError {
-            path,
-            message: "holds no PEM certificate".into(),
-        });
-    }
+    use crate::source::oci::tls;
+    let given = tls::read_ca_file(ca_file)?;
     // The registry client's trust: the system's roots, the file's, and a self-signed
     // certificate the file gives, presented by the server itself, as curl trusts it.
-    let config = crate::source::oci::tls::client_config(given).map_err(|e| CaFileError {
-        path: path.clone(),
+    let config = tls::client_config(given).map_err(|e| CaFileError::Trust {
+        path: ca_file.to_path_buf(),
         message: e.to_string(),
     })?;
     let connector = hyper_rustls::HttpsConnectorBuilder::new()
@@ -72,10 +54,14 @@ pub fn client_trusting(ca_file: &std::path::Path) -> Result<HttpClient, CaFileEr
 
 /// Why a CA file cannot be trusted.
 #[derive(Debug, thiserror::Error)]
-#[error("CA file {}: {message}", path.display())]
-pub struct CaFileError {
-    pub path: std::path::PathBuf,
-    pub message: String,
+pub enum CaFileError {
+    #[error(transparent)]
+    Read(#[from] crate::source::oci::tls::CaFileError),
+    #[error("--ca-file {}: {message}", path.display())]
+    Trust {
+        path: std::path::PathBuf,
+        message: String,
+    },
 }
 
 /// Why a request has no answer.

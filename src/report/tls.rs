@@ -216,6 +216,12 @@ pub enum Listening {
     },
 }
 
+impl From<TcpListener> for Listening {
+    fn from(listener: TcpListener) -> Listening {
+        Listening::Plain(listener)
+    }
+}
+
 pub struct AbortOnDrop(tokio::task::JoinHandle<()>);
 
 impl Drop for AbortOnDrop {

@@ -399,6 +399,12 @@ impl Target {
     pub fn is_fleet(&self) -> bool {
         self.clusters.len() > 1
     }
+
+    /// The served cluster's name, as what the daemon tells names it: only in a fleet
+    /// (alone, a cluster needs no name).
+    pub fn named_in_fleet(&self) -> Option<String> {
+        self.is_fleet().then(|| self.cluster().name.clone())
+    }
 }
 
 #[cfg(test)]

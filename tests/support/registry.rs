@@ -63,9 +63,22 @@ pub fn self_signed(dir: &Path, name: &str, subject: &str, extensions: &[&str]) -
     dir.join(pem)
 }
 
-/// A server certificate for 127.0.0.1, P-256, signed by the CA `CA.pem`/`CA.key` in
-/// `dir`: `NAME.pem` and `NAME.key`.
-pub fn signed_by(dir: &Path, ca: &str, name: &str, subject: &str) {
+/// A CA of our own for two days: `NAME.pem` and `NAME.key` in `dir`.
+pub fn test_ca(dir: &Path, name: &str, subject: &str) -> PathBuf {
+    self_signed(
+        dir,
+        name,
+        subject,
+        &[
+            "basicConstraints=critical,CA:TRUE",
+            "keyUsage=critical,keyCertSign,cRLSign",
+        ],
+    )
+}
+
+/// A P-256 server certificate for `san` (`IP:127.0.0.1`, `DNS:host`) signed by the CA
+/// `CA.pem`/`CA.key` in `dir`: (`NAME.pem`, `NAME.key`).
+pub fn signed_by(dir: &Path, ca: &str, name: &str, subject: &str, san: &str) -> (PathBuf, PathBuf) {
     let (key, csr, pem, ext) = (
         format!("{name}.key"),
         format!("{name}.csr"),
@@ -91,8 +104,10 @@ pub fn signed_by(dir: &Path, ca: &str, name: &str, subject: &str) {
     );
     std::fs::write(
         dir.join(&ext),
-        "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\n\
-         keyUsage=digitalSignature\nextendedKeyUsage=serverAuth\n",
+        format!(
+            "subjectAltName={san}\nbasicConstraints=CA:FALSE\n\
+             keyUsage=digitalSignature\nextendedKeyUsage=serverAuth\n"
+        ),
     )
     .unwrap();
     openssl(
@@ -115,6 +130,7 @@ pub fn signed_by(dir: &Path, ca: &str, name: &str, subject: &str) {
             &ext,
         ],
     );
+    (dir.join(pem), dir.join(key))
 }
 
 /// A self-signed certificate for 127.0.0.1 as `openssl req -x509` makes it (its default
@@ -164,16 +180,8 @@ impl TestRegistry {
         );
         let mut ca = None;
         if tls {
-            self_signed(
-                dir,
-                "ca",
-                "/CN=driftless test CA",
-                &[
-                    "basicConstraints=critical,CA:TRUE",
-                    "keyUsage=critical,keyCertSign,cRLSign",
-                ],
-            );
-            signed_by(dir, "ca", "server", "/CN=127.0.0.1");
+            test_ca(dir, "ca", "/CN=driftless test CA");
+            signed_by(dir, "ca", "server", "/CN=127.0.0.1", "IP:127.0.0.1");
             let hash = bcrypt::hash_with_result(REGISTRY_PASSWORD, 4)
                 .unwrap()
                 .format_for_version(bcrypt::Version::TwoY);

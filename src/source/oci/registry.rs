@@ -6,8 +6,6 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 
 use base64::Engine as _;
-use rustls::pki_types::CertificateDer;
-use rustls::pki_types::pem::PemObject as _;
 
 use super::OciError;
 use super::wire::{Credentials, Registry};
@@ -43,25 +41,12 @@ impl fmt::Debug for RegistryOptions {
 impl RegistryOptions {
     /// A client for `registry`, with its credentials.
     pub fn client(&self, registry: &str) -> Result<Registry, OciError> {
-        let mut given = Vec::new();
-        if let Some(path) = &self.ca_file {
-            let data = std::fs::read(path).map_err(|e| {
-                OciError::Config(format!("reading --ca-file {}: {e}", path.display()))
-            })?;
-            for cert in CertificateDer::pem_slice_iter(&data) {
-                given.push(
-                    cert.map_err(|e| {
-                        OciError::Config(format!("--ca-file {}: {e}", path.display()))
-                    })?,
-                );
+        let given = match &self.ca_file {
+            Some(path) => {
+                super::tls::read_ca_file(path).map_err(|e| OciError::Config(e.to_string()))?
             }
-            if given.is_empty() {
-                return Err(OciError::Config(format!(
-                    "--ca-file {} holds no PEM certificate",
-                    path.display()
-                )));
-            }
-        }
+            None => Vec::new(),
+        };
         let credentials = self.auth(registry)?;
         Registry::new(registry, self.plain_http, given, credentials)
             .map_err(|e| OciError::Config(e.to_string()))

@@ -21,6 +21,46 @@ pub enum TlsError {
     Verifier(rustls::client::VerifierBuilderError),
 }
 
+/// Why a `--ca-file` (a registry's, the CLI's for a daemon) cannot be read.
+#[derive(Debug, thiserror::Error)]
+pub enum CaFileError {
+    #[error("reading --ca-file {}: {source}", path.display())]
+    Read {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    #[error("--ca-file {}: {message}", path.display())]
+    Pem {
+        path: std::path::PathBuf,
+        message: String,
+    },
+    #[error("--ca-file {} holds no PEM certificate", path.display())]
+    Empty { path: std::path::PathBuf },
+}
+
+/// The PEM certificates of a `--ca-file`; at least one.
+pub(crate) fn read_ca_file(
+    path: &std::path::Path,
+) -> Result<Vec<CertificateDer<'static>>, CaFileError> {
+    use rustls::pki_types::pem::PemObject as _;
+    let data = std::fs::read(path).map_err(|source| CaFileError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let given = CertificateDer::pem_slice_iter(&data)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| CaFileError::Pem {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
+    if given.is_empty() {
+        return Err(CaFileError::Empty {
+            path: path.to_path_buf(),
+        });
+    }
+    Ok(given)
+}
+
 /// The TLS configuration of a registry client; `given`: the `--ca-file`'s certificates.
 pub(crate) fn client_config(
     given: Vec<CertificateDer<'static>>,
