@@ -19,6 +19,7 @@ pub mod helm;
 pub mod jsonnet;
 pub mod kustomize;
 pub mod merge;
+pub mod not_carried_out;
 pub mod plugin;
 mod post_render;
 pub mod pull;

@@ -11,6 +11,7 @@ use super::options::{ignore, kustomization};
 use super::{App, Part, PartSource, PluginPart, Repository, output_file};
 use crate::hydrate::app_yaml::{clean_path, err, line_of, unknown};
 use crate::hydrate::helm::ReleaseAt;
+use crate::hydrate::not_carried_out::NotCarriedOut;
 use crate::spec::{Location, SpecError};
 
 /// `spec` fields carried out, or accepted as driftless already does what they ask.
@@ -112,10 +113,7 @@ pub(super) fn read(
     }
     let spec = v["spec"].as_object().cloned().unwrap_or_default();
     if let Some(key) = unknown(&v["spec"], CARRIED) {
-        return Err(r.refuse(
-            key,
-            format!("`spec.{key}` is not carried out by driftless yet"),
-        ));
+        return Err(r.refuse(key, NotCarriedOut::field(format!("spec.{key}")).to_string()));
     }
     let app = r.app()?;
     let sources: Vec<Value> = match (spec.get("source"), spec.get("sources")) {
@@ -229,7 +227,7 @@ impl Reading<'_> {
             if !SYNC_OPTIONS.contains(&key) {
                 return Err(self.refuse(
                     "syncOptions",
-                    format!("sync option {text:?} is not carried out by driftless yet"),
+                    NotCarriedOut::named(format!("sync option {text:?}")).to_string(),
                 ));
             }
             let on = value.eq_ignore_ascii_case("true");
@@ -281,7 +279,7 @@ impl Reading<'_> {
         if let Some(key) = unknown(s, SOURCE_CARRIED) {
             return Err(self.refuse(
                 key,
-                format!("`source.{key}` is not carried out by driftless yet"),
+                NotCarriedOut::field(format!("source.{key}")).to_string(),
             ));
         }
         let url = s["repoURL"].as_str().unwrap_or_default();
@@ -389,13 +387,13 @@ impl Reading<'_> {
             if let Some(key) = unknown(d, &["recurse", "include", "exclude", "jsonnet"]) {
                 return Err(self.refuse(
                     key,
-                    format!("`directory.{key}` is not carried out by driftless yet"),
+                    NotCarriedOut::field(format!("directory.{key}")).to_string(),
                 ));
             }
             if d["jsonnet"].as_object().is_some_and(|j| !j.is_empty()) {
                 return Err(self.refuse(
                     "jsonnet",
-                    "`directory.jsonnet` is not carried out by driftless yet".into(),
+                    NotCarriedOut::field("directory.jsonnet").to_string(),
                 ));
             }
             out.parts.push(Part {

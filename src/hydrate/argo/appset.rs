@@ -9,9 +9,20 @@ use std::path::Path;
 use serde_json::{Map, Value, json};
 
 use super::Repository;
-use crate::hydrate::app_yaml::line_of;
+use crate::hydrate::app_yaml::{line_of, unknown};
 use crate::hydrate::merge::{Nulls, merge};
+use crate::hydrate::not_carried_out::NotCarriedOut;
 use crate::hydrate::walk::{Hidden, Links, Revisit, Walk, WalkError};
+
+/// ApplicationSet `spec` fields carried out or accepted.
+const APPSET_CARRIED: &[&str] = &[
+    "generators",
+    "template",
+    "goTemplate",
+    "goTemplateOptions",
+    "syncPolicy",
+    "strategy",
+];
 
 /// One generator's parameters for one Application.
 type Params = Map<String, Value>;
@@ -19,12 +30,8 @@ type Params = Map<String, Value>;
 /// Why an ApplicationSet's Applications are not made.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub(super) enum AppSetError {
-    #[error("`spec.{key}` is not carried out by driftless yet")]
-    NotCarriedOut { key: String },
-    #[error("the {kind} generator is not carried out by driftless yet (list and git are)")]
-    Generator { kind: String },
-    #[error("the list generator's `elementsYaml` is not carried out by driftless yet")]
-    ElementsYaml,
+    #[error(transparent)]
+    NotCarriedOut(#[from] NotCarriedOut),
     #[error("the git generator reads {url}, not the repository being read")]
     OtherRepository { url: String },
     #[error("the git generator needs the tree on disk")]
@@ -36,7 +43,8 @@ pub(super) enum AppSetError {
     #[error("{file} is not YAML or JSON: {why}")]
     NotYaml { file: String, why: String },
     #[error(
-        "the template's {{{{{tag}}}}} is not a plain field (`{{{{.a.b}}}}`); template functions are not carried out by driftless yet"
+        "the template's {{{{{tag}}}}} is not a plain field (`{{{{.a.b}}}}`); {}",
+        NotCarriedOut::kind("template functions")
     )]
     TemplateFunction { tag: String },
     #[error("the template's {{{{{tag}}}}} names no parameter")]
@@ -52,19 +60,8 @@ pub(super) fn applications(
 ) -> Result<Vec<Value>, (usize, AppSetError)> {
     let at = |key: &str| line_of(doc, key);
     let spec = &set["spec"];
-    for key in spec.as_object().into_iter().flatten().map(|(k, _)| k) {
-        if ![
-            "generators",
-            "template",
-            "goTemplate",
-            "goTemplateOptions",
-            "syncPolicy",
-            "strategy",
-        ]
-        .contains(&key.as_str())
-        {
-            return Err((at(key), AppSetError::NotCarriedOut { key: key.clone() }));
-        }
+    if let Some(key) = unknown(spec, APPSET_CARRIED) {
+        return Err((at(key), NotCarriedOut::field(format!("spec.{key}")).into()));
     }
     let go = spec["goTemplate"].as_bool() == Some(true);
     let mut out = Vec::new();
@@ -78,9 +75,9 @@ pub(super) fn applications(
             other => {
                 return Err((
                     at(other),
-                    AppSetError::Generator {
-                        kind: other.to_string(),
-                    },
+                    NotCarriedOut::named(format!("the {other} generator"))
+                        .instead("list and git are")
+                        .into(),
                 ));
             }
         };
@@ -109,7 +106,7 @@ pub(super) fn applications(
 /// `list`: each element's keys.
 fn list(body: &Value) -> Result<Vec<Params>, AppSetError> {
     if body.get("elementsYaml").is_some() {
-        return Err(AppSetError::ElementsYaml);
+        return Err(NotCarriedOut::named("the list generator's `elementsYaml`").into());
     }
     Ok(body["elements"]
         .as_array()

@@ -9,6 +9,7 @@ use serde_json::{Value, json};
 
 use super::{App, Repository};
 use crate::hydrate::app_yaml::{clean_path, unknown};
+use crate::hydrate::not_carried_out::NotCarriedOut;
 use crate::spec::Location;
 
 const HELM_CARRIED: &[&str] = &[
@@ -30,8 +31,8 @@ const HELM_CARRIED: &[&str] = &[
 /// Why a chart source is not carried out as a release.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub(super) enum ChartError {
-    #[error("`helm.{key}` is not carried out by driftless yet")]
-    NotCarriedOut { key: String },
+    #[error(transparent)]
+    NotCarriedOut(#[from] NotCarriedOut),
     #[error("`helm.values` is not YAML: {why}")]
     ValuesNotYaml { why: String },
     #[error("parameter {key:?}: {why}")]
@@ -51,8 +52,8 @@ pub(super) enum ChartError {
 /// Why a parameter's name is not a path `helm --set` would set.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub(super) enum ParameterError {
-    #[error("list indexes are not carried out by driftless yet")]
-    ListIndex,
+    #[error(transparent)]
+    NotCarriedOut(#[from] NotCarriedOut),
     #[error("an empty key")]
     EmptyKey,
     #[error("not a map")]
@@ -68,9 +69,7 @@ fn release_of(
 ) -> Result<crate::spec::helm::HelmRelease, ChartError> {
     let h = &s["helm"];
     if let Some(key) = unknown(h, HELM_CARRIED) {
-        return Err(ChartError::NotCarriedOut {
-            key: key.to_string(),
-        });
+        return Err(NotCarriedOut::field(format!("helm.{key}")).into());
     }
     let namespace = h["namespace"]
         .as_str()
@@ -137,7 +136,7 @@ fn set_path(values: &mut Value, path: &str, value: Value) -> Result<(), Paramete
                 chars.next();
             }
             '.' => keys.push(std::mem::take(&mut cur)),
-            '[' => return Err(ParameterError::ListIndex),
+            '[' => return Err(NotCarriedOut::kind("list indexes").into()),
             c => cur.push(c),
         }
     }

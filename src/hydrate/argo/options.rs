@@ -4,6 +4,7 @@
 use serde_json::{Value, json};
 
 use crate::hydrate::app_yaml::unknown;
+use crate::hydrate::not_carried_out::NotCarriedOut;
 use crate::spec::Location;
 use crate::spec::helm::TargetedIgnore;
 use crate::spec::select::{ObjectSelector, Pattern};
@@ -24,10 +25,8 @@ const KUSTOMIZE_CARRIED: &[&str] = &[
 /// Why an `ignoreDifferences` entry is not carried out.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub(super) enum IgnoreError {
-    #[error(
-        "`managedFieldsManagers` is not carried out by driftless yet (its fields are another manager's already)"
-    )]
-    ManagedFieldsManagers,
+    #[error(transparent)]
+    NotCarriedOut(#[from] NotCarriedOut),
     #[error(
         "the jq expression {jq:?} is not a plain path (`.a.b`, `.a[\"k\"]`); write it as a JSON pointer"
     )]
@@ -39,8 +38,8 @@ pub(super) enum IgnoreError {
 /// Why an Application's `kustomize` options are not carried out.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub(super) enum KustomizeError {
-    #[error("`kustomize.{key}` is not carried out by driftless yet")]
-    NotCarriedOut { key: String },
+    #[error(transparent)]
+    NotCarriedOut(#[from] NotCarriedOut),
     #[error("image {image:?} names no image")]
     NoImage { image: String },
 }
@@ -49,7 +48,9 @@ pub(super) enum KustomizeError {
 /// `jqPathExpressions` that are plain paths (`.spec.replicas`, `.data["k"]`).
 pub(super) fn ignore(d: &Value) -> Result<TargetedIgnore, IgnoreError> {
     if d.get("managedFieldsManagers").is_some() {
-        return Err(IgnoreError::ManagedFieldsManagers);
+        return Err(NotCarriedOut::field("managedFieldsManagers")
+            .instead("its fields are another manager's already")
+            .into());
     }
     let mut pointers: Vec<String> = d["jsonPointers"]
         .as_array()
@@ -128,9 +129,7 @@ pub(super) fn kustomization(
 ) -> Result<crate::hydrate::flux::Kustomization, KustomizeError> {
     let k = &s["kustomize"];
     if let Some(key) = unknown(k, KUSTOMIZE_CARRIED) {
-        return Err(KustomizeError::NotCarriedOut {
-            key: key.to_string(),
-        });
+        return Err(NotCarriedOut::field(format!("kustomize.{key}")).into());
     }
     let mut spec = serde_json::Map::new();
     if let Some(ns) = k["namespace"].as_str() {

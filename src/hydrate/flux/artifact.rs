@@ -10,6 +10,7 @@ use globset::{GlobBuilder, GlobMatcher};
 use serde_json::Value;
 
 use crate::hydrate::merge::{Nulls, merge};
+use crate::hydrate::not_carried_out::NotCarriedOut;
 use crate::hydrate::walk::{Entry, Hidden, Links, Revisit, Walk, WalkError};
 
 /// How a copy rule writes what it copies (`strategy`).
@@ -46,8 +47,8 @@ const RULE_KEYS: &[&str] = &["from", "to", "exclude", "strategy"];
 /// Why a copy rule is not carried out, as the ArtifactGenerator's refusal goes on.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum RuleError {
-    #[error("has a copy rule with `{0}`, which driftless does not carry out")]
-    NotCarriedOut(String),
+    #[error("has a copy rule whose {0}")]
+    NotCarriedOut(#[from] NotCarriedOut),
     #[error("has a copy rule with strategy {0:?} (Overwrite, Merge or Extract)")]
     Strategy(String),
     #[error("has a copy rule whose `exclude` holds a non-string")]
@@ -114,7 +115,7 @@ impl CopyError {
 /// A rule's `exclude` and `strategy`, or why it is not carried out.
 pub(super) fn options(rule: &Value) -> Result<(Vec<String>, Strategy), RuleError> {
     if let Some(key) = crate::hydrate::app_yaml::unknown(rule, RULE_KEYS) {
-        return Err(RuleError::NotCarriedOut(key.to_string()));
+        return Err(NotCarriedOut::field(key).into());
     }
     let strategy = match rule.get("strategy").and_then(Value::as_str) {
         None | Some("Overwrite") => Strategy::Overwrite,

@@ -31,7 +31,9 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
+use crate::hydrate::app_yaml::unknown;
 use crate::hydrate::held::AppError;
+use crate::hydrate::not_carried_out::NotCarriedOut;
 use crate::spec::{Location, SourceFile, SpecError};
 #[cfg(test)]
 use build::finish;
@@ -106,7 +108,8 @@ pub fn find(
                 _ => found.errors.push(err(
                     at,
                     format!(
-                        "Flux's {kind} ({api}) is not carried out by driftless yet: driftless reads Flux's Kustomization, HelmRelease and their sources; take it out of the tree"
+                        "{}: driftless reads Flux's Kustomization, HelmRelease and their sources; take it out of the tree",
+                        NotCarriedOut::named(format!("Flux's {kind} ({api})"))
                     ),
                 )),
             }
@@ -332,15 +335,14 @@ fn item(
     if name.is_empty() {
         return Err(err(at, "a Flux Kustomization without metadata.name".into()));
     }
-    for key in spec.keys() {
-        if !CARRIED.contains(&key.as_str()) {
-            return Err(err(
-                field_at(key),
-                format!(
-                    "Kustomization {ns}/{name}: `spec.{key}` is not carried out by driftless yet; nothing is applied"
-                ),
-            ));
-        }
+    if let Some(key) = unknown(&v["spec"], CARRIED) {
+        return Err(err(
+            field_at(key),
+            format!(
+                "Kustomization {ns}/{name}: {}; nothing is applied",
+                NotCarriedOut::field(format!("spec.{key}"))
+            ),
+        ));
     }
     if let Some(pb) = spec.get("postBuild").and_then(Value::as_object)
         && let Some(key) = pb
@@ -350,7 +352,8 @@ fn item(
         return Err(err(
             field_at(key),
             format!(
-                "Kustomization {ns}/{name}: `spec.postBuild.{key}` is not carried out by driftless yet"
+                "Kustomization {ns}/{name}: {}; nothing is applied",
+                NotCarriedOut::field(format!("spec.postBuild.{key}"))
             ),
         ));
     }

@@ -7,6 +7,7 @@ use serde_json::Value;
 
 use super::artifact::options as copy_options;
 use super::model::*;
+use crate::hydrate::not_carried_out::NotCarriedOut;
 use crate::spec::SpecError;
 
 /// Whether `k` is built here, from this repository or from an artifact an
@@ -55,10 +56,10 @@ pub(super) fn from_source(
         .as_str()
         .unwrap_or("default");
     if generator["spec"].get("pathPattern").is_some() {
-        return Err(said(
-            "is made by an ArtifactGenerator with `pathPattern`, which driftless does not carry out"
-                .into(),
-        ));
+        return Err(said(format!(
+            "is made by an ArtifactGenerator whose {}",
+            NotCarriedOut::field("pathPattern")
+        )));
     }
     let mut rules = Vec::new();
     for rule in artifact["copy"].as_array().into_iter().flatten() {

@@ -5,6 +5,7 @@
 use serde_json::Value;
 
 use crate::hydrate::flux::model::is_flux_controller;
+use crate::hydrate::not_carried_out::NotCarriedOut;
 
 /// The marks on the HelmRelease that hold for its objects; its wave.
 pub(super) fn marks(
@@ -82,9 +83,7 @@ pub(super) fn drift_detection(
         {
             return Err((
                 "target",
-                format!(
-                    "`driftDetection.ignore[].target.{key}` is not carried out by driftless yet"
-                ),
+                NotCarriedOut::field(format!("driftDetection.ignore[].target.{key}")).to_string(),
             ));
         }
         let part = |key: &str| -> Result<Option<String>, (&'static str, String)> {

@@ -10,7 +10,9 @@ use serde_json::Value;
 use super::data::{TreeData, values_from};
 use super::model::*;
 use super::order::{Node, depends_on, waves_of};
+use crate::hydrate::app_yaml::unknown;
 use crate::hydrate::held::AppError;
+use crate::hydrate::not_carried_out::NotCarriedOut;
 use crate::spec::{Location, SpecError};
 use marks::{drift_detection, marks};
 
@@ -37,6 +39,18 @@ pub(super) const RELEASE_CARRIED: &[&str] = &[
     "test",
     "serviceAccountName",
     "postRenderers",
+];
+
+/// `spec.install` and `spec.upgrade` fields carried out or accepted.
+const PHASE_CARRIED: &[&str] = &[
+    "crds",
+    "remediation",
+    "strategy",
+    "timeout",
+    "createNamespace",
+    "cleanupOnFail",
+    "disableWait",
+    "disableWaitForJobs",
 ];
 
 /// What a HelmRelease's chart is found by: the tree's sources, its GitRepositories' URLs,
@@ -203,7 +217,7 @@ pub(super) fn helm_release(
     let name = v["metadata"]["name"].as_str().unwrap_or_default();
     let r = Reading { at, doc, ns, name };
     let spec = v["spec"].as_object().cloned().unwrap_or_default();
-    r.carried(v, &spec)?;
+    r.carried(v)?;
     let target = spec.get("targetNamespace").and_then(Value::as_str);
     let namespace = target.unwrap_or(ns).to_string();
     let release_name = match (spec.get("releaseName").and_then(Value::as_str), target) {
@@ -263,14 +277,9 @@ impl Reading<'_> {
     }
 
     /// Refuses a field that is not carried out, in `spec` or its `install` and `upgrade`.
-    fn carried(&self, v: &Value, spec: &serde_json::Map<String, Value>) -> Result<(), SpecError> {
-        for key in spec.keys() {
-            if !RELEASE_CARRIED.contains(&key.as_str()) {
-                return Err(self.refuse(
-                    key,
-                    format!("`spec.{key}` is not carried out by driftless yet"),
-                ));
-            }
+    fn carried(&self, v: &Value) -> Result<(), SpecError> {
+        if let Some(key) = unknown(&v["spec"], RELEASE_CARRIED) {
+            return Err(self.refuse(key, NotCarriedOut::field(format!("spec.{key}")).to_string()));
         }
         if v["spec"]["test"]["enable"].as_bool() == Some(true) {
             return Err(self.refuse(
@@ -279,30 +288,11 @@ impl Reading<'_> {
             ));
         }
         for phase in ["install", "upgrade"] {
-            for key in spec
-                .get(phase)
-                .and_then(Value::as_object)
-                .into_iter()
-                .flatten()
-                .map(|(k, _)| k)
-            {
-                if ![
-                    "crds",
-                    "remediation",
-                    "strategy",
-                    "timeout",
-                    "createNamespace",
-                    "cleanupOnFail",
-                    "disableWait",
-                    "disableWaitForJobs",
-                ]
-                .contains(&key.as_str())
-                {
-                    return Err(self.refuse(
-                        key,
-                        format!("`spec.{phase}.{key}` is not carried out by driftless yet"),
-                    ));
-                }
+            if let Some(key) = unknown(&v["spec"][phase], PHASE_CARRIED) {
+                return Err(self.refuse(
+                    key,
+                    NotCarriedOut::field(format!("spec.{phase}.{key}")).to_string(),
+                ));
             }
         }
         Ok(())
@@ -333,9 +323,9 @@ impl Reading<'_> {
             if let Some(key) = other {
                 return Err(self.refuse(
                     "postRenderers",
-                    format!(
-                        "`postRenderers[].{key}` is not carried out by driftless yet (a kustomize post-renderer's `patches` and `images` are)"
-                    ),
+                    NotCarriedOut::field(format!("postRenderers[].{key}"))
+                        .instead("a kustomize post-renderer's `patches` and `images` are")
+                        .to_string(),
                 ));
             }
             if let Some(k) = kustomize {
@@ -379,7 +369,10 @@ impl Reading<'_> {
         if reference["digest"].is_string() {
             return Err(self.refuse(
                 "chartRef",
-                format!("OCIRepository {rns}/{rname}: a `ref.digest` is not carried out yet"),
+                format!(
+                    "OCIRepository {rns}/{rname}: {}",
+                    NotCarriedOut::field("ref.digest")
+                ),
             ));
         }
         credentials(release, source);
@@ -411,7 +404,7 @@ impl Reading<'_> {
         if chart.get("valuesFiles").is_some() || chart.get("valuesFile").is_some() {
             return Err(self.refuse(
                 "valuesFiles",
-                "`spec.chart.spec.valuesFiles` is not carried out by driftless yet".into(),
+                NotCarriedOut::field("spec.chart.spec.valuesFiles").to_string(),
             ));
         }
         let kind = chart["sourceRef"]["kind"]
@@ -470,7 +463,7 @@ impl Reading<'_> {
             other => {
                 return Err(self.refuse(
                     "sourceRef",
-                    format!("a chart from a {other} is not carried out by driftless yet"),
+                    NotCarriedOut::named(format!("a chart from a {other}")).to_string(),
                 ));
             }
         }

@@ -1,0 +1,96 @@
+//! What an app format asks that driftless does not carry out yet, said one way by every
+//! reader (Flux's Kustomizations and HelmReleases, Argo CD's Applications and
+//! ApplicationSets): the field or the thing named, and, where it helps the user choose,
+//! what is carried out instead. The reader's own refusal ("Application a: ...; nothing is
+//! applied") wraps it with the object and the place.
+
+use std::fmt;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotCarriedOut {
+    what: What,
+    /// What is carried out instead, or why the field is not needed, in parentheses after.
+    instead: Option<&'static str>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum What {
+    /// A field by its path in the object, e.g. `spec.kubeConfig`.
+    Field(String),
+    /// One thing the object names: a sync option, a generator, a kind of source.
+    One(String),
+    /// A kind of thing: list indexes, template functions.
+    Many(String),
+}
+
+impl NotCarriedOut {
+    /// A field by its path in the object: `spec.kubeConfig`, `helm.fileParameters`.
+    pub fn field(path: impl Into<String>) -> Self {
+        NotCarriedOut {
+            what: What::Field(path.into()),
+            instead: None,
+        }
+    }
+
+    /// One thing the object names: `sync option "FailOnSharedResource=true"`.
+    pub fn named(what: impl Into<String>) -> Self {
+        NotCarriedOut {
+            what: What::One(what.into()),
+            instead: None,
+        }
+    }
+
+    /// A kind of thing, said in the plural: `list indexes`.
+    pub fn kind(what: impl Into<String>) -> Self {
+        NotCarriedOut {
+            what: What::Many(what.into()),
+            instead: None,
+        }
+    }
+
+    /// What is carried out instead: `list and git are`.
+    pub fn instead(mut self, note: &'static str) -> Self {
+        self.instead = Some(note);
+        self
+    }
+}
+
+impl fmt::Display for NotCarriedOut {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.what {
+            What::Field(path) => write!(f, "`{path}` is")?,
+            What::One(what) => write!(f, "{what} is")?,
+            What::Many(what) => write!(f, "{what} are")?,
+        }
+        f.write_str(" not carried out by driftless yet")?;
+        if let Some(instead) = self.instead {
+            write!(f, " ({instead})")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for NotCarriedOut {}
+
+#[cfg(test)]
+mod tests {
+    use super::NotCarriedOut;
+
+    #[test]
+    fn every_refusal_says_the_same_words() {
+        assert_eq!(
+            NotCarriedOut::field("spec.kubeConfig").to_string(),
+            "`spec.kubeConfig` is not carried out by driftless yet"
+        );
+        assert_eq!(
+            NotCarriedOut::named("the clusters generator")
+                .instead("list and git are")
+                .to_string(),
+            "the clusters generator is not carried out by driftless yet (list and git are)"
+        );
+        assert_eq!(
+            NotCarriedOut::kind("list indexes").to_string(),
+            "list indexes are not carried out by driftless yet"
+        );
+    }
+}
