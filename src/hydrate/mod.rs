@@ -24,6 +24,7 @@ pub mod plugin;
 mod post_render;
 pub mod pull;
 pub mod runner;
+pub mod shape;
 pub mod stage;
 pub mod tool;
 pub mod tree;

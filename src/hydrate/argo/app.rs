@@ -12,6 +12,7 @@ use super::{App, Part, PartSource, PluginPart, Repository, output_file};
 use crate::hydrate::app_yaml::{clean_path, err, line_of, unknown};
 use crate::hydrate::helm::ReleaseAt;
 use crate::hydrate::not_carried_out::NotCarriedOut;
+use crate::hydrate::shape;
 use crate::spec::{Location, SpecError};
 
 /// `spec` fields carried out, or accepted as driftless already does what they ask.
@@ -115,6 +116,8 @@ pub(super) fn read(
     if let Some(key) = unknown(&v["spec"], CARRIED) {
         return Err(r.refuse(key, NotCarriedOut::field(format!("spec.{key}")).to_string()));
     }
+    shape::check(&v["spec"], &shape::APPLICATION, "spec")
+        .map_err(|e| r.refuse(&e.key, e.to_string()))?;
     let app = r.app()?;
     let sources: Vec<Value> = match (spec.get("source"), spec.get("sources")) {
         (Some(s), None) => vec![s.clone()],

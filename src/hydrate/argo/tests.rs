@@ -116,6 +116,11 @@ fn what_is_not_carried_out_is_an_error_at_its_place() {
                 .to_string(),
             "a.yaml:7:1: ApplicationSet s: the clusters generator is not carried out by driftless yet (list and git are); nothing is applied",
         ),
+        // Of another type than Argo CD's CRD has it: refused, not read as absent.
+        (
+            application("a", "a", "").replace("targetRevision: HEAD", "targetRevision: 4.0"),
+            "a.yaml:11:1: Application a: `spec.source.targetRevision` is a number, not a string; nothing is applied",
+        ),
     ];
     for (text, want) in cases {
         let mut files = vec![file("a.yaml", &text)];

@@ -34,6 +34,7 @@ use serde_json::Value;
 use crate::hydrate::app_yaml::unknown;
 use crate::hydrate::held::AppError;
 use crate::hydrate::not_carried_out::NotCarriedOut;
+use crate::hydrate::shape;
 use crate::spec::{Location, SourceFile, SpecError};
 #[cfg(test)]
 use build::finish;
@@ -344,6 +345,12 @@ fn item(
             ),
         ));
     }
+    shape::check(&v["spec"], &shape::KUSTOMIZATION, "spec").map_err(|e| {
+        err(
+            field_at(&e.key),
+            format!("Kustomization {ns}/{name}: {e}; nothing is applied"),
+        )
+    })?;
     if let Some(pb) = spec.get("postBuild").and_then(Value::as_object)
         && let Some(key) = pb
             .keys()
@@ -647,6 +654,21 @@ mod tests {
             (
                 kustomization("a", "./", ""),
                 "a.yaml:1:1: Kustomization flux-system/a: path \".\" holds the tree being read",
+            ),
+            // Of another type than Flux's CRD has it: refused, not read as absent (a
+            // number for a path was the repository's root).
+            (
+                kustomization("a", "5", ""),
+                "a.yaml:7:1: Kustomization flux-system/a: `spec.path` is a number, not a string; nothing is applied",
+            ),
+            (
+                kustomization("a", "./a", "  dependsOn:\n    name: infra\n"),
+                "a.yaml:12:1: Kustomization flux-system/a: `spec.dependsOn` is a map, not a list; nothing is applied",
+            ),
+            (
+                "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: r}\nspec:\n  releaseName: [a]\n"
+                    .to_string(),
+                "a.yaml:5:1: HelmRelease default/r: `spec.releaseName` is a list, not a string; nothing is applied",
             ),
         ];
         for (text, want) in cases {

@@ -13,6 +13,7 @@ use super::order::{Node, depends_on, waves_of};
 use crate::hydrate::app_yaml::unknown;
 use crate::hydrate::held::AppError;
 use crate::hydrate::not_carried_out::NotCarriedOut;
+use crate::hydrate::shape;
 use crate::spec::{Location, SpecError};
 use marks::{drift_detection, marks};
 
@@ -281,6 +282,8 @@ impl Reading<'_> {
         if let Some(key) = unknown(&v["spec"], RELEASE_CARRIED) {
             return Err(self.refuse(key, NotCarriedOut::field(format!("spec.{key}")).to_string()));
         }
+        shape::check(&v["spec"], &shape::HELM_RELEASE, "spec")
+            .map_err(|e| self.refuse(&e.key, e.to_string()))?;
         if v["spec"]["test"]["enable"].as_bool() == Some(true) {
             return Err(self.refuse(
                 "test",
