@@ -20,6 +20,7 @@
 #     (`systemd-analyze verify`/`security` and `man`, for tests/ship.rs's unit checks),
 #     chromium + chromium-driver (a headless browser for tests/ui.rs, the web UI),
 #     openssh-server + openssh-client (tests/git_ssh.rs runs its own sshd on loopback),
+#     gnupg (tests/signed.rs signs commits with OpenPGP keys through git),
 #     age (age-keygen makes the keys tests/sops.rs encrypts for), docker-registry (an OCI
 #     registry tests/helm.rs runs on loopback), tinyproxy (an HTTP proxy tests/oci.rs
 #     reaches its registry through), jq (the README's quick start, which tests/docs.rs
@@ -68,6 +69,8 @@ if [ "$demo" -eq 0 ]; then
   APT_PKGS+=(openssh-server openssh-client)
   # age and age-keygen: tests/sops.rs makes its keys with them.
   APT_PKGS+=(age)
+  # gpg: tests/signed.rs makes OpenPGP keys and signs commits and tags with it, through git.
+  APT_PKGS+=(gnupg)
   # callgrind: scripts/bench --stages counts the pure stages' instructions.
   APT_PKGS+=(valgrind)
   # docker-registry: an OCI registry the helm tests push charts to and pull them from, on

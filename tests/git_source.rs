@@ -75,7 +75,7 @@ fn open_with(
         path: path.map(str::to_string),
         cache_dir: cache.to_path_buf(),
         needs_checkout: driftless::hydrate::needs_checkout,
-        verify: None,
+        verify: Vec::new(),
         auth,
     })
     .unwrap()
@@ -267,7 +267,7 @@ fn file_url_tree_rules_and_path() {
             path: Some("../x".into()),
             cache_dir: cache.path().into(),
             needs_checkout: driftless::hydrate::needs_checkout,
-            verify: None,
+            verify: Vec::new(),
             auth: GitAuth::None,
         }),
         Err(GitError::Config(_))

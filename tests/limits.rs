@@ -172,7 +172,7 @@ fn fetch_error(repo_dir: &Path) -> String {
         path: None,
         cache_dir: cache.path().to_path_buf(),
         needs_checkout: driftless::hydrate::needs_checkout,
-        verify: None,
+        verify: Vec::new(),
         auth: GitAuth::None,
     })
     .unwrap();

@@ -1,9 +1,10 @@
 //! `--verify-commits`: commits and tags signed by the real `git` with SSH keys made by the
-//! real `ssh-keygen` (gpg.format=ssh), served by `git daemon` on loopback. Signed by an
-//! allowed key, a revision is applied; unsigned, signed by another key, signed outside
-//! the key's allowed time or namespace, or a signature moved onto other content, it is
-//! not, with the reason in one line (the source, then the daemon's status, metric and
-//! notification), and the last verified revision stays in force.
+//! real `ssh-keygen` (gpg.format=ssh) and with OpenPGP keys made by the real `gpg`,
+//! served by `git daemon` on loopback. Signed by an allowed key, a revision is applied;
+//! unsigned, signed by another key, signed outside the key's allowed time or namespace,
+//! by a revoked key, or a signature moved onto other content, it is not, with the reason
+//! in one line (the source, then the daemon's status, metric and notification), and the
+//! last verified revision stays in force.
 
 use crate::support;
 
@@ -58,6 +59,45 @@ impl Keys {
     }
 }
 
+/// A repository served by `git daemon`, and a work tree that pushes to it.
+struct Served {
+    _daemon: GitDaemon,
+    url: String,
+    work: TempDir,
+}
+
+impl Served {
+    fn new() -> Served {
+        let daemon = GitDaemon::start();
+        let (url, _) = daemon.create("repo.git");
+        let work = TempDir::new().unwrap();
+        git(work.path(), &["init", "-q", "-b", "main"]);
+        Served {
+            _daemon: daemon,
+            url,
+            work,
+        }
+    }
+
+    /// Pushes `refs`, forced.
+    fn push(&self, refs: &[&str]) {
+        let mut args = vec!["push", "-q", "-f", self.url.as_str()];
+        args.extend(refs);
+        git(self.work.path(), &args);
+    }
+}
+
+/// Alice's key, and an allowed_signers file that allows her alone.
+fn alice_allowed() -> (Keys, PathBuf, PathBuf) {
+    let keys = Keys::new();
+    let (alice, alice_pub) = keys.key("alice");
+    let allowed = keys.allowed(
+        "allowed_signers",
+        &[format!("alice@example.com {alice_pub}")],
+    );
+    (keys, alice, allowed)
+}
+
 /// The key's SHA256 fingerprint as ssh-keygen prints it.
 fn fingerprint(key: &Path) -> String {
     let out = Command::new("ssh-keygen")
@@ -88,13 +128,17 @@ fn signing(dir: &Path, key: &Path, program: Option<&Path>, args: &[&str]) -> Str
 }
 
 fn source(url: &str, reference: GitRef, cache: &Path, allowed: &Path) -> GitSource {
+    source_trusting(url, reference, cache, &[allowed])
+}
+
+fn source_trusting(url: &str, reference: GitRef, cache: &Path, files: &[&Path]) -> GitSource {
     GitSource::open(GitConfig {
         url: url.to_string(),
         reference,
         path: None,
         cache_dir: cache.to_path_buf(),
         needs_checkout: driftless::hydrate::needs_checkout,
-        verify: Some(allowed.to_path_buf()),
+        verify: files.iter().map(|f| f.to_path_buf()).collect(),
         auth: GitAuth::None,
     })
     .unwrap()
@@ -121,16 +165,9 @@ fn commits_and_tags_pass_only_when_an_allowed_key_signed_them_for_git() {
             format!("alice@example.com namespaces=\"git\" {alice_pub}"),
         ],
     );
-    let daemon = GitDaemon::start();
-    let (url, _) = daemon.create("repo.git");
-    let work = TempDir::new().unwrap();
-    let w = work.path();
-    git(w, &["init", "-q", "-b", "main"]);
-    let push = |refs: &[&str]| {
-        let mut args = vec!["push", "-q", "-f", url.as_str()];
-        args.extend(refs);
-        git(w, &args);
-    };
+    let served = Served::new();
+    let (url, w) = (served.url.clone(), served.work.path());
+    let push = |refs: &[&str]| served.push(refs);
     let cache = TempDir::new().unwrap();
     let fetch = || source(&url, GitRef::Branch("main".into()), cache.path(), &allowed).fetch();
 
@@ -179,25 +216,11 @@ fn commits_and_tags_pass_only_when_an_allowed_key_signed_them_for_git() {
     // Alice's signature moved onto other content (the message changed, the gpgsig
     // header kept): the signature does not match.
     git(w, &["reset", "-q", "--hard", &signed]);
-    let body = git(w, &["cat-file", "commit", "HEAD"]);
-    let body = format!("{}one, and more", body.strip_suffix("one").unwrap());
-    let mut hash = git_cmd(w)
-        .args(["hash-object", "-t", "commit", "-w", "--stdin"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    hash.stdin
-        .take()
-        .unwrap()
-        .write_all(format!("{body}\n").as_bytes())
-        .unwrap();
-    let forged = String::from_utf8(hash.wait_with_output().unwrap().stdout).unwrap();
-    git(w, &["update-ref", "refs/heads/main", forged.trim()]);
+    let forged = moved_signature(w, &signed);
+    git(w, &["update-ref", "refs/heads/main", &forged]);
     push(&["main"]);
     let (commit, why) = refused(fetch());
-    assert_eq!(commit, forged.trim());
+    assert_eq!(commit, forged);
     assert!(
         matches!(why, Unverified::BadSignature { ref key, .. } if *key == fingerprint(&alice)),
         "{why}"
@@ -281,7 +304,297 @@ fn commits_and_tags_pass_only_when_an_allowed_key_signed_them_for_git() {
         .fetch()
         .unwrap_err();
     assert!(
-        matches!(err, GitError::Signers(_)) && err.to_string().contains("allowed signers file"),
+        matches!(err, GitError::Signers(_))
+            && err
+                .to_string()
+                .starts_with(&format!("--verify-commits {}:", gone.display())),
+        "{err}"
+    );
+}
+
+/// A GnuPG home of its own (its agent stopped when dropped), for keys made by `gpg`.
+struct Gpg {
+    home: TempDir,
+}
+
+impl Gpg {
+    fn new() -> Gpg {
+        let home = tempfile::Builder::new().prefix("gpg").tempdir().unwrap();
+        std::fs::set_permissions(
+            home.path(),
+            std::os::unix::fs::PermissionsExt::from_mode(0o700),
+        )
+        .unwrap();
+        Gpg { home }
+    }
+
+    fn run(&self, args: &[&str]) -> Vec<u8> {
+        let out = Command::new("gpg")
+            .env("GNUPGHOME", self.home.path())
+            .args(["--batch", "--pinentry-mode", "loopback", "--passphrase", ""])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "gpg {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    }
+
+    /// A new key for `uid` of `algo` with `usage` (`sign`, `cert`), and its fingerprint.
+    fn key(&self, uid: &str, algo: &str, usage: &str) -> String {
+        self.run(&["--quick-gen-key", uid, algo, usage, "0"]);
+        self.fingerprints(uid)[0].clone()
+    }
+
+    /// The fingerprints of `uid`'s primary key and subkeys, in that order.
+    fn fingerprints(&self, uid: &str) -> Vec<String> {
+        let listed = String::from_utf8(self.run(&["--with-colons", "--list-keys", uid])).unwrap();
+        listed
+            .lines()
+            .filter_map(|l| l.strip_prefix("fpr:"))
+            .map(|l| l.trim_matches(':').to_string())
+            .collect()
+    }
+
+    /// `uid`'s public keys exported to `path` (armored or binary).
+    fn export(&self, uids: &[&str], armor: bool, path: &Path) -> PathBuf {
+        let mut args = vec!["--export"];
+        if armor {
+            args.push("--armor");
+        }
+        args.extend(uids);
+        std::fs::write(path, self.run(&args)).unwrap();
+        path.to_path_buf()
+    }
+
+    /// git signing with OpenPGP key `key` (gpg.format's default).
+    fn signing(&self, dir: &Path, key: &str, args: &[&str]) -> String {
+        let out = git_cmd(dir)
+            .env("GNUPGHOME", self.home.path())
+            .args(["-c", "gpg.program=gpg", "-c"])
+            .arg(format!("user.signingkey={key}!"))
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+}
+
+impl Drop for Gpg {
+    fn drop(&mut self) {
+        let _ = Command::new("gpgconf")
+            .env("GNUPGHOME", self.home.path())
+            .args(["--kill", "gpg-agent"])
+            .status();
+    }
+}
+
+/// A commit object's content with its message changed and its signature header kept.
+fn moved_signature(w: &Path, signed: &str) -> String {
+    let body = git(w, &["cat-file", "commit", signed]);
+    let (head, message) = body.rsplit_once("\n\n").unwrap();
+    let mut hash = git_cmd(w)
+        .args(["hash-object", "-t", "commit", "-w", "--stdin"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write;
+    hash.stdin
+        .take()
+        .unwrap()
+        .write_all(format!("{head}\n\n{message}, and more\n").as_bytes())
+        .unwrap();
+    String::from_utf8(hash.wait_with_output().unwrap().stdout)
+        .unwrap()
+        .trim()
+        .to_string()
+}
+
+#[test]
+fn openpgp_signatures_pass_only_by_a_key_of_the_keyring_that_could_sign() {
+    let gpg = Gpg::new();
+    // Alice signs with a subkey (her primary key only certifies), Bob with an RSA primary
+    // key, Carol's key is revoked after she signed; Mallory is in nobody's keyring.
+    let alice = gpg.key("Alice <alice@example.com>", "ed25519", "cert");
+    gpg.run(&["--quick-add-key", &alice, "ed25519", "sign", "0"]);
+    let alice_signing = gpg.fingerprints("alice@example.com")[1].clone();
+    let bob = gpg.key("Bob <bob@example.com>", "rsa3072", "sign");
+    let carol = gpg.key("Carol <carol@example.com>", "ed25519", "sign");
+    let mallory = gpg.key("Mallory <mallory@example.com>", "ed25519", "sign");
+    let keys = TempDir::new().unwrap();
+    let armored = gpg.export(&["alice@example.com"], true, &keys.path().join("team.asc"));
+    let binary = gpg.export(&["bob@example.com"], false, &keys.path().join("bob.gpg"));
+
+    let served = Served::new();
+    let (url, w) = (served.url.clone(), served.work.path());
+    let push = |refs: &[&str]| served.push(refs);
+    let cache = TempDir::new().unwrap();
+    let trusting = |files: &[&Path]| {
+        source_trusting(&url, GitRef::Branch("main".into()), cache.path(), files).fetch()
+    };
+    let head = || git(w, &["rev-parse", "HEAD"]);
+
+    // Alice's subkey signed it: applied, and said to be hers.
+    std::fs::write(w.join("a.yaml"), "v: 1\n").unwrap();
+    git(w, &["add", "-A"]);
+    gpg.signing(w, &alice_signing, &["commit", "-q", "-S", "-m", "one"]);
+    let signed = head();
+    push(&["main"]);
+    let rev = trusting(&[&armored]).unwrap();
+    assert_eq!(rev.id.as_deref(), Some(signed.as_str()));
+    assert_eq!(
+        rev.signatures,
+        driftless::source::Signatures::Verified {
+            commit: Some(format!("Alice <alice@example.com> ({alice_signing})")),
+            tag: None,
+        }
+    );
+
+    // Bob's RSA key, from a binary keyring given beside the armored one.
+    gpg.signing(
+        w,
+        &bob,
+        &["commit", "-q", "--allow-empty", "-S", "-m", "two"],
+    );
+    push(&["main"]);
+    assert!(
+        matches!(refused(trusting(&[&armored])).1, Unverified::UnknownKey { ref key, .. } if *key == bob)
+    );
+    assert_eq!(
+        trusting(&[&armored, &binary]).unwrap().id.as_deref(),
+        Some(head().as_str())
+    );
+
+    // Unsigned, and signed by Mallory: not applied, Mallory's key named.
+    git(w, &["commit", "-q", "--allow-empty", "-m", "three"]);
+    push(&["main"]);
+    assert_eq!(
+        refused(trusting(&[&armored])).1,
+        Unverified::Unsigned {
+            what: format!("commit {}", &head()[..12])
+        }
+    );
+    gpg.signing(
+        w,
+        &mallory,
+        &["commit", "-q", "--allow-empty", "-S", "-m", "four"],
+    );
+    push(&["main"]);
+    let (_, why) = refused(trusting(&[&armored, &binary]));
+    assert_eq!(
+        why.to_string(),
+        format!(
+            "commit {} is signed by key {mallory}, which no --verify-commits file trusts",
+            &head()[..12]
+        )
+    );
+
+    // Alice's signature moved onto other content.
+    let forged = moved_signature(w, &signed);
+    git(w, &["update-ref", "refs/heads/main", &forged]);
+    push(&["main"]);
+    let (commit, why) = refused(trusting(&[&armored]));
+    assert_eq!(commit, forged);
+    assert!(
+        matches!(why, Unverified::BadSignature { ref key, .. } if *key == alice_signing),
+        "{why}"
+    );
+
+    // Carol signed, then revoked her key: the keyring that carries the revocation
+    // refuses her signatures.
+    git(w, &["reset", "-q", "--hard", &signed]);
+    gpg.signing(
+        w,
+        &carol,
+        &["commit", "-q", "--allow-empty", "-S", "-m", "five"],
+    );
+    push(&["main"]);
+    let carol_keys = gpg.export(&["carol@example.com"], true, &keys.path().join("carol.asc"));
+    assert!(trusting(&[&carol_keys]).is_ok());
+    let revocation = gpg
+        .home
+        .path()
+        .join(format!("openpgp-revocs.d/{carol}.rev"));
+    let text = std::fs::read_to_string(&revocation).unwrap();
+    // gpg guards the certificate against an accidental import with a colon.
+    std::fs::write(&revocation, text.replace(":-----BEGIN", "-----BEGIN")).unwrap();
+    gpg.run(&["--import", &revocation.to_string_lossy()]);
+    let carol_keys = gpg.export(&["carol@example.com"], true, &keys.path().join("carol.asc"));
+    let (_, why) = refused(trusting(&[&carol_keys]));
+    assert_eq!(
+        why.to_string(),
+        format!(
+            "commit {} is signed by key {carol} (Carol <carol@example.com>), which is revoked",
+            &head()[..12]
+        )
+    );
+
+    // A tag signed by Alice, on an unsigned commit: passes in tag mode, its commit's
+    // signature said not to.
+    git(w, &["commit", "-q", "--allow-empty", "-m", "six, unsigned"]);
+    gpg.signing(w, &alice_signing, &["tag", "-s", "-m", "release 1", "v1"]);
+    push(&["main", "v1"]);
+    let rev = source_trusting(&url, GitRef::Tag("v1".into()), cache.path(), &[&armored])
+        .fetch()
+        .unwrap();
+    assert_eq!(
+        rev.signatures,
+        driftless::source::Signatures::Verified {
+            commit: None,
+            tag: Some(format!("Alice <alice@example.com> ({alice_signing})")),
+        }
+    );
+
+    // An SSH signature with only a keyring given, and keyrings that cannot be trusted:
+    // a secret key, and garbage that claims to be armored.
+    let ssh_keys = Keys::new();
+    let (sam, _) = ssh_keys.key("sam");
+    signing(
+        w,
+        &sam,
+        None,
+        &["commit", "-q", "--allow-empty", "-S", "-m", "seven"],
+    );
+    push(&["main"]);
+    assert_eq!(
+        refused(trusting(&[&armored])).1.to_string(),
+        format!(
+            "commit {} is signed with SSH, and --verify-commits was given no allowed_signers file",
+            &head()[..12]
+        )
+    );
+    let secret = keys.path().join("secret.asc");
+    std::fs::write(
+        &secret,
+        gpg.run(&["--armor", "--export-secret-keys", "alice@example.com"]),
+    )
+    .unwrap();
+    let err = trusting(&[&secret]).unwrap_err().to_string();
+    assert!(
+        err.starts_with(&format!(
+            "OpenPGP keyring {}: it holds the secret key {alice}",
+            secret.display()
+        )),
+        "{err}"
+    );
+    let broken = keys.path().join("broken.asc");
+    std::fs::write(
+        &broken,
+        "-----BEGIN PGP PUBLIC KEY BLOCK-----\n\nnot base64 at all\n-----END PGP PUBLIC KEY BLOCK-----\n",
+    )
+    .unwrap();
+    let err = trusting(&[&broken]).unwrap_err().to_string();
+    assert!(
+        err.starts_with(&format!("OpenPGP keyring {}:", broken.display())),
         "{err}"
     );
 }
@@ -290,12 +603,7 @@ fn commits_and_tags_pass_only_when_an_allowed_key_signed_them_for_git() {
 async fn a_daemon_applies_only_verified_commits_and_says_why_it_holds_one() {
     let client = support::client().await;
     let ns = support::namespace(&client, "signed").await;
-    let keys = Keys::new();
-    let (alice, alice_pub) = keys.key("alice");
-    let allowed = keys.allowed(
-        "allowed_signers",
-        &[format!("alice@example.com {alice_pub}")],
-    );
+    let (_keys, alice, allowed) = alice_allowed();
     let repo = ConfigRepo::new();
     let w = repo.work();
     let config_map = |name: &str| {
@@ -385,4 +693,86 @@ async fn a_daemon_applies_only_verified_commits_and_says_why_it_holds_one() {
     for name in ["first", "second", "third"] {
         assert!(config_maps.get_opt(name).await.unwrap().is_some(), "{name}");
     }
+}
+
+#[tokio::test]
+async fn a_flux_verify_request_holds_the_revision_until_the_daemon_checks_signatures() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "signed-flux").await;
+    let (_keys, alice, allowed) = alice_allowed();
+    let repo = ConfigRepo::new();
+    let w = repo.work();
+    let server = GitDaemon::serve(repo.base());
+    let url = server.url("config.git");
+    // Bootstrap's GitRepository asks for verified commits; the cluster's Kustomization
+    // applies apps/.
+    std::fs::create_dir_all(w.join("clusters/dev/flux-system")).unwrap();
+    std::fs::create_dir_all(w.join("apps")).unwrap();
+    std::fs::write(
+        w.join("clusters/dev/flux-system/gotk-sync.yaml"),
+        format!(
+            "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata:\n  name: flux-system\n  namespace: flux-system\nspec:\n  url: {url}\n  ref:\n    branch: main\n  verify:\n    mode: HEAD\n    secretRef:\n      name: signers\n---\napiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: apps\n  namespace: flux-system\nspec:\n  path: ./apps\n  prune: true\n  targetNamespace: {ns}\n  sourceRef:\n    kind: GitRepository\n    name: flux-system\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        w.join("apps/cm.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: asked\ndata:\n  k: v\n",
+    )
+    .unwrap();
+    git(w, &["add", "-A"]);
+    signing(
+        w,
+        &alice,
+        None,
+        &["commit", "-q", "-S", "-m", "signed, asks"],
+    );
+    git(w, &["push", "-q", "origin", "HEAD:main"]);
+    let commit = git(w, &["rev-parse", "HEAD"]);
+    let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), &ns);
+
+    // A daemon that checks no signatures cannot meet the request: nothing is applied.
+    let mut unchecked = Daemon::builder(&ns)
+        .args(&["--git", &url, "--path", "clusters/dev", "--interval", "1s"])
+        .start();
+    let status = unchecked
+        .wait_status("the request refused", |s| {
+            s["errors"].as_array().is_some_and(|e| {
+                e.iter().any(|e| {
+                    e["message"]
+                        .as_str()
+                        .is_some_and(|m| m.contains("asks for signed commits (spec.verify)"))
+                })
+            })
+        })
+        .await;
+    let said = status["errors"].to_string();
+    assert!(
+        said.contains("gotk-sync.yaml\",\"line\":10,")
+            && said.contains("this daemon checks no signatures; start it with --verify-commits"),
+        "{said}"
+    );
+    assert!(status["revision_applied"].is_null(), "{status}");
+    assert!(config_maps.get_opt("asked").await.unwrap().is_none());
+    unchecked.stop();
+
+    // Started with the keys, the signed commit meets it.
+    let daemon = Daemon::builder(&ns)
+        .args(&[
+            "--git",
+            &url,
+            "--path",
+            "clusters/dev",
+            "--interval",
+            "1s",
+            "--verify-commits",
+            &allowed.to_string_lossy(),
+        ])
+        .start();
+    daemon
+        .wait_status("the signed commit applied", |s| {
+            s["revision_applied"].as_str() == Some(commit.as_str())
+        })
+        .await;
+    assert!(config_maps.get_opt("asked").await.unwrap().is_some());
 }

@@ -230,7 +230,7 @@ set edit:completion:arg-completer[driftless] = {|@words|
             cand --semver 'Follow the newest tag of --oci within this semver range, e.g. ">=1.0.0 <2.0.0"'
             cand --digest 'Pin --oci to this digest (sha256:…): it never moves'
             cand --commit 'Commit to pin with --git'
-            cand --verify-commits 'Apply only revisions signed by a key this allowed_signers file allows (ssh-keygen''s format, as git''s gpg.ssh.allowedSignersFile): the commit''s SSH signature, or with --tag the tag''s. Any other revision is not applied and the last verified one stays (read again at each fetch)'
+            cand --verify-commits 'Apply only revisions signed by a key this file trusts: an allowed_signers file (ssh-keygen''s format, as git''s gpg.ssh.allowedSignersFile) for SSH signatures, or an OpenPGP keyring (public keys as gpg exports them, armored or not) for OpenPGP ones; repeat it for both. The commit''s signature is checked, or with --tag the tag''s. Any other revision is not applied and the last verified one stays (read again at each fetch)'
             cand --path 'Subdirectory of the repository (--git) or of the artifact''s tree (--oci) that holds the specs'
             cand --interval 'How often to fetch with --git or --oci (POST /hooks/git or /hooks/oci fetches at once)'
             cand --resync 'Full resync (and directory rescan) period, counted from the end of the last whole sync'

@@ -48,12 +48,14 @@ pub struct RunArgs {
     /// Commit to pin with --git.
     #[arg(long, requires = "git")]
     pub commit: Option<String>,
-    /// Apply only revisions signed by a key this allowed_signers file allows (ssh-keygen's
-    /// format, as git's gpg.ssh.allowedSignersFile): the commit's SSH signature, or with
-    /// --tag the tag's. Any other revision is not applied and the last verified one stays
-    /// (read again at each fetch).
+    /// Apply only revisions signed by a key this file trusts: an allowed_signers file
+    /// (ssh-keygen's format, as git's gpg.ssh.allowedSignersFile) for SSH signatures, or
+    /// an OpenPGP keyring (public keys as gpg exports them, armored or not) for OpenPGP
+    /// ones; repeat it for both. The commit's signature is checked, or with --tag the
+    /// tag's. Any other revision is not applied and the last verified one stays (read
+    /// again at each fetch).
     #[arg(long, value_name = "FILE", requires = "git")]
-    pub verify_commits: Option<PathBuf>,
+    pub verify_commits: Vec<PathBuf>,
     /// Subdirectory of the repository (--git) or of the artifact's tree (--oci) that holds
     /// the specs.
     #[arg(long, value_name = "SUBDIR")]
@@ -338,10 +340,8 @@ pub async fn run(args: &RunArgs, global: &GlobalArgs, selection: &Selection) -> 
                 );
             }
             let auth = GitAuth::from_env(|k| std::env::var(k).ok()).context("git credentials")?;
-            if let Some(path) = &args.verify_commits {
-                // Refused at start, in the file's words, rather than at every fetch.
-                driftless::source::git::verify::AllowedSigners::read(path)?;
-            }
+            // Refused at start, in the file's words, rather than at every fetch.
+            driftless::source::git::verify::Trusted::read(&args.verify_commits)?;
             let config = GitConfig {
                 url: url.clone(),
                 reference,

@@ -272,6 +272,7 @@ impl Hydrator {
                 &mut waves,
                 &mut repo.urls,
                 flux_install,
+                &cx.input.signatures,
             );
             out.errors.extend(found.errors);
             out.held.extend(found.held);

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::atomic::AtomicU64;
 
 use super::{cache, runner};
-use crate::source::{Checkout, Revision};
+use crate::source::{Checkout, Revision, Signatures};
 use crate::spec::{Location, RenderedBy, SourceFile, SpecError};
 
 /// How the stage runs its tools.
@@ -62,6 +62,8 @@ pub struct Input {
     pub checkout: Option<Checkout>,
     /// What charts are told of the cluster (`.Capabilities`).
     pub cluster: ClusterFacts,
+    /// What the revision's signatures were found to be, for what the tree asks of them.
+    pub signatures: Signatures,
 }
 
 impl Input {
@@ -72,6 +74,7 @@ impl Input {
             unread: revision.unread,
             checkout: revision.checkout,
             cluster,
+            signatures: revision.signatures,
         }
     }
 }

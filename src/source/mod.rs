@@ -162,6 +162,25 @@ pub struct Revision {
     /// The commit it was built from, when it says (an OCI artifact's annotation): what
     /// commit statuses are reported on.
     pub origin: Option<String>,
+    /// What its signatures were found to be, for what the tree asks of them (Flux's
+    /// `GitRepository.spec.verify`).
+    pub signatures: Signatures,
+}
+
+/// What a revision's signatures were found to be (`run --git --verify-commits`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Signatures {
+    /// No commit of a followed repository (a directory, an artifact): nothing to check.
+    #[default]
+    NoCommit,
+    /// A followed commit whose signatures nothing checks (no `--verify-commits`).
+    Unchecked,
+    /// Checked, with who signed the commit and the followed tag (each when it passed: a
+    /// tag's revision passes on the tag's signature alone).
+    Verified {
+        commit: Option<String>,
+        tag: Option<String>,
+    },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -204,5 +223,6 @@ pub fn read_tree(root: &Path, repo: Option<PathBuf>) -> Result<Revision, TreeErr
         unread,
         checkout: Some(checkout),
         origin: None,
+        signatures: Signatures::NoCommit,
     })
 }

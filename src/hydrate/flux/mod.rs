@@ -21,6 +21,7 @@ mod model;
 mod order;
 mod release;
 mod source;
+mod verify;
 
 pub(crate) use build::build as build_kustomization;
 pub use build::{Builds, substitute};
@@ -79,9 +80,11 @@ pub fn find(
     waves: &mut BTreeMap<String, i32>,
     urls: &mut std::collections::BTreeSet<String>,
     install: crate::hydrate::app_yaml::Install,
+    signatures: &crate::source::Signatures,
 ) -> Found {
     let mut found = Found::default();
     let mut sources: BTreeMap<String, Value> = BTreeMap::new();
+    let mut verify_asked = Vec::new();
     let mut items = Vec::new();
     let mut releases = Vec::new();
     let mut generators = Vec::new();
@@ -103,6 +106,16 @@ pub fn find(
                     Err(e) => found.held.push(AppError::new(app_id(ns, name), e)),
                 },
                 (SOURCE_GROUP, "GitRepository" | "OCIRepository" | "HelmRepository" | "Bucket") => {
+                    if kind == "GitRepository" {
+                        let verify_at = Location {
+                            line: at.line + line_of(doc, "verify"),
+                            ..at.clone()
+                        };
+                        verify_asked.extend(
+                            verify::asked(&v, verify_at, ns, name)
+                                .map(|a| (format!("{kind}/{ns}/{name}"), a)),
+                        );
+                    }
                     sources.insert(format!("{kind}/{ns}/{name}"), v.clone());
                 }
                 (HELM_GROUP, "HelmRelease") => releases.push((at, doc.to_string(), v.clone())),
@@ -144,6 +157,16 @@ pub fn find(
         .map(|k| (k.clone(), url_of(k).map(this)))
         .collect();
     found.notices = other_refs(&sources, &git, THIS);
+    // Only this repository's request is the daemon's to meet: another repository is
+    // refused or said on its own.
+    for (key, asked) in &verify_asked {
+        if git.get(key).is_some_and(|u| u.as_deref() == Some(THIS)) {
+            match verify::check(asked, signatures) {
+                Ok(notice) => found.notices.extend(notice),
+                Err(e) => found.errors.push(e),
+            }
+        }
+    }
     let own = Some(THIS.to_string());
     items.retain_mut(
         |k| match from_source(k, &generators, &git, own.as_deref(), root) {
@@ -518,6 +541,7 @@ mod tests {
             &mut BTreeMap::new(),
             &mut Default::default(),
             crate::hydrate::app_yaml::Install::LeftOut,
+            &Default::default(),
         )
     }
 
@@ -534,6 +558,52 @@ mod tests {
         format!(
             "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: {name}\n  namespace: flux-system\nspec:\n  path: {path}\n  prune: true\n  sourceRef:\n    kind: GitRepository\n    name: flux-system\n{extra}"
         )
+    }
+
+    #[test]
+    fn this_repositorys_verify_request_is_met_by_the_revisions_signatures_only() {
+        use crate::source::Signatures;
+        let asking = SYNC.replace(
+            "  url: ssh://git@github.com/acme/fleet\n",
+            "  url: ssh://git@github.com/acme/fleet\n  verify:\n    mode: HEAD\n    secretRef:\n      name: pgp-public-keys\n",
+        );
+        // Another repository's request is not this daemon's to meet.
+        let other = "---\napiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata:\n  name: other\n  namespace: flux-system\nspec:\n  url: https://example.com/other\n  verify:\n    secretRef:\n      name: k\n";
+        let run = |signatures: Signatures| {
+            let mut files = vec![file(
+                "flux-system/gotk-sync.yaml",
+                &format!("{asking}{other}"),
+            )];
+            find(
+                &mut files,
+                Some("clusters/staging"),
+                &mut BTreeMap::new(),
+                &mut Default::default(),
+                crate::hydrate::app_yaml::Install::LeftOut,
+                &signatures,
+            )
+        };
+        let unchecked = run(Signatures::Unchecked);
+        let said: Vec<String> = unchecked.errors.iter().map(|e| e.to_string()).collect();
+        assert_eq!(said.len(), 1, "{said:?}");
+        assert!(
+            said[0].starts_with(
+                "flux-system/gotk-sync.yaml:9:1: GitRepository flux-system/flux-system asks for signed commits"
+            ),
+            "{said:?}"
+        );
+        let verified = run(Signatures::Verified {
+            commit: Some("alice".into()),
+            tag: None,
+        });
+        assert!(verified.errors.is_empty(), "{:?}", verified.errors);
+        let dir = run(Signatures::NoCommit);
+        assert!(dir.errors.is_empty(), "{:?}", dir.errors);
+        assert!(
+            dir.notices.iter().any(|n| n.contains("no commit to check")),
+            "{:?}",
+            dir.notices
+        );
     }
 
     #[test]
@@ -562,6 +632,7 @@ mod tests {
             &mut waves,
             &mut Default::default(),
             crate::hydrate::app_yaml::Install::LeftOut,
+            &Default::default(),
         );
         assert!(found.errors.is_empty(), "{:?}", found.errors);
         let got: Vec<(&str, &str, i32, usize)> = found
@@ -603,6 +674,7 @@ mod tests {
             &mut waves,
             &mut Default::default(),
             crate::hydrate::app_yaml::Install::LeftOut,
+            &Default::default(),
         );
         assert!(found.errors.is_empty(), "{:?}", found.errors);
         assert_eq!(found.items[0].wave, 2, "one past apps' wave");

@@ -8,7 +8,7 @@ use git2::{
 
 use super::callbacks::{Refusals, remote_callbacks};
 use super::{GitAuth, GitError, GitRef, GitSource, KnownHosts, tree};
-use crate::source::Revision;
+use crate::source::{Revision, Signatures};
 
 /// libgit2 waits forever by default; a stalled server would then hold the source's lock
 /// and starve every later sync.
@@ -45,7 +45,7 @@ impl GitSource {
             GitRef::Tag(t) => self.fetch_ref(&repo, &format!("refs/tags/{t}"), &known_hosts)?,
             GitRef::Commit(c) => self.fetch_commit(&repo, c, &known_hosts)?,
         };
-        self.verify_signature(&repo, commit)?;
+        let signatures = self.verify_signature(&repo, commit)?;
         let (files, unread) = tree::read_files(&repo, commit, &self.path)?;
         // Tools read files themselves: the commit is checked out, once, where only
         // driftless looks (never in anyone's work tree).
@@ -86,21 +86,25 @@ impl GitSource {
                 },
             }),
             origin: None,
+            signatures,
         })
     }
 
     /// `--verify-commits`: the followed tag's signature, or else the commit's, checked
-    /// before anything of the revision is read. The allowed signers are read each time.
-    fn verify_signature(&self, repo: &Repository, commit: Oid) -> Result<(), GitError> {
-        let Some(path) = &self.verify else {
-            return Ok(());
-        };
-        let signers = super::verify::AllowedSigners::read(path)?;
+    /// before anything of the revision is read. The trusted keys are read each time. A
+    /// tag's commit is checked too, for what the tree may ask (Flux's `TagAndHEAD`),
+    /// without holding the revision when it does not pass.
+    fn verify_signature(&self, repo: &Repository, commit: Oid) -> Result<Signatures, GitError> {
+        if self.verify.is_empty() {
+            return Ok(Signatures::Unchecked);
+        }
+        let trusted = super::verify::Trusted::read(&self.verify)?;
         let unverified = |source| GitError::Unverified {
             commit: commit.to_string(),
             source,
         };
-        let signer = match &self.reference {
+        let named = |s: super::verify::Signer| format!("{} ({})", s.principals, s.key);
+        let signatures = match &self.reference {
             GitRef::Tag(t) => {
                 let landing = format!("{REF_NS}/incoming/tags/{t}");
                 let target = repo
@@ -108,12 +112,27 @@ impl GitSource {
                     .ok()
                     .and_then(|r| r.target())
                     .unwrap_or(commit);
-                super::verify::verify_tag(repo, t, target, &signers).map_err(unverified)?
+                let tag =
+                    super::verify::verify_tag(repo, t, target, &trusted).map_err(unverified)?;
+                Signatures::Verified {
+                    commit: super::verify::verify_commit(repo, commit, &trusted)
+                        .ok()
+                        .map(named),
+                    tag: Some(named(tag)),
+                }
             }
-            _ => super::verify::verify_commit(repo, commit, &signers).map_err(unverified)?,
+            _ => Signatures::Verified {
+                commit: Some(named(
+                    super::verify::verify_commit(repo, commit, &trusted).map_err(unverified)?,
+                )),
+                tag: None,
+            },
         };
-        tracing::debug!(commit = %commit, signer = %signer.principals, key = %signer.key, "signature verified");
-        Ok(())
+        if let Signatures::Verified { commit: c, tag } = &signatures {
+            let signer = tag.as_ref().or(c.as_ref()).map_or("", String::as_str);
+            tracing::debug!(commit = %commit, signer, "signature verified");
+        }
+        Ok(signatures)
     }
 
     fn load_known_hosts(&self) -> Result<Option<KnownHosts>, GitError> {

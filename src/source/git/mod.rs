@@ -14,6 +14,8 @@ mod fetch;
 mod follow;
 mod known_hosts;
 pub mod local;
+pub mod openpgp;
+mod signature;
 mod tree;
 mod url;
 pub mod verify;
@@ -63,9 +65,10 @@ pub struct GitConfig {
     /// Whether a commit's files need its tree on disk (the rendering stage's judgement,
     /// handed down: then the commit is checked out).
     pub needs_checkout: fn(&[SourceFile]) -> bool,
-    /// `--verify-commits`: the allowed_signers file a revision's signature is checked
-    /// against (the tag's, for a tag; else the commit's); none: nothing is checked.
-    pub verify: Option<PathBuf>,
+    /// `--verify-commits`: the allowed_signers files and OpenPGP keyrings a revision's
+    /// signature is checked against (the tag's, for a tag; else the commit's); none:
+    /// nothing is checked.
+    pub verify: Vec<PathBuf>,
 }
 
 impl fmt::Debug for GitConfig {
@@ -165,7 +168,7 @@ pub struct GitSource {
     ssh_port: u16,
     cache_path: PathBuf,
     needs_checkout: fn(&[SourceFile]) -> bool,
-    verify: Option<PathBuf>,
+    verify: Vec<PathBuf>,
     /// git2 repositories are not Sync; the lock also keeps two fetches from racing on
     /// the same refs.
     repo: Mutex<Repository>,
@@ -300,7 +303,7 @@ mod tests {
             path: None,
             cache_dir: "/cache".into(),
             needs_checkout: |_| false,
-            verify: None,
+            verify: Vec::new(),
             auth: GitAuth::Token {
                 username: None,
                 token: "tok-secret".into(),
@@ -320,7 +323,7 @@ mod tests {
             path: None,
             cache_dir: cache.path().into(),
             needs_checkout: |_| false,
-            verify: None,
+            verify: Vec::new(),
             auth: GitAuth::Token {
                 username: None,
                 token: "tok-123".into(),
@@ -350,7 +353,7 @@ mod tests {
             path: None,
             cache_dir: cache.path().into(),
             needs_checkout: |_| false,
-            verify: None,
+            verify: Vec::new(),
             auth: GitAuth::None,
         })
         .unwrap();

@@ -1,10 +1,12 @@
-//! Commit signatures, checked as git checks SSH signatures (`gpg.format=ssh`): against
-//! an `allowed_signers` file (ssh-keygen(1), ALLOWED SIGNERS) the operator gives with
-//! `--verify-commits`, never against anything the repository says. A commit is applied
-//! only when it carries an SSH signature in the `git` namespace, over its own content,
-//! by a key the file allows for that namespace at the commit's time.
+//! Commit signatures, checked against what the operator gives with `--verify-commits`,
+//! never against anything the repository says: an `allowed_signers` file (ssh-keygen(1),
+//! ALLOWED SIGNERS) for SSH signatures, as git checks them with `gpg.format=ssh`, and an
+//! OpenPGP keyring for OpenPGP ones (`openpgp.rs`). A commit is applied only when it
+//! carries an SSH signature in the `git` namespace, over its own content, by a key the
+//! file allows for that namespace at the commit's time, or an OpenPGP signature over its
+//! content by a key of the keyring that could sign then.
 //!
-//! The file is read again before each check: a mounted Secret can change while the
+//! The files are read again before each check: a mounted Secret can change while the
 //! daemon runs, as the known_hosts file can.
 
 use std::path::{Path, PathBuf};
@@ -12,18 +14,24 @@ use std::path::{Path, PathBuf};
 use git2::{ErrorCode, Oid, Repository};
 use ssh_key::{HashAlg, PublicKey, SshSig};
 
+pub use super::signature::{Signer, Unverified};
+
 /// The namespace git signs commits and tags in.
 const NAMESPACE: &str = "git";
 
-/// Why the allowed signers cannot be read: the daemon refuses to start on it (at start)
-/// or the revision is not applied (later).
+/// Why the allowed signers or a keyring cannot be read: the daemon refuses to start on
+/// it (at start) or the revision is not applied (later).
 #[derive(Debug, thiserror::Error)]
 pub enum SignersError {
-    #[error("allowed signers file {}: {source}", path.display())]
+    #[error("--verify-commits {}: {source}", path.display())]
     Read {
         path: PathBuf,
         source: std::io::Error,
     },
+    #[error("OpenPGP keyring {}: {message}", path.display())]
+    Keyring { path: PathBuf, message: String },
+    #[error("OpenPGP keyring {} holds no key", path.display())]
+    EmptyKeyring { path: PathBuf },
     #[error("{}:{line}: {error}", path.display())]
     Line {
         path: PathBuf,
@@ -49,37 +57,42 @@ pub enum LineError {
     Time(String),
 }
 
-/// Why a commit (or a tag) is not applied, in one line that names it (`commit
-/// 0123456789ab`, `tag v1.2.0`).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Unverified {
-    #[error("{what} is not signed")]
-    Unsigned { what: String },
-    #[error(
-        "{what} is signed with OpenPGP; --verify-commits checks SSH signatures (an allowed_signers file)"
-    )]
-    OpenPgp { what: String },
-    #[error("{what}: its signature cannot be read: {message}")]
-    Unreadable { what: String, message: String },
-    #[error("{what} is signed for {namespace:?}, not for git")]
-    Namespace { what: String, namespace: String },
-    #[error("{what} is signed by key {key}, which the allowed signers do not allow")]
-    UnknownKey { what: String, key: String },
-    #[error("{what} is signed by key {key} ({principals}) outside the time it is allowed")]
-    Expired {
-        what: String,
-        key: String,
-        principals: String,
-    },
-    #[error("{what}: the signature by key {key} does not match its content")]
-    BadSignature { what: String, key: String },
+/// What `--verify-commits` trusts: the keys of its allowed_signers files and OpenPGP
+/// keyrings (a file is one or the other, told apart by its content).
+#[derive(Debug, Clone, Default)]
+pub struct Trusted {
+    ssh: AllowedSigners,
+    openpgp: super::openpgp::Keyring,
 }
 
-/// Who signed a verified commit: the allowed signer's principals and key fingerprint.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Signer {
-    pub principals: String,
-    pub key: String,
+impl Trusted {
+    /// Reads `paths`, each an allowed_signers file or an OpenPGP keyring (armored or
+    /// binary, as `gpg --export` writes it).
+    pub fn read(paths: &[PathBuf]) -> Result<Trusted, SignersError> {
+        let mut trusted = Trusted::default();
+        for path in paths {
+            let bytes = std::fs::read(path).map_err(|source| SignersError::Read {
+                path: path.clone(),
+                source,
+            })?;
+            if !super::openpgp::is_keyring(&bytes) {
+                let signers = AllowedSigners::read(path)?;
+                trusted.ssh.entries.extend(signers.entries);
+                continue;
+            }
+            let keyring = super::openpgp::Keyring::parse(&bytes).map_err(|message| {
+                SignersError::Keyring {
+                    path: path.clone(),
+                    message,
+                }
+            })?;
+            if keyring.is_empty() {
+                return Err(SignersError::EmptyKeyring { path: path.clone() });
+            }
+            trusted.openpgp.extend(keyring);
+        }
+        Ok(trusted)
+    }
 }
 
 /// The keys an allowed_signers file allows, each with its principals and limits.
@@ -257,7 +270,7 @@ fn time_of(value: &str) -> Result<i64, LineError> {
 pub fn verify_commit(
     repo: &Repository,
     commit: Oid,
-    signers: &AllowedSigners,
+    trusted: &Trusted,
 ) -> Result<Signer, Unverified> {
     let what = format!("commit {}", &commit.to_string()[..12]);
     let (signature, signed) = match repo.extract_signature(&commit, None) {
@@ -279,7 +292,7 @@ pub fn verify_commit(
             what: what.clone(),
             message: e.message().to_string(),
         })?;
-    verify(&what, &signature, &signed, when, signers)
+    verify(&what, &signature, &signed, when, trusted)
 }
 
 /// Checks the signature of tag `name` (the object `target` its ref points to), as git's
@@ -290,7 +303,7 @@ pub fn verify_tag(
     repo: &Repository,
     name: &str,
     target: Oid,
-    signers: &AllowedSigners,
+    trusted: &Trusted,
 ) -> Result<Signer, Unverified> {
     let what = format!("tag {name}");
     let unreadable = |e: git2::Error| Unverified::Unreadable {
@@ -314,7 +327,7 @@ pub fn verify_tag(
     let Some(start) = start else {
         return Err(Unverified::Unsigned { what });
     };
-    verify(&what, &data[start..], &data[..start], when, signers)
+    verify(&what, &data[start..], &data[..start], when, trusted)
 }
 
 /// Where a line beginning with `marker` starts in `data`.
@@ -330,20 +343,40 @@ fn find_line(data: &[u8], marker: &[u8]) -> Option<usize> {
 }
 
 /// Checks one signature (`signature`, armored) over `signed` made at `when` (Unix
-/// seconds: the committer's time, as git hands ssh-keygen with `-Overify-time`).
+/// seconds: the committer's time, as git hands ssh-keygen with `-Overify-time`; an
+/// OpenPGP signature carries its own).
 pub fn verify(
     what: &str,
     signature: &[u8],
     signed: &[u8],
     when: i64,
-    signers: &AllowedSigners,
+    trusted: &Trusted,
 ) -> Result<Signer, Unverified> {
     let text = String::from_utf8_lossy(signature);
+    let no_keys = |kind, file| Unverified::NoKeys {
+        what: what.to_string(),
+        kind,
+        file,
+    };
     if text.contains("-----BEGIN PGP SIGNATURE-----") {
-        return Err(Unverified::OpenPgp {
-            what: what.to_string(),
-        });
+        if trusted.openpgp.is_empty() {
+            return Err(no_keys("OpenPGP", "OpenPGP keyring"));
+        }
+        return super::openpgp::verify(what, signature, signed, &trusted.openpgp);
     }
+    if trusted.ssh.entries.is_empty() && text.contains("-----BEGIN SSH SIGNATURE-----") {
+        return Err(no_keys("SSH", "allowed_signers file"));
+    }
+    verify_ssh(what, &text, signed, when, &trusted.ssh)
+}
+
+fn verify_ssh(
+    what: &str,
+    text: &str,
+    signed: &[u8],
+    when: i64,
+    signers: &AllowedSigners,
+) -> Result<Signer, Unverified> {
     let sig = SshSig::from_pem(text.trim().as_bytes()).map_err(|e| Unverified::Unreadable {
         what: what.to_string(),
         message: e.to_string(),
@@ -455,16 +488,25 @@ mod tests {
     }
 
     #[test]
-    fn a_pgp_or_unreadable_signature_is_said_as_such() {
-        let signers = AllowedSigners::parse(&format!("a {KEY}")).unwrap();
+    fn a_signature_of_a_kind_nothing_trusts_or_unreadable_is_said_as_such() {
+        let trusted = Trusted {
+            ssh: AllowedSigners::parse(&format!("a {KEY}")).unwrap(),
+            openpgp: Default::default(),
+        };
         let pgp = b"-----BEGIN PGP SIGNATURE-----\n\nabc\n-----END PGP SIGNATURE-----\n";
+        let no_keys = verify("commit c", pgp, b"x", 0, &trusted).unwrap_err();
+        assert_eq!(
+            no_keys.to_string(),
+            "commit c is signed with OpenPGP, and --verify-commits was given no OpenPGP keyring"
+        );
         assert!(matches!(
-            verify("c", pgp, b"x", 0, &signers),
-            Err(Unverified::OpenPgp { .. })
-        ));
-        assert!(matches!(
-            verify("c", b"garbage", b"x", 0, &signers),
+            verify("c", b"garbage", b"x", 0, &trusted),
             Err(Unverified::Unreadable { .. })
+        ));
+        let ssh = b"-----BEGIN SSH SIGNATURE-----\nabc\n-----END SSH SIGNATURE-----\n";
+        assert!(matches!(
+            verify("c", ssh, b"x", 0, &Trusted::default()),
+            Err(Unverified::NoKeys { kind: "SSH", .. })
         ));
     }
 }
