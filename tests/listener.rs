@@ -231,6 +231,101 @@ async fn the_listener_serves_tls_and_takes_a_renewed_certificate() {
     daemon.stop();
 }
 
+#[tokio::test]
+async fn a_client_certificate_the_client_ca_signed_may_use_the_controls() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "listen-mtls").await;
+    let instance = format!("listen-mtls-{}", support::suffix(&ns));
+    let specs = TempDir::new().unwrap();
+    std::fs::write(specs.path().join("cm.yaml"), configmap(&ns)).unwrap();
+    let certs = TempDir::new().unwrap();
+    let dir = certs.path();
+    let ca = test_ca(dir, "ca", "/CN=listener test CA");
+    let (cert, key) = signed_by(dir, "ca", "listener", "/CN=listener", "IP:127.0.0.1");
+    // The machine callers' CA, and one the daemon does not know.
+    let clients = test_ca(dir, "clients", "/CN=deploy clients");
+    let (bot, bot_key) = signed_by(dir, "clients", "bot", "/O=ci/CN=deploy-bot", "DNS:bot");
+    test_ca(dir, "other", "/CN=someone else");
+    let (stranger, stranger_key) = signed_by(dir, "other", "stranger", "/CN=stranger", "DNS:x");
+    let s = |p: &Path| p.to_str().unwrap().to_string();
+    let mut daemon = Daemon::builder(&instance)
+        .args(&[
+            "--dir",
+            &s(specs.path()),
+            "--tls-cert-file",
+            &s(&cert),
+            "--tls-key-file",
+            &s(&key),
+            "--tls-client-ca-file",
+            &s(&clients),
+        ])
+        .start();
+    daemon
+        .wait_status("the first sync", |s| s["last_sync"]["result"] == "success")
+        .await;
+    let url = format!("https://{}/api/v1/sync?wait=true", daemon.metrics);
+    let post = |extra: &[&str]| {
+        let mut args = vec!["--cacert".to_string(), s(&ca), "-X".into(), "POST".into()];
+        args.extend(extra.iter().map(|a| a.to_string()));
+        args.push(url.clone());
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        curl(&args)
+    };
+
+    // With the bot's certificate: the sync runs, and the audit line names the bot.
+    let (ok, body, err) = post(&["--cert", &s(&bot), "--key", &s(&bot_key)]);
+    assert!(
+        ok && body.contains("\"result\":\"success\""),
+        "{body} {err}\n{}",
+        daemon.log()
+    );
+    let audit: Vec<String> = daemon
+        .log()
+        .lines()
+        .filter(|l| l.contains("driftless::audit") && l.contains("POST /api/v1/sync"))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(audit.len(), 1, "{}", daemon.log());
+    assert!(
+        audit[0].contains("who=\"certificate deploy-bot\"") && audit[0].contains("answer=200"),
+        "{}",
+        audit[0]
+    );
+
+    // Without one, reads are served as before and the controls say what they need.
+    let (ok, body, _) = curl(&[
+        "--cacert",
+        &s(&ca),
+        &format!("https://{}/healthz", daemon.metrics),
+    ]);
+    assert!(ok && body == "ok", "{body}");
+    let (ok, body, err) = post(&[]);
+    assert!(
+        ok && body.contains("present a client certificate that --tls-client-ca-file's CA signed"),
+        "{body} {err}"
+    );
+    // A certificate another CA signed is refused at the handshake.
+    let (ok, _, err) = post(&["--cert", &s(&stranger), "--key", &s(&stranger_key)]);
+    assert!(!ok, "a stranger's certificate was taken: {err}");
+
+    // A client CA file that holds no certificate refuses the start.
+    std::fs::write(dir.join("empty.pem"), "no certificates here\n").unwrap();
+    let out = run_with_tls(
+        specs.path(),
+        "127.0.0.1:0",
+        &cert,
+        &key,
+        &["--tls-client-ca-file", &s(&dir.join("empty.pem"))],
+    );
+    assert!(!out.status.success(), "{}", show(&out));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("empty.pem holds no certificate"),
+        "{}",
+        show(&out)
+    );
+    daemon.stop();
+}
+
 #[test]
 fn an_unusable_certificate_is_refused_at_start() {
     let dir = TempDir::new().unwrap();

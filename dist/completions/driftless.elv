@@ -238,6 +238,7 @@ set edit:completion:arg-completer[driftless] = {|@words|
             cand --metrics-addr 'Address for /metrics, /healthz, /readyz and /hooks/git (a host name such as `localhost:0` is resolved; its first address is used)'
             cand --tls-cert-file 'Serve that address over TLS (1.2 and 1.3) with this certificate (PEM; the server''s own first, then its chain). Read again when it changes on disk'
             cand --tls-key-file 'The certificate''s private key (PEM: PKCS#8, PKCS#1 or SEC1)'
+            cand --tls-client-ca-file 'Let machine callers present a client certificate this CA (PEM, one or more) signed for client authentication: the controls then accept it as they accept the API token, and the audit line names its subject''s common name. Clients without one are served as before. Read at start'
             cand --hook-secret-file 'File holding the HMAC secret the git hook must sign with (X-Hub-Signature-256)'
             cand --lease-namespace 'Namespace of the leader-election Lease'
             cand --lease-name 'Name of the Lease (default: driftless-<instance>)'

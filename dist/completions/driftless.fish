@@ -230,6 +230,7 @@ complete -c driftless -n "__fish_driftless_using_subcommand run" -l status-file 
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l metrics-addr -d 'Address for /metrics, /healthz, /readyz and /hooks/git (a host name such as `localhost:0` is resolved; its first address is used)' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l tls-cert-file -d 'Serve that address over TLS (1.2 and 1.3) with this certificate (PEM; the server\'s own first, then its chain). Read again when it changes on disk' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l tls-key-file -d 'The certificate\'s private key (PEM: PKCS#8, PKCS#1 or SEC1)' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l tls-client-ca-file -d 'Let machine callers present a client certificate this CA (PEM, one or more) signed for client authentication: the controls then accept it as they accept the API token, and the audit line names its subject\'s common name. Clients without one are served as before. Read at start' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l hook-secret-file -d 'File holding the HMAC secret the git hook must sign with (X-Hub-Signature-256)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l lease-namespace -d 'Namespace of the leader-election Lease' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l lease-name -d 'Name of the Lease (default: driftless-<instance>)' -r

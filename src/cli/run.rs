@@ -95,6 +95,17 @@ pub struct RunArgs {
         requires = "tls_cert_file"
     )]
     pub tls_key_file: Option<PathBuf>,
+    /// Let machine callers present a client certificate this CA (PEM, one or more)
+    /// signed for client authentication: the controls then accept it as they accept
+    /// the API token, and the audit line names its subject's common name. Clients
+    /// without one are served as before. Read at start.
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "DRIFTLESS_TLS_CLIENT_CA_FILE",
+        requires = "tls_cert_file"
+    )]
+    pub tls_client_ca_file: Option<PathBuf>,
     /// Serve a --metrics-addr that is not loopback without an --api-token-file: whoever
     /// reaches it reads the status, the UI and /metrics (the controls stay refused).
     /// Without it, such a start is refused.
@@ -225,10 +236,13 @@ fn listener_tls(
         args.metrics_addr
     );
     Ok(match (&args.tls_cert_file, &args.tls_key_file) {
-        (Some(cert), Some(key)) => Some(tls::server_config(&tls::TlsFiles {
-            cert: cert.clone(),
-            key: key.clone(),
-        })?),
+        (Some(cert), Some(key)) => Some(tls::server_config(
+            &tls::TlsFiles {
+                cert: cert.clone(),
+                key: key.clone(),
+            },
+            args.tls_client_ca_file.as_deref(),
+        )?),
         _ => None,
     })
 }
@@ -433,6 +447,7 @@ pub async fn run(args: &RunArgs, global: &GlobalArgs, selection: &Selection) -> 
         }),
         metrics_addr: args.metrics_addr,
         tls,
+        client_certificates: args.tls_client_ca_file.is_some(),
         hook_secret,
         leader_elect,
         ready_timeout: args.ready_timeout,

@@ -73,6 +73,9 @@ pub struct Config {
     pub notify: Vec<crate::report::notify::Target>,
     /// The bearer token the API's controls need (`--api-token-file`); none refuses them.
     pub api_token: Option<Vec<u8>>,
+    /// Whether the listener verifies client certificates (`--tls-client-ca-file`), which
+    /// the controls accept as they accept the token.
+    pub client_certificates: bool,
     /// How Kustomize and Jsonnet sources are rendered (`--kustomize`, `--render-timeout`…).
     pub render: crate::hydrate::Options,
 }
@@ -278,6 +281,7 @@ fn api_state(cfg: &Config, cluster: &Cluster) -> (ApiState, ApiEnds) {
     let (ledger, drift_rx) =
         ledger::Ledger::open(cfg.status_file.as_deref().map(ledger::path_beside));
     api.drift = Some(drift_rx);
+    api.client_certificates = cfg.client_certificates;
     let ends = ApiEnds {
         published: published_tx,
         control: control_tx,

@@ -25,16 +25,23 @@ pub async fn record(request: Request, next: Next, signature_header: &'static str
     ) {
         return next.run(request).await;
     }
-    let from = request
+    let peer = request
         .extensions()
         .get::<ConnectInfo<Peer>>()
-        .map(|ConnectInfo(Peer(addr))| addr.to_string())
-        .unwrap_or_else(|| "-".to_string());
+        .map(|ConnectInfo(peer)| peer.clone());
+    let from = peer
+        .as_ref()
+        .map_or_else(|| "-".to_string(), |p| p.addr.to_string());
     let what = format!("{} {}", request.method(), request.uri().path());
-    let presented = presented(&request, signature_header);
+    let presented = presented(
+        &request,
+        signature_header,
+        peer.as_ref().and_then(|p| p.client.as_deref()),
+    );
     let response = next.run(request).await;
     let answer = response.status();
-    let who = who(presented, answer);
+    let who = who(&presented, answer);
+    let who = who.as_str();
     if answer.is_success() {
         tracing::info!(target: TARGET, who, from, what, answer = answer.as_u16(), "control");
         return response;
@@ -66,16 +73,21 @@ pub async fn record(request: Request, next: Next, signature_header: &'static str
 }
 
 /// What credential the request carried.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Presented {
+    /// A client certificate the listener verified, by its holder's name.
+    Certificate(String),
     Token,
     HookSignature,
     Nothing,
 }
 
-fn presented(request: &Request, signature_header: &str) -> Presented {
+/// A verified client certificate first: the controls accept it before a token.
+fn presented(request: &Request, signature_header: &str, certificate: Option<&str>) -> Presented {
     let headers = request.headers();
-    if headers
+    if let Some(name) = certificate {
+        Presented::Certificate(name.to_string())
+    } else if headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.starts_with("Bearer "))
@@ -89,15 +101,17 @@ fn presented(request: &Request, signature_header: &str) -> Presented {
 }
 
 /// Who asked, as far as the listener knows: the holder of the API token (or of the hook
-/// secret) once the credential was accepted, anyone otherwise.
-fn who(presented: Presented, answer: StatusCode) -> &'static str {
+/// secret) once the credential was accepted, anyone otherwise; a client certificate's
+/// holder by its name (the listener verified it before any request).
+fn who(presented: &Presented, answer: StatusCode) -> String {
     let accepted = !matches!(answer, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN);
     match (presented, accepted) {
-        (Presented::Token, true) => "api-token",
-        (Presented::HookSignature, true) => "hook-secret",
-        (Presented::Token, false) => "anonymous (a wrong token)",
-        (Presented::HookSignature, false) => "anonymous (a wrong signature)",
-        (Presented::Nothing, _) => "anonymous",
+        (Presented::Certificate(name), _) => format!("certificate {name}"),
+        (Presented::Token, true) => "api-token".to_string(),
+        (Presented::HookSignature, true) => "hook-secret".to_string(),
+        (Presented::Token, false) => "anonymous (a wrong token)".to_string(),
+        (Presented::HookSignature, false) => "anonymous (a wrong signature)".to_string(),
+        (Presented::Nothing, _) => "anonymous".to_string(),
     }
 }
 
@@ -119,16 +133,20 @@ mod tests {
 
     #[test]
     fn who_is_named_only_once_the_credential_is_accepted() {
-        assert_eq!(who(Presented::Token, StatusCode::OK), "api-token");
-        assert_eq!(who(Presented::Token, StatusCode::CONFLICT), "api-token");
+        assert_eq!(who(&Presented::Token, StatusCode::OK), "api-token");
+        assert_eq!(who(&Presented::Token, StatusCode::CONFLICT), "api-token");
         assert_eq!(
-            who(Presented::Token, StatusCode::UNAUTHORIZED),
+            who(&Presented::Token, StatusCode::UNAUTHORIZED),
             "anonymous (a wrong token)"
         );
-        assert_eq!(who(Presented::Nothing, StatusCode::FORBIDDEN), "anonymous");
+        assert_eq!(who(&Presented::Nothing, StatusCode::FORBIDDEN), "anonymous");
         assert_eq!(
-            who(Presented::HookSignature, StatusCode::ACCEPTED),
+            who(&Presented::HookSignature, StatusCode::ACCEPTED),
             "hook-secret"
+        );
+        assert_eq!(
+            who(&Presented::Certificate("deploy-bot".into()), StatusCode::OK),
+            "certificate deploy-bot"
         );
     }
 

@@ -1,7 +1,11 @@
 //! TLS on the daemon's listener (`--tls-cert-file`, `--tls-key-file`): TLS 1.2 and 1.3
 //! only, the certificate read again when its files change (cert-manager and a mounted
 //! Secret renew them in place), and the one listener type `serve_on` takes with or
-//! without it.
+//! without it. With `--tls-client-ca-file`, a client may present a certificate that CA
+//! signed for client authentication: the connection then carries its holder's name (its
+//! subject's common name, as the Kubernetes apiserver names a certificate's user), which
+//! the controls accept as they accept the API token. A client without one is served as
+//! before; one whose certificate does not verify is refused at the handshake.
 //!
 //! Handshakes run beside the accept loop, never in it: a client that opens a connection
 //! and says nothing would otherwise stop every other client from being served.
@@ -19,7 +23,7 @@ use rustls::ServerConfig;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::server::{ClientHello, ResolvesServerCert, WebPkiClientVerifier};
 use rustls::sign::CertifiedKey;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
@@ -174,9 +178,13 @@ impl ResolvesServerCert for Reloading {
     }
 }
 
-/// The server's TLS settings: TLS 1.2 and 1.3, HTTP/1.1, the files' certificate. An
-/// unusable pair is an error here, so the daemon refuses to start on it.
-pub fn server_config(files: &TlsFiles) -> Result<Arc<ServerConfig>, TlsError> {
+/// The server's TLS settings: TLS 1.2 and 1.3, HTTP/1.1, the files' certificate, and
+/// client certificates verified against `client_ca` when given (read once, now). An
+/// unusable pair or CA file is an error here, so the daemon refuses to start on it.
+pub fn server_config(
+    files: &TlsFiles,
+    client_ca: Option<&Path>,
+) -> Result<Arc<ServerConfig>, TlsError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let stamp = files.stamp();
     let key = Arc::new(files.load(&provider)?);
@@ -189,17 +197,76 @@ pub fn server_config(files: &TlsFiles) -> Result<Arc<ServerConfig>, TlsError> {
             refused: None,
         }),
     };
-    let mut config = ServerConfig::builder_with_provider(provider)
+    let builder = ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
         .map_err(|e| TlsError::Mismatch {
             cert: files.cert.clone(),
             key: files.key.clone(),
             message: e.to_string(),
-        })?
-        .with_no_client_auth()
-        .with_cert_resolver(Arc::new(resolver));
+        })?;
+    let builder = match client_ca {
+        None => builder.with_no_client_auth(),
+        Some(path) => builder.with_client_cert_verifier(client_verifier(path, provider)?),
+    };
+    let mut config = builder.with_cert_resolver(Arc::new(resolver));
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
+}
+
+/// Verifies client certificates against the CA certificates of `path`; a client may
+/// present none.
+fn client_verifier(
+    path: &Path,
+    provider: Arc<CryptoProvider>,
+) -> Result<Arc<dyn rustls::server::danger::ClientCertVerifier>, TlsError> {
+    const WHAT: &str = "client CA file";
+    let pem_error = |message: String| TlsError::Pem {
+        what: WHAT,
+        path: path.to_path_buf(),
+        message,
+    };
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(&read(path, WHAT)?) {
+        let cert = cert.map_err(|e| pem_error(e.to_string()))?;
+        roots.add(cert).map_err(|e| pem_error(e.to_string()))?;
+    }
+    if roots.is_empty() {
+        return Err(TlsError::NoCertificate {
+            path: path.to_path_buf(),
+        });
+    }
+    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+        .allow_unauthenticated()
+        .build()
+        .map_err(|e| pem_error(e.to_string()))
+}
+
+/// The name a verified client certificate gives its holder: its subject's common name,
+/// or the whole subject when it has none.
+fn client_name(der: &CertificateDer<'_>) -> Arc<str> {
+    use x509_cert::der::Decode;
+    let Ok(cert) = x509_cert::Certificate::from_der(der.as_ref()) else {
+        // rustls verified it, so this is not reached; the holder is still someone.
+        return Arc::from("(a certificate whose subject cannot be read)");
+    };
+    let subject = &cert.tbs_certificate.subject;
+    let common_name = subject
+        .0
+        .iter()
+        .flat_map(|rdn| rdn.0.iter())
+        .filter(|atv| atv.oid == x509_cert::der::asn1::ObjectIdentifier::new_unwrap("2.5.4.3"))
+        .find_map(|atv| {
+            atv.value
+                .decode_as::<x509_cert::der::asn1::Utf8StringRef<'_>>()
+                .map(|s| s.as_str().to_string())
+                .or_else(|_| {
+                    atv.value
+                        .decode_as::<x509_cert::der::asn1::PrintableStringRef<'_>>()
+                        .map(|s| s.as_str().to_string())
+                })
+                .ok()
+        });
+    Arc::from(common_name.unwrap_or_else(|| subject.to_string()))
 }
 
 /// A connection the server reads and writes, plain or TLS.
@@ -302,12 +369,29 @@ impl Listener for Listening {
 }
 
 /// Who sent a request, as the listener saw the connection: what the audit line names.
-#[derive(Debug, Clone, Copy)]
-pub struct Peer(pub SocketAddr);
+#[derive(Debug, Clone)]
+pub struct Peer {
+    pub addr: SocketAddr,
+    /// The name of the client certificate the connection presented, verified against
+    /// `--tls-client-ca-file`.
+    pub client: Option<Arc<str>>,
+}
 
 impl Connected<IncomingStream<'_, Listening>> for Peer {
     fn connect_info(stream: IncomingStream<'_, Listening>) -> Self {
-        Peer(*stream.remote_addr())
+        let client = match stream.io() {
+            Either::Right(tls) => tls
+                .get_ref()
+                .1
+                .peer_certificates()
+                .and_then(|chain| chain.first())
+                .map(client_name),
+            Either::Left(_) => None,
+        };
+        Peer {
+            addr: *stream.remote_addr(),
+            client,
+        }
     }
 }
 
@@ -323,7 +407,7 @@ mod tests {
             cert: dir.join("absent.crt"),
             key: dir.join("absent.key"),
         };
-        let e = server_config(&files).unwrap_err().to_string();
+        let e = server_config(&files, None).unwrap_err().to_string();
         assert!(
             e.starts_with("reading certificate file ") && e.contains("absent.crt"),
             "{e}"
@@ -334,7 +418,7 @@ mod tests {
             cert: dir.join("empty.crt"),
             key: dir.join("empty.key"),
         };
-        let e = server_config(&files).unwrap_err().to_string();
+        let e = server_config(&files, None).unwrap_err().to_string();
         assert!(e.contains("holds no certificate"), "{e}");
         assert!(!e.contains('\n'), "{e}");
     }

@@ -76,7 +76,7 @@ pub fn test_ca(dir: &Path, name: &str, subject: &str) -> PathBuf {
     )
 }
 
-/// A P-256 server certificate for `san` (`IP:127.0.0.1`, `DNS:host`) signed by the CA
+/// A P-256 certificate (for servers and clients) for `san` (`IP:127.0.0.1`, `DNS:host`) signed by the CA
 /// `CA.pem`/`CA.key` in `dir`: (`NAME.pem`, `NAME.key`).
 pub fn signed_by(dir: &Path, ca: &str, name: &str, subject: &str, san: &str) -> (PathBuf, PathBuf) {
     let (key, csr, pem, ext) = (
@@ -106,7 +106,7 @@ pub fn signed_by(dir: &Path, ca: &str, name: &str, subject: &str, san: &str) -> 
         dir.join(&ext),
         format!(
             "subjectAltName={san}\nbasicConstraints=CA:FALSE\n\
-             keyUsage=digitalSignature\nextendedKeyUsage=serverAuth\n"
+             keyUsage=digitalSignature\nextendedKeyUsage=serverAuth,clientAuth\n"
         ),
     )
     .unwrap();

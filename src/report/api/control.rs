@@ -3,8 +3,9 @@
 
 use std::sync::Arc;
 
+use axum::Extension;
 use axum::body::Bytes;
-use axum::extract::{Path, Query, State};
+use axum::extract::{ConnectInfo, Path, Query, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
@@ -16,6 +17,7 @@ use super::{ApiState, error};
 use crate::apply::ApplyError;
 use crate::apply::suspensions::Suspension;
 use crate::report::status::LastSync;
+use crate::report::tls::Peer;
 
 /// What the API asks of the daemon's loop.
 #[derive(Debug)]
@@ -63,9 +65,29 @@ pub trait Suspender: Send + Sync {
     ) -> futures::future::BoxFuture<'_, Result<(), ApplyError>>;
 }
 
-/// 403 when no token is configured, 401 for a missing or wrong one.
-fn authorize(api: &ApiState, headers: &HeaderMap) -> Result<(), (StatusCode, &'static str)> {
+/// The connection's peer, as the listener saw it (none when served without one).
+pub(super) type PeerInfo = Option<Extension<ConnectInfo<Peer>>>;
+
+/// A verified client certificate is enough; else the token: 403 when neither is
+/// configured, 401 for a missing or wrong token.
+fn authorize(
+    api: &ApiState,
+    headers: &HeaderMap,
+    peer: &PeerInfo,
+) -> Result<(), (StatusCode, &'static str)> {
+    let certified = peer
+        .as_ref()
+        .is_some_and(|Extension(ConnectInfo(p))| p.client.is_some());
+    if api.client_certificates && certified {
+        return Ok(());
+    }
     let Some(token) = &api.token else {
+        if api.client_certificates {
+            return Err((
+                StatusCode::UNAUTHORIZED,
+                "present a client certificate that --tls-client-ca-file's CA signed",
+            ));
+        }
         return Err((
             StatusCode::FORBIDDEN,
             "controls are disabled: start the daemon with --api-token-file FILE and send \
@@ -105,8 +127,9 @@ pub(super) async fn sync(
     State(api): State<Arc<ApiState>>,
     Query(q): Query<SyncQuery>,
     headers: HeaderMap,
+    peer: PeerInfo,
 ) -> Response {
-    if let Err((code, why)) = authorize(&api, &headers) {
+    if let Err((code, why)) = authorize(&api, &headers, &peer) {
         return error(code, why);
     }
     let wait = q.wait.unwrap_or(false);
@@ -146,9 +169,10 @@ pub(super) async fn control_spec(
     State(api): State<Arc<ApiState>>,
     Path(path): Path<String>,
     headers: HeaderMap,
+    peer: PeerInfo,
     body: Bytes,
 ) -> Response {
-    if let Err((code, why)) = authorize(&api, &headers) {
+    if let Err((code, why)) = authorize(&api, &headers, &peer) {
         return error(code, why);
     }
     let (id, verb) = match path.rsplit_once('/') {

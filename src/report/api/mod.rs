@@ -69,8 +69,12 @@ pub struct ApiState {
     /// as the daemon last wrote them.
     pub drift: Option<watch::Receiver<Arc<String>>>,
     pub control: mpsc::Sender<Control>,
-    /// The bearer token mutating calls need; `None` refuses them all (403).
+    /// The bearer token mutating calls need; `None` refuses them all (403) unless
+    /// client certificates are verified.
     pub token: Option<Vec<u8>>,
+    /// The listener verifies client certificates: a request on a connection that
+    /// presented one may use the controls.
+    pub client_certificates: bool,
     pub suspender: Arc<dyn Suspender>,
     streams: Arc<Semaphore>,
 }
@@ -88,6 +92,7 @@ impl ApiState {
             drift: None,
             control,
             token,
+            client_certificates: false,
             suspender,
             streams: Arc::new(Semaphore::new(MAX_STREAMS)),
         }
