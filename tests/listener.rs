@@ -291,6 +291,20 @@ async fn a_client_certificate_the_client_ca_signed_may_use_the_controls() {
         "{}",
         audit[0]
     );
+    // And kept in the history the API and the UI show.
+    let (ok, body, err) = curl(&[
+        "--cacert",
+        &s(&ca),
+        &format!("https://{}/api/v1/controls", daemon.metrics),
+    ]);
+    let kept: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+    let controls = kept["controls"].as_array().cloned().unwrap_or_default();
+    assert!(
+        ok && controls.iter().any(|c| c["who"] == "certificate deploy-bot"
+            && c["what"] == "POST /api/v1/sync"
+            && c["answer"] == 200),
+        "{body} {err}"
+    );
 
     // Without one, reads are served as before and the controls say what they need.
     let (ok, body, _) = curl(&[

@@ -372,7 +372,19 @@ async fn the_failing_spec_comes_first_is_found_by_status_and_its_view_shows_the_
         "{lines:?}"
     );
 
-    // The history view: every drift recorded, and the syncs.
+    // A control asked for without a token: refused, and kept in the history.
+    let (code, _) = support::http(addr, "POST", "/api/v1/sync", &[], b"").await;
+    assert_eq!(code, 403);
+    support::eventually("the control in the history", support::WAIT, || async {
+        let (_, kept) = get_json(addr, "/api/v1/controls").await;
+        match kept["controls"].as_array() {
+            Some(c) if c.iter().any(|c| c["what"] == "POST /api/v1/sync") => Ok(()),
+            _ => Err(kept.to_string()),
+        }
+    })
+    .await;
+
+    // The history view: every drift recorded, the syncs and the controls.
     browser.goto(&format!("http://{addr}/#/history")).await;
     let history = browser
         .wait_for_text(
@@ -384,6 +396,10 @@ async fn the_failing_spec_comes_first_is_found_by_status_and_its_view_shows_the_
                 "/data/greeting",
                 "Syncs",
                 &format!("Deployment.apps {ns}/crashy: created"),
+                "1 control asked for",
+                "anonymous",
+                "POST /api/v1/sync",
+                "403: controls are disabled",
             ],
         )
         .await;

@@ -97,8 +97,8 @@ async function loadObject(want) {
   if (objectShown === key) drawObject(want, view, drifts);
 }
 
-// The history view (`#/history`): the drift ledger and the syncs, newest first, read
-// when it opens and on Refresh.
+// The history view (`#/history`): the drift ledger, the syncs and the controls asked
+// for, newest first, read when it opens and on Refresh.
 let historyShown = false;
 
 async function loadHistory() {
@@ -111,9 +111,11 @@ async function loadHistory() {
   };
   let drifts;
   let syncs;
+  let controls;
   try {
     drifts = (await read("/api/v1/drift")).drifts || [];
     syncs = (await read("/api/v1/syncs")).syncs || [];
+    controls = (await read("/api/v1/controls")).controls || [];
   } catch (error) {
     $("history-body").replaceChildren(el("p", { class: "bad-text" }, `Reading the history failed: ${error.message}`));
     return;
@@ -147,7 +149,24 @@ async function loadHistory() {
               (s.changed || []).length ? el("ul", { class: "fields" }, s.changed.map((c) => el("li", {}, el("code", {}, c)))) : "–",
             ])
         )
-      : el("p", {}, "No sync yet.")
+      : el("p", {}, "No sync yet."),
+    el("h3", {}, "Controls"),
+    controls.length
+      ? table(
+          `${plural(controls.length, "control")} asked for, newest first`,
+          ["When", "Who", "From", "What", "Answer"],
+          controls
+            .slice()
+            .reverse()
+            .map((c) => [
+              when(c.time),
+              c.who,
+              el("code", {}, c.from),
+              el("code", {}, c.what),
+              [String(c.answer), c.reason].filter(Boolean).join(": "),
+            ])
+        )
+      : el("p", {}, "No control asked for.")
   );
 }
 

@@ -6,7 +6,8 @@
 //!
 //! Beside the drifts, the same file keeps the history of syncs (revision, start, end,
 //! result, counts and the objects each changed), with the same bound, served at
-//! `/api/v1/syncs`.
+//! `/api/v1/syncs`, and of the controls the listener audited (who, from where, what, the
+//! answer), served at `/api/v1/controls`.
 //!
 //! The file is replaced by a rename, as the status file is: a reader (or a crash) sees
 //! the old or the new ledger, never half of one.
@@ -22,6 +23,7 @@ use tokio::sync::watch;
 
 use crate::apply::drift::{DriftSeen, FieldDrift};
 use crate::object::ObjKey;
+use crate::report::audit::AuditRecord;
 use crate::report::notify::{DriftNotice, Event, Notice};
 use crate::spec::SpecId;
 
@@ -87,6 +89,8 @@ struct File {
     drifts: VecDeque<DriftRecord>,
     #[serde(default)]
     syncs: VecDeque<SyncRecord>,
+    #[serde(default)]
+    controls: VecDeque<AuditRecord>,
 }
 
 pub struct Ledger {
@@ -95,6 +99,7 @@ pub struct Ledger {
     /// Each record's size as JSON, beside `file.drifts` and `file.syncs`.
     drift_sizes: VecDeque<usize>,
     sync_sizes: VecDeque<usize>,
+    control_sizes: VecDeque<usize>,
     published: watch::Sender<Arc<String>>,
 }
 
@@ -250,12 +255,14 @@ impl Ledger {
         let mut ledger = Ledger {
             drift_sizes: file.drifts.iter().map(size_of).collect(),
             sync_sizes: file.syncs.iter().map(size_of).collect(),
+            control_sizes: file.controls.iter().map(size_of).collect(),
             path,
             file,
             published,
         };
         trim(&mut ledger.file.drifts, &mut ledger.drift_sizes);
         trim(&mut ledger.file.syncs, &mut ledger.sync_sizes);
+        trim(&mut ledger.file.controls, &mut ledger.control_sizes);
         ledger.publish();
         (ledger, rx)
     }
@@ -323,6 +330,20 @@ impl Ledger {
         self.sync_sizes.push_back(size_of(&sync));
         self.file.syncs.push_back(sync);
         trim(&mut self.file.syncs, &mut self.sync_sizes);
+        self.save();
+    }
+
+    /// Adds an audited control to the history (its reason as short as a sync's message).
+    pub fn record_control(&mut self, mut control: AuditRecord) {
+        if let Some(r) = control.reason.as_mut()
+            && r.len() > MESSAGE_SHOWN
+        {
+            r.truncate(char_floor(r, MESSAGE_SHOWN));
+            r.push('…');
+        }
+        self.control_sizes.push_back(size_of(&control));
+        self.file.controls.push_back(control);
+        trim(&mut self.file.controls, &mut self.control_sizes);
         self.save();
     }
 
@@ -549,5 +570,42 @@ mod tests {
         let (_, rx) = Ledger::open(Some(path));
         let (size, _) = kept(&rx);
         assert!(size < 4 * VALUE_SHOWN, "{size} bytes");
+    }
+
+    #[test]
+    fn controls_are_kept_across_a_restart_newest_last_and_bounded() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("status.drift.json");
+        let control = |i: usize, reason: Option<String>| AuditRecord {
+            time: format!("2026-01-01T00:00:{:02}Z", i % 60),
+            who: "anonymous".into(),
+            from: "127.0.0.1:5000".into(),
+            what: format!("POST /api/v1/specs/ConfigMap/x/c{i}/suspend"),
+            answer: 403,
+            reason,
+        };
+        let (mut l, _) = Ledger::open(Some(path.clone()));
+        for i in 0..MAX + 5 {
+            l.record_control(control(i, None));
+        }
+        l.record_control(control(MAX + 5, Some("x".repeat(3 * MESSAGE_SHOWN))));
+        drop(l);
+        let (_, rx) = Ledger::open(Some(path));
+        let doc: Value = serde_json::from_str(&rx.borrow()).unwrap();
+        let controls = doc["controls"].as_array().unwrap();
+        assert_eq!(controls.len(), MAX);
+        assert_eq!(
+            controls[0]["what"],
+            "POST /api/v1/specs/ConfigMap/x/c6/suspend"
+        );
+        let last = &controls[MAX - 1];
+        assert_eq!(last["answer"], 403);
+        let reason = last["reason"].as_str().unwrap();
+        assert!(
+            reason.len() <= MESSAGE_SHOWN + 4 && reason.ends_with('…'),
+            "{}",
+            reason.len()
+        );
+        assert!(controls[0].get("reason").is_none(), "{}", controls[0]);
     }
 }

@@ -1,13 +1,14 @@
 //! The audit trail of the listener: every request that asks the daemon to act (a control,
 //! a hook: anything but a read), allowed or refused, in one structured log line with
-//! who asked, from where, what, and the answer (with the refusal's reason). The time is
-//! the line's own.
+//! who asked, from where, what, and the answer (with the refusal's reason), and the same
+//! record in the daemon's history, which the API and the UI show.
 
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Request};
 use axum::http::{Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::Response;
+use serde::{Deserialize, Serialize};
 
 use super::tls::Peer;
 
@@ -17,8 +18,37 @@ pub const TARGET: &str = "driftless::audit";
 /// A refusal's body is a short JSON error; anything longer is not read for the line.
 const REASON_LIMIT: usize = 4096;
 
+/// One audited request, as the history keeps it (`/api/v1/controls`, the UI's history).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AuditRecord {
+    /// RFC 3339.
+    pub time: String,
+    pub who: String,
+    pub from: String,
+    /// Method and path.
+    pub what: String,
+    /// The HTTP status answered.
+    pub answer: u16,
+    /// A refusal's reason, as its caller was told.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// Where audited requests go besides the log: the daemon's loop, which keeps them in
+/// its history. `None` keeps the log line alone (the listener without a daemon).
+pub type History = Option<tokio::sync::mpsc::Sender<super::api::Control>>;
+
+/// How long a request's answer waits for the history to take its record: the loop
+/// takes messages between its steps, and a record is not worth a stuck answer.
+const HANDED_WITHIN: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// The middleware; `signature_header`: the header a signed hook request carries.
-pub async fn record(request: Request, next: Next, signature_header: &'static str) -> Response {
+pub async fn record(
+    request: Request,
+    next: Next,
+    signature_header: &'static str,
+    history: History,
+) -> Response {
     if matches!(
         *request.method(),
         Method::GET | Method::HEAD | Method::OPTIONS
@@ -41,13 +71,43 @@ pub async fn record(request: Request, next: Next, signature_header: &'static str
     let response = next.run(request).await;
     let answer = response.status();
     let who = who(&presented, answer);
-    let who = who.as_str();
-    if answer.is_success() {
+    let (response, reason) = if answer.is_success() {
         tracing::info!(target: TARGET, who, from, what, answer = answer.as_u16(), "control");
-        return response;
+        (response, None)
+    } else {
+        let (response, reason) = refusal_reason(response).await;
+        let denied = matches!(answer, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN);
+        if denied {
+            tracing::warn!(target: TARGET, who, from, what, answer = answer.as_u16(), reason, "control denied");
+        } else {
+            tracing::info!(target: TARGET, who, from, what, answer = answer.as_u16(), reason, "control");
+        }
+        (response, Some(reason).filter(|r| !r.is_empty()))
+    };
+    if let Some(history) = history {
+        let record = AuditRecord {
+            time: k8s_openapi::jiff::Timestamp::now().to_string(),
+            who,
+            from,
+            what,
+            answer: answer.as_u16(),
+            reason,
+        };
+        let handed = tokio::time::timeout(
+            HANDED_WITHIN,
+            history.send(super::api::Control::Audited(record)),
+        )
+        .await;
+        if !matches!(handed, Ok(Ok(()))) {
+            tracing::warn!(target: TARGET, "the history did not take the control's record; the log line above is its only trace");
+        }
     }
-    // The reason a refusal gave its caller is the line's reason too: read only when it
-    // is short and whole (a failed sync's 409 carries the sync's record, passed on as is).
+    response
+}
+
+/// The reason a refusal gave its caller, read only when its body is short and whole (a
+/// failed sync's 409 carries the sync's record, passed on as is); the response as it was.
+async fn refusal_reason(response: Response) -> (Response, String) {
     let (parts, body) = response.into_parts();
     let short = hyper::body::Body::size_hint(&body)
         .exact()
@@ -63,13 +123,7 @@ pub async fn record(request: Request, next: Next, signature_header: &'static str
     } else {
         (body, String::new())
     };
-    let denied = matches!(answer, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN);
-    if denied {
-        tracing::warn!(target: TARGET, who, from, what, answer = answer.as_u16(), reason, "control denied");
-    } else {
-        tracing::info!(target: TARGET, who, from, what, answer = answer.as_u16(), reason, "control");
-    }
-    Response::from_parts(parts, body)
+    (Response::from_parts(parts, body), reason)
 }
 
 /// What credential the request carried.

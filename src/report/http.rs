@@ -94,6 +94,7 @@ pub async fn serve_on(
 }
 
 fn router(mut state: HttpState) -> Router {
+    let history = state.api.as_ref().map(|api| api.control.clone());
     let api = state.api.take().map(super::api::router);
     let router = Router::new()
         .route("/metrics", get(metrics_page))
@@ -110,8 +111,8 @@ fn router(mut state: HttpState) -> Router {
         None => router,
     };
     router
-        .layer(axum::middleware::from_fn(|request, next| {
-            super::audit::record(request, next, SIGNATURE_HEADER)
+        .layer(axum::middleware::from_fn(move |request, next| {
+            super::audit::record(request, next, SIGNATURE_HEADER, history.clone())
         }))
         .layer(axum::middleware::from_fn(super::compress::gzip))
 }

@@ -6,7 +6,7 @@
 //! cluster; the daemon feeds these.
 
 pub mod api;
-mod audit;
+pub mod audit;
 mod compress;
 pub mod delta;
 pub mod http;

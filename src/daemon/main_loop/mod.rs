@@ -239,6 +239,7 @@ impl Loop {
                 self.queue.push(Key::Full, Instant::now());
                 self.waiting.extend(done);
             }
+            Control::Audited(record) => self.out.ledger.record_control(record),
         }
     }
 

@@ -108,6 +108,7 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .route("/api/v1/object", get(object))
         .route("/api/v1/drift", get(drift))
         .route("/api/v1/syncs", get(syncs))
+        .route("/api/v1/controls", get(controls))
         .route("/api/v1/specs/{*id}", get(spec).post(control::control_spec))
         // Anything else under /api answers in JSON too, not with an empty 404.
         .route("/api", axum::routing::any(unknown))
@@ -147,6 +148,11 @@ async fn drift(State(api): State<Arc<ApiState>>) -> Response {
 /// The history of syncs, oldest first, kept beside the drift ledger.
 async fn syncs(State(api): State<Arc<ApiState>>) -> Response {
     ledger_part(&api, "syncs")
+}
+
+/// The history of audited controls, oldest first, kept beside the drift ledger.
+async fn controls(State(api): State<Arc<ApiState>>) -> Response {
+    ledger_part(&api, "controls")
 }
 
 fn ledger_part(api: &ApiState, part: &str) -> Response {
