@@ -306,6 +306,36 @@ async fn a_client_certificate_the_client_ca_signed_may_use_the_controls() {
         "{body} {err}"
     );
 
+    // The CLI presents it as curl does, and needs no token then.
+    let server = format!("https://{}", daemon.metrics);
+    let reconcile = |cert: &Path, key: &Path| {
+        support::driftless(&[
+            "reconcile",
+            "--server",
+            &server,
+            "--ca-file",
+            &s(&ca),
+            "--client-cert-file",
+            &s(cert),
+            "--client-key-file",
+            &s(key),
+            "--timeout",
+            "2m",
+        ])
+    };
+    let out = reconcile(&bot, &bot_key);
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).starts_with("sync success"),
+        "{}",
+        show(&out)
+    );
+    // A key that is not the certificate's is said in one line.
+    let out = reconcile(&bot, &stranger_key);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{}", show(&out));
+    assert!(err.contains("--client-cert-file"), "{err}");
+    assert_eq!(err.trim_end().lines().count(), 1, "{err}");
+
     // Without one, reads are served as before and the controls say what they need.
     let (ok, body, _) = curl(&[
         "--cacert",

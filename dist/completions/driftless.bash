@@ -605,7 +605,7 @@ _driftless() {
             return 0
             ;;
         driftless__subcmd__reconcile)
-            opts="-h -V --server --token-file --ca-file --timeout --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
+            opts="-h -V --server --token-file --ca-file --client-cert-file --client-key-file --timeout --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -620,6 +620,14 @@ _driftless() {
                     return 0
                     ;;
                 --ca-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --client-cert-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --client-key-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -823,7 +831,7 @@ _driftless() {
             return 0
             ;;
         driftless__subcmd__resume)
-            opts="-h -V --server --token-file --ca-file --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
+            opts="-h -V --server --token-file --ca-file --client-cert-file --client-key-file --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -838,6 +846,14 @@ _driftless() {
                     return 0
                     ;;
                 --ca-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --client-cert-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --client-key-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1223,7 +1239,7 @@ _driftless() {
             return 0
             ;;
         driftless__subcmd__suspend)
-            opts="-h -V --reason --server --token-file --ca-file --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
+            opts="-h -V --reason --server --token-file --ca-file --client-cert-file --client-key-file --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1242,6 +1258,14 @@ _driftless() {
                     return 0
                     ;;
                 --ca-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --client-cert-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --client-key-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -322,6 +322,8 @@ complete -c driftless -n "__fish_driftless_using_subcommand status" -s V -l vers
 complete -c driftless -n "__fish_driftless_using_subcommand reconcile" -l server -d 'The daemon\'s HTTP address (its --metrics-addr), `http://` assumed without a scheme' -r
 complete -c driftless -n "__fish_driftless_using_subcommand reconcile" -l token-file -d 'File holding the API token (the daemon\'s --api-token-file); or set DRIFTLESS_API_TOKEN' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand reconcile" -l ca-file -d 'PEM certificates to trust besides the system\'s for an `https://` server (the CA that signed the daemon\'s --tls-cert-file)' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand reconcile" -l client-cert-file -d 'A client certificate (PEM, its chain after it) to present to a daemon that verifies them (its --tls-client-ca-file): the controls then need no token' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand reconcile" -l client-key-file -d 'The client certificate\'s private key (PEM: PKCS#8, PKCS#1 or SEC1)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand reconcile" -l timeout -d 'How long to wait for the sync to end' -r
 complete -c driftless -n "__fish_driftless_using_subcommand reconcile" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand reconcile" -l context -d 'The kubeconfig context to use (default: its current-context)' -r
@@ -336,6 +338,8 @@ complete -c driftless -n "__fish_driftless_using_subcommand suspend" -l reason -
 complete -c driftless -n "__fish_driftless_using_subcommand suspend" -l server -d 'The daemon\'s HTTP address (its --metrics-addr), `http://` assumed without a scheme' -r
 complete -c driftless -n "__fish_driftless_using_subcommand suspend" -l token-file -d 'File holding the API token (the daemon\'s --api-token-file); or set DRIFTLESS_API_TOKEN' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand suspend" -l ca-file -d 'PEM certificates to trust besides the system\'s for an `https://` server (the CA that signed the daemon\'s --tls-cert-file)' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand suspend" -l client-cert-file -d 'A client certificate (PEM, its chain after it) to present to a daemon that verifies them (its --tls-client-ca-file): the controls then need no token' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand suspend" -l client-key-file -d 'The client certificate\'s private key (PEM: PKCS#8, PKCS#1 or SEC1)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand suspend" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand suspend" -l context -d 'The kubeconfig context to use (default: its current-context)' -r
 complete -c driftless -n "__fish_driftless_using_subcommand suspend" -l kube-api-qps -d 'Requests per second to the apiserver at most, client-side, as client-go\'s rate limit (0: no limit). Answers 429 and 502-504 are retried either way' -r
@@ -348,6 +352,8 @@ complete -c driftless -n "__fish_driftless_using_subcommand suspend" -s V -l ver
 complete -c driftless -n "__fish_driftless_using_subcommand resume" -l server -d 'The daemon\'s HTTP address (its --metrics-addr), `http://` assumed without a scheme' -r
 complete -c driftless -n "__fish_driftless_using_subcommand resume" -l token-file -d 'File holding the API token (the daemon\'s --api-token-file); or set DRIFTLESS_API_TOKEN' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand resume" -l ca-file -d 'PEM certificates to trust besides the system\'s for an `https://` server (the CA that signed the daemon\'s --tls-cert-file)' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand resume" -l client-cert-file -d 'A client certificate (PEM, its chain after it) to present to a daemon that verifies them (its --tls-client-ca-file): the controls then need no token' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand resume" -l client-key-file -d 'The client certificate\'s private key (PEM: PKCS#8, PKCS#1 or SEC1)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand resume" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand resume" -l context -d 'The kubeconfig context to use (default: its current-context)' -r
 complete -c driftless -n "__fish_driftless_using_subcommand resume" -l kube-api-qps -d 'Requests per second to the apiserver at most, client-side, as client-go\'s rate limit (0: no limit). Answers 429 and 502-504 are retried either way' -r

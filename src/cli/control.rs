@@ -32,6 +32,23 @@ pub struct ServerArgs {
     /// that signed the daemon's --tls-cert-file).
     #[arg(long, value_name = "FILE", env = "DRIFTLESS_CA_FILE")]
     pub ca_file: Option<PathBuf>,
+    /// A client certificate (PEM, its chain after it) to present to a daemon that
+    /// verifies them (its --tls-client-ca-file): the controls then need no token.
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "DRIFTLESS_CLIENT_CERT_FILE",
+        requires = "client_key_file"
+    )]
+    pub client_cert_file: Option<PathBuf>,
+    /// The client certificate's private key (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(
+        long,
+        value_name = "FILE",
+        env = "DRIFTLESS_CLIENT_KEY_FILE",
+        requires = "client_cert_file"
+    )]
+    pub client_key_file: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]
@@ -63,7 +80,22 @@ pub struct ResumeArgs {
 }
 
 impl ServerArgs {
-    fn token(&self) -> anyhow::Result<String> {
+    /// The token, or none when a client certificate is presented instead and no token
+    /// is given.
+    fn token(&self) -> anyhow::Result<Option<String>> {
+        if self.client_cert_file.is_some()
+            && self.token_file.is_none()
+            && std::env::var("DRIFTLESS_API_TOKEN")
+                .unwrap_or_default()
+                .trim()
+                .is_empty()
+        {
+            return Ok(None);
+        }
+        self.token_required().map(Some)
+    }
+
+    fn token_required(&self) -> anyhow::Result<String> {
         let token = match &self.token_file {
             Some(f) => std::fs::read_to_string(f)
                 .with_context(|| format!("reading the token file {}", f.display()))?,
@@ -86,14 +118,13 @@ impl ServerArgs {
     ) -> anyhow::Result<(StatusCode, Value)> {
         let token = self.token()?;
         let url = format!("{}{path}", self.server.trim_end_matches('/'));
-        let headers = [
-            ("Authorization", format!("Bearer {token}")),
-            ("Content-Type", "application/json".to_string()),
-        ];
-        let client = match &self.ca_file {
-            Some(ca) => outbound::client_trusting(ca)?,
-            None => outbound::client(),
+        let mut headers = vec![("Content-Type", "application/json".to_string())];
+        headers.extend(token.map(|t| ("Authorization", format!("Bearer {t}"))));
+        let identity = match (&self.client_cert_file, &self.client_key_file) {
+            (Some(cert), Some(key)) => Some(outbound::IdentityFiles { cert, key }),
+            _ => None,
         };
+        let client = outbound::client_for(self.ca_file.as_deref(), identity)?;
         let (status, body) = outbound::request(
             &client,
             Method::POST,

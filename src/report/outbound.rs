@@ -33,16 +33,43 @@ pub fn client() -> HttpClient {
     Client::builder(TokioExecutor::new()).build(connector)
 }
 
-/// [`client`], trusting also the PEM certificates in `ca_file`: the CA that signed a
-/// daemon's listener certificate, or that self-signed certificate itself.
-pub fn client_trusting(ca_file: &std::path::Path) -> Result<HttpClient, CaFileError> {
+/// A client's certificate and key files (PEM), for a daemon that verifies them.
+#[derive(Debug, Clone, Copy)]
+pub struct IdentityFiles<'a> {
+    pub cert: &'a std::path::Path,
+    pub key: &'a std::path::Path,
+}
+
+/// [`client`], trusting also the PEM certificates in `ca_file` (the CA that signed a
+/// daemon's listener certificate, or that self-signed certificate itself), and
+/// presenting `identity` to a server that asks for a client certificate.
+pub fn client_for(
+    ca_file: Option<&std::path::Path>,
+    identity: Option<IdentityFiles<'_>>,
+) -> Result<HttpClient, CaFileError> {
     use crate::source::oci::tls;
-    let given = tls::read_ca_file(ca_file)?;
+    if ca_file.is_none() && identity.is_none() {
+        return Ok(client());
+    }
+    let given = match ca_file {
+        Some(path) => tls::read_ca_file(path)?,
+        None => Vec::new(),
+    };
+    let cert = identity.map(|i| i.cert.to_path_buf()).unwrap_or_default();
+    let identity = identity.map(read_identity).transpose()?;
     // The registry client's trust: the system's roots, the file's, and a self-signed
     // certificate the file gives, presented by the server itself, as curl trusts it.
-    let config = tls::client_config(given).map_err(|e| CaFileError::Trust {
-        path: ca_file.to_path_buf(),
-        message: e.to_string(),
+    let config = tls::client_config(given, identity).map_err(|e| match e {
+        tls::TlsError::Identity(e) => CaFileError::Identity {
+            cert,
+            message: e.to_string(),
+        },
+        e => CaFileError::Trust {
+            path: ca_file
+                .map(std::path::Path::to_path_buf)
+                .unwrap_or_default(),
+            message: e.to_string(),
+        },
     })?;
     let connector = hyper_rustls::HttpsConnectorBuilder::new()
         .with_tls_config(config)
@@ -52,11 +79,40 @@ pub fn client_trusting(ca_file: &std::path::Path) -> Result<HttpClient, CaFileEr
     Ok(Client::builder(TokioExecutor::new()).build(connector))
 }
 
-/// Why a CA file cannot be trusted.
+/// The certificate chain and key of `files`.
+fn read_identity(
+    files: IdentityFiles<'_>,
+) -> Result<crate::source::oci::tls::Identity, CaFileError> {
+    use rustls::pki_types::pem::PemObject as _;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let unusable = |message: String| CaFileError::Identity {
+        cert: files.cert.to_path_buf(),
+        message,
+    };
+    let read = |path: &std::path::Path| {
+        std::fs::read(path).map_err(|e| unusable(format!("reading {}: {e}", path.display())))
+    };
+    let chain = CertificateDer::pem_slice_iter(&read(files.cert)?)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| unusable(e.to_string()))?;
+    if chain.is_empty() {
+        return Err(unusable("it holds no PEM certificate".to_string()));
+    }
+    let key = PrivateKeyDer::from_pem_slice(&read(files.key)?)
+        .map_err(|e| unusable(format!("its key {}: {e}", files.key.display())))?;
+    Ok((chain, key))
+}
+
+/// Why a CA file cannot be trusted, or a client certificate used.
 #[derive(Debug, thiserror::Error)]
 pub enum CaFileError {
     #[error(transparent)]
     Read(#[from] crate::source::oci::tls::CaFileError),
+    #[error("--client-cert-file {}: {message}", cert.display())]
+    Identity {
+        cert: std::path::PathBuf,
+        message: String,
+    },
     #[error("--ca-file {}: {message}", path.display())]
     Trust {
         path: std::path::PathBuf,

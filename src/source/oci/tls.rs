@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use rustls::{CertificateError, DigitallySignedStruct, SignatureScheme};
 
 /// Why the certificates a registry client trusts could not be set up.
@@ -19,7 +19,14 @@ pub enum TlsError {
     /// webpki refused the roots as a whole.
     #[error("the trusted certificates: {0}")]
     Verifier(rustls::client::VerifierBuilderError),
+    /// The client's own certificate and key do not make an identity.
+    #[error("the client certificate: {0}")]
+    Identity(rustls::Error),
 }
+
+/// A client's own certificate (the chain, its own first) and key, for a server that
+/// asks for one.
+pub(crate) type Identity = (Vec<CertificateDer<'static>>, PrivateKeyDer<'static>);
 
 /// Why a `--ca-file` (a registry's, the CLI's for a daemon) cannot be read.
 #[derive(Debug, thiserror::Error)]
@@ -61,10 +68,21 @@ pub(crate) fn read_ca_file(
     Ok(given)
 }
 
-/// The TLS configuration of a registry client; `given`: the `--ca-file`'s certificates.
+/// The TLS configuration of a registry client (or the CLI's, for a daemon); `given`:
+/// the `--ca-file`'s certificates; `identity`: the client's own certificate, if any.
 pub(crate) fn client_config(
     given: Vec<CertificateDer<'static>>,
+    identity: Option<Identity>,
 ) -> Result<rustls::ClientConfig, TlsError> {
+    let finish = |builder: rustls::ConfigBuilder<
+        rustls::ClientConfig,
+        rustls::client::WantsClientCert,
+    >| match identity {
+        None => Ok(builder.with_no_client_auth()),
+        Some((chain, key)) => builder
+            .with_client_auth_cert(chain, key)
+            .map_err(TlsError::Identity),
+    };
     // No crypto provider of its own: the process's is ring, as for kube and the
     // notifications. Installing it twice is refused, harmlessly.
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -77,18 +95,17 @@ pub(crate) fn client_config(
         return Err(TlsError::Unparsable);
     }
     if roots.is_empty() {
-        return Ok(rustls::ClientConfig::builder()
-            .with_root_certificates(roots)
-            .with_no_client_auth());
+        return finish(rustls::ClientConfig::builder().with_root_certificates(roots));
     }
     let inner = WebPkiServerVerifier::builder(Arc::new(roots))
         .build()
         .map_err(TlsError::Verifier)?;
     let verifier = GivenCertificates { inner, given };
-    Ok(rustls::ClientConfig::builder()
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(verifier))
-        .with_no_client_auth())
+    finish(
+        rustls::ClientConfig::builder()
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(verifier)),
+    )
 }
 
 /// The system's roots and `--ca-file`'s, as webpki judges them; and a certificate

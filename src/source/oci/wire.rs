@@ -134,7 +134,7 @@ impl Registry {
         given: Vec<CertificateDer<'static>>,
         credentials: Credentials,
     ) -> Result<Registry, super::tls::TlsError> {
-        let tls = super::tls::client_config(given)?;
+        let tls = super::tls::client_config(given, None)?;
         let mut http = HttpConnector::new();
         http.enforce_http(false);
         http.set_connect_timeout(Some(CONNECT_TIMEOUT));
