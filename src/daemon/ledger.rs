@@ -185,9 +185,15 @@ pub fn history_of(
 
 /// A sync's message as kept: its first `MESSAGE_SHOWN` bytes.
 fn clip_message(sync: &mut SyncRecord) {
-    if let Some(m) = sync.message.as_mut()
-        && m.len() > MESSAGE_SHOWN
-    {
+    if let Some(m) = sync.message.as_mut() {
+        clip_text(m);
+    }
+}
+
+/// A text as kept (a sync's message, a control's reason): its first `MESSAGE_SHOWN`
+/// bytes and how long it was.
+fn clip_text(m: &mut String) {
+    if m.len() > MESSAGE_SHOWN {
         let total = m.len();
         m.truncate(char_floor(m, MESSAGE_SHOWN));
         m.push_str(&format!("… ({total} bytes)"));
@@ -333,13 +339,10 @@ impl Ledger {
         self.save();
     }
 
-    /// Adds an audited control to the history (its reason as short as a sync's message).
+    /// Adds an audited control to the history (its reason clipped as a sync's message).
     pub fn record_control(&mut self, mut control: AuditRecord) {
-        if let Some(r) = control.reason.as_mut()
-            && r.len() > MESSAGE_SHOWN
-        {
-            r.truncate(char_floor(r, MESSAGE_SHOWN));
-            r.push('…');
+        if let Some(r) = control.reason.as_mut() {
+            clip_text(r);
         }
         self.control_sizes.push_back(size_of(&control));
         self.file.controls.push_back(control);
@@ -601,8 +604,9 @@ mod tests {
         let last = &controls[MAX - 1];
         assert_eq!(last["answer"], 403);
         let reason = last["reason"].as_str().unwrap();
+        let told = format!("… ({} bytes)", 3 * MESSAGE_SHOWN);
         assert!(
-            reason.len() <= MESSAGE_SHOWN + 4 && reason.ends_with('…'),
+            reason.len() == MESSAGE_SHOWN + told.len() && reason.ends_with(&told),
             "{}",
             reason.len()
         );

@@ -106,17 +106,17 @@ pub fn find(
                     Err(e) => found.held.push(AppError::new(app_id(ns, name), e)),
                 },
                 (SOURCE_GROUP, "GitRepository" | "OCIRepository" | "HelmRepository" | "Bucket") => {
+                    let key = format!("{kind}/{ns}/{name}");
                     if kind == "GitRepository" {
                         let verify_at = Location {
                             line: at.line + line_of(doc, "verify"),
                             ..at.clone()
                         };
                         verify_asked.extend(
-                            verify::asked(&v, verify_at, ns, name)
-                                .map(|a| (format!("{kind}/{ns}/{name}"), a)),
+                            verify::asked(&v, verify_at, ns, name).map(|a| (key.clone(), a)),
                         );
                     }
-                    sources.insert(format!("{kind}/{ns}/{name}"), v.clone());
+                    sources.insert(key, v.clone());
                 }
                 (HELM_GROUP, "HelmRelease") => releases.push((at, doc.to_string(), v.clone())),
                 _ => found.errors.push(err(

@@ -200,15 +200,14 @@ fn find<'a>(keyring: &'a Keyring, sig: &Signature) -> Option<(&'a SignedPublicKe
     for cert in &keyring.keys {
         let primary = &cert.primary_key;
         if names(primary) {
-            let own = own_signatures(cert);
-            let newest = own.iter().max_by_key(|s| s.created().map(|t| t.as_secs()));
+            let newest = own_signatures(cert).max_by_key(|s| s.created().map(|t| t.as_secs()));
             return Some((
                 cert,
                 Signing {
                     key: Key::Primary(primary),
                     fingerprint: fingerprint(primary),
                     created: i64::from(primary.created_at().as_secs()),
-                    expires: newest.and_then(|s| expiry(s)),
+                    expires: newest.and_then(expiry),
                     revoked: !cert.details.revocation_signatures.is_empty(),
                     // A primary key without flags is taken to sign, as gpg takes it.
                     may_sign: newest.is_none_or(|s| flagless(s) || s.key_flags().sign()),
@@ -246,12 +245,11 @@ fn find<'a>(keyring: &'a Keyring, sig: &Signature) -> Option<(&'a SignedPublicKe
 }
 
 /// The primary key's self-signatures that carry its flags and expiry.
-fn own_signatures(cert: &SignedPublicKey) -> Vec<&Signature> {
+fn own_signatures(cert: &SignedPublicKey) -> impl Iterator<Item = &Signature> {
     cert.details
         .direct_signatures
         .iter()
         .chain(cert.details.users.iter().flat_map(|u| u.signatures.iter()))
-        .collect()
 }
 
 fn expiry(sig: &Signature) -> Option<i64> {

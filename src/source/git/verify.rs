@@ -76,7 +76,7 @@ impl Trusted {
                 source,
             })?;
             if !super::openpgp::is_keyring(&bytes) {
-                let signers = AllowedSigners::read(path)?;
+                let signers = AllowedSigners::of_file(path, bytes)?;
                 trusted.ssh.entries.extend(signers.entries);
                 continue;
             }
@@ -113,10 +113,12 @@ struct Allowed {
 }
 
 impl AllowedSigners {
-    pub fn read(path: &Path) -> Result<AllowedSigners, SignersError> {
-        let text = std::fs::read_to_string(path).map_err(|source| SignersError::Read {
+    /// The signers of file `path`, whose content is `bytes` (text, as the file is read
+    /// as text: bytes that are not UTF-8 are a read error).
+    fn of_file(path: &Path, bytes: Vec<u8>) -> Result<AllowedSigners, SignersError> {
+        let text = String::from_utf8(bytes).map_err(|e| SignersError::Read {
             path: path.to_path_buf(),
-            source,
+            source: std::io::Error::new(std::io::ErrorKind::InvalidData, e.utf8_error()),
         })?;
         let signers = Self::parse(&text).map_err(|(line, error)| SignersError::Line {
             path: path.to_path_buf(),
