@@ -6,6 +6,7 @@ use crate::support;
 
 use std::path::Path;
 use std::process::{Command, Output};
+use std::time::Duration;
 
 use support::{Daemon, self_signed_certificate, signed_by, test_ca};
 use tempfile::TempDir;
@@ -291,20 +292,30 @@ async fn a_client_certificate_the_client_ca_signed_may_use_the_controls() {
         "{}",
         audit[0]
     );
-    // And kept in the history the API and the UI show.
-    let (ok, body, err) = curl(&[
-        "--cacert",
-        &s(&ca),
-        &format!("https://{}/api/v1/controls", daemon.metrics),
-    ]);
-    let kept: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
-    let controls = kept["controls"].as_array().cloned().unwrap_or_default();
-    assert!(
-        ok && controls.iter().any(|c| c["who"] == "certificate deploy-bot"
-            && c["what"] == "POST /api/v1/sync"
-            && c["answer"] == 200),
-        "{body} {err}"
-    );
+    // And kept in the history the API and the UI show: handed to the loop before the
+    // answer went out, kept by it a moment later.
+    let history = format!("https://{}/api/v1/controls", daemon.metrics);
+    support::eventually(
+        "the certificate's control in the history",
+        Duration::from_secs(30),
+        || async {
+            let (ok, body, err) = curl(&["--cacert", &s(&ca), &history]);
+            let kept: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+            let controls = kept["controls"].as_array().cloned().unwrap_or_default();
+            if ok
+                && controls.iter().any(|c| {
+                    c["who"] == "certificate deploy-bot"
+                        && c["what"] == "POST /api/v1/sync"
+                        && c["answer"] == 200
+                })
+            {
+                Ok(())
+            } else {
+                Err(format!("{body} {err}"))
+            }
+        },
+    )
+    .await;
 
     // The CLI presents it as curl does, and needs no token then.
     let server = format!("https://{}", daemon.metrics);
