@@ -16,7 +16,9 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::Args;
-use crate::measure::{free_port, load_average, proc_status_kib};
+use crate::measure::{
+    CpuProbe, free_port, load_average, proc_status_kib, process_children_cpu_s, process_cpu_s,
+};
 
 #[derive(Debug, Serialize)]
 pub struct HelmResults {
@@ -41,6 +43,18 @@ pub struct Way {
     pub helm_runs: [usize; 3],
     /// The daemon's peak RSS; none for the loops (many short processes).
     pub peak_rss_mib: Option<f64>,
+    /// Where the cold run's CPU went; the daemon's only (the loops' is helm and kubectl).
+    pub cold_cpu: Option<ColdCpu>,
+}
+
+/// The cold run's CPU seconds: the daemon's own, the tools it ran and waited for (helm),
+/// the local cluster's processes, and the whole machine's (all of it, others included).
+#[derive(Debug, Serialize, Clone, Copy)]
+pub struct ColdCpu {
+    pub daemon_s: f64,
+    pub tools_s: f64,
+    pub cluster_s: Option<f64>,
+    pub machine_s: f64,
 }
 
 pub async fn run(args: &Args, driftless: &Path, n: usize) -> anyhow::Result<HelmResults> {
@@ -139,6 +153,7 @@ fn loops(args: &Args, counter: &Counter, chart: &Path, n: usize) -> anyhow::Resu
         one_changed_s: times[2],
         helm_runs: runs,
         peak_rss_mib: None,
+        cold_cpu: None,
     });
     for (name, prefix, parallel) in [
         (
@@ -172,6 +187,7 @@ fn loops(args: &Args, counter: &Counter, chart: &Path, n: usize) -> anyhow::Resu
             one_changed_s: times[2],
             helm_runs: runs,
             peak_rss_mib: None,
+            cold_cpu: None,
         });
     }
     Ok(ways)
@@ -210,6 +226,7 @@ async fn daemon(
     let port = free_port()?;
     counter.reset();
     let start = Instant::now();
+    let cpu = CpuProbe::start();
     let mut child = tokio::process::Command::new(driftless)
         .args(["--instance", "bench-helm", "run", "--dir"])
         .arg(&tree)
@@ -235,8 +252,15 @@ async fn daemon(
     };
     let first = wait_status(&status_path, Duration::from_secs(1800), &applied).await?;
     let cold_s = start.elapsed().as_secs_f64();
+    let used = cpu.finish();
+    let cold_cpu = ColdCpu {
+        daemon_s: process_cpu_s(pid).unwrap_or(f64::NAN),
+        tools_s: process_children_cpu_s(pid).unwrap_or(f64::NAN),
+        cluster_s: used.cluster_s,
+        machine_s: used.machine_s,
+    };
     let cold_runs = counter.runs();
-    eprintln!("  cold {cold_s:.1}s, {cold_runs} helm runs");
+    eprintln!("  cold {cold_s:.1}s, {cold_runs} helm runs, CPU {cold_cpu:?}");
 
     // The next resync (every 20 s): no helm, and how long it took.
     counter.reset();
@@ -281,6 +305,7 @@ async fn daemon(
         one_changed_s,
         helm_runs: [cold_runs, noop_runs, changed_runs],
         peak_rss_mib,
+        cold_cpu: Some(cold_cpu),
     })
 }
 
@@ -480,6 +505,10 @@ pub(crate) fn which(name: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
 /// The results as a Markdown table, driftless's ratios against each loop.
 pub fn markdown(r: &HelmResults) -> String {
     let mut out = format!(
@@ -511,6 +540,20 @@ pub fn markdown(r: &HelmResults) -> String {
                 w.name
             ));
         }
+    }
+    for w in &r.ways {
+        let Some(c) = w.cold_cpu else { continue };
+        out.push_str(&format!(
+            "- {}, the cold run's CPU: the daemon's own {:.1} s, the helm runs it waited for {:.1} s, the local cluster {}, the whole machine {:.1} s of {:.1} s ({} cores x {:.1} s)\n",
+            w.name,
+            c.daemon_s,
+            c.tools_s,
+            c.cluster_s.map_or("-".to_string(), |s| format!("{s:.1} s")),
+            c.machine_s,
+            w.cold_s * cores() as f64,
+            cores(),
+            w.cold_s,
+        ));
     }
     for n in &r.notes {
         out.push_str(&format!("- {n}\n"));

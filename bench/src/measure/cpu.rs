@@ -102,6 +102,19 @@ pub(crate) fn process_cpu_s(pid: u32) -> Option<f64> {
     Some((utime + stime) / ticks())
 }
 
+/// The CPU time (user and system) of the children process `pid` has waited for (the tools
+/// it ran), in seconds: apart from its own, so a daemon's share and its tools' are told
+/// apart.
+pub(crate) fn process_children_cpu_s(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // cutime, cstime are fields 16, 17.
+    let rest = stat.rsplit_once(')')?.1;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let cutime: f64 = f.get(13)?.parse().ok()?;
+    let cstime: f64 = f.get(14)?.parse().ok()?;
+    Some((cutime + cstime) / ticks())
+}
+
 /// Busy CPU time of the whole machine (all cores), from /proc/stat.
 fn machine_cpu_s() -> f64 {
     let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();

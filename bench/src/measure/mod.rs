@@ -29,8 +29,8 @@ mod cpu;
 mod daemon;
 mod runs;
 
-pub(crate) use cpu::process_cpu_s;
 pub use cpu::{CpuProbe, CpuUse};
+pub(crate) use cpu::{process_children_cpu_s, process_cpu_s};
 use runs::{cold_of, diff_of, noop_of};
 
 const MIB: f64 = 1024.0 * 1024.0;
