@@ -93,26 +93,27 @@ fn cluster_cpu_s() -> Option<f64> {
 
 /// The CPU time (user and system) process `pid` has used, in seconds.
 pub(crate) fn process_cpu_s(pid: u32) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // After "pid (comm) ": state is field 3; utime, stime are fields 14, 15.
-    let rest = stat.rsplit_once(')')?.1;
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let utime: f64 = f.get(11)?.parse().ok()?;
-    let stime: f64 = f.get(12)?.parse().ok()?;
-    Some((utime + stime) / ticks())
+    // utime, stime are fields 14, 15.
+    stat_seconds(pid, 14)
 }
 
 /// The CPU time (user and system) of the children process `pid` has waited for (the tools
 /// it ran), in seconds: apart from its own, so a daemon's share and its tools' are told
 /// apart.
 pub(crate) fn process_children_cpu_s(pid: u32) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // cutime, cstime are fields 16, 17.
+    stat_seconds(pid, 16)
+}
+
+/// Fields `first` and `first + 1` of `/proc/PID/stat` (clock ticks), summed, in seconds.
+fn stat_seconds(pid: u32, first: usize) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After "pid (comm) " the state is field 3: field N is at N - 3.
     let rest = stat.rsplit_once(')')?.1;
     let f: Vec<&str> = rest.split_whitespace().collect();
-    let cutime: f64 = f.get(13)?.parse().ok()?;
-    let cstime: f64 = f.get(14)?.parse().ok()?;
-    Some((cutime + cstime) / ticks())
+    let a: f64 = f.get(first - 3)?.parse().ok()?;
+    let b: f64 = f.get(first - 2)?.parse().ok()?;
+    Some((a + b) / ticks())
 }
 
 /// Busy CPU time of the whole machine (all cores), from /proc/stat.
