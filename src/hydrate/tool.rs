@@ -152,7 +152,7 @@ pub(super) fn hydrate_with<T: Tool>(
 /// turn: twice as many as tool runs may be at once (`concurrency`), so that while some
 /// run a tool the others read and hash the next items' files. A thread per item held
 /// every item's stack and preparation at once (1,000 releases: 1,000 threads, most of
-/// them waiting for a slot; the daemon's peak 241 MiB). An item whose render panics is
+/// them waiting for a slot; the daemon's peak 245 MiB). An item whose render panics is
 /// that item's error alone.
 fn side_by_side<I: Sync, R: Send>(
     items: &[I],
@@ -161,7 +161,12 @@ fn side_by_side<I: Sync, R: Send>(
 ) -> Vec<Result<R, ToolError>> {
     let workers = items.len().min(concurrency.max(1) * 2);
     let next = AtomicUsize::new(0);
-    let mut done: Vec<(usize, Result<R, ToolError>)> = std::thread::scope(|s| {
+    let stopped = || {
+        Err(ToolError::from(
+            "the render stopped unexpectedly".to_string(),
+        ))
+    };
+    let done: Vec<(usize, Result<R, ToolError>)> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..workers)
             .map(|_| {
                 s.spawn(|| {
@@ -172,32 +177,26 @@ fn side_by_side<I: Sync, R: Send>(
                             return mine;
                         };
                         let result = std::panic::catch_unwind(AssertUnwindSafe(|| render(item)))
-                            .unwrap_or_else(|_| {
-                                Err(ToolError::from(
-                                    "the render stopped unexpectedly".to_string(),
-                                ))
-                            });
+                            .unwrap_or_else(|_| stopped());
                         mine.push((i, result));
                     }
                 })
             })
             .collect();
         // A worker's own panic is outside `render`, where nothing panics: its items
-        // are said missing below.
+        // stay unfilled below.
         handles
             .into_iter()
             .flat_map(|h| h.join().unwrap_or_default())
             .collect()
     });
-    done.sort_by_key(|(i, _)| *i);
-    let mut done = done.into_iter().peekable();
-    (0..items.len())
-        .map(|i| match done.next_if(|(j, _)| *j == i) {
-            Some((_, result)) => result,
-            None => Err(ToolError::from(
-                "the render stopped unexpectedly".to_string(),
-            )),
-        })
+    let mut results: Vec<Option<Result<R, ToolError>>> = items.iter().map(|_| None).collect();
+    for (i, result) in done {
+        results[i] = Some(result);
+    }
+    results
+        .into_iter()
+        .map(|r| r.unwrap_or_else(stopped))
         .collect()
 }
 
