@@ -1188,3 +1188,106 @@ async fn serial_a_diff_dry_runs_only_what_may_have_changed() {
         support::show(&out)
     );
 }
+
+/// A sync cut short after its writes were answered (a crash; a member whose Lease
+/// lapsed, stopped at once) leaves their entries pending: no UID, no hashes. The next
+/// sync dry-runs each such object that carries this instance's mark, writes none the
+/// dry run shows unchanged and records it; one whose intent changed meanwhile is written,
+/// once. The sync after writes and dry-runs nothing.
+#[tokio::test]
+async fn serial_what_a_sync_cut_short_wrote_is_recorded_not_written_again() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "cut-short").await;
+    let accounts = |label: &str| {
+        format!(
+            "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: one\n  namespace: {ns}\n---\napiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: two\n  namespace: {ns}\n  labels: {{tier: {label}}}\n"
+        )
+    };
+    let first = support::engine(&client, &ns);
+    let (_, report) = support::sync(&first, &support::tree(&[("a.yaml", &accounts("web"))])).await;
+    assert!(report.ok(), "{report:#?}");
+
+    // The inventory as a sync cut short after its writes leaves it.
+    let inventory = Api::<ConfigMap>::namespaced(client.clone(), "driftless-system");
+    let shard_name = format!("driftless-inventory-{ns}-0");
+    let shard = inventory.get(&shard_name).await.unwrap();
+    let mut entries: Vec<serde_json::Value> =
+        serde_json::from_str(&shard.data.unwrap()["entries.json"]).unwrap();
+    assert_eq!(entries.len(), 2, "{entries:#?}");
+    for e in &mut entries {
+        let e = e.as_object_mut().unwrap();
+        for confirmed in ["uid", "applied", "shape", "fields"] {
+            assert!(e.remove(confirmed).is_some(), "{e:#?} had no {confirmed}");
+        }
+    }
+    inventory
+        .patch(
+            &shard_name,
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"data": {"entries.json": serde_json::to_string(&entries).unwrap()}}),
+            ),
+        )
+        .await
+        .unwrap();
+
+    let resources = ["serviceaccounts"];
+    let before = support::apiserver_writes_when_quiet(&client, &resources).await;
+    let dry_before = support::apiserver_dry_runs(&client, &resources).await;
+    let next = support::engine(&client, &ns);
+    let (_, report) = support::sync(&next, &support::tree(&[("a.yaml", &accounts("api"))])).await;
+    assert!(report.ok(), "{report:#?}");
+    let action = |name: &str| {
+        report
+            .objects
+            .iter()
+            .find(|o| o.key.name == name)
+            .map(|o| o.action.clone())
+            .unwrap_or_else(|| panic!("no {name} in {report:#?}"))
+    };
+    assert_eq!(action("one"), Action::Unchanged, "{report:#?}");
+    assert_eq!(action("two"), Action::Configured, "{report:#?}");
+    assert_eq!(
+        support::apiserver_writes(&client, &resources).await - before,
+        1,
+        "ServiceAccount writes: the changed one alone"
+    );
+    // The schema check's before any write (the entries are not confirmed, so both may
+    // change), then the one that tells whether the write would change the object.
+    assert_eq!(
+        support::apiserver_dry_runs(&client, &resources).await - dry_before,
+        4,
+        "each unconfirmed object dry-run twice"
+    );
+    // Both confirmed again: the UIDs of the live objects.
+    let live = Api::<k8s_openapi::api::core::v1::ServiceAccount>::namespaced(client.clone(), &ns);
+    let recorded = next.store().load(&client).await.unwrap();
+    for name in ["one", "two"] {
+        let uid = live.get(name).await.unwrap().uid();
+        let entry = recorded
+            .entries
+            .values()
+            .find(|e| e.key.name == name)
+            .unwrap_or_else(|| panic!("no {name} in {recorded:#?}"));
+        assert_eq!(entry.uid, uid, "{entry:#?}");
+        assert!(
+            entry.applied.is_some() && entry.fields.is_some(),
+            "{entry:#?}"
+        );
+    }
+    // And the sync after writes nothing, dry-runs nothing.
+    let before = support::apiserver_writes(&client, &resources).await;
+    let dry_before = support::apiserver_dry_runs(&client, &resources).await;
+    let (_, report) = support::sync(&next, &support::tree(&[("a.yaml", &accounts("api"))])).await;
+    assert!(
+        report.objects.iter().all(|o| o.action == Action::Unchanged),
+        "{report:#?}"
+    );
+    assert_eq!(
+        (
+            support::apiserver_writes(&client, &resources).await - before,
+            support::apiserver_dry_runs(&client, &resources).await - dry_before
+        ),
+        (0, 0)
+    );
+}

@@ -555,36 +555,42 @@ fn build(
         .digest(&disk.repo, &mut key)
         .map_err(|e| said(e.to_string()))?;
     let key = key.finish();
+    let run = || {
+        let span = tracing::info_span!("render", tool = "kustomize", dir = %if dir.is_empty() { "." } else { dir });
+        let _enter = span.enter();
+        run_build(r, tool, &abs, &[], &disk.repo)
+    };
     // A remote base can change without the repository changing: never cached.
-    if !closure.remote
-        && let Some(hit) = r.cache.get(&key)
-    {
-        return hit;
+    match closure.remote {
+        true => run(),
+        false => r.cache.get_or_run(key, run),
     }
-    let span = tracing::info_span!("render", tool = "kustomize", dir = %if dir.is_empty() { "." } else { dir });
-    let _enter = span.enter();
+}
+
+/// One `kustomize build` of `at` (`extra`: flags after the tool's own), counted as a
+/// run. A failure says paths as the tree names them: `copy/`, where this copy of the
+/// tree lies, left out.
+pub(super) fn run_build(
+    r: &Shared,
+    tool: &Kustomize,
+    at: &Path,
+    extra: &[&str],
+    copy: &Path,
+) -> cache::Entry {
     r.runs.fetch_add(1, Ordering::Relaxed);
-    let result = runner::run(
-        &tool.program,
-        &tool.args(&abs),
-        &abs,
-        &r.opts.limits,
-        &r.slots,
-    )
-    .map(Arc::new)
-    .map_err(|e| {
-        let said = match e {
-            runner::RunError::Failed(line) => format!("kustomize build failed: {line}"),
-            other => format!("kustomize build: {other}"),
-        };
-        // Paths as the tree names them, not where this copy of it lies.
-        ToolError::from(said.replace(&format!("{}/", disk.repo.display()), ""))
-    });
+    let mut args = tool.args(at);
+    args.extend(extra.iter().map(OsString::from));
+    let result = runner::run(&tool.program, &args, at, &r.opts.limits, &r.slots)
+        .map(Arc::new)
+        .map_err(|e| {
+            let said = match e {
+                runner::RunError::Failed(line) => format!("kustomize build failed: {line}"),
+                other => format!("kustomize build: {other}"),
+            };
+            ToolError::from(said.replace(&format!("{}/", copy.display()), ""))
+        });
     // A failure is the revision's error, said once, where errors are said.
     tracing::info!(ok = result.is_ok(), "rendered");
-    if !closure.remote {
-        r.cache.put(key, result.clone());
-    }
     result
 }
 

@@ -27,15 +27,12 @@ pub(super) fn post_render(
     for step in &r.post_render {
         key.part(step.to_string().as_bytes());
     }
-    let key = key.finish();
-    if let Some(hit) = stage.cache.get(&key) {
-        return hit;
-    }
-    let result = run_post_renderers(stage, kustomize, &r.post_render, output)
-        .map_err(|e| ToolError::from(e.to_string()));
-    tracing::info!(ok = result.is_ok(), release = %r.release_name, "post-rendered");
-    stage.cache.put(key, result.clone());
-    result
+    stage.cache.get_or_run(key.finish(), || {
+        let result = run_post_renderers(stage, kustomize, &r.post_render, output)
+            .map_err(|e| ToolError::from(e.to_string()));
+        tracing::info!(ok = result.is_ok(), release = %r.release_name, "post-rendered");
+        result
+    })
 }
 
 /// Why a release's post-renderers (`step`, from 1) did not run.

@@ -42,7 +42,12 @@ async fn serial_three_replicas_divide_a_tree_and_take_over_a_killed_one() {
     assert_eq!(leases.items.len(), IDS.len(), "{:#?}", leases.items);
     // Each object written once: by one member, however they started.
     let settled = support::apiserver_writes_when_quiet(&client, WRITTEN).await;
-    assert_eq!(settled - before, MANY as u64, "ServiceAccount writes");
+    assert_eq!(
+        settled - before,
+        MANY as u64,
+        "ServiceAccount writes: each object once, however the members started\n{}",
+        written_twice(&IDS, &daemons, &[0; 3], None)
+    );
 
     // The member with the most specs dies; the tree changes while its Lease still runs.
     let victim = (0..IDS.len())
@@ -79,18 +84,23 @@ async fn serial_three_replicas_divide_a_tree_and_take_over_a_killed_one() {
         after - settled,
         MANY as u64,
         "ServiceAccount writes after the kill: each object once, none twice\n{}",
-        written_twice(&IDS, &daemons, &marks, victim)
+        written_twice(&IDS, &daemons, &marks, Some(victim))
     );
 }
 
-/// The objects the survivors' logs show written more than once since `marks` (each
-/// log's length at the kill), with who wrote them and when: what a failed count of
-/// writes needs to be told apart from a writer outside the test.
-fn written_twice(ids: &[&str], daemons: &[Daemon], marks: &[usize], victim: usize) -> String {
+/// The objects the members' logs (but `left`'s, a killed one's) show written more than
+/// once since `marks` (each log's length at the kill, or 0), with who wrote them and
+/// when, and what the logs say of the members' Leases: what a failed count of writes
+/// needs to be told apart from a writer outside the test.
+fn written_twice(ids: &[&str], daemons: &[Daemon], marks: &[usize], left: Option<usize>) -> String {
     let mut by_object: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for (i, d) in daemons.iter().enumerate().filter(|(i, _)| *i != victim) {
+    let mut leases = Vec::new();
+    for (i, d) in daemons.iter().enumerate().filter(|(i, _)| Some(*i) != left) {
         let log = d.log();
         for line in log.get(marks[i]..).unwrap_or("").lines() {
+            if ["Lease", "buckets"].iter().any(|w| line.contains(w)) {
+                leases.push(format!("{}: {line}", ids[i]));
+            }
             if !line.contains("applied action=") {
                 continue;
             }
@@ -115,14 +125,15 @@ fn written_twice(ids: &[&str], daemons: &[Daemon], marks: &[usize], victim: usiz
         .map(|(o, w)| format!("{o}:\n  {}", w.join("\n  ")))
         .collect();
     format!(
-        "the survivors' logs show {total} writes, {} objects more than once{}\n{}",
+        "the logs show {total} writes, {} objects more than once{}\n{}\nthe members' Leases and buckets:\n{}",
         twice.len(),
         if twice.len() > 20 {
             " (the first 20)"
         } else {
             ""
         },
-        twice.into_iter().take(20).collect::<Vec<_>>().join("\n")
+        twice.into_iter().take(20).collect::<Vec<_>>().join("\n"),
+        leases.join("\n")
     )
 }
 

@@ -4,7 +4,7 @@
 
 use std::ops::ControlFlow;
 
-use kube::api::{Api, DynamicObject};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::Value;
 
 use super::{Answer, Found, result_of};
@@ -120,6 +120,45 @@ impl Engine {
         Some(Some(Box::new(seen)))
     }
 
+    /// An object that carries this instance's mark but that the inventory does not
+    /// confirm as written (its entry still pending: a sync cut short after the write
+    /// was answered, or another member's, stopped at once when its Lease lapsed, before
+    /// it could record what it wrote): its apply is dry-run first, pinned to the version
+    /// read, and where the apiserver's answer is the object as it stands the write would
+    /// change nothing. That object, to be recorded without a second write of the same
+    /// intent; `None` where it would change or the dry run cannot tell (the write then
+    /// goes ahead as it always did).
+    async fn unconfirmed_as_applied(
+        &self,
+        p: &Shaped<'_, '_>,
+        api: &Api<DynamicObject>,
+        force: bool,
+    ) -> Option<Live> {
+        // Ignored fields are let go of before the write, and an apiserver without apply
+        // for the kind writes it another way: neither is what one dry run shows.
+        if !p.obj.policy.ignore_fields.is_empty() || self.without_apply(&p.key).await {
+            return None;
+        }
+        let whole = api.get(&p.key.name).await.ok()?;
+        let mut pinned = p.body.clone();
+        if let Some(rv) = whole.metadata.resource_version.as_deref()
+            && let Some(meta) = pinned.get_mut("metadata").and_then(Value::as_object_mut)
+        {
+            meta.insert("resourceVersion".into(), rv.into());
+        }
+        let pp = PatchParams {
+            force,
+            ..crate::apply::apply_params(&self.opts.field_manager).dry_run()
+        };
+        let dry = api
+            .patch(&p.key.name, &pp, &Patch::Apply(&pinned))
+            .await
+            .ok()?;
+        // A no-op apply leaves the object whole, managedFields and their times too.
+        let unchanged = serde_json::to_value(&whole).ok()? == serde_json::to_value(&dry).ok()?;
+        unchanged.then(|| Live::of(whole, &self.opts))
+    }
+
     /// The hashes of what `p` sends. A Secret's hashes are keyed (`hash`), and so are
     /// those of any object decrypted from a SOPS file; without the key it is not applied,
     /// rather than recorded with a hash anyone reading the inventory could test guesses
@@ -162,7 +201,23 @@ impl Engine {
             ..Write::default()
         };
         let entry = found.entry.as_ref();
+        let recorded = entry.is_some_and(|e| is_recorded(e, &live.value));
         match claim(&live.value, &self.opts.instance, p.adopt) {
+            Ok(Claim::Ours) if !recorded && !p.obj.policy.create_only => {
+                if let Some(whole) = self
+                    .unconfirmed_as_applied(p, &found.api, write.force)
+                    .await
+                {
+                    tracing::debug!("already as this intent applies it: recorded, not written");
+                    let confirmed =
+                        record::confirmed(p, &whole, intent.applied.clone(), intent.shape.clone());
+                    let unchanged = ObjectResult {
+                        fields: Some(whole.fields),
+                        ..result_of(p, Action::Unchanged, None)
+                    };
+                    return ControlFlow::Break((unchanged, Some(confirmed)));
+                }
+            }
             Ok(Claim::Ours) => {}
             Ok(Claim::Adopt) => {
                 write.force = true;

@@ -3,8 +3,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
 use serde_json::{Value, json};
 
@@ -12,7 +11,6 @@ use super::artifact::materialise;
 use super::model::*;
 use crate::hydrate::cache::{self, KeyBuilder};
 use crate::hydrate::kustomize::{self, Kustomize, closure};
-use crate::hydrate::runner;
 use crate::hydrate::stage::Shared;
 use crate::hydrate::tool::{Context, FindError, Rendered, Tool, ToolError, found_once};
 use crate::hydrate::tree::KUSTOMIZATION_FILES;
@@ -278,15 +276,27 @@ pub(crate) fn build(r: &Shared, tool: &Kustomize, repo: &Path, k: &Kustomization
         key.part(rel.to_string_lossy().as_bytes()).part(&bytes);
         contents.push((rel, bytes));
     }
-    let key = key.finish();
-    if let Some(hit) = r.cache.get(&key) {
-        return hit;
-    }
+    r.cache.get_or_run(key.finish(), || {
+        build_copy(r, tool, k, &name, &text, &contents)
+    })
+}
+
+/// `k` built on a private copy of `contents` (the files it reads, by path in the
+/// repository), its kustomization file `name` holding `text`.
+fn build_copy(
+    r: &Shared,
+    tool: &Kustomize,
+    k: &Kustomization,
+    name: &str,
+    text: &str,
+    contents: &[(PathBuf, Vec<u8>)],
+) -> cache::Entry {
+    let said = <ToolError as From<String>>::from;
     let copy = tempfile::Builder::new()
         .prefix("driftless-flux-")
         .tempdir()
         .map_err(|e| said(format!("a directory to build in: {e}")))?;
-    for (rel, bytes) in &contents {
+    for (rel, bytes) in contents {
         let target = copy.path().join(rel);
         if let Some(parent) = target.parent() {
             std::fs::create_dir_all(parent).map_err(|e| said(e.to_string()))?;
@@ -295,25 +305,12 @@ pub(crate) fn build(r: &Shared, tool: &Kustomize, repo: &Path, k: &Kustomization
     }
     let at = copy.path().join(&k.path);
     std::fs::create_dir_all(&at).map_err(|e| said(e.to_string()))?;
-    std::fs::write(at.join(&name), &text).map_err(|e| said(e.to_string()))?;
+    std::fs::write(at.join(name), text).map_err(|e| said(e.to_string()))?;
     let span = tracing::info_span!("render", tool = "flux", kustomization = %format!("{}/{}", k.namespace, k.name));
     let _enter = span.enter();
-    r.runs.fetch_add(1, Ordering::Relaxed);
-    let mut args = tool.args(&at);
     // Flux builds with kustomize's load restrictions off, within the repository.
-    args.extend(["--load-restrictor".into(), "LoadRestrictionsNone".into()]);
-    let result = runner::run(&tool.program, &args, &at, &r.opts.limits, &r.slots)
-        .map(Arc::new)
-        .map_err(|e| {
-            let said = match e {
-                runner::RunError::Failed(line) => format!("kustomize build failed: {line}"),
-                other => format!("kustomize build: {other}"),
-            };
-            ToolError::from(said.replace(&format!("{}/", copy.path().display()), ""))
-        });
-    tracing::info!(ok = result.is_ok(), "rendered");
-    r.cache.put(key, result.clone());
-    result
+    let unrestricted = ["--load-restrictor", "LoadRestrictionsNone"];
+    kustomize::run_build(r, tool, &at, &unrestricted, copy.path())
 }
 
 /// What Flux does after the build: `postBuild.substitute`, `commonMetadata`, its labels;

@@ -319,6 +319,8 @@ fn render_prepared(
     prepared: Prepared,
     kustomize: impl Fn(&Shared) -> Result<super::kustomize::Kustomize, FindError>,
 ) -> Rendered1 {
+    // Not `get_or_run`: a dependency build that failed (its repository out of reach)
+    // is not kept, only what helm itself answered.
     let rendered = match stage.cache.get(&prepared.key) {
         Some(hit) => hit?,
         None => {

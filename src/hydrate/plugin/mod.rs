@@ -231,16 +231,12 @@ impl Tool for Plugins {
                 .part(&[u8::from(*executable)])
                 .part(digest);
         }
-        let key = key.finish();
-        let output = match r.cache.get(&key) {
-            Some(hit) => hit,
-            None => {
-                let result = run(r, plugin, repository, part, &env).map(Arc::new);
-                r.cache.put(key, result.clone());
-                result
-            }
-        }
-        .map_err(|e| said(e.message))?;
+        let output = r
+            .cache
+            .get_or_run(key.finish(), || {
+                run(r, plugin, repository, part, &env).map(Arc::new)
+            })
+            .map_err(|e| said(e.message))?;
         Ok(Rendered {
             yaml: output.to_vec(),
             by: RenderedBy {
