@@ -11,7 +11,7 @@ use crate::support;
 use driftless::apply::secret_key::secret_name;
 use driftless::apply::{Action, Engine, Entry};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use kube::api::{Api, DeleteParams};
 use serde_json::Value;
 
 /// The unkeyed hash the inventory used to record: FNV-1a 64 of the compact JSON. What
@@ -169,23 +169,13 @@ async fn serial_secret_hashes_are_keyed_and_unchanged_secrets_are_not_written() 
         .find(|o| o.kind == "Secret")
         .map(|o| o.body.value())
         .unwrap();
-    let inventory = Api::<ConfigMap>::namespaced(client.clone(), "driftless-system");
-    let shard_name = format!("driftless-inventory-{ns}-0");
-    let shard = inventory.get(&shard_name).await.unwrap();
-    let mut entries: Vec<Value> =
-        serde_json::from_str(&shard.data.unwrap()["entries.json"]).unwrap();
-    for e in entries.iter_mut().filter(|e| e["kind"] == "Secret") {
-        e["applied"] = fnv(&secret_body).into();
-        e["shape"] = fnv(&shape(&secret_body)).into();
-    }
-    inventory
-        .patch(
-            &shard_name,
-            &PatchParams::default(),
-            &Patch::Merge(serde_json::json!({"data": {"entries.json": serde_json::to_string(&entries).unwrap()}})),
-        )
-        .await
-        .unwrap();
+    support::rewrite_inventory(&client, &ns, |entries| {
+        for e in entries.iter_mut().filter(|e| e["kind"] == "Secret") {
+            e["applied"] = fnv(&secret_body).into();
+            e["shape"] = fnv(&shape(&secret_body)).into();
+        }
+    })
+    .await;
     let upgraded = engine(&client, &ns);
     unchanged_without_writes(&upgraded, &changed, &["secrets"]).await;
     let rekeyed = entry(&upgraded.store().load(&client).await.unwrap(), "Secret");

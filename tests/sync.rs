@@ -1208,28 +1208,16 @@ async fn serial_what_a_sync_cut_short_wrote_is_recorded_not_written_again() {
     assert!(report.ok(), "{report:#?}");
 
     // The inventory as a sync cut short after its writes leaves it.
-    let inventory = Api::<ConfigMap>::namespaced(client.clone(), "driftless-system");
-    let shard_name = format!("driftless-inventory-{ns}-0");
-    let shard = inventory.get(&shard_name).await.unwrap();
-    let mut entries: Vec<serde_json::Value> =
-        serde_json::from_str(&shard.data.unwrap()["entries.json"]).unwrap();
-    assert_eq!(entries.len(), 2, "{entries:#?}");
-    for e in &mut entries {
-        let e = e.as_object_mut().unwrap();
-        for confirmed in ["uid", "applied", "shape", "fields"] {
-            assert!(e.remove(confirmed).is_some(), "{e:#?} had no {confirmed}");
+    support::rewrite_inventory(&client, &ns, |entries| {
+        assert_eq!(entries.len(), 2, "{entries:#?}");
+        for e in entries {
+            let e = e.as_object_mut().unwrap();
+            for confirmed in ["uid", "applied", "shape", "fields"] {
+                assert!(e.remove(confirmed).is_some(), "{e:#?} had no {confirmed}");
+            }
         }
-    }
-    inventory
-        .patch(
-            &shard_name,
-            &PatchParams::default(),
-            &Patch::Merge(
-                json!({"data": {"entries.json": serde_json::to_string(&entries).unwrap()}}),
-            ),
-        )
-        .await
-        .unwrap();
+    })
+    .await;
 
     let resources = ["serviceaccounts"];
     let before = support::apiserver_writes_when_quiet(&client, &resources).await;

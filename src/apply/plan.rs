@@ -40,6 +40,18 @@ pub(super) struct Shaped<'p, 'a> {
     pub(super) full: Option<Value>,
 }
 
+/// `body` pinned to `version` (the resourceVersion read, if any): a dry run that tells
+/// what the write would make of that object, and of no later one.
+pub(super) fn pinned(body: &Value, version: Option<&str>) -> Value {
+    let mut pinned = body.clone();
+    if let Some(rv) = version
+        && let Some(meta) = pinned.get_mut("metadata").and_then(Value::as_object_mut)
+    {
+        meta.insert("resourceVersion".into(), rv.into());
+    }
+    pinned
+}
+
 impl<'a> std::ops::Deref for Shaped<'_, 'a> {
     type Target = Planned<'a>;
 

@@ -412,3 +412,30 @@ pub async fn scale_as_someone_else(client: &Client, ns: &str, name: &str, replic
         .await
         .unwrap();
 }
+
+/// Rewrites the entries of `instance`'s inventory (its one part in `driftless-system`,
+/// as [`engine`] records it) with `edit`: the states a crash or an older driftless
+/// leaves, which a test cannot reach through driftless itself.
+pub async fn rewrite_inventory(
+    client: &Client,
+    instance: &str,
+    edit: impl FnOnce(&mut Vec<Value>),
+) {
+    let inventory = Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(
+        client.clone(),
+        "driftless-system",
+    );
+    let part = format!("driftless-inventory-{instance}-0");
+    let map = inventory.get(&part).await.unwrap();
+    let mut entries: Vec<Value> = serde_json::from_str(&map.data.unwrap()["entries.json"]).unwrap();
+    edit(&mut entries);
+    let text = serde_json::to_string(&entries).unwrap();
+    inventory
+        .patch(
+            &part,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"data": {"entries.json": text}})),
+        )
+        .await
+        .unwrap();
+}

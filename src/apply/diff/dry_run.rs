@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::{Change, ObjectDiff, clean};
 use crate::apply::hash::{body_hashes, owned_fields_hash_of, shape_hash};
 use crate::apply::live::Live;
-use crate::apply::plan::{Planned, Shaped};
+use crate::apply::plan::{Planned, Shaped, pinned};
 use crate::apply::{Engine, Inventory, ObjKey, managers, patch, replace, validate, without_apply};
 use crate::cluster::error_text;
 use crate::object::{Claim, claim, pointer};
@@ -219,14 +219,10 @@ impl Engine {
         let retaken = claimed == Some(Claim::Ours) && p.obj.policy.report_drift;
         let force =
             self.opts.force_conflicts || claimed == Some(Claim::Adopt) || drifted || retaken;
-        let mut pinned = body.clone();
-        if let Some(rv) = live
+        let version = live
             .as_ref()
-            .and_then(|l| l["metadata"]["resourceVersion"].as_str())
-            && let Some(meta) = pinned.get_mut("metadata").and_then(Value::as_object_mut)
-        {
-            meta.insert("resourceVersion".into(), rv.into());
-        }
+            .and_then(|l| l["metadata"]["resourceVersion"].as_str());
+        let pinned = pinned(body, version);
         let dry = self
             .dry_apply(api, key, &pinned, live.as_ref(), force)
             .await;
@@ -234,7 +230,7 @@ impl Engine {
     }
 
     /// The dry run of `pinned`'s apply, as apply would write it.
-    async fn dry_apply(
+    pub(in crate::apply) async fn dry_apply(
         &self,
         api: &Api<DynamicObject>,
         key: &ObjKey,

@@ -4,13 +4,13 @@
 
 use std::ops::ControlFlow;
 
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::api::{Api, DynamicObject};
 use serde_json::Value;
 
 use super::{Answer, Found, result_of};
 use crate::apply::hash::{BodyHashes, HashKey, body_hashes, owned_fields_hash_of};
 use crate::apply::live::Live;
-use crate::apply::plan::Shaped;
+use crate::apply::plan::{Shaped, pinned};
 use crate::apply::{Action, Engine, Entry, ObjectResult, Packed, record};
 use crate::cluster::error_text;
 use crate::object::{Claim, claim};
@@ -140,22 +140,14 @@ impl Engine {
             return None;
         }
         let whole = api.get(&p.key.name).await.ok()?;
-        let mut pinned = p.body.clone();
-        if let Some(rv) = whole.metadata.resource_version.as_deref()
-            && let Some(meta) = pinned.get_mut("metadata").and_then(Value::as_object_mut)
-        {
-            meta.insert("resourceVersion".into(), rv.into());
-        }
-        let pp = PatchParams {
-            force,
-            ..crate::apply::apply_params(&self.opts.field_manager).dry_run()
-        };
-        let dry = api
-            .patch(&p.key.name, &pp, &Patch::Apply(&pinned))
+        let read = serde_json::to_value(&whole).ok()?;
+        let pinned = pinned(&p.body, whole.metadata.resource_version.as_deref());
+        let dry = self
+            .dry_apply(api, &p.key, &pinned, Some(&read), force)
             .await
             .ok()?;
         // A no-op apply leaves the object whole, managedFields and their times too.
-        let unchanged = serde_json::to_value(&whole).ok()? == serde_json::to_value(&dry).ok()?;
+        let unchanged = read == serde_json::to_value(&dry).ok()?;
         unchanged.then(|| Live::of(whole, &self.opts))
     }
 
@@ -252,9 +244,7 @@ impl Engine {
             };
             return ControlFlow::Break((unchanged, Some(recorded)));
         }
-        if let Some(e) = entry
-            && is_recorded(e, &live.value)
-        {
+        if recorded && let Some(e) = entry {
             self.against_record(p, &found.api, live, e, intent, &mut write)
                 .await?;
         }
