@@ -72,6 +72,48 @@ async fn edge_cluster(ns: &str) -> (SecondApiserver, Client) {
     (server, client)
 }
 
+/// Two clusters with one namespace each (the home cluster and `edge`), and the
+/// operator's clusters file `clusters(ns)` beside a copy of the edge's kubeconfig
+/// (`edge.kubeconfig`), in a directory of the test's own.
+struct TwoClusters {
+    home: Client,
+    ns: String,
+    edge_server: SecondApiserver,
+    edge: Client,
+    dir: tempfile::TempDir,
+    clusters: String,
+}
+
+async fn two_clusters(prefix: &str, clusters: impl Fn(&str) -> String) -> TwoClusters {
+    let home = support::client().await;
+    let ns = support::namespace(&home, prefix).await;
+    let (edge_server, edge) = edge_cluster(&ns).await;
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(edge_server.kubeconfig(), dir.path().join("edge.kubeconfig")).unwrap();
+    let file = dir.path().join("clusters.toml");
+    std::fs::write(&file, clusters(&ns)).unwrap();
+    TwoClusters {
+        home,
+        edge_server,
+        edge,
+        clusters: file.to_str().unwrap().to_string(),
+        dir,
+        ns,
+    }
+}
+
+/// The tree at `root` as a git repository of one commit whose remote is `remote`.
+fn commit(root: &Path, remote: &str) {
+    for args in [
+        &["init", "-q", "-b", "main"][..],
+        &["remote", "add", "origin", remote],
+        &["add", "."],
+        &["commit", "-q", "-m", "fleet"],
+    ] {
+        support::git(root, args);
+    }
+}
+
 fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
     list.iter()
         .map(|(a, b)| (a.to_string(), b.to_string()))
@@ -85,21 +127,21 @@ fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
 /// checks each cluster's view.
 #[tokio::test]
 async fn one_tree_sends_each_file_to_its_clusters() {
-    let home = support::client().await;
-    let ns = support::namespace(&home, "fleet").await;
-    let (edge_server, edge) = edge_cluster(&ns).await;
-
-    let dir = tempfile::tempdir().unwrap();
+    let TwoClusters {
+        home,
+        ns,
+        edge,
+        dir,
+        clusters,
+        // Bound: the second apiserver lives as long as the test.
+        edge_server: _edge_server,
+    } = two_clusters("fleet", |_| {
+        "[cluster.edge]\nkubeconfig = \"edge.kubeconfig\"\nlabels = { fleet = \"yes\", region = \"eu\" }\n\n[cluster.in-cluster]\nlabels = { fleet = \"yes\", region = \"us\" }\n".into()
+    })
+    .await;
+    let clusters = clusters.as_str();
     let root = dir.path().join("tree");
     let path = root.to_str().unwrap();
-    let clusters = dir.path().join("clusters.toml");
-    std::fs::copy(edge_server.kubeconfig(), dir.path().join("edge.kubeconfig")).unwrap();
-    std::fs::write(
-        &clusters,
-        "[cluster.edge]\nkubeconfig = \"edge.kubeconfig\"\nlabels = { fleet = \"yes\", region = \"eu\" }\n\n[cluster.in-cluster]\nlabels = { fleet = \"yes\", region = \"us\" }\n",
-    )
-    .unwrap();
-    let clusters = clusters.to_str().unwrap();
     write(&root, ".driftless.toml", &rules("edge"));
     write(
         &root,
@@ -230,18 +272,18 @@ fn application(name: &str, path: &str, destination: &str) -> String {
 /// the home cluster by `apply`.
 #[tokio::test]
 async fn argo_cd_destinations_send_each_app_to_its_cluster() {
-    let home = support::client().await;
-    let ns = support::namespace(&home, "fleet-argo").await;
-    let (edge_server, edge) = edge_cluster(&ns).await;
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::copy(edge_server.kubeconfig(), dir.path().join("edge.kubeconfig")).unwrap();
-    let clusters = dir.path().join("clusters.toml");
-    std::fs::write(
-        &clusters,
-        "[cluster.edge]\nkubeconfig = \"edge.kubeconfig\"\n",
-    )
-    .unwrap();
-    let clusters = clusters.to_str().unwrap();
+    let TwoClusters {
+        home,
+        ns,
+        edge_server,
+        edge,
+        dir,
+        clusters,
+    } = two_clusters("fleet-argo", |_| {
+        "[cluster.edge]\nkubeconfig = \"edge.kubeconfig\"\n".into()
+    })
+    .await;
+    let clusters = clusters.as_str();
 
     let root = dir.path().join("repo");
     let edge_url = format!("https://127.0.0.1:{}", edge_server.port);
@@ -298,14 +340,7 @@ async fn argo_cd_destinations_send_each_app_to_its_cluster() {
     ] {
         write(&root, &format!("{dir}/cm.yaml"), &configmap(name, &ns, dir));
     }
-    for args in [
-        &["init", "-q", "-b", "main"][..],
-        &["remote", "add", "origin", REPO],
-        &["add", "."],
-        &["commit", "-q", "-m", "fleet"],
-    ] {
-        support::git(&root, args);
-    }
+    commit(&root, REPO);
     let tree = root.join("argocd");
     let tree = tree.to_str().unwrap();
 
@@ -394,5 +429,313 @@ async fn argo_cd_destinations_send_each_app_to_its_cluster() {
         config_maps(&home, &ns).await,
         pairs(&[("home-cm", "home-app")]),
         "the home cluster, with the edge's daemon running"
+    );
+}
+
+/// Flux's hub and spokes (fluxcd/flux2-hub-spoke-example's shape): the hub keeps each
+/// spoke's kubeconfig in a Secret, its Kustomizations name it in `kubeConfig.secretRef`
+/// (or patch it into the HelmReleases they render, with a `serviceAccountName` the
+/// spoke's tenants Kustomization makes), and the operator declares the spoke as the
+/// cluster of that Secret. The hub's own objects stay on the hub; the spoke's are
+/// installed, upgraded and uninstalled on the spoke alone, reached by the Secret's
+/// kubeconfig; a Secret the operator did not declare holds its Kustomization with one
+/// line on both; a Secret that is not there is one line and nothing is read.
+#[tokio::test]
+async fn flux_hub_and_spoke_sends_each_kustomization_to_the_cluster_of_its_kubeconfig_secret() {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::core::v1::Secret;
+    let TwoClusters {
+        home,
+        ns,
+        edge_server: spoke_server,
+        edge: spoke,
+        dir,
+        clusters,
+    } = two_clusters("fleet-flux", |ns| {
+        format!(
+            "[cluster.spoke]\nsecret = \"{ns}/cluster-kubeconfig\"\nlabels = {{ env = \"staging\" }}\n\n[cluster.nowhere]\nsecret = \"{ns}/not-there\"\n"
+        )
+    })
+    .await;
+    let clusters = clusters.as_str();
+    let kubeconfig = std::fs::read(spoke_server.kubeconfig()).unwrap();
+    Api::<Secret>::namespaced(home.clone(), &ns)
+        .create(
+            &PostParams::default(),
+            &Secret {
+                metadata: ObjectMeta {
+                    name: Some("cluster-kubeconfig".into()),
+                    ..Default::default()
+                },
+                data: Some([("value".to_string(), k8s_openapi::ByteString(kubeconfig))].into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let charts_dir = tempfile::tempdir().unwrap();
+    let charts = crate::helm::ChartRepo::start(charts_dir.path());
+
+    let root = dir.path().join("repo");
+    write(
+        &root,
+        "hub/flux-system/gotk-sync.yaml",
+        "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata:\n  name: flux-system\n  namespace: flux-system\nspec:\n  interval: 1m\n  ref:\n    branch: main\n  url: https://github.com/acme/hub.git\n---\napiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: flux-system\n  namespace: flux-system\nspec:\n  interval: 10m\n  path: ./hub\n  prune: true\n  sourceRef:\n    kind: GitRepository\n    name: flux-system\n",
+    );
+    write(&root, "hub/own.yaml", &configmap("hub-own", &ns, "hub"));
+    write(
+        &root,
+        "hub/.driftless.toml",
+        "[[cluster]]\npath = \"own.yaml\"\nnames = [\"in-cluster\", \"nowhere\"]\n",
+    );
+    let kustomization = |name: &str, extra: &str| {
+        format!(
+            "---\napiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata:\n  name: {name}\n  namespace: {ns}\nspec:\n  interval: 1h\n  prune: true\n  wait: true\n  path: ./clusters/spoke/{name}\n  sourceRef:\n    kind: GitRepository\n    name: flux-system\n    namespace: flux-system\n{extra}"
+        )
+    };
+    let tenants = kustomization(
+        "tenants",
+        "  kubeConfig:\n    secretRef:\n      name: cluster-kubeconfig\n  postBuild:\n    substitute:\n      CLUSTER_NAME: spoke\n",
+    );
+    let apps = kustomization(
+        "apps",
+        &format!(
+            "  dependsOn:\n    - name: tenants\n  targetNamespace: {ns}\n  patches:\n    - target:\n        kind: HelmRelease\n      patch: |\n        - op: add\n          path: /spec/kubeConfig\n          value:\n            secretRef:\n              name: cluster-kubeconfig\n        - op: add\n          path: /spec/serviceAccountName\n          value: flux-cluster-admin\n"
+        ),
+    );
+    let lost = kustomization(
+        "lost",
+        "  kubeConfig:\n    secretRef:\n      name: other-kubeconfig\n",
+    );
+    write(&root, "hub/spoke.yaml", &format!("{tenants}{apps}{lost}"));
+    write(
+        &root,
+        "clusters/spoke/tenants/kustomization.yaml",
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - ../../../deploy/tenants\n",
+    );
+    write(
+        &root,
+        "deploy/tenants/flux.yaml",
+        &format!(
+            "{}---\napiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: flux-cluster-admin\n  namespace: {ns}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata:\n  name: {ns}-flux-cluster-admin\nroleRef:\n  apiGroup: rbac.authorization.k8s.io\n  kind: ClusterRole\n  name: cluster-admin\nsubjects:\n  - kind: ServiceAccount\n    name: flux-cluster-admin\n    namespace: {ns}\n",
+            configmap("tenant", &ns, "${CLUSTER_NAME}")
+        ),
+    );
+    let release = |version: &str, message: &str| {
+        format!(
+            "apiVersion: source.toolkit.fluxcd.io/v1\nkind: HelmRepository\nmetadata:\n  name: podinfo\nspec:\n  interval: 12h\n  url: {}\n---\napiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: podinfo\nspec:\n  releaseName: podinfo\n  interval: 50m\n  chart:\n    spec:\n      chart: podinfo\n      version: \"{version}\"\n      sourceRef:\n        kind: HelmRepository\n        name: podinfo\n  values:\n    hpa:\n      enabled: false\n    ui:\n      message: {message}\n",
+            charts.url
+        )
+    };
+    write(
+        &root,
+        "clusters/spoke/apps/kustomization.yaml",
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - ../../../deploy/apps\n",
+    );
+    write(
+        &root,
+        "deploy/apps/podinfo.yaml",
+        &release("6.0.0", "first"),
+    );
+    for dir in ["apps", "tenants"] {
+        let file = if dir == "apps" { "podinfo" } else { "flux" };
+        write(
+            &root,
+            &format!("deploy/{dir}/kustomization.yaml"),
+            &format!(
+                "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - {file}.yaml\n"
+            ),
+        );
+    }
+    write(
+        &root,
+        "clusters/spoke/lost/cm.yaml",
+        &configmap("lost", &ns, "lost"),
+    );
+    commit(&root, "https://github.com/acme/hub.git");
+    let tree = root.join("hub");
+    let tree = tree.to_str().unwrap();
+    let apply = |cluster: Option<&str>| {
+        let mut args = vec!["apply", tree, "--clusters", clusters];
+        args.extend(cluster.iter().flat_map(|c| ["--cluster", *c]));
+        support::driftless_helm4_on_cluster(&ns, &args)
+    };
+    let lost_line = format!(
+        "spoke.yaml:67:1: Kustomization {ns}/lost: its kubeConfig Secret {ns}/other-kubeconfig is not a declared cluster's (`secret` in --clusters): the declared clusters are in-cluster (home), nowhere, spoke; nothing is applied"
+    );
+    let deployment = |client: &Client| Api::<Deployment>::namespaced(client.clone(), &ns);
+    // What a Deployment of the chart says: its chart and its message.
+    let podinfo = |d: Deployment| {
+        let chart = d.metadata.labels.unwrap_or_default()["helm.sh/chart"].clone();
+        let env = d.spec.template.spec.unwrap().containers[0]
+            .env
+            .clone()
+            .unwrap_or_default();
+        let message = env
+            .iter()
+            .find(|e| e.name == "PODINFO_UI_MESSAGE")
+            .and_then(|e| e.value.clone())
+            .unwrap_or_default();
+        (chart, message)
+    };
+
+    // The hub: its own objects only; the lost Kustomization held.
+    let out = apply(None);
+    assert_exit(&out, 2);
+    assert!(show(&out).contains(&lost_line), "{}", show(&out));
+    assert_eq!(
+        config_maps(&home, &ns).await,
+        pairs(&[("hub-own", "hub")]),
+        "the hub: its own object only\n{}",
+        show(&out)
+    );
+    assert!(
+        deployment(&home)
+            .get_opt("podinfo")
+            .await
+            .unwrap()
+            .is_none(),
+        "the spoke's release is not on the hub"
+    );
+
+    // The spoke, reached by the Secret's kubeconfig: tenants, then the release.
+    let out = apply(Some("spoke"));
+    assert_exit(&out, 2);
+    assert!(show(&out).contains(&lost_line), "{}", show(&out));
+    assert_eq!(
+        config_maps(&spoke, &ns).await,
+        pairs(&[("tenant", "spoke")]),
+        "the spoke: the tenants' objects, substituted\n{}",
+        show(&out)
+    );
+    let installed = deployment(&spoke)
+        .get_opt("podinfo")
+        .await
+        .unwrap()
+        .unwrap_or_else(|| panic!("the release is installed on the spoke\n{}", show(&out)));
+    assert_eq!(
+        podinfo(installed),
+        ("podinfo-6.0.0".to_string(), "first".to_string())
+    );
+
+    // An upgrade on the spoke leaves the hub as it was.
+    write(
+        &root,
+        "deploy/apps/podinfo.yaml",
+        &release("6.2.3", "second"),
+    );
+    let out = apply(Some("spoke"));
+    assert_exit(&out, 2);
+    let upgraded = deployment(&spoke)
+        .get_opt("podinfo")
+        .await
+        .unwrap()
+        .unwrap_or_else(|| panic!("the release is upgraded on the spoke\n{}", show(&out)));
+    assert_eq!(
+        podinfo(upgraded),
+        ("podinfo-6.2.3".to_string(), "second".to_string())
+    );
+    let out = apply(None);
+    assert_exit(&out, 2);
+    assert_eq!(
+        config_maps(&home, &ns).await,
+        pairs(&[("hub-own", "hub")]),
+        "the hub, after the spoke's upgrade"
+    );
+
+    // Uninstalled: the apps Kustomization leaves the hub's tree (and the lost one: while
+    // an app is held, an app that left the tree is not pruned, as the held one may have
+    // rendered it); the spoke prunes the release and keeps its tenants.
+    write(&root, "hub/spoke.yaml", &tenants);
+    let out = apply(Some("spoke"));
+    assert_exit(&out, 0);
+    assert!(
+        deployment(&spoke)
+            .get_opt("podinfo")
+            .await
+            .unwrap()
+            .is_none(),
+        "the release is pruned from the spoke\n{}",
+        show(&out)
+    );
+    assert_eq!(
+        config_maps(&spoke, &ns).await,
+        pairs(&[("tenant", "spoke")]),
+        "the spoke keeps its tenants"
+    );
+
+    // A cluster whose Secret is not there: one line, nothing written.
+    let out = apply(Some("nowhere"));
+    assert_exit(&out, 2);
+    assert!(
+        show(&out).contains(&format!(
+            "reading the kubeconfig in Secret {ns}/not-there of the home cluster: there is no such Secret"
+        )),
+        "{}",
+        show(&out)
+    );
+}
+
+/// Argo CD's ApplicationSet `clusters` generator over the operator's clusters: one
+/// Application per cluster whose labels the selector selects (the home cluster too when
+/// its labels match), each sent to its cluster by `destination.name`; a cluster the
+/// selector leaves out gets none.
+#[tokio::test]
+async fn an_application_set_s_clusters_generator_makes_an_app_per_selected_cluster() {
+    let TwoClusters {
+        home,
+        ns,
+        edge,
+        dir,
+        clusters,
+        // Bound: the second apiserver lives as long as the test.
+        edge_server: _edge_server,
+    } = two_clusters("fleet-appset", |_| {
+        "[cluster.edge]\nkubeconfig = \"edge.kubeconfig\"\nlabels = { web = \"yes\", region = \"eu\" }\n\n[cluster.in-cluster]\nlabels = { web = \"yes\", region = \"us\" }\n\n[cluster.lab]\nkubeconfig = \"lab.kubeconfig\"\nlabels = { web = \"no\" }\n".into()
+    })
+    .await;
+    let clusters = clusters.as_str();
+    let root = dir.path().join("repo");
+    write(
+        &root,
+        "argocd/web.yaml",
+        &format!(
+            "apiVersion: argoproj.io/v1alpha1\nkind: ApplicationSet\nmetadata:\n  name: web\n  namespace: argocd\nspec:\n  generators:\n    - clusters:\n        selector:\n          matchLabels:\n            web: \"yes\"\n        values:\n          region: '{{{{metadata.labels.region}}}}'\n  template:\n    metadata:\n      name: '{ns}-web-{{{{name}}}}'\n    spec:\n      project: default\n      source:\n        repoURL: {REPO}\n        targetRevision: HEAD\n        path: 'web/{{{{values.region}}}}'\n      destination:\n        name: '{{{{name}}}}'\n        namespace: {ns}\n      syncPolicy:\n        automated:\n          prune: true\n"
+        ),
+    );
+    for region in ["eu", "us"] {
+        write(
+            &root,
+            &format!("web/{region}/cm.yaml"),
+            &configmap("web", &ns, region),
+        );
+    }
+    commit(&root, REPO);
+    let tree = root.join("argocd");
+    let tree = tree.to_str().unwrap();
+    for cluster in [None, Some("edge")] {
+        let mut args = vec!["apply", tree, "--clusters", clusters];
+        args.extend(cluster.iter().flat_map(|c| ["--cluster", *c]));
+        let out = support::driftless_on_cluster(&ns, &args);
+        assert_exit(&out, 0);
+    }
+    assert_eq!(
+        config_maps(&home, &ns).await,
+        pairs(&[("web", "us")]),
+        "the home cluster: its own Application's objects"
+    );
+    assert_eq!(
+        config_maps(&edge, &ns).await,
+        pairs(&[("web", "eu")]),
+        "the edge cluster: its own Application's objects"
+    );
+    // The lab cluster, which the selector leaves out, has no Application: its view of
+    // the tree is empty.
+    let out = support::driftless(&["validate", tree, "--clusters", clusters, "--cluster", "lab"]);
+    assert_exit(&out, 2);
+    assert!(
+        show(&out).contains("the tree holds no specs"),
+        "{}",
+        show(&out)
     );
 }

@@ -218,7 +218,8 @@ async fn what_driftless_does_not_carry_out_is_refused_at_its_place() {
     )
     .unwrap();
     let cluster = root.join("clusters/staging");
-    let refused = "apps.yaml:15:1: Kustomization flux-system/apps: `spec.kubeConfig` is not carried out by driftless yet; nothing is applied\n";
+    // A remote cluster's Secret the operator declared as no cluster's (here, none).
+    let refused = "apps.yaml:15:1: Kustomization flux-system/apps: its kubeConfig Secret flux-system/remote is not a declared cluster's (`secret` in --clusters): the declared clusters are in-cluster (home); nothing is applied\n";
     let out = on_cluster(
         &ns,
         &["apply", cluster.to_str().unwrap(), "--all-or-nothing"],

@@ -241,17 +241,28 @@ impl PolicyArgs {
     }
 
     /// How the served cluster is reached: its kubeconfig (and context) when it is not
-    /// the home cluster, else the command line's `selection`.
+    /// the home cluster, or the kubeconfig in its Secret of the home cluster (which the
+    /// command line's `selection` reaches), else the command line's `selection`.
     pub fn selection(&self, selection: &Selection) -> anyhow::Result<Selection> {
         let target = self.target()?;
         let cluster = target.cluster();
-        Ok(match &cluster.kubeconfig {
-            Some(path) => Selection {
+        Ok(match (&cluster.kubeconfig, &cluster.secret) {
+            (Some(path), _) => Selection {
                 kubeconfig: Some(path.clone()),
                 context: cluster.context.clone(),
                 rate: selection.rate,
+                secret: None,
             },
-            None => selection.clone(),
+            (None, Some(s)) => Selection {
+                secret: Some(driftless::cluster::KubeconfigSecret {
+                    namespace: s.namespace.clone(),
+                    name: s.name.clone(),
+                    key: s.key.clone(),
+                    context: cluster.context.clone(),
+                }),
+                ..selection.clone()
+            },
+            (None, None) => selection.clone(),
         })
     }
 }
@@ -432,6 +443,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
             qps: cli.global.kube_api_qps,
             burst: cli.global.kube_api_burst,
         },
+        secret: None,
     };
     // A cluster of the operator's --clusters is reached with its own kubeconfig.
     let selection = match policy_args(&cli.command) {

@@ -462,6 +462,7 @@ pub async fn run(args: &RunArgs, global: &GlobalArgs, selection: &Selection) -> 
         render: driftless::hydrate::Options {
             // The daemon's directory holds the one tree it follows.
             render_cache_max: None,
+            clusters: args.policy.clusters()?,
             ..args.policy.tools.options()
         },
     };

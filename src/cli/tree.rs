@@ -87,6 +87,7 @@ impl RenderToolArgs {
                 ..hydrate::runner::Limits::default()
             },
             concurrency: usize::from(self.render_concurrency),
+            clusters: Default::default(),
         }
     }
 
@@ -150,7 +151,10 @@ pub(crate) fn load_revision(
     allow_empty: bool,
     cluster: hydrate::helm::ClusterFacts,
 ) -> anyhow::Result<Option<Loaded>> {
-    let hydrator = Hydrator::new(tools.options());
+    let hydrator = Hydrator::new(hydrate::Options {
+        clusters: policy.cluster.clusters.clone(),
+        ..tools.options()
+    });
     let rendered = hydrator.hydrate(hydrate::Input::of(revision, cluster));
     match hydrate::held::load(
         &rendered.files,

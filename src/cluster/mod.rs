@@ -25,6 +25,12 @@ pub enum ClusterError {
     Infer(#[from] kube::config::InferConfigError),
     #[error("creating the Kubernetes client: {0}")]
     Client(#[from] kube::Error),
+    #[error("reading the kubeconfig in Secret {namespace}/{name} of the home cluster: {why}")]
+    Secret {
+        namespace: String,
+        name: String,
+        why: String,
+    },
 }
 
 /// Where to find the cluster and how fast to talk to it; the global CLI flags.
@@ -33,10 +39,35 @@ pub struct Selection {
     pub kubeconfig: Option<PathBuf>,
     pub context: Option<String>,
     pub rate: retry::RateLimit,
+    /// The cluster is reached by the kubeconfig in a Secret of the cluster the fields
+    /// above reach (a Flux hub's kubeconfig Secret of a spoke), not by those fields.
+    pub secret: Option<KubeconfigSecret>,
+}
+
+/// A Secret holding a kubeconfig, as Flux's `kubeConfig.secretRef` keeps one.
+#[derive(Debug, Clone)]
+pub struct KubeconfigSecret {
+    pub namespace: String,
+    pub name: String,
+    /// The key of its data; `None`: `value`, else `value.yaml` (Flux's defaults).
+    pub key: Option<String>,
+    /// The kubeconfig's context (default: its current-context).
+    pub context: Option<String>,
 }
 
 impl Selection {
     pub async fn config(&self) -> Result<kube::Config, ClusterError> {
+        match &self.secret {
+            None => self.own_config().await,
+            Some(secret) => {
+                let home = self.client_of(self.own_config().await?)?;
+                from_secret(home, secret).await
+            }
+        }
+    }
+
+    /// The config of the cluster the kubeconfig, context or environment reach.
+    async fn own_config(&self) -> Result<kube::Config, ClusterError> {
         let options = KubeConfigOptions {
             context: self.context.clone(),
             ..KubeConfigOptions::default()
@@ -50,7 +81,10 @@ impl Selection {
     }
 
     pub async fn client(&self) -> Result<Client, ClusterError> {
-        let mut config = self.config().await?;
+        self.client_of(self.config().await?)
+    }
+
+    fn client_of(&self, mut config: kube::Config) -> Result<Client, ClusterError> {
         if config.accept_invalid_certs {
             // Said once here, in place of kube's warning on every TLS handshake (which
             // one-shot commands leave out of their log).
@@ -118,6 +152,90 @@ fn proxy_kept(
             .ok()
             .and_then(|u| env.intercept(&u))
             .is_some()
+}
+
+/// The config of the kubeconfig in `secret`, read with `home`. What such a kubeconfig
+/// may say is narrower than the operator's own file, as Flux narrows it: whoever may
+/// write Secrets in that namespace must not make the daemon run a command (`exec`, an
+/// `auth-provider`) or read its own files (a certificate, key or token by path).
+async fn from_secret(
+    home: Client,
+    secret: &KubeconfigSecret,
+) -> Result<kube::Config, ClusterError> {
+    let refuse = |why: String| ClusterError::Secret {
+        namespace: secret.namespace.clone(),
+        name: secret.name.clone(),
+        why,
+    };
+    let api = kube::Api::<k8s_openapi::api::core::v1::Secret>::namespaced(home, &secret.namespace);
+    let found = api
+        .get_opt(&secret.name)
+        .await
+        .map_err(|e| refuse(error_text(&e)))?
+        .ok_or_else(|| refuse("there is no such Secret".to_string()))?;
+    let data = found.data.unwrap_or_default();
+    let bytes = match &secret.key {
+        Some(key) => data.get(key),
+        None => data.get("value").or_else(|| data.get("value.yaml")),
+    }
+    .ok_or_else(|| {
+        refuse(match &secret.key {
+            Some(key) => format!("it has no key {key:?}"),
+            None => "it has neither key `value` nor `value.yaml`".to_string(),
+        })
+    })?;
+    let text = std::str::from_utf8(&bytes.0)
+        .map_err(|_| refuse("its kubeconfig is not UTF-8 text".to_string()))?;
+    let kubeconfig = Kubeconfig::from_yaml(text).map_err(|e| refuse(e.to_string()))?;
+    if let Some(why) = reaches_outside(&kubeconfig) {
+        return Err(refuse(why));
+    }
+    let options = KubeConfigOptions {
+        context: secret.context.clone(),
+        ..KubeConfigOptions::default()
+    };
+    kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+        .await
+        .map_err(|e| refuse(e.to_string()))
+}
+
+/// What a kubeconfig from a Secret may not ask of the daemon's machine, if anything.
+fn reaches_outside(kubeconfig: &Kubeconfig) -> Option<String> {
+    for user in &kubeconfig.auth_infos {
+        let Some(a) = &user.auth_info else { continue };
+        let name = &user.name;
+        if a.exec.is_some() {
+            return Some(format!(
+                "user {name:?} runs a command (`exec`), which a kubeconfig in a Secret may not"
+            ));
+        }
+        if a.auth_provider.is_some() {
+            return Some(format!(
+                "user {name:?} has an `auth-provider`, which a kubeconfig in a Secret may not"
+            ));
+        }
+        for (key, set) in [
+            ("client-certificate", a.client_certificate.is_some()),
+            ("client-key", a.client_key.is_some()),
+            ("tokenFile", a.token_file.is_some()),
+        ] {
+            if set {
+                return Some(format!(
+                    "user {name:?} names a file (`{key}`), which a kubeconfig in a Secret may not: give the data inline"
+                ));
+            }
+        }
+    }
+    kubeconfig
+        .clusters
+        .iter()
+        .find(|c| c.cluster.as_ref().is_some_and(|c| c.certificate_authority.is_some()))
+        .map(|c| {
+            format!(
+                "cluster {:?} names a file (`certificate-authority`), which a kubeconfig in a Secret may not: give the data inline",
+                c.name
+            )
+        })
 }
 
 async fn from_file(path: &Path, options: &KubeConfigOptions) -> Result<kube::Config, ClusterError> {
@@ -243,6 +361,48 @@ pub async fn chart_facts(
 
 #[cfg(test)]
 mod tests {
+
+    /// A kubeconfig from a Secret may not run a command or read the daemon's files;
+    /// inline data and tokens pass.
+    #[test]
+    fn a_kubeconfig_in_a_secret_reaches_nothing_of_the_machine() {
+        let with_user = |user: &str| {
+            let text = format!(
+                "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: 'https://10.0.0.9:6443', certificate-authority-data: 'Zm9v'}}\nusers:\n- name: u\n  user: {user}\ncontexts:\n- name: x\n  context: {{cluster: c, user: u}}\ncurrent-context: x\n"
+            );
+            super::reaches_outside(&super::Kubeconfig::from_yaml(&text).unwrap())
+        };
+        assert_eq!(with_user("{token: t}"), None);
+        assert_eq!(
+            with_user("{client-certificate-data: Zm9v, client-key-data: Zm9v}"),
+            None
+        );
+        assert_eq!(
+            with_user("{exec: {apiVersion: client.authentication.k8s.io/v1, command: /bin/sh, args: ['-c', 'id']}}")
+                .as_deref(),
+            Some("user \"u\" runs a command (`exec`), which a kubeconfig in a Secret may not")
+        );
+        assert_eq!(
+            with_user("{tokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token}")
+                .as_deref(),
+            Some(
+                "user \"u\" names a file (`tokenFile`), which a kubeconfig in a Secret may not: give the data inline"
+            )
+        );
+        assert_eq!(
+            with_user("{client-key: /etc/driftless/key.pem}").as_deref(),
+            Some(
+                "user \"u\" names a file (`client-key`), which a kubeconfig in a Secret may not: give the data inline"
+            )
+        );
+        let ca_file = "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: 'https://x', certificate-authority: /etc/ca.pem}\n";
+        assert_eq!(
+            super::reaches_outside(&super::Kubeconfig::from_yaml(ca_file).unwrap()).as_deref(),
+            Some(
+                "cluster \"c\" names a file (`certificate-authority`), which a kubeconfig in a Secret may not: give the data inline"
+            )
+        );
+    }
 
     #[test]
     fn the_apiserver_is_proxied_as_kubectl_proxies_it() {

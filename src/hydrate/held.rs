@@ -53,10 +53,9 @@ fn placed(
             }
             Ok(None) => {}
             Err(why) => {
-                let name = app.strip_prefix("argo/").unwrap_or(app);
                 let mut e = SpecError {
                     at: at.clone(),
-                    message: format!("Application {name}: {why}; nothing is applied"),
+                    message: format!("{}: {why}; nothing is applied", app_object(app)),
                 };
                 super::stage::said_where_written(&mut e, made_by);
                 held.push(AppError::new(app.clone(), e));
@@ -67,6 +66,17 @@ fn placed(
     let mut policy = policy.clone();
     policy.cluster.placed = std::sync::Arc::new(placed);
     policy
+}
+
+/// The object an app is, as its errors name it: `Application web`, `Kustomization
+/// ns/apps`, `HelmRelease ns/podinfo`.
+fn app_object(app: &str) -> String {
+    match app.split_once('/') {
+        Some(("argo", name)) => format!("Application {name}"),
+        Some(("flux", name)) => format!("Kustomization {name}"),
+        Some(("flux-helm", name)) => format!("HelmRelease {name}"),
+        _ => format!("app {app}"),
+    }
 }
 
 /// The spec tree of a rendered revision: `files` as the stage handed them on, `errors`
@@ -192,6 +202,14 @@ mod tests {
         assert!(!crate::spec::rendered_by(f, "argo/we"));
         assert!(!crate::spec::rendered_by("a.yaml#argo.web-2", "argo/web"));
         let f = "apps.yaml#flux.flux-system.apps#flux-helm.shop.podinfo";
+        assert_eq!(
+            crate::spec::apps_of(f),
+            ["flux/flux-system/apps", "flux-helm/shop/podinfo"]
+        );
+        assert_eq!(
+            crate::spec::apps_of("root.yaml#argo.root#argo.web.v2#1"),
+            ["argo/root", "argo/web.v2"]
+        );
         assert!(crate::spec::rendered_by(f, "flux/flux-system/apps"));
         assert!(!crate::spec::rendered_by(f, "flux/flux-system/app"));
         assert!(!crate::spec::rendered_by(
@@ -408,22 +426,7 @@ mod tests {
                 (Destination::Named("mars".into()), at(40)),
             ),
         ]);
-        let names = |policy: &Policy| {
-            let tree = load(&files, &[], &[], &BTreeMap::new(), &destinations, policy).unwrap();
-            let held: Vec<String> = tree
-                .held
-                .values()
-                .flatten()
-                .map(|e| e.to_string())
-                .collect();
-            let mut names: Vec<String> = tree
-                .specs
-                .iter()
-                .map(|s| s.id.name.trim_start_matches("ConfigMap/").to_string())
-                .collect();
-            names.sort();
-            (names, held)
-        };
+        let names = |policy: &Policy| placed_names(&files, &destinations, policy);
         let home = Policy {
             cluster: Target::home(clusters.clone()),
             ..Policy::default()
@@ -442,6 +445,108 @@ mod tests {
             (
                 vec!["by-name".into(), "by-server".into()],
                 vec![mars.to_string()]
+            )
+        );
+    }
+
+    /// The ConfigMaps a cluster's view of `files` holds, and the errors of the apps it
+    /// holds.
+    fn placed_names(
+        files: &[SourceFile],
+        destinations: &BTreeMap<String, (Destination, Location)>,
+        policy: &Policy,
+    ) -> (Vec<String>, Vec<String>) {
+        let tree = load(files, &[], &[], &BTreeMap::new(), destinations, policy).unwrap();
+        let held: Vec<String> = tree
+            .held
+            .values()
+            .flatten()
+            .map(|e| e.to_string())
+            .collect();
+        let mut names: Vec<String> = tree
+            .specs
+            .iter()
+            .map(|s| s.id.name.trim_start_matches("ConfigMap/").to_string())
+            .collect();
+        names.sort();
+        (names, held)
+    }
+
+    /// Flux's hub and spokes: a Kustomization's or HelmRelease's `kubeConfig.secretRef`
+    /// sends what it renders to the cluster the operator declared with that Secret; the
+    /// innermost app that names one decides (a HelmRelease patched with a `kubeConfig`
+    /// inside a Kustomization that has none); a Secret no cluster is declared with holds
+    /// its app.
+    #[test]
+    fn flux_kubeconfig_secrets_place_their_apps_on_the_declared_cluster() {
+        use crate::spec::clusters::{Clusters, SecretRef, Target};
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("clusters.toml"),
+            "[cluster.staging]\nsecret = \"hub/cluster-kubeconfig\"\n",
+        )
+        .unwrap();
+        let clusters =
+            std::sync::Arc::new(Clusters::read_file(&dir.path().join("clusters.toml")).unwrap());
+        let cm = |name: &str| GOOD.replace("good", name);
+        let files = [
+            file("hub.yaml", &cm("plain")),
+            file("hub.yaml#flux.hub.tenants", &cm("tenant")),
+            file("hub.yaml#flux.hub.apps", &cm("hub-app")),
+            file(
+                "hub.yaml#flux.hub.apps#flux-helm.hub.podinfo",
+                &cm("podinfo"),
+            ),
+            file("hub.yaml#flux.hub.lost", &cm("lost")),
+        ];
+        let secret = |name: &str, key: Option<&str>| {
+            Destination::Secret(SecretRef {
+                namespace: "hub".into(),
+                name: name.into(),
+                key: key.map(str::to_string),
+            })
+        };
+        let at = |line: usize| Location {
+            file: "hub.yaml".into(),
+            line,
+            column: 3,
+        };
+        let destinations = BTreeMap::from([
+            (
+                "flux/hub/tenants".to_string(),
+                (secret("cluster-kubeconfig", None), at(10)),
+            ),
+            (
+                "flux-helm/hub/podinfo".to_string(),
+                (secret("cluster-kubeconfig", Some("value")), at(20)),
+            ),
+            (
+                "flux/hub/lost".to_string(),
+                (secret("cluster-kubeconfig", Some("other")), at(30)),
+            ),
+        ]);
+        let names = |policy: &Policy| placed_names(&files, &destinations, policy);
+        let lost = "hub.yaml:30:3: Kustomization hub/lost: its kubeConfig Secret hub/cluster-kubeconfig (key other) is not a declared cluster's (`secret` in --clusters): the declared clusters are in-cluster (home), staging; nothing is applied";
+        let home = Policy {
+            cluster: Target::home(clusters.clone()),
+            ..Policy::default()
+        };
+        assert_eq!(
+            names(&home),
+            (
+                vec!["hub-app".into(), "plain".into()],
+                vec![lost.to_string()]
+            )
+        );
+        let staging = Policy {
+            cluster: Target::named(clusters, "staging").unwrap(),
+            ..Policy::default()
+        };
+        assert_eq!(
+            names(&staging),
+            (
+                vec!["podinfo".into(), "tenant".into()],
+                vec![lost.to_string()]
             )
         );
     }

@@ -273,11 +273,19 @@ impl Hydrator {
                 &mut repo.urls,
                 flux_install,
                 &cx.input.signatures,
+                &self.shared.opts.clusters,
             );
             out.errors.extend(found.errors);
             out.held.extend(found.held);
+            out.destinations.extend(found.destinations);
             flux_left_out += found.install_left_out;
-            let argo = argo::find(&mut out.files, &repo, &mut seen, argo_install);
+            let argo = argo::find(
+                &mut out.files,
+                &repo,
+                &self.shared.opts.clusters,
+                &mut seen,
+                argo_install,
+            );
             out.errors.extend(argo.errors);
             out.held.extend(argo.held);
             // Each pass reads the tree's sources again: a notice is said once.

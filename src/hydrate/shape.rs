@@ -109,8 +109,15 @@ const SOURCE_REF: Shape = Shape::Fields(&[
 const METADATA: Shape =
     Shape::Fields(&[("labels", Shape::Strings), ("annotations", Shape::Strings)]);
 
+/// Flux's `spec.kubeConfig`, of a Kustomization or a HelmRelease.
+const KUBE_CONFIG: Shape = Shape::Fields(&[(
+    "secretRef",
+    Shape::Fields(&[("name", Shape::Text), ("key", Shape::Text)]),
+)]);
+
 /// A Flux Kustomization's `spec` (kustomize.toolkit.fluxcd.io/v1), as far as it is read.
 pub const KUSTOMIZATION: Shape = Shape::Fields(&[
+    ("kubeConfig", KUBE_CONFIG),
     ("path", Shape::Text),
     ("targetNamespace", Shape::Text),
     ("namePrefix", Shape::Text),
@@ -144,6 +151,7 @@ pub const KUSTOMIZATION: Shape = Shape::Fields(&[
 
 /// A Flux HelmRelease's `spec` (helm.toolkit.fluxcd.io/v2), as far as it is read.
 pub const HELM_RELEASE: Shape = Shape::Fields(&[
+    ("kubeConfig", KUBE_CONFIG),
     ("releaseName", Shape::Text),
     ("targetNamespace", Shape::Text),
     ("storageNamespace", Shape::Text),

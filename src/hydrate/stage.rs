@@ -34,6 +34,9 @@ pub struct Options {
     pub limits: runner::Limits,
     /// Tool runs at once (`--render-concurrency`).
     pub concurrency: usize,
+    /// The operator's clusters (`--clusters`), which an ApplicationSet's `clusters`
+    /// generator makes Applications for.
+    pub clusters: std::sync::Arc<crate::spec::clusters::Clusters>,
 }
 
 impl Default for Options {
@@ -48,6 +51,7 @@ impl Default for Options {
             plugins_dir: None,
             limits: runner::Limits::default(),
             concurrency: 4,
+            clusters: Default::default(),
         }
     }
 }

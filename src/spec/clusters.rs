@@ -29,6 +29,38 @@ pub struct Cluster {
     /// Its apiserver's URL as its kubeconfig gives it (what an Argo CD Application's
     /// `destination.server` names it by); `None` when the file cannot be read here.
     pub server: Option<String>,
+    /// The Secret of the home cluster its kubeconfig is in, as Flux's hub keeps a spoke's
+    /// (what a Flux `kubeConfig.secretRef` names it by); read when it is served.
+    pub secret: Option<SecretRef>,
+}
+
+/// A Secret holding a kubeconfig: `namespace/name`, and the key of its data (`None`:
+/// `value`, else `value.yaml`, as Flux reads one).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct SecretRef {
+    pub namespace: String,
+    pub name: String,
+    pub key: Option<String>,
+}
+
+impl SecretRef {
+    /// Whether a reference to the Secret by `key` (`None`: the default keys) is this one.
+    fn is(&self, other: &SecretRef) -> bool {
+        let key = |k: &Option<String>| k.clone().unwrap_or_else(|| "value".to_string());
+        self.namespace == other.namespace
+            && self.name == other.name
+            && key(&self.key) == key(&other.key)
+    }
+}
+
+impl std::fmt::Display for SecretRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)?;
+        match &self.key {
+            Some(k) => write!(f, " (key {k})"),
+            None => Ok(()),
+        }
+    }
 }
 
 impl Cluster {
@@ -39,6 +71,7 @@ impl Cluster {
             kubeconfig: None,
             context: None,
             server: None,
+            secret: None,
         }
     }
 
@@ -108,6 +141,10 @@ struct File {
 #[serde(deny_unknown_fields)]
 struct Entry {
     kubeconfig: Option<PathBuf>,
+    /// `NAMESPACE/NAME` of a Secret of the home cluster holding its kubeconfig.
+    secret: Option<String>,
+    /// The key of that Secret's data.
+    key: Option<String>,
     context: Option<String>,
     #[serde(default)]
     labels: BTreeMap<String, String>,
@@ -122,11 +159,14 @@ impl Clusters {
     /// context = "prod-eu"           # default: the kubeconfig's current-context
     /// labels = { env = "prod", region = "eu" }
     ///
+    /// [cluster.staging]             # its kubeconfig in a Secret of the home cluster
+    /// secret = "staging/cluster-kubeconfig"
+    ///
     /// [cluster.in-cluster]          # no kubeconfig: the command's own connection
     /// labels = { env = "mgmt" }
     /// ```
     ///
-    /// At most one cluster has no kubeconfig: the home cluster. When every one has one,
+    /// At most one cluster has neither a kubeconfig nor a Secret: the home cluster. When every one has one,
     /// the home cluster is `in-cluster` (declared with a kubeconfig, or else added).
     pub fn read_file(path: &Path) -> Result<Clusters, ClustersFileError> {
         let shown = path.display().to_string();
@@ -180,16 +220,27 @@ impl Clusters {
                     })
                     .map_err(|why| at(place(&name), format!("cluster {name}: {why}")))?;
             }
-            if entry.context.is_some() && entry.kubeconfig.is_none() {
-                return Err(at(
-                    place(&name),
-                    format!(
-                        "cluster {name}: `context` without `kubeconfig` (the home cluster's context is --context)"
-                    ),
-                ));
-            }
-            if entry.kubeconfig.is_none() {
-                homes.push(name.clone());
+            let secret = entry
+                .secret
+                .as_deref()
+                .map(|s| secret_ref(s, entry.key.clone()))
+                .transpose()
+                .map_err(|why| at(place(&name), format!("cluster {name}: {why}")))?;
+            let refuse = |why: &str| Err(at(place(&name), format!("cluster {name}: {why}")));
+            match (&entry.kubeconfig, &secret) {
+                (Some(_), Some(_)) => {
+                    return refuse("both `kubeconfig` and `secret`: a cluster is reached one way");
+                }
+                (None, None) if entry.context.is_some() => {
+                    return refuse(
+                        "`context` without `kubeconfig` or `secret` (the home cluster's context is --context)",
+                    );
+                }
+                (_, None) if entry.key.is_some() => {
+                    return refuse("`key` without `secret`");
+                }
+                (None, None) => homes.push(name.clone()),
+                _ => {}
             }
             let kubeconfig = entry.kubeconfig.map(|k| match k.is_absolute() {
                 true => k,
@@ -206,6 +257,7 @@ impl Clusters {
                     kubeconfig,
                     context: entry.context,
                     server,
+                    secret,
                 },
             );
         }
@@ -260,6 +312,47 @@ impl Clusters {
         self.list.is_empty()
     }
 
+    /// The declared cluster an app's objects go to: `None` for the home cluster (the
+    /// cluster the reader runs in, as for Argo CD: the tree's `[[cluster]]` rules
+    /// decide). A destination the operator did not declare is an error, in words for
+    /// the app's.
+    pub fn destination(&self, to: &Destination) -> Result<Option<&Cluster>, String> {
+        let found = match to {
+            Destination::Named(n) if n == HOME || *n == self.home => return Ok(None),
+            Destination::Server(s) if s.trim_end_matches('/') == IN_CLUSTER_SERVER => {
+                return Ok(None);
+            }
+            Destination::Named(n) => self.get(n).ok_or_else(|| {
+                format!(
+                    "its destination cluster {n:?} is not a declared cluster: {} (--clusters)",
+                    self.declared()
+                )
+            })?,
+            Destination::Server(s) => self
+                .iter()
+                .find(|c| c.server.as_deref() == Some(s.trim_end_matches('/')))
+                .ok_or_else(|| {
+                    format!(
+                        "its destination {s} is not the server of a declared cluster: {} (--clusters)",
+                        self.declared()
+                    )
+                })?,
+            // A Secret names no cluster by itself: the operator says which cluster's
+            // kubeconfig it holds, or none is reached through it (a commit cannot point
+            // the daemon's credentials anywhere).
+            Destination::Secret(r) => self
+                .iter()
+                .find(|c| c.secret.as_ref().is_some_and(|s| s.is(r)))
+                .ok_or_else(|| {
+                    format!(
+                        "its kubeConfig Secret {r} is not a declared cluster's (`secret` in --clusters): {}",
+                        self.declared()
+                    )
+                })?,
+        };
+        Ok((found.name != self.home).then_some(found))
+    }
+
     /// "the declared clusters are a, b (home)", for messages.
     pub fn declared(&self) -> String {
         let names: Vec<String> = self
@@ -272,6 +365,19 @@ impl Clusters {
             .collect();
         format!("the declared clusters are {}", names.join(", "))
     }
+}
+
+/// `NAMESPACE/NAME` as a Secret's reference.
+fn secret_ref(text: &str, key: Option<String>) -> Result<SecretRef, String> {
+    let bad = || format!("secret {text:?}: give it as NAMESPACE/NAME");
+    let (namespace, name) = text.split_once('/').ok_or_else(bad)?;
+    names::dns1123_label(namespace).map_err(|why| format!("secret {text:?}: namespace {why}"))?;
+    names::dns1123_subdomain(name).map_err(|why| format!("secret {text:?}: name {why}"))?;
+    Ok(SecretRef {
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+        key,
+    })
 }
 
 /// The server a kubeconfig's context (default: its current-context) reaches; `None`
@@ -302,6 +408,9 @@ pub enum Destination {
     Named(String),
     /// `destination.server`.
     Server(String),
+    /// A Flux `spec.kubeConfig.secretRef`: the Secret (in the app's namespace) that holds
+    /// the cluster's kubeconfig on the hub.
+    Secret(SecretRef),
 }
 
 /// The URL Argo CD names the cluster it runs in by.
@@ -359,40 +468,22 @@ impl Target {
     /// `[[cluster]]` rules decide), else whether it is the cluster served. A destination
     /// the operator did not declare is an error, in words for the app's.
     pub fn place(&self, to: &Destination) -> Result<Option<bool>, String> {
-        let home = &self.clusters.home().name;
-        let found = match to {
-            Destination::Named(n) if n == HOME || n == home => return Ok(None),
-            Destination::Server(s) if s.trim_end_matches('/') == IN_CLUSTER_SERVER => {
-                return Ok(None);
-            }
-            Destination::Named(n) => self.clusters.get(n).ok_or_else(|| {
-                format!(
-                    "its destination cluster {n:?} is not a declared cluster: {} (--clusters)",
-                    self.clusters.declared()
-                )
-            })?,
-            Destination::Server(s) => self
-                .clusters
-                .iter()
-                .find(|c| c.server.as_deref() == Some(s.trim_end_matches('/')))
-                .ok_or_else(|| {
-                    format!(
-                        "its destination {s} is not the server of a declared cluster: {} (--clusters)",
-                        self.clusters.declared()
-                    )
-                })?,
-        };
-        Ok(match found.name == *home {
-            true => None,
-            false => Some(found.name == self.serving),
-        })
+        Ok(self
+            .clusters
+            .destination(to)?
+            .map(|found| found.name == self.serving))
     }
 
-    /// Whether the file at `file` is this cluster's as its app's destination says, when
-    /// that names a cluster; `None`: the tree's `[[cluster]]` rules say.
+    /// Whether the file at `file` is this cluster's as the innermost app that rendered
+    /// it and names a cluster says; `None`: none does, the tree's `[[cluster]]` rules say.
     pub fn placed_here(&self, file: &str) -> Option<bool> {
-        let app = format!("argo/{}", super::argo_app_name(file)?);
-        self.placed.get(&app).copied()
+        if self.placed.is_empty() {
+            return None;
+        }
+        super::apps_of(file)
+            .iter()
+            .rev()
+            .find_map(|app| self.placed.get(app).copied())
     }
 
     /// Whether the operator declared clusters beside the home cluster.
@@ -443,6 +534,64 @@ mod tests {
     }
 
     #[test]
+    fn a_cluster_may_be_reached_by_a_secret_of_the_home_cluster() {
+        let c = parse(
+            "[cluster.staging]\nsecret = \"staging/cluster-kubeconfig\"\n[cluster.prod]\nsecret = \"prod/kc\"\nkey = \"value.yaml\"\ncontext = \"p\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.home().name, HOME, "a Secret's cluster is not the home");
+        let staging = c.get("staging").unwrap();
+        assert_eq!(
+            staging.secret.as_ref().map(|s| s.to_string()).as_deref(),
+            Some("staging/cluster-kubeconfig")
+        );
+        assert_eq!(staging.kubeconfig, None);
+        let prod = c.get("prod").unwrap().secret.clone().unwrap();
+        assert_eq!(prod.key.as_deref(), Some("value.yaml"));
+        let by = |ns: &str, name: &str, key: Option<&str>| SecretRef {
+            namespace: ns.into(),
+            name: name.into(),
+            key: key.map(str::to_string),
+        };
+        let target = Target::named(Arc::new(c), "staging").unwrap();
+        let place = |r| target.place(&Destination::Secret(r));
+        assert_eq!(
+            place(by("staging", "cluster-kubeconfig", None)),
+            Ok(Some(true))
+        );
+        assert_eq!(
+            place(by("staging", "cluster-kubeconfig", Some("value"))),
+            Ok(Some(true)),
+            "`value` is the default key"
+        );
+        assert_eq!(place(by("prod", "kc", Some("value.yaml"))), Ok(Some(false)));
+        assert_eq!(
+            place(by("prod", "kc", None)).unwrap_err(),
+            "its kubeConfig Secret prod/kc is not a declared cluster's (`secret` in --clusters): the declared clusters are in-cluster (home), prod, staging"
+        );
+        for (text, why) in [
+            (
+                "[cluster.a]\nkubeconfig = \"k\"\nsecret = \"ns/s\"\n",
+                "clusters.toml:1:2: cluster a: both `kubeconfig` and `secret`: a cluster is reached one way",
+            ),
+            (
+                "[cluster.a]\nsecret = \"s\"\n",
+                "clusters.toml:1:2: cluster a: secret \"s\": give it as NAMESPACE/NAME",
+            ),
+            (
+                "[cluster.a]\nkubeconfig = \"k\"\nkey = \"v\"\n",
+                "clusters.toml:1:2: cluster a: `key` without `secret`",
+            ),
+            (
+                "[cluster.a]\nsecret = \"Ns/s\"\n",
+                "clusters.toml:1:2: cluster a: secret \"Ns/s\": namespace must consist of lowercase letters, digits and '-'",
+            ),
+        ] {
+            assert_eq!(parse(text).unwrap_err(), why);
+        }
+    }
+
+    #[test]
     fn without_a_home_in_the_file_in_cluster_is_added() {
         let c = parse("[cluster.a]\nkubeconfig = \"/k/a\"\n").unwrap();
         assert_eq!(c.home().name, HOME);
@@ -458,7 +607,7 @@ mod tests {
     fn what_is_wrong_in_the_file_is_said_at_its_place() {
         assert_eq!(
             parse("[cluster.a]\nserver = \"https://x\"\n").unwrap_err(),
-            "clusters.toml:2:1: unknown field `server`, expected one of `kubeconfig`, `context`, `labels`"
+            "clusters.toml:2:1: unknown field `server`, expected one of `kubeconfig`, `secret`, `key`, `context`, `labels`"
         );
         assert_eq!(
             parse("[cluster.a]\n[cluster.b]\n").unwrap_err(),

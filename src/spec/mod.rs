@@ -356,6 +356,25 @@ pub fn app_of(file: &str) -> Option<String> {
     }
 }
 
+/// Every app that rendered the file at `file`, the outermost first (`app_of` is the
+/// last).
+pub fn apps_of(file: &str) -> Vec<String> {
+    file.split('#')
+        .skip(1)
+        .filter_map(|part| {
+            let (kind, rest) = part.split_once('.')?;
+            match kind {
+                "argo" | "helm" => Some(format!("{kind}/{rest}")),
+                "flux" | "flux-helm" => {
+                    let (ns, name) = rest.split_once('.')?;
+                    Some(format!("{kind}/{ns}/{name}"))
+                }
+                _ => None,
+            }
+        })
+        .collect()
+}
+
 /// What follows a file's name where an app rendered it: `#argo.NAME`, `#flux.NS.NAME`,
 /// `#flux-helm.NS.NAME`, `#helm.NAME`.
 const APP_MARKERS: [&str; 4] = ["#argo.", "#flux.", "#flux-helm.", "#helm."];

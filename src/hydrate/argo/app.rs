@@ -383,7 +383,7 @@ impl Reading<'_> {
                 at: at.clone(),
                 app: name.to_string(),
                 output: file,
-                source: PartSource::Kustomize(k),
+                source: PartSource::Kustomize(Box::new(k)),
             });
         } else {
             let d = &s["directory"];

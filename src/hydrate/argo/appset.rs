@@ -1,8 +1,9 @@
 //! Argo CD's `ApplicationSet`: its Applications made as the ApplicationSet controller makes
-//! them, from the `list` generator's elements and the `git` generator's directories and
-//! files of this repository, each put into the template (`{{name}}`, or `{{.name}}` with
-//! `goTemplate`). What it does not carry out (another generator, a template function) is
-//! an error at its place.
+//! them, from the `list` generator's elements, the `git` generator's directories and
+//! files of this repository, and the `clusters` generator's clusters (the operator's
+//! declared ones, `--clusters`, selected by their labels), each put into the template
+//! (`{{name}}`, or `{{.name}}` with `goTemplate`). What it does not carry out (another
+//! generator, a template function) is an error at its place.
 
 use std::path::Path;
 
@@ -13,6 +14,7 @@ use crate::hydrate::app_yaml::{line_of, unknown};
 use crate::hydrate::merge::{Nulls, merge};
 use crate::hydrate::not_carried_out::NotCarriedOut;
 use crate::hydrate::walk::{Hidden, Links, Revisit, Walk, WalkError};
+use crate::spec::clusters::Clusters;
 
 /// ApplicationSet `spec` fields carried out or accepted.
 const APPSET_CARRIED: &[&str] = &[
@@ -49,6 +51,8 @@ pub(super) enum AppSetError {
     TemplateFunction { tag: String },
     #[error("the template's {{{{{tag}}}}} names no parameter")]
     NoParameter { tag: String },
+    #[error("the clusters generator's selector: {why}")]
+    Selector { why: String },
 }
 
 /// The Applications `set` makes, each as the document an Application written in the tree
@@ -57,6 +61,7 @@ pub(super) fn applications(
     set: &Value,
     doc: &str,
     repo: &Repository,
+    fleet: &Clusters,
 ) -> Result<Vec<Value>, (usize, AppSetError)> {
     let at = |key: &str| line_of(doc, key);
     let spec = &set["spec"];
@@ -72,11 +77,12 @@ pub(super) fn applications(
         let params: Vec<Params> = match kind.as_str() {
             "list" => list(body).map_err(|why| (at("list"), why))?,
             "git" => git(body, repo, go).map_err(|why| (at("git"), why))?,
+            "clusters" => clusters(body, fleet, go).map_err(|why| (at("clusters"), why))?,
             other => {
                 return Err((
                     at(other),
                     NotCarriedOut::named(format!("the {other} generator"))
-                        .instead("list and git are")
+                        .instead("list, git and clusters are")
                         .into(),
                 ));
             }
@@ -173,6 +179,125 @@ fn git(body: &Value, repo: &Repository, go: bool) -> Result<Vec<Params>, AppSetE
         }
     }
     Ok(out)
+}
+
+/// `clusters`: the operator's declared clusters whose labels the `selector` selects
+/// (none: every one, the home cluster too, as Argo CD's selects its local cluster), each
+/// as Argo CD names a cluster Secret's parameters: `name`, `nameNormalized`, `server`
+/// (the home cluster's is `https://kubernetes.default.svc`; a cluster reached through a
+/// Secret has none here, so it is named by `name`), `metadata.labels.KEY`, and the
+/// generator's `values` (`values.KEY`, themselves templates of the others).
+fn clusters(body: &Value, fleet: &Clusters, go: bool) -> Result<Vec<Params>, AppSetError> {
+    if let Some(key) = unknown(body, &["selector", "values", "template", "flatList"]) {
+        return Err(NotCarriedOut::named(format!("the clusters generator's `{key}`")).into());
+    }
+    if body["flatList"].as_bool() == Some(true) {
+        return Err(NotCarriedOut::named("the clusters generator's `flatList`").into());
+    }
+    let home = fleet.home().name.clone();
+    let mut out = Vec::new();
+    for c in fleet.iter() {
+        if !selects(&body["selector"], &c.labels).map_err(|why| AppSetError::Selector { why })? {
+            continue;
+        }
+        let server = match c.name == home {
+            true => Some(crate::spec::clusters::IN_CLUSTER_SERVER.to_string()),
+            false => c.server.clone(),
+        };
+        let normalized: String = c
+            .name
+            .chars()
+            .map(
+                |ch| match ch.is_ascii_alphanumeric() || ch == '-' || ch == '.' {
+                    true => ch.to_ascii_lowercase(),
+                    false => '-',
+                },
+            )
+            .collect();
+        let mut p = Params::new();
+        p.insert("name".into(), json!(c.name));
+        p.insert("nameNormalized".into(), json!(normalized));
+        if let Some(server) = server {
+            p.insert("server".into(), json!(server));
+        }
+        match go {
+            true => {
+                p.insert(
+                    "metadata".into(),
+                    json!({"labels": c.labels, "annotations": {}}),
+                );
+            }
+            false => {
+                for (k, v) in &c.labels {
+                    p.insert(format!("metadata.labels.{k}"), json!(v));
+                }
+            }
+        }
+        let mut values = Params::new();
+        for (k, v) in body["values"].as_object().into_iter().flatten() {
+            values.insert(k.clone(), put(v, &p, go)?);
+        }
+        match go {
+            true => {
+                p.insert("values".into(), Value::Object(values));
+            }
+            false => {
+                for (k, v) in values {
+                    p.insert(format!("values.{k}"), v);
+                }
+            }
+        }
+        out.push(p);
+    }
+    Ok(out)
+}
+
+/// Whether a Kubernetes label selector (`matchLabels`, `matchExpressions` with `In`,
+/// `NotIn`, `Exists`, `DoesNotExist`) selects `labels`; none selects all.
+fn selects(
+    selector: &Value,
+    labels: &std::collections::BTreeMap<String, String>,
+) -> Result<bool, String> {
+    if let Some(key) = unknown(selector, &["matchLabels", "matchExpressions"]) {
+        return Err(format!("unknown field `{key}`"));
+    }
+    for (k, v) in selector["matchLabels"].as_object().into_iter().flatten() {
+        let Some(v) = v.as_str() else {
+            return Err(format!("`matchLabels.{k}` is not a string"));
+        };
+        if labels.get(k).map(String::as_str) != Some(v) {
+            return Ok(false);
+        }
+    }
+    for e in selector["matchExpressions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
+        let key = e["key"].as_str().unwrap_or_default();
+        let values: Vec<&str> = e["values"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        let has = labels.get(key);
+        let ok = match e["operator"].as_str().unwrap_or_default() {
+            "In" => has.is_some_and(|v| values.contains(&v.as_str())),
+            "NotIn" => has.is_none_or(|v| !values.contains(&v.as_str())),
+            "Exists" => has.is_some(),
+            "DoesNotExist" => has.is_none(),
+            other => {
+                return Err(format!(
+                    "operator {other:?} is none of In, NotIn, Exists, DoesNotExist"
+                ));
+            }
+        };
+        if !ok {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// A git generator's `path`, as a glob whose `*` stays within a directory.
@@ -373,7 +498,7 @@ mod tests {
             "apiVersion: argoproj.io/v1alpha1\nkind: ApplicationSet\nmetadata:\n  name: s\n  namespace: argocd\nspec:\n  generators:\n    - list:\n        elements:\n          - name: one\n            ns: team-a\n    - git:\n        repoURL: https://github.com/acme/gitops.git\n        directories:\n          - path: apps/*\n          - path: apps/old\n            exclude: true\n    - git:\n        repoURL: https://github.com/acme/gitops.git\n        files:\n          - path: config/*/config.json\n  template:\n    metadata:\n      name: '{{path.basename}}{{name}}{{cluster.name}}'\n    spec:\n      source:\n        path: '{{path}}'\n      destination:\n        namespace: '{{ns}}'\n",
         )
         .unwrap();
-        let apps = applications(&set, "", &repository(dir.path())).unwrap();
+        let apps = applications(&set, "", &repository(dir.path()), &Clusters::default()).unwrap();
         let names: Vec<&str> = apps
             .iter()
             .map(|a| a["metadata"]["name"].as_str().unwrap())
@@ -391,6 +516,95 @@ mod tests {
         assert_eq!(apps[1]["kind"], "Application");
         assert_eq!(apps[1]["metadata"]["namespace"], "argocd");
         assert_eq!(apps[0]["spec"]["destination"]["namespace"], "team-a");
+    }
+
+    /// The clusters generator: one Application per declared cluster its selector
+    /// selects, named by Argo CD's parameters; the home cluster's server is the
+    /// in-cluster URL; `values` are templates of the rest.
+    #[test]
+    fn the_clusters_generator_makes_an_application_per_selected_cluster() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("eu.yaml"),
+            "apiVersion: v1\nkind: Config\ncurrent-context: e\ncontexts:\n- name: e\n  context: {cluster: c, user: u}\nclusters:\n- name: c\n  cluster: {server: 'https://10.0.0.9:6443'}\nusers:\n- name: u\n  user: {token: t}\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("clusters.toml"),
+            "[cluster.prod-eu]\nkubeconfig = \"eu.yaml\"\nlabels = { env = \"prod\", region = \"eu\" }\n[cluster.prod_us]\nsecret = \"hub/us\"\nlabels = { env = \"prod\", region = \"us\" }\n[cluster.dev]\nkubeconfig = \"dev.yaml\"\nlabels = { env = \"dev\" }\n[cluster.mgmt]\n",
+        )
+        .unwrap();
+        let fleet = Clusters::read_file(&dir.path().join("clusters.toml")).unwrap();
+        let set = |generator: &str, go: bool| -> Value {
+            serde_saphyr::from_str(&format!(
+                "apiVersion: argoproj.io/v1alpha1\nkind: ApplicationSet\nmetadata:\n  name: s\n  namespace: argocd\nspec:\n  goTemplate: {go}\n  generators:\n{generator}  template:\n    metadata:\n      name: '{}'\n    spec:\n      destination:\n        name: '{}'\n        server: '{}'\n",
+                if go { "web-{{.nameNormalized}}-{{.values.tier}}" } else { "web-{{nameNormalized}}-{{values.tier}}" },
+                if go { "{{.name}}" } else { "{{name}}" },
+                if go { "{{.metadata.labels.region}}" } else { "{{metadata.labels.region}}" },
+            ))
+            .unwrap()
+        };
+        let made = |generator: &str, go: bool| {
+            applications(&set(generator, go), "", &repository(dir.path()), &fleet).map(|apps| {
+                apps.iter()
+                    .map(|a| {
+                        format!(
+                            "{} {} {}",
+                            a["metadata"]["name"].as_str().unwrap(),
+                            a["spec"]["destination"]["name"].as_str().unwrap(),
+                            a["spec"]["destination"]["server"].as_str().unwrap()
+                        )
+                    })
+                    .collect::<Vec<_>>()
+            })
+        };
+        let prod = "    - clusters:\n        selector:\n          matchLabels:\n            env: prod\n        values:\n          tier: 'gold-{{name}}'\n";
+        assert_eq!(
+            made(prod, false).unwrap(),
+            [
+                "web-prod-eu-gold-prod-eu prod-eu eu",
+                "web-prod-us-gold-prod_us prod_us us"
+            ]
+        );
+        let prod_go = prod.replace("{{name}}", "{{.name}}");
+        assert_eq!(
+            made(&prod_go, true).unwrap(),
+            [
+                "web-prod-eu-gold-prod-eu prod-eu eu",
+                "web-prod-us-gold-prod_us prod_us us"
+            ]
+        );
+        // No selector: every cluster, the home cluster too; an expression.
+        let all = "    - clusters: {}\n";
+        assert_eq!(made(all, false).unwrap().len(), 4);
+        let not_prod = "    - clusters:\n        selector:\n          matchExpressions:\n            - {key: env, operator: NotIn, values: [prod]}\n";
+        let server_of = |generator: &str| {
+            applications(&set(generator, false), "", &repository(dir.path()), &fleet)
+                .unwrap()
+                .iter()
+                .map(|a| a["metadata"]["name"].as_str().unwrap().to_string())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            server_of(not_prod),
+            ["web-dev-{{values.tier}}", "web-mgmt-{{values.tier}}"]
+        );
+        // The home cluster is named by the in-cluster URL.
+        let home: Value = serde_saphyr::from_str(
+            "spec:\n  generators:\n    - clusters:\n        selector:\n          matchExpressions:\n            - {key: env, operator: DoesNotExist}\n  template:\n    metadata:\n      name: '{{name}}'\n    spec:\n      destination:\n        server: '{{server}}'\n",
+        )
+        .unwrap();
+        let apps = applications(&home, "", &repository(dir.path()), &fleet).unwrap();
+        assert_eq!(apps.len(), 1);
+        assert_eq!(
+            apps[0]["spec"]["destination"]["server"],
+            "https://kubernetes.default.svc"
+        );
+        let bad = "    - clusters:\n        selector:\n          matchExpressions:\n            - {key: env, operator: Gt, values: ['1']}\n";
+        assert_eq!(
+            made(bad, false).unwrap_err().1.to_string(),
+            "the clusters generator's selector: operator \"Gt\" is none of In, NotIn, Exists, DoesNotExist"
+        );
     }
 
     #[test]

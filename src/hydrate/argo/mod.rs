@@ -84,7 +84,7 @@ pub enum PartSource {
         exclude: Option<String>,
     },
     /// A Kustomize directory, with the Application's `kustomize` options put in.
-    Kustomize(super::flux::Kustomization),
+    Kustomize(Box<super::flux::Kustomization>),
 }
 
 /// A source a config management plugin renders (`source.plugin`; the plugin tool,
@@ -199,6 +199,7 @@ impl Repository<'_> {
 pub fn find(
     files: &mut [SourceFile],
     repo: &Repository,
+    fleet: &crate::spec::clusters::Clusters,
     seen: &mut BTreeSet<String>,
     install: super::app_yaml::Install,
 ) -> Found {
@@ -231,7 +232,7 @@ pub fn find(
             }
             "ApplicationSet" => {
                 let name = v["metadata"]["name"].as_str().unwrap_or_default();
-                match appset::applications(&v, doc, repo) {
+                match appset::applications(&v, doc, repo, fleet) {
                     Ok(made) => {
                         apps.extend(made.into_iter().map(|a| (at.clone(), doc.to_string(), a)))
                     }

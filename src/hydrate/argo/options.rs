@@ -164,6 +164,8 @@ pub(super) fn kustomization(
         wave: 0,
         artifact: None,
         health: Vec::new(),
+        // The Application's `destination` places it, not this build.
+        destination: None,
     })
 }
 

@@ -46,7 +46,13 @@ fn applications_are_found_taken_out_and_their_directories_are_theirs() {
         ),
     ];
     let mut seen = BTreeSet::new();
-    let found = find(&mut files, &repository(""), &mut seen, Install::LeftOut);
+    let found = find(
+        &mut files,
+        &repository(""),
+        &Default::default(),
+        &mut seen,
+        Install::LeftOut,
+    );
     assert!(found.errors.is_empty(), "{:?}", found.errors);
     // The app in `apps/` is the root app's to render: found once that render is read.
     assert_eq!(found.apps.len(), 1);
@@ -69,13 +75,25 @@ fn applications_are_found_taken_out_and_their_directories_are_theirs() {
 
     // The root app's render holds the app in `apps/`: it is found in turn.
     let mut rendered = vec![file("root.yaml#argo.root", &application("web", "web", ""))];
-    let found = find(&mut rendered, &repository(""), &mut seen, Install::LeftOut);
+    let found = find(
+        &mut rendered,
+        &repository(""),
+        &Default::default(),
+        &mut seen,
+        Install::LeftOut,
+    );
     assert!(found.errors.is_empty(), "{:?}", found.errors);
     assert_eq!(found.parts[0].output, "root.yaml#argo.root#argo.web");
     assert!(!found.apps[0].prune, "no automated prune");
     // Met again: a cycle.
     let mut again = vec![file("x.yaml", &application("web", "web", ""))];
-    let found = find(&mut again, &repository(""), &mut seen, Install::LeftOut);
+    let found = find(
+        &mut again,
+        &repository(""),
+        &Default::default(),
+        &mut seen,
+        Install::LeftOut,
+    );
     assert_eq!(found.errors.len(), 1);
     assert!(
         found.errors[0].message.contains("met twice"),
@@ -112,9 +130,9 @@ fn what_is_not_carried_out_is_an_error_at_its_place() {
             "a.yaml:15:1: Application a: ignoreDifferences[0]: the jq expression",
         ),
         (
-            "apiVersion: argoproj.io/v1alpha1\nkind: ApplicationSet\nmetadata:\n  name: s\nspec:\n  generators:\n    - clusters: {}\n"
+            "apiVersion: argoproj.io/v1alpha1\nkind: ApplicationSet\nmetadata:\n  name: s\nspec:\n  generators:\n    - matrix: {}\n"
                 .to_string(),
-            "a.yaml:7:1: ApplicationSet s: the clusters generator is not carried out by driftless yet (list and git are); nothing is applied",
+            "a.yaml:7:1: ApplicationSet s: the matrix generator is not carried out by driftless yet (list, git and clusters are); nothing is applied",
         ),
         // Of another type than Argo CD's CRD has it: refused, not read as absent.
         (
@@ -127,6 +145,7 @@ fn what_is_not_carried_out_is_an_error_at_its_place() {
         let found = find(
             &mut files,
             &repository(""),
+            &Default::default(),
             &mut BTreeSet::new(),
             Install::LeftOut,
         );
@@ -154,6 +173,7 @@ fn charts_become_releases_with_their_values() {
     let found = find(
         &mut files,
         &repository("clusters/prod"),
+        &Default::default(),
         &mut BTreeSet::new(),
         Install::LeftOut,
     );
@@ -261,7 +281,13 @@ fn a_source_at_another_revision_of_this_repository_is_said_to_be_read_in_place()
         ..repository("")
     };
     let mut files = vec![file("apps.yaml", &text)];
-    let found = find(&mut files, &repo, &mut BTreeSet::new(), Install::LeftOut);
+    let found = find(
+        &mut files,
+        &repo,
+        &Default::default(),
+        &mut BTreeSet::new(),
+        Install::LeftOut,
+    );
     assert!(found.errors.is_empty(), "{:?}", found.errors);
     assert_eq!(
         found.notices,
@@ -275,6 +301,7 @@ fn a_source_at_another_revision_of_this_repository_is_said_to_be_read_in_place()
     let found = find(
         &mut files,
         &repository(""),
+        &Default::default(),
         &mut BTreeSet::new(),
         Install::LeftOut,
     );

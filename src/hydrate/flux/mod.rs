@@ -64,6 +64,9 @@ pub struct Found {
     pub release_waits: Vec<release::Waits>,
     /// What is read otherwise than Flux would, said by `validate` and the daemon.
     pub notices: Vec<String>,
+    /// The Kustomizations and HelmReleases whose `kubeConfig` sends what they render to
+    /// a cluster, by app, with where they say so.
+    pub destinations: BTreeMap<String, (crate::spec::clusters::Destination, Location)>,
 }
 
 /// Finds Flux's objects in `files` (YAML, written or rendered), takes them out of what is
@@ -81,6 +84,7 @@ pub fn find(
     urls: &mut std::collections::BTreeSet<String>,
     install: crate::hydrate::app_yaml::Install,
     signatures: &crate::source::Signatures,
+    fleet: &crate::spec::clusters::Clusters,
 ) -> Found {
     let mut found = Found::default();
     let mut sources: BTreeMap<String, Value> = BTreeMap::new();
@@ -99,7 +103,9 @@ pub fn find(
             let ns = v["metadata"]["namespace"].as_str().unwrap_or("default");
             let name = v["metadata"]["name"].as_str().unwrap_or_default();
             match (group, kind) {
-                (KUSTOMIZE_GROUP, "Kustomization") => match item(&v, doc, at, ns, name) {
+                (KUSTOMIZE_GROUP, "Kustomization") => match item(&v, doc, at, ns, name)
+                    .and_then(|k| declared(k, fleet))
+                {
                     Ok(k) => items.push(k),
                     // Without a name it is no app: what it applied could not be kept.
                     Err(e) if name.is_empty() => found.errors.push(e),
@@ -196,6 +202,10 @@ pub fn find(
     });
     hold_dependents(&mut items, &mut found.held);
     order(&mut items, waves, &mut found.errors);
+    found.destinations.extend(items.iter().filter_map(|k| {
+        let to = k.destination.clone()?;
+        Some((app_id(&k.namespace, &k.name), to))
+    }));
     found.items = items;
     let known = ChartSources {
         sources: &sources,
@@ -203,15 +213,29 @@ pub fn find(
         own: own.as_deref(),
         root,
     };
-    (found.releases, found.release_waits) = helm_releases(
-        releases,
-        &known,
-        waves,
-        &mut data,
-        &mut found.errors,
-        &mut found.held,
-    );
+    helm_releases(releases, &known, waves, &mut data, fleet, &mut found);
     found
+}
+
+/// The Kustomization, when its `kubeConfig` names a cluster the operator declared (or
+/// none); else why not, at its `kubeConfig`: nothing of it is rendered.
+fn declared(
+    k: Kustomization,
+    fleet: &crate::spec::clusters::Clusters,
+) -> Result<Kustomization, SpecError> {
+    match &k.destination {
+        Some((to, at)) => match fleet.destination(to) {
+            Ok(_) => Ok(k),
+            Err(why) => Err(err(
+                at.clone(),
+                format!(
+                    "Kustomization {}/{}: {why}; nothing is applied",
+                    k.namespace, k.name
+                ),
+            )),
+        },
+        None => Ok(k),
+    }
 }
 
 /// `flux/NAMESPACE/NAME`: the app a Kustomization is.
@@ -395,6 +419,14 @@ fn item(
         )
     })?;
     let health = health_checks(&spec, doc, &at, ns, name)?;
+    let destination = kube_config(&v["spec"], ns)
+        .map_err(|(key, why)| {
+            err(
+                field_at(&key),
+                format!("Kustomization {ns}/{name}: {why}; nothing is applied"),
+            )
+        })?
+        .map(|to| (to, field_at("kubeConfig")));
     Ok(Kustomization {
         at,
         namespace: ns.to_string(),
@@ -404,6 +436,7 @@ fn item(
         wave: 0,
         artifact: None,
         health,
+        destination,
     })
 }
 
@@ -542,6 +575,7 @@ mod tests {
             &mut Default::default(),
             crate::hydrate::app_yaml::Install::LeftOut,
             &Default::default(),
+            &Default::default(),
         )
     }
 
@@ -581,6 +615,7 @@ mod tests {
                 &mut Default::default(),
                 crate::hydrate::app_yaml::Install::LeftOut,
                 &signatures,
+                &Default::default(),
             )
         };
         let unchecked = run(Signatures::Unchecked);
@@ -633,6 +668,7 @@ mod tests {
             &mut Default::default(),
             crate::hydrate::app_yaml::Install::LeftOut,
             &Default::default(),
+            &Default::default(),
         );
         assert!(found.errors.is_empty(), "{:?}", found.errors);
         let got: Vec<(&str, &str, i32, usize)> = found
@@ -675,6 +711,7 @@ mod tests {
             &mut Default::default(),
             crate::hydrate::app_yaml::Install::LeftOut,
             &Default::default(),
+            &Default::default(),
         );
         assert!(found.errors.is_empty(), "{:?}", found.errors);
         assert_eq!(found.items[0].wave, 2, "one past apps' wave");
@@ -684,8 +721,12 @@ mod tests {
     fn what_is_not_carried_out_is_an_error_at_its_place() {
         let cases = [
             (
-                kustomization("a", "./a", "  kubeConfig:\n    secretRef: {name: x}\n"),
-                "a.yaml:12:1: Kustomization flux-system/a: `spec.kubeConfig` is not carried out",
+                kustomization("a", "./a", "  kubeConfig:\n    configMapRef: {name: x}\n"),
+                "a.yaml:13:1: Kustomization flux-system/a: `spec.kubeConfig.configMapRef` is not carried out by driftless yet (`secretRef`, a kubeconfig in a Secret, is)",
+            ),
+            (
+                kustomization("a", "./a", "  kubeConfig:\n    secretRef:\n      name: x\n      key: 7\n"),
+                "a.yaml:15:1: Kustomization flux-system/a: `spec.kubeConfig.secretRef.key` is a number, not a string",
             ),
             (
                 kustomization("a", "../../etc", ""),

@@ -44,6 +44,7 @@ pub(super) const CARRIED: &[&str] = &[
     "healthChecks",
     "healthCheckExprs",
     "serviceAccountName",
+    "kubeConfig",
 ];
 
 /// One Flux Kustomization to carry out.
@@ -63,6 +64,39 @@ pub struct Kustomization {
     pub artifact: Option<Vec<CopyRule>>,
     /// Its `healthCheckExprs`, judging the objects it renders.
     pub health: Vec<std::sync::Arc<crate::spec::settings::HealthRule>>,
+    /// Where its `kubeConfig` sends what it renders, with where it says so.
+    pub destination: Option<(Destination, Location)>,
+}
+
+use crate::spec::clusters::{Destination, SecretRef};
+
+/// `spec.kubeConfig` of an object in `ns`, read after its shape is checked: the
+/// Secret of the hub that holds the cluster's kubeconfig, which the operator declares
+/// as a cluster's (`secret` in `--clusters`) or no cluster is reached through it. A
+/// field not carried out: its key and why.
+pub(super) fn kube_config(spec: &Value, ns: &str) -> Result<Option<Destination>, (String, String)> {
+    let Some(kc) = spec.get("kubeConfig").and_then(Value::as_object) else {
+        return Ok(None);
+    };
+    if let Some(key) = kc.keys().find(|k| *k != "secretRef") {
+        let why =
+            crate::hydrate::not_carried_out::NotCarriedOut::field(format!("spec.kubeConfig.{key}"))
+                .instead("`secretRef`, a kubeconfig in a Secret, is");
+        return Err((key.clone(), why.to_string()));
+    }
+    let secret = &kc["secretRef"];
+    let name = secret["name"].as_str().unwrap_or_default();
+    if name.is_empty() {
+        return Err((
+            "secretRef".into(),
+            "`spec.kubeConfig.secretRef` names no Secret".into(),
+        ));
+    }
+    Ok(Some(Destination::Secret(SecretRef {
+        namespace: ns.to_string(),
+        name: name.to_string(),
+        key: secret["key"].as_str().map(str::to_string),
+    })))
 }
 
 pub use super::artifact::{CopyRule, Strategy};

@@ -40,6 +40,7 @@ pub(super) const RELEASE_CARRIED: &[&str] = &[
     "test",
     "serviceAccountName",
     "postRenderers",
+    "kubeConfig",
 ];
 
 /// `spec.install` and `spec.upgrade` fields carried out or accepted.
@@ -67,20 +68,34 @@ pub(super) struct ChartSources<'a> {
 /// HelmRepository over HTTP or OCI, an OCIRepository, or this repository), its values,
 /// release name and namespace as Flux names them, and its waves.
 pub(super) fn helm_releases(
-    found: Vec<(Location, String, Value)>,
+    read: Vec<(Location, String, Value)>,
     known: &ChartSources<'_>,
     waves: &mut BTreeMap<String, i32>,
     data: &mut TreeData<'_>,
-    errors: &mut Vec<SpecError>,
-    held: &mut Vec<AppError>,
-) -> (Vec<crate::hydrate::helm::ReleaseAt>, Vec<Waits>) {
+    fleet: &crate::spec::clusters::Clusters,
+    found: &mut super::Found,
+) {
+    let super::Found {
+        errors,
+        held,
+        destinations,
+        ..
+    } = found;
     let mut converted = Vec::new();
-    for (at, doc, v) in found {
+    for (at, doc, v) in read {
         let ns = v["metadata"]["namespace"].as_str().unwrap_or("default");
         let name = v["metadata"]["name"].as_str().unwrap_or_default();
         let app = app_id(ns, name);
         let release = helm_release(&at, &doc, &v, known).and_then(|mut r| {
             values_from(&at, &v, &mut r.release, data)?;
+            if let Some((to, to_at)) = &r.destination
+                && let Err(why) = fleet.destination(to)
+            {
+                return Err(err(
+                    to_at.clone(),
+                    format!("HelmRelease {ns}/{name}: {why}; nothing is applied"),
+                ));
+            }
             Ok(r)
         });
         match release {
@@ -110,7 +125,10 @@ pub(super) fn helm_releases(
     held.extend(waiting);
     let mut out = Vec::new();
     let mut nodes = Vec::new();
-    for (r, at, deps, _) in converted {
+    for (r, at, deps, app) in converted {
+        if let Some(to) = r.destination {
+            destinations.insert(app, to);
+        }
         nodes.push(Node {
             key: format!("helmrelease/{}/{}", r.namespace_of_object, r.release.name),
             deps: deps
@@ -140,7 +158,8 @@ pub(super) fn helm_releases(
             kept.push(r);
         }
     }
-    (kept, waits)
+    found.releases = kept;
+    found.release_waits = waits;
 }
 
 /// `flux-helm/NAMESPACE/NAME`: the app a HelmRelease is ([`crate::spec::app_of`]).
@@ -197,6 +216,8 @@ pub(super) struct Converted {
     /// The HelmRelease object's own namespace (what `dependsOn` names).
     namespace_of_object: String,
     wave: i32,
+    /// Where its `kubeConfig` sends its objects, with where it says so.
+    destination: Option<(crate::spec::clusters::Destination, Location)>,
 }
 
 /// A HelmRelease as it is read: where it is, its names, and its refusals, each at the
@@ -236,6 +257,9 @@ pub(super) fn helm_release(
         return Err(r.refuse(key, why));
     }
     r.post_renderers(&spec, &mut release)?;
+    let destination = kube_config(&v["spec"], ns)
+        .map_err(|(key, why)| r.refuse(&key, why))?
+        .map(|to| (to, r.field_at("kubeConfig")));
     match spec.get("chartRef") {
         Some(chart_ref) => r.chart_ref(chart_ref, known.sources, &mut release)?,
         None => r.chart(&spec, known, &mut release)?,
@@ -244,6 +268,7 @@ pub(super) fn helm_release(
         release,
         namespace_of_object: ns.to_string(),
         wave,
+        destination,
     })
 }
 
