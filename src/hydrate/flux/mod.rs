@@ -148,48 +148,45 @@ pub fn find(
             .map(normalise_url)
     };
     // The repository's own URLs (its remotes', the tree's `[repository] urls`) and
-    // bootstrap's GitRepository's all name this repository: one name for all of them.
-    const THIS: &str = "\0this repository";
-    let bootstrap = url_of("GitRepository/flux-system/flux-system");
-    urls.extend(bootstrap.clone());
-    let this = |u: String| match urls.contains(&u) || Some(&u) == bootstrap.as_ref() {
-        true => THIS.to_string(),
-        false => u,
-    };
+    // bootstrap's GitRepository's all name this repository.
+    urls.extend(url_of("GitRepository/flux-system/flux-system"));
     // An OCIRepository is this repository when it names the artifact being followed.
-    let git: BTreeMap<String, Option<String>> = sources
+    let origins: Origins = sources
         .keys()
         .filter(|k| k.starts_with("GitRepository/") || k.starts_with("OCIRepository/"))
-        .map(|k| (k.clone(), url_of(k).map(this)))
+        .map(|k| {
+            let origin = match url_of(k) {
+                Some(u) if urls.contains(&u) => Origin::This,
+                other => Origin::Other(other),
+            };
+            (k.clone(), origin)
+        })
         .collect();
-    found.notices = other_refs(&sources, &git, THIS);
+    found.notices = other_refs(&sources, &origins);
     // Only this repository's request is the daemon's to meet: another repository is
     // refused or said on its own.
     for (key, asked) in &verify_asked {
-        if git.get(key).is_some_and(|u| u.as_deref() == Some(THIS)) {
+        if origins.get(key) == Some(&Origin::This) {
             match verify::check(asked, signatures) {
                 Ok(notice) => found.notices.extend(notice),
                 Err(e) => found.errors.push(e),
             }
         }
     }
-    let own = Some(THIS.to_string());
-    items.retain_mut(
-        |k| match from_source(k, &generators, &git, own.as_deref(), root) {
-            Ok(true) => true,
-            Ok(false) => {
-                // The tree being read: its objects are those already read.
-                waves.insert(format!("kustomization/{}/{}", k.namespace, k.name), 0);
-                false
-            }
-            Err(e) => {
-                found
-                    .held
-                    .push(AppError::new(app_id(&k.namespace, &k.name), e));
-                false
-            }
-        },
-    );
+    items.retain_mut(|k| match from_source(k, &generators, &origins, root) {
+        Ok(true) => true,
+        Ok(false) => {
+            // The tree being read: its objects are those already read.
+            waves.insert(format!("kustomization/{}/{}", k.namespace, k.name), 0);
+            false
+        }
+        Err(e) => {
+            found
+                .held
+                .push(AppError::new(app_id(&k.namespace, &k.name), e));
+            false
+        }
+    });
     let mut data = TreeData::new(files);
     items.retain_mut(|k| match variables(k, &mut data) {
         Ok(()) => true,
@@ -209,8 +206,7 @@ pub fn find(
     found.items = items;
     let known = ChartSources {
         sources: &sources,
-        git: &git,
-        own: own.as_deref(),
+        origins: &origins,
         root,
     };
     helm_releases(releases, &known, waves, &mut data, fleet, &mut found);
@@ -324,11 +320,7 @@ fn hold_waiting(
 /// A GitRepository of this repository is read in place, at the revision being synced: one
 /// that names another ref than bootstrap's (a tenant's `ref.branch: dev-team`, as
 /// flux2-multi-tenancy has) would be read at that ref by Flux.
-fn other_refs(
-    sources: &BTreeMap<String, Value>,
-    git: &BTreeMap<String, Option<String>>,
-    this: &str,
-) -> Vec<String> {
+fn other_refs(sources: &BTreeMap<String, Value>, origins: &Origins) -> Vec<String> {
     const BOOTSTRAP: &str = "GitRepository/flux-system/flux-system";
     let Some(followed) = sources.get(BOOTSTRAP).map(|v| &v["spec"]["ref"]) else {
         return Vec::new();
@@ -339,8 +331,9 @@ fn other_refs(
             .find_map(|k| r[k].as_str().map(|v| format!("{k} {v}")))
             .unwrap_or_else(|| "the default branch".to_string())
     };
-    git.iter()
-        .filter(|(k, url)| k.as_str() != BOOTSTRAP && url.as_deref() == Some(this))
+    origins
+        .iter()
+        .filter(|(k, origin)| k.as_str() != BOOTSTRAP && **origin == Origin::This)
         .filter_map(|(k, _)| {
             let r = &sources.get(k)?["spec"]["ref"];
             (said(r) != said(followed)).then(|| {

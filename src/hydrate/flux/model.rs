@@ -120,22 +120,23 @@ pub(super) fn is_flux_controller(ns: &str, name: &str) -> bool {
 
 pub(super) use crate::hydrate::app_yaml::{clean_path, documents, err, line_of, normalise_url};
 
+/// What a GitRepository or OCIRepository of the tree reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Origin {
+    /// The repository being read: its URL is a remote of the work tree, bootstrap's,
+    /// the artifact being followed (`run --oci`), or one the tree's `[repository] urls`
+    /// lists.
+    This,
+    /// Another repository (its URL, normalised), or one that gives none.
+    Other(Option<String>),
+}
+
+/// The tree's GitRepositories and OCIRepositories by `Kind/namespace/name`.
+pub(super) type Origins = std::collections::BTreeMap<String, Origin>;
+
 /// Whether source `kind/ns/name` is the repository being read: bootstrap's
-/// `GitRepository/flux-system/flux-system`, or a GitRepository or OCIRepository whose URL
-/// (`sources`: each one's, normalised) is that one's (`own`): a remote of the work tree,
-/// the artifact being followed (`run --oci`), or one the tree's `[repository] urls` lists.
-pub(super) fn is_this_repository(
-    kind: &str,
-    ns: &str,
-    name: &str,
-    sources: &std::collections::BTreeMap<String, Option<String>>,
-    own: Option<&str>,
-) -> bool {
+/// `GitRepository/flux-system/flux-system`, or one whose origin is this repository.
+pub(super) fn is_this_repository(kind: &str, ns: &str, name: &str, origins: &Origins) -> bool {
     (kind == "GitRepository" && ns == "flux-system" && name == "flux-system")
-        || own.is_some_and(|own| {
-            sources
-                .get(&format!("{kind}/{ns}/{name}"))
-                .and_then(Option::as_deref)
-                == Some(own)
-        })
+        || origins.get(&format!("{kind}/{ns}/{name}")) == Some(&Origin::This)
 }

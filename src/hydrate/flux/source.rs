@@ -1,8 +1,6 @@
 //! Where a Flux Kustomization reads from: this repository (a GitRepository that is it) or
 //! an artifact an ArtifactGenerator makes of it, made on disk by its copy rules.
 
-use std::collections::BTreeMap;
-
 use serde_json::Value;
 
 use super::artifact::options as copy_options;
@@ -15,12 +13,11 @@ use crate::spec::SpecError;
 pub(super) fn from_source(
     k: &mut Kustomization,
     generators: &[Value],
-    sources: &BTreeMap<String, Option<String>>,
-    own: Option<&str>,
+    origins: &Origins,
     root: Option<&str>,
 ) -> Result<bool, SpecError> {
     if k.spec["sourceRef"]["kind"] != "ExternalArtifact" {
-        return followed(k, sources, own, root);
+        return followed(k, origins, root);
     }
     let name = k.spec["sourceRef"]["name"]
         .as_str()
@@ -78,7 +75,7 @@ pub(super) fn from_source(
             let sname = s["name"].as_str().unwrap_or_default();
             let sns = s["namespace"].as_str().unwrap_or(gns);
             let kind = s["kind"].as_str().unwrap_or_default();
-            is_this_repository(kind, sns, sname, sources, own)
+            is_this_repository(kind, sns, sname, origins)
         });
         if !this_repo {
             return Err(said(format!(
@@ -110,15 +107,14 @@ pub(super) fn from_source(
 /// source is not this repository.
 pub(super) fn followed(
     k: &Kustomization,
-    sources: &BTreeMap<String, Option<String>>,
-    own: Option<&str>,
+    origins: &Origins,
     root: Option<&str>,
 ) -> Result<bool, SpecError> {
     let r = &k.spec["sourceRef"];
     let kind = r["kind"].as_str().unwrap_or("GitRepository");
     let name = r["name"].as_str().unwrap_or_default();
     let ns = r["namespace"].as_str().unwrap_or(&k.namespace);
-    let this_repo = is_this_repository(kind, ns, name, sources, own);
+    let this_repo = is_this_repository(kind, ns, name, origins);
     if !this_repo {
         return Err(err(
             k.at.clone(),

@@ -55,12 +55,11 @@ const PHASE_CARRIED: &[&str] = &[
     "disableWaitForJobs",
 ];
 
-/// What a HelmRelease's chart is found by: the tree's sources, its GitRepositories' URLs,
-/// this repository's, and the spec root within it.
+/// What a HelmRelease's chart is found by: the tree's sources, what its GitRepositories
+/// and OCIRepositories read, and the spec root within the repository.
 pub(super) struct ChartSources<'a> {
     pub(super) sources: &'a BTreeMap<String, Value>,
-    pub(super) git: &'a BTreeMap<String, Option<String>>,
-    pub(super) own: Option<&'a str>,
+    pub(super) origins: &'a Origins,
     pub(super) root: Option<&'a str>,
 }
 
@@ -416,8 +415,7 @@ impl Reading<'_> {
     ) -> Result<(), SpecError> {
         let ChartSources {
             sources,
-            git,
-            own,
+            origins,
             root,
         } = *known;
         let (ns, name) = (self.ns, self.name);
@@ -463,7 +461,7 @@ impl Reading<'_> {
                 credentials(release, source);
             }
             "GitRepository" => {
-                let this_repo = is_this_repository("GitRepository", sns, sname, git, own);
+                let this_repo = is_this_repository("GitRepository", sns, sname, origins);
                 if !this_repo {
                     return Err(self.refuse(
                         "sourceRef",
