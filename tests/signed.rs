@@ -538,6 +538,52 @@ fn openpgp_signatures_pass_only_by_a_key_of_the_keyring_that_could_sign() {
         )
     );
 
+    // Dave's key, made in 2020 without an expiry, signed today: passes. Then he set it
+    // to expire a day after it was made (a self-signature of 2020, the newest): the
+    // keyring that carries it refuses the signature made since.
+    git(w, &["reset", "-q", "--hard", &signed]);
+    gpg.run(&[
+        "--faked-system-time",
+        "20200101T000000!",
+        "--quick-gen-key",
+        "Dave <dave@example.com>",
+        "ed25519",
+        "sign",
+        "0",
+    ]);
+    let dave = gpg.fingerprints("dave@example.com")[0].clone();
+    gpg.signing(
+        w,
+        &dave,
+        &[
+            "commit",
+            "-q",
+            "--allow-empty",
+            "-S",
+            "-m",
+            "five and a half",
+        ],
+    );
+    push(&["main"]);
+    let dave_keys = gpg.export(&["dave@example.com"], true, &keys.path().join("dave.asc"));
+    assert!(trusting(&[&dave_keys]).is_ok());
+    gpg.run(&[
+        "--faked-system-time",
+        "20200101T010000!",
+        "--quick-set-expire",
+        &dave,
+        "1d",
+    ]);
+    let dave_keys = gpg.export(&["dave@example.com"], true, &keys.path().join("dave.asc"));
+    let (_, why) = refused(trusting(&[&dave_keys]));
+    assert_eq!(
+        why.to_string(),
+        format!(
+            "commit {} is signed by key {dave} (Dave <dave@example.com>), which had expired when the signature was made",
+            &head()[..12]
+        )
+    );
+
     // A tag signed by Alice, on an unsigned commit: passes in tag mode, its commit's
     // signature said not to.
     git(w, &["commit", "-q", "--allow-empty", "-m", "six, unsigned"]);

@@ -172,17 +172,18 @@ enum Key<'a> {
 }
 
 impl Signing<'_> {
-    /// Why the key could not sign at `when` (Unix seconds), if it could not.
+    /// Why the key could not sign at `when` (Unix seconds), if it could not, as what
+    /// follows "which" in the refusal.
     fn refused_at(&self, when: i64) -> Option<String> {
         if self.revoked {
-            return Some("revoked".to_string());
+            return Some("is revoked".to_string());
         }
         if !self.may_sign {
-            return Some("not a signing key (its flags do not allow signing)".to_string());
+            return Some("is not a signing key (its flags do not allow signing)".to_string());
         }
         match self.expires {
             Some(after) if when >= self.created + after => {
-                Some("expired when the signature was made".to_string())
+                Some("had expired when the signature was made".to_string())
             }
             _ => None,
         }

@@ -25,7 +25,7 @@ pub enum Unverified {
         key: String,
         principals: String,
     },
-    #[error("{what} is signed by key {key} ({principals}), which is {why}")]
+    #[error("{what} is signed by key {key} ({principals}), which {why}")]
     Refused {
         what: String,
         key: String,
