@@ -232,7 +232,7 @@ pub async fn run(
     .run(
         src_rx,
         ev_rx,
-        ends.controls,
+        (ends.controls, ends.audits),
         (active_rx, leadership.problem),
         stop_rx,
     )
@@ -251,6 +251,8 @@ struct ApiEnds {
     /// The API's way in (the loop's own too, once a requested read is done).
     control: mpsc::Sender<Control>,
     controls: mpsc::Receiver<Control>,
+    /// The listener's audit records, for the history.
+    audits: mpsc::Receiver<crate::report::audit::AuditRecord>,
     /// What the object view renders a spec from.
     desired: tokio_watch::Sender<Option<inspect::Desired>>,
     /// The drift ledger, whose JSON the API serves.
@@ -263,6 +265,7 @@ fn api_state(cfg: &Config, cluster: &Cluster) -> (ApiState, ApiEnds) {
     let (published_tx, published_rx) =
         tokio_watch::channel(Arc::new(Published::new(&StatusFile::starting())));
     let (control_tx, control_rx) = mpsc::channel(16);
+    let (audit_tx, audit_rx) = mpsc::channel(crate::report::audit::RECORDS);
     let (desired_tx, desired_rx) = tokio_watch::channel(None);
     let mut api = ApiState::new(
         published_rx,
@@ -282,10 +285,12 @@ fn api_state(cfg: &Config, cluster: &Cluster) -> (ApiState, ApiEnds) {
         ledger::Ledger::open(cfg.status_file.as_deref().map(ledger::path_beside));
     api.drift = Some(drift_rx);
     api.client_certificates = cfg.client_certificates;
+    api.audit = Some(audit_tx);
     let ends = ApiEnds {
         published: published_tx,
         control: control_tx,
         controls: control_rx,
+        audits: audit_rx,
         desired: desired_tx,
         ledger,
     };

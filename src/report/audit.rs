@@ -35,12 +35,18 @@ pub struct AuditRecord {
 }
 
 /// Where audited requests go besides the log: the daemon's loop, which keeps them in
-/// its history. `None` keeps the log line alone (the listener without a daemon).
-pub type History = Option<tokio::sync::mpsc::Sender<super::api::Control>>;
+/// its history, through a channel of their own (`RECORDS`). A flood of refused requests
+/// must neither hold their answers nor take the places of the controls the loop is
+/// asked for. `None` keeps the log line alone (the listener without a daemon).
+pub type History = Option<tokio::sync::mpsc::Sender<AuditRecord>>;
 
-/// How long a request's answer waits for the history to take its record: the loop
-/// takes messages between its steps, and a record is not worth a stuck answer.
-const HANDED_WITHIN: std::time::Duration = std::time::Duration::from_secs(2);
+/// Records the history's channel holds until the loop takes them; past that a record
+/// is not waited for (its log line is its trace).
+pub const RECORDS: usize = 256;
+
+/// Whether records are being left out (the history full), so that is said once a flood,
+/// not once a request.
+static LEAVING_OUT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// The middleware; `signature_header`: the header a signed hook request carries.
 pub async fn record(
@@ -93,13 +99,14 @@ pub async fn record(
             answer: answer.as_u16(),
             reason,
         };
-        let handed = tokio::time::timeout(
-            HANDED_WITHIN,
-            history.send(super::api::Control::Audited(record)),
-        )
-        .await;
-        if !matches!(handed, Ok(Ok(()))) {
-            tracing::warn!(target: TARGET, "the history did not take the control's record; the log line above is its only trace");
+        use std::sync::atomic::Ordering::Relaxed;
+        match history.try_send(record) {
+            Ok(()) => LEAVING_OUT.store(false, Relaxed),
+            Err(_) => {
+                if !LEAVING_OUT.swap(true, Relaxed) {
+                    tracing::warn!(target: TARGET, "the history is full: records are left out of it until it takes them again; their log lines are their only trace");
+                }
+            }
         }
     }
     response
@@ -184,6 +191,45 @@ fn reason_of(body: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A history that does not take records (the loop busy, or a flood of refused
+    /// requests) holds as many as its channel does and no answer: every request is
+    /// answered, the rest of the records are left out, and once the history takes them
+    /// again the next request's record is kept.
+    #[tokio::test]
+    async fn a_full_history_leaves_records_out_and_holds_no_answer() {
+        let (tx, mut rx) = tokio::sync::mpsc::channel(4);
+        let history: History = Some(tx);
+        let router = axum::Router::new()
+            .route(
+                "/api/v1/sync",
+                axum::routing::post(|| async { (StatusCode::UNAUTHORIZED, "no token") }),
+            )
+            .layer(axum::middleware::from_fn(move |request, next| {
+                record(request, next, "x-signature", history.clone())
+            }));
+        let post = || {
+            let mut service = router.clone();
+            async move {
+                let request = axum::http::Request::post("/api/v1/sync")
+                    .body(Body::empty())
+                    .unwrap();
+                tower::Service::call(&mut service, request).await.unwrap()
+            }
+        };
+        for _ in 0..40 {
+            assert_eq!(post().await.status(), StatusCode::UNAUTHORIZED);
+        }
+        let mut kept = Vec::new();
+        while let Ok(r) = rx.try_recv() {
+            kept.push(r);
+        }
+        assert_eq!(kept.len(), 4, "the channel's worth");
+        assert_eq!(kept[0].reason.as_deref(), Some("no token"));
+        assert_eq!(kept[0].what, "POST /api/v1/sync");
+        post().await;
+        assert!(rx.try_recv().is_ok(), "kept again once taken");
+    }
 
     #[test]
     fn who_is_named_only_once_the_credential_is_accepted() {

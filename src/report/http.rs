@@ -94,7 +94,7 @@ pub async fn serve_on(
 }
 
 fn router(mut state: HttpState) -> Router {
-    let history = state.api.as_ref().map(|api| api.control.clone());
+    let history = state.api.as_ref().and_then(|api| api.audit.clone());
     let api = state.api.take().map(super::api::router);
     let router = Router::new()
         .route("/metrics", get(metrics_page))

@@ -93,7 +93,10 @@ impl Loop {
         mut self,
         mut src_rx: mpsc::Receiver<SourceUpdate>,
         mut ev_rx: mpsc::Receiver<watch::Event>,
-        mut control_rx: mpsc::Receiver<Control>,
+        (mut control_rx, mut audit_rx): (
+            mpsc::Receiver<Control>,
+            mpsc::Receiver<crate::report::audit::AuditRecord>,
+        ),
         (mut active_rx, mut lease_rx): (
             tokio_watch::Receiver<bool>,
             tokio_watch::Receiver<Option<String>>,
@@ -119,6 +122,7 @@ impl Loop {
                 _ = stop.wait_for(|s| *s) => break,
                 Some(update) = src_rx.recv() => self.on_source(update),
                 Some(control) = control_rx.recv() => self.on_control(control, &mut src_rx),
+                Some(record) = audit_rx.recv() => self.out.ledger.record_control(record),
                 Some(ev) = ev_rx.recv() => {
                     let listed = matches!(ev, watch::Event::Listed(_));
                     if let Some(key) = self.state.on_event(ev) {
@@ -239,7 +243,6 @@ impl Loop {
                 self.queue.push(Key::Full, Instant::now());
                 self.waiting.extend(done);
             }
-            Control::Audited(record) => self.out.ledger.record_control(record),
         }
     }
 

@@ -40,8 +40,6 @@ pub enum Control {
     ReadDone {
         done: oneshot::Sender<Option<String>>,
     },
-    /// A request the listener audited, for the history.
-    Audited(crate::report::audit::AuditRecord),
 }
 
 /// Why a sync asked for (`POST /api/v1/sync?wait=true`) has no end to tell.

@@ -69,6 +69,9 @@ pub struct ApiState {
     /// as the daemon last wrote them.
     pub drift: Option<watch::Receiver<Arc<String>>>,
     pub control: mpsc::Sender<Control>,
+    /// Where the listener's audit records go for the history (`report::audit`), apart
+    /// from the controls; none: the log lines alone.
+    pub audit: crate::report::audit::History,
     /// The bearer token mutating calls need; `None` refuses them all (403) unless
     /// client certificates are verified.
     pub token: Option<Vec<u8>>,
@@ -91,6 +94,7 @@ impl ApiState {
             inspect: None,
             drift: None,
             control,
+            audit: None,
             token,
             client_certificates: false,
             suspender,
