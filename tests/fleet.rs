@@ -398,6 +398,15 @@ async fn argo_cd_destinations_send_each_app_to_its_cluster() {
         api.contains("\"cluster\":\"edge\""),
         "the API names it: {api}"
     );
+    let (_, metrics) = support::http(daemon.metrics, "GET", "/metrics", &[], b"").await;
+    assert!(
+        metrics.contains("driftless_sync_total{")
+            && metrics
+                .lines()
+                .filter(|l| l.starts_with("driftless_"))
+                .all(|l| l.contains("cluster=\"edge\"")),
+        "every sample names the cluster: {metrics}"
+    );
     assert!(
         daemon.status_table().contains("cluster:          edge\n"),
         "{}",

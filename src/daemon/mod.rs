@@ -129,7 +129,9 @@ pub async fn run(
         let _ = stop_tx.send(true);
     });
 
-    let metrics = Arc::new(Metrics::new());
+    let metrics = Arc::new(Metrics::of_cluster(
+        cfg.policy.cluster.named_in_fleet().as_deref(),
+    ));
     let ready = Arc::new(AtomicBool::new(false));
     // The one way to the cluster, shared with the task each sync runs in.
     let cluster = Cluster::new(

@@ -92,7 +92,21 @@ impl Default for Metrics {
 
 impl Metrics {
     pub fn new() -> Metrics {
-        let mut registry = Registry::with_prefix("driftless");
+        Metrics::of_cluster(None)
+    }
+
+    /// The metrics of a daemon that serves `cluster` of a fleet: every sample carries
+    /// `cluster="NAME"`, so that one Prometheus scraping every cluster's daemon tells
+    /// them apart by the same word the status and notifications use. None: no label, as
+    /// for a daemon alone.
+    pub fn of_cluster(cluster: Option<&str>) -> Metrics {
+        let labels = cluster.map(|c| {
+            (
+                std::borrow::Cow::Borrowed("cluster"),
+                std::borrow::Cow::Owned(c.to_string()),
+            )
+        });
+        let mut registry = Registry::with_prefix_and_labels("driftless", labels.into_iter());
         let sync_total = results_family(&SYNC_RESULTS);
         let notifications_total = results_family(&NOTIFICATION_RESULTS);
         // A no-op resync takes well under a second; a sync that waits on a big apply or a
@@ -401,6 +415,31 @@ mod tests {
                     .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
             })
             .collect()
+    }
+
+    /// A fleet daemon's samples each name its cluster, the families' labels kept; a
+    /// daemon alone names none.
+    #[test]
+    fn a_fleet_daemon_s_samples_name_its_cluster() {
+        let m = Metrics::of_cluster(Some("prod-eu"));
+        m.add_api_writes("apply", 3);
+        m.sync_finished("success", std::time::Duration::from_millis(1500), 1.7e9);
+        let text = m.encode();
+        let all: Vec<&str> = text
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.is_empty())
+            .collect();
+        assert!(all.len() > 5, "{text}");
+        for line in &all {
+            assert!(line.contains("cluster=\"prod-eu\""), "{line}");
+        }
+        assert!(
+            text.contains("driftless_api_writes_total{verb=\"apply\",cluster=\"prod-eu\"} 3")
+                || text
+                    .contains("driftless_api_writes_total{cluster=\"prod-eu\",verb=\"apply\"} 3"),
+            "{text}"
+        );
+        assert!(!Metrics::new().encode().contains("cluster="));
     }
 
     fn populated() -> Metrics {
