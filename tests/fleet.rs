@@ -114,6 +114,15 @@ fn commit(root: &Path, remote: &str) {
     }
 }
 
+/// `args` for the home cluster, then with `--cluster edge`: each applies all it reads.
+fn apply_home_then_edge(ns: &str, args: &[&str]) {
+    for cluster in [None, Some("edge")] {
+        let mut all = args.to_vec();
+        all.extend(cluster.iter().flat_map(|c| ["--cluster", *c]));
+        assert_exit(&support::driftless_on_cluster(ns, &all), 0);
+    }
+}
+
 fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
     list.iter()
         .map(|(a, b)| (a.to_string(), b.to_string()))
@@ -722,12 +731,7 @@ async fn an_application_set_s_clusters_generator_makes_an_app_per_selected_clust
     commit(&root, REPO);
     let tree = root.join("argocd");
     let tree = tree.to_str().unwrap();
-    for cluster in [None, Some("edge")] {
-        let mut args = vec!["apply", tree, "--clusters", clusters];
-        args.extend(cluster.iter().flat_map(|c| ["--cluster", *c]));
-        let out = support::driftless_on_cluster(&ns, &args);
-        assert_exit(&out, 0);
-    }
+    apply_home_then_edge(&ns, &["apply", tree, "--clusters", clusters]);
     assert_eq!(
         config_maps(&home, &ns).await,
         pairs(&[("web", "us")]),
@@ -744,6 +748,133 @@ async fn an_application_set_s_clusters_generator_makes_an_app_per_selected_clust
     assert_exit(&out, 2);
     assert!(
         show(&out).contains("the tree holds no specs"),
+        "{}",
+        show(&out)
+    );
+}
+
+/// Argo CD's cluster Secrets (`--cluster-secrets-namespace`): a Secret labelled
+/// `argocd.argoproj.io/secret-type: cluster` in a namespace the operator names is a
+/// cluster by its `name`, `server` and labels, reached with its `config` (a bearer token
+/// and the CA) when served; Applications name it by either, and the clusters generator
+/// selects it by its labels.
+#[tokio::test]
+async fn argo_cd_cluster_secrets_are_clusters() {
+    use k8s_openapi::api::core::v1::Secret;
+    let TwoClusters {
+        home,
+        ns,
+        edge_server,
+        edge,
+        dir,
+        ..
+    } = two_clusters("fleet-secrets", |_| String::new()).await;
+    let kubeconfig: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(edge_server.kubeconfig()).unwrap()).unwrap();
+    let edge_url = format!("https://127.0.0.1:{}", edge_server.port);
+    let config = serde_json::json!({
+        "bearerToken": kubeconfig["users"][0]["user"]["token"],
+        "tlsClientConfig": {"caData": kubeconfig["clusters"][0]["cluster"]["certificate-authority-data"]},
+    });
+    let data = |pairs: &[(&str, String)]| {
+        Some(
+            pairs
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        k.to_string(),
+                        k8s_openapi::ByteString(v.as_bytes().to_vec()),
+                    )
+                })
+                .collect(),
+        )
+    };
+    Api::<Secret>::namespaced(home.clone(), &ns)
+        .create(
+            &PostParams::default(),
+            &Secret {
+                metadata: ObjectMeta {
+                    name: Some("cluster-edge".into()),
+                    labels: Some(
+                        [
+                            ("argocd.argoproj.io/secret-type", "cluster"),
+                            ("region", "eu"),
+                        ]
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .into(),
+                    ),
+                    ..Default::default()
+                },
+                data: data(&[
+                    ("name", "edge".into()),
+                    ("server", edge_url.clone()),
+                    ("config", config.to_string()),
+                ]),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let root = dir.path().join("repo");
+    write(
+        &root,
+        "argocd/by-name.yaml",
+        &application(
+            &format!("{ns}-by-name"),
+            "by-name",
+            &format!("    name: edge\n    namespace: {ns}\n"),
+        ),
+    );
+    write(
+        &root,
+        "argocd/by-server.yaml",
+        &application(
+            &format!("{ns}-by-server"),
+            "by-server",
+            &format!("    server: {edge_url}\n    namespace: {ns}\n"),
+        ),
+    );
+    write(
+        &root,
+        "argocd/eu.yaml",
+        &format!(
+            "apiVersion: argoproj.io/v1alpha1\nkind: ApplicationSet\nmetadata:\n  name: eu\n  namespace: argocd\nspec:\n  generators:\n    - clusters:\n        selector:\n          matchLabels:\n            region: eu\n  template:\n    metadata:\n      name: '{ns}-eu-{{{{name}}}}'\n    spec:\n      project: default\n      source:\n        repoURL: {REPO}\n        targetRevision: HEAD\n        path: by-label\n      destination:\n        server: '{{{{server}}}}'\n        namespace: {ns}\n      syncPolicy:\n        automated:\n          prune: true\n"
+        ),
+    );
+    write(
+        &root,
+        "argocd/home.yaml",
+        &configmap("home-own", &ns, "home"),
+    );
+    for dir in ["by-name", "by-server", "by-label"] {
+        write(&root, &format!("{dir}/cm.yaml"), &configmap(dir, &ns, dir));
+    }
+    commit(&root, REPO);
+    let tree = root.join("argocd");
+    let tree = tree.to_str().unwrap();
+    apply_home_then_edge(
+        &ns,
+        &["apply", tree, "--cluster-secrets-namespace", ns.as_str()],
+    );
+    assert_eq!(
+        config_maps(&home, &ns).await,
+        pairs(&[("home-own", "home")]),
+        "the home cluster: its own object only"
+    );
+    assert_eq!(
+        config_maps(&edge, &ns).await,
+        pairs(&[
+            ("by-label", "by-label"),
+            ("by-name", "by-name"),
+            ("by-server", "by-server")
+        ]),
+        "the edge, reached through its cluster Secret"
+    );
+    // Without the namespace, edge is no cluster: one line, nothing read.
+    let out = support::driftless_on_cluster(&ns, &["apply", tree, "--cluster", "edge"]);
+    assert_exit(&out, 2);
+    assert!(
+        show(&out).contains("--cluster edge: not a declared cluster"),
         "{}",
         show(&out)
     );

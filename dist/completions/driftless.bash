@@ -103,7 +103,7 @@ _driftless() {
             return 0
             ;;
         driftless__subcmd__apply)
-            opts="-h -V --allow-namespace --sops-age-key-file --var --vars-file --all-or-nothing --clusters --cluster --kustomize --helm --render-timeout --render-concurrency --credentials-dir --plugins-dir --cache-dir --registry-config --username-file --password-file --ca-file --plain-http --layer-media-type --verify-key --field-manager --force-conflicts --adopt --no-prune --max-prune-ratio --allow-mass-prune --concurrency --inventory-namespace --replace-on-immutable --wait --timeout --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
+            opts="-h -V --allow-namespace --sops-age-key-file --var --vars-file --all-or-nothing --clusters --cluster-secrets-namespace --cluster --kustomize --helm --render-timeout --render-concurrency --credentials-dir --plugins-dir --cache-dir --registry-config --username-file --password-file --ca-file --plain-http --layer-media-type --verify-key --field-manager --force-conflicts --adopt --no-prune --max-prune-ratio --allow-mass-prune --concurrency --inventory-namespace --replace-on-immutable --wait --timeout --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -126,6 +126,10 @@ _driftless() {
                     return 0
                     ;;
                 --clusters)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cluster-secrets-namespace)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -283,7 +287,7 @@ _driftless() {
             return 0
             ;;
         driftless__subcmd__diff)
-            opts="-o -h -V --allow-namespace --sops-age-key-file --var --vars-file --all-or-nothing --clusters --cluster --kustomize --helm --render-timeout --render-concurrency --credentials-dir --plugins-dir --cache-dir --registry-config --username-file --password-file --ca-file --plain-http --layer-media-type --verify-key --field-manager --force-conflicts --adopt --no-prune --max-prune-ratio --allow-mass-prune --concurrency --inventory-namespace --replace-on-immutable --output --base --head --nodes --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
+            opts="-o -h -V --allow-namespace --sops-age-key-file --var --vars-file --all-or-nothing --clusters --cluster-secrets-namespace --cluster --kustomize --helm --render-timeout --render-concurrency --credentials-dir --plugins-dir --cache-dir --registry-config --username-file --password-file --ca-file --plain-http --layer-media-type --verify-key --field-manager --force-conflicts --adopt --no-prune --max-prune-ratio --allow-mass-prune --concurrency --inventory-namespace --replace-on-immutable --output --base --head --nodes --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -306,6 +310,10 @@ _driftless() {
                     return 0
                     ;;
                 --clusters)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cluster-secrets-namespace)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -479,7 +487,7 @@ _driftless() {
             return 0
             ;;
         driftless__subcmd__push)
-            opts="-h -V --render --source --revision --created --allow-namespace --sops-age-key-file --var --vars-file --all-or-nothing --clusters --cluster --kustomize --helm --render-timeout --render-concurrency --credentials-dir --plugins-dir --cache-dir --registry-config --username-file --password-file --ca-file --plain-http --layer-media-type --verify-key --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
+            opts="-h -V --render --source --revision --created --allow-namespace --sops-age-key-file --var --vars-file --all-or-nothing --clusters --cluster-secrets-namespace --cluster --kustomize --helm --render-timeout --render-concurrency --credentials-dir --plugins-dir --cache-dir --registry-config --username-file --password-file --ca-file --plain-http --layer-media-type --verify-key --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -514,6 +522,10 @@ _driftless() {
                     return 0
                     ;;
                 --clusters)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cluster-secrets-namespace)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -709,7 +721,7 @@ _driftless() {
             return 0
             ;;
         driftless__subcmd__render)
-            opts="-h -V --allow-namespace --sops-age-key-file --var --vars-file --all-or-nothing --clusters --cluster --kustomize --helm --render-timeout --render-concurrency --credentials-dir --plugins-dir --cache-dir --registry-config --username-file --password-file --ca-file --plain-http --layer-media-type --verify-key --nodes --out --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
+            opts="-h -V --allow-namespace --sops-age-key-file --var --vars-file --all-or-nothing --clusters --cluster-secrets-namespace --cluster --kustomize --helm --render-timeout --render-concurrency --credentials-dir --plugins-dir --cache-dir --registry-config --username-file --password-file --ca-file --plain-http --layer-media-type --verify-key --nodes --out --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -732,6 +744,10 @@ _driftless() {
                     return 0
                     ;;
                 --clusters)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cluster-secrets-namespace)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -889,7 +905,7 @@ _driftless() {
             return 0
             ;;
         driftless__subcmd__run)
-            opts="-h -V --dir --allow-namespace --sops-age-key-file --var --vars-file --all-or-nothing --clusters --cluster --kustomize --helm --render-timeout --render-concurrency --credentials-dir --plugins-dir --cache-dir --registry-config --username-file --password-file --ca-file --plain-http --layer-media-type --verify-key --git --branch --tag --oci --semver --digest --commit --verify-commits --path --interval --resync --status-file --metrics-addr --tls-cert-file --tls-key-file --tls-client-ca-file --insecure-open-listener --hook-secret-file --leader-elect --lease-namespace --lease-name --shard --shard-identity --shard-lease --ready-timeout --sync-timeout --events --api-token-file --drift --notify --notify-secret-file --notify-slack --commit-status --commit-status-url --commit-status-repo --field-manager --force-conflicts --adopt --no-prune --max-prune-ratio --allow-mass-prune --concurrency --inventory-namespace --replace-on-immutable --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
+            opts="-h -V --dir --allow-namespace --sops-age-key-file --var --vars-file --all-or-nothing --clusters --cluster-secrets-namespace --cluster --kustomize --helm --render-timeout --render-concurrency --credentials-dir --plugins-dir --cache-dir --registry-config --username-file --password-file --ca-file --plain-http --layer-media-type --verify-key --git --branch --tag --oci --semver --digest --commit --verify-commits --path --interval --resync --status-file --metrics-addr --tls-cert-file --tls-key-file --tls-client-ca-file --insecure-open-listener --hook-secret-file --leader-elect --lease-namespace --lease-name --shard --shard-identity --shard-lease --ready-timeout --sync-timeout --events --api-token-file --drift --notify --notify-secret-file --notify-slack --commit-status --commit-status-url --commit-status-repo --field-manager --force-conflicts --adopt --no-prune --max-prune-ratio --allow-mass-prune --concurrency --inventory-namespace --replace-on-immutable --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -916,6 +932,10 @@ _driftless() {
                     return 0
                     ;;
                 --clusters)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cluster-secrets-namespace)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -1301,7 +1321,7 @@ _driftless() {
             return 0
             ;;
         driftless__subcmd__validate)
-            opts="-h -V --allow-namespace --sops-age-key-file --var --vars-file --all-or-nothing --clusters --cluster --kustomize --helm --render-timeout --render-concurrency --credentials-dir --plugins-dir --cache-dir --registry-config --username-file --password-file --ca-file --plain-http --layer-media-type --verify-key --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
+            opts="-h -V --allow-namespace --sops-age-key-file --var --vars-file --all-or-nothing --clusters --cluster-secrets-namespace --cluster --kustomize --helm --render-timeout --render-concurrency --credentials-dir --plugins-dir --cache-dir --registry-config --username-file --password-file --ca-file --plain-http --layer-media-type --verify-key --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1324,6 +1344,10 @@ _driftless() {
                     return 0
                     ;;
                 --clusters)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --cluster-secrets-namespace)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -6,6 +6,7 @@
 
 mod control;
 mod docs;
+mod fleet;
 mod oci;
 mod output;
 mod preview;
@@ -173,11 +174,25 @@ pub struct PolicyArgs {
     /// applied nor pruned, and the other apps go on.
     #[arg(long)]
     pub all_or_nothing: bool,
-    /// The operator's clusters: a TOML file of `[cluster.NAME]` tables (`kubeconfig`,
-    /// `context`, `labels`) that a tree's `[[cluster]]` rules send files to. Without it,
-    /// the one cluster is `in-cluster`, reached with --kubeconfig/--context.
+    /// The operator's clusters: a TOML file of `[cluster.NAME]` tables (`kubeconfig` or
+    /// `secret`, `context`, `labels`) that a tree's `[[cluster]]` rules send files to.
+    /// Without it, the one cluster is `in-cluster`, reached with --kubeconfig/--context.
     #[arg(long, env = "DRIFTLESS_CLUSTERS", value_name = "FILE")]
     pub clusters: Option<PathBuf>,
+    /// A namespace of the home cluster whose Argo CD cluster Secrets
+    /// (`argocd.argoproj.io/secret-type: cluster`) are clusters too, by their `name`,
+    /// `server` and labels; repeatable, comma-separated. Read when the command starts.
+    #[arg(
+        long = "cluster-secrets-namespace",
+        env = "DRIFTLESS_CLUSTER_SECRETS_NAMESPACE",
+        value_name = "NAMESPACE",
+        value_delimiter = ',',
+        value_parser = parse_namespace
+    )]
+    pub cluster_secrets_namespaces: Vec<String>,
+    /// The clusters found in those Secrets (set once they are read).
+    #[arg(skip)]
+    pub found_clusters: Vec<driftless::spec::clusters::Cluster>,
     /// The cluster of --clusters this command serves: only the files that go to it are
     /// read, and it is reached with its kubeconfig (default: the home cluster, the one
     /// reached with --kubeconfig/--context).
@@ -225,10 +240,14 @@ impl PolicyArgs {
 
     /// The operator's clusters (`--clusters`), the home cluster alone without it.
     pub fn clusters(&self) -> anyhow::Result<std::sync::Arc<Clusters>> {
-        Ok(std::sync::Arc::new(match &self.clusters {
+        let declared = match &self.clusters {
             Some(path) => Clusters::read_file(path)?,
             None => Clusters::default(),
-        }))
+        };
+        let all = declared
+            .with_found(self.found_clusters.clone())
+            .map_err(anyhow::Error::msg)?;
+        Ok(std::sync::Arc::new(all))
     }
 
     /// The cluster served (`--cluster`, else the home cluster) of the operator's.
@@ -259,6 +278,7 @@ impl PolicyArgs {
                     name: s.name.clone(),
                     key: s.key.clone(),
                     context: cluster.context.clone(),
+                    argocd: s.argocd,
                 }),
                 ..selection.clone()
             },
@@ -445,12 +465,22 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         },
         secret: None,
     };
+    let mut cli = cli;
+    // Argo CD's cluster Secrets are read first: they are clusters as the file's are.
+    if let Some(p) = policy_args_mut(&mut cli.command)
+        && !p.cluster_secrets_namespaces.is_empty()
+    {
+        let home = selection
+            .client()
+            .await
+            .context("connecting to the home cluster for its cluster Secrets")?;
+        p.found_clusters = fleet::argocd_clusters(&home, &p.cluster_secrets_namespaces).await?;
+    }
     // A cluster of the operator's --clusters is reached with its own kubeconfig.
     let selection = match policy_args(&cli.command) {
         Some(p) => p.selection(&selection)?,
         None => selection,
     };
-    let mut cli = cli;
     // An `oci://` PATH is pulled first, and the commands read the unpacked tree.
     let _pulled = match &mut cli.command {
         Command::Validate(a) => oci::pull_path(&mut a.path, &a.policy.registry).await?,
@@ -484,6 +514,18 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Completions(args) => docs::completions(args),
         Command::Man(args) => docs::man(args),
         Command::Reference(args) => docs::reference(args),
+    }
+}
+
+/// The tree flags of a command that reads a tree, to fill in what is read first.
+fn policy_args_mut(command: &mut Command) -> Option<&mut PolicyArgs> {
+    match command {
+        Command::Validate(a) => Some(&mut a.policy),
+        Command::Render(a) => Some(&mut a.policy),
+        Command::Diff(a) => Some(&mut a.tree.policy),
+        Command::Apply(a) => Some(&mut a.tree.policy),
+        Command::Run(a) => Some(&mut a.policy),
+        _ => None,
     }
 }
 

@@ -53,6 +53,8 @@ pub struct KubeconfigSecret {
     pub key: Option<String>,
     /// The kubeconfig's context (default: its current-context).
     pub context: Option<String>,
+    /// An Argo CD cluster Secret (`server`, `config`), not a kubeconfig.
+    pub argocd: bool,
 }
 
 impl Selection {
@@ -174,6 +176,19 @@ async fn from_secret(
         .map_err(|e| refuse(error_text(&e)))?
         .ok_or_else(|| refuse("there is no such Secret".to_string()))?;
     let data = found.data.unwrap_or_default();
+    if secret.argocd {
+        let text = |key: &str| {
+            data.get(key)
+                .and_then(|b| std::str::from_utf8(&b.0).ok())
+                .map(str::to_string)
+        };
+        let server = text("server").ok_or_else(|| refuse("it has no `server`".to_string()))?;
+        let kubeconfig = argocd_kubeconfig(&server, text("config").as_deref().unwrap_or("{}"))
+            .map_err(refuse)?;
+        return kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            .await
+            .map_err(|e| refuse(e.to_string()));
+    }
     let bytes = match &secret.key {
         Some(key) => data.get(key),
         None => data.get("value").or_else(|| data.get("value.yaml")),
@@ -197,6 +212,52 @@ async fn from_secret(
     kube::Config::from_custom_kubeconfig(kubeconfig, &options)
         .await
         .map_err(|e| refuse(e.to_string()))
+}
+
+/// An Argo CD cluster Secret's `config` (a bearer token or basic auth, TLS data) as a
+/// kubeconfig of `server`. What it would run (`execProviderConfig`, `awsAuthConfig`) or
+/// any other field is refused, as for a kubeconfig in a Secret.
+fn argocd_kubeconfig(server: &str, config: &str) -> Result<Kubeconfig, String> {
+    let config: serde_json::Value =
+        serde_json::from_str(config).map_err(|e| format!("its `config` is not JSON: {e}"))?;
+    const KNOWN: [&str; 4] = ["bearerToken", "username", "password", "tlsClientConfig"];
+    const TLS: [&str; 5] = ["insecure", "serverName", "caData", "certData", "keyData"];
+    let unknown = |v: &serde_json::Value, known: &[&str]| {
+        v.as_object()
+            .and_then(|o| o.keys().find(|k| !known.contains(&k.as_str())).cloned())
+    };
+    if let Some(key) = unknown(&config, &KNOWN) {
+        return Err(format!(
+            "its `config` asks for `{key}`, which a cluster Secret may not here (a bearer token, basic auth and TLS data may)"
+        ));
+    }
+    let tls = &config["tlsClientConfig"];
+    if let Some(key) = unknown(tls, &TLS) {
+        return Err(format!(
+            "its `config.tlsClientConfig` asks for `{key}`, which driftless does not take"
+        ));
+    }
+    let text = |v: &serde_json::Value| v.as_str().map(str::to_string);
+    let yaml = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "c", "cluster": {
+            "server": server,
+            "certificate-authority-data": text(&tls["caData"]),
+            "insecure-skip-tls-verify": tls["insecure"].as_bool(),
+            "tls-server-name": text(&tls["serverName"]),
+        }}],
+        "users": [{"name": "u", "user": {
+            "token": text(&config["bearerToken"]),
+            "username": text(&config["username"]),
+            "password": text(&config["password"]),
+            "client-certificate-data": text(&tls["certData"]),
+            "client-key-data": text(&tls["keyData"]),
+        }}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "x",
+    });
+    Kubeconfig::from_yaml(&yaml.to_string()).map_err(|e| e.to_string())
 }
 
 /// What a kubeconfig from a Secret may not ask of the daemon's machine, if anything.
@@ -401,6 +462,40 @@ mod tests {
             Some(
                 "cluster \"c\" names a file (`certificate-authority`), which a kubeconfig in a Secret may not: give the data inline"
             )
+        );
+    }
+
+    /// An Argo CD cluster Secret's `config`: a token and TLS data make a kubeconfig of
+    /// its server; what would run a command, or a field not known, is refused.
+    #[test]
+    fn an_argocd_cluster_secret_s_config_is_a_kubeconfig_of_its_server() {
+        let k = super::argocd_kubeconfig(
+            "https://10.0.0.9:6443",
+            r#"{"bearerToken": "t", "tlsClientConfig": {"caData": "Zm9v", "serverName": "api"}}"#,
+        )
+        .unwrap();
+        let cluster = k.clusters[0].cluster.clone().unwrap();
+        assert_eq!(cluster.server.as_deref(), Some("https://10.0.0.9:6443"));
+        assert_eq!(cluster.certificate_authority_data.as_deref(), Some("Zm9v"));
+        assert_eq!(cluster.tls_server_name.as_deref(), Some("api"));
+        assert_eq!(super::reaches_outside(&k), None);
+        assert_eq!(
+            super::argocd_kubeconfig(
+                "https://x",
+                r#"{"execProviderConfig": {"command": "argocd-k8s-auth"}}"#
+            )
+            .unwrap_err(),
+            "its `config` asks for `execProviderConfig`, which a cluster Secret may not here (a bearer token, basic auth and TLS data may)"
+        );
+        assert_eq!(
+            super::argocd_kubeconfig("https://x", r#"{"tlsClientConfig": {"caFile": "/etc/ca"}}"#)
+                .unwrap_err(),
+            "its `config.tlsClientConfig` asks for `caFile`, which driftless does not take"
+        );
+        assert!(
+            super::argocd_kubeconfig("https://x", "not json")
+                .unwrap_err()
+                .starts_with("its `config` is not JSON: ")
         );
     }
 

@@ -504,6 +504,7 @@ mod tests {
                 namespace: "hub".into(),
                 name: name.into(),
                 key: key.map(str::to_string),
+                argocd: false,
             })
         };
         let at = |line: usize| Location {

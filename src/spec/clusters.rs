@@ -34,18 +34,23 @@ pub struct Cluster {
     pub secret: Option<SecretRef>,
 }
 
-/// A Secret holding a kubeconfig: `namespace/name`, and the key of its data (`None`:
-/// `value`, else `value.yaml`, as Flux reads one).
+/// A Secret holding how to reach a cluster: `namespace/name`, and the key of its data
+/// (`None`: `value`, else `value.yaml`, as Flux reads one); or an Argo CD cluster Secret
+/// (`argocd`: its `server`, `name` and `config`).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct SecretRef {
     pub namespace: String,
     pub name: String,
     pub key: Option<String>,
+    pub argocd: bool,
 }
 
 impl SecretRef {
     /// Whether a reference to the Secret by `key` (`None`: the default keys) is this one.
     fn is(&self, other: &SecretRef) -> bool {
+        if self.argocd || other.argocd {
+            return false;
+        }
         let key = |k: &Option<String>| k.clone().unwrap_or_else(|| "value".to_string());
         self.namespace == other.namespace
             && self.name == other.name
@@ -278,6 +283,31 @@ impl Clusters {
         Ok(Clusters { list, home })
     }
 
+    /// The clusters found in Argo CD's cluster Secrets, beside the declared ones: each
+    /// name once (a declared cluster's, or the home cluster's, is not taken again).
+    pub fn with_found(mut self, found: Vec<Cluster>) -> Result<Clusters, String> {
+        for c in found {
+            if let Some(taken) = self.list.get(&c.name) {
+                let by = match &taken.secret {
+                    _ if taken.name == self.home => "the home cluster".to_string(),
+                    Some(s) if s.argocd => format!("cluster Secret {}/{}", s.namespace, s.name),
+                    _ => "--clusters".to_string(),
+                };
+                let secret = c
+                    .secret
+                    .as_ref()
+                    .map(|s| format!("{}/{}", s.namespace, s.name))
+                    .unwrap_or_default();
+                return Err(format!(
+                    "cluster Secret {secret} names cluster {:?}, a name {by} has already",
+                    c.name
+                ));
+            }
+            self.list.insert(c.name.clone(), c);
+        }
+        Ok(self)
+    }
+
     /// The cluster named `name`.
     pub fn get(&self, name: &str) -> Option<&Cluster> {
         self.list.get(name)
@@ -377,6 +407,7 @@ fn secret_ref(text: &str, key: Option<String>) -> Result<SecretRef, String> {
         namespace: namespace.to_string(),
         name: name.to_string(),
         key,
+        argocd: false,
     })
 }
 
@@ -552,6 +583,7 @@ mod tests {
             namespace: ns.into(),
             name: name.into(),
             key: key.map(str::to_string),
+            argocd: false,
         };
         let target = Target::named(Arc::new(c), "staging").unwrap();
         let place = |r| target.place(&Destination::Secret(r));
@@ -589,6 +621,61 @@ mod tests {
         ] {
             assert_eq!(parse(text).unwrap_err(), why);
         }
+    }
+
+    /// Argo CD's cluster Secrets join the declared clusters, each name once.
+    #[test]
+    fn clusters_found_in_secrets_join_the_declared_ones_by_a_name_of_their_own() {
+        let found = |name: &str, secret: &str| Cluster {
+            name: name.into(),
+            labels: BTreeMap::from([("region".into(), "eu".into())]),
+            kubeconfig: None,
+            context: None,
+            server: Some("https://10.0.0.9:6443".into()),
+            secret: Some(SecretRef {
+                namespace: "argocd".into(),
+                name: secret.into(),
+                key: None,
+                argocd: true,
+            }),
+        };
+        let declared = parse("[cluster.prod]\nkubeconfig = \"p\"\n").unwrap();
+        let all = declared
+            .clone()
+            .with_found(vec![found("edge", "cluster-edge")])
+            .unwrap();
+        assert_eq!(
+            all.declared(),
+            "the declared clusters are edge, in-cluster (home), prod"
+        );
+        let target = Target::named(Arc::new(all), "edge").unwrap();
+        assert_eq!(
+            target.place(&Destination::Server("https://10.0.0.9:6443/".into())),
+            Ok(Some(true))
+        );
+        // A Flux reference never names an Argo CD Secret.
+        let flux = SecretRef {
+            namespace: "argocd".into(),
+            name: "cluster-edge".into(),
+            key: None,
+            argocd: false,
+        };
+        assert!(target.place(&Destination::Secret(flux)).is_err());
+        for (name, by) in [("prod", "--clusters"), ("in-cluster", "the home cluster")] {
+            assert_eq!(
+                declared
+                    .clone()
+                    .with_found(vec![found(name, "s")])
+                    .unwrap_err(),
+                format!("cluster Secret argocd/s names cluster {name:?}, a name {by} has already")
+            );
+        }
+        assert_eq!(
+            declared
+                .with_found(vec![found("edge", "a"), found("edge", "b")])
+                .unwrap_err(),
+            "cluster Secret argocd/b names cluster \"edge\", a name cluster Secret argocd/a has already"
+        );
     }
 
     #[test]

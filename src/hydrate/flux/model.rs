@@ -96,6 +96,7 @@ pub(super) fn kube_config(spec: &Value, ns: &str) -> Result<Option<Destination>,
         namespace: ns.to_string(),
         name: name.to_string(),
         key: secret["key"].as_str().map(str::to_string),
+        argocd: false,
     })))
 }
 
