@@ -687,7 +687,7 @@ async fn flux_hub_and_spoke_sends_each_kustomization_to_the_cluster_of_its_kubec
     assert_exit(&out, 2);
     assert!(
         show(&out).contains(&format!(
-            "reading the kubeconfig in Secret {ns}/not-there of the home cluster: there is no such Secret"
+            "reading the cluster's Secret {ns}/not-there of the home cluster: there is no such Secret"
         )),
         "{}",
         show(&out)

@@ -25,7 +25,7 @@ pub enum ClusterError {
     Infer(#[from] kube::config::InferConfigError),
     #[error("creating the Kubernetes client: {0}")]
     Client(#[from] kube::Error),
-    #[error("reading the kubeconfig in Secret {namespace}/{name} of the home cluster: {why}")]
+    #[error("reading the cluster's Secret {namespace}/{name} of the home cluster: {why}")]
     Secret {
         namespace: String,
         name: String,
@@ -39,12 +39,14 @@ pub struct Selection {
     pub kubeconfig: Option<PathBuf>,
     pub context: Option<String>,
     pub rate: retry::RateLimit,
-    /// The cluster is reached by the kubeconfig in a Secret of the cluster the fields
-    /// above reach (a Flux hub's kubeconfig Secret of a spoke), not by those fields.
+    /// The cluster is reached by what a Secret of the cluster the fields above reach says
+    /// (a Flux hub's kubeconfig Secret of a spoke, an Argo CD cluster Secret), not by
+    /// those fields.
     pub secret: Option<KubeconfigSecret>,
 }
 
-/// A Secret holding a kubeconfig, as Flux's `kubeConfig.secretRef` keeps one.
+/// A Secret holding how to reach a cluster: a kubeconfig, as Flux's
+/// `kubeConfig.secretRef` keeps one, or Argo CD's cluster Secret.
 #[derive(Debug, Clone)]
 pub struct KubeconfigSecret {
     pub namespace: String,
@@ -156,7 +158,8 @@ fn proxy_kept(
             .is_some()
 }
 
-/// The config of the kubeconfig in `secret`, read with `home`. What such a kubeconfig
+/// The config `secret` gives (its kubeconfig, or Argo CD's `server` and `config`), read
+/// with `home`. What such a kubeconfig
 /// may say is narrower than the operator's own file, as Flux narrows it: whoever may
 /// write Secrets in that namespace must not make the daemon run a command (`exec`, an
 /// `auth-provider`) or read its own files (a certificate, key or token by path).
