@@ -114,11 +114,12 @@ fn commit(root: &Path, remote: &str) {
     }
 }
 
-/// `args` for the home cluster, then with `--cluster edge`: each applies all it reads.
+/// `args` with `--cluster in-cluster` (the home cluster), then with `--cluster edge`:
+/// each applies all it reads (and no other declared cluster is reached).
 fn apply_home_then_edge(ns: &str, args: &[&str]) {
-    for cluster in [None, Some("edge")] {
+    for cluster in ["in-cluster", "edge"] {
         let mut all = args.to_vec();
-        all.extend(cluster.iter().flat_map(|c| ["--cluster", *c]));
+        all.extend(["--cluster", cluster]);
         assert_exit(&support::driftless_on_cluster(ns, &all), 0);
     }
 }
@@ -878,4 +879,136 @@ async fn argo_cd_cluster_secrets_are_clusters() {
         "{}",
         show(&out)
     );
+}
+
+/// `diff` and `apply` of a fleet with no `--cluster` serve each declared cluster in turn,
+/// under its name: a cluster that cannot be reached is told (its name, why) and delays no
+/// other, which is still diffed and applied; the exit code is the worst of them.
+/// `--output json` is one document, a cluster's document (or its error) each.
+#[tokio::test]
+async fn diff_and_apply_without_a_cluster_serve_each_and_one_away_stops_none() {
+    let TwoClusters {
+        home,
+        ns,
+        edge_server,
+        edge,
+        dir,
+        clusters,
+    } = two_clusters("fleet-each", |_| {
+        "[cluster.edge]\nkubeconfig = \"edge.kubeconfig\"\nlabels = { fleet = \"yes\" }\n\n[cluster.in-cluster]\nlabels = { fleet = \"yes\" }\n\n[cluster.away]\nkubeconfig = \"away.kubeconfig\"\nlabels = { fleet = \"yes\" }\n".into()
+    })
+    .await;
+    // The edge's kubeconfig, its server a port nothing listens on.
+    let mut away: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(edge_server.kubeconfig()).unwrap()).unwrap();
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    away["clusters"][0]["cluster"]["server"] = format!("https://127.0.0.1:{port}").into();
+    std::fs::write(dir.path().join("away.kubeconfig"), away.to_string()).unwrap();
+    let root = dir.path().join("tree");
+    let path = root.to_str().unwrap();
+    write(
+        &root,
+        ".driftless.toml",
+        "[vars]\n\n[[cluster]]\npath = \"all/**\"\nlabels = { fleet = \"yes\" }\n",
+    );
+    write(
+        &root,
+        "all/common.yaml",
+        &configmap("common", &ns, "${cluster.name}"),
+    );
+    let run = |verb: &str, more: &[&str]| {
+        let mut args = vec![verb, path, "--clusters", clusters.as_str()];
+        args.extend(more);
+        support::driftless_on_cluster(&ns, &args)
+    };
+    // Each cluster's part of stdout, by the name that heads it.
+    let parts = |out: &std::process::Output| -> std::collections::BTreeMap<String, String> {
+        let text = String::from_utf8_lossy(&out.stdout).to_string();
+        let mut parts = std::collections::BTreeMap::new();
+        let mut name = None;
+        for line in text.lines() {
+            if let Some(n) = line
+                .strip_prefix("cluster ")
+                .and_then(|l| l.strip_suffix(':'))
+            {
+                name = Some(n.to_string());
+                parts.insert(n.to_string(), String::new());
+            } else if let Some(n) = &name {
+                let part: &mut String = parts.get_mut(n).unwrap();
+                part.push_str(line);
+                part.push('\n');
+            }
+        }
+        parts
+    };
+    let away_told = |out: &std::process::Output| {
+        let err = String::from_utf8_lossy(&out.stderr).to_string();
+        assert!(
+            err.lines()
+                .any(|l| l.starts_with("driftless: cluster away: ") && !l.contains("Error {")),
+            "{}",
+            show(out)
+        );
+    };
+
+    let out = run("diff", &[]);
+    assert_exit(&out, 2);
+    away_told(&out);
+    let diffed = parts(&out);
+    assert_eq!(
+        diffed.keys().collect::<Vec<_>>(),
+        ["away", "edge", "in-cluster"],
+        "{}",
+        show(&out)
+    );
+    for name in ["edge", "in-cluster"] {
+        assert!(
+            diffed[name].contains("common") && diffed[name].contains(name),
+            "{name}'s diff: {}",
+            show(&out)
+        );
+    }
+    assert_eq!(diffed["away"], "", "{}", show(&out));
+
+    let out = run("diff", &["--output", "json"]);
+    assert_exit(&out, 2);
+    let doc: serde_json::Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", show(&out)));
+    let by_name: std::collections::BTreeMap<String, serde_json::Value> = doc["clusters"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{doc:#}"))
+        .iter()
+        .map(|c| (c["cluster"].as_str().unwrap().to_string(), c.clone()))
+        .collect();
+    assert!(by_name["away"]["error"].is_string(), "{doc:#}");
+    for name in ["edge", "in-cluster"] {
+        assert_eq!(
+            by_name[name]["objects"].as_array().map(Vec::len),
+            Some(1),
+            "{doc:#}"
+        );
+        assert!(by_name[name].get("error").is_none(), "{doc:#}");
+    }
+
+    let out = run("apply", &[]);
+    assert_exit(&out, 2);
+    away_told(&out);
+    assert_eq!(
+        parts(&out).keys().collect::<Vec<_>>(),
+        ["away", "edge", "in-cluster"],
+        "{}",
+        show(&out)
+    );
+    assert_eq!(
+        config_maps(&home, &ns).await,
+        pairs(&[("common", "in-cluster")])
+    );
+    assert_eq!(config_maps(&edge, &ns).await, pairs(&[("common", "edge")]));
+
+    // Narrowed with --cluster: that one alone, no heading; now as applied.
+    let out = run("diff", &["--cluster", "edge"]);
+    assert_exit(&out, 0);
+    assert!(parts(&out).is_empty(), "{}", show(&out));
 }

@@ -1225,16 +1225,8 @@ async fn serial_what_a_sync_cut_short_wrote_is_recorded_not_written_again() {
     let next = support::engine(&client, &ns);
     let (_, report) = support::sync(&next, &support::tree(&[("a.yaml", &accounts("api"))])).await;
     assert!(report.ok(), "{report:#?}");
-    let action = |name: &str| {
-        report
-            .objects
-            .iter()
-            .find(|o| o.key.name == name)
-            .map(|o| o.action.clone())
-            .unwrap_or_else(|| panic!("no {name} in {report:#?}"))
-    };
-    assert_eq!(action("one"), Action::Unchanged, "{report:#?}");
-    assert_eq!(action("two"), Action::Configured, "{report:#?}");
+    assert_eq!(action_of(&report, "one"), Action::Unchanged, "{report:#?}");
+    assert_eq!(action_of(&report, "two"), Action::Configured, "{report:#?}");
     assert_eq!(
         support::apiserver_writes(&client, &resources).await - before,
         1,
@@ -1264,18 +1256,88 @@ async fn serial_what_a_sync_cut_short_wrote_is_recorded_not_written_again() {
         );
     }
     // And the sync after writes nothing, dry-runs nothing.
-    let before = support::apiserver_writes(&client, &resources).await;
-    let dry_before = support::apiserver_dry_runs(&client, &resources).await;
-    let (_, report) = support::sync(&next, &support::tree(&[("a.yaml", &accounts("api"))])).await;
+    resync_writes_and_dry_runs_nothing(&client, &next, &accounts("api")).await;
+}
+
+/// A sync of `yaml` (as `a.yaml`) that finds every ServiceAccount unchanged and asks
+/// the apiserver no write and no dry run of one.
+async fn resync_writes_and_dry_runs_nothing(client: &kube::Client, engine: &Engine, yaml: &str) {
+    let resources = ["serviceaccounts"];
+    let before = support::apiserver_writes(client, &resources).await;
+    let dry_before = support::apiserver_dry_runs(client, &resources).await;
+    let (_, report) = support::sync(engine, &support::tree(&[("a.yaml", yaml)])).await;
     assert!(
         report.objects.iter().all(|o| o.action == Action::Unchanged),
         "{report:#?}"
     );
     assert_eq!(
         (
-            support::apiserver_writes(&client, &resources).await - before,
-            support::apiserver_dry_runs(&client, &resources).await - dry_before
+            support::apiserver_writes(client, &resources).await - before,
+            support::apiserver_dry_runs(client, &resources).await - dry_before
         ),
         (0, 0)
     );
+}
+
+/// What the sync did to the object named `name`.
+fn action_of(report: &driftless::apply::SyncReport, name: &str) -> Action {
+    report
+        .objects
+        .iter()
+        .find(|o| o.key.name == name)
+        .map(|o| o.action.clone())
+        .unwrap_or_else(|| panic!("no {name} in {report:#?}"))
+}
+
+/// A sync cut short after writing a *changed* intent (the daemon aborts it when a
+/// member's Lease lapses) leaves the entry as the last sync recorded it: confirmed, with
+/// the old intent's hashes. The engine told so dry-runs each changed intent first: one
+/// already applied is recorded, not written again; one not written yet is written, once.
+#[tokio::test]
+async fn serial_a_changed_intent_written_but_not_recorded_is_not_written_again() {
+    let client = support::client().await;
+    let ns = support::namespace(&client, "cut-short-changed").await;
+    let accounts = |one: &str, two: &str| {
+        format!(
+            "apiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: one\n  namespace: {ns}\n  labels: {{tier: {one}}}\n---\napiVersion: v1\nkind: ServiceAccount\nmetadata:\n  name: two\n  namespace: {ns}\n  labels: {{tier: {two}}}\n"
+        )
+    };
+    let first = support::engine(&client, &ns);
+    let (_, report) = support::sync(
+        &first,
+        &support::tree(&[("a.yaml", &accounts("web", "web"))]),
+    )
+    .await;
+    assert!(report.ok(), "{report:#?}");
+    let mut as_recorded = Vec::new();
+    support::rewrite_inventory(&client, &ns, |entries| as_recorded = entries.clone()).await;
+    // `one`'s new intent written; then the inventory as that sync, cut short before it
+    // could record the write, leaves it.
+    let (_, report) = support::sync(
+        &first,
+        &support::tree(&[("a.yaml", &accounts("api", "web"))]),
+    )
+    .await;
+    assert!(report.ok(), "{report:#?}");
+    support::rewrite_inventory(&client, &ns, |entries| *entries = as_recorded).await;
+
+    let resources = ["serviceaccounts"];
+    let before = support::apiserver_writes_when_quiet(&client, &resources).await;
+    let next = support::engine(&client, &ns);
+    next.set_cut_short(true);
+    let (_, report) = support::sync(
+        &next,
+        &support::tree(&[("a.yaml", &accounts("api", "api"))]),
+    )
+    .await;
+    assert!(report.ok(), "{report:#?}");
+    assert_eq!(action_of(&report, "one"), Action::Unchanged, "{report:#?}");
+    assert_eq!(action_of(&report, "two"), Action::Configured, "{report:#?}");
+    assert_eq!(
+        support::apiserver_writes(&client, &resources).await - before,
+        1,
+        "ServiceAccount writes: the one not written yet alone"
+    );
+    // Recorded with this intent: the sync after writes nothing, dry-runs nothing.
+    resync_writes_and_dry_runs_nothing(&client, &next, &accounts("api", "api")).await;
 }

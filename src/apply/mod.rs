@@ -264,6 +264,10 @@ pub struct Engine {
     /// as a watch from its creation saw it: what readiness reads of a run that is already
     /// gone (`follow`).
     followed: follow::Runs,
+    /// A sync of this engine was stopped mid-write (a member's Lease lapsed, a panic)
+    /// and no whole sync has ended since: a changed intent may already be written, its
+    /// record not (see `against_record`).
+    cut_short: std::sync::atomic::AtomicBool,
 }
 
 impl Engine {
@@ -279,7 +283,19 @@ impl Engine {
             said_skipped: Default::default(),
             held: Default::default(),
             followed: Default::default(),
+            cut_short: Default::default(),
         }
+    }
+
+    /// Whether a sync was stopped mid-write since a whole one last ended: set when one
+    /// is, cleared when a whole sync ends (the daemon tells it).
+    pub fn set_cut_short(&self, cut_short: bool) {
+        self.cut_short
+            .store(cut_short, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub(crate) fn cut_short(&self) -> bool {
+        self.cut_short.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// From now on, reads and writes only the inventory of `held` buckets (`None`: all,

@@ -1,13 +1,17 @@
-//! The clusters of Argo CD's cluster Secrets (`--cluster-secrets-namespace`): each Secret
-//! labelled `argocd.argoproj.io/secret-type: cluster` in those namespaces of the home
-//! cluster is a cluster by its `name`, `server` and labels, reached with its `config`
-//! when served. Only the operator names the namespaces: a commit names clusters, never
-//! where their credentials are.
+//! The fleet at the binary's edge. The clusters of Argo CD's cluster Secrets
+//! (`--cluster-secrets-namespace`): each Secret labelled
+//! `argocd.argoproj.io/secret-type: cluster` in those namespaces of the home cluster is a
+//! cluster by its `name`, `server` and labels, reached with its `config` when served. Only
+//! the operator names the namespaces: a commit names clusters, never where their
+//! credentials are. And `diff` and `apply` of a fleet with no `--cluster`: each declared
+//! cluster in turn, one cluster's failure told and the others still served.
 
 use anyhow::Context;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ListParams};
 
+use super::{ApplyArgs, DiffArgs, DiffOutput, GlobalArgs, PolicyArgs, exit};
+use driftless::cluster::{Selection, error_text};
 use driftless::spec::clusters::{Cluster, IN_CLUSTER_SERVER, SecretRef};
 
 const SECRET_TYPE: &str = "argocd.argoproj.io/secret-type";
@@ -70,4 +74,114 @@ pub async fn argocd_clusters(
         }
     }
     Ok(found)
+}
+
+/// Writes to stdout, a closed pipe an error (never a panic).
+fn say(text: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()
+}
+
+/// Whether a `diff` or `apply` goes to every declared cluster: a fleet, none named.
+pub fn every_cluster(p: &PolicyArgs) -> anyhow::Result<bool> {
+    Ok(p.cluster.is_none() && p.target()?.is_fleet())
+}
+
+/// What heads a cluster's part of the output.
+fn heading(output: DiffOutput, name: &str) -> String {
+    match output {
+        DiffOutput::Markdown => format!("## cluster `{name}`\n"),
+        DiffOutput::Text | DiffOutput::Json => format!("cluster {name}:"),
+    }
+}
+
+/// `diff` of each declared cluster, under its name (text, markdown), or one JSON document
+/// `{"clusters": [...]}` with a cluster's document (or its `error`) each. One cluster
+/// unreachable or its tree invalid is told and the others are still diffed; the exit
+/// code is the worst of them.
+pub async fn diff_each(
+    args: &DiffArgs,
+    global: &GlobalArgs,
+    home: &Selection,
+) -> anyhow::Result<u8> {
+    let json = args.output == DiffOutput::Json;
+    let mut code = exit::OK;
+    let mut docs = Vec::new();
+    for cluster in args.tree.policy.clusters()?.iter() {
+        let name = &cluster.name;
+        let mut one = args.clone();
+        one.tree.policy.cluster = Some(name.clone());
+        if !json {
+            say(&format!("{}\n", heading(args.output, name)))?;
+        }
+        let diffed = match one.tree.policy.selection(home) {
+            Ok(selection) => super::sync::diff_of(&one, global, &selection).await,
+            Err(e) => Err(e),
+        };
+        let failed = |why: String| serde_json::json!({"cluster": name, "error": why});
+        match diffed {
+            Ok(Some(d)) => {
+                code = code.max(d.code);
+                match json {
+                    true => {
+                        let mut doc: serde_json::Value = serde_json::from_str(&d.text)?;
+                        if let Some(map) = doc.as_object_mut() {
+                            map.insert("cluster".into(), name.clone().into());
+                        }
+                        docs.push(doc);
+                    }
+                    false => say(&d.text)?,
+                }
+            }
+            Ok(None) => {
+                code = exit::ERROR;
+                docs.push(failed(format!(
+                    "the tree as cluster {name} reads it is invalid"
+                )));
+            }
+            Err(e) => {
+                let why = error_text(e.as_ref());
+                eprintln!("driftless: cluster {name}: {why}");
+                code = exit::ERROR;
+                docs.push(failed(why));
+            }
+        }
+    }
+    if json {
+        let doc = serde_json::json!({ "clusters": docs });
+        say(&(serde_json::to_string_pretty(&doc)? + "\n"))?;
+    }
+    Ok(code)
+}
+
+/// `apply` to each declared cluster in turn, under its name. One cluster unreachable or
+/// its tree invalid is told and the others are still applied; Ctrl-C stops the lot.
+pub async fn apply_each(
+    args: &ApplyArgs,
+    global: &GlobalArgs,
+    home: &Selection,
+) -> anyhow::Result<u8> {
+    let mut code = exit::OK;
+    for cluster in args.tree.policy.clusters()?.iter() {
+        let name = &cluster.name;
+        let mut one = args.clone();
+        one.tree.policy.cluster = Some(name.clone());
+        say(&format!("cluster {name}:\n"))?;
+        let applied = match one.tree.policy.selection(home) {
+            Ok(selection) => super::sync::apply(&one, global, &selection).await,
+            Err(e) => Err(e),
+        };
+        match applied {
+            Ok(exit::INTERRUPTED) => return Ok(exit::INTERRUPTED),
+            Ok(c) => code = code.max(c),
+            Err(e) if super::output::is_broken_pipe(&e) => return Err(e),
+            Err(e) => {
+                eprintln!("driftless: cluster {name}: {}", error_text(e.as_ref()));
+                code = exit::ERROR;
+            }
+        }
+    }
+    Ok(code)
 }

@@ -195,7 +195,8 @@ pub struct PolicyArgs {
     pub found_clusters: Vec<driftless::spec::clusters::Cluster>,
     /// The cluster of --clusters this command serves: only the files that go to it are
     /// read, and it is reached with its kubeconfig (default: the home cluster, the one
-    /// reached with --kubeconfig/--context).
+    /// reached with --kubeconfig/--context; `validate`, `diff` and `apply` of a fleet
+    /// serve each declared cluster in turn).
     #[arg(long, env = "DRIFTLESS_CLUSTER", value_name = "NAME")]
     pub cluster: Option<String>,
     #[command(flatten)]
@@ -369,7 +370,7 @@ impl EngineArgs {
 
 /// What `diff` and `apply` work on: a spec tree, the namespaces it may write into, and
 /// how the engine writes.
-#[derive(Args, Debug)]
+#[derive(Args, Debug, Clone)]
 pub struct TreeArgs {
     /// Root of the spec tree (every *.toml, *.yaml and *.yml under it, but what .driftlessignore lists),
     /// or an OCI artifact, oci://HOST/REPO[:TAG|@sha256:…], pulled first.
@@ -381,7 +382,7 @@ pub struct TreeArgs {
     pub engine: EngineArgs,
 }
 
-#[derive(Args, Debug)]
+#[derive(Args, Debug, Clone)]
 pub struct ApplyArgs {
     #[command(flatten)]
     pub tree: TreeArgs,
@@ -393,7 +394,7 @@ pub struct ApplyArgs {
     pub timeout: Duration,
 }
 
-#[derive(Args, Debug)]
+#[derive(Args, Debug, Clone)]
 pub struct DiffArgs {
     #[command(flatten)]
     pub tree: TreeArgs,
@@ -477,6 +478,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         p.found_clusters = fleet::argocd_clusters(&home, &p.cluster_secrets_namespaces).await?;
     }
     // A cluster of the operator's --clusters is reached with its own kubeconfig.
+    let home = selection.clone();
     let selection = match policy_args(&cli.command) {
         Some(p) => p.selection(&selection)?,
         None => selection,
@@ -503,8 +505,14 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         }
         Command::Diff(args) => match &args.base {
             Some(base) => preview::preview(args, base, &cli.global).await,
+            None if fleet::every_cluster(&args.tree.policy)? => {
+                fleet::diff_each(args, &cli.global, &home).await
+            }
             None => sync::diff(args, &cli.global, &selection).await,
         },
+        Command::Apply(args) if fleet::every_cluster(&args.tree.policy)? => {
+            fleet::apply_each(args, &cli.global, &home).await
+        }
         Command::Apply(args) => sync::apply(args, &cli.global, &selection).await,
         Command::Run(args) => run::run(args, &cli.global, &selection).await,
         Command::Status(args) => status::status(args, &cli.global.instance),

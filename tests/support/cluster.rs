@@ -207,15 +207,35 @@ pub async fn apply_manifest_as(client: &Client, doc: &Value, manager: &str) -> V
 /// to send. Only meaningful while no other test writes to those resources: tests that
 /// use it are named `serial_*`, which `scripts/test` runs alone.
 pub async fn apiserver_writes(client: &Client, resources: &[&str]) -> u64 {
-    const WRITES: &[&str] = &[
-        "POST",
-        "PUT",
-        "PATCH",
-        "APPLY",
-        "DELETE",
-        "DELETECOLLECTION",
-    ];
     apiserver_requests(client, WRITES, resources).await
+}
+
+const WRITES: &[&str] = &[
+    "POST",
+    "PUT",
+    "PATCH",
+    "APPLY",
+    "DELETE",
+    "DELETECOLLECTION",
+];
+
+/// [`apiserver_writes`] by the apiserver's answer (its status code): a write it carried
+/// out answers 2xx; one it shed (429), or whose client went away before it was done, does
+/// not.
+pub async fn apiserver_writes_by_code(
+    client: &Client,
+    resources: &[&str],
+) -> std::collections::BTreeMap<String, u64> {
+    apiserver_requests_by_code(client, WRITES, resources).await
+}
+
+/// The writes of [`apiserver_writes_by_code`] the apiserver carried out (answered 2xx).
+pub fn carried_out(by_code: &std::collections::BTreeMap<String, u64>) -> u64 {
+    by_code
+        .iter()
+        .filter(|(code, _)| code.starts_with('2'))
+        .map(|(_, n)| n)
+        .sum()
 }
 
 /// LIST requests the apiserver counted for any of `resources`, as [`apiserver_writes`]
@@ -262,6 +282,18 @@ fn metric_label(line: &str, name: &str) -> Option<String> {
 /// Requests with one of `verbs` the apiserver counted for the main resource of any of
 /// `resources`, dry runs left out.
 async fn apiserver_requests(client: &Client, verbs: &[&str], resources: &[&str]) -> u64 {
+    apiserver_requests_by_code(client, verbs, resources)
+        .await
+        .values()
+        .sum()
+}
+
+/// [`apiserver_requests`] by the answer's status code.
+async fn apiserver_requests_by_code(
+    client: &Client,
+    verbs: &[&str],
+    resources: &[&str],
+) -> std::collections::BTreeMap<String, u64> {
     let req = http::Request::get("/metrics").body(Vec::new()).unwrap();
     let text = client
         .request_text(req)
@@ -282,8 +314,14 @@ async fn apiserver_requests(client: &Client, verbs: &[&str], resources: &[&str])
                 && label(l, "subresource").unwrap_or_default().is_empty()
                 && label(l, "dry_run").unwrap_or_default().is_empty()
         })
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-        .sum::<f64>() as u64
+        .filter_map(|l| {
+            let n = l.rsplit(' ').next()?.parse::<f64>().ok()?;
+            Some((label(l, "code").unwrap_or_default(), n as u64))
+        })
+        .fold(std::collections::BTreeMap::new(), |mut by, (code, n)| {
+            *by.entry(code).or_insert(0) += n;
+            by
+        })
 }
 
 /// Until no namespace is terminating: an earlier test's namespace, whose objects the
@@ -321,11 +359,23 @@ pub async fn no_namespace_terminating(client: &Client) {
 /// 3 s (controllers catching up). A count that starts earlier blames driftless for the
 /// cluster's own writes.
 pub async fn apiserver_writes_when_quiet(client: &Client, resources: &[&str]) -> u64 {
+    apiserver_writes_by_code_when_quiet(client, resources)
+        .await
+        .values()
+        .sum()
+}
+
+/// [`apiserver_writes_by_code`] once the cluster is quiet, as
+/// [`apiserver_writes_when_quiet`] waits for it.
+pub async fn apiserver_writes_by_code_when_quiet(
+    client: &Client,
+    resources: &[&str],
+) -> std::collections::BTreeMap<String, u64> {
     no_namespace_terminating(client).await;
-    let mut before = apiserver_writes(client, resources).await;
+    let mut before = apiserver_writes_by_code(client, resources).await;
     for _ in 0..20 {
         tokio::time::sleep(Duration::from_secs(3)).await;
-        let now = apiserver_writes(client, resources).await;
+        let now = apiserver_writes_by_code(client, resources).await;
         if now == before {
             return now;
         }

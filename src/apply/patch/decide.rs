@@ -151,6 +151,26 @@ impl Engine {
         unchanged.then(|| Live::of(whole, &self.opts))
     }
 
+    /// The answer for an object the dry run shows as `intent` leaves it
+    /// ([`Self::unconfirmed_as_applied`]): unchanged, recorded with this intent, not
+    /// written.
+    async fn applied_unrecorded(
+        &self,
+        p: &Shaped<'_, '_>,
+        api: &Api<DynamicObject>,
+        intent: &Intent<'_>,
+        force: bool,
+    ) -> Option<Answer> {
+        let whole = self.unconfirmed_as_applied(p, api, force).await?;
+        tracing::debug!("already as this intent applies it: recorded, not written");
+        let confirmed = record::confirmed(p, &whole, intent.applied.clone(), intent.shape.clone());
+        let unchanged = ObjectResult {
+            fields: Some(whole.fields),
+            ..result_of(p, Action::Unchanged, None)
+        };
+        Some((unchanged, Some(confirmed)))
+    }
+
     /// The hashes of what `p` sends. A Secret's hashes are keyed (`hash`), and so are
     /// those of any object decrypted from a SOPS file; without the key it is not applied,
     /// rather than recorded with a hash anyone reading the inventory could test guesses
@@ -196,18 +216,11 @@ impl Engine {
         let recorded = entry.is_some_and(|e| is_recorded(e, &live.value));
         match claim(&live.value, &self.opts.instance, p.adopt) {
             Ok(Claim::Ours) if !recorded && !p.obj.policy.create_only => {
-                if let Some(whole) = self
-                    .unconfirmed_as_applied(p, &found.api, write.force)
+                if let Some(answer) = self
+                    .applied_unrecorded(p, &found.api, intent, write.force)
                     .await
                 {
-                    tracing::debug!("already as this intent applies it: recorded, not written");
-                    let confirmed =
-                        record::confirmed(p, &whole, intent.applied.clone(), intent.shape.clone());
-                    let unchanged = ObjectResult {
-                        fields: Some(whole.fields),
-                        ..result_of(p, Action::Unchanged, None)
-                    };
-                    return ControlFlow::Break((unchanged, Some(confirmed)));
+                    return ControlFlow::Break(answer);
                 }
             }
             Ok(Claim::Ours) => {}
@@ -310,10 +323,21 @@ impl Engine {
             }
             write.force = true;
             write.drift = seen;
-        } else if p.obj.policy.report_drift {
-            // Drift left as it was is not someone's claim on the fields: a new
-            // revision takes them back, as Argo CD's and Flux's syncs do.
-            write.force = true;
+        } else {
+            if p.obj.policy.report_drift {
+                // Drift left as it was is not someone's claim on the fields: a new
+                // revision takes them back, as Argo CD's and Flux's syncs do.
+                write.force = true;
+            }
+            // A new intent after a sync of this engine was stopped mid-write (a
+            // member's Lease lapsed): perhaps written by that sync, which could not
+            // record it. Dry-run first, so that it is recorded rather than written
+            // twice; otherwise a change of intent costs nothing more.
+            if self.cut_short()
+                && let Some(answer) = self.applied_unrecorded(p, api, intent, write.force).await
+            {
+                return ControlFlow::Break(answer);
+            }
         }
         ControlFlow::Continue(())
     }

@@ -441,8 +441,28 @@ pub async fn diff(
     global: &GlobalArgs,
     selection: &Selection,
 ) -> anyhow::Result<u8> {
-    let Some((tree, engine, objects)) = prepare(&args.tree, global, selection).await? else {
+    let Some(one) = diff_of(args, global, selection).await? else {
         return Ok(exit::ERROR);
+    };
+    std::io::stdout().lock().write_all(one.text.as_bytes())?;
+    Ok(one.code)
+}
+
+/// One cluster's diff, as `--output` prints it, and the exit code it makes.
+pub(super) struct Diffed {
+    pub text: String,
+    pub code: u8,
+}
+
+/// The diff of the tree against the cluster `selection` reaches; `None` for an invalid
+/// tree (its errors printed). The held apps are told on stderr.
+pub(super) async fn diff_of(
+    args: &DiffArgs,
+    global: &GlobalArgs,
+    selection: &Selection,
+) -> anyhow::Result<Option<Diffed>> {
+    let Some((tree, engine, objects)) = prepare(&args.tree, global, selection).await? else {
+        return Ok(None);
     };
     let diffs = engine.diff(&objects, &tree.facts()).await?;
     let text = match args.output {
@@ -455,14 +475,14 @@ pub async fn diff(
         DiffOutput::Json => diff::json(&diffs)?,
     };
     let text = super::tree::with_held(text, args.output, &tree)?;
-    std::io::stdout().lock().write_all(text.as_bytes())?;
     let actions: Vec<_> = diffs.iter().filter_map(|d| d.change.action()).collect();
     let held = super::tree::print_held(&tree)?;
-    Ok(if held || actions.contains(&DiffAction::Error) {
+    let code = if held || actions.contains(&DiffAction::Error) {
         exit::ERROR
     } else if actions.is_empty() {
         exit::OK
     } else {
         exit::DIFFERENCES
-    })
+    };
+    Ok(Some(Diffed { text, code }))
 }

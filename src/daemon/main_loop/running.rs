@@ -181,6 +181,9 @@ impl Loop {
         let mut history = None;
         let (outcome, tally) = match done {
             Ok(mut finished) => {
+                if running.keys.contains(&Key::Full) && finished.result.is_ok() {
+                    self.on.cluster.set_cut_short(false);
+                }
                 if let (Some(recorder), Ok(report)) = (&self.on.recorder, &finished.result) {
                     recorder.publish(report, self.state.sync_revision());
                 }
@@ -205,6 +208,8 @@ impl Loop {
                 self.state.on_sync_done(&keys, end, now())
             }
             Err(e) => {
+                // Stopped wherever it was: what it wrote last may be unrecorded.
+                self.on.cluster.set_cut_short(true);
                 tracing::error!(error = %e, "sync failed");
                 let end = SyncEnd::Failed {
                     message: e.to_string(),
