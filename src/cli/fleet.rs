@@ -77,7 +77,7 @@ pub async fn argocd_clusters(
 }
 
 /// Writes to stdout, a closed pipe an error (never a panic).
-fn say(text: &str) -> std::io::Result<()> {
+fn write_out(text: &str) -> std::io::Result<()> {
     use std::io::Write as _;
     let mut out = std::io::stdout().lock();
     out.write_all(text.as_bytes())?;
@@ -87,14 +87,6 @@ fn say(text: &str) -> std::io::Result<()> {
 /// Whether a `diff` or `apply` goes to every declared cluster: a fleet, none named.
 pub fn every_cluster(p: &PolicyArgs) -> anyhow::Result<bool> {
     Ok(p.cluster.is_none() && p.target()?.is_fleet())
-}
-
-/// What heads a cluster's part of the output.
-fn heading(output: DiffOutput, name: &str) -> String {
-    match output {
-        DiffOutput::Markdown => format!("## cluster `{name}`\n"),
-        DiffOutput::Text | DiffOutput::Json => format!("cluster {name}:"),
-    }
 }
 
 /// `diff` of each declared cluster, under its name (text, markdown), or one JSON document
@@ -113,8 +105,11 @@ pub async fn diff_each(
         let name = &cluster.name;
         let mut one = args.clone();
         one.tree.policy.cluster = Some(name.clone());
-        if !json {
-            say(&format!("{}\n", heading(args.output, name)))?;
+        // JSON names the cluster inside its document instead.
+        match args.output {
+            DiffOutput::Text => write_out(&format!("cluster {name}:\n"))?,
+            DiffOutput::Markdown => write_out(&format!("## cluster `{name}`\n\n"))?,
+            DiffOutput::Json => {}
         }
         let diffed = match one.tree.policy.selection(home) {
             Ok(selection) => super::sync::diff_of(&one, global, &selection).await,
@@ -132,7 +127,7 @@ pub async fn diff_each(
                         }
                         docs.push(doc);
                     }
-                    false => say(&d.text)?,
+                    false => write_out(&d.text)?,
                 }
             }
             Ok(None) => {
@@ -151,7 +146,7 @@ pub async fn diff_each(
     }
     if json {
         let doc = serde_json::json!({ "clusters": docs });
-        say(&(serde_json::to_string_pretty(&doc)? + "\n"))?;
+        write_out(&(serde_json::to_string_pretty(&doc)? + "\n"))?;
     }
     Ok(code)
 }
@@ -168,7 +163,7 @@ pub async fn apply_each(
         let name = &cluster.name;
         let mut one = args.clone();
         one.tree.policy.cluster = Some(name.clone());
-        say(&format!("cluster {name}:\n"))?;
+        write_out(&format!("cluster {name}:\n"))?;
         let applied = match one.tree.policy.selection(home) {
             Ok(selection) => super::sync::apply(&one, global, &selection).await,
             Err(e) => Err(e),

@@ -294,29 +294,22 @@ async fn apiserver_requests_by_code(
     verbs: &[&str],
     resources: &[&str],
 ) -> std::collections::BTreeMap<String, u64> {
-    let req = http::Request::get("/metrics").body(Vec::new()).unwrap();
-    let text = client
-        .request_text(req)
-        .await
-        .expect("the apiserver's /metrics");
-    let label = |line: &str, name: &str| -> Option<String> {
-        let start = line.find(&format!("{name}=\""))? + name.len() + 2;
-        let end = line[start..].find('"')? + start;
-        Some(line[start..end].to_string())
-    };
+    let text = apiserver_metrics(client).await;
     text.lines()
         .filter(|l| l.starts_with("apiserver_request_total{"))
         .filter(|l| {
-            let verb = label(l, "verb").unwrap_or_default();
-            let resource = label(l, "resource").unwrap_or_default();
+            let verb = metric_label(l, "verb").unwrap_or_default();
+            let resource = metric_label(l, "resource").unwrap_or_default();
             verbs.contains(&verb.as_str())
                 && resources.contains(&resource.as_str())
-                && label(l, "subresource").unwrap_or_default().is_empty()
-                && label(l, "dry_run").unwrap_or_default().is_empty()
+                && metric_label(l, "subresource")
+                    .unwrap_or_default()
+                    .is_empty()
+                && metric_label(l, "dry_run").unwrap_or_default().is_empty()
         })
         .filter_map(|l| {
             let n = l.rsplit(' ').next()?.parse::<f64>().ok()?;
-            Some((label(l, "code").unwrap_or_default(), n as u64))
+            Some((metric_label(l, "code").unwrap_or_default(), n as u64))
         })
         .fold(std::collections::BTreeMap::new(), |mut by, (code, n)| {
             *by.entry(code).or_insert(0) += n;
