@@ -264,6 +264,9 @@ export DRIFTLESS_TESTBED_DIR=$STATE
 # Kubernetes $K8S_VERSION (lane $K8S_LANE); the pinned kubectl $KUBECTL_V35_VERSION comes last on PATH,
 # for a machine that has none of its own.
 export DRIFTLESS_TEST_K8S=$K8S_VERSION
+# Each lane's kube-apiserver (built or not): a fleet test boots a cluster of the other
+# version beside this one (tests/support/apiserver.rs).
+export DRIFTLESS_TEST_APISERVERS="$(for l in 1.37 1.34; do (k8s_lane "$l" && printf '%s=%s ' "$K8S_VERSION" "$K8S_BIN/kube-apiserver"); done)"
 export PATH=\$PATH:$(dirname "$KUBECTL_V35")
 # Rendering tools (testbed/tools.env): kubectl $KUBECTL_V35_VERSION and $KUBECTL_V30_VERSION, helm $HELM4_VERSION and $HELM3_VERSION.
 export DRIFTLESS_TEST_KUBECTL_V35=$KUBECTL_V35

@@ -54,7 +54,11 @@ async fn config_maps(client: &Client, ns: &str) -> Vec<(String, String)> {
 
 /// A second cluster (an apiserver with a storage of its own) with the namespace `ns`.
 async fn edge_cluster(ns: &str) -> (SecondApiserver, Client) {
-    let server = SecondApiserver::apart().await;
+    with_namespace(SecondApiserver::apart().await, ns).await
+}
+
+/// `server` and a client of it, once it has the namespace `ns`.
+async fn with_namespace(server: SecondApiserver, ns: &str) -> (SecondApiserver, Client) {
     let client = server.client().await;
     Api::<Namespace>::all(client.clone())
         .create(
@@ -1011,4 +1015,158 @@ async fn diff_and_apply_without_a_cluster_serve_each_and_one_away_stops_none() {
     let out = run("diff", &["--cluster", "edge"]);
     assert_exit(&out, 0);
     assert!(parts(&out).is_empty(), "{}", show(&out));
+}
+
+/// The `data` value `key` of ConfigMap `ns/name` on a cluster; `None`: no such ConfigMap.
+async fn config_map_value(client: &Client, ns: &str, name: &str, key: &str) -> Option<String> {
+    Api::<ConfigMap>::namespaced(client.clone(), ns)
+        .get_opt(name)
+        .await
+        .unwrap()
+        .map(|c| {
+            c.data
+                .unwrap_or_default()
+                .get(key)
+                .cloned()
+                .unwrap_or_default()
+        })
+}
+
+/// Two clusters of different Kubernetes versions (the local cluster, and an apiserver of
+/// the testbed's other version) from one tree: a chart is rendered for each cluster's own
+/// version (`.Capabilities.KubeVersion`, and the objects it makes only for newer
+/// clusters), then installed, upgraded and uninstalled on each by `apply` of the fleet.
+/// scripts/test runs it on the 1.34 lane, where both versions are built.
+#[tokio::test]
+async fn mixed_versions_each_cluster_gets_the_render_of_its_own_version() {
+    let home = support::client().await;
+    let ns = support::namespace(&home, "fleet-versions").await;
+    let (edge_server, _) = SecondApiserver::apart_of_other_version().await;
+    let (edge_server, edge) = with_namespace(edge_server, &ns).await;
+    let version =
+        |v: k8s_openapi::apimachinery::pkg::version::Info| (v.git_version.clone(), v.minor.clone());
+    let (home_version, home_minor) = version(home.apiserver_version().await.unwrap());
+    let (edge_version, edge_minor) = version(edge.apiserver_version().await.unwrap());
+    assert_ne!(
+        home_minor, edge_minor,
+        "two versions: {home_version} and {edge_version}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(edge_server.kubeconfig(), dir.path().join("edge.kubeconfig")).unwrap();
+    let clusters = dir.path().join("clusters.toml");
+    std::fs::write(
+        &clusters,
+        "[cluster.in-cluster]\nlabels = { fleet = \"yes\" }\n\n[cluster.edge]\nkubeconfig = \"edge.kubeconfig\"\nlabels = { fleet = \"yes\" }\n",
+    )
+    .unwrap();
+    let root = dir.path().join("tree");
+    write(
+        &root,
+        ".driftless.toml",
+        "[[cluster]]\npath = \"all/**\"\nlabels = { fleet = \"yes\" }\n",
+    );
+    write(&root, "all/anchor.yaml", &configmap("anchor", &ns, "kept"));
+    let chart = "all/charts/versioned";
+    write(
+        &root,
+        &format!("{chart}/Chart.yaml"),
+        "apiVersion: v2\nname: versioned\nversion: 0.1.0\n",
+    );
+    write(
+        &root,
+        &format!("{chart}/templates/objects.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: versioned\ndata:\n  kube: {{ .Capabilities.KubeVersion.Version | quote }}\n  v: {{ .Values.rev | quote }}\n---\n{{- if semverCompare \">=1.36-0\" .Capabilities.KubeVersion.Version }}\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: newer\ndata:\n  v: {{ .Values.rev | quote }}\n{{- else }}\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: older\ndata:\n  v: {{ .Values.rev | quote }}\n{{- end }}\n",
+    );
+    let release = |rev: &str| {
+        format!(
+            "namespace = \"{ns}\"\n\n[helm.versioned]\nchart = \"{chart}\"\nvalues = {{ rev = \"{rev}\" }}\n"
+        )
+    };
+    write(&root, "all/apps.toml", &release("one"));
+    let path = root.to_str().unwrap();
+    let apply = |more: &[&str]| {
+        let mut args = vec!["apply", path, "--clusters", clusters.to_str().unwrap()];
+        args.extend(more);
+        let out = support::driftless_helm4_on_cluster(&ns, &args);
+        assert_exit(&out, 0);
+        out
+    };
+    let clusters_of = [
+        ("in-cluster", &home, &home_version),
+        ("edge", &edge, &edge_version),
+    ];
+    // Each cluster's objects as its version's render makes them: (kube, v) of
+    // `versioned`, and `v` of `newer` and `older`.
+    let check = |rev: Option<&'static str>| {
+        let clusters_of = &clusters_of;
+        let ns = &ns;
+        async move {
+            for (name, client, version) in clusters_of {
+                // `v1.37.2`: minor 37.
+                let minor: u32 = version
+                    .split('.')
+                    .nth(1)
+                    .and_then(|m| m.parse().ok())
+                    .unwrap_or_else(|| panic!("cluster {name}: version {version}"));
+                let newer = minor >= 36;
+                let kube = config_map_value(client, ns, "versioned", "kube").await;
+                let v = config_map_value(client, ns, "versioned", "v").await;
+                let by_version =
+                    config_map_value(client, ns, if newer { "newer" } else { "older" }, "v").await;
+                let other =
+                    config_map_value(client, ns, if newer { "older" } else { "newer" }, "v").await;
+                match rev {
+                    Some(rev) => {
+                        assert_eq!(
+                            kube.as_deref(),
+                            Some(version.as_str()),
+                            "cluster {name}: told its own version"
+                        );
+                        assert_eq!(v.as_deref(), Some(rev), "cluster {name}");
+                        assert_eq!(
+                            by_version.as_deref(),
+                            Some(rev),
+                            "cluster {name} ({version}): its version's object"
+                        );
+                    }
+                    None => {
+                        assert_eq!(
+                            (kube, by_version),
+                            (None, None),
+                            "cluster {name}: uninstalled"
+                        );
+                    }
+                }
+                assert_eq!(
+                    other, None,
+                    "cluster {name} ({version}): not the other version's object"
+                );
+                assert_eq!(
+                    config_map_value(client, ns, "anchor", "v").await.as_deref(),
+                    Some("kept"),
+                    "cluster {name}"
+                );
+            }
+        }
+    };
+
+    apply(&[]);
+    check(Some("one")).await;
+    // Each cluster's diff says nothing differs: what was applied is what its render is.
+    let out = support::driftless_helm4_on_cluster(
+        &ns,
+        &["diff", path, "--clusters", clusters.to_str().unwrap()],
+    );
+    assert_exit(&out, 0);
+
+    write(&root, "all/apps.toml", &release("two"));
+    apply(&[]);
+    check(Some("two")).await;
+
+    std::fs::remove_file(root.join("all/apps.toml")).unwrap();
+    std::fs::remove_dir_all(root.join(chart)).unwrap();
+    // (Two of each cluster's three objects go: the uninstall is meant.)
+    apply(&["--allow-mass-prune"]);
+    check(None).await;
 }

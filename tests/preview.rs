@@ -336,3 +336,204 @@ fn a_preview_that_cannot_be_made_says_why() {
         "{stderr}"
     );
 }
+
+/// `diff --base` of a fleet, with no cluster reached: each declared cluster's view of the
+/// change (its files by the tree's `[[cluster]]` rules, its `${cluster.name}`, charts told
+/// the version the operator declared for it), under its name; one cluster's broken file
+/// fails that cluster's preview alone; `--cluster` narrows it to one.
+#[test]
+fn a_fleet_s_change_is_previewed_per_cluster_with_each_declared_version() {
+    let repo = tempfile::tempdir().unwrap();
+    let specs = repo.path().join("specs");
+    let chart = specs.join("shared/charts/versioned");
+    std::fs::create_dir_all(specs.join("edge")).unwrap();
+    std::fs::create_dir_all(specs.join("shared")).unwrap();
+    let write = |path: &str, text: &str| std::fs::write(specs.join(path), text).unwrap();
+    write(
+        ".driftless.toml",
+        "[vars]\n\n[[cluster]]\npath = \"edge/**\"\nnames = [\"edge\"]\n\n[[cluster]]\npath = \"shared/**\"\nlabels = { fleet = \"yes\" }\n",
+    );
+    write(
+        "shared/named.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: named, namespace: fleet-preview}\ndata: {cluster: '${cluster.name}', rev: one}\n",
+    );
+    write(
+        "edge/only.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: only, namespace: fleet-preview}\ndata: {v: '1'}\n",
+    );
+    write(
+        "mgmt.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: mgmt, namespace: fleet-preview}\ndata: {v: '1'}\n",
+    );
+    git(repo.path(), &["init", "-q", "-b", "main"]);
+    git(repo.path(), &["add", "."]);
+    git(repo.path(), &["commit", "-q", "-m", "one"]);
+
+    // The pull request: a chart added and released, each cluster's own file changed, the
+    // shared ConfigMap's value changed.
+    std::fs::create_dir_all(chart.join("templates")).unwrap();
+    std::fs::write(
+        chart.join("Chart.yaml"),
+        "apiVersion: v2\nname: versioned\nversion: 0.1.0\n",
+    )
+    .unwrap();
+    std::fs::write(
+        chart.join("templates/cm.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: versioned, namespace: {{ .Release.Namespace }}}\ndata:\n  kube: {{ .Capabilities.KubeVersion.Version | quote }}\n",
+    )
+    .unwrap();
+    write(
+        "shared/apps.toml",
+        "namespace = \"fleet-preview\"\n\n[helm.versioned]\nchart = \"shared/charts/versioned\"\n",
+    );
+    write(
+        "edge/only.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: only, namespace: fleet-preview}\ndata: {v: '2'}\n",
+    );
+    write(
+        "mgmt.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: mgmt, namespace: fleet-preview}\ndata: {v: '2'}\n",
+    );
+    write(
+        "shared/named.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: named, namespace: fleet-preview}\ndata: {cluster: '${cluster.name}', rev: two}\n",
+    );
+
+    // The operator's clusters: the edge's kubeconfig is never read by a preview.
+    let operator = tempfile::tempdir().unwrap();
+    let clusters = operator.path().join("clusters.toml");
+    std::fs::write(
+        &clusters,
+        "[cluster.home]\nkube-version = \"1.34.4\"\nlabels = { fleet = \"yes\" }\n\n[cluster.edge]\nkubeconfig = \"edge.kubeconfig\"\nkube-version = \"v1.37.2\"\nlabels = { fleet = \"yes\" }\n",
+    )
+    .unwrap();
+    let cache = tempfile::tempdir().unwrap();
+    let helm = helm();
+    let run = |extra: &[&str]| {
+        let home = tempfile::tempdir().unwrap();
+        Command::new(env!("CARGO_BIN_EXE_driftless"))
+            .args(["diff", "--base", "main", specs.to_str().unwrap()])
+            .args(["--clusters", clusters.to_str().unwrap(), "--helm", &helm])
+            .args(extra)
+            .env("KUBECONFIG", home.path().join("no-such-kubeconfig"))
+            .env("HOME", home.path())
+            .env("DRIFTLESS_CACHE_DIR", cache.path())
+            .env("RUST_LOG", "warn")
+            .output()
+            .unwrap()
+    };
+    // Each cluster's objects by id: action and diff.
+    let objects = |doc: &Value| -> std::collections::BTreeMap<String, (String, String)> {
+        doc["objects"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no objects in {doc}"))
+            .iter()
+            .map(|o| {
+                (
+                    o["id"].as_str().unwrap().to_string(),
+                    (
+                        o["action"].as_str().unwrap().to_string(),
+                        o["diff"].as_str().unwrap().to_string(),
+                    ),
+                )
+            })
+            .collect()
+    };
+
+    let out = run(&["-o", "json"]);
+    assert_exit(&out, 1);
+    let doc = json(&out);
+    let docs = doc["clusters"].as_array().unwrap();
+    let names: Vec<&str> = docs
+        .iter()
+        .map(|d| d["cluster"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["edge", "home"], "{}", show(&out));
+    for (doc, own, other, version, not_version) in [
+        (
+            &docs[0],
+            "ConfigMap fleet-preview/only",
+            "ConfigMap fleet-preview/mgmt",
+            "v1.37.2",
+            "v1.34.4",
+        ),
+        (
+            &docs[1],
+            "ConfigMap fleet-preview/mgmt",
+            "ConfigMap fleet-preview/only",
+            "v1.34.4",
+            "v1.37.2",
+        ),
+    ] {
+        let cluster = doc["cluster"].as_str().unwrap();
+        let objects = objects(doc);
+        let ids: BTreeSet<&str> = objects.keys().map(String::as_str).collect();
+        assert_eq!(
+            ids,
+            BTreeSet::from([
+                own,
+                "ConfigMap fleet-preview/named",
+                "ConfigMap fleet-preview/versioned"
+            ]),
+            "cluster {cluster}: {}",
+            show(&out)
+        );
+        assert!(!ids.contains(other));
+        let (action, diff) = &objects["ConfigMap fleet-preview/versioned"];
+        assert_eq!(action, "create", "cluster {cluster}");
+        assert!(
+            diff.contains(version) && !diff.contains(not_version),
+            "cluster {cluster}: the chart must be told its declared version {version}: {diff}"
+        );
+        let (action, diff) = &objects["ConfigMap fleet-preview/named"];
+        assert_eq!(action, "update", "cluster {cluster}");
+        assert!(
+            diff.contains(&format!("cluster: {cluster}")),
+            "cluster {cluster}: ${{cluster.name}} is its name: {diff}"
+        );
+    }
+
+    let out = run(&[]);
+    assert_exit(&out, 1);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let (edge, home) = text
+        .strip_prefix("cluster edge:\n")
+        .and_then(|t| t.split_once("cluster home:\n"))
+        .unwrap_or_else(|| panic!("each cluster under its name: {}", show(&out)));
+    assert!(
+        edge.contains("ConfigMap/fleet-preview/only") && !edge.contains("/mgmt"),
+        "{edge}"
+    );
+    assert!(
+        home.contains("ConfigMap/fleet-preview/mgmt") && !home.contains("/only"),
+        "{home}"
+    );
+
+    // --cluster narrows it to that cluster's preview, as a preview of one cluster is.
+    let out = run(&["--cluster", "edge", "-o", "json"]);
+    assert_exit(&out, 1);
+    let doc = json(&out);
+    assert!(doc.get("clusters").is_none(), "{doc}");
+    assert!(objects(&doc).contains_key("ConfigMap fleet-preview/only"));
+
+    // The edge's file broken: the edge's preview fails at its place, the home's is made.
+    write(
+        "edge/only.yaml",
+        "apiVersion: v1\nkind: ConfigMap\ndata: [oops\n",
+    );
+    let out = run(&["-o", "json"]);
+    assert_exit(&out, 2);
+    let doc = json(&out);
+    let docs = doc["clusters"].as_array().unwrap();
+    assert_eq!(
+        docs[0],
+        serde_json::json!({"cluster": "edge", "error": "the tree as cluster edge reads it is invalid"})
+    );
+    assert_eq!(docs[1]["cluster"], "home");
+    assert!(objects(&docs[1]).contains_key("ConfigMap fleet-preview/mgmt"));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("edge/only.yaml:3:") && stderr.contains("(in the work tree)"),
+        "{stderr}"
+    );
+}

@@ -70,6 +70,7 @@ pub async fn argocd_clusters(
                     key: None,
                     argocd: true,
                 }),
+                kube_version: None,
             });
         }
     }

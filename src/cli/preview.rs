@@ -9,6 +9,7 @@ use driftless::apply::diff::preview::{self, Preview};
 use driftless::render::{Facts, NodeFacts};
 use driftless::source::git::local::{self, LocalError};
 use driftless::source::{Revision, TreeError};
+use driftless::spec::clusters::Target;
 use driftless::spec::{LoadError, SpecTree};
 
 use super::tree::{Loaded, load_revision, print_errors};
@@ -27,37 +28,122 @@ pub async fn preview(args: &DiffArgs, base: &str, global: &GlobalArgs) -> anyhow
         (Some(base), base_dir.path()),
         (args.head.as_deref(), head_dir.path()),
     ];
-    let mut trees = Vec::new();
+    let mut revisions = Vec::new();
     for (rev, dir) in sides {
         let read = match rev {
             Some(rev) => local::at_commit(path, rev, dir),
             None => local::work_tree(path),
         };
-        let revision = match read {
-            Ok(r) => r,
+        match read {
+            Ok(r) => revisions.push((rev, r)),
             Err(LocalError::Tree(TreeError::Read(LoadError::Invalid(errors)))) => {
                 print_errors(&errors)?;
                 say_which(rev)?;
                 return Ok(exit::ERROR);
             }
             Err(e) => return Err(e.into()),
+        }
+    }
+    let [(base_rev, base), (head_rev, head)] = <[_; 2]>::try_from(revisions)
+        .map_err(|_| anyhow::anyhow!("the preview read fewer than two trees"))?;
+    let sides = Sides {
+        base: (base_rev, base),
+        head: (head_rev, head),
+    };
+    if args.tree.policy.cluster.is_some() || !policy.cluster.is_fleet() {
+        let previewed = preview_for(args, global, &policy, &sides)?;
+        if let Some(text) = previewed.text {
+            std::io::stdout().lock().write_all(text.as_bytes())?;
+        }
+        return Ok(previewed.code);
+    }
+    // A fleet: each cluster's view of the change (its files, its variables, its declared
+    // version), under its name, as `diff` of a fleet prints each cluster's.
+    let clusters = policy.cluster.clusters.clone();
+    let mut code = exit::OK;
+    let mut docs = Vec::new();
+    for cluster in clusters.iter() {
+        let name = &cluster.name;
+        let policy = driftless::spec::Policy {
+            cluster: Target::named(clusters.clone(), name)?,
+            ..policy.clone()
         };
-        let name = name(rev, &revision);
+        let mut out = std::io::stdout().lock();
+        match args.output {
+            DiffOutput::Text => writeln!(out, "cluster {name}:")?,
+            DiffOutput::Markdown => writeln!(out, "## cluster `{name}`\n")?,
+            DiffOutput::Json => {}
+        }
+        out.flush()?;
+        drop(out);
+        let previewed = preview_for(args, global, &policy, &sides)?;
+        code = code.max(previewed.code);
+        match (previewed.text, args.output) {
+            (Some(text), DiffOutput::Json) => {
+                let mut doc: serde_json::Value = serde_json::from_str(&text)?;
+                if let Some(map) = doc.as_object_mut() {
+                    map.insert("cluster".into(), name.clone().into());
+                }
+                docs.push(doc);
+            }
+            (Some(text), _) => std::io::stdout().lock().write_all(text.as_bytes())?,
+            (None, _) => docs.push(serde_json::json!({
+                "cluster": name,
+                "error": format!("the tree as cluster {name} reads it is invalid"),
+            })),
+        }
+    }
+    if args.output == DiffOutput::Json {
+        let doc = serde_json::json!({ "clusters": docs });
+        let text = serde_json::to_string_pretty(&doc)? + "\n";
+        std::io::stdout().lock().write_all(text.as_bytes())?;
+    }
+    Ok(code)
+}
+
+/// Both sides as read, each with the REV it was read at (`None`: the work tree).
+struct Sides<'a> {
+    base: (Option<&'a str>, Revision),
+    head: (Option<&'a str>, Revision),
+}
+
+/// One cluster's preview: what goes to stdout (`None` when a side is invalid: its errors
+/// are printed), and the exit code.
+struct Previewed {
+    text: Option<String>,
+    code: u8,
+}
+
+/// The preview of `sides` as the cluster `policy` serves reads them: its files, its
+/// variables, and charts told its declared version.
+fn preview_for(
+    args: &DiffArgs,
+    global: &GlobalArgs,
+    policy: &driftless::spec::Policy,
+    sides: &Sides,
+) -> anyhow::Result<Previewed> {
+    let invalid = Previewed {
+        text: None,
+        code: exit::ERROR,
+    };
+    let mut trees = Vec::new();
+    for (rev, revision) in [&sides.base, &sides.head] {
+        let name = name(*rev, revision);
         // A tree the change empties is shown as everything pruned, not refused: the
         // preview says what would happen; `apply` still asks for --allow-mass-prune.
         let loaded = load_revision(
-            revision,
-            &policy,
+            revision.clone(),
+            policy,
             &args.tree.policy.tools,
             true,
-            Default::default(),
+            super::tree::offline_facts(policy),
         )?;
         let Some(Loaded { tree, rendered }) = loaded else {
-            say_which(rev)?;
-            return Ok(exit::ERROR);
+            say_which(*rev)?;
+            return Ok(invalid);
         };
         // What the head's render says (a chart's lookups that find nothing here).
-        if rev == args.head.as_deref() {
+        if *rev == args.head.as_deref() {
             let mut err = std::io::stderr().lock();
             for n in &rendered.notices {
                 writeln!(err, "notice: {n}")?;
@@ -114,13 +200,14 @@ pub async fn preview(args: &DiffArgs, base: &str, global: &GlobalArgs) -> anyhow
         DiffOutput::Json => preview.json()?,
     };
     let text = super::tree::with_held(text, args.output, &head)?;
-    std::io::stdout().lock().write_all(text.as_bytes())?;
-    if super::tree::print_held(&head)? {
-        return Ok(exit::ERROR);
-    }
-    Ok(match preview.changes_anything() {
-        true => exit::DIFFERENCES,
+    let code = match super::tree::print_held(&head)? {
+        true => exit::ERROR,
+        false if preview.changes_anything() => exit::DIFFERENCES,
         false => exit::OK,
+    };
+    Ok(Previewed {
+        text: Some(text),
+        code,
     })
 }
 

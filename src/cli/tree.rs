@@ -117,7 +117,16 @@ pub(crate) fn load_rendered(
     tools: &RenderToolArgs,
     allow_empty: bool,
 ) -> anyhow::Result<Option<Loaded>> {
-    load_rendered_for(path, policy, tools, allow_empty, Default::default())
+    load_rendered_for(path, policy, tools, allow_empty, offline_facts(policy))
+}
+
+/// What charts are told of the served cluster when it is not reached: the version the
+/// operator declared for it (`kube-version` in `--clusters`), else helm's defaults.
+pub(crate) fn offline_facts(policy: &driftless::spec::Policy) -> hydrate::helm::ClusterFacts {
+    hydrate::helm::ClusterFacts {
+        kube_version: policy.cluster.cluster().kube_version.clone(),
+        ..Default::default()
+    }
 }
 
 /// Whether the tree at `path` renders charts (then told of the cluster, when there is one).

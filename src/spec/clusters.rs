@@ -32,6 +32,10 @@ pub struct Cluster {
     /// The Secret of the home cluster its kubeconfig is in, as Flux's hub keeps a spoke's
     /// (what a Flux `kubeConfig.secretRef` names it by); read when it is served.
     pub secret: Option<SecretRef>,
+    /// Its Kubernetes version as the operator declares it (`1.34`, `v1.34.4`): what charts
+    /// are told of it when it is not reached (`diff --base`, `validate`, `render`); a
+    /// command that reaches it asks the cluster itself.
+    pub kube_version: Option<String>,
 }
 
 /// A Secret holding how to reach a cluster: `namespace/name`, and the key of its data
@@ -77,6 +81,7 @@ impl Cluster {
             context: None,
             server: None,
             secret: None,
+            kube_version: None,
         }
     }
 
@@ -153,6 +158,8 @@ struct Entry {
     context: Option<String>,
     #[serde(default)]
     labels: BTreeMap<String, String>,
+    #[serde(rename = "kube-version")]
+    kube_version: Option<String>,
 }
 
 impl Clusters {
@@ -169,6 +176,7 @@ impl Clusters {
     ///
     /// [cluster.in-cluster]          # no kubeconfig: the command's own connection
     /// labels = { env = "mgmt" }
+    /// kube-version = "1.34"         # what charts are told when it is not reached
     /// ```
     ///
     /// At most one cluster has neither a kubeconfig nor a Secret: the home cluster. When every one has one,
@@ -231,6 +239,15 @@ impl Clusters {
                 .map(|s| secret_ref(s, entry.key.clone()))
                 .transpose()
                 .map_err(|why| at(place(&name), format!("cluster {name}: {why}")))?;
+            if let Some(v) = &entry.kube_version {
+                kube_version(v).map_err(|why| {
+                    let table = place(&name);
+                    let key = text[table..]
+                        .find("kube-version")
+                        .map_or(table, |i| table + i);
+                    at(key, format!("cluster {name}: kube-version {v:?}: {why}"))
+                })?;
+            }
             let refuse = |why: &str| Err(at(place(&name), format!("cluster {name}: {why}")));
             match (&entry.kubeconfig, &secret) {
                 (Some(_), Some(_)) => {
@@ -263,6 +280,7 @@ impl Clusters {
                     context: entry.context,
                     server,
                     secret,
+                    kube_version: entry.kube_version,
                 },
             );
         }
@@ -394,6 +412,18 @@ impl Clusters {
             })
             .collect();
         format!("the declared clusters are {}", names.join(", "))
+    }
+}
+
+/// A Kubernetes version as helm's `--kube-version` takes one: `1.34`, `v1.34`, `1.34.4`,
+/// `v1.34.4`.
+fn kube_version(text: &str) -> Result<(), String> {
+    let numbers = text.strip_prefix('v').unwrap_or(text);
+    let parts: Vec<&str> = numbers.split('.').collect();
+    let numeric = |p: &&str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit());
+    match (2..=3).contains(&parts.len()) && parts.iter().all(numeric) {
+        true => Ok(()),
+        false => Err("not a Kubernetes version (such as 1.34 or v1.34.4)".to_string()),
     }
 }
 
@@ -565,6 +595,25 @@ mod tests {
     }
 
     #[test]
+    fn a_cluster_s_version_may_be_declared_for_rendering_without_it() {
+        let c = parse(
+            "[cluster.edge]\nkubeconfig = \"e\"\nkube-version = \"1.34\"\n[cluster.mgmt]\nkube-version = \"v1.37.2\"\n",
+        )
+        .unwrap();
+        assert_eq!(c.get("edge").unwrap().kube_version.as_deref(), Some("1.34"));
+        assert_eq!(c.home().kube_version.as_deref(), Some("v1.37.2"));
+        for bad in ["1", "one.two", "1.34.4.1", "v", "1..4", "1.34-rc"] {
+            let text = format!("[cluster.edge]\nkubeconfig = \"e\"\nkube-version = \"{bad}\"\n");
+            assert_eq!(
+                parse(&text).unwrap_err(),
+                format!(
+                    "clusters.toml:3:1: cluster edge: kube-version {bad:?}: not a Kubernetes version (such as 1.34 or v1.34.4)"
+                )
+            );
+        }
+    }
+
+    #[test]
     fn a_cluster_may_be_reached_by_a_secret_of_the_home_cluster() {
         let c = parse(
             "[cluster.staging]\nsecret = \"staging/cluster-kubeconfig\"\n[cluster.prod]\nsecret = \"prod/kc\"\nkey = \"value.yaml\"\ncontext = \"p\"\n",
@@ -638,6 +687,7 @@ mod tests {
                 key: None,
                 argocd: true,
             }),
+            kube_version: None,
         };
         let declared = parse("[cluster.prod]\nkubeconfig = \"p\"\n").unwrap();
         let all = declared
@@ -694,7 +744,7 @@ mod tests {
     fn what_is_wrong_in_the_file_is_said_at_its_place() {
         assert_eq!(
             parse("[cluster.a]\nserver = \"https://x\"\n").unwrap_err(),
-            "clusters.toml:2:1: unknown field `server`, expected one of `kubeconfig`, `secret`, `key`, `context`, `labels`"
+            "clusters.toml:2:1: unknown field `server`, expected one of `kubeconfig`, `secret`, `key`, `context`, `labels`, `kube-version`"
         );
         assert_eq!(
             parse("[cluster.a]\n[cluster.b]\n").unwrap_err(),

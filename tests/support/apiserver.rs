@@ -54,7 +54,7 @@ impl SecondApiserver {
         crbs.create(&PostParams::default(), &crb)
             .await
             .unwrap_or_else(|e| panic!("creating ClusterRoleBinding {binding}: {e}"));
-        let server = SecondApiserver::boot(dir, binding, &token, extra);
+        let server = SecondApiserver::boot(dir, binding, &token, extra, None);
         // Its RBAC authorizer reads the binding from its own cache of etcd: wait until
         // the user may read.
         let client = server.client().await;
@@ -83,6 +83,34 @@ impl SecondApiserver {
     /// rolls out); its one user, `admin`, is in `system:masters`. What a fleet's second
     /// cluster is to a test.
     pub async fn apart() -> SecondApiserver {
+        SecondApiserver::apart_with(None).await
+    }
+
+    /// [`apart`](Self::apart), of the other Kubernetes version the testbed builds (1.34
+    /// beside a 1.37 cluster, 1.37 beside a 1.34 one): a fleet of two versions. Returns it
+    /// and its version (`v1.37.2`).
+    pub async fn apart_of_other_version() -> (SecondApiserver, String) {
+        let own = std::env::var("DRIFTLESS_TEST_K8S").expect(
+            "DRIFTLESS_TEST_K8S names the local cluster's version (source the testbed's env file)",
+        );
+        let lanes = std::env::var("DRIFTLESS_TEST_APISERVERS").expect(
+            "DRIFTLESS_TEST_APISERVERS names each lane's kube-apiserver (testbed/cluster.sh writes it in the env file)",
+        );
+        let (version, binary) = lanes
+            .split_whitespace()
+            .filter_map(|l| l.split_once('='))
+            .find(|(v, _)| *v != own)
+            .unwrap_or_else(|| panic!("no Kubernetes version other than {own} in {lanes:?}"));
+        assert!(
+            Path::new(binary).is_file(),
+            "{binary} is not built: a fleet of two versions needs both lanes' apiservers \
+             (testbed/build-k8s.sh; scripts/test runs this test on the 1.34 lane, after both builds)"
+        );
+        let server = SecondApiserver::apart_with(Some(Path::new(binary))).await;
+        (server, version.to_string())
+    }
+
+    async fn apart_with(binary: Option<&Path>) -> SecondApiserver {
         let dir = TempDir::new().unwrap();
         let token = format!("{:032x}", rand_u128());
         std::fs::write(
@@ -91,7 +119,7 @@ impl SecondApiserver {
         )
         .unwrap();
         let prefix = format!("--etcd-prefix=/driftless-apart-{:016x}", rand_u128() as u64);
-        let server = SecondApiserver::boot(dir, String::new(), &token, &[&prefix]);
+        let server = SecondApiserver::boot(dir, String::new(), &token, &[&prefix], binary);
         let client = server.client().await;
         super::eventually("the apart apiserver to serve namespaces", BOOT, || async {
             Api::<k8s_openapi::api::core::v1::Namespace>::all(client.clone())
@@ -105,8 +133,15 @@ impl SecondApiserver {
     }
 
     /// Boots it with the first apiserver's flags, its own port, certificates and
-    /// `tokens.csv` in `dir`, and `extra`.
-    fn boot(dir: TempDir, binding: String, token: &str, extra: &[&str]) -> SecondApiserver {
+    /// `tokens.csv` in `dir`, and `extra`; `binary`: another version's kube-apiserver,
+    /// without the feature gates and API versions the first one's version was given.
+    fn boot(
+        dir: TempDir,
+        binding: String,
+        token: &str,
+        extra: &[&str],
+        binary: Option<&Path>,
+    ) -> SecondApiserver {
         let testbed = testbed_dir();
         let first =
             std::fs::read_to_string(testbed.join("cmds/kube-apiserver")).unwrap_or_else(|e| {
@@ -115,7 +150,10 @@ impl SecondApiserver {
                     testbed.join("cmds/kube-apiserver").display()
                 )
             });
-        let first = shell_words(&first);
+        let mut first = shell_words(&first);
+        if let Some(binary) = binary {
+            first = of_version(&first, binary);
+        }
         let mut server = SecondApiserver {
             child: None,
             dir,
@@ -263,6 +301,28 @@ fn second_args(
         }
     }
     args.extend(extra.iter().map(|s| s.to_string()));
+    args
+}
+
+/// The first apiserver's command line for another version's `binary`: the feature gates
+/// and API versions its own version was given (`--feature-gates`, `--runtime-config`) are
+/// left out, since another version may not know them.
+fn of_version(first: &[String], binary: &Path) -> Vec<String> {
+    let versioned = ["--feature-gates", "--runtime-config"];
+    let mut args = vec![binary.display().to_string()];
+    let mut it = first.iter().skip(1);
+    while let Some(a) = it.next() {
+        match versioned
+            .iter()
+            .find(|f| a == *f || a.starts_with(&format!("{f}=")))
+        {
+            Some(_) if !a.contains('=') => {
+                it.next();
+            }
+            Some(_) => {}
+            None => args.push(a.clone()),
+        }
+    }
     args
 }
 
