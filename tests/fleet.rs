@@ -1170,3 +1170,158 @@ async fn mixed_versions_each_cluster_gets_the_render_of_its_own_version() {
     apply(&["--allow-mass-prune"]);
     check(None).await;
 }
+
+/// A ServiceAccount `account` of the edge (in `ns`) bound to `cluster-admin`, and a
+/// kubeconfig of the edge with its token.
+async fn edge_account(edge: &Client, server: &SecondApiserver, ns: &str, account: &str) -> Vec<u8> {
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+    let sa: ServiceAccount =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": account}})).unwrap();
+    Api::<ServiceAccount>::namespaced(edge.clone(), ns)
+        .create(&PostParams::default(), &sa)
+        .await
+        .unwrap();
+    let crb: ClusterRoleBinding = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": format!("{ns}-{account}")},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+        "subjects": [{"kind": "ServiceAccount", "name": account, "namespace": ns}],
+    }))
+    .unwrap();
+    Api::<ClusterRoleBinding>::all(edge.clone())
+        .create(&PostParams::default(), &crb)
+        .await
+        .unwrap();
+    let token = support::account_token(edge, ns, account, None).await;
+    let mut kubeconfig: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(server.kubeconfig()).unwrap()).unwrap();
+    kubeconfig["users"][0]["user"] = serde_json::json!({ "token": token });
+    kubeconfig.to_string().into_bytes()
+}
+
+/// A credential rotated in a cluster's Secret is taken without a restart: the edge is
+/// reached by a ServiceAccount's token in a Secret of the home cluster; the account is
+/// deleted (its token revoked), and the daemon's syncs are refused and say so, with
+/// nothing of the edge changed; a new account's token is put in the Secret, and the
+/// daemon, never restarted, converges with it.
+#[tokio::test]
+async fn a_credential_rotated_in_the_cluster_secret_is_taken_without_a_restart() {
+    use k8s_openapi::api::core::v1::{Secret, ServiceAccount};
+    let TwoClusters {
+        home,
+        ns,
+        edge_server,
+        edge,
+        dir,
+        clusters,
+    } = two_clusters("fleet-rotate", |ns| {
+        format!("[cluster.edge]\nsecret = \"{ns}/edge-kubeconfig\"\n")
+    })
+    .await;
+    let secret = |kubeconfig: Vec<u8>| Secret {
+        metadata: ObjectMeta {
+            name: Some("edge-kubeconfig".into()),
+            ..Default::default()
+        },
+        data: Some([("value".to_string(), k8s_openapi::ByteString(kubeconfig))].into()),
+        ..Default::default()
+    };
+    let secrets = Api::<Secret>::namespaced(home.clone(), &ns);
+    let first = edge_account(&edge, &edge_server, &ns, "deployer-1").await;
+    secrets
+        .create(&PostParams::default(), &secret(first))
+        .await
+        .unwrap();
+    let root = dir.path().join("tree");
+    write(
+        &root,
+        ".driftless.toml",
+        "[[cluster]]\npath = \"edge/**\"\nnames = [\"edge\"]\n",
+    );
+    write(&root, "edge/a.yaml", &configmap("a", &ns, "one"));
+    let daemon = support::Daemon::builder(&ns)
+        .args(&[
+            "--dir",
+            root.to_str().unwrap(),
+            "--resync",
+            "2s",
+            "--clusters",
+            clusters.as_str(),
+            "--cluster",
+            "edge",
+        ])
+        .start();
+    daemon
+        .wait_status("the edge's ConfigMap applied", support::all_ready)
+        .await;
+    assert_eq!(config_maps(&edge, &ns).await, pairs(&[("a", "one")]));
+
+    // Revoked: the account is gone, and with it what its token may do.
+    Api::<ServiceAccount>::namespaced(edge.clone(), &ns)
+        .delete("deployer-1", &Default::default())
+        .await
+        .unwrap();
+    let refused = |s: &serde_json::Value| {
+        s["last_sync"]["result"] == "failed"
+            && s["last_sync"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("(401 Unauthorized)"))
+    };
+    // (The apiserver keeps a token it authenticated for up to 10 s: wait until it
+    // refuses it before changing the tree.)
+    let before = daemon
+        .wait_status("a sync the edge refused for the revoked token", refused)
+        .await;
+    write(&root, "edge/a.yaml", &configmap("a", &ns, "two"));
+    daemon
+        .wait_status("the changed tree's sync refused too", |s| {
+            refused(s)
+                && s["revision_seen"] != before["revision_seen"]
+                && s["last_sync"]["time"] != before["last_sync"]["time"]
+        })
+        .await;
+    assert_eq!(
+        config_maps(&edge, &ns).await,
+        pairs(&[("a", "one")]),
+        "nothing of the edge changed with a revoked credential"
+    );
+
+    // Rotated: a new account's token in the same Secret.
+    let second = edge_account(&edge, &edge_server, &ns, "deployer-2").await;
+    secrets
+        .replace("edge-kubeconfig", &PostParams::default(), &{
+            let mut s = secret(second);
+            s.metadata.resource_version = secrets
+                .get("edge-kubeconfig")
+                .await
+                .unwrap()
+                .metadata
+                .resource_version;
+            s
+        })
+        .await
+        .unwrap();
+    support::eventually(
+        "the edge's ConfigMap applied with the rotated credential",
+        support::WAIT,
+        || async {
+            match config_maps(&edge, &ns).await == pairs(&[("a", "two")]) {
+                true => Ok(()),
+                false => Err(format!("not yet; the daemon's log:\n{}", daemon.log())),
+            }
+        },
+    )
+    .await;
+    daemon
+        .wait_status("a sync of the edge that succeeded again", |s| {
+            s["last_sync"]["result"] == "success" && support::all_ready(s)
+        })
+        .await;
+    assert!(
+        daemon.log().contains(
+            "the cluster's Secret changed: the cluster is reached with what it holds now"
+        ),
+        "{}",
+        daemon.log()
+    );
+}

@@ -467,7 +467,7 @@ pub async fn run(args: &RunArgs, global: &GlobalArgs, selection: &Selection) -> 
         },
     };
     let client = selection
-        .client()
+        .followed_client()
         .await
         .context("connecting to the cluster")?;
     daemon::run(cfg, client, shutdown_signal()).await?;

@@ -1,6 +1,7 @@
 //! Cluster selection as kubectl does it: `--kubeconfig`, then `KUBECONFIG`, then
 //! `~/.kube/config`, then the in-cluster service account; `--context` picks a context.
 
+mod follow;
 pub mod lookup;
 mod refusal;
 pub mod retry;
@@ -88,6 +89,16 @@ impl Selection {
         self.client_of(self.config().await?)
     }
 
+    /// [`client`](Self::client) for a daemon: a cluster reached by a Secret is reached
+    /// by what the Secret holds now, read again whenever it changes (a rotated
+    /// credential is taken without a restart).
+    pub async fn followed_client(&self) -> Result<Client, ClusterError> {
+        match &self.secret {
+            None => self.client().await,
+            Some(secret) => follow::client(self, secret).await,
+        }
+    }
+
     fn client_of(&self, mut config: kube::Config) -> Result<Client, ClusterError> {
         if config.accept_invalid_certs {
             // Said once here, in place of kube's warning on every TLS handshake (which
@@ -167,18 +178,36 @@ async fn from_secret(
     home: Client,
     secret: &KubeconfigSecret,
 ) -> Result<kube::Config, ClusterError> {
-    let refuse = |why: String| ClusterError::Secret {
+    let api = kube::Api::<k8s_openapi::api::core::v1::Secret>::namespaced(home, &secret.namespace);
+    let found = get_secret(&api, secret).await?;
+    config_of_secret(found.data.unwrap_or_default(), secret).await
+}
+
+fn secret_refused(secret: &KubeconfigSecret, why: String) -> ClusterError {
+    ClusterError::Secret {
         namespace: secret.namespace.clone(),
         name: secret.name.clone(),
         why,
-    };
-    let api = kube::Api::<k8s_openapi::api::core::v1::Secret>::namespaced(home, &secret.namespace);
-    let found = api
-        .get_opt(&secret.name)
+    }
+}
+
+async fn get_secret(
+    api: &kube::Api<k8s_openapi::api::core::v1::Secret>,
+    secret: &KubeconfigSecret,
+) -> Result<k8s_openapi::api::core::v1::Secret, ClusterError> {
+    let refuse = |why: String| secret_refused(secret, why);
+    api.get_opt(&secret.name)
         .await
         .map_err(|e| refuse(error_text(&e)))?
-        .ok_or_else(|| refuse("there is no such Secret".to_string()))?;
-    let data = found.data.unwrap_or_default();
+        .ok_or_else(|| refuse("there is no such Secret".to_string()))
+}
+
+/// The config the data of `secret` gives.
+async fn config_of_secret(
+    data: std::collections::BTreeMap<String, k8s_openapi::ByteString>,
+    secret: &KubeconfigSecret,
+) -> Result<kube::Config, ClusterError> {
+    let refuse = |why: String| secret_refused(secret, why);
     if secret.argocd {
         let text = |key: &str| {
             data.get(key)
