@@ -950,8 +950,9 @@ async fn diff_and_apply_without_a_cluster_serve_each_and_one_away_stops_none() {
     let away_told = |out: &std::process::Output| {
         let err = String::from_utf8_lossy(&out.stderr).to_string();
         assert!(
-            err.lines()
-                .any(|l| l.starts_with("driftless: cluster away: ") && !l.contains("Error {")),
+            err.lines().any(|l| l
+                .starts_with("driftless: cluster away: the cluster cannot be reached: ")
+                && !l.contains("Error {")),
             "{}",
             show(out)
         );
@@ -1263,9 +1264,10 @@ async fn a_credential_rotated_in_the_cluster_secret_is_taken_without_a_restart()
         .unwrap();
     let refused = |s: &serde_json::Value| {
         s["last_sync"]["result"] == "failed"
-            && s["last_sync"]["message"]
-                .as_str()
-                .is_some_and(|m| m.contains("(401 Unauthorized)"))
+            && s["last_sync"]["message"].as_str().is_some_and(|m| {
+                m.starts_with("the cluster refused driftless's credentials: ")
+                    && m.contains("(401 Unauthorized)")
+            })
     };
     // (The apiserver keeps a token it authenticated for up to 10 s: wait until it
     // refuses it before changing the tree.)

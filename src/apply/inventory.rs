@@ -271,7 +271,21 @@ impl Store {
         {
             Ok(l) => Ok(l.items),
             Err(kube::Error::Api(e)) if e.code == 404 => Ok(Vec::new()),
-            Err(e) => Err(ApplyError::Inventory(crate::cluster::error_text(&e))),
+            // Every sync reads the inventory first: what keeps it from the cluster is
+            // said as what it is.
+            Err(e) if matches!(&e, kube::Error::Api(s) if s.code == 401) => {
+                Err(ApplyError::Unauthorized(crate::cluster::error_text(&e)))
+            }
+            Err(
+                e @ (kube::Error::HyperError(_)
+                | kube::Error::Service(_)
+                | kube::Error::HttpError(_)),
+            ) => Err(ApplyError::Unreachable(crate::cluster::error_text(&e))),
+            Err(e) => Err(ApplyError::Inventory(format!(
+                "reading it in {}: {}",
+                self.namespace,
+                crate::cluster::error_text(&e)
+            ))),
         }
     }
 

@@ -94,6 +94,11 @@ pub(crate) fn apply_params(manager: &str) -> kube::api::PatchParams {
 pub enum ApplyError {
     #[error("inventory: {0}")]
     Inventory(String),
+    /// The first request of a sync found no cluster: no fault of the inventory's.
+    #[error("the cluster cannot be reached: {0}")]
+    Unreachable(String),
+    #[error("the cluster refused driftless's credentials: {0}")]
+    Unauthorized(String),
     #[error("listing {what}: {}", crate::cluster::error_text(source))]
     List { what: String, source: kube::Error },
     #[error("namespace {name}: {}", crate::cluster::error_text(source))]
