@@ -51,8 +51,8 @@ pub(super) enum AppSetError {
     TemplateFunction { tag: String },
     #[error("the template's {{{{{tag}}}}} names no parameter")]
     NoParameter { tag: String },
-    #[error("the clusters generator's selector: {why}")]
-    Selector { why: String },
+    #[error("the clusters generator's selector: {0}")]
+    Selector(#[from] SelectorError),
 }
 
 /// The Applications `set` makes, each as the document an Application written in the tree
@@ -197,7 +197,7 @@ fn clusters(body: &Value, fleet: &Clusters, go: bool) -> Result<Vec<Params>, App
     let home = fleet.home().name.clone();
     let mut out = Vec::new();
     for c in fleet.iter() {
-        if !selects(&body["selector"], &c.labels).map_err(|why| AppSetError::Selector { why })? {
+        if !selects(&body["selector"], &c.labels)? {
             continue;
         }
         let server = match c.name == home {
@@ -252,18 +252,29 @@ fn clusters(body: &Value, fleet: &Clusters, go: bool) -> Result<Vec<Params>, App
     Ok(out)
 }
 
+/// What a clusters generator's `selector` says that no label selector says.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(super) enum SelectorError {
+    #[error("unknown field `{0}`")]
+    UnknownField(String),
+    #[error("`matchLabels.{0}` is not a string")]
+    NotAString(String),
+    #[error("operator {0:?} is none of In, NotIn, Exists, DoesNotExist")]
+    Operator(String),
+}
+
 /// Whether a Kubernetes label selector (`matchLabels`, `matchExpressions` with `In`,
 /// `NotIn`, `Exists`, `DoesNotExist`) selects `labels`; none selects all.
 fn selects(
     selector: &Value,
     labels: &std::collections::BTreeMap<String, String>,
-) -> Result<bool, String> {
+) -> Result<bool, SelectorError> {
     if let Some(key) = unknown(selector, &["matchLabels", "matchExpressions"]) {
-        return Err(format!("unknown field `{key}`"));
+        return Err(SelectorError::UnknownField(key.to_string()));
     }
     for (k, v) in selector["matchLabels"].as_object().into_iter().flatten() {
         let Some(v) = v.as_str() else {
-            return Err(format!("`matchLabels.{k}` is not a string"));
+            return Err(SelectorError::NotAString(k.clone()));
         };
         if labels.get(k).map(String::as_str) != Some(v) {
             return Ok(false);
@@ -287,11 +298,7 @@ fn selects(
             "NotIn" => has.is_none_or(|v| !values.contains(&v.as_str())),
             "Exists" => has.is_some(),
             "DoesNotExist" => has.is_none(),
-            other => {
-                return Err(format!(
-                    "operator {other:?} is none of In, NotIn, Exists, DoesNotExist"
-                ));
-            }
+            other => return Err(SelectorError::Operator(other.to_string())),
         };
         if !ok {
             return Ok(false);

@@ -23,8 +23,13 @@ pub(super) struct Asked {
     at: Location,
     /// `GitRepository NS/NAME`.
     what: String,
-    mode: Result<Mode, String>,
+    mode: Result<Mode, NoMode>,
 }
+
+/// A `verify.mode` Flux does not take, as written.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{0} is no verify mode (HEAD, Tag, TagAndHEAD)")]
+struct NoMode(String);
 
 /// The request of GitRepository `ns/name` (`v`), if it makes one; `at`: its `verify` line.
 pub(super) fn asked(v: &Value, at: Location, ns: &str, name: &str) -> Option<Asked> {
@@ -34,9 +39,8 @@ pub(super) fn asked(v: &Value, at: Location, ns: &str, name: &str) -> Option<Ask
         None | Some(Some("HEAD" | "head")) => Ok(Mode::Head),
         Some(Some("Tag")) => Ok(Mode::Tag),
         Some(Some("TagAndHEAD")) => Ok(Mode::TagAndHead),
-        Some(other) => Err(format!(
-            "{} is no verify mode (HEAD, Tag, TagAndHEAD)",
-            other.map_or_else(|| verify["mode"].to_string(), |m| format!("{m:?}"))
+        Some(other) => Err(NoMode(
+            other.map_or_else(|| verify["mode"].to_string(), |m| format!("{m:?}")),
         )),
     };
     Some(Asked {
@@ -58,7 +62,7 @@ pub(super) fn check(asked: &Asked, signatures: &Signatures) -> Result<Option<Str
     };
     let mode = match mode {
         Ok(m) => *m,
-        Err(e) => return refused(e.clone()),
+        Err(e) => return refused(e.to_string()),
     };
     let (commit, tag) = match signatures {
         Signatures::NoCommit => {

@@ -27,33 +27,39 @@ pub fn is_keyring(bytes: &[u8]) -> bool {
     start.starts_with(b"-----BEGIN PGP") || start.first().is_some_and(|b| b & 0x80 != 0)
 }
 
+/// Why a file of OpenPGP keys is refused.
+#[derive(Debug, thiserror::Error)]
+pub enum KeyringError {
+    #[error("it cannot be read as OpenPGP keys: {0}")]
+    Unreadable(String),
+    #[error("it holds the secret key {0}: give the public keys only (gpg --export)")]
+    SecretKey(String),
+    #[error("a key cannot be read: {0}")]
+    Key(String),
+    #[error("key {0}: its own binding signatures do not verify")]
+    Bindings(String),
+}
+
 impl Keyring {
     /// Reads every key of `bytes`: binary, or one or more armored blocks one after the
     /// other (`cat alice.asc bob.asc`). A secret key is refused (the daemon needs public
     /// keys only, and a mounted secret key is one more thing to leak), as is a key whose
     /// self-signatures do not verify.
-    pub fn parse(bytes: &[u8]) -> Result<Keyring, String> {
+    pub fn parse(bytes: &[u8]) -> Result<Keyring, KeyringError> {
         let mut keys = Vec::new();
         for block in blocks(bytes) {
             let (found, _) = PublicOrSecret::from_reader_many(block)
-                .map_err(|e| format!("it cannot be read as OpenPGP keys: {e}"))?;
+                .map_err(|e| KeyringError::Unreadable(e.to_string()))?;
             for key in found {
                 let key = match key {
                     Ok(PublicOrSecret::Public(key)) => key,
                     Ok(PublicOrSecret::Secret(key)) => {
-                        return Err(format!(
-                            "it holds the secret key {}: give the public keys only (gpg --export)",
-                            fingerprint(&key.primary_key)
-                        ));
+                        return Err(KeyringError::SecretKey(fingerprint(&key.primary_key)));
                     }
-                    Err(e) => return Err(format!("a key cannot be read: {e}")),
+                    Err(e) => return Err(KeyringError::Key(e.to_string())),
                 };
-                key.verify_bindings().map_err(|_| {
-                    format!(
-                        "key {}: its own binding signatures do not verify",
-                        fingerprint(&key.primary_key)
-                    )
-                })?;
+                key.verify_bindings()
+                    .map_err(|_| KeyringError::Bindings(fingerprint(&key.primary_key)))?;
                 keys.push(key);
             }
         }

@@ -28,8 +28,11 @@ pub enum SignersError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("OpenPGP keyring {}: {message}", path.display())]
-    Keyring { path: PathBuf, message: String },
+    #[error("OpenPGP keyring {}: {why}", path.display())]
+    Keyring {
+        path: PathBuf,
+        why: super::openpgp::KeyringError,
+    },
     #[error("OpenPGP keyring {} holds no key", path.display())]
     EmptyKeyring { path: PathBuf },
     #[error("{}:{line}: {error}", path.display())]
@@ -80,12 +83,11 @@ impl Trusted {
                 trusted.ssh.entries.extend(signers.entries);
                 continue;
             }
-            let keyring = super::openpgp::Keyring::parse(&bytes).map_err(|message| {
-                SignersError::Keyring {
+            let keyring =
+                super::openpgp::Keyring::parse(&bytes).map_err(|why| SignersError::Keyring {
                     path: path.clone(),
-                    message,
-                }
-            })?;
+                    why,
+                })?;
             if keyring.is_empty() {
                 return Err(SignersError::EmptyKeyring { path: path.clone() });
             }
