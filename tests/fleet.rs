@@ -1275,13 +1275,26 @@ async fn a_credential_rotated_in_the_cluster_secret_is_taken_without_a_restart()
         .wait_status("a sync the edge refused for the revoked token", refused)
         .await;
     write(&root, "edge/a.yaml", &configmap("a", &ns, "two"));
-    daemon
+    let during = daemon
         .wait_status("the changed tree's sync refused too", |s| {
             refused(s)
                 && s["revision_seen"] != before["revision_seen"]
                 && s["last_sync"]["time"] != before["last_sync"]["time"]
         })
         .await;
+    // What the edge's specs are is not known while it refuses the daemon.
+    for spec in during["specs"].as_array().unwrap() {
+        assert_eq!(
+            (&spec["ready"], &spec["status"], &spec["reason"]),
+            (
+                &serde_json::json!(false),
+                &serde_json::json!("Unknown"),
+                &serde_json::json!("ClusterUnauthorized")
+            ),
+            "{during:#}"
+        );
+        assert_eq!(spec["message"], during["last_sync"]["message"]);
+    }
     assert_eq!(
         config_maps(&edge, &ns).await,
         pairs(&[("a", "one")]),
@@ -1326,4 +1339,114 @@ async fn a_credential_rotated_in_the_cluster_secret_is_taken_without_a_restart()
         "{}",
         daemon.log()
     );
+}
+
+/// One cluster stopped delays no other: two daemons follow one tree, the home cluster's
+/// and the edge's. The edge's apiserver is stopped, and a change (an edit, a removal) is
+/// made to what both read: the home cluster's daemon applies and prunes it, while the
+/// edge's says its specs are `Unknown` (`ClusterUnreachable`). Once the edge is back, its
+/// daemon converges: the edit applied, the removed object pruned.
+#[tokio::test]
+async fn a_stopped_cluster_delays_no_other_and_converges_when_it_returns() {
+    let TwoClusters {
+        home,
+        ns,
+        mut edge_server,
+        edge,
+        dir,
+        clusters,
+    } = two_clusters("fleet-stop", |_| {
+        "[cluster.edge]\nkubeconfig = \"edge.kubeconfig\"\nlabels = { fleet = \"yes\" }\n\n[cluster.in-cluster]\nlabels = { fleet = \"yes\" }\n".into()
+    })
+    .await;
+    let root = dir.path().join("tree");
+    write(
+        &root,
+        ".driftless.toml",
+        "[[cluster]]\npath = \"all/**\"\nlabels = { fleet = \"yes\" }\n",
+    );
+    for name in ["a", "b", "c"] {
+        write(
+            &root,
+            &format!("all/{name}.yaml"),
+            &configmap(name, &ns, "one"),
+        );
+    }
+    let daemon_of = |cluster: &str| {
+        support::Daemon::builder(&ns)
+            .args(&[
+                "--dir",
+                root.to_str().unwrap(),
+                "--resync",
+                "2s",
+                "--clusters",
+                clusters.as_str(),
+                "--cluster",
+                cluster,
+            ])
+            .start()
+    };
+    let home_daemon = daemon_of("in-cluster");
+    let edge_daemon = daemon_of("edge");
+    for d in [&home_daemon, &edge_daemon] {
+        d.wait_status("the tree applied", support::all_ready).await;
+    }
+    let first = pairs(&[("a", "one"), ("b", "one"), ("c", "one")]);
+    assert_eq!(config_maps(&home, &ns).await, first);
+    assert_eq!(config_maps(&edge, &ns).await, first);
+
+    edge_server.stop();
+    write(&root, "all/a.yaml", &configmap("a", &ns, "two"));
+    std::fs::remove_file(root.join("all/c.yaml")).unwrap();
+    let changed = pairs(&[("a", "two"), ("b", "one")]);
+    support::eventually(
+        "the home cluster's daemon to apply and prune the change",
+        support::WAIT,
+        || async {
+            match config_maps(&home, &ns).await {
+                seen if seen == changed => Ok(()),
+                seen => Err(format!("{seen:?}")),
+            }
+        },
+    )
+    .await;
+    let away = edge_daemon
+        .wait_status("the edge's specs unknown while it is away", |s| {
+            s["specs"].as_array().is_some_and(|specs| {
+                !specs.is_empty()
+                    && specs.iter().all(|spec| {
+                        spec["status"] == "Unknown" && spec["reason"] == "ClusterUnreachable"
+                    })
+            })
+        })
+        .await;
+    assert!(
+        away["last_sync"]["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("the cluster cannot be reached: ")),
+        "{away:#}"
+    );
+    home_daemon
+        .wait_status("the home cluster's daemon settled", |s| {
+            support::all_ready(s) && s["last_sync"]["result"] == "success"
+        })
+        .await;
+
+    edge_server.start_again();
+    support::eventually(
+        "the edge's daemon to converge once the edge is back",
+        support::WAIT,
+        || async {
+            match config_maps(&edge, &ns).await {
+                seen if seen == changed => Ok(()),
+                seen => Err(format!("{seen:?}")),
+            }
+        },
+    )
+    .await;
+    edge_daemon
+        .wait_status("the edge's specs ready again", |s| {
+            support::all_ready(s) && s["last_sync"]["result"] == "success"
+        })
+        .await;
 }

@@ -77,6 +77,17 @@ pub enum SyncError {
     Task(#[from] tokio::task::JoinError),
 }
 
+impl SyncError {
+    /// The reason the specs say when the cluster itself was not reached, if it was not.
+    fn away(&self) -> Option<&'static str> {
+        match self {
+            SyncError::Apply(ApplyError::Unreachable(_)) => Some("ClusterUnreachable"),
+            SyncError::Apply(ApplyError::Unauthorized(_)) => Some("ClusterUnauthorized"),
+            _ => None,
+        }
+    }
+}
+
 /// How a sync's task ended.
 pub struct Finished {
     pub keys: Vec<Key>,
@@ -100,6 +111,7 @@ impl Finished {
             Err(e) => SyncEnd::Failed {
                 message: e.to_string(),
                 elapsed: self.elapsed,
+                away: e.away(),
             },
         }
     }
@@ -142,6 +154,7 @@ pub fn prepare(engine: &Engine, state: &mut State, keys: Vec<Key>) -> Option<Pre
             let end = SyncEnd::Failed {
                 message: format!("rendering the specs: {e}"),
                 elapsed: Duration::ZERO,
+                away: None,
             };
             let (outcome, tally) = state.on_sync_done(&keys, end, super::now());
             return Some(Prepared::Done(outcome, tally));

@@ -29,6 +29,9 @@ pub struct Snapshot<'a> {
     pub errors: &'a [SourceError],
     /// Why the cluster cannot be reached, while it cannot.
     pub cluster_error: Option<&'a str>,
+    /// Why the last sync found no cluster (a reason, `ClusterUnreachable`, and a
+    /// message), until a sync reaches it: every spec's state is then `Unknown`.
+    pub cluster_away: Option<(&'a str, &'a str)>,
     /// The cluster's Kubernetes version, once read.
     pub kubernetes: Option<&'a str>,
     /// The cluster served, by its fleet name (none without a fleet).
@@ -288,6 +291,28 @@ impl<'s, 'a> Specs<'s, 'a> {
                 .is_some_and(|a| a.as_str() == "conflict");
             (*object, *error, conflict)
         });
+        if let Some((reason, why)) = snap.cluster_away {
+            // What the specs were is no longer known: said so, not shown as it was.
+            return SpecStatus {
+                ready: false,
+                status: "Unknown".to_string(),
+                reason: Some(reason.to_string()),
+                message: why.to_string(),
+                ..self.of_reached(spec, h, failed)
+            };
+        }
+        self.of_reached(spec, h, failed)
+    }
+
+    /// What the status says of `spec` from its health `h` and its failure, if any.
+    fn of_reached(
+        &self,
+        spec: &Spec,
+        h: Option<&SpecHealth>,
+        failed: Option<(&str, &String, bool)>,
+    ) -> SpecStatus {
+        let snap = self.snapshot;
+        let id = spec.id.to_string();
         let ready = h.is_some_and(|h| h.ready);
         SpecStatus {
             ready,

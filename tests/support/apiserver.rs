@@ -4,7 +4,6 @@
 //! apiserver does to a client, on loopback. It serves the same objects; its users are
 //! its own (a token file), and it is killed when the guard drops, also on a panic.
 
-use std::fs::File;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -22,6 +21,8 @@ const BOOT: Duration = Duration::from_secs(90);
 
 pub struct SecondApiserver {
     child: Option<Child>,
+    /// Its command line, to start it again as it was (`start_again`).
+    args: Vec<String>,
     dir: TempDir,
     /// A ClusterRoleBinding made for its user through the first apiserver, deleted on drop.
     binding: String,
@@ -156,6 +157,7 @@ impl SecondApiserver {
         }
         let mut server = SecondApiserver {
             child: None,
+            args: Vec::new(),
             dir,
             binding,
             port: 0,
@@ -172,29 +174,7 @@ impl SecondApiserver {
                 &server.dir.path().join("tokens.csv"),
                 extra,
             );
-            let log = File::create(server.dir.path().join("kube-apiserver.log")).unwrap();
-            let mut cmd = Command::new(&args[0]);
-            cmd.args(&args[1..])
-                .stdin(Stdio::null())
-                .stdout(log.try_clone().unwrap())
-                .stderr(log);
-            // As testbed/cluster.sh starts it: without proxies, so nothing it dials leaves
-            // the machine through one.
-            for var in [
-                "http_proxy",
-                "https_proxy",
-                "HTTP_PROXY",
-                "HTTPS_PROXY",
-                "all_proxy",
-                "ALL_PROXY",
-                "no_proxy",
-                "NO_PROXY",
-            ] {
-                cmd.env_remove(var);
-            }
-            let child = cmd
-                .spawn()
-                .unwrap_or_else(|e| panic!("starting {}: {e}", args[0]));
+            let child = spawn(&args, server.dir.path());
             let kubeconfig = server.dir.path().join("kubeconfig");
             let ready = || {
                 // The apiserver writes its self-signed serving certificate on start.
@@ -207,6 +187,7 @@ impl SecondApiserver {
             if let Some(child) = await_ready(child, BOOT, ready) {
                 server.child = Some(child);
                 server.port = port;
+                server.args = args;
                 break;
             }
         }
@@ -216,6 +197,42 @@ impl SecondApiserver {
             server.log()
         );
         server
+    }
+
+    /// Stops it (SIGKILL): its clients find nothing listening on its port.
+    pub fn stop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts it again after [`stop`](Self::stop), as it was: the same port, certificates,
+    /// users and storage, so its kubeconfig reaches it again.
+    pub fn start_again(&mut self) {
+        assert!(self.child.is_none(), "it is running");
+        let child = spawn(&self.args, self.dir.path());
+        let certs = self
+            .args
+            .iter()
+            .find_map(|a| a.strip_prefix("--cert-dir="))
+            .map(PathBuf::from)
+            .expect("its --cert-dir");
+        let token = std::fs::read_to_string(self.dir.path().join("tokens.csv"))
+            .unwrap()
+            .split(',')
+            .next()
+            .unwrap()
+            .to_string();
+        let port = self.port;
+        self.child = await_ready(child, BOOT, || {
+            readyz(port, &certs.join("apiserver.crt"), &token)
+        });
+        assert!(
+            self.child.is_some(),
+            "the second kube-apiserver did not come up again; its log:\n{}",
+            self.log()
+        );
     }
 
     /// A client of it, as its user.
@@ -268,6 +285,36 @@ fn testbed_dir() -> PathBuf {
              `testbed/cluster.sh up` and `source .testbed/env`."
         ),
     }
+}
+
+/// Starts kube-apiserver with `args`, its output appended to `dir/kube-apiserver.log`,
+/// without proxies (as testbed/cluster.sh starts it), so nothing it dials leaves the
+/// machine through one.
+fn spawn(args: &[String], dir: &Path) -> Child {
+    let log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(dir.join("kube-apiserver.log"))
+        .unwrap();
+    let mut cmd = Command::new(&args[0]);
+    cmd.args(&args[1..])
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log);
+    for var in [
+        "http_proxy",
+        "https_proxy",
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "all_proxy",
+        "ALL_PROXY",
+        "no_proxy",
+        "NO_PROXY",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd.spawn()
+        .unwrap_or_else(|e| panic!("starting {}: {e}", args[0]))
 }
 
 /// The first apiserver's arguments with its own port, certificates and users, and

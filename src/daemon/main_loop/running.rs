@@ -214,6 +214,7 @@ impl Loop {
                 let end = SyncEnd::Failed {
                     message: e.to_string(),
                     elapsed: Duration::ZERO,
+                    away: None,
                 };
                 self.state.on_sync_done(&running.keys, end, now())
             }

@@ -139,6 +139,9 @@ pub struct State {
     pub leader_problem: Option<String>,
     /// Why the Node watch cannot reach the API, while it cannot.
     cluster_error: Option<String>,
+    /// Why the last sync found no cluster (its reason and message), until a sync reaches
+    /// it: the specs' state is not known meanwhile.
+    cluster_away: Option<(&'static str, String)>,
     /// The specs with objects the last sync failed to apply.
     sync_failed_specs: BTreeSet<SpecId>,
     /// Take back what someone else changed (`--drift correct`), or only report it.
@@ -227,6 +230,7 @@ impl State {
             active,
             leader_problem: None,
             cluster_error: None,
+            cluster_away: None,
             sync_failed_specs: BTreeSet::new(),
             correct_drift: true,
             drifted: BTreeMap::new(),
@@ -261,6 +265,10 @@ impl State {
             last_sync: self.last_sync.as_ref(),
             errors: &self.errors,
             cluster_error: self.cluster_error.as_deref(),
+            cluster_away: self
+                .cluster_away
+                .as_ref()
+                .map(|(reason, why)| (*reason, why.as_str())),
             kubernetes: self.kubernetes.as_deref(),
             cluster: self.cluster.as_deref(),
             specs: self.specs(),

@@ -15,8 +15,13 @@ use crate::spec::SpecId;
 /// How a sync ended, as the loop hands it over.
 pub enum SyncEnd<'a> {
     /// Nothing was applied: the tree did not render, the engine failed, or the sync timed
-    /// out.
-    Failed { message: String, elapsed: Duration },
+    /// out. `away`: the cluster itself could not be reached or refused driftless's
+    /// credentials (the reason the specs then say, `ClusterUnreachable`...).
+    Failed {
+        message: String,
+        elapsed: Duration,
+        away: Option<&'static str>,
+    },
     /// The engine ran on `objects`.
     Ran {
         report: SyncReport,
@@ -60,7 +65,15 @@ impl State {
     ) -> (Vec<(Key, bool)>, Tally) {
         let ended = self.sync_ended(keys);
         let (mut report, objects, elapsed) = match end {
-            SyncEnd::Failed { message, elapsed } => {
+            SyncEnd::Failed {
+                message,
+                elapsed,
+                away,
+            } => {
+                if let Some(reason) = away {
+                    self.cluster_away = Some((reason, message.clone()));
+                    self.health_dirty = true;
+                }
                 return self.sync_failed(keys, ended.cancel.as_ref(), message, elapsed, now);
             }
             SyncEnd::Ran {
@@ -69,6 +82,10 @@ impl State {
                 elapsed,
             } => (report, objects, elapsed),
         };
+        // The engine ran: the cluster was reached.
+        if self.cluster_away.take().is_some() {
+            self.health_dirty = true;
+        }
         let mut tally = Tally::default();
         let full = keys.contains(&Key::Full);
         let specs: BTreeSet<&SpecId> = keys.iter().filter_map(Key::spec).collect();

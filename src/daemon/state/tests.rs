@@ -400,6 +400,7 @@ fn a_failed_sync_leaves_the_changed_specs_pending() {
         SyncEnd::Failed {
             message: "the API is down".into(),
             elapsed: Duration::from_secs(3),
+            away: None,
         },
         now(),
     );
@@ -430,6 +431,7 @@ fn until_a_revision_is_applied_every_revision_syncs_the_whole_tree() {
     let failed = SyncEnd::Failed {
         message: "down".into(),
         elapsed: Duration::ZERO,
+        away: None,
     };
     state.on_sync_done(&keys, failed, now());
     let (keys, _) = new_revision(&mut state, "r2", webs(&[("a", 200)]));
@@ -1002,6 +1004,7 @@ fn a_sync_told_to_stop_that_failed_outright_is_reported_as_stopped_not_failed() 
     let end = SyncEnd::Failed {
         message: "the sync made no progress for 5m".into(),
         elapsed: Duration::from_secs(1),
+        away: None,
     };
     let (outcome, tally) = state.on_sync_done(&keys, end, now());
     assert_eq!(outcome, [(spec("a"), true)]);
@@ -1545,4 +1548,52 @@ fn an_apps_error_holds_that_app_and_the_rest_of_the_revision_goes_on() {
     assert!(keys.is_empty());
     assert_eq!(tally.sync.map(|s| s.result), Some("invalid"));
     assert_eq!(tally.apps_held, None);
+}
+
+#[test]
+fn a_sync_that_finds_no_cluster_makes_every_spec_unknown_until_one_reaches_it() {
+    let mut state = applied();
+    let specs = |state: &State| -> Vec<(bool, String, Option<String>, String)> {
+        state
+            .snapshot()
+            .status_file()
+            .specs
+            .into_iter()
+            .map(|s| (s.ready, s.status, s.reason, s.message))
+            .collect()
+    };
+    let before = specs(&state);
+    assert!(!before.is_empty());
+    let why = "the cluster cannot be reached: client error (Connect): tcp connect error: Connection refused";
+    state.on_sync_done(
+        &[Key::Full],
+        SyncEnd::Failed {
+            message: why.into(),
+            elapsed: Duration::ZERO,
+            away: Some("ClusterUnreachable"),
+        },
+        now(),
+    );
+    assert!(state.health_dirty);
+    for (ready, status, reason, message) in specs(&state) {
+        assert!(!ready);
+        assert_eq!(status, "Unknown");
+        assert_eq!(reason.as_deref(), Some("ClusterUnreachable"));
+        assert_eq!(message, why);
+    }
+    // A failure of the specs' own (a render, say) says nothing of the cluster.
+    let mut other = applied();
+    other.on_sync_done(
+        &[Key::Full],
+        SyncEnd::Failed {
+            message: "rendering the specs: a collision".into(),
+            elapsed: Duration::ZERO,
+            away: None,
+        },
+        now(),
+    );
+    assert_eq!(specs(&other), before);
+    // A sync that reaches the cluster again: the specs say what they are.
+    sync_ran(&mut state, &[Key::Full], Vec::new());
+    assert_eq!(specs(&state), before);
 }

@@ -35,6 +35,7 @@ fn snapshot<'a>(
         last_sync: None,
         errors: &[],
         cluster_error: None,
+        cluster_away: None,
         kubernetes: Some("v1.37.2"),
         cluster: Some("edge"),
         specs,
