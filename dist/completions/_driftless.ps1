@@ -334,7 +334,7 @@ Register-ArgumentCompleter -Native -CommandName 'driftless' -ScriptBlock {
             break
         }
         'driftless;status' {
-            [CompletionResult]::new('--status-file', '--status-file', [CompletionResultType]::ParameterName, 'The daemon''s status file [default: as `run` writes it, see `run --status-file`]')
+            [CompletionResult]::new('--status-file', '--status-file', [CompletionResultType]::ParameterName, 'The daemon''s status file [default: as `run` writes it, see `run --status-file`]. Repeated (a fleet''s daemons, one per cluster): one row per cluster')
             [CompletionResult]::new('-o', '-o', [CompletionResultType]::ParameterName, 'How to print it')
             [CompletionResult]::new('--output', '--output', [CompletionResultType]::ParameterName, 'How to print it')
             [CompletionResult]::new('--kubeconfig', '--kubeconfig', [CompletionResultType]::ParameterName, 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)')

@@ -324,7 +324,7 @@ set edit:completion:arg-completer[driftless] = {|@words|
             cand --version 'Print version'
         }
         &'driftless;status'= {
-            cand --status-file 'The daemon''s status file [default: as `run` writes it, see `run --status-file`]'
+            cand --status-file 'The daemon''s status file [default: as `run` writes it, see `run --status-file`]. Repeated (a fleet''s daemons, one per cluster): one row per cluster'
             cand -o 'How to print it'
             cand --output 'How to print it'
             cand --kubeconfig 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)'

@@ -312,7 +312,7 @@ complete -c driftless -n "__fish_driftless_using_subcommand push" -l all-or-noth
 complete -c driftless -n "__fish_driftless_using_subcommand push" -l plain-http -d 'Speak plain HTTP to the registry (no TLS): a registry on loopback or in a lab only'
 complete -c driftless -n "__fish_driftless_using_subcommand push" -s h -l help -d 'Print help'
 complete -c driftless -n "__fish_driftless_using_subcommand push" -s V -l version -d 'Print version'
-complete -c driftless -n "__fish_driftless_using_subcommand status" -l status-file -d 'The daemon\'s status file [default: as `run` writes it, see `run --status-file`]' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand status" -l status-file -d 'The daemon\'s status file [default: as `run` writes it, see `run --status-file`]. Repeated (a fleet\'s daemons, one per cluster): one row per cluster' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand status" -s o -l output -d 'How to print it' -r -f -a "table\t''
 wide\t'The table with nothing cut'
 json\t''"

@@ -19,12 +19,14 @@ const HEADER_WIDTH: usize = 100;
 #[derive(Args, Debug)]
 #[command(
     after_help = "Exit status: 0 when the daemon has converged (the newest revision is valid \
-and synced, every spec ready), 1 when the status file says otherwise, 2 when it cannot be read."
+and synced, every spec ready), 1 when the status file says otherwise, 2 when it cannot be read. \
+With several status files (a fleet's daemons), the worst of them."
 )]
 pub struct StatusArgs {
     /// The daemon's status file [default: as `run` writes it, see `run --status-file`].
+    /// Repeated (a fleet's daemons, one per cluster): one row per cluster.
     #[arg(long, value_name = "FILE", env = "DRIFTLESS_STATUS_FILE")]
-    pub status_file: Option<PathBuf>,
+    pub status_file: Vec<PathBuf>,
     /// How to print it.
     #[arg(long, short = 'o', value_enum, default_value_t = StatusOutput::Table)]
     pub output: StatusOutput,
@@ -39,9 +41,10 @@ pub enum StatusOutput {
 }
 
 pub(super) fn status(args: &StatusArgs, instance: &str) -> anyhow::Result<u8> {
-    let path = match &args.status_file {
-        Some(path) => path.clone(),
-        None => super::run::default_status_file(instance)?,
+    let path = match args.status_file.as_slice() {
+        [] => super::run::default_status_file(instance)?,
+        [path] => path.clone(),
+        several => return fleet(several, args.output),
     };
     let file = match StatusFile::read(&path) {
         Ok(file) => file,
@@ -74,6 +77,162 @@ pub(super) fn status(args: &StatusArgs, instance: &str) -> anyhow::Result<u8> {
         true => exit::OK,
         false => exit::DIFFERENCES,
     })
+}
+
+/// Several daemons' status files (a fleet's, one per cluster): one row per cluster
+/// (reachable, version, specs ready and not, the last sync and its age), then why each
+/// that has not converged has not; `-o wide` adds each cluster's whole table; JSON is
+/// `{"clusters": [...]}`, each file as it is with the path it was read from. A file that
+/// cannot be read is said and the others are shown; the exit status is the worst.
+fn fleet(paths: &[PathBuf], output: StatusOutput) -> anyhow::Result<u8> {
+    let now = Timestamp::now();
+    let mut code = exit::OK;
+    let mut read = Vec::new();
+    for path in paths {
+        match StatusFile::read(path) {
+            Ok(file) => read.push((path, file)),
+            Err(e) => {
+                eprintln!("driftless status: {e}");
+                code = exit::ERROR;
+            }
+        }
+    }
+    let verdicts: Vec<Vec<String>> = read.iter().map(|(_, f)| f.not_converged(now)).collect();
+    if verdicts.iter().any(|v| !v.is_empty()) {
+        code = code.max(exit::DIFFERENCES);
+    }
+    let name = |path: &PathBuf, file: &StatusFile| {
+        file.cluster
+            .clone()
+            .unwrap_or_else(|| path.display().to_string())
+    };
+    let text = match output {
+        StatusOutput::Json => {
+            let docs = read
+                .iter()
+                .map(|(path, file)| {
+                    let mut doc = serde_json::to_value(file)?;
+                    if let Some(map) = doc.as_object_mut() {
+                        map.insert("status_file".into(), path.display().to_string().into());
+                    }
+                    Ok(doc)
+                })
+                .collect::<serde_json::Result<Vec<_>>>()?;
+            serde_json::to_string_pretty(&serde_json::json!({ "clusters": docs }))? + "\n"
+        }
+        StatusOutput::Table | StatusOutput::Wide => {
+            let wide = output == StatusOutput::Wide;
+            let rows: Vec<[String; 7]> = read
+                .iter()
+                .map(|(path, file)| fleet_row(&name(path, file), file, now, wide))
+                .collect();
+            let mut out = columns(
+                &[
+                    "CLUSTER",
+                    "REACHABLE",
+                    "KUBERNETES",
+                    "READY",
+                    "NOT READY",
+                    "LAST SYNC",
+                    "MESSAGE",
+                ],
+                &rows,
+            );
+            for ((path, file), why) in read.iter().zip(&verdicts) {
+                match why.is_empty() {
+                    true => {
+                        let _ = writeln!(out, "\n{}: converged", name(path, file));
+                    }
+                    false => {
+                        let _ = writeln!(out, "\n{}: not converged:", name(path, file));
+                        for w in why {
+                            let _ = writeln!(out, "  - {w}");
+                        }
+                    }
+                }
+            }
+            if wide {
+                for (path, file) in &read {
+                    let _ = write!(
+                        out,
+                        "\ncluster {}:\n{}",
+                        name(path, file),
+                        table(file, Some(now), true)
+                    );
+                }
+            }
+            out
+        }
+    };
+    std::io::stdout().lock().write_all(text.as_bytes())?;
+    Ok(code)
+}
+
+/// A cluster's row of the fleet table. It is not reached when its last sync found no
+/// cluster (its specs say `ClusterUnreachable` or `ClusterUnauthorized`) or its watches
+/// cannot reach the API.
+fn fleet_row(name: &str, file: &StatusFile, now: Timestamp, wide: bool) -> [String; 7] {
+    let away = file.specs.iter().any(|s| {
+        matches!(
+            s.reason.as_deref(),
+            Some("ClusterUnreachable" | "ClusterUnauthorized")
+        )
+    }) || file
+        .errors
+        .iter()
+        .any(|e| e.message.starts_with("cannot reach the Kubernetes API"));
+    let ready = file.specs.iter().filter(|s| s.ready).count();
+    let last = file.last_sync.as_ref();
+    let last_sync = match last {
+        Some(l) => match age(&l.time, now) {
+            Some(age) => format!("{} {age}", l.result),
+            None => l.result.clone(),
+        },
+        None => "none yet".to_string(),
+    };
+    [
+        name.to_string(),
+        if away { "no" } else { "yes" }.to_string(),
+        file.kubernetes.clone().unwrap_or_else(|| "-".to_string()),
+        ready.to_string(),
+        (file.specs.len() - ready).to_string(),
+        last_sync,
+        cut(
+            last.and_then(|l| l.message.as_deref()).unwrap_or(""),
+            MESSAGE_WIDTH,
+            wide,
+        ),
+    ]
+}
+
+/// `rows` under `heads`, each column as wide as its widest cell (the last one not
+/// padded).
+fn columns<const N: usize>(heads: &[&str; N], rows: &[[String; N]]) -> String {
+    let mut widths: [usize; N] = heads.map(|h| h.chars().count());
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let mut line = |cells: Vec<&str>| {
+        let mut text = String::new();
+        for (i, (cell, w)) in cells.iter().zip(widths).enumerate() {
+            match i + 1 == N {
+                true => text.push_str(cell),
+                false => {
+                    let _ = write!(text, "{cell:<w$}  ");
+                }
+            }
+        }
+        out.push_str(text.trim_end());
+        out.push('\n');
+    };
+    line(heads.to_vec());
+    for row in rows {
+        line(row.iter().map(String::as_str).collect());
+    }
+    out
 }
 
 /// `now` only adds the age of the last sync; tests leave it out for stable output.
@@ -393,6 +552,34 @@ mod tests {
     /// The model's own sample (src/report/status/sample.json).
     fn sample() -> StatusFile {
         serde_json::from_str(include_str!("../report/status/sample.json")).unwrap()
+    }
+
+    #[test]
+    fn a_fleet_row_says_whether_the_cluster_was_reached() -> Result<(), Box<dyn std::error::Error>>
+    {
+        let now: Timestamp = "2025-03-01T12:10:00Z".parse()?;
+        let reached = sample();
+        let mut away = sample();
+        for spec in &mut away.specs {
+            spec.ready = false;
+            spec.status = "Unknown".into();
+            spec.reason = Some("ClusterUnreachable".into());
+        }
+        let rows = [
+            fleet_row("eu", &reached, now, false),
+            fleet_row("us-west", &away, now, false),
+        ];
+        assert_eq!(rows[0][..5], ["eu", "yes", "v1.37.2", "3", "1"]);
+        assert_eq!(rows[1][..5], ["us-west", "no", "v1.37.2", "0", "4"]);
+        assert_eq!(rows[0][5], "success 10m ago");
+        let text = columns(&["A", "BB", "C", "D", "E", "F", "G"], &rows);
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(lines[0].starts_with("A        BB   C  "), "{text}");
+        assert!(
+            lines[2].starts_with("us-west  no   v1.37.2  0  4  "),
+            "{text}"
+        );
+        Ok(())
     }
 
     #[test]
