@@ -426,6 +426,7 @@ fn status(
         last_sync: None,
         errors: &[],
         cluster_error: None,
+        cluster_away: None,
         kubernetes: Some("v1.37.2"),
         cluster: None,
         specs: &specs.specs,
