@@ -4,9 +4,10 @@
 //! table and writes JSON. `--helm N` runs the Helm workload instead, `--ui N,N` the web
 //! UI's (headless Chromium, no cluster), `--preview N` a pull request's preview (no cluster), `--stages N,N` the pure stages'
 //! instruction counts (valgrind, no cluster), `--scale N,N` the daemon on N specs (first
-//! sync, no-op resync, restart). Run on demand, never as part of the test suite.
+//! sync, no-op resync, restart), `--fleet K,N` K clusters of N specs, a daemon each. Run on demand, never as part of the test suite.
 
 mod baseline;
+mod fleet;
 mod helm;
 mod measure;
 mod preview;
@@ -96,6 +97,12 @@ pub struct Args {
     /// Results go to bench/results/scale-latest.json unless --out says otherwise.
     #[arg(long, value_name = "N,N", value_delimiter = ',')]
     pub scale: Option<Vec<usize>>,
+    /// Run the fleet workload instead: K clusters (the local one and K-1 apiservers on
+    /// its etcd) of N specs each from one tree, a daemon per cluster: the first sync, a
+    /// no-op resync, a change with every cluster up and with one stopped, its return.
+    /// Results go to bench/results/fleet-latest.json unless --out says otherwise.
+    #[arg(long, value_name = "K,N", value_delimiter = ',')]
+    pub fleet: Option<Vec<usize>>,
     /// One stage in this process (what --stages runs under callgrind).
     #[arg(long, hide = true, value_name = "STAGE")]
     pub stage_child: Option<String>,
@@ -158,6 +165,21 @@ async fn main() -> anyhow::Result<()> {
             "scale-latest.json",
             &results,
             &scale::markdown(&results),
+        );
+    }
+    if let Some(fleet) = args.fleet.clone() {
+        if args.out == Path::new("bench/results/latest.json") {
+            args.out = PathBuf::from("bench/results/fleet-latest.json");
+        }
+        let [k, n] = fleet[..] else {
+            anyhow::bail!("--fleet K,N: the number of clusters and of specs per cluster");
+        };
+        let results = fleet::run(&args, &driftless, k, n).await?;
+        return write_results(
+            &args,
+            "fleet-latest.json",
+            &results,
+            &fleet::markdown(&results),
         );
     }
     if let Some(sizes) = &args.ui {

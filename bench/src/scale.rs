@@ -30,7 +30,7 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use crate::measure::{CpuProbe, free_port, machine, proc_status_kib, process_cpu_s};
 use crate::{Args, baseline};
 
-const TOKEN: &str = "driftless-bench-scale";
+pub(crate) const TOKEN: &str = "driftless-bench-scale";
 /// No first sync or restart takes this long even at 20,000 specs (about 25 minutes on
 /// the 2-core machine); past it the run is reported as failed, not waited for.
 const HANG: Duration = Duration::from_secs(3600);
@@ -118,7 +118,17 @@ fn is_write(what: &str) -> bool {
     matches!(verb, "POST" | "PUT" | "PATCH" | "APPLY" | "DELETE")
 }
 
-pub async fn run(args: &Args, driftless: &Path, sizes: &[usize]) -> anyhow::Result<ScaleResults> {
+/// What a daemon workload starts from: a client of the local cluster, its version, a
+/// work directory (`--work-dir`, else a temporary one named after `workload`) and the API
+/// token file the daemons are started with.
+pub(crate) struct Setup {
+    pub client: Client,
+    pub apiserver_version: String,
+    pub work: PathBuf,
+    pub token: PathBuf,
+}
+
+pub(crate) async fn setup(args: &Args, workload: &str) -> anyhow::Result<Setup> {
     let client = Client::try_default()
         .await
         .context("connecting to the cluster (KUBECONFIG)")?;
@@ -129,11 +139,28 @@ pub async fn run(args: &Args, driftless: &Path, sizes: &[usize]) -> anyhow::Resu
         .unwrap_or_else(|_| "unknown".into());
     let work = match &args.work_dir {
         Some(d) => d.clone(),
-        None => std::env::temp_dir().join(format!("driftless-bench-scale-{}", std::process::id())),
+        None => {
+            std::env::temp_dir().join(format!("driftless-bench-{workload}-{}", std::process::id()))
+        }
     };
     std::fs::create_dir_all(&work).with_context(|| format!("creating {}", work.display()))?;
     let token = work.join("token");
     std::fs::write(&token, format!("{TOKEN}\n"))?;
+    Ok(Setup {
+        client,
+        apiserver_version,
+        work,
+        token,
+    })
+}
+
+pub async fn run(args: &Args, driftless: &Path, sizes: &[usize]) -> anyhow::Result<ScaleResults> {
+    let Setup {
+        client,
+        apiserver_version,
+        work,
+        token,
+    } = setup(args, "scale").await?;
     let mut points = Vec::new();
     for &n in sizes {
         let run = Run {
@@ -371,7 +398,7 @@ impl Run<'_> {
 }
 
 /// Every one of `n` specs ready, the revision seen applied, the last sync a success.
-fn is_converged(status: &Value, n: usize) -> bool {
+pub(crate) fn is_converged(status: &Value, n: usize) -> bool {
     let specs = status["specs"].as_array();
     status["revision_applied"].is_string()
         && status["revision_applied"] == status["revision_seen"]
@@ -379,14 +406,14 @@ fn is_converged(status: &Value, n: usize) -> bool {
         && specs.is_some_and(|s| s.len() == n && s.iter().all(|s| s["ready"] == true))
 }
 
-fn is_alive(pid: u32) -> bool {
+pub(crate) fn is_alive(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .ok()
         .and_then(|s| Some(s.rsplit_once(')')?.1.split_whitespace().next()? != "Z"))
         .unwrap_or(false)
 }
 
-fn mib(kib: Option<f64>) -> f64 {
+pub(crate) fn mib(kib: Option<f64>) -> f64 {
     kib.map_or(f64::NAN, |k| k / 1024.0)
 }
 
@@ -410,13 +437,13 @@ fn write_tree(dir: &Path, n: usize, ns: &str) -> anyhow::Result<()> {
 const NOOPS: usize = 5;
 const NOOP_GAP: Duration = Duration::from_secs(2);
 
-fn median(of: &[f64]) -> f64 {
+pub(crate) fn median(of: &[f64]) -> f64 {
     let mut sorted = of.to_vec();
     sorted.sort_by(f64::total_cmp);
     sorted.get(sorted.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
-async fn sync_now(port: u16) -> anyhow::Result<()> {
+pub(crate) async fn sync_now(port: u16) -> anyhow::Result<()> {
     let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
     let request = format!(
         "POST /api/v1/sync?wait=true HTTP/1.0\r\nHost: localhost\r\nAuthorization: Bearer {TOKEN}\r\nContent-Length: 0\r\n\r\n"
