@@ -164,6 +164,8 @@ async fn the_page_and_its_assets_are_served_with_their_types_and_a_strict_policy
         ("/ui/object.js", "text/javascript"),
         ("/ui/app.css", "text/css"),
         ("/ui/icon.svg", "image/svg+xml"),
+        ("/ui/fleet.js", "text/javascript"),
+        ("/ui/fleet.html", "text/html"),
     ] {
         let (code, headers, body) = get(daemon.metrics, path).await;
         assert_eq!(code, 200, "{path}: {body}");
@@ -174,9 +176,10 @@ async fn the_page_and_its_assets_are_served_with_their_types_and_a_strict_policy
         assert_strict_policy(&headers, path);
         assert!(!body.is_empty(), "{path}");
     }
+    // Relative, so that the same page serves a cluster of a fleet under /clusters/NAME/.
     let (_, _, page) = get(daemon.metrics, "/").await;
     assert!(
-        page.contains(r#"<script src="/ui/app.js""#) && page.contains(r#"href="/ui/app.css""#),
+        page.contains(r#"<script src="ui/app.js""#) && page.contains(r#"href="ui/app.css""#),
         "{page}"
     );
     let (code, headers, _) = get(daemon.metrics, "/ui/secrets.txt").await;

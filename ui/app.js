@@ -477,7 +477,7 @@ function connect() {
   setConnection("connecting", "Connecting…");
   // The whole document once, then only what changed (`event: delta`): a quiet tree
   // sends almost nothing, and the page redraws only the rows that changed.
-  const events = new EventSource("/api/v1/events?deltas=1");
+  const events = new EventSource("api/v1/events?deltas=1");
   events.addEventListener("open", () => setConnection("live", "Live"));
   events.addEventListener("status", (event) => {
     try {
@@ -574,7 +574,7 @@ function askSuspend(id) {
 }
 
 function resume(id) {
-  post(`Resume ${id}`, `/api/v1/specs/${encodeId(id)}/resume`);
+  post(`Resume ${id}`, `api/v1/specs/${encodeId(id)}/resume`);
 }
 
 function setUp() {
@@ -589,13 +589,13 @@ function setUp() {
     sessionStorage.removeItem(TOKEN_KEY);
     showTokenHelp();
   });
-  $("reconcile").addEventListener("click", () => post("Reconcile", "/api/v1/sync"));
+  $("reconcile").addEventListener("click", () => post("Reconcile", "api/v1/sync"));
   $("suspend-form").addEventListener("submit", (event) => {
     event.preventDefault();
     const reason = $("suspend-reason").value.trim();
     if (!reason) return;
     $("suspend-dialog").close();
-    post(`Suspend ${suspending}`, `/api/v1/specs/${encodeId(suspending)}/suspend`, { reason });
+    post(`Suspend ${suspending}`, `api/v1/specs/${encodeId(suspending)}/suspend`, { reason });
   });
   $("suspend-cancel").addEventListener("click", () => $("suspend-dialog").close());
   // The button that opened the dialog may have been redrawn meanwhile: focus its successor.
@@ -629,6 +629,8 @@ function setUp() {
   // Keeps "n s ago" honest between documents.
   setInterval(() => model && renderOverview(model), 10000);
   showTokenHelp();
+  // One cluster of a fleet's daemon: its page lies under the fleet's.
+  $("fleet-link").hidden = !location.pathname.startsWith("/clusters/");
   connect();
 }
 

@@ -82,13 +82,13 @@ async function loadObject(want) {
   let view;
   let drifts = [];
   try {
-    const ledger = await fetch("/api/v1/drift", { cache: "no-store", credentials: "omit" });
+    const ledger = await fetch("api/v1/drift", { cache: "no-store", credentials: "omit" });
     if (ledger.ok) drifts = ((await ledger.json()).drifts || []).filter((d) => d.object === want.object);
   } catch {
     // The ledger is a part of the view; the object's own state matters more.
   }
   try {
-    const response = await fetch(`/api/v1/object?${new URLSearchParams(want)}`, { cache: "no-store", credentials: "omit" });
+    const response = await fetch(`api/v1/object?${new URLSearchParams(want)}`, { cache: "no-store", credentials: "omit" });
     view = await response.json();
     if (!response.ok && !view.error) view = { error: `${response.status} ${response.statusText}` };
   } catch (error) {
@@ -113,9 +113,9 @@ async function loadHistory() {
   let syncs;
   let controls;
   try {
-    drifts = (await read("/api/v1/drift")).drifts || [];
-    syncs = (await read("/api/v1/syncs")).syncs || [];
-    controls = (await read("/api/v1/controls")).controls || [];
+    drifts = (await read("api/v1/drift")).drifts || [];
+    syncs = (await read("api/v1/syncs")).syncs || [];
+    controls = (await read("api/v1/controls")).controls || [];
   } catch (error) {
     $("history-body").replaceChildren(el("p", { class: "bad-text" }, `Reading the history failed: ${error.message}`));
     return;
@@ -311,7 +311,7 @@ async function loadApp(name) {
   const owned = [];
   for (const r of roots.filter((r) => workloadRank(r.object) === 0)) {
     try {
-      const response = await fetch(`/api/v1/object?${new URLSearchParams({ spec: r.spec, object: r.object })}`, { cache: "no-store", credentials: "omit" });
+      const response = await fetch(`api/v1/object?${new URLSearchParams({ spec: r.spec, object: r.object })}`, { cache: "no-store", credentials: "omit" });
       if (response.ok) owned.push(...((await response.json()).owned || []));
     } catch {
       // A workload whose children cannot be read is drawn alone.

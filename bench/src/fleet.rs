@@ -28,7 +28,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::measure::{free_port, machine, proc_status_kib, process_cpu_s};
-use crate::scale::{Setup, TOKEN, is_alive, is_converged, median, mib, setup, sync_now};
+use crate::scale::{Setup, TOKEN, is_alive, is_converged, median, mib, setup, sync_now_at};
 use crate::{Args, baseline};
 
 /// Past this, a phase is reported as failed, not waited for.
@@ -43,6 +43,9 @@ pub struct FleetResults {
     pub apiserver_version: String,
     pub clusters: usize,
     pub specs_per_cluster: usize,
+    /// One daemon served every cluster (`--one-daemon`), not one each.
+    #[serde(default)]
+    pub one_daemon: bool,
     /// Until the last cluster converged.
     pub first_sync_s: f64,
     /// Each cluster's first sync, by its name.
@@ -78,12 +81,16 @@ struct Apiserver {
     client: Client,
 }
 
+/// A cluster's daemon, or its engine inside the fleet's one daemon.
 struct Daemon {
     name: String,
-    child: tokio::process::Child,
+    /// None for the second and later clusters of one daemon.
+    child: Option<tokio::process::Child>,
     pid: u32,
     port: u16,
     status: PathBuf,
+    /// Where its API is on the listener (`/clusters/NAME` in one daemon).
+    prefix: String,
 }
 
 pub async fn run(
@@ -139,7 +146,11 @@ pub async fn run(
     let tree = work.join("tree");
     write_tree(&tree, n)?;
 
-    eprintln!("fleet: {k} daemons, {n} specs each: first sync");
+    let one = args.one_daemon;
+    match one {
+        true => eprintln!("fleet: one daemon, {k} clusters of {n} specs: first sync"),
+        false => eprintln!("fleet: {k} daemons, {n} specs each: first sync"),
+    }
     let apiservers_cpu = || {
         extra
             .iter()
@@ -149,10 +160,23 @@ pub async fn run(
     let cpu_before = apiservers_cpu();
     let start = Instant::now();
     let mut daemons = Vec::new();
-    for (name, _) in &clients {
-        daemons.push(start_daemon(
-            driftless, &work, &tree, &clusters, &token, name,
-        )?);
+    match one {
+        true => {
+            let names: Vec<&str> = clients.iter().map(|(n, _)| n.as_str()).collect();
+            daemons = start_fleet_daemon(driftless, &work, &tree, &clusters, &token, &names)?;
+        }
+        false => {
+            for (name, _) in &clients {
+                daemons.push(start_daemon(
+                    driftless,
+                    &work,
+                    &tree,
+                    &clusters,
+                    &token,
+                    Some(name),
+                )?);
+            }
+        }
     }
     let mut results = FleetResults {
         date: Timestamp::now().strftime("%Y-%m-%d %H:%M UTC").to_string(),
@@ -161,6 +185,7 @@ pub async fn run(
         apiserver_version,
         clusters: k,
         specs_per_cluster: n,
+        one_daemon: one,
         ..FleetResults::default()
     };
     let mut pending: Vec<usize> = (0..daemons.len()).collect();
@@ -192,7 +217,7 @@ pub async fn run(
     }
     results.first_sync_s = start.elapsed().as_secs_f64();
     results.first_extra_apiservers_cpu_s = apiservers_cpu() - cpu_before;
-    for d in &daemons {
+    for d in daemons.iter().filter(|d| d.child.is_some()) {
         results
             .first_daemon_cpu_s
             .push(process_cpu_s(d.pid).unwrap_or(f64::NAN));
@@ -205,7 +230,7 @@ pub async fn run(
     eprintln!("fleet: a no-op resync of each daemon");
     for d in &daemons {
         let t = Instant::now();
-        sync_now(d.port)
+        sync_now_at(d.port, &d.prefix)
             .await
             .with_context(|| format!("the no-op resync of {}", d.name))?;
         results.noop_runs_s.push(t.elapsed().as_secs_f64());
@@ -251,13 +276,15 @@ pub async fn run(
     let t = Instant::now();
     until_all_have(&clients[clients.len() - 1..], "c00001", "two", t).await?;
     results.back_converged_s = t.elapsed().as_secs_f64();
-    for d in &daemons {
+    for d in daemons.iter().filter(|d| d.child.is_some()) {
         results
             .steady_rss_mib
             .push(mib(proc_status_kib(d.pid, "VmRSS:")));
     }
-    for mut d in daemons {
-        let _ = d.child.kill().await;
+    for d in daemons {
+        if let Some(mut child) = d.child {
+            let _ = child.kill().await;
+        }
     }
     let _ = Api::<Namespace>::all(home)
         .delete(NAMESPACE, &Default::default())
@@ -333,9 +360,10 @@ fn start_daemon(
     tree: &Path,
     clusters: &Path,
     token: &Path,
-    name: &str,
+    cluster: Option<&str>,
 ) -> anyhow::Result<Daemon> {
     let port = free_port()?;
+    let name = cluster.unwrap_or("fleet");
     let status = work.join(format!("status-{name}.json"));
     let _ = std::fs::remove_file(&status);
     let log = std::fs::File::create(work.join(format!("daemon-{name}.log")))?;
@@ -344,7 +372,8 @@ fn start_daemon(
         .arg(tree)
         .arg("--clusters")
         .arg(clusters)
-        .args(["--cluster", name, "--resync", "2s", "--status-file"])
+        .args(cluster.map(|c| ["--cluster", c]).into_iter().flatten())
+        .args(["--resync", "2s", "--status-file"])
         .arg(&status)
         .arg("--metrics-addr")
         .arg(format!("127.0.0.1:{port}"))
@@ -363,11 +392,41 @@ fn start_daemon(
         .ok_or_else(|| anyhow!("the daemon exited at once"))?;
     Ok(Daemon {
         name: name.to_string(),
-        child,
+        child: Some(child),
         pid,
         port,
         status,
+        prefix: String::new(),
     })
+}
+
+/// One daemon serving every cluster of `names`: a view of it per cluster (its status
+/// file beside the fleet's, its API under `/clusters/NAME`).
+fn start_fleet_daemon(
+    driftless: &Path,
+    work: &Path,
+    tree: &Path,
+    clusters: &Path,
+    token: &Path,
+    names: &[&str],
+) -> anyhow::Result<Vec<Daemon>> {
+    let whole = start_daemon(driftless, work, tree, clusters, token, None)?;
+    let mut views = Vec::new();
+    for name in names {
+        let _ = std::fs::remove_file(work.join(format!("status-fleet.{name}.json")));
+        views.push(Daemon {
+            name: name.to_string(),
+            child: None,
+            pid: whole.pid,
+            port: whole.port,
+            status: work.join(format!("status-fleet.{name}.json")),
+            prefix: format!("/clusters/{name}"),
+        });
+    }
+    if let Some(first) = views.first_mut() {
+        first.child = whole.child;
+    }
+    Ok(views)
 }
 
 impl Apiserver {
@@ -503,14 +562,23 @@ pub fn markdown(r: &FleetResults) -> String {
     let specs = (r.clusters * r.specs_per_cluster).max(1) as f64;
     let mut sorted: Vec<f64> = r.first_sync_by_cluster_s.iter().map(|(_, s)| *s).collect();
     sorted.sort_by(f64::total_cmp);
+    // One daemon: its share per cluster; a daemon each: the median daemon.
+    let per_cluster = |v: &[f64]| match r.one_daemon {
+        true => sum(v) / r.clusters.max(1) as f64,
+        false => median(v),
+    };
+    let how = match r.one_daemon {
+        true => "one daemon",
+        false => "a daemon per cluster",
+    };
     format!(
-        "## Fleet: {k} clusters x {n} specs ({date}, {version})\n\n\
+        "## Fleet: {k} clusters x {n} specs, {how} ({date}, {version})\n\n\
          | figure | value |\n|---|---|\n\
          | first sync, the whole fleet (the last cluster) | {first:.1} s |\n\
          | first sync per cluster: first, median, last | {f0:.1} s, {fm:.1} s, {fl:.1} s |\n\
-         | daemons' CPU over the first sync: all, per cluster (median), per spec | {cpu:.1} CPU-s, {cpuc:.2} CPU-s, {cpus:.2} ms |\n\
+         | daemons' CPU over the first sync: all, per cluster (median, or one daemon's share), per spec | {cpu:.1} CPU-s, {cpuc:.2} CPU-s, {cpus:.2} ms |\n\
          | the extra apiservers' CPU over the first sync | {api:.1} CPU-s |\n\
-         | daemons' peak RSS: all, per cluster (median, max), per spec | {rss:.0} MiB, {rssm:.1} / {rssx:.1} MiB, {rsss:.1} KiB |\n\
+         | daemons' peak RSS: all, per cluster (median, or one daemon's share; max), per spec | {rss:.0} MiB, {rssm:.1} / {rssx:.1} MiB, {rsss:.1} KiB |\n\
          | no-op resync per daemon (median) | {noop:.2} s |\n\
          | one file changed, every cluster up: until all have it | {up:.2} s |\n\
          | one file changed, one cluster stopped: until the others have it | {away:.2} s |\n\
@@ -526,11 +594,11 @@ pub fn markdown(r: &FleetResults) -> String {
         fm = median(&sorted),
         fl = sorted.last().copied().unwrap_or(f64::NAN),
         cpu = sum(&r.first_daemon_cpu_s),
-        cpuc = median(&r.first_daemon_cpu_s),
+        cpuc = per_cluster(&r.first_daemon_cpu_s),
         cpus = sum(&r.first_daemon_cpu_s) / specs * 1000.0,
         api = r.first_extra_apiservers_cpu_s,
         rss = sum(&r.first_peak_rss_mib),
-        rssm = median(&r.first_peak_rss_mib),
+        rssm = per_cluster(&r.first_peak_rss_mib),
         rssx = max(&r.first_peak_rss_mib),
         rsss = sum(&r.first_peak_rss_mib) * 1024.0 / specs,
         noop = r.noop_s,

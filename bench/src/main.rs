@@ -103,6 +103,10 @@ pub struct Args {
     /// Results go to bench/results/fleet-latest.json unless --out says otherwise.
     #[arg(long, value_name = "K,N", value_delimiter = ',')]
     pub fleet: Option<Vec<usize>>,
+    /// With --fleet: one daemon serves every cluster (`run --clusters` without
+    /// `--cluster`) instead of a daemon per cluster.
+    #[arg(long, requires = "fleet")]
+    pub one_daemon: bool,
     /// One stage in this process (what --stages runs under callgrind).
     #[arg(long, hide = true, value_name = "STAGE")]
     pub stage_child: Option<String>,

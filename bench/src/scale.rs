@@ -444,9 +444,14 @@ pub(crate) fn median(of: &[f64]) -> f64 {
 }
 
 pub(crate) async fn sync_now(port: u16) -> anyhow::Result<()> {
+    sync_now_at(port, "").await
+}
+
+/// `sync_now` of the API under `prefix` (a fleet's daemon: `/clusters/NAME`).
+pub(crate) async fn sync_now_at(port: u16, prefix: &str) -> anyhow::Result<()> {
     let mut s = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
     let request = format!(
-        "POST /api/v1/sync?wait=true HTTP/1.0\r\nHost: localhost\r\nAuthorization: Bearer {TOKEN}\r\nContent-Length: 0\r\n\r\n"
+        "POST {prefix}/api/v1/sync?wait=true HTTP/1.0\r\nHost: localhost\r\nAuthorization: Bearer {TOKEN}\r\nContent-Length: 0\r\n\r\n"
     );
     s.write_all(request.as_bytes()).await?;
     let mut answer = String::new();

@@ -181,3 +181,75 @@ pub async fn apply_each(
     }
     Ok(code)
 }
+
+/// `run --clusters FILE` without `--cluster`: one daemon serving every declared
+/// cluster, each reached with its own credentials. Each cluster's status is written
+/// beside the status file (`NAME.CLUSTER.json`), which lists them, as `driftless
+/// status` reads it.
+pub async fn run(
+    args: &super::run::RunArgs,
+    global: &GlobalArgs,
+    home: &Selection,
+) -> anyhow::Result<u8> {
+    super::run::warn_of(args);
+    let index = super::run::status_file(args, global)?;
+    let mut engines = Vec::new();
+    let mut files = Vec::new();
+    for cluster in args.policy.clusters()?.iter() {
+        let name = &cluster.name;
+        let mut policy = args.policy.clone();
+        policy.cluster = Some(name.clone());
+        let file = fleet_status_file(&index, name);
+        let mut cfg = super::run::config(args, global, &policy, file.clone())?;
+        // Each cluster's source fetches into a repository of its own: one bare
+        // repository fetched by several at once is not safe.
+        if let driftless::source::Config::Git { config, .. } = &mut cfg.source {
+            config.cache_dir = config.cache_dir.join("clusters").join(name);
+        }
+        let client = policy
+            .selection(home)?
+            .followed_client()
+            .await
+            .with_context(|| format!("connecting to cluster {name}"))?;
+        files.push(file);
+        engines.push((name.clone(), cfg, client));
+    }
+    driftless::report::status::FleetIndex::write(&index, &files)?;
+    let tls = super::run::listener_tls(args, args.api_token_file.is_some())?;
+    driftless::daemon::run_fleet(
+        engines,
+        args.metrics_addr,
+        tls,
+        super::run::shutdown_signal(),
+    )
+    .await?;
+    Ok(exit::OK)
+}
+
+/// Where a fleet's daemon writes a cluster's status: beside `index`, the cluster's name
+/// before its extension.
+fn fleet_status_file(index: &std::path::Path, cluster: &str) -> std::path::PathBuf {
+    let stem = index.file_stem().map_or_else(
+        || "status".to_string(),
+        |s| s.to_string_lossy().into_owned(),
+    );
+    index.with_file_name(format!("{stem}.{cluster}.json"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fleet_status_file;
+    use std::path::Path;
+
+    #[test]
+    fn a_cluster_s_status_is_beside_the_fleet_s_with_its_name_before_the_extension() {
+        assert_eq!(
+            fleet_status_file(Path::new("/var/lib/driftless/status.json"), "prod-eu"),
+            Path::new("/var/lib/driftless/status.prod-eu.json")
+        );
+        assert_eq!(
+            fleet_status_file(Path::new("fleet"), "edge"),
+            Path::new("fleet.edge.json")
+        );
+    }
+}

@@ -194,9 +194,9 @@ pub struct PolicyArgs {
     #[arg(skip)]
     pub found_clusters: Vec<driftless::spec::clusters::Cluster>,
     /// The cluster of --clusters this command serves: only the files that go to it are
-    /// read, and it is reached with its kubeconfig (default: the home cluster, the one
-    /// reached with --kubeconfig/--context; `validate`, `diff` and `apply` of a fleet
-    /// serve each declared cluster in turn).
+    /// read, and it is reached with its kubeconfig (default: every declared cluster:
+    /// `validate`, `diff` and `apply` serve each in turn, `run` serves them all at once;
+    /// `render` serves the home cluster, the one reached with --kubeconfig/--context).
     #[arg(long, env = "DRIFTLESS_CLUSTER", value_name = "NAME")]
     pub cluster: Option<String>,
     #[command(flatten)]
@@ -514,6 +514,9 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
             fleet::apply_each(args, &cli.global, &home).await
         }
         Command::Apply(args) => sync::apply(args, &cli.global, &selection).await,
+        Command::Run(args) if fleet::every_cluster(&args.policy)? => {
+            fleet::run(args, &cli.global, &home).await
+        }
         Command::Run(args) => run::run(args, &cli.global, &selection).await,
         Command::Status(args) => status::status(args, &cli.global.instance),
         Command::Reconcile(args) => control::reconcile(args).await,

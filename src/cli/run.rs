@@ -223,7 +223,7 @@ fn secret_from_env(var: &str) -> anyhow::Result<Option<String>> {
 /// The listener's TLS (`--tls-cert-file`, `--tls-key-file`), read now: an unusable pair
 /// refuses the start; so does an address others reach with no token, unless the operator
 /// says it may be open.
-fn listener_tls(
+pub(super) fn listener_tls(
     args: &RunArgs,
     token: bool,
 ) -> anyhow::Result<Option<std::sync::Arc<rustls::ServerConfig>>> {
@@ -328,6 +328,62 @@ fn check_url(url: &str, flag: &str) -> anyhow::Result<()> {
 }
 
 pub async fn run(args: &RunArgs, global: &GlobalArgs, selection: &Selection) -> anyhow::Result<u8> {
+    warn_of(args);
+    let cfg = config(args, global, &args.policy, status_file(args, global)?)?;
+    let client = selection
+        .followed_client()
+        .await
+        .context("connecting to the cluster")?;
+    daemon::run(cfg, client, shutdown_signal()).await?;
+    Ok(exit::OK)
+}
+
+/// `--status-file`, or the default (its directory made if missing).
+pub(super) fn status_file(args: &RunArgs, global: &GlobalArgs) -> anyhow::Result<PathBuf> {
+    if let Some(path) = &args.status_file {
+        return Ok(path.clone());
+    }
+    let path = default_status_file(&global.instance)?;
+    // Made if missing; a directory that cannot be made is reported by the writer, which
+    // retries.
+    let _ = path.parent().map(std::fs::create_dir_all);
+    Ok(path)
+}
+
+/// What the flags risk, said once at start.
+pub(super) fn warn_of(args: &RunArgs) {
+    if let Some(url) = &args.git
+        && driftless::source::git::url_has_credentials(url)
+    {
+        // The status file and logs never show it, but argv is public on the host.
+        tracing::warn!(
+            "the --git URL carries credentials, which every local user can read in the \
+             process list; use DRIFTLESS_GIT_TOKEN(_FILE) or DRIFTLESS_GIT_PASSWORD(_FILE) instead"
+        );
+    }
+    if (args.git.is_some() || args.oci.is_some())
+        && args.hook_secret_file.is_none()
+        && !args.metrics_addr.ip().is_loopback()
+    {
+        let hook = match args.oci.is_some() {
+            true => "/hooks/oci",
+            false => "/hooks/git",
+        };
+        tracing::warn!(
+            addr = %args.metrics_addr,
+            "POST {hook} accepts unsigned requests on a non-loopback address: anyone who \
+             reaches it can make the daemon fetch; set --hook-secret-file"
+        );
+    }
+}
+
+/// The daemon's configuration for the cluster `policy` serves.
+pub(super) fn config(
+    args: &RunArgs,
+    global: &GlobalArgs,
+    policy: &super::PolicyArgs,
+    status_file: PathBuf,
+) -> anyhow::Result<daemon::Config> {
     for (given, flag) in [
         (args.tag.is_some(), "--tag"),
         (args.path.is_some(), "--path"),
@@ -346,13 +402,6 @@ pub async fn run(args: &RunArgs, global: &GlobalArgs, selection: &Selection) -> 
                 (_, Some(c), _) => GitRef::Commit(c.clone()),
                 (_, _, b) => GitRef::Branch(b.clone().unwrap_or_else(|| "main".to_string())),
             };
-            if driftless::source::git::url_has_credentials(url) {
-                // The status file and logs never show it, but argv is public on the host.
-                tracing::warn!(
-                    "the --git URL carries credentials, which every local user can read in the \
-                     process list; use DRIFTLESS_GIT_TOKEN(_FILE) or DRIFTLESS_GIT_PASSWORD(_FILE) instead"
-                );
-            }
             let auth = GitAuth::from_env(|k| std::env::var(k).ok()).context("git credentials")?;
             // Refused at start, in the file's words, rather than at every fetch.
             driftless::source::git::verify::Trusted::read(&args.verify_commits)?;
@@ -360,7 +409,7 @@ pub async fn run(args: &RunArgs, global: &GlobalArgs, selection: &Selection) -> 
                 url: url.clone(),
                 reference,
                 path: args.path.clone(),
-                cache_dir: args.policy.tools.cache_dir(),
+                cache_dir: policy.tools.cache_dir(),
                 needs_checkout: driftless::hydrate::needs_checkout,
                 auth,
                 verify: args.verify_commits.clone(),
@@ -382,20 +431,6 @@ pub async fn run(args: &RunArgs, global: &GlobalArgs, selection: &Selection) -> 
         None => None,
     };
     let tls = listener_tls(args, api_token.is_some())?;
-    if (args.git.is_some() || args.oci.is_some())
-        && hook_secret.is_none()
-        && !args.metrics_addr.ip().is_loopback()
-    {
-        let hook = match args.oci.is_some() {
-            true => "/hooks/oci",
-            false => "/hooks/git",
-        };
-        tracing::warn!(
-            addr = %args.metrics_addr,
-            "POST {hook} accepts unsigned requests on a non-loopback address: anyone who \
-             reaches it can make the daemon fetch; set --hook-secret-file"
-        );
-    }
     let leader_elect = args.leader_elect.then(|| LeaseConfig {
         namespace: args.lease_namespace.clone(),
         name: args
@@ -427,24 +462,10 @@ pub async fn run(args: &RunArgs, global: &GlobalArgs, selection: &Selection) -> 
     };
     let cfg = daemon::Config {
         shard,
-        policy: args
-            .policy
-            .policy()?
-            .protect(&args.engine.inventory_namespace),
+        policy: policy.policy()?.protect(&args.engine.inventory_namespace),
         source,
         resync: args.resync,
-        status_file: Some(match &args.status_file {
-            Some(path) => path.clone(),
-            None => {
-                let path = default_status_file(&global.instance)?;
-                if let Some(dir) = path.parent() {
-                    // Made if missing; a directory that cannot be made is reported by
-                    // the writer, which retries.
-                    let _ = std::fs::create_dir_all(dir);
-                }
-                path
-            }
-        }),
+        status_file: Some(status_file),
         metrics_addr: args.metrics_addr,
         tls,
         client_certificates: args.tls_client_ca_file.is_some(),
@@ -462,16 +483,11 @@ pub async fn run(args: &RunArgs, global: &GlobalArgs, selection: &Selection) -> 
         render: driftless::hydrate::Options {
             // The daemon's directory holds the one tree it follows.
             render_cache_max: None,
-            clusters: args.policy.clusters()?,
-            ..args.policy.tools.options()
+            clusters: policy.clusters()?,
+            ..policy.tools.options()
         },
     };
-    let client = selection
-        .followed_client()
-        .await
-        .context("connecting to the cluster")?;
-    daemon::run(cfg, client, shutdown_signal()).await?;
-    Ok(exit::OK)
+    Ok(cfg)
 }
 
 /// `--oci` and what it follows: `--tag` (default latest, or the reference's own),
@@ -505,7 +521,7 @@ fn oci_source(args: &RunArgs) -> anyhow::Result<SourceConfig> {
 }
 
 /// SIGTERM (systemd, kubelet) or SIGINT (a terminal).
-async fn shutdown_signal() {
+pub(super) async fn shutdown_signal() {
     let term = async {
         match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
             Ok(mut s) => {

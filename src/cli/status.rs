@@ -46,6 +46,10 @@ pub(super) fn status(args: &StatusArgs, instance: &str) -> anyhow::Result<u8> {
         [path] => path.clone(),
         several => return fleet(several, args.output),
     };
+    // A fleet's daemon writes there where its clusters' statuses are.
+    if let Some(index) = driftless::report::status::FleetIndex::read(&path) {
+        return fleet(&index.fleet, args.output);
+    }
     let file = match StatusFile::read(&path) {
         Ok(file) => file,
         Err(e) => {
@@ -168,19 +172,8 @@ fn fleet(paths: &[PathBuf], output: StatusOutput) -> anyhow::Result<u8> {
     Ok(code)
 }
 
-/// A cluster's row of the fleet table. It is not reached when its last sync found no
-/// cluster (its specs say `ClusterUnreachable` or `ClusterUnauthorized`) or its watches
-/// cannot reach the API.
+/// A cluster's row of the fleet table.
 fn fleet_row(name: &str, file: &StatusFile, now: Timestamp, wide: bool) -> [String; 7] {
-    let away = file.specs.iter().any(|s| {
-        matches!(
-            s.reason.as_deref(),
-            Some("ClusterUnreachable" | "ClusterUnauthorized")
-        )
-    }) || file
-        .errors
-        .iter()
-        .any(|e| e.message.starts_with("cannot reach the Kubernetes API"));
     let ready = file.specs.iter().filter(|s| s.ready).count();
     let last = file.last_sync.as_ref();
     let last_sync = match last {
@@ -192,7 +185,7 @@ fn fleet_row(name: &str, file: &StatusFile, now: Timestamp, wide: bool) -> [Stri
     };
     [
         name.to_string(),
-        if away { "no" } else { "yes" }.to_string(),
+        if file.reached() { "yes" } else { "no" }.to_string(),
         file.kubernetes.clone().unwrap_or_else(|| "-".to_string()),
         ready.to_string(),
         (file.specs.len() - ready).to_string(),

@@ -9,6 +9,7 @@
 //! `/readyz` (503: a replica that cannot lead is no standby) and logged once.
 
 use std::time::Duration;
+use tracing::Instrument as _;
 
 use kube::Client;
 use kube_lease_manager::{LeaseManager, LeaseManagerBuilder, LeaseManagerError};
@@ -39,7 +40,7 @@ pub fn start(lease: Option<&LeaseConfig>, client: &Client) -> Leadership {
     let (active_tx, active) = watch::channel(lease.is_none());
     let (problem_tx, problem) = watch::channel(None);
     if let Some(lease) = lease {
-        tokio::spawn(lead(lease.clone(), client.clone(), active_tx, problem_tx));
+        tokio::spawn(lead(lease.clone(), client.clone(), active_tx, problem_tx).in_current_span());
     }
     Leadership { active, problem }
 }

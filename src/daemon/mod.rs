@@ -27,6 +27,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
+use tracing::Instrument as _;
 
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
@@ -89,6 +90,8 @@ pub enum DaemonError {
     },
     #[error(transparent)]
     Source(#[from] crate::source::OpenError),
+    #[error("a cluster's engine stopped: {0}")]
+    Engine(String),
 }
 
 /// The time, for a transition of the state (which reads no clock itself).
@@ -119,16 +122,102 @@ fn record(metrics: &Metrics, tally: Tally) {
 }
 
 pub async fn run(
-    mut cfg: Config,
+    cfg: Config,
     client: Client,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), DaemonError> {
+    let stop_rx = stop_on(shutdown);
+    let (addr, tls) = (cfg.metrics_addr, cfg.tls.clone());
+    let (face, engine) = start(cfg, client, stop_rx.clone());
+    let listener = bind(addr, tls).await?;
+    tokio::spawn(async move {
+        let stopped = stopped(stop_rx);
+        if let Err(e) = http::serve_on(listener, face, stopped).await {
+            tracing::error!(error = %e, "HTTP server failed");
+        }
+    });
+    engine.await
+}
+
+/// One daemon serving a fleet: an engine per cluster, each as a daemon of its own would
+/// run (its source, render, syncs, watches, inventory and status on its own tasks, so
+/// that one cluster away or slow holds up no other), behind one listener
+/// (`report::fleet`). Returns when every engine has stopped; the first engine that
+/// cannot start stops the daemon.
+pub async fn run_fleet(
+    engines: Vec<(String, Config, Client)>,
+    addr: SocketAddr,
+    tls: Option<Arc<rustls::ServerConfig>>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), DaemonError> {
+    let stop_rx = stop_on(shutdown);
+    let mut members = Vec::new();
+    let mut running = tokio::task::JoinSet::new();
+    for (name, cfg, client) in engines {
+        let span = tracing::info_span!("cluster", cluster = %name);
+        // What the engine starts at once (its leadership) is on the cluster's span too.
+        let (face, engine) = span.in_scope(|| start(cfg, client, stop_rx.clone()));
+        members.push(crate::report::fleet::Member {
+            cluster: name,
+            face,
+        });
+        running.spawn(tracing::Instrument::instrument(engine, span));
+    }
+    let listener = bind(addr, tls).await?;
+    tokio::spawn(async move {
+        let stopped = stopped(stop_rx);
+        if let Err(e) = crate::report::fleet::serve_on(listener, members, stopped).await {
+            tracing::error!(error = %e, "HTTP server failed");
+        }
+    });
+    while let Some(ended) = running.join_next().await {
+        match ended {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(e),
+            Err(e) => return Err(DaemonError::Engine(e.to_string())),
+        }
+    }
+    Ok(())
+}
+
+/// A channel that turns true once `shutdown` resolves.
+fn stop_on(
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> tokio_watch::Receiver<bool> {
     let (stop_tx, stop_rx) = tokio_watch::channel(false);
     tokio::spawn(async move {
         shutdown.await;
         let _ = stop_tx.send(true);
     });
+    stop_rx
+}
 
+async fn stopped(mut stop: tokio_watch::Receiver<bool>) {
+    let _ = stop.wait_for(|s| *s).await;
+}
+
+/// The listener of `--metrics-addr`, plain or TLS.
+async fn bind(
+    addr: SocketAddr,
+    tls: Option<Arc<rustls::ServerConfig>>,
+) -> Result<crate::report::tls::Listening, DaemonError> {
+    let listener = http::bind(addr)
+        .await
+        .map_err(|source| DaemonError::Http { addr, source })?;
+    crate::report::tls::Listening::new(listener, tls)
+        .map_err(|source| DaemonError::Http { addr, source })
+}
+
+/// One cluster's engine: what it shows on a listener (its metrics, readiness, hook and
+/// API), at once, and the engine itself, which renders, syncs and watches until `stop`.
+fn start(
+    mut cfg: Config,
+    client: Client,
+    stop_rx: tokio_watch::Receiver<bool>,
+) -> (
+    http::HttpState,
+    futures::future::BoxFuture<'static, Result<(), DaemonError>>,
+) {
     let metrics = Arc::new(Metrics::of_cluster(
         cfg.policy.cluster.named_in_fleet().as_deref(),
     ));
@@ -144,106 +233,112 @@ pub async fn run(
     );
     let (api, ends) = api_state(&cfg, &cluster);
     let leadership = leadership::start(cfg.leader_elect.as_ref(), cluster.client());
-    let active_rx = leadership.active;
-    let hook_rx = start_http(
-        &cfg,
-        metrics.clone(),
-        ready.clone(),
-        leadership.problem.clone(),
-        api,
-        stop_rx.clone(),
-    )
-    .await?;
-
-    let (src_tx, src_rx) = mpsc::channel(4);
-    // Room for a few reconcile requests besides the resync's.
-    let (rescan_tx, rescan_rx) = mpsc::channel(8);
-    let source_cfg = std::mem::replace(&mut cfg.source, crate::source::Config::Dir(PathBuf::new()));
-    let (stage, kubernetes) = stage(&cfg, &cluster).await;
-    let origins = notify::Origins::default();
-    let source_name = source::start(
-        source_cfg,
-        stage,
-        source::Channels {
-            tx: src_tx,
-            rescan: rescan_rx,
-            hook: hook_rx,
-            stop: stop_rx.clone(),
-        },
-        origins.clone(),
-        &metrics,
-    )?;
-
-    let (ev_tx, ev_rx) = mpsc::channel(1024);
-    let owned = start_watches(&cfg, &cluster, ev_tx);
-    let (selectors_tx, selectors_rx) = tokio_watch::channel(labeller::Selectors::new());
-    tokio::spawn(labeller::run(
-        cluster.client().clone(),
-        selectors_rx,
-        cluster.writes.clone(),
-        active_rx.clone(),
-    ));
-    let recorder = cfg
-        .events
-        .then(|| events::Events::new(cluster.client().clone(), &cfg.engine.instance));
-    let notifier = start_notifier(&mut cfg, &source_name, origins, &metrics);
-    let mut status =
-        crate::report::snapshot::StatusWriter::new(cfg.status_file.clone(), ends.published);
-    let (shard, member) = match cfg.shard.clone() {
-        Some(shard) => {
-            let (link, member, part) = start_shard(shard, &cluster, &stop_rx);
-            status = status.with_part(part);
-            (Some(link), Some(member))
-        }
-        None => (None, None),
+    let (hook_tx, hook_rx) = mpsc::channel::<()>(1);
+    let (kind, polled) = cfg.source.kind();
+    let face = http::HttpState {
+        metrics: metrics.clone(),
+        ready: ready.clone(),
+        unready: Some(leadership.problem.clone()),
+        hook: polled.then_some((kind, hook_tx)),
+        hook_secret: cfg.hook_secret.clone(),
+        api: Some(Arc::new(api)),
     };
-    let mut state = State::new(source_name, *active_rx.borrow());
-    if let Some(link) = &shard {
-        state.on_shard(link.view.borrow().clone());
-    }
-    state.kubernetes = kubernetes;
-    state.cluster = cfg.policy.cluster.named_in_fleet();
-    first_state(&mut state, &cfg, &cluster).await;
-    main_loop::Loop {
-        cfg,
-        on: main_loop::OnCluster {
-            cluster,
-            owned,
-            selectors: selectors_tx,
-            recorder,
-            writes_seen: Default::default(),
-            first_lists_until: None,
-        },
-        out: main_loop::Outputs {
-            metrics,
-            ready,
-            status,
-            notifier,
-            desired: ends.desired,
-            ledger: ends.ledger,
-        },
-        state,
-        queue: queue::Queue::default(),
-        rescan: rescan_tx,
-        control: ends.control,
-        waiting: Vec::new(),
-        running: None,
-        shard,
-        share_due: None,
-    }
-    .run(
-        src_rx,
-        ev_rx,
-        (ends.controls, ends.audits),
-        (active_rx, leadership.problem),
-        stop_rx,
-    )
-    .await;
-    // A member leaving gives its buckets up, so the others need not wait a lease out.
-    if let Some(member) = member {
-        let _ = tokio::time::timeout(Duration::from_secs(10), member).await;
-    }
-    Ok(())
+    let engine = async move {
+        let active_rx = leadership.active;
+        let (src_tx, src_rx) = mpsc::channel(4);
+        // Room for a few reconcile requests besides the resync's.
+        let (rescan_tx, rescan_rx) = mpsc::channel(8);
+        let source_cfg =
+            std::mem::replace(&mut cfg.source, crate::source::Config::Dir(PathBuf::new()));
+        let (stage, kubernetes) = stage(&cfg, &cluster).await;
+        let origins = notify::Origins::default();
+        let source_name = source::start(
+            source_cfg,
+            stage,
+            source::Channels {
+                tx: src_tx,
+                rescan: rescan_rx,
+                hook: hook_rx,
+                stop: stop_rx.clone(),
+            },
+            origins.clone(),
+            &metrics,
+        )?;
+        let (ev_tx, ev_rx) = mpsc::channel(1024);
+        let owned = start_watches(&cfg, &cluster, ev_tx);
+        let (selectors_tx, selectors_rx) = tokio_watch::channel(labeller::Selectors::new());
+        tokio::spawn(
+            labeller::run(
+                cluster.client().clone(),
+                selectors_rx,
+                cluster.writes.clone(),
+                active_rx.clone(),
+            )
+            .in_current_span(),
+        );
+        let recorder = cfg
+            .events
+            .then(|| events::Events::new(cluster.client().clone(), &cfg.engine.instance));
+        let notifier = start_notifier(&mut cfg, &source_name, origins, &metrics);
+        let mut status =
+            crate::report::snapshot::StatusWriter::new(cfg.status_file.clone(), ends.published);
+        let (shard, member) = match cfg.shard.clone() {
+            Some(shard) => {
+                let (link, member, part) = start_shard(shard, &cluster, &stop_rx);
+                status = status.with_part(part);
+                (Some(link), Some(member))
+            }
+            None => (None, None),
+        };
+        let mut state = State::new(source_name, *active_rx.borrow());
+        if let Some(link) = &shard {
+            state.on_shard(link.view.borrow().clone());
+        }
+        state.kubernetes = kubernetes;
+        state.cluster = cfg.policy.cluster.named_in_fleet();
+        first_state(&mut state, &cfg, &cluster).await;
+        main_loop::Loop {
+            cfg,
+            on: main_loop::OnCluster {
+                cluster,
+                owned,
+                selectors: selectors_tx,
+                recorder,
+                writes_seen: Default::default(),
+                first_lists_until: None,
+            },
+            out: main_loop::Outputs {
+                metrics,
+                ready,
+                status,
+                notifier,
+                desired: ends.desired,
+                ledger: ends.ledger,
+            },
+            state,
+            queue: queue::Queue::default(),
+            rescan: rescan_tx,
+            control: ends.control,
+            waiting: Vec::new(),
+            running: None,
+            shard,
+            share_due: None,
+        }
+        .run(
+            src_rx,
+            ev_rx,
+            (ends.controls, ends.audits),
+            (active_rx, leadership.problem),
+            stop_rx,
+        )
+        .await;
+        // A member leaving gives its buckets up, so the others need not wait a lease out.
+        if let Some(member) = member {
+            let _ = tokio::time::timeout(Duration::from_secs(10), member).await;
+        }
+        Ok(())
+    };
+    (face, Box::pin(engine))
 }
 
 /// The loop's ends of what the API serves and asks.
@@ -355,13 +450,16 @@ fn start_watches(
     tx: mpsc::Sender<watch::Event>,
 ) -> watch::OwnedWatches {
     let client = cluster.client();
-    tokio::spawn(watch::watch_nodes(client.clone(), tx.clone()));
-    tokio::spawn(watch::watch_suspensions(
-        client.clone(),
-        cfg.engine.inventory_namespace.clone(),
-        cfg.engine.instance.clone(),
-        tx.clone(),
-    ));
+    tokio::spawn(watch::watch_nodes(client.clone(), tx.clone()).in_current_span());
+    tokio::spawn(
+        watch::watch_suspensions(
+            client.clone(),
+            cfg.engine.inventory_namespace.clone(),
+            cfg.engine.instance.clone(),
+            tx.clone(),
+        )
+        .in_current_span(),
+    );
     watch::OwnedWatches::new(
         client.clone(),
         &cfg.engine.instance,
@@ -442,50 +540,6 @@ async fn first_state(state: &mut State, cfg: &Config, cluster: &Cluster) {
     {
         state.on_event(watch::Event::Suspensions(now));
     }
-}
-
-/// Serves /metrics, the probes and the git hook until shutdown; returns what the hook
-/// sends (a git source fetches on it).
-async fn start_http(
-    cfg: &Config,
-    metrics: Arc<Metrics>,
-    ready: Arc<AtomicBool>,
-    unready: tokio_watch::Receiver<Option<String>>,
-    api: ApiState,
-    mut stop: tokio_watch::Receiver<bool>,
-) -> Result<mpsc::Receiver<()>, DaemonError> {
-    let (hook_tx, hook_rx) = mpsc::channel::<()>(1);
-    let (kind, polled) = cfg.source.kind();
-    let http_state = http::HttpState {
-        metrics,
-        ready,
-        unready: Some(unready),
-        hook: polled.then_some((kind, hook_tx)),
-        hook_secret: cfg.hook_secret.clone(),
-        api: Some(Arc::new(api)),
-    };
-    let listener = http::bind(cfg.metrics_addr)
-        .await
-        .map_err(|source| DaemonError::Http {
-            addr: cfg.metrics_addr,
-            source,
-        })?;
-    let listener =
-        crate::report::tls::Listening::new(listener, cfg.tls.clone()).map_err(|source| {
-            DaemonError::Http {
-                addr: cfg.metrics_addr,
-                source,
-            }
-        })?;
-    tokio::spawn(async move {
-        let stopped = async move {
-            let _ = stop.wait_for(|s| *s).await;
-        };
-        if let Err(e) = http::serve_on(listener, http_state, stopped).await {
-            tracing::error!(error = %e, "HTTP server failed");
-        }
-    });
-    Ok(hook_rx)
 }
 
 /// Suspensions written to the cluster, where every replica's watch reads them.

@@ -45,7 +45,9 @@ pub async fn refresh(
     // every live object each second was the daemon's largest allocation.
     let mut observed = std::mem::take(&mut state.live.observed);
     observed.pods.clear();
-    let not_ready: Vec<&ObjKey> = state
+    // Owned keys: a stream of borrowed ones made the daemon's future not Send (its
+    // closure's borrow could not be proven for every lifetime).
+    let not_ready: Vec<ObjKey> = state
         .expected()
         .iter()
         .filter(|o| o.key.kind == "Deployment")
@@ -56,6 +58,7 @@ pub async fn refresh(
                     != Status::Current
             })
         })
+        .cloned()
         .collect();
     // A few lists at a time: while hundreds of Deployments roll out, one after another
     // they held up the loop for seconds.
@@ -63,14 +66,14 @@ pub async fn refresh(
         .map(|key| {
             let observed = &observed;
             async move {
-                let mut pods = engine.pods_of(key, observed).await.unwrap_or_default();
+                let mut pods = engine.pods_of(&key, observed).await.unwrap_or_default();
                 // Readiness reads only the failing ones. While hundreds of Deployments
                 // roll out at once, keeping every starting Pod whole took 13 MiB at
                 // 1,000 specs.
                 pods.retain(|p| {
                     health::kstatus::compute(Some(p), Timestamp::now()).status == Status::Failed
                 });
-                (key.clone(), pods)
+                (key, pods)
             }
         })
         .buffer_unordered(PODS_LISTS_AT_ONCE)

@@ -8,6 +8,7 @@
 
 use std::sync::Arc;
 use std::time::Duration;
+use tracing::Instrument as _;
 
 use tokio::sync::{mpsc, oneshot, watch as tokio_watch};
 
@@ -228,14 +229,17 @@ impl source::Follow for Start<'_> {
             self.metrics.source_may_fail(S::KIND, reason);
         }
         let name = source.name();
-        tokio::spawn(follow(
-            source,
-            interval,
-            changes,
-            self.stage,
-            self.channels,
-            self.origins,
-        ));
+        tokio::spawn(
+            follow(
+                source,
+                interval,
+                changes,
+                self.stage,
+                self.channels,
+                self.origins,
+            )
+            .in_current_span(),
+        );
         name
     }
 }

@@ -4,6 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+use tracing::Instrument as _;
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::Node;
@@ -121,7 +122,7 @@ impl OwnedWatches {
                 self.tx.clone(),
                 self.listing.clone(),
             );
-            self.tasks.insert(id, tokio::spawn(task));
+            self.tasks.insert(id, tokio::spawn(task.in_current_span()));
         }
     }
 }

@@ -93,7 +93,17 @@ pub async fn serve_on(
     .await
 }
 
-fn router(mut state: HttpState) -> Router {
+fn router(state: HttpState) -> Router {
+    routes(state, super::ui::router())
+}
+
+/// One cluster's routes as a fleet's listener serves them under `/clusters/NAME/`: all
+/// but the page itself, which the fleet serves at the path with its closing slash.
+pub(super) fn cluster_router(state: HttpState) -> Router {
+    routes(state, super::ui::assets())
+}
+
+fn routes(mut state: HttpState, ui: Router<Arc<HttpState>>) -> Router {
     let history = state.api.as_ref().and_then(|api| api.audit.clone());
     let api = state.api.take().map(super::api::router);
     let router = Router::new()
@@ -104,7 +114,7 @@ fn router(mut state: HttpState) -> Router {
             "/hooks/{kind}",
             post(source_hook).layer(DefaultBodyLimit::max(HOOK_BODY_LIMIT)),
         )
-        .merge(super::ui::router())
+        .merge(ui)
         .with_state(Arc::new(state));
     let router = match api {
         Some(api) => router.merge(api),
@@ -147,10 +157,27 @@ async fn source_hook(
     State(state): State<Arc<HttpState>>,
     request: Request,
 ) -> Response {
-    let (name, hook) = match &state.hook {
-        Some((name, hook)) if *name == kind => (*name, hook),
+    let hooks: Vec<_> = state.hook.iter().collect();
+    hook(&kind, &hooks, state.hook_secret.as_deref(), request).await
+}
+
+/// `POST /hooks/KIND`: judged once, then asks each source of that kind to read
+/// (a fleet's daemon has one per cluster).
+pub(super) async fn hook(
+    kind: &str,
+    hooks: &[&(&'static str, mpsc::Sender<()>)],
+    secret: Option<&[u8]>,
+    request: Request,
+) -> Response {
+    let senders: Vec<&mpsc::Sender<()>> = hooks
+        .iter()
+        .filter(|(name, _)| *name == kind)
+        .map(|(_, tx)| tx)
+        .collect();
+    let name = match hooks.iter().find(|(name, _)| *name == kind) {
+        Some((name, _)) => *name,
         // The path is the caller's: not said back.
-        _ => return (StatusCode::NOT_FOUND, "no such hook is enabled").into_response(),
+        None => return (StatusCode::NOT_FOUND, "no such hook is enabled").into_response(),
     };
     // Judging the declared length before reading means a client that waits for
     // `100 Continue` never sends an oversized body at all.
@@ -164,7 +191,7 @@ async fn source_hook(
         Ok(body) => body,
         Err(rejection) => return rejection.into_response(),
     };
-    match judge_hook(state.hook_secret.as_deref(), &headers, &body) {
+    match judge_hook(secret, &headers, &body) {
         HookVerdict::TooLarge => too_large(),
         HookVerdict::BadSignature => {
             tracing::warn!("{name} hook: rejected a request without a valid {SIGNATURE_HEADER}");
@@ -174,19 +201,25 @@ async fn source_hook(
             )
                 .into_response()
         }
-        HookVerdict::Fetch => match hook.try_send(()) {
+        HookVerdict::Fetch => {
             // Full: a fetch is already pending and will see this push too. This is what
             // collapses a flood of hooks into a fetch or two.
-            Ok(()) | Err(mpsc::error::TrySendError::Full(())) => {
-                tracing::info!("{name} hook: fetch requested");
-                (StatusCode::ACCEPTED, "fetch scheduled").into_response()
+            let running = senders
+                .iter()
+                .filter(|tx| !matches!(tx.try_send(()), Err(mpsc::error::TrySendError::Closed(()))))
+                .count();
+            match running {
+                0 => (
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "the fetcher is not running",
+                )
+                    .into_response(),
+                _ => {
+                    tracing::info!("{name} hook: fetch requested");
+                    (StatusCode::ACCEPTED, "fetch scheduled").into_response()
+                }
             }
-            Err(mpsc::error::TrySendError::Closed(())) => (
-                StatusCode::SERVICE_UNAVAILABLE,
-                "the fetcher is not running",
-            )
-                .into_response(),
-        },
+        }
     }
 }
 

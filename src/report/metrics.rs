@@ -180,6 +180,57 @@ impl Metrics {
         out
     }
 
+    /// Several registries' pages (a fleet's clusters', each labelled with its cluster)
+    /// as one: a family's `# HELP`/`# TYPE`/`# UNIT` once, then every page's samples of
+    /// it, and one `# EOF`. Their concatenation repeated each family, which Prometheus
+    /// refuses.
+    pub fn merge(pages: &[String]) -> String {
+        // (the family's name, its header lines, its samples), in the order first met.
+        let mut families: Vec<(&str, Vec<&str>, Vec<&str>)> = Vec::new();
+        for page in pages {
+            let mut current: Option<usize> = None;
+            for line in page.lines() {
+                if line == "# EOF" || line.is_empty() {
+                    continue;
+                }
+                let header = line
+                    .strip_prefix("# ")
+                    .and_then(|rest| rest.split_once(' '))
+                    .filter(|(word, _)| matches!(*word, "HELP" | "TYPE" | "UNIT"))
+                    .and_then(|(_, rest)| rest.split(' ').next());
+                match header {
+                    Some(name) => {
+                        let at = match families.iter().position(|(n, _, _)| *n == name) {
+                            Some(at) => at,
+                            None => {
+                                families.push((name, Vec::new(), Vec::new()));
+                                families.len() - 1
+                            }
+                        };
+                        // The first page's header is the family's; the others' say the same.
+                        if !families[at].1.contains(&line) {
+                            families[at].1.push(line);
+                        }
+                        current = Some(at);
+                    }
+                    None => match current {
+                        Some(at) => families[at].2.push(line),
+                        None => families.push(("", Vec::new(), vec![line])),
+                    },
+                }
+            }
+        }
+        let mut out = String::new();
+        for (_, header, samples) in &families {
+            for line in header.iter().chain(samples) {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+        out.push_str("# EOF\n");
+        out
+    }
+
     pub fn sync_finished(&self, result: &str, duration: std::time::Duration, at_unix_seconds: f64) {
         self.sync_total
             .get_or_create(&ResultLabels {
@@ -415,6 +466,58 @@ mod tests {
                     .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
             })
             .collect()
+    }
+
+    /// One daemon serving two clusters says each family once, with both clusters'
+    /// samples under it, and ends once.
+    #[test]
+    fn a_fleet_s_pages_merge_into_one_family_each() {
+        let (a, b) = (
+            Metrics::of_cluster(Some("a")),
+            Metrics::of_cluster(Some("b")),
+        );
+        a.sync_finished("success", std::time::Duration::from_millis(20), 1.0);
+        b.sync_finished("failure", std::time::Duration::from_millis(30), 2.0);
+        let merged = Metrics::merge(&[a.encode(), b.encode()]);
+        let types: Vec<&str> = merged
+            .lines()
+            .filter(|l| l.starts_with("# TYPE "))
+            .collect();
+        let mut unique = types.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(types.len(), unique.len(), "{merged}");
+        assert_eq!(
+            types.len(),
+            a.encode()
+                .lines()
+                .filter(|l| l.starts_with("# TYPE "))
+                .count()
+        );
+        let syncs = samples(&merged, "driftless_sync_total");
+        assert!(
+            syncs
+                .iter()
+                .any(|l| l.contains("cluster=\"a\"") && l.contains("success")),
+            "{merged}"
+        );
+        assert!(
+            syncs
+                .iter()
+                .any(|l| l.contains("cluster=\"b\"") && l.contains("failure")),
+            "{merged}"
+        );
+        // The samples of a family follow its header, none elsewhere.
+        let header = merged.find("# TYPE driftless_sync counter").unwrap();
+        let next = merged[header + 1..]
+            .find("# HELP")
+            .map_or(merged.len(), |n| header + 1 + n);
+        assert_eq!(
+            samples(&merged[header..next], "driftless_sync_total").len(),
+            syncs.len()
+        );
+        assert_eq!(merged.matches("# EOF").count(), 1);
+        assert!(merged.ends_with("# EOF\n"));
     }
 
     /// A fleet daemon's samples each name its cluster, the families' labels kept; a

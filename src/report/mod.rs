@@ -9,6 +9,7 @@ pub mod api;
 pub mod audit;
 mod compress;
 pub mod delta;
+pub mod fleet;
 pub mod http;
 pub mod metrics;
 pub mod notify;

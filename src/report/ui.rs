@@ -40,17 +40,40 @@ const ASSETS: &[Asset] = &[
     asset!("object.js", "text/javascript; charset=utf-8"),
     asset!("app.css", "text/css; charset=utf-8"),
     asset!("icon.svg", "image/svg+xml"),
+    asset!("fleet.html", "text/html; charset=utf-8"),
+    asset!("fleet.js", "text/javascript; charset=utf-8"),
 ];
 
 /// `/` and `/ui/{file}`, for any router state (the handlers need none).
 pub fn router<S: Clone + Send + Sync + 'static>() -> Router<S> {
-    Router::new()
-        .route("/", get(index))
-        .route("/ui/{file}", get(asset))
+    assets().route("/", get(index))
+}
+
+/// `/ui/{file}` alone.
+pub fn assets<S: Clone + Send + Sync + 'static>() -> Router<S> {
+    Router::new().route("/ui/{file}", get(asset))
+}
+
+/// A fleet's listener: the fleet's page at `/`, the assets, and each cluster's own page
+/// at `/clusters/NAME/` (its closing slash is what the page's relative URLs need).
+pub fn fleet_router<S: Clone + Send + Sync + 'static>(clusters: &[String]) -> Router<S> {
+    let mut router = assets().route("/", get(|| async { serve("fleet.html") }));
+    for name in clusters {
+        let to = format!("/clusters/{name}/");
+        router = router.route(&to, get(index)).route(
+            &format!("/clusters/{name}"),
+            get(move || redirect(to.clone())),
+        );
+    }
+    router
 }
 
 async fn index() -> Response {
     serve("index.html")
+}
+
+async fn redirect(to: String) -> Response {
+    (StatusCode::PERMANENT_REDIRECT, [(header::LOCATION, to)]).into_response()
 }
 
 async fn asset(Path(file): Path<String>) -> Response {
@@ -134,15 +157,26 @@ mod tests {
     /// block anything else, and the page would break quietly.
     #[test]
     fn the_page_refers_only_to_served_assets() {
-        let page = std::str::from_utf8(ASSETS[0].body).unwrap_or_default();
-        let refs: Vec<&str> = page
-            .split(['"', '\''])
-            .filter(|s| s.starts_with("/ui/") || s.contains("://"))
-            .collect();
-        assert!(refs.len() >= 3, "{refs:?}");
-        for r in refs {
-            let name = r.strip_prefix("/ui/").unwrap_or(r);
-            assert!(ASSETS.iter().any(|a| a.name == name), "{r} is not served");
+        // Relative references, so that a fleet's cluster page under /clusters/NAME/ finds
+        // them as a daemon's own page at / does.
+        for page in ["index.html", "fleet.html"] {
+            let body = ASSETS
+                .iter()
+                .find(|a| a.name == page)
+                .map_or(&b""[..], |a| a.body);
+            let text = std::str::from_utf8(body).unwrap_or_default();
+            let refs: Vec<&str> = text
+                .split(['"', '\''])
+                .filter(|s| s.starts_with("ui/") || s.starts_with("/ui/") || s.contains("://"))
+                .collect();
+            assert!(refs.len() >= 3, "{page}: {refs:?}");
+            for r in refs {
+                let name = r.strip_prefix("ui/").unwrap_or(r);
+                assert!(
+                    ASSETS.iter().any(|a| a.name == name),
+                    "{page}: {r} is not served"
+                );
+            }
         }
         for asset in ASSETS {
             let text = std::str::from_utf8(asset.body).unwrap_or_default();

@@ -53,7 +53,7 @@ fn account_name(i: usize) -> String {
 }
 
 /// The ids of all the specs, as the status files list them.
-fn all_specs(ns: &str, n: usize) -> BTreeSet<String> {
+pub(crate) fn all_specs(ns: &str, n: usize) -> BTreeSet<String> {
     (0..n)
         .map(|i| format!("manifest/{ns}/ServiceAccount/{}", account_name(i)))
         .collect()
@@ -62,7 +62,7 @@ fn all_specs(ns: &str, n: usize) -> BTreeSet<String> {
 /// Writes every spec file (labelled `edited: <label>` if given) under `root/specs`, each
 /// renamed into place from beside the tree: a daemon's watch never reads a file half
 /// written (empty, its spec would be gone, and pruned).
-fn write_specs(root: &Path, ns: &str, n: usize, label: Option<&str>) -> PathBuf {
+pub(crate) fn write_specs(root: &Path, ns: &str, n: usize, label: Option<&str>) -> PathBuf {
     let specs = root.join("specs");
     let staging = root.join("staging");
     for d in [&specs, &staging] {
@@ -161,7 +161,7 @@ fn seen_members(status: &Value) -> Vec<&str> {
 /// each member sees exactly these members, holds a bucket, no problem; the buckets and the
 /// specs each holds disjoint, all 64 and all of `specs`; and each shows the whole tree,
 /// every spec ready and said held by the member that holds it.
-fn division_problem(
+pub(crate) fn division_problem(
     members: &[(&str, &Daemon)],
     statuses: &[Value],
     specs: &BTreeSet<String>,
@@ -358,7 +358,7 @@ async fn accounts(
     }
 }
 
-async fn wait_accounts(
+pub(crate) async fn wait_accounts(
     client: &kube::Client,
     ns: &str,
     n: usize,

@@ -110,7 +110,7 @@ impl Loop {
         // default, does that): the loop would spend its time refreshing, not draining
         // events.
         refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut stop = stop_rx;
+        let stop = stop_rx;
         let mut task: Option<JoinHandle<Finished>> = None;
         self.watch_recorded().await;
         loop {
@@ -119,7 +119,8 @@ impl Loop {
                 .next_due()
                 .unwrap_or_else(|| Instant::now() + Duration::from_secs(3600));
             tokio::select! {
-                _ = stop.wait_for(|s| *s) => break,
+                // The guard wait_for returns is dropped at once: the loop is Send.
+                () = super::stopped(stop.clone()) => break,
                 Some(update) = src_rx.recv() => self.on_source(update),
                 Some(control) = control_rx.recv() => self.on_control(control, &mut src_rx),
                 Some(record) = audit_rx.recv() => self.out.ledger.record_control(record),

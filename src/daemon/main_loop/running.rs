@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
+use tracing::Instrument as _;
 
 use tokio::sync::{oneshot, watch as tokio_watch};
 use tokio::task::JoinHandle;
@@ -158,16 +159,20 @@ impl Loop {
         // at once, the peak of a no-op resync (202 MiB against 150 at rest). It costs the
         // sync the 0.1 s the status takes.
         self.write_status();
-        let task = tokio::spawn(sync::execute(
-            self.on.cluster.clone(),
-            // The buckets the job's objects were chosen by, not those held once the task
-            // first runs.
-            self.on.cluster.store(),
-            job,
-            limits,
-            cancelled,
-            progress,
-        ));
+        let task = tokio::spawn(
+            sync::execute(
+                self.on.cluster.clone(),
+                // The buckets the job's objects were chosen by, not those held once the task
+                // first runs.
+                self.on.cluster.store(),
+                job,
+                limits,
+                cancelled,
+                progress,
+            )
+            // A fleet's daemon names the cluster on each line of the sync.
+            .in_current_span(),
+        );
         Some(task)
     }
 

@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Display;
 use std::sync::Arc;
 use std::time::Duration;
+use tracing::Instrument as _;
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -108,7 +109,7 @@ pub(crate) fn start(cfg: ShardConfig, client: Client, channels: Channels) -> Sta
     Started {
         view: rx,
         peers: peers_rx,
-        handle: tokio::spawn(member.run(channels.stop)),
+        handle: tokio::spawn(member.run(channels.stop).in_current_span()),
     }
 }
 

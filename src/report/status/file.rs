@@ -58,6 +58,33 @@ impl StatusFile {
     }
 }
 
+/// What a fleet's daemon writes at its status file: where each cluster's status is
+/// (`driftless status` reads them all).
+#[derive(Debug, Serialize, Deserialize, PartialEq)]
+pub struct FleetIndex {
+    pub version: u32,
+    pub fleet: Vec<PathBuf>,
+}
+
+impl FleetIndex {
+    pub fn write(path: &Path, files: &[PathBuf]) -> Result<(), StatusError> {
+        replace(
+            path,
+            &FleetIndex {
+                version: VERSION,
+                fleet: files.to_vec(),
+            },
+        )
+    }
+
+    /// The index at `path`, when the file there is one (else it is a daemon's status,
+    /// or no file at all, which the status's own reader says).
+    pub fn read(path: &Path) -> Option<FleetIndex> {
+        let text = std::fs::read_to_string(path).ok()?;
+        serde_json::from_str::<FleetIndex>(&text).ok()
+    }
+}
+
 /// Atomic replace: write a temp file in the same directory, fsync it, rename it over
 /// `path`, fsync the directory. A reader never sees a partial file, and a crash leaves the
 /// old or the new file.

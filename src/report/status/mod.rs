@@ -48,7 +48,7 @@ use serde::{Deserialize, Serialize};
 use crate::apply::suspensions::Suspension;
 use crate::object::Packed;
 
-pub use file::{StatusError, replace, replace_indented};
+pub use file::{FleetIndex, StatusError, replace, replace_indented};
 pub use verdict::STALE_AFTER;
 
 /// The schema version this build writes and reads.

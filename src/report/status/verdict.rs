@@ -9,6 +9,21 @@ use super::{MESSAGE_WIDTH, StatusFile, one_line};
 pub const STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl StatusFile {
+    /// Whether the daemon's last sync reached its cluster: not when its specs say
+    /// `ClusterUnreachable` or `ClusterUnauthorized`, or its watches cannot reach the API.
+    pub fn reached(&self) -> bool {
+        let away = self.specs.iter().any(|s| {
+            matches!(
+                s.reason.as_deref(),
+                Some("ClusterUnreachable" | "ClusterUnauthorized")
+            )
+        }) || self
+            .errors
+            .iter()
+            .any(|e| e.message.starts_with("cannot reach the Kubernetes API"));
+        !away
+    }
+
     /// Everything is as it should be: the newest revision is valid and synced and every
     /// spec is ready.
     pub fn converged(&self) -> bool {

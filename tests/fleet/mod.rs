@@ -6,6 +6,8 @@
 
 use crate::support;
 
+mod daemon;
+
 use std::path::Path;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
@@ -52,6 +54,34 @@ async fn config_maps(client: &Client, ns: &str) -> Vec<(String, String)> {
         .collect()
 }
 
+/// Waits until the ConfigMaps of `ns` on a cluster are `want` (`what`: for the failure).
+async fn until_config_maps(what: &str, client: &Client, ns: &str, want: &[(String, String)]) {
+    support::eventually(what, support::WAIT, || async {
+        match config_maps(client, ns).await {
+            seen if seen == want => Ok(()),
+            seen => Err(format!("{seen:?}")),
+        }
+    })
+    .await;
+}
+
+/// Makes the namespace `name` on a cluster.
+async fn create_namespace(client: &Client, name: &str) {
+    Api::<Namespace>::all(client.clone())
+        .create(
+            &PostParams::default(),
+            &Namespace {
+                metadata: ObjectMeta {
+                    name: Some(name.to_string()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+}
+
 /// A second cluster (an apiserver with a storage of its own) with the namespace `ns`.
 async fn edge_cluster(ns: &str) -> (SecondApiserver, Client) {
     with_namespace(SecondApiserver::apart().await, ns).await
@@ -60,19 +90,7 @@ async fn edge_cluster(ns: &str) -> (SecondApiserver, Client) {
 /// `server` and a client of it, once it has the namespace `ns`.
 async fn with_namespace(server: SecondApiserver, ns: &str) -> (SecondApiserver, Client) {
     let client = server.client().await;
-    Api::<Namespace>::all(client.clone())
-        .create(
-            &PostParams::default(),
-            &Namespace {
-                metadata: ObjectMeta {
-                    name: Some(ns.to_string()),
-                    ..Default::default()
-                },
-                ..Default::default()
-            },
-        )
-        .await
-        .unwrap();
+    create_namespace(&client, ns).await;
     (server, client)
 }
 
@@ -1399,15 +1417,11 @@ async fn a_stopped_cluster_delays_no_other_and_converges_when_it_returns() {
     write(&root, "all/a.yaml", &configmap("a", &ns, "two"));
     std::fs::remove_file(root.join("all/c.yaml")).unwrap();
     let changed = pairs(&[("a", "two"), ("b", "one")]);
-    support::eventually(
+    until_config_maps(
         "the home cluster's daemon to apply and prune the change",
-        support::WAIT,
-        || async {
-            match config_maps(&home, &ns).await {
-                seen if seen == changed => Ok(()),
-                seen => Err(format!("{seen:?}")),
-            }
-        },
+        &home,
+        &ns,
+        &changed,
     )
     .await;
     let away = edge_daemon
@@ -1476,15 +1490,11 @@ async fn a_stopped_cluster_delays_no_other_and_converges_when_it_returns() {
     );
 
     edge_server.start_again();
-    support::eventually(
+    until_config_maps(
         "the edge's daemon to converge once the edge is back",
-        support::WAIT,
-        || async {
-            match config_maps(&edge, &ns).await {
-                seen if seen == changed => Ok(()),
-                seen => Err(format!("{seen:?}")),
-            }
-        },
+        &edge,
+        &ns,
+        &changed,
     )
     .await;
     edge_daemon

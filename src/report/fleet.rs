@@ -1,0 +1,278 @@
+//! The listener of one daemon serving a fleet (`run --clusters` without `--cluster`).
+//! Each cluster keeps what a daemon of its own would serve, under `/clusters/NAME/`
+//! (its page, API, controls, `/metrics`, probes); the listener adds the fleet as a whole:
+//! its page at `/`, its summary at `/api/v1/fleet`, `/metrics` with every cluster's
+//! samples (each labelled with its cluster), `/readyz` over them all, and the hook, which
+//! asks every cluster's source to read.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Path, Request, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{any, get, post};
+use k8s_openapi::jiff::Timestamp;
+use serde::Serialize;
+use serde_json::json;
+
+use super::http::{HOOK_BODY_LIMIT, HttpState, SIGNATURE_HEADER};
+use super::metrics::{self, Metrics};
+use super::status::StatusFile;
+use super::tls::{Listening, Peer};
+use axum::serve::Listener as _;
+
+/// One cluster of the fleet, as its engine shows itself.
+pub struct Member {
+    pub cluster: String,
+    pub face: HttpState,
+}
+
+/// What the fleet's own routes read of each member.
+struct Fleet {
+    members: Vec<Seen>,
+    hook_secret: Option<Vec<u8>>,
+}
+
+struct Seen {
+    cluster: String,
+    metrics: Arc<Metrics>,
+    ready: Arc<std::sync::atomic::AtomicBool>,
+    status: Option<tokio::sync::watch::Receiver<Arc<super::api::Published>>>,
+    hook: Option<(&'static str, tokio::sync::mpsc::Sender<()>)>,
+}
+
+impl Seen {
+    /// The cluster's status as its engine holds it now (so written now: the file's
+    /// `written` says how fresh a file is, and this is no file).
+    fn status(&self) -> Option<StatusFile> {
+        let published = self.status.as_ref()?.borrow().clone();
+        let mut file: StatusFile = serde_json::from_str(published.json()).ok()?;
+        file.written
+            .get_or_insert_with(|| Timestamp::now().to_string());
+        Some(file)
+    }
+}
+
+/// A cluster's line of the fleet's summary: the figures `driftless status` shows of
+/// each cluster, in the same words.
+#[derive(Debug, Serialize, PartialEq)]
+pub struct Row {
+    pub cluster: String,
+    /// Whether its last sync reached it.
+    pub reachable: bool,
+    pub kubernetes: Option<String>,
+    pub ready: usize,
+    pub not_ready: usize,
+    pub last_sync: Option<super::status::LastSync>,
+    pub converged: bool,
+    /// Why it has not converged, one line each.
+    pub not_converged: Vec<String>,
+}
+
+impl Row {
+    pub fn of(cluster: &str, file: &StatusFile, now: Timestamp) -> Row {
+        let ready = file.specs.iter().filter(|s| s.ready).count();
+        let not_converged = file.not_converged(now);
+        Row {
+            cluster: cluster.to_string(),
+            reachable: file.reached(),
+            kubernetes: file.kubernetes.clone(),
+            ready,
+            not_ready: file.specs.len() - ready,
+            last_sync: file.last_sync.clone(),
+            converged: not_converged.is_empty(),
+            not_converged,
+        }
+    }
+}
+
+/// Serves the fleet on `listener` until `shutdown`, then lets requests in flight finish.
+pub async fn serve_on(
+    listener: impl Into<Listening>,
+    members: Vec<Member>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let hook_secret = members.first().and_then(|m| m.face.hook_secret.clone());
+    if hook_secret.as_ref().is_some_and(Vec::is_empty) {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "the git hook secret is empty",
+        ));
+    }
+    let listener = listener.into();
+    if let Ok(addr) = listener.local_addr() {
+        let clusters = members.len();
+        tracing::info!(%addr, tls = listener.is_tls(), clusters, "serving the fleet's /metrics, /healthz, /readyz, API and UI");
+    }
+    axum::serve(
+        listener,
+        router(members, hook_secret).into_make_service_with_connect_info::<Peer>(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await
+}
+
+fn router(members: Vec<Member>, hook_secret: Option<Vec<u8>>) -> Router {
+    let names: Vec<String> = members.iter().map(|m| m.cluster.clone()).collect();
+    let fleet = Fleet {
+        members: members
+            .iter()
+            .map(|m| Seen {
+                cluster: m.cluster.clone(),
+                metrics: m.face.metrics.clone(),
+                ready: m.face.ready.clone(),
+                status: m.face.api.as_ref().map(|a| a.status.clone()),
+                hook: m.face.hook.clone(),
+            })
+            .collect(),
+        hook_secret,
+    };
+    let mut router = Router::new()
+        .route("/metrics", get(metrics_page))
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .route(
+            "/hooks/{kind}",
+            post(hook).layer(DefaultBodyLimit::max(HOOK_BODY_LIMIT)),
+        )
+        .route("/api/v1/fleet", get(summary))
+        .route("/api", any(elsewhere))
+        .route("/api/{*rest}", any(elsewhere))
+        .merge(super::ui::fleet_router(&names))
+        .with_state(Arc::new(fleet))
+        // The hook is the fleet's one request that acts; the clusters' routes record
+        // their own.
+        .layer(axum::middleware::from_fn(|request, next| {
+            super::audit::record(request, next, SIGNATURE_HEADER, None)
+        }))
+        .layer(axum::middleware::from_fn(super::compress::gzip));
+    for member in members {
+        router = router.nest(
+            &format!("/clusters/{}", member.cluster),
+            super::http::cluster_router(member.face),
+        );
+    }
+    router
+}
+
+async fn metrics_page(State(fleet): State<Arc<Fleet>>) -> Response {
+    let pages: Vec<String> = fleet.members.iter().map(|m| m.metrics.encode()).collect();
+    (
+        [(header::CONTENT_TYPE, metrics::CONTENT_TYPE)],
+        Metrics::merge(&pages),
+    )
+        .into_response()
+}
+
+/// Ready once every cluster has finished a sync, or its last one found it away: a
+/// cluster that is down must not take the fleet's page and API out of a Service.
+async fn readyz(State(fleet): State<Arc<Fleet>>) -> (StatusCode, String) {
+    let waiting: Vec<&str> = fleet
+        .members
+        .iter()
+        .filter(|m| {
+            !m.ready.load(Ordering::Acquire) && m.status().is_none_or(|status| status.reached())
+        })
+        .map(|m| m.cluster.as_str())
+        .collect();
+    match waiting.is_empty() {
+        true => (StatusCode::OK, "ready".into()),
+        false => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "not ready: no sync completed yet of cluster {}",
+                waiting.join(", ")
+            ),
+        ),
+    }
+}
+
+async fn hook(
+    Path(kind): Path<String>,
+    State(fleet): State<Arc<Fleet>>,
+    request: Request,
+) -> Response {
+    let hooks: Vec<_> = fleet
+        .members
+        .iter()
+        .filter_map(|m| m.hook.as_ref())
+        .collect();
+    super::http::hook(&kind, &hooks, fleet.hook_secret.as_deref(), request).await
+}
+
+async fn summary(State(fleet): State<Arc<Fleet>>) -> Response {
+    let now = Timestamp::now();
+    let rows: Vec<serde_json::Value> = fleet
+        .members
+        .iter()
+        .map(|m| match m.status() {
+            Some(file) => serde_json::to_value(Row::of(&m.cluster, &file, now))
+                .unwrap_or_else(|e| json!({"cluster": m.cluster, "error": e.to_string()})),
+            None => json!({"cluster": m.cluster, "error": "no status yet"}),
+        })
+        .collect();
+    axum::Json(json!({ "clusters": rows })).into_response()
+}
+
+async fn elsewhere(uri: axum::http::Uri) -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        axum::Json(json!({
+            "error": format!(
+                "no route {}: this daemon serves a fleet; the fleet is /api/v1/fleet, each cluster's API is under /clusters/NAME{}",
+                uri.path(),
+                uri.path()
+            )
+        })),
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A cluster's row says what its status says, in `driftless status`'s words.
+    #[test]
+    fn a_row_says_whether_the_cluster_was_reached_and_how_many_specs_are_ready() {
+        let specs: Vec<serde_json::Value> = ["a", "b"]
+            .iter()
+            .map(|name| {
+                json!({
+                    "id": format!("manifest/ns/ConfigMap/{name}"), "kind": "ConfigMap",
+                    "namespace": "ns", "name": name, "file": format!("{name}.yaml"), "line": 1,
+                    "ready": false, "status": "Unknown", "reason": "ClusterUnreachable",
+                    "message": "the cluster cannot be reached: refused", "figures": {}
+                })
+            })
+            .collect();
+        let file: StatusFile = serde_json::from_value(json!({
+            "version": crate::report::status::VERSION,
+            "written": "2026-12-04T10:00:00Z",
+            "source": "dir:/srv/tree",
+            "revision_seen": "abc",
+            "revision_applied": "abc",
+            "leader": null,
+            "kubernetes": "v1.37.0",
+            "last_sync": {"result": "failed", "time": "2026-12-04T10:00:00Z", "duration_seconds": 0.1,
+                "message": "the cluster cannot be reached: refused", "applied": 0, "unchanged": 0, "pruned": 0, "failed": 0},
+            "specs": specs,
+            "errors": []
+        }))
+        .unwrap();
+        let row = Row::of("edge", &file, "2026-12-04T10:00:05Z".parse().unwrap());
+        assert_eq!(row.cluster, "edge");
+        assert!(!row.reachable);
+        assert_eq!((row.ready, row.not_ready), (0, 2));
+        assert!(!row.converged);
+        assert!(
+            row.not_converged
+                .iter()
+                .any(|w| w.contains("the cluster cannot be reached")),
+            "{:?}",
+            row.not_converged
+        );
+    }
+}
