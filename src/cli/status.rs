@@ -6,7 +6,7 @@ use std::io::Write as _;
 use std::path::PathBuf;
 
 use clap::{Args, ValueEnum};
-use driftless::report::status::{MESSAGE_WIDTH, SourceError, StatusFile, one_line};
+use driftless::report::status::{ClusterSummary, MESSAGE_WIDTH, SourceError, StatusFile, one_line};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
@@ -172,10 +172,10 @@ fn fleet(paths: &[PathBuf], output: StatusOutput) -> anyhow::Result<u8> {
     Ok(code)
 }
 
-/// A cluster's row of the fleet table.
+/// A cluster's row of the fleet table: its summary, as the fleet's API says it.
 fn fleet_row(name: &str, file: &StatusFile, now: Timestamp, wide: bool) -> [String; 7] {
-    let ready = file.specs.iter().filter(|s| s.ready).count();
-    let last = file.last_sync.as_ref();
+    let row = ClusterSummary::of(name, file, now);
+    let last = row.last_sync.as_ref();
     let last_sync = match last {
         Some(l) => match age(&l.time, now) {
             Some(age) => format!("{} {age}", l.result),
@@ -184,11 +184,11 @@ fn fleet_row(name: &str, file: &StatusFile, now: Timestamp, wide: bool) -> [Stri
         None => "none yet".to_string(),
     };
     [
-        name.to_string(),
-        if file.reached() { "yes" } else { "no" }.to_string(),
-        file.kubernetes.clone().unwrap_or_else(|| "-".to_string()),
-        ready.to_string(),
-        (file.specs.len() - ready).to_string(),
+        row.cluster.clone(),
+        if row.reachable { "yes" } else { "no" }.to_string(),
+        row.kubernetes.clone().unwrap_or_else(|| "-".to_string()),
+        row.ready.to_string(),
+        row.not_ready.to_string(),
         last_sync,
         cut(
             last.and_then(|l| l.message.as_deref()).unwrap_or(""),

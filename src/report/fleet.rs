@@ -14,12 +14,11 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
 use k8s_openapi::jiff::Timestamp;
-use serde::Serialize;
 use serde_json::json;
 
 use super::http::{HOOK_BODY_LIMIT, HttpState, SIGNATURE_HEADER};
 use super::metrics::{self, Metrics};
-use super::status::StatusFile;
+use super::status::{ClusterSummary, StatusFile};
 use super::tls::{Listening, Peer};
 use axum::serve::Listener as _;
 
@@ -52,39 +51,6 @@ impl Seen {
         file.written
             .get_or_insert_with(|| Timestamp::now().to_string());
         Some(file)
-    }
-}
-
-/// A cluster's line of the fleet's summary: the figures `driftless status` shows of
-/// each cluster, in the same words.
-#[derive(Debug, Serialize, PartialEq)]
-pub struct Row {
-    pub cluster: String,
-    /// Whether its last sync reached it.
-    pub reachable: bool,
-    pub kubernetes: Option<String>,
-    pub ready: usize,
-    pub not_ready: usize,
-    pub last_sync: Option<super::status::LastSync>,
-    pub converged: bool,
-    /// Why it has not converged, one line each.
-    pub not_converged: Vec<String>,
-}
-
-impl Row {
-    pub fn of(cluster: &str, file: &StatusFile, now: Timestamp) -> Row {
-        let ready = file.specs.iter().filter(|s| s.ready).count();
-        let not_converged = file.not_converged(now);
-        Row {
-            cluster: cluster.to_string(),
-            reachable: file.reached(),
-            kubernetes: file.kubernetes.clone(),
-            ready,
-            not_ready: file.specs.len() - ready,
-            last_sync: file.last_sync.clone(),
-            converged: not_converged.is_empty(),
-            not_converged,
-        }
     }
 }
 
@@ -208,7 +174,7 @@ async fn summary(State(fleet): State<Arc<Fleet>>) -> Response {
         .members
         .iter()
         .map(|m| match m.status() {
-            Some(file) => serde_json::to_value(Row::of(&m.cluster, &file, now))
+            Some(file) => serde_json::to_value(ClusterSummary::of(&m.cluster, &file, now))
                 .unwrap_or_else(|e| json!({"cluster": m.cluster, "error": e.to_string()})),
             None => json!({"cluster": m.cluster, "error": "no status yet"}),
         })
@@ -262,7 +228,7 @@ mod tests {
             "errors": []
         }))
         .unwrap();
-        let row = Row::of("edge", &file, "2026-12-04T10:00:05Z".parse().unwrap());
+        let row = ClusterSummary::of("edge", &file, "2026-12-04T10:00:05Z".parse().unwrap());
         assert_eq!(row.cluster, "edge");
         assert!(!row.reachable);
         assert_eq!((row.ready, row.not_ready), (0, 2));

@@ -49,7 +49,7 @@ use crate::apply::suspensions::Suspension;
 use crate::object::Packed;
 
 pub use file::{FleetIndex, StatusError, replace, replace_indented};
-pub use verdict::STALE_AFTER;
+pub use verdict::{ClusterSummary, STALE_AFTER};
 
 /// The schema version this build writes and reads.
 pub const VERSION: u32 = 1;

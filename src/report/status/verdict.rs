@@ -3,6 +3,8 @@
 
 use k8s_openapi::jiff::Timestamp;
 
+use serde::Serialize;
+
 use super::{MESSAGE_WIDTH, StatusFile, one_line};
 
 /// A status file older than this is stale: its daemon has stopped or hangs.
@@ -136,6 +138,39 @@ impl StatusFile {
             ));
         }
         why
+    }
+}
+
+/// A cluster's line of a fleet's summary (`/api/v1/fleet`, the fleet's page, `driftless
+/// status` of several clusters): the same figures in the same words.
+#[derive(Debug, Serialize, PartialEq)]
+pub struct ClusterSummary {
+    pub cluster: String,
+    /// Whether its last sync reached it.
+    pub reachable: bool,
+    pub kubernetes: Option<String>,
+    pub ready: usize,
+    pub not_ready: usize,
+    pub last_sync: Option<super::LastSync>,
+    pub converged: bool,
+    /// Why it has not converged, one line each.
+    pub not_converged: Vec<String>,
+}
+
+impl ClusterSummary {
+    pub fn of(cluster: &str, file: &StatusFile, now: Timestamp) -> ClusterSummary {
+        let ready = file.specs.iter().filter(|s| s.ready).count();
+        let not_converged = file.not_converged(now);
+        ClusterSummary {
+            cluster: cluster.to_string(),
+            reachable: file.reached(),
+            kubernetes: file.kubernetes.clone(),
+            ready,
+            not_ready: file.specs.len() - ready,
+            last_sync: file.last_sync.clone(),
+            converged: not_converged.is_empty(),
+            not_converged,
+        }
     }
 }
 
