@@ -27,7 +27,7 @@ use kube::api::{Api, PostParams};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::measure::{free_port, machine, proc_status_kib, process_cpu_s};
+use crate::measure::{free_port, machine, proc_status_kib, process_cpu_s, spawn_daemon};
 use crate::scale::{Setup, TOKEN, is_alive, is_converged, median, mib, setup, sync_now_at};
 use crate::{Args, baseline};
 
@@ -367,29 +367,23 @@ fn start_daemon(
     let status = work.join(format!("status-{name}.json"));
     let _ = std::fs::remove_file(&status);
     let log = std::fs::File::create(work.join(format!("daemon-{name}.log")))?;
-    let child = tokio::process::Command::new(driftless)
-        .args(["--instance", "fleet", "run", "--dir"])
-        .arg(tree)
-        .arg("--clusters")
-        .arg(clusters)
-        .args(cluster.map(|c| ["--cluster", c]).into_iter().flatten())
-        .args(["--resync", "2s", "--status-file"])
-        .arg(&status)
-        .arg("--metrics-addr")
-        .arg(format!("127.0.0.1:{port}"))
-        .arg("--api-token-file")
-        .arg(token)
-        .arg("--cache-dir")
-        .arg(work.join(format!("cache-{name}")))
-        .stdin(Stdio::null())
-        .stdout(log.try_clone()?)
-        .stderr(log)
-        .kill_on_drop(true)
-        .spawn()
-        .context("starting driftless run")?;
-    let pid = child
-        .id()
-        .ok_or_else(|| anyhow!("the daemon exited at once"))?;
+    let (child, pid) = spawn_daemon(
+        tokio::process::Command::new(driftless)
+            .args(["--instance", "fleet", "run", "--dir"])
+            .arg(tree)
+            .arg("--clusters")
+            .arg(clusters)
+            .args(cluster.map(|c| ["--cluster", c]).into_iter().flatten())
+            .args(["--resync", "2s", "--status-file"])
+            .arg(&status)
+            .arg("--metrics-addr")
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("--api-token-file")
+            .arg(token)
+            .arg("--cache-dir")
+            .arg(work.join(format!("cache-{name}"))),
+        log,
+    )?;
     Ok(Daemon {
         name: name.to_string(),
         child: Some(child),

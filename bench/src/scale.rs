@@ -17,17 +17,16 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context as _, anyhow, bail};
+use anyhow::{Context as _, bail};
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
-use crate::measure::{CpuProbe, free_port, machine, proc_status_kib, process_cpu_s};
+use crate::measure::{CpuProbe, free_port, machine, proc_status_kib, process_cpu_s, spawn_daemon};
 use crate::{Args, baseline};
 
 pub(crate) const TOKEN: &str = "driftless-bench-scale";
@@ -329,29 +328,23 @@ impl Run<'_> {
         let port = free_port()?;
         let log_path = self.work.join(format!("daemon-{phase}.log"));
         let log = std::fs::File::create(&log_path)?;
-        let child = tokio::process::Command::new(self.driftless)
-            .arg("--instance")
-            .arg(format!("scale{}", self.n))
-            .arg("run")
-            .arg("--dir")
-            .arg(specs)
-            .arg("--status-file")
-            .arg(self.status_path())
-            .arg("--metrics-addr")
-            .arg(format!("127.0.0.1:{port}"))
-            .arg("--api-token-file")
-            .arg(self.token)
-            .arg("--cache-dir")
-            .arg(self.work.join("cache"))
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .kill_on_drop(true)
-            .spawn()
-            .context("starting driftless run")?;
-        let pid = child
-            .id()
-            .ok_or_else(|| anyhow!("the daemon exited at once"))?;
+        let (child, pid) = spawn_daemon(
+            tokio::process::Command::new(self.driftless)
+                .arg("--instance")
+                .arg(format!("scale{}", self.n))
+                .arg("run")
+                .arg("--dir")
+                .arg(specs)
+                .arg("--status-file")
+                .arg(self.status_path())
+                .arg("--metrics-addr")
+                .arg(format!("127.0.0.1:{port}"))
+                .arg("--api-token-file")
+                .arg(self.token)
+                .arg("--cache-dir")
+                .arg(self.work.join("cache")),
+            log,
+        )?;
         Ok(Daemon { child, pid, port })
     }
 

@@ -215,7 +215,8 @@ pub async fn run(
         engines.push((name.clone(), cfg, client));
     }
     driftless::report::status::FleetIndex::write(&index, &files)?;
-    let tls = super::run::listener_tls(args, args.api_token_file.is_some())?;
+    // The listener's TLS as each cluster's configuration read it (the same flags).
+    let tls = engines.first().and_then(|(_, cfg, _)| cfg.tls.clone());
     driftless::daemon::run_fleet(
         engines,
         args.metrics_addr,

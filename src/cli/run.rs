@@ -223,7 +223,7 @@ fn secret_from_env(var: &str) -> anyhow::Result<Option<String>> {
 /// The listener's TLS (`--tls-cert-file`, `--tls-key-file`), read now: an unusable pair
 /// refuses the start; so does an address others reach with no token, unless the operator
 /// says it may be open.
-pub(super) fn listener_tls(
+fn listener_tls(
     args: &RunArgs,
     token: bool,
 ) -> anyhow::Result<Option<std::sync::Arc<rustls::ServerConfig>>> {

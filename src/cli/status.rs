@@ -46,13 +46,14 @@ pub(super) fn status(args: &StatusArgs, instance: &str) -> anyhow::Result<u8> {
         [path] => path.clone(),
         several => return fleet(several, args.output),
     };
-    // A fleet's daemon writes there where its clusters' statuses are.
-    if let Some(index) = driftless::report::status::FleetIndex::read(&path) {
-        return fleet(&index.fleet, args.output);
-    }
     let file = match StatusFile::read(&path) {
         Ok(file) => file,
         Err(e) => {
+            // A fleet's daemon writes there where its clusters' statuses are: a small
+            // file, read again only when it is not a daemon's status.
+            if let Some(index) = driftless::report::status::FleetIndex::read(&path) {
+                return fleet(&index.fleet, args.output);
+            }
             eprintln!("driftless status: {e}");
             return Ok(exit::ERROR);
         }

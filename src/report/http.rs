@@ -174,11 +174,10 @@ pub(super) async fn hook(
         .filter(|(name, _)| *name == kind)
         .map(|(_, tx)| tx)
         .collect();
-    let name = match hooks.iter().find(|(name, _)| *name == kind) {
-        Some((name, _)) => *name,
+    if senders.is_empty() {
         // The path is the caller's: not said back.
-        None => return (StatusCode::NOT_FOUND, "no such hook is enabled").into_response(),
-    };
+        return (StatusCode::NOT_FOUND, "no such hook is enabled").into_response();
+    }
     // Judging the declared length before reading means a client that waits for
     // `100 Continue` never sends an oversized body at all.
     if declared_length(request.headers()).is_some_and(|n| n > HOOK_BODY_LIMIT as u64) {
@@ -194,7 +193,7 @@ pub(super) async fn hook(
     match judge_hook(secret, &headers, &body) {
         HookVerdict::TooLarge => too_large(),
         HookVerdict::BadSignature => {
-            tracing::warn!("{name} hook: rejected a request without a valid {SIGNATURE_HEADER}");
+            tracing::warn!("{kind} hook: rejected a request without a valid {SIGNATURE_HEADER}");
             (
                 StatusCode::UNAUTHORIZED,
                 "missing or invalid X-Hub-Signature-256",
@@ -215,7 +214,7 @@ pub(super) async fn hook(
                 )
                     .into_response(),
                 _ => {
-                    tracing::info!("{name} hook: fetch requested");
+                    tracing::info!("{kind} hook: fetch requested");
                     (StatusCode::ACCEPTED, "fetch scheduled").into_response()
                 }
             }

@@ -24,26 +24,19 @@ impl Bench<'_> {
         let log = std::fs::File::create(&log_path)?;
         eprintln!("daemon: N={n}, starting");
         let start = Instant::now();
-        let mut child = self
-            .driftless_cmd(prefix)
-            .arg("run")
-            .arg("--dir")
-            .arg(&dir)
-            .arg("--status-file")
-            .arg(&status_path)
-            .arg("--metrics-addr")
-            .arg(format!("127.0.0.1:{port}"))
-            .arg("--concurrency")
-            .arg(self.args.concurrency.to_string())
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .kill_on_drop(true)
-            .spawn()
-            .context("starting driftless run")?;
-        let pid = child
-            .id()
-            .ok_or_else(|| anyhow!("the daemon exited at once"))?;
+        let (mut child, pid) = spawn_daemon(
+            self.driftless_cmd(prefix)
+                .arg("run")
+                .arg("--dir")
+                .arg(&dir)
+                .arg("--status-file")
+                .arg(&status_path)
+                .arg("--metrics-addr")
+                .arg(format!("127.0.0.1:{port}"))
+                .arg("--concurrency")
+                .arg(self.args.concurrency.to_string()),
+            log,
+        )?;
         let result = self
             .daemon_inner(
                 n,

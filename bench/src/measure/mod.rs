@@ -417,6 +417,26 @@ impl Bench<'_> {
     }
 }
 
+/// Starts a `driftless run` made in `cmd`, its output in the file `log`, killed if
+/// dropped; with its pid.
+pub(crate) fn spawn_daemon(
+    cmd: &mut tokio::process::Command,
+    log: std::fs::File,
+) -> anyhow::Result<(tokio::process::Child, u32)> {
+    use anyhow::Context as _;
+    let child = cmd
+        .stdin(std::process::Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .kill_on_drop(true)
+        .spawn()
+        .context("starting driftless run")?;
+    let pid = child
+        .id()
+        .ok_or_else(|| anyhow::anyhow!("the daemon exited at once"))?;
+    Ok((child, pid))
+}
+
 pub(crate) fn free_port() -> anyhow::Result<u16> {
     let l = std::net::TcpListener::bind("127.0.0.1:0")?;
     Ok(l.local_addr()?.port())
