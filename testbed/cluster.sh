@@ -35,24 +35,9 @@ TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
 log() { printf '[cluster] %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
 
-# Drawn below the kernel's ephemeral range: a port the kernel picks itself (bind to 0) is
-# what it also gives outgoing connections, which may take it before the server binds.
-free_port() {
-  python3 -c '
-import random, socket
-low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
-for _ in range(1000):
-    port = random.randrange(10000, max(low, 10001))
-    s = socket.socket()
-    try:
-        s.bind(("127.0.0.1", port)); print(port); break
-    except OSError:
-        pass
-    finally:
-        s.close()
-else:
-    raise SystemExit("no free loopback port below the ephemeral range")'
-}
+# free_port: a loopback port below the kernel's ephemeral range.
+# shellcheck source=testbed/ports.sh
+source "$ROOT/testbed/ports.sh"
 
 # The addresses the fake cluster hands out, none of them anyone's: Services' ClusterIPs
 # (the apiserver's --service-cluster-ip-range), fake Nodes' InternalIPs and fake Pods' IPs
@@ -257,6 +242,11 @@ KC
   done
   [ "${#missing[@]}" -eq 0 ] \
     || log "note: the tests' rendering tools are not installed (${missing[*]} in $TOOLS_DIR): testbed/install.sh installs them"
+  # Keycloak, the tests' OpenID Connect provider (testbed/keycloak.sh installs and builds it).
+  local keycloak
+  keycloak=$("$ROOT/testbed/keycloak.sh" --home)
+  [ -f "$keycloak/driftless-java-home" ] \
+    || log "note: Keycloak is not installed in $keycloak: testbed/keycloak.sh (testbed/install.sh runs it) installs it"
   cat >"$STATE/env" <<ENVF
 export KUBECONFIG=$STATE/kubeconfig
 export DRIFTLESS_TEST_KUBECONFIG=$STATE/kubeconfig
@@ -278,6 +268,8 @@ export DRIFTLESS_TEST_BITNAMI_CHARTS=$BITNAMI_CHARTS
 # Argo CD's own install.yaml as released, at $ARGOCD_OLD_VERSION and $ARGOCD_NEW_VERSION: a bundle installed, upgraded, uninstalled.
 export DRIFTLESS_TEST_ARGOCD_INSTALL_OLD=$ARGOCD_OLD/install.yaml
 export DRIFTLESS_TEST_ARGOCD_INSTALL_NEW=$ARGOCD_NEW/install.yaml
+# Keycloak (testbed/keycloak.sh): the OpenID Connect provider tests/support/keycloak.rs runs on loopback.
+export DRIFTLESS_TEST_KEYCLOAK=$keycloak
 # driftless runs \`kubectl kustomize DIR\` when this program's file name is kubectl.
 export DRIFTLESS_KUSTOMIZE=$KUBECTL_V35
 ENVF

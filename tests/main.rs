@@ -62,6 +62,7 @@ mod security;
 mod shards;
 mod ship;
 mod signed;
+mod signin;
 mod sops;
 mod spec;
 mod sync;

@@ -160,6 +160,7 @@ impl Server {
             hook: hook.map(|h| ("git", h)),
             hook_secret,
             api: None,
+            gate: None,
         };
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(http::serve_on(listener, state, async {
@@ -385,6 +386,7 @@ async fn an_empty_secret_is_refused() -> TestResult {
         hook: Some(("git", mpsc::channel(1).0)),
         hook_secret: Some(Vec::new()),
         api: None,
+        gate: None,
     };
     let result = tokio::time::timeout(
         Duration::from_secs(5),

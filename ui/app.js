@@ -516,6 +516,39 @@ function token() {
   return sessionStorage.getItem(TOKEN_KEY) || "";
 }
 
+// Who this page acts as once the daemon's sign-in is configured (GET api/v1/whoami):
+// a person who signed in steers with their session; nobody needs a token then.
+let whoami = null;
+
+async function findWhoami() {
+  try {
+    const response = await fetch("api/v1/whoami", { cache: "no-store", credentials: "same-origin" });
+    if (!response.ok) return;
+    whoami = await response.json();
+  } catch {
+    return;
+  }
+  if (whoami && whoami.kind === "person") {
+    const groups = whoami.groups && whoami.groups.length ? ` (${whoami.groups.join(", ")})` : "";
+    setText($("who"), `Signed in as ${whoami.user}${groups}`);
+    $("signed-in").hidden = false;
+    $("token-form").hidden = true;
+    setText($("token-help"), "Reconcile, Suspend and Resume act as you: the cluster's RBAC decides (patch on a spec's objects).");
+  }
+}
+
+async function signOut() {
+  let then = "/";
+  try {
+    const response = await fetch("/auth/logout", { method: "POST", cache: "no-store", credentials: "same-origin" });
+    const answer = await response.json();
+    if (answer && typeof answer.then === "string") then = answer.then;
+  } catch {
+    // Signed out here or not, the provider's page is where a sign-out ends.
+  }
+  location.assign(then);
+}
+
 function showTokenHelp() {
   setText(
     $("token-help"),
@@ -532,7 +565,7 @@ function report(tone, text) {
 }
 
 function needToken() {
-  if (token()) return false;
+  if (token() || (whoami && whoami.kind === "person")) return false;
   report("bad", "No API token: paste the one from the daemon's --api-token-file into the API token field first.");
   $("token").focus();
   return true;
@@ -541,11 +574,11 @@ function needToken() {
 async function post(what, path, body) {
   if (needToken()) return;
   report("pending", `${what}…`);
-  const headers = { Authorization: `Bearer ${token()}` };
+  const headers = token() ? { Authorization: `Bearer ${token()}` } : {};
   if (body) headers["Content-Type"] = "application/json";
   let response;
   try {
-    response = await fetch(path, { method: "POST", headers, body: body && JSON.stringify(body), cache: "no-store", credentials: "omit" });
+    response = await fetch(path, { method: "POST", headers, body: body && JSON.stringify(body), cache: "no-store", credentials: "same-origin" });
   } catch (error) {
     report("bad", `${what} failed: ${error.message}`);
     return;
@@ -629,6 +662,8 @@ function setUp() {
   // Keeps "n s ago" honest between documents.
   setInterval(() => model && renderOverview(model), 10000);
   showTokenHelp();
+  $("sign-out").addEventListener("click", signOut);
+  findWhoami();
   // One cluster of a fleet's daemon: its page lies under the fleet's.
   $("fleet-link").hidden = !location.pathname.startsWith("/clusters/");
   connect();

@@ -71,7 +71,7 @@ function render(clusters) {
 
 async function refresh() {
   try {
-    const response = await fetch("api/v1/fleet", { cache: "no-store", credentials: "omit" });
+    const response = await fetch("api/v1/fleet", { cache: "no-store", credentials: "same-origin" });
     if (!response.ok) throw new Error(`HTTP ${response.status}`);
     render((await response.json()).clusters || []);
     $("connection").dataset.state = "live";

@@ -82,13 +82,13 @@ async function loadObject(want) {
   let view;
   let drifts = [];
   try {
-    const ledger = await fetch("api/v1/drift", { cache: "no-store", credentials: "omit" });
+    const ledger = await fetch("api/v1/drift", { cache: "no-store", credentials: "same-origin" });
     if (ledger.ok) drifts = ((await ledger.json()).drifts || []).filter((d) => d.object === want.object);
   } catch {
     // The ledger is a part of the view; the object's own state matters more.
   }
   try {
-    const response = await fetch(`api/v1/object?${new URLSearchParams(want)}`, { cache: "no-store", credentials: "omit" });
+    const response = await fetch(`api/v1/object?${new URLSearchParams(want)}`, { cache: "no-store", credentials: "same-origin" });
     view = await response.json();
     if (!response.ok && !view.error) view = { error: `${response.status} ${response.statusText}` };
   } catch (error) {
@@ -105,7 +105,7 @@ async function loadHistory() {
   historyShown = true;
   $("history-body").replaceChildren(el("p", {}, "Reading the ledger…"));
   const read = async (path) => {
-    const response = await fetch(path, { cache: "no-store", credentials: "omit" });
+    const response = await fetch(path, { cache: "no-store", credentials: "same-origin" });
     if (!response.ok) throw new Error(`${path}: ${response.status} ${response.statusText}`);
     return response.json();
   };
@@ -311,7 +311,7 @@ async function loadApp(name) {
   const owned = [];
   for (const r of roots.filter((r) => workloadRank(r.object) === 0)) {
     try {
-      const response = await fetch(`api/v1/object?${new URLSearchParams({ spec: r.spec, object: r.object })}`, { cache: "no-store", credentials: "omit" });
+      const response = await fetch(`api/v1/object?${new URLSearchParams({ spec: r.spec, object: r.object })}`, { cache: "no-store", credentials: "same-origin" });
       if (response.ok) owned.push(...((await response.json()).owned || []));
     } catch {
       // A workload whose children cannot be read is drawn alone.

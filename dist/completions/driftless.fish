@@ -246,6 +246,18 @@ complete -c driftless -n "__fish_driftless_using_subcommand run" -l sync-timeout
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l api-token-file -d 'File holding the bearer token the API\'s controls need (POST /api/v1/sync, suspend, resume); without it they are refused' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l drift -d 'What to do when someone else changes an owned field: take it back, or only report it (status `drifted`, metric driftless_drifted_objects)' -r -f -a "correct\t''
 report\t''"
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l oidc-issuer -d 'Let people sign in to the UI and API with this OpenID Connect provider (its issuer URL); what each sees and steers is what the cluster\'s RBAC lets their user and groups get and patch. Reads then need an identity (a person, the API token or a client certificate). Needs --external-url' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l oidc-client-id -d 'The client driftless is registered as with the provider; ID tokens must be for it' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l oidc-client-secret-file -d 'File holding the client\'s secret (a confidential client); without it, a public client (PKCE alone)' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l oidc-username-claim -d 'The ID token\'s claim that is the user\'s name for RBAC, as kube-apiserver\'s --oidc-username-claim' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l oidc-username-prefix -d 'Put before every user name (as kube-apiserver\'s --oidc-username-prefix)' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l oidc-groups-claim -d 'The ID token\'s claim listing the user\'s groups' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l oidc-groups-prefix -d 'Put before every group name (as kube-apiserver\'s --oidc-groups-prefix)' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l oidc-scope -d 'Scopes asked for at sign-in besides openid (repeatable)' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l oidc-ca-file -d 'Trust the provider\'s certificate when this CA (PEM) signed it, or it is that self-signed certificate, besides the system\'s CAs' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l oidc-clock-skew -d 'How far the provider\'s clock may be from this machine\'s' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l session-duration -d 'How long a sign-in lasts' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l external-url -d 'The address people reach the listener at (https://, or http:// on loopback), the provider sending them back to its /auth/callback' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l notify -d 'POST each transition as JSON to this URL (repeatable): revision applied and ready, revision invalid, sync failed, prune refused, specs not ready in time, recovered' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l notify-secret-file -d 'File holding the secret that signs --notify requests (X-Driftless-Signature: sha256=<HMAC-SHA256 of the body>)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l notify-slack -d 'Post the same transitions to a Slack-compatible incoming webhook (repeatable). The URL is a credential: prefer the environment variable to argv' -r

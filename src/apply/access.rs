@@ -61,42 +61,92 @@ impl Engine {
                 "{account:?} is not a ServiceAccount as NAMESPACE/NAME"
             ));
         };
+        let user = format!("system:serviceaccount:{ns}:{sa}");
+        let groups = vec![
+            "system:serviceaccounts".into(),
+            format!("system:serviceaccounts:{ns}"),
+            "system:authenticated".into(),
+        ];
+        let attributes = ResourceAttributes {
+            group: Some(resolved.resource.group.clone()),
+            version: Some(resolved.resource.version.clone()),
+            resource: Some(resolved.resource.plural.clone()),
+            namespace: (!namespace.is_empty()).then(|| namespace.to_string()),
+            name: name.map(str::to_string),
+            verb: Some(verb.into()),
+            ..ResourceAttributes::default()
+        };
+        let allowed = self.review(user, groups, attributes).await.map_err(|e| {
+            format!(
+                "asking whether ServiceAccount {account} may {verb} it: {}",
+                error_text(&e)
+            )
+        })?;
+        match allowed {
+            true => Ok(()),
+            false => Err(format!(
+                "ServiceAccount {account} may not {verb} it (its driftless.dev/service-account, Flux's serviceAccountName)"
+            )),
+        }
+    }
+
+    /// One SubjectAccessReview: whether the cluster allows `user` in `groups`.
+    async fn review(
+        &self,
+        user: String,
+        groups: Vec<String>,
+        attributes: ResourceAttributes,
+    ) -> Result<bool, kube::Error> {
         let review = SubjectAccessReview {
             spec: SubjectAccessReviewSpec {
-                user: Some(format!("system:serviceaccount:{ns}:{sa}")),
-                groups: Some(vec![
-                    "system:serviceaccounts".into(),
-                    format!("system:serviceaccounts:{ns}"),
-                    "system:authenticated".into(),
-                ]),
-                resource_attributes: Some(ResourceAttributes {
-                    group: Some(resolved.resource.group.clone()),
-                    version: Some(resolved.resource.version.clone()),
-                    resource: Some(resolved.resource.plural.clone()),
-                    namespace: (!namespace.is_empty()).then(|| namespace.to_string()),
-                    name: name.map(str::to_string),
-                    verb: Some(verb.into()),
-                    ..ResourceAttributes::default()
-                }),
+                user: Some(user),
+                groups: Some(groups),
+                resource_attributes: Some(attributes),
                 ..SubjectAccessReviewSpec::default()
             },
             ..SubjectAccessReview::default()
         };
         let api: Api<SubjectAccessReview> = Api::all(self.client.clone());
-        let answer = api
-            .create(&PostParams::default(), &review)
+        let answer = api.create(&PostParams::default(), &review).await?;
+        Ok(answer.status.is_some_and(|s| s.allowed))
+    }
+}
+
+impl Engine {
+    /// A SubjectAccessReview for a person who signed in to the listener: may `user` (in
+    /// `groups`, and every authenticated user's group) `verb` objects of `kind` in
+    /// `group` in `namespace` ("": cluster-wide)? A kind the cluster does not serve is
+    /// a no.
+    pub async fn person_may(
+        &self,
+        user: &str,
+        groups: &[String],
+        verb: &str,
+        group: &str,
+        kind: &str,
+        namespace: &str,
+    ) -> Result<bool, String> {
+        let Some(plural) = self.resolver.plural(group, kind).await else {
+            return Err(format!(
+                "the cluster does not serve {kind} in group {group:?}"
+            ));
+        };
+        let mut groups = groups.to_vec();
+        groups.push("system:authenticated".into());
+        let attributes = ResourceAttributes {
+            group: Some(group.to_string()),
+            resource: Some(plural),
+            namespace: (!namespace.is_empty()).then(|| namespace.to_string()),
+            verb: Some(verb.into()),
+            ..ResourceAttributes::default()
+        };
+        self.review(user.to_string(), groups, attributes)
             .await
             .map_err(|e| {
                 format!(
-                    "asking whether ServiceAccount {account} may {verb} it: {}",
+                    "asking whether {user} may {verb} {kind}: {}",
                     error_text(&e)
                 )
-            })?;
-        match answer.status {
-            Some(s) if s.allowed => Ok(()),
-            _ => Err(format!(
-                "ServiceAccount {account} may not {verb} it (its driftless.dev/service-account, Flux's serviceAccountName)"
-            )),
-        }
+            })
     }
 }

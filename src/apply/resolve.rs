@@ -70,6 +70,14 @@ impl Resolver {
             .as_ref()
     }
 
+    /// The resource (plural) that serves `kind` in `group`, at the group's preferred
+    /// version; none when the cluster does not serve it (or has no aggregated discovery).
+    pub async fn plural(&self, group: &str, kind: &str) -> Option<String> {
+        let discovery = self.aggregated().await?;
+        let (resource, _) = discovery.get(group)?.recommended_kind(kind)?;
+        Some(resource.plural)
+    }
+
     /// Shared, not copied: every planned object holds its kind's (20,000 copies of five
     /// strings at 10,000 specs).
     pub async fn resolve(

@@ -11,6 +11,8 @@ mod oci;
 mod output;
 mod preview;
 mod run;
+mod secrets;
+mod signin;
 mod status;
 mod sync;
 mod tree;

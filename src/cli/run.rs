@@ -6,6 +6,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::Args;
 
+use super::secrets::{read_secret_file, secret_from_env};
 use super::{DriftMode, EngineArgs, GlobalArgs, PolicyArgs, exit};
 use driftless::cluster::Selection;
 use driftless::daemon::{self, LeaseConfig};
@@ -157,6 +158,8 @@ pub struct RunArgs {
     #[arg(long, value_enum, default_value_t = DriftMode::Correct)]
     pub drift: DriftMode,
     #[command(flatten)]
+    pub signin: super::signin::SignInArgs,
+    #[command(flatten)]
     pub notify: NotifyArgs,
     #[command(flatten)]
     pub engine: EngineArgs,
@@ -204,22 +207,6 @@ pub enum CommitStatusProvider {
     Gitlab,
 }
 
-/// A secret from VAR or the file named by VAR_FILE (systemd credentials, mounted Secrets).
-fn secret_from_env(var: &str) -> anyhow::Result<Option<String>> {
-    if let Ok(v) = std::env::var(var)
-        && !v.trim().is_empty()
-    {
-        return Ok(Some(v.trim().to_string()));
-    }
-    let file_var = format!("{var}_FILE");
-    let Some(path) = std::env::var_os(&file_var) else {
-        return Ok(None);
-    };
-    let text = std::fs::read_to_string(&path)
-        .with_context(|| format!("reading {file_var} ({})", PathBuf::from(&path).display()))?;
-    Ok(Some(text.trim().to_string()).filter(|t| !t.is_empty()))
-}
-
 /// The listener's TLS (`--tls-cert-file`, `--tls-key-file`), read now: an unusable pair
 /// refuses the start; so does an address others reach with no token, unless the operator
 /// says it may be open.
@@ -228,11 +215,12 @@ fn listener_tls(
     token: bool,
 ) -> anyhow::Result<Option<std::sync::Arc<rustls::ServerConfig>>> {
     use driftless::report::tls;
+    let closed = token || args.signin.oidc_issuer.is_some();
     anyhow::ensure!(
-        args.metrics_addr.ip().is_loopback() || token || args.insecure_open_listener,
-        "--metrics-addr {} is not a loopback address and no --api-token-file is given: \
-         whoever reaches it would read the status and the UI; give --api-token-file FILE, \
-         or --insecure-open-listener to serve it open",
+        args.metrics_addr.ip().is_loopback() || closed || args.insecure_open_listener,
+        "--metrics-addr {} is not a loopback address and neither --api-token-file nor \
+         --oidc-issuer is given: whoever reaches it would read the status and the UI; give \
+         --api-token-file FILE or --oidc-issuer URL, or --insecure-open-listener to serve it open",
         args.metrics_addr
     );
     Ok(match (&args.tls_cert_file, &args.tls_key_file) {
@@ -245,20 +233,6 @@ fn listener_tls(
         )?),
         _ => None,
     })
-}
-
-fn read_secret_file(path: &std::path::Path, what: &str) -> anyhow::Result<Vec<u8>> {
-    let secret = std::fs::read(path)
-        .with_context(|| format!("reading the {what} {}", path.display()))?
-        .trim_ascii()
-        .to_vec();
-    // Refused here rather than later, where it would fail quietly while the daemon runs.
-    anyhow::ensure!(
-        !secret.is_empty(),
-        "the {what} file {} is empty",
-        path.display()
-    );
-    Ok(secret)
 }
 
 /// The receivers the flags name, checked before the daemon starts.
@@ -469,6 +443,7 @@ pub(super) fn config(
         metrics_addr: args.metrics_addr,
         tls,
         client_certificates: args.tls_client_ca_file.is_some(),
+        signin: super::signin::sign_in(&args.signin)?,
         hook_secret,
         leader_elect,
         ready_timeout: args.ready_timeout,

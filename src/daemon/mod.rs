@@ -16,6 +16,7 @@ mod main_loop;
 mod queue;
 mod readiness;
 mod restart;
+mod review;
 mod shards;
 mod source;
 mod state;
@@ -77,6 +78,9 @@ pub struct Config {
     /// Whether the listener verifies client certificates (`--tls-client-ca-file`), which
     /// the controls accept as they accept the token.
     pub client_certificates: bool,
+    /// Sign-in with an OpenID Connect provider (`--oidc-issuer`): people see and steer
+    /// what the cluster's RBAC lets them.
+    pub signin: Option<Arc<crate::report::signin::SignIn>>,
     /// How Kustomize and Jsonnet sources are rendered (`--kustomize`, `--render-timeout`…).
     pub render: crate::hydrate::Options,
 }
@@ -242,6 +246,12 @@ fn start(
         hook: polled.then_some((kind, hook_tx)),
         hook_secret: cfg.hook_secret.clone(),
         api: Some(Arc::new(api)),
+        gate: cfg.signin.clone().map(|signin| {
+            Arc::new(crate::report::signin::Gate {
+                signin,
+                token: cfg.api_token.clone(),
+            })
+        }),
     };
     let engine = async move {
         let active_rx = leadership.active;
@@ -341,6 +351,10 @@ fn start(
     (face, Box::pin(engine))
 }
 
+/// How long the cluster's answer to whether a person may is kept: a RoleBinding's change
+/// reaches the listener within it.
+const RBAC_KEPT: Duration = Duration::from_secs(10);
+
 /// The loop's ends of what the API serves and asks.
 struct ApiEnds {
     /// Where the loop publishes the status the API serves.
@@ -382,6 +396,12 @@ fn api_state(cfg: &Config, cluster: &Cluster) -> (ApiState, ApiEnds) {
         ledger::Ledger::open(cfg.status_file.as_deref().map(ledger::path_beside));
     api.drift = Some(drift_rx);
     api.client_certificates = cfg.client_certificates;
+    api.rbac = cfg.signin.is_some().then(|| {
+        Arc::new(crate::report::signin::Rbac::new(
+            Arc::new(review::ClusterAccess(cluster.clone())),
+            RBAC_KEPT,
+        ))
+    });
     api.audit = Some(audit_tx);
     let ends = ApiEnds {
         published: published_tx,

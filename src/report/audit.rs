@@ -55,12 +55,21 @@ pub async fn record(
     signature_header: &'static str,
     history: History,
 ) -> Response {
+    // A sign-in's answer is a read that acts: it opens a session.
+    let signing_in = request.uri().path() == "/auth/callback";
     if matches!(
         *request.method(),
         Method::GET | Method::HEAD | Method::OPTIONS
-    ) {
+    ) && !signing_in
+    {
         return next.run(request).await;
     }
+    // Known before the request when a fleet's gate found it; else the gate inside says
+    // it on the answer.
+    let identified = request
+        .extensions()
+        .get::<crate::report::signin::Identity>()
+        .cloned();
     let peer = request
         .extensions()
         .get::<ConnectInfo<Peer>>()
@@ -76,17 +85,27 @@ pub async fn record(
     );
     let response = next.run(request).await;
     let answer = response.status();
-    let who = who(&presented, answer);
+    let identity = identified.or_else(|| {
+        response
+            .extensions()
+            .get::<crate::report::signin::Identity>()
+            .cloned()
+    });
+    let who = match identity {
+        Some(identity) => identity.name(),
+        None => who(&presented, answer),
+    };
+    let control = if signing_in { "sign-in" } else { "control" };
     let (response, reason) = if answer.is_success() {
-        tracing::info!(target: TARGET, who, from, what, answer = answer.as_u16(), "control");
+        tracing::info!(target: TARGET, who, from, what, answer = answer.as_u16(), "{control}");
         (response, None)
     } else {
         let (response, reason) = refusal_reason(response).await;
         let denied = matches!(answer, StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN);
         if denied {
-            tracing::warn!(target: TARGET, who, from, what, answer = answer.as_u16(), reason, "control denied");
+            tracing::warn!(target: TARGET, who, from, what, answer = answer.as_u16(), reason, "{control} denied");
         } else {
-            tracing::info!(target: TARGET, who, from, what, answer = answer.as_u16(), reason, "control");
+            tracing::info!(target: TARGET, who, from, what, answer = answer.as_u16(), reason, "{control}");
         }
         (response, Some(reason).filter(|r| !r.is_empty()))
     };

@@ -40,6 +40,7 @@ struct Seen {
     ready: Arc<std::sync::atomic::AtomicBool>,
     status: Option<tokio::sync::watch::Receiver<Arc<super::api::Published>>>,
     hook: Option<(&'static str, tokio::sync::mpsc::Sender<()>)>,
+    api: Option<Arc<super::api::ApiState>>,
 }
 
 impl Seen {
@@ -81,6 +82,7 @@ pub async fn serve_on(
 }
 
 fn router(members: Vec<Member>, hook_secret: Option<Vec<u8>>) -> Router {
+    let gate = members.first().and_then(|m| m.face.gate.clone());
     let names: Vec<String> = members.iter().map(|m| m.cluster.clone()).collect();
     let fleet = Fleet {
         members: members
@@ -91,6 +93,7 @@ fn router(members: Vec<Member>, hook_secret: Option<Vec<u8>>) -> Router {
                 ready: m.face.ready.clone(),
                 status: m.face.api.as_ref().map(|a| a.status.clone()),
                 hook: m.face.hook.clone(),
+                api: m.face.api.clone(),
             })
             .collect(),
         hook_secret,
@@ -107,24 +110,36 @@ fn router(members: Vec<Member>, hook_secret: Option<Vec<u8>>) -> Router {
         .route("/api", any(elsewhere))
         .route("/api/{*rest}", any(elsewhere))
         .merge(super::ui::fleet_router(&names))
-        .with_state(Arc::new(fleet))
-        // The hook is the fleet's one request that acts; the clusters' routes record
-        // their own.
-        .layer(axum::middleware::from_fn(|request, next| {
-            super::audit::record(request, next, SIGNATURE_HEADER, None)
-        }))
-        .layer(axum::middleware::from_fn(super::compress::gzip));
+        .with_state(Arc::new(fleet));
     for member in members {
         router = router.nest(
             &format!("/clusters/{}", member.cluster),
             super::http::cluster_router(member.face),
         );
     }
-    router
+    // The gate around every cluster's routes too; the audit around the fleet's own
+    // requests that act (the hook, a sign-in): the clusters' routes record their own.
+    super::http::gated(router, gate)
+        .layer(axum::middleware::from_fn(
+            |request: Request, next: axum::middleware::Next| async move {
+                if request.uri().path().starts_with("/clusters/") {
+                    return next.run(request).await;
+                }
+                super::audit::record(request, next, SIGNATURE_HEADER, None).await
+            },
+        ))
+        .layer(axum::middleware::from_fn(super::compress::gzip))
 }
 
-async fn metrics_page(State(fleet): State<Arc<Fleet>>) -> Response {
-    let pages: Vec<String> = fleet.members.iter().map(|m| m.metrics.encode()).collect();
+async fn metrics_page(State(fleet): State<Arc<Fleet>>, caller: super::api::Caller) -> Response {
+    let mut pages: Vec<String> = Vec::with_capacity(fleet.members.len());
+    for member in &fleet.members {
+        let page = member.metrics.encode();
+        pages.push(match &member.api {
+            Some(api) => super::api::seen_samples(api, &caller, page).await,
+            None => page,
+        });
+    }
     (
         [(header::CONTENT_TYPE, metrics::CONTENT_TYPE)],
         Metrics::merge(&pages),
@@ -199,6 +214,66 @@ async fn elsewhere(uri: axum::http::Uri) -> Response {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// With sign-in, the gate stands before every cluster's routes too: nobody reads a
+    /// cluster's API or the fleet's summary; probes and the UI's files stay open.
+    #[tokio::test]
+    async fn the_gate_covers_each_cluster_s_routes() {
+        use crate::report::signin::{Gate, Provider, SignIn};
+        let provider = Provider::new(
+            "https://idp.invalid/realms/r".into(),
+            "driftless".into(),
+            None,
+            std::time::Duration::from_secs(60),
+            crate::report::outbound::client(),
+        );
+        let signin = SignIn::new(
+            provider,
+            "https://gitops.invalid",
+            "sub".into(),
+            "groups".into(),
+            String::new(),
+            String::new(),
+            vec!["openid".into()],
+            std::time::Duration::from_secs(3600),
+            Some(b"secret"),
+        );
+        let face = HttpState {
+            metrics: Arc::new(Metrics::new()),
+            ready: Arc::default(),
+            unready: None,
+            hook: None,
+            hook_secret: None,
+            api: None,
+            gate: Some(Arc::new(Gate {
+                signin: Arc::new(signin),
+                token: None,
+            })),
+        };
+        let router = router(
+            vec![Member {
+                cluster: "edge".into(),
+                face,
+            }],
+            None,
+        );
+        for (path, want) in [
+            ("/clusters/edge/api/v1/status", 401),
+            ("/clusters/edge/metrics", 401),
+            ("/api/v1/fleet", 401),
+            ("/metrics", 401),
+            ("/clusters/edge/ui/app.js", 200),
+            ("/healthz", 200),
+            ("/clusters/edge/healthz", 200),
+        ] {
+            let request = axum::http::Request::get(path)
+                .body(axum::body::Body::empty())
+                .unwrap();
+            let mut service = router.clone();
+            let answer = tower::Service::call(&mut service, request).await.unwrap();
+            assert_eq!(answer.status().as_u16(), want, "{path}");
+        }
+    }
 
     /// A cluster's row says what its status says, in `driftless status`'s words.
     #[test]

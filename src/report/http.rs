@@ -42,6 +42,8 @@ pub struct HttpState {
     pub hook_secret: Option<Vec<u8>>,
     /// The JSON API (`/api/v1/...`); `None` serves none of it.
     pub api: Option<Arc<super::api::ApiState>>,
+    /// Sign-in (`--oidc-issuer`): who a request comes from, and reads refused to nobody.
+    pub gate: Option<Arc<super::signin::Gate>>,
 }
 
 // By hand, so the secret never reaches a log line.
@@ -94,18 +96,34 @@ pub async fn serve_on(
 }
 
 fn router(state: HttpState) -> Router {
-    routes(state, super::ui::router())
+    let gate = state.gate.clone();
+    routes(state, super::ui::router(), gate)
 }
 
 /// One cluster's routes as a fleet's listener serves them under `/clusters/NAME/`: all
-/// but the page itself, which the fleet serves at the path with its closing slash.
+/// but the page itself, which the fleet serves at the path with its closing slash. The
+/// fleet's listener runs the gate around them all.
 pub(super) fn cluster_router(state: HttpState) -> Router {
-    routes(state, super::ui::assets())
+    routes(state, super::ui::assets(), None)
 }
 
-fn routes(mut state: HttpState, ui: Router<Arc<HttpState>>) -> Router {
+/// The gate as a layer, or nothing.
+pub(super) fn gated(router: Router, gate: Option<Arc<super::signin::Gate>>) -> Router {
+    match gate {
+        Some(gate) => router.layer(axum::middleware::from_fn(move |request, next| {
+            super::signin::gate(gate.clone(), request, next)
+        })),
+        None => router,
+    }
+}
+
+fn routes(
+    state: HttpState,
+    ui: Router<Arc<HttpState>>,
+    gate: Option<Arc<super::signin::Gate>>,
+) -> Router {
     let history = state.api.as_ref().and_then(|api| api.audit.clone());
-    let api = state.api.take().map(super::api::router);
+    let api = state.api.clone().map(super::api::router);
     let router = Router::new()
         .route("/metrics", get(metrics_page))
         .route("/healthz", get(healthz))
@@ -120,19 +138,20 @@ fn routes(mut state: HttpState, ui: Router<Arc<HttpState>>) -> Router {
         Some(api) => router.merge(api),
         None => router,
     };
-    router
+    // Inside the audit, which names whom the gate found.
+    gated(router, gate)
         .layer(axum::middleware::from_fn(move |request, next| {
             super::audit::record(request, next, SIGNATURE_HEADER, history.clone())
         }))
         .layer(axum::middleware::from_fn(super::compress::gzip))
 }
 
-async fn metrics_page(State(state): State<Arc<HttpState>>) -> Response {
-    (
-        [(header::CONTENT_TYPE, metrics::CONTENT_TYPE)],
-        state.metrics.encode(),
-    )
-        .into_response()
+async fn metrics_page(State(state): State<Arc<HttpState>>, caller: super::api::Caller) -> Response {
+    let mut page = state.metrics.encode();
+    if let Some(api) = &state.api {
+        page = super::api::seen_samples(api, &caller, page).await;
+    }
+    ([(header::CONTENT_TYPE, metrics::CONTENT_TYPE)], page).into_response()
 }
 
 async fn healthz() -> &'static str {
@@ -378,6 +397,7 @@ mod tests {
             hook: None,
             hook_secret: Some(b"hunter2".to_vec()),
             api: None,
+            gate: None,
         };
         let text = format!("{state:?}");
         assert!(!text.contains("hunter2") && !text.contains("104"), "{text}");

@@ -15,6 +15,7 @@ pub mod metrics;
 pub mod notify;
 pub mod outbound;
 pub mod reference;
+pub mod signin;
 pub mod snapshot;
 pub mod status;
 pub mod tls;

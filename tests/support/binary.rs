@@ -164,9 +164,17 @@ pub struct RunOptions {
     cache_dir: Option<PathBuf>,
     wait: Duration,
     stop_within: Duration,
+    metrics: Option<SocketAddr>,
 }
 
 impl RunOptions {
+    /// `--metrics-addr` this address (the default: a free loopback port), for a test that
+    /// must name it before the start (sign-in's `--external-url`).
+    pub fn metrics_addr(mut self, addr: SocketAddr) -> Self {
+        self.metrics = Some(addr);
+        self
+    }
+
     /// `--kubeconfig <path>` (the default is the local cluster's admin kubeconfig).
     pub fn kubeconfig(mut self, path: &Path) -> Self {
         self.kubeconfig = Kubeconfig::Flag(path.to_path_buf());
@@ -232,7 +240,9 @@ impl RunOptions {
     /// port> --status-file … --cache-dir …`, stdout and stderr each in a file.
     pub fn start(self) -> Daemon {
         let state = TempDir::new().unwrap();
-        let metrics: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let metrics: SocketAddr = self
+            .metrics
+            .unwrap_or_else(|| format!("127.0.0.1:{}", free_port()).parse().unwrap());
         let status_file = self
             .status_file
             .unwrap_or_else(|| state.path().join("status.json"));
@@ -297,6 +307,7 @@ impl Daemon {
             cache_dir: None,
             wait: WAIT,
             stop_within: Duration::from_secs(15),
+            metrics: None,
         }
     }
 

@@ -3,8 +3,10 @@
 //! real binary and `driftless run` as a child process (`binary`), git servers on
 //! loopback (`git`: git daemon, smart HTTP, sshd), plain HTTP to the daemon (`http`), a
 //! real Prometheus scraping it (`prometheus`), ServiceAccount kubeconfigs
-//! (`accounts`), a second apiserver with flags of a test's own (`apiserver`), and OCI
-//! registries on loopback (`registry`) and artifacts for them (`oci`).
+//! (`accounts`), a second apiserver with flags of a test's own (`apiserver`), OCI
+//! registries on loopback (`registry`) and artifacts for them (`oci`), and a real OpenID
+//! Connect provider, Keycloak, on loopback (`keycloak`, used by its path:
+//! `support::keycloak::Keycloak`).
 
 mod accounts;
 mod apiserver;
@@ -14,6 +16,7 @@ mod cluster;
 mod files;
 mod git;
 mod http;
+pub mod keycloak;
 mod oci;
 mod prometheus;
 mod proxy;

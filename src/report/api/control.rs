@@ -10,12 +10,13 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde_json::json;
-use sha2::{Digest, Sha256};
 use tokio::sync::oneshot;
 
+use super::view::Caller;
 use super::{ApiState, error};
 use crate::apply::ApplyError;
 use crate::apply::suspensions::Suspension;
+use crate::report::signin::same_token;
 use crate::report::status::LastSync;
 use crate::report::tls::Peer;
 
@@ -68,13 +69,40 @@ pub trait Suspender: Send + Sync {
 /// The connection's peer, as the listener saw it (none when served without one).
 pub(super) type PeerInfo = Option<Extension<ConnectInfo<Peer>>>;
 
-/// A verified client certificate is enough; else the token: 403 when neither is
-/// configured, 401 for a missing or wrong token.
-fn authorize(
+/// A signed-in person may when the cluster lets them patch the objects of the specs
+/// asked about (`specs`; none: every spec); a verified client certificate is enough;
+/// else the token: 403 when neither is configured, 401 for a missing or wrong token.
+async fn authorize(
     api: &ApiState,
     headers: &HeaderMap,
     peer: &PeerInfo,
-) -> Result<(), (StatusCode, &'static str)> {
+    caller: &Caller,
+    specs: Option<Vec<serde_json::Value>>,
+) -> Result<(), (StatusCode, String)> {
+    if let Some(Extension(identity)) = caller
+        && let Some(person) = identity.person()
+    {
+        let Some(rbac) = &api.rbac else {
+            return Err((
+                StatusCode::FORBIDDEN,
+                "sign-in is not configured here".into(),
+            ));
+        };
+        let specs = specs.unwrap_or_else(|| api.status.borrow().specs());
+        for spec in &specs {
+            if let Some(ask) = rbac.lacks(person, spec, "patch").await {
+                return Err((
+                    StatusCode::FORBIDDEN,
+                    format!(
+                        "{} may not {ask}, which steering {} needs",
+                        person.user,
+                        spec["id"].as_str().unwrap_or("this spec")
+                    ),
+                ));
+            }
+        }
+        return Ok(());
+    }
     let certified = peer
         .as_ref()
         .is_some_and(|Extension(ConnectInfo(p))| p.client.is_some());
@@ -85,13 +113,17 @@ fn authorize(
         if api.client_certificates {
             return Err((
                 StatusCode::UNAUTHORIZED,
-                "present a client certificate that --tls-client-ca-file's CA signed",
+                "present a client certificate that --tls-client-ca-file's CA signed".into(),
             ));
+        }
+        if api.rbac.is_some() {
+            return Err((StatusCode::UNAUTHORIZED, "sign in first".into()));
         }
         return Err((
             StatusCode::FORBIDDEN,
             "controls are disabled: start the daemon with --api-token-file FILE and send \
-             Authorization: Bearer <token>",
+             Authorization: Bearer <token>"
+                .into(),
         ));
     };
     let given = headers
@@ -100,22 +132,13 @@ fn authorize(
         .and_then(|v| v.strip_prefix("Bearer "))
         .map(str::trim);
     match given {
-        Some(g) if same(g.as_bytes(), token) => Ok(()),
-        Some(_) => Err((StatusCode::UNAUTHORIZED, "wrong token")),
+        Some(g) if same_token(g.as_bytes(), token) => Ok(()),
+        Some(_) => Err((StatusCode::UNAUTHORIZED, "wrong token".into())),
         None => Err((
             StatusCode::UNAUTHORIZED,
-            "missing Authorization: Bearer <token>",
+            "missing Authorization: Bearer <token>".into(),
         )),
     }
-}
-
-/// Compares in constant time, lengths included (both are hashed first).
-fn same(a: &[u8], b: &[u8]) -> bool {
-    let (a, b) = (Sha256::digest(a), Sha256::digest(b));
-    a.iter()
-        .zip(b.iter())
-        .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-        == 0
 }
 
 #[derive(Deserialize)]
@@ -128,8 +151,9 @@ pub(super) async fn sync(
     Query(q): Query<SyncQuery>,
     headers: HeaderMap,
     peer: PeerInfo,
+    caller: Caller,
 ) -> Response {
-    if let Err((code, why)) = authorize(&api, &headers, &peer) {
+    if let Err((code, why)) = authorize(&api, &headers, &peer, &caller, None).await {
         return error(code, why);
     }
     let wait = q.wait.unwrap_or(false);
@@ -170,11 +194,9 @@ pub(super) async fn control_spec(
     Path(path): Path<String>,
     headers: HeaderMap,
     peer: PeerInfo,
+    caller: Caller,
     body: Bytes,
 ) -> Response {
-    if let Err((code, why)) = authorize(&api, &headers, &peer) {
-        return error(code, why);
-    }
     let (id, verb) = match path.rsplit_once('/') {
         Some((id, verb @ ("suspend" | "resume"))) => (id.to_string(), verb),
         _ => {
@@ -184,7 +206,12 @@ pub(super) async fn control_spec(
             );
         }
     };
-    let held_by_tree = match api.status.borrow().spec(&id) {
+    let entry = api.status.borrow().spec(&id);
+    let asked = Some(entry.clone().into_iter().collect());
+    if let Err((code, why)) = authorize(&api, &headers, &peer, &caller, asked).await {
+        return error(code, why);
+    }
+    let held_by_tree = match entry {
         None => return error(StatusCode::NOT_FOUND, format!("no spec {id}")),
         Some(s) => match &s["suspended"] {
             held if held["declared"] == true => held["reason"].as_str().map(String::from),
@@ -229,9 +256,9 @@ mod tests {
 
     #[test]
     fn tokens_compare_whole() {
-        assert!(same(b"s3cret", b"s3cret"));
-        assert!(!same(b"s3cret", b"s3cre"));
-        assert!(!same(b"s3cret", b"s3cret "));
-        assert!(!same(b"", b"x"));
+        assert!(same_token(b"s3cret", b"s3cret"));
+        assert!(!same_token(b"s3cret", b"s3cre"));
+        assert!(!same_token(b"s3cret", b"s3cret "));
+        assert!(!same_token(b"", b"x"));
     }
 }

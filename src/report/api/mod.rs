@@ -12,6 +12,7 @@ use std::time::Duration;
 
 mod control;
 mod published;
+mod view;
 
 use axum::Router;
 use axum::extract::{Path, Query, State};
@@ -27,6 +28,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
 use super::delta::Delta;
 pub use control::{Control, NoSync, Suspender};
 pub use published::Published;
+pub(crate) use view::Caller;
 
 /// Longest a long-poll may wait.
 pub const MAX_WAIT: Duration = Duration::from_secs(300);
@@ -79,6 +81,8 @@ pub struct ApiState {
     /// presented one may use the controls.
     pub client_certificates: bool,
     pub suspender: Arc<dyn Suspender>,
+    /// With sign-in: the cluster's RBAC, which decides what a person sees and steers.
+    pub rbac: Option<Arc<crate::report::signin::Rbac>>,
     streams: Arc<Semaphore>,
 }
 
@@ -98,6 +102,7 @@ impl ApiState {
             token,
             client_certificates: false,
             suspender,
+            rbac: None,
             streams: Arc::new(Semaphore::new(MAX_STREAMS)),
         }
     }
@@ -121,6 +126,74 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .with_state(state)
 }
 
+/// `/metrics` as a person may see it: a spec's samples (labelled with its kind,
+/// namespace and name) only for specs they may see.
+pub(crate) async fn seen_samples(api: &ApiState, caller: &Caller, page: String) -> String {
+    let view = view::of(api, caller).await;
+    if matches!(view, view::View::All) {
+        return page;
+    }
+    let current = api.status.borrow().clone();
+    let seen: std::collections::HashSet<(String, String, String)> = current
+        .specs()
+        .iter()
+        .filter(|s| s["id"].as_str().is_some_and(|id| view.sees(id)))
+        .map(|s| {
+            let text = |k: &str| s[k].as_str().unwrap_or_default().to_string();
+            (text("kind"), text("namespace"), text("name"))
+        })
+        .collect();
+    let mut kept = String::with_capacity(page.len());
+    for line in page.split_inclusive('\n') {
+        let labels = sample_labels(line);
+        let label = |k: &str| labels.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        let spec = match (label("kind"), label("name")) {
+            (Some(kind), Some(name)) => Some((kind, label("namespace").unwrap_or_default(), name)),
+            _ => None,
+        };
+        if spec.is_none_or(|s| seen.contains(&s)) {
+            kept.push_str(line);
+        }
+    }
+    kept
+}
+
+/// A sample line's labels (`name{k="v",...} value`), their values unescaped.
+fn sample_labels(line: &str) -> Vec<(String, String)> {
+    let mut labels = Vec::new();
+    if line.starts_with('#') {
+        return labels;
+    }
+    let Some((_, mut rest)) = line.split_once('{') else {
+        return labels;
+    };
+    while let Some((key, after)) = rest.split_once("=\"") {
+        let mut value = String::new();
+        let mut chars = after.char_indices();
+        let mut end = after.len();
+        while let Some((i, c)) = chars.next() {
+            match c {
+                '\\' => match chars.next() {
+                    Some((_, 'n')) => value.push('\n'),
+                    Some((_, other)) => value.push(other),
+                    None => {}
+                },
+                '"' => {
+                    end = i + 1;
+                    break;
+                }
+                c => value.push(c),
+            }
+        }
+        labels.push((key.trim_start_matches([',', ' ']).to_string(), value));
+        rest = &after[end..];
+        if rest.starts_with('}') {
+            break;
+        }
+    }
+    labels
+}
+
 fn error(code: StatusCode, message: impl Into<String>) -> Response {
     (code, axum::Json(json!({"error": message.into()}))).into_response()
 }
@@ -129,9 +202,12 @@ fn json_text(text: String) -> Response {
     ([(header::CONTENT_TYPE, "application/json")], text).into_response()
 }
 
-async fn specs(State(api): State<Arc<ApiState>>) -> Response {
+async fn specs(State(api): State<Arc<ApiState>>, caller: Caller) -> Response {
+    let view = view::of(&api, &caller).await;
     let current = api.status.borrow().clone();
-    json_text(json!({ "specs": current.specs() }).to_string())
+    let mut specs = current.specs();
+    specs.retain(|s| s["id"].as_str().is_some_and(|id| view.sees(id)));
+    json_text(json!({ "specs": specs }).to_string())
 }
 
 async fn unknown(uri: axum::http::Uri) -> Response {
@@ -145,29 +221,30 @@ async fn unknown(uri: axum::http::Uri) -> Response {
 }
 
 /// The drift ledger: every drift recorded, oldest first (see `daemon::ledger`).
-async fn drift(State(api): State<Arc<ApiState>>) -> Response {
-    ledger_part(&api, "drifts")
+async fn drift(State(api): State<Arc<ApiState>>, caller: Caller) -> Response {
+    ledger_part(&api, "drifts", &caller).await
 }
 
 /// The history of syncs, oldest first, kept beside the drift ledger.
-async fn syncs(State(api): State<Arc<ApiState>>) -> Response {
-    ledger_part(&api, "syncs")
+async fn syncs(State(api): State<Arc<ApiState>>, caller: Caller) -> Response {
+    ledger_part(&api, "syncs", &caller).await
 }
 
 /// The history of audited controls, oldest first, kept beside the drift ledger.
-async fn controls(State(api): State<Arc<ApiState>>) -> Response {
-    ledger_part(&api, "controls")
+async fn controls(State(api): State<Arc<ApiState>>, caller: Caller) -> Response {
+    ledger_part(&api, "controls", &caller).await
 }
 
-fn ledger_part(api: &ApiState, part: &str) -> Response {
+async fn ledger_part(api: &ApiState, part: &str, caller: &Caller) -> Response {
     let text = api.drift.as_ref().map(|d| d.borrow().clone());
     let doc: Value = text
         .and_then(|t| serde_json::from_str(&t).ok())
         .unwrap_or(Value::Null);
     let list = match &doc[part] {
-        Value::Array(a) => Value::Array(a.clone()),
-        _ => Value::Array(Vec::new()),
+        Value::Array(a) => a.clone(),
+        _ => Vec::new(),
     };
+    let list = view::of(api, caller).await.ledger(part, list);
     json_text(json!({ part: list }).to_string())
 }
 
@@ -180,8 +257,13 @@ struct ObjectQuery {
 /// One object of a spec, read from the cluster now (`Inspect`). Only an object the
 /// status lists for that spec: an open read must not become a way to read anything the
 /// daemon's identity can.
-async fn object(State(api): State<Arc<ApiState>>, Query(q): Query<ObjectQuery>) -> Response {
-    let Some(spec) = api.status.borrow().clone().spec(&q.spec) else {
+async fn object(
+    State(api): State<Arc<ApiState>>,
+    Query(q): Query<ObjectQuery>,
+    caller: Caller,
+) -> Response {
+    let seen = view::of(&api, &caller).await.sees(&q.spec);
+    let Some(spec) = api.status.borrow().clone().spec(&q.spec).filter(|_| seen) else {
         return error(StatusCode::NOT_FOUND, format!("no spec {}", q.spec));
     };
     let listed = spec["objects"]
@@ -212,9 +294,10 @@ async fn object(State(api): State<Arc<ApiState>>, Query(q): Query<ObjectQuery>) 
     }
 }
 
-async fn status(State(api): State<Arc<ApiState>>) -> Response {
+async fn status(State(api): State<Arc<ApiState>>, caller: Caller) -> Response {
+    let view = view::of(&api, &caller).await;
     let current = api.status.borrow().clone();
-    json_text(current.json().to_string())
+    json_text(view.status(current.json()))
 }
 
 #[derive(Deserialize)]
@@ -248,7 +331,12 @@ async fn spec(
     State(api): State<Arc<ApiState>>,
     Path(id): Path<String>,
     Query(q): Query<WaitQuery>,
+    caller: Caller,
 ) -> Response {
+    // Not seen is not there: whether a spec exists is itself not said.
+    if !view::of(&api, &caller).await.sees(&id) {
+        return error(StatusCode::NOT_FOUND, format!("no spec {id}"));
+    }
     let wait = match q.wait.as_deref() {
         None => None,
         Some("ready") => {
@@ -323,7 +411,11 @@ struct EventsQuery {
     deltas: Option<String>,
 }
 
-async fn events(State(api): State<Arc<ApiState>>, Query(q): Query<EventsQuery>) -> Response {
+async fn events(
+    State(api): State<Arc<ApiState>>,
+    Query(q): Query<EventsQuery>,
+    caller: Caller,
+) -> Response {
     let Ok(permit) = api.streams.clone().try_acquire_owned() else {
         return error(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -331,7 +423,7 @@ async fn events(State(api): State<Arc<ApiState>>, Query(q): Query<EventsQuery>) 
         );
     };
     let deltas = matches!(q.deltas.as_deref(), Some("1" | "true"));
-    Sse::new(status_stream(api.status.clone(), permit, deltas))
+    Sse::new(status_stream(api.clone(), caller, permit, deltas))
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
         .into_response()
 }
@@ -340,40 +432,76 @@ async fn events(State(api): State<Arc<ApiState>>, Query(q): Query<EventsQuery>) 
 /// it). Only the newest is ever kept, so a client that stops reading costs one shared
 /// document (and, with deltas, what it was last sent), not a queue.
 fn status_stream(
-    rx: watch::Receiver<Arc<Published>>,
+    api: Arc<ApiState>,
+    caller: Caller,
     permit: OwnedSemaphorePermit,
     deltas: bool,
 ) -> impl Stream<Item = Result<SseEvent, Infallible>> {
     let sent: Option<super::delta::Sent> = None;
+    let rx = api.status.clone();
+    // A person is sent what they may see of each document (asked of RBAC's kept answers).
+    let filtering = api.rbac.is_some()
+        && caller
+            .as_ref()
+            .is_some_and(|axum::Extension(i)| i.person().is_some());
     futures::stream::unfold(
         (rx, permit, sent, true),
-        move |(mut rx, permit, mut sent, mut first)| async move {
-            loop {
-                if !first {
-                    rx.changed().await.ok()?;
-                }
-                first = false;
-                let current = rx.borrow_and_update().clone();
-                if deltas && let Some(s) = sent.as_mut() {
-                    match s.delta(current.json()) {
-                        Delta::Same => continue,
-                        Delta::Changed(delta) => {
-                            let event = SseEvent::default().event("delta").data(delta);
-                            return Some((Ok(event), (rx, permit, sent, false)));
-                        }
-                        // Not comparable: sent whole, as the first is.
-                        Delta::Whole => {}
+        move |(mut rx, permit, mut sent, mut first)| {
+            let (api, caller) = (api.clone(), caller.clone());
+            async move {
+                loop {
+                    if !first {
+                        rx.changed().await.ok()?;
                     }
+                    first = false;
+                    let current = rx.borrow_and_update().clone();
+                    let seen = match filtering {
+                        true => Some(view::of(&api, &caller).await.status(current.json())),
+                        false => None,
+                    };
+                    let text = seen.as_deref().unwrap_or(current.json());
+                    if deltas && let Some(s) = sent.as_mut() {
+                        match s.delta(text) {
+                            Delta::Same => continue,
+                            Delta::Changed(delta) => {
+                                let event = SseEvent::default().event("delta").data(delta);
+                                return Some((Ok(event), (rx, permit, sent, false)));
+                            }
+                            // Not comparable: sent whole, as the first is.
+                            Delta::Whole => {}
+                        }
+                    }
+                    if deltas {
+                        let mut primed = super::delta::Sent::default();
+                        let _ = primed.delta(text);
+                        sent = Some(primed);
+                    }
+                    let event = SseEvent::default().event("status").data(text);
+                    return Some((Ok(event), (rx, permit, sent, false)));
                 }
-                if deltas {
-                    let mut primed = super::delta::Sent::default();
-                    let _ = primed.delta(current.json());
-                    sent = Some(primed);
-                }
-                let event = SseEvent::default().event("status").data(current.json());
-                return Some((Ok(event), (rx, permit, sent, false)));
             }
         },
     )
     .boxed()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sample_s_labels_are_read_with_their_escapes() {
+        let line =
+            "driftless_spec_ready{kind=\"app\",namespace=\"team-a\",name=\"we\\\"b\\\\1\"} 1\n";
+        assert_eq!(
+            sample_labels(line),
+            [
+                ("kind".to_string(), "app".to_string()),
+                ("namespace".to_string(), "team-a".to_string()),
+                ("name".to_string(), "we\"b\\1".to_string()),
+            ]
+        );
+        assert!(sample_labels("# HELP driftless_spec_ready x{y=\"z\"}\n").is_empty());
+        assert!(sample_labels("driftless_syncs_total 3\n").is_empty());
+    }
 }
