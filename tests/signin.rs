@@ -394,6 +394,79 @@ async fn people_sign_in_with_the_provider_and_see_and_steer_what_rbac_lets_them(
     );
     browser.close().await;
 
+    // From a terminal: `driftless login` sends a browser to the provider and keeps the ID
+    // token it gets back; the CLI's controls then act as that person.
+    let kept = secrets.path().join("alice-id-token");
+    let mut login = tokio::process::Command::new(env!("CARGO_BIN_EXE_driftless"))
+        .args([
+            "login",
+            "--oidc-issuer",
+            &issuer,
+            "--oidc-client-secret-file",
+            &secret_file.display().to_string(),
+            "--token-file",
+            &kept.display().to_string(),
+        ])
+        .env("RUST_LOG", "warn")
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines =
+        tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(login.stderr.take().unwrap()));
+    let url = loop {
+        let line = tokio::time::timeout(support::WAIT, lines.next_line())
+            .await
+            .expect("login prints the address")
+            .unwrap()
+            .expect("login prints the address before it ends");
+        if let Some(url) = line.trim().strip_prefix("http") {
+            break format!("http{url}");
+        }
+    };
+    assert!(url.starts_with(&format!("{issuer}/")), "{url}");
+    assert!(url.contains("code_challenge_method=S256"), "{url}");
+    let browser = Browser::start().await;
+    browser.goto(&url).await;
+    browser.type_into("#username", "alice").await;
+    browser.type_into("#password", "alice-pw").await;
+    browser.click("#kc-login").await;
+    browser
+        .wait_for_text("body", &["Back to the terminal"])
+        .await;
+    browser.close().await;
+    let mut said = String::new();
+    while let Ok(Some(line)) = lines.next_line().await {
+        said.push_str(&line);
+        said.push('\n');
+    }
+    let status = login.wait().await.unwrap();
+    assert!(status.success(), "login: {said}");
+    assert!(said.contains("Signed in as alice"), "{said}");
+    use std::os::unix::fs::PermissionsExt as _;
+    let mode = std::fs::metadata(&kept).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "the kept token is its owner's alone");
+    let server = format!("http://{addr}");
+    let kept_flag = kept.display().to_string();
+    let out = support::driftless(&[
+        "resume",
+        &spec_a,
+        "--server",
+        &server,
+        "--token-file",
+        &kept_flag,
+    ]);
+    assert!(out.status.success(), "{}", support::show(&out));
+    let out = support::driftless(&["reconcile", "--server", &server, "--token-file", &kept_flag]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "alice may not patch ConfigMap in namespace {ns_b}"
+        )),
+        "{err}"
+    );
+
     // RBAC changes reach the listener within the time answers are kept (10 s).
     let bindings: Api<RoleBinding> = Api::namespaced(client.clone(), &ns_b);
     bindings

@@ -25,6 +25,9 @@ _driftless() {
             driftless,diff)
                 cmd="driftless__subcmd__diff"
                 ;;
+            driftless,login)
+                cmd="driftless__subcmd__login"
+                ;;
             driftless,man)
                 cmd="driftless__subcmd__man"
                 ;;
@@ -65,7 +68,7 @@ _driftless() {
 
     case "${cmd}" in
         driftless)
-            opts="-h -V --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version validate render diff apply run push status reconcile suspend resume schema completions man reference"
+            opts="-h -V --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version validate render diff apply run push status reconcile suspend resume login schema completions man reference"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -410,6 +413,72 @@ _driftless() {
                     return 0
                     ;;
                 --nodes)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kubeconfig)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --context)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kube-api-qps)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --kube-api-burst)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --log-format)
+                    COMPREPLY=($(compgen -W "text json" -- "${cur}"))
+                    return 0
+                    ;;
+                --instance)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        driftless__subcmd__login)
+            opts="-h -V --oidc-issuer --oidc-client-id --oidc-client-secret-file --oidc-ca-file --oidc-scope --token-file --timeout --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --oidc-issuer)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --oidc-client-id)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --oidc-client-secret-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --oidc-ca-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --oidc-scope)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --token-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

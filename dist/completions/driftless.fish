@@ -43,6 +43,7 @@ complete -c driftless -n "__fish_driftless_needs_command" -f -a "status" -d 'Sho
 complete -c driftless -n "__fish_driftless_needs_command" -f -a "reconcile" -d 'Ask a running daemon to fetch its source and sync now; wait for the result (exit 1 if the sync failed)'
 complete -c driftless -n "__fish_driftless_needs_command" -f -a "suspend" -d 'Stop a running daemon from applying, pruning or correcting one spec'
 complete -c driftless -n "__fish_driftless_needs_command" -f -a "resume" -d 'Let a suspended spec sync again'
+complete -c driftless -n "__fish_driftless_needs_command" -f -a "login" -d 'Sign in with the daemon\'s OpenID Connect provider in a browser; the controls then act as you'
 complete -c driftless -n "__fish_driftless_needs_command" -f -a "schema" -d 'Print the JSON Schema (Draft 7) of spec files, for editors'
 complete -c driftless -n "__fish_driftless_needs_command" -f -a "completions" -d 'Print a shell completion script (bash, zsh, fish, elvish, powershell)'
 complete -c driftless -n "__fish_driftless_needs_command" -f -a "man" -d 'Print the man page (roff) of driftless or of one subcommand'
@@ -381,6 +382,22 @@ json\t''"
 complete -c driftless -n "__fish_driftless_using_subcommand resume" -l instance -d 'Name of this driftless instance: instances sharing a cluster never touch each other\'s objects' -r
 complete -c driftless -n "__fish_driftless_using_subcommand resume" -s h -l help -d 'Print help'
 complete -c driftless -n "__fish_driftless_using_subcommand resume" -s V -l version -d 'Print version'
+complete -c driftless -n "__fish_driftless_using_subcommand login" -l oidc-issuer -d 'The provider\'s issuer URL (the daemon\'s --oidc-issuer)' -r
+complete -c driftless -n "__fish_driftless_using_subcommand login" -l oidc-client-id -d 'The client the daemon is registered as (its --oidc-client-id): the token is for it' -r
+complete -c driftless -n "__fish_driftless_using_subcommand login" -l oidc-client-secret-file -d 'File holding the client\'s secret, for a confidential client' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand login" -l oidc-ca-file -d 'Trust the provider\'s certificate when this CA (PEM) signed it' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand login" -l oidc-scope -d 'Scopes asked for besides openid (repeatable)' -r
+complete -c driftless -n "__fish_driftless_using_subcommand login" -l token-file -d 'Where to keep the ID token [default: ${XDG_CACHE_HOME:-~/.cache}/driftless/id-token, which the controls read when given no token]' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand login" -l timeout -d 'How long to wait for the browser' -r
+complete -c driftless -n "__fish_driftless_using_subcommand login" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand login" -l context -d 'The kubeconfig context to use (default: its current-context)' -r
+complete -c driftless -n "__fish_driftless_using_subcommand login" -l kube-api-qps -d 'Requests per second to the apiserver at most, client-side, as client-go\'s rate limit (0: no limit). Answers 429 and 502-504 are retried either way' -r
+complete -c driftless -n "__fish_driftless_using_subcommand login" -l kube-api-burst -d 'Requests that may go out at once above --kube-api-qps before it paces them' -r
+complete -c driftless -n "__fish_driftless_using_subcommand login" -l log-format -d 'Log format on stderr; the level comes from RUST_LOG (default: info for `run`, warn otherwise)' -r -f -a "text\t''
+json\t''"
+complete -c driftless -n "__fish_driftless_using_subcommand login" -l instance -d 'Name of this driftless instance: instances sharing a cluster never touch each other\'s objects' -r
+complete -c driftless -n "__fish_driftless_using_subcommand login" -s h -l help -d 'Print help'
+complete -c driftless -n "__fish_driftless_using_subcommand login" -s V -l version -d 'Print version'
 complete -c driftless -n "__fish_driftless_using_subcommand schema" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand schema" -l context -d 'The kubeconfig context to use (default: its current-context)' -r
 complete -c driftless -n "__fish_driftless_using_subcommand schema" -l kube-api-qps -d 'Requests per second to the apiserver at most, client-side, as client-go\'s rate limit (0: no limit). Answers 429 and 502-504 are retried either way' -r

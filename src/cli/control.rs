@@ -101,10 +101,17 @@ impl ServerArgs {
                 .with_context(|| format!("reading the token file {}", f.display()))?,
             None => std::env::var("DRIFTLESS_API_TOKEN").unwrap_or_default(),
         };
+        // Else the ID token `driftless login` kept.
+        let token = match token.trim() {
+            "" => super::login::default_token_file()
+                .and_then(|f| std::fs::read_to_string(f).ok())
+                .unwrap_or_default(),
+            given => given.to_string(),
+        };
         let token = token.trim().to_string();
         anyhow::ensure!(
             !token.is_empty(),
-            "no API token: pass --token-file FILE or set DRIFTLESS_API_TOKEN"
+            "no API token: pass --token-file FILE, set DRIFTLESS_API_TOKEN, or sign in with driftless login"
         );
         Ok(token)
     }

@@ -7,6 +7,7 @@
 mod control;
 mod docs;
 mod fleet;
+mod login;
 mod oci;
 mod output;
 mod preview;
@@ -136,6 +137,9 @@ pub enum Command {
     Suspend(control::SuspendArgs),
     /// Let a suspended spec sync again.
     Resume(control::ResumeArgs),
+    /// Sign in with the daemon's OpenID Connect provider in a browser; the controls then
+    /// act as you.
+    Login(login::LoginArgs),
     /// Print the JSON Schema (Draft 7) of spec files, for editors.
     #[command(hide = true)]
     Schema,
@@ -524,6 +528,7 @@ async fn dispatch(cli: Cli) -> anyhow::Result<u8> {
         Command::Reconcile(args) => control::reconcile(args).await,
         Command::Suspend(args) => control::suspend(args).await,
         Command::Resume(args) => control::resume(args).await,
+        Command::Login(args) => login::login(args).await,
         Command::Completions(args) => docs::completions(args),
         Command::Man(args) => docs::man(args),
         Command::Reference(args) => docs::reference(args),

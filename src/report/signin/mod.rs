@@ -24,6 +24,7 @@ use serde_json::{Value, json};
 
 pub use provider::{Provider, ProviderError, form_encode, now};
 pub use rbac::{Access, Ask, Person, Rbac};
+pub use session::Asked;
 use session::{Pending, SESSION_COOKIE, SIGNIN_COOKIE, Sealer, Session};
 
 use super::tls::Peer;
@@ -403,34 +404,18 @@ fn local_path(then: Option<&str>) -> String {
 }
 
 async fn login(signin: &SignIn, then: Option<&str>) -> Response {
-    let metadata = match signin.provider.metadata().await {
-        Ok(m) => m,
-        Err(e) => return refuse(StatusCode::BAD_GATEWAY, &e.to_string()),
-    };
     let pending = Pending {
-        state: session::random_text(24),
-        nonce: session::random_text(24),
-        verifier: session::random_text(48),
+        asked: Asked::new(),
         then: local_path(then),
         expires: now() + SIGNIN_TIME,
     };
-    let scope = signin.scopes.join(" ");
-    let redirect_uri = signin.redirect_uri();
-    let challenge = session::challenge(&pending.verifier);
-    let query = form_encode(&[
-        ("response_type", "code"),
-        ("client_id", &signin.provider.client_id),
-        ("redirect_uri", &redirect_uri),
-        ("scope", &scope),
-        ("state", &pending.state),
-        ("nonce", &pending.nonce),
-        ("code_challenge", &challenge),
-        ("code_challenge_method", "S256"),
-    ]);
-    let sep = if metadata.authorization_endpoint.contains('?') {
-        '&'
-    } else {
-        '?'
+    let url = match signin
+        .provider
+        .authorization_url(&signin.redirect_uri(), &signin.scopes, &pending.asked)
+        .await
+    {
+        Ok(url) => url,
+        Err(e) => return refuse(StatusCode::BAD_GATEWAY, &e.to_string()),
     };
     let cookie = session::set_cookie(
         SIGNIN_COOKIE,
@@ -441,10 +426,7 @@ async fn login(signin: &SignIn, then: Option<&str>) -> Response {
     (
         StatusCode::FOUND,
         [
-            (
-                header::LOCATION,
-                format!("{}{sep}{query}", metadata.authorization_endpoint),
-            ),
+            (header::LOCATION, url),
             (header::SET_COOKIE, cookie),
             (header::CACHE_CONTROL, "no-store".to_string()),
         ],
@@ -478,23 +460,19 @@ async fn callback(
     let Some(pending) = pending else {
         return refused("no sign-in under way in this browser (or it took over 10 minutes)".into());
     };
-    if state != Some(pending.state.as_str()) {
+    if state != Some(pending.asked.state.as_str()) {
         return refused("the answer is not for this browser's sign-in (state)".into());
     }
     let Some(code) = code else {
         return refused("the answer carries no code".into());
     };
+    let asked = &pending.asked;
     let claims = match signin
         .provider
-        .redeem(
-            code,
-            &signin.redirect_uri(),
-            &pending.verifier,
-            &pending.nonce,
-        )
+        .redeem(code, &signin.redirect_uri(), &asked.verifier, &asked.nonce)
         .await
     {
-        Ok(c) => c,
+        Ok((_, claims)) => claims,
         Err(e) => return refused(e.to_string()),
     };
     let person = match signin.person(&claims) {

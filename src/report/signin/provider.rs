@@ -10,6 +10,7 @@ use serde_json::{Map, Value};
 use tokio::sync::Mutex;
 
 use super::jwt::{self, Expect, KeySet, TokenError};
+use super::session::{Asked, challenge};
 use crate::report::outbound::{self, HttpClient};
 
 /// How long a provider's answer may take.
@@ -167,7 +168,33 @@ impl Provider {
         Ok(jwt::verify(token, &keys, &expect)?)
     }
 
-    /// Trades an authorization code for the ID token's verified claims (PKCE: the
+    /// Where to send a browser to sign in: the authorization code flow, with `asked`'s
+    /// state, nonce and PKCE challenge (S256).
+    pub async fn authorization_url(
+        &self,
+        redirect_uri: &str,
+        scopes: &[String],
+        asked: &Asked,
+    ) -> Result<String, ProviderError> {
+        let metadata = self.metadata().await?;
+        let scope = scopes.join(" ");
+        let challenge = challenge(&asked.verifier);
+        let query = form_encode(&[
+            ("response_type", "code"),
+            ("client_id", &self.client_id),
+            ("redirect_uri", redirect_uri),
+            ("scope", &scope),
+            ("state", &asked.state),
+            ("nonce", &asked.nonce),
+            ("code_challenge", &challenge),
+            ("code_challenge_method", "S256"),
+        ]);
+        let endpoint = &metadata.authorization_endpoint;
+        let sep = if endpoint.contains('?') { '&' } else { '?' };
+        Ok(format!("{endpoint}{sep}{query}"))
+    }
+
+    /// Trades an authorization code for the ID token and its verified claims (PKCE: the
     /// verifier whose challenge the redirect carried; the nonce it carried must come back).
     pub async fn redeem(
         &self,
@@ -175,7 +202,7 @@ impl Provider {
         redirect_uri: &str,
         verifier: &str,
         nonce: &str,
-    ) -> Result<Map<String, Value>, ProviderError> {
+    ) -> Result<(String, Map<String, Value>), ProviderError> {
         let metadata = self.metadata().await?;
         let mut form = vec![
             ("grant_type", "authorization_code"),
@@ -225,7 +252,7 @@ impl Provider {
         if claims.get("nonce").and_then(Value::as_str) != Some(nonce) {
             return Err(ProviderError::Nonce);
         }
-        Ok(claims)
+        Ok((token.to_string(), claims))
     }
 }
 

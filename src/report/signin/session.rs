@@ -29,12 +29,36 @@ pub struct Session {
     pub expires: i64,
 }
 
+/// What one sign-in asks the provider, and keeps to check its answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Asked {
+    pub state: String,
+    pub nonce: String,
+    /// PKCE's verifier; the challenge sent is its SHA-256.
+    pub verifier: String,
+}
+
+impl Asked {
+    pub fn new() -> Asked {
+        Asked {
+            state: random_text(24),
+            nonce: random_text(24),
+            verifier: random_text(48),
+        }
+    }
+}
+
+impl Default for Asked {
+    fn default() -> Asked {
+        Asked::new()
+    }
+}
+
 /// A sign-in under way, between the redirect to the provider and its answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Pending {
-    pub state: String,
-    pub nonce: String,
-    pub verifier: String,
+    #[serde(flatten)]
+    pub asked: Asked,
     /// The page to return to (a path of this listener).
     pub then: String,
     #[serde(rename = "e")]
