@@ -448,7 +448,7 @@ _driftless() {
             return 0
             ;;
         driftless__subcmd__login)
-            opts="-h -V --oidc-issuer --oidc-client-id --oidc-client-secret-file --oidc-ca-file --oidc-scope --token-file --timeout --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
+            opts="-h -V --oidc-issuer --oidc-client-id --oidc-client-secret-file --oidc-scope --oidc-ca-file --token-file --timeout --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -466,11 +466,11 @@ _driftless() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                --oidc-ca-file)
+                --oidc-scope)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
-                --oidc-scope)
+                --oidc-ca-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -974,7 +974,7 @@ _driftless() {
             return 0
             ;;
         driftless__subcmd__run)
-            opts="-h -V --dir --allow-namespace --sops-age-key-file --var --vars-file --all-or-nothing --clusters --cluster-secrets-namespace --cluster --kustomize --helm --render-timeout --render-concurrency --credentials-dir --plugins-dir --cache-dir --registry-config --username-file --password-file --ca-file --plain-http --layer-media-type --verify-key --git --branch --tag --oci --semver --digest --commit --verify-commits --path --interval --resync --status-file --metrics-addr --tls-cert-file --tls-key-file --tls-client-ca-file --insecure-open-listener --hook-secret-file --leader-elect --lease-namespace --lease-name --shard --shard-identity --shard-lease --ready-timeout --sync-timeout --events --api-token-file --drift --oidc-issuer --oidc-client-id --oidc-client-secret-file --oidc-username-claim --oidc-username-prefix --oidc-groups-claim --oidc-groups-prefix --oidc-scope --oidc-ca-file --oidc-clock-skew --session-duration --external-url --notify --notify-secret-file --notify-slack --commit-status --commit-status-url --commit-status-repo --field-manager --force-conflicts --adopt --no-prune --max-prune-ratio --allow-mass-prune --concurrency --inventory-namespace --replace-on-immutable --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
+            opts="-h -V --dir --allow-namespace --sops-age-key-file --var --vars-file --all-or-nothing --clusters --cluster-secrets-namespace --cluster --kustomize --helm --render-timeout --render-concurrency --credentials-dir --plugins-dir --cache-dir --registry-config --username-file --password-file --ca-file --plain-http --layer-media-type --verify-key --git --branch --tag --oci --semver --digest --commit --verify-commits --path --interval --resync --status-file --metrics-addr --tls-cert-file --tls-key-file --tls-client-ca-file --insecure-open-listener --hook-secret-file --leader-elect --lease-namespace --lease-name --shard --shard-identity --shard-lease --ready-timeout --sync-timeout --events --api-token-file --drift --oidc-issuer --oidc-client-id --oidc-client-secret-file --oidc-scope --oidc-ca-file --oidc-username-claim --oidc-username-prefix --oidc-groups-claim --oidc-groups-prefix --oidc-clock-skew --session-duration --external-url --notify --notify-secret-file --notify-slack --commit-status --commit-status-url --commit-status-repo --field-manager --force-conflicts --adopt --no-prune --max-prune-ratio --allow-mass-prune --concurrency --inventory-namespace --replace-on-immutable --kubeconfig --context --kube-api-qps --kube-api-burst --log-format --instance --help --version"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1176,6 +1176,14 @@ _driftless() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --oidc-scope)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --oidc-ca-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --oidc-username-claim)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -1189,14 +1197,6 @@ _driftless() {
                     return 0
                     ;;
                 --oidc-groups-prefix)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --oidc-scope)
-                    COMPREPLY=($(compgen -f "${cur}"))
-                    return 0
-                    ;;
-                --oidc-ca-file)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -250,12 +250,12 @@ report\t''"
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l oidc-issuer -d 'Let people sign in to the UI and API with this OpenID Connect provider (its issuer URL); what each sees and steers is what the cluster\'s RBAC lets their user and groups get and patch. Reads then need an identity (a person, the API token or a client certificate). Needs --external-url' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l oidc-client-id -d 'The client driftless is registered as with the provider; ID tokens must be for it' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l oidc-client-secret-file -d 'File holding the client\'s secret (a confidential client); without it, a public client (PKCE alone)' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l oidc-scope -d 'Scopes asked for at sign-in besides openid (repeatable)' -r
+complete -c driftless -n "__fish_driftless_using_subcommand run" -l oidc-ca-file -d 'Trust the provider\'s certificate when this CA (PEM) signed it, or it is that self-signed certificate, besides the system\'s CAs' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l oidc-username-claim -d 'The ID token\'s claim that is the user\'s name for RBAC, as kube-apiserver\'s --oidc-username-claim' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l oidc-username-prefix -d 'Put before every user name (as kube-apiserver\'s --oidc-username-prefix)' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l oidc-groups-claim -d 'The ID token\'s claim listing the user\'s groups' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l oidc-groups-prefix -d 'Put before every group name (as kube-apiserver\'s --oidc-groups-prefix)' -r
-complete -c driftless -n "__fish_driftless_using_subcommand run" -l oidc-scope -d 'Scopes asked for at sign-in besides openid (repeatable)' -r
-complete -c driftless -n "__fish_driftless_using_subcommand run" -l oidc-ca-file -d 'Trust the provider\'s certificate when this CA (PEM) signed it, or it is that self-signed certificate, besides the system\'s CAs' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l oidc-clock-skew -d 'How far the provider\'s clock may be from this machine\'s' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l session-duration -d 'How long a sign-in lasts' -r
 complete -c driftless -n "__fish_driftless_using_subcommand run" -l external-url -d 'The address people reach the listener at (https://, or http:// on loopback), the provider sending them back to its /auth/callback' -r
@@ -383,10 +383,10 @@ complete -c driftless -n "__fish_driftless_using_subcommand resume" -l instance 
 complete -c driftless -n "__fish_driftless_using_subcommand resume" -s h -l help -d 'Print help'
 complete -c driftless -n "__fish_driftless_using_subcommand resume" -s V -l version -d 'Print version'
 complete -c driftless -n "__fish_driftless_using_subcommand login" -l oidc-issuer -d 'The provider\'s issuer URL (the daemon\'s --oidc-issuer)' -r
-complete -c driftless -n "__fish_driftless_using_subcommand login" -l oidc-client-id -d 'The client the daemon is registered as (its --oidc-client-id): the token is for it' -r
-complete -c driftless -n "__fish_driftless_using_subcommand login" -l oidc-client-secret-file -d 'File holding the client\'s secret, for a confidential client' -r -F
-complete -c driftless -n "__fish_driftless_using_subcommand login" -l oidc-ca-file -d 'Trust the provider\'s certificate when this CA (PEM) signed it' -r -F
-complete -c driftless -n "__fish_driftless_using_subcommand login" -l oidc-scope -d 'Scopes asked for besides openid (repeatable)' -r
+complete -c driftless -n "__fish_driftless_using_subcommand login" -l oidc-client-id -d 'The client driftless is registered as with the provider; ID tokens must be for it' -r
+complete -c driftless -n "__fish_driftless_using_subcommand login" -l oidc-client-secret-file -d 'File holding the client\'s secret (a confidential client); without it, a public client (PKCE alone)' -r -F
+complete -c driftless -n "__fish_driftless_using_subcommand login" -l oidc-scope -d 'Scopes asked for at sign-in besides openid (repeatable)' -r
+complete -c driftless -n "__fish_driftless_using_subcommand login" -l oidc-ca-file -d 'Trust the provider\'s certificate when this CA (PEM) signed it, or it is that self-signed certificate, besides the system\'s CAs' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand login" -l token-file -d 'Where to keep the ID token [default: ${XDG_CACHE_HOME:-~/.cache}/driftless/id-token, which the controls read when given no token]' -r -F
 complete -c driftless -n "__fish_driftless_using_subcommand login" -l timeout -d 'How long to wait for the browser' -r
 complete -c driftless -n "__fish_driftless_using_subcommand login" -l kubeconfig -d 'Path to the kubeconfig file (default: $KUBECONFIG, ~/.kube/config, then in-cluster)' -r -F

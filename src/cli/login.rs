@@ -10,34 +10,19 @@ use std::time::Duration;
 use anyhow::Context as _;
 use axum::extract::Query;
 use clap::Args;
-use driftless::report::signin::{Asked, Provider};
+use driftless::report::signin::Asked;
 use tokio::sync::mpsc;
 
 use super::exit;
-use super::secrets::read_secret_file;
 
 #[derive(Args, Debug)]
 pub struct LoginArgs {
     /// The provider's issuer URL (the daemon's --oidc-issuer).
     #[arg(long, value_name = "URL", env = "DRIFTLESS_OIDC_ISSUER")]
     pub oidc_issuer: String,
-    /// The client the daemon is registered as (its --oidc-client-id): the token is for it.
-    #[arg(
-        long,
-        value_name = "ID",
-        env = "DRIFTLESS_OIDC_CLIENT_ID",
-        default_value = "driftless"
-    )]
-    pub oidc_client_id: String,
-    /// File holding the client's secret, for a confidential client.
-    #[arg(long, value_name = "FILE", env = "DRIFTLESS_OIDC_CLIENT_SECRET_FILE")]
-    pub oidc_client_secret_file: Option<PathBuf>,
-    /// Trust the provider's certificate when this CA (PEM) signed it.
-    #[arg(long, value_name = "FILE")]
-    pub oidc_ca_file: Option<PathBuf>,
-    /// Scopes asked for besides openid (repeatable).
-    #[arg(long = "oidc-scope", value_name = "SCOPE", default_values = ["profile", "email"])]
-    pub oidc_scopes: Vec<String>,
+    /// As the daemon's: the token is for its client.
+    #[command(flatten)]
+    pub client: super::signin::ClientArgs,
     /// Where to keep the ID token [default: ${XDG_CACHE_HOME:-~/.cache}/driftless/id-token,
     /// which the controls read when given no token].
     #[arg(long, value_name = "FILE")]
@@ -72,20 +57,9 @@ pub async fn login(args: &LoginArgs) -> anyhow::Result<u8> {
             "no --token-file, and neither XDG_CACHE_HOME nor HOME is set to find the default",
         )?,
     };
-    let secret = match &args.oidc_client_secret_file {
-        Some(f) => {
-            Some(String::from_utf8_lossy(&read_secret_file(f, "OIDC client secret")?).into_owned())
-        }
-        None => None,
-    };
-    let http = driftless::report::outbound::client_for(args.oidc_ca_file.as_deref(), None)?;
-    let provider = Provider::new(
-        args.oidc_issuer.clone(),
-        args.oidc_client_id.clone(),
-        secret,
-        Duration::from_secs(60),
-        http,
-    );
+    let (provider, _) = args
+        .client
+        .provider(&args.oidc_issuer, Duration::from_secs(60))?;
     // Loopback, a port of the kernel's choosing: providers accept any port of a loopback
     // redirect URI (RFC 8252 §7.3).
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
@@ -93,8 +67,7 @@ pub async fn login(args: &LoginArgs) -> anyhow::Result<u8> {
         .context("listening on loopback for the provider's answer")?;
     let redirect_uri = format!("http://{}/callback", listener.local_addr()?);
     let asked = Asked::new();
-    let mut scopes = vec!["openid".to_string()];
-    scopes.extend(args.oidc_scopes.iter().filter(|s| *s != "openid").cloned());
+    let scopes = args.client.scopes();
     let url = provider
         .authorization_url(&redirect_uri, &scopes, &asked)
         .await?;

@@ -23,18 +23,8 @@ pub struct SignInArgs {
         requires = "external_url"
     )]
     pub oidc_issuer: Option<String>,
-    /// The client driftless is registered as with the provider; ID tokens must be for it.
-    #[arg(
-        long,
-        value_name = "ID",
-        env = "DRIFTLESS_OIDC_CLIENT_ID",
-        default_value = "driftless"
-    )]
-    pub oidc_client_id: String,
-    /// File holding the client's secret (a confidential client); without it, a public
-    /// client (PKCE alone).
-    #[arg(long, value_name = "FILE", env = "DRIFTLESS_OIDC_CLIENT_SECRET_FILE")]
-    pub oidc_client_secret_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub client: ClientArgs,
     /// The ID token's claim that is the user's name for RBAC, as kube-apiserver's
     /// --oidc-username-claim.
     #[arg(long, value_name = "CLAIM", default_value = "sub")]
@@ -48,13 +38,6 @@ pub struct SignInArgs {
     /// Put before every group name (as kube-apiserver's --oidc-groups-prefix).
     #[arg(long, value_name = "PREFIX", default_value = "")]
     pub oidc_groups_prefix: String,
-    /// Scopes asked for at sign-in besides openid (repeatable).
-    #[arg(long = "oidc-scope", value_name = "SCOPE", default_values = ["profile", "email"])]
-    pub oidc_scopes: Vec<String>,
-    /// Trust the provider's certificate when this CA (PEM) signed it, or it is that
-    /// self-signed certificate, besides the system's CAs.
-    #[arg(long, value_name = "FILE")]
-    pub oidc_ca_file: Option<PathBuf>,
     /// How far the provider's clock may be from this machine's.
     #[arg(long, value_name = "DURATION", default_value = "1m", value_parser = humantime::parse_duration)]
     pub oidc_clock_skew: Duration,
@@ -67,6 +50,62 @@ pub struct SignInArgs {
     pub external_url: Option<String>,
 }
 
+/// driftless as the provider's client: shared by `run` and `login`.
+#[derive(Args, Debug, Default)]
+pub struct ClientArgs {
+    /// The client driftless is registered as with the provider; ID tokens must be for it.
+    #[arg(
+        long,
+        value_name = "ID",
+        env = "DRIFTLESS_OIDC_CLIENT_ID",
+        default_value = "driftless"
+    )]
+    pub oidc_client_id: String,
+    /// File holding the client's secret (a confidential client); without it, a public
+    /// client (PKCE alone).
+    #[arg(long, value_name = "FILE", env = "DRIFTLESS_OIDC_CLIENT_SECRET_FILE")]
+    pub oidc_client_secret_file: Option<PathBuf>,
+    /// Scopes asked for at sign-in besides openid (repeatable).
+    #[arg(long = "oidc-scope", value_name = "SCOPE", default_values = ["profile", "email"])]
+    pub oidc_scopes: Vec<String>,
+    /// Trust the provider's certificate when this CA (PEM) signed it, or it is that
+    /// self-signed certificate, besides the system's CAs.
+    #[arg(long, value_name = "FILE")]
+    pub oidc_ca_file: Option<PathBuf>,
+}
+
+impl ClientArgs {
+    /// The provider at `issuer`, and the client's secret as read.
+    pub(super) fn provider(
+        &self,
+        issuer: &str,
+        skew: Duration,
+    ) -> anyhow::Result<(Provider, Option<Vec<u8>>)> {
+        let secret = match &self.oidc_client_secret_file {
+            Some(f) => Some(read_secret_file(f, "OIDC client secret")?),
+            None => None,
+        };
+        let http = driftless::report::outbound::client_for(self.oidc_ca_file.as_deref(), None)?;
+        let provider = Provider::new(
+            issuer.to_string(),
+            self.oidc_client_id.clone(),
+            secret
+                .as_ref()
+                .map(|s| String::from_utf8_lossy(s).into_owned()),
+            skew,
+            http,
+        );
+        Ok((provider, secret))
+    }
+
+    /// openid and the scopes asked for.
+    pub(super) fn scopes(&self) -> Vec<String> {
+        let mut scopes = vec!["openid".to_string()];
+        scopes.extend(self.oidc_scopes.iter().filter(|s| *s != "openid").cloned());
+        scopes
+    }
+}
+
 /// The sign-in the flags ask for, checked now.
 pub(super) fn sign_in(args: &SignInArgs) -> anyhow::Result<Option<Arc<SignIn>>> {
     let Some(issuer) = &args.oidc_issuer else {
@@ -75,22 +114,8 @@ pub(super) fn sign_in(args: &SignInArgs) -> anyhow::Result<Option<Arc<SignIn>>> 
     let external = args.external_url.as_deref().unwrap_or_default();
     check_url(issuer, "--oidc-issuer")?;
     check_url(external, "--external-url")?;
-    let secret = match &args.oidc_client_secret_file {
-        Some(f) => Some(read_secret_file(f, "OIDC client secret")?),
-        None => None,
-    };
-    let http = driftless::report::outbound::client_for(args.oidc_ca_file.as_deref(), None)?;
-    let provider = Provider::new(
-        issuer.clone(),
-        args.oidc_client_id.clone(),
-        secret
-            .as_ref()
-            .map(|s| String::from_utf8_lossy(s).into_owned()),
-        args.oidc_clock_skew,
-        http,
-    );
-    let mut scopes = vec!["openid".to_string()];
-    scopes.extend(args.oidc_scopes.iter().filter(|s| *s != "openid").cloned());
+    let (provider, secret) = args.client.provider(issuer, args.oidc_clock_skew)?;
+    let scopes = args.client.scopes();
     Ok(Some(Arc::new(SignIn::new(
         provider,
         external,
