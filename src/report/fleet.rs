@@ -183,17 +183,26 @@ async fn hook(
     super::http::hook(&kind, &hooks, fleet.hook_secret.as_deref(), request).await
 }
 
-async fn summary(State(fleet): State<Arc<Fleet>>) -> Response {
+/// Each cluster's row; a signed-in person's counts are of the specs they may see there.
+async fn summary(State(fleet): State<Arc<Fleet>>, caller: super::api::Caller) -> Response {
     let now = Timestamp::now();
-    let rows: Vec<serde_json::Value> = fleet
-        .members
-        .iter()
-        .map(|m| match m.status() {
-            Some(file) => serde_json::to_value(ClusterSummary::of(&m.cluster, &file, now))
-                .unwrap_or_else(|e| json!({"cluster": m.cluster, "error": e.to_string()})),
+    let mut rows: Vec<serde_json::Value> = Vec::with_capacity(fleet.members.len());
+    for m in &fleet.members {
+        let seen = match &m.api {
+            Some(api) => super::api::seen_specs(api, &caller).await,
+            None => None,
+        };
+        rows.push(match m.status() {
+            Some(mut file) => {
+                if let Some(seen) = seen {
+                    file.specs.retain(|s| seen.contains(&s.id));
+                }
+                serde_json::to_value(ClusterSummary::of(&m.cluster, &file, now))
+                    .unwrap_or_else(|e| json!({"cluster": m.cluster, "error": e.to_string()}))
+            }
             None => json!({"cluster": m.cluster, "error": "no status yet"}),
-        })
-        .collect();
+        });
+    }
     axum::Json(json!({ "clusters": rows })).into_response()
 }
 

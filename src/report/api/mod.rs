@@ -126,6 +126,17 @@ pub fn router(state: Arc<ApiState>) -> Router {
         .with_state(state)
 }
 
+/// The ids of the specs `caller` may see; none when they see every spec.
+pub(crate) async fn seen_specs(
+    api: &ApiState,
+    caller: &Caller,
+) -> Option<std::collections::HashSet<String>> {
+    match view::of(api, caller).await {
+        view::View::All => None,
+        view::View::Only { specs, .. } => Some(specs),
+    }
+}
+
 /// `/metrics` as a person may see it: a spec's samples (labelled with its kind,
 /// namespace and name) only for specs they may see.
 pub(crate) async fn seen_samples(api: &ApiState, caller: &Caller, page: String) -> String {
