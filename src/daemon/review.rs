@@ -4,6 +4,7 @@
 use futures::future::BoxFuture;
 
 use crate::apply::Cluster;
+use crate::report::signin::rbac::NoAnswer;
 use crate::report::signin::{Access, Ask, Person};
 
 pub(super) struct ClusterAccess(pub(super) Cluster);
@@ -13,7 +14,7 @@ impl Access for ClusterAccess {
         &'a self,
         person: &'a Person,
         ask: &'a Ask,
-    ) -> BoxFuture<'a, Result<bool, String>> {
+    ) -> BoxFuture<'a, Result<bool, NoAnswer>> {
         Box::pin(async move {
             self.0
                 .person_may(
@@ -25,6 +26,7 @@ impl Access for ClusterAccess {
                     &ask.namespace,
                 )
                 .await
+                .map_err(NoAnswer)
         })
     }
 }

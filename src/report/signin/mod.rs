@@ -136,15 +136,10 @@ impl SignIn {
     }
 
     /// The person a verified token's claims name.
-    fn person(&self, claims: &serde_json::Map<String, Value>) -> Result<Person, String> {
+    fn person(&self, claims: &serde_json::Map<String, Value>) -> Result<Person, NoUser> {
         let user = match claims.get(&self.username_claim) {
             Some(Value::String(u)) if !u.is_empty() => u,
-            _ => {
-                return Err(format!(
-                    "the token has no {:?} claim (--oidc-username-claim)",
-                    self.username_claim
-                ));
-            }
+            _ => return Err(NoUser(self.username_claim.clone())),
         };
         let groups = match claims.get(&self.groups_claim) {
             Some(Value::Array(g)) => g
@@ -161,6 +156,11 @@ impl SignIn {
         })
     }
 }
+
+/// A verified token without the user's name where the operator said it is.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the token has no {0:?} claim (--oidc-username-claim)")]
+pub struct NoUser(String);
 
 /// What the gate knows besides sign-in: the API token and whether client certificates
 /// are verified.
@@ -308,7 +308,7 @@ async fn identify(gate: &Gate, certificate: Option<Arc<str>>, headers: HeaderMap
                     person,
                     by_cookie: false,
                 },
-                Err(why) => Identity::Anonymous(Some(why)),
+                Err(why) => Identity::Anonymous(Some(why.to_string())),
             },
             Err(e) => Identity::Anonymous(Some(e.to_string())),
         };
@@ -477,7 +477,7 @@ async fn callback(
     };
     let person = match signin.person(&claims) {
         Ok(p) => p,
-        Err(why) => return refused(why),
+        Err(why) => return refused(why.to_string()),
     };
     let ttl = i64::try_from(signin.session.as_secs()).unwrap_or(i64::MAX);
     let session = Session {

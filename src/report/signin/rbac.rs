@@ -41,14 +41,18 @@ impl std::fmt::Display for Ask {
     }
 }
 
-/// The cluster's answer to one question (SubjectAccessReview); `Err`: no answer (the
-/// cluster away, a kind it does not serve), which is a refusal.
+/// Why the cluster gave no answer (away, or a kind it does not serve): a refusal.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct NoAnswer(pub String);
+
+/// The cluster's answer to one question (SubjectAccessReview).
 pub trait Access: Send + Sync {
     fn review<'a>(
         &'a self,
         person: &'a Person,
         ask: &'a Ask,
-    ) -> BoxFuture<'a, Result<bool, String>>;
+    ) -> BoxFuture<'a, Result<bool, NoAnswer>>;
 }
 
 /// Answers kept at most this many; past it they are all dropped (asked again).
@@ -166,7 +170,7 @@ mod tests {
             &'a self,
             person: &'a Person,
             ask: &'a Ask,
-        ) -> BoxFuture<'a, Result<bool, String>> {
+        ) -> BoxFuture<'a, Result<bool, NoAnswer>> {
             self.0.fetch_add(1, Ordering::SeqCst);
             Box::pin(async move { Ok(person.user == "alice" && ask.namespace == "team-a") })
         }
