@@ -435,19 +435,6 @@ async fn pvc_is_bound_and_its_pod_runs() {
     }))
     .unwrap();
     pvcs.create(&PostParams::default(), &pvc).await.unwrap();
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-    let with_volume: Pod = serde_json::from_value(json!({
-        "metadata": {"name": "ide"},
-        "spec": {
-            "containers": [{"name": "main", "image": "code-server",
-                "volumeMounts": [{"name": "data", "mountPath": "/user_data"}]}],
-            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}],
-        },
-    }))
-    .unwrap();
-    pods.create(&PostParams::default(), &with_volume)
-        .await
-        .unwrap();
     support::eventually("PVC data Bound", WAIT, || {
         let pvcs = pvcs.clone();
         async move {
@@ -461,6 +448,23 @@ async fn pvc_is_bound_and_its_pod_runs() {
         }
     })
     .await;
+    // The Pod once its claim is bound: one created beside an unbound claim is marked
+    // unschedulable, and kube-scheduler 1.34 once missed the binding's event under CI's
+    // load and did not try it again within the wait (it retries unschedulable Pods
+    // every 5 minutes).
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let with_volume: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "ide"},
+        "spec": {
+            "containers": [{"name": "main", "image": "code-server",
+                "volumeMounts": [{"name": "data", "mountPath": "/user_data"}]}],
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data"}}],
+        },
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &with_volume)
+        .await
+        .unwrap();
     support::eventually("Pod ide Ready", WAIT, || {
         let pods = pods.clone();
         async move {

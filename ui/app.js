@@ -4,7 +4,8 @@
 "use strict";
 
 // sessionStorage: the token dies with the tab and is never sent anywhere but the
-// Authorization header of this page's own requests (no cookie, so no CSRF either).
+// Authorization header of this page's own requests. With sign-in, the session is a
+// SameSite=Strict cookie and the daemon refuses a control another origin's page makes.
 const TOKEN_KEY = "driftless.api-token";
 const STATES = {
   Current: ["Ready", "ok", "✓"],
