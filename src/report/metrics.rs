@@ -4,6 +4,7 @@
 //! and its sample with it (`driftless_sync_total{result="success"} 3`); an info metric's
 //! family likewise drops `_info`. Units are part of the name (`_seconds`).
 
+use std::collections::HashSet;
 use std::sync::atomic::AtomicU64;
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -455,9 +456,80 @@ fn register(
     }
 }
 
+/// A page (`encode`) with only the samples of the specs in `seen` (kind, namespace,
+/// name, as the spec families label them), for a reader who may see only those; a
+/// sample of no spec stays.
+pub fn only_specs(page: &str, seen: &HashSet<(String, String, String)>) -> String {
+    let mut kept = String::with_capacity(page.len());
+    for line in page.split_inclusive('\n') {
+        let labels = sample_labels(line);
+        let label = |k: &str| labels.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        let spec = match (label("kind"), label("name")) {
+            (Some(kind), Some(name)) => Some((kind, label("namespace").unwrap_or_default(), name)),
+            _ => None,
+        };
+        if spec.is_none_or(|s| seen.contains(&s)) {
+            kept.push_str(line);
+        }
+    }
+    kept
+}
+
+/// A sample line's labels (`name{k="v",...} value`), their values unescaped.
+fn sample_labels(line: &str) -> Vec<(String, String)> {
+    let mut labels = Vec::new();
+    if line.starts_with('#') {
+        return labels;
+    }
+    let Some((_, mut rest)) = line.split_once('{') else {
+        return labels;
+    };
+    while let Some((key, after)) = rest.split_once("=\"") {
+        let mut value = String::new();
+        let mut chars = after.char_indices();
+        let mut end = after.len();
+        while let Some((i, c)) = chars.next() {
+            match c {
+                '\\' => match chars.next() {
+                    Some((_, 'n')) => value.push('\n'),
+                    Some((_, other)) => value.push(other),
+                    None => {}
+                },
+                '"' => {
+                    end = i + 1;
+                    break;
+                }
+                c => value.push(c),
+            }
+        }
+        labels.push((key.trim_start_matches([',', ' ']).to_string(), value));
+        rest = &after[end..];
+        if rest.starts_with('}') {
+            break;
+        }
+    }
+    labels
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sample_s_labels_are_read_with_their_escapes() {
+        let line =
+            "driftless_spec_ready{kind=\"app\",namespace=\"team-a\",name=\"we\\\"b\\\\1\"} 1\n";
+        assert_eq!(
+            sample_labels(line),
+            [
+                ("kind".to_string(), "app".to_string()),
+                ("namespace".to_string(), "team-a".to_string()),
+                ("name".to_string(), "we\"b\\1".to_string()),
+            ]
+        );
+        assert!(sample_labels("# HELP driftless_spec_ready x{y=\"z\"}\n").is_empty());
+        assert!(sample_labels("driftless_syncs_total 3\n").is_empty());
+    }
 
     fn samples<'a>(text: &'a str, name: &str) -> Vec<&'a str> {
         text.lines()

@@ -137,72 +137,12 @@ pub(crate) async fn seen_specs(
     }
 }
 
-/// `/metrics` as a person may see it: a spec's samples (labelled with its kind,
-/// namespace and name) only for specs they may see.
+/// `/metrics` as a person may see it: a spec's samples only for specs they may see.
 pub(crate) async fn seen_samples(api: &ApiState, caller: &Caller, page: String) -> String {
-    let view = view::of(api, caller).await;
-    if matches!(view, view::View::All) {
-        return page;
+    match view::of(api, caller).await {
+        view::View::All => page,
+        view::View::Only { names, .. } => super::metrics::only_specs(&page, &names),
     }
-    let current = api.status.borrow().clone();
-    let seen: std::collections::HashSet<(String, String, String)> = current
-        .specs()
-        .iter()
-        .filter(|s| s["id"].as_str().is_some_and(|id| view.sees(id)))
-        .map(|s| {
-            let text = |k: &str| s[k].as_str().unwrap_or_default().to_string();
-            (text("kind"), text("namespace"), text("name"))
-        })
-        .collect();
-    let mut kept = String::with_capacity(page.len());
-    for line in page.split_inclusive('\n') {
-        let labels = sample_labels(line);
-        let label = |k: &str| labels.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
-        let spec = match (label("kind"), label("name")) {
-            (Some(kind), Some(name)) => Some((kind, label("namespace").unwrap_or_default(), name)),
-            _ => None,
-        };
-        if spec.is_none_or(|s| seen.contains(&s)) {
-            kept.push_str(line);
-        }
-    }
-    kept
-}
-
-/// A sample line's labels (`name{k="v",...} value`), their values unescaped.
-fn sample_labels(line: &str) -> Vec<(String, String)> {
-    let mut labels = Vec::new();
-    if line.starts_with('#') {
-        return labels;
-    }
-    let Some((_, mut rest)) = line.split_once('{') else {
-        return labels;
-    };
-    while let Some((key, after)) = rest.split_once("=\"") {
-        let mut value = String::new();
-        let mut chars = after.char_indices();
-        let mut end = after.len();
-        while let Some((i, c)) = chars.next() {
-            match c {
-                '\\' => match chars.next() {
-                    Some((_, 'n')) => value.push('\n'),
-                    Some((_, other)) => value.push(other),
-                    None => {}
-                },
-                '"' => {
-                    end = i + 1;
-                    break;
-                }
-                c => value.push(c),
-            }
-        }
-        labels.push((key.trim_start_matches([',', ' ']).to_string(), value));
-        rest = &after[end..];
-        if rest.starts_with('}') {
-            break;
-        }
-    }
-    labels
 }
 
 fn error(code: StatusCode, message: impl Into<String>) -> Response {
@@ -494,25 +434,4 @@ fn status_stream(
         },
     )
     .boxed()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_sample_s_labels_are_read_with_their_escapes() {
-        let line =
-            "driftless_spec_ready{kind=\"app\",namespace=\"team-a\",name=\"we\\\"b\\\\1\"} 1\n";
-        assert_eq!(
-            sample_labels(line),
-            [
-                ("kind".to_string(), "app".to_string()),
-                ("namespace".to_string(), "team-a".to_string()),
-                ("name".to_string(), "we\"b\\1".to_string()),
-            ]
-        );
-        assert!(sample_labels("# HELP driftless_spec_ready x{y=\"z\"}\n").is_empty());
-        assert!(sample_labels("driftless_syncs_total 3\n").is_empty());
-    }
 }

@@ -20,6 +20,8 @@ pub(crate) enum View {
         specs: HashSet<String>,
         /// Objects of those specs, as the status names them.
         objects: HashSet<String>,
+        /// Those specs' kind, namespace and name, as `/metrics` labels them.
+        names: HashSet<(String, String, String)>,
         /// As the audit names the person.
         who: String,
     },
@@ -36,15 +38,26 @@ pub(crate) async fn of(api: &ApiState, caller: &Caller) -> View {
     let current = api.status.borrow().clone();
     let specs = current.specs();
     let visible = rbac.visible(person, &specs).await;
-    let objects = specs
+    let seen: Vec<&Value> = specs
         .iter()
         .filter(|s| s["id"].as_str().is_some_and(|id| visible.contains(id)))
-        .flat_map(|s| s["objects"].as_array().cloned().unwrap_or_default())
+        .collect();
+    let objects = seen
+        .iter()
+        .flat_map(|s| s["objects"].as_array().into_iter().flatten())
         .filter_map(|o| o["object"].as_str().map(String::from))
+        .collect();
+    let names = seen
+        .iter()
+        .map(|s| {
+            let text = |k: &str| s[k].as_str().unwrap_or_default().to_string();
+            (text("kind"), text("namespace"), text("name"))
+        })
         .collect();
     View::Only {
         specs: visible,
         objects,
+        names,
         who: identity.name(),
     }
 }
@@ -78,6 +91,7 @@ impl View {
             specs,
             objects,
             who,
+            ..
         } = self
         else {
             return list;

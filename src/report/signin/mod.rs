@@ -368,7 +368,6 @@ async fn auth(signin: &SignIn, request: Request) -> Response {
                 param("state"),
                 param("error"),
                 param("error_description"),
-                &request.headers,
             )
             .await
         }
@@ -434,7 +433,6 @@ async fn login(signin: &SignIn, then: Option<&str>) -> Response {
         .into_response()
 }
 
-#[allow(clippy::too_many_arguments)]
 async fn callback(
     signin: &SignIn,
     pending: Option<Pending>,
@@ -442,7 +440,6 @@ async fn callback(
     state: Option<&str>,
     error: Option<&str>,
     description: Option<&str>,
-    _headers: &HeaderMap,
 ) -> Response {
     let refused = |why: String| {
         let mut response = refuse(StatusCode::UNAUTHORIZED, &format!("sign-in failed: {why}"));
