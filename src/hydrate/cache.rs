@@ -19,8 +19,10 @@ use super::error::ToolError;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Key([u8; 32]);
 
-/// Builds a [`Key`]: every part is framed by its length, so no two sequences of parts
-/// give the same bytes.
+/// Builds a [`Key`]: the word of the run it keys first (its own per kind of run:
+/// "kustomize", "flux-kustomization", "helm", "helm-post-render", "argo-cmp",
+/// "jsonnet"), then every part framed by its length, so no two sequences of parts give
+/// the same bytes.
 #[derive(Default)]
 pub struct KeyBuilder(Sha256);
 
@@ -36,9 +38,9 @@ impl Key {
 }
 
 impl KeyBuilder {
-    pub fn new(what: &str) -> Self {
+    pub fn new(run: &'static str) -> Self {
         let mut b = KeyBuilder(Sha256::new());
-        b.part(what.as_bytes());
+        b.part(run.as_bytes());
         b
     }
 
@@ -114,17 +116,6 @@ impl Cache {
         }
         let mut map = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         map.insert(key, (entry, true));
-    }
-
-    /// What `key` holds, or `run`'s answer, kept by `key` (a failure too: the same
-    /// inputs fail the same way until they change): every tool's cached run.
-    pub fn get_or_run(&self, key: Key, run: impl FnOnce() -> Entry) -> Entry {
-        if let Some(hit) = self.get(&key) {
-            return hit;
-        }
-        let entry = run();
-        self.put(key, entry.clone());
-        entry
     }
 
     /// Forgets what the last tree did not use, and starts counting anew; on disk too, so
@@ -228,29 +219,6 @@ mod tests {
         assert!(c.get(&k(&["1"])).is_some());
         c.retain_used();
         assert_eq!(c.len(), 1, "the entry not used since is dropped");
-    }
-
-    #[test]
-    fn a_run_is_made_once_per_key_and_its_failure_kept_too() {
-        let key = |s: &str| {
-            let mut b = KeyBuilder::new("t");
-            b.part(s.as_bytes());
-            b.finish()
-        };
-        let c = Cache::default();
-        let runs = std::cell::Cell::new(0);
-        let run = |answer: Entry| {
-            runs.set(runs.get() + 1);
-            answer
-        };
-        let ok = || run(Ok(Arc::new(b"out".to_vec())));
-        assert_eq!(c.get_or_run(key("a"), ok).unwrap().as_slice(), b"out");
-        assert_eq!(c.get_or_run(key("a"), ok).unwrap().as_slice(), b"out");
-        assert_eq!(runs.get(), 1, "the second answered from the cache");
-        let failed = || run(Err(ToolError::from("no".to_string())));
-        assert!(c.get_or_run(key("b"), failed).is_err());
-        assert!(c.get_or_run(key("b"), ok).is_err(), "the failure kept");
-        assert_eq!(runs.get(), 2);
     }
 
     #[test]

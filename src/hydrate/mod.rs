@@ -472,6 +472,55 @@ mod tests {
     }
 
     #[test]
+    fn a_jsonnet_file_is_evaluated_again_when_a_file_its_imports_looked_for_appears() {
+        let r = Hydrator::new(Options::default());
+        let main = "(import 'lib.libsonnet').ns";
+        let lib = |name: &str| {
+            format!(
+                "{{ ns: {{ apiVersion: 'v1', kind: 'Namespace', metadata: {{ name: '{name}' }} }} }}"
+            )
+        };
+        let hydrate = |files: Vec<SourceFile>| {
+            let out = r.hydrate(Input {
+                files,
+                ..Input::default()
+            });
+            let text: Vec<String> = out
+                .files
+                .iter()
+                .filter(|f| f.path == "app/main.jsonnet")
+                .map(|f| String::from_utf8_lossy(&f.contents).into_owned())
+                .collect();
+            (text.join(""), out.errors.len())
+        };
+        // The import is nowhere: an error, kept while nothing it looked at changes.
+        let (_, errors) = hydrate(vec![file("app/main.jsonnet", main)]);
+        assert_eq!((errors, r.runs()), (1, 1));
+        let (_, errors) = hydrate(vec![file("app/main.jsonnet", main)]);
+        assert_eq!(
+            (errors, r.runs()),
+            (1, 1),
+            "unchanged: answered from the cache"
+        );
+        // Added where the import looked: evaluated again, and mended.
+        let mended = || {
+            vec![
+                file("app/main.jsonnet", main),
+                file("app/lib.libsonnet", &lib("beside")),
+            ]
+        };
+        let (text, errors) = hydrate(mended());
+        assert_eq!((errors, r.runs()), (0, 2));
+        assert!(text.contains("beside"), "{text}");
+        let (_, errors) = hydrate(mended());
+        assert_eq!(
+            (errors, r.runs()),
+            (0, 2),
+            "unchanged again: from the cache"
+        );
+    }
+
+    #[test]
     fn a_tools_own_install_is_left_out_only_where_the_tree_holds_its_apps() {
         let flux = "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: flux-system\n  labels:\n    app.kubernetes.io/instance: flux-system\n    app.kubernetes.io/part-of: flux\n";
         let argo = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: argocd-cm\n  namespace: argocd\n  labels:\n    app.kubernetes.io/name: argocd-cm\n    app.kubernetes.io/part-of: argocd\n";

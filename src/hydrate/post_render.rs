@@ -3,36 +3,38 @@
 
 use std::sync::Arc;
 
-use super::cache::KeyBuilder;
+use super::cache::{Key, KeyBuilder};
 use super::kustomize::Kustomize;
 use super::runner;
 use super::stage::{Shared, to_yaml};
 use super::tool::ToolError;
 use crate::spec::helm::HelmRelease;
 
-/// helm's output through each of the release's post-renderers in turn: a kustomization of
-/// that output and the renderer's `patches` and `images`, built by kustomize on a private
-/// directory. Kept in the render cache under helm's key and the renderers', so an
-/// unchanged release runs neither tool.
-pub(super) fn post_render(
-    stage: &Shared,
-    kustomize: &Kustomize,
-    r: &HelmRelease,
-    helm_key: &super::cache::Key,
-    output: Arc<Vec<u8>>,
-) -> Result<Arc<Vec<u8>>, ToolError> {
+/// The key of a release's run with its post-renderers: helm's own key, kustomize's
+/// version and the renderers, so a change of either runs both tools again.
+pub(super) fn key(helm_key: &Key, kustomize: &Kustomize, r: &HelmRelease) -> Key {
     let mut key = KeyBuilder::new("helm-post-render");
     key.part(helm_key.as_bytes())
         .part(kustomize.version.as_bytes());
     for step in &r.post_render {
         key.part(step.to_string().as_bytes());
     }
-    stage.cache.get_or_run(key.finish(), || {
-        let result = run_post_renderers(stage, kustomize, &r.post_render, output)
-            .map_err(|e| ToolError::from(e.to_string()));
-        tracing::info!(ok = result.is_ok(), release = %r.release_name, "post-rendered");
-        result
-    })
+    key.finish()
+}
+
+/// helm's output through each of the release's post-renderers in turn: a kustomization of
+/// that output and the renderer's `patches` and `images`, built by kustomize on a private
+/// directory. Part of the release's run, kept with it (under [`key`]).
+pub(super) fn post_render(
+    stage: &Shared,
+    kustomize: &Kustomize,
+    r: &HelmRelease,
+    output: Arc<Vec<u8>>,
+) -> Result<Arc<Vec<u8>>, ToolError> {
+    let result = run_post_renderers(stage, kustomize, &r.post_render, output)
+        .map_err(|e| ToolError::from(e.to_string()));
+    tracing::info!(ok = result.is_ok(), release = %r.release_name, "post-rendered");
+    result
 }
 
 /// Why a release's post-renderers (`step`, from 1) did not run.

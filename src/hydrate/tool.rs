@@ -2,8 +2,9 @@
 //! need once per revision (a program found and its version, an index of the files) and
 //! how one item renders (a kustomization directory, a release, a Jsonnet file); the
 //! stage's one loop does the rest alike for all of them: an error per item when the tool
-//! cannot run at all, the items rendered side by side, and each output handed on at its
-//! file with its provenance. A new tool is a file with one `impl Tool` and a line in
+//! cannot run at all, the items rendered side by side, each answered from the render
+//! cache by the key of its inputs or run and kept, and each output handed on at its file
+//! with its provenance. A new tool is a file with one `impl Tool` and a line in
 //! `Hydrator::hydrate` (docs/src/contributing/layout.md, "Adding a render tool").
 
 use crate::spec::settings::Settings;
@@ -13,6 +14,7 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+pub use super::cache::{Entry, Key, KeyBuilder};
 pub use super::error::{FindError, ToolError};
 use super::stage::{Hydrated, Input, Shared, error_at};
 
@@ -47,12 +49,18 @@ pub struct Rendered {
     pub read_cluster: bool,
 }
 
-/// A rendering tool as the stage drives it.
+/// A rendering tool as the stage drives it. An item renders in three steps, so that the
+/// render cache is the stage's, alike for every tool: `prepare` reads what the run needs
+/// and names its inputs (the [`Key`]); the stage answers from the cache by that key or
+/// calls `run` and keeps what it gave; `finish` makes the output (or the failure, fresh or
+/// kept) what is handed on.
 pub trait Tool: Sync {
     /// What renders once: a kustomization directory, a release, a Jsonnet file.
     type Item: Sync;
     /// What every item of a revision shares: the program found, its version.
     type Ready: Sync;
+    /// What an item's run needs, read before it: the files it reads, a copy to run in.
+    type Prepared;
 
     /// What the tool renders, as an error names it when the tree is not on disk ("a
     /// kustomization"); `None` when it reads the revision's files in memory.
@@ -67,14 +75,97 @@ pub trait Tool: Sync {
     /// Once per revision, before any item: the tool found (or why it cannot run).
     fn ready(&self, r: &Shared, cx: &Context) -> Result<Self::Ready, FindError>;
 
-    /// One item. Runs beside the revision's other items, so it takes `&self` only.
-    fn render(
+    /// What `item`'s run needs, and the key its output is kept by. Runs beside the
+    /// revision's other items, so it takes `&self` only.
+    fn prepare(
         &self,
         r: &Shared,
         ready: &Self::Ready,
         item: &Self::Item,
         cx: &Context,
+    ) -> Result<Keyed<Self::Prepared>, ToolError>;
+
+    /// The tool's run, when the cache holds nothing for the prepared key: its output.
+    fn run(
+        &self,
+        r: &Shared,
+        ready: &Self::Ready,
+        item: &Self::Item,
+        prepared: &Self::Prepared,
+        cx: &Context,
+    ) -> Ran;
+
+    /// What is handed on, made of the run's output or failure (the cache's or a fresh
+    /// run's, alike).
+    fn finish(
+        &self,
+        r: &Shared,
+        ready: &Self::Ready,
+        item: &Self::Item,
+        prepared: Self::Prepared,
+        output: Entry,
+        cx: &Context,
     ) -> Result<Rendered, ToolError>;
+}
+
+/// What an item's run needs, and the key of its inputs: `None` when the run reads
+/// what no key names (a remote base, fetched as it runs), so it is never kept.
+pub struct Keyed<P> {
+    pub inputs: P,
+    pub key: Option<Key>,
+}
+
+/// A run's output, and how the cache keeps it.
+pub struct Ran {
+    pub output: Entry,
+    pub keep: Keep,
+}
+
+/// How the cache keeps a run's output (a failure too: the same inputs fail the same way
+/// until they change).
+pub enum Keep {
+    /// By the prepared key.
+    Prepared,
+    /// Not at all: a failure that may pass with the same inputs (a chart dependency's
+    /// repository out of reach).
+    Not,
+    /// By a key the run learned: what a Jsonnet evaluation imported is known once it ran.
+    Learned(Key),
+}
+
+impl Ran {
+    /// An output kept by the prepared key.
+    pub fn kept(output: Entry) -> Ran {
+        Ran {
+            output,
+            keep: Keep::Prepared,
+        }
+    }
+}
+
+/// One item: prepared, answered from the cache or run (and kept), finished.
+fn render_one<T: Tool>(
+    tool: &T,
+    r: &Shared,
+    ready: &T::Ready,
+    item: &T::Item,
+    cx: &Context,
+) -> Result<Rendered, ToolError> {
+    let Keyed { inputs, key } = tool.prepare(r, ready, item, cx)?;
+    let output = match key.as_ref().and_then(|k| r.cache.get(k)) {
+        Some(hit) => hit,
+        None => {
+            let ran = tool.run(r, ready, item, &inputs, cx);
+            match (ran.keep, key) {
+                (Keep::Prepared, Some(key)) | (Keep::Learned(key), _) => {
+                    r.cache.put(key, ran.output.clone())
+                }
+                _ => {}
+            }
+            ran.output
+        }
+    };
+    tool.finish(r, ready, item, inputs, output, cx)
 }
 
 /// Renders `items` with `tool` into `out`: the one loop every tool is driven by.
@@ -116,7 +207,7 @@ pub(super) fn hydrate_with<T: Tool>(
     };
     let ready = &ready;
     let results = side_by_side(items, shared.opts.concurrency, |item| {
-        tool.render(shared, ready, item, cx)
+        render_one(tool, shared, ready, item, cx)
     });
     for (item, result) in items.iter().zip(results) {
         match result {
@@ -227,6 +318,7 @@ pub(super) fn found_once<T: Clone>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Arc;
 
     #[test]
     fn items_render_in_turn_in_their_order_each_with_its_own_error() {
@@ -256,6 +348,135 @@ mod tests {
         // Never more threads at once than twice the tool runs allowed.
         let most = most.load(Ordering::SeqCst);
         assert!((1..=6).contains(&most), "{most} at once");
+    }
+
+    /// A tool whose item says how it runs: `NAME:ok`, `NAME:fails` (kept), `NAME:flaky`
+    /// (a failure not kept), `NAME:unkeyed` (no key: never kept), `NAME:learns` (its key
+    /// known once it ran).
+    #[derive(Default)]
+    struct Counted {
+        runs: AtomicUsize,
+        learned: Mutex<Vec<String>>,
+    }
+
+    fn key_of(name: &str) -> Key {
+        let mut k = KeyBuilder::new("t");
+        k.part(name.as_bytes());
+        k.finish()
+    }
+
+    impl Tool for Counted {
+        type Item = &'static str;
+        type Ready = ();
+        type Prepared = ();
+        fn reads_disk(&self) -> Option<&'static str> {
+            None
+        }
+        fn at(&self, _: &&'static str) -> Location {
+            Location::default()
+        }
+        fn output_file(&self, item: &&'static str) -> String {
+            item.to_string()
+        }
+        fn ready(&self, _: &Shared, _: &Context) -> Result<(), FindError> {
+            Ok(())
+        }
+        fn prepare(
+            &self,
+            _: &Shared,
+            _: &(),
+            item: &&'static str,
+            _: &Context,
+        ) -> Result<Keyed<()>, ToolError> {
+            let key = match item.split_once(':') {
+                Some((_, "unkeyed")) => None,
+                Some((name, "learns")) => {
+                    let learned = self.learned.lock().unwrap();
+                    learned.iter().any(|l| l == name).then(|| key_of(name))
+                }
+                _ => Some(key_of(item)),
+            };
+            Ok(Keyed { inputs: (), key })
+        }
+        fn run(&self, _: &Shared, _: &(), item: &&'static str, _: &(), _: &Context) -> Ran {
+            self.runs.fetch_add(1, Ordering::SeqCst);
+            let ok = || Ok(Arc::new(item.as_bytes().to_vec()));
+            let failed = || Err(ToolError::from(format!("{item} failed")));
+            match item.split_once(':') {
+                Some((_, "fails")) => Ran::kept(failed()),
+                Some((_, "flaky")) => Ran {
+                    output: failed(),
+                    keep: Keep::Not,
+                },
+                Some((name, "learns")) => {
+                    self.learned.lock().unwrap().push(name.to_string());
+                    Ran {
+                        output: ok(),
+                        keep: Keep::Learned(key_of(name)),
+                    }
+                }
+                _ => Ran::kept(ok()),
+            }
+        }
+        fn finish(
+            &self,
+            _: &Shared,
+            _: &(),
+            _: &&'static str,
+            _: (),
+            output: Entry,
+            _: &Context,
+        ) -> Result<Rendered, ToolError> {
+            Ok(Rendered {
+                yaml: output?.to_vec(),
+                by: RenderedBy {
+                    tool: "counted".into(),
+                    version: "1".into(),
+                    command: "counted".into(),
+                    release: None,
+                },
+                notices: Vec::new(),
+                read_cluster: false,
+            })
+        }
+    }
+
+    #[test]
+    fn the_stage_keeps_a_run_by_its_key_as_the_tool_says() {
+        let shared = Shared::new(super::super::stage::Options::default());
+        let input = Input::default();
+        let settings = Settings::default();
+        let cx = Context {
+            input: &input,
+            settings: &settings,
+        };
+        let tool = Counted::default();
+        // Each item twice in turn: how many runs the second made.
+        let second_runs = |item: &'static str| {
+            let first = render_one(&tool, &shared, &(), &item, &cx).map(|r| r.yaml);
+            let before = tool.runs.load(Ordering::SeqCst);
+            let second = render_one(&tool, &shared, &(), &item, &cx).map(|r| r.yaml);
+            assert_eq!(first, second, "{item}: the same answer both times");
+            tool.runs.load(Ordering::SeqCst) - before
+        };
+        assert_eq!(second_runs("a:ok"), 0, "an output is kept");
+        assert_eq!(second_runs("b:fails"), 0, "a failure is kept too");
+        assert_eq!(
+            second_runs("c:flaky"),
+            1,
+            "a failure the tool says may pass is not"
+        );
+        assert_eq!(
+            second_runs("d:unkeyed"),
+            1,
+            "a run without a key is never kept"
+        );
+        assert_eq!(
+            second_runs("e:learns"),
+            0,
+            "a key learned by the run keeps it"
+        );
+        assert_eq!(tool.runs.load(Ordering::SeqCst), 7);
     }
 
     #[test]

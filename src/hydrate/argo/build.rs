@@ -2,13 +2,16 @@
 //! Kustomize directory built with the Application's options (as the Flux Kustomization's
 //! build does it: on a private copy, the options put into its kustomization).
 
-use std::path::Path;
-use std::sync::Mutex;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use super::{Part, PartSource};
+use crate::hydrate::flux;
 use crate::hydrate::kustomize::{self, Kustomize};
 use crate::hydrate::stage::Shared;
-use crate::hydrate::tool::{Context, FindError, Rendered, Tool, ToolError, found_once};
+use crate::hydrate::tool::{
+    Context, Entry, FindError, Keyed, Ran, Rendered, Tool, ToolError, found_once,
+};
 use crate::hydrate::walk::{Hidden, Links, Revisit, Walk, WalkError};
 use crate::spec::{Location, RenderedBy};
 
@@ -23,10 +26,29 @@ const MANIFESTS: [&str; 4] = [".yaml", ".yml", ".json", ".jsonnet"];
 /// What a Jsonnet file of a directory source may import from the repository, at most.
 const MAX_IMPORTABLE_BYTES: u64 = 64 << 20;
 
+/// A part made ready: a directory is read as it runs (it is driftless's own reading, not
+/// a tool's run, so nothing is kept); a Kustomize directory's build is Flux's, keyed by
+/// what it reads.
+pub enum PartRun {
+    Directory {
+        repo: PathBuf,
+        path: String,
+        recurse: bool,
+        include: Option<String>,
+        exclude: Option<String>,
+    },
+    Kustomize {
+        tool: Kustomize,
+        path: String,
+        copy: flux::Copy,
+    },
+}
+
 impl Tool for Directories {
     type Item = Part;
     /// kustomize, when a part needs it (a tree of directories only needs none).
     type Ready = Option<Kustomize>;
+    type Prepared = PartRun;
 
     fn reads_disk(&self) -> Option<&'static str> {
         Some("an Argo CD Application")
@@ -48,13 +70,13 @@ impl Tool for Directories {
         .ok())
     }
 
-    fn render(
+    fn prepare(
         &self,
         r: &Shared,
         tool: &Option<Kustomize>,
         part: &Part,
         cx: &Context,
-    ) -> Result<Rendered, ToolError> {
+    ) -> Result<Keyed<PartRun>, ToolError> {
         let disk = cx.disk("an Argo CD Application")?;
         match &part.source {
             PartSource::Directory {
@@ -62,49 +84,87 @@ impl Tool for Directories {
                 recurse,
                 include,
                 exclude,
-            } => {
-                let yaml = directory(r, &disk.repo, path, *recurse, include, exclude)?;
-                Ok(Rendered {
-                    yaml,
-                    by: RenderedBy {
-                        // Read as it is: driftless is the tool.
-                        tool: "driftless".into(),
-                        version: env!("CARGO_PKG_VERSION").into(),
-                        command: format!(
-                            "Argo CD Application {}: directory {}",
-                            part.app,
-                            if path.is_empty() { "." } else { path }
-                        ),
-                        release: None,
-                    },
-                    notices: Vec::new(),
-                    read_cluster: false,
-                })
-            }
+            } => Ok(Keyed {
+                inputs: PartRun::Directory {
+                    repo: disk.repo.clone(),
+                    path: path.clone(),
+                    recurse: *recurse,
+                    include: include.clone(),
+                    exclude: exclude.clone(),
+                },
+                key: None,
+            }),
             PartSource::Kustomize(k) => {
                 let tool = match tool {
                     Some(t) => t.clone(),
                     None => kustomize::find(r.opts.kustomize.as_deref(), &r.opts.limits)
                         .map_err(|e| ToolError::from(e.to_string()))?,
                 };
-                let built = crate::hydrate::flux::build_kustomization(r, &tool, &disk.repo, k)?;
-                Ok(Rendered {
-                    yaml: built.to_vec(),
-                    by: RenderedBy {
-                        tool: "kustomize".into(),
-                        version: tool.version.clone(),
-                        command: format!(
-                            "Argo CD Application {}: {}",
-                            part.app,
-                            tool.shown(if k.path.is_empty() { "." } else { &k.path })
-                        ),
-                        release: None,
+                let Keyed { inputs, key } = flux::prepare_build(&tool, &disk.repo, k)?;
+                Ok(Keyed {
+                    inputs: PartRun::Kustomize {
+                        tool,
+                        path: k.path.clone(),
+                        copy: inputs,
                     },
-                    notices: Vec::new(),
-                    read_cluster: false,
+                    key,
                 })
             }
         }
+    }
+
+    fn run(&self, r: &Shared, _: &Option<Kustomize>, _: &Part, run: &PartRun, _: &Context) -> Ran {
+        Ran::kept(match run {
+            PartRun::Directory {
+                repo,
+                path,
+                recurse,
+                include,
+                exclude,
+            } => directory(r, repo, path, *recurse, include, exclude).map(Arc::new),
+            PartRun::Kustomize { tool, copy, .. } => flux::build_copy(r, tool, copy),
+        })
+    }
+
+    fn finish(
+        &self,
+        _: &Shared,
+        _: &Option<Kustomize>,
+        part: &Part,
+        run: PartRun,
+        output: Entry,
+        _: &Context,
+    ) -> Result<Rendered, ToolError> {
+        let shown = |path: &str| if path.is_empty() { "." } else { path }.to_string();
+        let by = match run {
+            PartRun::Directory { path, .. } => RenderedBy {
+                // Read as it is: driftless is the tool.
+                tool: "driftless".into(),
+                version: env!("CARGO_PKG_VERSION").into(),
+                command: format!(
+                    "Argo CD Application {}: directory {}",
+                    part.app,
+                    shown(&path)
+                ),
+                release: None,
+            },
+            PartRun::Kustomize { tool, path, .. } => RenderedBy {
+                tool: "kustomize".into(),
+                command: format!(
+                    "Argo CD Application {}: {}",
+                    part.app,
+                    tool.shown(&shown(&path))
+                ),
+                version: tool.version,
+                release: None,
+            },
+        };
+        Ok(Rendered {
+            yaml: output?.to_vec(),
+            by,
+            notices: Vec::new(),
+            read_cluster: false,
+        })
     }
 }
 
@@ -211,9 +271,10 @@ fn directory(
                     r.opts.limits.max_output,
                 )
             }
+            .objects
             .map_err(|e| said(format!("{}:{}:{}: {}", e.file, e.line, e.column, e.message)))?;
             out.extend_from_slice(b"---\n");
-            out.extend_from_slice(&crate::hydrate::stage::to_yaml(&evaluated.objects));
+            out.extend_from_slice(&crate::hydrate::stage::to_yaml(&evaluated));
             continue;
         }
         let bytes = std::fs::read(&p).map_err(|e| said(format!("reading {rel}: {e}")))?;

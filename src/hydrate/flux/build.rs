@@ -9,10 +9,12 @@ use serde_json::{Value, json};
 
 use super::artifact::materialise;
 use super::model::*;
-use crate::hydrate::cache::{self, KeyBuilder};
+use crate::hydrate::cache::KeyBuilder;
 use crate::hydrate::kustomize::{self, Kustomize, closure};
 use crate::hydrate::stage::Shared;
-use crate::hydrate::tool::{Context, FindError, Rendered, Tool, ToolError, found_once};
+use crate::hydrate::tool::{
+    Context, Entry, FindError, Keyed, Ran, Rendered, Tool, ToolError, found_once,
+};
 use crate::hydrate::tree::KUSTOMIZATION_FILES;
 use crate::hydrate::walk::{Hidden, Links, Revisit, Walk, WalkError};
 use crate::spec::{Location, RenderedBy};
@@ -26,6 +28,7 @@ pub struct Builds {
 impl Tool for Builds {
     type Item = Kustomization;
     type Ready = Kustomize;
+    type Prepared = Copy;
 
     fn reads_disk(&self) -> Option<&'static str> {
         Some("a Flux Kustomization")
@@ -45,16 +48,17 @@ impl Tool for Builds {
         })
     }
 
-    fn render(
+    fn prepare(
         &self,
-        r: &Shared,
+        _: &Shared,
         tool: &Kustomize,
         k: &Kustomization,
         cx: &Context,
-    ) -> Result<Rendered, ToolError> {
+    ) -> Result<Keyed<Copy>, ToolError> {
         let disk = cx.disk("a Flux Kustomization")?;
-        let built = match &k.artifact {
+        match &k.artifact {
             Some(rules) => {
+                // Read whole into the copy: the artifact's directory goes with this call.
                 let artifact = tempfile::Builder::new()
                     .prefix("driftless-artifact-")
                     .tempdir()
@@ -65,11 +69,33 @@ impl Tool for Builds {
                     .path()
                     .canonicalize()
                     .map_err(|e| said(e.to_string()))?;
-                build(r, tool, &dir, k)?
+                prepare(tool, &dir, k)
             }
-            None => build(r, tool, &disk.repo, k)?,
-        };
-        let yaml = finish(&built, k)?;
+            None => prepare(tool, &disk.repo, k),
+        }
+    }
+
+    fn run(
+        &self,
+        r: &Shared,
+        tool: &Kustomize,
+        _: &Kustomization,
+        copy: &Copy,
+        _: &Context,
+    ) -> Ran {
+        Ran::kept(build_copy(r, tool, copy))
+    }
+
+    fn finish(
+        &self,
+        _: &Shared,
+        tool: &Kustomize,
+        k: &Kustomization,
+        _: Copy,
+        built: Entry,
+        _: &Context,
+    ) -> Result<Rendered, ToolError> {
+        let yaml = finish(&built?, k)?;
         Ok(Rendered {
             yaml,
             by: RenderedBy {
@@ -247,8 +273,24 @@ pub(super) fn kustomization_for(
     Ok((name, kus, files))
 }
 
-/// Builds `k` on a private copy of what it reads (or answers from the cache).
-pub(crate) fn build(r: &Shared, tool: &Kustomize, repo: &Path, k: &Kustomization) -> cache::Entry {
+/// What a build reads, copied: the kustomization file Flux builds (its name and text)
+/// and the files it reads, by path in the repository.
+pub struct Copy {
+    /// The Kustomization's `path`, where it is built.
+    path: String,
+    /// `NAMESPACE/NAME`, as the log names the build.
+    kustomization: String,
+    name: String,
+    text: String,
+    contents: Vec<(PathBuf, Vec<u8>)>,
+}
+
+/// What building `k` reads, from the repository at `repo`, and the key of the build.
+pub(crate) fn prepare(
+    tool: &Kustomize,
+    repo: &Path,
+    k: &Kustomization,
+) -> Result<Keyed<Copy>, ToolError> {
     let said = <ToolError as From<String>>::from;
     let dir = repo.join(&k.path);
     let dir = dir
@@ -276,41 +318,40 @@ pub(crate) fn build(r: &Shared, tool: &Kustomize, repo: &Path, k: &Kustomization
         key.part(rel.to_string_lossy().as_bytes()).part(&bytes);
         contents.push((rel, bytes));
     }
-    r.cache.get_or_run(key.finish(), || {
-        build_copy(r, tool, k, &name, &text, &contents)
+    Ok(Keyed {
+        inputs: Copy {
+            path: k.path.clone(),
+            kustomization: format!("{}/{}", k.namespace, k.name),
+            name,
+            text,
+            contents,
+        },
+        key: Some(key.finish()),
     })
 }
 
-/// `k` built on a private copy of `contents` (the files it reads, by path in the
-/// repository), its kustomization file `name` holding `text`.
-fn build_copy(
-    r: &Shared,
-    tool: &Kustomize,
-    k: &Kustomization,
-    name: &str,
-    text: &str,
-    contents: &[(PathBuf, Vec<u8>)],
-) -> cache::Entry {
+/// `k` built on a private copy of what it reads.
+pub(crate) fn build_copy(r: &Shared, tool: &Kustomize, copy: &Copy) -> Entry {
     let said = <ToolError as From<String>>::from;
-    let copy = tempfile::Builder::new()
+    let dir = tempfile::Builder::new()
         .prefix("driftless-flux-")
         .tempdir()
         .map_err(|e| said(format!("a directory to build in: {e}")))?;
-    for (rel, bytes) in contents {
-        let target = copy.path().join(rel);
+    for (rel, bytes) in &copy.contents {
+        let target = dir.path().join(rel);
         if let Some(parent) = target.parent() {
             std::fs::create_dir_all(parent).map_err(|e| said(e.to_string()))?;
         }
         std::fs::write(&target, bytes).map_err(|e| said(e.to_string()))?;
     }
-    let at = copy.path().join(&k.path);
+    let at = dir.path().join(&copy.path);
     std::fs::create_dir_all(&at).map_err(|e| said(e.to_string()))?;
-    std::fs::write(at.join(name), text).map_err(|e| said(e.to_string()))?;
-    let span = tracing::info_span!("render", tool = "flux", kustomization = %format!("{}/{}", k.namespace, k.name));
+    std::fs::write(at.join(&copy.name), &copy.text).map_err(|e| said(e.to_string()))?;
+    let span = tracing::info_span!("render", tool = "flux", kustomization = %copy.kustomization);
     let _enter = span.enter();
     // Flux builds with kustomize's load restrictions off, within the repository.
     let unrestricted = ["--load-restrictor", "LoadRestrictionsNone"];
-    kustomize::run_build(r, tool, &at, &unrestricted, copy.path())
+    kustomize::run_build(r, tool, &at, &unrestricted, dir.path())
 }
 
 /// What Flux does after the build: `postBuild.substitute`, `commonMetadata`, its labels;

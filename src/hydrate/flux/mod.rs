@@ -23,8 +23,9 @@ mod release;
 mod source;
 mod verify;
 
-pub(crate) use build::build as build_kustomization;
+pub use build::Copy;
 pub use build::{Builds, substitute};
+pub(crate) use build::{build_copy, prepare as prepare_build};
 pub use data::TreeData;
 pub use model::{CopyRule, Kustomization, MAX_DEPTH, Strategy};
 

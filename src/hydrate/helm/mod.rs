@@ -18,16 +18,11 @@ use std::sync::{Arc, Mutex};
 pub use super::stage::ClusterFacts;
 use super::stage::{Shared, to_yaml};
 use super::tool::found_once;
-use super::tool::{Context, FindError, Rendered, Tool, ToolError};
+use super::tool::{Context, Entry, FindError, Keep, Keyed, Ran, Rendered, Tool, ToolError};
 use super::{pull, runner};
-use crate::source::Checkout;
 use crate::spec::helm::HelmRelease;
 use crate::spec::{Location, RenderedBy};
 pub use prepare::{PrepareError, Prepared, prepare};
-
-/// One release's render: the command shown, its objects as YAML, its chart's figures,
-/// what to say of it, and whether it read the live cluster.
-type Rendered1 = Result<(String, Vec<u8>, super::tree::ChartMeta, Vec<String>, bool), ToolError>;
 
 /// A release of the chart in `dir` that nobody names, called `name` (its directory's).
 pub fn unnamed_release(
@@ -208,9 +203,19 @@ pub struct ReleaseAt {
     pub file: String,
 }
 
+/// A release made ready: its run, and the kustomize of its post-renderers (when it has
+/// any).
+pub struct ReleaseRun {
+    prepared: Prepared,
+    /// The repository, as helm's errors leave it out.
+    repo: PathBuf,
+    kustomize: Option<super::kustomize::Kustomize>,
+}
+
 impl Tool for Releases {
     type Item = ReleaseAt;
     type Ready = Helm;
+    type Prepared = ReleaseRun;
 
     fn reads_disk(&self) -> Option<&'static str> {
         Some("a chart")
@@ -228,27 +233,157 @@ impl Tool for Releases {
         found_once(&self.found, || find(r.opts.helm.as_deref(), &r.opts.limits))
     }
 
-    fn render(
+    fn prepare(
         &self,
-        r: &Shared,
+        stage: &Shared,
         tool: &Helm,
         item: &ReleaseAt,
         cx: &Context,
-    ) -> Result<Rendered, ToolError> {
+    ) -> Result<Keyed<ReleaseRun>, ToolError> {
         let disk = cx.disk("a chart")?;
-        let rel = &item.release;
-        let (shown, yaml, meta, notices, read_cluster) =
-            release_one(r, tool, rel, disk, &cx.input.cluster, |stage| {
-                found_once(&self.kustomize, || {
+        let r = &item.release;
+        let pulled = match pull::is_pulled(r) {
+            true => {
+                let cache = stage.opts.chart_cache.as_deref().ok_or_else(|| {
+                    "pulled charts need a cache directory, and none is set".to_string()
+                })?;
+                let (dir, _) = pull::chart(
+                    &tool.program,
+                    r,
+                    cache,
+                    stage.opts.credentials_dir.as_deref(),
+                    &stage.opts.limits,
+                    &stage.slots,
+                )
+                .map_err(|e| e.to_string())?;
+                Some((dir, cache.to_path_buf()))
+            }
+            false => None,
+        };
+        let prepared = prepare(
+            tool,
+            r,
+            pulled.as_ref().map(|(d, c)| (d.as_path(), c.as_path())),
+            disk,
+            &cx.input.cluster,
+        )
+        .map_err(|e| e.to_string())?;
+        let (kustomize, key) = match r.post_render.is_empty() {
+            true => (None, prepared.key),
+            false => {
+                let kustomize = found_once(&self.kustomize, || {
                     super::kustomize::find(stage.opts.kustomize.as_deref(), &stage.opts.limits)
                 })
-            })?;
+                .map_err(|e| ToolError {
+                    read_cluster: prepared.reads_cluster,
+                    ..ToolError::from(e.to_string())
+                })?;
+                let key = super::post_render::key(&prepared.key, &kustomize, r);
+                (Some(kustomize), key)
+            }
+        };
+        Ok(Keyed {
+            inputs: ReleaseRun {
+                prepared,
+                repo: disk.repo.clone(),
+                kustomize,
+            },
+            key: Some(key),
+        })
+    }
+
+    fn run(
+        &self,
+        stage: &Shared,
+        tool: &Helm,
+        item: &ReleaseAt,
+        run: &ReleaseRun,
+        _: &Context,
+    ) -> Ran {
+        let r = &item.release;
+        let prepared = &run.prepared;
+        let span = tracing::info_span!("render", tool = "helm", release = %r.release_name);
+        let _enter = span.enter();
+        stage.runs.fetch_add(1, Ordering::Relaxed);
+        let mut chart = prepared.chart.clone();
+        let mut _copy = None;
+        if !prepared.needs.missing.is_empty() {
+            match super::dependencies::build(
+                &tool.program,
+                &prepared.chart,
+                &prepared.bound,
+                &prepared.needs,
+                &r.chart,
+                &stage.opts.limits,
+                &stage.slots,
+            ) {
+                Ok((tmp, built)) => {
+                    chart = built;
+                    _copy = Some(tmp);
+                }
+                // Not kept: its repository may be back by the next revision.
+                Err(e) => {
+                    return Ran {
+                        output: Err(ToolError::from(e.to_string())),
+                        keep: Keep::Not,
+                    };
+                }
+            }
+        }
+        let result = runner::run(
+            &tool.program,
+            &prepared.args(&chart),
+            &chart,
+            &stage.opts.limits,
+            &stage.slots,
+        )
+        .map(Arc::new)
+        .map_err(|e| {
+            let line = said(e, &run.repo);
+            let line = match &_copy {
+                Some(t) => line.replace(&format!("{}/", t.path().join("tree").display()), ""),
+                None => line,
+            };
+            ToolError::from(line)
+        });
+        tracing::info!(ok = result.is_ok(), "rendered");
+        let result = match (&run.kustomize, result) {
+            (Some(kustomize), Ok(output)) => {
+                super::post_render::post_render(stage, kustomize, r, output)
+            }
+            (_, result) => result,
+        };
+        Ran::kept(result)
+    }
+
+    fn finish(
+        &self,
+        _: &Shared,
+        tool: &Helm,
+        item: &ReleaseAt,
+        run: ReleaseRun,
+        output: Entry,
+        _: &Context,
+    ) -> Result<Rendered, ToolError> {
+        let rel = &item.release;
+        let prepared = run.prepared;
+        // A render that read the cluster and failed (helm 4's server dry run of a custom
+        // resource whose CRD is not there yet) may pass once the cluster changes: it says so.
+        let rendered = output.map_err(|e| ToolError {
+            read_cluster: prepared.reads_cluster,
+            ..e
+        })?;
+        let objects = objects(&rendered, rel).map_err(|e| ToolError {
+            read_cluster: prepared.reads_cluster,
+            ..ToolError::from(e.to_string())
+        })?;
+        let meta = prepared.meta;
         Ok(Rendered {
-            yaml,
+            yaml: to_yaml(&objects),
             by: RenderedBy {
                 tool: "helm".into(),
                 version: tool.version.clone(),
-                command: shown,
+                command: prepared.shown,
                 release: Some(crate::spec::Release {
                     name: rel.name.clone(),
                     release_name: rel.release_name.clone(),
@@ -260,130 +395,16 @@ impl Tool for Releases {
                     line: rel.at.line,
                 }),
             },
-            notices,
-            read_cluster,
+            notices: prepared.notices,
+            read_cluster: prepared.reads_cluster,
         })
     }
-}
-
-/// One release: its objects as YAML, and the command shown for it.
-fn release_one(
-    stage: &Shared,
-    tool: &Helm,
-    r: &HelmRelease,
-    disk: &Checkout,
-    facts: &ClusterFacts,
-    kustomize: impl Fn(&Shared) -> Result<super::kustomize::Kustomize, FindError>,
-) -> Rendered1 {
-    let pulled = match pull::is_pulled(r) {
-        true => {
-            let cache = stage.opts.chart_cache.as_deref().ok_or_else(|| {
-                "pulled charts need a cache directory, and none is set".to_string()
-            })?;
-            let (dir, _) = pull::chart(
-                &tool.program,
-                r,
-                cache,
-                stage.opts.credentials_dir.as_deref(),
-                &stage.opts.limits,
-                &stage.slots,
-            )
-            .map_err(|e| e.to_string())?;
-            Some((dir, cache.to_path_buf()))
-        }
-        false => None,
-    };
-    let prepared = prepare(
-        tool,
-        r,
-        pulled.as_ref().map(|(d, c)| (d.as_path(), c.as_path())),
-        disk,
-        facts,
-    )
-    .map_err(|e| e.to_string())?;
-    let reads_cluster = prepared.reads_cluster;
-    // A render that read the cluster and failed (helm 4's server dry run of a custom
-    // resource whose CRD is not there yet) may pass once the cluster changes: it says so.
-    render_prepared(stage, tool, r, disk, prepared, kustomize).map_err(|mut e| {
-        e.read_cluster = reads_cluster;
-        e
-    })
-}
-
-/// [`release_one`] once its run is prepared.
-fn render_prepared(
-    stage: &Shared,
-    tool: &Helm,
-    r: &HelmRelease,
-    disk: &Checkout,
-    prepared: Prepared,
-    kustomize: impl Fn(&Shared) -> Result<super::kustomize::Kustomize, FindError>,
-) -> Rendered1 {
-    // Not `get_or_run`: a dependency build that failed (its repository out of reach)
-    // is not kept, only what helm itself answered.
-    let rendered = match stage.cache.get(&prepared.key) {
-        Some(hit) => hit?,
-        None => {
-            let span = tracing::info_span!("render", tool = "helm", release = %r.release_name);
-            let _enter = span.enter();
-            stage.runs.fetch_add(1, Ordering::Relaxed);
-            let mut chart = prepared.chart.clone();
-            let mut _copy = None;
-            if !prepared.needs.missing.is_empty() {
-                let (tmp, built) = super::dependencies::build(
-                    &tool.program,
-                    &prepared.chart,
-                    &prepared.bound,
-                    &prepared.needs,
-                    &r.chart,
-                    &stage.opts.limits,
-                    &stage.slots,
-                )
-                .map_err(|e| e.to_string())?;
-                chart = built;
-                _copy = Some(tmp);
-            }
-            let result = runner::run(
-                &tool.program,
-                &prepared.args(&chart),
-                &chart,
-                &stage.opts.limits,
-                &stage.slots,
-            )
-            .map(Arc::new)
-            .map_err(|e| {
-                let line = said(e, &disk.repo);
-                let line = match &_copy {
-                    Some(t) => line.replace(&format!("{}/", t.path().join("tree").display()), ""),
-                    None => line,
-                };
-                ToolError::from(line)
-            });
-            tracing::info!(ok = result.is_ok(), "rendered");
-            stage.cache.put(prepared.key, result.clone());
-            result?
-        }
-    };
-    let rendered = match r.post_render.is_empty() {
-        true => rendered,
-        false => {
-            let kustomize = kustomize(stage).map_err(|e| ToolError::from(e.to_string()))?;
-            super::post_render::post_render(stage, &kustomize, r, &prepared.key, rendered)?
-        }
-    };
-    let objects = objects(&rendered, r).map_err(|e| ToolError::from(e.to_string()))?;
-    Ok((
-        prepared.shown,
-        to_yaml(&objects),
-        prepared.meta,
-        prepared.notices,
-        prepared.reads_cluster,
-    ))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::source::Checkout;
 
     #[test]
     fn objects_land_in_the_release_namespace_with_its_policies() {

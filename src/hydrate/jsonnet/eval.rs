@@ -2,7 +2,7 @@
 //! its output walked as Tanka walks it. Bounded by a stack depth, a time limit and an
 //! output size; errors at Jsonnet's own `file:line:col`.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, mpsc};
 use std::time::Duration;
 
@@ -28,12 +28,14 @@ pub struct JsonnetError {
     pub message: String,
 }
 
-/// What an evaluation gave: the objects, and the files it read (itself and its
-/// imports, each with its contents' digest) for the cache.
+/// What an evaluation gave, and what it read: the files (itself and its imports) and the
+/// places an import looked in and found nothing. The cache keys it by both, a failure
+/// too: a file added where an import looked in vain may mend it.
 #[derive(Debug, Clone)]
 pub struct Evaluated {
-    pub objects: Vec<serde_json::Value>,
-    pub read: Vec<(String, u64)>,
+    pub objects: Result<Vec<serde_json::Value>, JsonnetError>,
+    pub read: Vec<String>,
+    pub missed: Vec<String>,
 }
 
 /// The files imports may reach: the spec tree's, by path from its root.
@@ -48,7 +50,7 @@ pub fn evaluate(
     settings: &JsonnetSettings,
     timeout: Duration,
     max_output: usize,
-) -> Result<Evaluated, JsonnetError> {
+) -> Evaluated {
     let (tx, rx) = mpsc::channel();
     let (entry_owned, files, settings) = (entry.to_string(), files.clone(), settings.clone());
     let spawned = std::thread::Builder::new()
@@ -64,18 +66,24 @@ pub fn evaluate(
         column: 1,
         message,
     };
+    // What stopped it before it ended: known to have read the file itself.
+    let stopped = |message: String| Evaluated {
+        objects: Err(at_start(message)),
+        read: vec![entry.to_string()],
+        missed: Vec::new(),
+    };
     if let Err(e) = spawned {
-        return Err(at_start(format!("cannot start the evaluation: {e}")));
+        return stopped(format!("cannot start the evaluation: {e}"));
     }
     match rx.recv_timeout(timeout) {
-        Ok(result) => result,
-        Err(mpsc::RecvTimeoutError::Timeout) => Err(at_start(format!(
+        Ok(evaluated) => evaluated,
+        Err(mpsc::RecvTimeoutError::Timeout) => stopped(format!(
             "Jsonnet evaluation did not finish within {}; stopped",
             humantime::format_duration(timeout)
-        ))),
-        Err(mpsc::RecvTimeoutError::Disconnected) => Err(at_start(
-            "the Jsonnet evaluation stopped without a result".into(),
         )),
+        Err(mpsc::RecvTimeoutError::Disconnected) => {
+            stopped("the Jsonnet evaluation stopped without a result".into())
+        }
     }
 }
 
@@ -90,7 +98,8 @@ struct Imports<'p> {
     libs: Vec<String>,
     sources: Vec<(SpanContextId, Source)>,
     loaded: HashMap<String, Thunk<'p>>,
-    read: BTreeMap<String, u64>,
+    read: BTreeSet<String>,
+    missed: BTreeSet<String>,
     /// The first import that failed to load, with why (the evaluator only says it failed).
     import_problem: Option<JsonnetError>,
 }
@@ -100,26 +109,31 @@ impl<'p> Imports<'p> {
         self.sources.iter().find(|(c, _)| *c == ctx).map(|(_, s)| s)
     }
 
-    /// The tree's file `path` names from the file that holds span `from`.
-    fn resolve(&self, program: &Program<'p>, from: SpanId, path: &str) -> Option<String> {
+    /// The tree's file `path` names from the file that holds span `from`. The places
+    /// looked in before it are missed: a file added at one of them is imported instead.
+    fn resolve(&mut self, program: &Program<'p>, from: SpanId, path: &str) -> Option<String> {
         let (ctx, _, _) = program.span_manager().get_span(from);
         let here = self
             .source_of(ctx)
             .map(|s| crate::hydrate::tree::dir_of(&s.path).to_string())
             .unwrap_or_default();
-        std::iter::once(here)
+        let candidates: Vec<String> = std::iter::once(here)
             .chain(self.libs.iter().cloned())
             .filter_map(|dir| normalize(&dir, path))
-            .find(|p| self.files.contains_key(p))
+            .collect();
+        for c in candidates {
+            if self.files.contains_key(&c) {
+                return Some(c);
+            }
+            self.missed.insert(c);
+        }
+        None
     }
 
     /// A source about to be loaded: read (for the cache), and known by its context (for
     /// positions).
     fn add_source(&mut self, program: &mut Program<'p>, path: &str, text: &[u8]) -> SpanContextId {
-        self.read.insert(
-            path.to_string(),
-            crate::spec::names::fnv1a64(text.iter().copied()),
-        );
+        self.read.insert(path.to_string());
         let (ctx, _) = program.span_manager_mut().insert_source_context(text.len());
         self.sources.push((
             ctx,
@@ -179,10 +193,7 @@ impl<'p> Callbacks<'p> for Imports<'p> {
     ) -> Result<String, ImportError> {
         let resolved = self.resolve(program, from, path).ok_or(ImportError)?;
         let text = self.files.get(&resolved).ok_or(ImportError)?;
-        self.read.insert(
-            resolved.clone(),
-            crate::spec::names::fnv1a64(text.iter().copied()),
-        );
+        self.read.insert(resolved.clone());
         String::from_utf8(text.to_vec()).map_err(|_| ImportError)
     }
 
@@ -194,10 +205,7 @@ impl<'p> Callbacks<'p> for Imports<'p> {
     ) -> Result<Vec<u8>, ImportError> {
         let resolved = self.resolve(program, from, path).ok_or(ImportError)?;
         let text = self.files.get(&resolved).ok_or(ImportError)?;
-        self.read.insert(
-            resolved.clone(),
-            crate::spec::names::fnv1a64(text.iter().copied()),
-        );
+        self.read.insert(resolved.clone());
         Ok(text.to_vec())
     }
 
@@ -232,12 +240,7 @@ fn normalize(dir: &str, path: &str) -> Option<String> {
     Some(parts.join("/"))
 }
 
-fn run(
-    entry: &str,
-    files: &Files,
-    settings: &JsonnetSettings,
-    max_output: usize,
-) -> Result<Evaluated, JsonnetError> {
+fn run(entry: &str, files: &Files, settings: &JsonnetSettings, max_output: usize) -> Evaluated {
     let arena = Arena::new();
     let mut program = Program::new(&arena);
     program.set_max_stack(MAX_STACK);
@@ -251,7 +254,8 @@ fn run(
         libs: settings.libs.clone(),
         sources: Vec::new(),
         loaded: HashMap::new(),
-        read: BTreeMap::new(),
+        read: BTreeSet::new(),
+        missed: BTreeSet::new(),
         import_problem: None,
     };
     let at_start = |message: String| JsonnetError {
@@ -260,16 +264,42 @@ fn run(
         column: 1,
         message,
     };
+    let objects = objects(
+        entry,
+        files,
+        settings,
+        max_output,
+        &mut program,
+        &mut imports,
+        at_start,
+    );
+    Evaluated {
+        objects,
+        read: imports.read.into_iter().collect(),
+        missed: imports.missed.into_iter().collect(),
+    }
+}
+
+/// The objects `entry` evaluates to, what it reads recorded in `imports`.
+fn objects<'p>(
+    entry: &str,
+    files: &Files,
+    settings: &JsonnetSettings,
+    max_output: usize,
+    program: &mut Program<'p>,
+    imports: &mut Imports<'p>,
+    at_start: impl Fn(String) -> JsonnetError,
+) -> Result<Vec<serde_json::Value>, JsonnetError> {
     let Some(text) = files.get(entry).cloned() else {
         return Err(at_start("not found".into()));
     };
-    let ctx = imports.add_source(&mut program, entry, &text);
+    let ctx = imports.add_source(program, entry, &text);
     let thunk = program
         .load_source(ctx, &text, true, entry)
-        .map_err(|e| load_error(&program, &imports, &e, entry))?;
+        .map_err(|e| load_error(program, imports, &e, entry))?;
     let mut value = program
-        .eval_value(&thunk, &mut imports)
-        .map_err(|e| eval_error(&program, &imports, &e, entry))?;
+        .eval_value(&thunk, imports)
+        .map_err(|e| eval_error(program, imports, &e, entry))?;
     if value.is_function() {
         // Top-level arguments, as `jsonnet --tla-str`.
         let named: Vec<(InternedStr<'_>, Thunk<'_>)> = settings
@@ -281,12 +311,12 @@ fn run(
             })
             .collect();
         value = program
-            .eval_call(&thunk, &[], &named, &mut imports)
-            .map_err(|e| eval_error(&program, &imports, &e, entry))?;
+            .eval_call(&thunk, &[], &named, imports)
+            .map_err(|e| eval_error(program, imports, &e, entry))?;
     }
     let json = program
         .manifest_json(&value, false)
-        .map_err(|e| eval_error(&program, &imports, &e, entry))?;
+        .map_err(|e| eval_error(program, imports, &e, entry))?;
     if json.len() > max_output {
         return Err(at_start(format!(
             "the Jsonnet output is larger than {} MiB; not read",
@@ -297,10 +327,7 @@ fn run(
         .map_err(|e| at_start(format!("the Jsonnet output is not JSON: {e}")))?;
     let mut objects = Vec::new();
     extract(doc, &mut objects);
-    Ok(Evaluated {
-        objects,
-        read: imports.read.into_iter().collect(),
-    })
+    Ok(objects)
 }
 
 /// Tanka's rule: an object with `apiVersion` and `kind` is a Kubernetes object; other
@@ -506,7 +533,14 @@ mod tests {
         )
     }
 
-    fn eval(list: &[(&str, &str)], settings: &JsonnetSettings) -> Result<Evaluated, JsonnetError> {
+    fn eval(
+        list: &[(&str, &str)],
+        settings: &JsonnetSettings,
+    ) -> Result<Vec<serde_json::Value>, JsonnetError> {
+        evaluated(list, settings).objects
+    }
+
+    fn evaluated(list: &[(&str, &str)], settings: &JsonnetSettings) -> Evaluated {
         evaluate(
             list[0].0,
             &files(list),
@@ -518,7 +552,7 @@ mod tests {
 
     #[test]
     fn objects_are_found_as_tanka_finds_them() {
-        let out = eval(
+        let out = evaluated(
             &[
                 (
                     "app/main.jsonnet",
@@ -534,15 +568,32 @@ mod tests {
                 ext_vars: [("v".to_string(), "c".to_string())].into(),
                 ..JsonnetSettings::default()
             },
-        )
-        .unwrap();
+        );
         let names: Vec<&str> = out
             .objects
+            .as_ref()
+            .unwrap()
             .iter()
             .map(|o| o["metadata"]["name"].as_str().unwrap())
             .collect();
         assert_eq!(names, ["a", "b", "c"]);
-        assert_eq!(out.read.len(), 2);
+        assert_eq!(out.read, ["app/main.jsonnet", "lib/lib.libsonnet"]);
+        // Looked for beside the importing file first: a file put there is imported instead.
+        assert_eq!(out.missed, ["app/lib.libsonnet"]);
+    }
+
+    #[test]
+    fn an_import_found_nowhere_names_every_place_it_looked() {
+        let out = evaluated(
+            &[("app/main.jsonnet", "import 'gone.libsonnet'")],
+            &JsonnetSettings {
+                libs: vec!["lib".into()],
+                ..JsonnetSettings::default()
+            },
+        );
+        assert!(out.objects.is_err());
+        assert_eq!(out.read, ["app/main.jsonnet"]);
+        assert_eq!(out.missed, ["app/gone.libsonnet", "lib/gone.libsonnet"]);
     }
 
     #[test]
@@ -558,7 +609,7 @@ mod tests {
             },
         )
         .unwrap();
-        assert_eq!(out.objects[0]["metadata"]["name"], "x");
+        assert_eq!(out[0]["metadata"]["name"], "x");
     }
 
     #[test]

@@ -5,8 +5,8 @@
 //! by a stack depth, a time limit and an output size; errors at Jsonnet's own
 //! `file:line:col`.
 //!
-//! This file is the tool as the stage drives it (`tool::Tool`) and its cache; `eval.rs`
-//! is the evaluator.
+//! This file is the tool as the stage drives it (`tool::Tool`) and the key its output is
+//! kept by; `eval.rs` is the evaluator.
 
 pub(crate) mod eval;
 
@@ -17,32 +17,59 @@ use std::sync::{Arc, Mutex};
 pub use eval::{Evaluated, Files, JsonnetError, evaluate, extract};
 
 use super::stage::{Shared, to_yaml};
-use super::tool::{Context, FindError, Rendered, Tool, ToolError};
+use super::tool::{
+    Context, Entry, FindError, Keep, Key, KeyBuilder, Keyed, Ran, Rendered, Tool, ToolError,
+};
 use crate::spec::settings::JsonnetSettings;
 use crate::spec::{Location, RenderedBy};
 
 /// The Jsonnet evaluator, as provenance names it.
 pub const JSONNET_VERSION: &str = "rsjsonnet 0.5.1";
 
-/// Jsonnet as the stage drives it: evaluated in process, each file's result kept while
-/// the settings and every file it read are as they were (what it reads is known only
-/// once it ran, so it is not keyed like a tool's run).
+/// Jsonnet as the stage drives it: evaluated in process. What an evaluation reads is
+/// known only once it ran, so its output is kept by the key it learned (the settings and
+/// every file it read); the next revision's key is made of the same files, as they are
+/// then, and answers from the cache while none of them changed.
 #[derive(Default)]
 pub struct Evaluations {
-    cache: Mutex<HashMap<String, Entry>>,
+    /// What each file's last evaluation read, and where its imports looked in vain.
+    read: Mutex<HashMap<String, Read>>,
 }
 
-struct Entry {
-    settings: JsonnetSettings,
-    read: Vec<(String, u64)>,
-    result: Result<Arc<Vec<u8>>, JsonnetError>,
+#[derive(Default)]
+struct Read {
+    files: Vec<String>,
+    missed: Vec<String>,
 }
 
-/// A digest of a file's contents, as an evaluation records what it read.
-fn digest_of(files: &Files, path: &str) -> Option<u64> {
-    files
-        .get(path)
-        .map(|t| crate::spec::names::fnv1a64(t.iter().copied()))
+/// The key of `path`'s evaluation with `settings`, having read `read` of `files`; none
+/// when one of them is no longer there, or one an import missed now is (the evaluation
+/// runs, and reads anew).
+fn key(settings: &JsonnetSettings, path: &str, read: &Read, files: &Files) -> Option<Key> {
+    let mut key = KeyBuilder::new("jsonnet");
+    key.part(path.as_bytes());
+    for (what, list) in [("-J", &settings.libs)] {
+        for l in list {
+            key.part(what.as_bytes()).part(l.as_bytes());
+        }
+    }
+    for (what, map) in [("ext", &settings.ext_vars), ("tla", &settings.tlas)] {
+        for (k, v) in map {
+            key.part(what.as_bytes())
+                .part(k.as_bytes())
+                .part(v.as_bytes());
+        }
+    }
+    for f in &read.files {
+        key.part(f.as_bytes()).part(files.get(f)?);
+    }
+    for m in &read.missed {
+        if files.contains_key(m) {
+            return None;
+        }
+        key.part(b"missed").part(m.as_bytes());
+    }
+    Some(key.finish())
 }
 
 impl Tool for Evaluations {
@@ -50,6 +77,7 @@ impl Tool for Evaluations {
     type Item = String;
     /// The revision's files, as imports reach them.
     type Ready = Files;
+    type Prepared = ();
 
     fn reads_disk(&self) -> Option<&'static str> {
         None
@@ -75,80 +103,47 @@ impl Tool for Evaluations {
                 .map(|f| (f.path.clone(), Arc::new(f.contents.clone())))
                 .collect(),
         );
-        // The cache holds what this revision has, not every file ever evaluated.
-        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-        cache.retain(|path, _| files.contains_key(path));
+        // What this revision has, not every file ever evaluated.
+        let mut read = self.read.lock().unwrap_or_else(|e| e.into_inner());
+        read.retain(|path, _| files.contains_key(path));
         Ok(files)
     }
 
-    fn render(
+    fn prepare(
         &self,
-        r: &Shared,
+        _: &Shared,
         files: &Files,
         path: &String,
         cx: &Context,
-    ) -> Result<Rendered, ToolError> {
+    ) -> Result<Keyed<()>, ToolError> {
+        let read = self.read.lock().unwrap_or_else(|e| e.into_inner());
+        let key = read
+            .get(path)
+            .and_then(|read| key(&cx.settings.jsonnet, path, read, files));
+        Ok(Keyed { inputs: (), key })
+    }
+
+    fn run(&self, r: &Shared, files: &Files, path: &String, _: &(), cx: &Context) -> Ran {
         let settings = &cx.settings.jsonnet;
-        let cached = {
-            let cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-            cache
-                .get(path)
-                .filter(|e| {
-                    e.settings == *settings
-                        && e.read.iter().all(|(p, h)| digest_of(files, p) == Some(*h))
-                })
-                .map(|e| e.result.clone())
+        r.runs.fetch_add(1, Ordering::Relaxed);
+        let evaluated = {
+            // In process, yet bounded as the tools' runs are (--render-concurrency).
+            let _slot = r.slots.take();
+            evaluate(
+                path,
+                files,
+                settings,
+                r.opts.limits.timeout,
+                r.opts.limits.max_output,
+            )
         };
-        let result = match cached {
-            Some(result) => result,
-            None => {
-                r.runs.fetch_add(1, Ordering::Relaxed);
-                let evaluated = {
-                    // In process, yet bounded as the tools' runs are (--render-concurrency).
-                    let _slot = r.slots.take();
-                    evaluate(
-                        path,
-                        files,
-                        settings,
-                        r.opts.limits.timeout,
-                        r.opts.limits.max_output,
-                    )
-                };
-                let (read, result) = match evaluated {
-                    Ok(ev) => (ev.read, Ok(Arc::new(to_yaml(&ev.objects)))),
-                    Err(e) => (
-                        vec![(path.clone(), digest_of(files, path).unwrap_or_default())],
-                        Err(e),
-                    ),
-                };
-                tracing::info!(file = %path, ok = result.is_ok(), "evaluated Jsonnet");
-                let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-                cache.insert(
-                    path.clone(),
-                    Entry {
-                        settings: settings.clone(),
-                        read,
-                        result: result.clone(),
-                    },
-                );
-                result
-            }
+        tracing::info!(file = %path, ok = evaluated.objects.is_ok(), "evaluated Jsonnet");
+        let read = Read {
+            files: evaluated.read,
+            missed: evaluated.missed,
         };
-        match result {
-            Ok(yaml) if yaml.is_empty() => Err(ToolError::from(
-                "the Jsonnet file yields no Kubernetes objects (no object with apiVersion and kind); a library is named *.libsonnet".to_string(),
-            )),
-            Ok(yaml) => Ok(Rendered {
-                yaml: yaml.to_vec(),
-                by: RenderedBy {
-                    tool: "jsonnet".into(),
-                    version: JSONNET_VERSION.into(),
-                    command: command(path, settings),
-                    release: None,
-                },
-                notices: Vec::new(),
-                read_cluster: false,
-            }),
+        let output = match evaluated.objects {
+            Ok(objects) => Ok(Arc::new(to_yaml(&objects))),
             Err(e) => Err(ToolError {
                 at: Some(Location {
                     file: e.file,
@@ -156,6 +151,40 @@ impl Tool for Evaluations {
                     column: e.column,
                 }),
                 message: e.message,
+                read_cluster: false,
+            }),
+        };
+        let keep = match key(settings, path, &read, files) {
+            Some(key) => Keep::Learned(key),
+            None => Keep::Not,
+        };
+        let mut known = self.read.lock().unwrap_or_else(|e| e.into_inner());
+        known.insert(path.clone(), read);
+        Ran { output, keep }
+    }
+
+    fn finish(
+        &self,
+        _: &Shared,
+        _: &Files,
+        path: &String,
+        _: (),
+        output: Entry,
+        cx: &Context,
+    ) -> Result<Rendered, ToolError> {
+        match output? {
+            yaml if yaml.is_empty() => Err(ToolError::from(
+                "the Jsonnet file yields no Kubernetes objects (no object with apiVersion and kind); a library is named *.libsonnet".to_string(),
+            )),
+            yaml => Ok(Rendered {
+                yaml: yaml.to_vec(),
+                by: RenderedBy {
+                    tool: "jsonnet".into(),
+                    version: JSONNET_VERSION.into(),
+                    command: command(path, &cx.settings.jsonnet),
+                    release: None,
+                },
+                notices: Vec::new(),
                 read_cluster: false,
             }),
         }

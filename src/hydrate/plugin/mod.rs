@@ -25,7 +25,7 @@ use super::argo::PluginPart;
 use super::cache::KeyBuilder;
 use super::runner::{self, Session};
 use super::stage::Shared;
-use super::tool::{Context, FindError, Rendered, Tool, ToolError};
+use super::tool::{Context, Entry, FindError, Keyed, Ran, Rendered, Tool, ToolError};
 use crate::spec::{Location, RenderedBy};
 use declare::{Command, Discover};
 pub use declare::{DeclareError, Plugin, declared};
@@ -173,6 +173,7 @@ impl Repository {
 impl Tool for Plugins {
     type Item = PluginPart;
     type Ready = Ready;
+    type Prepared = PluginRun;
 
     fn reads_disk(&self) -> Option<&'static str> {
         Some("an Argo CD config management plugin")
@@ -202,13 +203,14 @@ impl Tool for Plugins {
         })
     }
 
-    fn render(
+    /// The plugin chosen and what it is told, keyed with the repository's files.
+    fn prepare(
         &self,
         r: &Shared,
         ready: &Ready,
         part: &PluginPart,
         cx: &Context,
-    ) -> Result<Rendered, ToolError> {
+    ) -> Result<Keyed<PluginRun>, ToolError> {
         let said = |m: String| ToolError::from(format!("Application {}: {m}", part.app));
         let plugins = ready.plugins.as_ref().map_err(|e| said(e.to_string()))?;
         let repository = ready.repository.as_ref().map_err(|e| said(e.to_string()))?;
@@ -216,11 +218,11 @@ impl Tool for Plugins {
         let env = environment(part, cx);
         let plugin = choose(r, plugins, repository, part, &env).map_err(|e| said(e.to_string()))?;
         let mut key = KeyBuilder::new("argo-cmp");
-        key.part(&plugin.text).part(part.path.as_bytes());
+        key.part(&plugins[plugin].text).part(part.path.as_bytes());
         for (k, v) in &env {
             if k.starts_with(REVISION_VARIABLE)
                 && !(repository.names_revision
-                    || super::tree::mentions(&plugin.text, REVISION_VARIABLE.as_bytes()))
+                    || super::tree::mentions(&plugins[plugin].text, REVISION_VARIABLE.as_bytes()))
             {
                 continue;
             }
@@ -231,18 +233,38 @@ impl Tool for Plugins {
                 .part(&[u8::from(*executable)])
                 .part(digest);
         }
-        let output = r
-            .cache
-            .get_or_run(key.finish(), || {
-                run(r, plugin, repository, part, &env).map(Arc::new)
-            })
-            .map_err(|e| said(e.message))?;
+        Ok(Keyed {
+            inputs: PluginRun {
+                plugins: Arc::clone(plugins),
+                plugin,
+                repository: Arc::clone(repository),
+                env,
+            },
+            key: Some(key.finish()),
+        })
+    }
+
+    fn run(&self, r: &Shared, _: &Ready, part: &PluginPart, p: &PluginRun, _: &Context) -> Ran {
+        Ran::kept(run(r, p.plugin(), &p.repository, part, &p.env).map(Arc::new))
+    }
+
+    fn finish(
+        &self,
+        _: &Shared,
+        _: &Ready,
+        part: &PluginPart,
+        p: PluginRun,
+        output: Entry,
+        _: &Context,
+    ) -> Result<Rendered, ToolError> {
+        let said = |m: String| ToolError::from(format!("Application {}: {m}", part.app));
+        let output = output.map_err(|e| said(e.message))?;
         Ok(Rendered {
             yaml: output.to_vec(),
             by: RenderedBy {
                 // "(config management plugin kustomized-helm)", as `validate` says it.
                 tool: "config management plugin".into(),
-                version: plugin.name.clone(),
+                version: p.plugin().name.clone(),
                 command: format!(
                     "Argo CD Application {}: {}",
                     part.app,
@@ -256,40 +278,56 @@ impl Tool for Plugins {
     }
 }
 
+/// A plugin part made ready: the plugin chosen (of the revision's), the repository and
+/// what the plugin is told.
+pub struct PluginRun {
+    plugins: Arc<Vec<Plugin>>,
+    plugin: usize,
+    repository: Arc<Repository>,
+    env: Vec<(String, String)>,
+}
+
+impl PluginRun {
+    fn plugin(&self) -> &Plugin {
+        &self.plugins[self.plugin]
+    }
+}
+
 /// The plugin that renders `part`: the one it names (whose discover rules, if it has any,
 /// must match, as Argo CD asks), else the first whose rules match.
-fn choose<'a>(
+fn choose(
     r: &Shared,
-    plugins: &'a [Plugin],
+    plugins: &[Plugin],
     repository: &Repository,
     part: &PluginPart,
     env: &[(String, String)],
-) -> Result<&'a Plugin, ChooseError> {
+) -> Result<usize, ChooseError> {
     let declared = || plugins.iter().map(|p| p.name.clone()).collect();
     match &part.wanted.name {
         Some(name) => {
-            let plugin = plugins.iter().find(|p| &p.name == name).ok_or_else(|| {
-                ChooseError::NotDeclared {
+            let at = plugins
+                .iter()
+                .position(|p| &p.name == name)
+                .ok_or_else(|| ChooseError::NotDeclared {
                     name: name.clone(),
                     declared: declared(),
-                }
-            })?;
-            match &plugin.spec.discover {
+                })?;
+            match &plugins[at].spec.discover {
                 Some(d) if !discovers(r, d, repository, part, env)? => {
                     Err(ChooseError::NotDiscovered {
                         name: name.clone(),
                         path: part.path.clone(),
                     })
                 }
-                _ => Ok(plugin),
+                _ => Ok(at),
             }
         }
         None => {
-            for p in plugins {
+            for (at, p) in plugins.iter().enumerate() {
                 if let Some(d) = &p.spec.discover
                     && discovers(r, d, repository, part, env)?
                 {
-                    return Ok(p);
+                    return Ok(at);
                 }
             }
             Err(ChooseError::NoneDiscovers {
