@@ -69,12 +69,12 @@ impl Gate for Poll<'_> {
 
 /// What a running sync is doing, shared by its task (which writes it) and the loop
 /// (which shows it in the status).
-pub type Progress = Arc<Mutex<SyncProgress>>;
+pub(crate) type Progress = Arc<Mutex<SyncProgress>>;
 
 /// The daemon's gate for one sync: `Poll`, cut short when the loop cancels the sync
 /// (`cancel` holds why) or it has not moved for `sync_timeout`, and telling `progress` as
 /// it goes.
-pub struct Steered<'a> {
+pub(crate) struct Steered<'a> {
     pub engine: &'a Engine,
     /// How long one stage may take to be ready (`--ready-timeout`).
     pub stage_timeout: Duration,
@@ -89,7 +89,7 @@ pub struct Steered<'a> {
 /// When a sync last moved, shared by its gate (which moves it) and the task that stops a
 /// sync that stands still.
 #[derive(Debug, Clone)]
-pub struct Moved(Arc<Mutex<Instant>>);
+pub(crate) struct Moved(Arc<Mutex<Instant>>);
 
 impl Moved {
     pub fn now() -> Moved {

@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-pub struct Timeline {
+pub(crate) struct Timeline {
     what: &'static str,
     start: Instant,
     last: Instant,

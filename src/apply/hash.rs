@@ -14,7 +14,7 @@ use sha2::Sha256;
 
 /// A stable 64-bit FNV-1a hash, hex: stored in the inventory across releases. It is
 /// the hash of `v`'s compact JSON, fed to the hash as it is written (not built first).
-pub fn hash_value(v: &Value) -> String {
+pub(crate) fn hash_value(v: &Value) -> String {
     hash_serialized(v)
 }
 
@@ -126,7 +126,7 @@ fn applied_by(entry_manager: Option<&str>, operation: Option<&str>, manager: &st
 
 /// The hash of the fields `manager` owns through apply, as the server recorded them in
 /// a typed object's metadata.
-pub fn owned_fields_hash_of(meta: &ObjectMeta, manager: &str) -> String {
+pub(crate) fn owned_fields_hash_of(meta: &ObjectMeta, manager: &str) -> String {
     let owned: Vec<&Value> = meta
         .managed_fields
         .iter()

@@ -311,7 +311,7 @@ const LIST_PAGE: u32 = 500;
 
 /// A full list, page by page, each item passed through `f` before the next page is read
 /// (so a whole list of full objects is never held at once).
-pub async fn list_map<T>(
+pub(crate) async fn list_map<T>(
     api: &Api<DynamicObject>,
     selector: &str,
     f: impl FnMut(DynamicObject) -> T,

@@ -108,7 +108,7 @@ impl Resolver {
 }
 
 /// Discovery's "this kind is not served (yet)", as opposed to a transport failure.
-pub fn is_not_served(e: &kube::Error) -> bool {
+pub(crate) fn is_not_served(e: &kube::Error) -> bool {
     match e {
         kube::Error::Discovery(_) => true,
         kube::Error::Api(s) => s.code == 404,

@@ -31,7 +31,7 @@ pub struct Suspension {
 }
 
 /// By spec id (its text).
-pub type Suspensions = BTreeMap<String, Suspension>;
+pub(crate) type Suspensions = BTreeMap<String, Suspension>;
 
 pub fn configmap_name(instance: &str) -> String {
     format!("driftless-suspended-{instance}")

@@ -219,7 +219,7 @@ fn transport(e: &(dyn StdError + 'static)) -> Option<Reason> {
 
 /// A token bucket shared by every request of a client.
 #[derive(Debug)]
-pub struct Bucket {
+pub(crate) struct Bucket {
     qps: f64,
     burst: f64,
     /// Tokens (negative when requests are waiting for ones not yet refilled) as of an
@@ -284,7 +284,7 @@ struct Shared {
 /// The layer: rate limit, then retries, around kube's service (behind a buffer, which
 /// makes it cloneable).
 #[derive(Clone)]
-pub struct Layer(Arc<Shared>);
+pub(crate) struct Layer(Arc<Shared>);
 
 impl Layer {
     pub fn new(limit: RateLimit, policy: Policy) -> Layer {
@@ -307,7 +307,7 @@ impl<S> tower::Layer<S> for Layer {
 }
 
 #[derive(Clone)]
-pub struct Retrying<S> {
+pub(crate) struct Retrying<S> {
     inner: S,
     shared: Arc<Shared>,
 }

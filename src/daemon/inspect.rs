@@ -26,7 +26,7 @@ const EVENTS_SHOWN: usize = 100;
 
 /// What the daemon renders the specs from: its current tree and the nodes it knows.
 #[derive(Clone)]
-pub struct Desired {
+pub(crate) struct Desired {
     pub tree: Arc<SpecTree>,
     pub nodes: Vec<NodeFacts>,
 }
@@ -40,7 +40,7 @@ enum LiveError {
     Read(kube::Error),
 }
 
-pub struct Inspector {
+pub(crate) struct Inspector {
     cluster: Cluster,
     desired: watch::Receiver<Option<Desired>>,
 }

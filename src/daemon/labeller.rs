@@ -19,15 +19,15 @@ use crate::apply::{Verb, Writes};
 use crate::render::ownership;
 use crate::spec::{Spec, SpecBody, names};
 
-pub const FIELD_MANAGER: &str = "driftless-localservice";
+pub(crate) const FIELD_MANAGER: &str = "driftless-localservice";
 
 type Selector = BTreeMap<String, String>;
 
 /// Selectors of the localservices, by namespace.
-pub type Selectors = BTreeMap<String, Vec<Selector>>;
+pub(crate) type Selectors = BTreeMap<String, Vec<Selector>>;
 
 /// The selectors of the localservices among `specs`, by namespace.
-pub fn selectors_of(specs: &[Spec]) -> Selectors {
+pub(crate) fn selectors_of(specs: &[Spec]) -> Selectors {
     let mut out = Selectors::new();
     for s in specs {
         if let SpecBody::LocalService(l) = &s.body {
@@ -40,7 +40,7 @@ pub fn selectors_of(specs: &[Spec]) -> Selectors {
 }
 
 /// The label value `pod` should carry and does not, if any.
-pub fn wanted_label(pod: &Pod, selectors: &[BTreeMap<String, String>]) -> Option<String> {
+pub(crate) fn wanted_label(pod: &Pod, selectors: &[BTreeMap<String, String>]) -> Option<String> {
     if pod.metadata.deletion_timestamp.is_some() {
         return None;
     }

@@ -29,7 +29,7 @@ const MAX_RETRY: Duration = Duration::from_secs(30);
 const CLEARED_AFTER: Duration = Duration::from_secs(10);
 
 /// How this replica's leadership is seen by the rest of the daemon.
-pub struct Leadership {
+pub(crate) struct Leadership {
     /// Whether this replica writes. Without --leader-elect it always does.
     pub active: watch::Receiver<bool>,
     /// Why it cannot lead, while it cannot (never without --leader-elect).

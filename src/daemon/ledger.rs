@@ -33,18 +33,18 @@ pub const MAX: usize = 1000;
 /// Bytes of drifts (and of syncs) kept, as JSON: past it the oldest go first too, so the
 /// ledger's memory and file do not grow with what it has seen however big the objects
 /// (the newest record is always kept).
-pub const BUDGET: usize = 4 * 1024 * 1024;
+pub(crate) const BUDGET: usize = 4 * 1024 * 1024;
 
 /// A drifted value longer than this as JSON is kept as its beginning and its length:
 /// one key of a large ConfigMap, changed by hand, was otherwise kept whole twice (as
 /// applied and as found) in each of its records.
-pub const VALUE_SHOWN: usize = 1024;
+pub(crate) const VALUE_SHOWN: usize = 1024;
 
 /// A sync's message is kept up to this many bytes.
-pub const MESSAGE_SHOWN: usize = 4096;
+pub(crate) const MESSAGE_SHOWN: usize = 4096;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct DriftRecord {
+pub(crate) struct DriftRecord {
     /// `Kind[.group] namespace/name`, as the status names objects.
     pub object: String,
     pub spec: String,
@@ -64,7 +64,7 @@ pub struct DriftRecord {
 
 /// One sync, as the history keeps it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SyncRecord {
+pub(crate) struct SyncRecord {
     pub revision: Option<String>,
     /// RFC 3339.
     pub started: String,
@@ -82,7 +82,7 @@ pub struct SyncRecord {
 }
 
 /// Changed objects listed per sync; the counts say how many there were.
-pub const CHANGED_SHOWN: usize = 50;
+pub(crate) const CHANGED_SHOWN: usize = 50;
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct File {
@@ -93,7 +93,7 @@ struct File {
     controls: VecDeque<AuditRecord>,
 }
 
-pub struct Ledger {
+pub(crate) struct Ledger {
     path: Option<PathBuf>,
     file: File,
     /// Each record's size as JSON, beside `file.drifts` and `file.syncs`.
@@ -150,7 +150,7 @@ fn trim<T>(records: &mut VecDeque<T>, sizes: &mut VecDeque<usize>) {
 }
 
 /// The ledger's file for a status file: `status.json` → `status.drift.json`.
-pub fn path_beside(status_file: &Path) -> PathBuf {
+pub(crate) fn path_beside(status_file: &Path) -> PathBuf {
     let stem = status_file
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
@@ -159,7 +159,7 @@ pub fn path_beside(status_file: &Path) -> PathBuf {
 }
 
 /// The history's record of the sync that ended as `last`.
-pub fn history_of(
+pub(crate) fn history_of(
     last: &crate::report::status::LastSync,
     revision: Option<String>,
     changed: Vec<String>,
@@ -201,7 +201,7 @@ fn clip_text(m: &mut String) {
 }
 
 /// The notification of a drift the ledger newly recorded.
-pub fn notice_of(record: &DriftRecord, revision: Option<String>) -> Notice {
+pub(crate) fn notice_of(record: &DriftRecord, revision: Option<String>) -> Notice {
     let by = match record.managers.as_slice() {
         [] => String::new(),
         managers => format!(" by {}", managers.join(", ")),

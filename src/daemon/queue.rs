@@ -43,7 +43,7 @@ impl Key {
 }
 
 #[derive(Debug, Clone)]
-pub struct Backoff {
+pub(crate) struct Backoff {
     pub base: Duration,
     pub cap: Duration,
 }
@@ -73,7 +73,7 @@ impl Backoff {
 }
 
 #[derive(Debug, Default)]
-pub struct Queue {
+pub(crate) struct Queue {
     due: BTreeMap<Key, Instant>,
     failures: HashMap<Key, u32>,
     backoff: Backoff,

@@ -176,7 +176,7 @@ impl Stage {
 /// A request to read the source again; `done` hears once that read was handed to the
 /// loop (so a whole sync queued after it covers what it found).
 #[derive(Debug, Default)]
-pub struct Rescan {
+pub(crate) struct Rescan {
     pub done: Option<oneshot::Sender<()>>,
     /// Render the revision again with a new reading of the cluster, even if the source
     /// has not moved, and hand it on if it renders to something else (`State::render_again`).
@@ -184,7 +184,7 @@ pub struct Rescan {
 }
 
 /// What the source task talks to the loop (and the HTTP hook) through.
-pub struct Channels {
+pub(crate) struct Channels {
     pub tx: mpsc::Sender<SourceUpdate>,
     pub rescan: mpsc::Receiver<Rescan>,
     pub hook: mpsc::Receiver<()>,

@@ -63,7 +63,7 @@ impl OwnedScope {
 
 /// Why a sync ended without a report.
 #[derive(Debug, thiserror::Error)]
-pub enum SyncError {
+pub(crate) enum SyncError {
     #[error(transparent)]
     Apply(#[from] ApplyError),
     #[error(
@@ -89,7 +89,7 @@ impl SyncError {
 }
 
 /// How a sync's task ended.
-pub struct Finished {
+pub(crate) struct Finished {
     pub keys: Vec<Key>,
     pub objects: Arc<[Object]>,
     /// Held specs that hold nothing back: applied as they are in this revision.

@@ -54,7 +54,7 @@ pub use crate::object::GroupKind;
 /// (taken from managedFields first). Cut down in the watch task, so a burst of events
 /// queued for a busy loop holds small objects.
 #[derive(Debug)]
-pub struct Watched {
+pub(crate) struct Watched {
     pub value: Packed,
     pub spec: Option<SpecId>,
     pub fields: String,
@@ -66,7 +66,7 @@ pub struct Watched {
 const LISTS_AT_ONCE: usize = 3;
 
 /// One watch task per owned kind, replaced as the set of kinds changes.
-pub struct OwnedWatches {
+pub(crate) struct OwnedWatches {
     client: Client,
     selector: String,
     /// Our field manager: whose owned fields the watch hashes.
@@ -342,7 +342,7 @@ fn spec_of(live: &Value) -> Option<SpecId> {
 }
 
 /// Sends the node set whenever a Node's name or labels change (not on heartbeats).
-pub async fn watch_nodes(client: Client, tx: mpsc::Sender<Event>) {
+pub(crate) async fn watch_nodes(client: Client, tx: mpsc::Sender<Event>) {
     let api: Api<Node> = Api::all(client);
     let mut events = events(api, watcher::Config::default());
     let mut nodes: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
@@ -404,7 +404,7 @@ pub async fn watch_nodes(client: Client, tx: mpsc::Sender<Event>) {
 /// made elsewhere are not seen: said once, retried with backoff.
 /// The suspensions as the cluster holds them now, read once; `None` when they cannot be
 /// read within a few seconds (the watch says so, and brings them when it can).
-pub async fn read_suspensions(
+pub(crate) async fn read_suspensions(
     client: &kube::Client,
     namespace: &str,
     instance: &str,
@@ -419,7 +419,7 @@ pub async fn read_suspensions(
     }
 }
 
-pub async fn watch_suspensions(
+pub(crate) async fn watch_suspensions(
     client: Client,
     namespace: String,
     instance: String,

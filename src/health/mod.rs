@@ -164,7 +164,7 @@ pub fn expected(objects: &[Object]) -> Vec<Expected> {
 
 /// Whether `expected(objects)` is `current`, each made only to be compared: a resync
 /// renders the same objects, and made whole the list stood beside the one it equals.
-pub fn expected_is(current: &[Expected], objects: &[Object]) -> bool {
+pub(crate) fn expected_is(current: &[Expected], objects: &[Object]) -> bool {
     let mut made = objects.iter().filter(|o| judged(o)).map(Expected::of);
     current.iter().all(|e| made.next().is_some_and(|m| m == *e)) && made.next().is_none()
 }
@@ -176,7 +176,7 @@ pub fn judged(obj: &Object) -> bool {
 }
 
 /// The health of one spec from the live state of its objects.
-pub fn spec_health(
+pub(crate) fn spec_health(
     spec: &Spec,
     objects: &[&Expected],
     observed: &Observed,

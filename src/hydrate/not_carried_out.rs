@@ -7,7 +7,7 @@
 use std::fmt;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NotCarriedOut {
+pub(crate) struct NotCarriedOut {
     what: What,
     /// What is carried out instead, or why the field is not needed, in parentheses after.
     instead: Option<&'static str>,

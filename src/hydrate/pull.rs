@@ -16,7 +16,7 @@ const ARCHIVE: &str = "chart.tgz";
 const UNPACKED: &str = "chart";
 
 /// Whether release `r`'s chart is pulled (from a repository, or an `oci://` registry).
-pub fn is_pulled(r: &HelmRelease) -> bool {
+pub(crate) fn is_pulled(r: &HelmRelease) -> bool {
     r.repository.is_some() || r.chart.starts_with("oci://")
 }
 
@@ -25,7 +25,7 @@ pub fn is_pulled(r: &HelmRelease) -> bool {
 const RESOLVE_EVERY: std::time::Duration = std::time::Duration::from_secs(600);
 
 /// Whether `version` names one version (as `6.2.3` or `v6.2.3-rc.1`), not a range.
-pub fn is_exact(version: &str) -> bool {
+pub(crate) fn is_exact(version: &str) -> bool {
     let v = version.strip_prefix('v').unwrap_or(version);
     let core = v.split(['-', '+']).next().unwrap_or_default();
     let parts: Vec<&str> = core.split('.').collect();

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 /// What a tool may print on stdout: a rendered tree is megabytes at most; more is a
 /// runaway (or a hostile generator), stopped before it fills the daemon's memory.
-pub const MAX_OUTPUT: usize = 64 << 20;
+pub(crate) const MAX_OUTPUT: usize = 64 << 20;
 /// What is kept of stderr: the first error line is all that is shown.
 const MAX_STDERR: usize = 64 << 10;
 
@@ -134,14 +134,14 @@ pub fn run(
 /// never on a command line where `ps` shows it), and variables of its own on top of the
 /// clean environment (a config management plugin's `ARGOCD_APP_*`).
 #[derive(Debug, Default, Clone, Copy)]
-pub struct Session<'a> {
+pub(crate) struct Session<'a> {
     pub home: Option<&'a Path>,
     pub stdin: Option<&'a [u8]>,
     pub env: &'a [(String, String)],
 }
 
 /// [`run`], in a session.
-pub fn run_in(
+pub(crate) fn run_in(
     program: &Path,
     args: &[OsString],
     cwd: &Path,
@@ -280,7 +280,7 @@ fn kill_group(pgid: i32) {
 
 /// The line of a tool's stderr worth showing: its first that says something (not a
 /// usage banner, a blank or a bare `Error:`), without the tool's own prefixes.
-pub fn first_error_line(stderr: &[u8]) -> Option<String> {
+pub(crate) fn first_error_line(stderr: &[u8]) -> Option<String> {
     let text = String::from_utf8_lossy(stderr);
     let line = text.lines().map(str::trim).find(|l| {
         !l.is_empty()

@@ -116,7 +116,7 @@ const KUBE_CONFIG: Shape = Shape::Fields(&[(
 )]);
 
 /// A Flux Kustomization's `spec` (kustomize.toolkit.fluxcd.io/v1), as far as it is read.
-pub const KUSTOMIZATION: Shape = Shape::Fields(&[
+pub(crate) const KUSTOMIZATION: Shape = Shape::Fields(&[
     ("kubeConfig", KUBE_CONFIG),
     ("path", Shape::Text),
     ("targetNamespace", Shape::Text),
@@ -150,7 +150,7 @@ pub const KUSTOMIZATION: Shape = Shape::Fields(&[
 ]);
 
 /// A Flux HelmRelease's `spec` (helm.toolkit.fluxcd.io/v2), as far as it is read.
-pub const HELM_RELEASE: Shape = Shape::Fields(&[
+pub(crate) const HELM_RELEASE: Shape = Shape::Fields(&[
     ("kubeConfig", KUBE_CONFIG),
     ("releaseName", Shape::Text),
     ("targetNamespace", Shape::Text),
@@ -240,7 +240,7 @@ const ARGO_SOURCE: Shape = Shape::Fields(&[
 ]);
 
 /// An Argo CD Application's `spec` (argoproj.io/v1alpha1), as far as it is read.
-pub const APPLICATION: Shape = Shape::Fields(&[
+pub(crate) const APPLICATION: Shape = Shape::Fields(&[
     ("project", Shape::Text),
     (
         "destination",

@@ -216,7 +216,7 @@ pub fn to_yaml(objects: &[serde_json::Value]) -> Vec<u8> {
 /// its line kept in the message: `render --out` writes that file. A kustomization's output
 /// has the kustomization's own name, so its line is said as the output's, never as one of
 /// the file written.
-pub fn said_where_written(e: &mut SpecError, made_by: &BTreeMap<String, Location>) {
+pub(crate) fn said_where_written(e: &mut SpecError, made_by: &BTreeMap<String, Location>) {
     let Some(first) = made_by.get(&e.at.file) else {
         return;
     };
@@ -238,7 +238,7 @@ pub fn said_where_written(e: &mut SpecError, made_by: &BTreeMap<String, Location
     e.at = at;
 }
 
-pub fn error_at(file: &str, line: usize, column: usize, message: String) -> SpecError {
+pub(crate) fn error_at(file: &str, line: usize, column: usize, message: String) -> SpecError {
     SpecError {
         at: Location {
             file: file.to_string(),

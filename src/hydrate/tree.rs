@@ -19,23 +19,23 @@ pub fn mentions(bytes: &[u8], needle: &[u8]) -> bool {
 }
 
 /// The directory of `path` ("" at the root).
-pub fn dir_of(path: &str) -> &str {
+pub(crate) fn dir_of(path: &str) -> &str {
     path.rsplit_once('/').map(|(d, _)| d).unwrap_or("")
 }
 
-pub fn base_of(path: &str) -> &str {
+pub(crate) fn base_of(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
 }
 
 /// Whether `path` lies in directory `dir` ("" is the root: everything does).
-pub fn is_under(path: &str, dir: &str) -> bool {
+pub(crate) fn is_under(path: &str, dir: &str) -> bool {
     dir.is_empty()
         || (path.len() > dir.len() && path.starts_with(dir) && path.as_bytes()[dir.len()] == b'/')
 }
 
 /// A directory a tool renders whole.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RenderedDir {
+pub(crate) enum RenderedDir {
     /// A kustomization: its directory and its file (`dir/kustomization.yaml`).
     Kustomize { dir: String, file: String },
     /// A chart: its directory and its `Chart.yaml`.
@@ -53,7 +53,7 @@ impl RenderedDir {
 /// The outermost rendered directories among `paths`: one inside another is the outer
 /// one's to read (a base under an overlay, a subchart in `charts/`). Two kustomization
 /// files in one directory are an error, as kustomize says.
-pub fn rendered_dirs<'a>(
+pub(crate) fn rendered_dirs<'a>(
     paths: impl IntoIterator<Item = &'a str>,
 ) -> (Vec<RenderedDir>, Vec<(String, String)>) {
     let mut found: BTreeMap<String, Vec<RenderedDir>> = BTreeMap::new();
@@ -117,7 +117,7 @@ pub fn rendered_dirs<'a>(
 
 /// Whether a JSON document is a Kubernetes object (or a list of them): an object with
 /// `apiVersion` and `kind`. Anything else (a dashboard, a `package.json`) is not read.
-pub fn is_manifest_json(v: &serde_json::Value) -> bool {
+pub(crate) fn is_manifest_json(v: &serde_json::Value) -> bool {
     v.get("apiVersion")
         .is_some_and(serde_json::Value::is_string)
         && v.get("kind").is_some_and(serde_json::Value::is_string)
@@ -172,12 +172,12 @@ impl ChartMeta {
 }
 
 /// The `Chart.yaml` of the chart directory `dir` on disk.
-pub fn chart_meta(dir: &std::path::Path) -> Option<ChartMeta> {
+pub(crate) fn chart_meta(dir: &std::path::Path) -> Option<ChartMeta> {
     ChartMeta::parse(&std::fs::read(dir.join(CHART_FILE)).ok()?)
 }
 
 /// One file of a repository as a tool that reads it whole is given it.
-pub struct RepositoryFile {
+pub(crate) struct RepositoryFile {
     /// Relative to the repository.
     pub path: std::path::PathBuf,
     pub executable: bool,
@@ -186,7 +186,7 @@ pub struct RepositoryFile {
 
 /// Why a repository's files could not be given to a tool.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RepositoryFilesError {
+pub(crate) enum RepositoryFilesError {
     #[error("reading {what}: {why}")]
     Read { what: String, why: String },
     /// `then`: what is not done for it ("a plugin is not given a copy of it").
@@ -197,7 +197,7 @@ pub enum RepositoryFilesError {
 /// Every regular file of the repository `repo` (canonical), `.git` left out, a link
 /// followed only while it stays inside; in path order. More than `max_bytes` in all is
 /// an error, in words for `what` ("a plugin is not given a copy of it").
-pub fn repository_files(
+pub(crate) fn repository_files(
     repo: &std::path::Path,
     max_bytes: u64,
     what: &str,
@@ -254,7 +254,7 @@ fn is_template(path: &str) -> bool {
 
 /// Whether a chart's file at `path` (within the chart) is a template that calls helm's
 /// `lookup` (`lookup "v1" "Secret" ...`, `(lookup ...)`, `lookup $x`).
-pub fn template_calls_lookup(path: &str, text: &[u8]) -> bool {
+pub(crate) fn template_calls_lookup(path: &str, text: &[u8]) -> bool {
     is_template(path) && calls_lookup(text)
 }
 
@@ -265,7 +265,7 @@ fn calls_lookup(text: &[u8]) -> bool {
 }
 
 /// Whether a packaged subchart (`charts/NAME.tgz`) has a template that calls `lookup`.
-pub fn archive_calls_lookup(bytes: &[u8]) -> bool {
+pub(crate) fn archive_calls_lookup(bytes: &[u8]) -> bool {
     use std::io::Read as _;
     let mut archive = tar::Archive::new(flate2::read::GzDecoder::new(bytes));
     let Ok(entries) = archive.entries() else {

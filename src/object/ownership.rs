@@ -18,21 +18,21 @@ pub const DEFAULT_INSTANCE: &str = "default";
 pub const INSTANCE: &str = "driftless.dev/instance";
 /// On what driftless keeps for itself rather than applies from a spec (the inventory's
 /// namespace, the hash key): never an instance's object, never pruned.
-pub const SYSTEM: &str = "driftless.dev/system";
+pub(crate) const SYSTEM: &str = "driftless.dev/system";
 /// Annotation: the spec identity `kind/namespace/name` the object was rendered from.
-pub const SPEC: &str = "driftless.dev/spec";
+pub(crate) const SPEC: &str = "driftless.dev/spec";
 /// Label on each run of a hook created from `generateName`: which instance's hook spec it
 /// is a run of (a short hash of both), so that later runs find earlier ones to delete.
-pub const HOOK_RUN: &str = "driftless.dev/hook-run";
+pub(crate) const HOOK_RUN: &str = "driftless.dev/hook-run";
 /// The selector labels of the workloads driftless's own kinds render (a Deployment's
 /// selector is immutable, so they stay as first released). Never read as ownership.
-pub const APP_NAME: &str = "app.kubernetes.io/name";
-pub const APP_INSTANCE: &str = "app.kubernetes.io/instance";
+pub(crate) const APP_NAME: &str = "app.kubernetes.io/name";
+pub(crate) const APP_INSTANCE: &str = "app.kubernetes.io/instance";
 /// On the Pods a `localservice` selects: the node they run on (as a label value), which
 /// the per-node Services select on. Kept up to date by the daemon.
 pub const NODE: &str = "localservice.driftless.dev/node";
 /// Annotation on a per-node Service: the node's real name.
-pub const NODE_NAME: &str = "localservice.driftless.dev/node-name";
+pub(crate) const NODE_NAME: &str = "localservice.driftless.dev/node-name";
 
 /// Whose an object is, by its labels.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -79,7 +79,7 @@ pub fn set(body: &mut Value, pointer: &str, value: Value) -> bool {
 }
 
 /// Whether `pointer` is `under` or lies below it (`/spec/replicas` is under `/spec`).
-pub fn is_under(pointer: &str, under: &str) -> bool {
+pub(crate) fn is_under(pointer: &str, under: &str) -> bool {
     pointer == under
         || pointer
             .strip_prefix(under)

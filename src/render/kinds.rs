@@ -242,7 +242,7 @@ pub(super) fn elasticweb(
 
 /// The Service name for `node`: `<spec>-<node>`, made a valid, stable, unique DNS-1035
 /// label when the node's name does not fit (dots, length).
-pub fn localservice_name(spec_name: &str, node: &str) -> String {
+pub(crate) fn localservice_name(spec_name: &str, node: &str) -> String {
     names::joined_label(spec_name, node, 63)
 }
 

@@ -118,7 +118,7 @@ pub enum RenderError {
 }
 
 /// Sets (or, for `None`, removes) an object's `metadata.namespace`.
-pub fn set_namespace(body: &mut Value, namespace: Option<&str>) {
+pub(crate) fn set_namespace(body: &mut Value, namespace: Option<&str>) {
     if let Some(meta) = body.get_mut("metadata").and_then(Value::as_object_mut) {
         match namespace {
             Some(ns) => {
@@ -132,13 +132,13 @@ pub fn set_namespace(body: &mut Value, namespace: Option<&str>) {
 }
 
 /// The policy of an object whose spec says nothing of one, one for all of them.
-pub fn default_policy() -> Arc<ObjectPolicy> {
+pub(crate) fn default_policy() -> Arc<ObjectPolicy> {
     static DEFAULT: LazyLock<Arc<ObjectPolicy>> = LazyLock::new(Arc::default);
     DEFAULT.clone()
 }
 
 /// One spec's objects, with what the tree's settings say of each.
-pub fn render_spec(
+pub(crate) fn render_spec(
     spec: &Spec,
     settings: &Settings,
     facts: &Facts,
@@ -167,7 +167,7 @@ pub fn render_spec(
 /// that no two specs render the same object. Only the objects' identities are kept
 /// across specs, so a caller that needs a few specs' bodies (or none) never holds the
 /// whole tree's (about 15 MiB at 1,000 specs).
-pub fn render_each<'a>(
+pub(crate) fn render_each<'a>(
     specs: impl IntoIterator<Item = &'a Spec>,
     settings: &Settings,
     facts: &Facts,

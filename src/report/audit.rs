@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use super::tls::Peer;
 
 /// The log target of audit lines: `RUST_LOG=driftless::audit=info` keeps them alone.
-pub const TARGET: &str = "driftless::audit";
+pub(crate) const TARGET: &str = "driftless::audit";
 
 /// A refusal's body is a short JSON error; anything longer is not read for the line.
 const REASON_LIMIT: usize = 4096;
@@ -42,7 +42,7 @@ pub type History = Option<tokio::sync::mpsc::Sender<AuditRecord>>;
 
 /// Records the history's channel holds until the loop takes them; past that a record
 /// is not waited for (its log line is its trace).
-pub const RECORDS: usize = 256;
+pub(crate) const RECORDS: usize = 256;
 
 /// Whether records are being left out (the history full), so that is said once a flood,
 /// not once a request.

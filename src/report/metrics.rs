@@ -20,11 +20,11 @@ pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; cha
 /// The results a sync ends with (an invalid revision counts as a sync that applied
 /// nothing); their counters exist from the start so that `rate()` and `increase()` see
 /// the first failure.
-pub const SYNC_RESULTS: [&str; 4] = ["success", "failed", "refused", "invalid"];
+pub(crate) const SYNC_RESULTS: [&str; 4] = ["success", "failed", "refused", "invalid"];
 
 /// How a notification ended: delivered, given up after its retries (or refused by the
 /// receiver), or dropped from a full queue.
-pub const NOTIFICATION_RESULTS: [&str; 3] = ["sent", "failed", "dropped"];
+pub(crate) const NOTIFICATION_RESULTS: [&str; 3] = ["sent", "failed", "dropped"];
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabels {
@@ -459,7 +459,7 @@ fn register(
 /// A page (`encode`) with only the samples of the specs in `seen` (kind, namespace,
 /// name, as the spec families label them), for a reader who may see only those; a
 /// sample of no spec stays.
-pub fn only_specs(page: &str, seen: &HashSet<(String, String, String)>) -> String {
+pub(crate) fn only_specs(page: &str, seen: &HashSet<(String, String, String)>) -> String {
     let mut kept = String::with_capacity(page.len());
     for line in page.split_inclusive('\n') {
         let labels = sample_labels(line);

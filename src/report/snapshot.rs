@@ -82,10 +82,10 @@ pub struct Shared<'a> {
 
 /// The other members' specs by id, each held once however many status documents and
 /// views show it.
-pub type PeerSpecs = HashMap<String, std::sync::Arc<SpecStatus>>;
+pub(crate) type PeerSpecs = HashMap<String, std::sync::Arc<SpecStatus>>;
 
 /// Reason of a spec no member has reported yet.
-pub const UNREPORTED: &str = "Unreported";
+pub(crate) const UNREPORTED: &str = "Unreported";
 
 impl<'a> Snapshot<'a> {
     /// The status, with only this replica's own specs: `with_peers` adds the others'.
@@ -385,7 +385,7 @@ impl Serialize for Specs<'_, '_> {
 /// Writes the status file (`--status-file`), if there is one, and remembers whether the
 /// last write failed; publishes each new status to the API's readers.
 #[derive(Debug)]
-pub struct StatusWriter {
+pub(crate) struct StatusWriter {
     path: Option<PathBuf>,
     failing: bool,
     /// When the file was last written (or tried).

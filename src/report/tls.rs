@@ -270,7 +270,7 @@ fn client_name(der: &CertificateDer<'_>) -> Arc<str> {
 }
 
 /// A connection the server reads and writes, plain or TLS.
-pub type Conn = Either<TcpStream, tokio_rustls::server::TlsStream<TcpStream>>;
+pub(crate) type Conn = Either<TcpStream, tokio_rustls::server::TlsStream<TcpStream>>;
 
 /// What the daemon listens with: plain TCP, or TLS handshaken beside the accept loop.
 pub enum Listening {
@@ -370,7 +370,7 @@ impl Listener for Listening {
 
 /// Who sent a request, as the listener saw the connection: what the audit line names.
 #[derive(Debug, Clone)]
-pub struct Peer {
+pub(crate) struct Peer {
     pub addr: SocketAddr,
     /// The name of the client certificate the connection presented, verified against
     /// `--tls-client-ca-file`.

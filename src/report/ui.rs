@@ -12,7 +12,7 @@ use axum::routing::get;
 /// Only this origin, for everything: no inline script or style (the page has none), so an
 /// object name or message that slipped into markup could still not run. `form-action
 /// 'none'` keeps the token form from ever submitting the token in a URL.
-pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; \
+pub(crate) const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; \
      style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; \
      form-action 'none'; frame-ancestors 'none'";
 
@@ -45,7 +45,7 @@ const ASSETS: &[Asset] = &[
 ];
 
 /// `/` and `/ui/{file}`, for any router state (the handlers need none).
-pub fn router<S: Clone + Send + Sync + 'static>() -> Router<S> {
+pub(crate) fn router<S: Clone + Send + Sync + 'static>() -> Router<S> {
     assets().route("/", get(index))
 }
 
@@ -56,7 +56,7 @@ pub fn assets<S: Clone + Send + Sync + 'static>() -> Router<S> {
 
 /// A fleet's listener: the fleet's page at `/`, the assets, and each cluster's own page
 /// at `/clusters/NAME/` (its closing slash is what the page's relative URLs need).
-pub fn fleet_router<S: Clone + Send + Sync + 'static>(clusters: &[String]) -> Router<S> {
+pub(crate) fn fleet_router<S: Clone + Send + Sync + 'static>(clusters: &[String]) -> Router<S> {
     let mut router = assets().route("/", get(|| async { serve("fleet.html") }));
     for name in clusters {
         let to = format!("/clusters/{name}/");

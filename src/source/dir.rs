@@ -78,7 +78,7 @@ fn changes_tree(kind: &notify::EventKind) -> bool {
 }
 
 /// `dir:` + a hash of every path and content: the same tree is the same revision.
-pub fn revision_of(files: &[SourceFile]) -> String {
+pub(crate) fn revision_of(files: &[SourceFile]) -> String {
     // A 0 after each path and content keeps ("ab", "") and ("a", "b") apart.
     let bytes = files.iter().flat_map(|f| {
         f.path

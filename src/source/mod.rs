@@ -131,7 +131,7 @@ pub(crate) fn head_names(r: &git2::Repository) -> Vec<String> {
 }
 
 /// The URLs of a work tree's remotes (none when it is not a git repository).
-pub fn remote_urls(repo: &Path) -> Vec<String> {
+pub(crate) fn remote_urls(repo: &Path) -> Vec<String> {
     git2::Repository::open(repo)
         .map(|r| urls_of(&r))
         .unwrap_or_default()
@@ -195,7 +195,7 @@ pub enum TreeError {
 }
 
 /// A full SHA-1 or SHA-256 commit id (a directory's revisions are not commits).
-pub fn is_commit(revision: &str) -> bool {
+pub(crate) fn is_commit(revision: &str) -> bool {
     matches!(revision.len(), 40 | 64) && revision.bytes().all(|b| b.is_ascii_hexdigit())
 }
 

@@ -34,7 +34,7 @@ pub use sops::AgeKeys;
 
 /// Namespaces no spec writes into unless the tree's [`Policy`] allows it: the control
 /// plane's own, and driftless's (its inventory and Lease live there by default).
-pub const PROTECTED_NAMESPACES: [&str; 4] = [
+pub(crate) const PROTECTED_NAMESPACES: [&str; 4] = [
     "kube-system",
     "kube-public",
     "kube-node-lease",
@@ -189,7 +189,7 @@ pub struct Location {
 
 /// The 1-based line and column (in characters) of byte `offset` in `text`: where an
 /// operator's file (`--vars-file`, `--clusters`) is wrong, as a spec's place is said.
-pub fn line_column(text: &str, offset: usize) -> (usize, usize) {
+pub(crate) fn line_column(text: &str, offset: usize) -> (usize, usize) {
     let before = text.get(..offset.min(text.len())).unwrap_or(text);
     let line = before.matches('\n').count() + 1;
     let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
@@ -322,7 +322,7 @@ impl Release {
 
 /// The file a Flux Kustomization's objects are handed on as, written in `file`: an app of
 /// their own ([`SpecTree::apps`]).
-pub fn flux_output_file(file: &str, namespace: &str, name: &str) -> String {
+pub(crate) fn flux_output_file(file: &str, namespace: &str, name: &str) -> String {
     format!("{file}#flux.{namespace}.{name}")
 }
 
@@ -358,7 +358,7 @@ pub fn app_of(file: &str) -> Option<String> {
 
 /// Every app that rendered the file at `file`, the outermost first (`app_of` is the
 /// last).
-pub fn apps_of(file: &str) -> Vec<String> {
+pub(crate) fn apps_of(file: &str) -> Vec<String> {
     file.split('#')
         .skip(1)
         .filter_map(|part| {
@@ -383,7 +383,7 @@ const APP_MARKERS: [&str; 4] = ["#argo.", "#flux.", "#flux-helm.", "#helm."];
 /// (DESIGN 2): a Flux Kustomization or an Argo CD Application pointed at an emptied or
 /// wrong path looks so. A chart release renders a chart, not a path: a release whose
 /// values drop most of its objects is judged with the tree, as Helm and Flux judge none.
-pub fn guards_own_prune(app: &str) -> bool {
+pub(crate) fn guards_own_prune(app: &str) -> bool {
     app.starts_with("flux/") || app.starts_with("argo/")
 }
 
@@ -535,7 +535,7 @@ impl fmt::Display for SpecErrors {
 /// Built-in kinds that are not namespaced, as `(group, kind)`. A custom kind is
 /// cluster-scoped when its CRD in the same tree says so; otherwise it is taken as
 /// namespaced (apply corrects this through discovery).
-pub const CLUSTER_SCOPED: &[(&str, &str)] = &[
+pub(crate) const CLUSTER_SCOPED: &[(&str, &str)] = &[
     ("", "Namespace"),
     ("", "Node"),
     ("", "PersistentVolume"),

@@ -43,7 +43,7 @@ pub fn dns1035_label(s: &str) -> Result<(), String> {
 }
 
 /// RFC 1123 subdomain: names of most other objects.
-pub fn dns1123_subdomain(s: &str) -> Result<(), String> {
+pub(crate) fn dns1123_subdomain(s: &str) -> Result<(), String> {
     length(s, MAX_SUBDOMAIN)?;
     for part in s.split('.') {
         if part.is_empty() || !part.chars().all(|c| lower_alnum(c) || c == '-') {
@@ -96,7 +96,7 @@ impl NameRule {
 /// A name that can stand as one segment of a URL path, as the apiserver requires of RBAC
 /// names: not empty, not `.` or `..`, no `/` or `%`. Control characters are refused too
 /// (no apiserver check allows them through a real client).
-pub fn path_segment(s: &str) -> Result<(), String> {
+pub(crate) fn path_segment(s: &str) -> Result<(), String> {
     length(s, MAX_SUBDOMAIN)?;
     if s == "." || s == ".." {
         return Err("may not be '.' or '..'".into());
@@ -137,13 +137,13 @@ pub fn label_key(s: &str) -> Result<(), String> {
 
 /// The domain of driftless's own label and annotation keys (`driftless.dev/instance`,
 /// `localservice.driftless.dev/node`, ...).
-pub const DRIFTLESS_DOMAIN: &str = "driftless.dev";
+pub(crate) const DRIFTLESS_DOMAIN: &str = "driftless.dev";
 
 /// Whether a label or annotation key is one driftless sets itself: every key under
 /// `driftless.dev` or a subdomain of it. A spec that set one could claim another
 /// instance's objects, or make driftless's own selection wrong. `app.kubernetes.io/*`
 /// keys are the manifest author's, never ours.
-pub fn is_driftless_key(key: &str) -> bool {
+pub(crate) fn is_driftless_key(key: &str) -> bool {
     match key.split_once('/') {
         Some((prefix, _)) => {
             prefix == DRIFTLESS_DOMAIN
@@ -166,7 +166,7 @@ pub fn label_value(s: &str) -> Result<(), String> {
 
 /// A stable 32-bit FNV-1a hash, hex: names derived from it must not change between
 /// releases, so no std hasher (whose algorithm may change) is used.
-pub fn short_hash(s: &str) -> String {
+pub(crate) fn short_hash(s: &str) -> String {
     let mut h: u32 = 0x811c_9dc5;
     for b in s.bytes() {
         h ^= u32::from(b);
@@ -177,7 +177,7 @@ pub fn short_hash(s: &str) -> String {
 
 /// 64-bit FNV-1a, for content hashes that are stored (inventory, revision ids) and so
 /// must be the same in every release.
-pub fn fnv1a64(bytes: impl IntoIterator<Item = u8>) -> u64 {
+pub(crate) fn fnv1a64(bytes: impl IntoIterator<Item = u8>) -> u64 {
     bytes.into_iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
     })
@@ -187,7 +187,7 @@ pub fn fnv1a64(bytes: impl IntoIterator<Item = u8>) -> u64 {
 /// and unique per input: used unchanged when already valid; otherwise sanitised
 /// (lowercased, invalid characters to '-'), cut to fit, and given a hash of the
 /// original suffix so two inputs that sanitise alike stay apart.
-pub fn joined_label(base: &str, suffix: &str, max: usize) -> String {
+pub(crate) fn joined_label(base: &str, suffix: &str, max: usize) -> String {
     let joined = format!("{base}-{suffix}");
     if joined.len() <= max && dns1035_label(&joined).is_ok() {
         return joined;
@@ -214,7 +214,7 @@ pub fn joined_label(base: &str, suffix: &str, max: usize) -> String {
 }
 
 /// A label value standing for `s`: `s` itself when valid, else a sanitised, hashed form.
-pub fn as_label_value(s: &str) -> String {
+pub(crate) fn as_label_value(s: &str) -> String {
     if label_value(s).is_ok() {
         return s.to_string();
     }

@@ -8,22 +8,22 @@
 //! Argo CD.
 
 /// `driftless.dev/wave: "N"`: wave N is applied and ready before wave N+1 starts.
-pub const WAVE: &str = "driftless.dev/wave";
+pub(crate) const WAVE: &str = "driftless.dev/wave";
 /// `driftless.dev/hook: pre | post`
-pub const HOOK: &str = "driftless.dev/hook";
+pub(crate) const HOOK: &str = "driftless.dev/hook";
 /// Argo CD's wave annotation, read as [`WAVE`].
-pub const ARGO_WAVE: &str = "argocd.argoproj.io/sync-wave";
+pub(crate) const ARGO_WAVE: &str = "argocd.argoproj.io/sync-wave";
 /// Argo CD's hook annotation: `PreSync`, `Sync`, `PostSync`, `SyncFail`, `Skip`, or
 /// several of them, comma-separated.
-pub const ARGO_HOOK: &str = "argocd.argoproj.io/hook";
+pub(crate) const ARGO_HOOK: &str = "argocd.argoproj.io/hook";
 /// `BeforeHookCreation`, `HookSucceeded`, `HookFailed`.
-pub const ARGO_DELETE: &str = "argocd.argoproj.io/hook-delete-policy";
+pub(crate) const ARGO_DELETE: &str = "argocd.argoproj.io/hook-delete-policy";
 /// Helm's hook annotation: `pre-install,pre-upgrade`...
-pub const HELM_HOOK: &str = "helm.sh/hook";
+pub(crate) const HELM_HOOK: &str = "helm.sh/hook";
 /// Orders the hooks of a phase, lowest first.
-pub const HELM_WEIGHT: &str = "helm.sh/hook-weight";
+pub(crate) const HELM_WEIGHT: &str = "helm.sh/hook-weight";
 /// `before-hook-creation`, `hook-succeeded`, `hook-failed`.
-pub const HELM_DELETE: &str = "helm.sh/hook-delete-policy";
+pub(crate) const HELM_DELETE: &str = "helm.sh/hook-delete-policy";
 
 /// When a hook runs. Each tool's hooks keep that tool's order: Helm's post hooks follow
 /// the release's objects once they are applied (`helm install` without `--wait`), Argo
@@ -95,13 +95,13 @@ pub fn check(key: &str, value: &str) -> Result<(), String> {
 
 /// Whether annotations (as `get` reads them) make an object a hook of any tool, run or
 /// skipped: what may be created from `generateName`.
-pub fn is_hook<'a>(get: impl Fn(&str) -> Option<&'a str>) -> bool {
+pub(crate) fn is_hook<'a>(get: impl Fn(&str) -> Option<&'a str>) -> bool {
     of_annotations(get).1.is_some()
 }
 
 /// The wave and hook an object's annotations give it: driftless's own mark first, then
 /// Argo CD's, then Helm's (Argo CD ignores Helm's hook where its own is set).
-pub fn of_annotations<'a>(get: impl Fn(&str) -> Option<&'a str>) -> (i32, Option<Hook>) {
+pub(crate) fn of_annotations<'a>(get: impl Fn(&str) -> Option<&'a str>) -> (i32, Option<Hook>) {
     let number = |key: &str| get(key).and_then(|v| v.trim().parse::<i32>().ok());
     let wave = number(WAVE).or_else(|| number(ARGO_WAVE)).unwrap_or(0);
     let (phases, key) = match get(HOOK).map(str::trim) {

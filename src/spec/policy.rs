@@ -70,26 +70,26 @@ impl ObjectPolicy {
 }
 
 /// `driftless.dev/ignore-fields: /spec/replicas, /data/x`
-pub const IGNORE_FIELDS: &str = "driftless.dev/ignore-fields";
+pub(crate) const IGNORE_FIELDS: &str = "driftless.dev/ignore-fields";
 /// `driftless.dev/apply: create-only`
 pub const APPLY: &str = "driftless.dev/apply";
 /// `driftless.dev/prune: disabled`
-pub const PRUNE: &str = "driftless.dev/prune";
+pub(crate) const PRUNE: &str = "driftless.dev/prune";
 /// `driftless.dev/depends-on: elasticweb/dev/db, manifest/dev/ConfigMap/settings`
-pub const DEPENDS_ON: &str = "driftless.dev/depends-on";
+pub(crate) const DEPENDS_ON: &str = "driftless.dev/depends-on";
 /// `driftless.dev/replace: on-immutable | never`
-pub const REPLACE: &str = "driftless.dev/replace";
+pub(crate) const REPLACE: &str = "driftless.dev/replace";
 /// `driftless.dev/substitute: disabled`: `${...}` in the object is not a variable.
-pub const SUBSTITUTE: &str = "driftless.dev/substitute";
+pub(crate) const SUBSTITUTE: &str = "driftless.dev/substitute";
 /// `driftless.dev/drift: report`
-pub const DRIFT: &str = "driftless.dev/drift";
+pub(crate) const DRIFT: &str = "driftless.dev/drift";
 /// `driftless.dev/service-account: NAMESPACE/NAME`
-pub const SERVICE_ACCOUNT: &str = "driftless.dev/service-account";
+pub(crate) const SERVICE_ACCOUNT: &str = "driftless.dev/service-account";
 /// `driftless.dev/suspend: REASON`
-pub const SUSPEND: &str = "driftless.dev/suspend";
+pub(crate) const SUSPEND: &str = "driftless.dev/suspend";
 
 /// The only `driftless.dev` marks a manifest may set: the rest are driftless's own.
-pub const ANNOTATIONS: [&str; 11] = [
+pub(crate) const ANNOTATIONS: [&str; 11] = [
     IGNORE_FIELDS,
     APPLY,
     PRUNE,
@@ -104,7 +104,7 @@ pub const ANNOTATIONS: [&str; 11] = [
 ];
 
 /// Whether a manifest may set annotation `key` (a policy, not an identity mark).
-pub fn is_policy_annotation(key: &str) -> bool {
+pub(crate) fn is_policy_annotation(key: &str) -> bool {
     ANNOTATIONS.contains(&key)
 }
 
@@ -137,7 +137,7 @@ pub fn annotation(key: &str, value: &str) -> Result<(), MarkProblem> {
 }
 
 /// Why the value of policy annotation `key` is wrong, if it is.
-pub fn check_annotation(key: &str, value: &str) -> Result<(), String> {
+pub(crate) fn check_annotation(key: &str, value: &str) -> Result<(), String> {
     let expect = |want: &str| match value.trim() {
         v if v == want => Ok(()),
         v => Err(format!(
@@ -220,7 +220,7 @@ fn check_service_account(value: &str) -> Result<(), String> {
 }
 
 /// Why `id` is not a spec identity another spec may depend on, if it is not.
-pub fn check_spec_id(id: &str) -> Result<(), String> {
+pub(crate) fn check_spec_id(id: &str) -> Result<(), String> {
     id.parse::<super::SpecId>().map(drop).map_err(|_| {
         format!("{id:?} is not a spec id (kind/namespace/name, as `driftless status` lists them)")
     })
@@ -228,7 +228,7 @@ pub fn check_spec_id(id: &str) -> Result<(), String> {
 
 /// Why `p` is not a field driftless can stop sending, if it is not: a JSON pointer
 /// (RFC 6901) to a field below the object's identity.
-pub fn check_pointer(p: &str) -> Result<(), String> {
+pub(crate) fn check_pointer(p: &str) -> Result<(), String> {
     let Some(rest) = p.strip_prefix('/') else {
         return Err(format!(
             "{p:?} is not a JSON pointer: it starts with '/', as in /spec/replicas"
@@ -280,7 +280,9 @@ pub fn check_pointer(p: &str) -> Result<(), String> {
 
 /// The policy of a manifest whose annotations passed [`check_annotation`], and the ids of
 /// the specs it depends on, as written.
-pub fn of_annotations(annotations: Option<&serde_json::Value>) -> (ObjectPolicy, Vec<String>) {
+pub(crate) fn of_annotations(
+    annotations: Option<&serde_json::Value>,
+) -> (ObjectPolicy, Vec<String>) {
     let get = |key: &str| {
         annotations
             .and_then(|a| a.get(key))

@@ -23,8 +23,9 @@ pub enum Unit {
     Bytes,
 }
 
-pub const SYNTAX: &str = "(expected a Kubernetes quantity such as \"500m\", \"2\" or \"4Gi\")";
-pub const NEGATIVE: &str = "(must not be negative)";
+pub(crate) const SYNTAX: &str =
+    "(expected a Kubernetes quantity such as \"500m\", \"2\" or \"4Gi\")";
+pub(crate) const NEGATIVE: &str = "(must not be negative)";
 
 /// `Ok` for a valid, non-negative quantity that fits in 64 bits of `unit`; otherwise why
 /// not, in parentheses (it follows the quoted value in messages).

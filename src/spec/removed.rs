@@ -93,12 +93,6 @@ pub fn removed(api_version: &str, kind: &str) -> Option<&'static Removed> {
         .find(|r| r.api_version == api_version && r.kind == kind)
 }
 
-/// The removal that makes a cluster at `minor` lack `api_version` `kind`, if it does:
-/// for the one line an apply says when the cluster has no such kind.
-pub fn removed_by(api_version: &str, kind: &str, minor: u32) -> Option<&'static Removed> {
-    removed(api_version, kind).filter(|r| minor >= r.in_minor)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -131,12 +125,6 @@ mod tests {
         assert_eq!(removed("batch/v1", "CronJob"), None);
         assert_eq!(removed("example.com/v1beta1", "CronJob"), None);
         assert_eq!(removed("policy/v1beta1", "Eviction"), None);
-    }
-
-    #[test]
-    fn a_cluster_older_than_the_removal_still_serves_it() {
-        assert!(removed_by("batch/v1beta1", "CronJob", 24).is_none());
-        assert!(removed_by("batch/v1beta1", "CronJob", 25).is_some());
     }
 
     #[test]

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use super::Location;
 
 /// The file's name. Hidden, so the walkers never take it for specs.
-pub const SETTINGS_FILE: &str = ".driftless.toml";
+pub(crate) const SETTINGS_FILE: &str = ".driftless.toml";
 
 #[derive(Debug, Clone, Default)]
 pub struct Settings {
@@ -286,7 +286,7 @@ impl Settings {
 }
 
 /// API groups Kubernetes itself serves: kstatus judges their kinds, a rule may not.
-pub const BUILT_IN_GROUPS: &[&str] = &[
+pub(crate) const BUILT_IN_GROUPS: &[&str] = &[
     "",
     "admissionregistration.k8s.io",
     "apiextensions.k8s.io",

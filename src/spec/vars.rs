@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 
 /// The variables of a tree: its `[vars]`, overridden by the command line's.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Vars(pub BTreeMap<String, String>);
+pub(crate) struct Vars(pub BTreeMap<String, String>);
 
 /// A `${name}` that no variable sets: the byte offset of its `$` in the value.
 #[derive(Debug, Clone, PartialEq, Eq)]

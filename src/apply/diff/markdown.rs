@@ -11,10 +11,10 @@ use super::present::{DiffAction, Shown, Summary, shown};
 pub const MARKDOWN_LIMIT: usize = 60_000;
 
 /// The first line, so a CI job can find and update its own earlier comment.
-pub const MARKER: &str = "<!-- driftless diff -->";
+pub(crate) const MARKER: &str = "<!-- driftless diff -->";
 
 /// The first line of a preview (`diff --base`): a job may post both, each its own comment.
-pub const PREVIEW_MARKER: &str = "<!-- driftless diff --base -->";
+pub(crate) const PREVIEW_MARKER: &str = "<!-- driftless diff --base -->";
 
 /// Kept free for the note on left-out sections, so it is never itself cut short.
 const NOTE_ROOM: usize = 2_000;

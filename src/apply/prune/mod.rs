@@ -380,7 +380,7 @@ fn waiting_on(live: &Value) -> Option<String> {
 }
 
 /// Why `live` must not be deleted on the strength of `entry`, if so.
-pub fn not_ours(entry: &Entry, live: &Value, instance: &str) -> Option<String> {
+pub(crate) fn not_ours(entry: &Entry, live: &Value, instance: &str) -> Option<String> {
     match claim(live, instance, false) {
         Ok(_) => {}
         Err(Refusal::OtherInstance(i)) => {

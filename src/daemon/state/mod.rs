@@ -62,7 +62,7 @@ pub struct Tally {
 
 /// One finished sync (or an invalid revision, counted as a sync that applied nothing).
 #[derive(Debug, PartialEq)]
-pub struct SyncCount {
+pub(crate) struct SyncCount {
     /// success, failed, refused or invalid.
     pub result: &'static str,
     pub elapsed: Duration,
@@ -71,7 +71,7 @@ pub struct SyncCount {
 
 /// What the loop does with keys that came due.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Due {
+pub(crate) enum Due {
     /// Sync them now.
     Sync,
     /// Not before the node set is known (a render would see no nodes, and prune would
@@ -84,7 +84,7 @@ pub enum Due {
 }
 
 /// Everything the loop knows.
-pub struct State {
+pub(crate) struct State {
     source_name: String,
     /// The driftless instance this daemon is (`--instance`), as the status names it.
     pub instance: String,

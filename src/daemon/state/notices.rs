@@ -9,7 +9,7 @@ use crate::report::notify::{Event, Notice};
 
 /// What has been told so far.
 #[derive(Debug, Default)]
-pub struct Herald {
+pub(crate) struct Herald {
     /// The failure last told, by kind and revision, until a recovery.
     failing: Option<(Event, Option<String>)>,
     /// The revision last told applied and ready.

@@ -12,7 +12,7 @@ use crate::spec::{Spec, SpecId, SpecTree};
 
 /// What a readiness refresh changed, for the metrics.
 #[derive(Debug, Default, PartialEq)]
-pub struct HealthNews {
+pub(crate) struct HealthNews {
     /// Specs that left the tree: their series go.
     pub gone: Vec<SpecId>,
     /// From the current revision first seen to every spec ready, the first time it is.

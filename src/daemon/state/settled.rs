@@ -11,7 +11,7 @@ use std::collections::{BTreeSet, HashMap};
 use crate::spec::SpecId;
 
 #[derive(Debug, Default)]
-pub struct Settling {
+pub(crate) struct Settling {
     /// Specs whose newest content is not yet applied and observed.
     unsettled: BTreeSet<SpecId>,
     /// Unsettled specs a sync applied since the last readiness refresh: the next refresh

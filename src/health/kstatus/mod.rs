@@ -119,7 +119,7 @@ pub fn compute(obj: Option<&Value>, now: Timestamp) -> ObjectStatus {
 /// [`compute`], with the tree's `[[health]]` rule for the object's kind when it has one
 /// (`cel`): asked once kstatus's own checks of deletion and observed generation
 /// pass, in place of the conditions a custom resource may not have.
-pub fn compute_with(
+pub(crate) fn compute_with(
     obj: Option<&Value>,
     now: Timestamp,
     rule: Option<&crate::spec::settings::HealthRule>,

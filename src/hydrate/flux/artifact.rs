@@ -46,7 +46,7 @@ const RULE_KEYS: &[&str] = &["from", "to", "exclude", "strategy"];
 
 /// Why a copy rule is not carried out, as the ArtifactGenerator's refusal goes on.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RuleError {
+pub(crate) enum RuleError {
     #[error("has a copy rule whose {0}")]
     NotCarriedOut(#[from] NotCarriedOut),
     #[error("has a copy rule with strategy {0:?} (Overwrite, Merge or Extract)")]
@@ -64,7 +64,7 @@ pub enum RuleError {
 
 /// Why a rule could not be carried out on the repository.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum CopyError {
+pub(crate) enum CopyError {
     #[error("copying {from:?} to {to:?}: {why}")]
     Rule {
         from: String,

@@ -100,7 +100,7 @@ type StringData = BTreeMap<String, String>;
 
 /// Why a ConfigMap's or Secret's data is not read (`KIND NS/NAME` each names its object).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum DataError {
+pub(crate) enum DataError {
     #[error("{0} is encrypted with SOPS, and not read for this yet")]
     Encrypted(String),
     #[error("{object}: data.{key} is not base64")]

@@ -25,7 +25,7 @@ use crate::spec::{Location, RenderedBy};
 pub use prepare::{PrepareError, Prepared, prepare};
 
 /// A release of the chart in `dir` that nobody names, called `name` (its directory's).
-pub fn unnamed_release(
+pub(crate) fn unnamed_release(
     dir: &str,
     name: &str,
     namespace: &str,

@@ -31,7 +31,7 @@ pub const JSONNET_VERSION: &str = "rsjsonnet 0.5.1";
 /// every file it read); the next revision's key is made of the same files, as they are
 /// then, and answers from the cache while none of them changed.
 #[derive(Default)]
-pub struct Evaluations {
+pub(crate) struct Evaluations {
     /// What each file's last evaluation read, and where its imports looked in vain.
     read: Mutex<HashMap<String, Read>>,
 }

@@ -38,7 +38,7 @@ const REVISION_VARIABLE: &str = "ARGOCD_APP_REVISION";
 /// The plugins of `--plugins-dir`, read again for each revision (an operator may add one
 /// without a restart).
 #[derive(Default)]
-pub struct Plugins;
+pub(crate) struct Plugins;
 
 /// The repository as a plugin sees it: its files (no `.git`), read once per revision.
 #[derive(Debug)]
@@ -57,7 +57,7 @@ pub struct Ready {
 
 /// Why a plugin has no copy of the repository to run in.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum RepositoryError {
+pub(crate) enum RepositoryError {
     #[error("a config management plugin needs its tree on disk")]
     NotOnDisk,
     /// The repository's files not read (too large, unreadable), in the reader's words.
@@ -280,7 +280,7 @@ impl Tool for Plugins {
 
 /// A plugin part made ready: the plugin chosen (of the revision's), the repository and
 /// what the plugin is told.
-pub struct PluginRun {
+pub(crate) struct PluginRun {
     plugins: Arc<Vec<Plugin>>,
     plugin: usize,
     repository: Arc<Repository>,

@@ -31,12 +31,12 @@ pub use published::Published;
 pub(crate) use view::Caller;
 
 /// Longest a long-poll may wait.
-pub const MAX_WAIT: Duration = Duration::from_secs(300);
+pub(crate) const MAX_WAIT: Duration = Duration::from_secs(300);
 const DEFAULT_WAIT: Duration = Duration::from_secs(30);
 /// Event streams open at once; more are refused (503) rather than each holding a task.
 const MAX_STREAMS: usize = 64;
 /// Largest control request body (a suspension's reason).
-pub const CONTROL_BODY_LIMIT: usize = 16 * 1024;
+pub(crate) const CONTROL_BODY_LIMIT: usize = 16 * 1024;
 
 /// Why the object view has no view to show. What cannot be read of the object itself
 /// (its live copy, its diff) is said inside the view, not as this.
@@ -108,7 +108,7 @@ impl ApiState {
     }
 }
 
-pub fn router(state: Arc<ApiState>) -> Router {
+pub(crate) fn router(state: Arc<ApiState>) -> Router {
     Router::new()
         .route("/api/v1/status", get(status))
         .route("/api/v1/events", get(events))

@@ -155,7 +155,7 @@ impl Origins {
 }
 
 /// Hands notices to the receivers' delivery tasks; never waits.
-pub struct Notifier {
+pub(crate) struct Notifier {
     queues: Vec<(Arc<Target>, mpsc::Sender<Arc<Notice>>)>,
     metrics: Arc<Metrics>,
 }
@@ -181,10 +181,6 @@ impl Notifier {
             })
             .collect();
         Notifier { queues, metrics }
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.queues.is_empty()
     }
 
     /// Queues `notice` for every receiver that takes it; a receiver whose queue is full

@@ -12,14 +12,14 @@ use serde_json::{Map, Value};
 
 /// The provider's keys, as its `jwks_uri` serves them.
 #[derive(Debug, Clone, Default, Deserialize)]
-pub struct KeySet {
+pub(crate) struct KeySet {
     #[serde(default)]
     pub keys: Vec<Jwk>,
 }
 
 /// One key of a JWKS (RFC 7517), with the members the algorithms below use.
 #[derive(Debug, Clone, Deserialize)]
-pub struct Jwk {
+pub(crate) struct Jwk {
     #[serde(default)]
     pub kid: Option<String>,
     pub kty: String,
@@ -91,7 +91,7 @@ struct Header {
 
 /// The key id a token names, read without verifying anything (to know whether the key
 /// set must be fetched again first).
-pub fn key_id(token: &str) -> Option<String> {
+pub(crate) fn key_id(token: &str) -> Option<String> {
     let header = token.split('.').next()?;
     let bytes = URL_SAFE_NO_PAD.decode(header).ok()?;
     serde_json::from_slice::<Header>(&bytes).ok()?.kid

@@ -58,7 +58,7 @@ impl std::fmt::Debug for SignIn {
 
 /// Who a request comes from, as the listener found out (a request extension).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Identity {
+pub(crate) enum Identity {
     /// Signed in (session cookie) or bearing the provider's ID token.
     Person { person: Person, by_cookie: bool },
     /// The API token's holder (automation).
@@ -160,7 +160,7 @@ impl SignIn {
 /// A verified token without the user's name where the operator said it is.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("the token has no {0:?} claim (--oidc-username-claim)")]
-pub struct NoUser(String);
+pub(crate) struct NoUser(String);
 
 /// What the gate knows besides sign-in: the API token and whether client certificates
 /// are verified.
@@ -250,7 +250,7 @@ pub async fn gate(gate: Arc<Gate>, mut request: Request, next: Next) -> Response
 }
 
 /// Compares in constant time, lengths included (both are hashed first).
-pub fn same_token(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn same_token(a: &[u8], b: &[u8]) -> bool {
     let (a, b) = (
         <sha2::Sha256 as sha2::Digest>::digest(a),
         <sha2::Sha256 as sha2::Digest>::digest(b),

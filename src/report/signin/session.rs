@@ -13,13 +13,13 @@ use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 
 /// The session's cookie.
-pub const SESSION_COOKIE: &str = "driftless_session";
+pub(crate) const SESSION_COOKIE: &str = "driftless_session";
 /// The sign-in under way's cookie.
-pub const SIGNIN_COOKIE: &str = "driftless_signin";
+pub(crate) const SIGNIN_COOKIE: &str = "driftless_signin";
 
 /// A signed-in person, as the session cookie carries them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Session {
+pub(crate) struct Session {
     #[serde(rename = "u")]
     pub user: String,
     #[serde(rename = "g", default)]
@@ -66,7 +66,7 @@ pub struct Pending {
 }
 
 /// Something with an expiry that a cookie carries.
-pub trait Expiring {
+pub(crate) trait Expiring {
     fn expires(&self) -> i64;
 }
 
@@ -84,7 +84,7 @@ impl Expiring for Pending {
 
 /// The key cookies are signed with.
 #[derive(Clone)]
-pub struct Sealer {
+pub(crate) struct Sealer {
     key: [u8; 32],
 }
 
@@ -140,17 +140,17 @@ pub fn cookie<'a>(headers: &'a axum::http::HeaderMap, name: &str) -> Option<&'a 
 /// A `Set-Cookie` value: `HttpOnly` and `Secure` always; `SameSite=Strict` for the
 /// session, so no other site's page can make the browser send it; `Lax` for the
 /// sign-in under way, whose answer arrives as a navigation from the provider's site.
-pub fn set_cookie(name: &str, value: &str, max_age: i64, strict: bool) -> String {
+pub(crate) fn set_cookie(name: &str, value: &str, max_age: i64, strict: bool) -> String {
     let same_site = if strict { "Strict" } else { "Lax" };
     format!("{name}={value}; Path=/; Max-Age={max_age}; HttpOnly; Secure; SameSite={same_site}")
 }
 
 /// Random bytes, base64url: states, nonces, PKCE verifiers and keys.
-pub fn random_text(bytes: usize) -> String {
+pub(crate) fn random_text(bytes: usize) -> String {
     URL_SAFE_NO_PAD.encode(random_bytes(bytes))
 }
 
-pub fn random_bytes(n: usize) -> Vec<u8> {
+pub(crate) fn random_bytes(n: usize) -> Vec<u8> {
     use ring::rand::SecureRandom;
     let mut buf = vec![0u8; n];
     // The system's generator fails only where there is no entropy source at all; a

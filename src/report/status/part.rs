@@ -17,7 +17,7 @@ use super::SpecStatus;
 /// Room left in a ConfigMap's 1 MiB for its metadata and base64's growth (binaryData is
 /// counted decoded by the apiserver, but sent encoded: 4/3 of this is still well under the
 /// request limit).
-pub const LARGEST: usize = 700 * 1024;
+pub(crate) const LARGEST: usize = 700 * 1024;
 
 /// Largest part decompressed: a peer's corrupt or hostile part must not eat the memory.
 const LARGEST_DECODED: u64 = 64 * 1024 * 1024;

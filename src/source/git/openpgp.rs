@@ -22,7 +22,7 @@ pub struct Keyring {
 }
 
 /// Whether `bytes` are OpenPGP data (armored, or a binary packet) rather than text.
-pub fn is_keyring(bytes: &[u8]) -> bool {
+pub(crate) fn is_keyring(bytes: &[u8]) -> bool {
     let start = bytes.trim_ascii_start();
     start.starts_with(b"-----BEGIN PGP") || start.first().is_some_and(|b| b & 0x80 != 0)
 }

@@ -99,7 +99,7 @@ impl Trusted {
 
 /// The keys an allowed_signers file allows, each with its principals and limits.
 #[derive(Debug, Clone, Default)]
-pub struct AllowedSigners {
+pub(crate) struct AllowedSigners {
     entries: Vec<Allowed>,
 }
 
@@ -271,7 +271,7 @@ fn time_of(value: &str) -> Result<i64, LineError> {
 }
 
 /// Checks `commit`'s signature against `signers`; returns who signed it.
-pub fn verify_commit(
+pub(crate) fn verify_commit(
     repo: &Repository,
     commit: Oid,
     trusted: &Trusted,
@@ -303,7 +303,7 @@ pub fn verify_commit(
 /// `verify-tag` does: the signature is the armored block that ends the tag object, over
 /// what comes before it. A lightweight tag (a ref straight to a commit) has nothing
 /// signed.
-pub fn verify_tag(
+pub(crate) fn verify_tag(
     repo: &Repository,
     name: &str,
     target: Oid,

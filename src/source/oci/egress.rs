@@ -23,7 +23,7 @@ use tower::Service;
 /// `wire::explain_io` before anything it would say of a direct connection.
 #[derive(Debug, thiserror::Error)]
 #[error("through the proxy {proxy}: {why}")]
-pub struct ProxyError {
+pub(crate) struct ProxyError {
     /// `scheme://host:port`, never its credentials.
     pub proxy: String,
     pub why: String,
@@ -33,7 +33,7 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
 /// A connector for `hyper_rustls`: TCP to the registry, or a tunnel through the proxy.
 #[derive(Clone)]
-pub struct Egress {
+pub(crate) struct Egress {
     direct: HttpConnector,
     proxies: Arc<Matcher>,
 }

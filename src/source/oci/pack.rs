@@ -27,7 +27,7 @@ const SKIPPED_DIRS: [&str; 3] = [".git", ".hg", ".svn"];
 
 /// Why a tree was not packed: one line each.
 #[derive(Debug, thiserror::Error)]
-pub enum PackError {
+pub(crate) enum PackError {
     /// What was being done (`reading /x`, `packing a.toml`), and why it failed.
     #[error("{doing}: {source}")]
     Io {

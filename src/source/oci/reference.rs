@@ -125,7 +125,10 @@ pub fn check_digest(digest: &str) -> Result<String, NameError> {
 
 /// The newest tag that is a version within `range`; a leading `v` is allowed, as Flux
 /// allows it. Pre-releases count only when the range names one, as semver ranges mean.
-pub fn newest_matching<'t>(tags: &'t [String], range: &semver::VersionReq) -> Option<&'t str> {
+pub(crate) fn newest_matching<'t>(
+    tags: &'t [String],
+    range: &semver::VersionReq,
+) -> Option<&'t str> {
     tags.iter()
         .filter_map(|t| {
             let v = semver::Version::parse(t.strip_prefix('v').unwrap_or(t)).ok()?;

@@ -10,11 +10,12 @@ use p256::pkcs8::DecodePublicKey as _;
 
 use base64::Engine as _;
 
-pub const SIMPLE_SIGNING_MEDIA_TYPE: &str = "application/vnd.dev.cosign.simplesigning.v1+json";
-pub const SIGNATURE_ANNOTATION: &str = "dev.cosignproject.cosign/signature";
+pub(crate) const SIMPLE_SIGNING_MEDIA_TYPE: &str =
+    "application/vnd.dev.cosign.simplesigning.v1+json";
+pub(crate) const SIGNATURE_ANNOTATION: &str = "dev.cosignproject.cosign/signature";
 const PAYLOAD_TYPE: &str = "cosign container image signature";
 /// A simple signing payload is a few hundred bytes; anything much larger is not one.
-pub const MAX_PAYLOAD_BYTES: i64 = 64 * 1024;
+pub(crate) const MAX_PAYLOAD_BYTES: i64 = 64 * 1024;
 
 /// A cosign public key (`cosign.pub`: PEM, `PUBLIC KEY`, ECDSA P-256).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,7 +51,7 @@ impl VerifyKey {
 }
 
 /// The tag cosign keeps the signatures of `digest` under.
-pub fn signature_tag(digest: &str) -> String {
+pub(crate) fn signature_tag(digest: &str) -> String {
     format!("{}.sig", digest.replacen(':', "-", 1))
 }
 

@@ -107,7 +107,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const READ_TIMEOUT: Duration = Duration::from_secs(60);
 const USER_AGENT: &str = concat!("driftless/", env!("CARGO_PKG_VERSION"));
 
-pub fn digest_of(data: &[u8]) -> String {
+pub(crate) fn digest_of(data: &[u8]) -> String {
     let sum = sha2::Sha256::digest(data);
     let hex: String = sum.iter().map(|b| format!("{b:02x}")).collect();
     format!("sha256:{hex}")
@@ -465,7 +465,7 @@ async fn read(resp: Response<Incoming>, limit: u64) -> Result<Bytes, WireError> 
 }
 
 /// A transport error by its cause (refused, TLS, timeout), without the client's wrapping.
-pub fn explain_io(e: &(dyn std::error::Error + 'static)) -> String {
+pub(crate) fn explain_io(e: &(dyn std::error::Error + 'static)) -> String {
     let mut causes = Vec::new();
     let mut cur: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(c) = cur {

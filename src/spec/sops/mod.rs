@@ -397,7 +397,7 @@ pub fn mask_sealed(value: &mut Value, other: Option<&Value>, tag: &str) {
 
 /// `message` (an apiserver's answer about a sealed object, which may quote the object)
 /// with every value [`mask_sealed`] would mask cut out, a Secret's `data` also as decoded.
-pub fn redact_sealed(message: &str, body: &Value) -> String {
+pub(crate) fn redact_sealed(message: &str, body: &Value) -> String {
     fn leaves(value: &Value, path: &mut Vec<String>, out: &mut Vec<String>) {
         match value {
             Value::Object(map) => {
