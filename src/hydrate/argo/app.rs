@@ -377,7 +377,7 @@ impl Reading<'_> {
                 .map_err(|why| self.refuse("helm", why.to_string()))?;
             out.releases.push(ReleaseAt { release, file });
         } else if is_kustomize {
-            let k = kustomization(at, name, s, &path)
+            let k = kustomization(name, s, &path)
                 .map_err(|why| self.refuse("kustomize", why.to_string()))?;
             out.parts.push(Part {
                 at: at.clone(),

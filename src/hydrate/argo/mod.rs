@@ -84,7 +84,7 @@ pub enum PartSource {
         exclude: Option<String>,
     },
     /// A Kustomize directory, with the Application's `kustomize` options put in.
-    Kustomize(Box<super::flux::Kustomization>),
+    Kustomize(Box<super::flux::Build>),
 }
 
 /// A source a config management plugin renders (`source.plugin`; the plugin tool,

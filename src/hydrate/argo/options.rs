@@ -4,8 +4,8 @@
 use serde_json::{Value, json};
 
 use crate::hydrate::app_yaml::unknown;
+use crate::hydrate::kustomize::Overlay;
 use crate::hydrate::not_carried_out::NotCarriedOut;
-use crate::spec::Location;
 use crate::spec::helm::TargetedIgnore;
 use crate::spec::select::{ObjectSelector, Pattern};
 
@@ -119,53 +119,40 @@ fn jq_pointer(jq: &str) -> Option<String> {
     Some(out)
 }
 
-/// The Application's `kustomize` options as the Flux Kustomization fields the build
-/// puts into the kustomization (Argo CD's `kustomize edit` does the same).
+/// The Application's `kustomize` options as the overlay its build puts into the
+/// kustomization (Argo CD's `kustomize edit` does the same).
 pub(super) fn kustomization(
-    at: &Location,
     name: &str,
     s: &Value,
     path: &str,
-) -> Result<crate::hydrate::flux::Kustomization, KustomizeError> {
+) -> Result<crate::hydrate::flux::Build, KustomizeError> {
     let k = &s["kustomize"];
     if let Some(key) = unknown(k, KUSTOMIZE_CARRIED) {
         return Err(NotCarriedOut::field(format!("kustomize.{key}")).into());
     }
-    let mut spec = serde_json::Map::new();
-    if let Some(ns) = k["namespace"].as_str() {
-        spec.insert("targetNamespace".into(), json!(ns));
-    }
-    for field in [
-        "namePrefix",
-        "nameSuffix",
-        "patches",
-        "components",
-        "commonLabels",
-        "commonAnnotations",
-        "replicas",
-    ] {
-        if let Some(v) = k.get(field) {
-            spec.insert(field.into(), v.clone());
-        }
-    }
-    if let Some(images) = k["images"].as_array() {
-        let list: Result<Vec<Value>, KustomizeError> = images
-            .iter()
-            .map(|i| image(i.as_str().unwrap_or_default()))
-            .collect();
-        spec.insert("images".into(), Value::Array(list?));
-    }
-    Ok(crate::hydrate::flux::Kustomization {
-        at: at.clone(),
-        namespace: "argo".into(),
-        name: name.to_string(),
+    let string = |field: &str| k[field].as_str().map(str::to_string);
+    let list = |field: &str| k[field].as_array().cloned().unwrap_or_default();
+    let map = |field: &str| k[field].as_object().cloned().unwrap_or_default();
+    let images: Result<Vec<Value>, KustomizeError> = k["images"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|i| image(i.as_str().unwrap_or_default()))
+        .collect();
+    Ok(crate::hydrate::flux::Build {
         path: path.to_string(),
-        spec: Value::Object(spec),
-        wave: 0,
-        artifact: None,
-        health: Vec::new(),
-        // The Application's `destination` places it, not this build.
-        destination: None,
+        overlay: Overlay {
+            namespace: string("namespace"),
+            name_prefix: string("namePrefix"),
+            name_suffix: string("nameSuffix"),
+            patches: list("patches"),
+            common_labels: map("commonLabels"),
+            common_annotations: map("commonAnnotations"),
+            replicas: list("replicas"),
+            images: images?,
+            components: list("components"),
+        },
+        label: format!("argo/{name}"),
     })
 }
 

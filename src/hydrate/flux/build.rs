@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::artifact::materialise;
 use super::model::*;
 use crate::hydrate::cache::KeyBuilder;
-use crate::hydrate::kustomize::{self, Kustomize, closure};
+use crate::hydrate::kustomize::{self, Kustomize, Overlay, closure};
 use crate::hydrate::stage::Shared;
 use crate::hydrate::tool::{
     Context, Entry, FindError, Keyed, Ran, Rendered, Tool, ToolError, found_once,
@@ -69,9 +69,9 @@ impl Tool for Builds {
                     .path()
                     .canonicalize()
                     .map_err(|e| said(e.to_string()))?;
-                prepare(tool, &dir, k)
+                prepare(tool, &dir, &Build::of(k))
             }
-            None => prepare(tool, &disk.repo, k),
+            None => prepare(tool, &disk.repo, &Build::of(k)),
         }
     }
 
@@ -136,13 +136,13 @@ pub(crate) enum KustomizationError {
     Io(String),
 }
 
-/// The kustomization Flux builds for `k` in `dir` (the repository's copy): the
-/// directory's own, or one listing its manifests, with `k`'s fields put in. Returns the
-/// file name and its text, and the files (relative to the repository) the build reads.
+/// The kustomization Flux builds in `dir` (the repository's copy): the directory's own,
+/// or one listing its manifests, with `overlay` put in. Returns the file name and its
+/// text, and the files (relative to the repository) the build reads.
 pub(super) fn kustomization_for(
     repo: &Path,
     dir: &Path,
-    k: &Kustomization,
+    overlay: &Overlay,
 ) -> Result<(String, Value, BTreeSet<PathBuf>), KustomizationError> {
     let mut files = BTreeSet::new();
     let add_closure = |d: &Path, files: &mut BTreeSet<PathBuf>| -> Result<(), KustomizationError> {
@@ -209,68 +209,60 @@ pub(super) fn kustomization_for(
             )
         }
     };
-    let spec = &k.spec;
     let Some(obj) = kus.as_object_mut() else {
         return Err(KustomizationError::NotAKustomization(name));
     };
-    if let Some(ns) = spec["targetNamespace"].as_str() {
-        obj.insert("namespace".into(), json!(ns));
-    }
-    for field in ["namePrefix", "nameSuffix"] {
-        if let Some(s) = spec[field].as_str() {
-            obj.insert(field.into(), json!(s));
+    for c in &overlay.components {
+        let rel = c.as_str().ok_or(KustomizationError::ComponentNotAPath)?;
+        let cdir = dir
+            .join(rel)
+            .canonicalize()
+            .map_err(|e| KustomizationError::Component(rel.to_string(), e.to_string()))?;
+        if !cdir.starts_with(repo) {
+            return Err(KustomizationError::ComponentOutside(rel.to_string()));
         }
+        add_closure(&cdir, &mut files)?;
     }
-    if let Some(ps) = spec["patches"].as_array() {
-        let list = obj.entry("patches").or_insert_with(|| json!([]));
-        if let Some(list) = list.as_array_mut() {
-            list.extend(ps.iter().cloned());
-        }
-    }
-    // Argo CD's `kustomize` options (an Application's, handed in as these fields).
-    for field in ["commonLabels", "commonAnnotations"] {
-        if let Some(m) = spec[field].as_object() {
-            let to = obj.entry(field).or_insert_with(|| json!({}));
-            if let Some(to) = to.as_object_mut() {
-                to.extend(m.iter().map(|(k, v)| (k.clone(), v.clone())));
-            }
-        }
-    }
-    if let Some(rs) = spec["replicas"].as_array() {
-        let list = obj.entry("replicas").or_insert_with(|| json!([]));
-        if let Some(list) = list.as_array_mut() {
-            list.extend(rs.iter().cloned());
-        }
-    }
-    if let Some(images) = spec["images"].as_array() {
-        let list = obj.entry("images").or_insert_with(|| json!([]));
-        if let Some(list) = list.as_array_mut() {
-            for image in images {
-                match list.iter_mut().find(|i| i["name"] == image["name"]) {
-                    Some(i) => *i = image.clone(),
-                    None => list.push(image.clone()),
-                }
-            }
-        }
-    }
-    if let Some(components) = spec["components"].as_array() {
-        for c in components {
-            let rel = c.as_str().ok_or(KustomizationError::ComponentNotAPath)?;
-            let cdir = dir
-                .join(rel)
-                .canonicalize()
-                .map_err(|e| KustomizationError::Component(rel.to_string(), e.to_string()))?;
-            if !cdir.starts_with(repo) {
-                return Err(KustomizationError::ComponentOutside(rel.to_string()));
-            }
-            add_closure(&cdir, &mut files)?;
-        }
-        let list = obj.entry("components").or_insert_with(|| json!([]));
-        if let Some(list) = list.as_array_mut() {
-            list.extend(components.iter().cloned());
-        }
-    }
+    overlay.put_into(obj);
     Ok((name, kus, files))
+}
+
+/// A kustomization built as Flux builds one (on a private copy of what it reads, its
+/// load restrictions off, a kustomization made when the directory has none): a Flux
+/// Kustomization's, or an Argo CD Kustomize source's.
+#[derive(Debug, Clone)]
+pub struct Build {
+    /// The directory, relative to the repository ("" for its root).
+    pub path: String,
+    pub overlay: Overlay,
+    /// How the log names it: `NAMESPACE/NAME`, or the Application.
+    pub label: String,
+}
+
+/// A Flux Kustomization's fields as the overlay its build puts in.
+fn overlay_of(spec: &Value) -> Overlay {
+    let string = |field: &str| spec[field].as_str().map(str::to_string);
+    let list = |field: &str| spec[field].as_array().cloned().unwrap_or_default();
+    Overlay {
+        namespace: string("targetNamespace"),
+        name_prefix: string("namePrefix"),
+        name_suffix: string("nameSuffix"),
+        patches: list("patches"),
+        images: list("images"),
+        components: list("components"),
+        ..Overlay::default()
+    }
+}
+
+impl Build {
+    /// What a Flux Kustomization builds.
+    pub fn of(k: &Kustomization) -> Build {
+        Build {
+            path: k.path.clone(),
+            overlay: overlay_of(&k.spec),
+            label: format!("{}/{}", k.namespace, k.name),
+        }
+    }
 }
 
 /// What a build reads, copied: the kustomization file Flux builds (its name and text)
@@ -286,11 +278,7 @@ pub struct Copy {
 }
 
 /// What building `k` reads, from the repository at `repo`, and the key of the build.
-pub(crate) fn prepare(
-    tool: &Kustomize,
-    repo: &Path,
-    k: &Kustomization,
-) -> Result<Keyed<Copy>, ToolError> {
+pub(crate) fn prepare(tool: &Kustomize, repo: &Path, k: &Build) -> Result<Keyed<Copy>, ToolError> {
     let said = <ToolError as From<String>>::from;
     let dir = repo.join(&k.path);
     let dir = dir
@@ -302,7 +290,8 @@ pub(crate) fn prepare(
             k.path
         )));
     }
-    let (name, kus, files) = kustomization_for(repo, &dir, k).map_err(|e| said(e.to_string()))?;
+    let (name, kus, files) =
+        kustomization_for(repo, &dir, &k.overlay).map_err(|e| said(e.to_string()))?;
     let text = serde_json::to_string_pretty(&kus).map_err(|e| said(e.to_string()))?;
     let mut key = KeyBuilder::new("flux-kustomization");
     key.part(tool.program.as_os_str().as_encoded_bytes())
@@ -321,7 +310,7 @@ pub(crate) fn prepare(
     Ok(Keyed {
         inputs: Copy {
             path: k.path.clone(),
-            kustomization: format!("{}/{}", k.namespace, k.name),
+            kustomization: k.label.clone(),
             name,
             text,
             contents,

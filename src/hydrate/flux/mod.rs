@@ -23,7 +23,7 @@ mod release;
 mod source;
 mod verify;
 
-pub use build::Copy;
+pub use build::{Build, Copy};
 pub use build::{Builds, substitute};
 pub(crate) use build::{build_copy, prepare as prepare_build};
 pub use data::TreeData;

@@ -4,6 +4,7 @@
 //! out of the repository is refused.
 
 mod closure;
+mod overlay;
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -18,6 +19,7 @@ use super::tool::found_once;
 use super::tool::{Context, Entry, FindError, Keyed, Ran, Rendered, Tool, ToolError};
 use crate::spec::{Location, RenderedBy};
 pub use closure::{ClosureError, closure};
+pub use overlay::Overlay;
 
 /// The program that builds kustomizations, and how it is called.
 #[derive(Debug, Clone, PartialEq, Eq)]
