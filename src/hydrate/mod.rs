@@ -72,6 +72,10 @@ fn is_argo_application(bytes: &[u8]) -> bool {
     has(b"argoproj.io") && (has(b"kind: Application") || has(b"kind: \"Application"))
 }
 
+/// Apps that render apps (Flux Kustomizations, Argo CD Applications, either of the
+/// other), this deep at most.
+const MAX_DEPTH: usize = 8;
+
 /// The stage: its options, tools found, and caches. One per process (CLI) or daemon.
 pub struct Hydrator {
     shared: Shared,
@@ -265,7 +269,7 @@ impl Hydrator {
             &["argoproj.io"],
             &["Application", "ApplicationSet"],
         );
-        for depth in 0..=flux::MAX_DEPTH {
+        for depth in 0..=MAX_DEPTH {
             let found = flux::find(
                 &mut out.files,
                 root.as_deref(),
@@ -304,7 +308,7 @@ impl Hydrator {
             {
                 break;
             }
-            if depth == flux::MAX_DEPTH {
+            if depth == MAX_DEPTH {
                 let places = found
                     .items
                     .iter()
@@ -319,7 +323,7 @@ impl Hydrator {
                         at.column,
                         format!(
                             "Flux Kustomizations or Argo CD Applications render more of them more than {} deep; not carried out",
-                            flux::MAX_DEPTH
+                            MAX_DEPTH
                         ),
                     ));
                 }

@@ -35,8 +35,6 @@ use serde_json::Value;
 use super::app_yaml::{err, normalise_url};
 use crate::spec::{Location, SourceFile, SpecError};
 
-/// Applications that render Applications, this deep at most.
-pub const MAX_DEPTH: usize = 8;
 const GROUP: &str = "argoproj.io";
 
 /// One Application's marks: what its objects carry once rendered.

@@ -27,7 +27,7 @@ pub use build::{Build, Copy};
 pub use build::{Builds, substitute};
 pub(crate) use build::{build_copy, prepare as prepare_build};
 pub use data::TreeData;
-pub use model::{CopyRule, Kustomization, MAX_DEPTH, Strategy};
+pub use model::{CopyRule, Kustomization, Strategy};
 
 use std::collections::BTreeMap;
 

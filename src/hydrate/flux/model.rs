@@ -11,8 +11,6 @@ pub(super) const KUSTOMIZE_GROUP: &str = "kustomize.toolkit.fluxcd.io";
 pub(super) const SOURCE_GROUP: &str = "source.toolkit.fluxcd.io";
 pub(super) const HELM_GROUP: &str = "helm.toolkit.fluxcd.io";
 pub(super) const EXTENSIONS_GROUP: &str = "source.extensions.fluxcd.io";
-/// Kustomizations that render Kustomizations, this deep at most.
-pub const MAX_DEPTH: usize = 8;
 /// The label Flux's controller puts on what a Kustomization applies.
 pub(super) const NAME_LABEL: &str = "kustomize.toolkit.fluxcd.io/name";
 pub(super) const NAMESPACE_LABEL: &str = "kustomize.toolkit.fluxcd.io/namespace";
