@@ -160,7 +160,7 @@ impl Tool for Directories {
             },
         };
         Ok(Rendered {
-            yaml: output?.to_vec(),
+            yaml: Arc::unwrap_or_clone(output?),
             by,
             notices: Vec::new(),
             read_cluster: false,

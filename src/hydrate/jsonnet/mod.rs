@@ -36,7 +36,7 @@ pub(crate) struct Evaluations {
     read: Mutex<HashMap<String, Read>>,
 }
 
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct Read {
     files: Vec<String>,
     missed: Vec<String>,
@@ -116,10 +116,13 @@ impl Tool for Evaluations {
         path: &String,
         cx: &Context,
     ) -> Result<Keyed<()>, ToolError> {
-        let read = self.read.lock().unwrap_or_else(|e| e.into_inner());
-        let key = read
-            .get(path)
-            .and_then(|read| key(&cx.settings.jsonnet, path, read, files));
+        // Out of the lock: the key reads every file the evaluation read, and the
+        // revision's other files are prepared beside this one.
+        let read = {
+            let known = self.read.lock().unwrap_or_else(|e| e.into_inner());
+            known.get(path).cloned()
+        };
+        let key = read.and_then(|read| key(&cx.settings.jsonnet, path, &read, files));
         Ok(Keyed { inputs: (), key })
     }
 
@@ -177,7 +180,7 @@ impl Tool for Evaluations {
                 "the Jsonnet file yields no Kubernetes objects (no object with apiVersion and kind); a library is named *.libsonnet".to_string(),
             )),
             yaml => Ok(Rendered {
-                yaml: yaml.to_vec(),
+                yaml: Arc::unwrap_or_clone(yaml),
                 by: RenderedBy {
                     tool: "jsonnet".into(),
                     version: JSONNET_VERSION.into(),

@@ -247,7 +247,7 @@ impl Tool for Kustomizations {
         _: &Context,
     ) -> Result<Rendered, ToolError> {
         Ok(Rendered {
-            yaml: output?.to_vec(),
+            yaml: Arc::unwrap_or_clone(output?),
             by: RenderedBy {
                 tool: "kustomize".into(),
                 version: tool.version.clone(),

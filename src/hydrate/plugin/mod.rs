@@ -260,7 +260,7 @@ impl Tool for Plugins {
         let said = |m: String| ToolError::from(format!("Application {}: {m}", part.app));
         let output = output.map_err(|e| said(e.message))?;
         Ok(Rendered {
-            yaml: output.to_vec(),
+            yaml: Arc::unwrap_or_clone(output),
             by: RenderedBy {
                 // "(config management plugin kustomized-helm)", as `validate` says it.
                 tool: "config management plugin".into(),
