@@ -363,23 +363,8 @@ fn without_helm(text: &[u8]) -> Vec<u8> {
 /// Where a rendered source's output goes in `render --out`.
 fn out_path(source: &str) -> String {
     // What an app (Flux's, Argo CD's) renders, a file per app, by the app's name.
-    let app = ["#argo.", "#flux.", "#flux-helm."]
-        .iter()
-        .filter_map(|m| source.rfind(m).map(|i| (i, *m)))
-        .max();
-    if let Some((i, marker)) = app {
-        let rest = &source[i + marker.len()..];
-        return match marker {
-            "#argo." => match rest.split_once('#') {
-                Some((name, index)) => format!("argo/{name}.{index}.yaml"),
-                None => format!("argo/{rest}.yaml"),
-            },
-            flux => {
-                let (ns, name) = rest.split_once('.').unwrap_or(("", rest));
-                let what = if flux == "#flux-helm." { ".helm" } else { "" };
-                format!("flux/{ns}/{name}{what}.yaml")
-            }
-        };
+    if let Some(path) = driftless::spec::app_out_path(source) {
+        return path;
     }
     let base = source.rsplit('/').next().unwrap_or(source);
     if let Some((file, release)) = source.split_once("#helm.") {

@@ -9,6 +9,7 @@
 //! facts, when a tool needs them, come in as values: this stage never reaches the cluster.
 
 pub mod app_yaml;
+pub mod apps;
 pub mod argo;
 pub mod cache;
 pub mod dependencies;
@@ -40,15 +41,20 @@ pub use jsonnet::JSONNET_VERSION;
 pub use stage::{Hydrated, Input, Options};
 use stage::{Shared, error_at};
 
+/// The app formats (`apps.rs`), found in this order in each pass.
+const FORMATS: [apps::Registered; 2] = [flux::FORMAT, argo::FORMAT];
+
+/// What an app format's file in `f` needs.
+fn format_needs(f: &SourceFile) -> impl Iterator<Item = apps::Needs> + '_ {
+    FORMATS.iter().map(|format| (format.needs)(&f.contents))
+}
+
 /// Whether a revision renders charts: helm is then told of the cluster.
 pub fn uses_helm(files: &[SourceFile]) -> bool {
     files.iter().any(|f| {
         base_of(&f.path) == tree::CHART_FILE
             || (f.path.ends_with(".toml") && f.contents.windows(6).any(|w| w == b"[helm."))
-            || f.contents
-                .windows(22)
-                .any(|w| w == b"helm.toolkit.fluxcd.io")
-            || is_argo_application(&f.contents)
+            || format_needs(f).any(|n| n.charts)
     })
 }
 
@@ -58,18 +64,8 @@ pub fn needs_checkout(files: &[SourceFile]) -> bool {
     uses_helm(files)
         || files.iter().any(|f| {
             tree::KUSTOMIZATION_FILES.contains(&base_of(&f.path))
-                || f.contents
-                    .windows(27)
-                    .any(|w| w == b"kustomize.toolkit.fluxcd.io")
+                || format_needs(f).any(|n| n.checkout)
         })
-}
-
-/// Whether a file may hold an Argo CD Application (its sources are read from disk, and
-/// may be charts).
-fn is_argo_application(bytes: &[u8]) -> bool {
-    let has = |needle: &[u8]| tree::mentions(bytes, needle);
-    // Argo Rollouts' and Workflows' bundles name the group too, and need no disk.
-    has(b"argoproj.io") && (has(b"kind: Application") || has(b"kind: \"Application"))
 }
 
 /// Apps that render apps (Flux Kustomizations, Argo CD Applications, either of the
@@ -227,8 +223,9 @@ impl Hydrator {
 }
 
 impl Hydrator {
-    /// Flux's Kustomizations and HelmReleases and Argo CD's Applications in what the tree
-    /// holds and renders, carried out in turn (one may render more).
+    /// The apps in what the tree holds and renders (Flux's Kustomizations and HelmReleases,
+    /// Argo CD's Applications: `apps.rs`), carried out pass after pass (one may render
+    /// more).
     fn carry_out_apps(&self, cx: &tool::Context, out: &mut Hydrated) {
         let root = cx.input.checkout.as_ref().map(|c| {
             c.root
@@ -244,7 +241,7 @@ impl Hydrator {
             .chain(&cx.settings.repository_urls)
             .map(|u| app_yaml::normalise_url(u))
             .collect();
-        let mut repo = argo::Repository {
+        let mut repo = apps::Repository {
             repo: cx.input.checkout.as_ref().map(|c| c.repo.as_path()),
             root: root.as_deref(),
             urls,
@@ -254,69 +251,37 @@ impl Hydrator {
                 .as_ref()
                 .map_or(&[][..], |c| c.revisions.as_slice()),
         };
-        let mut waves = std::collections::BTreeMap::new();
-        let mut seen = std::collections::BTreeSet::new();
-        let (mut flux_left_out, mut argo_left_out) = (0, 0);
-        // A tool's own install is left out only where driftless does that tool's job: the
-        // tree holds its app objects. Alone, it is a bundle like any other.
-        let flux_install = app_yaml::Install::of(
-            &out.files,
-            &["kustomize.toolkit.fluxcd.io", "helm.toolkit.fluxcd.io"],
-            &["Kustomization", "HelmRelease"],
-        );
-        let argo_install = app_yaml::Install::of(
-            &out.files,
-            &["argoproj.io"],
-            &["Application", "ApplicationSet"],
-        );
+        let setting = apps::Setting {
+            signatures: &cx.input.signatures,
+            fleet: &self.shared.opts.clusters,
+        };
+        let mut formats: Vec<Box<dyn apps::AppFormat>> = FORMATS
+            .iter()
+            .map(|format| (format.new)(&out.files, &setting))
+            .collect();
+        let mut left_out = vec![0; formats.len()];
         for depth in 0..=MAX_DEPTH {
-            let found = flux::find(
-                &mut out.files,
-                root.as_deref(),
-                &mut waves,
-                &mut repo.urls,
-                flux_install,
-                &cx.input.signatures,
-                &self.shared.opts.clusters,
-            );
-            out.errors.extend(found.errors);
-            out.held.extend(found.held);
-            out.destinations.extend(found.destinations);
-            flux_left_out += found.install_left_out;
-            let argo = argo::find(
-                &mut out.files,
-                &repo,
-                &self.shared.opts.clusters,
-                &mut seen,
-                argo_install,
-            );
-            out.errors.extend(argo.errors);
-            out.held.extend(argo.held);
-            // Each pass reads the tree's sources again: a notice is said once.
-            for n in found.notices.into_iter().chain(argo.notices) {
-                if !out.notices.contains(&n) {
-                    out.notices.push(n);
+            let mut passes = Vec::with_capacity(formats.len());
+            for (format, left_out) in formats.iter_mut().zip(&mut left_out) {
+                let found = format.find(&mut out.files, &mut repo);
+                out.errors.extend(found.errors);
+                out.held.extend(found.held);
+                out.destinations.extend(found.destinations);
+                // Each pass reads the tree's sources again: a notice is said once.
+                for n in found.notices {
+                    if !out.notices.contains(&n) {
+                        out.notices.push(n);
+                    }
                 }
+                *left_out += found.install_left_out;
+                drop_consumed(out, &found.consumed);
+                passes.push(found.renders);
             }
-            argo_left_out += argo.install_left_out;
-            drop_consumed(out, &argo.consumed);
-            if found.items.is_empty()
-                && found.releases.is_empty()
-                && argo.parts.is_empty()
-                && argo.plugins.is_empty()
-                && argo.releases.is_empty()
-            {
+            if passes.iter().all(apps::Renders::is_empty) {
                 break;
             }
             if depth == MAX_DEPTH {
-                let places = found
-                    .items
-                    .iter()
-                    .map(|k| &k.at)
-                    .chain(argo.parts.iter().map(|p| &p.at))
-                    .chain(argo.plugins.iter().map(|p| &p.at))
-                    .chain(argo.releases.iter().map(|r| &r.release.at));
-                for at in places {
+                for at in passes.iter().flat_map(apps::Renders::places) {
                     out.errors.push(error_at(
                         &at.file,
                         at.line,
@@ -329,37 +294,28 @@ impl Hydrator {
                 }
                 break;
             }
-            out.health
-                .extend(found.items.iter().flat_map(|k| k.health.iter().cloned()));
-            tool::hydrate_with(&self.shared, &self.flux, &found.items, cx, out);
-            flux::hold_dependents_of_failed(&found.items, out);
-            tool::hydrate_with(&self.shared, &self.helm, &found.releases, cx, out);
-            flux::hold_release_dependents_of_failed(&found.release_waits, out);
-            tool::hydrate_with(&self.shared, &self.argo, &argo.parts, cx, out);
-            tool::hydrate_with(&self.shared, &self.plugins, &argo.plugins, cx, out);
-            tool::hydrate_with(&self.shared, &self.helm, &argo.releases, cx, out);
-            argo::mark(&mut out.files, &argo::by_name(&argo.apps), &mut out.errors);
-            out.destinations.extend(argo.apps.iter().filter_map(|a| {
-                let (to, at) = a.destination.clone()?;
-                Some((format!("argo/{}", a.name), (to, at)))
-            }));
+            for (format, renders) in formats.iter_mut().zip(&passes) {
+                self.render(renders, cx, out);
+                format.rendered(renders, out);
+            }
         }
-        let objects = |n: usize| match n {
-            1 => "1 object".to_string(),
-            n => format!("{n} objects"),
-        };
-        if flux_left_out > 0 {
-            out.notices.push(format!(
-                "{} of Flux's own install (gotk-components) not applied: driftless carries out Flux's Kustomizations itself",
-                objects(flux_left_out)
-            ));
+        for (format, n) in formats.iter().zip(left_out) {
+            let objects = match n {
+                0 => continue,
+                1 => "1 object".to_string(),
+                n => format!("{n} objects"),
+            };
+            out.notices.push(format.install_left_out(&objects));
         }
-        if argo_left_out > 0 {
-            out.notices.push(format!(
-                "{} of Argo CD's own install not applied: driftless carries out Argo CD's Applications itself",
-                objects(argo_left_out)
-            ));
-        }
+    }
+
+    /// What an app format's pass renders, each by its tool.
+    fn render(&self, renders: &apps::Renders, cx: &tool::Context, out: &mut Hydrated) {
+        let shared = &self.shared;
+        tool::hydrate_with(shared, &self.flux, &renders.kustomizations, cx, out);
+        tool::hydrate_with(shared, &self.argo, &renders.parts, cx, out);
+        tool::hydrate_with(shared, &self.plugins, &renders.plugins, cx, out);
+        tool::hydrate_with(shared, &self.helm, &renders.releases, cx, out);
     }
 }
 

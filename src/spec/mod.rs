@@ -1,6 +1,7 @@
 //! Specs: the TOML model, loading a tree of files, and validation that reports every
 //! error of the tree as `file:line:col: message`.
 
+mod app_file;
 pub mod clusters;
 mod depends;
 mod extract;
@@ -19,6 +20,9 @@ pub mod settings;
 pub mod sops;
 pub mod vars;
 mod yaml;
+
+pub use app_file::{app_of, app_out_path, argo_app_name, argo_output_file, rendered_by};
+pub(crate) use app_file::{apps_of, flux_output_file, guards_own_prune};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -318,114 +322,6 @@ impl Release {
             self.namespace, self.release_name, self.chart, self.version
         )
     }
-}
-
-/// The file a Flux Kustomization's objects are handed on as, written in `file`: an app of
-/// their own ([`SpecTree::apps`]).
-pub(crate) fn flux_output_file(file: &str, namespace: &str, name: &str) -> String {
-    format!("{file}#flux.{namespace}.{name}")
-}
-
-/// `flux/NAMESPACE/NAME` for a file [`flux_output_file`] named, `flux-helm/NS/NAME` for a
-/// Flux HelmRelease's (`#flux-helm.NS.NAME`).
-fn flux_app(file: &str, marker: &str, kind: &str) -> Option<String> {
-    let (_, rest) = file.rsplit_once(marker)?;
-    let rest = rest.split('#').next().unwrap_or(rest);
-    let (ns, name) = rest.split_once('.')?;
-    Some(format!("{kind}/{ns}/{name}"))
-}
-
-/// The app a file is the render of: `flux/NAMESPACE/NAME` for a Flux Kustomization's
-/// ([`flux_output_file`]), `flux-helm/NAMESPACE/NAME` for a Flux HelmRelease's,
-/// `argo/NAME` for an Argo CD Application's ([`argo_output_file`]), `helm/NAME` for a
-/// `[helm.NAME]` release's; the innermost, for an app an app rendered. A chart directory
-/// no spec names is the tree's own (DESIGN 1.12: the tree is the app of what is plain).
-pub fn app_of(file: &str) -> Option<String> {
-    let last = APP_MARKERS
-        .into_iter()
-        .filter_map(|m| file.rfind(m).map(|i| (i, m)))
-        .max()?;
-    match last.1 {
-        "#argo." => argo_app_name(file).map(|name| format!("argo/{name}")),
-        "#flux." => flux_app(file, "#flux.", "flux"),
-        "#flux-helm." => flux_app(file, "#flux-helm.", "flux-helm"),
-        _ => {
-            let (_, rest) = file.rsplit_once("#helm.")?;
-            Some(format!("helm/{}", rest.split('#').next().unwrap_or(rest)))
-        }
-    }
-}
-
-/// Every app that rendered the file at `file`, the outermost first (`app_of` is the
-/// last).
-pub(crate) fn apps_of(file: &str) -> Vec<String> {
-    file.split('#')
-        .skip(1)
-        .filter_map(|part| {
-            let (kind, rest) = part.split_once('.')?;
-            match kind {
-                "argo" | "helm" => Some(format!("{kind}/{rest}")),
-                "flux" | "flux-helm" => {
-                    let (ns, name) = rest.split_once('.')?;
-                    Some(format!("{kind}/{ns}/{name}"))
-                }
-                _ => None,
-            }
-        })
-        .collect()
-}
-
-/// What follows a file's name where an app rendered it: `#argo.NAME`, `#flux.NS.NAME`,
-/// `#flux-helm.NS.NAME`, `#helm.NAME`.
-const APP_MARKERS: [&str; 4] = ["#argo.", "#flux.", "#flux-helm.", "#helm."];
-
-/// Whether an app's own objects are guarded against a mass prune by their own share
-/// (DESIGN 2): a Flux Kustomization or an Argo CD Application pointed at an emptied or
-/// wrong path looks so. A chart release renders a chart, not a path: a release whose
-/// values drop most of its objects is judged with the tree, as Helm and Flux judge none.
-pub(crate) fn guards_own_prune(app: &str) -> bool {
-    app.starts_with("flux/") || app.starts_with("argo/")
-}
-
-/// Whether `file` is rendered by `app` (`flux/NS/NAME`, `flux-helm/NS/NAME`, `argo/NAME`,
-/// `helm/NAME`) or by an app that `app` rendered in turn.
-pub fn rendered_by(file: &str, app: &str) -> bool {
-    let marker = match app.split_once('/') {
-        Some(("argo", name)) => format!("#argo.{name}"),
-        Some(("helm", name)) => format!("#helm.{name}"),
-        // An `[apps]` directory: every file under it, and whatever they render.
-        Some(("dir", dir)) => {
-            let base = file.split('#').next().unwrap_or(file);
-            return base
-                .strip_prefix(dir)
-                .is_some_and(|rest| rest.starts_with('/'));
-        }
-        Some((kind @ ("flux" | "flux-helm"), rest)) => match rest.split_once('/') {
-            Some((ns, name)) => format!("#{kind}.{ns}.{name}"),
-            None => return false,
-        },
-        _ => return false,
-    };
-    file.match_indices(&marker).any(|(i, m)| {
-        let after = &file[i + m.len()..];
-        after.is_empty() || after.starts_with('#')
-    })
-}
-
-/// The file source `index` of Argo CD Application `name`, written at `file`, is handed on
-/// as.
-pub fn argo_output_file(file: &str, name: &str, index: usize) -> String {
-    match index {
-        0 => format!("{file}#argo.{name}"),
-        i => format!("{file}#argo.{name}#{i}"),
-    }
-}
-
-/// The Application a file [`argo_output_file`] named belongs to (the innermost, for an
-/// app of apps).
-pub fn argo_app_name(file: &str) -> Option<&str> {
-    let (_, rest) = file.rsplit_once("#argo.")?;
-    Some(rest.split('#').next().unwrap_or(rest))
 }
 
 impl SpecTree {

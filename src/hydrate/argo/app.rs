@@ -381,7 +381,7 @@ impl Reading<'_> {
                 .map_err(|why| self.refuse("kustomize", why.to_string()))?;
             out.parts.push(Part {
                 at: at.clone(),
-                app: name.to_string(),
+                by: format!("Argo CD Application {name}"),
                 output: file,
                 source: PartSource::Kustomize(Box::new(k)),
             });
@@ -401,7 +401,7 @@ impl Reading<'_> {
             }
             out.parts.push(Part {
                 at: at.clone(),
-                app: name.to_string(),
+                by: format!("Argo CD Application {name}"),
                 output: file,
                 source: PartSource::Directory {
                     path,

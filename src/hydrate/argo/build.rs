@@ -141,20 +141,12 @@ impl Tool for Directories {
                 // Read as it is: driftless is the tool.
                 tool: "driftless".into(),
                 version: env!("CARGO_PKG_VERSION").into(),
-                command: format!(
-                    "Argo CD Application {}: directory {}",
-                    part.app,
-                    shown(&path)
-                ),
+                command: format!("{}: directory {}", part.by, shown(&path)),
                 release: None,
             },
             PartRun::Kustomize { tool, path, .. } => RenderedBy {
                 tool: "kustomize".into(),
-                command: format!(
-                    "Argo CD Application {}: {}",
-                    part.app,
-                    tool.shown(&shown(&path))
-                ),
+                command: format!("{}: {}", part.by, tool.shown(&shown(&path))),
                 version: tool.version,
                 release: None,
             },

@@ -23,17 +23,20 @@ mod build;
 mod chart;
 mod marks;
 mod options;
+pub(crate) mod part;
 
 pub use build::Directories;
 pub use marks::mark;
+pub use part::{Part, PartSource, PluginEnv, PluginParameter, PluginPart, PluginSource};
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
 
 use serde_json::Value;
 
-use super::app_yaml::{err, normalise_url};
-use crate::spec::{Location, SourceFile, SpecError};
+use super::app_yaml::err;
+pub(crate) use super::apps::Repository;
+use super::apps::{AppFormat, Found, Needs, Registered, Renders, Setting};
+use crate::spec::{Location, SourceFile};
 
 const GROUP: &str = "argoproj.io";
 
@@ -62,81 +65,6 @@ pub struct App {
     pub destination: Option<(crate::spec::clusters::Destination, Location)>,
 }
 
-/// A directory or Kustomize source of this repository, rendered by [`Directories`].
-#[derive(Debug, Clone)]
-pub struct Part {
-    pub at: Location,
-    pub app: String,
-    /// The file its output is handed on as.
-    pub output: String,
-    pub source: PartSource,
-}
-
-#[derive(Debug, Clone)]
-pub enum PartSource {
-    /// Plain manifests of a directory of the repository (relative to it).
-    Directory {
-        path: String,
-        recurse: bool,
-        include: Option<String>,
-        exclude: Option<String>,
-    },
-    /// A Kustomize directory, with the Application's `kustomize` options put in.
-    Kustomize(Box<super::flux::Build>),
-}
-
-/// A source a config management plugin renders (`source.plugin`; the plugin tool,
-/// `plugin/`, runs it): where it is and what the plugin is told.
-#[derive(Debug, Clone)]
-pub struct PluginPart {
-    pub at: Location,
-    /// The file its output is handed on as.
-    pub output: String,
-    pub app: String,
-    /// `destination.namespace` (empty when none).
-    pub namespace: String,
-    pub project: String,
-    pub repo_url: String,
-    pub target_revision: String,
-    /// Its directory, relative to the repository.
-    pub path: String,
-    pub wanted: PluginSource,
-}
-
-/// An Application's `source.plugin`: the plugin it names (none: the one whose discover
-/// rules match), its `env` and its `parameters`, as written.
-#[derive(Debug, Clone, Default, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PluginSource {
-    #[serde(default)]
-    pub name: Option<String>,
-    #[serde(default)]
-    pub env: Vec<PluginEnv>,
-    #[serde(default)]
-    pub parameters: Vec<PluginParameter>,
-}
-
-#[derive(Debug, Clone, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct PluginEnv {
-    pub name: String,
-    #[serde(default)]
-    pub value: String,
-}
-
-/// One parameter: a string, an array or a map (sent to the plugin as Argo CD sends it).
-#[derive(Debug, Clone, serde::Deserialize, serde::Serialize)]
-#[serde(deny_unknown_fields)]
-pub struct PluginParameter {
-    pub name: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub string: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub array: Option<Vec<String>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub map: Option<BTreeMap<String, String>>,
-}
-
 /// Why `source.plugin` is not read: it is not what Argo CD's `plugin` holds.
 #[derive(Debug, thiserror::Error)]
 #[error("`source.plugin`: {0}")]
@@ -152,56 +80,82 @@ fn plugin_source(v: &Value) -> Result<PluginSource, PluginSourceError> {
     Ok(wanted)
 }
 
-/// What one pass over the tree's YAML found of Argo CD.
-#[derive(Debug, Default)]
-pub struct Found {
-    pub parts: Vec<Part>,
-    pub plugins: Vec<PluginPart>,
-    pub releases: Vec<super::helm::ReleaseAt>,
-    pub apps: Vec<App>,
-    pub errors: Vec<SpecError>,
-    /// Applications read but not carried out, each an app held with its reason.
-    pub held: Vec<crate::hydrate::held::AppError>,
-    /// Objects of Argo CD's own install left out.
-    pub install_left_out: usize,
-    /// Directories of the spec root (relative to it) an Application renders: their files
-    /// are its, not the tree's own.
-    pub consumed: Vec<String>,
-    /// What is read otherwise than Argo CD would, said by `validate` and the daemon.
-    pub notices: Vec<String>,
+/// Argo CD as an app format: its Applications (and ApplicationSets) carried out pass after
+/// pass.
+pub(crate) struct Format<'a> {
+    fleet: &'a crate::spec::clusters::Clusters,
+    /// Whether Argo CD's own install is left out (the tree holds Applications, which
+    /// driftless carries out in Argo CD's place) or applied as any bundle.
+    install: super::app_yaml::Install,
+    /// The Applications found in earlier passes, so one met twice (a cycle of apps of
+    /// apps) is an error.
+    seen: BTreeSet<String>,
+    /// The last pass's Applications: their marks go on what they rendered.
+    apps: Vec<App>,
 }
 
-/// What the finder knows of this repository: where it lies, the spec root within it,
-/// and the URLs it is named by.
-pub struct Repository<'a> {
-    pub repo: Option<&'a Path>,
-    /// The spec root, relative to the repository.
-    pub root: Option<&'a str>,
-    /// Normalised.
-    pub urls: BTreeSet<String>,
-    /// The names the revision being read goes by (`source::Checkout::revisions`).
-    pub revisions: &'a [String],
+/// Argo CD among the stage's app formats.
+pub(crate) const FORMAT: Registered = Registered {
+    needs,
+    new: new_format,
+};
+
+/// A file that may hold an Application: its sources are read from disk, and may be
+/// charts.
+fn needs(bytes: &[u8]) -> Needs {
+    let has = |needle: &[u8]| super::tree::mentions(bytes, needle);
+    // Argo Rollouts' and Workflows' bundles name the group too, and need no disk.
+    let app = has(GROUP.as_bytes()) && (has(b"kind: Application") || has(b"kind: \"Application"));
+    Needs {
+        checkout: app,
+        charts: app,
+    }
 }
 
-impl Repository<'_> {
-    pub(super) fn names(&self, url: &str) -> bool {
-        self.urls.contains(&normalise_url(url))
+fn new_format<'a>(files: &[SourceFile], s: &Setting<'a>) -> Box<dyn AppFormat + 'a> {
+    Box::new(Format {
+        fleet: s.fleet,
+        install: super::app_yaml::Install::of(files, &[GROUP], &["Application", "ApplicationSet"]),
+        seen: BTreeSet::new(),
+        apps: Vec::new(),
+    })
+}
+
+impl AppFormat for Format<'_> {
+    fn find(&mut self, files: &mut [SourceFile], repo: &mut Repository) -> Found {
+        let (found, apps) = find(files, repo, self.fleet, &mut self.seen, self.install);
+        self.apps = apps;
+        found
+    }
+
+    fn rendered(&mut self, _: &Renders, out: &mut super::Hydrated) {
+        mark(&mut out.files, &by_name(&self.apps), &mut out.errors);
+        out.destinations.extend(self.apps.iter().filter_map(|a| {
+            let (to, at) = a.destination.clone()?;
+            Some((format!("argo/{}", a.name), (to, at)))
+        }));
+    }
+
+    fn install_left_out(&self, objects: &str) -> String {
+        format!(
+            "{objects} of Argo CD's own install not applied: driftless carries out Argo CD's Applications itself"
+        )
     }
 }
 
 /// Finds Argo CD's objects in `files`, takes them out of what is applied (their lines
-/// blanked), and returns what to render. `seen`: the Applications found in earlier
-/// passes, so one met twice (a cycle of apps of apps) is an error.
-/// `install`: whether Argo CD's own install is left out (the tree holds Applications,
-/// which driftless carries out in Argo CD's place) or applied as any bundle.
-pub fn find(
+/// blanked), and returns what to render and the Applications that render it. `seen`: the
+/// Applications found in earlier passes, so one met twice (a cycle of apps of apps) is an
+/// error. `install`: whether Argo CD's own install is left out.
+pub(crate) fn find(
     files: &mut [SourceFile],
     repo: &Repository,
     fleet: &crate::spec::clusters::Clusters,
     seen: &mut BTreeSet<String>,
     install: super::app_yaml::Install,
-) -> Found {
+) -> (Found, Vec<App>) {
     let mut found = Found::default();
+    let mut found_apps = Vec::new();
     let mut apps: Vec<(Location, String, Value)> = Vec::new();
     super::app_yaml::take_out(files, mentions_argo, |at, doc, v| {
         let api = v["apiVersion"].as_str().unwrap_or_default();
@@ -308,13 +262,13 @@ pub fn find(
             ));
             continue;
         }
-        found.parts.extend(r.parts);
-        found.plugins.extend(r.plugins);
-        found.releases.extend(r.releases);
+        found.renders.parts.extend(r.parts);
+        found.renders.plugins.extend(r.plugins);
+        found.renders.releases.extend(r.releases);
         found.notices.extend(r.notices);
-        found.apps.push(r.app);
+        found_apps.push(r.app);
     }
-    found
+    (found, found_apps)
 }
 
 fn mentions_argo(bytes: &[u8]) -> bool {

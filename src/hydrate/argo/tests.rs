@@ -1,5 +1,6 @@
 use super::*;
 use crate::hydrate::app_yaml::Install;
+use crate::hydrate::app_yaml::normalise_url;
 
 fn file(path: &str, text: &str) -> SourceFile {
     SourceFile {
@@ -46,7 +47,7 @@ fn applications_are_found_taken_out_and_their_directories_are_theirs() {
         ),
     ];
     let mut seen = BTreeSet::new();
-    let found = find(
+    let (found, apps) = find(
         &mut files,
         &repository(""),
         &Default::default(),
@@ -55,14 +56,14 @@ fn applications_are_found_taken_out_and_their_directories_are_theirs() {
     );
     assert!(found.errors.is_empty(), "{:?}", found.errors);
     // The app in `apps/` is the root app's to render: found once that render is read.
-    assert_eq!(found.apps.len(), 1);
-    assert_eq!(found.apps[0].name, "root");
-    assert!(found.apps[0].prune);
+    assert_eq!(apps.len(), 1);
+    assert_eq!(apps[0].name, "root");
+    assert!(apps[0].prune);
     assert_eq!(found.consumed, ["apps"]);
-    assert_eq!(found.parts.len(), 1);
-    assert_eq!(found.parts[0].output, "root.yaml#argo.root");
+    assert_eq!(found.renders.parts.len(), 1);
+    assert_eq!(found.renders.parts[0].output, "root.yaml#argo.root");
     assert!(matches!(
-        &found.parts[0].source,
+        &found.renders.parts[0].source,
         PartSource::Directory { path, recurse: false, .. } if path == "apps"
     ));
     // Blanked line for line.
@@ -75,7 +76,7 @@ fn applications_are_found_taken_out_and_their_directories_are_theirs() {
 
     // The root app's render holds the app in `apps/`: it is found in turn.
     let mut rendered = vec![file("root.yaml#argo.root", &application("web", "web", ""))];
-    let found = find(
+    let (found, apps) = find(
         &mut rendered,
         &repository(""),
         &Default::default(),
@@ -83,11 +84,14 @@ fn applications_are_found_taken_out_and_their_directories_are_theirs() {
         Install::LeftOut,
     );
     assert!(found.errors.is_empty(), "{:?}", found.errors);
-    assert_eq!(found.parts[0].output, "root.yaml#argo.root#argo.web");
-    assert!(!found.apps[0].prune, "no automated prune");
+    assert_eq!(
+        found.renders.parts[0].output,
+        "root.yaml#argo.root#argo.web"
+    );
+    assert!(!apps[0].prune, "no automated prune");
     // Met again: a cycle.
     let mut again = vec![file("x.yaml", &application("web", "web", ""))];
-    let found = find(
+    let (found, _) = find(
         &mut again,
         &repository(""),
         &Default::default(),
@@ -142,7 +146,7 @@ fn what_is_not_carried_out_is_an_error_at_its_place() {
     ];
     for (text, want) in cases {
         let mut files = vec![file("a.yaml", &text)];
-        let found = find(
+        let (found, _) = find(
             &mut files,
             &repository(""),
             &Default::default(),
@@ -162,7 +166,7 @@ fn what_is_not_carried_out_is_an_error_at_its_place() {
         assert_eq!(said.len(), 1, "{text}");
         let said = said[0].to_string();
         assert!(said.starts_with(want), "{said}\nwanted {want}");
-        assert!(found.parts.is_empty() && found.releases.is_empty());
+        assert!(found.renders.parts.is_empty() && found.renders.releases.is_empty());
     }
 }
 
@@ -170,7 +174,7 @@ fn what_is_not_carried_out_is_an_error_at_its_place() {
 fn charts_become_releases_with_their_values() {
     let text = "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: podinfo\nspec:\n  sources:\n    - repoURL: https://charts.example.com/\n      chart: podinfo\n      targetRevision: 6.2.3\n      helm:\n        releaseName: web\n        valueFiles: [$values/values/podinfo.yaml]\n        valuesObject: {ui: {message: hi}}\n        parameters:\n          - {name: replicaCount, value: \"2\"}\n          - {name: ui.color, value: \"007\", forceString: true}\n        skipCrds: true\n    - repoURL: https://github.com/acme/gitops\n      targetRevision: main\n      ref: values\n  destination:\n    namespace: shop\n";
     let mut files = vec![file("apps/podinfo.yaml", text)];
-    let found = find(
+    let (found, _) = find(
         &mut files,
         &repository("clusters/prod"),
         &Default::default(),
@@ -178,8 +182,8 @@ fn charts_become_releases_with_their_values() {
         Install::LeftOut,
     );
     assert!(found.errors.is_empty(), "{:?}", found.errors);
-    assert_eq!(found.releases.len(), 1);
-    let r = &found.releases[0];
+    assert_eq!(found.renders.releases.len(), 1);
+    let r = &found.renders.releases[0];
     assert_eq!(r.file, "apps/podinfo.yaml#argo.podinfo");
     assert_eq!(r.release.chart, "podinfo");
     assert_eq!(
@@ -281,7 +285,7 @@ fn a_source_at_another_revision_of_this_repository_is_said_to_be_read_in_place()
         ..repository("")
     };
     let mut files = vec![file("apps.yaml", &text)];
-    let found = find(
+    let (found, _) = find(
         &mut files,
         &repo,
         &Default::default(),
@@ -298,7 +302,7 @@ fn a_source_at_another_revision_of_this_repository_is_said_to_be_read_in_place()
     );
     // Where the revision being read has no name (an artifact), nothing is said.
     let mut files = vec![file("apps.yaml", &text)];
-    let found = find(
+    let (found, _) = find(
         &mut files,
         &repository(""),
         &Default::default(),

@@ -15,9 +15,9 @@
 //! error at its place, and nothing is applied.
 
 mod artifact;
-mod build;
+pub(crate) mod build;
 mod data;
-mod model;
+pub(crate) mod model;
 mod order;
 mod release;
 mod source;
@@ -34,6 +34,7 @@ use std::collections::BTreeMap;
 use serde_json::Value;
 
 use crate::hydrate::app_yaml::unknown;
+use crate::hydrate::apps::{AppFormat, Found, Needs, Registered, Renders, Repository, Setting};
 use crate::hydrate::held::AppError;
 use crate::hydrate::not_carried_out::NotCarriedOut;
 use crate::hydrate::shape;
@@ -46,28 +47,86 @@ use model::*;
 #[cfg(test)]
 use artifact::materialise;
 use order::order;
+pub use release::Waits;
 use release::{ChartSources, helm_releases};
-pub use release::{Waits, hold_dependents_of_failed as hold_release_dependents_of_failed};
 use source::from_source;
 
-/// What one pass over the tree's YAML found of Flux.
-#[derive(Debug, Default)]
-pub struct Found {
-    pub items: Vec<Kustomization>,
-    pub errors: Vec<SpecError>,
-    /// Kustomizations read but not carried out, each an app held with its reason.
-    pub held: Vec<crate::hydrate::held::AppError>,
-    /// Objects of Flux's own install left out.
-    pub install_left_out: usize,
-    /// Flux's HelmReleases, as chart releases of the `helm` kind.
-    pub releases: Vec<crate::hydrate::helm::ReleaseAt>,
-    /// What each of them waits for (`dependsOn`), to hold what waits for a failed one.
-    pub release_waits: Vec<release::Waits>,
-    /// What is read otherwise than Flux would, said by `validate` and the daemon.
-    pub notices: Vec<String>,
-    /// The Kustomizations and HelmReleases whose `kubeConfig` sends what they render to
-    /// a cluster, by app, with where they say so.
-    pub destinations: BTreeMap<String, (crate::spec::clusters::Destination, Location)>,
+/// Flux as an app format: its Kustomizations and HelmReleases carried out pass after pass.
+pub(crate) struct Format<'a> {
+    fleet: &'a crate::spec::clusters::Clusters,
+    signatures: &'a crate::source::Signatures,
+    /// Whether Flux's own install is left out (the tree holds Flux's app objects, which
+    /// driftless carries out in Flux's place) or applied as any bundle.
+    install: crate::hydrate::app_yaml::Install,
+    /// The waves of the Kustomizations and HelmReleases found in earlier passes (by
+    /// `kind/namespace/name`): what a later one depends on.
+    waves: BTreeMap<String, i32>,
+    /// What the last pass's HelmReleases wait for.
+    release_waits: Vec<Waits>,
+}
+
+/// Flux among the stage's app formats.
+pub(crate) const FORMAT: Registered = Registered {
+    needs,
+    new: new_format,
+};
+
+/// A file that may hold Flux's objects: its Kustomizations and HelmReleases read the
+/// tree on disk, the HelmReleases render charts.
+fn needs(bytes: &[u8]) -> Needs {
+    let has = |needle: &[u8]| bytes.windows(needle.len()).any(|w| w == needle);
+    let charts = has(HELM_GROUP.as_bytes());
+    Needs {
+        checkout: charts || has(KUSTOMIZE_GROUP.as_bytes()),
+        charts,
+    }
+}
+
+fn new_format<'a>(files: &[SourceFile], s: &Setting<'a>) -> Box<dyn AppFormat + 'a> {
+    Box::new(Format {
+        fleet: s.fleet,
+        signatures: s.signatures,
+        install: crate::hydrate::app_yaml::Install::of(
+            files,
+            &[KUSTOMIZE_GROUP, HELM_GROUP],
+            &["Kustomization", "HelmRelease"],
+        ),
+        waves: BTreeMap::new(),
+        release_waits: Vec::new(),
+    })
+}
+
+impl AppFormat for Format<'_> {
+    fn find(&mut self, files: &mut [SourceFile], repo: &mut Repository) -> Found {
+        let (found, waits) = find(
+            files,
+            repo.root,
+            &mut self.waves,
+            &mut repo.urls,
+            self.install,
+            self.signatures,
+            self.fleet,
+        );
+        self.release_waits = waits;
+        found
+    }
+
+    fn rendered(&mut self, renders: &Renders, out: &mut crate::hydrate::Hydrated) {
+        out.health.extend(
+            renders
+                .kustomizations
+                .iter()
+                .flat_map(|k| k.health.iter().cloned()),
+        );
+        hold_dependents_of_failed(&renders.kustomizations, out);
+        release::hold_dependents_of_failed(&self.release_waits, out);
+    }
+
+    fn install_left_out(&self, objects: &str) -> String {
+        format!(
+            "{objects} of Flux's own install (gotk-components) not applied: driftless carries out Flux's Kustomizations itself"
+        )
+    }
 }
 
 /// Finds Flux's objects in `files` (YAML, written or rendered), takes them out of what is
@@ -77,8 +136,10 @@ pub struct Found {
 /// URLs the repository is known by (normalised), bootstrap's GitRepository's added once
 /// found, so the passes after this one (a tenant's Kustomization another renders) know it.
 /// `install`: whether Flux's own install is left out (the tree holds Flux's app objects,
-/// which driftless carries out in Flux's place) or applied as any bundle.
-pub fn find(
+/// which driftless carries out in Flux's place) or applied as any bundle. With what is
+/// found, what each HelmRelease waits for (`dependsOn`), to hold what waits for a failed
+/// one.
+pub(crate) fn find(
     files: &mut [SourceFile],
     root: Option<&str>,
     waves: &mut BTreeMap<String, i32>,
@@ -86,7 +147,7 @@ pub fn find(
     install: crate::hydrate::app_yaml::Install,
     signatures: &crate::source::Signatures,
     fleet: &crate::spec::clusters::Clusters,
-) -> Found {
+) -> (Found, Vec<Waits>) {
     let mut found = Found::default();
     let mut sources: BTreeMap<String, Value> = BTreeMap::new();
     let mut verify_asked = Vec::new();
@@ -204,14 +265,14 @@ pub fn find(
         let to = k.destination.clone()?;
         Some((app_id(&k.namespace, &k.name), to))
     }));
-    found.items = items;
+    found.renders.kustomizations = items;
     let known = ChartSources {
         sources: &sources,
         origins: &origins,
         root,
     };
-    helm_releases(releases, &known, waves, &mut data, fleet, &mut found);
-    found
+    let waits = helm_releases(releases, &known, waves, &mut data, fleet, &mut found);
+    (found, waits)
 }
 
 /// The Kustomization, when its `kubeConfig` names a cluster the operator declared (or
@@ -290,7 +351,7 @@ fn hold_dependents(items: &mut Vec<Kustomization>, held: &mut Vec<AppError>) {
 
 /// After a pass's builds: what waits for a Kustomization whose build failed (or that is
 /// held) is held too, its render taken out.
-pub fn hold_dependents_of_failed(items: &[Kustomization], out: &mut crate::hydrate::Hydrated) {
+fn hold_dependents_of_failed(items: &[Kustomization], out: &mut crate::hydrate::Hydrated) {
     hold_waiting(out, |failed| {
         waiting_for_held(items, failed)
             .into_iter()
@@ -557,12 +618,12 @@ mod tests {
             "{:?}",
             found.held
         );
-        assert!(found.items.is_empty() && found.releases.is_empty());
+        assert!(found.renders.kustomizations.is_empty() && found.renders.releases.is_empty());
     }
 
     /// `find` with no earlier passes and no URLs the repository is known by.
     fn find_in(files: &mut [SourceFile], root: Option<&str>) -> Found {
-        find(
+        let (found, _) = find(
             files,
             root,
             &mut BTreeMap::new(),
@@ -570,7 +631,8 @@ mod tests {
             crate::hydrate::app_yaml::Install::LeftOut,
             &Default::default(),
             &Default::default(),
-        )
+        );
+        found
     }
 
     fn file(path: &str, text: &str) -> SourceFile {
@@ -611,6 +673,7 @@ mod tests {
                 &signatures,
                 &Default::default(),
             )
+            .0
         };
         let unchecked = run(Signatures::Unchecked);
         let said: Vec<String> = unchecked.errors.iter().map(|e| e.to_string()).collect();
@@ -655,7 +718,7 @@ mod tests {
             ),
         ];
         let mut waves = BTreeMap::new();
-        let found = find(
+        let (found, _) = find(
             &mut files,
             Some("clusters/staging"),
             &mut waves,
@@ -666,7 +729,8 @@ mod tests {
         );
         assert!(found.errors.is_empty(), "{:?}", found.errors);
         let got: Vec<(&str, &str, i32, usize)> = found
-            .items
+            .renders
+            .kustomizations
             .iter()
             .map(|k| (k.name.as_str(), k.path.as_str(), k.wave, k.at.line))
             .collect();
@@ -698,7 +762,7 @@ mod tests {
             "apps.yaml#flux.flux-system.apps",
             &kustomization("tenant", "./tenant", ""),
         )];
-        let found = find(
+        let (found, _) = find(
             &mut nested,
             Some("clusters/staging"),
             &mut waves,
@@ -708,7 +772,10 @@ mod tests {
             &Default::default(),
         );
         assert!(found.errors.is_empty(), "{:?}", found.errors);
-        assert_eq!(found.items[0].wave, 2, "one past apps' wave");
+        assert_eq!(
+            found.renders.kustomizations[0].wave, 2,
+            "one past apps' wave"
+        );
     }
 
     #[test]
@@ -789,7 +856,7 @@ mod tests {
         let mut files = vec![file("a.yaml", &kustomization("a", "./a", exprs))];
         let found = find_in(&mut files, Some("clusters/x"));
         assert!(found.errors.is_empty(), "{:?}", found.errors);
-        let rules = &found.items[0].health;
+        let rules = &found.renders.kustomizations[0].health;
         assert_eq!(rules.len(), 1);
         let r = &rules[0];
         assert_eq!(r.scope.as_deref(), Some("a.yaml#flux.flux-system.a"));
@@ -852,7 +919,10 @@ mod tests {
             // A HelmRelease refused is held, an app of its own.
             assert!(found.held.iter().all(|h| h.app == "flux-helm/web/r"));
             let said = said(&found);
-            (found.releases.into_iter().map(|r| r.release).next(), said)
+            (
+                found.renders.releases.into_iter().map(|r| r.release).next(),
+                said,
+            )
         };
         let drift = |r: &crate::spec::helm::HelmRelease| {
             r.annotations.get(crate::spec::policy::DRIFT).cloned()
@@ -919,7 +989,7 @@ mod tests {
         let found = find_in(&mut files, Some("clusters/staging"));
         assert!(found.errors.is_empty(), "{:?}", found.errors);
         let r: Vec<&crate::spec::helm::HelmRelease> =
-            found.releases.iter().map(|r| &r.release).collect();
+            found.renders.releases.iter().map(|r| &r.release).collect();
         assert_eq!(r.len(), 3);
         assert_eq!(
             (
@@ -981,7 +1051,10 @@ mod tests {
         );
         assert!(!r[0].annotations.contains_key("driftless.dev/suspend"));
         assert_eq!(r[2].chart, "../../charts/local");
-        assert_eq!(found.releases[0].file, "apps.yaml#flux-helm.web.podinfo");
+        assert_eq!(
+            found.renders.releases[0].file,
+            "apps.yaml#flux-helm.web.podinfo"
+        );
     }
 
     #[test]
@@ -1001,12 +1074,12 @@ mod tests {
         let found = find_in(&mut files, Some("clusters/x"));
         assert!(found.errors.is_empty(), "{:?}", found.errors);
         assert_eq!(
-            found.items[0].spec["postBuild"]["substitute"],
+            found.renders.kustomizations[0].spec["postBuild"]["substitute"],
             json!({"env": "staging", "region": "eu", "token": "s3cret"}),
             "substitute wins over substituteFrom"
         );
         assert_eq!(
-            found.releases[0].release.values,
+            found.renders.releases[0].release.values,
             json!({"ui": {"message": "from-map", "color": "red"}, "replicaCount": 1})
         );
 
@@ -1033,7 +1106,7 @@ mod tests {
         let mut files = vec![file("artifacts.yaml", generator), file("apps.yaml", apps)];
         let found = find_in(&mut files, Some("clusters/staging"));
         assert!(found.errors.is_empty(), "{:?}", found.errors);
-        let k = &found.items[0];
+        let k = &found.renders.kustomizations[0];
         assert_eq!(k.path, "staging");
         let rules = k.artifact.clone().unwrap();
         let rule = |from: &str, to: &str| CopyRule {

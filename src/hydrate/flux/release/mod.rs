@@ -72,9 +72,9 @@ pub(super) fn helm_releases(
     waves: &mut BTreeMap<String, i32>,
     data: &mut TreeData<'_>,
     fleet: &crate::spec::clusters::Clusters,
-    found: &mut super::Found,
-) {
-    let super::Found {
+    found: &mut crate::hydrate::apps::Found,
+) -> Vec<Waits> {
+    let crate::hydrate::apps::Found {
         errors,
         held,
         destinations,
@@ -157,8 +157,8 @@ pub(super) fn helm_releases(
             kept.push(r);
         }
     }
-    found.releases = kept;
-    found.release_waits = waits;
+    found.renders.releases = kept;
+    waits
 }
 
 /// `flux-helm/NAMESPACE/NAME`: the app a HelmRelease is ([`crate::spec::app_of`]).
