@@ -100,9 +100,8 @@ impl AppFormat for Format<'_> {
     fn find(&mut self, files: &mut [SourceFile], repo: &mut Repository) -> Found {
         let (found, waits) = find(
             files,
-            repo.root,
+            repo,
             &mut self.waves,
-            &mut repo.urls,
             self.install,
             self.signatures,
             self.fleet,
@@ -131,19 +130,18 @@ impl AppFormat for Format<'_> {
 
 /// Finds Flux's objects in `files` (YAML, written or rendered), takes them out of what is
 /// applied (their lines blanked, so every other document keeps its place), and returns the
-/// Kustomizations to carry out. `root`: the spec root within the repository, `waves`: the
-/// Kustomizations found in earlier passes (their waves, by `namespace/name`), `urls`: the
-/// URLs the repository is known by (normalised), bootstrap's GitRepository's added once
-/// found, so the passes after this one (a tenant's Kustomization another renders) know it.
+/// Kustomizations to carry out. `repo`: this repository (the spec root within it, the URLs
+/// it is known by: bootstrap's GitRepository's added once found, so the formats and passes
+/// after this one, a tenant's Kustomization another renders, know it), `waves`: the
+/// Kustomizations found in earlier passes (their waves, by `namespace/name`).
 /// `install`: whether Flux's own install is left out (the tree holds Flux's app objects,
 /// which driftless carries out in Flux's place) or applied as any bundle. With what is
 /// found, what each HelmRelease waits for (`dependsOn`), to hold what waits for a failed
 /// one.
 pub(crate) fn find(
     files: &mut [SourceFile],
-    root: Option<&str>,
+    repo: &mut Repository,
     waves: &mut BTreeMap<String, i32>,
-    urls: &mut std::collections::BTreeSet<String>,
     install: crate::hydrate::app_yaml::Install,
     signatures: &crate::source::Signatures,
     fleet: &crate::spec::clusters::Clusters,
@@ -211,14 +209,16 @@ pub(crate) fn find(
     };
     // The repository's own URLs (its remotes', the tree's `[repository] urls`) and
     // bootstrap's GitRepository's all name this repository.
-    urls.extend(url_of("GitRepository/flux-system/flux-system"));
+    repo.urls
+        .extend(url_of("GitRepository/flux-system/flux-system"));
+    let root = repo.root;
     // An OCIRepository is this repository when it names the artifact being followed.
     let origins: Origins = sources
         .keys()
         .filter(|k| k.starts_with("GitRepository/") || k.starts_with("OCIRepository/"))
         .map(|k| {
             let origin = match url_of(k) {
-                Some(u) if urls.contains(&u) => Origin::This,
+                Some(u) if repo.urls.contains(&u) => Origin::This,
                 other => Origin::Other(other),
             };
             (k.clone(), origin)
@@ -625,14 +625,23 @@ mod tests {
     fn find_in(files: &mut [SourceFile], root: Option<&str>) -> Found {
         let (found, _) = find(
             files,
-            root,
+            &mut repository(root),
             &mut BTreeMap::new(),
-            &mut Default::default(),
             crate::hydrate::app_yaml::Install::LeftOut,
             &Default::default(),
             &Default::default(),
         );
         found
+    }
+
+    /// This repository, its spec root at `root`, known by no URL yet.
+    fn repository(root: Option<&str>) -> Repository<'_> {
+        Repository {
+            repo: None,
+            root,
+            urls: Default::default(),
+            revisions: &[],
+        }
     }
 
     fn file(path: &str, text: &str) -> SourceFile {
@@ -666,9 +675,8 @@ mod tests {
             )];
             find(
                 &mut files,
-                Some("clusters/staging"),
+                &mut repository(Some("clusters/staging")),
                 &mut BTreeMap::new(),
-                &mut Default::default(),
                 crate::hydrate::app_yaml::Install::LeftOut,
                 &signatures,
                 &Default::default(),
@@ -720,9 +728,8 @@ mod tests {
         let mut waves = BTreeMap::new();
         let (found, _) = find(
             &mut files,
-            Some("clusters/staging"),
+            &mut repository(Some("clusters/staging")),
             &mut waves,
-            &mut Default::default(),
             crate::hydrate::app_yaml::Install::LeftOut,
             &Default::default(),
             &Default::default(),
@@ -764,9 +771,8 @@ mod tests {
         )];
         let (found, _) = find(
             &mut nested,
-            Some("clusters/staging"),
+            &mut repository(Some("clusters/staging")),
             &mut waves,
-            &mut Default::default(),
             crate::hydrate::app_yaml::Install::LeftOut,
             &Default::default(),
             &Default::default(),
