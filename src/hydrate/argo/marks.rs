@@ -7,17 +7,17 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::{App, app_of};
+use super::App;
 use crate::hydrate::stage::{cluster_scoped_crds, error_at, is_cluster_scoped, to_yaml};
 use crate::spec::order::{ARGO_WAVE, WAVE};
 use crate::spec::policy::{APPLY, DRIFT, PRUNE, REPLACE};
 use crate::spec::{SourceFile, SpecError};
 
-/// Marks the output files of `apps` among `files`.
+/// Marks the output files of `apps` (by output file, [`super::by_output`]) among `files`.
 pub fn mark(files: &mut [SourceFile], apps: &BTreeMap<&str, &App>, errors: &mut Vec<SpecError>) {
     let mut namespace_added = std::collections::BTreeSet::new();
     for f in files.iter_mut() {
-        let Some(app) = app_of(&f.path).and_then(|n| apps.get(n)) else {
+        let Some(app) = apps.get(f.path.as_str()) else {
             continue;
         };
         let text = String::from_utf8_lossy(&f.contents);

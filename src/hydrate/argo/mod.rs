@@ -63,6 +63,9 @@ pub struct App {
     /// says so: which cluster that is, and whether it is the one served, is the spec
     /// loader's to say (`crate::spec::clusters::Target::place`).
     pub destination: Option<(crate::spec::clusters::Destination, Location)>,
+    /// The files its sources are handed on as (each render's one file): where its marks
+    /// go, found by the file, never read back from a file's name.
+    pub outputs: Vec<String>,
 }
 
 /// Why `source.plugin` is not read: it is not what Argo CD's `plugin` holds.
@@ -129,7 +132,7 @@ impl AppFormat for Format<'_> {
     }
 
     fn rendered(&mut self, _: &Renders, out: &mut super::Hydrated) {
-        mark(&mut out.files, &by_name(&self.apps), &mut out.errors);
+        mark(&mut out.files, &by_output(&self.apps), &mut out.errors);
         out.destinations.extend(self.apps.iter().filter_map(|a| {
             let (to, at) = a.destination.clone()?;
             Some((format!("argo/{}", a.name), (to, at)))
@@ -262,11 +265,17 @@ pub(crate) fn find(
             ));
             continue;
         }
+        let mut app = r.app;
+        app.outputs = (r.parts.iter().map(|p| &p.output))
+            .chain(r.plugins.iter().map(|p| &p.output))
+            .chain(r.releases.iter().map(|r| &r.file))
+            .cloned()
+            .collect();
         found.renders.parts.extend(r.parts);
         found.renders.plugins.extend(r.plugins);
         found.renders.releases.extend(r.releases);
         found.notices.extend(r.notices);
-        found_apps.push(r.app);
+        found_apps.push(app);
     }
     (found, found_apps)
 }
@@ -281,11 +290,13 @@ fn is_argo_install(v: &Value) -> bool {
     v["metadata"]["labels"]["app.kubernetes.io/part-of"] == "argocd"
 }
 
-pub use crate::spec::{argo_app_name as app_of, argo_output_file as output_file};
+pub use crate::spec::argo_output_file as output_file;
 
-/// The apps found, by name: what [`mark`] reads.
-pub fn by_name(apps: &[App]) -> BTreeMap<&str, &App> {
-    apps.iter().map(|a| (a.name.as_str(), a)).collect()
+/// The apps found, by the files their sources are handed on as: what [`mark`] reads.
+pub fn by_output(apps: &[App]) -> BTreeMap<&str, &App> {
+    apps.iter()
+        .flat_map(|a| a.outputs.iter().map(move |o| (o.as_str(), a)))
+        .collect()
 }
 
 #[cfg(test)]

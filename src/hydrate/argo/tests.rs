@@ -220,6 +220,7 @@ fn marks_say_what_the_application_says() {
             pointers: vec!["/spec/replicas".into()],
         }],
         destination: None,
+        outputs: vec!["root.yaml#argo.web".into()],
     };
     let mut files = vec![
         file(
@@ -231,7 +232,7 @@ fn marks_say_what_the_application_says() {
     let mut errors = Vec::new();
     mark(
         &mut files,
-        &by_name(std::slice::from_ref(&app)),
+        &by_output(std::slice::from_ref(&app)),
         &mut errors,
     );
     assert!(errors.is_empty());
