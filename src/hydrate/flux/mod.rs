@@ -74,10 +74,10 @@ pub(crate) const FORMAT: Registered = Registered {
 /// A file that may hold Flux's objects: its Kustomizations and HelmReleases read the
 /// tree on disk, the HelmReleases render charts.
 fn needs(bytes: &[u8]) -> Needs {
-    let has = |needle: &[u8]| bytes.windows(needle.len()).any(|w| w == needle);
-    let charts = has(HELM_GROUP.as_bytes());
+    let has = |needle: &str| crate::hydrate::tree::mentions(bytes, needle.as_bytes());
+    let charts = has(HELM_GROUP);
     Needs {
-        checkout: charts || has(KUSTOMIZE_GROUP.as_bytes()),
+        checkout: charts || has(KUSTOMIZE_GROUP),
         charts,
     }
 }
