@@ -10,32 +10,31 @@ pub(crate) fn flux_output_file(file: &str, namespace: &str, name: &str) -> Strin
     format!("{file}#flux.{namespace}.{name}")
 }
 
-/// `flux/NAMESPACE/NAME` for a file [`flux_output_file`] named, `flux-helm/NS/NAME` for a
-/// Flux HelmRelease's (`#flux-helm.NS.NAME`).
-fn flux_app(file: &str, marker: &str, kind: &str) -> Option<String> {
-    let (_, rest) = file.rsplit_once(marker)?;
-    let rest = rest.split('#').next().unwrap_or(rest);
-    let (ns, name) = rest.split_once('.')?;
-    Some(format!("{kind}/{ns}/{name}"))
+/// The innermost of `markers` in `file` (the app an app rendered last), and what follows
+/// it.
+fn innermost<'f>(file: &'f str, markers: &[&'static str]) -> Option<(&'static str, &'f str)> {
+    let (i, marker) = markers
+        .iter()
+        .filter_map(|&m| file.rfind(m).map(|i| (i, m)))
+        .max()?;
+    Some((marker, &file[i + marker.len()..]))
 }
 
 /// The app a file is the render of: `flux/NAMESPACE/NAME` for a Flux Kustomization's
-/// ([`flux_output_file`]), `flux-helm/NAMESPACE/NAME` for a Flux HelmRelease's,
-/// `argo/NAME` for an Argo CD Application's ([`argo_output_file`]), `helm/NAME` for a
-/// `[helm.NAME]` release's; the innermost, for an app an app rendered. A chart directory
-/// no spec names is the tree's own (DESIGN 1.12: the tree is the app of what is plain).
+/// ([`flux_output_file`]), `flux-helm/NAMESPACE/NAME` for a Flux HelmRelease's
+/// (`#flux-helm.NS.NAME`), `argo/NAME` for an Argo CD Application's
+/// ([`argo_output_file`]), `helm/NAME` for a `[helm.NAME]` release's; the innermost, for
+/// an app an app rendered. A chart directory no spec names is the tree's own (DESIGN 1.12:
+/// the tree is the app of what is plain).
 pub fn app_of(file: &str) -> Option<String> {
-    let last = APP_MARKERS
-        .into_iter()
-        .filter_map(|m| file.rfind(m).map(|i| (i, m)))
-        .max()?;
-    match last.1 {
-        "#argo." => argo_app_name(file).map(|name| format!("argo/{name}")),
-        "#flux." => flux_app(file, "#flux.", "flux"),
-        "#flux-helm." => flux_app(file, "#flux-helm.", "flux-helm"),
-        _ => {
-            let (_, rest) = file.rsplit_once("#helm.")?;
-            Some(format!("helm/{}", rest.split('#').next().unwrap_or(rest)))
+    let (marker, rest) = innermost(file, &APP_MARKERS)?;
+    let name = rest.split('#').next().unwrap_or(rest);
+    match marker {
+        "#argo." => Some(format!("argo/{name}")),
+        "#helm." => Some(format!("helm/{name}")),
+        flux => {
+            let (ns, name) = name.split_once('.')?;
+            Some(format!("{}/{ns}/{name}", flux.trim_matches(['#', '.'])))
         }
     }
 }
@@ -45,11 +44,7 @@ pub fn app_of(file: &str) -> Option<String> {
 /// `flux/NS/NAME.yaml`, `flux/NS/NAME.helm.yaml` for a HelmRelease's; the innermost app,
 /// for an app an app rendered. None for a file no such app rendered.
 pub fn app_out_path(file: &str) -> Option<String> {
-    let (i, marker) = ["#argo.", "#flux.", "#flux-helm."]
-        .into_iter()
-        .filter_map(|m| file.rfind(m).map(|i| (i, m)))
-        .max()?;
-    let rest = &file[i + marker.len()..];
+    let (marker, rest) = innermost(file, &["#argo.", "#flux.", "#flux-helm."])?;
     Some(match marker {
         "#argo." => match rest.split_once('#') {
             Some((name, index)) => format!("argo/{name}.{index}.yaml"),

@@ -8,8 +8,9 @@ use serde_json::Value;
 
 use super::chart::{chart_release, local_release};
 use super::options::{ignore, kustomization};
-use super::{App, Part, PartSource, PluginPart, Repository, output_file};
+use super::{App, Part, PartSource, PluginPart, output_file};
 use crate::hydrate::app_yaml::{clean_path, err, line_of, unknown};
+use crate::hydrate::apps::Repository;
 use crate::hydrate::helm::ReleaseAt;
 use crate::hydrate::not_carried_out::NotCarriedOut;
 use crate::hydrate::shape;

@@ -9,8 +9,8 @@ use std::path::Path;
 
 use serde_json::{Map, Value, json};
 
-use super::Repository;
 use crate::hydrate::app_yaml::{line_of, unknown};
+use crate::hydrate::apps::Repository;
 use crate::hydrate::merge::{Nulls, merge};
 use crate::hydrate::not_carried_out::NotCarriedOut;
 use crate::hydrate::walk::{Hidden, Links, Revisit, Walk, WalkError};

@@ -7,8 +7,9 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use super::{App, Repository};
+use super::App;
 use crate::hydrate::app_yaml::{clean_path, unknown};
+use crate::hydrate::apps::Repository;
 use crate::hydrate::not_carried_out::NotCarriedOut;
 use crate::spec::Location;
 

@@ -34,8 +34,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::Value;
 
 use super::app_yaml::err;
-pub(crate) use super::apps::Repository;
-use super::apps::{AppFormat, Found, Needs, Registered, Renders, Setting};
+use super::apps::{AppFormat, Found, Needs, Registered, Renders, Repository, Setting};
 use crate::spec::{Location, SourceFile};
 
 const GROUP: &str = "argoproj.io";
@@ -150,7 +149,7 @@ impl AppFormat for Format<'_> {
 /// blanked), and returns what to render and the Applications that render it. `seen`: the
 /// Applications found in earlier passes, so one met twice (a cycle of apps of apps) is an
 /// error. `install`: whether Argo CD's own install is left out.
-pub(crate) fn find(
+fn find(
     files: &mut [SourceFile],
     repo: &Repository,
     fleet: &crate::spec::clusters::Clusters,

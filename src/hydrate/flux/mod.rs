@@ -138,7 +138,7 @@ impl AppFormat for Format<'_> {
 /// which driftless carries out in Flux's place) or applied as any bundle. With what is
 /// found, what each HelmRelease waits for (`dependsOn`), to hold what waits for a failed
 /// one.
-pub(crate) fn find(
+fn find(
     files: &mut [SourceFile],
     repo: &mut Repository,
     waves: &mut BTreeMap<String, i32>,
