@@ -993,7 +993,7 @@ struct TlsProxy {
 }
 
 const TLS_PROXY: &str = r#"
-import socket, ssl, sys, threading
+import select, socket, ssl, sys, threading
 cert, key, upstream = sys.argv[1], sys.argv[2], int(sys.argv[3])
 ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
 ctx.load_cert_chain(cert, key)
@@ -1002,20 +1002,37 @@ server.bind(("127.0.0.1", 0))
 server.listen(16)
 print(server.getsockname()[1], flush=True)
 
-def pump(src, dst):
-    try:
-        while True:
-            data = src.recv(65536)
-            if not data:
-                break
-            dst.sendall(data)
-    except OSError:
-        pass
-    for s in (src, dst):
+# One thread per connection, and only that thread touches its TLS socket: an OpenSSL
+# connection read by one thread while another writes or closes it can hand the client
+# bytes that are not the response.
+def send_tls(tls, data):
+    view = memoryview(data)
+    while view:
         try:
-            s.close()
-        except OSError:
-            pass
+            view = view[tls.send(view):]
+        except ssl.SSLWantWriteError:
+            select.select([], [tls], [])
+        except ssl.SSLWantReadError:
+            select.select([tls], [], [])
+
+def relay(tls, up):
+    tls.setblocking(False)
+    while True:
+        ready = [tls] if tls.pending() else select.select([tls, up], [], [])[0]
+        if tls in ready:
+            try:
+                data = tls.recv(65536)
+            except ssl.SSLWantReadError:
+                data = None
+            if data == b"":
+                return
+            if data:
+                up.sendall(data)
+        if up in ready:
+            data = up.recv(65536)
+            if not data:
+                return
+            send_tls(tls, data)
 
 def handle(conn):
     try:
@@ -1033,9 +1050,14 @@ def handle(conn):
         tls.close()
         return
     up = socket.create_connection(("127.0.0.1", upstream))
-    up.sendall(first)
-    threading.Thread(target=pump, args=(up, tls), daemon=True).start()
-    pump(tls, up)
+    try:
+        up.sendall(first)
+        relay(tls, up)
+    except (OSError, ssl.SSLError):
+        pass
+    finally:
+        up.close()
+        tls.close()
 
 while True:
     conn, _ = server.accept()
