@@ -4,6 +4,7 @@
 //! absent (a number as a Kustomization's `spec.path` became the repository's root). Only
 //! what a reader takes is declared; unknown fields are `app_yaml::unknown`'s to refuse.
 
+use serde::Deserialize;
 use serde_json::Value;
 
 /// What a field holds. `null` is as absent, for every shape.
@@ -130,6 +131,8 @@ pub(crate) const KUSTOMIZATION: Shape = Shape::Fields(&[
     ("interval", Shape::Text),
     ("timeout", Shape::Text),
     ("components", Shape::List(&Shape::Text)),
+    ("patches", Shape::List(&Shape::Map)),
+    ("images", Shape::List(&Shape::Map)),
     ("sourceRef", SOURCE_REF),
     ("dependsOn", Shape::List(&NAMED)),
     ("commonMetadata", METADATA),
@@ -184,6 +187,7 @@ pub(crate) const HELM_RELEASE: Shape = Shape::Fields(&[
     (
         "install",
         Shape::Fields(&[
+            ("crds", Shape::Text),
             ("createNamespace", Shape::Flag),
             ("disableWait", Shape::Flag),
         ]),
@@ -207,6 +211,9 @@ const ARGO_SOURCE: Shape = Shape::Fields(&[
             ("values", Shape::Text),
             ("valuesObject", Shape::Map),
             ("skipCrds", Shape::Flag),
+            ("ignoreMissingValueFiles", Shape::Flag),
+            ("kubeVersion", Shape::Text),
+            ("apiVersions", Shape::List(&Shape::Text)),
             (
                 "parameters",
                 Shape::List(&Shape::Fields(&[
@@ -225,6 +232,8 @@ const ARGO_SOURCE: Shape = Shape::Fields(&[
             ("namespace", Shape::Text),
             ("images", Shape::List(&Shape::Text)),
             ("components", Shape::List(&Shape::Text)),
+            ("patches", Shape::List(&Shape::Map)),
+            ("replicas", Shape::List(&Shape::Map)),
             ("commonLabels", Shape::Strings),
             ("commonAnnotations", Shape::Strings),
         ]),
@@ -254,9 +263,36 @@ pub(crate) const APPLICATION: Shape = Shape::Fields(&[
     ("sources", Shape::List(&ARGO_SOURCE)),
     (
         "syncPolicy",
-        Shape::Fields(&[("syncOptions", Shape::List(&Shape::Text))]),
+        Shape::Fields(&[
+            ("syncOptions", Shape::List(&Shape::Text)),
+            (
+                "automated",
+                Shape::Fields(&[("prune", Shape::Flag), ("selfHeal", Shape::Flag)]),
+            ),
+        ]),
     ),
+    ("ignoreDifferences", Shape::List(&Shape::Map)),
 ]);
+
+/// A list with its `null` entries left out, as absent ones: for a typed model read after
+/// its shape is checked (serde's `deserialize_with`), as `or_default`.
+pub(crate) fn without_nulls<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    let list = Option::<Vec<Option<T>>>::deserialize(d)?;
+    Ok(list.into_iter().flatten().flatten().collect())
+}
+
+/// `null` read as absent, as the shape check and the apiserver take it.
+pub(crate) fn or_default<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}
 
 #[cfg(test)]
 mod tests {
@@ -285,6 +321,14 @@ mod tests {
                 .unwrap_err()
                 .to_string(),
             "`spec.postBuild.substitute.replicas` is a number, not a string"
+        );
+        // Read by hand, a map of patches was taken as none.
+        let spec = json!({"patches": {"patch": "x"}});
+        assert_eq!(
+            check(&spec, &KUSTOMIZATION, "spec")
+                .unwrap_err()
+                .to_string(),
+            "`spec.patches` is a map, not a list"
         );
         let spec = json!({"dependsOn": {"name": "a"}});
         assert_eq!(

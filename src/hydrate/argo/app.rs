@@ -4,9 +4,11 @@
 
 use std::collections::BTreeMap;
 
+use serde::Deserialize;
 use serde_json::Value;
 
 use super::chart::{chart_release, local_release};
+use super::model::{ApplicationSpec, Source, not_carried_out};
 use super::options::{ignore, kustomization};
 use super::{App, Part, PartSource, PluginPart, output_file};
 use crate::hydrate::app_yaml::{clean_path, err, line_of, unknown};
@@ -26,18 +28,6 @@ const CARRIED: &[&str] = &[
     "ignoreDifferences",
     "info",
     "revisionHistoryLimit",
-];
-const SOURCE_CARRIED: &[&str] = &[
-    "repoURL",
-    "path",
-    "targetRevision",
-    "chart",
-    "helm",
-    "kustomize",
-    "directory",
-    "ref",
-    "name",
-    "plugin",
 ];
 /// Sync options driftless carries out, or does always (it applies server-side, only
 /// what differs, validates with the apiserver's schema, and prunes last).
@@ -66,14 +56,14 @@ pub(super) struct Read {
 
 /// A source of this repository is read in place, at the revision being synced: one whose
 /// `targetRevision` names another (a tag, another branch) would be read there by Argo CD.
-fn other_revisions(name: &str, sources: &[Value], repo: &Repository) -> Vec<String> {
+fn other_revisions(name: &str, sources: &[Source], repo: &Repository) -> Vec<String> {
     let Some(synced) = repo.revisions.first() else {
         return Vec::new();
     };
     sources
         .iter()
-        .filter(|s| s["chart"].is_null() && repo.names(s["repoURL"].as_str().unwrap_or_default()))
-        .filter_map(|s| s["targetRevision"].as_str())
+        .filter(|s| s.chart.is_none() && repo.names(s.repo_url.as_deref().unwrap_or_default()))
+        .filter_map(|s| s.target_revision.as_deref())
         .filter(|t| !t.is_empty() && *t != "HEAD" && !repo.revisions.iter().any(|r| r == t))
         .map(|t| {
             format!(
@@ -91,6 +81,7 @@ struct Reading<'a> {
     v: &'a Value,
     repo: &'a Repository<'a>,
     name: &'a str,
+    spec: ApplicationSpec,
 }
 
 pub(super) fn read(
@@ -100,12 +91,13 @@ pub(super) fn read(
     repo: &Repository,
 ) -> Result<Read, SpecError> {
     let name = v["metadata"]["name"].as_str().unwrap_or_default();
-    let r = Reading {
+    let mut r = Reading {
         at,
         doc,
         v,
         repo,
         name,
+        spec: ApplicationSpec::default(),
     };
     if name.is_empty() {
         return Err(err(
@@ -113,16 +105,19 @@ pub(super) fn read(
             "an Argo CD Application without metadata.name".into(),
         ));
     }
-    let spec = v["spec"].as_object().cloned().unwrap_or_default();
     if let Some(key) = unknown(&v["spec"], CARRIED) {
         return Err(r.refuse(key, NotCarriedOut::field(format!("spec.{key}")).to_string()));
     }
     shape::check(&v["spec"], &shape::APPLICATION, "spec")
         .map_err(|e| r.refuse(&e.key, e.to_string()))?;
+    // Its shape is checked: what is left is `null` where a map is wanted in a list.
+    r.spec = Option::<ApplicationSpec>::deserialize(&v["spec"])
+        .map_err(|e| r.refuse("spec", format!("spec: {e}")))?
+        .unwrap_or_default();
     let app = r.app()?;
-    let sources: Vec<Value> = match (spec.get("source"), spec.get("sources")) {
-        (Some(s), None) => vec![s.clone()],
-        (None, Some(Value::Array(list))) if !list.is_empty() => list.clone(),
+    let sources: Vec<Source> = match (r.spec.source.take(), r.spec.sources.take()) {
+        (Some(s), None) => vec![s],
+        (None, Some(list)) if !list.is_empty() => list,
         (Some(_), Some(_)) => {
             return Err(r.refuse("sources", "has both `source` and `sources`".into()));
         }
@@ -161,20 +156,18 @@ impl Reading<'_> {
     /// The app the Application is: its destination, wave, sync policy and options, and
     /// what it leaves to others.
     fn app(&self) -> Result<App, SpecError> {
-        let v = self.v;
+        let (v, spec) = (self.v, &self.spec);
+        let destination = &spec.destination;
+        let automated = &spec.sync_policy.automated;
         let mut app = App {
             name: self.name.to_string(),
-            namespace: v["spec"]["destination"]["namespace"]
-                .as_str()
-                .filter(|n| !n.is_empty())
-                .map(str::to_string),
-            prune: v["spec"]["syncPolicy"]["automated"]["prune"].as_bool() == Some(true),
-            self_heal: v["spec"]["syncPolicy"]["automated"]["selfHeal"].as_bool() == Some(true),
+            namespace: destination.namespace.clone().filter(|n| !n.is_empty()),
+            prune: automated.prune == Some(true),
+            self_heal: automated.self_heal == Some(true),
             ..App::default()
         };
         use crate::spec::clusters::Destination;
-        let destination = &v["spec"]["destination"];
-        app.destination = match (destination["name"].as_str(), destination["server"].as_str()) {
+        app.destination = match (destination.name.as_deref(), destination.server.as_deref()) {
             (Some(name), Some(server)) if !name.is_empty() && !server.is_empty() => {
                 return Err(self.refuse(
                     "destination",
@@ -203,12 +196,7 @@ impl Reading<'_> {
             })?;
         }
         self.sync_options(&mut app)?;
-        for (i, d) in v["spec"]["ignoreDifferences"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .enumerate()
-        {
+        for (i, d) in spec.ignore_differences.iter().enumerate() {
             app.ignore.push(ignore(d).map_err(|why| {
                 self.refuse(
                     "ignoreDifferences",
@@ -221,12 +209,7 @@ impl Reading<'_> {
 
     /// `syncPolicy.syncOptions`: those carried out set on `app`, the rest refused.
     fn sync_options(&self, app: &mut App) -> Result<(), SpecError> {
-        for option in self.v["spec"]["syncPolicy"]["syncOptions"]
-            .as_array()
-            .into_iter()
-            .flatten()
-        {
-            let text = option.as_str().unwrap_or_default();
+        for text in &self.spec.sync_policy.sync_options {
             let (key, value) = text.split_once('=').unwrap_or((text, ""));
             if !SYNC_OPTIONS.contains(&key) {
                 return Err(self.refuse(
@@ -252,11 +235,11 @@ impl Reading<'_> {
     }
 
     /// `ref` sources: their repository's root, for `$ref/...` values files.
-    fn refs(&self, sources: &[Value]) -> Result<BTreeMap<String, ()>, SpecError> {
+    fn refs(&self, sources: &[Source]) -> Result<BTreeMap<String, ()>, SpecError> {
         let mut refs: BTreeMap<String, ()> = BTreeMap::new();
         for s in sources {
-            if let Some(r) = s["ref"].as_str() {
-                let url = s["repoURL"].as_str().unwrap_or_default();
+            if let Some(r) = s.root_name.as_deref() {
+                let url = s.repo_url.as_deref().unwrap_or_default();
                 if !self.repo.names(url) {
                     return Err(self.refuse(
                         "ref",
@@ -275,22 +258,22 @@ impl Reading<'_> {
         &self,
         out: &mut Read,
         index: usize,
-        s: &Value,
+        s: &Source,
         refs: &BTreeMap<String, ()>,
     ) -> Result<(), SpecError> {
         let (at, name) = (self.at, self.name);
         let file = output_file(&at.file, name, index);
-        if let Some(key) = unknown(s, SOURCE_CARRIED) {
+        if let Some(key) = not_carried_out(&s.other, &["name"]) {
             return Err(self.refuse(
                 key,
                 NotCarriedOut::field(format!("source.{key}")).to_string(),
             ));
         }
-        let url = s["repoURL"].as_str().unwrap_or_default();
-        if s["ref"].is_string() && s["path"].is_null() && s["chart"].is_null() {
+        let url = s.repo_url.as_deref().unwrap_or_default();
+        if s.root_name.is_some() && s.path.is_none() && s.chart.is_none() {
             return Ok(()); // only a root for values files
         }
-        if let Some(chart) = s["chart"].as_str() {
+        if let Some(chart) = s.chart.as_deref() {
             let release = chart_release(at, name, &out.app, s, chart, refs, self.repo)
                 .map_err(|why| self.refuse("chart", why.to_string()))?;
             out.releases.push(ReleaseAt { release, file });
@@ -304,12 +287,12 @@ impl Reading<'_> {
                 ),
             ));
         }
-        let raw = s["path"].as_str().unwrap_or("");
+        let raw = s.path.as_deref().unwrap_or("");
         let path = clean_path(raw).ok_or_else(|| {
             self.refuse("path", format!("path {raw:?} leads out of the repository"))
         })?;
         out.paths.push(path.clone());
-        match s.get("plugin") {
+        match &s.plugin {
             Some(plugin) => self.plugin(out, file, s, plugin, path),
             None => self.directory(out, file, s, path, refs),
         }
@@ -320,14 +303,16 @@ impl Reading<'_> {
         &self,
         out: &mut Read,
         file: String,
-        s: &Value,
+        s: &Source,
         plugin: &Value,
         path: String,
     ) -> Result<(), SpecError> {
-        if let Some(other) = ["helm", "kustomize", "directory"]
-            .into_iter()
-            .find(|k| s.get(*k).is_some())
-        {
+        let named = [
+            ("helm", s.helm.is_some()),
+            ("kustomize", s.kustomize.is_some()),
+            ("directory", s.directory.is_some()),
+        ];
+        if let Some((other, _)) = named.into_iter().find(|(_, named)| *named) {
             return Err(self.refuse(
                 "plugin",
                 format!("its source names both `plugin` and `{other}`; Argo CD takes one"),
@@ -340,12 +325,9 @@ impl Reading<'_> {
             output: file,
             app: self.name.to_string(),
             namespace: out.app.namespace.clone().unwrap_or_default(),
-            project: self.v["spec"]["project"]
-                .as_str()
-                .unwrap_or_default()
-                .to_string(),
-            repo_url: s["repoURL"].as_str().unwrap_or_default().to_string(),
-            target_revision: s["targetRevision"].as_str().unwrap_or_default().to_string(),
+            project: self.spec.project.clone().unwrap_or_default(),
+            repo_url: s.repo_url.clone().unwrap_or_default(),
+            target_revision: s.target_revision.clone().unwrap_or_default(),
             path,
             wanted,
         });
@@ -358,7 +340,7 @@ impl Reading<'_> {
         &self,
         out: &mut Read,
         file: String,
-        s: &Value,
+        s: &Source,
         path: String,
         refs: &BTreeMap<String, ()>,
     ) -> Result<(), SpecError> {
@@ -368,8 +350,8 @@ impl Reading<'_> {
                 .repo
                 .is_some_and(|r| r.join(&path).join(f).is_file())
         };
-        let is_helm = s.get("helm").is_some() || on_disk("Chart.yaml");
-        let is_kustomize = s.get("kustomize").is_some()
+        let is_helm = s.helm.is_some() || on_disk("Chart.yaml");
+        let is_kustomize = s.kustomize.is_some()
             || crate::hydrate::tree::KUSTOMIZATION_FILES
                 .iter()
                 .any(|f| on_disk(f));
@@ -387,14 +369,18 @@ impl Reading<'_> {
                 source: PartSource::Kustomize(Box::new(k)),
             });
         } else {
-            let d = &s["directory"];
-            if let Some(key) = unknown(d, &["recurse", "include", "exclude", "jsonnet"]) {
+            let d = s.directory.clone().unwrap_or_default();
+            if let Some(key) = not_carried_out(&d.other, &[]) {
                 return Err(self.refuse(
                     key,
                     NotCarriedOut::field(format!("directory.{key}")).to_string(),
                 ));
             }
-            if d["jsonnet"].as_object().is_some_and(|j| !j.is_empty()) {
+            if d.jsonnet
+                .as_ref()
+                .and_then(Value::as_object)
+                .is_some_and(|j| !j.is_empty())
+            {
                 return Err(self.refuse(
                     "jsonnet",
                     NotCarriedOut::field("directory.jsonnet").to_string(),
@@ -406,9 +392,9 @@ impl Reading<'_> {
                 output: file,
                 source: PartSource::Directory {
                     path,
-                    recurse: d["recurse"].as_bool() == Some(true),
-                    include: d["include"].as_str().map(str::to_string),
-                    exclude: d["exclude"].as_str().map(str::to_string),
+                    recurse: d.recurse == Some(true),
+                    include: d.include,
+                    exclude: d.exclude,
                 },
             });
         }

@@ -8,26 +8,11 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use super::App;
-use crate::hydrate::app_yaml::{clean_path, unknown};
+use super::model::{HELM_ACCEPTED, HelmSource, Source, not_carried_out};
+use crate::hydrate::app_yaml::clean_path;
 use crate::hydrate::apps::Repository;
 use crate::hydrate::not_carried_out::NotCarriedOut;
 use crate::spec::Location;
-
-const HELM_CARRIED: &[&str] = &[
-    "valueFiles",
-    "values",
-    "valuesObject",
-    "parameters",
-    "releaseName",
-    "skipCrds",
-    "skipTests",
-    "ignoreMissingValueFiles",
-    "passCredentials",
-    "version",
-    "namespace",
-    "kubeVersion",
-    "apiVersions",
-];
 
 /// Why a chart source is not carried out as a release.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -66,29 +51,26 @@ fn release_of(
     at: &Location,
     app_name: &str,
     app: &App,
-    s: &Value,
+    h: &HelmSource,
 ) -> Result<crate::spec::helm::HelmRelease, ChartError> {
-    let h = &s["helm"];
-    if let Some(key) = unknown(h, HELM_CARRIED) {
+    if let Some(key) = not_carried_out(&h.other, HELM_ACCEPTED) {
         return Err(NotCarriedOut::field(format!("helm.{key}")).into());
     }
-    let namespace = h["namespace"]
-        .as_str()
-        .map(str::to_string)
+    let namespace = h
+        .namespace
+        .clone()
         .or_else(|| app.namespace.clone())
         .unwrap_or_else(|| "default".into());
-    let mut values = match (&h["values"], &h["valuesObject"]) {
-        (_, Value::Object(o)) => Value::Object(o.clone()),
-        (Value::String(text), _) if !text.trim().is_empty() => {
-            serde_saphyr::from_str::<Value>(text)
-                .map_err(|e| ChartError::ValuesNotYaml { why: e.to_string() })?
-        }
+    let mut values = match (&h.values, &h.values_object) {
+        (_, Some(o)) => Value::Object(o.clone()),
+        (Some(text), _) if !text.trim().is_empty() => serde_saphyr::from_str::<Value>(text)
+            .map_err(|e| ChartError::ValuesNotYaml { why: e.to_string() })?,
         _ => Value::Null,
     };
-    for p in h["parameters"].as_array().into_iter().flatten() {
-        let key = p["name"].as_str().unwrap_or_default();
-        let raw = p["value"].as_str().unwrap_or_default();
-        let value = if p["forceString"].as_bool() == Some(true) {
+    for p in &h.parameters {
+        let key = p.name.as_deref().unwrap_or_default();
+        let raw = p.value.as_deref().unwrap_or_default();
+        let value = if p.force_string == Some(true) {
             json!(raw)
         } else {
             set_value(raw)
@@ -99,16 +81,11 @@ fn release_of(
         })?;
     }
     let mut release = crate::hydrate::helm::unnamed_release("", app_name, &namespace, at.clone());
-    release.release_name = h["releaseName"].as_str().unwrap_or(app_name).to_string();
+    release.release_name = h.release_name.as_deref().unwrap_or(app_name).to_string();
     release.values = values;
-    release.include_crds = h["skipCrds"].as_bool() != Some(true);
-    release.kube_version = h["kubeVersion"].as_str().map(str::to_string);
-    release.api_versions = h["apiVersions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|v| v.as_str().map(str::to_string))
-        .collect();
+    release.include_crds = h.skip_crds != Some(true);
+    release.kube_version = h.kube_version.clone();
+    release.api_versions = h.api_versions.clone();
     Ok(release)
 }
 
@@ -181,16 +158,14 @@ fn up(repo: &Repository) -> String {
 /// (this repository), the rest from the chart's directory (`dir`; none for a chart of a
 /// chart repository, whose files are not this repository's).
 fn values_files(
-    s: &Value,
+    h: &HelmSource,
     dir: Option<&str>,
     refs: &BTreeMap<String, ()>,
     repo: &Repository,
 ) -> Result<Vec<String>, ChartError> {
-    let h = &s["helm"];
-    let optional = h["ignoreMissingValueFiles"].as_bool() == Some(true);
+    let optional = h.ignore_missing_value_files == Some(true);
     let mut out = Vec::new();
-    for f in h["valueFiles"].as_array().into_iter().flatten() {
-        let f = f.as_str().unwrap_or_default();
+    for f in &h.value_files {
         let rel = if let Some(rest) = f.strip_prefix('$') {
             let (r, path) = rest.split_once('/').unwrap_or((rest, ""));
             if !refs.contains_key(r) {
@@ -231,14 +206,15 @@ pub(super) fn local_release(
     at: &Location,
     name: &str,
     app: &App,
-    s: &Value,
+    s: &Source,
     path: &str,
     refs: &BTreeMap<String, ()>,
     repo: &Repository,
 ) -> Result<crate::spec::helm::HelmRelease, ChartError> {
-    let mut release = release_of(at, name, app, s)?;
+    let h = s.helm.clone().unwrap_or_default();
+    let mut release = release_of(at, name, app, &h)?;
     release.chart = format!("{}{path}", up(repo));
-    release.values_files = values_files(s, Some(path), refs, repo)?;
+    release.values_files = values_files(&h, Some(path), refs, repo)?;
     Ok(release)
 }
 
@@ -247,17 +223,19 @@ pub(super) fn chart_release(
     at: &Location,
     name: &str,
     app: &App,
-    s: &Value,
+    s: &Source,
     chart: &str,
     refs: &BTreeMap<String, ()>,
     repo: &Repository,
 ) -> Result<crate::spec::helm::HelmRelease, ChartError> {
-    let mut release = release_of(at, name, app, s)?;
-    let url = s["repoURL"]
-        .as_str()
+    let h = s.helm.clone().unwrap_or_default();
+    let mut release = release_of(at, name, app, &h)?;
+    let url = s
+        .repo_url
+        .as_deref()
         .unwrap_or_default()
         .trim_end_matches('/');
-    let version = s["targetRevision"].as_str().unwrap_or("*");
+    let version = s.target_revision.as_deref().unwrap_or("*");
     if url.starts_with("http://") || url.starts_with("https://") {
         release.chart = chart.to_string();
         release.repository = Some(url.to_string());
@@ -266,7 +244,7 @@ pub(super) fn chart_release(
         release.chart = format!("oci://{registry}/{chart}");
     }
     release.version = Some(version.to_string());
-    release.values_files = values_files(s, None, refs, repo)?;
+    release.values_files = values_files(&h, None, refs, repo)?;
     Ok(release)
 }
 

@@ -22,6 +22,7 @@ mod appset;
 mod build;
 mod chart;
 mod marks;
+mod model;
 mod options;
 pub(crate) mod part;
 

@@ -3,24 +3,11 @@
 
 use serde_json::{Value, json};
 
-use crate::hydrate::app_yaml::unknown;
+use super::model::{Source, not_carried_out};
 use crate::hydrate::kustomize::Overlay;
 use crate::hydrate::not_carried_out::NotCarriedOut;
 use crate::spec::helm::TargetedIgnore;
 use crate::spec::select::{ObjectSelector, Pattern};
-
-const KUSTOMIZE_CARRIED: &[&str] = &[
-    "namePrefix",
-    "nameSuffix",
-    "images",
-    "commonLabels",
-    "commonAnnotations",
-    "namespace",
-    "patches",
-    "replicas",
-    "components",
-    "version",
-];
 
 /// Why an `ignoreDifferences` entry is not carried out.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -123,34 +110,26 @@ fn jq_pointer(jq: &str) -> Option<String> {
 /// kustomization (Argo CD's `kustomize edit` does the same).
 pub(super) fn kustomization(
     name: &str,
-    s: &Value,
+    s: &Source,
     path: &str,
 ) -> Result<crate::hydrate::flux::Build, KustomizeError> {
-    let k = &s["kustomize"];
-    if let Some(key) = unknown(k, KUSTOMIZE_CARRIED) {
+    let k = s.kustomize.clone().unwrap_or_default();
+    if let Some(key) = not_carried_out(&k.other, &["version"]) {
         return Err(NotCarriedOut::field(format!("kustomize.{key}")).into());
     }
-    let string = |field: &str| k[field].as_str().map(str::to_string);
-    let list = |field: &str| k[field].as_array().cloned().unwrap_or_default();
-    let map = |field: &str| k[field].as_object().cloned().unwrap_or_default();
-    let images: Result<Vec<Value>, KustomizeError> = k["images"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|i| image(i.as_str().unwrap_or_default()))
-        .collect();
+    let images: Result<Vec<Value>, KustomizeError> = k.images.iter().map(|i| image(i)).collect();
     Ok(crate::hydrate::flux::Build {
         path: path.to_string(),
         overlay: Overlay {
-            namespace: string("namespace"),
-            name_prefix: string("namePrefix"),
-            name_suffix: string("nameSuffix"),
-            patches: list("patches"),
-            common_labels: map("commonLabels"),
-            common_annotations: map("commonAnnotations"),
-            replicas: list("replicas"),
+            namespace: k.namespace,
+            name_prefix: k.name_prefix,
+            name_suffix: k.name_suffix,
+            patches: k.patches,
+            common_labels: k.common_labels,
+            common_annotations: k.common_annotations,
+            replicas: k.replicas,
             images: images?,
-            components: list("components"),
+            components: k.components,
         },
         label: format!("argo/{name}"),
     })

@@ -143,6 +143,26 @@ fn what_is_not_carried_out_is_an_error_at_its_place() {
             application("a", "a", "").replace("targetRevision: HEAD", "targetRevision: 4.0"),
             "a.yaml:11:1: Application a: `spec.source.targetRevision` is a number, not a string; nothing is applied",
         ),
+        // Read by hand, these were taken as absent: not pruned, no API versions.
+        (
+            application("a", "a", "  syncPolicy:\n    automated:\n      prune: \"true\"\n"),
+            "a.yaml:17:1: Application a: `spec.syncPolicy.automated.prune` is a string, not true or false; nothing is applied",
+        ),
+        (
+            application("a", "a", "").replace(
+                "targetRevision: HEAD",
+                "targetRevision: HEAD\n    helm:\n      apiVersions: monitoring.coreos.com/v1",
+            ),
+            "a.yaml:13:1: Application a: `spec.source.helm.apiVersions` is a string, not a list; nothing is applied",
+        ),
+        // A source's keys beyond Argo CD's, at their own line.
+        (
+            application("a", "a", "").replace(
+                "targetRevision: HEAD",
+                "targetRevision: HEAD\n    directory:\n      recurse: true\n      exclud: '*.md'",
+            ),
+            "a.yaml:14:1: Application a: `directory.exclud` is not carried out by driftless yet; nothing is applied",
+        ),
     ];
     for (text, want) in cases {
         let mut files = vec![file("a.yaml", &text)];

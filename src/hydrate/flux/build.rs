@@ -240,16 +240,14 @@ pub struct Build {
 }
 
 /// A Flux Kustomization's fields as the overlay its build puts in.
-fn overlay_of(spec: &Value) -> Overlay {
-    let string = |field: &str| spec[field].as_str().map(str::to_string);
-    let list = |field: &str| spec[field].as_array().cloned().unwrap_or_default();
+fn overlay_of(spec: &KustomizationSpec) -> Overlay {
     Overlay {
-        namespace: string("targetNamespace"),
-        name_prefix: string("namePrefix"),
-        name_suffix: string("nameSuffix"),
-        patches: list("patches"),
-        images: list("images"),
-        components: list("components"),
+        namespace: spec.target_namespace.clone(),
+        name_prefix: spec.name_prefix.clone(),
+        name_suffix: spec.name_suffix.clone(),
+        patches: spec.patches.clone(),
+        images: spec.images.clone(),
+        components: spec.components.clone(),
         ..Overlay::default()
     }
 }
@@ -348,18 +346,8 @@ pub(crate) fn build_copy(r: &Shared, tool: &Kustomize, copy: &Copy) -> Entry {
 pub(super) fn finish(built: &[u8], k: &Kustomization) -> Result<Vec<u8>, ToolError> {
     let text = std::str::from_utf8(built)
         .map_err(|_| ToolError::from("kustomize printed no UTF-8".to_string()))?;
-    let vars: Option<BTreeMap<String, String>> =
-        k.spec["postBuild"]["substitute"].as_object().map(|m| {
-            m.iter()
-                .map(|(k, v)| {
-                    (
-                        k.clone(),
-                        v.as_str().map_or_else(|| v.to_string(), str::to_string),
-                    )
-                })
-                .collect()
-        });
-    let meta = &k.spec["commonMetadata"];
+    let vars = &k.spec.post_build.substitute;
+    let meta = &k.spec.common_metadata;
     let mut out = Vec::new();
     let lines: Vec<&str> = text.split_inclusive('\n').collect();
     for (start, end) in documents(&lines) {
@@ -368,7 +356,7 @@ pub(super) fn finish(built: &[u8], k: &Kustomization) -> Result<Vec<u8>, ToolErr
             continue;
         }
         let disabled = doc.contains(&format!("{SUBSTITUTE_ANNOTATION}: disabled"));
-        if let (Some(vars), false) = (&vars, disabled) {
+        if let (Some(vars), false) = (vars, disabled) {
             doc = substitute(&doc, vars);
         }
         let mut v: Value = serde_saphyr::from_str(&doc)
@@ -397,12 +385,9 @@ pub(super) fn finish(built: &[u8], k: &Kustomization) -> Result<Vec<u8>, ToolErr
                 m.insert(key.to_string(), json!(value));
             }
         };
-        for (field, from) in [
-            ("labels", &meta["labels"]),
-            ("annotations", &meta["annotations"]),
-        ] {
-            for (key, value) in from.as_object().into_iter().flatten() {
-                set(field, key, value.as_str().unwrap_or_default());
+        for (field, from) in [("labels", &meta.labels), ("annotations", &meta.annotations)] {
+            for (key, value) in from {
+                set(field, key, value);
             }
         }
         set("labels", NAME_LABEL, &k.name);
@@ -412,13 +397,13 @@ pub(super) fn finish(built: &[u8], k: &Kustomization) -> Result<Vec<u8>, ToolErr
         if k.wave > 0 {
             set("annotations", crate::spec::order::WAVE, &k.wave.to_string());
         }
-        if k.spec["prune"].as_bool() == Some(false) {
+        if k.spec.prune == Some(false) {
             set("annotations", crate::spec::policy::PRUNE, "disabled");
         }
-        if k.spec["force"].as_bool() == Some(true) {
+        if k.spec.force == Some(true) {
             set("annotations", crate::spec::policy::REPLACE, "on-immutable");
         }
-        if k.spec["suspend"].as_bool() == Some(true) && !flux_own {
+        if k.spec.suspend == Some(true) && !flux_own {
             let why = format!(
                 "Flux Kustomization {}/{} is suspended (suspend: true)",
                 k.namespace, k.name
@@ -426,8 +411,10 @@ pub(super) fn finish(built: &[u8], k: &Kustomization) -> Result<Vec<u8>, ToolErr
             set("annotations", crate::spec::policy::SUSPEND, &why);
         }
         // Flux impersonates it: driftless writes only what it may.
-        if let Some(account) = k.spec["serviceAccountName"]
-            .as_str()
+        if let Some(account) = k
+            .spec
+            .service_account_name
+            .as_deref()
             .filter(|a| !is_flux_controller(&k.namespace, a))
         {
             let account = format!("{}/{account}", k.namespace);

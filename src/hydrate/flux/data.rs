@@ -112,17 +112,14 @@ pub(crate) enum DataError {
 /// A Kustomization's `postBuild.substituteFrom` read from the tree into its `substitute`
 /// (whose own values win, as in Flux).
 pub(super) fn variables(k: &mut Kustomization, data: &mut TreeData<'_>) -> Result<(), SpecError> {
-    let from = k.spec["postBuild"]["substituteFrom"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
+    let from = &k.spec.post_build.substitute_from;
     if from.is_empty() {
         return Ok(());
     }
     let mut vars = BTreeMap::new();
-    for source in &from {
-        let kind = source["kind"].as_str().unwrap_or("ConfigMap");
-        let name = source["name"].as_str().unwrap_or_default();
+    for source in from {
+        let kind = source.kind.as_deref().unwrap_or("ConfigMap");
+        let name = source.name.as_deref().unwrap_or_default();
         let said = |why: String| {
             err(
                 k.at.clone(),
@@ -137,7 +134,7 @@ pub(super) fn variables(k: &mut Kustomization, data: &mut TreeData<'_>) -> Resul
             .map_err(|e| said(e.to_string()))?
         {
             Some(values) => vars.extend(values),
-            None if source["optional"].as_bool() == Some(true) => {}
+            None if source.optional == Some(true) => {}
             None => {
                 return Err(said(format!(
                     "{kind} {}/{name} is not in the tree",
@@ -146,19 +143,9 @@ pub(super) fn variables(k: &mut Kustomization, data: &mut TreeData<'_>) -> Resul
             }
         }
     }
-    for (key, value) in k.spec["postBuild"]["substitute"]
-        .as_object()
-        .into_iter()
-        .flatten()
-    {
-        vars.insert(
-            key.clone(),
-            value
-                .as_str()
-                .map_or_else(|| value.to_string(), str::to_string),
-        );
-    }
-    k.spec["postBuild"]["substitute"] = json!(vars);
+    let own = k.spec.post_build.substitute.take().unwrap_or_default();
+    vars.extend(own);
+    k.spec.post_build.substitute = Some(vars);
     Ok(())
 }
 
@@ -166,14 +153,14 @@ pub(super) fn variables(k: &mut Kustomization, data: &mut TreeData<'_>) -> Resul
 /// win, as in Flux); `targetPath` puts one value at a dotted path.
 pub(super) fn values_from(
     at: &Location,
-    v: &Value,
+    ns: &str,
+    list: &[ValuesReference],
     release: &mut crate::spec::helm::HelmRelease,
     data: &mut TreeData<'_>,
 ) -> Result<(), SpecError> {
-    let Some(list) = v["spec"]["valuesFrom"].as_array() else {
+    if list.is_empty() {
         return Ok(());
-    };
-    let ns = v["metadata"]["namespace"].as_str().unwrap_or("default");
+    }
     let said = |why: String| {
         err(
             at.clone(),
@@ -182,10 +169,10 @@ pub(super) fn values_from(
     };
     let mut merged = json!({});
     for source in list {
-        let kind = source["kind"].as_str().unwrap_or("ConfigMap");
-        let name = source["name"].as_str().unwrap_or_default();
-        let key = source["valuesKey"].as_str().unwrap_or("values.yaml");
-        let optional = source["optional"].as_bool() == Some(true);
+        let kind = source.kind.as_deref().unwrap_or("ConfigMap");
+        let name = source.name.as_deref().unwrap_or_default();
+        let key = source.values_key.as_deref().unwrap_or("values.yaml");
+        let optional = source.optional == Some(true);
         let found = data.read(kind, ns, name).map_err(|e| said(e.to_string()))?;
         let Some(text) = found.as_ref().and_then(|d| d.get(key)) else {
             if optional {
@@ -198,7 +185,7 @@ pub(super) fn values_from(
         };
         let parsed: Value = serde_saphyr::from_str(text)
             .map_err(|e| said(format!("{kind} {ns}/{name} key {key:?} is not YAML: {e}")))?;
-        match source["targetPath"].as_str() {
+        match source.target_path.as_deref() {
             Some(path) => {
                 let mut slot = &mut merged;
                 for part in path.split('.') {

@@ -316,7 +316,7 @@ fn waiting_for_held(
             .enumerate()
             .filter(|(_, k)| !held.contains(&app_id(&k.namespace, &k.name)))
             .filter_map(|(i, k)| {
-                let dep = order::depends_on(&k.spec["dependsOn"], &k.namespace)
+                let dep = order::depends_on(&k.spec.depends_on, &k.namespace)
                     .into_iter()
                     .find(|d| held.contains(&format!("flux/{d}")))?;
                 Some((i, dep))
@@ -482,12 +482,19 @@ fn item(
             )
         })?
         .map(|to| (to, field_at("kubeConfig")));
+    // Its shape is checked: what is left is `null` where a map is wanted in a list.
+    let typed = serde_json::from_value(Value::Object(spec)).map_err(|e| {
+        err(
+            at.clone(),
+            format!("Kustomization {ns}/{name}: spec: {e}; nothing is applied"),
+        )
+    })?;
     Ok(Kustomization {
         at,
         namespace: ns.to_string(),
         name: name.to_string(),
         path,
-        spec: Value::Object(spec),
+        spec: typed,
         wave: 0,
         artifact: None,
         health,
@@ -850,10 +857,44 @@ mod tests {
                     .to_string(),
                 "a.yaml:5:1: HelmRelease default/r: `spec.releaseName` is a list, not a string; nothing is applied",
             ),
+            // Read by hand, these were taken as absent: CRDs installed, no patches.
+            (
+                "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: r}\nspec:\n  install:\n    crds: false\n"
+                    .to_string(),
+                "a.yaml:6:1: HelmRelease default/r: `spec.install.crds` is true or false, not a string; nothing is applied",
+            ),
+            (
+                kustomization("a", "./a", "  patches:\n    patch: x\n"),
+                "a.yaml:12:1: Kustomization flux-system/a: `spec.patches` is a map, not a list; nothing is applied",
+            ),
         ];
         for (text, want) in cases {
             refused(&text, want);
         }
+    }
+
+    #[test]
+    fn a_null_entry_of_a_list_is_as_absent() {
+        let apps = format!(
+            "{}---\n{}",
+            kustomization(
+                "apps",
+                "./apps",
+                "  dependsOn:\n    - null\n    - name: infra\n  postBuild:\n    substituteFrom: [~]\n"
+            ),
+            kustomization("infra", "./infra", "")
+        );
+        let mut files = vec![file("apps.yaml", &apps)];
+        let found = find_in(&mut files, Some("clusters/x"));
+        assert!(found.errors.is_empty(), "{:?}", found.errors);
+        assert!(found.held.is_empty(), "{:?}", found.held);
+        let waves: Vec<(&str, i32)> = found
+            .renders
+            .kustomizations
+            .iter()
+            .map(|k| (k.name.as_str(), k.wave))
+            .collect();
+        assert_eq!(waves, [("apps", 1), ("infra", 0)]);
     }
 
     #[test]
@@ -1080,7 +1121,7 @@ mod tests {
         let found = find_in(&mut files, Some("clusters/x"));
         assert!(found.errors.is_empty(), "{:?}", found.errors);
         assert_eq!(
-            found.renders.kustomizations[0].spec["postBuild"]["substitute"],
+            json!(found.renders.kustomizations[0].spec.post_build.substitute),
             json!({"env": "staging", "region": "eu", "token": "s3cret"}),
             "substitute wins over substituteFrom"
         );
@@ -1240,7 +1281,7 @@ mod tests {
         )
         .unwrap();
         k.wave = 2;
-        k.spec["prune"] = json!(false);
+        k.spec.prune = Some(false);
         let built = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  annotations:\n    kustomize.toolkit.fluxcd.io/ssa: IfNotPresent\ndata:\n  k: \"${v}\"\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: d\n  annotations:\n    kustomize.toolkit.fluxcd.io/reconcile: disabled\n    kustomize.toolkit.fluxcd.io/substitute: disabled\ndata:\n  k: \"${v}\"\n";
         let out = finish(built.as_bytes(), &k).unwrap();
         let docs: Vec<Value> =
@@ -1268,15 +1309,15 @@ mod tests {
                 serde_saphyr::from_multiple(std::str::from_utf8(&out).unwrap()).unwrap();
             docs[0]["metadata"]["annotations"]["driftless.dev/service-account"].clone()
         };
-        k.spec["serviceAccountName"] = json!("dev-team");
+        k.spec.service_account_name = Some("dev-team".into());
         assert_eq!(account(&k), "flux-system/dev-team");
-        k.spec["serviceAccountName"] = json!("kustomize-controller");
+        k.spec.service_account_name = Some("kustomize-controller".into());
         assert_eq!(account(&k), Value::Null);
-        k.spec.as_object_mut().unwrap().remove("serviceAccountName");
+        k.spec.service_account_name = None;
 
         // Suspended: what it applies is held back; a HelmRelease it renders is Flux's
         // own object, held back only by its own `suspend`.
-        k.spec["suspend"] = json!(true);
+        k.spec.suspend = Some(true);
         let release = "---\napiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: r\nspec: {}\n";
         let out = finish(format!("{built}{release}").as_bytes(), &k).unwrap();
         let docs: Vec<Value> =

@@ -1,6 +1,9 @@
 //! What the Flux stage shares: Flux's groups and marks, a Kustomization as found, and
 //! the small readers of its YAML (documents, places, paths, URLs).
 
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::spec::Location;
@@ -54,7 +57,7 @@ pub struct Kustomization {
     pub name: String,
     /// The directory to build, relative to the repository ("" for its root).
     pub path: String,
-    pub spec: Value,
+    pub spec: KustomizationSpec,
     /// Its place in `dependsOn` order: 0 depends on nothing.
     pub wave: i32,
     /// For a source that is an ArtifactGenerator's artifact (`ExternalArtifact`): how the
@@ -64,6 +67,143 @@ pub struct Kustomization {
     pub health: Vec<std::sync::Arc<crate::spec::settings::HealthRule>>,
     /// Where its `kubeConfig` sends what it renders, with where it says so.
     pub destination: Option<(Destination, Location)>,
+}
+
+/// A Flux Kustomization's `spec` (kustomize.toolkit.fluxcd.io/v1) as far as driftless reads
+/// it, read once `shape::KUSTOMIZATION` has refused a field of the wrong type at its place.
+/// Its `path` and `kubeConfig` are read apart, into the Kustomization's own fields.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KustomizationSpec {
+    #[serde(default, deserialize_with = "crate::hydrate::shape::or_default")]
+    pub source_ref: SourceRef,
+    pub target_namespace: Option<String>,
+    pub name_prefix: Option<String>,
+    pub name_suffix: Option<String>,
+    #[serde(default, deserialize_with = "crate::hydrate::shape::or_default")]
+    pub patches: Vec<Value>,
+    #[serde(default, deserialize_with = "crate::hydrate::shape::or_default")]
+    pub images: Vec<Value>,
+    #[serde(default, deserialize_with = "crate::hydrate::shape::or_default")]
+    pub components: Vec<Value>,
+    #[serde(default, deserialize_with = "crate::hydrate::shape::or_default")]
+    pub common_metadata: CommonMetadata,
+    #[serde(default, deserialize_with = "crate::hydrate::shape::or_default")]
+    pub post_build: PostBuild,
+    pub prune: Option<bool>,
+    pub force: Option<bool>,
+    pub suspend: Option<bool>,
+    pub service_account_name: Option<String>,
+    #[serde(default, deserialize_with = "crate::hydrate::shape::without_nulls")]
+    pub depends_on: Vec<NamedRef>,
+}
+
+/// A Flux source reference: a Kustomization's `sourceRef`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct SourceRef {
+    pub kind: Option<String>,
+    pub name: Option<String>,
+    pub namespace: Option<String>,
+}
+
+/// Another object by name, in the referrer's namespace unless it says: `dependsOn`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct NamedRef {
+    pub name: Option<String>,
+    pub namespace: Option<String>,
+}
+
+/// `commonMetadata`: labels and annotations put on every object built.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct CommonMetadata {
+    #[serde(default, deserialize_with = "crate::hydrate::shape::or_default")]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default, deserialize_with = "crate::hydrate::shape::or_default")]
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// `postBuild`: the variables substituted in what is built.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PostBuild {
+    /// `None` when absent: no substitution is done, where an empty map still does one.
+    pub substitute: Option<BTreeMap<String, String>>,
+    #[serde(default, deserialize_with = "crate::hydrate::shape::without_nulls")]
+    pub substitute_from: Vec<SubstituteFrom>,
+}
+
+/// One of `postBuild.substituteFrom`: a ConfigMap or Secret whose data are variables.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct SubstituteFrom {
+    pub kind: Option<String>,
+    pub name: Option<String>,
+    pub optional: Option<bool>,
+}
+
+/// A Flux HelmRelease's `spec` (helm.toolkit.fluxcd.io/v2) as far as driftless reads it,
+/// read once `shape::HELM_RELEASE` has refused a field of the wrong type at its place.
+/// `driftDetection` and `postRenderers` stay as written: their readers check each entry.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HelmReleaseSpec {
+    #[serde(default, deserialize_with = "crate::hydrate::shape::or_default")]
+    pub chart: ChartTemplate,
+    pub chart_ref: Option<SourceRef>,
+    pub release_name: Option<String>,
+    pub target_namespace: Option<String>,
+    pub service_account_name: Option<String>,
+    pub suspend: Option<bool>,
+    /// `null` when absent.
+    #[serde(default)]
+    pub values: Value,
+    #[serde(default, deserialize_with = "crate::hydrate::shape::without_nulls")]
+    pub values_from: Vec<ValuesReference>,
+    #[serde(default, deserialize_with = "crate::hydrate::shape::without_nulls")]
+    pub depends_on: Vec<NamedRef>,
+    #[serde(default, deserialize_with = "crate::hydrate::shape::or_default")]
+    pub install: Install,
+    #[serde(default)]
+    pub drift_detection: Value,
+    #[serde(default)]
+    pub post_renderers: Value,
+}
+
+/// `spec.chart`: the chart, as Flux's HelmChart template holds it.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct ChartTemplate {
+    #[serde(default, deserialize_with = "crate::hydrate::shape::or_default")]
+    pub spec: ChartSpec,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ChartSpec {
+    /// A name in a HelmRepository, or a path in a GitRepository.
+    pub chart: Option<String>,
+    pub version: Option<String>,
+    #[serde(default, deserialize_with = "crate::hydrate::shape::or_default")]
+    pub source_ref: SourceRef,
+    /// Refused when set: their names only, not their content.
+    pub values_files: Option<Value>,
+    pub values_file: Option<Value>,
+}
+
+/// One of `valuesFrom`: a ConfigMap's or Secret's key read as values.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ValuesReference {
+    pub kind: Option<String>,
+    pub name: Option<String>,
+    pub values_key: Option<String>,
+    pub target_path: Option<String>,
+    pub optional: Option<bool>,
+}
+
+/// `spec.install`, as far as it changes what is rendered.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Install {
+    /// `Skip` leaves the chart's CRDs out.
+    pub crds: Option<String>,
 }
 
 use crate::spec::clusters::{Destination, SecretRef};

@@ -3,8 +3,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde_json::Value;
-
 use super::model::*;
 use crate::spec::{Location, SpecError};
 
@@ -30,7 +28,7 @@ pub(super) fn order(
         .iter()
         .map(|k| Node {
             key: format!("kustomization/{}/{}", k.namespace, k.name),
-            deps: depends_on(&k.spec["dependsOn"], &k.namespace)
+            deps: depends_on(&k.spec.depends_on, &k.namespace)
                 .into_iter()
                 .map(|d| format!("kustomization/{d}"))
                 .collect(),
@@ -50,13 +48,11 @@ pub(super) fn order(
 }
 
 /// `dependsOn` entries as `namespace/name` (the namespace defaults to the object's).
-pub(super) fn depends_on(list: &Value, ns: &str) -> Vec<String> {
-    list.as_array()
-        .into_iter()
-        .flatten()
+pub(super) fn depends_on(list: &[NamedRef], ns: &str) -> Vec<String> {
+    list.iter()
         .filter_map(|d| {
-            let name = d["name"].as_str()?;
-            Some(format!("{}/{name}", d["namespace"].as_str().unwrap_or(ns)))
+            let name = d.name.as_deref()?;
+            Some(format!("{}/{name}", d.namespace.as_deref().unwrap_or(ns)))
         })
         .collect()
 }

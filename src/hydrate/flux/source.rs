@@ -16,17 +16,15 @@ pub(super) fn from_source(
     origins: &Origins,
     root: Option<&str>,
 ) -> Result<bool, SpecError> {
-    if k.spec["sourceRef"]["kind"] != "ExternalArtifact" {
+    let source = &k.spec.source_ref;
+    if source.kind.as_deref() != Some("ExternalArtifact") {
         return followed(k, origins, root);
     }
-    let name = k.spec["sourceRef"]["name"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    let ns = k.spec["sourceRef"]["namespace"]
-        .as_str()
-        .unwrap_or(&k.namespace)
-        .to_string();
+    let name = source.name.clone().unwrap_or_default();
+    let ns = source
+        .namespace
+        .clone()
+        .unwrap_or_else(|| k.namespace.clone());
     let said = |why: String| {
         err(
             k.at.clone(),
@@ -110,10 +108,10 @@ pub(super) fn followed(
     origins: &Origins,
     root: Option<&str>,
 ) -> Result<bool, SpecError> {
-    let r = &k.spec["sourceRef"];
-    let kind = r["kind"].as_str().unwrap_or("GitRepository");
-    let name = r["name"].as_str().unwrap_or_default();
-    let ns = r["namespace"].as_str().unwrap_or(&k.namespace);
+    let r = &k.spec.source_ref;
+    let kind = r.kind.as_deref().unwrap_or("GitRepository");
+    let name = r.name.as_deref().unwrap_or_default();
+    let ns = r.namespace.as_deref().unwrap_or(&k.namespace);
     let this_repo = is_this_repository(kind, ns, name, origins);
     if !this_repo {
         return Err(err(

@@ -4,13 +4,13 @@
 
 use serde_json::Value;
 
-use crate::hydrate::flux::model::is_flux_controller;
+use crate::hydrate::flux::model::{HelmReleaseSpec, is_flux_controller};
 use crate::hydrate::not_carried_out::NotCarriedOut;
 
 /// The marks on the HelmRelease that hold for its objects; its wave.
 pub(super) fn marks(
     v: &Value,
-    spec: &serde_json::Map<String, Value>,
+    spec: &HelmReleaseSpec,
     ns: &str,
     name: &str,
     release: &mut crate::spec::helm::HelmRelease,
@@ -34,8 +34,8 @@ pub(super) fn marks(
     // Flux impersonates it for the release's objects: driftless writes only what it may
     // (over the account of the Kustomization that rendered the HelmRelease).
     if let Some(account) = spec
-        .get("serviceAccountName")
-        .and_then(Value::as_str)
+        .service_account_name
+        .as_deref()
         .filter(|a| !is_flux_controller(ns, a))
     {
         release.annotations.insert(
@@ -43,7 +43,7 @@ pub(super) fn marks(
             format!("{ns}/{account}"),
         );
     }
-    if spec.get("suspend").and_then(Value::as_bool) == Some(true) {
+    if spec.suspend == Some(true) {
         release.annotations.insert(
             crate::spec::policy::SUSPEND.to_string(),
             format!("Flux HelmRelease {ns}/{name} is suspended (suspend: true)"),

@@ -5,6 +5,7 @@ mod marks;
 
 use std::collections::BTreeMap;
 
+use serde::Deserialize;
 use serde_json::Value;
 
 use super::data::{TreeData, values_from};
@@ -86,7 +87,7 @@ pub(super) fn helm_releases(
         let name = v["metadata"]["name"].as_str().unwrap_or_default();
         let app = app_id(ns, name);
         let release = helm_release(&at, &doc, &v, known).and_then(|mut r| {
-            values_from(&at, &v, &mut r.release, data)?;
+            values_from(&at, ns, &r.values_from, &mut r.release, data)?;
             if let Some((to, to_at)) = &r.destination
                 && let Err(why) = fleet.destination(to)
             {
@@ -99,7 +100,7 @@ pub(super) fn helm_releases(
         });
         match release {
             Ok(r) => {
-                let deps = depends_on(&v["spec"]["dependsOn"], &r.namespace_of_object);
+                let deps = depends_on(&r.depends_on, &r.namespace_of_object);
                 converted.push((r, at, deps, app));
             }
             // Without a name it is no app: what it applied could not be kept.
@@ -217,6 +218,9 @@ pub(super) struct Converted {
     wave: i32,
     /// Where its `kubeConfig` sends its objects, with where it says so.
     destination: Option<(crate::spec::clusters::Destination, Location)>,
+    depends_on: Vec<NamedRef>,
+    /// Read from the tree once the release is converted.
+    values_from: Vec<ValuesReference>,
 }
 
 /// A HelmRelease as it is read: where it is, its names, and its refusals, each at the
@@ -237,11 +241,19 @@ pub(super) fn helm_release(
     let ns = v["metadata"]["namespace"].as_str().unwrap_or("default");
     let name = v["metadata"]["name"].as_str().unwrap_or_default();
     let r = Reading { at, doc, ns, name };
-    let spec = v["spec"].as_object().cloned().unwrap_or_default();
     r.carried(v)?;
-    let target = spec.get("targetNamespace").and_then(Value::as_str);
+    // Its shape is checked: what is left is `null` where a map is wanted in a list.
+    let spec = Option::<HelmReleaseSpec>::deserialize(&v["spec"])
+        .map_err(|e| {
+            err(
+                at.clone(),
+                format!("HelmRelease {ns}/{name}: spec: {e}; nothing is applied"),
+            )
+        })?
+        .unwrap_or_default();
+    let target = spec.target_namespace.as_deref();
     let namespace = target.unwrap_or(ns).to_string();
-    let release_name = match (spec.get("releaseName").and_then(Value::as_str), target) {
+    let release_name = match (spec.release_name.as_deref(), target) {
         (Some(r), _) => r.to_string(),
         (None, Some(t)) => format!("{t}-{name}"),
         (None, None) => name.to_string(),
@@ -249,25 +261,27 @@ pub(super) fn helm_release(
     // The chart is set from its source below.
     let mut release = crate::hydrate::helm::unnamed_release("", name, &namespace, at.clone());
     release.release_name = release_name;
-    release.values = spec.get("values").cloned().unwrap_or(Value::Null);
-    release.include_crds = v["spec"]["install"]["crds"].as_str() != Some("Skip");
+    release.values = spec.values.clone();
+    release.include_crds = spec.install.crds.as_deref() != Some("Skip");
     let wave = marks(v, &spec, ns, name, &mut release);
-    if let Err((key, why)) = drift_detection(&v["spec"]["driftDetection"], &mut release) {
+    if let Err((key, why)) = drift_detection(&spec.drift_detection, &mut release) {
         return Err(r.refuse(key, why));
     }
     r.post_renderers(&spec, &mut release)?;
     let destination = kube_config(&v["spec"], ns)
         .map_err(|(key, why)| r.refuse(&key, why))?
         .map(|to| (to, r.field_at("kubeConfig")));
-    match spec.get("chartRef") {
+    match &spec.chart_ref {
         Some(chart_ref) => r.chart_ref(chart_ref, known.sources, &mut release)?,
-        None => r.chart(&spec, known, &mut release)?,
+        None => r.chart(&spec.chart.spec, known, &mut release)?,
     }
     Ok(Converted {
         release,
         namespace_of_object: ns.to_string(),
         wave,
         destination,
+        depends_on: spec.depends_on,
+        values_from: spec.values_from,
     })
 }
 
@@ -328,15 +342,10 @@ impl Reading<'_> {
     /// `postRenderers`: kustomize's `patches` and `images`, the rest refused.
     fn post_renderers(
         &self,
-        spec: &serde_json::Map<String, Value>,
+        spec: &HelmReleaseSpec,
         release: &mut crate::spec::helm::HelmRelease,
     ) -> Result<(), SpecError> {
-        for step in spec
-            .get("postRenderers")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-        {
+        for step in spec.post_renderers.as_array().into_iter().flatten() {
             let kustomize = step.get("kustomize").and_then(Value::as_object);
             let other = step
                 .as_object()
@@ -365,13 +374,13 @@ impl Reading<'_> {
     /// The chart of a `chartRef`: an OCIRepository the tree holds.
     fn chart_ref(
         &self,
-        chart_ref: &Value,
+        chart_ref: &SourceRef,
         sources: &BTreeMap<String, Value>,
         release: &mut crate::spec::helm::HelmRelease,
     ) -> Result<(), SpecError> {
-        let kind = chart_ref["kind"].as_str().unwrap_or_default();
-        let rname = chart_ref["name"].as_str().unwrap_or_default();
-        let rns = chart_ref["namespace"].as_str().unwrap_or(self.ns);
+        let kind = chart_ref.kind.as_deref().unwrap_or_default();
+        let rname = chart_ref.name.as_deref().unwrap_or_default();
+        let rns = chart_ref.namespace.as_deref().unwrap_or(self.ns);
         let Some(source) = sources
             .get(&format!("{kind}/{rns}/{rname}"))
             .filter(|_| kind == "OCIRepository")
@@ -409,7 +418,7 @@ impl Reading<'_> {
     /// The chart of `spec.chart`: from a HelmRepository the tree holds, or this repository.
     fn chart(
         &self,
-        spec: &serde_json::Map<String, Value>,
+        chart: &ChartSpec,
         known: &ChartSources<'_>,
         release: &mut crate::spec::helm::HelmRelease,
     ) -> Result<(), SpecError> {
@@ -419,26 +428,24 @@ impl Reading<'_> {
             root,
         } = *known;
         let (ns, name) = (self.ns, self.name);
-        let chart = &spec.get("chart").cloned().unwrap_or_default()["spec"];
-        let chart_name = chart["chart"].as_str().unwrap_or_default();
+        let chart_name = chart.chart.as_deref().unwrap_or_default();
         if chart_name.is_empty() {
             return Err(self.refuse(
                 "chart",
                 "names no chart (`spec.chart.spec.chart` or `spec.chartRef`)".into(),
             ));
         }
-        if chart.get("valuesFiles").is_some() || chart.get("valuesFile").is_some() {
+        if chart.values_files.is_some() || chart.values_file.is_some() {
             return Err(self.refuse(
                 "valuesFiles",
                 NotCarriedOut::field("spec.chart.spec.valuesFiles").to_string(),
             ));
         }
-        let kind = chart["sourceRef"]["kind"]
-            .as_str()
-            .unwrap_or("HelmRepository");
-        let sname = chart["sourceRef"]["name"].as_str().unwrap_or_default();
-        let sns = chart["sourceRef"]["namespace"].as_str().unwrap_or(ns);
-        let version = chart["version"].as_str().unwrap_or("*").to_string();
+        let source = &chart.source_ref;
+        let kind = source.kind.as_deref().unwrap_or("HelmRepository");
+        let sname = source.name.as_deref().unwrap_or_default();
+        let sns = source.namespace.as_deref().unwrap_or(ns);
+        let version = chart.version.as_deref().unwrap_or("*").to_string();
         match kind {
             "HelmRepository" => {
                 let Some(source) = sources.get(&format!("HelmRepository/{sns}/{sname}")) else {
