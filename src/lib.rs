@@ -21,4 +21,4 @@ pub mod render;
 pub mod report;
 pub mod source;
 pub mod spec;
-pub mod timeline;
+pub(crate) mod timeline;

@@ -117,7 +117,7 @@ impl Engine {
     /// `groups`, and every authenticated user's group) `verb` objects of `kind` in
     /// `group` in `namespace` ("": cluster-wide)? A kind the cluster does not serve is
     /// a no.
-    pub async fn person_may(
+    pub(crate) async fn person_may(
         &self,
         user: &str,
         groups: &[String],

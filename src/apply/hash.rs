@@ -140,7 +140,7 @@ pub(crate) fn owned_fields_hash_of(meta: &ObjectMeta, manager: &str) -> String {
 /// `owned_fields_hash_of` from managedFields as their text (a watched object read as
 /// text, `health::readiness_view_of_text`): only `manager`'s apply entries are built into
 /// values; the controllers' entries are read past.
-pub fn owned_fields_hash_in(
+pub(crate) fn owned_fields_hash_in(
     managed: Option<&serde_json::value::RawValue>,
     manager: &str,
 ) -> serde_json::Result<String> {

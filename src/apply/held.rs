@@ -15,7 +15,7 @@ impl Engine {
     /// the same body (the hashes apply compares before it writes), and whose recorded
     /// objects are all still in it (nothing to prune). Reads only: the inventory, and
     /// for a Secret the hash key if one exists.
-    pub async fn applied_as_is(
+    pub(crate) async fn applied_as_is(
         &self,
         objects: &[Object],
         adopt_specs: &BTreeSet<SpecId>,

@@ -20,7 +20,7 @@ const LIST_FROM: usize = 8;
 /// objects the watches already held was half of a no-op resync; Argo CD's cluster cache
 /// serves its syncs the same way.
 #[derive(Debug, Default)]
-pub struct Known {
+pub(crate) struct Known {
     /// The kinds (group, kind) whose every object of this instance is in `objects`.
     pub kinds: BTreeSet<(String, String)>,
     /// The watches' objects as they were when the sync began, shared with the daemon's

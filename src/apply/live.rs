@@ -24,7 +24,7 @@ pub(super) struct Live {
 /// `manager` owns (taken from them first). The body is moved into the value, not
 /// serialised as a second copy. `types` stands in for the apiVersion and kind of an
 /// object that has none (list and watch items do not).
-pub fn live_parts(
+pub(crate) fn live_parts(
     mut obj: DynamicObject,
     types: Option<&kube::discovery::ApiResource>,
     manager: &str,
@@ -56,7 +56,7 @@ pub fn live_parts(
 /// 20,000 listed objects of a 10,000-spec tree held 54 MiB (a map node is about 600
 /// bytes however few keys it has) on top of the rendered tree; as text, about a fifth.
 #[derive(Debug, Clone)]
-pub struct Listed {
+pub(crate) struct Listed {
     body: Packed,
     fields: String,
 }

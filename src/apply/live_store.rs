@@ -22,7 +22,7 @@ pub(crate) const LIST_EVERY: u32 = 10;
 /// What the watches of one cluster have seen of the objects driftless owns, and which
 /// kinds of them it knows whole.
 #[derive(Debug, Default)]
-pub struct LiveStore {
+pub(crate) struct LiveStore {
     /// The objects, Endpoints and (while readiness is judged) failing Pods.
     pub observed: Observed,
     /// Kinds a watch has listed whole and follows since (`known`).
@@ -72,7 +72,7 @@ impl LiveStore {
     /// What a write returned stands in until the watch reports it, never over a newer
     /// event. It does replace an older one: readiness right after the sync must be the
     /// written object's (a new generation, a new Pod), not the one it replaced.
-    pub fn offer(&mut self, key: &ObjKey, view: Packed, fields: String) {
+    pub(crate) fn offer(&mut self, key: &ObjKey, view: Packed, fields: String) {
         let newer = self
             .get(key)
             .is_none_or(|cached| written_after(&view, &cached.view));
@@ -111,7 +111,7 @@ impl LiveStore {
     }
 
     /// The kinds watched from now on: no other is known whole.
-    pub fn watching(&mut self, kinds: impl IntoIterator<Item = GroupKind>) {
+    pub(crate) fn watching(&mut self, kinds: impl IntoIterator<Item = GroupKind>) {
         let kinds: BTreeSet<GroupKind> = kinds.into_iter().collect();
         self.listed.retain(|k| kinds.contains(k));
         self.relisting.retain(|k, _| kinds.contains(k));
@@ -123,29 +123,29 @@ impl LiveStore {
     /// lists run while the tree is read and rendered, and the first sync waits for them
     /// and takes what they hold (`known`) instead of listing every kind itself beside
     /// them. At 10,000 specs the two rounds of lists were most of a restart.
-    pub fn watching_first(&mut self, kinds: impl IntoIterator<Item = GroupKind>) {
+    pub(crate) fn watching_first(&mut self, kinds: impl IntoIterator<Item = GroupKind>) {
         self.watching(kinds);
         self.first_lists = true;
     }
 
     /// The first sync waits for the watches' lists no longer: they took longer than the
     /// loop's bound, or one failed (the sync lists what is not in, and says why it cannot).
-    pub fn lists_not_awaited(&mut self) {
+    pub(crate) fn lists_not_awaited(&mut self) {
         self.first_lists = false;
     }
 
     /// A restart's first sync waits for the watches' lists.
-    pub fn awaiting_first_lists(&self) -> bool {
+    pub(crate) fn awaiting_first_lists(&self) -> bool {
         self.first_lists && !self.watches_listed()
     }
 
     /// Whether a restart's first sync is still to end (`judging_held`).
-    pub fn first_lists(&self) -> bool {
+    pub(crate) fn first_lists(&self) -> bool {
         self.first_lists
     }
 
     /// Every watched kind is listed whole (the watches have been set).
-    pub fn watches_listed(&self) -> bool {
+    pub(crate) fn watches_listed(&self) -> bool {
         self.watched
             .as_ref()
             .is_some_and(|kinds| kinds.is_subset(&self.listed))

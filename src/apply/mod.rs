@@ -55,15 +55,17 @@ use kube::Client;
 use serde_json::Value;
 
 pub use cluster::Cluster;
-pub use hash::owned_fields_hash_in;
+pub(crate) use hash::owned_fields_hash_in;
 pub use inventory::{Entry, Inventory, Store, buckets};
-pub use list::Known;
-pub use live::{Listed, live_parts};
+pub(crate) use list::Known;
+pub(crate) use live::live_parts;
 #[cfg(test)]
 pub(crate) use live_store::LIST_EVERY;
-pub use live_store::LiveStore;
-pub use resolve::{Resolved, Resolver};
-pub use stages::{Gate, NoWait, Readiness, Step};
+pub(crate) use live_store::LiveStore;
+pub(crate) use resolve::Resolved;
+pub use resolve::Resolver;
+pub(crate) use stages::{Gate, Step};
+pub use stages::{NoWait, Readiness};
 pub use writes::{Verb, Writes};
 
 use crate::object::ownership;
@@ -177,7 +179,7 @@ impl Action {
     const WRITES: [Action; 3] = [Action::Created, Action::Configured, Action::Replaced];
 
     /// Whether `label` (as `label` names actions) names one that changes an object.
-    pub fn is_write_label(label: &str) -> bool {
+    pub(crate) fn is_write_label(label: &str) -> bool {
         Self::WRITES.iter().any(|a| a.label() == label)
     }
 
@@ -366,7 +368,7 @@ impl Engine {
     /// chosen. Read when the sync's task first runs, a share grown meanwhile would have
     /// the sync load buckets whose specs it does not render, and prune their objects.
     /// Objects of the kinds `known` holds are taken from it, not listed.
-    pub async fn sync_in(
+    pub(crate) async fn sync_in(
         &self,
         store: Store,
         objects: &[Object],

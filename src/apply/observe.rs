@@ -13,7 +13,7 @@ use crate::render::Object;
 impl Engine {
     /// The API kinds of `objects`, plus Endpoints when there are Services (their
     /// readiness figures): what the daemon watches.
-    pub async fn resolved_kinds<'a>(
+    pub(crate) async fn resolved_kinds<'a>(
         &self,
         kinds: impl Iterator<Item = (&'a str, &'a str)>,
     ) -> Vec<Resolved> {
@@ -38,14 +38,14 @@ impl Engine {
 
     /// The kinds the inventory records (in any bucket), resolved: what a restarted daemon
     /// watches before its first sync.
-    pub async fn recorded_kinds(&self) -> Result<Vec<Resolved>, ApplyError> {
+    pub(crate) async fn recorded_kinds(&self) -> Result<Vec<Resolved>, ApplyError> {
         let kinds = self.store().kinds(&self.client).await?;
         let kinds = kinds.iter().map(|(a, k)| (a.as_str(), k.as_str()));
         Ok(self.resolved_kinds(kinds).await)
     }
 
     /// The Pods a Deployment's selector matches.
-    pub async fn pods_of(
+    pub(crate) async fn pods_of(
         &self,
         deployment: &ObjKey,
         observed: &Observed,

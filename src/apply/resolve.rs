@@ -33,7 +33,7 @@ impl Resolved {
     }
 
     /// Across all namespaces (for listing what this instance owns).
-    pub fn api_all(&self, client: &Client) -> Api<DynamicObject> {
+    pub(crate) fn api_all(&self, client: &Client) -> Api<DynamicObject> {
         Api::all_with(client.clone(), &self.resource)
     }
 }

@@ -331,7 +331,7 @@ impl Ledger {
     }
 
     /// Adds a sync to the history.
-    pub fn record_sync(&mut self, mut sync: SyncRecord) {
+    pub(crate) fn record_sync(&mut self, mut sync: SyncRecord) {
         clip_message(&mut sync);
         self.sync_sizes.push_back(size_of(&sync));
         self.file.syncs.push_back(sync);
@@ -340,7 +340,7 @@ impl Ledger {
     }
 
     /// Adds an audited control to the history (its reason clipped as a sync's message).
-    pub fn record_control(&mut self, mut control: AuditRecord) {
+    pub(crate) fn record_control(&mut self, mut control: AuditRecord) {
         if let Some(r) = control.reason.as_mut() {
             clip_text(r);
         }

@@ -88,12 +88,12 @@ impl Queue {
         }
     }
 
-    pub fn next_due(&self) -> Option<Instant> {
+    pub(crate) fn next_due(&self) -> Option<Instant> {
         self.due.values().min().copied()
     }
 
     /// Removes and returns every key due at `now`.
-    pub fn take_due(&mut self, now: Instant) -> Vec<Key> {
+    pub(crate) fn take_due(&mut self, now: Instant) -> Vec<Key> {
         let ready: Vec<Key> = self
             .due
             .iter()

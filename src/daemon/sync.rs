@@ -101,7 +101,7 @@ pub(crate) struct Finished {
 impl Finished {
     /// What the state takes of it: the report is moved out (it holds every object the
     /// sync wrote).
-    pub fn take_end(&mut self) -> SyncEnd<'_> {
+    pub(crate) fn take_end(&mut self) -> SyncEnd<'_> {
         match &mut self.result {
             Ok(report) => SyncEnd::Ran {
                 report: std::mem::take(report),

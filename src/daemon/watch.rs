@@ -47,7 +47,7 @@ pub enum Event {
     ListFailed,
 }
 
-pub use crate::object::GroupKind;
+pub(crate) use crate::object::GroupKind;
 
 /// A live object as the watch passes it on: its readiness view (`health::readiness_view`,
 /// packed), the spec its annotation names, and the hash of the fields our manager owns

@@ -13,7 +13,8 @@ use serde_json::Value;
 
 pub use kstatus::{ObjectStatus, Status};
 pub use memo::Judged;
-pub use view::{ViewOfText, readiness_view, readiness_view_of_text};
+pub use view::readiness_view;
+pub(crate) use view::readiness_view_of_text;
 
 use crate::object::{ObjKey, Observed, Packed};
 use crate::render::{Object, ownership};

@@ -93,7 +93,7 @@ fn only_addresses(subsets: &mut Value) {
 
 /// What a watch keeps of an object it received as text: the view `readiness_view` makes,
 /// and the text of its managedFields (whose entries are apply's to hash).
-pub struct ViewOfText {
+pub(crate) struct ViewOfText {
     pub view: Value,
     pub managed_fields: Option<Box<RawValue>>,
 }
@@ -105,7 +105,7 @@ pub struct ViewOfText {
 /// two cores the apiserver serves those lists from. `api_version` and `kind` are the
 /// watched resource's, for items that do not name them (a list's). `None` for a custom
 /// resource: a `[[health]]` rule may read any of its fields (`readiness_view` keeps them).
-pub fn readiness_view_of_text(
+pub(crate) fn readiness_view_of_text(
     text: &str,
     api_version: &str,
     kind: &str,

@@ -121,7 +121,7 @@ impl Cache {
     /// Forgets what the last tree did not use, and starts counting anew; on disk too, so
     /// the directory holds one tree's renders, not every revision's (or, shared, no more
     /// than its bound).
-    pub fn retain_used(&self) {
+    pub(crate) fn retain_used(&self) {
         let mut map = self.entries.lock().unwrap_or_else(|e| e.into_inner());
         map.retain(|_, (_, used)| std::mem::take(used));
         let Some(dir) = &self.dir else { return };

@@ -6,7 +6,7 @@
 use crate::spec::clusters::Destination;
 use std::collections::BTreeMap;
 
-pub use super::stage::AppError;
+pub(crate) use super::stage::AppError;
 use crate::spec::settings::Settings;
 use crate::spec::{Location, Policy, SourceFile, SpecError, SpecErrors, SpecTree, app_of};
 

@@ -8,7 +8,7 @@
 //! exactly as committed YAML. Renders are cached by what they read (`cache.rs`). Cluster
 //! facts, when a tool needs them, come in as values: this stage never reaches the cluster.
 
-pub mod app_yaml;
+pub(crate) mod app_yaml;
 pub mod apps;
 pub mod argo;
 pub mod cache;
@@ -20,7 +20,7 @@ pub mod helm;
 pub mod jsonnet;
 pub mod kustomize;
 pub mod merge;
-pub mod not_carried_out;
+pub(crate) mod not_carried_out;
 pub mod plugin;
 mod post_render;
 pub mod pull;
@@ -37,7 +37,6 @@ use crate::spec::settings::SETTINGS_FILE;
 use crate::spec::{Location, SourceFile, SpecError};
 use tree::{RenderedDir, base_of, is_under};
 
-pub use jsonnet::JSONNET_VERSION;
 pub use stage::{Hydrated, Input, Options};
 use stage::{Shared, error_at};
 

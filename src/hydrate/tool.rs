@@ -14,8 +14,9 @@ use std::panic::AssertUnwindSafe;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-pub use super::cache::{Entry, Key, KeyBuilder};
-pub use super::error::{FindError, ToolError};
+pub(crate) use super::cache::KeyBuilder;
+pub use super::cache::{Entry, Key};
+pub(crate) use super::error::{FindError, ToolError};
 use super::stage::{Hydrated, Input, Shared, error_at};
 
 /// What a tool renders from: the revision's files (and its checkout), and the tree's

@@ -167,7 +167,7 @@ pub struct Iter<'a> {
 
 impl Iter<'_> {
     /// The directory just given is not entered.
-    pub fn skip_dir(&mut self) {
+    pub(crate) fn skip_dir(&mut self) {
         self.enter = None;
     }
 

@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 /// A kind by its API group and name, as `ObjKey`s name it.
-pub type GroupKind = (String, String);
+pub(crate) type GroupKind = (String, String);
 
 /// Identity of an object across versions: group, kind, namespace, name.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -26,7 +26,7 @@ impl ObjKey {
     }
 
     /// Whether its (group, kind) is one of `kinds`.
-    pub fn of_any(&self, kinds: &std::collections::BTreeSet<(String, String)>) -> bool {
+    pub(crate) fn of_any(&self, kinds: &std::collections::BTreeSet<(String, String)>) -> bool {
         kinds.iter().any(|(g, k)| self.is(g, k))
     }
 }
@@ -47,7 +47,7 @@ impl std::fmt::Display for ObjKey {
 }
 
 /// `apiVersion` as (group, version); the core group is "".
-pub fn split_api_version(api_version: &str) -> (&str, &str) {
+pub(crate) fn split_api_version(api_version: &str) -> (&str, &str) {
     match api_version.split_once('/') {
         Some((g, v)) => (g, v),
         None => ("", api_version),
@@ -55,7 +55,7 @@ pub fn split_api_version(api_version: &str) -> (&str, &str) {
 }
 
 /// The API group of an `apiVersion` ("" for core).
-pub fn group_of(api_version: &str) -> &str {
+pub(crate) fn group_of(api_version: &str) -> &str {
     split_api_version(api_version).0
 }
 

@@ -7,6 +7,8 @@ pub mod ownership;
 pub mod pointer;
 mod view;
 
-pub use key::{GroupKind, ObjKey, apply_phase, group_of, split_api_version};
-pub use ownership::{Claim, Owner, Refusal, claim, owner_of};
+pub(crate) use key::{GroupKind, group_of, split_api_version};
+pub use key::{ObjKey, apply_phase};
+pub use ownership::claim;
+pub(crate) use ownership::{Claim, Refusal};
 pub use view::{Observed, Packed, Seen};

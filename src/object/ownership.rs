@@ -36,13 +36,13 @@ pub(crate) const NODE_NAME: &str = "localservice.driftless.dev/node-name";
 
 /// Whose an object is, by its labels.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Owner {
+pub(crate) enum Owner {
     Us,
     OtherInstance(String),
     Foreign,
 }
 
-pub fn owner_of(obj: &Value, instance: &str) -> Owner {
+pub(crate) fn owner_of(obj: &Value, instance: &str) -> Owner {
     match obj["metadata"]["labels"][INSTANCE].as_str() {
         Some(i) if i == instance => Owner::Us,
         Some(i) => Owner::OtherInstance(i.to_string()),

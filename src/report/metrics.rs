@@ -100,7 +100,7 @@ impl Metrics {
     /// `cluster="NAME"`, so that one Prometheus scraping every cluster's daemon tells
     /// them apart by the same word the status and notifications use. None: no label, as
     /// for a daemon alone.
-    pub fn of_cluster(cluster: Option<&str>) -> Metrics {
+    pub(crate) fn of_cluster(cluster: Option<&str>) -> Metrics {
         let labels = cluster.map(|c| {
             (
                 std::borrow::Cow::Borrowed("cluster"),
@@ -257,7 +257,7 @@ impl Metrics {
     }
 
     /// A spec left the tree: its series go, rather than reading "not ready" forever.
-    pub fn forget_spec(&self, kind: &str, namespace: &str, name: &str) {
+    pub(crate) fn forget_spec(&self, kind: &str, namespace: &str, name: &str) {
         let labels = spec_labels(kind, namespace, name);
         self.spec_ready.remove(&labels);
         self.spec_suspended.remove(&labels);
@@ -272,7 +272,7 @@ impl Metrics {
             .inc_by(n);
     }
 
-    pub fn drift_recorded(&self) {
+    pub(crate) fn drift_recorded(&self) {
         self.drift_recorded_total.inc();
     }
 
@@ -301,12 +301,12 @@ impl Metrics {
             .set(qps);
     }
 
-    pub fn forget_real_qps(&self, namespace: &str, name: &str) {
+    pub(crate) fn forget_real_qps(&self, namespace: &str, name: &str) {
         self.elasticweb_real_qps
             .remove(&object_labels(namespace, name));
     }
 
-    pub fn source_failed(&self, source: &str, reason: &str) {
+    pub(crate) fn source_failed(&self, source: &str, reason: &str) {
         self.source_errors_total
             .get_or_create(&SourceErrorLabels {
                 source: source.to_string(),
@@ -316,14 +316,14 @@ impl Metrics {
     }
 
     /// A series at 0 for a way the source can fail, before it does.
-    pub fn source_may_fail(&self, source: &str, reason: &str) {
+    pub(crate) fn source_may_fail(&self, source: &str, reason: &str) {
         let _ = self.source_errors_total.get_or_create(&SourceErrorLabels {
             source: source.to_string(),
             reason: reason.to_string(),
         });
     }
 
-    pub fn status_write_failed(&self) {
+    pub(crate) fn status_write_failed(&self) {
         self.status_write_errors_total.inc();
     }
 

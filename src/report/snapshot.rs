@@ -185,7 +185,7 @@ impl<'a> Snapshot<'a> {
     /// The whole tree in `doc`, while replicas share it: in the tree's order, this
     /// replica's specs as they are, the others' as published, and the rest (a bucket
     /// changing hands, a member not published since the revision) said unreported.
-    pub fn with_peers(&self, doc: &mut StatusFile) {
+    pub(crate) fn with_peers(&self, doc: &mut StatusFile) {
         let Some(shared) = self.shared else {
             return;
         };
@@ -400,7 +400,7 @@ pub(crate) struct StatusWriter {
 impl StatusWriter {
     /// Tells `part` this replica's own specs at each write that changes them, for the
     /// other members of a shared tree to show.
-    pub fn with_part(mut self, part: watch::Sender<Arc<Vec<SpecStatus>>>) -> StatusWriter {
+    pub(crate) fn with_part(mut self, part: watch::Sender<Arc<Vec<SpecStatus>>>) -> StatusWriter {
         self.part = Some(part);
         self
     }

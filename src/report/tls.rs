@@ -337,7 +337,7 @@ impl Listening {
         })
     }
 
-    pub fn is_tls(&self) -> bool {
+    pub(crate) fn is_tls(&self) -> bool {
         matches!(self, Listening::Tls { .. })
     }
 }

@@ -15,7 +15,8 @@ pub mod oci;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-pub use followed::{Failure, Follow, Followed};
+pub use followed::Follow;
+pub(crate) use followed::{Failure, Followed};
 
 use crate::spec::{LoadError, SourceFile};
 
@@ -91,7 +92,7 @@ pub struct Checkout {
 impl Checkout {
     /// For a directory or a CLI path: the repository is the git work tree that holds it,
     /// else the directory itself.
-    pub fn for_dir(root: &Path) -> std::io::Result<Checkout> {
+    pub(crate) fn for_dir(root: &Path) -> std::io::Result<Checkout> {
         let root = root.canonicalize()?;
         let root = if root.is_file() {
             root.parent().map(Path::to_path_buf).unwrap_or(root)

@@ -116,16 +116,9 @@ pub fn rendered_by(file: &str, app: &str) -> bool {
 
 /// The file source `index` of Argo CD Application `name`, written at `file`, is handed on
 /// as.
-pub fn argo_output_file(file: &str, name: &str, index: usize) -> String {
+pub(crate) fn argo_output_file(file: &str, name: &str, index: usize) -> String {
     match index {
         0 => format!("{file}#argo.{name}"),
         i => format!("{file}#argo.{name}#{i}"),
     }
-}
-
-/// The Application a file [`argo_output_file`] named belongs to (the innermost, for an
-/// app of apps).
-pub fn argo_app_name(file: &str) -> Option<&str> {
-    let (_, rest) = file.rsplit_once("#argo.")?;
-    Some(rest.split('#').next().unwrap_or(rest))
 }

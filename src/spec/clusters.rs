@@ -537,7 +537,7 @@ impl Target {
 
     /// Whether the file at `file` is this cluster's as the innermost app that rendered
     /// it and names a cluster says; `None`: none does, the tree's `[[cluster]]` rules say.
-    pub fn placed_here(&self, file: &str) -> Option<bool> {
+    pub(crate) fn placed_here(&self, file: &str) -> Option<bool> {
         if self.placed.is_empty() {
             return None;
         }
@@ -554,7 +554,7 @@ impl Target {
 
     /// The served cluster's name, as what the daemon tells names it: only in a fleet
     /// (alone, a cluster needs no name).
-    pub fn named_in_fleet(&self) -> Option<String> {
+    pub(crate) fn named_in_fleet(&self) -> Option<String> {
         self.is_fleet().then(|| self.cluster().name.clone())
     }
 }

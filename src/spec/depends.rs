@@ -106,7 +106,7 @@ fn levels(specs: &[Spec]) -> (BTreeMap<SpecId, usize>, BTreeSet<SpecId>) {
 
 impl SpecTree {
     /// Whether a spec is a hook that runs (`spec::order`).
-    pub fn has_hooks(&self) -> bool {
+    pub(crate) fn has_hooks(&self) -> bool {
         self.specs
             .iter()
             .any(|s| s.policy.hook.is_some() && !s.policy.never_applied())

@@ -14,9 +14,9 @@ use super::{
 
 mod read;
 
+pub(crate) use read::{IGNORE_FILE, IgnoreRules, TreeBudget, is_source_file};
 pub use read::{
-    IGNORE_FILE, IgnoreRules, LoadError, MAX_ERRORS_PER_FILE, MAX_FILE_BYTES, MAX_TREE_BYTES,
-    MAX_TREE_FILES, SourceFile, TreeBudget, TreeLimit, is_source_file, is_spec_file, is_yaml,
+    LoadError, MAX_ERRORS_PER_FILE, MAX_FILE_BYTES, MAX_TREE_BYTES, MAX_TREE_FILES, SourceFile,
     read_dir, read_dir_all,
 };
 
@@ -306,7 +306,7 @@ fn unique_specs(
 
 /// The tree's settings (`.driftless.toml` among `files`), what is wrong in them left out:
 /// the tree's validation reports it.
-pub fn settings_of(files: &[SourceFile]) -> Settings {
+pub(crate) fn settings_of(files: &[SourceFile]) -> Settings {
     match files.iter().find(|f| f.path == SETTINGS_FILE) {
         Some(f) => read_settings(f, &mut Vec::new()),
         None => Settings::default(),

@@ -21,19 +21,20 @@ pub mod sops;
 pub mod vars;
 mod yaml;
 
-pub use app_file::{app_of, app_out_path, argo_app_name, argo_output_file, rendered_by};
+pub(crate) use app_file::argo_output_file;
+pub use app_file::{app_of, app_out_path, rendered_by};
 pub(crate) use app_file::{apps_of, flux_output_file, guards_own_prune};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
+pub(crate) use load::{IGNORE_FILE, IgnoreRules, TreeBudget, is_source_file, settings_of};
 pub use load::{
-    IGNORE_FILE, IgnoreRules, LoadError, MAX_ERRORS_PER_FILE, MAX_FILE_BYTES, MAX_TREE_BYTES,
-    MAX_TREE_FILES, SourceFile, TreeBudget, TreeLimit, is_source_file, is_spec_file, is_yaml,
-    load_dir, load_dir_with, parse_files, parse_files_with, read_dir, read_dir_all, settings_of,
+    LoadError, MAX_ERRORS_PER_FILE, MAX_FILE_BYTES, MAX_TREE_BYTES, MAX_TREE_FILES, SourceFile,
+    load_dir, load_dir_with, parse_files, parse_files_with, read_dir, read_dir_all,
 };
 pub use model::{ElasticWeb, LocalService, Manifest, Workspace};
-pub use policy::ObjectPolicy;
+pub(crate) use policy::ObjectPolicy;
 pub use sops::AgeKeys;
 
 /// Namespaces no spec writes into unless the tree's [`Policy`] allows it: the control
@@ -360,7 +361,7 @@ impl SpecTree {
         }
     }
 
-    pub fn adopt_specs(&self) -> BTreeSet<SpecId> {
+    pub(crate) fn adopt_specs(&self) -> BTreeSet<SpecId> {
         self.specs
             .iter()
             .filter(|s| match &s.body {

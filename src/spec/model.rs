@@ -384,7 +384,7 @@ impl Manifest {
     }
 
     /// The whole object as JSON, as the apiserver takes it.
-    pub fn to_json(&self) -> serde_json::Value {
+    pub(crate) fn to_json(&self) -> serde_json::Value {
         let mut obj = serde_json::Map::new();
         for (k, v) in &self.rest {
             obj.insert(k.clone(), v.clone());
@@ -407,32 +407,32 @@ impl Manifest {
 }
 
 pub mod defaults {
-    pub const WORKSPACE_NAMESPACE: &str = "cloud-ide";
+    pub(crate) const WORKSPACE_NAMESPACE: &str = "cloud-ide";
     pub const NAMESPACE: &str = "default";
 
-    pub fn workspace_port() -> u16 {
+    pub(crate) fn workspace_port() -> u16 {
         9999
     }
-    pub fn mount_path() -> String {
+    pub(crate) fn mount_path() -> String {
         "/user_data".to_string()
     }
-    pub fn container_port() -> u16 {
+    pub(crate) fn container_port() -> u16 {
         8080
     }
-    pub fn elasticweb_cpu() -> String {
+    pub(crate) fn elasticweb_cpu() -> String {
         "100m".to_string()
     }
-    pub fn elasticweb_memory() -> String {
+    pub(crate) fn elasticweb_memory() -> String {
         "512Mi".to_string()
     }
     pub fn prune() -> bool {
         true
     }
-    pub fn is_zero(n: &i32) -> bool {
+    pub(crate) fn is_zero(n: &i32) -> bool {
         *n == 0
     }
 
-    pub fn is_prune(prune: &bool) -> bool {
+    pub(crate) fn is_prune(prune: &bool) -> bool {
         *prune
     }
 }

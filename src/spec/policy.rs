@@ -54,7 +54,7 @@ pub enum Replace {
 impl ObjectPolicy {
     /// A hook driftless does not run (a Helm `test`, Argo CD's `Skip`): never applied,
     /// recorded or shown.
-    pub fn never_applied(&self) -> bool {
+    pub(crate) fn never_applied(&self) -> bool {
         self.hook.as_ref().is_some_and(super::order::Hook::skipped)
     }
 

@@ -67,7 +67,7 @@ impl Settings {
     /// The app `dir/PATH` a file of the tree (or a tool's render of it) belongs to: the
     /// deepest of its directories an `[apps]` pattern names; `None` when none does (it
     /// is the tree's own).
-    pub fn app_dir_of(&self, file: &str) -> Option<String> {
+    pub(crate) fn app_dir_of(&self, file: &str) -> Option<String> {
         if self.app_dirs.is_empty() {
             return None;
         }
@@ -155,7 +155,7 @@ impl HealthRule {
 
 impl Expr {
     /// The program, or why CEL refuses it in one line.
-    pub fn compile(source: &str) -> Result<Expr, String> {
+    pub(crate) fn compile(source: &str) -> Result<Expr, String> {
         // A parser bug must not take down the daemon reading a new revision: it is refused.
         let compiled = std::panic::catch_unwind(|| cel::Program::compile(source))
             .map_err(|_| "the CEL parser failed on it".to_string())?;
@@ -203,7 +203,12 @@ impl Settings {
     /// Whether the file at `file` (a tool's render: the file it came from) goes to
     /// `cluster`: as the first `[[cluster]]` rule that matches it says, else to the home
     /// cluster alone.
-    pub fn goes_to(&self, file: &str, cluster: &super::clusters::Cluster, home: &str) -> bool {
+    pub(crate) fn goes_to(
+        &self,
+        file: &str,
+        cluster: &super::clusters::Cluster,
+        home: &str,
+    ) -> bool {
         let base = file.split('#').next().unwrap_or(file);
         match self.clusters.iter().find(|r| r.glob.is_match(base)) {
             Some(rule) => rule.takes(cluster),
@@ -212,7 +217,7 @@ impl Settings {
     }
 
     /// The namespace the first rule matching `file` gives its namespaced manifests.
-    pub fn namespace_for(&self, file: &str) -> Option<&str> {
+    pub(crate) fn namespace_for(&self, file: &str) -> Option<&str> {
         self.namespaces
             .iter()
             .find(|r| r.glob.is_match(file))
@@ -257,18 +262,18 @@ impl Settings {
     }
 
     /// Whether the tree asks for variables: it has a `[vars]` table.
-    pub fn declares_vars(&self) -> bool {
+    pub(crate) fn declares_vars(&self) -> bool {
         self.declared_vars
     }
 
     /// Whether `[substitute] skip` leaves the file at `path` as written.
-    pub fn skips_substitution(&self, path: &str) -> bool {
+    pub(crate) fn skips_substitution(&self, path: &str) -> bool {
         self.skip.iter().any(|g| g.is_match(path))
     }
 
     /// The health rule for objects of `api_version` and `kind` that a spec of `file`
     /// renders, if any: one scoped to that file first, then the tree's.
-    pub fn health_for(
+    pub(crate) fn health_for(
         &self,
         api_version: &str,
         kind: &str,

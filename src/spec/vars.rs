@@ -74,7 +74,7 @@ fn reference(text: &str, i: usize) -> Option<(&str, usize)> {
 
 impl Vars {
     /// `text` with its references replaced; borrowed when it has none (most values).
-    pub fn expand<'t>(&self, text: &'t str) -> Result<Cow<'t, str>, Vec<Unset>> {
+    pub(crate) fn expand<'t>(&self, text: &'t str) -> Result<Cow<'t, str>, Vec<Unset>> {
         if !text.contains("${") {
             return Ok(Cow::Borrowed(text));
         }
@@ -116,7 +116,7 @@ impl Vars {
 
     /// Whether `text` is one reference and nothing else (`${replicas}`): in plain YAML
     /// its value is then read as YAML reads a plain scalar, a number a number.
-    pub fn whole_reference(text: &str) -> bool {
+    pub(crate) fn whole_reference(text: &str) -> bool {
         text.starts_with("${") && reference(text, 0).is_some_and(|(_, len)| len == text.len())
     }
 }

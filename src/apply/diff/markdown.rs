@@ -8,7 +8,7 @@ use super::present::{DiffAction, Shown, Summary, shown};
 
 /// Room under GitHub's 65,536-character limit, counted in bytes (never fewer than
 /// characters), so a comment that fits here fits there.
-pub const MARKDOWN_LIMIT: usize = 60_000;
+pub(crate) const MARKDOWN_LIMIT: usize = 60_000;
 
 /// The first line, so a CI job can find and update its own earlier comment.
 pub(crate) const MARKER: &str = "<!-- driftless diff -->";

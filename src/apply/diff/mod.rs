@@ -11,11 +11,9 @@ mod markdown;
 mod present;
 pub mod preview;
 
-pub use markdown::{MARKDOWN_LIMIT, markdown};
-pub use present::{
-    DiffAction, Shown, Sides, Summary, json, mask_secrets, render_change, render_change_between,
-    shown, shown_between, text, unified, unified_between,
-};
+pub use markdown::markdown;
+pub(crate) use present::mask_secrets;
+pub use present::{DiffAction, Sides, Summary, json, render_change, shown, text, unified};
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -108,7 +106,7 @@ impl Engine {
 
     /// The change apply would make to these objects only, none pruned: what a person
     /// looking at one object (the web UI's object view) asks.
-    pub async fn diff_objects(
+    pub(crate) async fn diff_objects(
         &self,
         objects: &[Object],
         adopt_specs: &BTreeSet<SpecId>,

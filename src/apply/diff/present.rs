@@ -9,7 +9,7 @@ use super::{Change, ObjectDiff};
 
 /// Secret values never reach the output: equal ones show as `***`, changed ones as
 /// `*** (before)` / `*** (after)`, as kubectl diff does.
-pub fn mask_secrets(live: Option<&mut Value>, desired: Option<&mut Value>) {
+pub(crate) fn mask_secrets(live: Option<&mut Value>, desired: Option<&mut Value>) {
     let is_secret = |v: &Option<&mut Value>| {
         v.as_ref().is_some_and(|v| {
             v["kind"].as_str() == Some("Secret") && v["apiVersion"].as_str() == Some("v1")
@@ -75,12 +75,12 @@ pub struct Sides {
 
 impl Sides {
     /// `diff`: the live object and what the specs make of it.
-    pub const LIVE: Sides = Sides {
+    pub(crate) const LIVE: Sides = Sides {
         before: "live",
         after: "desired",
     };
     /// `diff --base`: the object as the base revision renders it and as the change does.
-    pub const REVISIONS: Sides = Sides {
+    pub(crate) const REVISIONS: Sides = Sides {
         before: "base",
         after: "head",
     };
@@ -97,7 +97,7 @@ pub fn unified(
 }
 
 /// [`unified`], its sides named by `sides`.
-pub fn unified_between(
+pub(crate) fn unified_between(
     reference: &str,
     before: Option<&Value>,
     after: Option<&Value>,
@@ -249,7 +249,7 @@ pub fn render_change(d: &ObjectDiff, color: bool) -> String {
 }
 
 /// [`render_change`], the diff's sides named by `sides`.
-pub fn render_change_between(d: &ObjectDiff, sides: Sides, color: bool) -> String {
+pub(crate) fn render_change_between(d: &ObjectDiff, sides: Sides, color: bool) -> String {
     let head = match &d.change {
         Change::Unchanged => return String::new(),
         // The prune guard is no object of a spec: its message says it all.
@@ -277,7 +277,7 @@ pub fn shown(diffs: &[ObjectDiff]) -> Vec<Shown> {
 }
 
 /// [`shown`], the diffs' sides named by `sides`.
-pub fn shown_between(diffs: &[ObjectDiff], sides: Sides) -> Vec<Shown> {
+pub(crate) fn shown_between(diffs: &[ObjectDiff], sides: Sides) -> Vec<Shown> {
     diffs
         .iter()
         .filter_map(|d| {

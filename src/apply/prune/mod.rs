@@ -26,7 +26,8 @@ use crate::object::{Refusal, claim};
 
 mod plan;
 
-pub use plan::{Plan, listed, plan};
+pub(crate) use plan::Plan;
+pub use plan::{listed, plan};
 
 #[derive(Debug, Clone)]
 pub struct Options {

@@ -13,7 +13,7 @@ use crate::spec::{SpecBody, SpecId};
 impl State {
     /// Folds a watch event into the state; returns a key to sync when it is drift or a
     /// node change that matters.
-    pub fn on_event(&mut self, ev: watch::Event) -> Option<Key> {
+    pub(crate) fn on_event(&mut self, ev: watch::Event) -> Option<Key> {
         match ev {
             watch::Event::Cluster(error) => {
                 self.cluster_error = error;
@@ -159,7 +159,7 @@ impl State {
     }
 
     /// The objects left drifted, as the status names them.
-    pub fn drifted_objects(&self) -> std::collections::HashSet<String> {
+    pub(crate) fn drifted_objects(&self) -> std::collections::HashSet<String> {
         self.drifted.keys().map(ObjKey::to_string).collect()
     }
 
@@ -176,7 +176,7 @@ impl State {
     }
 
     /// The specs to sync again at once, taken (see `on_sync_done`).
-    pub fn take_rechecks(&mut self) -> Vec<Key> {
+    pub(crate) fn take_rechecks(&mut self) -> Vec<Key> {
         let mut keys: Vec<Key> = std::mem::take(&mut self.recheck)
             .into_iter()
             .map(Key::Spec)
@@ -186,7 +186,7 @@ impl State {
     }
 
     /// How many objects of each spec were left drifted.
-    pub fn drifted_by_spec(&self) -> HashMap<&SpecId, usize> {
+    pub(crate) fn drifted_by_spec(&self) -> HashMap<&SpecId, usize> {
         let mut out: HashMap<&SpecId, usize> = HashMap::new();
         for spec in self.drifted.values() {
             *out.entry(spec).or_default() += 1;

@@ -32,9 +32,9 @@ use crate::report::snapshot::Snapshot;
 use crate::report::status::{LastSync, SourceError};
 use crate::spec::{Spec, SpecId, SpecTree};
 
-pub use revision::{HydrateReport, SourceUpdate};
-pub use running::Cancel;
-pub use synced::SyncEnd;
+pub(crate) use revision::{HydrateReport, SourceUpdate};
+pub(crate) use running::Cancel;
+pub(crate) use synced::SyncEnd;
 
 /// A tree that renders nothing has no renders to name.
 static NO_RENDERS: BTreeMap<String, crate::spec::RenderedBy> = BTreeMap::new();
@@ -309,7 +309,7 @@ impl State {
     /// have changed since. Any other is never rendered again for it (its renders would
     /// all come from the cache), and a standby, which applies nothing, does not read the
     /// cluster for a render it would not use.
-    pub fn render_again(&self) -> bool {
+    pub(crate) fn render_again(&self) -> bool {
         self.active && self.read_cluster
     }
 
@@ -325,11 +325,11 @@ impl State {
     /// A standby is ready once warm: it has read its source, serves metrics and waits
     /// to lead.
     /// This replica writes (it leads, or no election is held).
-    pub fn is_active(&self) -> bool {
+    pub(crate) fn is_active(&self) -> bool {
         self.active
     }
 
-    pub fn warm_standby(&self) -> bool {
+    pub(crate) fn warm_standby(&self) -> bool {
         !self.active && self.revision_seen.is_some()
     }
 
@@ -365,7 +365,7 @@ impl State {
     }
 
     /// What the tree renders to from now on.
-    pub fn set_expected(&mut self, expected: Vec<health::Expected>) {
+    pub(crate) fn set_expected(&mut self, expected: Vec<health::Expected>) {
         self.replicas_wanted = expected
             .iter()
             .filter_map(|e| Some((e.key.clone(), e.replicas?)))
@@ -389,7 +389,7 @@ impl State {
     }
 
     /// A change of leadership; a new leader syncs the whole tree.
-    pub fn on_leadership(&mut self, active: bool) -> Option<Key> {
+    pub(crate) fn on_leadership(&mut self, active: bool) -> Option<Key> {
         let key = if active && !self.active {
             tracing::info!("became leader: syncing");
             Some(Key::Full)

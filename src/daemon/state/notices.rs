@@ -27,7 +27,7 @@ enum Condition {
 impl State {
     /// A sync is starting: the current revision's first one is told (a commit status goes
     /// `pending`).
-    pub fn on_sync_start(&mut self, now: Now) -> Option<Notice> {
+    pub(crate) fn on_sync_start(&mut self, now: Now) -> Option<Notice> {
         let revision = self.revision_current.clone()?;
         if !self.active || self.herald.started.as_ref() == Some(&revision) {
             return None;
@@ -42,7 +42,7 @@ impl State {
     }
 
     /// What changed since the last call that is worth telling.
-    pub fn take_notices(&mut self, now: Now) -> Vec<Notice> {
+    pub(crate) fn take_notices(&mut self, now: Now) -> Vec<Notice> {
         if !self.active {
             return Vec::new();
         }

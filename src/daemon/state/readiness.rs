@@ -89,7 +89,7 @@ impl State {
     /// each spec's objects then handed to `keep`); an error when the tree does not
     /// render. Rendered again only when one of them changed: a render of every object
     /// each second was the daemon's largest allocation.
-    pub fn rerender(
+    pub(crate) fn rerender(
         &mut self,
         instance: &str,
         mut keep: impl FnMut(&Spec, Vec<Object>),
@@ -121,7 +121,10 @@ impl State {
 
     /// What the other members of a shared tree last published of their specs. Returns
     /// the specs that waited for one of theirs and need not any more: to sync now.
-    pub fn on_peers(&mut self, peers: Arc<crate::report::snapshot::PeerSpecs>) -> Vec<SpecId> {
+    pub(crate) fn on_peers(
+        &mut self,
+        peers: Arc<crate::report::snapshot::PeerSpecs>,
+    ) -> Vec<SpecId> {
         let depends = self
             .tree
             .as_ref()
@@ -170,7 +173,7 @@ impl State {
     /// Held specs whose objects are applied as this revision has them (after a restart,
     /// a suspension that holds nothing back): settled as a sync's would be, at the next
     /// readiness refresh.
-    pub fn on_held_applied(&mut self, specs: &std::collections::BTreeSet<SpecId>) {
+    pub(crate) fn on_held_applied(&mut self, specs: &std::collections::BTreeSet<SpecId>) {
         self.settling.on_synced(specs.iter());
         if !specs.is_empty() {
             self.health_dirty = true;
@@ -180,7 +183,7 @@ impl State {
     /// Takes the specs' readiness as just computed: a spec still in progress
     /// `ready_timeout` after its revision was applied counts as failed. What it changes
     /// of a verdict it changes in a copy: the verdict stays as judged for the next refresh.
-    pub fn take_health<H: Into<Arc<SpecHealth>>>(
+    pub(crate) fn take_health<H: Into<Arc<SpecHealth>>>(
         &mut self,
         healths: Vec<H>,
         ready_timeout: Duration,

@@ -25,7 +25,7 @@ impl State {
     /// change. Not before every watched kind is listed: a restart's sync and the
     /// watches' first lists after it are the daemon's peak, and holding the render
     /// through them raised it by 23 MiB at 10,000 specs (the next resync keeps it).
-    pub fn keep_rendered(&mut self, objects: Arc<[Object]>) {
+    pub(crate) fn keep_rendered(&mut self, objects: Arc<[Object]>) {
         if self.live.watches_listed() {
             self.rendered = Some((self.render_epoch, objects));
         }
@@ -36,7 +36,7 @@ impl State {
     /// events wait for (a fifth of a core at 10,000 specs); once they are in, a
     /// judgement (0.6 s and 20 MiB) came before or beside the sync the status waits for
     /// too, and made the restart's peak.
-    pub fn judging_held(&self) -> bool {
+    pub(crate) fn judging_held(&self) -> bool {
         self.live.first_lists()
     }
 }

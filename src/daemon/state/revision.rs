@@ -13,7 +13,7 @@ use crate::spec::{Policy, SourceFile, SpecErrors, SpecId, SpecTree};
 
 /// What the source produced: a revision's files, or why there is none.
 #[derive(Debug)]
-pub enum SourceUpdate {
+pub(crate) enum SourceUpdate {
     Revision {
         id: String,
         files: Vec<SourceFile>,
@@ -31,7 +31,7 @@ pub enum SourceUpdate {
 
 /// What the hydrate stage said of a revision, besides its files.
 #[derive(Debug, Clone, Default)]
-pub struct HydrateReport {
+pub(crate) struct HydrateReport {
     /// Renders that failed: the revision is invalid.
     pub errors: Vec<crate::spec::SpecError>,
     /// Apps whose own render or app object failed: held, the rest goes on.
@@ -79,7 +79,7 @@ impl State {
     /// Takes a new revision: valid → it becomes current, and the keys to sync it are
     /// returned (the specs it changed, or the whole tree); invalid → its errors are
     /// reported, the last good revision stays in force, and nothing is returned.
-    pub fn on_source(
+    pub(crate) fn on_source(
         &mut self,
         update: SourceUpdate,
         policy: &Policy,

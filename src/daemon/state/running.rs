@@ -7,7 +7,7 @@ use super::State;
 
 /// Why the loop stops a running sync before its end.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Cancel {
+pub(crate) enum Cancel {
     /// A newer revision (named) is to be synced: the running one is of no use any more.
     Superseded(String),
     /// The daemon is stopping (SIGTERM).
@@ -47,7 +47,7 @@ pub(super) struct Running {
 
 impl State {
     /// A sync starts now, of the current revision.
-    pub fn on_sync_begin(&mut self) {
+    pub(crate) fn on_sync_begin(&mut self) {
         self.syncing = true;
         self.running = Some(Running {
             revision: self.revision_current.clone(),
@@ -57,14 +57,14 @@ impl State {
     }
 
     /// The revision the running sync syncs, while one runs.
-    pub fn sync_revision(&self) -> Option<&str> {
+    pub(crate) fn sync_revision(&self) -> Option<&str> {
         self.running.as_ref()?.revision.as_deref()
     }
 
     /// Whether what just changed stops the running sync: a newer valid revision (Flux's
     /// `CancelHealthCheckOnNewRevision`, by default) or lost leadership. Returns why,
     /// once; the loop tells the sync.
-    pub fn cancel_due(&mut self) -> Option<Cancel> {
+    pub(crate) fn cancel_due(&mut self) -> Option<Cancel> {
         let active = self.active;
         let current = self.revision_current.clone();
         let running = self.running.as_mut()?;
@@ -86,12 +86,12 @@ impl State {
     }
 
     /// The daemon stops: the running sync, if any, is told so; returns why, once.
-    pub fn on_shutdown(&mut self) -> Option<Cancel> {
+    pub(crate) fn on_shutdown(&mut self) -> Option<Cancel> {
         self.stop_running(Cancel::Shutdown)
     }
 
     /// The running sync, if any, is to stop for `why`; returns it, unless told already.
-    pub fn stop_running(&mut self, why: Cancel) -> Option<Cancel> {
+    pub(crate) fn stop_running(&mut self, why: Cancel) -> Option<Cancel> {
         let running = self.running.as_mut()?;
         if running.cancel.is_some() {
             return None;

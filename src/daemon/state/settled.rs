@@ -24,7 +24,7 @@ pub(crate) struct Settling {
 impl Settling {
     /// A new revision `id` of `specs`; `changed` are the specs it changed (`None`: all,
     /// as for the first revision).
-    pub fn on_revision<'a>(
+    pub(crate) fn on_revision<'a>(
         &mut self,
         id: &str,
         specs: impl Iterator<Item = &'a SpecId>,
@@ -46,7 +46,7 @@ impl Settling {
     }
 
     /// A sync applied `specs` without an error.
-    pub fn on_synced<'a>(&mut self, specs: impl Iterator<Item = &'a SpecId>) {
+    pub(crate) fn on_synced<'a>(&mut self, specs: impl Iterator<Item = &'a SpecId>) {
         for spec in specs {
             if self.unsettled.contains(spec) {
                 self.synced.insert(spec.clone());
@@ -56,7 +56,7 @@ impl Settling {
 
     /// A readiness refresh observed the cluster after those syncs: what they applied now
     /// reflects `current`.
-    pub fn on_observed(&mut self, current: Option<&str>) {
+    pub(crate) fn on_observed(&mut self, current: Option<&str>) {
         let Some(current) = current else {
             return;
         };
@@ -66,13 +66,13 @@ impl Settling {
         }
     }
 
-    pub fn is_settled(&self, spec: &SpecId) -> bool {
+    pub(crate) fn is_settled(&self, spec: &SpecId) -> bool {
         !self.unsettled.contains(spec)
     }
 
     /// The revision `spec`'s state reflects; `None` before it was ever applied.
     #[cfg(test)]
-    pub fn revision_of(&self, spec: &SpecId) -> Option<&str> {
+    pub(crate) fn revision_of(&self, spec: &SpecId) -> Option<&str> {
         self.settled_in.get(spec).map(String::as_str)
     }
 

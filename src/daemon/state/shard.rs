@@ -45,14 +45,14 @@ impl State {
     }
 
     /// The buckets this replica holds, while replicas share the tree.
-    pub fn shard_held(&self) -> Option<&BTreeSet<u16>> {
+    pub(crate) fn shard_held(&self) -> Option<&BTreeSet<u16>> {
         self.shard.as_ref().map(|v| &v.held)
     }
 
     /// This replica's share of the tree changed: a whole sync of what it holds now (the
     /// engine reads and writes only those buckets' inventory, so nothing of the buckets
     /// it gave up is pruned).
-    pub fn on_shard(&mut self, view: crate::daemon::shards::ShardView) -> Option<Key> {
+    pub(crate) fn on_shard(&mut self, view: crate::daemon::shards::ShardView) -> Option<Key> {
         let moved = self.shard.as_ref().is_none_or(|v| v.held != view.held);
         self.shard_status = Some(crate::report::status::ShardStatus {
             member: view.member.clone(),

@@ -13,7 +13,7 @@ use crate::report::status::LastSync;
 use crate::spec::SpecId;
 
 /// How a sync ended, as the loop hands it over.
-pub enum SyncEnd<'a> {
+pub(crate) enum SyncEnd<'a> {
     /// Nothing was applied: the tree did not render, the engine failed, or the sync timed
     /// out. `away`: the cluster itself could not be reached or refused driftless's
     /// credentials (the reason the specs then say, `ClusterUnreachable`...).
@@ -34,7 +34,7 @@ impl State {
     /// Keys of suspended specs only, left alone: they count as done, as a whole sync
     /// counts the revision applied with its suspended specs left as they are (a resume
     /// syncs them).
-    pub fn on_held(&mut self, keys: &[Key], now: Now) -> (Vec<(Key, bool)>, Tally) {
+    pub(crate) fn on_held(&mut self, keys: &[Key], now: Now) -> (Vec<(Key, bool)>, Tally) {
         let specs: BTreeSet<&SpecId> = keys.iter().filter_map(Key::spec).collect();
         let tally = Tally {
             applied: self.specs_done(&specs, now),
@@ -57,7 +57,7 @@ impl State {
 
     /// Takes a finished sync of `keys`; returns each key's success (a failed one is
     /// retried with backoff), with a whole sync added when a prune was refused.
-    pub fn on_sync_done(
+    pub(crate) fn on_sync_done(
         &mut self,
         keys: &[Key],
         end: SyncEnd<'_>,

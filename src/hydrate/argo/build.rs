@@ -17,7 +17,7 @@ use crate::spec::{Location, RenderedBy};
 
 /// The Argo CD directory and Kustomize sources: kustomize found once, when asked.
 #[derive(Default)]
-pub struct Directories {
+pub(crate) struct Directories {
     found: Mutex<Option<Kustomize>>,
 }
 
@@ -29,7 +29,7 @@ const MAX_IMPORTABLE_BYTES: u64 = 64 << 20;
 /// A part made ready: a directory is read as it runs (it is driftless's own reading, not
 /// a tool's run, so nothing is kept); a Kustomize directory's build is Flux's, keyed by
 /// what it reads.
-pub enum PartRun {
+pub(crate) enum PartRun {
     Directory {
         repo: PathBuf,
         path: String,

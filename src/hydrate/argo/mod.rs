@@ -26,9 +26,9 @@ mod model;
 mod options;
 pub(crate) mod part;
 
-pub use build::Directories;
+pub(crate) use build::Directories;
 pub use marks::mark;
-pub use part::{Part, PartSource, PluginEnv, PluginParameter, PluginPart, PluginSource};
+pub(crate) use part::{Part, PartSource, PluginParameter, PluginPart, PluginSource};
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -290,10 +290,10 @@ fn is_argo_install(v: &Value) -> bool {
     v["metadata"]["labels"]["app.kubernetes.io/part-of"] == "argocd"
 }
 
-pub use crate::spec::argo_output_file as output_file;
+pub(crate) use crate::spec::argo_output_file as output_file;
 
 /// The apps found, by the files their sources are handed on as: what [`mark`] reads.
-pub fn by_output(apps: &[App]) -> BTreeMap<&str, &App> {
+pub(crate) fn by_output(apps: &[App]) -> BTreeMap<&str, &App> {
     apps.iter()
         .flat_map(|a| a.outputs.iter().map(move |o| (o.as_str(), a)))
         .collect()

@@ -12,7 +12,7 @@ use crate::spec::{Location, SourceFile, SpecError};
 /// The ConfigMaps and Secrets the tree holds (as written or rendered): what
 /// `substituteFrom` and `valuesFrom` read, as Flux reads them from the cluster.
 /// Read only when a Kustomization or HelmRelease asks: most trees never do.
-pub struct TreeData<'a> {
+pub(crate) struct TreeData<'a> {
     files: &'a [SourceFile],
     objects: Option<BTreeMap<String, Value>>,
 }

@@ -26,8 +26,10 @@ mod verify;
 pub use build::{Build, Copy};
 pub use build::{Builds, substitute};
 pub(crate) use build::{build_copy, prepare as prepare_build};
-pub use data::TreeData;
-pub use model::{CopyRule, Kustomization, Strategy};
+pub(crate) use data::TreeData;
+pub use model::Kustomization;
+#[cfg(test)]
+pub(crate) use {artifact::Strategy, model::CopyRule};
 
 use std::collections::BTreeMap;
 

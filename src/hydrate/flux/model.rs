@@ -145,7 +145,7 @@ pub struct SubstituteFrom {
 /// `driftDetection` and `postRenderers` stay as written: their readers check each entry.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct HelmReleaseSpec {
+pub(crate) struct HelmReleaseSpec {
     #[serde(default, deserialize_with = "crate::hydrate::shape::or_default")]
     pub chart: ChartTemplate,
     pub chart_ref: Option<SourceRef>,
@@ -170,14 +170,14 @@ pub struct HelmReleaseSpec {
 
 /// `spec.chart`: the chart, as Flux's HelmChart template holds it.
 #[derive(Debug, Clone, Default, Deserialize)]
-pub struct ChartTemplate {
+pub(crate) struct ChartTemplate {
     #[serde(default, deserialize_with = "crate::hydrate::shape::or_default")]
     pub spec: ChartSpec,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ChartSpec {
+pub(crate) struct ChartSpec {
     /// A name in a HelmRepository, or a path in a GitRepository.
     pub chart: Option<String>,
     pub version: Option<String>,
@@ -191,7 +191,7 @@ pub struct ChartSpec {
 /// One of `valuesFrom`: a ConfigMap's or Secret's key read as values.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ValuesReference {
+pub(crate) struct ValuesReference {
     pub kind: Option<String>,
     pub name: Option<String>,
     pub values_key: Option<String>,
@@ -238,7 +238,7 @@ pub(super) fn kube_config(spec: &Value, ns: &str) -> Result<Option<Destination>,
     })))
 }
 
-pub use super::artifact::{CopyRule, Strategy};
+pub(crate) use super::artifact::CopyRule;
 
 /// Whether ServiceAccount `ns/name` is one of Flux's own controllers' (made by its install,
 /// which driftless leaves out, doing its job): naming it (flux2-multi-tenancy's platform

@@ -22,7 +22,8 @@ use super::tool::{Context, Entry, FindError, Keep, Keyed, Ran, Rendered, Tool, T
 use super::{pull, runner};
 use crate::spec::helm::HelmRelease;
 use crate::spec::{Location, RenderedBy};
-pub use prepare::{PrepareError, Prepared, prepare};
+pub(crate) use prepare::Prepared;
+pub use prepare::prepare;
 
 /// A release of the chart in `dir` that nobody names, called `name` (its directory's).
 pub(crate) fn unnamed_release(
@@ -66,7 +67,7 @@ pub struct Helm {
 
 impl Helm {
     /// 3, 4...
-    pub fn major(&self) -> u32 {
+    pub(crate) fn major(&self) -> u32 {
         self.version
             .trim_start_matches('v')
             .split('.')

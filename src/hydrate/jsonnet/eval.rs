@@ -21,7 +21,7 @@ const MAX_STACK: usize = 500;
 
 /// Where a Jsonnet error is: a file of the tree, 1-based line and column.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct JsonnetError {
+pub(crate) struct JsonnetError {
     pub file: String,
     pub line: usize,
     pub column: usize,
@@ -32,7 +32,7 @@ pub struct JsonnetError {
 /// places an import looked in and found nothing. The cache keys it by both, a failure
 /// too: a file added where an import looked in vain may mend it.
 #[derive(Debug, Clone)]
-pub struct Evaluated {
+pub(crate) struct Evaluated {
     pub objects: Result<Vec<serde_json::Value>, JsonnetError>,
     pub read: Vec<String>,
     pub missed: Vec<String>,
@@ -44,7 +44,7 @@ pub type Files = Arc<HashMap<String, Arc<Vec<u8>>>>;
 /// Evaluates `entry` on a thread of its own; past `timeout` the caller is answered with
 /// an error. (The evaluator cannot be interrupted: the thread runs on to its end, and the
 /// caller's cache keeps a file that timed out from being started again until it changes.)
-pub fn evaluate(
+pub(crate) fn evaluate(
     entry: &str,
     files: &Files,
     settings: &JsonnetSettings,

@@ -14,7 +14,8 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
-pub use eval::{Evaluated, Files, JsonnetError, evaluate, extract};
+pub(crate) use eval::evaluate;
+pub use eval::{Files, extract};
 
 use super::stage::{Shared, to_yaml};
 use super::tool::{
@@ -24,7 +25,7 @@ use crate::spec::settings::JsonnetSettings;
 use crate::spec::{Location, RenderedBy};
 
 /// The Jsonnet evaluator, as provenance names it.
-pub const JSONNET_VERSION: &str = "rsjsonnet 0.5.1";
+pub(crate) const JSONNET_VERSION: &str = "rsjsonnet 0.5.1";
 
 /// Jsonnet as the stage drives it: evaluated in process. What an evaluation reads is
 /// known only once it ran, so its output is kept by the key it learned (the settings and

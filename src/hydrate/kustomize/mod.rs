@@ -18,8 +18,9 @@ use super::stage::Shared;
 use super::tool::found_once;
 use super::tool::{Context, Entry, FindError, Keyed, Ran, Rendered, Tool, ToolError};
 use crate::spec::{Location, RenderedBy};
-pub use closure::{ClosureError, closure};
-pub use overlay::Overlay;
+pub(crate) use closure::ClosureError;
+pub use closure::closure;
+pub(crate) use overlay::Overlay;
 
 /// The program that builds kustomizations, and how it is called.
 #[derive(Debug, Clone, PartialEq, Eq)]

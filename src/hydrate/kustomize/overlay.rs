@@ -28,7 +28,7 @@ pub struct Overlay {
 
 impl Overlay {
     /// Puts the overlay into `kus`, a kustomization's top-level map.
-    pub fn put_into(&self, kus: &mut Map<String, Value>) {
+    pub(crate) fn put_into(&self, kus: &mut Map<String, Value>) {
         if let Some(ns) = &self.namespace {
             kus.insert("namespace".into(), json!(ns));
         }

@@ -27,8 +27,9 @@ use super::runner::{self, Session};
 use super::stage::Shared;
 use super::tool::{Context, Entry, FindError, Keyed, Ran, Rendered, Tool, ToolError};
 use crate::spec::{Location, RenderedBy};
+pub use declare::declared;
 use declare::{Command, Discover};
-pub use declare::{DeclareError, Plugin, declared};
+pub(crate) use declare::{DeclareError, Plugin};
 use environment::environment;
 
 /// A repository larger than this is not copied for a plugin.

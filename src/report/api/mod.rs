@@ -26,8 +26,8 @@ use serde_json::{Value, json};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
 
 use super::delta::Delta;
-pub use control::{Control, NoSync, Suspender};
-pub use published::Published;
+pub(crate) use control::{Control, NoSync, Suspender};
+pub(crate) use published::Published;
 pub(crate) use view::Caller;
 
 /// Longest a long-poll may wait.

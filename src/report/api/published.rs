@@ -25,7 +25,7 @@ impl Published {
     /// status that outgrows the hint is measured first and made in a buffer of its size:
     /// grown from the hint, the first after a 10,000-spec tree's first sync stood in
     /// 11 MiB of buffers at the daemon's peak (bench/results/2026-11-30-scale-noop-window.md).
-    pub fn sized(doc: &impl Serialize, hint: usize) -> Published {
+    pub(crate) fn sized(doc: &impl Serialize, hint: usize) -> Published {
         let mut buf = Vec::with_capacity(hint + hint / 8);
         // Strings, numbers and maps with string keys: serialising fails only when the
         // buffer is full, and serde_json writes UTF-8.

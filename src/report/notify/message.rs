@@ -12,7 +12,7 @@ use super::{Context, Event, Notice};
 use crate::report::status::SourceError;
 
 /// The header a signed webhook carries: `sha256=<hex HMAC-SHA256 of the body>`.
-pub const SIGNATURE_HEADER: &str = "X-Driftless-Signature";
+pub(crate) const SIGNATURE_HEADER: &str = "X-Driftless-Signature";
 
 /// GitHub and GitLab cut a status description at 140 and 255 characters.
 const DESCRIPTION_MAX: usize = 140;

@@ -68,7 +68,7 @@ impl Event {
     }
 
     /// Whether this is bad news (a commit status `failure`).
-    pub fn is_failure(self) -> bool {
+    pub(crate) fn is_failure(self) -> bool {
         matches!(
             self,
             Event::RevisionInvalid
@@ -145,7 +145,7 @@ impl Origins {
         }
     }
 
-    pub fn commit_of(&self, revision: &str) -> Option<String> {
+    pub(crate) fn commit_of(&self, revision: &str) -> Option<String> {
         let o = self.0.lock().ok()?;
         o.iter()
             .rev()

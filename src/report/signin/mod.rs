@@ -22,8 +22,10 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-pub use provider::{Provider, ProviderError, form_encode, now};
-pub use rbac::{Access, Ask, Person, Rbac};
+pub(crate) use provider::form_encode;
+pub use provider::{Provider, now};
+pub use rbac::Ask;
+pub(crate) use rbac::{Access, Person, Rbac};
 pub use session::Asked;
 use session::{Pending, SESSION_COOKIE, SIGNIN_COOKIE, Sealer, Session};
 

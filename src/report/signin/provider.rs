@@ -273,7 +273,7 @@ pub fn now() -> i64 {
 
 /// `application/x-www-form-urlencoded` (and a URL's query): every byte but the
 /// unreserved ones escaped.
-pub fn form_encode(pairs: &[(&str, &str)]) -> String {
+pub(crate) fn form_encode(pairs: &[(&str, &str)]) -> String {
     use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
     const SET: &AsciiSet = &NON_ALPHANUMERIC
         .remove(b'-')

@@ -108,7 +108,7 @@ impl Sealer {
     }
 
     /// `v1.<payload>.<mac>`, base64url.
-    pub fn seal(&self, value: &impl Serialize) -> String {
+    pub(crate) fn seal(&self, value: &impl Serialize) -> String {
         let payload = URL_SAFE_NO_PAD.encode(serde_json::to_vec(value).unwrap_or_default());
         let tag = self.mac(&payload).finalize().into_bytes();
         format!("v1.{payload}.{}", URL_SAFE_NO_PAD.encode(tag))

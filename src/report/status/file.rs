@@ -98,7 +98,7 @@ pub fn replace(path: &Path, status: &impl Serialize) -> Result<(), StatusError> 
 /// `written`, the last field), indented as `replace` writes it and `written` added: the
 /// daemon makes each spec's entry once per write, not once for the API and again for the
 /// file.
-pub fn replace_indented(
+pub(crate) fn replace_indented(
     path: &Path,
     compact: &str,
     written: Option<&str>,

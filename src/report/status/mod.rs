@@ -48,8 +48,9 @@ use serde::{Deserialize, Serialize};
 use crate::apply::suspensions::Suspension;
 use crate::object::Packed;
 
-pub use file::{FleetIndex, StatusError, replace, replace_indented};
-pub use verdict::{ClusterSummary, STALE_AFTER};
+pub(crate) use file::replace_indented;
+pub use file::{FleetIndex, replace};
+pub use verdict::ClusterSummary;
 
 /// The schema version this build writes and reads.
 pub const VERSION: u32 = 1;

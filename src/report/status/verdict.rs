@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::{MESSAGE_WIDTH, StatusFile, one_line};
 
 /// A status file older than this is stale: its daemon has stopped or hangs.
-pub const STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(30);
+pub(crate) const STALE_AFTER: std::time::Duration = std::time::Duration::from_secs(30);
 
 impl StatusFile {
     /// Whether the daemon's last sync reached its cluster: not when its specs say

@@ -35,14 +35,14 @@ enum HostPatterns {
 
 /// The parsed entries of a known_hosts file.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct KnownHosts {
+pub(crate) struct KnownHosts {
     entries: Vec<Entry>,
 }
 
 /// The host key presented by a server: the raw key when libssh2 provides it, otherwise
 /// its SHA-256 (every libssh2 that libgit2 1.9 supports provides at least one of them).
 #[derive(Debug, Clone, Copy)]
-pub struct PresentedKey<'a> {
+pub(crate) struct PresentedKey<'a> {
     pub key_type: &'a str,
     pub raw: Option<&'a [u8]>,
     pub sha256: Option<[u8; 32]>,
@@ -63,7 +63,7 @@ impl PresentedKey<'_> {
 
 /// Why a host key was not accepted.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Rejection {
+pub(crate) enum Rejection {
     Unknown {
         name: String,
     },

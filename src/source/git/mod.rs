@@ -31,7 +31,7 @@ use git2::Repository;
 use crate::spec::SourceFile;
 
 pub use auth::GitAuth;
-pub use known_hosts::{KnownHosts, PresentedKey, Rejection};
+pub(crate) use known_hosts::{KnownHosts, PresentedKey};
 pub use url::{strip_userinfo, url_has_credentials};
 
 use url::{Redactor, ssh_port};
@@ -117,7 +117,7 @@ pub enum GitError {
 
 impl GitError {
     /// Every label [`GitError::metric_label`] gives.
-    pub const METRIC_LABELS: &'static [&'static str] = &[
+    pub(crate) const METRIC_LABELS: &'static [&'static str] = &[
         "config",
         "open",
         "fetch",

@@ -82,7 +82,7 @@ impl Followed for Oci {
 /// The commit an OCI artifact's `org.opencontainers.image.revision` names, in the forms
 /// Flux writes it: `BRANCH@sha1:HEX`, `sha1:HEX`, `BRANCH/HEX` (before Flux 2.0), or a
 /// bare `HEX`.
-pub fn commit_of_origin(revision: &str) -> Option<String> {
+pub(crate) fn commit_of_origin(revision: &str) -> Option<String> {
     let tail = revision.rsplit(['@', '/']).next().unwrap_or(revision);
     let hex = tail
         .strip_prefix("sha1:")

@@ -14,7 +14,9 @@ mod unpack;
 pub mod verify;
 mod wire;
 
-pub use follow::{Oci, commit_of_origin};
+pub use follow::Oci;
+#[cfg(test)]
+pub(crate) use follow::commit_of_origin;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -22,14 +24,12 @@ use std::sync::Mutex;
 
 use wire::{Descriptor, Manifest, WireError};
 
-pub use pack::{
-    ANNOTATION_CREATED, ANNOTATION_REVISION, ANNOTATION_SOURCE, CONFIG_MEDIA_TYPE,
-    CONTENT_MEDIA_TYPE, MANIFEST_MEDIA_TYPE, Push, push,
-};
+pub(crate) use pack::{ANNOTATION_REVISION, ANNOTATION_SOURCE, CONTENT_MEDIA_TYPE};
+pub use pack::{Push, push};
 pub use reference::{Repository, Selector};
-pub use registry::{RegistryOptions, auth_from_config};
-pub use unpack::{Limits, unpack as unpack_tarball};
-pub use wire::Credentials;
+pub use registry::RegistryOptions;
+pub use unpack::Limits;
+pub(crate) use unpack::unpack as unpack_tarball;
 
 #[derive(Debug, thiserror::Error)]
 pub enum OciError {
@@ -47,7 +47,7 @@ pub enum OciError {
 
 impl OciError {
     /// Every label [`OciError::metric_label`] gives.
-    pub const METRIC_LABELS: &'static [&'static str] =
+    pub(crate) const METRIC_LABELS: &'static [&'static str] =
         &["reference", "config", "registry", "artifact", "local"];
 
     /// A stable, low-cardinality label for the error metric.
@@ -152,7 +152,7 @@ impl OciSource {
     }
 
     /// Where the specs lie in an unpacked revision: `--path` within its tree.
-    pub fn spec_root(&self, rev: &Artifact) -> Result<PathBuf, OciError> {
+    pub(crate) fn spec_root(&self, rev: &Artifact) -> Result<PathBuf, OciError> {
         if self.cfg.path.is_empty() {
             return Ok(rev.dir.clone());
         }

@@ -14,13 +14,13 @@ use super::wire::{Descriptor, Manifest};
 use super::{OciError, RegistryOptions, Repository};
 
 /// The media types of a Flux artifact.
-pub const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
-pub const CONFIG_MEDIA_TYPE: &str = "application/vnd.cncf.flux.config.v1+json";
-pub const CONTENT_MEDIA_TYPE: &str = "application/vnd.cncf.flux.content.v1.tar+gzip";
+pub(crate) const MANIFEST_MEDIA_TYPE: &str = "application/vnd.oci.image.manifest.v1+json";
+pub(crate) const CONFIG_MEDIA_TYPE: &str = "application/vnd.cncf.flux.config.v1+json";
+pub(crate) const CONTENT_MEDIA_TYPE: &str = "application/vnd.cncf.flux.content.v1.tar+gzip";
 
-pub const ANNOTATION_SOURCE: &str = "org.opencontainers.image.source";
-pub const ANNOTATION_REVISION: &str = "org.opencontainers.image.revision";
-pub const ANNOTATION_CREATED: &str = "org.opencontainers.image.created";
+pub(crate) const ANNOTATION_SOURCE: &str = "org.opencontainers.image.source";
+pub(crate) const ANNOTATION_REVISION: &str = "org.opencontainers.image.revision";
+pub(crate) const ANNOTATION_CREATED: &str = "org.opencontainers.image.created";
 
 /// Directories of version control that never belong in an artifact (as Flux leaves them).
 const SKIPPED_DIRS: [&str; 3] = [".git", ".hg", ".svn"];

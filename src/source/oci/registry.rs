@@ -105,7 +105,7 @@ struct DockerAuth {
 
 /// Why a Docker `config.json` gave no credentials for a registry.
 #[derive(Debug, thiserror::Error)]
-pub enum ConfigError {
+pub(crate) enum ConfigError {
     #[error("not a Docker config.json: {0}")]
     NotDockerConfig(serde_json::Error),
     #[error("the auth of {0} is not base64 of user:password")]
@@ -120,7 +120,7 @@ pub enum ConfigError {
 
 /// The credentials `config.json`'s `auths` holds for `registry`, anonymous when none.
 /// Keys are matched as docker does: the host, with or without a scheme and a path.
-pub fn auth_from_config(text: &str, registry: &str) -> Result<Credentials, ConfigError> {
+pub(crate) fn auth_from_config(text: &str, registry: &str) -> Result<Credentials, ConfigError> {
     let config: DockerConfig = serde_json::from_str(text).map_err(ConfigError::NotDockerConfig)?;
     let host_of = |key: &str| {
         let key = key

@@ -33,7 +33,7 @@ impl Default for Limits {
 
 /// Why an artifact's layer was not unpacked: one line each.
 #[derive(Debug, thiserror::Error)]
-pub enum UnpackError {
+pub(crate) enum UnpackError {
     /// A file-system step: what was being done (`creating /x`, `writing a.toml`), and why
     /// it failed.
     #[error("{doing}: {source}")]
@@ -71,7 +71,7 @@ impl UnpackError {
 }
 
 /// Unpacks a tar+gzip `layer` into `dest` (made here, empty).
-pub fn unpack(layer: &[u8], dest: &Path, limits: Limits) -> Result<(), UnpackError> {
+pub(crate) fn unpack(layer: &[u8], dest: &Path, limits: Limits) -> Result<(), UnpackError> {
     make_dir(dest)?;
     let gz = flate2::read::GzDecoder::new(layer);
     // One byte past the limit tells an archive at it from one beyond.

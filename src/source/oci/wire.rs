@@ -17,7 +17,7 @@ use rustls::pki_types::CertificateDer;
 use sha2::Digest as _;
 
 mod auth;
-pub use auth::Credentials;
+pub(crate) use auth::Credentials;
 
 /// Why a registry request has no useful answer, in our words.
 #[derive(Debug, thiserror::Error)]
@@ -82,7 +82,7 @@ pub struct Manifest {
 
 impl Manifest {
     /// An index (or Docker manifest list) rather than one image's manifest.
-    pub fn is_index(&self) -> bool {
+    pub(crate) fn is_index(&self) -> bool {
         self.manifests.is_some()
             || self
                 .media_type
@@ -153,7 +153,7 @@ impl Registry {
     }
 
     /// The digest a tag names now: one HEAD, or a GET when the registry does not say.
-    pub async fn digest_of_tag(&self, repo: &str, tag: &str) -> Result<String, WireError> {
+    pub(crate) async fn digest_of_tag(&self, repo: &str, tag: &str) -> Result<String, WireError> {
         let url = format!("{}/v2/{repo}/manifests/{tag}", self.base);
         let accept = [(header::ACCEPT, ACCEPT_MANIFESTS)];
         let resp = self
@@ -249,7 +249,7 @@ impl Registry {
     }
 
     /// Uploads a blob unless the registry has it already.
-    pub async fn push_blob(&self, repo: &str, data: Bytes) -> Result<Descriptor, WireError> {
+    pub(crate) async fn push_blob(&self, repo: &str, data: Bytes) -> Result<Descriptor, WireError> {
         let digest = digest_of(&data);
         let scope = push(repo);
         let head = format!("{}/v2/{repo}/blobs/{digest}", self.base);
@@ -288,7 +288,7 @@ impl Registry {
     }
 
     /// Puts a manifest under `tag`; its digest.
-    pub async fn push_manifest(
+    pub(crate) async fn push_manifest(
         &self,
         repo: &str,
         tag: &str,

@@ -81,7 +81,11 @@ impl<'t, 'i> Fields<'t, 'i> {
         }
     }
 
-    pub fn req_string(&mut self, ctx: &mut FileCtx, key: &'static str) -> Option<Spanned<String>> {
+    pub(crate) fn req_string(
+        &mut self,
+        ctx: &mut FileCtx,
+        key: &'static str,
+    ) -> Option<Spanned<String>> {
         if !self.has(key) {
             self.known.push(key);
             self.missing(ctx, key);
@@ -191,7 +195,7 @@ impl<'t, 'i> Fields<'t, 'i> {
         }
     }
 
-    pub fn choice<T: Copy>(
+    pub(crate) fn choice<T: Copy>(
         &mut self,
         ctx: &mut FileCtx,
         key: &'static str,

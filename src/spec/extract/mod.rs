@@ -58,7 +58,7 @@ impl<'a> FileCtx<'a> {
     }
 
     /// 1-based line and column (in characters) of a byte offset.
-    pub fn loc(&self, offset: usize) -> Location {
+    pub(crate) fn loc(&self, offset: usize) -> Location {
         let offset = offset.min(self.text.len());
         let line = self.line_starts.partition_point(|&s| s <= offset).max(1);
         let start = self.line_starts[line - 1];
@@ -81,7 +81,7 @@ impl<'a> FileCtx<'a> {
     }
 
     /// Whether the next error would only be counted.
-    pub fn is_full(&self) -> bool {
+    pub(crate) fn is_full(&self) -> bool {
         self.errors.len() >= super::MAX_ERRORS_PER_FILE
     }
 

@@ -14,18 +14,18 @@ pub struct SourceFile {
 }
 
 /// Whether a file is read as specs: TOML specs, or YAML manifests.
-pub fn is_spec_file(name: &str) -> bool {
+pub(crate) fn is_spec_file(name: &str) -> bool {
     name.ends_with(".toml") || is_yaml(name)
 }
 
 /// Whether a spec file is read as YAML manifests.
-pub fn is_yaml(name: &str) -> bool {
+pub(crate) fn is_yaml(name: &str) -> bool {
     name.ends_with(".yaml") || name.ends_with(".yml")
 }
 
 /// Whether a source reads the file: a spec file, or one the rendering stage takes (JSON,
 /// Jsonnet, a `Kustomization`). Every other file is only listed, by path.
-pub fn is_source_file(name: &str) -> bool {
+pub(crate) fn is_source_file(name: &str) -> bool {
     let base = name.rsplit('/').next().unwrap_or(name);
     is_spec_file(name)
         || name.ends_with(".json")
@@ -36,11 +36,11 @@ pub fn is_source_file(name: &str) -> bool {
 
 /// At the spec root, in gitignore syntax: paths it matches are not read, so a repository
 /// can keep a `kustomization.yaml`, a Helm `Chart.yaml` or docs beside its specs.
-pub const IGNORE_FILE: &str = ".driftlessignore";
+pub(crate) const IGNORE_FILE: &str = ".driftlessignore";
 
 /// The rules of a `.driftlessignore` (none when there is no such file).
 #[derive(Debug, Clone, Default)]
-pub struct IgnoreRules(Option<ignore::gitignore::Gitignore>);
+pub(crate) struct IgnoreRules(Option<ignore::gitignore::Gitignore>);
 
 impl IgnoreRules {
     /// The rules in `text`; a line that is not a valid pattern is an error naming it.
@@ -108,7 +108,7 @@ pub enum TreeLimit {
 
 /// What a reader of a tree took so far, against the tree's limits.
 #[derive(Debug, Default)]
-pub struct TreeBudget {
+pub(crate) struct TreeBudget {
     files: usize,
     bytes: usize,
 }

@@ -14,8 +14,8 @@ use age::x25519;
 use zeroize::Zeroizing;
 
 /// The environment variables sops reads, and driftless with it.
-pub const KEY_FILE_ENV: &str = "SOPS_AGE_KEY_FILE";
-pub const KEY_ENV: &str = "SOPS_AGE_KEY";
+pub(crate) const KEY_FILE_ENV: &str = "SOPS_AGE_KEY_FILE";
+pub(crate) const KEY_ENV: &str = "SOPS_AGE_KEY";
 
 /// sops's default keys file, under the user's configuration directory.
 const DEFAULT_KEYS_FILE: &str = "sops/age/keys.txt";
@@ -191,7 +191,7 @@ impl AgeKeys {
     }
 
     /// The public halves (`age1…`), in the order the keys were given.
-    pub fn recipients(&self) -> &[String] {
+    pub(crate) fn recipients(&self) -> &[String] {
         &self.recipients
     }
 

@@ -204,7 +204,11 @@ fn rfc3339(text: &str) -> String {
 impl Metadata {
     /// The file's data key, opened with one of `keys`; the failure says whom the file is
     /// encrypted for and how to give a key.
-    pub fn data_key(&self, keys: &AgeKeys, at: usize) -> Result<Zeroizing<[u8; 32]>, Failure> {
+    pub(crate) fn data_key(
+        &self,
+        keys: &AgeKeys,
+        at: usize,
+    ) -> Result<Zeroizing<[u8; 32]>, Failure> {
         let fail = |message: String| Failure { at, message };
         let recipients = self
             .age

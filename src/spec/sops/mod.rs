@@ -19,7 +19,7 @@ mod metadata;
 mod values;
 mod walk;
 
-pub use keys::{AgeKeys, KEY_ENV, KEY_FILE_ENV, KeyError};
+pub use keys::AgeKeys;
 
 use std::ops::Range;
 

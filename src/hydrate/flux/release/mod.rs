@@ -207,7 +207,7 @@ fn waiting_for_held(
 
 /// After the releases' renders: what waits for a HelmRelease whose render failed (or that
 /// is held) is held too, its render taken out.
-pub fn hold_dependents_of_failed(list: &[Waits], out: &mut crate::hydrate::Hydrated) {
+pub(crate) fn hold_dependents_of_failed(list: &[Waits], out: &mut crate::hydrate::Hydrated) {
     super::hold_waiting(out, |failed| waiting_for_held(list, failed));
 }
 
