@@ -274,6 +274,58 @@ pub(crate) const APPLICATION: Shape = Shape::Fields(&[
     ("ignoreDifferences", Shape::List(&Shape::Map)),
 ]);
 
+/// A git generator's `directories[]` or `files[]` entry.
+const PATH_RULE: Shape = Shape::Fields(&[("path", Shape::Text), ("exclude", Shape::Flag)]);
+
+/// An Argo CD ApplicationSet's `spec` (argoproj.io/v1alpha1), as far as it is read: the
+/// generators carried out, not their template, which becomes an Application.
+pub(crate) const APPLICATION_SET: Shape = Shape::Fields(&[
+    ("goTemplate", Shape::Flag),
+    (
+        "generators",
+        Shape::List(&Shape::Fields(&[
+            (
+                "list",
+                Shape::Fields(&[
+                    ("elements", Shape::List(&Shape::Map)),
+                    ("template", Shape::Map),
+                ]),
+            ),
+            (
+                "git",
+                Shape::Fields(&[
+                    ("repoURL", Shape::Text),
+                    ("directories", Shape::List(&PATH_RULE)),
+                    ("files", Shape::List(&PATH_RULE)),
+                    ("template", Shape::Map),
+                ]),
+            ),
+            (
+                "clusters",
+                Shape::Fields(&[
+                    (
+                        "selector",
+                        Shape::Fields(&[
+                            ("matchLabels", Shape::Map),
+                            (
+                                "matchExpressions",
+                                Shape::List(&Shape::Fields(&[
+                                    ("key", Shape::Text),
+                                    ("operator", Shape::Text),
+                                    ("values", Shape::List(&Shape::Text)),
+                                ])),
+                            ),
+                        ]),
+                    ),
+                    ("values", Shape::Map),
+                    ("flatList", Shape::Flag),
+                    ("template", Shape::Map),
+                ]),
+            ),
+        ])),
+    ),
+]);
+
 /// A list with its `null` entries left out, as absent ones: for a typed model read after
 /// its shape is checked (serde's `deserialize_with`), as `or_default`.
 pub(crate) fn without_nulls<'de, D, T>(d: D) -> Result<Vec<T>, D::Error>

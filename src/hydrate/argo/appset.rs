@@ -5,14 +5,20 @@
 //! (`{{name}}`, or `{{.name}}` with `goTemplate`). What it does not carry out (another
 //! generator, a template function) is an error at its place.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
+use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::hydrate::app_yaml::{line_of, unknown};
 use crate::hydrate::apps::Repository;
+use crate::hydrate::argo::model::{
+    ApplicationSetSpec, ClustersGenerator, GitGenerator, ListGenerator, Selector,
+};
 use crate::hydrate::merge::{Nulls, merge};
 use crate::hydrate::not_carried_out::NotCarriedOut;
+use crate::hydrate::shape::{self, WrongType};
 use crate::hydrate::walk::{Hidden, Links, Revisit, Walk, WalkError};
 use crate::spec::clusters::Clusters;
 
@@ -53,6 +59,10 @@ pub(super) enum AppSetError {
     NoParameter { tag: String },
     #[error("the clusters generator's selector: {0}")]
     Selector(#[from] SelectorError),
+    #[error(transparent)]
+    WrongType(#[from] WrongType),
+    #[error("spec: {0}")]
+    Spec(String),
 }
 
 /// The Applications `set` makes, each as the document an Application written in the tree
@@ -64,20 +74,41 @@ pub(super) fn applications(
     fleet: &Clusters,
 ) -> Result<Vec<Value>, (usize, AppSetError)> {
     let at = |key: &str| line_of(doc, key);
-    let spec = &set["spec"];
-    if let Some(key) = unknown(spec, APPSET_CARRIED) {
+    let raw = &set["spec"];
+    if let Some(key) = unknown(raw, APPSET_CARRIED) {
         return Err((at(key), NotCarriedOut::field(format!("spec.{key}")).into()));
     }
-    let go = spec["goTemplate"].as_bool() == Some(true);
+    shape::check(raw, &shape::APPLICATION_SET, "spec").map_err(|e| (at(&e.key), e.into()))?;
+    let spec = Option::<ApplicationSetSpec>::deserialize(raw)
+        .map_err(|e| (at("spec"), AppSetError::Spec(e.to_string())))?
+        .unwrap_or_default();
+    let go = spec.go_template == Some(true);
     let mut out = Vec::new();
-    for g in spec["generators"].as_array().into_iter().flatten() {
-        let Some((kind, body)) = g.as_object().and_then(|o| o.iter().next()) else {
+    for g in &spec.generators {
+        let Some((kind, body)) = g.iter().next() else {
             continue;
         };
-        let params: Vec<Params> = match kind.as_str() {
-            "list" => list(body).map_err(|why| (at("list"), why))?,
-            "git" => git(body, repo, go).map_err(|why| (at("git"), why))?,
-            "clusters" => clusters(body, fleet, go).map_err(|why| (at("clusters"), why))?,
+        let read = |why: serde_json::Error| (at(kind), AppSetError::Spec(why.to_string()));
+        let (params, own): (Vec<Params>, _) = match kind.as_str() {
+            "list" => {
+                let list = Option::<ListGenerator>::deserialize(body).map_err(read)?;
+                let list = list.unwrap_or_default();
+                (list.params().map_err(|why| (at(kind), why))?, list.template)
+            }
+            "git" => {
+                let git = Option::<GitGenerator>::deserialize(body).map_err(read)?;
+                let git = git.unwrap_or_default();
+                let params = git.params(repo, go).map_err(|why| (at(kind), why))?;
+                (params, git.template)
+            }
+            "clusters" => {
+                let c = Option::<ClustersGenerator>::deserialize(body).map_err(read)?;
+                let c = c.unwrap_or_default();
+                (
+                    c.params(fleet, go).map_err(|why| (at(kind), why))?,
+                    c.template,
+                )
+            }
             other => {
                 return Err((
                     at(other),
@@ -87,14 +118,14 @@ pub(super) fn applications(
                 ));
             }
         };
-        let template = match g[kind.as_str()]["template"].as_object() {
+        let template = match own {
             // A generator's own template over the ApplicationSet's, field by field.
             Some(own) => {
-                let mut template = spec["template"].clone();
-                merge(&mut template, Value::Object(own.clone()), Nulls::Replace);
+                let mut template = spec.template.clone();
+                merge(&mut template, Value::Object(own), Nulls::Replace);
                 template
             }
-            None => spec["template"].clone(),
+            None => spec.template.clone(),
         };
         for p in params {
             let mut app = put(&template, &p, go).map_err(|why| (at("template"), why))?;
@@ -109,147 +140,159 @@ pub(super) fn applications(
     Ok(out)
 }
 
-/// `list`: each element's keys.
-fn list(body: &Value) -> Result<Vec<Params>, AppSetError> {
-    if body.get("elementsYaml").is_some() {
-        return Err(NotCarriedOut::named("the list generator's `elementsYaml`").into());
+impl ListGenerator {
+    /// Each element's keys.
+    fn params(&self) -> Result<Vec<Params>, AppSetError> {
+        if self.other.contains_key("elementsYaml") {
+            return Err(NotCarriedOut::named("the list generator's `elementsYaml`").into());
+        }
+        Ok(self.elements.clone())
     }
-    Ok(body["elements"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|e| e.as_object().cloned())
-        .collect())
 }
 
-/// `git`: this repository's directories (`directories`) or files (`files`) that match.
-fn git(body: &Value, repo: &Repository, go: bool) -> Result<Vec<Params>, AppSetError> {
-    let url = body["repoURL"].as_str().unwrap_or_default();
-    if !repo.names(url) {
-        return Err(AppSetError::OtherRepository {
-            url: url.to_string(),
-        });
-    }
-    let Some(disk) = repo.repo else {
-        return Err(AppSetError::NotOnDisk);
-    };
-    let all = walk(disk)?;
-    let mut out = Vec::new();
-    if let Some(dirs) = body["directories"].as_array() {
-        let rule = |d: &Value| -> Result<(globset::GlobMatcher, bool), AppSetError> {
-            let p = d["path"].as_str().unwrap_or_default();
-            Ok((glob(p)?, d["exclude"].as_bool() == Some(true)))
+impl GitGenerator {
+    /// This repository's directories (`directories`) or files (`files`) that match.
+    fn params(&self, repo: &Repository, go: bool) -> Result<Vec<Params>, AppSetError> {
+        let url = self.repo_url.as_deref().unwrap_or_default();
+        if !repo.names(url) {
+            return Err(AppSetError::OtherRepository {
+                url: url.to_string(),
+            });
+        }
+        let Some(disk) = repo.repo else {
+            return Err(AppSetError::NotOnDisk);
         };
-        let rules: Vec<(globset::GlobMatcher, bool)> =
-            dirs.iter().map(rule).collect::<Result<_, _>>()?;
-        for (dir, is_dir) in &all {
-            if !is_dir {
-                continue;
-            }
-            let included = rules.iter().any(|(g, ex)| !ex && g.is_match(dir));
-            let excluded = rules.iter().any(|(g, ex)| *ex && g.is_match(dir));
-            if included && !excluded {
-                out.push(path_params(dir, go));
+        let all = walk(disk)?;
+        let mut out = Vec::new();
+        if !self.directories.is_empty() {
+            let rules: Vec<(globset::GlobMatcher, bool)> = self
+                .directories
+                .iter()
+                .map(|d| {
+                    Ok((
+                        glob(d.path.as_deref().unwrap_or_default())?,
+                        d.exclude == Some(true),
+                    ))
+                })
+                .collect::<Result<_, AppSetError>>()?;
+            for (dir, is_dir) in &all {
+                if !is_dir {
+                    continue;
+                }
+                let included = rules.iter().any(|(g, ex)| !ex && g.is_match(dir));
+                let excluded = rules.iter().any(|(g, ex)| *ex && g.is_match(dir));
+                if included && !excluded {
+                    out.push(path_params(dir, go));
+                }
             }
         }
+        for f in &self.files {
+            let g = glob(f.path.as_deref().unwrap_or_default())?;
+            for (file, is_dir) in &all {
+                if *is_dir || !g.is_match(file) {
+                    continue;
+                }
+                out.push(file_params(disk, file, go)?);
+            }
+        }
+        Ok(out)
     }
-    for f in body["files"].as_array().into_iter().flatten() {
-        let p = f["path"].as_str().unwrap_or_default();
-        let g = glob(p)?;
-        for (file, is_dir) in &all {
-            if *is_dir || !g.is_match(file) {
+}
+
+/// A git generator's matching file: its values, and its directory's `path` parameters.
+fn file_params(disk: &Path, file: &str, go: bool) -> Result<Params, AppSetError> {
+    let text = std::fs::read_to_string(disk.join(file)).map_err(|e| AppSetError::Read {
+        file: file.to_string(),
+        why: e.to_string(),
+    })?;
+    let v: Value = serde_saphyr::from_str(&text).map_err(|e| AppSetError::NotYaml {
+        file: file.to_string(),
+        why: e.to_string(),
+    })?;
+    let dir = file.rsplit_once('/').map_or("", |(d, _)| d);
+    let mut params = Params::new();
+    match go {
+        true => params.extend(v.as_object().cloned().unwrap_or_default()),
+        false => flatten("", &v, &mut params),
+    }
+    params.extend(path_params(dir, go));
+    Ok(params)
+}
+
+impl ClustersGenerator {
+    /// The operator's declared clusters whose labels the `selector` selects (none: every
+    /// one, the home cluster too, as Argo CD's selects its local cluster), each as Argo CD
+    /// names a cluster Secret's parameters: `name`, `nameNormalized`, `server` (the home
+    /// cluster's is `https://kubernetes.default.svc`; a cluster reached through a Secret
+    /// has none here, so it is named by `name`), `metadata.labels.KEY`, and the
+    /// generator's `values` (`values.KEY`, themselves templates of the others).
+    fn params(&self, fleet: &Clusters, go: bool) -> Result<Vec<Params>, AppSetError> {
+        if let Some(key) = self.other.keys().next() {
+            return Err(NotCarriedOut::named(format!("the clusters generator's `{key}`")).into());
+        }
+        if self.flat_list == Some(true) {
+            return Err(NotCarriedOut::named("the clusters generator's `flatList`").into());
+        }
+        let home = fleet.home().name.clone();
+        let mut out = Vec::new();
+        for c in fleet.iter() {
+            if !self.selector.selects(&c.labels)? {
                 continue;
             }
-            let text = std::fs::read_to_string(disk.join(file)).map_err(|e| AppSetError::Read {
-                file: file.clone(),
-                why: e.to_string(),
-            })?;
-            let v: Value = serde_saphyr::from_str(&text).map_err(|e| AppSetError::NotYaml {
-                file: file.clone(),
-                why: e.to_string(),
-            })?;
-            let dir = file.rsplit_once('/').map_or("", |(d, _)| d);
-            let mut params = Params::new();
+            let server = match c.name == home {
+                true => Some(crate::spec::clusters::IN_CLUSTER_SERVER.to_string()),
+                false => c.server.clone(),
+            };
+            let mut p = Params::new();
+            p.insert("name".into(), json!(c.name));
+            p.insert("nameNormalized".into(), json!(normalized(&c.name)));
+            if let Some(server) = server {
+                p.insert("server".into(), json!(server));
+            }
             match go {
-                true => params.extend(v.as_object().cloned().unwrap_or_default()),
-                false => flatten("", &v, &mut params),
+                true => {
+                    p.insert(
+                        "metadata".into(),
+                        json!({"labels": c.labels, "annotations": {}}),
+                    );
+                }
+                false => {
+                    for (k, v) in &c.labels {
+                        p.insert(format!("metadata.labels.{k}"), json!(v));
+                    }
+                }
             }
-            params.extend(path_params(dir, go));
-            out.push(params);
+            let mut values = Params::new();
+            for (k, v) in &self.values {
+                values.insert(k.clone(), put(v, &p, go)?);
+            }
+            match go {
+                true => {
+                    p.insert("values".into(), Value::Object(values));
+                }
+                false => {
+                    for (k, v) in values {
+                        p.insert(format!("values.{k}"), v);
+                    }
+                }
+            }
+            out.push(p);
         }
+        Ok(out)
     }
-    Ok(out)
 }
 
-/// `clusters`: the operator's declared clusters whose labels the `selector` selects
-/// (none: every one, the home cluster too, as Argo CD's selects its local cluster), each
-/// as Argo CD names a cluster Secret's parameters: `name`, `nameNormalized`, `server`
-/// (the home cluster's is `https://kubernetes.default.svc`; a cluster reached through a
-/// Secret has none here, so it is named by `name`), `metadata.labels.KEY`, and the
-/// generator's `values` (`values.KEY`, themselves templates of the others).
-fn clusters(body: &Value, fleet: &Clusters, go: bool) -> Result<Vec<Params>, AppSetError> {
-    if let Some(key) = unknown(body, &["selector", "values", "template", "flatList"]) {
-        return Err(NotCarriedOut::named(format!("the clusters generator's `{key}`")).into());
-    }
-    if body["flatList"].as_bool() == Some(true) {
-        return Err(NotCarriedOut::named("the clusters generator's `flatList`").into());
-    }
-    let home = fleet.home().name.clone();
-    let mut out = Vec::new();
-    for c in fleet.iter() {
-        if !selects(&body["selector"], &c.labels)? {
-            continue;
-        }
-        let server = match c.name == home {
-            true => Some(crate::spec::clusters::IN_CLUSTER_SERVER.to_string()),
-            false => c.server.clone(),
-        };
-        let normalized: String = c
-            .name
-            .chars()
-            .map(
-                |ch| match ch.is_ascii_alphanumeric() || ch == '-' || ch == '.' {
-                    true => ch.to_ascii_lowercase(),
-                    false => '-',
-                },
-            )
-            .collect();
-        let mut p = Params::new();
-        p.insert("name".into(), json!(c.name));
-        p.insert("nameNormalized".into(), json!(normalized));
-        if let Some(server) = server {
-            p.insert("server".into(), json!(server));
-        }
-        match go {
-            true => {
-                p.insert(
-                    "metadata".into(),
-                    json!({"labels": c.labels, "annotations": {}}),
-                );
-            }
-            false => {
-                for (k, v) in &c.labels {
-                    p.insert(format!("metadata.labels.{k}"), json!(v));
-                }
-            }
-        }
-        let mut values = Params::new();
-        for (k, v) in body["values"].as_object().into_iter().flatten() {
-            values.insert(k.clone(), put(v, &p, go)?);
-        }
-        match go {
-            true => {
-                p.insert("values".into(), Value::Object(values));
-            }
-            false => {
-                for (k, v) in values {
-                    p.insert(format!("values.{k}"), v);
-                }
-            }
-        }
-        out.push(p);
-    }
-    Ok(out)
+/// A name as Argo CD normalizes it for a parameter: lower case, and `-` for what is
+/// neither alphanumeric, `-` nor `.`.
+fn normalized(name: &str) -> String {
+    name.chars()
+        .map(
+            |c| match c.is_ascii_alphanumeric() || c == '-' || c == '.' {
+                true => c.to_ascii_lowercase(),
+                false => '-',
+            },
+        )
+        .collect()
 }
 
 /// What a clusters generator's `selector` says that no label selector says.
@@ -263,48 +306,36 @@ pub(super) enum SelectorError {
     Operator(String),
 }
 
-/// Whether a Kubernetes label selector (`matchLabels`, `matchExpressions` with `In`,
-/// `NotIn`, `Exists`, `DoesNotExist`) selects `labels`; none selects all.
-fn selects(
-    selector: &Value,
-    labels: &std::collections::BTreeMap<String, String>,
-) -> Result<bool, SelectorError> {
-    if let Some(key) = unknown(selector, &["matchLabels", "matchExpressions"]) {
-        return Err(SelectorError::UnknownField(key.to_string()));
-    }
-    for (k, v) in selector["matchLabels"].as_object().into_iter().flatten() {
-        let Some(v) = v.as_str() else {
-            return Err(SelectorError::NotAString(k.clone()));
-        };
-        if labels.get(k).map(String::as_str) != Some(v) {
-            return Ok(false);
+impl Selector {
+    /// Whether this label selector (`matchLabels`, `matchExpressions` with `In`, `NotIn`,
+    /// `Exists`, `DoesNotExist`) selects `labels`; none selects all.
+    fn selects(&self, labels: &BTreeMap<String, String>) -> Result<bool, SelectorError> {
+        if let Some(key) = self.other.keys().next() {
+            return Err(SelectorError::UnknownField(key.clone()));
         }
-    }
-    for e in selector["matchExpressions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-    {
-        let key = e["key"].as_str().unwrap_or_default();
-        let values: Vec<&str> = e["values"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect();
-        let has = labels.get(key);
-        let ok = match e["operator"].as_str().unwrap_or_default() {
-            "In" => has.is_some_and(|v| values.contains(&v.as_str())),
-            "NotIn" => has.is_none_or(|v| !values.contains(&v.as_str())),
-            "Exists" => has.is_some(),
-            "DoesNotExist" => has.is_none(),
-            other => return Err(SelectorError::Operator(other.to_string())),
-        };
-        if !ok {
-            return Ok(false);
+        for (k, v) in &self.match_labels {
+            let Some(v) = v.as_str() else {
+                return Err(SelectorError::NotAString(k.clone()));
+            };
+            if labels.get(k).map(String::as_str) != Some(v) {
+                return Ok(false);
+            }
         }
+        for e in &self.match_expressions {
+            let has = labels.get(e.key.as_deref().unwrap_or_default());
+            let ok = match e.operator.as_deref().unwrap_or_default() {
+                "In" => has.is_some_and(|v| e.values.contains(v)),
+                "NotIn" => has.is_none_or(|v| !e.values.contains(v)),
+                "Exists" => has.is_some(),
+                "DoesNotExist" => has.is_none(),
+                other => return Err(SelectorError::Operator(other.to_string())),
+            };
+            if !ok {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
-    Ok(true)
 }
 
 /// A git generator's `path`, as a glob whose `*` stays within a directory.
@@ -357,16 +388,7 @@ fn walk(root: &Path) -> Result<Vec<(String, bool)>, AppSetError> {
 /// The `path` parameters of a directory, as the git generator names them.
 fn path_params(dir: &str, go: bool) -> Params {
     let base = dir.rsplit('/').next().unwrap_or(dir);
-    let normalized: String = base
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '.' {
-                c.to_ascii_lowercase()
-            } else {
-                '-'
-            }
-        })
-        .collect();
+    let normalized = normalized(base);
     let segments: Vec<&str> = dir.split('/').filter(|s| !s.is_empty()).collect();
     let mut p = Params::new();
     if go {
@@ -523,6 +545,47 @@ mod tests {
         assert_eq!(apps[1]["kind"], "Application");
         assert_eq!(apps[1]["metadata"]["namespace"], "argocd");
         assert_eq!(apps[0]["spec"]["destination"]["namespace"], "team-a");
+    }
+
+    /// A generator's field of the wrong type is refused at its line, where it was read
+    /// as absent (a list generator's `elements: web` made no Application, silently).
+    #[test]
+    fn a_generator_field_of_the_wrong_type_is_refused_at_its_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let refused = |generator: &str| {
+            let doc = format!(
+                "apiVersion: argoproj.io/v1alpha1\nkind: ApplicationSet\nmetadata:\n  name: s\nspec:\n  generators:\n{generator}  template:\n    metadata:\n      name: x\n"
+            );
+            let set: Value = serde_saphyr::from_str(&doc).unwrap();
+            let (line, why) =
+                applications(&set, &doc, &repository(dir.path()), &Clusters::default())
+                    .unwrap_err();
+            (line, why.to_string())
+        };
+        assert_eq!(
+            refused("    - list:\n        elements: web\n"),
+            (
+                8,
+                "`spec.generators[0].list.elements` is a string, not a list".into()
+            )
+        );
+        assert_eq!(
+            refused("    - clusters:\n        selector:\n          matchExpressions:\n            - key: env\n              operator: In\n              values: prod\n"),
+            (11, "`spec.generators[0].clusters.selector.matchExpressions[0].values` is a string, not a list".into())
+        );
+        assert_eq!(
+            refused(
+                "    - git:\n        repoURL: https://github.com/acme/gitops\n        directories:\n          - path: 3\n"
+            ),
+            (
+                10,
+                "`spec.generators[0].git.directories[0].path` is a number, not a string".into()
+            )
+        );
+        assert_eq!(
+            refused("    - list:\n        elements: []\n        elementsYaml: '[]'\n").1,
+            NotCarriedOut::named("the list generator's `elementsYaml`").to_string()
+        );
     }
 
     /// The clusters generator: one Application per declared cluster its selector

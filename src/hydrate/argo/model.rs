@@ -147,3 +147,85 @@ pub(super) fn not_carried_out<'a>(
 ) -> Option<&'a String> {
     other.keys().find(|k| !accepted.contains(&k.as_str()))
 }
+
+/// An ApplicationSet's `spec` as far as driftless reads it, read once
+/// `shape::APPLICATION_SET` has refused a field of the wrong type. Its template stays as
+/// written: the generators' parameters are put in its strings before it is read as an
+/// Application.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct ApplicationSetSpec {
+    /// Each a map from its kind to its body, read as the generator of that kind when it
+    /// is carried out (`ListGenerator`, `GitGenerator`, `ClustersGenerator`).
+    #[serde(default, deserialize_with = "crate::hydrate::shape::without_nulls")]
+    pub(super) generators: Vec<BTreeMap<String, Value>>,
+    #[serde(default)]
+    pub(super) template: Value,
+    pub(super) go_template: Option<bool>,
+}
+
+/// A `list` generator: each element's keys are its parameters.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub(super) struct ListGenerator {
+    #[serde(default, deserialize_with = "crate::hydrate::shape::without_nulls")]
+    pub(super) elements: Vec<serde_json::Map<String, Value>>,
+    /// Over the ApplicationSet's template, field by field.
+    pub(super) template: Option<serde_json::Map<String, Value>>,
+    #[serde(flatten)]
+    pub(super) other: BTreeMap<String, Value>,
+}
+
+/// A `git` generator: this repository's directories or files that match.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub(super) struct GitGenerator {
+    #[serde(rename = "repoURL")]
+    pub(super) repo_url: Option<String>,
+    #[serde(default, deserialize_with = "crate::hydrate::shape::without_nulls")]
+    pub(super) directories: Vec<PathRule>,
+    #[serde(default, deserialize_with = "crate::hydrate::shape::without_nulls")]
+    pub(super) files: Vec<PathRule>,
+    pub(super) template: Option<serde_json::Map<String, Value>>,
+}
+
+/// A `clusters` generator: which of the declared clusters, and values made of their
+/// parameters.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct ClustersGenerator {
+    #[serde(default, deserialize_with = "crate::hydrate::shape::or_default")]
+    pub(super) selector: Selector,
+    #[serde(default, deserialize_with = "crate::hydrate::shape::or_default")]
+    pub(super) values: serde_json::Map<String, Value>,
+    pub(super) flat_list: Option<bool>,
+    pub(super) template: Option<serde_json::Map<String, Value>>,
+    #[serde(flatten)]
+    pub(super) other: BTreeMap<String, Value>,
+}
+
+/// A git generator's `directories[]` or `files[]` entry.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub(super) struct PathRule {
+    pub(super) path: Option<String>,
+    pub(super) exclude: Option<bool>,
+}
+
+/// A Kubernetes label selector: a clusters generator's `selector`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct Selector {
+    /// Each value checked to be a string as the selector is read.
+    #[serde(default, deserialize_with = "crate::hydrate::shape::or_default")]
+    pub(super) match_labels: BTreeMap<String, Value>,
+    #[serde(default, deserialize_with = "crate::hydrate::shape::without_nulls")]
+    pub(super) match_expressions: Vec<Expression>,
+    #[serde(flatten)]
+    pub(super) other: BTreeMap<String, Value>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub(super) struct Expression {
+    pub(super) key: Option<String>,
+    pub(super) operator: Option<String>,
+    #[serde(default, deserialize_with = "crate::hydrate::shape::without_nulls")]
+    pub(super) values: Vec<String>,
+}
