@@ -565,7 +565,7 @@ mod tests {
         assert_eq!(
             refused("    - list:\n        elements: web\n"),
             (
-                8,
+                7,
                 "`spec.generators[0].list.elements` is a string, not a list".into()
             )
         );
@@ -578,7 +578,7 @@ mod tests {
                 "    - git:\n        repoURL: https://github.com/acme/gitops\n        directories:\n          - path: 3\n"
             ),
             (
-                10,
+                9,
                 "`spec.generators[0].git.directories[0].path` is a number, not a string".into()
             )
         );
