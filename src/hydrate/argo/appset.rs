@@ -153,6 +153,12 @@ impl ListGenerator {
 impl GitGenerator {
     /// This repository's directories (`directories`) or files (`files`) that match.
     fn params(&self, repo: &Repository, go: bool) -> Result<Vec<Params>, AppSetError> {
+        // `pathParamPrefix` and `values` change the parameters an Application is made
+        // of: made without them, it would differ from Argo CD's, silently.
+        let accepted = ["revision", "requeueAfterSeconds"];
+        if let Some(key) = self.other.keys().find(|k| !accepted.contains(&k.as_str())) {
+            return Err(NotCarriedOut::named(format!("the git generator's `{key}`")).into());
+        }
         let url = self.repo_url.as_deref().unwrap_or_default();
         if !repo.names(url) {
             return Err(AppSetError::OtherRepository {
@@ -581,6 +587,10 @@ mod tests {
                 9,
                 "`spec.generators[0].git.directories[0].path` is a number, not a string".into()
             )
+        );
+        assert_eq!(
+            refused("    - git:\n        repoURL: https://github.com/acme/gitops\n        revision: HEAD\n        pathParamPrefix: app\n        directories:\n          - path: '*'\n").1,
+            NotCarriedOut::named("the git generator's `pathParamPrefix`").to_string()
         );
         assert_eq!(
             refused("    - list:\n        elements: []\n        elementsYaml: '[]'\n").1,

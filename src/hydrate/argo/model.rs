@@ -185,6 +185,10 @@ pub(super) struct GitGenerator {
     #[serde(default, deserialize_with = "crate::hydrate::shape::without_nulls")]
     pub(super) files: Vec<PathRule>,
     pub(super) template: Option<serde_json::Map<String, Value>>,
+    /// `revision` and `requeueAfterSeconds` are accepted (the tree read is the revision
+    /// driftless fetched); any other key is refused.
+    #[serde(flatten)]
+    pub(super) other: BTreeMap<String, Value>,
 }
 
 /// A `clusters` generator: which of the declared clusters, and values made of their
