@@ -26,7 +26,7 @@ use axum::serve::Listener as _;
 pub const HOOK_BODY_LIMIT: usize = 1024 * 1024;
 
 /// The signature header GitHub and Gitea send: `sha256=<hex HMAC-SHA256 of the body>`.
-pub(crate) const SIGNATURE_HEADER: &str = "x-hub-signature-256";
+pub const SIGNATURE_HEADER: &str = "x-hub-signature-256";
 
 pub struct HttpState {
     pub metrics: Arc<Metrics>,
@@ -243,7 +243,7 @@ pub(super) async fn hook(
 
 /// What the hook makes of a request, from its headers and whole body alone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum HookVerdict {
+pub enum HookVerdict {
     /// Ask for a fetch (202).
     Fetch,
     /// The declared or actual body is over [`HOOK_BODY_LIMIT`] (413).
@@ -255,7 +255,7 @@ pub(crate) enum HookVerdict {
 /// Judges a hook request: the route and the fuzz target (`fuzz/fuzz_targets/hook.rs`)
 /// both ask this, so what is fuzzed is what answers. Pure; never panics, whatever the
 /// bytes.
-pub(crate) fn judge_hook(secret: Option<&[u8]>, headers: &HeaderMap, body: &[u8]) -> HookVerdict {
+pub fn judge_hook(secret: Option<&[u8]>, headers: &HeaderMap, body: &[u8]) -> HookVerdict {
     if body.len() > HOOK_BODY_LIMIT
         || declared_length(headers).is_some_and(|n| n > HOOK_BODY_LIMIT as u64)
     {

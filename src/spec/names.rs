@@ -61,7 +61,7 @@ pub(crate) fn dns1123_subdomain(s: &str) -> Result<(), String> {
 
 /// How the apiserver checks an object's `metadata.name`, which depends on its kind.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum NameRule {
+pub enum NameRule {
     /// An RFC 1123 subdomain: most kinds.
     Subdomain,
     /// Any path segment: RBAC's Roles, ClusterRoles and their bindings, whose names are
@@ -125,7 +125,7 @@ fn label_name_part(s: &str) -> Result<(), String> {
 }
 
 /// A label key: `[prefix/]name`, prefix a DNS-1123 subdomain.
-pub(crate) fn label_key(s: &str) -> Result<(), String> {
+pub fn label_key(s: &str) -> Result<(), String> {
     match s.split_once('/') {
         Some((prefix, name)) => {
             dns1123_subdomain(prefix).map_err(|e| format!("prefix {e}"))?;
