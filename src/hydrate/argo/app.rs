@@ -4,7 +4,6 @@
 
 use std::collections::BTreeMap;
 
-use serde::Deserialize;
 use serde_json::Value;
 
 use super::chart::{chart_release, local_release};
@@ -111,9 +110,7 @@ pub(super) fn read(
     shape::check(&v["spec"], &shape::APPLICATION, "spec")
         .map_err(|e| r.refuse(&e.key, e.to_string()))?;
     // Its shape is checked: what is left is `null` where a map is wanted in a list.
-    r.spec = Option::<ApplicationSpec>::deserialize(&v["spec"])
-        .map_err(|e| r.refuse("spec", format!("spec: {e}")))?
-        .unwrap_or_default();
+    r.spec = shape::or_default(&v["spec"]).map_err(|e| r.refuse("spec", format!("spec: {e}")))?;
     let app = r.app()?;
     let sources: Vec<Source> = match (r.spec.source.take(), r.spec.sources.take()) {
         (Some(s), None) => vec![s],

@@ -8,13 +8,12 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::hydrate::app_yaml::{line_of, unknown};
 use crate::hydrate::apps::Repository;
 use crate::hydrate::argo::model::{
-    ApplicationSetSpec, ClustersGenerator, GitGenerator, ListGenerator, Selector,
+    ApplicationSetSpec, ClustersGenerator, GitGenerator, ListGenerator, Selector, not_carried_out,
 };
 use crate::hydrate::merge::{Nulls, merge};
 use crate::hydrate::not_carried_out::NotCarriedOut;
@@ -79,9 +78,8 @@ pub(super) fn applications(
         return Err((at(key), NotCarriedOut::field(format!("spec.{key}")).into()));
     }
     shape::check(raw, &shape::APPLICATION_SET, "spec").map_err(|e| (at(&e.key), e.into()))?;
-    let spec = Option::<ApplicationSetSpec>::deserialize(raw)
-        .map_err(|e| (at("spec"), AppSetError::Spec(e.to_string())))?
-        .unwrap_or_default();
+    let spec: ApplicationSetSpec =
+        shape::or_default(raw).map_err(|e| (at("spec"), AppSetError::Spec(e.to_string())))?;
     let go = spec.go_template == Some(true);
     let mut out = Vec::new();
     for g in &spec.generators {
@@ -91,19 +89,16 @@ pub(super) fn applications(
         let read = |why: serde_json::Error| (at(kind), AppSetError::Spec(why.to_string()));
         let (params, own): (Vec<Params>, _) = match kind.as_str() {
             "list" => {
-                let list = Option::<ListGenerator>::deserialize(body).map_err(read)?;
-                let list = list.unwrap_or_default();
+                let list: ListGenerator = shape::or_default(body).map_err(read)?;
                 (list.params().map_err(|why| (at(kind), why))?, list.template)
             }
             "git" => {
-                let git = Option::<GitGenerator>::deserialize(body).map_err(read)?;
-                let git = git.unwrap_or_default();
+                let git: GitGenerator = shape::or_default(body).map_err(read)?;
                 let params = git.params(repo, go).map_err(|why| (at(kind), why))?;
                 (params, git.template)
             }
             "clusters" => {
-                let c = Option::<ClustersGenerator>::deserialize(body).map_err(read)?;
-                let c = c.unwrap_or_default();
+                let c: ClustersGenerator = shape::or_default(body).map_err(read)?;
                 (
                     c.params(fleet, go).map_err(|why| (at(kind), why))?,
                     c.template,
@@ -155,8 +150,7 @@ impl GitGenerator {
     fn params(&self, repo: &Repository, go: bool) -> Result<Vec<Params>, AppSetError> {
         // `pathParamPrefix` and `values` change the parameters an Application is made
         // of: made without them, it would differ from Argo CD's, silently.
-        let accepted = ["revision", "requeueAfterSeconds"];
-        if let Some(key) = self.other.keys().find(|k| !accepted.contains(&k.as_str())) {
+        if let Some(key) = not_carried_out(&self.other, &["revision", "requeueAfterSeconds"]) {
             return Err(NotCarriedOut::named(format!("the git generator's `{key}`")).into());
         }
         let url = self.repo_url.as_deref().unwrap_or_default();
@@ -233,7 +227,7 @@ impl ClustersGenerator {
     /// has none here, so it is named by `name`), `metadata.labels.KEY`, and the
     /// generator's `values` (`values.KEY`, themselves templates of the others).
     fn params(&self, fleet: &Clusters, go: bool) -> Result<Vec<Params>, AppSetError> {
-        if let Some(key) = self.other.keys().next() {
+        if let Some(key) = not_carried_out(&self.other, &[]) {
             return Err(NotCarriedOut::named(format!("the clusters generator's `{key}`")).into());
         }
         if self.flat_list == Some(true) {
@@ -316,7 +310,7 @@ impl Selector {
     /// Whether this label selector (`matchLabels`, `matchExpressions` with `In`, `NotIn`,
     /// `Exists`, `DoesNotExist`) selects `labels`; none selects all.
     fn selects(&self, labels: &BTreeMap<String, String>) -> Result<bool, SelectorError> {
-        if let Some(key) = self.other.keys().next() {
+        if let Some(key) = not_carried_out(&self.other, &[]) {
             return Err(SelectorError::UnknownField(key.clone()));
         }
         for (k, v) in &self.match_labels {

@@ -5,7 +5,6 @@ mod marks;
 
 use std::collections::BTreeMap;
 
-use serde::Deserialize;
 use serde_json::Value;
 
 use super::data::{TreeData, values_from};
@@ -243,14 +242,12 @@ pub(super) fn helm_release(
     let r = Reading { at, doc, ns, name };
     r.carried(v)?;
     // Its shape is checked: what is left is `null` where a map is wanted in a list.
-    let spec = Option::<HelmReleaseSpec>::deserialize(&v["spec"])
-        .map_err(|e| {
-            err(
-                at.clone(),
-                format!("HelmRelease {ns}/{name}: spec: {e}; nothing is applied"),
-            )
-        })?
-        .unwrap_or_default();
+    let spec: HelmReleaseSpec = shape::or_default(&v["spec"]).map_err(|e| {
+        err(
+            at.clone(),
+            format!("HelmRelease {ns}/{name}: spec: {e}; nothing is applied"),
+        )
+    })?;
     let target = spec.target_namespace.as_deref();
     let namespace = target.unwrap_or(ns).to_string();
     let release_name = match (spec.release_name.as_deref(), target) {
