@@ -195,6 +195,55 @@ pub(crate) const HELM_RELEASE: Shape = Shape::Fields(&[
     ("upgrade", Shape::Fields(&[("disableWait", Shape::Flag)])),
 ]);
 
+/// A Flux source's `spec` (source.toolkit.fluxcd.io/v1 GitRepository, OCIRepository,
+/// HelmRepository, Bucket), as far as it is read. `verify` is read apart (`flux::verify`).
+pub(crate) const FLUX_SOURCE: Shape = Shape::Fields(&[
+    ("url", Shape::Text),
+    ("type", Shape::Text),
+    ("insecure", Shape::Flag),
+    (
+        "ref",
+        Shape::Fields(&[
+            ("branch", Shape::Text),
+            ("tag", Shape::Text),
+            ("semver", Shape::Text),
+            ("name", Shape::Text),
+            ("commit", Shape::Text),
+            ("digest", Shape::Text),
+        ]),
+    ),
+    ("secretRef", Shape::Fields(&[("name", Shape::Text)])),
+    ("certSecretRef", Shape::Fields(&[("name", Shape::Text)])),
+]);
+
+/// A Flux ArtifactGenerator's `spec` (source.extensions.fluxcd.io/v1beta1), as far as it
+/// is read. A copy rule's `exclude` is read apart, with its patterns (`flux::artifact`).
+pub(crate) const ARTIFACT_GENERATOR: Shape = Shape::Fields(&[
+    (
+        "sources",
+        Shape::List(&Shape::Fields(&[
+            ("alias", Shape::Text),
+            ("kind", Shape::Text),
+            ("name", Shape::Text),
+            ("namespace", Shape::Text),
+        ])),
+    ),
+    (
+        "artifacts",
+        Shape::List(&Shape::Fields(&[
+            ("name", Shape::Text),
+            (
+                "copy",
+                Shape::List(&Shape::Fields(&[
+                    ("from", Shape::Text),
+                    ("to", Shape::Text),
+                    ("strategy", Shape::Text),
+                ])),
+            ),
+        ])),
+    ),
+]);
+
 /// One source of an Argo CD Application, as far as it is read.
 const ARGO_SOURCE: Shape = Shape::Fields(&[
     ("repoURL", Shape::Text),

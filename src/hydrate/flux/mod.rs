@@ -51,7 +51,7 @@ use artifact::materialise;
 use order::order;
 pub use release::Waits;
 use release::{ChartSources, helm_releases};
-use source::from_source;
+use source::{from_source, generator, other_refs, source_spec};
 
 /// Flux as an app format: its Kustomizations and HelmReleases carried out pass after pass.
 pub(crate) struct Format<'a> {
@@ -149,7 +149,7 @@ fn find(
     fleet: &crate::spec::clusters::Clusters,
 ) -> (Found, Vec<Waits>) {
     let mut found = Found::default();
-    let mut sources: BTreeMap<String, Value> = BTreeMap::new();
+    let mut sources = Sources::new();
     let mut verify_asked = Vec::new();
     let mut items = Vec::new();
     let mut releases = Vec::new();
@@ -159,7 +159,7 @@ fn find(
         let kind = v["kind"].as_str().unwrap_or_default();
         let group = api.split('/').next().unwrap_or_default();
         if group == EXTENSIONS_GROUP && kind == "ArtifactGenerator" {
-            generators.push(v);
+            generators.push(generator(&v, doc, &at));
             true
         } else if group.ends_with(TOOLKIT) {
             let ns = v["metadata"]["namespace"].as_str().unwrap_or("default");
@@ -184,7 +184,7 @@ fn find(
                             verify::asked(&v, verify_at, ns, name).map(|a| (key.clone(), a)),
                         );
                     }
-                    sources.insert(key, v.clone());
+                    sources.insert(key, source_spec(&v, doc, &at, kind, ns, name));
                 }
                 (HELM_GROUP, "HelmRelease") => releases.push((at, doc.to_string(), v.clone())),
                 _ => found.errors.push(err(
@@ -206,7 +206,7 @@ fn find(
     let url_of = |key: &str| {
         sources
             .get(key)
-            .and_then(|v| v["spec"]["url"].as_str())
+            .and_then(|s| s.as_ref().ok()?.url.as_deref())
             .map(normalise_url)
     };
     // The repository's own URLs (its remotes', the tree's `[repository] urls`) and
@@ -219,14 +219,20 @@ fn find(
         .keys()
         .filter(|k| k.starts_with("GitRepository/") || k.starts_with("OCIRepository/"))
         .map(|k| {
-            let origin = match url_of(k) {
-                Some(u) if repo.urls.contains(&u) => Origin::This,
-                other => Origin::Other(other),
+            let origin = match (&sources[k], url_of(k)) {
+                (Err(refused), _) => Origin::Refused(refused.clone()),
+                (Ok(_), Some(u)) if repo.urls.contains(&u) => Origin::This,
+                (Ok(_), other) => Origin::Other(other),
             };
             (k.clone(), origin)
         })
         .collect();
     found.notices = other_refs(&sources, &origins);
+    let refused = sources.values().filter_map(|s| s.as_ref().err());
+    let refused = refused.chain(generators.iter().filter_map(|g| g.spec.as_ref().err()));
+    found.notices.extend(
+        refused.map(|r| format!("{}: {}: {}; what reads it is held", r.at, r.source, r.why)),
+    );
     // Only this repository's request is the daemon's to meet: another repository is
     // refused or said on its own.
     for (key, asked) in &verify_asked {
@@ -379,36 +385,6 @@ fn hold_waiting(
             .retain(|f| !crate::spec::rendered_by(&f.path, &e.app));
         out.held.push(e);
     }
-}
-
-/// A GitRepository of this repository is read in place, at the revision being synced: one
-/// that names another ref than bootstrap's (a tenant's `ref.branch: dev-team`, as
-/// flux2-multi-tenancy has) would be read at that ref by Flux.
-fn other_refs(sources: &BTreeMap<String, Value>, origins: &Origins) -> Vec<String> {
-    const BOOTSTRAP: &str = "GitRepository/flux-system/flux-system";
-    let Some(followed) = sources.get(BOOTSTRAP).map(|v| &v["spec"]["ref"]) else {
-        return Vec::new();
-    };
-    let said = |r: &Value| {
-        ["branch", "tag", "semver", "name", "commit"]
-            .into_iter()
-            .find_map(|k| r[k].as_str().map(|v| format!("{k} {v}")))
-            .unwrap_or_else(|| "the default branch".to_string())
-    };
-    origins
-        .iter()
-        .filter(|(k, origin)| k.as_str() != BOOTSTRAP && **origin == Origin::This)
-        .filter_map(|(k, _)| {
-            let r = &sources.get(k)?["spec"]["ref"];
-            (said(r) != said(followed)).then(|| {
-                format!(
-                    "{k} names {} of this repository: driftless reads it in place, at the revision being synced ({} of flux-system), not at that ref",
-                    said(r),
-                    said(followed)
-                )
-            })
-        })
-        .collect()
 }
 
 fn mentions_flux(bytes: &[u8]) -> bool {
@@ -1261,6 +1237,113 @@ mod tests {
                 "GitRepository/team-b/b names tag v1.2.0 of this repository: driftless reads it in place, at the revision being synced (branch main of flux-system), not at that ref",
             ]
         );
+    }
+
+    #[test]
+    fn a_source_of_the_wrong_shape_holds_what_reads_it_at_its_own_line() {
+        // podinfo's url is a list; charts' secretRef a string: read by hand, the first
+        // was a repository of no URL and the second no credentials.
+        let sources = "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata: {name: podinfo, namespace: flux-system}\nspec:\n  url:\n    - https://example.com/podinfo\n---\napiVersion: source.toolkit.fluxcd.io/v1\nkind: HelmRepository\nmetadata: {name: charts, namespace: flux-system}\nspec:\n  url: https://charts.example\n  secretRef: creds\n";
+        let reads_podinfo = kustomization("app", "./app", "")
+            .replace("    name: flux-system\n", "    name: podinfo\n");
+        let release = "apiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata: {name: web, namespace: flux-system}\nspec:\n  chart:\n    spec:\n      chart: web\n      sourceRef: {kind: HelmRepository, name: charts}\n";
+        let mut files = vec![
+            file("sources.yaml", sources),
+            file("app.yaml", &reads_podinfo),
+            file("other.yaml", &kustomization("other", "./other", "")),
+            file("release.yaml", release),
+        ];
+        let found = find_in(&mut files, Some("clusters/x"));
+        assert!(found.errors.is_empty(), "{:?}", found.errors);
+        let held: Vec<(String, String)> = found
+            .held
+            .iter()
+            .map(|h| (h.app.clone(), h.error.to_string()))
+            .collect();
+        assert_eq!(
+            held,
+            [
+                (
+                    "flux/flux-system/app".to_string(),
+                    "sources.yaml:5:1: Kustomization flux-system/app: its GitRepository flux-system/podinfo is refused (`spec.url` is a list, not a string); nothing is applied".to_string()
+                ),
+                (
+                    "flux-helm/flux-system/web".to_string(),
+                    "sources.yaml:13:1: HelmRelease flux-system/web: its HelmRepository flux-system/charts is refused (`spec.secretRef` is a string, not a map); nothing is applied".to_string()
+                ),
+            ]
+        );
+        // What reads another source is carried out; each refusal is said once on its own.
+        let built: Vec<&str> = found
+            .renders
+            .kustomizations
+            .iter()
+            .map(|k| k.name.as_str())
+            .collect();
+        assert_eq!(built, ["other"]);
+        let said: Vec<&String> = found
+            .notices
+            .iter()
+            .filter(|n| n.contains("is a list") || n.contains("is a string"))
+            .collect();
+        assert_eq!(
+            said,
+            [
+                "sources.yaml:5:1: GitRepository flux-system/podinfo: `spec.url` is a list, not a string; what reads it is held",
+                "sources.yaml:13:1: HelmRepository flux-system/charts: `spec.secretRef` is a string, not a map; what reads it is held",
+            ]
+        );
+    }
+
+    #[test]
+    fn an_artifact_generator_of_the_wrong_shape_holds_what_reads_its_artifact() {
+        // A list as `strategy` was read as Overwrite: the artifact made otherwise than
+        // Flux's would refuse to.
+        let generator = "apiVersion: source.extensions.fluxcd.io/v1beta1\nkind: ArtifactGenerator\nmetadata: {name: gen, namespace: flux-system}\nspec:\n  sources:\n    - {alias: monorepo, kind: GitRepository, name: flux-system}\n  artifacts:\n    - name: apps\n      copy:\n        - from: \"@monorepo/apps/**\"\n          to: \"@artifact/\"\n          strategy: [Merge]\n";
+        let apps = "apiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: apps, namespace: flux-system}\nspec:\n  sourceRef: {kind: ExternalArtifact, name: apps}\n  path: ./\n";
+        let mut files = vec![file("gen.yaml", generator), file("apps.yaml", apps)];
+        let found = find_in(&mut files, Some("clusters/staging"));
+        assert!(found.errors.is_empty(), "{:?}", found.errors);
+        assert!(found.renders.kustomizations.is_empty());
+        let held: Vec<String> = found.held.iter().map(|h| h.error.to_string()).collect();
+        assert_eq!(
+            held,
+            [
+                "gen.yaml:12:1: Kustomization flux-system/apps: its ArtifactGenerator flux-system/gen is refused (`spec.artifacts[0].copy[0].strategy` is a list, not a string); nothing is applied"
+            ]
+        );
+        assert!(
+            found
+                .notices
+                .iter()
+                .any(|n| n.starts_with("gen.yaml:12:1: ArtifactGenerator flux-system/gen:")),
+            "{:?}",
+            found.notices
+        );
+    }
+
+    #[test]
+    fn bootstraps_source_refused_holds_what_reads_it_but_not_the_tree() {
+        let sync = SYNC.replace(
+            "  url: ssh://git@github.com/acme/fleet\n",
+            "  url: ssh://git@github.com/acme/fleet\n  ref: main\n",
+        );
+        let mut files = vec![
+            file("flux-system/gotk-sync.yaml", &sync),
+            file("apps.yaml", &kustomization("apps", "./apps", "")),
+        ];
+        let found = find_in(&mut files, Some("clusters/staging"));
+        assert!(found.errors.is_empty(), "{:?}", found.errors);
+        let held: Vec<&str> = found.held.iter().map(|h| h.app.as_str()).collect();
+        assert_eq!(held, ["flux/flux-system/apps"], "{:?}", found.held);
+        assert!(
+            found.held[0].error.to_string().contains(
+                "its GitRepository flux-system/flux-system is refused (`spec.ref` is a string, not a map)"
+            ),
+            "{}",
+            found.held[0].error
+        );
+        assert!(found.renders.kustomizations.is_empty());
     }
 
     #[test]

@@ -268,6 +268,8 @@ pub(super) enum Origin {
     This,
     /// Another repository (its URL, normalised), or one that gives none.
     Other(Option<String>),
+    /// Not known: the source is refused for a field of the wrong type.
+    Refused(Refused),
 }
 
 /// The tree's GitRepositories and OCIRepositories by `Kind/namespace/name`.
@@ -278,4 +280,118 @@ pub(super) type Origins = std::collections::BTreeMap<String, Origin>;
 pub(super) fn is_this_repository(kind: &str, ns: &str, name: &str, origins: &Origins) -> bool {
     (kind == "GitRepository" && ns == "flux-system" && name == "flux-system")
         || origins.get(&format!("{kind}/{ns}/{name}")) == Some(&Origin::This)
+}
+
+/// Why source `kind/ns/name` holds what reads it, when the tree holds it refused.
+pub(super) fn refusal<'a>(
+    kind: &str,
+    ns: &str,
+    name: &str,
+    origins: &'a Origins,
+) -> Option<&'a Refused> {
+    match origins.get(&format!("{kind}/{ns}/{name}")) {
+        Some(Origin::Refused(r)) => Some(r),
+        _ => None,
+    }
+}
+
+/// A Flux source's `spec` (GitRepository, OCIRepository, HelmRepository, Bucket) as far as
+/// driftless reads it, read once `shape::FLUX_SOURCE` has refused a field of the wrong type.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct SourceSpec {
+    pub url: Option<String>,
+    #[serde(
+        rename = "ref",
+        default,
+        deserialize_with = "crate::hydrate::shape::or_default"
+    )]
+    pub reference: Reference,
+    /// A HelmRepository's `type`: `oci`, or `default` (an HTTP index).
+    #[serde(rename = "type")]
+    pub repository_type: Option<String>,
+    pub insecure: Option<bool>,
+    #[serde(default, deserialize_with = "crate::hydrate::shape::or_default")]
+    pub secret_ref: NamedRef,
+    #[serde(default, deserialize_with = "crate::hydrate::shape::or_default")]
+    pub cert_secret_ref: NamedRef,
+}
+
+/// A GitRepository's or OCIRepository's `ref`.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq, Eq)]
+pub(super) struct Reference {
+    pub branch: Option<String>,
+    pub tag: Option<String>,
+    pub semver: Option<String>,
+    pub name: Option<String>,
+    pub commit: Option<String>,
+    pub digest: Option<String>,
+}
+
+/// A source of the tree, by `Kind/namespace/name`: what it reads, or why it is refused.
+pub(super) type Sources = BTreeMap<String, Result<SourceSpec, Refused>>;
+
+/// An ArtifactGenerator of the tree: the artifacts it makes of its sources.
+#[derive(Debug, Clone)]
+pub(super) struct Generator {
+    pub namespace: String,
+    /// Its artifacts' names, read even when it is refused, so that what reads one is held
+    /// by its refusal.
+    pub names: Vec<String>,
+    pub spec: Result<GeneratorSpec, Refused>,
+}
+
+/// An ArtifactGenerator's `spec` as far as driftless reads it, read once
+/// `shape::ARTIFACT_GENERATOR` has refused a field of the wrong type.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(super) struct GeneratorSpec {
+    #[serde(default, deserialize_with = "crate::hydrate::shape::without_nulls")]
+    pub sources: Vec<GeneratorSource>,
+    #[serde(default, deserialize_with = "crate::hydrate::shape::without_nulls")]
+    pub artifacts: Vec<ArtifactSpec>,
+    /// Not carried out: refused for what reads the generator.
+    pub path_pattern: Option<Value>,
+}
+
+/// One of an ArtifactGenerator's `sources`: a Flux source, by the alias its rules use.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub(super) struct GeneratorSource {
+    pub alias: Option<String>,
+    pub kind: Option<String>,
+    pub name: Option<String>,
+    pub namespace: Option<String>,
+}
+
+/// One of an ArtifactGenerator's `artifacts`: its copy rules, read by `artifact::options`
+/// (which refuses a key it does not know) and their `from` and `to`.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub(super) struct ArtifactSpec {
+    pub name: Option<String>,
+    #[serde(default, deserialize_with = "crate::hydrate::shape::without_nulls")]
+    pub copy: Vec<Value>,
+}
+
+/// A source refused for a field of the wrong type: said at that field; what reads the
+/// source (a Kustomization, a HelmRelease, an artifact made of it) is held, as Flux's
+/// would wait for a source that is never ready.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Refused {
+    pub at: Location,
+    /// `GitRepository NS/NAME`.
+    pub source: String,
+    pub why: String,
+}
+
+impl Refused {
+    /// The error that holds `app` (`Kustomization NS/NAME`), said at the source's field.
+    pub(super) fn holds(&self, app: &str) -> crate::spec::SpecError {
+        err(
+            self.at.clone(),
+            format!(
+                "{app}: its {} is refused ({}); nothing is applied",
+                self.source, self.why
+            ),
+        )
+    }
 }

@@ -6,13 +6,14 @@ use serde_json::Value;
 use super::artifact::options as copy_options;
 use super::model::*;
 use crate::hydrate::not_carried_out::NotCarriedOut;
-use crate::spec::SpecError;
+use crate::hydrate::shape;
+use crate::spec::{Location, SpecError};
 
 /// Whether `k` is built here, from this repository or from an artifact an
 /// ArtifactGenerator makes of it (then its copy rules are put on `k`).
 pub(super) fn from_source(
     k: &mut Kustomization,
-    generators: &[Value],
+    generators: &[Generator],
     origins: &Origins,
     root: Option<&str>,
 ) -> Result<bool, SpecError> {
@@ -34,47 +35,59 @@ pub(super) fn from_source(
             ),
         )
     };
-    let found = generators.iter().find_map(|g| {
-        let gns = g["metadata"]["namespace"].as_str().unwrap_or("default");
-        let artifact = g["spec"]["artifacts"]
-            .as_array()?
+    let generator = generators
+        .iter()
+        .find(|g| g.namespace == ns && g.names.contains(&name));
+    let artifact = generator.and_then(|g| {
+        let spec = g.spec.as_ref().ok()?;
+        let artifact = spec
+            .artifacts
             .iter()
-            .find(|a| a["name"] == name.as_str())?;
-        (gns == ns).then_some((g, artifact))
+            .find(|a| a.name.as_deref() == Some(name.as_str()))?;
+        Some((spec, artifact))
     });
-    let Some((generator, artifact)) = found else {
-        return Err(said(
-            "is made by no ArtifactGenerator the tree holds".into(),
-        ));
+    let (spec, artifact) = match (generator, artifact) {
+        (Some(Generator { spec: Err(r), .. }), _) => {
+            return Err(r.holds(&format!("Kustomization {}/{}", k.namespace, k.name)));
+        }
+        (Some(_), Some(found)) => found,
+        _ => {
+            return Err(said(
+                "is made by no ArtifactGenerator the tree holds".into(),
+            ));
+        }
     };
-    let gns = generator["metadata"]["namespace"]
-        .as_str()
-        .unwrap_or("default");
-    if generator["spec"].get("pathPattern").is_some() {
+    let gns = ns.as_str();
+    if spec.path_pattern.is_some() {
         return Err(said(format!(
             "is made by an ArtifactGenerator whose {}",
             NotCarriedOut::field("pathPattern")
         )));
     }
     let mut rules = Vec::new();
-    for rule in artifact["copy"].as_array().into_iter().flatten() {
+    for rule in &artifact.copy {
         let (exclude, strategy) = copy_options(rule).map_err(|e| said(e.to_string()))?;
+        // Their shape is checked: a string, or absent.
         let from = rule["from"].as_str().unwrap_or_default();
         let to = rule["to"].as_str().unwrap_or_default();
         let Some((alias, rest)) = from.strip_prefix('@').and_then(|f| f.split_once('/')) else {
             return Err(said(format!("copies from {from:?}, which names no source")));
         };
-        let source = generator["spec"]["sources"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .find(|s| s["alias"] == alias);
-        let this_repo = source.is_some_and(|s| {
-            let sname = s["name"].as_str().unwrap_or_default();
-            let sns = s["namespace"].as_str().unwrap_or(gns);
-            let kind = s["kind"].as_str().unwrap_or_default();
-            is_this_repository(kind, sns, sname, origins)
+        let source = spec
+            .sources
+            .iter()
+            .find(|s| s.alias.as_deref() == Some(alias));
+        let (kind, sns, sname) = source.map_or(("", gns, ""), |s| {
+            (
+                s.kind.as_deref().unwrap_or_default(),
+                s.namespace.as_deref().unwrap_or(gns),
+                s.name.as_deref().unwrap_or_default(),
+            )
         });
+        if let Some(refused) = refusal(kind, sns, sname, origins) {
+            return Err(refused.holds(&format!("Kustomization {}/{}", k.namespace, k.name)));
+        }
+        let this_repo = source.is_some() && is_this_repository(kind, sns, sname, origins);
         if !this_repo {
             return Err(said(format!(
                 "copies from source {alias:?}, which is not the repository being read"
@@ -113,6 +126,13 @@ pub(super) fn followed(
     let name = r.name.as_deref().unwrap_or_default();
     let ns = r.namespace.as_deref().unwrap_or(&k.namespace);
     let this_repo = is_this_repository(kind, ns, name, origins);
+    // Bootstrap's Kustomization reads the tree itself, whatever its GitRepository says.
+    let tree = this_repo && root == Some(k.path.as_str());
+    if let Some(refused) = refusal(kind, ns, name, origins)
+        && !tree
+    {
+        return Err(refused.holds(&format!("Kustomization {}/{}", k.namespace, k.name)));
+    }
     if !this_repo {
         return Err(err(
             k.at.clone(),
@@ -161,4 +181,96 @@ pub(super) fn followed(
         ));
     }
     Ok(true)
+}
+
+/// What source `kind ns/name` (`v`, written in `doc` at `at`) reads, or why it is refused,
+/// at the field of the wrong type.
+pub(super) fn source_spec(
+    v: &Value,
+    doc: &str,
+    at: &Location,
+    kind: &str,
+    ns: &str,
+    name: &str,
+) -> Result<SourceSpec, Refused> {
+    let refused = |key: &str, why: String| Refused {
+        at: Location {
+            line: at.line + line_of(doc, key),
+            ..at.clone()
+        },
+        source: format!("{kind} {ns}/{name}"),
+        why,
+    };
+    shape::check(&v["spec"], &shape::FLUX_SOURCE, "spec")
+        .map_err(|e| refused(&e.key, e.to_string()))?;
+    // Its shape is checked: what could still fail is a `null` where a map is wanted.
+    shape::or_default(&v["spec"]).map_err(|e| refused("spec", e.to_string()))
+}
+
+/// A GitRepository of this repository is read in place, at the revision being synced: one
+/// that names another ref than bootstrap's (a tenant's `ref.branch: dev-team`, as
+/// flux2-multi-tenancy has) would be read at that ref by Flux.
+pub(super) fn other_refs(sources: &Sources, origins: &Origins) -> Vec<String> {
+    const BOOTSTRAP: &str = "GitRepository/flux-system/flux-system";
+    let Some(Ok(followed)) = sources
+        .get(BOOTSTRAP)
+        .map(|s| s.as_ref().map(|s| &s.reference))
+    else {
+        return Vec::new();
+    };
+    let said = |r: &Reference| {
+        [
+            ("branch", &r.branch),
+            ("tag", &r.tag),
+            ("semver", &r.semver),
+            ("name", &r.name),
+            ("commit", &r.commit),
+        ]
+        .into_iter()
+        .find_map(|(k, v)| v.as_ref().map(|v| format!("{k} {v}")))
+        .unwrap_or_else(|| "the default branch".to_string())
+    };
+    origins
+        .iter()
+        .filter(|(k, origin)| k.as_str() != BOOTSTRAP && **origin == Origin::This)
+        .filter_map(|(k, _)| {
+            let r = &sources.get(k)?.as_ref().ok()?.reference;
+            (said(r) != said(followed)).then(|| {
+                format!(
+                    "{k} names {} of this repository: driftless reads it in place, at the revision being synced ({} of flux-system), not at that ref",
+                    said(r),
+                    said(followed)
+                )
+            })
+        })
+        .collect()
+}
+
+/// The ArtifactGenerator `v` (written in `doc` at `at`): what it makes, or why it is
+/// refused, at the field of the wrong type.
+pub(super) fn generator(v: &Value, doc: &str, at: &Location) -> Generator {
+    let namespace = v["metadata"]["namespace"].as_str().unwrap_or("default");
+    let name = v["metadata"]["name"].as_str().unwrap_or_default();
+    let names = v["spec"]["artifacts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a["name"].as_str().map(str::to_string))
+        .collect();
+    let refused = |key: &str, why: String| Refused {
+        at: Location {
+            line: at.line + line_of(doc, key),
+            ..at.clone()
+        },
+        source: format!("ArtifactGenerator {namespace}/{name}"),
+        why,
+    };
+    let spec = shape::check(&v["spec"], &shape::ARTIFACT_GENERATOR, "spec")
+        .map_err(|e| refused(&e.key, e.to_string()))
+        .and_then(|()| shape::or_default(&v["spec"]).map_err(|e| refused("spec", e.to_string())));
+    Generator {
+        namespace: namespace.to_string(),
+        names,
+        spec,
+    }
 }

@@ -58,7 +58,7 @@ const PHASE_CARRIED: &[&str] = &[
 /// What a HelmRelease's chart is found by: the tree's sources, what its GitRepositories
 /// and OCIRepositories read, and the spec root within the repository.
 pub(super) struct ChartSources<'a> {
-    pub(super) sources: &'a BTreeMap<String, Value>,
+    pub(super) sources: &'a Sources,
     pub(super) origins: &'a Origins,
     pub(super) root: Option<&'a str>,
 }
@@ -283,15 +283,15 @@ pub(super) fn helm_release(
 }
 
 /// A chart source's credentials and transport, as the release pulls its chart.
-fn credentials(release: &mut crate::spec::helm::HelmRelease, source: &Value) {
-    if let Some(secret) = source["spec"]["secretRef"]["name"].as_str() {
+fn credentials(release: &mut crate::spec::helm::HelmRelease, source: &SourceSpec) {
+    if let Some(secret) = &source.secret_ref.name {
         release.username_file = Some(format!("{secret}/username"));
         release.password_file = Some(format!("{secret}/password"));
     }
-    if let Some(secret) = source["spec"]["certSecretRef"]["name"].as_str() {
+    if let Some(secret) = &source.cert_secret_ref.name {
         release.ca_file = Some(format!("{secret}/ca.crt"));
     }
-    release.plain_http = source["spec"]["insecure"].as_bool() == Some(true);
+    release.plain_http = source.insecure == Some(true);
 }
 
 impl Reading<'_> {
@@ -305,11 +305,13 @@ impl Reading<'_> {
     fn refuse(&self, key: &str, what: String) -> SpecError {
         err(
             self.field_at(key),
-            format!(
-                "HelmRelease {}/{}: {what}; nothing is applied",
-                self.ns, self.name
-            ),
+            format!("{}: {what}; nothing is applied", self.said()),
         )
+    }
+
+    /// `HelmRelease NS/NAME`.
+    fn said(&self) -> String {
+        format!("HelmRelease {}/{}", self.ns, self.name)
     }
 
     /// Refuses a field that is not carried out, in `spec` or its `install` and `upgrade`.
@@ -372,7 +374,7 @@ impl Reading<'_> {
     fn chart_ref(
         &self,
         chart_ref: &SourceRef,
-        sources: &BTreeMap<String, Value>,
+        sources: &Sources,
         release: &mut crate::spec::helm::HelmRelease,
     ) -> Result<(), SpecError> {
         let kind = chart_ref.kind.as_deref().unwrap_or_default();
@@ -387,19 +389,18 @@ impl Reading<'_> {
                 format!("its chartRef {kind} {rns}/{rname} is not an OCIRepository the tree holds"),
             ));
         };
-        release.chart = source["spec"]["url"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        let reference = &source["spec"]["ref"];
+        let source = source.as_ref().map_err(|r| r.holds(&self.said()))?;
+        release.chart = source.url.clone().unwrap_or_default();
+        let reference = &source.reference;
         release.version = Some(
-            reference["tag"]
-                .as_str()
-                .or_else(|| reference["semver"].as_str())
+            reference
+                .tag
+                .as_deref()
+                .or(reference.semver.as_deref())
                 .unwrap_or("*")
                 .to_string(),
         );
-        if reference["digest"].is_string() {
+        if reference.digest.is_some() {
             return Err(self.refuse(
                 "chartRef",
                 format!(
@@ -451,11 +452,13 @@ impl Reading<'_> {
                         format!("its HelmRepository {sns}/{sname} is not in the tree"),
                     ));
                 };
-                let url = source["spec"]["url"]
-                    .as_str()
+                let source = source.as_ref().map_err(|r| r.holds(&self.said()))?;
+                let url = source
+                    .url
+                    .as_deref()
                     .unwrap_or_default()
                     .trim_end_matches('/');
-                if source["spec"]["type"].as_str() == Some("oci") || url.starts_with("oci://") {
+                if source.repository_type.as_deref() == Some("oci") || url.starts_with("oci://") {
                     release.chart = format!("{url}/{chart_name}");
                 } else {
                     release.chart = chart_name.to_string();
@@ -465,6 +468,9 @@ impl Reading<'_> {
                 credentials(release, source);
             }
             "GitRepository" => {
+                if let Some(refused) = refusal("GitRepository", sns, sname, origins) {
+                    return Err(refused.holds(&self.said()));
+                }
                 let this_repo = is_this_repository("GitRepository", sns, sname, origins);
                 if !this_repo {
                     return Err(self.refuse(
