@@ -275,6 +275,65 @@ pub(crate) fn is_cluster_scoped(doc: &serde_json::Value, crds: &[(String, String
         || crds.iter().any(|(g, k)| g == group && k == kind)
 }
 
+/// What an app puts on each object it renders, whichever tool rendered it (a Flux
+/// HelmRelease's chart, an Argo CD Application's sources): its namespace where a namespaced
+/// object names none, the fields its ignore rules select, and its annotations (driftless's
+/// marks) where the object has none of its own by that name.
+pub(crate) struct AppMarks<'a> {
+    pub namespace: Option<&'a str>,
+    pub ignore: &'a [crate::spec::helm::TargetedIgnore],
+    pub annotations: Vec<(&'a str, String)>,
+    /// The object's own annotations that order it as a wave would (Argo CD's
+    /// `sync-wave`): an object with one keeps it, and the app's wave is not put.
+    pub own_waves: &'a [&'a str],
+}
+
+impl AppMarks<'_> {
+    /// Puts them on `d`, one of the documents whose CustomResourceDefinitions made `crds`
+    /// cluster-scoped ([`cluster_scoped_crds`]).
+    pub(crate) fn put_on(&self, d: &mut serde_json::Value, crds: &[(String, String)]) {
+        use serde_json::Value;
+        let cluster_scoped = is_cluster_scoped(d, crds);
+        let Some(meta) = d.get_mut("metadata").and_then(Value::as_object_mut) else {
+            return;
+        };
+        if let (false, Some(ns)) = (cluster_scoped, self.namespace)
+            && meta.get("namespace").is_none_or(Value::is_null)
+        {
+            meta.insert("namespace".into(), ns.into());
+        }
+        // Selected once its namespace is set, as the app's controller matches what it
+        // applies.
+        let pointers: Vec<&str> = self
+            .ignore
+            .iter()
+            .filter(|i| i.select.selects(d))
+            .flat_map(|i| i.pointers.iter().map(String::as_str))
+            .collect();
+        let Some(meta) = d.get_mut("metadata").and_then(Value::as_object_mut) else {
+            return;
+        };
+        let Some(a) = meta
+            .entry("annotations")
+            .or_insert_with(|| Value::Object(Default::default()))
+            .as_object_mut()
+        else {
+            return;
+        };
+        let own_wave = self.own_waves.iter().any(|w| a.contains_key(*w));
+        for (key, value) in &self.annotations {
+            if *key == crate::spec::order::WAVE && own_wave {
+                continue;
+            }
+            a.entry(*key).or_insert_with(|| value.clone().into());
+        }
+        ignore_fields(a, &pointers);
+        if a.is_empty() {
+            meta.remove("annotations");
+        }
+    }
+}
+
 /// Joins `pointers` to the `driftless.dev/ignore-fields` of an object's annotations `a`,
 /// each once, after those it lists already.
 pub(crate) fn ignore_fields(
@@ -295,5 +354,56 @@ pub(crate) fn ignore_fields(
     }
     if all.len() > before {
         a.insert(IGNORE_FIELDS.into(), all.join(", ").into());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn an_apps_marks_go_where_the_object_has_none_of_its_own() {
+        let ignore = [crate::spec::helm::TargetedIgnore {
+            select: crate::spec::select::ObjectSelector {
+                kind: Some("Deployment".into()),
+                namespace: Some(crate::spec::select::Pattern::Exact("web".into())),
+                ..Default::default()
+            },
+            pointers: vec!["/spec/replicas".into()],
+        }];
+        let marks = |own_waves| AppMarks {
+            namespace: Some("web"),
+            ignore: &ignore,
+            annotations: vec![
+                (crate::spec::order::WAVE, "2".into()),
+                (crate::spec::policy::PRUNE, "disabled".into()),
+            ],
+            own_waves,
+        };
+        let crds = [("example.com".to_string(), "Thing".to_string())];
+        let mut deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "d", "annotations": {"argocd.argoproj.io/sync-wave": "5", "driftless.dev/prune": "enabled"}}});
+        marks(&[crate::spec::order::ARGO_WAVE]).put_on(&mut deployment, &crds);
+        // Its namespace set first, so the ignore rule selecting `web` picks it.
+        assert_eq!(
+            deployment["metadata"],
+            json!({"name": "d", "namespace": "web", "annotations": {
+                "argocd.argoproj.io/sync-wave": "5",
+                "driftless.dev/prune": "enabled",
+                "driftless.dev/ignore-fields": "/spec/replicas"}})
+        );
+        // Without an own-wave rule (a HelmRelease's chart), the app's wave is put.
+        let mut thing = json!({"apiVersion": "example.com/v1", "kind": "Thing",
+            "metadata": {"name": "t", "annotations": {"argocd.argoproj.io/sync-wave": "5"}}});
+        marks(&[]).put_on(&mut thing, &crds);
+        assert_eq!(
+            thing["metadata"],
+            json!({"name": "t", "annotations": {
+                "argocd.argoproj.io/sync-wave": "5",
+                "driftless.dev/wave": "2",
+                "driftless.dev/prune": "disabled"}}),
+            "cluster-scoped by its CRD: no namespace"
+        );
     }
 }

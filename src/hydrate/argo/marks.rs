@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use super::App;
-use crate::hydrate::stage::{cluster_scoped_crds, error_at, is_cluster_scoped, to_yaml};
+use crate::hydrate::stage::{AppMarks, cluster_scoped_crds, error_at, to_yaml};
 use crate::spec::order::{ARGO_WAVE, WAVE};
 use crate::spec::policy::{APPLY, DRIFT, PRUNE, REPLACE};
 use crate::spec::{SourceFile, SpecError};
@@ -39,10 +39,14 @@ pub fn mark(files: &mut [SourceFile], apps: &BTreeMap<&str, &App>, errors: &mut 
             }
         };
         let crds = cluster_scoped_crds(&docs);
+        let marks = marks_of(app);
         let mut out: Vec<Value> = docs
             .into_iter()
             .filter(|d| d.is_object())
-            .map(|d| marked(d, app, &crds))
+            .map(|mut d| {
+                marks.put_on(&mut d, &crds);
+                d
+            })
             .collect();
         if let Some(ns) = app.namespace.as_deref().filter(|_| app.create_namespace)
             && namespace_added.insert(app.name.clone())
@@ -64,49 +68,26 @@ pub fn mark(files: &mut [SourceFile], apps: &BTreeMap<&str, &App>, errors: &mut 
     }
 }
 
-fn marked(mut d: Value, app: &App, crds: &[(String, String)]) -> Value {
-    let cluster_scoped = is_cluster_scoped(&d, crds);
-    let Some(meta) = d.get_mut("metadata").and_then(Value::as_object_mut) else {
-        return d;
-    };
-    if let (false, Some(ns)) = (cluster_scoped, &app.namespace)
-        && meta.get("namespace").is_none_or(Value::is_null)
-    {
-        meta.insert("namespace".into(), json!(ns));
-    }
-    // Selected once its namespace is set, as Argo CD matches the object it applies.
-    let pointers: Vec<String> = app
-        .ignore
-        .iter()
-        .filter(|i| i.select.selects(&d))
-        .flat_map(|i| i.pointers.iter().cloned())
-        .collect();
-    let Some(meta) = d.get_mut("metadata").and_then(Value::as_object_mut) else {
-        return d;
-    };
-    let Some(a) = meta
-        .entry("annotations")
-        .or_insert_with(|| json!({}))
-        .as_object_mut()
-    else {
-        return d;
-    };
+/// What `app` puts on each object it renders.
+fn marks_of(app: &App) -> AppMarks<'_> {
+    let mut annotations = Vec::new();
     // An object's own wave orders it within its app; the app's orders the rest.
-    if app.wave != 0 && !a.contains_key(ARGO_WAVE) && !a.contains_key(WAVE) {
-        a.insert(WAVE.into(), json!(app.wave.to_string()));
+    if app.wave != 0 {
+        annotations.push((WAVE, app.wave.to_string()));
     }
     if !app.prune {
-        a.entry(PRUNE).or_insert_with(|| json!("disabled"));
+        annotations.push((PRUNE, "disabled".to_string()));
     }
     if app.replace {
-        a.entry(REPLACE).or_insert_with(|| json!("on-immutable"));
+        annotations.push((REPLACE, "on-immutable".to_string()));
     }
     if !app.self_heal {
-        a.entry(DRIFT).or_insert_with(|| json!("report"));
+        annotations.push((DRIFT, "report".to_string()));
     }
-    crate::hydrate::stage::ignore_fields(a, &pointers);
-    if a.is_empty() {
-        meta.remove("annotations");
+    AppMarks {
+        namespace: app.namespace.as_deref(),
+        ignore: &app.ignore,
+        annotations,
+        own_waves: &[ARGO_WAVE],
     }
-    d
 }

@@ -133,40 +133,27 @@ pub fn objects(output: &[u8], r: &HelmRelease) -> Result<Vec<serde_json::Value>,
     let docs: Vec<serde_json::Value> =
         serde_saphyr::from_multiple(&text).map_err(|e| NotYaml(first_line(&e.to_string())))?;
     let crd_cluster = super::stage::cluster_scoped_crds(&docs);
+    let marks = super::stage::AppMarks {
+        namespace: Some(&r.namespace),
+        ignore: &r.ignore,
+        annotations: r
+            .annotations
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.clone()))
+            .collect(),
+        own_waves: &[],
+    };
     let mut out = Vec::new();
     for mut d in docs.into_iter().filter(|d| d.is_object()) {
-        let cluster_scoped = super::stage::is_cluster_scoped(&d, &crd_cluster);
-        let Some(meta) = d.get_mut("metadata").and_then(|m| m.as_object_mut()) else {
-            out.push(d);
-            continue;
-        };
-        if !cluster_scoped && meta.get("namespace").is_none_or(|n| n.is_null()) {
-            meta.insert("namespace".into(), r.namespace.clone().into());
-        }
-        let ignored: Vec<String> = r
-            .ignore
-            .iter()
-            .filter(|i| i.select.selects(&d))
-            .flat_map(|i| i.pointers.iter().cloned())
-            .collect();
-        let Some(meta) = d.get_mut("metadata").and_then(|m| m.as_object_mut()) else {
-            continue;
-        };
-        let annotations = meta
-            .entry("annotations")
-            .or_insert_with(|| serde_json::Value::Object(Default::default()));
-        if let Some(a) = annotations.as_object_mut() {
-            for (k, v) in &r.annotations {
-                a.entry(k.clone()).or_insert_with(|| v.clone().into());
-            }
-            super::stage::ignore_fields(a, &ignored);
-            if a.get("helm.sh/resource-policy").and_then(|v| v.as_str()) == Some("keep") {
-                a.entry(crate::spec::policy::PRUNE.to_string())
-                    .or_insert_with(|| "disabled".into());
-            }
-            if a.is_empty() {
-                meta.remove("annotations");
-            }
+        marks.put_on(&mut d, &crd_cluster);
+        // As helm leaves such an object behind on uninstall.
+        if let Some(a) = d
+            .pointer_mut("/metadata/annotations")
+            .and_then(serde_json::Value::as_object_mut)
+            && a.get("helm.sh/resource-policy").and_then(|v| v.as_str()) == Some("keep")
+        {
+            a.entry(crate::spec::policy::PRUNE.to_string())
+                .or_insert_with(|| "disabled".into());
         }
         out.push(d);
     }
