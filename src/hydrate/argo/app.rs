@@ -13,7 +13,7 @@ use super::{App, Part, PartSource, PluginPart, output_file};
 use crate::hydrate::app_yaml::{clean_path, err, line_of, unknown};
 use crate::hydrate::apps::Repository;
 use crate::hydrate::helm::ReleaseAt;
-use crate::hydrate::not_carried_out::NotCarriedOut;
+use crate::hydrate::not_carried_out::{NotCarriedOut, Refusal};
 use crate::hydrate::shape;
 use crate::spec::{Location, SpecError};
 
@@ -105,10 +105,10 @@ pub(super) fn read(
         ));
     }
     if let Some(key) = unknown(&v["spec"], CARRIED) {
-        return Err(r.refuse(key, NotCarriedOut::field(format!("spec.{key}")).to_string()));
+        return Err(r.refuse(key, NotCarriedOut::field(format!("spec.{key}"))));
     }
     shape::check(&v["spec"], &shape::APPLICATION, "spec")
-        .map_err(|e| r.refuse(&e.key, e.to_string()))?;
+        .map_err(|e| r.refuse(&e.key.clone(), e))?;
     // Its shape is checked: what is left is `null` where a map is wanted in a list.
     r.spec = shape::or_default(&v["spec"]).map_err(|e| r.refuse("spec", format!("spec: {e}")))?;
     let app = r.app()?;
@@ -116,9 +116,9 @@ pub(super) fn read(
         (Some(s), None) => vec![s],
         (None, Some(list)) if !list.is_empty() => list,
         (Some(_), Some(_)) => {
-            return Err(r.refuse("sources", "has both `source` and `sources`".into()));
+            return Err(r.refuse("sources", "has both `source` and `sources`"));
         }
-        _ => return Err(r.refuse("spec", "names no source".into())),
+        _ => return Err(r.refuse("spec", "names no source")),
     };
     let refs = r.refs(&sources)?;
     let mut out = Read {
@@ -143,10 +143,14 @@ impl Reading<'_> {
         }
     }
 
-    fn refuse(&self, key: &str, what: String) -> SpecError {
+    fn refuse(&self, key: &str, what: impl Into<Refusal>) -> SpecError {
         err(
             self.field_at(key),
-            format!("Application {}: {what}; nothing is applied", self.name),
+            format!(
+                "Application {}: {}; nothing is applied",
+                self.name,
+                what.into()
+            ),
         )
     }
 
@@ -168,7 +172,7 @@ impl Reading<'_> {
             (Some(name), Some(server)) if !name.is_empty() && !server.is_empty() => {
                 return Err(self.refuse(
                     "destination",
-                    "its destination gives both `name` and `server`; Argo CD takes one".into(),
+                    "its destination gives both `name` and `server`; Argo CD takes one",
                 ));
             }
             (Some(name), _) if !name.is_empty() => {
@@ -211,7 +215,7 @@ impl Reading<'_> {
             if !SYNC_OPTIONS.contains(&key) {
                 return Err(self.refuse(
                     "syncOptions",
-                    NotCarriedOut::named(format!("sync option {text:?}")).to_string(),
+                    NotCarriedOut::named(format!("sync option {text:?}")),
                 ));
             }
             let on = value.eq_ignore_ascii_case("true");
@@ -225,7 +229,7 @@ impl Reading<'_> {
         if app.create_namespace && app.namespace.is_none() {
             return Err(self.refuse(
                 "syncOptions",
-                "`CreateNamespace=true` with no `destination.namespace`".into(),
+                "`CreateNamespace=true` with no `destination.namespace`",
             ));
         }
         Ok(())
@@ -261,10 +265,7 @@ impl Reading<'_> {
         let (at, name) = (self.at, self.name);
         let file = output_file(&at.file, name, index);
         if let Some(key) = not_carried_out(&s.other, &["name"]) {
-            return Err(self.refuse(
-                key,
-                NotCarriedOut::field(format!("source.{key}")).to_string(),
-            ));
+            return Err(self.refuse(key, NotCarriedOut::field(format!("source.{key}"))));
         }
         let url = s.repo_url.as_deref().unwrap_or_default();
         if s.root_name.is_some() && s.path.is_none() && s.chart.is_none() {
@@ -279,14 +280,23 @@ impl Reading<'_> {
         if !self.repo.names(url) {
             return Err(self.refuse(
                 "repoURL",
-                format!(
-                    "its source {url} is not the repository being read (not followed: name this repository's URLs in .driftless.toml [repository] urls if it is)"
-                ),
+                Refusal::OtherRepository {
+                    named: format!("source {url}"),
+                    hint: Some(
+                        "not followed: name this repository's URLs in .driftless.toml [repository] urls if it is",
+                    ),
+                },
             ));
         }
         let raw = s.path.as_deref().unwrap_or("");
         let path = clean_path(raw).ok_or_else(|| {
-            self.refuse("path", format!("path {raw:?} leads out of the repository"))
+            self.refuse(
+                "path",
+                Refusal::LeadsOut {
+                    what: "path",
+                    path: raw.to_string(),
+                },
+            )
         })?;
         out.paths.push(path.clone());
         match &s.plugin {
@@ -368,20 +378,14 @@ impl Reading<'_> {
         } else {
             let d = s.directory.clone().unwrap_or_default();
             if let Some(key) = not_carried_out(&d.other, &[]) {
-                return Err(self.refuse(
-                    key,
-                    NotCarriedOut::field(format!("directory.{key}")).to_string(),
-                ));
+                return Err(self.refuse(key, NotCarriedOut::field(format!("directory.{key}"))));
             }
             if d.jsonnet
                 .as_ref()
                 .and_then(Value::as_object)
                 .is_some_and(|j| !j.is_empty())
             {
-                return Err(self.refuse(
-                    "jsonnet",
-                    NotCarriedOut::field("directory.jsonnet").to_string(),
-                ));
+                return Err(self.refuse("jsonnet", NotCarriedOut::field("directory.jsonnet")));
             }
             out.parts.push(Part {
                 at: at.clone(),

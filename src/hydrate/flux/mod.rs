@@ -38,7 +38,7 @@ use serde_json::Value;
 use crate::hydrate::app_yaml::unknown;
 use crate::hydrate::apps::{AppFormat, Found, Needs, Registered, Renders, Repository, Setting};
 use crate::hydrate::held::AppError;
-use crate::hydrate::not_carried_out::NotCarriedOut;
+use crate::hydrate::not_carried_out::{NotCarriedOut, Refusal};
 use crate::hydrate::shape;
 use crate::spec::{Location, SourceFile, SpecError};
 #[cfg(test)]
@@ -412,53 +412,48 @@ fn item(
         line: at.line + line_of(doc, key),
         ..at.clone()
     };
+    let refuse = |key: &str, what: Refusal| {
+        err(
+            field_at(key),
+            format!("Kustomization {ns}/{name}: {what}; nothing is applied"),
+        )
+    };
     let spec = v["spec"].as_object().cloned().unwrap_or_default();
     if name.is_empty() {
         return Err(err(at, "a Flux Kustomization without metadata.name".into()));
     }
     if let Some(key) = unknown(&v["spec"], CARRIED) {
-        return Err(err(
-            field_at(key),
-            format!(
-                "Kustomization {ns}/{name}: {}; nothing is applied",
-                NotCarriedOut::field(format!("spec.{key}"))
-            ),
+        return Err(refuse(
+            key,
+            NotCarriedOut::field(format!("spec.{key}")).into(),
         ));
     }
-    shape::check(&v["spec"], &shape::KUSTOMIZATION, "spec").map_err(|e| {
-        err(
-            field_at(&e.key),
-            format!("Kustomization {ns}/{name}: {e}; nothing is applied"),
-        )
-    })?;
+    shape::check(&v["spec"], &shape::KUSTOMIZATION, "spec")
+        .map_err(|e| refuse(&e.key.clone(), e.into()))?;
     if let Some(pb) = spec.get("postBuild").and_then(Value::as_object)
         && let Some(key) = pb
             .keys()
             .find(|k| *k != "substitute" && *k != "substituteFrom")
     {
-        return Err(err(
-            field_at(key),
-            format!(
-                "Kustomization {ns}/{name}: {}; nothing is applied",
-                NotCarriedOut::field(format!("spec.postBuild.{key}"))
-            ),
+        return Err(refuse(
+            key,
+            NotCarriedOut::field(format!("spec.postBuild.{key}")).into(),
         ));
     }
     let raw = spec.get("path").and_then(Value::as_str).unwrap_or("");
     let path = clean_path(raw).ok_or_else(|| {
+        let leads_out = Refusal::LeadsOut {
+            what: "path",
+            path: raw.to_string(),
+        };
         err(
             field_at("path"),
-            format!("Kustomization {ns}/{name}: path {raw:?} leads out of the repository"),
+            format!("Kustomization {ns}/{name}: {leads_out}"),
         )
     })?;
     let health = health_checks(&spec, doc, &at, ns, name)?;
     let destination = kube_config(&v["spec"], ns)
-        .map_err(|(key, why)| {
-            err(
-                field_at(&key),
-                format!("Kustomization {ns}/{name}: {why}; nothing is applied"),
-            )
-        })?
+        .map_err(|(key, why)| refuse(&key, why.into()))?
         .map(|to| (to, field_at("kubeConfig")));
     // Its shape is checked: what is left is `null` where a map is wanted in a list.
     let typed = serde_json::from_value(Value::Object(spec)).map_err(|e| {

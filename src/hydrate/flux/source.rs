@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use super::artifact::options as copy_options;
 use super::model::*;
-use crate::hydrate::not_carried_out::NotCarriedOut;
+use crate::hydrate::not_carried_out::{NotCarriedOut, Refusal};
 use crate::hydrate::shape;
 use crate::spec::{Location, SpecError};
 
@@ -137,8 +137,13 @@ pub(super) fn followed(
         return Err(err(
             k.at.clone(),
             format!(
-                "Kustomization {}/{}: its source {kind} {ns}/{name} is not the repository being read; driftless follows only this one, and nothing is applied",
-                k.namespace, k.name
+                "Kustomization {}/{}: {}; driftless follows only this one, and nothing is applied",
+                k.namespace,
+                k.name,
+                Refusal::OtherRepository {
+                    named: format!("source {kind} {ns}/{name}"),
+                    hint: None
+                }
             ),
         ));
     }

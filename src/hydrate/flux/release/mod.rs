@@ -12,7 +12,7 @@ use super::model::*;
 use super::order::{Node, depends_on, waves_of};
 use crate::hydrate::app_yaml::unknown;
 use crate::hydrate::held::AppError;
-use crate::hydrate::not_carried_out::NotCarriedOut;
+use crate::hydrate::not_carried_out::{NotCarriedOut, Refusal};
 use crate::hydrate::shape;
 use crate::spec::{Location, SpecError};
 use marks::{drift_detection, marks};
@@ -302,10 +302,10 @@ impl Reading<'_> {
         }
     }
 
-    fn refuse(&self, key: &str, what: String) -> SpecError {
+    fn refuse(&self, key: &str, what: impl Into<Refusal>) -> SpecError {
         err(
             self.field_at(key),
-            format!("{}: {what}; nothing is applied", self.said()),
+            format!("{}: {}; nothing is applied", self.said(), what.into()),
         )
     }
 
@@ -317,22 +317,19 @@ impl Reading<'_> {
     /// Refuses a field that is not carried out, in `spec` or its `install` and `upgrade`.
     fn carried(&self, v: &Value) -> Result<(), SpecError> {
         if let Some(key) = unknown(&v["spec"], RELEASE_CARRIED) {
-            return Err(self.refuse(key, NotCarriedOut::field(format!("spec.{key}")).to_string()));
+            return Err(self.refuse(key, NotCarriedOut::field(format!("spec.{key}"))));
         }
         shape::check(&v["spec"], &shape::HELM_RELEASE, "spec")
-            .map_err(|e| self.refuse(&e.key, e.to_string()))?;
+            .map_err(|e| self.refuse(&e.key.clone(), e))?;
         if v["spec"]["test"]["enable"].as_bool() == Some(true) {
             return Err(self.refuse(
                 "test",
-                "`test.enable: true` is not carried out: driftless does not run a chart's tests (its health checks judge the release)".into(),
+                "`test.enable: true` is not carried out: driftless does not run a chart's tests (its health checks judge the release)",
             ));
         }
         for phase in ["install", "upgrade"] {
             if let Some(key) = unknown(&v["spec"][phase], PHASE_CARRIED) {
-                return Err(self.refuse(
-                    key,
-                    NotCarriedOut::field(format!("spec.{phase}.{key}")).to_string(),
-                ));
+                return Err(self.refuse(key, NotCarriedOut::field(format!("spec.{phase}.{key}"))));
             }
         }
         Ok(())
@@ -359,8 +356,7 @@ impl Reading<'_> {
                 return Err(self.refuse(
                     "postRenderers",
                     NotCarriedOut::field(format!("postRenderers[].{key}"))
-                        .instead("a kustomize post-renderer's `patches` and `images` are")
-                        .to_string(),
+                        .instead("a kustomize post-renderer's `patches` and `images` are"),
                 ));
             }
             if let Some(k) = kustomize {
@@ -430,7 +426,7 @@ impl Reading<'_> {
         if chart_name.is_empty() {
             return Err(self.refuse(
                 "chart",
-                "names no chart (`spec.chart.spec.chart` or `spec.chartRef`)".into(),
+                "names no chart (`spec.chart.spec.chart` or `spec.chartRef`)",
             ));
         }
         if chart.values_files.is_some() || chart.values_file.is_some() {
@@ -475,14 +471,21 @@ impl Reading<'_> {
                 if !this_repo {
                     return Err(self.refuse(
                         "sourceRef",
-                        format!("its GitRepository {sns}/{sname} is not the repository being read"),
+                        Refusal::OtherRepository {
+                            named: format!("GitRepository {sns}/{sname}"),
+                            hint: None,
+                        },
                     ));
                 }
                 let path = clean_path(chart_name).ok_or_else(|| {
                     err(
                         self.field_at("chart"),
                         format!(
-                            "HelmRelease {ns}/{name}: chart {chart_name:?} leads out of the repository"
+                            "HelmRelease {ns}/{name}: {}",
+                            Refusal::LeadsOut {
+                                what: "chart",
+                                path: chart_name.to_string()
+                            }
                         ),
                     )
                 })?;
