@@ -276,16 +276,30 @@ pub(crate) fn is_cluster_scoped(doc: &serde_json::Value, crds: &[(String, String
 }
 
 /// What an app puts on each object it renders, whichever tool rendered it (a Flux
-/// HelmRelease's chart, an Argo CD Application's sources): its namespace where a namespaced
-/// object names none, the fields its ignore rules select, and its annotations (driftless's
-/// marks) where the object has none of its own by that name.
+/// Kustomization's build, a HelmRelease's chart, an Argo CD Application's sources): its
+/// namespace where a namespaced object names none, the fields its ignore rules select,
+/// and its labels and annotations (driftless's marks), put as `put` says.
 pub(crate) struct AppMarks<'a> {
     pub namespace: Option<&'a str>,
     pub ignore: &'a [crate::spec::helm::TargetedIgnore],
+    pub labels: Vec<(&'a str, String)>,
     pub annotations: Vec<(&'a str, String)>,
+    pub put: Put,
     /// The object's own annotations that order it as a wave would (Argo CD's
     /// `sync-wave`): an object with one keeps it, and the app's wave is not put.
     pub own_waves: &'a [&'a str],
+}
+
+/// How an app's labels and annotations meet the object's own: the one rule of each
+/// format, as its controller has it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Put {
+    /// Over the object's own: a Flux Kustomization's `commonMetadata` and marks win, as
+    /// Flux's kustomize-controller sets them.
+    Over,
+    /// Where the object has none by that name: a chart release's and an Application's,
+    /// as the chart's or the object's own word is its author's.
+    WhereMissing,
 }
 
 impl AppMarks<'_> {
@@ -313,6 +327,24 @@ impl AppMarks<'_> {
         let Some(meta) = d.get_mut("metadata").and_then(Value::as_object_mut) else {
             return;
         };
+        let put = |m: &mut serde_json::Map<String, Value>, key: &str, value: &str| match self.put {
+            Put::Over => {
+                m.insert(key.into(), value.into());
+            }
+            Put::WhereMissing => {
+                m.entry(key).or_insert_with(|| value.into());
+            }
+        };
+        if !self.labels.is_empty()
+            && let Some(l) = meta
+                .entry("labels")
+                .or_insert_with(|| Value::Object(Default::default()))
+                .as_object_mut()
+        {
+            for (key, value) in &self.labels {
+                put(l, key, value);
+            }
+        }
         let Some(a) = meta
             .entry("annotations")
             .or_insert_with(|| Value::Object(Default::default()))
@@ -325,7 +357,7 @@ impl AppMarks<'_> {
             if *key == crate::spec::order::WAVE && own_wave {
                 continue;
             }
-            a.entry(*key).or_insert_with(|| value.clone().into());
+            put(a, key, value);
         }
         ignore_fields(a, &pointers);
         if a.is_empty() {
@@ -375,6 +407,8 @@ mod tests {
         let marks = |own_waves| AppMarks {
             namespace: Some("web"),
             ignore: &ignore,
+            labels: Vec::new(),
+            put: Put::WhereMissing,
             annotations: vec![
                 (crate::spec::order::WAVE, "2".into()),
                 (crate::spec::policy::PRUNE, "disabled".into()),
@@ -404,6 +438,22 @@ mod tests {
                 "driftless.dev/wave": "2",
                 "driftless.dev/prune": "disabled"}}),
             "cluster-scoped by its CRD: no namespace"
+        );
+        // A Flux Kustomization's: over the object's own, labels too.
+        let flux = AppMarks {
+            namespace: None,
+            ignore: &[],
+            labels: vec![("team", "a".into())],
+            annotations: vec![(crate::spec::order::WAVE, "2".into())],
+            put: Put::Over,
+            own_waves: &[],
+        };
+        let mut map = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "c", "labels": {"team": "b"}, "annotations": {"driftless.dev/wave": "9"}}});
+        flux.put_on(&mut map, &[]);
+        assert_eq!(
+            map["metadata"],
+            json!({"name": "c", "labels": {"team": "a"}, "annotations": {"driftless.dev/wave": "2"}})
         );
     }
 }

@@ -88,6 +88,8 @@ fn marks_of(app: &App) -> AppMarks<'_> {
         namespace: app.namespace.as_deref(),
         ignore: &app.ignore,
         annotations,
+        labels: Vec::new(),
+        put: crate::hydrate::stage::Put::WhereMissing,
         own_waves: &[ARGO_WAVE],
     }
 }

@@ -11,7 +11,7 @@ use super::artifact::materialise;
 use super::model::*;
 use crate::hydrate::cache::KeyBuilder;
 use crate::hydrate::kustomize::{self, Kustomize, Overlay, closure};
-use crate::hydrate::stage::Shared;
+use crate::hydrate::stage::{AppMarks, Put, Shared};
 use crate::hydrate::tool::{
     Context, Entry, FindError, Keyed, Ran, Rendered, Tool, ToolError, found_once,
 };
@@ -348,6 +348,30 @@ pub(super) fn finish(built: &[u8], k: &Kustomization) -> Result<Vec<u8>, ToolErr
         .map_err(|_| ToolError::from("kustomize printed no UTF-8".to_string()))?;
     let vars = &k.spec.post_build.substitute;
     let meta = &k.spec.common_metadata;
+    // What every object of the Kustomization is given, in order: a later one wins.
+    let mut labels: Vec<(&str, String)> = meta
+        .labels
+        .iter()
+        .map(|(key, value)| (key.as_str(), value.clone()))
+        .collect();
+    labels.push((NAME_LABEL, k.name.clone()));
+    labels.push((NAMESPACE_LABEL, k.namespace.clone()));
+    let mut base: Vec<(&str, String)> = meta
+        .annotations
+        .iter()
+        .map(|(key, value)| (key.as_str(), value.clone()))
+        .collect();
+    // Flux's substitution is done: driftless's own `${...}` is not theirs.
+    base.push((crate::spec::policy::SUBSTITUTE, "disabled".into()));
+    if k.wave > 0 {
+        base.push((crate::spec::order::WAVE, k.wave.to_string()));
+    }
+    if k.spec.prune == Some(false) {
+        base.push((crate::spec::policy::PRUNE, "disabled".into()));
+    }
+    if k.spec.force == Some(true) {
+        base.push((crate::spec::policy::REPLACE, "on-immutable".into()));
+    }
     let mut out = Vec::new();
     let lines: Vec<&str> = text.split_inclusive('\n').collect();
     for (start, end) in documents(&lines) {
@@ -375,40 +399,13 @@ pub(super) fn finish(built: &[u8], k: &Kustomization) -> Result<Vec<u8>, ToolErr
                 .next()
                 .is_some_and(|g| g.ends_with(".fluxcd.io"))
         });
-        let Some(metadata) = v.get_mut("metadata").and_then(Value::as_object_mut) else {
-            out.push(v);
-            continue;
-        };
-        let mut set = |field: &str, key: &str, value: &str| {
-            let m = metadata.entry(field).or_insert_with(|| json!({}));
-            if let Some(m) = m.as_object_mut() {
-                m.insert(key.to_string(), json!(value));
-            }
-        };
-        for (field, from) in [("labels", &meta.labels), ("annotations", &meta.annotations)] {
-            for (key, value) in from {
-                set(field, key, value);
-            }
-        }
-        set("labels", NAME_LABEL, &k.name);
-        set("labels", NAMESPACE_LABEL, &k.namespace);
-        // Flux's substitution is done: driftless's own `${...}` is not theirs.
-        set("annotations", crate::spec::policy::SUBSTITUTE, "disabled");
-        if k.wave > 0 {
-            set("annotations", crate::spec::order::WAVE, &k.wave.to_string());
-        }
-        if k.spec.prune == Some(false) {
-            set("annotations", crate::spec::policy::PRUNE, "disabled");
-        }
-        if k.spec.force == Some(true) {
-            set("annotations", crate::spec::policy::REPLACE, "on-immutable");
-        }
+        let mut annotations = base.clone();
         if k.spec.suspend == Some(true) && !flux_own {
             let why = format!(
                 "Flux Kustomization {}/{} is suspended (suspend: true)",
                 k.namespace, k.name
             );
-            set("annotations", crate::spec::policy::SUSPEND, &why);
+            annotations.push((crate::spec::policy::SUSPEND, why));
         }
         // Flux impersonates it: driftless writes only what it may.
         if let Some(account) = k
@@ -418,11 +415,7 @@ pub(super) fn finish(built: &[u8], k: &Kustomization) -> Result<Vec<u8>, ToolErr
             .filter(|a| !is_flux_controller(&k.namespace, a))
         {
             let account = format!("{}/{account}", k.namespace);
-            set(
-                "annotations",
-                crate::spec::policy::SERVICE_ACCOUNT,
-                &account,
-            );
+            annotations.push((crate::spec::policy::SERVICE_ACCOUNT, account));
         }
         // Flux's marks on an object: applied only when missing (IfNotPresent), or left
         // alone (Ignore, reconcile: disabled: created when missing, never changed or
@@ -430,11 +423,20 @@ pub(super) fn finish(built: &[u8], k: &Kustomization) -> Result<Vec<u8>, ToolErr
         let left_alone =
             ssa.as_deref() == Some("Ignore") || reconcile.as_deref() == Some("disabled");
         if ssa.as_deref() == Some("IfNotPresent") || left_alone {
-            set("annotations", crate::spec::policy::APPLY, "create-only");
+            annotations.push((crate::spec::policy::APPLY, "create-only".into()));
         }
         if left_alone {
-            set("annotations", crate::spec::policy::PRUNE, "disabled");
+            annotations.push((crate::spec::policy::PRUNE, "disabled".into()));
         }
+        let marks = AppMarks {
+            namespace: None,
+            ignore: &[],
+            labels: labels.clone(),
+            annotations,
+            put: Put::Over,
+            own_waves: &[],
+        };
+        marks.put_on(&mut v, &[]);
         out.push(v);
     }
     Ok(crate::hydrate::stage::to_yaml(&out))

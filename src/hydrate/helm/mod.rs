@@ -141,6 +141,8 @@ pub fn objects(output: &[u8], r: &HelmRelease) -> Result<Vec<serde_json::Value>,
             .iter()
             .map(|(k, v)| (k.as_str(), v.clone()))
             .collect(),
+        labels: Vec::new(),
+        put: super::stage::Put::WhereMissing,
         own_waves: &[],
     };
     let mut out = Vec::new();
