@@ -251,6 +251,58 @@ async fn what_driftless_does_not_carry_out_is_refused_at_its_place() {
     );
 }
 
+/// A Kustomization whose build is written out in full is read whatever its size: 1,500
+/// objects (the YAML parser's own budget stopped at 1,024 documents, and said so in its
+/// own structure); and a source of the wrong type holds only what reads it, said at its
+/// field, while its sibling renders.
+#[test]
+fn a_large_build_renders_and_a_broken_source_holds_only_its_readers() {
+    let repo = tempfile::tempdir().unwrap();
+    let root = repo.path();
+    let sync = "apiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata: {name: flux-system, namespace: flux-system}\nspec:\n  url: https://example.com/fleet\n---\napiVersion: kustomize.toolkit.fluxcd.io/v1\nkind: Kustomization\nmetadata: {name: flux-system, namespace: flux-system}\nspec:\n  path: ./clusters/x\n  sourceRef: {kind: GitRepository, name: flux-system}\n";
+    write(root, "clusters/x/sync.yaml", sync);
+    write(
+        root,
+        "clusters/x/apps.yaml",
+        &kustomization("shop", "many", ""),
+    );
+    let many: String = (0..1500)
+        .map(|i| config_map(&format!("c{i}"), "x"))
+        .collect();
+    write(root, "many/maps.yaml", &many);
+    git(root, &["init", "-q", "-b", "main"]);
+    let cluster = root.join("clusters/x");
+    let out = offline(&["render", cluster.to_str().unwrap()]);
+    assert_exit(&out, 0);
+    let rendered = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        rendered.matches("kind: ConfigMap").count(),
+        1500,
+        "{}",
+        show(&out)
+    );
+
+    let broken = "---\napiVersion: source.toolkit.fluxcd.io/v1\nkind: GitRepository\nmetadata: {name: other, namespace: flux-system}\nspec:\n  url: [https://example.com/other]\n";
+    let reads_it = kustomization("shop", "few", "").replace("name: flux-system}", "name: other}");
+    write(
+        root,
+        "clusters/x/other.yaml",
+        &format!("{broken}{reads_it}"),
+    );
+    write(root, "few/maps.yaml", &config_map("f", "y"));
+    let out = offline(&["validate", cluster.to_str().unwrap()]);
+    assert_exit(&out, 2);
+    let said = show(&out);
+    assert!(
+        said.contains("held: app flux/flux-system/few, neither applied nor pruned: other.yaml:6:1: Kustomization flux-system/few: its GitRepository flux-system/other is refused (`spec.url` is a list, not a string); nothing is applied"),
+        "{said}"
+    );
+    assert!(
+        said.contains("1 app held: the rest of the tree is valid"),
+        "{said}"
+    );
+}
+
 /// A Kustomization's `healthCheckExprs` judge the custom resources it applies, as Flux
 /// judges them: a status the `failed` expression holds for makes `apply --wait` exit 1
 /// with the expression and where it is written, the `current` one makes it ready. A

@@ -56,7 +56,7 @@ fn yaml_text(f: &SourceFile, mentions: impl Fn(&[u8]) -> bool) -> Option<&str> {
 fn parsed<'l>(lines: &'l [&str]) -> impl Iterator<Item = ((usize, usize), String, Value)> + 'l {
     documents(lines).into_iter().filter_map(|(start, end)| {
         let doc: String = lines[start..end].concat();
-        let v = serde_saphyr::from_str::<Value>(&doc).ok()?;
+        let v = crate::spec::yaml::read_one::<Value>(&doc).ok()?;
         Some(((start, end), doc, v))
     })
 }

@@ -143,7 +143,8 @@ pub struct Dependency {
 
 impl ChartMeta {
     pub fn parse(bytes: &[u8]) -> Option<ChartMeta> {
-        let v: serde_json::Value = serde_saphyr::from_slice(bytes).ok()?;
+        let v: serde_json::Value =
+            crate::spec::yaml::read_one(std::str::from_utf8(bytes).ok()?).ok()?;
         // Charts write versions as numbers too (appVersion: 1.16): read as written.
         let text = |v: Option<&serde_json::Value>| match v? {
             serde_json::Value::String(s) if !s.is_empty() => Some(s.clone()),

@@ -19,7 +19,7 @@ pub mod select;
 pub mod settings;
 pub mod sops;
 pub mod vars;
-mod yaml;
+pub(crate) mod yaml;
 
 pub(crate) use app_file::argo_output_file;
 pub use app_file::{app_of, app_out_path, rendered_by};

@@ -138,18 +138,83 @@ pub(super) struct YamlError {
     pub message: String,
 }
 
-fn options() -> serde_saphyr::Options {
+/// The parser's options for `text`: its defaults, with the budget grown with the text's
+/// length. The defaults refused what is written out in full past a fixed size (1,025
+/// documents, a chart's CRDs past 250,000 nodes), which a bundle, a chart or a
+/// Kustomization's build reaches; grown so, only aliases that expand past the text can
+/// breach it, which is what the budget is for.
+pub(crate) fn sized(text: &str) -> serde_saphyr::Options {
+    let len = text.len();
+    let mut budget = serde_saphyr::Budget::default();
+    // A document takes at least its `---` line; a node, a byte; an event, half of one.
+    budget.max_documents = budget.max_documents.max(len / 4);
+    budget.max_nodes = budget.max_nodes.max(len);
+    budget.max_events = budget.max_events.max(2 * len);
+    budget.max_total_scalar_bytes = budget.max_total_scalar_bytes.max(len);
     let mut o = serde_saphyr::Options::default();
-    o.legacy_octal_numbers = true;
+    o.budget = Some(budget);
     o.with_snippet = false;
+    o
+}
+
+/// One YAML document of `text` as `T`, within the budget [`sized`] gives it.
+pub(crate) fn read_one<T: serde::de::DeserializeOwned>(
+    text: &str,
+) -> Result<T, serde_saphyr::Error> {
+    serde_saphyr::from_str_with_options(text, sized(text))
+}
+
+/// Every non-empty document of `text` as `T`, within the budget [`sized`] gives it.
+pub(crate) fn read_all<T: serde::de::DeserializeOwned>(
+    text: &str,
+) -> Result<Vec<T>, serde_saphyr::Error> {
+    serde_saphyr::from_multiple_with_options(text, sized(text))
+}
+
+/// A parser's error in one line of our words: a budget breach said as what it guards
+/// against, never as the parser's own structure.
+pub(crate) fn said(e: &serde_saphyr::Error) -> String {
+    use serde_saphyr::budget::BudgetBreach as B;
+    // The breach, under what says where an alias was used or shows the text.
+    let mut inner = e;
+    while let serde_saphyr::Error::AliasError { error, .. }
+    | serde_saphyr::Error::WithSnippet { error, .. } = inner
+    {
+        inner = error;
+    }
+    let serde_saphyr::Error::Budget { breach, .. } = inner else {
+        return e.without_snippet().to_string();
+    };
+    match breach {
+        B::Depth { depth } => format!("nested {depth} levels deep, deeper than driftless reads"),
+        B::Aliases { .. }
+        | B::Anchors { .. }
+        | B::AliasAnchorRatio { .. }
+        | B::RecordedAnchorEvents { .. }
+        | B::RecordedAnchorBytes { .. }
+        | B::Events { .. }
+        | B::Nodes { .. } => {
+            "its aliases expand past what is written, and driftless does not expand them so far"
+                .to_string()
+        }
+        B::MergeKeys { merge_keys } => {
+            format!("{merge_keys} merge keys (<<), more than driftless reads")
+        }
+        _ => "larger than driftless reads in one file".to_string(),
+    }
+}
+
+fn options(text: &str) -> serde_saphyr::Options {
+    let mut o = sized(text);
+    o.legacy_octal_numbers = true;
     o
 }
 
 /// The non-empty documents of `text`, or the first syntax error.
 pub(super) fn documents(text: &str) -> Result<Vec<Node>, YamlError> {
-    serde_saphyr::from_multiple_with_options::<Node>(text, options()).map_err(|e| {
-        let e = e.without_snippet();
-        let message = e.to_string();
+    serde_saphyr::from_multiple_with_options::<Node>(text, options(text)).map_err(|e| {
+        let location = e.location();
+        let message = said(&e);
         // The parser's message names the place again; ours says it once, in front.
         let message = match message.rsplit_once(" at line ") {
             Some((head, tail)) if tail.chars().next().is_some_and(|c| c.is_ascii_digit()) => {
@@ -158,7 +223,7 @@ pub(super) fn documents(text: &str) -> Result<Vec<Node>, YamlError> {
             _ => message,
         };
         YamlError {
-            at: e.location(),
+            at: location,
             message: format!("YAML: {}", message.trim()),
         }
     })
@@ -514,7 +579,25 @@ mod tests {
                 "a{i}: &a{i} [*a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}, *a{p}]\n"
             ));
         }
-        assert!(documents(&text).is_err());
+        let e = documents(&text).unwrap_err();
+        assert_eq!(
+            e.message,
+            "YAML: its aliases expand past what is written, and driftless does not expand them so far"
+        );
+    }
+
+    #[test]
+    fn what_is_written_out_in_full_is_read_whatever_its_size() {
+        // 3,000 documents: a bundle, a chart's or a Kustomization's build. The parser's
+        // own budget stopped at 1,024 ("budget breached: Documents { documents: 1025 }").
+        let text: String = (0..3000)
+            .map(|i| format!("---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c{i}}}\ndata: {{a: '{i}'}}\n"))
+            .collect();
+        assert_eq!(documents(&text).unwrap().len(), 3000);
+        // One document of 300,000 nodes (a CRD's schema is of this kind), past its 250,000.
+        let items: String = (0..300_000).map(|i| format!("- {}\n", i % 10)).collect();
+        let one = format!("list:\n{items}");
+        assert_eq!(read_all::<serde_json::Value>(&one).unwrap().len(), 1);
     }
 
     #[test]

@@ -63,8 +63,10 @@ fn release_of(
         .unwrap_or_else(|| "default".into());
     let mut values = match (&h.values, &h.values_object) {
         (_, Some(o)) => Value::Object(o.clone()),
-        (Some(text), _) if !text.trim().is_empty() => serde_saphyr::from_str::<Value>(text)
-            .map_err(|e| ChartError::ValuesNotYaml { why: e.to_string() })?,
+        (Some(text), _) if !text.trim().is_empty() => crate::spec::yaml::read_one::<Value>(text)
+            .map_err(|e| ChartError::ValuesNotYaml {
+                why: crate::spec::yaml::said(&e),
+            })?,
         _ => Value::Null,
     };
     for p in &h.parameters {

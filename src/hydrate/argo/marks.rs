@@ -21,10 +21,10 @@ pub fn mark(files: &mut [SourceFile], apps: &BTreeMap<&str, &App>, errors: &mut 
             continue;
         };
         let text = String::from_utf8_lossy(&f.contents);
-        let docs: Vec<Value> = match serde_saphyr::from_multiple(&text) {
+        let docs: Vec<Value> = match crate::spec::yaml::read_all(&text) {
             Ok(d) => d,
             Err(e) => {
-                let first = e.to_string();
+                let first = crate::spec::yaml::said(&e);
                 let first = first.lines().next().unwrap_or_default();
                 errors.push(error_at(
                     &f.path,

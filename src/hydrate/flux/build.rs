@@ -156,8 +156,9 @@ pub(super) fn kustomization_for(
             add_closure(dir, &mut files)?;
             let text = std::fs::read_to_string(dir.join(n))
                 .map_err(|e| KustomizationError::Read(n.to_string(), e.to_string()))?;
-            let v: Value = serde_saphyr::from_str(&text)
-                .map_err(|e| KustomizationError::NotYaml(n.to_string(), e.to_string()))?;
+            let v: Value = crate::spec::yaml::read_one(&text).map_err(|e| {
+                KustomizationError::NotYaml(n.to_string(), crate::spec::yaml::said(&e))
+            })?;
             (n.to_string(), v)
         }
         None => {
@@ -383,8 +384,12 @@ pub(super) fn finish(built: &[u8], k: &Kustomization) -> Result<Vec<u8>, ToolErr
         if let (Some(vars), false) = (vars, disabled) {
             doc = substitute(&doc, vars);
         }
-        let mut v: Value = serde_saphyr::from_str(&doc)
-            .map_err(|e| ToolError::from(format!("the build's output is not YAML: {e}")))?;
+        let mut v: Value = crate::spec::yaml::read_one(&doc).map_err(|e| {
+            ToolError::from(format!(
+                "the build's output is not YAML: {}",
+                crate::spec::yaml::said(&e)
+            ))
+        })?;
         let flux_mark = |key: &str| {
             v["metadata"]["annotations"][key]
                 .as_str()

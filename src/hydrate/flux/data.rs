@@ -37,7 +37,8 @@ impl<'a> TreeData<'a> {
             };
             let lines: Vec<&str> = text.split_inclusive('\n').collect();
             for (start, end) in documents(&lines) {
-                let Ok(v) = serde_saphyr::from_str::<Value>(&lines[start..end].concat()) else {
+                let Ok(v) = crate::spec::yaml::read_one::<Value>(&lines[start..end].concat())
+                else {
                     continue;
                 };
                 if v["apiVersion"] != "v1"
@@ -183,8 +184,12 @@ pub(super) fn values_from(
                 None => format!("{kind} {ns}/{name} is not in the tree"),
             }));
         };
-        let parsed: Value = serde_saphyr::from_str(text)
-            .map_err(|e| said(format!("{kind} {ns}/{name} key {key:?} is not YAML: {e}")))?;
+        let parsed: Value = crate::spec::yaml::read_one(text).map_err(|e| {
+            said(format!(
+                "{kind} {ns}/{name} key {key:?} is not YAML: {}",
+                crate::spec::yaml::said(&e)
+            ))
+        })?;
         match source.target_path.as_deref() {
             Some(path) => {
                 let mut slot = &mut merged;

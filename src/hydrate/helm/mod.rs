@@ -130,8 +130,8 @@ pub struct NotYaml(String);
 /// it is namespaced and says none, with the release's policies, `keep` honoured.
 pub fn objects(output: &[u8], r: &HelmRelease) -> Result<Vec<serde_json::Value>, NotYaml> {
     let text = String::from_utf8_lossy(output);
-    let docs: Vec<serde_json::Value> =
-        serde_saphyr::from_multiple(&text).map_err(|e| NotYaml(first_line(&e.to_string())))?;
+    let docs: Vec<serde_json::Value> = crate::spec::yaml::read_all(&text)
+        .map_err(|e| NotYaml(first_line(&crate::spec::yaml::said(&e))))?;
     let crd_cluster = super::stage::cluster_scoped_crds(&docs);
     let marks = super::stage::AppMarks {
         namespace: Some(&r.namespace),
