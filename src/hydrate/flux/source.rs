@@ -198,18 +198,13 @@ pub(super) fn source_spec(
     ns: &str,
     name: &str,
 ) -> Result<SourceSpec, Refused> {
-    let refused = |key: &str, why: String| Refused {
-        at: Location {
-            line: at.line + line_of(doc, key),
-            ..at.clone()
-        },
-        source: format!("{kind} {ns}/{name}"),
-        why,
-    };
-    shape::check(&v["spec"], &shape::FLUX_SOURCE, "spec")
-        .map_err(|e| refused(&e.key, e.to_string()))?;
-    // Its shape is checked: what could still fail is a `null` where a map is wanted.
-    shape::or_default(&v["spec"]).map_err(|e| refused("spec", e.to_string()))
+    read_spec(
+        v,
+        doc,
+        at,
+        format!("{kind} {ns}/{name}"),
+        &shape::FLUX_SOURCE,
+    )
 }
 
 /// A GitRepository of this repository is read in place, at the revision being synced: one
@@ -262,20 +257,38 @@ pub(super) fn generator(v: &Value, doc: &str, at: &Location) -> Generator {
         .flatten()
         .filter_map(|a| a["name"].as_str().map(str::to_string))
         .collect();
-    let refused = |key: &str, why: String| Refused {
-        at: Location {
-            line: at.line + line_of(doc, key),
-            ..at.clone()
-        },
-        source: format!("ArtifactGenerator {namespace}/{name}"),
-        why,
-    };
-    let spec = shape::check(&v["spec"], &shape::ARTIFACT_GENERATOR, "spec")
-        .map_err(|e| refused(&e.key, e.to_string()))
-        .and_then(|()| shape::or_default(&v["spec"]).map_err(|e| refused("spec", e.to_string())));
+    let spec = read_spec(
+        v,
+        doc,
+        at,
+        format!("ArtifactGenerator {namespace}/{name}"),
+        &shape::ARTIFACT_GENERATOR,
+    );
     Generator {
         namespace: namespace.to_string(),
         names,
         spec,
     }
+}
+
+/// `v`'s `spec` (written in `doc` at `at`) read as `T`, once `shape` has refused a field
+/// of the wrong type: then `source` (`GitRepository NS/NAME`) is refused at that field.
+fn read_spec<T: serde::de::DeserializeOwned + Default>(
+    v: &Value,
+    doc: &str,
+    at: &Location,
+    source: String,
+    shape: &shape::Shape,
+) -> Result<T, Refused> {
+    let refused = |key: &str, why: String| Refused {
+        at: Location {
+            line: at.line + line_of(doc, key),
+            ..at.clone()
+        },
+        source: source.clone(),
+        why,
+    };
+    shape::check(&v["spec"], shape, "spec").map_err(|e| refused(&e.key, e.to_string()))?;
+    // Its shape is checked: what could still fail is a `null` where a map is wanted.
+    shape::or_default(&v["spec"]).map_err(|e| refused("spec", e.to_string()))
 }
