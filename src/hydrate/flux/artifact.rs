@@ -400,9 +400,13 @@ fn merge_yaml(src: &Path, dest: &Path) -> Result<(), CopyError> {
     let read = |p: &Path| -> Result<Value, CopyError> {
         let text = std::fs::read_to_string(p).map_err(CopyError::io)?;
         let docs: Vec<Value> =
-            serde_saphyr::from_multiple(&text).map_err(|e| CopyError::NotYaml {
+            crate::spec::yaml::read_all(&text).map_err(|e| CopyError::NotYaml {
                 path: shown(p),
-                why: e.to_string().lines().next().unwrap_or_default().to_string(),
+                why: crate::spec::yaml::said(&e)
+                    .lines()
+                    .next()
+                    .unwrap_or_default()
+                    .to_string(),
             })?;
         let mut out = Value::Object(Default::default());
         for doc in docs {
