@@ -49,8 +49,9 @@ pub async fn start(client: Client) -> Result<Lookup, LookupError> {
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
     let addr = listener.local_addr()?;
     let dir = tempfile::Builder::new()
-        .prefix("driftless-lookup-")
+        .prefix(&format!("{PREFIX}{}-", std::process::id()))
         .tempdir()?;
+    sweep_stale(dir.path());
     let kubeconfig = dir.path().join("kubeconfig");
     let text = format!(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: driftless\n  cluster:\n    server: http://{addr}/{token}\nusers:\n- name: driftless\n  user: {{}}\ncontexts:\n- name: driftless\n  context:\n    cluster: driftless\n    user: driftless\ncurrent-context: driftless\n"
@@ -71,6 +72,41 @@ pub async fn start(client: Client) -> Result<Lookup, LookupError> {
         _dir: dir,
         task,
     })
+}
+
+/// A listener's directory is named `driftless-lookup-PID-...` after its process.
+const PREFIX: &str = "driftless-lookup-";
+
+/// Removes what listeners of processes that are gone left beside `ours` (a daemon killed
+/// outright, OOM-killed in its container, never drops its listener): directories of the
+/// same owner whose process no longer runs. One whose process runs, or that is not named
+/// so, is left alone; a failure is no reason to stop.
+fn sweep_stale(ours: &std::path::Path) {
+    use std::os::unix::fs::MetadataExt as _;
+    let (Some(tmp), Ok(mine)) = (ours.parent(), std::fs::metadata(ours)) else {
+        return;
+    };
+    let Ok(entries) = std::fs::read_dir(tmp) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(PREFIX))
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, _)| pid.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let gone = !std::path::Path::new(&format!("/proc/{pid}")).exists();
+        let owned = entry
+            .metadata()
+            .is_ok_and(|m| m.is_dir() && m.uid() == mine.uid());
+        if gone && owned {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
 }
 
 fn write_private(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
@@ -134,5 +170,35 @@ async fn forward(State(f): State<Forward>, request: Request) -> Response {
                 super::error_text(&e)
             ),
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn what_a_gone_process_left_is_swept_and_a_running_ones_kept() {
+        let tmp = tempfile::tempdir().unwrap();
+        // A process that has ended: its id names no running process (until reused).
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let gone = child.id();
+        child.wait().unwrap();
+        let stale = tmp.path().join(format!("{PREFIX}{gone}-abc"));
+        let running = tmp
+            .path()
+            .join(format!("{PREFIX}{}-def", std::process::id()));
+        let unnamed = tmp.path().join(format!("{PREFIX}xyz"));
+        for d in [&stale, &running, &unnamed] {
+            std::fs::create_dir(d).unwrap();
+            std::fs::write(d.join("kubeconfig"), "x").unwrap();
+        }
+        let ours = tmp
+            .path()
+            .join(format!("{PREFIX}{}-ours", std::process::id()));
+        std::fs::create_dir(&ours).unwrap();
+        sweep_stale(&ours);
+        assert!(!stale.exists(), "a gone process's directory is removed");
+        assert!(running.exists() && unnamed.exists() && ours.exists());
     }
 }
