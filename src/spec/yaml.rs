@@ -171,8 +171,8 @@ pub(crate) fn read_all<T: serde::de::DeserializeOwned>(
     serde_saphyr::from_multiple_with_options(text, sized(text))
 }
 
-/// A parser's error in one line of our words: a budget breach said as what it guards
-/// against, never as the parser's own structure.
+/// A parser's error in our words: a budget breach said as what it guards against, never
+/// as the parser's own structure; any other as the parser says it, without its snippet.
 pub(crate) fn said(e: &serde_saphyr::Error) -> String {
     use serde_saphyr::budget::BudgetBreach as B;
     // The breach, under what says where an alias was used or shows the text.

@@ -69,6 +69,13 @@ pub struct Kustomization {
     pub destination: Option<(Destination, Location)>,
 }
 
+impl Kustomization {
+    /// `Kustomization NS/NAME`, as its errors name it.
+    pub(super) fn said(&self) -> String {
+        format!("Kustomization {}/{}", self.namespace, self.name)
+    }
+}
+
 /// A Flux Kustomization's `spec` (kustomize.toolkit.fluxcd.io/v1) as far as driftless reads
 /// it, read once `shape::KUSTOMIZATION` has refused a field of the wrong type at its place.
 /// Its `path` and `kubeConfig` are read apart, into the Kustomization's own fields.

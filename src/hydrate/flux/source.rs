@@ -48,7 +48,7 @@ pub(super) fn from_source(
     });
     let (spec, artifact) = match (generator, artifact) {
         (Some(Generator { spec: Err(r), .. }), _) => {
-            return Err(r.holds(&format!("Kustomization {}/{}", k.namespace, k.name)));
+            return Err(r.holds(&k.said()));
         }
         (Some(_), Some(found)) => found,
         _ => {
@@ -85,7 +85,7 @@ pub(super) fn from_source(
             )
         });
         if let Some(refused) = refusal(kind, sns, sname, origins) {
-            return Err(refused.holds(&format!("Kustomization {}/{}", k.namespace, k.name)));
+            return Err(refused.holds(&k.said()));
         }
         let this_repo = source.is_some() && is_this_repository(kind, sns, sname, origins);
         if !this_repo {
@@ -131,7 +131,7 @@ pub(super) fn followed(
     if let Some(refused) = refusal(kind, ns, name, origins)
         && !tree
     {
-        return Err(refused.holds(&format!("Kustomization {}/{}", k.namespace, k.name)));
+        return Err(refused.holds(&k.said()));
     }
     if !this_repo {
         return Err(err(
