@@ -431,6 +431,7 @@ fn status(
         cluster: None,
         specs: &specs.specs,
         rendered: &empty,
+        rendered_apps: &specs.rendered_apps,
         health: judged,
         expected,
         actions: &actions,

@@ -387,6 +387,10 @@ impl Engine {
         let (loaded, mut planned) =
             tokio::join!(store.load(&self.client), self.plan(objects, &facts.adopt));
         let loaded = loaded?;
+        // What is written is recorded with its app, from the apps beside its spec's file.
+        for p in &mut planned {
+            p.app = p.obj.at.as_ref().and_then(|at| facts.app_of(&at.file));
+        }
         timeline.mark("inventory read, objects planned");
         if !facts.held_apps.is_empty() || facts.hold_departed {
             let present: BTreeSet<&SpecId> = objects.iter().map(|o| &o.spec).collect();

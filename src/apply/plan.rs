@@ -23,6 +23,9 @@ pub(super) struct Planned<'a> {
     pub(super) key: ObjKey,
     pub(super) resolved: Result<std::sync::Arc<Resolved>, String>,
     pub(super) adopt: bool,
+    /// The app its spec was rendered by (`argo/web`), when a sync writes it: what its
+    /// entry records, and what a refusal of it holds.
+    pub(super) app: Option<String>,
     /// A custom resource whose CRD this sync wrote: the apiserver takes up a new schema a
     /// moment after the CRD's write is answered, and there is no condition to wait for, so
     /// a field refusal is asked again until then (`crd_wait`).
@@ -114,6 +117,7 @@ impl Engine {
                 },
                 resolved,
                 adopt: self.opts.adopt || adopt_specs.contains(&obj.spec),
+                app: None,
                 schema_settling: false,
                 obj,
             });

@@ -131,12 +131,9 @@ pub(super) fn confirmed(p: &Planned<'_>, live: &Live, applied: String, shape: St
     }
 }
 
-/// The Flux or Argo CD app an object's spec was rendered by, as its entry records it.
+/// The app an object's spec was rendered by, as its entry records it.
 pub(super) fn app(p: &Planned<'_>) -> Option<String> {
-    p.obj
-        .at
-        .as_ref()
-        .and_then(|at| crate::spec::app_of(&at.file))
+    p.app.clone()
 }
 
 /// Records one object's outcome: its entry as the apply left it (keeping a hold), or,

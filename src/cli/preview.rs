@@ -159,7 +159,11 @@ fn preview_for(
         let facts = head.facts();
         let in_head: std::collections::BTreeSet<_> = head.specs.iter().map(|s| &s.id).collect();
         base.specs.retain(|s| {
-            in_head.contains(&s.id) || !facts.holds(driftless::spec::app_of(&s.at.file).as_deref())
+            let app = base
+                .rendered_apps
+                .app_of(&s.at.file)
+                .map(ToString::to_string);
+            in_head.contains(&s.id) || !facts.holds(app.as_deref())
         });
     }
 

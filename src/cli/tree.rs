@@ -12,6 +12,7 @@ use clap::Args;
 use driftless::cluster::Selection;
 use driftless::hydrate::{self, Hydrator};
 use driftless::render::{Facts, NodeFacts};
+use driftless::spec::AppId;
 
 use super::{GlobalArgs, PathArg, PolicyArgs, exit};
 use driftless::source::TreeError;
@@ -170,6 +171,7 @@ pub(crate) fn load_revision(
         &rendered.errors,
         &rendered.held,
         &rendered.made_by,
+        &rendered.rendered_apps,
         &rendered.destinations,
         policy,
     ) {
@@ -316,7 +318,7 @@ pub(crate) fn write_out(loaded: &Loaded, dir: &Path) -> anyhow::Result<usize> {
     for f in &loaded.rendered.files {
         let (path, contents) = match loaded.rendered.rendered.get(&f.path) {
             Some(by) => {
-                let path = out_path(&f.path);
+                let path = out_path(&f.path, loaded.rendered.rendered_apps.app_of(&f.path));
                 let mut text = format!(
                     "# Rendered by driftless from {}: {} ({} {}). Do not edit: render again.\n",
                     f.path, by.command, by.tool, by.version
@@ -360,16 +362,13 @@ fn without_helm(text: &[u8]) -> Vec<u8> {
     }
 }
 
-/// Where a rendered source's output goes in `render --out`.
-fn out_path(source: &str) -> String {
-    // What an app (Flux's, Argo CD's) renders, a file per app, by the app's name.
-    if let Some(path) = driftless::spec::app_out_path(source) {
-        return path;
+/// Where a rendered source's output goes in `render --out`: what an app renders (`app`,
+/// the innermost that made it), a file per app by the app's name.
+fn out_path(source: &str, app: Option<&AppId>) -> String {
+    if let Some(app) = app {
+        return app.out_file(source);
     }
     let base = source.rsplit('/').next().unwrap_or(source);
-    if let Some((file, release)) = source.split_once("#helm.") {
-        return format!("{}.helm-{release}.yaml", file.trim_end_matches(".toml"));
-    }
     if hydrate::tree::KUSTOMIZATION_FILES.contains(&base) || base == hydrate::tree::CHART_FILE {
         match source.rsplit_once('/') {
             Some((dir, _)) => format!("{dir}/rendered.yaml"),
@@ -542,28 +541,54 @@ mod tests {
     #[test]
     fn rendered_sources_are_written_where_no_tool_reads_them() {
         assert_eq!(
-            out_path("apps/web/kustomization.yaml"),
+            out_path("apps/web/kustomization.yaml", None),
             "apps/web/rendered.yaml"
         );
-        assert_eq!(out_path("Kustomization"), "rendered.yaml");
-        assert_eq!(out_path("ksm/main.jsonnet"), "ksm/main.jsonnet.yaml");
-        assert_eq!(out_path("apps.toml#helm.web"), "apps.helm-web.yaml");
-        // Each app of Argo CD's and Flux's, a file of its own.
-        assert_eq!(out_path("root.yaml#argo.root#argo.web"), "argo/web.yaml");
+        assert_eq!(out_path("Kustomization", None), "rendered.yaml");
+        assert_eq!(out_path("ksm/main.jsonnet", None), "ksm/main.jsonnet.yaml");
+        let helm = AppId::Helm { name: "web".into() };
         assert_eq!(
-            out_path("root.yaml#argo.root#argo.web#1"),
+            out_path("apps.toml#helm.web", Some(&helm)),
+            "apps.helm-web.yaml"
+        );
+        // Each app of Argo CD's and Flux's, a file of its own, by the app it is.
+        let web = AppId::Argo { name: "web".into() };
+        assert_eq!(
+            out_path("root.yaml#argo.root#argo.web", Some(&web)),
+            "argo/web.yaml"
+        );
+        assert_eq!(
+            out_path("root.yaml#argo.root#argo.web#1", Some(&web)),
             "argo/web.1.yaml"
         );
+        let numbered = AppId::Argo {
+            name: "2048".into(),
+        };
         assert_eq!(
-            out_path("apps.yaml#flux.flux-system.apps"),
+            out_path("root.yaml#argo.2048", Some(&numbered)),
+            "argo/2048.yaml"
+        );
+        let apps = AppId::Flux {
+            namespace: "flux-system".into(),
+            name: "apps".into(),
+        };
+        assert_eq!(
+            out_path("apps.yaml#flux.flux-system.apps", Some(&apps)),
             "flux/flux-system/apps.yaml"
         );
+        let podinfo = AppId::FluxHelm {
+            namespace: "shop".into(),
+            name: "podinfo".into(),
+        };
         assert_eq!(
-            out_path("apps.yaml#flux.flux-system.apps#flux-helm.shop.podinfo"),
+            out_path(
+                "apps.yaml#flux.flux-system.apps#flux-helm.shop.podinfo",
+                Some(&podinfo)
+            ),
             "flux/shop/podinfo.helm.yaml"
         );
         assert_eq!(
-            out_path("charts/web/Chart.yaml"),
+            out_path("charts/web/Chart.yaml", None),
             "charts/web/rendered.yaml"
         );
         let kept = without_helm(

@@ -162,6 +162,7 @@ impl Stage {
                     health: out.health,
                     notices: out.notices,
                     made_by: out.made_by,
+                    rendered_apps: out.rendered_apps,
                     read_cluster: out.read_cluster,
                     destinations: out.destinations,
                 },

@@ -51,8 +51,14 @@ pub(crate) trait AppFormat {
     /// One pass over `files` (YAML, written or rendered): its objects found and taken out
     /// (their lines blanked, so every other document keeps its place), and what they
     /// render. `repo`: this repository; a format that learns another name of it (Flux's
-    /// bootstrap GitRepository) adds it, for the formats and passes after it.
-    fn find(&mut self, files: &mut [SourceFile], repo: &mut Repository) -> Found;
+    /// bootstrap GitRepository) adds it, for the formats and passes after it. `apps`: the
+    /// apps that made each rendered file so far.
+    fn find(
+        &mut self,
+        files: &mut [SourceFile],
+        apps: &crate::spec::RenderedApps,
+        repo: &mut Repository,
+    ) -> Found;
 
     /// After the pass's renders (`renders`, as its `find` gave them): what its apps say of
     /// their output, and what waits for one that failed, held.

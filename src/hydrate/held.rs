@@ -8,14 +8,23 @@ use std::collections::BTreeMap;
 
 pub(crate) use super::stage::AppError;
 use crate::spec::settings::Settings;
-use crate::spec::{Location, Policy, SourceFile, SpecError, SpecErrors, SpecTree, app_of};
+use crate::spec::{Location, Policy, RenderedApps, SourceFile, SpecError, SpecErrors, SpecTree};
 
 /// Moves the errors in files an app rendered from `errors` to `held`, each under the
 /// innermost app that rendered its file, or the `[apps]` directory it lies in. Before
 /// errors are said where written: that place is the app object's, not its render's. One
 /// identity claimed by two apps is the tree's: neither app can be applied alone.
-pub(super) fn classify(errors: &mut Vec<SpecError>, held: &mut Vec<AppError>, settings: &Settings) {
-    let app_of = |file: &str| app_of(file).or_else(|| settings.app_dir_of(file));
+pub(super) fn classify(
+    errors: &mut Vec<SpecError>,
+    held: &mut Vec<AppError>,
+    settings: &Settings,
+    apps: &RenderedApps,
+) {
+    let app_of = |file: &str| {
+        apps.app_of(file)
+            .map(ToString::to_string)
+            .or_else(|| settings.app_dir_of(file))
+    };
     let mut tree = Vec::with_capacity(errors.len());
     for e in errors.drain(..) {
         let app = app_of(&e.at.file);
@@ -36,12 +45,14 @@ pub(super) fn classify(errors: &mut Vec<SpecError>, held: &mut Vec<AppError>, se
     *errors = tree;
 }
 
-/// The policy with each app that names its cluster placed here or elsewhere; an app
-/// that names a cluster the operator did not declare is held with why. An app placed
-/// elsewhere is not this cluster's: its own errors are not held here.
+/// The policy with each app that names its cluster placed here or elsewhere, and so
+/// each file it made (as the innermost such app that made it says); an app that names a
+/// cluster the operator did not declare is held with why. An app placed elsewhere is not
+/// this cluster's: its own errors are not held here.
 fn placed(
     destinations: &BTreeMap<String, (Destination, Location)>,
     made_by: &BTreeMap<String, Location>,
+    apps: &RenderedApps,
     policy: &Policy,
     held: &mut Vec<AppError>,
 ) -> Policy {
@@ -63,8 +74,21 @@ fn placed(
         }
     }
     held.retain(|h| placed.get(&h.app) != Some(&false));
+    let files = match placed.is_empty() {
+        true => BTreeMap::new(),
+        false => apps
+            .iter()
+            .filter_map(|(file, made)| {
+                let here = made
+                    .iter()
+                    .rev()
+                    .find_map(|app| placed.get(&app.to_string()))?;
+                Some((file.to_string(), *here))
+            })
+            .collect(),
+    };
     let mut policy = policy.clone();
-    policy.cluster.placed = std::sync::Arc::new(placed);
+    policy.cluster.placed = std::sync::Arc::new(files);
     policy
 }
 
@@ -89,17 +113,26 @@ pub fn load(
     errors: &[SpecError],
     held: &[AppError],
     made_by: &BTreeMap<String, Location>,
+    apps: &RenderedApps,
     destinations: &BTreeMap<String, (Destination, Location)>,
     policy: &Policy,
 ) -> Result<SpecTree, SpecErrors> {
     let mut tree_errors = errors.to_vec();
     let mut held = held.to_vec();
-    let policy = &placed(destinations, made_by, policy, &mut held);
-    let parsed = crate::spec::parse_files_with(files, policy);
+    let policy = &placed(destinations, made_by, apps, policy, &mut held);
+    let parsed = crate::spec::parse_files_with(files, policy).map(|mut tree| {
+        tree.rendered_apps = std::sync::Arc::new(apps.clone());
+        tree
+    });
     if let Err(more) = &parsed {
         let mut more = more.0.clone();
         let mut more_held = Vec::new();
-        classify(&mut more, &mut more_held, &crate::spec::settings_of(files));
+        classify(
+            &mut more,
+            &mut more_held,
+            &crate::spec::settings_of(files),
+            apps,
+        );
         for e in more
             .iter_mut()
             .chain(more_held.iter_mut().map(|h| &mut h.error))
@@ -128,15 +161,12 @@ pub fn load(
     }
     let kept: Vec<SourceFile> = files
         .iter()
-        .filter(|f| {
-            !by_app
-                .keys()
-                .any(|app| crate::spec::rendered_by(&f.path, app))
-        })
+        .filter(|f| !by_app.keys().any(|app| made_by_app(apps, &f.path, app)))
         .cloned()
         .collect();
     match crate::spec::parse_files_with(&kept, policy) {
         Ok(mut tree) => {
+            tree.rendered_apps = std::sync::Arc::new(apps.clone());
             tree.held = std::sync::Arc::new(by_app);
             tree.all_or_nothing = policy.all_or_nothing;
             Ok(tree)
@@ -153,6 +183,19 @@ pub fn load(
                 .collect();
             Err(all_errors(rest.0, held))
         }
+    }
+}
+
+/// Whether `file` is `app`'s (as said: `argo/web`, `dir/teams/a`): rendered by it or by an
+/// app it rendered, or, for an `[apps]` directory, under it.
+fn made_by_app(apps: &RenderedApps, file: &str, app: &str) -> bool {
+    match app.strip_prefix("dir/") {
+        Some(dir) => {
+            let base = file.split('#').next().unwrap_or(file);
+            base.strip_prefix(dir)
+                .is_some_and(|rest| rest.starts_with('/'))
+        }
+        None => apps.rendered_by(file, app),
     }
 }
 
@@ -181,6 +224,7 @@ pub fn describe_held(tree: &SpecTree) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::spec::AppId;
 
     fn file(path: &str, text: &str) -> SourceFile {
         SourceFile {
@@ -194,42 +238,45 @@ mod tests {
     const BAD: &str =
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: Not_A_Name\n  namespace: team\n";
 
-    #[test]
-    fn a_file_belongs_to_the_apps_that_rendered_it() {
-        let f = "root.yaml#argo.root#argo.web#1";
-        assert!(crate::spec::rendered_by(f, "argo/root"));
-        assert!(crate::spec::rendered_by(f, "argo/web"));
-        assert!(!crate::spec::rendered_by(f, "argo/we"));
-        assert!(!crate::spec::rendered_by("a.yaml#argo.web-2", "argo/web"));
-        let f = "apps.yaml#flux.flux-system.apps#flux-helm.shop.podinfo";
-        assert_eq!(
-            crate::spec::apps_of(f),
-            ["flux/flux-system/apps", "flux-helm/shop/podinfo"]
-        );
-        assert_eq!(
-            crate::spec::apps_of("root.yaml#argo.root#argo.web.v2#1"),
-            ["argo/root", "argo/web.v2"]
-        );
-        assert!(crate::spec::rendered_by(f, "flux/flux-system/apps"));
-        assert!(!crate::spec::rendered_by(f, "flux/flux-system/app"));
-        assert!(!crate::spec::rendered_by(
-            "apps.yaml",
-            "flux/flux-system/apps"
-        ));
+    fn argo(name: &str) -> AppId {
+        AppId::Argo { name: name.into() }
+    }
+
+    fn flux(namespace: &str, name: &str) -> AppId {
+        AppId::Flux {
+            namespace: namespace.into(),
+            name: name.into(),
+        }
+    }
+
+    /// The apps beside each file, as a render hands them on.
+    fn made(files: &[(&str, Vec<AppId>)]) -> RenderedApps {
+        let mut apps = RenderedApps::new();
+        for (file, made) in files {
+            apps.insert(file.to_string(), made.clone());
+        }
+        apps
     }
 
     #[test]
-    fn releases_and_declared_directories_are_apps() {
-        assert_eq!(
-            app_of("apps.yaml#flux.flux-system.apps#flux-helm.shop.db").as_deref(),
-            Some("flux-helm/shop/db")
-        );
-        assert_eq!(app_of("apps.toml#helm.web").as_deref(), Some("helm/web"));
-        assert!(crate::spec::rendered_by("apps.toml#helm.web", "helm/web"));
-        assert!(!crate::spec::rendered_by(
-            "apps.toml#helm.web-2",
-            "helm/web"
-        ));
+    fn a_file_belongs_to_the_apps_that_made_it_and_to_the_directory_it_lies_in() {
+        let apps = made(&[
+            ("root.yaml#1", vec![argo("root"), argo("web")]),
+            ("teams/a/k.yaml#2", vec![flux("ns", "n")]),
+        ]);
+        assert!(made_by_app(&apps, "root.yaml#1", "argo/root"));
+        assert!(made_by_app(&apps, "root.yaml#1", "argo/web"));
+        assert!(!made_by_app(&apps, "root.yaml#1", "argo/we"));
+        // A file's name says nothing of its apps.
+        assert!(!made_by_app(&apps, "root.yaml#argo.web", "argo/web"));
+        assert!(!made_by_app(&apps, "root.yaml", "argo/root"));
+        assert!(made_by_app(&apps, "teams/a/k.yaml#2", "flux/ns/n"));
+        assert!(made_by_app(&apps, "teams/a/k.yaml#2", "dir/teams/a"));
+        assert!(!made_by_app(&apps, "teams/ab/k.yaml", "dir/teams/a"));
+    }
+
+    #[test]
+    fn declared_directories_are_apps() {
         assert!(
             crate::spec::guards_own_prune("flux/ns/a")
                 && !crate::spec::guards_own_prune("helm/web")
@@ -249,11 +296,6 @@ mod tests {
         );
         assert_eq!(settings.app_dir_of("teams/x.yaml"), None);
         assert_eq!(settings.app_dir_of("plain.yaml"), None);
-        assert!(crate::spec::rendered_by(
-            "teams/a/k.yaml#flux.ns.n",
-            "dir/teams/a"
-        ));
-        assert!(!crate::spec::rendered_by("teams/ab/k.yaml", "dir/teams/a"));
 
         let error =
             |file: &str, message: &str| crate::hydrate::stage::error_at(file, 1, 1, message.into());
@@ -270,7 +312,7 @@ mod tests {
             error("plain.yaml", "bad"),
         ];
         let mut held = Vec::new();
-        classify(&mut errors, &mut held, &settings);
+        classify(&mut errors, &mut held, &settings, &RenderedApps::new());
         let held: Vec<(&str, &str)> = held
             .iter()
             .map(|h| (h.app.as_str(), h.error.at.file.as_str()))
@@ -289,13 +331,16 @@ mod tests {
 
     #[test]
     fn an_apps_error_holds_it_and_a_trees_error_stops_everything() {
-        let files = [file("plain.yaml", GOOD), file("x.yaml#argo.web", BAD)];
+        // The app is what the render says beside the file, whatever the file's name.
+        let apps = made(&[("x.yaml#1", vec![argo("root"), argo("web")])]);
+        let files = [file("plain.yaml", GOOD), file("x.yaml#1", BAD)];
         let policy = Policy::default();
         let tree = load(
             &files,
             &[],
             &[],
             &BTreeMap::new(),
+            &apps,
             &BTreeMap::new(),
             &policy,
         )
@@ -324,6 +369,7 @@ mod tests {
             &[],
             &[],
             &BTreeMap::new(),
+            &apps,
             &BTreeMap::new(),
             &strict,
         )
@@ -331,12 +377,13 @@ mod tests {
         assert_eq!(errors.0.len(), 1);
 
         // The tree's own error: nothing goes, and every error is said.
-        let files = [file("plain.yaml", BAD), file("x.yaml#argo.web", BAD)];
+        let files = [file("plain.yaml", BAD), file("x.yaml#1", BAD)];
         let errors = load(
             &files,
             &[],
             &[],
             &BTreeMap::new(),
+            &apps,
             &BTreeMap::new(),
             &policy,
         )
@@ -354,6 +401,7 @@ mod tests {
             &[],
             &held,
             &BTreeMap::new(),
+            &RenderedApps::new(),
             &BTreeMap::new(),
             &policy,
         )
@@ -426,7 +474,13 @@ mod tests {
                 (Destination::Named("mars".into()), at(40)),
             ),
         ]);
-        let names = |policy: &Policy| placed_names(&files, &destinations, policy);
+        let apps = made(&[
+            ("apps.yaml#argo.by-name", vec![argo("by-name")]),
+            ("apps.yaml#argo.by-server", vec![argo("by-server")]),
+            ("apps.yaml#argo.home", vec![argo("home")]),
+            ("apps.yaml#argo.mars", vec![argo("mars")]),
+        ]);
+        let names = |policy: &Policy| placed_names(&files, &apps, &destinations, policy);
         let home = Policy {
             cluster: Target::home(clusters.clone()),
             ..Policy::default()
@@ -453,10 +507,20 @@ mod tests {
     /// holds.
     fn placed_names(
         files: &[SourceFile],
+        apps: &RenderedApps,
         destinations: &BTreeMap<String, (Destination, Location)>,
         policy: &Policy,
     ) -> (Vec<String>, Vec<String>) {
-        let tree = load(files, &[], &[], &BTreeMap::new(), destinations, policy).unwrap();
+        let tree = load(
+            files,
+            &[],
+            &[],
+            &BTreeMap::new(),
+            apps,
+            destinations,
+            policy,
+        )
+        .unwrap();
         let held: Vec<String> = tree
             .held
             .values()
@@ -526,7 +590,20 @@ mod tests {
                 (secret("cluster-kubeconfig", Some("other")), at(30)),
             ),
         ]);
-        let names = |policy: &Policy| placed_names(&files, &destinations, policy);
+        let podinfo = AppId::FluxHelm {
+            namespace: "hub".into(),
+            name: "podinfo".into(),
+        };
+        let apps = made(&[
+            ("hub.yaml#flux.hub.tenants", vec![flux("hub", "tenants")]),
+            ("hub.yaml#flux.hub.apps", vec![flux("hub", "apps")]),
+            (
+                "hub.yaml#flux.hub.apps#flux-helm.hub.podinfo",
+                vec![flux("hub", "apps"), podinfo],
+            ),
+            ("hub.yaml#flux.hub.lost", vec![flux("hub", "lost")]),
+        ]);
+        let names = |policy: &Policy| placed_names(&files, &apps, &destinations, policy);
         let lost = "hub.yaml:30:3: Kustomization hub/lost: its kubeConfig Secret hub/cluster-kubeconfig (key other) is not a declared cluster's (`secret` in --clusters): the declared clusters are in-cluster (home), staging; nothing is applied";
         let home = Policy {
             cluster: Target::home(clusters.clone()),

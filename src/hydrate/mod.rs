@@ -154,6 +154,9 @@ impl Hydrator {
             .into_iter()
             .map(|r| helm::ReleaseAt {
                 file: format!("{}#helm.{}", r.at.file, r.name),
+                app: Some(crate::spec::AppId::Helm {
+                    name: r.name.clone(),
+                }),
                 release: r,
             })
             .collect();
@@ -182,6 +185,7 @@ impl Hydrator {
                         releases.push(helm::ReleaseAt {
                             release: helm::unnamed_release(dir, &name, ns, at),
                             file: file.clone(),
+                            app: None,
                         });
                     }
                 }
@@ -207,7 +211,12 @@ impl Hydrator {
         self.carry_out_apps(&cx, &mut out);
         self.shared.cache.retain_used();
         out.files.sort_by(|a, b| a.path.cmp(&b.path));
-        held::classify(&mut out.errors, &mut out.held, &settings);
+        held::classify(
+            &mut out.errors,
+            &mut out.held,
+            &settings,
+            &out.rendered_apps,
+        );
         for e in out
             .errors
             .iter_mut()
@@ -262,7 +271,7 @@ impl Hydrator {
         for depth in 0..=MAX_DEPTH {
             let mut passes = Vec::with_capacity(formats.len());
             for (format, left_out) in formats.iter_mut().zip(&mut left_out) {
-                let found = format.find(&mut out.files, &mut repo);
+                let found = format.find(&mut out.files, &out.rendered_apps, &mut repo);
                 out.errors.extend(found.errors);
                 out.held.extend(found.held);
                 out.destinations.extend(found.destinations);
@@ -332,6 +341,7 @@ fn drop_consumed(out: &mut Hydrated, dirs: &[String]) {
     out.files.retain(|f| !inside(&f.path));
     out.unread.retain(|p| !inside(p));
     out.rendered.retain(|p, _| !inside(p));
+    out.rendered_apps.retain(|p| !inside(p));
     out.errors.retain(|e| !inside(&e.at.file));
     out.held.retain(|h| !inside(&h.error.at.file));
 }
@@ -477,6 +487,68 @@ mod tests {
             (0, 2),
             "unchanged again: from the cache"
         );
+    }
+
+    /// An app of apps, rendered from disk: each output file carries the apps that made
+    /// it, the outermost first, and an error in one holds its innermost app alone.
+    #[test]
+    fn what_an_app_of_apps_renders_carries_its_apps_beside_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let app = |name: &str, path: &str| {
+            format!(
+                "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: {name}\n  namespace: argocd\nspec:\n  project: default\n  source:\n    repoURL: https://example.com/acme/gitops.git\n    path: {path}\n  destination:\n    server: https://kubernetes.default.svc\n    namespace: shop\n"
+            )
+        };
+        let cm = |name: &str| {
+            format!(
+                "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {name}\n  namespace: shop\n"
+            )
+        };
+        let written = [
+            (
+                ".driftless.toml",
+                "[repository]\nurls = [\"https://example.com/acme/gitops.git\"]\n".to_string(),
+            ),
+            ("root.yaml", app("root", "apps")),
+            (
+                "apps/web.yaml",
+                format!("{}---\n{}", app("web", "web"), app("db", "db")),
+            ),
+            ("web/cm.yaml", cm("web")),
+            ("db/cm.yaml", "kind: [not a mapping\n".to_string()),
+        ];
+        for (path, text) in &written {
+            let at = dir.path().join(path);
+            std::fs::create_dir_all(at.parent().unwrap()).unwrap();
+            std::fs::write(at, text).unwrap();
+        }
+        let r = Hydrator::new(Options::default());
+        let out = r.hydrate(Input {
+            files: written.iter().map(|(p, t)| file(p, t)).collect(),
+            checkout: Some(Checkout::for_dir(dir.path()).unwrap()),
+            ..Input::default()
+        });
+        let argo = |name: &str| crate::spec::AppId::Argo { name: name.into() };
+        let web = out
+            .files
+            .iter()
+            .find(|f| String::from_utf8_lossy(&f.contents).contains("\"name\": \"web\""))
+            .expect("web's render");
+        assert_eq!(
+            out.rendered_apps.of(&web.path),
+            [argo("root"), argo("web")],
+            "{:?}",
+            out.rendered_apps
+        );
+        assert_eq!(
+            out.rendered_apps.app_of("root.yaml"),
+            None,
+            "the tree's own"
+        );
+        // db's render read no YAML: db is held, with nothing else.
+        assert!(out.errors.is_empty(), "{:?}", out.errors);
+        let held: Vec<&str> = out.held.iter().map(|h| h.app.as_str()).collect();
+        assert_eq!(held, ["argo/db"], "{:?}", out.held);
     }
 
     #[test]

@@ -105,6 +105,9 @@ pub struct Hydrated {
     /// Where what rendered each rendered file is written: errors in a rendered file
     /// (none on disk) are said there ([`said_where_written`]).
     pub made_by: BTreeMap<String, Location>,
+    /// The apps that made each rendered file, the innermost last: an error in the file
+    /// holds its innermost app (`held.rs`).
+    pub rendered_apps: crate::spec::RenderedApps,
     /// A render read the live cluster (a chart's `lookup`), succeeding or not: what the
     /// revision renders to may change with no new revision, as what it read changes.
     pub read_cluster: bool,

@@ -8,7 +8,7 @@
 //! `Hydrator::hydrate` (docs/src/contributing/layout.md, "Adding a render tool").
 
 use crate::spec::settings::Settings;
-use crate::spec::{Location, RenderedBy, SourceFile};
+use crate::spec::{AppId, Location, RenderedBy, SourceFile};
 
 use std::panic::AssertUnwindSafe;
 use std::sync::Mutex;
@@ -69,6 +69,11 @@ pub trait Tool: Sync {
 
     /// Where an item's errors are said.
     fn at(&self, item: &Self::Item) -> Location;
+
+    /// The app an item is (an app format's render, a `[helm.NAME]` release); none for
+    /// what is the tree's own. Its output is then that app's, and of every app that made
+    /// the file the item is written in ([`crate::spec::RenderedApps`]).
+    fn app(&self, item: &Self::Item) -> Option<AppId>;
 
     /// The file an item's output is handed on as (and its provenance is keyed by).
     fn output_file(&self, item: &Self::Item) -> String;
@@ -179,6 +184,13 @@ pub(super) fn hydrate_with<T: Tool>(
 ) {
     if items.is_empty() {
         return;
+    }
+    // Whatever comes of an item, its output file is its app's and of every app that made
+    // the file it is written in: its errors hold that app.
+    for item in items {
+        let mut apps = out.rendered_apps.of(&tool.at(item).file).to_vec();
+        apps.extend(tool.app(item));
+        out.rendered_apps.insert(tool.output_file(item), apps);
     }
     let each_fails = |out: &mut Hydrated, why: &str| {
         for item in items {
@@ -295,8 +307,10 @@ fn side_by_side<I: Sync, R: Send>(
 /// An item that did not render: the error holds the app whose render it is (said where
 /// that app is written, which is its parent's file or the tree's), else the tree.
 fn fails(out: &mut Hydrated, output: String, error: crate::spec::SpecError) {
-    match crate::spec::app_of(&output) {
-        Some(app) => out.held.push(super::stage::AppError::new(app, error)),
+    match out.rendered_apps.app_of(&output) {
+        Some(app) => out
+            .held
+            .push(super::stage::AppError::new(app.to_string(), error)),
         None => out.errors.push(error),
     }
 }
@@ -375,6 +389,9 @@ mod tests {
         }
         fn at(&self, _: &&'static str) -> Location {
             Location::default()
+        }
+        fn app(&self, _: &&'static str) -> Option<AppId> {
+            None
         }
         fn output_file(&self, item: &&'static str) -> String {
             item.to_string()

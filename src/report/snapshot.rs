@@ -39,6 +39,8 @@ pub struct Snapshot<'a> {
     pub specs: &'a [Spec],
     /// What rendered each rendered file of the tree.
     pub rendered: &'a BTreeMap<String, crate::spec::RenderedBy>,
+    /// The apps that made each rendered file of the tree.
+    pub rendered_apps: &'a crate::spec::RenderedApps,
     pub health: &'a [std::sync::Arc<SpecHealth>],
     /// What the specs render to: the objects' display names, for their last actions.
     pub expected: &'a [Expected],
@@ -105,7 +107,7 @@ impl<'a> Snapshot<'a> {
                 .get(&s.at.file)
                 .is_some_and(|r| r.release.is_some())
         };
-        let of_app = |s: &&Spec| crate::spec::app_of(&s.at.file).is_some();
+        let of_app = |s: &&Spec| self.rendered_apps.app_of(&s.at.file).is_some();
         StatusFile {
             releases: super::status::releases::of(
                 self.specs.iter().filter(of_release).map(|s| specs.of(s)),
@@ -177,7 +179,10 @@ impl<'a> Snapshot<'a> {
             file: spec.at.file.clone(),
             line: spec.at.line,
             rendered_by: self.rendered.get(&spec.at.file).cloned(),
-            app: crate::spec::app_of(&spec.at.file),
+            app: self
+                .rendered_apps
+                .app_of(&spec.at.file)
+                .map(ToString::to_string),
             ..SpecStatus::default()
         }
     }

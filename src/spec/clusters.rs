@@ -483,8 +483,9 @@ pub struct Target {
     pub clusters: std::sync::Arc<Clusters>,
     /// The name of the cluster served: one of `clusters`.
     serving: String,
-    /// Apps (`argo/NAME`) whose destination decides, over the `[[cluster]]` rules,
-    /// whether their files are this cluster's; set per revision, from what they say.
+    /// Rendered files whose app's destination decides, over the `[[cluster]]` rules,
+    /// whether they are this cluster's (the innermost app that made a file and names a
+    /// cluster); set per revision, from what the apps say.
     pub placed: std::sync::Arc<BTreeMap<String, bool>>,
 }
 
@@ -538,13 +539,7 @@ impl Target {
     /// Whether the file at `file` is this cluster's as the innermost app that rendered
     /// it and names a cluster says; `None`: none does, the tree's `[[cluster]]` rules say.
     pub(crate) fn placed_here(&self, file: &str) -> Option<bool> {
-        if self.placed.is_empty() {
-            return None;
-        }
-        super::apps_of(file)
-            .iter()
-            .rev()
-            .find_map(|app| self.placed.get(app).copied())
+        self.placed.get(file).copied()
     }
 
     /// Whether the operator declared clusters beside the home cluster.

@@ -93,6 +93,7 @@ pub fn parse_files_with(files: &[SourceFile], policy: &Policy) -> Result<SpecTre
             specs,
             settings: std::sync::Arc::new(settings),
             rendered: Default::default(),
+            rendered_apps: Default::default(),
             held: Default::default(),
             all_or_nothing: false,
         })

@@ -21,9 +21,8 @@ pub mod sops;
 pub mod vars;
 pub(crate) mod yaml;
 
-pub(crate) use app_file::argo_output_file;
-pub use app_file::{app_of, app_out_path, rendered_by};
-pub(crate) use app_file::{apps_of, flux_output_file, guards_own_prune};
+pub use app_file::{AppId, RenderedApps};
+pub(crate) use app_file::{argo_output_file, flux_output_file, guards_own_prune};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
@@ -236,6 +235,8 @@ pub struct SpecTree {
     /// The files a tool rendered (a kustomization, a Jsonnet file), by path: what made
     /// the specs read from them.
     pub rendered: std::sync::Arc<BTreeMap<String, RenderedBy>>,
+    /// The apps that made each rendered file (Flux's, Argo CD's, a chart release's).
+    pub rendered_apps: std::sync::Arc<RenderedApps>,
     /// The apps this revision holds (`flux/NS/NAME`, `argo/NAME`), each with its errors:
     /// their render or validation failed, so none of their objects is applied or pruned
     /// and the rest of the revision goes on (DESIGN 1.12).
@@ -250,9 +251,11 @@ pub struct SpecTree {
 pub struct TreeFacts {
     /// Specs that take over existing objects (`adopt = true`).
     pub adopt: BTreeSet<SpecId>,
-    /// The Flux and Argo CD apps of the tree (`app_of`), those rendering nothing too:
-    /// each is its own prune guard's.
+    /// The Flux and Argo CD apps of the tree, those rendering nothing too: each is its
+    /// own prune guard's.
     pub apps: BTreeSet<String>,
+    /// The apps that made each rendered file: an object's app is its spec file's.
+    pub rendered_apps: std::sync::Arc<RenderedApps>,
     /// The apps the tree holds back (an object of theirs is `driftless.dev/suspend`, as
     /// a suspended Flux Kustomization's all are): what they applied before is not
     /// pruned, also an object their render no longer holds.
@@ -267,6 +270,11 @@ pub struct TreeFacts {
 }
 
 impl TreeFacts {
+    /// The app the specs of `file` are the render of, as said (`argo/web`).
+    pub fn app_of(&self, file: &str) -> Option<String> {
+        self.rendered_apps.app_of(file).map(AppId::to_string)
+    }
+
     /// Whether what was applied for app `app` (`None`: the tree's own) and is not in this
     /// revision is left as it is, neither applied nor pruned: the app is held (suspended,
     /// or its render failed), or an app is held and this one left the tree, or is the
@@ -343,10 +351,11 @@ impl SpecTree {
             .rendered
             .keys()
             .chain(self.specs.iter().map(|s| &s.at.file));
+        let app_of = |f: &String| self.rendered_apps.app_of(f).map(AppId::to_string);
         TreeFacts {
             adopt: self.adopt_specs(),
             apps: files
-                .filter_map(|f| app_of(f))
+                .filter_map(app_of)
                 .chain(self.held.keys().cloned())
                 .collect(),
             held_apps: self
@@ -356,6 +365,7 @@ impl SpecTree {
                 .filter_map(|s| app_of(&s.at.file))
                 .chain(self.held.keys().cloned())
                 .collect(),
+            rendered_apps: self.rendered_apps.clone(),
             hold_departed: !self.held.is_empty(),
             all_or_nothing: self.all_or_nothing,
         }
@@ -385,8 +395,8 @@ impl SpecTree {
                     .rendered
                     .get(&s.at.file)
                     .and_then(|r| r.release.as_ref());
-                let app = match (app_of(&s.at.file), release) {
-                    (Some(app), _) => app,
+                let app = match (self.rendered_apps.app_of(&s.at.file), release) {
+                    (Some(app), _) => app.to_string(),
                     (None, Some(r)) => format!("release {}/{}", r.namespace, r.release_name),
                     (None, None) => s.at.file.clone(),
                 };

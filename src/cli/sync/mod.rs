@@ -249,6 +249,7 @@ fn not_held_back(tree: &SpecTree, objects: &[Object]) -> (SpecTree, Vec<Object>)
             specs,
             settings: tree.settings.clone(),
             rendered: tree.rendered.clone(),
+            rendered_apps: tree.rendered_apps.clone(),
             held: tree.held.clone(),
             all_or_nothing: tree.all_or_nothing,
         },
@@ -287,6 +288,7 @@ async fn in_waves(
                 .collect(),
             settings: tree.settings.clone(),
             rendered: tree.rendered.clone(),
+            rendered_apps: tree.rendered_apps.clone(),
             held: tree.held.clone(),
             all_or_nothing: tree.all_or_nothing,
         };

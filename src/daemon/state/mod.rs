@@ -38,6 +38,7 @@ pub(crate) use synced::SyncEnd;
 
 /// A tree that renders nothing has no renders to name.
 static NO_RENDERS: BTreeMap<String, crate::spec::RenderedBy> = BTreeMap::new();
+static NO_APPS: crate::spec::RenderedApps = crate::spec::RenderedApps::new();
 
 /// The time, read once by the loop for a transition.
 #[derive(Debug, Clone, Copy)]
@@ -276,6 +277,10 @@ impl State {
                 .tree
                 .as_deref()
                 .map_or(&NO_RENDERS, |t| t.rendered.as_ref()),
+            rendered_apps: self
+                .tree
+                .as_deref()
+                .map_or(&NO_APPS, |t| t.rendered_apps.as_ref()),
             health: &self.health,
             expected: &self.expected,
             actions: &self.actions,

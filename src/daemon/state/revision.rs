@@ -48,6 +48,8 @@ pub(crate) struct HydrateReport {
     /// What rendered each rendered file, where it is written: an error found in one
     /// when the specs are read is said there.
     pub made_by: BTreeMap<String, crate::spec::Location>,
+    /// The apps that made each rendered file.
+    pub rendered_apps: crate::spec::RenderedApps,
     /// A render read the live cluster (a chart's `lookup`): what the revision renders to
     /// may change with no new revision ([`State::render_again`]).
     pub read_cluster: bool,
@@ -226,6 +228,7 @@ fn load(
         &rendered.errors,
         &rendered.held,
         &rendered.made_by,
+        &rendered.rendered_apps,
         &rendered.destinations,
         policy,
     )

@@ -39,6 +39,7 @@ impl State {
             specs,
             settings: whole.settings.clone(),
             rendered: whole.rendered.clone(),
+            rendered_apps: whole.rendered_apps.clone(),
             held: whole.held.clone(),
             all_or_nothing: whole.all_or_nothing,
         }

@@ -1490,16 +1490,33 @@ fn a_restarts_first_sync_waits_for_the_watches_lists_and_readiness_for_that_sync
     assert!(state.live.known().is_none(), "nothing is known whole");
 }
 
-#[test]
-fn an_apps_error_holds_that_app_and_the_rest_of_the_revision_goes_on() {
-    let mut state = applied();
-    let mut r2 = webs(&[("a", 200), ("b", 300)]);
-    // What a Flux Kustomization rendered, with a name the apiserver would refuse.
-    r2.extend(files(&[(
+/// Revision `id` with a file Flux Kustomization `flux-system/extra` rendered, with a
+/// name the apiserver would refuse, its app beside it as the render hands it on.
+fn with_extra(id: &str) -> SourceUpdate {
+    let mut files = webs(&[("a", 200), ("b", 300)]);
+    files.extend(self::files(&[(
         "apps.yaml#flux.flux-system.extra",
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: Not_A_Name\n  namespace: team\n",
     )]));
-    let (keys, tally) = new_revision(&mut state, "r2", r2);
+    let mut report = HydrateReport::default();
+    report.rendered_apps.insert(
+        "apps.yaml#flux.flux-system.extra".into(),
+        vec![crate::spec::AppId::Flux {
+            namespace: "flux-system".into(),
+            name: "extra".into(),
+        }],
+    );
+    SourceUpdate::Revision {
+        id: id.into(),
+        files,
+        rendered: Box::new(report),
+    }
+}
+
+#[test]
+fn an_apps_error_holds_that_app_and_the_rest_of_the_revision_goes_on() {
+    let mut state = applied();
+    let (keys, tally) = state.on_source(with_extra("r2"), &Policy::default(), now());
     // Whole: the apps it holds changed.
     assert_eq!(keys, [Key::Full], "the rest of the revision is synced");
     assert_eq!(tally.apps_held, Some(1));
@@ -1535,16 +1552,11 @@ fn an_apps_error_holds_that_app_and_the_rest_of_the_revision_goes_on() {
 
     // All or nothing: the same revision changes nothing applied.
     let mut state = applied();
-    let mut r2 = webs(&[("a", 200), ("b", 300)]);
-    r2.extend(files(&[(
-        "apps.yaml#flux.flux-system.extra",
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: Not_A_Name\n  namespace: team\n",
-    )]));
     let policy = Policy {
         all_or_nothing: true,
         ..Policy::default()
     };
-    let (keys, tally) = state.on_source(revision("r2", r2), &policy, now());
+    let (keys, tally) = state.on_source(with_extra("r2"), &policy, now());
     assert!(keys.is_empty());
     assert_eq!(tally.sync.map(|s| s.result), Some("invalid"));
     assert_eq!(tally.apps_held, None);

@@ -15,7 +15,7 @@ use crate::hydrate::apps::Repository;
 use crate::hydrate::helm::ReleaseAt;
 use crate::hydrate::not_carried_out::{NotCarriedOut, Refusal};
 use crate::hydrate::shape;
-use crate::spec::{Location, SpecError};
+use crate::spec::{AppId, Location, SpecError};
 
 /// `spec` fields carried out, or accepted as driftless already does what they ask.
 const CARRIED: &[&str] = &[
@@ -274,7 +274,13 @@ impl Reading<'_> {
         if let Some(chart) = s.chart.as_deref() {
             let release = chart_release(at, name, &out.app, s, chart, refs, self.repo)
                 .map_err(|why| self.refuse("chart", why.to_string()))?;
-            out.releases.push(ReleaseAt { release, file });
+            out.releases.push(ReleaseAt {
+                release,
+                file,
+                app: Some(AppId::Argo {
+                    name: name.to_string(),
+                }),
+            });
             return Ok(());
         }
         if !self.repo.names(url) {
@@ -365,13 +371,22 @@ impl Reading<'_> {
         if is_helm {
             let release = local_release(at, name, &out.app, s, &path, refs, self.repo)
                 .map_err(|why| self.refuse("helm", why.to_string()))?;
-            out.releases.push(ReleaseAt { release, file });
+            out.releases.push(ReleaseAt {
+                release,
+                file,
+                app: Some(AppId::Argo {
+                    name: name.to_string(),
+                }),
+            });
         } else if is_kustomize {
             let k = kustomization(name, s, &path)
                 .map_err(|why| self.refuse("kustomize", why.to_string()))?;
             out.parts.push(Part {
                 at: at.clone(),
                 by: format!("Argo CD Application {name}"),
+                app: AppId::Argo {
+                    name: name.to_string(),
+                },
                 output: file,
                 source: PartSource::Kustomize(Box::new(k)),
             });
@@ -390,6 +405,9 @@ impl Reading<'_> {
             out.parts.push(Part {
                 at: at.clone(),
                 by: format!("Argo CD Application {name}"),
+                app: AppId::Argo {
+                    name: name.to_string(),
+                },
                 output: file,
                 source: PartSource::Directory {
                     path,

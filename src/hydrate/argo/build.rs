@@ -13,7 +13,7 @@ use crate::hydrate::tool::{
     Context, Entry, FindError, Keyed, Ran, Rendered, Tool, ToolError, found_once,
 };
 use crate::hydrate::walk::{Hidden, Links, Revisit, Walk, WalkError};
-use crate::spec::{Location, RenderedBy};
+use crate::spec::{AppId, Location, RenderedBy};
 
 /// The Argo CD directory and Kustomize sources: kustomize found once, when asked.
 #[derive(Default)]
@@ -56,6 +56,10 @@ impl Tool for Directories {
 
     fn at(&self, item: &Part) -> Location {
         item.at.clone()
+    }
+
+    fn app(&self, item: &Part) -> Option<AppId> {
+        Some(item.app.clone())
     }
 
     fn output_file(&self, item: &Part) -> String {

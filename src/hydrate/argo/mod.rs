@@ -125,7 +125,12 @@ fn new_format<'a>(files: &[SourceFile], s: &Setting<'a>) -> Box<dyn AppFormat + 
 }
 
 impl AppFormat for Format<'_> {
-    fn find(&mut self, files: &mut [SourceFile], repo: &mut Repository) -> Found {
+    fn find(
+        &mut self,
+        files: &mut [SourceFile],
+        _: &crate::spec::RenderedApps,
+        repo: &mut Repository,
+    ) -> Found {
         let (found, apps) = find(files, repo, self.fleet, &mut self.seen, self.install);
         self.apps = apps;
         found

@@ -15,6 +15,8 @@ pub struct Part {
     /// The app that renders it, as its render's command names it (`Argo CD Application
     /// NAME`).
     pub by: String,
+    /// The app it is the render of.
+    pub app: crate::spec::AppId,
     /// The file its output is handed on as.
     pub output: String,
     pub source: PartSource,

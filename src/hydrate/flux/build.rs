@@ -17,7 +17,7 @@ use crate::hydrate::tool::{
 };
 use crate::hydrate::tree::KUSTOMIZATION_FILES;
 use crate::hydrate::walk::{Hidden, Links, Revisit, Walk, WalkError};
-use crate::spec::{Location, RenderedBy};
+use crate::spec::{AppId, Location, RenderedBy};
 
 /// The Flux Kustomization tool: kustomize found once.
 #[derive(Default)]
@@ -36,6 +36,13 @@ impl Tool for Builds {
 
     fn at(&self, item: &Kustomization) -> Location {
         item.at.clone()
+    }
+
+    fn app(&self, item: &Kustomization) -> Option<AppId> {
+        Some(AppId::Flux {
+            namespace: item.namespace.clone(),
+            name: item.name.clone(),
+        })
     }
 
     fn output_file(&self, item: &Kustomization) -> String {

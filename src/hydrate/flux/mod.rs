@@ -99,9 +99,15 @@ fn new_format<'a>(files: &[SourceFile], s: &Setting<'a>) -> Box<dyn AppFormat + 
 }
 
 impl AppFormat for Format<'_> {
-    fn find(&mut self, files: &mut [SourceFile], repo: &mut Repository) -> Found {
+    fn find(
+        &mut self,
+        files: &mut [SourceFile],
+        apps: &crate::spec::RenderedApps,
+        repo: &mut Repository,
+    ) -> Found {
         let (found, waits) = find(
             files,
+            apps,
             repo,
             &mut self.waves,
             self.install,
@@ -134,7 +140,8 @@ impl AppFormat for Format<'_> {
 /// applied (their lines blanked, so every other document keeps its place), and returns the
 /// Kustomizations to carry out. `repo`: this repository (the spec root within it, the URLs
 /// it is known by: bootstrap's GitRepository's added once found, so the formats and passes
-/// after this one, a tenant's Kustomization another renders, know it), `waves`: the
+/// after this one, a tenant's Kustomization another renders, know it), `apps`: the apps
+/// that made each rendered file (a Kustomization another renders comes after it), `waves`: the
 /// Kustomizations found in earlier passes (their waves, by `namespace/name`).
 /// `install`: whether Flux's own install is left out (the tree holds Flux's app objects,
 /// which driftless carries out in Flux's place) or applied as any bundle. With what is
@@ -142,6 +149,7 @@ impl AppFormat for Format<'_> {
 /// one.
 fn find(
     files: &mut [SourceFile],
+    apps: &crate::spec::RenderedApps,
     repo: &mut Repository,
     waves: &mut BTreeMap<String, i32>,
     install: crate::hydrate::app_yaml::Install,
@@ -268,7 +276,7 @@ fn find(
         }
     });
     hold_dependents(&mut items, &mut found.held);
-    order(&mut items, waves, &mut found.errors);
+    order(&mut items, apps, waves, &mut found.errors);
     found.destinations.extend(items.iter().filter_map(|k| {
         let to = k.destination.clone()?;
         Some((app_id(&k.namespace, &k.name), to))
@@ -377,12 +385,13 @@ fn hold_waiting(
     let mut failed = out
         .errors
         .iter()
-        .filter_map(|e| crate::spec::app_of(&e.at.file))
+        .filter_map(|e| out.rendered_apps.app_of(&e.at.file))
+        .map(ToString::to_string)
         .chain(out.held.iter().map(|h| h.app.clone()))
         .collect();
     for e in waiting(&mut failed) {
-        out.files
-            .retain(|f| !crate::spec::rendered_by(&f.path, &e.app));
+        let apps = &out.rendered_apps;
+        out.files.retain(|f| !apps.rendered_by(&f.path, &e.app));
         out.held.push(e);
     }
 }
@@ -605,6 +614,7 @@ mod tests {
     fn find_in(files: &mut [SourceFile], root: Option<&str>) -> Found {
         let (found, _) = find(
             files,
+            &Default::default(),
             &mut repository(root),
             &mut BTreeMap::new(),
             crate::hydrate::app_yaml::Install::LeftOut,
@@ -655,6 +665,7 @@ mod tests {
             )];
             find(
                 &mut files,
+                &Default::default(),
                 &mut repository(Some("clusters/staging")),
                 &mut BTreeMap::new(),
                 crate::hydrate::app_yaml::Install::LeftOut,
@@ -708,6 +719,7 @@ mod tests {
         let mut waves = BTreeMap::new();
         let (found, _) = find(
             &mut files,
+            &Default::default(),
             &mut repository(Some("clusters/staging")),
             &mut waves,
             crate::hydrate::app_yaml::Install::LeftOut,
@@ -749,8 +761,17 @@ mod tests {
             "apps.yaml#flux.flux-system.apps",
             &kustomization("tenant", "./tenant", ""),
         )];
+        let mut apps = crate::spec::RenderedApps::new();
+        apps.insert(
+            "apps.yaml#flux.flux-system.apps".into(),
+            vec![crate::spec::AppId::Flux {
+                namespace: "flux-system".into(),
+                name: "apps".into(),
+            }],
+        );
         let (found, _) = find(
             &mut nested,
+            &apps,
             &mut repository(Some("clusters/staging")),
             &mut waves,
             crate::hydrate::app_yaml::Install::LeftOut,

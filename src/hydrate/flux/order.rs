@@ -4,25 +4,24 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::model::*;
-use crate::spec::{Location, SpecError};
+use crate::spec::{AppId, Location, SpecError};
 
 /// Each Kustomization's wave: one past the highest it depends on; a cycle or an unknown
 /// dependency is an error, and that Kustomization is not carried out.
 pub(super) fn order(
     items: &mut Vec<Kustomization>,
+    apps: &crate::spec::RenderedApps,
     waves: &mut BTreeMap<String, i32>,
     errors: &mut Vec<SpecError>,
 ) {
     // A Kustomization another one renders comes after it, as in Flux, where it exists
     // (and runs) only once its parent has applied it: a tenant's objects are written
     // once the platform's RBAC for them is in place.
-    let after_parent = |k: &Kustomization| {
-        crate::spec::app_of(&k.at.file)
-            .and_then(|app| {
-                let key = app.strip_prefix("flux/")?.to_string();
-                waves.get(&format!("kustomization/{key}")).map(|w| w + 1)
-            })
-            .unwrap_or(0)
+    let after_parent = |k: &Kustomization| match apps.app_of(&k.at.file) {
+        Some(AppId::Flux { namespace, name }) => waves
+            .get(&format!("kustomization/{namespace}/{name}"))
+            .map_or(0, |w| w + 1),
+        _ => 0,
     };
     let nodes: Vec<Node> = items
         .iter()

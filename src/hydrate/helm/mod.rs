@@ -21,7 +21,7 @@ use super::tool::found_once;
 use super::tool::{Context, Entry, FindError, Keep, Keyed, Ran, Rendered, Tool, ToolError};
 use super::{pull, runner};
 use crate::spec::helm::HelmRelease;
-use crate::spec::{Location, RenderedBy};
+use crate::spec::{AppId, Location, RenderedBy};
 pub(crate) use prepare::Prepared;
 pub use prepare::prepare;
 
@@ -191,6 +191,9 @@ pub struct Releases {
 pub struct ReleaseAt {
     pub release: HelmRelease,
     pub file: String,
+    /// The app it is (a `[helm.NAME]` release, a Flux HelmRelease, an Argo CD
+    /// Application's chart); none for a chart nobody names, the tree's own.
+    pub app: Option<AppId>,
 }
 
 /// A release made ready: its run, and the kustomize of its post-renderers (when it has
@@ -213,6 +216,10 @@ impl Tool for Releases {
 
     fn at(&self, item: &ReleaseAt) -> Location {
         item.release.at.clone()
+    }
+
+    fn app(&self, item: &ReleaseAt) -> Option<AppId> {
+        item.app.clone()
     }
 
     fn output_file(&self, item: &ReleaseAt) -> String {

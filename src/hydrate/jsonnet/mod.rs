@@ -22,7 +22,7 @@ use super::tool::{
     Context, Entry, FindError, Keep, Key, KeyBuilder, Keyed, Ran, Rendered, Tool, ToolError,
 };
 use crate::spec::settings::JsonnetSettings;
-use crate::spec::{Location, RenderedBy};
+use crate::spec::{AppId, Location, RenderedBy};
 
 /// The Jsonnet evaluator, as provenance names it.
 pub(crate) const JSONNET_VERSION: &str = "rsjsonnet 0.5.1";
@@ -90,6 +90,10 @@ impl Tool for Evaluations {
             line: 1,
             column: 1,
         }
+    }
+
+    fn app(&self, _: &String) -> Option<AppId> {
+        None
     }
 
     fn output_file(&self, path: &String) -> String {

@@ -17,7 +17,7 @@ use super::runner;
 use super::stage::Shared;
 use super::tool::found_once;
 use super::tool::{Context, Entry, FindError, Keyed, Ran, Rendered, Tool, ToolError};
-use crate::spec::{Location, RenderedBy};
+use crate::spec::{AppId, Location, RenderedBy};
 pub(crate) use closure::ClosureError;
 pub use closure::closure;
 pub(crate) use overlay::Overlay;
@@ -174,6 +174,10 @@ impl Tool for Kustomizations {
             line: 1,
             column: 1,
         }
+    }
+
+    fn app(&self, _: &Dir) -> Option<AppId> {
+        None
     }
 
     fn output_file(&self, item: &Dir) -> String {

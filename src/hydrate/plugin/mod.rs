@@ -26,7 +26,7 @@ use super::cache::KeyBuilder;
 use super::runner::{self, Session};
 use super::stage::Shared;
 use super::tool::{Context, Entry, FindError, Keyed, Ran, Rendered, Tool, ToolError};
-use crate::spec::{Location, RenderedBy};
+use crate::spec::{AppId, Location, RenderedBy};
 pub use declare::declared;
 use declare::{Command, Discover};
 pub(crate) use declare::{DeclareError, Plugin};
@@ -182,6 +182,12 @@ impl Tool for Plugins {
 
     fn at(&self, item: &PluginPart) -> Location {
         item.at.clone()
+    }
+
+    fn app(&self, item: &PluginPart) -> Option<AppId> {
+        Some(AppId::Argo {
+            name: item.app.clone(),
+        })
     }
 
     fn output_file(&self, item: &PluginPart) -> String {

@@ -16,6 +16,7 @@ fn specs() -> Vec<Spec> {
 static NO_SUSPENSIONS: Suspensions = Suspensions::new();
 static NO_DRIFT: BTreeMap<ObjKey, SpecId> = BTreeMap::new();
 static NO_RENDERS: BTreeMap<String, crate::spec::RenderedBy> = BTreeMap::new();
+static NO_APPS: crate::spec::RenderedApps = crate::spec::RenderedApps::new();
 static NO_FAILURES: std::sync::LazyLock<HashMap<ObjKey, String>> =
     std::sync::LazyLock::new(HashMap::new);
 static NO_WARNINGS: std::sync::LazyLock<HashMap<ObjKey, Vec<String>>> =
@@ -40,6 +41,7 @@ fn snapshot<'a>(
         cluster: Some("edge"),
         specs,
         rendered: &NO_RENDERS,
+        rendered_apps: &NO_APPS,
         health,
         expected: &[],
         actions,

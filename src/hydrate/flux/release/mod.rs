@@ -14,7 +14,7 @@ use crate::hydrate::app_yaml::unknown;
 use crate::hydrate::held::AppError;
 use crate::hydrate::not_carried_out::{NotCarriedOut, Refusal};
 use crate::hydrate::shape;
-use crate::spec::{Location, SpecError};
+use crate::spec::{AppId, Location, SpecError};
 use marks::{drift_detection, marks};
 
 /// HelmRelease `spec` fields carried out, or accepted (driftless renders and applies a
@@ -137,12 +137,17 @@ pub(super) fn helm_releases(
             at: at.clone(),
             base: r.wave,
         });
+        let id = AppId::FluxHelm {
+            namespace: r.namespace_of_object.clone(),
+            name: r.release.name.clone(),
+        };
         out.push(crate::hydrate::helm::ReleaseAt {
             file: format!(
                 "{}#flux-helm.{}.{}",
                 at.file, r.namespace_of_object, r.release.name
             ),
             release: r.release,
+            app: Some(id),
         });
     }
     let ws = waves_of(&nodes, waves, errors);
@@ -161,7 +166,7 @@ pub(super) fn helm_releases(
     waits
 }
 
-/// `flux-helm/NAMESPACE/NAME`: the app a HelmRelease is ([`crate::spec::app_of`]).
+/// `flux-helm/NAMESPACE/NAME`: the app a HelmRelease is ([`AppId::FluxHelm`]).
 fn app_id(namespace: &str, name: &str) -> String {
     format!("flux-helm/{namespace}/{name}")
 }
