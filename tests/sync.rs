@@ -1109,8 +1109,24 @@ async fn serial_a_diff_dry_runs_only_what_may_have_changed() {
     // its own: the objects' reads are told apart on the other kinds.
     let read = ["configmaps", "services", "deployments"];
 
-    let (out, cost) = diff_cost(&client, &ns, tree, &resources, &read).await;
-    support::assert_exit(&out, 0);
+    // The apiserver counts every client's lists: another controller's (the namespace
+    // controller's for an earlier test's namespace, an informer's list again) may fall
+    // within a run, more often on the 1.34 lane. Of up to three runs of the same diff, the
+    // cheapest is its own: a diff that listed more would list more in every run.
+    let mut runs = Vec::new();
+    while runs.len() < 3 {
+        let (out, cost) = diff_cost(&client, &ns, tree, &resources, &read).await;
+        support::assert_exit(&out, 0);
+        let alone = cost.lists <= 4;
+        runs.push((out, cost));
+        if alone {
+            break;
+        }
+    }
+    let (out, cost) = runs
+        .into_iter()
+        .min_by_key(|(_, cost)| cost.lists)
+        .expect("a run");
     assert_eq!(
         cost.dry_runs,
         0,
