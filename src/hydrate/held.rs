@@ -120,8 +120,9 @@ pub fn load(
     let mut tree_errors = errors.to_vec();
     let mut held = held.to_vec();
     let policy = &placed(destinations, made_by, apps, policy, &mut held);
+    let rendered_apps = std::sync::Arc::new(apps.clone());
     let parsed = crate::spec::parse_files_with(files, policy).map(|mut tree| {
-        tree.rendered_apps = std::sync::Arc::new(apps.clone());
+        tree.rendered_apps = rendered_apps.clone();
         tree
     });
     if let Err(more) = &parsed {
@@ -166,7 +167,7 @@ pub fn load(
         .collect();
     match crate::spec::parse_files_with(&kept, policy) {
         Ok(mut tree) => {
-            tree.rendered_apps = std::sync::Arc::new(apps.clone());
+            tree.rendered_apps = rendered_apps;
             tree.held = std::sync::Arc::new(by_app);
             tree.all_or_nothing = policy.all_or_nothing;
             Ok(tree)

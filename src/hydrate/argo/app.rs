@@ -143,6 +143,13 @@ impl Reading<'_> {
         }
     }
 
+    /// The app this Application is.
+    fn id(&self) -> AppId {
+        AppId::Argo {
+            name: self.name.to_string(),
+        }
+    }
+
     fn refuse(&self, key: &str, what: impl Into<Refusal>) -> SpecError {
         err(
             self.field_at(key),
@@ -277,9 +284,7 @@ impl Reading<'_> {
             out.releases.push(ReleaseAt {
                 release,
                 file,
-                app: Some(AppId::Argo {
-                    name: name.to_string(),
-                }),
+                app: Some(self.id()),
             });
             return Ok(());
         }
@@ -374,9 +379,7 @@ impl Reading<'_> {
             out.releases.push(ReleaseAt {
                 release,
                 file,
-                app: Some(AppId::Argo {
-                    name: name.to_string(),
-                }),
+                app: Some(self.id()),
             });
         } else if is_kustomize {
             let k = kustomization(name, s, &path)
@@ -384,9 +387,7 @@ impl Reading<'_> {
             out.parts.push(Part {
                 at: at.clone(),
                 by: format!("Argo CD Application {name}"),
-                app: AppId::Argo {
-                    name: name.to_string(),
-                },
+                app: self.id(),
                 output: file,
                 source: PartSource::Kustomize(Box::new(k)),
             });
@@ -405,9 +406,7 @@ impl Reading<'_> {
             out.parts.push(Part {
                 at: at.clone(),
                 by: format!("Argo CD Application {name}"),
-                app: AppId::Argo {
-                    name: name.to_string(),
-                },
+                app: self.id(),
                 output: file,
                 source: PartSource::Directory {
                     path,

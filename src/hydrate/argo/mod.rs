@@ -140,7 +140,10 @@ impl AppFormat for Format<'_> {
         mark(&mut out.files, &by_output(&self.apps), &mut out.errors);
         out.destinations.extend(self.apps.iter().filter_map(|a| {
             let (to, at) = a.destination.clone()?;
-            Some((format!("argo/{}", a.name), (to, at)))
+            let app = crate::spec::AppId::Argo {
+                name: a.name.clone(),
+            };
+            Some((app.to_string(), (to, at)))
         }));
     }
 
@@ -219,10 +222,14 @@ fn find(
             (Ok(r), _) => read.push((at, r)),
             // Without a name it is no app: what it applied could not be kept.
             (Err(e), None | Some("")) => found.errors.push(e),
-            (Err(e), Some(name)) => found.held.push(crate::hydrate::held::AppError::new(
-                format!("argo/{name}"),
-                e,
-            )),
+            (Err(e), Some(name)) => {
+                let app = crate::spec::AppId::Argo {
+                    name: name.to_string(),
+                };
+                found
+                    .held
+                    .push(crate::hydrate::held::AppError::new(app.to_string(), e))
+            }
         }
     }
     // Where a file lies in the repository, and a repository path within the spec root.

@@ -121,15 +121,7 @@ pub(super) fn variables(k: &mut Kustomization, data: &mut TreeData<'_>) -> Resul
     for source in from {
         let kind = source.kind.as_deref().unwrap_or("ConfigMap");
         let name = source.name.as_deref().unwrap_or_default();
-        let said = |why: String| {
-            err(
-                k.at.clone(),
-                format!(
-                    "Kustomization {}/{}: substituteFrom: {why}",
-                    k.namespace, k.name
-                ),
-            )
-        };
+        let said = |why: String| err(k.at.clone(), format!("{}: substituteFrom: {why}", k.said()));
         match data
             .read(kind, &k.namespace, name)
             .map_err(|e| said(e.to_string()))?

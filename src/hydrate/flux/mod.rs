@@ -302,19 +302,20 @@ fn declared(
             Ok(_) => Ok(k),
             Err(why) => Err(err(
                 at.clone(),
-                format!(
-                    "Kustomization {}/{}: {why}; nothing is applied",
-                    k.namespace, k.name
-                ),
+                format!("{}: {why}; nothing is applied", k.said()),
             )),
         },
         None => Ok(k),
     }
 }
 
-/// `flux/NAMESPACE/NAME`: the app a Kustomization is.
+/// `flux/NAMESPACE/NAME`: the app a Kustomization is, as said.
 fn app_id(namespace: &str, name: &str) -> String {
-    format!("flux/{namespace}/{name}")
+    crate::spec::AppId::Flux {
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+    }
+    .to_string()
 }
 
 /// The Kustomizations of `items` that wait for a held app (`held`: their ids, grown by
@@ -346,10 +347,7 @@ fn waiting_for_held(
             let k = &items[i];
             let app = app_id(&k.namespace, &k.name);
             held.insert(app.clone());
-            let why = format!(
-                "Kustomization {}/{}: waits for Kustomization {dep}, which is held",
-                k.namespace, k.name
-            );
+            let why = format!("{}: waits for Kustomization {dep}, which is held", k.said());
             waiting.push((i, AppError::new(app, err(k.at.clone(), why))));
         }
     }

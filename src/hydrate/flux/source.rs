@@ -30,8 +30,8 @@ pub(super) fn from_source(
         err(
             k.at.clone(),
             format!(
-                "Kustomization {}/{}: its ExternalArtifact {ns}/{name} {why}; nothing is applied",
-                k.namespace, k.name
+                "{}: its ExternalArtifact {ns}/{name} {why}; nothing is applied",
+                k.said()
             ),
         )
     };
@@ -137,9 +137,8 @@ pub(super) fn followed(
         return Err(err(
             k.at.clone(),
             format!(
-                "Kustomization {}/{}: {}; driftless follows only this one, and nothing is applied",
-                k.namespace,
-                k.name,
+                "{}: {}; driftless follows only this one, and nothing is applied",
+                k.said(),
                 Refusal::OtherRepository {
                     named: format!("source {kind} {ns}/{name}"),
                     hint: None
@@ -164,9 +163,8 @@ pub(super) fn followed(
         return Err(err(
             k.at.clone(),
             format!(
-                "Kustomization {}/{}: path {:?} holds the tree being read ({}); point driftless at {:?} instead",
-                k.namespace,
-                k.name,
+                "{}: path {:?} holds the tree being read ({}); point driftless at {:?} instead",
+                k.said(),
                 shown(&k.path),
                 shown(root),
                 shown(&k.path)
@@ -177,9 +175,8 @@ pub(super) fn followed(
         return Err(err(
             k.at.clone(),
             format!(
-                "Kustomization {}/{}: path {:?} lies in the tree being read ({}), whose files driftless reads already: point driftless at the path Flux's own Kustomization names (as clusters/NAME)",
-                k.namespace,
-                k.name,
+                "{}: path {:?} lies in the tree being read ({}), whose files driftless reads already: point driftless at the path Flux's own Kustomization names (as clusters/NAME)",
+                k.said(),
                 shown(&k.path),
                 shown(root)
             ),

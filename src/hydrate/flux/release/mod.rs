@@ -166,9 +166,13 @@ pub(super) fn helm_releases(
     waits
 }
 
-/// `flux-helm/NAMESPACE/NAME`: the app a HelmRelease is ([`AppId::FluxHelm`]).
+/// `flux-helm/NAMESPACE/NAME`: the app a HelmRelease is, as said.
 fn app_id(namespace: &str, name: &str) -> String {
-    format!("flux-helm/{namespace}/{name}")
+    AppId::FluxHelm {
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+    }
+    .to_string()
 }
 
 /// A HelmRelease as what it waits for: its app and the apps its `dependsOn` names.
