@@ -1,9 +1,10 @@
 //! Apps that render apps, one mechanism for every app format (Flux's Kustomizations and
 //! HelmReleases, Argo CD's Applications): a format finds its objects in the tree's YAML,
 //! takes them out of what is applied and says, in one [`Found`], what they render with
-//! which tool; the stage renders that (`Hydrator::carry_out_apps`) and hands the pass back
-//! to the format for what its apps say of their output (marks, what waits for a failed
-//! one). Formats are found one after another in a pass, rendered in the same order, and a
+//! which tool and what each app puts on its objects (its `AppMarks`, beside each item);
+//! the stage renders that, putting each item's marks on once it renders
+//! (`Hydrator::carry_out_apps`), and hands the pass back to the format for what waits for
+//! a failed app. Formats are found one after another in a pass, rendered in the same order, and a
 //! pass follows another while one renders more apps.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -60,8 +61,8 @@ pub(crate) trait AppFormat {
         repo: &mut Repository,
     ) -> Found;
 
-    /// After the pass's renders (`renders`, as its `find` gave them): what its apps say of
-    /// their output, and what waits for one that failed, held.
+    /// After the pass's renders (`renders`, as its `find` gave them, marked): what waits
+    /// for an app that failed, held; where its apps go.
     fn rendered(&mut self, renders: &Renders, out: &mut Hydrated);
 
     /// The notice said when `objects` ("3 objects") of the format's own install were left

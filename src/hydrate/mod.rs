@@ -19,6 +19,7 @@ pub mod held;
 pub mod helm;
 pub mod jsonnet;
 pub mod kustomize;
+pub mod marks;
 pub mod merge;
 pub(crate) mod not_carried_out;
 pub mod plugin;
@@ -158,6 +159,7 @@ impl Hydrator {
                     name: r.name.clone(),
                 }),
                 release: r,
+                app_marks: None,
             })
             .collect();
         let mut kustomizations = Vec::new();
@@ -186,6 +188,7 @@ impl Hydrator {
                             release: helm::unnamed_release(dir, &name, ns, at),
                             file: file.clone(),
                             app: None,
+                            app_marks: None,
                         });
                     }
                 }

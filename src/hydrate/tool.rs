@@ -17,7 +17,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 pub(crate) use super::cache::KeyBuilder;
 pub use super::cache::{Entry, Key};
 pub(crate) use super::error::{FindError, ToolError};
-use super::stage::{Hydrated, Input, Shared, error_at};
+use super::marks::AppMarks;
+use super::stage::{Hydrated, Input, Shared, error_at, to_yaml};
 
 /// What a tool renders from: the revision's files (and its checkout), and the tree's
 /// settings.
@@ -40,7 +41,7 @@ impl Context<'_> {
 
 /// One item's output: YAML documents, handed on as a file, and what made them.
 pub struct Rendered {
-    pub yaml: Vec<u8>,
+    pub output: Output,
     pub by: RenderedBy,
     /// What `validate`, `diff --base` and the daemon say of this render (a chart's
     /// lookups that read nothing).
@@ -48,6 +49,23 @@ pub struct Rendered {
     /// It read the live cluster (a chart's `lookup`): what it rendered may change with
     /// no change of the revision, so the daemon renders it again (`Hydrated::read_cluster`).
     pub read_cluster: bool,
+}
+
+/// What a tool printed, or the objects it made of it (a tool that reads its output
+/// itself hands on what it read, so that its app's marks go on with no second reading).
+pub enum Output {
+    Yaml(Vec<u8>),
+    Objects(Vec<serde_json::Value>),
+}
+
+impl Output {
+    /// As it is handed on: YAML.
+    pub fn into_yaml(self) -> Vec<u8> {
+        match self {
+            Output::Yaml(yaml) => yaml,
+            Output::Objects(objects) => to_yaml(&objects),
+        }
+    }
 }
 
 /// A rendering tool as the stage drives it. An item renders in three steps, so that the
@@ -77,6 +95,13 @@ pub trait Tool: Sync {
 
     /// The file an item's output is handed on as (and its provenance is keyed by).
     fn output_file(&self, item: &Self::Item) -> String;
+
+    /// What the apps an item renders for put on its objects, the innermost last (a
+    /// chart's release, then the Application whose source it is): the stage puts them on
+    /// once the item is rendered, alike for every format.
+    fn marks(&self, _item: &Self::Item) -> Vec<AppMarks> {
+        Vec::new()
+    }
 
     /// Once per revision, before any item: the tool found (or why it cannot run).
     fn ready(&self, r: &Shared, cx: &Context) -> Result<Self::Ready, FindError>;
@@ -221,6 +246,7 @@ pub(super) fn hydrate_with<T: Tool>(
     let ready = &ready;
     let results = side_by_side(items, shared.opts.concurrency, |item| {
         render_one(tool, shared, ready, item, cx)
+            .and_then(|rendered| marked(rendered, &tool.marks(item)))
     });
     for (item, result) in items.iter().zip(results) {
         match result {
@@ -236,7 +262,7 @@ pub(super) fn hydrate_with<T: Tool>(
                 }
                 out.files.push(SourceFile {
                     path: file,
-                    contents: rendered.yaml,
+                    contents: rendered.output.into_yaml(),
                 });
             }
             Err(e) => {
@@ -250,6 +276,35 @@ pub(super) fn hydrate_with<T: Tool>(
             }
         }
     }
+}
+
+/// `rendered` with `marks` put on its objects: the one place every format's apps mark
+/// what they render. Not YAML, it is the item's error, as its first app says it.
+fn marked(mut rendered: Rendered, marks: &[AppMarks]) -> Result<Rendered, ToolError> {
+    let Some(first) = marks.first() else {
+        return Ok(rendered);
+    };
+    let read_cluster = rendered.read_cluster;
+    let mut objects = match rendered.output {
+        Output::Objects(objects) => objects,
+        Output::Yaml(yaml) => {
+            let text = String::from_utf8_lossy(&yaml);
+            let docs = crate::spec::yaml::read_all(&text).map_err(|e| {
+                let said = crate::spec::yaml::said(&e);
+                let said = said.lines().next().unwrap_or_default();
+                ToolError {
+                    read_cluster,
+                    ..ToolError::from(format!("{}: what it renders is not YAML: {said}", first.of))
+                }
+            })?;
+            docs.into_iter()
+                .filter(serde_json::Value::is_object)
+                .collect()
+        }
+    };
+    AppMarks::put_all(marks, &mut objects);
+    rendered.output = Output::Objects(objects);
+    Ok(rendered)
 }
 
 /// `render` of every item, in the items' order, by a few threads that take the items in
@@ -446,7 +501,7 @@ mod tests {
             _: &Context,
         ) -> Result<Rendered, ToolError> {
             Ok(Rendered {
-                yaml: output?.to_vec(),
+                output: Output::Yaml(output?.to_vec()),
                 by: RenderedBy {
                     tool: "counted".into(),
                     version: "1".into(),
@@ -471,9 +526,9 @@ mod tests {
         let tool = Counted::default();
         // Each item twice in turn: how many runs the second made.
         let second_runs = |item: &'static str| {
-            let first = render_one(&tool, &shared, &(), &item, &cx).map(|r| r.yaml);
+            let first = render_one(&tool, &shared, &(), &item, &cx).map(|r| r.output.into_yaml());
             let before = tool.runs.load(Ordering::SeqCst);
-            let second = render_one(&tool, &shared, &(), &item, &cx).map(|r| r.yaml);
+            let second = render_one(&tool, &shared, &(), &item, &cx).map(|r| r.output.into_yaml());
             assert_eq!(first, second, "{item}: the same answer both times");
             tool.runs.load(Ordering::SeqCst) - before
         };
@@ -510,5 +565,44 @@ mod tests {
             Some("the render stopped unexpectedly")
         );
         assert_eq!(out[2].as_ref().ok().map(String::as_str), Some("C"));
+    }
+
+    #[test]
+    fn an_items_apps_mark_its_objects_and_what_is_not_yaml_is_its_error() {
+        use crate::hydrate::marks::{Put, Words};
+        let rendered = |yaml: &str| Rendered {
+            output: Output::Yaml(yaml.as_bytes().to_vec()),
+            by: RenderedBy {
+                tool: "plugin".into(),
+                version: "1".into(),
+                command: "plugin".into(),
+                release: None,
+            },
+            notices: Vec::new(),
+            read_cluster: false,
+        };
+        let app = AppMarks {
+            namespace: Some("shop".into()),
+            ..AppMarks::new("Application web".into(), Put::WhereMissing, Words::Argo)
+        };
+        let marked_yaml = |yaml: &str, marks: &[AppMarks]| {
+            marked(rendered(yaml), marks).map(|r| String::from_utf8(r.output.into_yaml()).unwrap())
+        };
+        let map = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n";
+        assert_eq!(
+            marked_yaml(map, &[]).unwrap(),
+            map,
+            "no app: as the tool gave it"
+        );
+        let out = marked_yaml(map, std::slice::from_ref(&app)).unwrap();
+        let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&out).unwrap();
+        assert_eq!(docs[0]["metadata"]["namespace"], "shop", "{out}");
+        let e = marked_yaml("a: [1\n", &[app]).err().unwrap();
+        assert!(
+            e.message
+                .starts_with("Application web: what it renders is not YAML: "),
+            "{}",
+            e.message
+        );
     }
 }

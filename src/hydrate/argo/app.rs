@@ -285,6 +285,7 @@ impl Reading<'_> {
                 release,
                 file,
                 app: Some(self.id()),
+                app_marks: Some(super::marks(&out.app)),
             });
             return Ok(());
         }
@@ -342,6 +343,7 @@ impl Reading<'_> {
             at: self.at.clone(),
             output: file,
             app: self.name.to_string(),
+            marks: super::marks(&out.app),
             namespace: out.app.namespace.clone().unwrap_or_default(),
             project: self.spec.project.clone().unwrap_or_default(),
             repo_url: s.repo_url.clone().unwrap_or_default(),
@@ -380,6 +382,7 @@ impl Reading<'_> {
                 release,
                 file,
                 app: Some(self.id()),
+                app_marks: Some(super::marks(&out.app)),
             });
         } else if is_kustomize {
             let k = kustomization(name, s, &path)
@@ -388,6 +391,7 @@ impl Reading<'_> {
                 at: at.clone(),
                 by: format!("Argo CD Application {name}"),
                 app: self.id(),
+                marks: super::marks(&out.app),
                 output: file,
                 source: PartSource::Kustomize(Box::new(k)),
             });
@@ -407,6 +411,7 @@ impl Reading<'_> {
                 at: at.clone(),
                 by: format!("Argo CD Application {name}"),
                 app: self.id(),
+                marks: super::marks(&out.app),
                 output: file,
                 source: PartSource::Directory {
                     path,

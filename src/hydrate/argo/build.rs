@@ -8,9 +8,10 @@ use std::sync::{Arc, Mutex};
 use super::{Part, PartSource};
 use crate::hydrate::flux;
 use crate::hydrate::kustomize::{self, Kustomize};
+use crate::hydrate::marks::AppMarks;
 use crate::hydrate::stage::Shared;
 use crate::hydrate::tool::{
-    Context, Entry, FindError, Keyed, Ran, Rendered, Tool, ToolError, found_once,
+    Context, Entry, FindError, Keyed, Output, Ran, Rendered, Tool, ToolError, found_once,
 };
 use crate::hydrate::walk::{Hidden, Links, Revisit, Walk, WalkError};
 use crate::spec::{AppId, Location, RenderedBy};
@@ -64,6 +65,10 @@ impl Tool for Directories {
 
     fn output_file(&self, item: &Part) -> String {
         item.output.clone()
+    }
+
+    fn marks(&self, item: &Part) -> Vec<AppMarks> {
+        vec![item.marks.clone()]
     }
 
     fn ready(&self, r: &Shared, _: &Context) -> Result<Option<Kustomize>, FindError> {
@@ -156,7 +161,7 @@ impl Tool for Directories {
             },
         };
         Ok(Rendered {
-            yaml: Arc::unwrap_or_clone(output?),
+            output: Output::Yaml(Arc::unwrap_or_clone(output?)),
             by,
             notices: Vec::new(),
             read_cluster: false,

@@ -27,10 +27,10 @@ mod options;
 pub(crate) mod part;
 
 pub(crate) use build::Directories;
-pub use marks::mark;
+pub(crate) use marks::marks;
 pub(crate) use part::{Part, PartSource, PluginParameter, PluginPart, PluginSource};
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use serde_json::Value;
 
@@ -63,9 +63,6 @@ pub struct App {
     /// says so: which cluster that is, and whether it is the one served, is the spec
     /// loader's to say (`crate::spec::clusters::Target::place`).
     pub destination: Option<(crate::spec::clusters::Destination, Location)>,
-    /// The files its sources are handed on as (each render's one file): where its marks
-    /// go, found by the file, never read back from a file's name.
-    pub outputs: Vec<String>,
 }
 
 /// Why `source.plugin` is not read: it is not what Argo CD's `plugin` holds.
@@ -137,7 +134,6 @@ impl AppFormat for Format<'_> {
     }
 
     fn rendered(&mut self, _: &Renders, out: &mut super::Hydrated) {
-        mark(&mut out.files, &by_output(&self.apps), &mut out.errors);
         out.destinations.extend(self.apps.iter().filter_map(|a| {
             let (to, at) = a.destination.clone()?;
             let app = crate::spec::AppId::Argo {
@@ -266,7 +262,7 @@ fn find(
         .iter()
         .flat_map(|(_, r)| r.paths.iter().filter_map(within_root))
         .collect();
-    for (at, r) in read {
+    for (at, mut r) in read {
         if !seen.insert(r.app.name.clone()) {
             found.errors.push(err(
                 at,
@@ -277,12 +273,17 @@ fn find(
             ));
             continue;
         }
-        let mut app = r.app;
-        app.outputs = (r.parts.iter().map(|p| &p.output))
-            .chain(r.plugins.iter().map(|p| &p.output))
-            .chain(r.releases.iter().map(|r| &r.file))
-            .cloned()
-            .collect();
+        let app = r.app;
+        // Argo CD creates the namespace once for the app: with its first render.
+        if let Some(ns) = app.namespace.as_ref().filter(|_| app.create_namespace) {
+            let first = (r.parts.iter_mut().map(|p| &mut p.marks))
+                .chain(r.plugins.iter_mut().map(|p| &mut p.marks))
+                .chain(r.releases.iter_mut().filter_map(|r| r.app_marks.as_mut()))
+                .next();
+            if let Some(marks) = first {
+                marks.creates_namespace = Some(ns.clone());
+            }
+        }
         found.renders.parts.extend(r.parts);
         found.renders.plugins.extend(r.plugins);
         found.renders.releases.extend(r.releases);
@@ -303,13 +304,6 @@ fn is_argo_install(v: &Value) -> bool {
 }
 
 pub(crate) use crate::spec::argo_output_file as output_file;
-
-/// The apps found, by the files their sources are handed on as: what [`mark`] reads.
-pub(crate) fn by_output(apps: &[App]) -> BTreeMap<&str, &App> {
-    apps.iter()
-        .flat_map(|a| a.outputs.iter().map(move |o| (o.as_str(), a)))
-        .collect()
-}
 
 #[cfg(test)]
 mod tests;

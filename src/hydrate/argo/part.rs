@@ -17,6 +17,8 @@ pub struct Part {
     pub by: String,
     /// The app it is the render of.
     pub app: crate::spec::AppId,
+    /// What its app puts on its objects.
+    pub marks: crate::hydrate::marks::AppMarks,
     /// The file its output is handed on as.
     pub output: String,
     pub source: PartSource,
@@ -43,6 +45,8 @@ pub struct PluginPart {
     /// The file its output is handed on as.
     pub output: String,
     pub app: String,
+    /// What its app puts on its objects.
+    pub marks: crate::hydrate::marks::AppMarks,
     /// `destination.namespace` (empty when none).
     pub namespace: String,
     pub project: String,

@@ -240,24 +240,17 @@ fn marks_say_what_the_application_says() {
             pointers: vec!["/spec/replicas".into()],
         }],
         destination: None,
-        outputs: vec!["root.yaml#argo.web".into()],
     };
-    let mut files = vec![
-        file(
-            "root.yaml#argo.web",
-            "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d\nspec: {}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: r\n  annotations:\n    argocd.argoproj.io/sync-wave: \"-1\"\n",
-        ),
-        file("other.yaml", "kept: as it is\n"),
-    ];
-    let mut errors = Vec::new();
-    mark(
-        &mut files,
-        &by_output(std::slice::from_ref(&app)),
-        &mut errors,
-    );
-    assert!(errors.is_empty());
-    let docs: Vec<serde_json::Value> =
-        serde_saphyr::from_multiple(&String::from_utf8_lossy(&files[0].contents)).unwrap();
+    let mut docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata:\n  name: d\nspec: {}\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: r\n  annotations:\n    argocd.argoproj.io/sync-wave: \"-1\"\n",
+    )
+    .unwrap();
+    // The render its namespace is created with (the find's choice: its first).
+    let marks = crate::hydrate::marks::AppMarks {
+        creates_namespace: Some("shop".into()),
+        ..marks(&app)
+    };
+    crate::hydrate::marks::AppMarks::put_all(&[marks], &mut docs);
     assert_eq!(docs[0]["kind"], "Namespace");
     assert_eq!(
         docs[0]["metadata"]["annotations"]["driftless.dev/apply"],
@@ -282,7 +275,30 @@ fn marks_say_what_the_application_says() {
         r["annotations"].get("driftless.dev/wave").is_none(),
         "its own wave"
     );
-    assert_eq!(files[1].contents, b"kept: as it is\n");
+}
+
+#[test]
+fn a_namespace_the_application_creates_goes_with_its_first_render_alone() {
+    let two = "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: web\n  namespace: argocd\nspec:\n  project: default\n  sources:\n    - repoURL: https://github.com/acme/gitops.git\n      path: a\n    - repoURL: https://github.com/acme/gitops.git\n      path: b\n  destination:\n    server: https://kubernetes.default.svc\n    namespace: shop\n  syncPolicy:\n    syncOptions: [CreateNamespace=true]\n";
+    let mut files = vec![file("web.yaml", two)];
+    let (found, _) = find(
+        &mut files,
+        &repository(""),
+        &Default::default(),
+        &mut BTreeSet::new(),
+        Install::LeftOut,
+    );
+    assert!(found.errors.is_empty(), "{:?}", found.errors);
+    let created: Vec<_> = found
+        .renders
+        .parts
+        .iter()
+        .map(|p| (p.marks.of.as_str(), p.marks.creates_namespace.as_deref()))
+        .collect();
+    assert_eq!(
+        created,
+        [("Application web", Some("shop")), ("Application web", None)]
+    );
 }
 
 #[test]

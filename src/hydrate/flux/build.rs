@@ -11,9 +11,10 @@ use super::artifact::materialise;
 use super::model::*;
 use crate::hydrate::cache::KeyBuilder;
 use crate::hydrate::kustomize::{self, Kustomize, Overlay, closure};
-use crate::hydrate::stage::{AppMarks, Put, Shared};
+use crate::hydrate::marks::{AppMarks, Put, Words};
+use crate::hydrate::stage::Shared;
 use crate::hydrate::tool::{
-    Context, Entry, FindError, Keyed, Ran, Rendered, Tool, ToolError, found_once,
+    Context, Entry, FindError, Keyed, Output, Ran, Rendered, Tool, ToolError, found_once,
 };
 use crate::hydrate::tree::KUSTOMIZATION_FILES;
 use crate::hydrate::walk::{Hidden, Links, Revisit, Walk, WalkError};
@@ -47,6 +48,10 @@ impl Tool for Builds {
 
     fn output_file(&self, item: &Kustomization) -> String {
         crate::spec::flux_output_file(&item.at.file, &item.namespace, &item.name)
+    }
+
+    fn marks(&self, item: &Kustomization) -> Vec<AppMarks> {
+        vec![marks(item)]
     }
 
     fn ready(&self, r: &Shared, _: &Context) -> Result<Kustomize, FindError> {
@@ -102,9 +107,8 @@ impl Tool for Builds {
         built: Entry,
         _: &Context,
     ) -> Result<Rendered, ToolError> {
-        let yaml = finish(&built?, k)?;
         Ok(Rendered {
-            yaml,
+            output: Output::Objects(finish(&built?, k)?),
             by: RenderedBy {
                 tool: "kustomize".into(),
                 version: tool.version.clone(),
@@ -349,37 +353,11 @@ pub(crate) fn build_copy(r: &Shared, tool: &Kustomize, copy: &Copy) -> Entry {
     kustomize::run_build(r, tool, &at, &unrestricted, dir.path())
 }
 
-/// What Flux does after the build: `postBuild.substitute`, `commonMetadata`, its labels;
-/// and driftless's marks for `dependsOn`, `prune: false` and `force`.
-pub(super) fn finish(built: &[u8], k: &Kustomization) -> Result<Vec<u8>, ToolError> {
+/// What Flux does after the build, before its marks: `postBuild.substitute`.
+pub(super) fn finish(built: &[u8], k: &Kustomization) -> Result<Vec<Value>, ToolError> {
     let text = std::str::from_utf8(built)
         .map_err(|_| ToolError::from("kustomize printed no UTF-8".to_string()))?;
     let vars = &k.spec.post_build.substitute;
-    let meta = &k.spec.common_metadata;
-    // What every object of the Kustomization is given, in order: a later one wins.
-    let mut labels: Vec<(&str, String)> = meta
-        .labels
-        .iter()
-        .map(|(key, value)| (key.as_str(), value.clone()))
-        .collect();
-    labels.push((NAME_LABEL, k.name.clone()));
-    labels.push((NAMESPACE_LABEL, k.namespace.clone()));
-    let mut base: Vec<(&str, String)> = meta
-        .annotations
-        .iter()
-        .map(|(key, value)| (key.as_str(), value.clone()))
-        .collect();
-    // Flux's substitution is done: driftless's own `${...}` is not theirs.
-    base.push((crate::spec::policy::SUBSTITUTE, "disabled".into()));
-    if k.wave > 0 {
-        base.push((crate::spec::order::WAVE, k.wave.to_string()));
-    }
-    if k.spec.prune == Some(false) {
-        base.push((crate::spec::policy::PRUNE, "disabled".into()));
-    }
-    if k.spec.force == Some(true) {
-        base.push((crate::spec::policy::REPLACE, "on-immutable".into()));
-    }
     let mut out = Vec::new();
     let lines: Vec<&str> = text.split_inclusive('\n').collect();
     for (start, end) in documents(&lines) {
@@ -391,67 +369,60 @@ pub(super) fn finish(built: &[u8], k: &Kustomization) -> Result<Vec<u8>, ToolErr
         if let (Some(vars), false) = (vars, disabled) {
             doc = substitute(&doc, vars);
         }
-        let mut v: Value = crate::spec::yaml::read_one(&doc).map_err(|e| {
+        let v: Value = crate::spec::yaml::read_one(&doc).map_err(|e| {
             ToolError::from(format!(
                 "the build's output is not YAML: {}",
                 crate::spec::yaml::said(&e)
             ))
         })?;
-        let flux_mark = |key: &str| {
-            v["metadata"]["annotations"][key]
-                .as_str()
-                .map(str::to_string)
-        };
-        let ssa = flux_mark(SSA_ANNOTATION);
-        let reconcile = flux_mark(RECONCILE_ANNOTATION);
-        // Flux's own objects (a HelmRelease, a nested Kustomization) are carried out by
-        // their own controllers in Flux, suspended or not by their own `suspend`.
-        let flux_own = v["apiVersion"].as_str().is_some_and(|a| {
-            a.split('/')
-                .next()
-                .is_some_and(|g| g.ends_with(".fluxcd.io"))
-        });
-        let mut annotations = base.clone();
-        if k.spec.suspend == Some(true) && !flux_own {
-            let why = format!(
-                "Flux Kustomization {}/{} is suspended (suspend: true)",
-                k.namespace, k.name
-            );
-            annotations.push((crate::spec::policy::SUSPEND, why));
-        }
-        // Flux impersonates it: driftless writes only what it may.
-        if let Some(account) = k
-            .spec
-            .service_account_name
-            .as_deref()
-            .filter(|a| !is_flux_controller(&k.namespace, a))
-        {
-            let account = format!("{}/{account}", k.namespace);
-            annotations.push((crate::spec::policy::SERVICE_ACCOUNT, account));
-        }
-        // Flux's marks on an object: applied only when missing (IfNotPresent), or left
-        // alone (Ignore, reconcile: disabled: created when missing, never changed or
-        // pruned, the nearest driftless has).
-        let left_alone =
-            ssa.as_deref() == Some("Ignore") || reconcile.as_deref() == Some("disabled");
-        if ssa.as_deref() == Some("IfNotPresent") || left_alone {
-            annotations.push((crate::spec::policy::APPLY, "create-only".into()));
-        }
-        if left_alone {
-            annotations.push((crate::spec::policy::PRUNE, "disabled".into()));
-        }
-        let marks = AppMarks {
-            namespace: None,
-            ignore: &[],
-            labels: labels.clone(),
-            annotations,
-            put: Put::Over,
-            own_waves: &[],
-        };
-        marks.put_on(&mut v, &[]);
         out.push(v);
     }
-    Ok(crate::hydrate::stage::to_yaml(&out))
+    Ok(out)
+}
+
+/// What a Kustomization puts on every object it applies: `commonMetadata`, Flux's labels,
+/// its service account (Flux impersonates it: driftless writes only what it may),
+/// `suspend`; and driftless's marks for `dependsOn`, `prune: false` and `force`. Flux's
+/// own words on an object (`ssa`, `reconcile`) are read as it reads them ([`Words::Flux`]).
+pub(super) fn marks(k: &Kustomization) -> AppMarks {
+    let meta = &k.spec.common_metadata;
+    let pairs = |m: &BTreeMap<String, String>| -> Vec<(String, String)> {
+        m.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+    };
+    // What every object of the Kustomization is given, in order: a later one wins.
+    let mut labels = pairs(&meta.labels);
+    labels.push((NAME_LABEL.into(), k.name.clone()));
+    labels.push((NAMESPACE_LABEL.into(), k.namespace.clone()));
+    let mut annotations = pairs(&meta.annotations);
+    // Flux's substitution is done: driftless's own `${...}` is not theirs.
+    annotations.push((crate::spec::policy::SUBSTITUTE.into(), "disabled".into()));
+    if k.wave > 0 {
+        annotations.push((crate::spec::order::WAVE.into(), k.wave.to_string()));
+    }
+    if k.spec.prune == Some(false) {
+        annotations.push((crate::spec::policy::PRUNE.into(), "disabled".into()));
+    }
+    if k.spec.force == Some(true) {
+        annotations.push((crate::spec::policy::REPLACE.into(), "on-immutable".into()));
+    }
+    if k.spec.suspend == Some(true) {
+        let why = format!("Flux {} is suspended (suspend: true)", k.said());
+        annotations.push((crate::spec::policy::SUSPEND.into(), why));
+    }
+    if let Some(account) = k
+        .spec
+        .service_account_name
+        .as_deref()
+        .filter(|a| !is_flux_controller(&k.namespace, a))
+    {
+        let account = format!("{}/{account}", k.namespace);
+        annotations.push((crate::spec::policy::SERVICE_ACCOUNT.into(), account));
+    }
+    AppMarks {
+        labels,
+        annotations,
+        ..AppMarks::new(format!("Flux {}", k.said()), Put::Over, Words::Flux)
+    }
 }
 
 /// Flux's post-build substitution (drone/envsubst as Flux uses it): `${name}`, `$name`,

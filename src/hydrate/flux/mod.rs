@@ -981,11 +981,11 @@ mod tests {
         );
         let r = r.unwrap();
         assert_eq!(drift(&r), None);
-        let out = crate::hydrate::helm::objects(
+        let mut out = crate::hydrate::helm::objects(
             b"apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n---\napiVersion: apps/v1\nkind: Deployment\nmetadata: {name: api, annotations: {driftless.dev/ignore-fields: /spec/paused}}\n",
-            &r,
         )
         .unwrap();
+        crate::hydrate::marks::AppMarks::put_all(&[crate::hydrate::helm::marks(&r)], &mut out);
         let ignored =
             |i: usize| out[i]["metadata"]["annotations"]["driftless.dev/ignore-fields"].clone();
         assert_eq!(ignored(0), "/spec/replicas, /data/x");
@@ -1369,6 +1369,13 @@ mod tests {
         assert!(files[0].contents.iter().all(|b| *b == b'\n'));
     }
 
+    /// The build's objects with the Kustomization's marks, as the stage puts them on.
+    fn finished(built: &[u8], k: &Kustomization) -> Vec<Value> {
+        let mut docs = finish(built, k).unwrap();
+        crate::hydrate::marks::AppMarks::put_all(&[build::marks(k)], &mut docs);
+        docs
+    }
+
     #[test]
     fn flux_s_marks_and_the_kustomization_s_become_driftless_s() {
         let mut k = item(
@@ -1382,9 +1389,7 @@ mod tests {
         k.wave = 2;
         k.spec.prune = Some(false);
         let built = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  annotations:\n    kustomize.toolkit.fluxcd.io/ssa: IfNotPresent\ndata:\n  k: \"${v}\"\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: d\n  annotations:\n    kustomize.toolkit.fluxcd.io/reconcile: disabled\n    kustomize.toolkit.fluxcd.io/substitute: disabled\ndata:\n  k: \"${v}\"\n";
-        let out = finish(built.as_bytes(), &k).unwrap();
-        let docs: Vec<Value> =
-            serde_saphyr::from_multiple(std::str::from_utf8(&out).unwrap()).unwrap();
+        let docs = finished(built.as_bytes(), &k);
         let a = |i: usize, key: &str| docs[i]["metadata"]["annotations"][key].clone();
         assert_eq!(docs[0]["data"]["k"], "one");
         assert_eq!(docs[1]["data"]["k"], "${v}", "substitution disabled");
@@ -1403,9 +1408,7 @@ mod tests {
 
         // A tenant's account is asked; Flux's own controller's is driftless's own rights.
         let account = |k: &Kustomization| {
-            let out = finish(built.as_bytes(), k).unwrap();
-            let docs: Vec<Value> =
-                serde_saphyr::from_multiple(std::str::from_utf8(&out).unwrap()).unwrap();
+            let docs = finished(built.as_bytes(), k);
             docs[0]["metadata"]["annotations"]["driftless.dev/service-account"].clone()
         };
         k.spec.service_account_name = Some("dev-team".into());
@@ -1418,9 +1421,7 @@ mod tests {
         // own object, held back only by its own `suspend`.
         k.spec.suspend = Some(true);
         let release = "---\napiVersion: helm.toolkit.fluxcd.io/v2\nkind: HelmRelease\nmetadata:\n  name: r\nspec: {}\n";
-        let out = finish(format!("{built}{release}").as_bytes(), &k).unwrap();
-        let docs: Vec<Value> =
-            serde_saphyr::from_multiple(std::str::from_utf8(&out).unwrap()).unwrap();
+        let docs = finished(format!("{built}{release}").as_bytes(), &k);
         let a = |i: usize, key: &str| docs[i]["metadata"]["annotations"][key].clone();
         let held = "Flux Kustomization flux-system/a is suspended (suspend: true)";
         assert_eq!(a(0, "driftless.dev/suspend"), held);

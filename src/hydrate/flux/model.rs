@@ -18,8 +18,6 @@ pub(super) const EXTENSIONS_GROUP: &str = "source.extensions.fluxcd.io";
 pub(super) const NAME_LABEL: &str = "kustomize.toolkit.fluxcd.io/name";
 pub(super) const NAMESPACE_LABEL: &str = "kustomize.toolkit.fluxcd.io/namespace";
 pub(super) const SUBSTITUTE_ANNOTATION: &str = "kustomize.toolkit.fluxcd.io/substitute";
-pub(super) const SSA_ANNOTATION: &str = "kustomize.toolkit.fluxcd.io/ssa";
-pub(super) const RECONCILE_ANNOTATION: &str = "kustomize.toolkit.fluxcd.io/reconcile";
 
 /// `spec` fields carried out, or accepted as driftless already does what they ask
 /// (it waits for every object's health; it has no interval).

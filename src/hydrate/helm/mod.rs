@@ -15,10 +15,11 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
+use super::marks::{AppMarks, Put, Words};
 pub use super::stage::ClusterFacts;
-use super::stage::{Shared, to_yaml};
+use super::stage::Shared;
 use super::tool::found_once;
-use super::tool::{Context, Entry, FindError, Keep, Keyed, Ran, Rendered, Tool, ToolError};
+use super::tool::{Context, Entry, FindError, Keep, Keyed, Output, Ran, Rendered, Tool, ToolError};
 use super::{pull, runner};
 use crate::spec::helm::HelmRelease;
 use crate::spec::{AppId, Location, RenderedBy};
@@ -126,40 +127,31 @@ pub fn find(named: Option<&Path>, limits: &super::runner::Limits) -> Result<Helm
 #[error("helm printed what is not YAML: {0}")]
 pub struct NotYaml(String);
 
-/// helm's output as manifests of the release: each object in the release namespace when
-/// it is namespaced and says none, with the release's policies, `keep` honoured.
-pub fn objects(output: &[u8], r: &HelmRelease) -> Result<Vec<serde_json::Value>, NotYaml> {
+/// helm's output as the release's manifests.
+pub fn objects(output: &[u8]) -> Result<Vec<serde_json::Value>, NotYaml> {
     let text = String::from_utf8_lossy(output);
     let docs: Vec<serde_json::Value> = crate::spec::yaml::read_all(&text)
         .map_err(|e| NotYaml(first_line(&crate::spec::yaml::said(&e))))?;
-    let crd_cluster = super::stage::cluster_scoped_crds(&docs);
-    let marks = super::stage::AppMarks {
-        namespace: Some(&r.namespace),
-        ignore: &r.ignore,
+    Ok(docs.into_iter().filter(|d| d.is_object()).collect())
+}
+
+/// What a release puts on its objects: its namespace where a namespaced object says none,
+/// its policies, `keep` honoured.
+pub(crate) fn marks(r: &HelmRelease) -> AppMarks {
+    AppMarks {
+        namespace: Some(r.namespace.clone()),
+        ignore: r.ignore.clone(),
         annotations: r
             .annotations
             .iter()
-            .map(|(k, v)| (k.as_str(), v.clone()))
+            .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
-        labels: Vec::new(),
-        put: super::stage::Put::WhereMissing,
-        own_waves: &[],
-    };
-    let mut out = Vec::new();
-    for mut d in docs.into_iter().filter(|d| d.is_object()) {
-        marks.put_on(&mut d, &crd_cluster);
-        // As helm leaves such an object behind on uninstall.
-        if let Some(a) = d
-            .pointer_mut("/metadata/annotations")
-            .and_then(serde_json::Value::as_object_mut)
-            && a.get("helm.sh/resource-policy").and_then(|v| v.as_str()) == Some("keep")
-        {
-            a.entry(crate::spec::policy::PRUNE.to_string())
-                .or_insert_with(|| "disabled".into());
-        }
-        out.push(d);
+        ..AppMarks::new(
+            format!("release {}", r.name),
+            Put::WhereMissing,
+            Words::Helm,
+        )
     }
-    Ok(out)
 }
 
 fn first_line(s: &str) -> String {
@@ -194,6 +186,9 @@ pub struct ReleaseAt {
     /// The app it is (a `[helm.NAME]` release, a Flux HelmRelease, an Argo CD
     /// Application's chart); none for a chart nobody names, the tree's own.
     pub app: Option<AppId>,
+    /// What the app whose source it is puts on its objects over the release's own (an
+    /// Argo CD Application's).
+    pub app_marks: Option<AppMarks>,
 }
 
 /// A release made ready: its run, and the kustomize of its post-renderers (when it has
@@ -224,6 +219,12 @@ impl Tool for Releases {
 
     fn output_file(&self, item: &ReleaseAt) -> String {
         item.file.clone()
+    }
+
+    fn marks(&self, item: &ReleaseAt) -> Vec<AppMarks> {
+        let mut layers = vec![marks(&item.release)];
+        layers.extend(item.app_marks.clone());
+        layers
     }
 
     fn ready(&self, r: &Shared, _: &Context) -> Result<Helm, FindError> {
@@ -370,13 +371,13 @@ impl Tool for Releases {
             read_cluster: prepared.reads_cluster,
             ..e
         })?;
-        let objects = objects(&rendered, rel).map_err(|e| ToolError {
+        let objects = objects(&rendered).map_err(|e| ToolError {
             read_cluster: prepared.reads_cluster,
             ..ToolError::from(e.to_string())
         })?;
         let meta = prepared.meta;
         Ok(Rendered {
-            yaml: to_yaml(&objects),
+            output: Output::Objects(objects),
             by: RenderedBy {
                 tool: "helm".into(),
                 version: tool.version.clone(),
@@ -414,11 +415,11 @@ mod tests {
                 crate::spec::Location::default(),
             )
         };
-        let out = objects(
-            b"---\n# Source: web/templates/a.yaml\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  annotations:\n    helm.sh/resource-policy: keep\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: r\n---\napiVersion: v1\nkind: Service\nmetadata:\n  name: s\n  namespace: other\n",
-            &r,
+        let mut out = objects(
+            b"---\n# Source: web/templates/a.yaml\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\n  annotations:\n    helm.sh/resource-policy: keep\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: r\n---\napiVersion: v1\nkind: Service\nmetadata:\n  name: s\n  namespace: other\n"
         )
         .unwrap();
+        AppMarks::put_all(&[marks(&r)], &mut out);
         assert_eq!(out.len(), 3);
         assert_eq!(out[0]["metadata"]["namespace"], "shop");
         assert_eq!(

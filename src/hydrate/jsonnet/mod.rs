@@ -19,7 +19,7 @@ pub use eval::{Files, extract};
 
 use super::stage::{Shared, to_yaml};
 use super::tool::{
-    Context, Entry, FindError, Keep, Key, KeyBuilder, Keyed, Ran, Rendered, Tool, ToolError,
+    Context, Entry, FindError, Keep, Key, KeyBuilder, Keyed, Output, Ran, Rendered, Tool, ToolError,
 };
 use crate::spec::settings::JsonnetSettings;
 use crate::spec::{AppId, Location, RenderedBy};
@@ -185,7 +185,7 @@ impl Tool for Evaluations {
                 "the Jsonnet file yields no Kubernetes objects (no object with apiVersion and kind); a library is named *.libsonnet".to_string(),
             )),
             yaml => Ok(Rendered {
-                yaml: Arc::unwrap_or_clone(yaml),
+                output: Output::Yaml(Arc::unwrap_or_clone(yaml)),
                 by: RenderedBy {
                     tool: "jsonnet".into(),
                     version: JSONNET_VERSION.into(),

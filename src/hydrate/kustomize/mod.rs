@@ -16,7 +16,7 @@ use super::cache::{self, KeyBuilder};
 use super::runner;
 use super::stage::Shared;
 use super::tool::found_once;
-use super::tool::{Context, Entry, FindError, Keyed, Ran, Rendered, Tool, ToolError};
+use super::tool::{Context, Entry, FindError, Keyed, Output, Ran, Rendered, Tool, ToolError};
 use crate::spec::{AppId, Location, RenderedBy};
 pub(crate) use closure::ClosureError;
 pub use closure::closure;
@@ -252,7 +252,7 @@ impl Tool for Kustomizations {
         _: &Context,
     ) -> Result<Rendered, ToolError> {
         Ok(Rendered {
-            yaml: Arc::unwrap_or_clone(output?),
+            output: Output::Yaml(Arc::unwrap_or_clone(output?)),
             by: RenderedBy {
                 tool: "kustomize".into(),
                 version: tool.version.clone(),

@@ -23,9 +23,10 @@ use std::sync::atomic::Ordering;
 
 use super::argo::PluginPart;
 use super::cache::KeyBuilder;
+use super::marks::AppMarks;
 use super::runner::{self, Session};
 use super::stage::Shared;
-use super::tool::{Context, Entry, FindError, Keyed, Ran, Rendered, Tool, ToolError};
+use super::tool::{Context, Entry, FindError, Keyed, Output, Ran, Rendered, Tool, ToolError};
 use crate::spec::{AppId, Location, RenderedBy};
 pub use declare::declared;
 use declare::{Command, Discover};
@@ -194,6 +195,10 @@ impl Tool for Plugins {
         item.output.clone()
     }
 
+    fn marks(&self, item: &PluginPart) -> Vec<AppMarks> {
+        vec![item.marks.clone()]
+    }
+
     fn ready(&self, r: &Shared, cx: &Context) -> Result<Ready, FindError> {
         // Each app says what it lacks: a plugin not declared holds its app alone.
         let plugins = match &r.opts.plugins_dir {
@@ -267,7 +272,7 @@ impl Tool for Plugins {
         let said = |m: String| ToolError::from(format!("Application {}: {m}", part.app));
         let output = output.map_err(|e| said(e.message))?;
         Ok(Rendered {
-            yaml: Arc::unwrap_or_clone(output),
+            output: Output::Yaml(Arc::unwrap_or_clone(output)),
             by: RenderedBy {
                 // "(config management plugin kustomized-helm)", as `validate` says it.
                 tool: "config management plugin".into(),

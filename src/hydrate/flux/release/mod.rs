@@ -148,6 +148,7 @@ pub(super) fn helm_releases(
             ),
             release: r.release,
             app: Some(id),
+            app_marks: None,
         });
     }
     let ws = waves_of(&nodes, waves, errors);
