@@ -45,6 +45,9 @@ pub enum Put {
 /// The words on an object its app's controller reads as its author's say of it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Words {
+    /// None but driftless's own: a format whose controller reads nothing else on an
+    /// object it applies (a new format starts here, with no variant of its own).
+    Driftless,
     /// Flux's kustomize-controller: `kustomize.toolkit.fluxcd.io/ssa: IfNotPresent` is
     /// applied only when missing, `ssa: Ignore` and `reconcile: disabled` left alone
     /// (created when missing, never changed or pruned: the nearest driftless has). Flux's
@@ -118,7 +121,7 @@ impl AppMarks {
         let (flux_ssa, flux_reconcile, helm_policy) = match self.words {
             Words::Flux => (own(FLUX_SSA), own(FLUX_RECONCILE), None),
             Words::Helm => (None, None, own(HELM_RESOURCE_POLICY)),
-            Words::Argo => (None, None, None),
+            Words::Argo | Words::Driftless => (None, None, None),
         };
         let flux_own = self.words == Words::Flux
             && d["apiVersion"].as_str().is_some_and(|a| {
@@ -289,6 +292,24 @@ mod tests {
                 "driftless.dev/wave": "2",
                 "driftless.dev/prune": "disabled"}}),
             "cluster-scoped by its CRD: no namespace"
+        );
+        // With driftless's words alone, no controller's words on the object count.
+        let mut worded = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "w", "namespace": "a", "annotations": {
+                "argocd.argoproj.io/sync-wave": "5",
+                "helm.sh/resource-policy": "keep",
+                "kustomize.toolkit.fluxcd.io/ssa": "Ignore"}}});
+        let plain = AppMarks {
+            annotations: vec![(WAVE.into(), "2".into())],
+            ..AppMarks::new("GitRepo g".into(), Put::WhereMissing, Words::Driftless)
+        };
+        plain.put_on(&mut worded, &[]);
+        assert_eq!(
+            worded["metadata"]["annotations"],
+            json!({"argocd.argoproj.io/sync-wave": "5",
+                "helm.sh/resource-policy": "keep",
+                "kustomize.toolkit.fluxcd.io/ssa": "Ignore",
+                "driftless.dev/wave": "2"})
         );
         // A Flux Kustomization's: over the object's own, labels too.
         let flux = AppMarks {
