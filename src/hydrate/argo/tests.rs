@@ -20,6 +20,19 @@ fn repository<'a>(root: &'a str) -> Repository<'a> {
     }
 }
 
+/// One pass of the finder over `files`, as the first of a revision (no Application met
+/// before), Argo CD's install left out.
+fn find_once(files: &mut [SourceFile], repo: &Repository) -> Found {
+    find(
+        files,
+        repo,
+        &Default::default(),
+        &mut BTreeSet::new(),
+        Install::LeftOut,
+    )
+    .0
+}
+
 fn application(name: &str, path: &str, extra: &str) -> String {
     format!(
         "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: {name}\n  namespace: argocd\nspec:\n  project: default\n  source:\n    repoURL: git@github.com:acme/GitOps.git\n    path: {path}\n    targetRevision: HEAD\n  destination:\n    server: https://kubernetes.default.svc\n    namespace: shop\n{extra}"
@@ -166,13 +179,7 @@ fn what_is_not_carried_out_is_an_error_at_its_place() {
     ];
     for (text, want) in cases {
         let mut files = vec![file("a.yaml", &text)];
-        let (found, _) = find(
-            &mut files,
-            &repository(""),
-            &Default::default(),
-            &mut BTreeSet::new(),
-            Install::LeftOut,
-        );
+        let found = find_once(&mut files, &repository(""));
         // A refused Application is held alone; a refused ApplicationSet is the tree's
         // error (the apps it would make are unknown).
         let (said, held) = match text.contains("kind: ApplicationSet") {
@@ -194,13 +201,7 @@ fn what_is_not_carried_out_is_an_error_at_its_place() {
 fn charts_become_releases_with_their_values() {
     let text = "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: podinfo\nspec:\n  sources:\n    - repoURL: https://charts.example.com/\n      chart: podinfo\n      targetRevision: 6.2.3\n      helm:\n        releaseName: web\n        valueFiles: [$values/values/podinfo.yaml]\n        valuesObject: {ui: {message: hi}}\n        parameters:\n          - {name: replicaCount, value: \"2\"}\n          - {name: ui.color, value: \"007\", forceString: true}\n        skipCrds: true\n    - repoURL: https://github.com/acme/gitops\n      targetRevision: main\n      ref: values\n  destination:\n    namespace: shop\n";
     let mut files = vec![file("apps/podinfo.yaml", text)];
-    let (found, _) = find(
-        &mut files,
-        &repository("clusters/prod"),
-        &Default::default(),
-        &mut BTreeSet::new(),
-        Install::LeftOut,
-    );
+    let found = find_once(&mut files, &repository("clusters/prod"));
     assert!(found.errors.is_empty(), "{:?}", found.errors);
     assert_eq!(found.renders.releases.len(), 1);
     let r = &found.renders.releases[0];
@@ -281,13 +282,7 @@ fn marks_say_what_the_application_says() {
 fn a_namespace_the_application_creates_goes_with_its_first_render_alone() {
     let two = "apiVersion: argoproj.io/v1alpha1\nkind: Application\nmetadata:\n  name: web\n  namespace: argocd\nspec:\n  project: default\n  sources:\n    - repoURL: https://github.com/acme/gitops.git\n      path: a\n    - repoURL: https://github.com/acme/gitops.git\n      path: b\n  destination:\n    server: https://kubernetes.default.svc\n    namespace: shop\n  syncPolicy:\n    syncOptions: [CreateNamespace=true]\n";
     let mut files = vec![file("web.yaml", two)];
-    let (found, _) = find(
-        &mut files,
-        &repository(""),
-        &Default::default(),
-        &mut BTreeSet::new(),
-        Install::LeftOut,
-    );
+    let found = find_once(&mut files, &repository(""));
     assert!(found.errors.is_empty(), "{:?}", found.errors);
     let created: Vec<_> = found
         .renders
@@ -322,13 +317,7 @@ fn a_source_at_another_revision_of_this_repository_is_said_to_be_read_in_place()
         ..repository("")
     };
     let mut files = vec![file("apps.yaml", &text)];
-    let (found, _) = find(
-        &mut files,
-        &repo,
-        &Default::default(),
-        &mut BTreeSet::new(),
-        Install::LeftOut,
-    );
+    let found = find_once(&mut files, &repo);
     assert!(found.errors.is_empty(), "{:?}", found.errors);
     assert_eq!(
         found.notices,
@@ -339,12 +328,6 @@ fn a_source_at_another_revision_of_this_repository_is_said_to_be_read_in_place()
     );
     // Where the revision being read has no name (an artifact), nothing is said.
     let mut files = vec![file("apps.yaml", &text)];
-    let (found, _) = find(
-        &mut files,
-        &repository(""),
-        &Default::default(),
-        &mut BTreeSet::new(),
-        Install::LeftOut,
-    );
+    let found = find_once(&mut files, &repository(""));
     assert!(found.notices.is_empty(), "{:?}", found.notices);
 }
