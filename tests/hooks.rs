@@ -22,9 +22,18 @@ use kube::{Client, ResourceExt};
 use support::{Daemon, assert_exit, printed, show};
 
 /// What happened to Jobs and Deployments in a namespace, in the order the watches saw
-/// it: `added Job/x`, `complete Job/x`, `deleted Job/x`, `added Deployment/y`.
+/// it: `added Job/x`, `complete Job/x`, `deleted Job/x`, `added Deployment/y`; each with
+/// the resourceVersion the apiserver wrote it at. Two watches report in turn, so only
+/// that says which of a Job's and a Deployment's writes came first.
 #[derive(Clone, Default)]
-struct Seen(Arc<Mutex<Vec<String>>>);
+struct Seen(Arc<Mutex<Vec<(u64, String)>>>);
+
+/// The apiserver's version of `o`'s write (one etcd: one order for every kind).
+fn written_at(o: &impl ResourceExt) -> u64 {
+    o.resource_version()
+        .and_then(|v| v.parse().ok())
+        .expect("a resourceVersion of the test cluster's etcd")
+}
 
 impl Seen {
     fn start(client: &Client, ns: &str) -> Seen {
@@ -40,7 +49,7 @@ impl Seen {
                     watcher::Event::Apply(j) | watcher::Event::InitApply(j) => {
                         let uid = j.uid().unwrap_or_default();
                         if known.insert(uid.clone()) {
-                            log.push(format!("added Job/{}", j.name_any()));
+                            log.push(&j, format!("added Job/{}", j.name_any()));
                         }
                         let done = j
                             .status
@@ -51,10 +60,12 @@ impl Seen {
                                     .any(|c| c.type_ == "Complete" && c.status == "True")
                             });
                         if done && complete.insert(uid) {
-                            log.push(format!("complete Job/{}", j.name_any()));
+                            log.push(&j, format!("complete Job/{}", j.name_any()));
                         }
                     }
-                    watcher::Event::Delete(j) => log.push(format!("deleted Job/{}", j.name_any())),
+                    watcher::Event::Delete(j) => {
+                        log.push(&j, format!("deleted Job/{}", j.name_any()))
+                    }
                     _ => {}
                 }
             }
@@ -69,10 +80,10 @@ impl Seen {
                     watcher::Event::Apply(d) | watcher::Event::InitApply(d)
                         if known.insert(d.uid().unwrap_or_default()) =>
                     {
-                        log.push(format!("added Deployment/{}", d.name_any()));
+                        log.push(&d, format!("added Deployment/{}", d.name_any()));
                     }
                     watcher::Event::Delete(d) => {
-                        log.push(format!("deleted Deployment/{}", d.name_any()))
+                        log.push(&d, format!("deleted Deployment/{}", d.name_any()))
                     }
                     _ => {}
                 }
@@ -81,28 +92,34 @@ impl Seen {
         seen
     }
 
-    fn push(&self, what: String) {
-        self.0.lock().unwrap().push(what);
+    fn push(&self, o: &impl ResourceExt, what: String) {
+        self.0.lock().unwrap().push((written_at(o), what));
     }
 
     fn all(&self) -> Vec<String> {
-        self.0.lock().unwrap().clone()
+        self.0
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(_, s)| s.clone())
+            .collect()
     }
 
     fn count(&self, what: &str) -> usize {
         self.all().iter().filter(|s| *s == what).count()
     }
 
-    /// Where `what` happened first, failing the test when it did not. The watch reports
-    /// a little after the apiserver answered the write, so it is waited for (the log only
-    /// grows: where an event stands does not change).
-    async fn at(&self, what: &str) -> usize {
+    /// When `what` first happened, as the apiserver's resourceVersion of its write,
+    /// failing the test when it did not. The watch reports a little after the apiserver
+    /// answered the write, so it is waited for (the log only grows).
+    async fn at(&self, what: &str) -> u64 {
         let seen = format!("the watch to report {what:?}");
         support::eventually(&seen, Duration::from_secs(30), || async {
-            let all = self.all();
-            all.iter()
-                .position(|s| s == what)
-                .ok_or_else(|| format!("never saw {what:?}: {all:?}"))
+            let log = self.0.lock().unwrap().clone();
+            log.iter()
+                .find(|(_, s)| s == what)
+                .map(|(at, _)| *at)
+                .ok_or_else(|| format!("never saw {what:?}: {:?}", self.all()))
         })
         .await
     }
